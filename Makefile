@@ -1,0 +1,53 @@
+# kraftlog — two commands for a newcomer: `make run` and `make test`.
+# Every install step lives here so that a fresh Debian/Ubuntu machine goes from nothing to green.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+PROTOS := $(wildcard proto/*.proto)
+
+.PHONY: run test proto system-deps venv clean bench help
+
+help:
+	@echo "make run    - create .venv, install kraftlog and run the main job"
+	@echo "make test   - install the test extras and run the whole test suite"
+	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
+	@echo "make bench  - run every benchmark in tests/perf (full variants)"
+
+# System packages: python3-venv (Debian ships venv separately) and a headless JRE for Spark.
+system-deps:
+	@bash deploy/scripts/system-deps.sh
+
+$(VENV)/bin/python: | system-deps
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml $(VENV)/bin/python
+	$(PIP) install --quiet -e .
+	@touch $@
+
+$(STAMP_DEV): pyproject.toml $(VENV)/bin/python
+	$(PIP) install --quiet -e '.[dev]'
+	@touch $@ $(STAMP_RUN)
+
+venv: $(STAMP_RUN)
+
+run: system-deps $(STAMP_RUN)
+	$(VENV)/bin/kraftlog demo --dir .kraftlog/demo
+
+test: system-deps $(STAMP_DEV)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# One target generates every gRPC module; tests/unit/test_proto_fresh.py fails when they are stale.
+proto: $(STAMP_DEV)
+	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $(PROTOS)
+
+bench: $(STAMP_DEV)
+	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .kraftlog .pytest_cache .hypothesis

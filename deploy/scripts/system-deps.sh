@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what pip cannot: the venv module (Debian splits it out of python3) and a headless JRE that
+# PySpark needs. Installs through apt only when running as root; otherwise says exactly what to install.
+set -euo pipefail
+
+python_bin=$(command -v python3.11 || command -v python3 || true)
+missing=()
+if [ -z "$python_bin" ]; then
+  echo "kraftlog needs Python >= 3.11: install python3 (Debian/Ubuntu: apt-get install python3)" >&2
+  exit 1
+fi
+if ! "$python_bin" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "kraftlog needs Python >= 3.11, found $("$python_bin" --version)" >&2
+  exit 1
+fi
+if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
+  ver=$("$python_bin" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  missing+=("python${ver}-venv")
+fi
+if ! command -v java >/dev/null 2>&1; then
+  missing+=("default-jre-headless")
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "missing system packages: ${missing[*]}" >&2
+  echo "install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

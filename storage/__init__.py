@@ -1,0 +1,79 @@
+"""storage: the partition log in Kafka's on-disk format (DESIGN.md §4).
+
+RecordBatch v2 codec, segments with sparse offset and time indexes, the `Log` of one partition
+(append as leader or follower, read, truncate, retention, leader-epoch cache, crash recovery),
+log compaction, and the `LogManager` that owns a node's log dirs and checkpoint files.
+
+This package imports no other kraftlog package.
+"""
+
+from ._checkpoint import OffsetCheckpointFile
+from ._cleaner import CleanerStats, clean_log
+from ._compression import CompressionType
+from ._config import LONG_MAX, LogConfig
+from ._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from ._errors import (
+    CorruptRecordError,
+    InconsistentTopicIdError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
+from ._index import IndexCorruptError, OffsetIndex, TimeIndex
+from ._log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    FetchDataInfo,
+    Log,
+    LogAppendInfo,
+    TimestampAndOffset,
+    parse_topic_partition,
+    partition_dir_name,
+)
+from ._log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LogManager,
+    MetaProperties,
+    read_meta_properties,
+    write_meta_properties,
+)
+from ._records import (
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    ControlRecordType,
+    Header,
+    Record,
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+    split_batches,
+)
+from ._segment import LogSegment
+
+__all__ = [
+    "AppendOrigin", "CLEAN_SHUTDOWN_FILE", "CleanerStats", "CompressionType", "ControlRecordType",
+    "CorruptRecordError", "EARLIEST_TIMESTAMP", "FetchDataInfo", "HEADER_SIZE", "Header",
+    "InconsistentTopicIdError", "IndexCorruptError", "InvalidConfigError", "InvalidRecordError",
+    "InvalidTimestampError", "KafkaStorageError", "LATEST_TIMESTAMP", "LONG_MAX", "LeaderEpochCache",
+    "Log", "LogAppendInfo", "LogConfig", "LogManager", "LogSegment", "MAX_TIMESTAMP", "MetaProperties",
+    "NO_PRODUCER_ID", "OffsetCheckpointFile", "OffsetIndex", "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError", "Record", "RecordBatch", "RecordBatchBuilder", "RecordBatchTooLargeError",
+    "RecordTooLargeError", "StorageError", "TimeIndex", "TimestampAndOffset", "TimestampType",
+    "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "UnsupportedCompressionTypeError",
+    "UnsupportedForMessageFormatError", "build_batch", "build_control_batch", "clean_log",
+    "iter_batches", "parse_topic_partition", "partition_dir_name", "read_meta_properties",
+    "split_batches", "write_meta_properties",
+]

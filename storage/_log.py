@@ -1,0 +1,861 @@
+"""`Log`: one partition's replica on disk — segments, offsets, epochs, retention, recovery.
+
+Ordering rules this class keeps:
+
+- Validate before write: a batch is checked (size, magic, CRC, record count, timestamps) before any
+  byte reaches the file, and a bad batch leaves the log unchanged.
+- Epoch before data: a batch from a new leader epoch is recorded in the leader-epoch cache (and its
+  checkpoint file) before the batch is appended.
+- Data before index: index entries describe bytes already written, and reach the disk only when the
+  log is flushed; the recovery point moves only after an fsync.
+- Nothing past the high watermark is deleted by retention, and the log start offset never passes it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from ._compression import CompressionType
+from ._config import LogConfig
+from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from ._errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from ._index import IndexCorruptError
+from ._records import (
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+    iter_batches,
+    rewrite_offset_and_epoch,
+    set_log_append_time,
+    split_batches,
+)
+from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
+
+__all__ = [
+    "Log",
+    "LogAppendInfo",
+    "FetchDataInfo",
+    "TimestampAndOffset",
+    "AppendOrigin",
+    "parse_topic_partition",
+    "partition_dir_name",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "PARTITION_METADATA_FILE",
+]
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+PARTITION_METADATA_FILE = "partition.metadata"
+_INT32_MAX = 2**31 - 1
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+_log = structlog.get_logger(__name__)
+# Rolled segments are fsynced off the append path, as Kafka's scheduler does after a roll.
+_flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: clients get the full producer checks; coordinators may write control
+    batches; replication appends the leader's batches unchanged."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    num_batches: int
+    num_records: int
+    valid_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """Bytes of whole batches plus the offsets a fetch response reports."""
+
+    records: bytes
+    first_batch_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """``"orders-3"`` -> ``("orders", 3)``; the topic itself may contain dashes."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise KafkaStorageError(f"{name!r} is not a partition directory name (topic-partition)")
+    return topic, int(part)
+
+
+class Log:
+    """A partition's log in one directory ``{topic}-{partition}``.
+
+    Thread-safe: every public method holds the log's lock. Reads return copies of file bytes, so a
+    later truncation cannot change data already handed out.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, *, log_start_offset: int = 0,
+                 recovery_point: int = 0, high_watermark: int = 0, had_clean_shutdown: bool = False,
+                 clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self._clock_ms = clock_ms
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = high_watermark
+        self._log_end_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock_ms()
+        self.cleaner_checkpoint = 0
+        self._closed = False
+        self._bound = _log.bind(topic=self.topic, partition=self.partition)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot create log dir {self.dir}: {err}") from err
+        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self._load(had_clean_shutdown)
+
+    # ================================================================== loading and recovery
+
+    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        return LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes, created_ms=self._clock_ms(),
+                          suffix=suffix)
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        self._complete_or_discard_swaps()
+        bases = sorted(int(p.name[:20]) for p in self.dir.iterdir()
+                       if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX)
+                       and p.name[:20].isdigit())
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # indexes whose log is gone
+            for p in self.dir.glob(f"*{suffix}"):
+                if p.name[:20].isdigit() and int(p.name[:20]) not in bases:
+                    p.unlink(missing_ok=True)
+        self._segments = [self._new_segment(b) for b in bases]
+        self._bases = list(bases)
+        recovered_any = False
+        if not self._segments:
+            self._add_segment(self._new_segment(self._log_start_offset))
+        else:
+            needs_recovery_from = None if had_clean_shutdown else self._recovery_point
+            i = 0
+            while i < len(self._segments):
+                seg = self._segments[i]
+                next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                must_recover = (needs_recovery_from is not None
+                                and (next_base is None or next_base > needs_recovery_from))
+                if not must_recover:
+                    try:
+                        seg.sanity_check()
+                        seg.load_time_state()
+                    except IndexCorruptError as err:
+                        self._bound.warning("rebuilding_index", segment=str(seg.log_path), reason=str(err))
+                        must_recover = True
+                if must_recover:
+                    recovered_any = True
+                    truncated = seg.recover(max(self.config.max_message_bytes, self.config.segment_bytes) + 1,
+                                            self._assign_epoch_on_recovery)
+                    if truncated:
+                        self._bound.warning("truncated_invalid_tail", segment=str(seg.log_path),
+                                            bytes_truncated=truncated)
+                        for later in self._segments[i + 1:]:
+                            later.delete()
+                        del self._segments[i + 1:]
+                        del self._bases[i + 1:]
+                i += 1
+        active = self._segments[-1]
+        self._log_end_offset = active.read_next_offset()
+        if self._log_end_offset < self._log_start_offset:
+            # every byte up to the checkpointed start offset is gone: start there
+            self._truncate_fully_locked(self._log_start_offset)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.epoch_cache.truncate_from_end(self._log_end_offset)
+        self.epoch_cache.truncate_from_start(self._log_start_offset)
+        if recovered_any or self._recovery_point > self._log_end_offset:
+            self._recovery_point = self._log_end_offset
+        self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
+        self._bound.debug("log_loaded", segments=len(self._segments), log_start_offset=self._log_start_offset,
+                          log_end_offset=self._log_end_offset, recovered=recovered_any)
+
+    def _assign_epoch_on_recovery(self, loc: BatchLocation) -> None:
+        if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
+
+    def _complete_or_discard_swaps(self) -> None:
+        """Finish what a crash interrupted: drop half-written ``.cleaned`` and ``.deleted`` files,
+        and install ``.swap`` segments (complete cleaner output) over the segments they replace."""
+        swaps = []
+        for p in list(self.dir.iterdir()):
+            if p.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
+                p.unlink(missing_ok=True)
+            elif p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                swaps.append(p)
+        for swap in sorted(swaps):
+            base = int(swap.name[:20])
+            # the swap covers its own offsets up to the next swap or log segment it replaces
+            seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                             max_index_size=self.config.segment_index_bytes, created_ms=self._clock_ms(),
+                             suffix=SWAP_SUFFIX)
+            last = seg.last_batch()
+            end = base if last is None else last.last_offset + 1
+            seg.close_without_flush()
+            for p in self.dir.glob(f"*{LOG_SUFFIX}"):
+                if p.name[:20].isdigit() and base <= int(p.name[:20]) < end:
+                    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (self.dir / (p.name[:20] + sfx)).unlink(missing_ok=True)
+            for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                src = self.dir / (swap.name[:20] + sfx + SWAP_SUFFIX)
+                if src.exists():
+                    os.replace(src, self.dir / (swap.name[:20] + sfx))
+                elif sfx != LOG_SUFFIX:
+                    (self.dir / (swap.name[:20] + sfx)).unlink(missing_ok=True)
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    # ================================================================== properties
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start, log end]; returns the value set."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            return self._high_watermark
+
+    # ================================================================== append
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Validate a produce payload, assign offsets from the log end, and append it.
+
+        Only ``baseOffset`` and ``partitionLeaderEpoch`` of each batch are rewritten (outside the
+        CRC); with ``message.timestamp.type=LogAppendTime`` the max timestamp is stamped and the CRC
+        recomputed. Records are re-encoded only when the topic's ``compression.type`` differs from
+        the producer's codec.
+        """
+        batches = split_batches(records)
+        now = self._clock_ms()
+        cfg = self.config
+        target_codec = _target_codec(cfg.compression_type)
+        rebuilt: list[bytes] | None = None
+        for i, b in enumerate(batches):
+            b.ensure_valid()
+            if origin == AppendOrigin.CLIENT:
+                b.ensure_producer_batch_valid()
+            elif origin == AppendOrigin.COORDINATOR and b.records_count <= 0:
+                raise InvalidRecordError("empty batch from a coordinator")
+            if b.size_bytes > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {b.size_bytes} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if cfg.message_timestamp_type == TimestampType.CREATE_TIME and not b.is_control:
+                self._check_timestamps(b, now)
+            if cfg.compact and not b.is_control and origin == AppendOrigin.CLIENT:
+                if any(r.key is None for r in b.records()):
+                    raise InvalidRecordError("a compacted topic cannot accept a record without a key")
+            if target_codec is not None and not b.is_control and b.compression != target_codec:
+                if rebuilt is None:
+                    rebuilt = [bb.to_bytes() for bb in batches[:i]]
+                rebuilt.append(_recompress(b, target_codec))
+            elif rebuilt is not None:
+                rebuilt.append(b.to_bytes())
+        buf = bytearray(b"".join(rebuilt)) if rebuilt is not None else bytearray(records)
+        if rebuilt is not None:
+            batches = split_batches(buf)
+        if len(buf) > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"append of {len(buf)} bytes exceeds segment.bytes {cfg.segment_bytes}")
+        log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        with self._lock:
+            self._ensure_open()
+            offset = self._log_end_offset
+            first_offset = offset
+            locs: list[BatchLocation] = []
+            pos = 0
+            max_ts, offset_of_max_ts, num_records = -1, offset, 0
+            for b in batches:
+                size = b.size_bytes
+                rewrite_offset_and_epoch(buf, pos, offset, leader_epoch)
+                batch_max_ts = b.max_timestamp
+                if log_append and not b.is_control:
+                    set_log_append_time(buf, pos, size, now)
+                    batch_max_ts = now
+                last = offset + b.last_offset_delta
+                locs.append(BatchLocation(pos, size, offset, last, batch_max_ts, leader_epoch))
+                if batch_max_ts > max_ts:
+                    max_ts, offset_of_max_ts = batch_max_ts, last
+                num_records += b.records_count
+                offset = last + 1
+                pos += size
+            if leader_epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            self._append_locked(buf, locs, num_records)
+            return LogAppendInfo(first_offset, offset - 1, max_ts, offset_of_max_ts,
+                                 now if log_append else -1, self._log_start_offset, len(locs),
+                                 num_records, len(buf))
+
+    def _check_timestamps(self, b: RecordBatch, now: int) -> None:
+        cfg = self.config
+        if b.max_timestamp > now + cfg.message_timestamp_after_max_ms:
+            raise InvalidTimestampError(
+                f"timestamp {b.max_timestamp} is more than message.timestamp.after.max.ms "
+                f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
+        if cfg.message_timestamp_before_max_ms < now:
+            earliest = now - cfg.message_timestamp_before_max_ms
+            if b.base_timestamp < earliest or any(r.timestamp_ms < earliest for r in b.records()):
+                raise InvalidTimestampError(
+                    f"a timestamp in batch is more than message.timestamp.before.max.ms "
+                    f"({cfg.message_timestamp_before_max_ms}) behind the broker clock {now}")
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
+        """Append the leader's batches with their offsets and epochs unchanged.
+
+        A partial batch at the end (a size-limited fetch) is ignored. The first batch must start at
+        or after the log end, and offsets must increase; otherwise `OffsetsOutOfOrderError` and the
+        log is unchanged. Returns None when ``records`` holds no whole batch.
+        """
+        view = memoryview(records)
+        locs: list[BatchLocation] = []
+        end = 0
+        num_records = 0
+        max_ts, offset_of_max_ts = -1, -1
+        with self._lock:
+            self._ensure_open()
+            prev_last = self._log_end_offset - 1
+            for pos, b in iter_batches(view):
+                b.ensure_valid()
+                if b.base_offset <= prev_last or b.last_offset < b.base_offset:
+                    raise OffsetsOutOfOrderError(
+                        f"follower append of batch {b.base_offset}..{b.last_offset} does not "
+                        f"follow offset {prev_last} of {self.topic}-{self.partition}")
+                locs.append(BatchLocation(pos, b.size_bytes, b.base_offset, b.last_offset,
+                                          b.max_timestamp, b.partition_leader_epoch))
+                if b.max_timestamp > max_ts:
+                    max_ts, offset_of_max_ts = b.max_timestamp, b.last_offset
+                num_records += b.records_count
+                prev_last = b.last_offset
+                end = pos + b.size_bytes
+            if not locs:
+                return None
+            if end > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"append of {end} bytes exceeds segment.bytes {self.config.segment_bytes}")
+            for loc in locs:
+                if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
+            self._append_locked(view[:end], locs, num_records)
+            return LogAppendInfo(locs[0].base_offset, locs[-1].last_offset, max_ts, offset_of_max_ts,
+                                 -1, self._log_start_offset, len(locs), num_records, end)
+
+    def _append_locked(self, data: bytes | bytearray | memoryview, locs: list[BatchLocation],
+                       num_records: int) -> None:
+        first, last = locs[0], locs[-1]
+        if first.base_offset != self._log_end_offset and first.base_offset < self._log_end_offset:
+            raise OffsetsOutOfOrderError(f"append at {first.base_offset} below log end {self._log_end_offset}")
+        self._maybe_roll(len(data), max(loc.max_timestamp for loc in locs), first.base_offset, last.last_offset)
+        self.active_segment.append(data, locs)
+        self._log_end_offset = last.last_offset + 1
+        self._unflushed_messages += num_records
+        if self._unflushed_messages >= self.config.flush_messages:
+            self._flush_locked(self._log_end_offset)
+
+    # ================================================================== roll and flush
+
+    def _maybe_roll(self, incoming_bytes: int, max_timestamp: int, first_offset: int, last_offset: int) -> None:
+        seg = self.active_segment
+        cfg = self.config
+        if seg.size == 0:
+            if first_offset != seg.base_offset:
+                # an empty segment must start where the data starts (e.g. a follower after a gap)
+                self._replace_empty_active(first_offset)
+            return
+        if seg.rolling_based_timestamp is not None and seg.rolling_based_timestamp >= 0:
+            waited = max_timestamp - seg.rolling_based_timestamp
+        else:
+            waited = self._clock_ms() - seg.created_ms
+        if (seg.size > cfg.segment_bytes - incoming_bytes
+                or waited > cfg.segment_ms - cfg.segment_jitter_ms
+                or seg.offset_index.is_full or seg.time_index.is_full
+                or last_offset - seg.base_offset > _INT32_MAX):
+            self._roll_locked(first_offset)
+
+    def _replace_empty_active(self, base_offset: int) -> None:
+        seg = self._segments.pop()
+        self._bases.pop()
+        seg.delete()
+        self._add_segment(self._new_segment(base_offset))
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        with self._lock:
+            self._ensure_open()
+            if self.active_segment.size == 0:
+                return self.active_segment
+            return self._roll_locked(self._log_end_offset)
+
+    def _roll_locked(self, new_base: int) -> LogSegment:
+        old = self.active_segment
+        old.offset_index.flush()  # index files complete on disk; fsync of the log follows below
+        old.time_index.flush()
+        seg = self._new_segment(new_base)
+        self._add_segment(seg)
+        self._bound.info("rolled_segment", base_offset=new_base, previous_size=old.size)
+        _flusher.submit(self._flush_rolled, old, new_base)
+        return seg
+
+    def _flush_rolled(self, seg: LogSegment, up_to: int) -> None:
+        try:
+            with self._lock:
+                if self._closed or seg not in self._segments:
+                    return
+                seg.flush()
+                # earlier rolled segments were flushed first (one FIFO worker), so every offset
+                # below ``up_to`` that is still in the log is now durable
+                self._recovery_point = max(self._recovery_point, min(up_to, self._log_end_offset))
+        except Exception as err:  # background task: report, do not lose the error silently
+            self._bound.error("flush_after_roll_failed", error=str(err))
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to_offset`` (default: the log end) and
+        move the recovery point there."""
+        with self._lock:
+            self._ensure_open()
+            self._flush_locked(self._log_end_offset if up_to_offset is None else up_to_offset)
+
+    def _flush_locked(self, up_to: int) -> None:
+        if up_to <= self._recovery_point:
+            return
+        for i, seg in enumerate(self._segments):
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if next_base is not None and next_base <= self._recovery_point:
+                continue
+            if seg.base_offset >= up_to:
+                break
+            seg.flush()
+        self._recovery_point = min(up_to, self._log_end_offset)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock_ms()
+
+    def maybe_flush(self) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush (the scheduler's check)."""
+        with self._lock:
+            if self._closed or self._log_end_offset <= self._recovery_point:
+                return False
+            if self._clock_ms() - self._last_flush_ms >= self.config.flush_ms:
+                self._flush_locked(self._log_end_offset)
+                return True
+            return False
+
+    # ================================================================== read
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
+
+        ``max_offset`` (exclusive) bounds what a consumer may see: the high watermark. Raises
+        `OffsetOutOfRangeError` outside [log start offset, log end offset].
+        """
+        with self._lock:
+            self._ensure_open()
+            leo = self._log_end_offset
+            if start_offset < self._log_start_offset or start_offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
+                    f"of {self.topic}-{self.partition}")
+            empty = FetchDataInfo(b"", -1, self._high_watermark, self._log_start_offset, leo)
+            if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
+                return empty
+            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+            while i < len(self._segments):
+                res = self._segments[i].read(start_offset, max_bytes, max_offset=max_offset,
+                                             min_one_message=min_one_message)
+                if res is not None:
+                    data, first = res
+                    return FetchDataInfo(data, first.base_offset if data else -1, self._high_watermark,
+                                         self._log_start_offset, leo)
+                i += 1
+            return empty
+
+    def batches(self, start_offset: int | None = None) -> list[RecordBatch]:
+        """Every batch from ``start_offset`` (default: log start), decoded shallowly. For tools and
+        tests; the fetch path uses `read`."""
+        out: list[RecordBatch] = []
+        offset = self._log_start_offset if start_offset is None else start_offset
+        while offset < self._log_end_offset:
+            info = self.read(offset, 8 * 1024 * 1024)
+            if not info.records:
+                break
+            for _pos, b in iter_batches(info.records):
+                out.append(b)
+                offset = b.next_offset
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset whose record timestamp is >= ``timestamp``.
+
+        ``EARLIEST_TIMESTAMP`` (-2) gives the log start, ``LATEST_TIMESTAMP`` (-1) the log end and
+        ``MAX_TIMESTAMP`` (-3) the record with the largest timestamp.
+        """
+        with self._lock:
+            self._ensure_open()
+            if timestamp == EARLIEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self._log_start_offset,
+                                          self.epoch_cache.epoch_for_offset(self._log_start_offset))
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self._log_end_offset, self.epoch_cache.latest_epoch)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_offset()
+            if timestamp < 0:
+                raise InvalidRecordError(f"invalid target timestamp {timestamp}")
+            for seg in self._segments:
+                if seg.largest_timestamp < timestamp:
+                    continue
+                loc = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if loc is None:
+                    continue
+                for rec in seg.read_batch(loc).records():
+                    if rec.timestamp_ms >= timestamp and rec.offset >= self._log_start_offset:
+                        return TimestampAndOffset(rec.timestamp_ms, rec.offset,
+                                                  loc.partition_leader_epoch)
+            return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
+        best: tuple[LogSegment, int] | None = None
+        for seg in self._segments:
+            if seg.size and seg.max_timestamp_so_far >= 0 and (
+                    best is None or seg.max_timestamp_so_far > best[0].max_timestamp_so_far):
+                best = (seg, seg.max_timestamp_so_far)
+        if best is None:
+            return None
+        seg, ts = best
+        loc = seg.find_offset_by_timestamp(ts, self._log_start_offset)
+        if loc is None:
+            return None
+        for rec in seg.read_batch(loc).records():
+            if rec.timestamp_ms == ts:
+                return TimestampAndOffset(ts, rec.offset, loc.partition_leader_epoch)
+        return TimestampAndOffset(ts, loc.last_offset, loc.partition_leader_epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: ``(epoch, end_offset)`` as the leader-epoch cache answers it."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # ================================================================== truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or past ``offset``; returns True if anything was removed.
+
+        Used by a follower whose log diverged from the leader's. The whole batch that holds
+        ``offset`` is removed, so the new log end may fall below ``offset`` if it was mid-batch.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            self._ensure_open()
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return True
+            while len(self._segments) > 1 and self._bases[-1] > offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                seg.delete()
+            seg = self.active_segment
+            seg.truncate_to(offset)
+            self._log_end_offset = seg.read_next_offset()
+            if seg.size == 0 and self._log_end_offset != offset and len(self._segments) == 1:
+                self._log_end_offset = seg.base_offset
+            self.epoch_cache.truncate_from_end(self._log_end_offset)
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            if self._log_start_offset > self._log_end_offset:
+                self._log_start_offset = self._log_end_offset
+            self._bound.info("truncated", to_offset=offset, log_end_offset=self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart empty at ``offset`` (a follower far behind the leader's
+        log start)."""
+        with self._lock:
+            self._ensure_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        self._segments, self._bases = [], []
+        self._add_segment(self._new_segment(offset))
+        self._log_end_offset = offset
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self._recovery_point = offset
+        self.cleaner_checkpoint = offset
+        self.epoch_cache.clear()
+        self._bound.info("truncated_fully", start_offset=offset)
+
+    # ================================================================== retention
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """DeleteRecords: advance the log start offset (never past the high watermark)."""
+        with self._lock:
+            self._ensure_open()
+            if new_start > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move log start offset to {new_start}, past the high watermark "
+                    f"{self._high_watermark}")
+            if new_start <= self._log_start_offset:
+                return False
+            self._log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+            self.cleaner_checkpoint = max(self.cleaner_checkpoint, new_start)
+            return True
+
+    def delete_old_segments(self) -> int:
+        """Apply retention: by time and size when ``cleanup.policy`` has ``delete``, and by the log
+        start offset always. Only segments wholly below the high watermark go. Returns how many
+        segments were deleted."""
+        with self._lock:
+            self._ensure_open()
+            now = self._clock_ms()
+            deleted = 0
+            cfg = self.config
+            if cfg.delete and cfg.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms")
+            if cfg.delete and cfg.retention_bytes >= 0:
+                excess = [sum(s.size for s in self._segments) - cfg.retention_bytes]
+
+                def over_size(seg: LogSegment, _next: int) -> bool:
+                    if excess[0] - seg.size >= 0:
+                        excess[0] -= seg.size
+                        return True
+                    return False
+                deleted += self._delete_segments(over_size, "retention_bytes")
+            deleted += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
+                                             "log_start_offset")
+            return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(self._segments):
+            is_active = i == len(self._segments) - 1
+            upper = self._log_end_offset if is_active else self._bases[i + 1]
+            if self._high_watermark < upper or (is_active and seg.size == 0):
+                break
+            if not predicate(seg, upper):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if doomed[-1] is self.active_segment:
+            self._roll_locked(self._log_end_offset)
+        for seg in doomed:
+            self._segments.remove(seg)
+            self._bases.remove(seg.base_offset)
+            seg.delete()
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
+        self._bound.info("deleted_segments", reason=reason, count=len(doomed),
+                         log_start_offset=self._log_start_offset)
+        return len(doomed)
+
+    # ================================================================== compaction support
+
+    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
+        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``.
+
+        Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old files deleted, ``.swap`` -> final
+        name; `_complete_or_discard_swaps` finishes an interrupted swap at the next load.
+        """
+        with self._lock:
+            new_segment.flush()
+            new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
+            for seg in old:
+                self._segments.remove(seg)
+                self._bases.remove(seg.base_offset)
+                seg.delete()
+            new_segment.rename_all(SWAP_SUFFIX, "")
+            i = bisect.bisect_left(self._bases, new_segment.base_offset)
+            self._segments.insert(i, new_segment)
+            self._bases.insert(i, new_segment.base_offset)
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        seg = self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
+        seg.created_ms = self._clock_ms()
+        return seg
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    # ================================================================== lifecycle
+
+    def write_partition_metadata(self, topic_id: str) -> None:
+        """``partition.metadata``: the topic id this directory belongs to (KIP-516)."""
+        path = self.dir / PARTITION_METADATA_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"version: 0\ntopic_id: {topic_id}\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def read_partition_metadata(self) -> str | None:
+        path = self.dir / PARTITION_METADATA_FILE
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return None
+        for line in lines:
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id":
+                return value.strip()
+        raise KafkaStorageError(f"{path} has no topic_id")
+
+    def close(self) -> None:
+        """Flush everything and close the files (a clean shutdown of this log)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked(self._log_end_offset)
+            for seg in self._segments:
+                seg.flush()
+                seg.close()
+            self._closed = True
+
+    def close_without_flush(self) -> None:
+        """Close the files as a crash would leave them (tests of recovery)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close_without_flush()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's directory and every file in it."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close_without_flush()
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"end={self._log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})")
+
+
+def _target_codec(compression_type: str) -> CompressionType | None:
+    if compression_type == "producer":
+        return None
+    if compression_type == "uncompressed":
+        return CompressionType.NONE
+    return CompressionType.from_name(compression_type)
+
+
+def _recompress(b: RecordBatch, codec: CompressionType) -> bytes:
+    """Re-encode a batch with the topic's codec (``compression.type`` other than ``producer``)."""
+    builder = RecordBatchBuilder(base_offset=b.base_offset, compression=codec,
+                                 timestamp_type=b.timestamp_type, producer_id=b.producer_id,
+                                 producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
+                                 is_transactional=b.is_transactional,
+                                 partition_leader_epoch=b.partition_leader_epoch,
+                                 base_timestamp=b.base_timestamp)
+    for r in b.records():
+        builder.append(r.timestamp_ms, r.key, r.value, r.headers, offset=r.offset)
+    return builder.build()
+

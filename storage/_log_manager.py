@@ -1,0 +1,271 @@
+"""`LogManager`: every partition log in a node's log dirs, and the per-directory files.
+
+Per log dir it owns ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint`` (high watermarks), ``cleaner-offset-checkpoint`` and the
+clean-shutdown marker ``.kafka_cleanshutdown``. The marker is written last on a clean shutdown and
+removed once the logs are loaded, so its absence at start means "recover from the recovery points".
+
+Storage runs no timers of its own: the broker calls `flush_dirty_logs`, `cleanup_logs`,
+`clean_compacted_logs` and `checkpoint` on its schedule, with an injectable clock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from ._checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+)
+from ._cleaner import CleanerStats, clean_log
+from ._config import LogConfig
+from ._errors import InconsistentTopicIdError, KafkaStorageError
+from ._log import Log, parse_topic_partition, partition_dir_name
+
+__all__ = ["LogManager", "MetaProperties", "read_meta_properties", "write_meta_properties",
+           "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE"]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES_FILE = "meta.properties"
+_DELETE_DIR_SUFFIX = "-delete"
+_log = structlog.get_logger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class MetaProperties:
+    """``meta.properties`` of a KRaft log dir, written by ``kraftlog storage format``."""
+
+    cluster_id: str
+    node_id: int
+    directory_id: str | None = None
+    version: int = 1
+
+
+def read_meta_properties(log_dir: Path) -> MetaProperties | None:
+    path = Path(log_dir) / META_PROPERTIES_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, _, value = line.partition("=")
+        props[key.strip()] = value.strip()
+    try:
+        return MetaProperties(cluster_id=props["cluster.id"], node_id=int(props["node.id"]),
+                              directory_id=props.get("directory.id"),
+                              version=int(props.get("version", "1")))
+    except (KeyError, ValueError) as err:
+        raise KafkaStorageError(f"malformed {path}: {err}") from err
+
+
+def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"version={meta.version}", f"cluster.id={meta.cluster_id}", f"node.id={meta.node_id}"]
+    if meta.directory_id:
+        lines.append(f"directory.id={meta.directory_id}")
+    path = log_dir / META_PROPERTIES_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("#\n#" + time.strftime("%a %b %d %H:%M:%S %Z %Y") + "\n" + "\n".join(lines) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(log_dir)
+
+
+class LogManager:
+    """Opens, creates, checkpoints and deletes the partition logs of a node."""
+
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], default_config: LogConfig | None = None,
+                 *, clock_ms: Callable[[], int] | None = None) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise KafkaStorageError("no log dirs configured")
+        self.default_config = default_config or LogConfig()
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._lock = threading.RLock()
+        self._started = False
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # ------------------------------------------------------------------ startup / shutdown
+
+    def startup(self, configs: Callable[[str], LogConfig] | None = None) -> None:
+        """Load every partition directory; recover those of a dir without the clean-shutdown marker.
+
+        ``configs(topic)`` gives each topic's config (default: the manager's default config).
+        """
+        with self._lock:
+            for d in self.log_dirs:
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise KafkaStorageError(f"cannot create log dir {d}: {err}") from err
+                marker = d / CLEAN_SHUTDOWN_FILE
+                clean = marker.exists()
+                self.had_clean_shutdown[d] = clean
+                recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).read()
+                starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
+                hws = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).read()
+                cleaner = OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).read()
+                for child in sorted(d.iterdir()):
+                    if not child.is_dir():
+                        continue
+                    if child.name.endswith(_DELETE_DIR_SUFFIX):
+                        shutil.rmtree(child, ignore_errors=True)  # deletion interrupted by a crash
+                        continue
+                    try:
+                        tp = parse_topic_partition(child.name)
+                    except KafkaStorageError:
+                        continue
+                    cfg = configs(tp[0]) if configs else self.default_config
+                    log = Log(child, cfg, log_start_offset=starts.get(tp, 0),
+                              recovery_point=recovery.get(tp, 0), high_watermark=hws.get(tp, 0),
+                              had_clean_shutdown=clean, clock_ms=self._clock_ms)
+                    log.cleaner_checkpoint = max(cleaner.get(tp, 0), log.log_start_offset)
+                    if tp in self._logs:
+                        raise KafkaStorageError(f"duplicate log dirs for {tp[0]}-{tp[1]}: "
+                                                f"{self._dir_of[tp]} and {d}")
+                    self._logs[tp] = log
+                    self._dir_of[tp] = d
+                marker.unlink(missing_ok=True)
+                _log.info("log_dir_loaded", log_dir=str(d), clean_shutdown=clean,
+                          partitions=sum(1 for v in self._dir_of.values() if v == d))
+            self._started = True
+            self.checkpoint()
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        with self._lock:
+            for log in self._logs.values():
+                log.close()
+            self.checkpoint()
+            for d in self.log_dirs:
+                marker = d / CLEAN_SHUTDOWN_FILE
+                with open(marker, "w", encoding="utf-8") as fh:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                fsync_dir(d)
+            self._logs.clear()
+            self._dir_of.clear()
+            self._started = False
+
+    # ------------------------------------------------------------------ logs
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        """The partition's log, created in the dir holding the fewest partitions if new.
+
+        A directory left by another incarnation of the topic (different topic id) raises
+        `InconsistentTopicIdError`: the broker deletes it before re-creating.
+        """
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is None:
+                counts = {d: 0 for d in self.log_dirs}
+                for d in self._dir_of.values():
+                    counts[d] = counts.get(d, 0) + 1
+                target = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+                log = Log(target / partition_dir_name(topic, partition), config or self.default_config,
+                          had_clean_shutdown=True, clock_ms=self._clock_ms)
+                self._logs[tp] = log
+                self._dir_of[tp] = target
+                fsync_dir(target)
+            elif config is not None:
+                log.update_config(config)
+            if topic_id is not None:
+                existing = log.read_partition_metadata()
+                if existing is None:
+                    log.write_partition_metadata(topic_id)
+                elif existing != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"{topic}-{partition} on disk belongs to topic id {existing}, not {topic_id}")
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's files: rename the dir to ``...-delete`` (atomic), then remove it."""
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(tp, None)
+            d = self._dir_of.pop(tp, None)
+            if log is None or d is None:
+                return False
+            log.close_without_flush()
+            doomed = d / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
+            try:
+                os.replace(log.dir, doomed)
+                fsync_dir(d)
+            except OSError as err:
+                raise KafkaStorageError(f"cannot delete {log.dir}: {err}") from err
+            shutil.rmtree(doomed, ignore_errors=True)
+            _log.info("log_deleted", topic=topic, partition=partition)
+            return True
+
+    # ------------------------------------------------------------------ periodic work
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start, high-watermark and cleaner checkpoints per dir."""
+        with self._lock:
+            for d in self.log_dirs:
+                mine = {tp: log for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
+                OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
+                    {tp: log.recovery_point for tp, log in mine.items()})
+                OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+                    {tp: log.log_start_offset for tp, log in mine.items() if log.log_start_offset > 0})
+                OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
+                    {tp: log.high_watermark for tp, log in mine.items()})
+                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
+                    {tp: log.cleaner_checkpoint for tp, log in mine.items() if log.config.compact})
+
+    def checkpoint_high_watermarks(self) -> None:
+        with self._lock:
+            for d in self.log_dirs:
+                OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
+                    {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d})
+
+    def flush_dirty_logs(self) -> int:
+        """Flush logs whose ``flush.ms`` has elapsed; returns how many were flushed."""
+        return sum(1 for log in self.all_logs().values() if log.maybe_flush())
+
+    def cleanup_logs(self) -> int:
+        """Retention for every log; returns the number of segments deleted."""
+        return sum(log.delete_old_segments() for log in self.all_logs().values())
+
+    def clean_compacted_logs(self) -> list[CleanerStats]:
+        """Compact every log with ``cleanup.policy`` containing ``compact`` that is dirty enough."""
+        out = []
+        for log in self.all_logs().values():
+            if log.config.compact:
+                stats = clean_log(log, self._clock_ms())
+                if stats is not None:
+                    out.append(stats)
+        return out

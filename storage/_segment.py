@@ -1,0 +1,395 @@
+"""One log segment: ``{base_offset:020d}.log`` with its ``.index`` and ``.timeindex``.
+
+A segment only appends; its batches are stored exactly as the log validated and stamped them. It
+knows nothing of replication or retention: the `Log` decides when to roll, truncate or delete it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from ._index import IndexCorruptError, OffsetIndex, TimeIndex
+from ._records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+
+__all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX",
+           "TIME_INDEX_SUFFIX"]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+_HEADER_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_LAST_DELTA = struct.Struct(">i")
+_MAX_TS = struct.Struct(">q")
+
+_log = structlog.get_logger(__name__)
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLocation:
+    """Where a batch lives in its segment file, with the header fields the log needs."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+
+class LogSegment:
+    """Append-only file of batches plus its sparse indexes.
+
+    Not thread-safe: the owning `Log` serialises mutations.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
+                 max_index_size: int, created_ms: int, suffix: str = "") -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / (segment_file_name(base_offset) + suffix)
+        try:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as err:
+            raise KafkaStorageError(f"cannot open segment {self.log_path}: {err}") from err
+        self.offset_index = OffsetIndex(directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+                                        base_offset, max_index_size)
+        self.time_index = TimeIndex(directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+                                    base_offset, max_index_size)
+        self.created_ms = created_ms
+        self._bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = base_offset
+        self.rolling_based_timestamp: int | None = None
+        self.next_offset_hint: int | None = None  # next offset after the last batch, once known
+        self._dirty = False
+
+    # ------------------------------------------------------------------ basic I/O
+
+    def read_at(self, position: int, size: int) -> bytes:
+        try:
+            return os.pread(self._fd, size, position)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot read {self.log_path}: {err}") from err
+
+    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchLocation]:
+        """Walk batch headers from ``position`` without reading record data.
+
+        Stops at the end of the file or at the first header that cannot be a batch; recovery uses
+        `recover` for full validation.
+        """
+        limit = self.size if end is None else min(end, self.size)
+        pos = position
+        while pos + HEADER_SIZE <= limit:
+            head = self.read_at(pos, HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                return
+            base, length, epoch, _magic = _HEADER_PREFIX.unpack_from(head, 0)
+            size = length + LOG_OVERHEAD
+            if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > limit:
+                return
+            (delta,) = _LAST_DELTA.unpack_from(head, 23)
+            (max_ts,) = _MAX_TS.unpack_from(head, 35)
+            yield BatchLocation(pos, size, base, base + delta, max_ts, epoch)
+            pos += size
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchLocation]) -> None:
+        """Append already-validated batches; ``batches`` positions are relative to ``data``.
+
+        The file write comes first; index entries follow, and become durable only at `flush`.
+        """
+        start = self.size
+        try:
+            written = os.pwrite(self._fd, data, start)
+            while written < len(data):
+                written += os.pwrite(self._fd, memoryview(data)[written:], start + written)
+        except OSError as err:
+            # leave the file as it was: a partial write must not become visible
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"cannot append to {self.log_path}: {err}") from err
+        self.size = start + len(data)
+        self._dirty = True
+        for b in batches:
+            self._index_batch(start + b.position, b)
+        if batches:
+            self.next_offset_hint = batches[-1].last_offset + 1
+
+    def _index_batch(self, position: int, b: BatchLocation) -> None:
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = b.max_timestamp
+        if b.max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = b.max_timestamp
+            self.offset_of_max_timestamp_so_far = b.last_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(b.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += b.size
+
+    # ------------------------------------------------------------------ lookups
+
+    def find_batch(self, offset: int, start_position: int = 0) -> BatchLocation | None:
+        """The first batch at or after ``start_position`` whose last offset is >= ``offset``."""
+        _idx_off, idx_pos = self.offset_index.lookup(offset)
+        for loc in self.batches_from(max(idx_pos, start_position)):
+            if loc.last_offset >= offset:
+                return loc
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True) -> tuple[bytes, BatchLocation] | None:
+        """Whole batches starting with the one that holds ``start_offset``, up to ``max_bytes``.
+
+        Batches whose base offset is at or past ``max_offset`` (the high watermark for consumers)
+        are not returned. With ``min_one_message`` the first batch is returned even when it is
+        larger than ``max_bytes``, so that a consumer never stalls on a large batch.
+        Returns None when this segment has no batch at or after ``start_offset``.
+        """
+        first = self.find_batch(start_offset)
+        if first is None:
+            return None
+        if max_offset is not None and first.last_offset >= max_offset:
+            return b"", first
+        if first.size > max_bytes:
+            if not min_one_message:
+                return b"", first
+            return self.read_at(first.position, first.size), first
+        chunk = self.read_at(first.position, min(max_bytes, self.size - first.position))
+        end = 0
+        view = memoryview(chunk)
+        limit = len(chunk)
+        while end + LOG_OVERHEAD <= limit:
+            base, length = struct.unpack_from(">qi", view, end)
+            size = length + LOG_OVERHEAD
+            if end + size > limit:
+                break
+            if max_offset is not None:
+                (delta,) = _LAST_DELTA.unpack_from(view, end + 23)
+                if base + delta >= max_offset:
+                    break
+            end += size
+        return chunk[:end] if end != limit else chunk, first
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchLocation | None:
+        """First batch (at or after ``start_offset``) whose max timestamp is >= ``timestamp``."""
+        _ts, idx_offset = self.time_index.lookup(timestamp)
+        _off, pos = self.offset_index.lookup(max(idx_offset, start_offset))
+        for loc in self.batches_from(pos):
+            if loc.max_timestamp >= timestamp and loc.last_offset >= start_offset:
+                return loc
+        return None
+
+    def read_batch(self, loc: BatchLocation) -> RecordBatch:
+        return RecordBatch(self.read_at(loc.position, loc.size))
+
+    def last_batch(self) -> BatchLocation | None:
+        """The last whole batch, found from the last index entry."""
+        _off, pos = self.offset_index.lookup_position(self.size)
+        last = None
+        for loc in self.batches_from(pos):
+            last = loc
+        if last is None and pos:
+            for loc in self.batches_from(0):
+                last = loc
+        return last
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty)."""
+        if self.next_offset_hint is None:
+            last = self.last_batch()
+            self.next_offset_hint = self.base_offset if last is None else last.last_offset + 1
+        return self.next_offset_hint
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError:
+            return 0
+
+    # ------------------------------------------------------------------ load / recovery
+
+    def load_time_state(self) -> None:
+        """Restore max timestamp and rolling timestamp after a clean open (no full scan)."""
+        ts, off = self.time_index.last_entry
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        _idx_off, pos = self.offset_index.lookup_position(self.size)
+        for loc in self.batches_from(pos):
+            if loc.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = loc.max_timestamp
+                self.offset_of_max_timestamp_so_far = loc.last_offset
+        first = next(self.batches_from(0), None)
+        self.rolling_based_timestamp = None if first is None else first.max_timestamp
+
+    def sanity_check(self) -> None:
+        """Raise `IndexCorruptError` when an index is torn or disagrees with the log."""
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check(self.read_next_offset())
+        for off, pos in self.offset_index.items()[-1:]:
+            head = self.read_at(pos, HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                raise IndexCorruptError(f"index {self.offset_index.path} points past {self.log_path}")
+            base, length, _epoch, _magic = _HEADER_PREFIX.unpack_from(head, 0)
+            (delta,) = _LAST_DELTA.unpack_from(head, 23)
+            if base + delta != off:
+                raise IndexCorruptError(
+                    f"index {self.offset_index.path}: entry for offset {off} points at a batch "
+                    f"ending at {base + delta}")
+
+    def recover(self, max_batch_bytes: int,
+                on_batch: Callable[[BatchLocation], None] | None = None) -> int:
+        """Validate every batch (size, magic, CRC), rebuild both indexes, and truncate the file at
+        the first invalid batch. Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.rolling_based_timestamp = None
+        self.next_offset_hint = None
+        prev_last = self.base_offset - 1
+        file_size = self.size
+        buf = b""
+        buf_start = 0
+        pos = 0
+        while pos + LOG_OVERHEAD <= file_size:
+            if pos + LOG_OVERHEAD > buf_start + len(buf):
+                buf, buf_start = self.read_at(pos, min(_SCAN_CHUNK_BYTES, file_size - pos)), pos
+            base, length = struct.unpack_from(">qi", buf, pos - buf_start)
+            size = length + LOG_OVERHEAD
+            if (length < HEADER_SIZE - LOG_OVERHEAD or size > max_batch_bytes
+                    or pos + size > file_size or base <= prev_last):
+                _log.warning("segment_recovery_invalid_batch", segment=str(self.log_path),
+                             position=pos, base_offset=base, batch_bytes=size)
+                break
+            if pos + size > buf_start + len(buf):
+                buf, buf_start = self.read_at(pos, max(size, min(_SCAN_CHUNK_BYTES, file_size - pos))), pos
+            rel = pos - buf_start
+            batch = RecordBatch(memoryview(buf)[rel:rel + size])
+            try:
+                batch.ensure_valid()
+            except (CorruptRecordError, UnsupportedForMessageFormatError) as err:
+                _log.warning("segment_recovery_invalid_batch", segment=str(self.log_path),
+                             position=pos, error=str(err))
+                break
+            loc = BatchLocation(pos, size, base, batch.last_offset, batch.max_timestamp,
+                                batch.partition_leader_epoch)
+            if loc.last_offset < base:
+                break
+            self._index_batch(pos, loc)
+            if on_batch is not None:
+                on_batch(loc)
+            prev_last = loc.last_offset
+            self.next_offset_hint = loc.last_offset + 1
+            pos += size
+        valid_end = pos
+        truncated = file_size - valid_end
+        if truncated:
+            self._truncate_file(valid_end)
+        if self.next_offset_hint is None:
+            self.next_offset_hint = self.base_offset
+        self.flush()
+        return truncated
+
+    # ------------------------------------------------------------------ truncate / roll / flush
+
+    def _truncate_file(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot truncate {self.log_path}: {err}") from err
+        self.size = size
+        self._dirty = True
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        loc = self.find_batch(offset)
+        if loc is None:
+            return 0
+        removed = self.size - loc.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._truncate_file(loc.position)
+        self.next_offset_hint = None
+        self.load_time_state()
+        _idx_off, pos = self.offset_index.lookup_position(self.size)
+        self._bytes_since_last_index_entry = self.size - pos if self.offset_index.entries else self.size
+        return removed
+
+    def flush(self) -> None:
+        """fsync the log, then write and fsync the indexes (log first: an index never points past
+        durable data)."""
+        try:
+            if self._dirty:
+                os.fsync(self._fd)
+                self._dirty = False
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as err:
+            raise KafkaStorageError(f"cannot flush {self.log_path}: {err}") from err
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: the segment will not grow again."""
+        self.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.offset_index.flush()
+                self.time_index.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def close_without_flush(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close_without_flush()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def rename_all(self, suffix_from: str, suffix_to: str) -> None:
+        """Rename the log and both indexes (e.g. ``.cleaned`` -> ``.swap`` -> ``""``)."""
+        def _swap(p: Path) -> Path:
+            name = p.name[:-len(suffix_from)] if suffix_from and p.name.endswith(suffix_from) else p.name
+            return p.with_name(name + suffix_to)
+        new_log = _swap(self.log_path)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.offset_index.rename(_swap(self.offset_index.path))
+        self.time_index.rename(_swap(self.time_index.path))
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"

@@ -1,0 +1,300 @@
+"""Tests of Kafka's batch compression codecs in `storage._compression`."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import struct
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import assume, given, settings, strategies as st
+from kafka.codec import gzip_decode, gzip_encode, lz4_decode, lz4_encode, snappy_decode, \
+    snappy_encode, zstd_decode, zstd_encode
+
+from storage._compression import CompressionType, compress, decompress
+from storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
+
+ALL_CODECS = list(CompressionType)
+COMPRESSED_CODECS = [c for c in ALL_CODECS if c != CompressionType.NONE]
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
+
+KAFKA_PYTHON_DECODERS = {
+    CompressionType.GZIP: gzip_decode,
+    CompressionType.SNAPPY: snappy_decode,
+    CompressionType.LZ4: lz4_decode,
+    CompressionType.ZSTD: zstd_decode,
+}
+KAFKA_PYTHON_ENCODERS = {
+    CompressionType.GZIP: gzip_encode,
+    CompressionType.SNAPPY: snappy_encode,
+    CompressionType.LZ4: lz4_encode,
+    CompressionType.ZSTD: zstd_encode,
+}
+
+
+def make_data(seed: int, size: int, kind: str) -> bytes:
+    """Deterministic test data: random (incompressible), text-like or very repetitive."""
+    rng = random.Random(seed)
+    if kind == "random":
+        return rng.randbytes(size)
+    if kind == "text":
+        words = [b"kafka", b"record", b"batch", b"offset", b"\xe2\x82\xac", b" ", b"\n", b"{}"]
+        out = bytearray()
+        while len(out) < size:
+            out += rng.choice(words)
+        return bytes(out[:size])
+    return (bytes([rng.randrange(256)]) * 7 + b"abc") * (size // 10) + b"z" * (size % 10)
+
+
+data_st = st.one_of(
+    st.binary(max_size=2048),
+    st.builds(make_data, st.integers(0, 2**32), st.integers(0, 300 * 1024),
+              st.sampled_from(["random", "text", "repeat"])),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# round trips
+
+
+@settings(max_examples=150, deadline=None)
+@given(codec=st.sampled_from(ALL_CODECS), data=data_st)
+def test_every_codec_round_trips(codec: CompressionType, data: bytes) -> None:
+    packed = compress(codec, data)
+    assert isinstance(packed, bytes)
+    assert decompress(codec, packed) == data
+    assert decompress(codec, memoryview(packed)) == data
+    assert decompress(codec, bytearray(packed)) == data
+    assert compress(codec, memoryview(data)) == packed
+    assert compress(codec, bytearray(data)) == packed
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+@pytest.mark.parametrize("size", [0, 1, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024,
+                                  64 * 1024 + 1, 150 * 1024, 1024 * 1024 + 3])
+def test_round_trip_at_block_boundaries(codec: CompressionType, size: int) -> None:
+    for kind in ("random", "text"):
+        data = make_data(size, size, kind)
+        assert decompress(codec, compress(codec, data)) == data
+
+
+def test_none_is_identity() -> None:
+    assert compress(CompressionType.NONE, b"abc") == b"abc"
+    assert decompress(CompressionType.NONE, memoryview(b"abc")) == b"abc"
+    assert compress(CompressionType.NONE, b"") == b""
+
+
+def test_compressible_data_shrinks() -> None:
+    data = b"the same value again and again " * 4096
+    for codec in COMPRESSED_CODECS:
+        assert len(compress(codec, data)) < len(data) // 10
+
+
+# ---------------------------------------------------------------------------------------------
+# interop with the formats other clients write and read
+
+
+@settings(max_examples=100, deadline=None)
+@given(codec=st.sampled_from(COMPRESSED_CODECS), data=data_st)
+def test_kafka_python_reads_our_output_and_we_read_theirs(codec: CompressionType, data: bytes) -> None:
+    # kafka-python only recognises a xerial stream longer than its 16-byte header, so it cannot read
+    # the (header-only) xerial encoding of b"" that snappy-java writes and reads: skip that case
+    assume(data or codec != CompressionType.SNAPPY)
+    assert KAFKA_PYTHON_DECODERS[codec](compress(codec, data)) == data
+    assert decompress(codec, KAFKA_PYTHON_ENCODERS[codec](data)) == data
+
+
+def parse_xerial(packed: bytes) -> list[bytes]:
+    assert packed[:8] == XERIAL_MAGIC
+    assert struct.unpack(">ii", packed[8:16]) == (1, 1)
+    blocks, pos = [], 16
+    while pos < len(packed):
+        (size,) = struct.unpack_from(">i", packed, pos)
+        pos += 4
+        blocks.append(packed[pos:pos + size])
+        pos += size
+    assert pos == len(packed)
+    return blocks
+
+
+@pytest.mark.parametrize("size", [0, 10, 32 * 1024, 100 * 1024 + 17])
+def test_snappy_output_is_xerial_framed(size: int) -> None:
+    data = make_data(1, size, "text")
+    blocks = parse_xerial(compress(CompressionType.SNAPPY, data))
+    assert len(blocks) == -(-size // (32 * 1024))  # snappy-java's 32 KiB blocks
+    decoded = [bytes(cramjam.snappy.decompress_raw(b)) for b in blocks]
+    assert all(len(d) <= 32 * 1024 for d in decoded)
+    assert b"".join(decoded) == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=data_st)
+def test_snappy_decoder_accepts_raw_snappy(data: bytes) -> None:
+    raw = bytes(cramjam.snappy.compress_raw(data))
+    assert decompress(CompressionType.SNAPPY, raw) == data
+
+
+def test_snappy_decoder_accepts_xerial_with_little_endian_version_fields() -> None:
+    # some producers write version/compat little-endian; the fields carry nothing (kafka-python #2414)
+    data = b"hello snappy " * 100
+    packed = bytearray(compress(CompressionType.SNAPPY, data))
+    packed[8:16] = struct.pack("<ii", 1, 1)
+    assert decompress(CompressionType.SNAPPY, bytes(packed)) == data
+
+
+@pytest.mark.parametrize("size", [0, 10, 64 * 1024, 200 * 1024])
+def test_lz4_output_is_a_frame_with_independent_blocks(size: int) -> None:
+    data = make_data(2, size, "random")
+    packed = compress(CompressionType.LZ4, data)
+    assert packed[:4] == LZ4_MAGIC
+    flg = packed[4]
+    assert flg >> 6 == 0b01  # frame format version 1
+    assert flg & 0x20  # bit 5: block independence, required by Kafka's LZ4 reader
+    assert not flg & 0x02  # reserved bit
+    assert lz4_decode(packed) == data
+    assert lz4.frame.decompress(packed) == data
+
+
+def test_gzip_output_is_readable_by_gzip_module() -> None:
+    for data in (b"", b"x", make_data(3, 200 * 1024, "text")):
+        packed = compress(CompressionType.GZIP, data)
+        assert packed[:2] == b"\x1f\x8b"
+        assert gzip.decompress(packed) == data
+
+
+def test_gzip_decoder_reads_every_member() -> None:
+    """BUG (reported): a multi-member gzip stream decodes to its first member only.
+
+    RFC 1952 allows a gzip stream to hold several members; Java's GZIPInputStream (which Kafka
+    uses) and Python's gzip module read them all.  `decompress` uses zlib.decompress, which stops
+    after the first member and silently drops the rest.
+    """
+    packed = gzip.compress(b"first member ") + gzip.compress(b"second member")
+    assert gzip.decompress(packed) == b"first member second member"
+    assert gzip_decode(packed) == b"first member second member"
+    assert decompress(CompressionType.GZIP, packed) == b"first member second member"
+
+
+def test_zstd_output_is_a_standard_frame() -> None:
+    data = make_data(4, 150 * 1024, "text")
+    packed = compress(CompressionType.ZSTD, data)
+    assert packed[:4] == b"\x28\xb5\x2f\xfd"
+    assert zstandard.ZstdDecompressor().decompress(packed) == data
+
+
+def test_zstd_decoder_reads_streaming_frames_without_content_size() -> None:
+    # the Java client writes zstd through a ZstdOutputStream: no content size in the frame header
+    data = make_data(5, 300 * 1024, "text")
+    obj = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+    packed = obj.compress(data) + obj.flush()
+    assert decompress(CompressionType.ZSTD, packed) == data
+
+
+# ---------------------------------------------------------------------------------------------
+# malformed input
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+@pytest.mark.parametrize("garbage", [b"garbage!" * 4, b"\xff" * 64, bytes(range(256)),
+                                     b"\x1f\x8b\x08\x00garbage-after-a-gzip-magic"])
+def test_garbage_raises_corrupt_record_error(codec: CompressionType, garbage: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, garbage)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+def test_empty_input_raises_for_framed_codecs(codec: CompressionType) -> None:
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, b"")
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_truncated_stream_raises(codec: CompressionType) -> None:
+    data = make_data(6, 100 * 1024, "text")
+    packed = compress(codec, data)
+    for cut in (1, 5, len(packed) // 3, len(packed) // 2, len(packed) - 1):
+        with pytest.raises(CorruptRecordError):
+            decompress(codec, packed[:cut])
+
+
+@settings(max_examples=150, deadline=None)
+@given(codec=st.sampled_from(COMPRESSED_CODECS), data=st.data())
+def test_damaged_stream_raises_only_corrupt_record_error(codec: CompressionType,
+                                                         data: st.DataObject) -> None:
+    packed = bytearray(compress(codec, make_data(7, 5000, "text")))
+    pos = data.draw(st.integers(0, len(packed) - 1), label="pos")
+    packed[pos] ^= data.draw(st.integers(1, 255), label="mask")
+    try:
+        decompress(codec, bytes(packed))
+    except CorruptRecordError:
+        pass
+
+
+def test_xerial_truncated_block_raises() -> None:
+    packed = compress(CompressionType.SNAPPY, make_data(8, 1000, "text"))
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.SNAPPY, packed + b"\x00\x00")  # half a block header
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.SNAPPY, packed + struct.pack(">i", 100) + b"abc")
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.SNAPPY, packed + struct.pack(">i", -1))
+
+
+@pytest.mark.parametrize("cut", [8, 9, 12, 15])
+def test_xerial_truncated_stream_header_raises(cut: int) -> None:
+    """BUG (reported): a snappy payload that is only the start of a xerial header (8 to 15
+    bytes beginning with the xerial magic) decodes to b"" instead of raising.
+
+    snappy-java reads a header shorter than 16 bytes as raw snappy, which fails on these bytes;
+    a truncated stream should raise CorruptRecordError like every other truncation.
+    """
+    header = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.SNAPPY, header[:cut])
+
+
+def test_xerial_header_only_is_empty() -> None:
+    assert decompress(CompressionType.SNAPPY, compress(CompressionType.SNAPPY, b"")) == b""
+
+
+# ---------------------------------------------------------------------------------------------
+# codec names and ids
+
+
+@pytest.mark.parametrize(("name", "codec"), [
+    ("none", CompressionType.NONE), ("gzip", CompressionType.GZIP),
+    ("snappy", CompressionType.SNAPPY), ("lz4", CompressionType.LZ4),
+    ("zstd", CompressionType.ZSTD), ("GZIP", CompressionType.GZIP),
+    ("Zstd", CompressionType.ZSTD), (" lz4 ", CompressionType.LZ4),
+])
+def test_from_name(name: str, codec: CompressionType) -> None:
+    assert CompressionType.from_name(name) is codec
+
+
+@pytest.mark.parametrize("name", ["", "brotli", "lz5", "gzip2", "none,gzip", "zstd-1"])
+def test_from_name_rejects_unknown(name: str) -> None:
+    with pytest.raises(UnsupportedCompressionTypeError) as info:
+        CompressionType.from_name(name)
+    assert info.value.error_code == 76
+    assert info.value.error_name == "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+def test_codec_ids_are_kafkas() -> None:
+    assert [int(c) for c in ALL_CODECS] == [0, 1, 2, 3, 4]
+    for codec in ALL_CODECS:
+        assert CompressionType.from_id(int(codec)) is codec
+    for bad in (-1, 5, 6, 7, 8):
+        with pytest.raises(UnsupportedCompressionTypeError):
+            CompressionType.from_id(bad)
+
+
+@pytest.mark.parametrize("bad", [5, 7])
+def test_compress_and_decompress_refuse_unknown_codec(bad: int) -> None:
+    with pytest.raises(UnsupportedCompressionTypeError):
+        compress(bad, b"abc")  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedCompressionTypeError):
+        decompress(bad, b"abc")  # type: ignore[arg-type]
