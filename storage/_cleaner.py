@@ -106,7 +106,7 @@ def clean_log(log: "Log", now_ms: int, *, force: bool = False) -> CleanerStats |
                         if data is None:
                             continue
                         kept = RecordBatch(data)
-                        out.append(data, [BatchLocation(0, len(data), kept.base_offset, kept.last_offset,
+                        out.append([data], len(data), [BatchLocation(0, len(data), kept.base_offset, kept.last_offset,
                                                         kept.max_timestamp, kept.partition_leader_epoch)])
                         counters["bytes_written"] += len(data)
             except BaseException:

@@ -54,7 +54,7 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return len(self._offsets) >= self.max_entries  # type: ignore[attr-defined]
 
     def _read_file(self) -> bytes:
         try:

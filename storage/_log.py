@@ -17,17 +17,18 @@ import bisect
 import enum
 import os
 import shutil
+import struct
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
 from ._compression import CompressionType
-from ._config import LogConfig
+from ._config import LONG_MAX, LogConfig
 from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ._errors import (
     InvalidRecordError,
@@ -40,13 +41,14 @@ from ._errors import (
 )
 from ._index import IndexCorruptError
 from ._records import (
+    CONTROL_FLAG as _CONTROL_FLAG,
+    BatchHeader,
     RecordBatch,
     RecordBatchBuilder,
     TimestampType,
     iter_batches,
-    rewrite_offset_and_epoch,
     set_log_append_time,
-    split_batches,
+    validate_record_set,
 )
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
 
@@ -73,6 +75,10 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 
+_COPY_BELOW_BYTES = 256 * 1024  # below this a memory copy is cheaper than a vectored write
+_PREFIX_BYTES = 17  # baseOffset, batchLength, partitionLeaderEpoch, magic: all before the CRC
+_pack_int64 = struct.Struct(">q").pack_into
+_pack_int32 = struct.Struct(">i").pack_into
 _log = structlog.get_logger(__name__)
 # Rolled segments are fsynced off the append path, as Kafka's scheduler does after a roll.
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
@@ -91,8 +97,7 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -104,19 +109,22 @@ class LogAppendInfo:
     valid_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """Bytes of whole batches plus the offsets a fetch response reports."""
+class FetchDataInfo(NamedTuple):
+    """Bytes of whole batches plus the offsets a fetch response reports.
+
+    ``next_offset`` is the offset after the last batch returned (where the next read starts), or
+    the requested offset when nothing was returned.
+    """
 
     records: bytes
     first_batch_offset: int
+    next_offset: int
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
+class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int
@@ -302,6 +310,19 @@ class Log:
     def latest_epoch(self) -> int:
         return self.epoch_cache.latest_epoch
 
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._check_create_time = config.message_timestamp_type == TimestampType.CREATE_TIME
+        # rules decidable from batch headers alone: the append fast path
+        self._simple_rules = (not config.compact and config.compression_type == "producer"
+                              and not (self._check_create_time
+                                       and config.message_timestamp_before_max_ms < LONG_MAX))
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
@@ -320,78 +341,125 @@ class Log:
 
         Only ``baseOffset`` and ``partitionLeaderEpoch`` of each batch are rewritten (outside the
         CRC); with ``message.timestamp.type=LogAppendTime`` the max timestamp is stamped and the CRC
-        recomputed. Records are re-encoded only when the topic's ``compression.type`` differs from
-        the producer's codec.
+        recomputed. Records are decoded only where a rule needs them (keys of a compacted topic,
+        ``message.timestamp.before.max.ms``) and re-encoded only when the topic's
+        ``compression.type`` differs from the producer's codec.
         """
-        batches = split_batches(records)
+        headers = validate_record_set(records, from_client=origin is AppendOrigin.CLIENT)
         now = self._clock_ms()
         cfg = self.config
-        target_codec = _target_codec(cfg.compression_type)
         rebuilt: list[bytes] | None = None
-        for i, b in enumerate(batches):
-            b.ensure_valid()
-            if origin == AppendOrigin.CLIENT:
-                b.ensure_producer_batch_valid()
-            elif origin == AppendOrigin.COORDINATOR and b.records_count <= 0:
-                raise InvalidRecordError("empty batch from a coordinator")
-            if b.size_bytes > cfg.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {b.size_bytes} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if cfg.message_timestamp_type == TimestampType.CREATE_TIME and not b.is_control:
-                self._check_timestamps(b, now)
-            if cfg.compact and not b.is_control and origin == AppendOrigin.CLIENT:
-                if any(r.key is None for r in b.records()):
-                    raise InvalidRecordError("a compacted topic cannot accept a record without a key")
-            if target_codec is not None and not b.is_control and b.compression != target_codec:
-                if rebuilt is None:
-                    rebuilt = [bb.to_bytes() for bb in batches[:i]]
-                rebuilt.append(_recompress(b, target_codec))
-            elif rebuilt is not None:
-                rebuilt.append(b.to_bytes())
-        buf = bytearray(b"".join(rebuilt)) if rebuilt is not None else bytearray(records)
+        if self._simple_rules and origin is not AppendOrigin.COORDINATOR:
+            # the common case: header-level rules only, no record decoding
+            max_bytes = cfg.max_message_bytes
+            late_bound = now + cfg.message_timestamp_after_max_ms if self._check_create_time else LONG_MAX
+            for h in headers:
+                if h.size > max_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}")
+                if h.max_timestamp > late_bound and not h.attributes & _CONTROL_FLAG:
+                    raise InvalidTimestampError(
+                        f"timestamp {h.max_timestamp} is more than message.timestamp.after.max.ms "
+                        f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
+        else:
+            rebuilt = self._check_records(records, headers, origin, now)
         if rebuilt is not None:
-            batches = split_batches(buf)
-        if len(buf) > cfg.segment_bytes:
+            records = b"".join(rebuilt)
+            headers = validate_record_set(records, from_client=False)
+        total = headers[-1].position + headers[-1].size
+        if total > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
-                f"append of {len(buf)} bytes exceeds segment.bytes {cfg.segment_bytes}")
+                f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        view = memoryview(records)
         with self._lock:
             self._ensure_open()
-            offset = self._log_end_offset
-            first_offset = offset
+            offset = first_offset = self._log_end_offset
             locs: list[BatchLocation] = []
-            pos = 0
+            # Small appends: one copy, patched in place, one pwrite. Large ones: a vectored write
+            # of each batch's patched 17-byte prefix (baseOffset, batchLength,
+            # partitionLeaderEpoch, magic) plus the untouched rest of the caller's buffer, so a
+            # 1 MiB batch is never copied in memory. LogAppendTime also changes attributes,
+            # maxTimestamp and the CRC, so that case always patches a copy.
+            copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append else None
+            iov: list[bytes | bytearray | memoryview] = [copy] if copy is not None else []
             max_ts, offset_of_max_ts, num_records = -1, offset, 0
-            for b in batches:
-                size = b.size_bytes
-                rewrite_offset_and_epoch(buf, pos, offset, leader_epoch)
-                batch_max_ts = b.max_timestamp
-                if log_append and not b.is_control:
-                    set_log_append_time(buf, pos, size, now)
-                    batch_max_ts = now
-                last = offset + b.last_offset_delta
+            for h in headers:
+                pos, size = h.position, h.size
+                batch_max_ts = h.max_timestamp
+                if copy is not None:
+                    _pack_int64(copy, pos, offset)
+                    _pack_int32(copy, pos + 12, leader_epoch)
+                    if log_append and not h.attributes & _CONTROL_FLAG:
+                        set_log_append_time(copy, pos, size, now)
+                        batch_max_ts = now
+                else:
+                    prefix = bytearray(view[pos:pos + _PREFIX_BYTES])
+                    _pack_int64(prefix, 0, offset)
+                    _pack_int32(prefix, 12, leader_epoch)
+                    iov.append(prefix)
+                    iov.append(view[pos + _PREFIX_BYTES:pos + size])
+                last = offset + h.last_offset_delta
                 locs.append(BatchLocation(pos, size, offset, last, batch_max_ts, leader_epoch))
                 if batch_max_ts > max_ts:
                     max_ts, offset_of_max_ts = batch_max_ts, last
-                num_records += b.records_count
+                num_records += h.records_count
                 offset = last + 1
-                pos += size
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, first_offset)
-            self._append_locked(buf, locs, num_records)
+            self._append_locked(iov, locs, num_records, max_ts, total)
             return LogAppendInfo(first_offset, offset - 1, max_ts, offset_of_max_ts,
                                  now if log_append else -1, self._log_start_offset, len(locs),
-                                 num_records, len(buf))
+                                 num_records, total)
 
-    def _check_timestamps(self, b: RecordBatch, now: int) -> None:
+    def _check_records(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader],
+                       origin: AppendOrigin, now: int) -> list[bytes] | None:
+        """Rules that need the records themselves, and recompression to the topic's codec.
+
+        Returns the re-encoded batches when any batch had to be recompressed, else None.
+        """
         cfg = self.config
-        if b.max_timestamp > now + cfg.message_timestamp_after_max_ms:
-            raise InvalidTimestampError(
-                f"timestamp {b.max_timestamp} is more than message.timestamp.after.max.ms "
-                f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
+        target_codec = _target_codec(cfg.compression_type)
+        check_create_time = self._check_create_time
+        late_bound = now + cfg.message_timestamp_after_max_ms
+        rebuilt: list[bytes] | None = None
+        for i, h in enumerate(headers):
+            if h.size > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if origin is AppendOrigin.COORDINATOR and h.records_count <= 0:
+                raise InvalidRecordError("empty batch from a coordinator")
+            if h.is_control:
+                if rebuilt is not None:
+                    rebuilt.append(bytes(records[h.position:h.position + h.size]))
+                continue
+            if check_create_time:
+                if h.max_timestamp > late_bound:
+                    raise InvalidTimestampError(
+                        f"timestamp {h.max_timestamp} is more than message.timestamp.after.max.ms "
+                        f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
+                if cfg.message_timestamp_before_max_ms < now:
+                    self._check_early_timestamps(self._batch_at(records, h), now)
+            if cfg.compact and origin is AppendOrigin.CLIENT:
+                if any(r.key is None for r in self._batch_at(records, h).records()):
+                    raise InvalidRecordError("a compacted topic cannot accept a record without a key")
+            if target_codec is not None and h.compression_id != target_codec:
+                if rebuilt is None:
+                    rebuilt = [bytes(records[x.position:x.position + x.size]) for x in headers[:i]]
+                rebuilt.append(_recompress(self._batch_at(records, h), target_codec))
+            elif rebuilt is not None:
+                rebuilt.append(bytes(records[h.position:h.position + h.size]))
+        return rebuilt
+
+    @staticmethod
+    def _batch_at(records: bytes | bytearray | memoryview, h: BatchHeader) -> RecordBatch:
+        return RecordBatch(memoryview(records)[h.position:h.position + h.size])
+
+    def _check_early_timestamps(self, b: RecordBatch, now: int) -> None:
+        cfg = self.config
         if cfg.message_timestamp_before_max_ms < now:
             earliest = now - cfg.message_timestamp_before_max_ms
-            if b.base_timestamp < earliest or any(r.timestamp_ms < earliest for r in b.records()):
+            if any(r.timestamp_ms < earliest for r in b.records()):
                 raise InvalidTimestampError(
                     f"a timestamp in batch is more than message.timestamp.before.max.ms "
                     f"({cfg.message_timestamp_before_max_ms}) behind the broker clock {now}")
@@ -432,17 +500,17 @@ class Log:
             for loc in locs:
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
-            self._append_locked(view[:end], locs, num_records)
+            self._append_locked([view[:end]], locs, num_records, max_ts, end)
             return LogAppendInfo(locs[0].base_offset, locs[-1].last_offset, max_ts, offset_of_max_ts,
                                  -1, self._log_start_offset, len(locs), num_records, end)
 
-    def _append_locked(self, data: bytes | bytearray | memoryview, locs: list[BatchLocation],
-                       num_records: int) -> None:
+    def _append_locked(self, buffers: list[bytes | bytearray | memoryview], locs: list[BatchLocation],
+                       num_records: int, max_timestamp: int, total_bytes: int) -> None:
         first, last = locs[0], locs[-1]
-        if first.base_offset != self._log_end_offset and first.base_offset < self._log_end_offset:
+        if first.base_offset < self._log_end_offset:
             raise OffsetsOutOfOrderError(f"append at {first.base_offset} below log end {self._log_end_offset}")
-        self._maybe_roll(len(data), max(loc.max_timestamp for loc in locs), first.base_offset, last.last_offset)
-        self.active_segment.append(data, locs)
+        self._maybe_roll(total_bytes, max_timestamp, first.base_offset, last.last_offset)
+        self.active_segment.append(buffers, total_bytes, locs)
         self._log_end_offset = last.last_offset + 1
         self._unflushed_messages += num_records
         if self._unflushed_messages >= self.config.flush_messages:
@@ -551,7 +619,7 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
                     f"of {self.topic}-{self.partition}")
-            empty = FetchDataInfo(b"", -1, self._high_watermark, self._log_start_offset, leo)
+            empty = FetchDataInfo(b"", -1, start_offset, self._high_watermark, self._log_start_offset, leo)
             if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
                 return empty
             i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
@@ -559,9 +627,9 @@ class Log:
                 res = self._segments[i].read(start_offset, max_bytes, max_offset=max_offset,
                                              min_one_message=min_one_message)
                 if res is not None:
-                    data, first = res
-                    return FetchDataInfo(data, first.base_offset if data else -1, self._high_watermark,
-                                         self._log_start_offset, leo)
+                    data, first_base, next_offset = res
+                    return FetchDataInfo(data, first_base if data else -1, next_offset,
+                                         self._high_watermark, self._log_start_offset, leo)
                 i += 1
             return empty
 
@@ -574,9 +642,8 @@ class Log:
             info = self.read(offset, 8 * 1024 * 1024)
             if not info.records:
                 break
-            for _pos, b in iter_batches(info.records):
-                out.append(b)
-                offset = b.next_offset
+            out.extend(b for _pos, b in iter_batches(info.records))
+            offset = info.next_offset
         return out
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

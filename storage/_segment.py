@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -28,6 +28,7 @@ _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 _HEADER_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _LAST_DELTA = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
+_MAX_IOV = 1000  # below Linux's IOV_MAX of 1024
 
 _log = structlog.get_logger(__name__)
 
@@ -36,9 +37,11 @@ def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchLocation:
-    """Where a batch lives in its segment file, with the header fields the log needs."""
+class BatchLocation(NamedTuple):
+    """Where a batch lives in its segment file, with the header fields the log needs.
+
+    A named tuple rather than a dataclass: one is built per appended batch on the hot path.
+    """
 
     position: int
     size: int
@@ -108,24 +111,35 @@ class LogSegment:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchLocation]) -> None:
-        """Append already-validated batches; ``batches`` positions are relative to ``data``.
+    def append(self, buffers: list[bytes | bytearray | memoryview], total_bytes: int,
+               batches: list[BatchLocation]) -> None:
+        """Append already-validated batches given as consecutive buffers (one vectored write);
+        ``batches`` positions are relative to the start of the first buffer.
 
         The file write comes first; index entries follow, and become durable only at `flush`.
+        A failed write truncates the file back, so a partial batch never stays visible.
         """
         start = self.size
         try:
-            written = os.pwrite(self._fd, data, start)
-            while written < len(data):
-                written += os.pwrite(self._fd, memoryview(data)[written:], start + written)
+            if len(buffers) == 1:
+                written = os.pwrite(self._fd, buffers[0], start)
+            else:
+                if len(buffers) > _MAX_IOV:
+                    buffers = [b"".join(buffers)]
+                written = os.pwritev(self._fd, buffers, start)
+            if written < total_bytes:
+                rest = memoryview(b"".join(buffers))[written:]
+                while rest:
+                    n = os.pwrite(self._fd, rest, start + written)
+                    written += n
+                    rest = rest[n:]
         except OSError as err:
-            # leave the file as it was: a partial write must not become visible
             try:
                 os.ftruncate(self._fd, start)
             except OSError:
                 pass
             raise KafkaStorageError(f"cannot append to {self.log_path}: {err}") from err
-        self.size = start + len(data)
+        self.size = start + total_bytes
         self._dirty = True
         for b in batches:
             self._index_batch(start + b.position, b)
@@ -155,38 +169,42 @@ class LogSegment:
         return None
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> tuple[bytes, BatchLocation] | None:
+             min_one_message: bool = True) -> tuple[bytes, int, int] | None:
         """Whole batches starting with the one that holds ``start_offset``, up to ``max_bytes``.
 
-        Batches whose base offset is at or past ``max_offset`` (the high watermark for consumers)
-        are not returned. With ``min_one_message`` the first batch is returned even when it is
-        larger than ``max_bytes``, so that a consumer never stalls on a large batch.
-        Returns None when this segment has no batch at or after ``start_offset``.
+        Returns ``(data, first_batch_base_offset, next_offset)``, where ``next_offset`` follows the
+        last batch returned. Batches whose last offset is at or past ``max_offset`` (the high
+        watermark for consumers) are not returned. With ``min_one_message`` the first batch is
+        returned even when it is larger than ``max_bytes``, so a consumer never stalls on a large
+        batch. Returns None when this segment has no batch at or after ``start_offset``.
         """
         first = self.find_batch(start_offset)
         if first is None:
             return None
-        if max_offset is not None and first.last_offset >= max_offset:
-            return b"", first
-        if first.size > max_bytes:
-            if not min_one_message:
-                return b"", first
-            return self.read_at(first.position, first.size), first
-        chunk = self.read_at(first.position, min(max_bytes, self.size - first.position))
-        end = 0
-        view = memoryview(chunk)
-        limit = len(chunk)
-        while end + LOG_OVERHEAD <= limit:
-            base, length = struct.unpack_from(">qi", view, end)
-            size = length + LOG_OVERHEAD
-            if end + size > limit:
-                break
-            if max_offset is not None:
-                (delta,) = _LAST_DELTA.unpack_from(view, end + 23)
-                if base + delta >= max_offset:
-                    break
-            end += size
-        return chunk[:end] if end != limit else chunk, first
+        if (max_offset is not None and first.last_offset >= max_offset) or (
+                first.size > max_bytes and not min_one_message):
+            return b"", first.base_offset, start_offset
+        end = first.position + first.size
+        next_offset = first.last_offset + 1
+        limit = min(first.position + max_bytes, self.size)
+        if max_offset is not None and end < limit:
+            bound = self.find_batch(max_offset, end)
+            if bound is not None:
+                limit = min(limit, bound.position)
+        if end < limit:
+            # Jump to the last indexed batch start within the limit, then walk the few batches
+            # after it: the boundaries come from the index, so one pread returns exactly the
+            # whole batches and nothing is copied twice.
+            _idx_off, pos = self.offset_index.lookup_position(limit)
+            for loc in self.batches_from(max(pos, end), limit):
+                if loc.position > end:
+                    end, next_offset = loc.position, loc.base_offset
+                end = loc.position + loc.size
+                next_offset = loc.last_offset + 1
+            if pos > end and pos <= limit:
+                head = self.read_at(pos, LOG_OVERHEAD)
+                end, next_offset = pos, struct.unpack_from(">q", head, 0)[0]
+        return self.read_at(first.position, end - first.position), first.base_offset, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchLocation | None:
         """First batch (at or after ``start_offset``) whose max timestamp is >= ``timestamp``."""
