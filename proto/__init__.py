@@ -1,0 +1,1 @@
+"""kraftlog: proto."""
