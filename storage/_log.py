@@ -366,6 +366,11 @@ class Log:
         if rebuilt is not None:
             records = b"".join(rebuilt)
             headers = validate_record_set(records, from_client=False)
+            for h in headers:  # a recompressed batch can come out larger than it went in
+                if h.size > cfg.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {h.size} bytes after recompression to {cfg.compression_type} "
+                        f"exceeds max.message.bytes {cfg.max_message_bytes}")
         total = headers[-1].position + headers[-1].size
         if total > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
@@ -663,16 +668,17 @@ class Log:
                 return self._max_timestamp_offset()
             if timestamp < 0:
                 raise InvalidRecordError(f"invalid target timestamp {timestamp}")
+            start = self._log_start_offset
             for seg in self._segments:
                 if seg.largest_timestamp < timestamp:
                     continue
-                loc = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                if loc is None:
-                    continue
-                for rec in seg.read_batch(loc).records():
-                    if rec.timestamp_ms >= timestamp and rec.offset >= self._log_start_offset:
-                        return TimestampAndOffset(rec.timestamp_ms, rec.offset,
-                                                  loc.partition_leader_epoch)
+                # a batch whose max timestamp qualifies may hold the matching records only below
+                # the log start (after DeleteRecords): keep searching the batches after it
+                for loc in seg.batches_from_timestamp(timestamp, start):
+                    for rec in seg.read_batch(loc).records():
+                        if rec.timestamp_ms >= timestamp and rec.offset >= start:
+                            return TimestampAndOffset(rec.timestamp_ms, rec.offset,
+                                                      loc.partition_leader_epoch)
             return None
 
     def _max_timestamp_offset(self) -> TimestampAndOffset | None:
@@ -684,13 +690,11 @@ class Log:
         if best is None:
             return None
         seg, ts = best
-        loc = seg.find_offset_by_timestamp(ts, self._log_start_offset)
-        if loc is None:
-            return None
-        for rec in seg.read_batch(loc).records():
-            if rec.timestamp_ms == ts:
-                return TimestampAndOffset(ts, rec.offset, loc.partition_leader_epoch)
-        return TimestampAndOffset(ts, loc.last_offset, loc.partition_leader_epoch)
+        for loc in seg.batches_from_timestamp(ts, self._log_start_offset):
+            for rec in seg.read_batch(loc).records():
+                if rec.timestamp_ms == ts and rec.offset >= self._log_start_offset:
+                    return TimestampAndOffset(ts, rec.offset, loc.partition_leader_epoch)
+        return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)`` as the leader-epoch cache answers it."""

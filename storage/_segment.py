@@ -206,14 +206,14 @@ class LogSegment:
                 end, next_offset = pos, struct.unpack_from(">q", head, 0)[0]
         return self.read_at(first.position, end - first.position), first.base_offset, next_offset
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchLocation | None:
-        """First batch (at or after ``start_offset``) whose max timestamp is >= ``timestamp``."""
+    def batches_from_timestamp(self, timestamp: int, start_offset: int) -> Iterator[BatchLocation]:
+        """Batches (ending at or after ``start_offset``) whose max timestamp is >= ``timestamp``,
+        starting from where the time index says the first one may be."""
         _ts, idx_offset = self.time_index.lookup(timestamp)
         _off, pos = self.offset_index.lookup(max(idx_offset, start_offset))
         for loc in self.batches_from(pos):
             if loc.max_timestamp >= timestamp and loc.last_offset >= start_offset:
-                return loc
-        return None
+                yield loc
 
     def read_batch(self, loc: BatchLocation) -> RecordBatch:
         return RecordBatch(self.read_at(loc.position, loc.size))

@@ -1,0 +1,1 @@
+"""kraftlog: cli."""

@@ -1,0 +1,149 @@
+"""The ``kraftlog`` command: one entry point whose subcommands mirror Kafka's tools.
+
+Each subcommand lives in its own module ``cli/_<name>.py`` exposing ``add_parser(subparsers)``
+(which returns its parser) and ``run(args) -> int``; this module only wires them together, sets up
+logging, and turns failures into exit codes: 0 success, 1 the command found a problem, 2 bad input.
+Bad input never ends in a traceback: it is one line on stderr.
+
+Options that a subcommand needs to reach a cluster (``--bootstrap-server``) are declared by that
+subcommand, as Kafka's tools do, not globally; see `cli._common.add_bootstrap_server_option`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+import structlog
+
+from cli._common import (
+    COMMAND_METAVAR,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    KraftlogArgumentParser,
+    LateStderr,
+    UserError,
+)
+
+__all__ = ["main", "build_parser"]
+
+# Subcommand modules, in the order `kraftlog --help` lists them.
+_COMMAND_MODULES: tuple[str, ...] = ("cli._dump_log", "cli._demo")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+_PROG = "kraftlog"
+
+_log = structlog.get_logger(__name__)
+
+
+def _load_commands() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in _COMMAND_MODULES]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser: global options plus one subparser per command module."""
+    parser = KraftlogArgumentParser(
+        prog=_PROG,
+        description="kraftlog: a Kafka-style distributed commit log. "
+                    "Run 'kraftlog COMMAND --help' for a command's options.")
+    parser.add_argument(
+        "--log-level", choices=_LOG_LEVELS, default="warning",
+        help="level of the diagnostic log written to stderr (default: warning)")
+    subparsers = parser.add_subparsers(dest="command", metavar=COMMAND_METAVAR, title="commands")
+    subparsers.required = True
+    for module in _load_commands():
+        sub = module.add_parser(subparsers)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    """Send structlog output to stderr at ``level``, through `cli._logging` when it exists.
+
+    Imported lazily so that a half-written or missing logging module cannot break the CLI's
+    offline tools; the fallback keeps the promise that logs never mix with command output.
+    """
+    try:
+        from cli._logging import configure_logging
+    except ImportError:
+        configure_logging = None
+    if configure_logging is not None:
+        try:
+            configure_logging(node_id=None, role="cli", level=level, stream=LateStderr())
+            return
+        except Exception as err:  # a bug in the logging setup must not stop the tool
+            print(f"{_PROG}: warning: logging setup failed ({err}); using plain stderr logging",
+                  file=sys.stderr)
+    _fallback_logging(level)
+
+
+def _fallback_logging(level: str) -> None:
+    renderer: Callable[..., object]
+    stream = LateStderr()
+    if stream.isatty():
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),  # type: ignore[arg-type]
+        cache_logger_on_first_use=False,
+    )
+    structlog.contextvars.bind_contextvars(node_id=None, role="cli")
+
+
+def _exit_code(code: object) -> int:
+    """What `sys.exit` would make of ``code`` (argparse exits with ints, None or messages)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``kraftlog`` with ``argv`` (default: the process arguments); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exit_:  # --help, or a usage error already printed by the parser
+        return _exit_code(exit_.code)
+    _configure_logging(args.log_level)
+    run: Callable[[argparse.Namespace], int] = args._run
+    _log.debug("command_started", command=args.command)
+    try:
+        return run(args)
+    except UserError as err:
+        print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``kraftlog dump-log big.log | head``): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+        return EXIT_FAILURE
+    except OSError as err:
+        # The environment failed (disk full, permission denied): a report, not a stack trace.
+        print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

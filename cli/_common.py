@@ -1,0 +1,177 @@
+"""Helpers shared by the ``kraftlog`` subcommands: the argument parser, user errors, output.
+
+Every subcommand reports either as a table (for people) or as JSON (for scripts), like Kafka's
+tools with ``--output``; the formatting lives here so that all commands look alike. Command output
+goes to stdout and nothing else does: logs and error messages go to stderr, so ``kraftlog ... |
+jq`` always sees clean JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn, TextIO
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "COMMAND_METAVAR",
+    "OUTPUT_FORMATS",
+    "KraftlogArgumentParser",
+    "LateStderr",
+    "UserError",
+    "JsonObjectStream",
+    "add_bootstrap_server_option",
+    "add_output_option",
+    "format_table",
+    "json_dumps",
+    "non_negative_int",
+    "print_json",
+    "print_table",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # the command ran and found a problem (a mismatch, an unreadable file)
+EXIT_USAGE = 2  # the user asked for something we cannot do (bad option, missing file)
+
+OUTPUT_FORMATS = ("table", "json")
+COMMAND_METAVAR = "COMMAND"  # how the subcommand argument is named in usage and errors
+
+
+class UserError(Exception):
+    """Bad input from the user: `main` prints the message as one line on stderr and exits 2.
+
+    Raised instead of letting an exception escape so that a typo never ends in a traceback.
+    """
+
+
+class KraftlogArgumentParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line on stderr, exit status 2.
+
+    argparse's default prints the whole usage block before the message; for a tool with many
+    subcommands that buries the one line that says what was wrong. The usage stays one ``--help``
+    away, and the line names the command so the user knows which ``--help`` to run.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        prefix = f"argument {COMMAND_METAVAR}: invalid choice:"
+        if message.startswith(prefix):
+            message = "unknown command" + message[len(prefix) - 1:]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+class LateStderr:
+    """A text stream that writes to whatever `sys.stderr` is at the time of each write.
+
+    Logging handlers keep the stream they were given; when that is the ``sys.stderr`` of the
+    moment, a later swap of ``sys.stderr`` (pytest's capture, a daemon redirecting output) leaves
+    the handler writing to a stale or closed stream. Resolving it per write avoids that.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    """``--output {table,json}``: tables for people (the default), JSON for scripts."""
+    parser.add_argument(
+        "--output", choices=OUTPUT_FORMATS, default="table",
+        help="output format: 'table' for people (default), 'json' for scripts")
+
+
+def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``--bootstrap-server host:port[,host:port...]``, per subcommand as in Kafka's tools.
+
+    Offline tools (``dump-log``, ``demo``) do not take it; commands that talk to a cluster do.
+    """
+    parser.add_argument(
+        "--bootstrap-server", required=required, metavar="HOST:PORT[,HOST:PORT...]",
+        type=_bootstrap_servers,
+        help="comma-separated addresses of brokers or controllers to connect to")
+
+
+def _bootstrap_servers(text: str) -> list[str]:
+    servers = [s.strip() for s in text.split(",") if s.strip()]
+    if not servers:
+        raise argparse.ArgumentTypeError("expected host:port[,host:port...]")
+    for server in servers:
+        host, sep, port = server.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"{server!r} is not host:port")
+    return servers
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for sizes and counts: a clear message instead of ``invalid int value``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def json_dumps(obj: Any) -> str:
+    """One compact JSON line: what scripts (and ``jq``) read best, one object per line."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def print_json(obj: Any, *, file: TextIO | None = None) -> None:
+    print(json_dumps(obj), file=file if file is not None else sys.stdout)
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain, left-aligned text table: header line, then one line per row.
+
+    No borders: the output stays easy to read in a terminal and to cut with ``awk``.
+    """
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+                     for row in cells)
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                file: TextIO | None = None) -> None:
+    print(format_table(headers, rows), file=file if file is not None else sys.stdout)
+
+
+class JsonObjectStream:
+    """Writes one JSON object holding a long list without keeping the list in memory.
+
+    ``dump-log`` on a multi-gigabyte segment yields millions of batches; building the whole object
+    first would hold them all. The object is written as ``head`` fields, then the list items as they
+    come, then ``tail`` fields, and the result is the same single line `json_dumps` would produce.
+    """
+
+    def __init__(self, head: Mapping[str, Any], list_key: str, *, file: TextIO | None = None) -> None:
+        self._file = file if file is not None else sys.stdout
+        prefix = json_dumps(dict(head))[:-1]  # drop the closing brace
+        sep = "," if head else ""
+        self._file.write(f"{prefix}{sep}{json_dumps(list_key)}:[")
+        self._first = True
+        self._closed = False
+
+    def item(self, obj: Any) -> None:
+        self._file.write(("" if self._first else ",") + json_dumps(obj))
+        self._first = False
+
+    def close(self, tail: Mapping[str, Any] | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        rest = json_dumps(dict(tail or {}))[1:]  # drop the opening brace
+        self._file.write("]" + ("," + rest if tail else "}") + "\n")

@@ -1,0 +1,130 @@
+"""Tests of the ``kraftlog`` entry point (`cli.__main__`): parsing, exit codes, the demo, and the
+installed console script run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.__main__ import main
+from storage import Log, LogConfig, build_batch
+
+REPO = Path(__file__).resolve().parents[2]
+KRAFTLOG_SCRIPT = REPO / ".venv" / "bin" / "kraftlog"
+
+
+def test_help_exits_0(capsys) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "dump-log" in out and "demo" in out
+
+
+def test_subcommand_help_exits_0(capsys) -> None:
+    assert main(["dump-log", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--deep-iteration", "--print-data-log", "--verify-index-only", "--max-bytes",
+                   "--output"):
+        assert option in out
+
+
+def test_unknown_command_exits_2_with_one_line(capsys) -> None:
+    assert main(["frobnicate"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "unknown command" in captured.err and "frobnicate" in captured.err
+
+
+def test_missing_command_exits_2(capsys) -> None:
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_unknown_option_exits_2(capsys) -> None:
+    assert main(["dump-log", "--no-such-option", "x.log"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--no-such-option" in err
+
+
+def test_works_without_the_logging_module(monkeypatch, tmp_path: Path, capsys) -> None:
+    # cli._logging is optional for the offline tools: a missing module falls back to stderr logs
+    monkeypatch.setitem(sys.modules, "cli._logging", None)
+    assert main(["--log-level", "debug", "demo", "--dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "Dumping " in captured.out
+    assert "demo_started" in captured.err and "demo_started" not in captured.out
+
+
+def test_demo_runs_and_reruns_cleanly(tmp_path: Path, capsys) -> None:
+    for _ in range(2):  # a second run starts from scratch instead of appending to the first
+        assert main(["demo", "--dir", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert "Demo partition log" in out
+        assert out.count("00000000000000000000.log") >= 2  # summary table and dump
+        assert "Dumping " in out and "baseOffset: 0 " in out
+        assert "endTxnMarker: COMMIT" in out
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+            assert f"compresscodec: {codec}" in out
+    logs = sorted(p.name for p in (tmp_path / "demo-0").glob("*.log"))
+    assert len(logs) == 2  # rolled once
+
+
+def test_demo_json(tmp_path: Path, capsys) -> None:
+    assert main(["demo", "--dir", str(tmp_path), "--output", "json"]) == 0
+    summary, dump = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert len(summary["segments"]) == 2
+    assert summary["log_end_offset"] == summary["appended"][-1]["last_offset"] + 1
+    assert dump["type"] == "log" and dump["batches"]
+
+
+def test_demo_into_a_file_is_a_user_error(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["demo", "--dir", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a directory" in err
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Path:
+    log = Log(tmp_path / "t-0", LogConfig())
+    try:
+        log.append_as_leader(build_batch([(b"k", b"hello")], timestamp_ms=1_700_000_000_000), 0)
+        path = log.segments[0].log_path
+    finally:
+        log.close()
+    return path
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+
+
+def test_python_dash_m_cli(segment: Path) -> None:
+    result = _run([sys.executable, "-m", "cli", "dump-log", "--print-data-log", str(segment)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"Dumping {segment}"
+    assert "key: k payload: hello" in result.stdout
+
+
+def test_python_dash_m_cli_user_error_has_no_traceback(tmp_path: Path) -> None:
+    result = _run([sys.executable, "-m", "cli", "dump-log", str(tmp_path / "missing.log")])
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in .venv")
+def test_console_script(segment: Path) -> None:
+    result = _run([str(KRAFTLOG_SCRIPT), "dump-log", "--output", "json", str(segment)])
+    assert result.returncode == 0, result.stderr
+    obj = json.loads(result.stdout)
+    assert obj["batches"][0]["count"] == 1
+    help_result = _run([str(KRAFTLOG_SCRIPT), "--help"])
+    assert help_result.returncode == 0 and "dump-log" in help_result.stdout
