@@ -1,0 +1,326 @@
+"""Metadata records: the entries of the metadata log that replaces the ZooKeeper tree.
+
+Each record is a frozen dataclass with a type id (KRaft's ``apiKey`` numbers for the same record) and
+a version. On disk and on the wire a record is a msgpack map ``{"type": id, "version": v, ...fields}``;
+a log entry wraps it with ``offset`` (dense from 0), ``epoch`` (the controller epoch that wrote it)
+and ``timestamp_ms``.
+
+Decoding is strict: an unknown type id, an unknown version, or a missing field raises
+`MetadataRecordError`. Fields a newer writer added may be ignored only when they are listed as
+optional in the record (its dataclass default), so a reader never silently drops state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import msgpack
+
+__all__ = [
+    "MetadataRecordError",
+    "MetadataRecord",
+    "LogEntry",
+    "BrokerEndpoint",
+    "RegisterBrokerRecord",
+    "UnregisterBrokerRecord",
+    "FenceBrokerRecord",
+    "UnfenceBrokerRecord",
+    "BrokerRegistrationChangeRecord",
+    "TopicRecord",
+    "PartitionRecord",
+    "PartitionChangeRecord",
+    "RemoveTopicRecord",
+    "ConfigRecord",
+    "ProducerIdsRecord",
+    "FeatureLevelRecord",
+    "NoOpRecord",
+    "RECORD_TYPES",
+    "encode_record",
+    "decode_record",
+    "encode_entry",
+    "decode_entry",
+    "NO_LEADER",
+    "NO_LEADER_CHANGE",
+    "ConfigResourceType",
+    "FencingChange",
+    "LeaderRecoveryState",
+]
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+class MetadataRecordError(ValueError):
+    """A metadata record or entry that cannot be decoded (unknown type, version or field)."""
+
+    error_code = 2
+    error_name = "CORRUPT_MESSAGE"
+    retriable = False
+
+
+class ConfigResourceType:
+    """Kafka's ConfigResource.Type ids."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class FencingChange:
+    """``BrokerRegistrationChangeRecord.fenced`` values, as KRaft's BrokerRegistrationFencingChange."""
+
+    UNFENCE = -1
+    NONE = 0
+    FENCE = 1
+
+
+class LeaderRecoveryState:
+    RECOVERED = 0
+    RECOVERING = 1
+    NO_CHANGE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"name": self.name, "host": self.host, "port": self.port,
+                "security_protocol": self.security_protocol}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> "BrokerEndpoint":
+        return cls(d["name"], d["host"], int(d["port"]), d.get("security_protocol", "PLAINTEXT"))
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """Base of every record type; subclasses set ``TYPE_ID``, ``VERSION`` and their fields."""
+
+    TYPE_ID: ClassVar[int] = -1
+    VERSION: ClassVar[int] = 0
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE_ID, "version": self.VERSION}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = [v.to_wire() if isinstance(v, BrokerEndpoint) else v for v in value]
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> "MetadataRecord":
+        if d.get("version", 0) > cls.VERSION:
+            raise MetadataRecordError(
+                f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in d:
+                value = d[f.name]
+                if isinstance(value, list):
+                    value = tuple(BrokerEndpoint.from_wire(v) if isinstance(v, dict) else v for v in value)
+                kwargs[f.name] = value
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise MetadataRecordError(f"{cls.__name__} is missing field {f.name!r}")
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 0
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    log_dirs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 1
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 2
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 3
+    partition_id: int
+    topic_id: str
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord(MetadataRecord):
+    """Set (``value`` not None) or delete (``value`` None) one config of one resource."""
+
+    TYPE_ID: ClassVar[int] = 4
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord(MetadataRecord):
+    """A partial update of a partition: a field left at its default is unchanged.
+
+    ``leader`` is ``NO_LEADER_CHANGE`` (-2) when unchanged; setting it (even to ``NO_LEADER``)
+    bumps the leader epoch. Every change bumps the partition epoch.
+    """
+
+    TYPE_ID: ClassVar[int] = 5
+    partition_id: int
+    topic_id: str
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = LeaderRecoveryState.NO_CHANGE
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 8
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 9
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 10
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 12
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord(MetadataRecord):
+    """The next producer id block starts at ``next_producer_id``."""
+
+    TYPE_ID: ClassVar[int] = 15
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord(MetadataRecord):
+    TYPE_ID: ClassVar[int] = 17
+    broker_id: int
+    broker_epoch: int
+    fenced: int = FencingChange.NONE
+    in_controlled_shutdown: int = 0  # 1: the broker entered controlled shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord(MetadataRecord):
+    """Committed first in every new controller epoch, so a new leader knows its log is current."""
+
+    TYPE_ID: ClassVar[int] = 20
+
+
+RECORD_TYPES: dict[int, type[MetadataRecord]] = {
+    cls.TYPE_ID: cls for cls in (
+        RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
+        PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
+        FeatureLevelRecord, ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One committed metadata log entry."""
+
+    offset: int
+    epoch: int
+    timestamp_ms: int
+    record: MetadataRecord = field(compare=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"offset": self.offset, "epoch": self.epoch, "timestamp_ms": self.timestamp_ms,
+                "record": self.record.to_wire()}
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> "LogEntry":
+        try:
+            return cls(int(d["offset"]), int(d["epoch"]), int(d["timestamp_ms"]),
+                       record_from_wire(d["record"]))
+        except (KeyError, TypeError) as err:
+            raise MetadataRecordError(f"malformed metadata log entry: {err}") from err
+
+
+def record_from_wire(d: Any) -> MetadataRecord:
+    if not isinstance(d, dict) or "type" not in d:
+        raise MetadataRecordError(f"not a metadata record: {d!r:.80}")
+    cls = RECORD_TYPES.get(d["type"])
+    if cls is None:
+        raise MetadataRecordError(f"unknown metadata record type {d['type']!r}")
+    try:
+        return cls.from_wire(d)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, MetadataRecordError):
+            raise
+        raise MetadataRecordError(f"malformed {cls.__name__}: {err}") from err
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    return msgpack.packb(record.to_wire(), use_bin_type=True)
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    try:
+        d = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise MetadataRecordError(f"undecodable metadata record: {err}") from err
+    return record_from_wire(d)
+
+
+def encode_entry(entry: LogEntry) -> bytes:
+    return msgpack.packb(entry.to_wire(), use_bin_type=True)
+
+
+def decode_entry(data: bytes) -> LogEntry:
+    try:
+        d = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as err:
+        raise MetadataRecordError(f"undecodable metadata log entry: {err}") from err
+    if not isinstance(d, dict):
+        raise MetadataRecordError("metadata log entry is not a map")
+    return LogEntry.from_wire(d)
