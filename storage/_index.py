@@ -40,6 +40,8 @@ class _Index:
         self.max_entries = max(1, max_index_size // self.entry.size)
         self._flushed_entries = 0
         self._pending = bytearray()
+        # a missing file is legal for a new segment; at load the log rebuilds it for a non-empty one
+        self.missing = not path.exists()
         self._load()
 
     def _load(self) -> None:
@@ -77,6 +79,7 @@ class _Index:
             self._flushed_entries = self.entries
         elif not self.path.exists():
             self.path.touch()
+        self.missing = False
 
     def _rewrite(self, entries_bytes: bytes) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -162,6 +165,7 @@ class OffsetIndex(_Index):
     def reset(self) -> None:
         self._reset_memory()
         self._rewrite(b"")
+        self.missing = False
 
     def sanity_check(self, log_size: int) -> None:
         """Raise `IndexCorruptError` if entries are not increasing or point past the log."""
@@ -237,6 +241,7 @@ class TimeIndex(_Index):
     def reset(self) -> None:
         self._reset_memory()
         self._rewrite(b"")
+        self.missing = False
 
     def sanity_check(self, next_offset: int) -> None:
         """Raise `IndexCorruptError` if entries are not increasing or name offsets past the log."""

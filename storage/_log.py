@@ -245,11 +245,19 @@ class Log:
         """Finish what a crash interrupted: drop half-written ``.cleaned`` and ``.deleted`` files,
         and install ``.swap`` segments (complete cleaner output) over the segments they replace."""
         swaps = []
+        index_swaps = []
         for p in list(self.dir.iterdir()):
-            if p.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
+            if p.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp", ".corrupt")):
                 p.unlink(missing_ok=True)
             elif p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 swaps.append(p)
+            elif p.name.endswith(SWAP_SUFFIX):
+                index_swaps.append(p)
+        for p in index_swaps:
+            # an index swap whose log swap was already installed: drop it; the segment's sanity
+            # check finds the index missing and rebuilds it from the log
+            if not (self.dir / (p.name[:20] + LOG_SUFFIX + SWAP_SUFFIX)).exists():
+                p.unlink(missing_ok=True)
         for swap in sorted(swaps):
             base = int(swap.name[:20])
             # the swap covers its own offsets up to the next swap or log segment it replaces

@@ -10,7 +10,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -68,10 +68,13 @@ class LogSegment:
             self.size = os.fstat(self._fd).st_size
         except OSError as err:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {err}") from err
-        self.offset_index = OffsetIndex(directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
-                                        base_offset, max_index_size)
-        self.time_index = TimeIndex(directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
-                                    base_offset, max_index_size)
+        self.index_problem: str | None = None  # why the indexes must be rebuilt, found at open
+        self.offset_index = self._open_index(
+            OffsetIndex, directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix), max_index_size)
+        self.time_index = self._open_index(
+            TimeIndex, directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), max_index_size)
+        if self.index_problem is None and self.size > 0 and (self.offset_index.missing or self.time_index.missing):
+            self.index_problem = "index file missing"
         self.created_ms = created_ms
         self._bytes_since_last_index_entry = 0
         self.max_timestamp_so_far = -1
@@ -79,6 +82,17 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.next_offset_hint: int | None = None  # next offset after the last batch, once known
         self._dirty = False
+
+    def _open_index(self, cls: type[OffsetIndex] | type[TimeIndex], path: Path, max_index_size: int) -> Any:
+        """Open an index; a torn file is set aside (renamed ``.corrupt``) and replaced by an empty
+        index, and `index_problem` tells the log to rebuild it from the segment."""
+        try:
+            return cls(path, self.base_offset, max_index_size)
+        except IndexCorruptError as err:
+            self.index_problem = str(err)
+            _log.warning("index_corrupt", index=str(path), error=str(err))
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+            return cls(path, self.base_offset, max_index_size)
 
     # ------------------------------------------------------------------ basic I/O
 
@@ -265,7 +279,10 @@ class LogSegment:
         self.rolling_based_timestamp = None if first is None else first.max_timestamp
 
     def sanity_check(self) -> None:
-        """Raise `IndexCorruptError` when an index is torn or disagrees with the log."""
+        """Raise `IndexCorruptError` when an index was torn or missing at open, or disagrees with
+        the log."""
+        if self.index_problem is not None:
+            raise IndexCorruptError(self.index_problem)
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.read_next_offset())
         for off, pos in self.offset_index.items()[-1:]:
@@ -286,6 +303,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.index_problem = None
         self._bytes_since_last_index_entry = 0
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = self.base_offset
