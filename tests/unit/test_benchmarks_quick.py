@@ -1,0 +1,32 @@
+"""Every benchmark in tests/perf runs in its --quick variant and ends with one JSON line of figures.
+
+Speed targets are checked by the benchmarks themselves (they print the ratio next to the target);
+this test only keeps the scripts working, so a full run on demand never finds them broken.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PERF = Path(__file__).resolve().parents[1] / "perf"
+EXPECTED_KEYS = {
+    "storage_bench.py": {"append_ratio_1mib", "append_ratio_16kib", "read_ratio", "append_mb_s_1mib"},
+}
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in PERF.glob("*.py") if not p.name.startswith("_")))
+def test_quick_variant_prints_json_last(script: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(PERF / script), "--quick"], capture_output=True,
+                          text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    figures = json.loads(last)
+    assert isinstance(figures, dict) and figures
+    missing = EXPECTED_KEYS.get(script, set()) - figures.keys()
+    assert not missing, f"{script} JSON lacks {missing}"
+    assert all(isinstance(v, (int, float)) for v in figures.values() if not isinstance(v, (str, dict, list)))
