@@ -355,7 +355,7 @@ class Log:
         """
         headers = validate_record_set(records, from_client=origin is AppendOrigin.CLIENT)
         now = self._clock_ms()
-        cfg = self.config
+        cfg = self._config
         rebuilt: list[bytes] | None = None
         if self._simple_rules and origin is not AppendOrigin.COORDINATOR:
             # the common case: header-level rules only, no record decoding
@@ -386,7 +386,8 @@ class Log:
         log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = memoryview(records)
         with self._lock:
-            self._ensure_open()
+            if self._closed:
+                self._ensure_open()
             offset = first_offset = self._log_end_offset
             locs: list[BatchLocation] = []
             # Small appends: one copy, patched in place, one pwrite. Large ones: a vectored write
@@ -523,17 +524,17 @@ class Log:
         if first.base_offset < self._log_end_offset:
             raise OffsetsOutOfOrderError(f"append at {first.base_offset} below log end {self._log_end_offset}")
         self._maybe_roll(total_bytes, max_timestamp, first.base_offset, last.last_offset)
-        self.active_segment.append(buffers, total_bytes, locs)
+        self._segments[-1].append(buffers, total_bytes, locs)
         self._log_end_offset = last.last_offset + 1
         self._unflushed_messages += num_records
-        if self._unflushed_messages >= self.config.flush_messages:
+        if self._unflushed_messages >= self._config.flush_messages:
             self._flush_locked(self._log_end_offset)
 
     # ================================================================== roll and flush
 
     def _maybe_roll(self, incoming_bytes: int, max_timestamp: int, first_offset: int, last_offset: int) -> None:
-        seg = self.active_segment
-        cfg = self.config
+        seg = self._segments[-1]
+        cfg = self._config
         if seg.size == 0:
             if first_offset != seg.base_offset:
                 # an empty segment must start where the data starts (e.g. a follower after a gap)

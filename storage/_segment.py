@@ -155,10 +155,10 @@ class LogSegment:
             raise KafkaStorageError(f"cannot append to {self.log_path}: {err}") from err
         self.size = start + total_bytes
         self._dirty = True
+        index_batch = self._index_batch
         for b in batches:
-            self._index_batch(start + b.position, b)
-        if batches:
-            self.next_offset_hint = batches[-1].last_offset + 1
+            index_batch(start + b.position, b)
+        self.next_offset_hint = batches[-1].last_offset + 1
 
     def _index_batch(self, position: int, b: BatchLocation) -> None:
         if self.rolling_based_timestamp is None:
