@@ -22,8 +22,15 @@ __all__ = ["add_parser", "run", "new_cluster_id", "check_formatted", "node_dirs"
 
 
 def new_cluster_id() -> str:
-    """A random cluster id in Kafka's form: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A random cluster id in Kafka's form: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's Uuid.randomUuid, never one starting with '-', which a command line would take for
+    an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _valid_cluster_id(value: str) -> bool:

@@ -83,3 +83,8 @@ def test_check_formatted_refuses_unformatted_and_foreign_dirs(tmp_path: Path) ->
     storage.write_meta_properties(tmp_path / "meta1", storage.MetaProperties(cid, 7))
     with pytest.raises(UserError, match="belongs to node 7"):
         check_formatted(cfg)
+
+
+def test_new_cluster_ids_never_look_like_options() -> None:
+    # one id in 64 would start with '-' if drawn naively; 2000 draws make a miss very unlikely
+    assert not any(new_cluster_id().startswith("-") for _ in range(2000))
