@@ -1,7 +1,8 @@
-"""kraftlog: metadata_log.
+"""metadata_log: the metadata log that replaces the ZooKeeper tree (DESIGN.md §3).
 
-Re-exports the node/topic configuration API so callers write ``from metadata_log import
-load_node_config``. Kept to light, standard-library-only imports: every process imports this package.
+Record types, the immutable `MetadataImage` with its one mutable `MetadataDelta`, the on-disk segment
+and snapshot files, Kafka's replica placement, and the node/topic configuration schema. Imports no
+other kraftlog package; the Spark job lives in its own module and is not imported here.
 """
 
 from metadata_log._config import (
@@ -26,26 +27,88 @@ from metadata_log._config import (
     read_config_file,
     validate_topic_configs,
 )
+from metadata_log._image import (
+    BrokerRegistration,
+    ClusterImage,
+    ConfigurationsImage,
+    FeaturesImage,
+    MetadataDelta,
+    MetadataImage,
+    MetadataReplayError,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicIdPartition,
+    TopicImage,
+    TopicsImage,
+)
+from metadata_log._log_files import (
+    MetadataLogCorruptError,
+    MetadataLogGapError,
+    MetadataLogWriter,
+    Snapshot,
+    SnapshotPolicy,
+    latest_snapshot,
+    list_segments,
+    list_snapshots,
+    oldest_available_offset,
+    read_log_dir,
+    read_metadata_file,
+    read_segment,
+    read_snapshot,
+    write_snapshot,
+)
+from metadata_log._placement import (
+    PlacementError,
+    RackAwareMode,
+    assign_replicas,
+    expand_assignment,
+    placement_brokers,
+)
+from metadata_log._records import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    RECORD_TYPES,
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    FencingChange,
+    LogEntry,
+    MetadataRecord,
+    MetadataRecordError,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    decode_entry,
+    decode_record,
+    encode_entry,
+    encode_record,
+)
 
 __all__ = [
-    "NO_DEFAULT",
-    "NODE_CONFIG_DEFS",
-    "TOPIC_CONFIG_DEFS",
-    "TOPIC_SYNONYMS",
-    "ConfigDef",
-    "ConfigError",
-    "ConfigKey",
-    "ConfigType",
-    "Custom",
-    "NodeConfig",
-    "OneOf",
-    "Password",
-    "Range",
-    "Validator",
-    "load_node_config",
-    "parse_listeners",
-    "parse_properties",
-    "parse_quorum_voters",
-    "read_config_file",
+    "NO_DEFAULT", "NODE_CONFIG_DEFS", "TOPIC_CONFIG_DEFS", "TOPIC_SYNONYMS", "ConfigDef", "ConfigError",
+    "ConfigKey", "ConfigType", "Custom", "NodeConfig", "OneOf", "Password", "Range", "Validator",
+    "load_node_config", "parse_listeners", "parse_properties", "parse_quorum_voters", "read_config_file",
     "validate_topic_configs",
+    "BrokerRegistration", "ClusterImage", "ConfigurationsImage", "FeaturesImage", "MetadataDelta",
+    "MetadataImage", "MetadataReplayError", "PartitionRegistration", "ProducerIdsImage",
+    "TopicIdPartition", "TopicImage", "TopicsImage",
+    "MetadataLogCorruptError", "MetadataLogGapError", "MetadataLogWriter", "Snapshot", "SnapshotPolicy",
+    "latest_snapshot", "list_segments", "list_snapshots", "oldest_available_offset", "read_log_dir",
+    "read_metadata_file", "read_segment", "read_snapshot", "write_snapshot",
+    "PlacementError", "RackAwareMode", "assign_replicas", "expand_assignment", "placement_brokers",
+    "NO_LEADER", "NO_LEADER_CHANGE", "RECORD_TYPES", "BrokerEndpoint", "BrokerRegistrationChangeRecord",
+    "ConfigRecord", "ConfigResourceType", "FeatureLevelRecord", "FenceBrokerRecord", "FencingChange",
+    "LogEntry", "MetadataRecord", "MetadataRecordError", "NoOpRecord", "PartitionChangeRecord",
+    "PartitionRecord", "ProducerIdsRecord", "RegisterBrokerRecord", "RemoveTopicRecord", "TopicRecord",
+    "UnfenceBrokerRecord", "UnregisterBrokerRecord", "decode_entry", "decode_record", "encode_entry",
+    "encode_record",
 ]
