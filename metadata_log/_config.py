@@ -847,6 +847,10 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     .define("controller.quorum.fsync", _B, True, None,
             "kraftlog: fsync the Raft journal before acknowledging; turn off only for throwaway test clusters.",
             kraftlog_only=True)
+    .define("controller.quorum.raft.port.offset", _I, 1, Range(1, 1000),
+            "kraftlog: each voter's Raft (pysyncobj) transport listens on its controller.quorum.voters "
+            "port plus this offset; the voter port itself serves the controller's gRPC services.",
+            kraftlog_only=True)
     .define("controller.quorum.raft.password", _P, None, None,
             "kraftlog: shared secret encrypting pysyncobj Raft traffic between controllers; unset: plaintext.",
             kraftlog_only=True)

@@ -1,0 +1,141 @@
+"""``kraftlog serve --config node.toml``: run one node (controller, broker, or both).
+
+Start order: config (unknown keys and bad values stop here, naming the key), logging with the node's
+id and roles bound, the formatted-dirs check (a node refuses to start unformatted or with another
+cluster's id), then the roles. A controller serves ControllerService and AdminService on its voter
+address, plus the standard gRPC health and reflection services. SIGTERM or SIGINT stops the node
+cleanly; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+from typing import Any
+
+import structlog
+
+from cli._common import UserError
+from cli._storage import add_config_options, check_formatted, load_config_args
+
+__all__ = ["add_parser", "run", "Node"]
+
+_log = structlog.get_logger(__name__)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)",
+                                   description=__doc__)
+    add_config_options(parser)
+    return parser
+
+
+class Node:
+    """The roles of one process, sharing one asyncio loop and one gRPC server per listener."""
+
+    def __init__(self, config: Any, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.controller: Any = None
+        self.servers: list[Any] = []
+        self.health: Any = None
+
+    async def start(self) -> None:
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        from grpc_reflection.v1alpha import reflection
+
+        max_bytes = self.config["grpc.max.message.bytes"]
+        options = [("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
+                   ("grpc.so_reuseport", 0)]
+        if "controller" in self.config.roles:
+            from quorum._server import ControllerServer
+
+            self.controller = ControllerServer(self.config, self.cluster_id)
+            server = grpc.aio.server(options=options)
+            self.controller.add_to_server(server)
+            self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+            from proto import admin_pb2, controller_pb2
+            names = [admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+                     controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name,
+                     health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+            reflection.enable_server_reflection(names, server)
+            host, port = self.config.quorum_voters[self.config.node_id]
+            if server.add_insecure_port(f"{host}:{port}") == 0:
+                raise UserError(f"cannot listen on the controller address {host}:{port}")
+            await self.controller.start()
+            await server.start()
+            self.servers.append(server)
+            await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        _log.info("node_started", roles=list(self.config.roles), pid=os.getpid())
+
+    async def _set_health(self, status: Any) -> None:
+        if self.health is None:
+            return
+        result = self.health.set("", status)
+        if asyncio.iscoroutine(result):
+            await result
+
+    async def stop(self) -> None:
+        from grpc_health.v1 import health_pb2
+
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        for server in self.servers:
+            await server.stop(grace=1.0)
+        if self.controller is not None:
+            await self.controller.stop()
+        _log.info("node_stopped")
+
+
+async def _serve(config: Any, cluster_id: str) -> int:
+    node = Node(config, cluster_id)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(1)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await node.start()
+        _sd_notify("READY=1")
+        await stop.wait()
+        _sd_notify("STOPPING=1")
+    finally:
+        await node.stop()
+    return 0
+
+
+def _sd_notify(state: str) -> None:
+    """systemd's Type=notify protocol over $NOTIFY_SOCKET, without a dependency."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(path)
+            sock.sendall(state.encode())
+    except OSError as err:
+        _log.warning("sd_notify_failed", error=str(err))
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config_args(args)
+    from cli._logging import configure_logging
+
+    configure_logging(node_id=config.node_id, role="+".join(config.roles), level=args.log_level
+                      if args.log_level != "warning" else "info")
+    cluster_id = check_formatted(config)
+    return asyncio.run(_serve(config, cluster_id))

@@ -1,0 +1,261 @@
+"""`Admin`: every AdminService call, following NOT_CONTROLLER to the active controller.
+
+The bootstrap list may name any controllers (and, once brokers forward admin calls, brokers). A call
+goes to the last known active controller first; a NOT_CONTROLLER answer carries the active
+controller's address, which the client follows; an unreachable server or a quorum without a leader
+is retried with backoff until ``request_timeout_ms`` runs out. Results keep Kafka's error names:
+`Admin` returns the responses as they are, and ``raise_for_errors`` turns their errors into typed
+exceptions for callers that prefer them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+import structlog
+
+from proto import admin_pb2, admin_pb2_grpc, controller_pb2
+from proto import errors as kerr
+
+__all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
+
+_NOT_CONTROLLER = kerr.NotControllerError.error_code
+_log = structlog.get_logger(__name__)
+
+
+def parse_bootstrap_servers(value: str | Sequence[str]) -> list[str]:
+    """``"h1:9092,h2:9092"`` or a list -> ``["h1:9092", "h2:9092"]``; each entry needs a port."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append(item)
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+def _errors_of(response: Any) -> list[Any]:
+    """Every Error message a response carries (top level and per item)."""
+    found = []
+    for field, value in response.ListFields():
+        if field.message_type is not None and field.message_type.name == "Error":
+            found.append(value)
+        elif field.message_type is not None and field.label == field.LABEL_REPEATED:
+            for item in value:
+                found.extend(_errors_of(item))
+        elif field.message_type is not None and field.message_type.name not in ("ControllerHint",):
+            found.extend(_errors_of(value))
+    return found
+
+
+def _not_controller(response: Any) -> bool:
+    errs = _errors_of(response)
+    return bool(errs) and any(e.code == _NOT_CONTROLLER for e in errs) and \
+        all(e.code in (0, _NOT_CONTROLLER) for e in errs)
+
+
+def raise_for_errors(response: Any) -> Any:
+    """Raise the first non-NONE error in ``response`` as its typed `KafkaError`."""
+    for err in _errors_of(response):
+        if err.code != 0:
+            kerr.raise_for_code(err.code, err.message or err.name)
+    return response
+
+
+class NewTopic:
+    """A topic to create: a partition count and replication factor, or an explicit assignment."""
+
+    def __init__(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                 configs: Mapping[str, str] | None = None,
+                 assignments: Mapping[int, Sequence[int]] | None = None) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.configs = dict(configs or {})
+        self.assignments = dict(assignments or {})
+
+    def to_pb(self) -> admin_pb2.CreateTopicsRequest.CreatableTopic:
+        return admin_pb2.CreateTopicsRequest.CreatableTopic(
+            name=self.name, num_partitions=self.num_partitions, replication_factor=self.replication_factor,
+            configs=self.configs,
+            assignments=[admin_pb2.ReplicaAssignment(partition_index=p, broker_ids=list(b))
+                         for p, b in sorted(self.assignments.items())])
+
+
+class Admin:
+    """A blocking admin client; thread-safe for concurrent calls."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000,
+                 retry_backoff_ms: int = 100, max_message_bytes: int = 104_857_600) -> None:
+        self.servers = parse_bootstrap_servers(bootstrap_servers)
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._options = [("grpc.max_send_message_length", max_message_bytes),
+                         ("grpc.max_receive_message_length", max_message_bytes)]
+        self._channels: dict[str, grpc.Channel] = {}
+        self._controller: str | None = None
+        self._rng = random.Random()
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = grpc.insecure_channel(address, options=self._options)
+            self._channels[address] = ch
+        return admin_pb2_grpc.AdminServiceStub(ch)
+
+    def call(self, method: str, request: Any, *, timeout_ms: int | None = None) -> Any:
+        """Send one AdminService call, following NOT_CONTROLLER hints and retrying retriable
+        failures until the timeout; returns the last response (errors and all)."""
+        deadline = time.monotonic() + (timeout_ms or self.request_timeout_ms) / 1000.0
+        candidates = list(self.servers)
+        self._rng.shuffle(candidates)
+        attempt = 0
+        last_error: Exception | None = None
+        response = None
+        while True:
+            address = self._controller or candidates[attempt % len(candidates)]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                response = getattr(self._stub(address), method)(request, timeout=remaining)
+            except grpc.RpcError as err:
+                last_error = err
+                self._controller = None
+                attempt += 1
+                self._sleep(attempt, deadline)
+                continue
+            if not _not_controller(response):
+                self._controller = address
+                return response
+            hint: controller_pb2.ControllerHint | None = getattr(response, "controller", None)
+            if hint is not None and hint.leader_address and hint.leader_address != address:
+                self._controller = hint.leader_address
+                if hint.leader_address not in candidates:
+                    candidates.append(hint.leader_address)
+                continue  # follow at once
+            self._controller = None
+            attempt += 1
+            self._sleep(attempt, deadline)
+        if response is not None:
+            return response
+        raise kerr.RequestTimedOutError(
+            f"{method}: no controller answered within {timeout_ms or self.request_timeout_ms} ms"
+            + (f" (last error: {last_error.code().name if hasattr(last_error, 'code') else last_error})"
+               if last_error else ""))
+
+    def _sleep(self, attempt: int, deadline: float) -> None:
+        backoff = min(self.retry_backoff_ms * (2 ** min(attempt, 5)), 1000) / 1000.0
+        time.sleep(max(0.0, min(backoff * (0.8 + 0.4 * self._rng.random()), deadline - time.monotonic())))
+
+    # ------------------------------------------------------------------ typed helpers
+
+    def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int = 30_000) -> admin_pb2.CreateTopicsResponse:
+        req = admin_pb2.CreateTopicsRequest(topics=[t.to_pb() for t in topics], timeout_ms=timeout_ms,
+                                            validate_only=validate_only)
+        return self.call("CreateTopics", req, timeout_ms=timeout_ms)
+
+    def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[str] = (), *,
+                      timeout_ms: int = 30_000) -> admin_pb2.DeleteTopicsResponse:
+        return self.call("DeleteTopics", admin_pb2.DeleteTopicsRequest(
+            names=list(names), topic_ids=list(topic_ids), timeout_ms=timeout_ms), timeout_ms=timeout_ms)
+
+    def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False,
+                          assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                          timeout_ms: int = 30_000) -> admin_pb2.CreatePartitionsResponse:
+        topics = []
+        for name, count in counts.items():
+            assign = [admin_pb2.ReplicaAssignment(broker_ids=list(b))
+                      for b in (assignments or {}).get(name, [])]
+            topics.append(admin_pb2.CreatePartitionsRequest.Topic(name=name, count=count, assignments=assign))
+        return self.call("CreatePartitions", admin_pb2.CreatePartitionsRequest(
+            topics=topics, timeout_ms=timeout_ms, validate_only=validate_only), timeout_ms=timeout_ms)
+
+    def describe_topics(self, names: Iterable[str] = ()) -> admin_pb2.DescribeTopicsResponse:
+        return self.call("DescribeTopics", admin_pb2.DescribeTopicsRequest(names=list(names)))
+
+    def list_topics(self) -> list[str]:
+        return [t.name for t in self.describe_topics().topics]
+
+    def describe_cluster(self) -> admin_pb2.DescribeClusterResponse:
+        return self.call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+
+    def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
+        return self.call("DescribeQuorum", admin_pb2.DescribeQuorumRequest())
+
+    def elect_leaders(self, election_type: int = 0, partitions: Mapping[str, Sequence[int]] | None = None,
+                      *, timeout_ms: int = 30_000) -> admin_pb2.ElectLeadersResponse:
+        tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
+        return self.call("ElectLeaders", admin_pb2.ElectLeadersRequest(
+            election_type=election_type, topic_partitions=tps, timeout_ms=timeout_ms), timeout_ms=timeout_ms)
+
+    def alter_partition_reassignments(self, plan: Mapping[tuple[str, int], Sequence[int] | None], *,
+                                      timeout_ms: int = 30_000) -> admin_pb2.AlterPartitionReassignmentsResponse:
+        """``{(topic, partition): target replicas, or None to cancel}``."""
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, pid), replicas in plan.items():
+            by_topic.setdefault(topic, []).append(admin_pb2.AlterPartitionReassignmentsRequest.Partition(
+                partition_index=pid, replicas=list(replicas or []), cancel=replicas is None))
+        req = admin_pb2.AlterPartitionReassignmentsRequest(
+            topics=[admin_pb2.AlterPartitionReassignmentsRequest.Topic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()], timeout_ms=timeout_ms)
+        return self.call("AlterPartitionReassignments", req, timeout_ms=timeout_ms)
+
+    def list_partition_reassignments(self, partitions: Mapping[str, Sequence[int]] | None = None
+                                     ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
+        return self.call("ListPartitionReassignments", admin_pb2.ListPartitionReassignmentsRequest(topics=tps))
+
+    def describe_configs(self, resources: Iterable[tuple[int, str]], names: Iterable[str] = ()
+                         ) -> admin_pb2.DescribeConfigsResponse:
+        req = admin_pb2.DescribeConfigsRequest(resources=[
+            admin_pb2.DescribeConfigsRequest.Resource(
+                resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n), config_names=list(names))
+            for t, n in resources])
+        return self.call("DescribeConfigs", req)
+
+    def incremental_alter_configs(self, changes: Mapping[tuple[int, str], Sequence[tuple[str, int, str]]], *,
+                                  validate_only: bool = False) -> admin_pb2.IncrementalAlterConfigsResponse:
+        """``{(resource_type, name): [(key, op, value), ...]}`` with op 0 SET, 1 DELETE, 2 APPEND,
+        3 SUBTRACT."""
+        req = admin_pb2.IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
+            admin_pb2.IncrementalAlterConfigsRequest.Resource(
+                resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n),
+                configs=[admin_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=op, value=v) for k, op, v in ops])
+            for (t, n), ops in changes.items()])
+        return self.call("IncrementalAlterConfigs", req)
+
+    def wait_for(self, predicate: Callable[["Admin"], bool], timeout_s: float = 30.0,
+                 interval_s: float = 0.1) -> bool:
+        """Poll ``predicate(self)`` until it holds or the timeout passes (for tools and tests)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if predicate(self):
+                    return True
+            except (kerr.KafkaError, grpc.RpcError):
+                pass
+            time.sleep(interval_s)
+        return False

@@ -1,0 +1,478 @@
+"""The controller process: the quorum, the metadata log files, the image, and the gRPC services.
+
+One asyncio loop owns everything here. Committed entries arrive from the Raft seam in order
+(`MetadataQuorum.on_committed`) and are (1) written to the metadata log segments, idempotently by
+offset, then (2) replayed into the image, then (3) announced to FetchMetadata streams. Every
+controller does this, active or not: standbys change state only by replaying committed records.
+
+The active controller is the Raft leader that has committed a NoOpRecord in its own epoch: until
+then it answers NOT_CONTROLLER, because its image may still lack entries a previous leader
+committed. Writes are serialised by one lock: a handler computes ``(records, response)`` from the
+committed image, the records are proposed under the controller's epoch, and the response is sent
+only after they are committed and applied (persist before acknowledge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+
+from metadata_log import (
+    LogEntry,
+    MetadataDelta,
+    MetadataImage,
+    MetadataLogWriter,
+    MetadataRecord,
+    NoOpRecord,
+    encode_entry,
+    encode_record,
+    latest_snapshot,
+    oldest_available_offset,
+    read_log_dir,
+    read_snapshot,
+    write_snapshot,
+)
+from metadata_log._log_files import delete_covered_segments
+from proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
+from proto import errors as kerr
+
+from . import _controller as ctl
+
+__all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "raft_address"]
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+_TAIL_ENTRIES = 50_000            # committed entries kept in memory for FetchMetadata
+_STREAM_BATCH = 2_000             # entries per MetadataBatch
+_KEEPALIVE_S = 1.0
+_FENCE_CHECK_S = 0.25
+
+_log = structlog.get_logger(__name__)
+
+
+def raft_address(host: str, port: int, offset: int) -> tuple[str, int]:
+    """The pysyncobj transport of a voter listens next to its gRPC port."""
+    return host, port + offset
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ControllerServer:
+    """Controller role of a node: quorum member, metadata log keeper, and (when active) decider."""
+
+    def __init__(self, config: Any, cluster_id: str, *, quorum_factory: Callable[..., Any] | None = None,
+                 wall_ms: Callable[[], int] = _wall_ms, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id: int = config.node_id
+        self._wall_ms = wall_ms
+        self._rng = rng or random.Random()
+        self._log = _log.bind(node_id=self.node_id, role="controller")
+        voters = config.quorum_voters
+        self.voters: dict[int, tuple[str, int]] = dict(voters)
+        self.address = "%s:%d" % voters[self.node_id]
+        self.metadata_dir = Path(config.metadata_log_dir) / METADATA_PARTITION_DIR
+        self.image = MetadataImage.EMPTY
+        self._tail: deque[tuple[int, bytes]] = deque()
+        self._writer: MetadataLogWriter | None = None
+        self._quorum: Any = None
+        self._quorum_factory = quorum_factory
+        self._committed = asyncio.Condition()
+        self._write_lock = asyncio.Lock()
+        self._active_epoch: int | None = None
+        self._heartbeats = ctl.BrokerHeartbeats()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._bytes_since_snapshot = 0
+        self._stopping = False
+        self.request_timeout_s = config["controller.quorum.request.timeout.ms"] / 1000.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the image from the metadata log files, then join the quorum."""
+        self.metadata_dir.mkdir(parents=True, exist_ok=True)
+        self._load_image()
+        self._writer = MetadataLogWriter(self.metadata_dir,
+                                         segment_bytes=self.config["metadata.log.segment.bytes"],
+                                         fsync=self.config["controller.quorum.fsync"])
+        loop = asyncio.get_running_loop()
+        offset = self.config["controller.quorum.raft.port.offset"]
+        raft_voters = {vid: raft_address(h, p, offset) for vid, (h, p) in self.voters.items()}
+        password = self.config["controller.quorum.raft.password"]
+        factory = self._quorum_factory
+        if factory is None:
+            from ._raft import MetadataQuorum as factory  # noqa: N813 - a class used as factory
+        self._quorum = factory(
+            node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / "raft",
+            password=str(password.value) if password is not None and hasattr(password, "value") else password,
+            fsync=self.config["controller.quorum.fsync"],
+            election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
+            loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change)
+        await self._quorum.start()
+        self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
+        self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._quorum is not None:
+            await self._quorum.stop()
+        if self._writer is not None:
+            self._writer.close()
+        async with self._committed:
+            self._committed.notify_all()
+
+    def _load_image(self) -> None:
+        snap = latest_snapshot(self.metadata_dir)
+        image = MetadataImage.EMPTY
+        start = 0
+        if snap is not None:
+            s = read_snapshot(snap.path)
+            image = MetadataImage.from_records(s.records, s.offset, s.epoch, s.timestamp_ms)
+            start = s.offset + 1
+        delta = MetadataDelta(image)
+        count = 0
+        for entry in read_log_dir(self.metadata_dir, from_offset=start):
+            delta.replay(entry)
+            self._remember(entry)
+            count += 1
+        self.image = delta.apply() if count else image
+        self._log.info("metadata_image_loaded", offset=self.image.offset, entries_replayed=count,
+                       snapshot=str(snap.path) if snap else None)
+
+    # ------------------------------------------------------------------ committed entries
+
+    def _remember(self, entry: LogEntry) -> bytes:
+        data = encode_entry(entry)
+        self._tail.append((entry.offset, data))
+        while len(self._tail) > _TAIL_ENTRIES:
+            self._tail.popleft()
+        return data
+
+    def _on_committed(self, entries: list[LogEntry]) -> None:
+        """Write, replay, announce — in that order, each entry once (the Raft journal replays old
+        entries at every restart: anything at or below the image offset is already here)."""
+        fresh = [e for e in entries if e.offset > self.image.offset]
+        if not fresh:
+            return
+        assert self._writer is not None
+        self._writer.append(fresh)
+        delta = MetadataDelta(self.image)
+        for e in fresh:
+            delta.replay(e)
+            self._bytes_since_snapshot += len(self._remember(e))
+        self.image = delta.apply()
+        asyncio.get_running_loop().create_task(self._notify())
+        if self._bytes_since_snapshot >= self.config["metadata.log.max.record.bytes.between.snapshots"]:
+            self.take_snapshot()
+
+    async def _notify(self) -> None:
+        async with self._committed:
+            self._committed.notify_all()
+
+    def take_snapshot(self) -> Path | None:
+        """Write a snapshot of the current image and delete segments it covers beyond retention."""
+        if self.image.offset < 0:
+            return None
+        path = write_snapshot(self.metadata_dir, self.image.offset, self.image.epoch,
+                              self.image.timestamp_ms, self.image.to_records())
+        self._bytes_since_snapshot = 0
+        delete_covered_segments(self.metadata_dir, self.image.offset,
+                                self.config["metadata.max.retention.bytes"])
+        self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
+        return path
+
+    def _on_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        self._active_epoch = None
+        self._log.info("controller_leader_changed", leader_id=leader_id, epoch=epoch)
+        if leader_id == self.node_id:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._become_active(epoch)))
+
+    async def _become_active(self, epoch: int) -> None:
+        """Commit a NoOp in the new epoch; only then is the image known to be complete."""
+        deadline = time.monotonic() + 30
+        while not self._stopping and time.monotonic() < deadline:
+            if self._quorum.epoch != epoch or self._quorum.leader_id != self.node_id:
+                return
+            try:
+                async with self._write_lock:
+                    await self._propose([NoOpRecord()], epoch)
+                    self._heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
+                    self._active_epoch = epoch
+                self._log.info("controller_active", epoch=epoch, offset=self.image.offset)
+                return
+            except kerr.NotControllerError:
+                return
+            except kerr.KafkaError as err:
+                self._log.warning("noop_commit_failed", epoch=epoch, error=str(err))
+                await asyncio.sleep(0.1)
+
+    async def _propose(self, records: Sequence[MetadataRecord], epoch: int) -> int:
+        last = await self._quorum.propose(records, epoch=epoch, timeout_s=self.request_timeout_s)
+        async with self._committed:
+            await asyncio.wait_for(self._committed.wait_for(lambda: self.image.offset >= last or self._stopping),
+                                   timeout=self.request_timeout_s)
+        return last
+
+    # ------------------------------------------------------------------ the active controller
+
+    @property
+    def is_active(self) -> bool:
+        return (self._active_epoch is not None and self._quorum is not None
+                and self._quorum.is_leader and self._quorum.epoch == self._active_epoch)
+
+    def hint(self) -> controller_pb2.ControllerHint:
+        leader = self._quorum.leader_id if self._quorum is not None else None
+        if leader is None:
+            return controller_pb2.ControllerHint(leader_id=-1, leader_address="",
+                                                 leader_epoch=self._quorum.epoch if self._quorum else -1)
+        host, port = self.voters[leader]
+        return controller_pb2.ControllerHint(leader_id=leader, leader_address=f"{host}:{port}",
+                                             leader_epoch=self._quorum.epoch)
+
+    def context(self) -> ctl.ControllerContext:
+        return ctl.ControllerContext(cluster_id=self.cluster_id, config=self.config, now_ms=self._wall_ms(),
+                                     rng=self._rng, next_offset=self.image.offset + 1)
+
+    async def run_write(self, handler: Callable[..., tuple[list[MetadataRecord], Any]], request: Any,
+                        response_type: type, *extra: Any) -> Any:
+        """Run a handler on the active controller: propose its records, answer after they apply."""
+        if not self.is_active:
+            return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
+                               self.hint(), request)
+        async with self._write_lock:
+            if not self.is_active:
+                return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
+                                   self.hint(), request)
+            epoch = self._active_epoch
+            assert epoch is not None
+            records, response = handler(self.image, request, self.context(), *extra)
+            if records:
+                try:
+                    await self._propose(records, epoch)
+                except kerr.KafkaError as err:
+                    return _with_error(response_type(), type(err), str(err), self.hint(), request)
+                except asyncio.TimeoutError:
+                    return _with_error(response_type(), kerr.RequestTimedOutError,
+                                       "records were not applied in time", self.hint(), request)
+            return response
+
+    async def run_read(self, fn: Callable[[], Any], response_type: type, request: Any = None) -> Any:
+        if not self.is_active:
+            return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
+                               self.hint(), request)
+        return fn()
+
+    async def _periodic(self) -> None:
+        """Active-controller duties on a timer: fence silent brokers, rebalance preferred leaders,
+        finish reassignments."""
+        last_rebalance = time.monotonic()
+        while not self._stopping:
+            await asyncio.sleep(_FENCE_CHECK_S)
+            if not self.is_active:
+                continue
+            try:
+                await self._run_internal(lambda image, _req, ctx: (ctl.fence_expired_brokers(image, ctx, self._heartbeats), None))
+                await self._run_internal(lambda image, _req, ctx: (ctl.complete_reassignments(image, ctx), None))
+                interval = self.config["leader.imbalance.check.interval.seconds"]
+                if self.config["auto.leader.rebalance.enable"] and time.monotonic() - last_rebalance >= interval:
+                    last_rebalance = time.monotonic()
+                    await self._run_internal(lambda image, _req, ctx: (ctl.preferred_leader_rebalance(image, ctx), None))
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a timer must survive a failed round
+                self._log.warning("controller_periodic_failed", error=str(err))
+
+    async def _run_internal(self, handler: Callable[..., tuple[list[MetadataRecord], Any]]) -> None:
+        async with self._write_lock:
+            if not self.is_active:
+                return
+            epoch = self._active_epoch
+            assert epoch is not None
+            records, _ = handler(self.image, None, self.context())
+            if records:
+                await self._propose(records, epoch)
+
+    # ------------------------------------------------------------------ FetchMetadata
+
+    def entries_from(self, offset: int, limit: int) -> list[bytes]:
+        """Committed entries from ``offset`` (memory first, then the segment files)."""
+        if self._tail and self._tail[0][0] <= offset:
+            first = self._tail[0][0]
+            out = []
+            for i in range(offset - first, len(self._tail)):
+                out.append(self._tail[i][1])
+                if len(out) >= limit:
+                    break
+            return out
+        out = []
+        for entry in read_log_dir(self.metadata_dir, from_offset=offset):
+            if entry.offset > self.image.offset:
+                break
+            out.append(encode_entry(entry))
+            if len(out) >= limit:
+                break
+        return out
+
+    async def stream_metadata(self, request: controller_pb2.FetchMetadataRequest
+                              ) -> AsyncIterator[controller_pb2.MetadataBatch]:
+        offset = max(request.from_offset, 0)
+        oldest = oldest_available_offset(self.metadata_dir)
+        if offset <= self.image.offset and (oldest is None or offset < oldest):
+            snap = latest_snapshot(self.metadata_dir)
+            if snap is not None:
+                s = read_snapshot(snap.path)
+                yield self._batch(snapshot_records=[encode_record(r) for r in s.records],
+                                  snapshot_offset=s.offset, snapshot_epoch=s.epoch,
+                                  snapshot_timestamp_ms=s.timestamp_ms)
+                offset = s.offset + 1
+        while not self._stopping:
+            if offset <= self.image.offset:
+                entries = self.entries_from(offset, _STREAM_BATCH)
+                if entries:
+                    offset += len(entries)
+                    yield self._batch(entries=entries)
+                    continue
+            async with self._committed:
+                try:
+                    await asyncio.wait_for(self._committed.wait_for(
+                        lambda: self.image.offset >= offset or self._stopping), timeout=_KEEPALIVE_S)
+                except asyncio.TimeoutError:
+                    pass
+            if self.image.offset < offset:
+                yield self._batch(keep_alive=True)
+
+    def _batch(self, **kwargs: Any) -> controller_pb2.MetadataBatch:
+        hint = self.hint()
+        kwargs.setdefault("snapshot_offset", -1)
+        return controller_pb2.MetadataBatch(high_watermark=self.image.offset, leader_id=hint.leader_id,
+                                            leader_epoch=hint.leader_epoch, **kwargs)
+
+    # ------------------------------------------------------------------ gRPC
+
+    def add_to_server(self, server: grpc.aio.Server) -> None:
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(_ControllerService(self), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(_AdminService(self), server)
+
+    def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
+        R = admin_pb2.DescribeQuorumResponse
+        status = self._quorum.status()
+        voters = []
+        for v in status.voters:
+            voters.append(R.Replica(replica_id=v.replica_id, log_end_offset=v.log_end_offset,
+                                    last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
+                                    last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms))
+        return R(error=ctl.error_pb(), leader_id=status.leader_id if status.leader_id is not None else -1,
+                 leader_epoch=status.epoch, high_watermark=status.high_watermark, voters=voters,
+                 controller=self.hint())
+
+
+def _with_error(response: Any, err: type[kerr.KafkaError], message: str,
+                hint: controller_pb2.ControllerHint, request: Any = None) -> Any:
+    """Put ``err`` wherever the response type carries errors — the top-level error, or one result
+    per item of the request for responses that only have per-item errors — plus the hint."""
+    e = errors_pb2.Error(code=err.error_code, name=err.error_name, message=message)
+    fields = response.DESCRIPTOR.fields_by_name
+    if "error" in fields:
+        response.error.CopyFrom(e)
+    if "controller" in fields:
+        response.controller.CopyFrom(hint)
+    if request is None:
+        return response
+    if isinstance(response, admin_pb2.CreateTopicsResponse):
+        response.topics.extend(response.Result(name=t.name, error=e) for t in request.topics)
+    elif isinstance(response, admin_pb2.DeleteTopicsResponse):
+        response.topics.extend([response.Result(name=n, error=e) for n in request.names]
+                               + [response.Result(topic_id=i, error=e) for i in request.topic_ids])
+    elif isinstance(response, admin_pb2.CreatePartitionsResponse):
+        response.results.extend(response.Result(name=t.name, error=e) for t in request.topics)
+    elif isinstance(response, (admin_pb2.IncrementalAlterConfigsResponse, admin_pb2.DescribeConfigsResponse)):
+        response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
+    elif isinstance(response, admin_pb2.DescribeTopicsResponse):
+        response.topics.extend(response.Topic(name=n, error=e) for n in request.names)
+    return response
+
+
+class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, server: ControllerServer) -> None:
+        self.s = server
+
+    async def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
+        return await self.s.run_write(ctl.register_broker, request, controller_pb2.RegisterBrokerResponse,
+                                      self.s._heartbeats)
+
+    async def BrokerHeartbeat(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse,
+                                      self.s._heartbeats)
+
+    async def AlterPartition(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
+
+    async def AllocateProducerIds(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.allocate_producer_ids, request,
+                                      controller_pb2.AllocateProducerIdsResponse)
+
+    async def FetchMetadata(self, request, context):  # noqa: N802
+        async for batch in self.s.stream_metadata(request):
+            yield batch
+
+
+class _AdminService(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, server: ControllerServer) -> None:
+        self.s = server
+
+    async def CreateTopics(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
+
+    async def DeleteTopics(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
+
+    async def CreatePartitions(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
+
+    async def ElectLeaders(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
+
+    async def AlterPartitionReassignments(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.alter_partition_reassignments, request,
+                                      admin_pb2.AlterPartitionReassignmentsResponse)
+
+    async def ListPartitionReassignments(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
+            admin_pb2.ListPartitionReassignmentsResponse)
+
+    async def DescribeConfigs(self, request, context):  # noqa: N802
+        return await self.s.run_read(lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
+                                     admin_pb2.DescribeConfigsResponse, request)
+
+    async def IncrementalAlterConfigs(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.incremental_alter_configs, request,
+                                      admin_pb2.IncrementalAlterConfigsResponse)
+
+    async def DescribeCluster(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
+            admin_pb2.DescribeClusterResponse)
+
+    async def DescribeQuorum(self, request, context):  # noqa: N802
+        return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
+
+    async def DescribeTopics(self, request, context):  # noqa: N802
+        return await self.s.run_read(lambda: ctl.describe_topics(self.s.image, request),
+                                     admin_pb2.DescribeTopicsResponse, request)
