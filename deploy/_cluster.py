@@ -1,0 +1,327 @@
+"""A local multi-process kraftlog cluster on 127.0.0.1: the one harness that integration tests, the
+chaos scripts and ``kraftlog local`` all use.
+
+Each node is a real ``kraftlog serve`` process with its own config file, data dirs and log file
+under one base directory. The cluster's layout (ports, pids, cluster id) is kept in
+``<base>/cluster.json`` so a later command can find and stop it. Every wait is a bounded poll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
+
+STATE_FILE = "cluster.json"
+_RAFT_PORT_OFFSET = 1
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.05,
+               what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the thing polled may not be up yet
+            last_exc = exc
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s:.1f}s waiting for {what}"
+                       + (f" (last error: {last_exc})" if last_exc else ""))
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pair(taken: set[int]) -> int:
+    """A port p such that p and p + 1 are free (gRPC and Raft of one controller)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 1 < 65535 and port not in taken and port + 1 not in taken and _port_free(port + 1):
+            taken.update((port, port + 1))
+            return port
+    raise RuntimeError("no free pair of ports on 127.0.0.1")
+
+
+@dataclass
+class NodeSpec:
+    node_id: int
+    roles: list[str]
+    controller_port: int | None
+    broker_port: int | None
+    dir: str
+    pid: int | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self.dir) / "node.toml"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.dir) / "node.log"
+
+
+@dataclass
+class LocalCluster:
+    """``controllers`` controller nodes (ids 1..n) and ``brokers`` broker-only nodes (ids 101..),
+    or, with ``combined``, ``controllers`` nodes that are both."""
+
+    base_dir: Path
+    controllers: int = 3
+    brokers: int = 0
+    combined: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    cluster_id: str | None = None
+    password: str | None = None
+    nodes: dict[int, NodeSpec] = field(default_factory=dict)
+    python: str = sys.executable
+
+    # ------------------------------------------------------------------ layout
+
+    def __post_init__(self) -> None:
+        self.base_dir = Path(self.base_dir)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def plan(self) -> None:
+        """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
+        from cli._storage import new_cluster_id
+
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self.cluster_id or new_cluster_id()
+        self.password = self.password or secrets.token_hex(16)
+        taken: set[int] = set()
+        for i in range(1, self.controllers + 1):
+            roles = ["broker", "controller"] if self.combined else ["controller"]
+            broker_port = free_port_pair(taken) if self.combined else None
+            self.nodes[i] = NodeSpec(i, roles, free_port_pair(taken), broker_port, str(self.base_dir / f"node{i}"))
+        for j in range(self.brokers):
+            nid = 101 + j
+            self.nodes[nid] = NodeSpec(nid, ["broker"], None, free_port_pair(taken), str(self.base_dir / f"node{nid}"))
+        for spec in self.nodes.values():
+            self._write_config(spec)
+            self._format(spec)
+        self.save()
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+                        for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port)
+
+    def _write_config(self, spec: NodeSpec) -> None:
+        d = Path(spec.dir)
+        d.mkdir(parents=True, exist_ok=True)
+        settings: dict[str, Any] = {
+            "node.id": spec.node_id,
+            "process.roles": spec.roles,
+            "controller.quorum.voters": self.voters,
+            "controller.quorum.raft.port.offset": _RAFT_PORT_OFFSET,
+            "controller.quorum.raft.password": self.password,
+            "log.dirs": str(d / "data"),
+            "metadata.log.dir": str(d / "metadata"),
+        }
+        listeners = []
+        if spec.broker_port:
+            listeners.append(f"BROKER://127.0.0.1:{spec.broker_port}")
+        if spec.controller_port:
+            listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port}")
+        settings["listeners"] = ",".join(listeners)
+        settings.update(self.overrides)
+        lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
+        spec.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def _format(self, spec: NodeSpec) -> None:
+        proc = subprocess.run([self.python, "-m", "cli", "storage", "format", "-t", str(self.cluster_id),
+                               "-c", str(spec.config_path), "--ignore-formatted"],
+                              capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"storage format of node {spec.node_id} failed: {proc.stderr.strip()}")
+
+    def save(self) -> None:
+        state = {"cluster_id": self.cluster_id, "password": self.password, "controllers": self.controllers,
+                 "brokers": self.brokers, "combined": self.combined,
+                 "nodes": {str(k): asdict(v) for k, v in self.nodes.items()}}
+        tmp = self.base_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
+        os.replace(tmp, self.base_dir / STATE_FILE)
+
+    @classmethod
+    def load(cls, base_dir: str | os.PathLike[str]) -> "LocalCluster":
+        base = Path(base_dir)
+        state = json.loads((base / STATE_FILE).read_text(encoding="utf-8"))
+        cluster = cls(base, controllers=state["controllers"], brokers=state["brokers"],
+                      combined=state["combined"], cluster_id=state["cluster_id"], password=state["password"])
+        cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
+        return cluster
+
+    # ------------------------------------------------------------------ processes
+
+    def start(self, *, wait: bool = True, timeout_s: float = 60.0) -> "LocalCluster":
+        if not self.nodes:
+            self.plan()
+        for nid in sorted(self.nodes):
+            self.start_node(nid)
+        if wait:
+            self.wait_ready(timeout_s)
+        return self
+
+    def start_node(self, node_id: int) -> int:
+        spec = self.nodes[node_id]
+        log = open(spec.log_path, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen([self.python, "-m", "cli", "--log-level", "info", "serve", "-c", str(spec.config_path)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        log.close()
+        self._procs[node_id] = proc
+        spec.pid = proc.pid
+        self.save()
+        return proc.pid
+
+    def is_running(self, node_id: int) -> bool:
+        proc = self._procs.get(node_id)
+        if proc is not None:
+            return proc.poll() is None
+        pid = self.nodes[node_id].pid
+        if not pid:
+            return False
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
+    def signal(self, node_id: int, sig: int) -> None:
+        pid = self.nodes[node_id].pid
+        if pid:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, node_id: int) -> None:
+        """kill -9, then reap."""
+        self.signal(node_id, signal.SIGKILL)
+        self._reap(node_id, 10)
+
+    def pause(self, node_id: int) -> None:
+        self.signal(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self.signal(node_id, signal.SIGCONT)
+
+    def stop_node(self, node_id: int, timeout_s: float = 30.0) -> None:
+        """SIGTERM (clean stop), escalating to SIGKILL after ``timeout_s``."""
+        if not self.is_running(node_id):
+            return
+        self.signal(node_id, signal.SIGCONT)
+        self.signal(node_id, signal.SIGTERM)
+        if not self._reap(node_id, timeout_s):
+            self.kill(node_id)
+
+    def restart_node(self, node_id: int, *, clean: bool = True) -> int:
+        if clean:
+            self.stop_node(node_id)
+        else:
+            self.kill(node_id)
+        return self.start_node(node_id)
+
+    def _reap(self, node_id: int, timeout_s: float) -> bool:
+        proc = self._procs.get(node_id)
+        if proc is not None:
+            try:
+                proc.wait(timeout=timeout_s)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        try:
+            wait_until(lambda: not self.is_running(node_id), timeout_s, what=f"node {node_id} to exit")
+            return True
+        except TimeoutError:
+            return False
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        for nid in sorted(self.nodes, key=lambda n: (n < 100, n)):  # brokers first, then controllers
+            self.stop_node(nid, timeout_s)
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ addresses and status
+
+    @property
+    def controller_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{n.controller_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+                if n.controller_port]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+                        if n.broker_port)
+
+    def admin(self, **kwargs: Any) -> Any:
+        from client import Admin
+
+        return Admin(",".join(self.controller_addresses), **kwargs)
+
+    def active_controller(self, timeout_s: float = 2.0) -> int | None:
+        with self.admin(request_timeout_ms=int(timeout_s * 1000)) as admin:
+            try:
+                resp = admin.describe_quorum()
+            except Exception:
+                return None
+            return resp.leader_id if resp.error.code == 0 and resp.leader_id >= 0 else None
+
+    def wait_ready(self, timeout_s: float = 60.0) -> int:
+        """Wait until a controller is active and answers; returns its id."""
+        def ready() -> int | None:
+            for nid in self.nodes:
+                if not self.is_running(nid) and self.nodes[nid].pid:
+                    raise RuntimeError(f"node {nid} exited: see {self.nodes[nid].log_path}")
+            return self.active_controller()
+        return wait_until(ready, timeout_s, interval_s=0.1, what="an active controller")
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "base_dir": str(self.base_dir),
+            "cluster_id": self.cluster_id,
+            "bootstrap_servers": self.bootstrap_servers,
+            "controllers": ",".join(self.controller_addresses),
+            "pids": {str(k): v.pid for k, v in self.nodes.items()},
+            "running": {str(k): self.is_running(k) for k in self.nodes},
+        }
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
