@@ -50,7 +50,7 @@ def _errors_of(response: Any) -> list[Any]:
     for field, value in response.ListFields():
         if field.message_type is not None and field.message_type.name == "Error":
             found.append(value)
-        elif field.message_type is not None and field.label == field.LABEL_REPEATED:
+        elif field.message_type is not None and field.is_repeated:
             for item in value:
                 found.extend(_errors_of(item))
         elif field.message_type is not None and field.message_type.name not in ("ControllerHint",):

@@ -79,7 +79,7 @@ __all__ = [
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 Records = list[MetadataRecord]
 
@@ -290,8 +290,15 @@ def register_broker(image: MetadataImage, req: controller_pb2.RegisterBrokerRequ
                         for e in req.listeners),
         rack=req.rack or None, fenced=True, in_controlled_shutdown=False,
         log_dirs=tuple(req.log_dirs))
+    records: Records = [record]
+    if existing is not None:
+        # A new incarnation replaces the old registration (its session expired or it was fenced):
+        # the old process is gone, so it must not keep leading or counting in ISRs while the new
+        # one is fenced and catching up (what fencing it would have done; Kafka's
+        # handleBrokerUncleanShutdown). The new epoch is still the RegisterBrokerRecord's offset.
+        records += _remove_from_isrs(_apply(image, records), ctx, {req.broker_id})
     heartbeats.touch(req.broker_id, ctx.now_ms)
-    return [record], resp(error=error_pb(), broker_epoch=epoch)
+    return records, resp(error=error_pb(), broker_epoch=epoch)
 
 
 def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRequest, ctx: ControllerContext,
@@ -299,8 +306,13 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
     """BrokerHeartbeat: keep the session alive; unfence a caught-up broker; run controlled shutdown.
 
     A broker is caught up once it has applied the metadata log up to its own registration (its
-    broker epoch is that record's offset). ``want_shutdown`` moves every leadership away and takes
-    the broker out of ISRs; ``should_shutdown`` is answered once it leads nothing.
+    broker epoch is that record's offset). ``want_shutdown`` marks the broker in controlled shutdown,
+    moves every leadership away and takes it out of ISRs (never emptying one). ``should_shutdown``
+    is granted only once the image the heartbeat is evaluated against (the committed one) shows the
+    broker leading nothing, so never in the response that proposes the moves: the new leaders get
+    at least a heartbeat interval to learn of them (Kafka's CONTROLLED_SHUTDOWN, then SHUTDOWN_NOW).
+    Granting it also fences the broker, as Kafka's SHUTDOWN_NOW does, so the next incarnation can
+    register at once instead of waiting out the old session.
     """
     resp = controller_pb2.BrokerHeartbeatResponse
     reg = image.cluster.broker(req.broker_id)
@@ -312,25 +324,33 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
     heartbeats.touch(req.broker_id, ctx.now_ms)
     caught_up = req.current_metadata_offset >= reg.broker_epoch
     records: Records = []
+    should_shutdown = False
     if req.want_shutdown:
-        if not reg.in_controlled_shutdown:
-            records.append(BrokerRegistrationChangeRecord(
-                broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, in_controlled_shutdown=1))
-            after = _apply(image, records)
-            records += _remove_from_isrs(after, ctx, {reg.broker_id})
+        leads = bool(image.topics.partitions_led_by(req.broker_id))
+        if not reg.fenced:
+            if not reg.in_controlled_shutdown:
+                records.append(BrokerRegistrationChangeRecord(
+                    broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, in_controlled_shutdown=1))
+            # Also on later heartbeats: a no-op once the moves are committed, a retry otherwise.
+            records += _remove_from_isrs(_apply(image, records) if records else image, ctx, {reg.broker_id})
+            if not leads:
+                records.append(FenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
+                records += _remove_from_isrs(_apply(image, records), ctx, {reg.broker_id})
+        should_shutdown = not leads
     elif req.want_fence:
         if not reg.fenced:
             records.append(FenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
             records += _remove_from_isrs(_apply(image, records), ctx, {reg.broker_id})
-    elif reg.fenced and caught_up:
+    elif reg.fenced and caught_up and not reg.in_controlled_shutdown:
+        # A registration in controlled shutdown never comes back (Kafka keeps it in
+        # CONTROLLED_SHUTDOWN); the broker re-registers with a new incarnation instead.
         records.append(UnfenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
         records += _elect_offline_partitions(_apply(image, records), ctx, {reg.broker_id})
     after = _apply(image, records) if records else image
     now = after.cluster.broker(req.broker_id)
     assert now is not None
-    leads = bool(after.topics.partitions_led_by(req.broker_id))
     return records, resp(error=error_pb(), is_caught_up=caught_up, is_fenced=now.fenced,
-                         should_shutdown=req.want_shutdown and not leads)
+                         should_shutdown=should_shutdown)
 
 
 def fence_expired_brokers(image: MetadataImage, ctx: ControllerContext, heartbeats: BrokerHeartbeats) -> Records:
@@ -361,9 +381,21 @@ def validate_topic_name(name: str) -> str | None:
         return f"topic name cannot be {name!r}"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):  # not match(): "$" would accept a trailing newline
         return f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
     return None
+
+
+def _validate_topic_configs(configs: Mapping[str, str]) -> None:
+    """`validate_topic_configs`, plus: a LIST key may not be empty. The schema's validator accepts
+    ``cleanup.policy=""``, but the partition log refuses a topic with no cleanup policy, so a
+    committed empty value would leave every replica unable to apply the topic's config."""
+    from metadata_log._config import TOPIC_CONFIG_DEFS, ConfigType
+
+    parsed = validate_topic_configs(configs)
+    for key, value in parsed.items():
+        if TOPIC_CONFIG_DEFS[key].type is ConfigType.LIST and not value:
+            raise ConfigError(f"invalid value {configs[key]!r} for {key!r}: the list must not be empty", key=key)
 
 
 def _collides(image: MetadataImage, name: str) -> str | None:
@@ -378,7 +410,9 @@ def _collides(image: MetadataImage, name: str) -> str | None:
 
 
 def _check_assignment(image: MetadataImage, assignment: Mapping[int, Sequence[int]], *,
-                      first_partition: int, count: int) -> str | None:
+                      first_partition: int, count: int, replication_factor: int | None = None) -> str | None:
+    """Why an explicit assignment is invalid (Kafka's validateManualPartitionAssignment), or None.
+    ``replication_factor``, when given, is the one every partition must have (an existing topic's)."""
     if sorted(assignment) != list(range(first_partition, first_partition + count)):
         return (f"partitions {sorted(assignment)} are not the consecutive ids "
                 f"{first_partition}..{first_partition + count - 1}")
@@ -391,6 +425,9 @@ def _check_assignment(image: MetadataImage, assignment: Mapping[int, Sequence[in
         unknown = [b for b in replicas if image.cluster.broker(b) is None]
         if unknown:
             return f"partition {pid} names unregistered brokers {unknown}"
+        if replication_factor is not None and len(replicas) != replication_factor:
+            return (f"partition {pid} has {len(replicas)} replica(s), but the topic's partitions have "
+                    f"{replication_factor}")
         if rf is not None and len(replicas) != rf:
             return "all partitions must have the same number of replicas"
         rf = len(replicas)
@@ -437,7 +474,7 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
             continue
         try:
             configs = dict(t.configs)
-            validate_topic_configs(configs)
+            _validate_topic_configs(configs)
         except ConfigError as err:
             fail(kerr.InvalidConfigError, str(err))
             continue
@@ -445,6 +482,12 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
             if t.num_partitions not in (-1, 0) or t.replication_factor not in (-1, 0):
                 fail(kerr.InvalidRequestError,
                      "both partition count and replication factor must be -1 when an assignment is given")
+                continue
+            indexes = [a.partition_index for a in t.assignments]
+            repeated = sorted({i for i in indexes if indexes.count(i) > 1})
+            if repeated:
+                fail(kerr.InvalidReplicaAssignmentError,
+                     f"found multiple manual partition assignments for partition(s) {repeated}")
                 continue
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             problem = _check_assignment(working, assignment, first_partition=0, count=len(assignment))
@@ -475,15 +518,16 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
         rf_out = len(next(iter(assignment.values())))
         results.append(Result(name=t.name, topic_id=topic_id, error=error_pb(),
                               num_partitions=len(assignment), replication_factor=rf_out))
-        if req.validate_only:
-            continue
         topic_records: Records = [TopicRecord(name=t.name, topic_id=topic_id)]
         topic_records += [_new_partition(working, topic_id, pid, reps) for pid, reps in sorted(assignment.items())]
         topic_records += [ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=t.name,
                                        name=k, value=v) for k, v in sorted(configs.items())]
-        records += topic_records
-        created_names.add(t.name)
+        # validate_only still "creates" in the working image, so the rest of the request is
+        # judged exactly as a real create would judge it (e.g. a '.'/'_' collision with it).
         working = _apply(working, topic_records)
+        if not req.validate_only:
+            records += topic_records
+            created_names.add(t.name)
     return records, admin_pb2.CreateTopicsResponse(topics=results)
 
 
@@ -498,7 +542,13 @@ def delete_topics(image: MetadataImage, req: admin_pb2.DeleteTopicsRequest,
     targets: list[tuple[str, str, TopicImage | None, type[kerr.KafkaError]]] = []
     targets += [(n, "", image.topics.get_by_name(n), kerr.UnknownTopicOrPartitionError) for n in req.names]
     targets += [("", i, image.topics.get_by_id(i), kerr.UnknownTopicIdError) for i in req.topic_ids]
+    names, ids = list(req.names), list(req.topic_ids)
     for name, topic_id, topic, missing in targets:
+        if (name and names.count(name) > 1) or (topic_id and ids.count(topic_id) > 1):
+            # Kafka answers every copy of a repeated name or id with INVALID_REQUEST.
+            results.append(Result(name=name, topic_id=topic_id, error=error_pb(
+                kerr.InvalidRequestError, f"topic {name or topic_id} appears more than once in the request")))
+            continue
         if not enabled:
             results.append(Result(name=name, topic_id=topic_id,
                                   error=error_pb(kerr.TopicDeletionDisabledError, "delete.topic.enable is false")))
@@ -512,6 +562,11 @@ def delete_topics(image: MetadataImage, req: admin_pb2.DeleteTopicsRequest,
             removed.add(topic.topic_id)
             records.append(RemoveTopicRecord(topic_id=topic.topic_id))
     return records, admin_pb2.DeleteTopicsResponse(topics=results)
+
+
+def _target_replicas(part: PartitionRegistration) -> list[int]:
+    """The replicas a partition has once any reassignment in progress is done."""
+    return [r for r in part.replicas if r not in part.removing_replicas]
 
 
 def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsRequest,
@@ -549,12 +604,14 @@ def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsReque
                     kerr.InvalidReplicaAssignmentError,
                     f"{len(t.assignments)} assignments for {new_count} new partitions")))
                 continue
-            problem = _check_assignment(image, assignment, first_partition=current, count=new_count)
+            rf = len(_target_replicas(topic.partitions[0]))
+            problem = _check_assignment(image, assignment, first_partition=current, count=new_count,
+                                        replication_factor=rf)
             if problem:
                 results.append(Result(name=t.name, error=error_pb(kerr.InvalidReplicaAssignmentError, problem)))
                 continue
         else:
-            existing = {pid: list(p.replicas) for pid, p in topic.partitions.items()}
+            existing = {pid: _target_replicas(p) for pid, p in topic.partitions.items()}
             try:
                 assignment = placement.expand_assignment(
                     existing, t.count, placement.placement_brokers(image.cluster), ctx.rng)
@@ -574,11 +631,16 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                     ctx: ControllerContext) -> tuple[Records, controller_pb2.AlterPartitionResponse]:
     """AlterPartition (KIP-497): a partition leader proposes a new ISR.
 
-    Refused, changing nothing, when the requester's broker epoch is stale (STALE_BROKER_EPOCH), it
-    is not the leader (NOT_LEADER_OR_FOLLOWER), its leader epoch is not current
-    (FENCED_LEADER_EPOCH), its partition epoch is stale (INVALID_UPDATE_VERSION), or the new ISR
-    holds a replica that is not a replica, fenced or shutting down (INELIGIBLE_REPLICA). An accepted
-    change completes a reassignment whose new replicas have all joined the ISR.
+    Refused, changing nothing, when the requester's broker epoch is stale (STALE_BROKER_EPOCH), the
+    topic id is unknown (UNKNOWN_TOPIC_ID), the request carries epochs newer than this controller
+    knows (NOT_CONTROLLER: this controller is likely deposed), its leader epoch is stale
+    (FENCED_LEADER_EPOCH: a deposed leader), it is not the leader (NOT_LEADER_OR_FOLLOWER), its
+    partition epoch is stale (INVALID_UPDATE_VERSION), the new ISR is not a duplicate-free set of
+    replicas holding the leader (INVALID_REQUEST), or it names a broker that is unregistered, fenced
+    or shutting down (INELIGIBLE_REPLICA). Checks run in Kafka's order, so a deposed leader learns
+    that its epoch is stale. An accepted change completes a reassignment whose new replicas have
+    all joined the ISR; when that moves leadership away from the requester, the records are still
+    written and the requester gets NEW_LEADER_ELECTED (as Kafka answers).
     """
     R = controller_pb2.AlterPartitionResponse
     reg = image.cluster.broker(req.broker_id)
@@ -602,19 +664,28 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                     out.partition_epoch = part.partition_epoch
                     out.leader_recovery_state = part.leader_recovery_state
                 return out
-            part = topic.partitions.get(p.partition_index) if topic is not None else None
-            if topic is None or part is None:
-                parts_out.append(result(kerr.UnknownTopicOrPartitionError, "unknown topic id or partition"))
+            if topic is None:
+                parts_out.append(result(kerr.UnknownTopicIdError, f"unknown topic id {t.topic_id}"))
+                continue
+            part = topic.partitions.get(p.partition_index)
+            if part is None:
+                parts_out.append(result(kerr.UnknownTopicOrPartitionError,
+                                        f"topic {topic.name!r} has no partition {p.partition_index}"))
+                continue
+            if p.leader_epoch > part.leader_epoch or p.partition_epoch > part.partition_epoch:
+                parts_out.append(result(kerr.NotControllerError,
+                                        f"epochs ({p.leader_epoch}, {p.partition_epoch}) are newer than this "
+                                        f"controller's ({part.leader_epoch}, {part.partition_epoch})"))
+                continue
+            if p.leader_epoch < part.leader_epoch:
+                parts_out.append(result(kerr.FencedLeaderEpochError,
+                                        f"leader epoch {p.leader_epoch} is not {part.leader_epoch}"))
                 continue
             if part.leader != req.broker_id:
                 parts_out.append(result(kerr.NotLeaderOrFollowerError,
                                         f"broker {req.broker_id} is not the leader ({part.leader})"))
                 continue
-            if p.leader_epoch != part.leader_epoch:
-                parts_out.append(result(kerr.FencedLeaderEpochError,
-                                        f"leader epoch {p.leader_epoch} is not {part.leader_epoch}"))
-                continue
-            if p.partition_epoch != part.partition_epoch:
+            if p.partition_epoch < part.partition_epoch:
                 parts_out.append(result(kerr.InvalidUpdateVersionError,
                                         f"partition epoch {p.partition_epoch} is not {part.partition_epoch}"))
                 continue
@@ -624,10 +695,10 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                 parts_out.append(result(kerr.InvalidRequestError,
                                         f"ISR {list(new_isr)} is not a set of replicas holding the leader"))
                 continue
-            ineligible = [b for b in new_isr if b not in part.isr and not _usable(working, b)]
+            ineligible = [b for b in new_isr if not _usable(working, b)]
             if ineligible:
                 parts_out.append(result(kerr.IneligibleReplicaError,
-                                        f"replicas {ineligible} are fenced or shutting down"))
+                                        f"replicas {ineligible} are unregistered, fenced or shutting down"))
                 continue
             rec = _change(t.topic_id, p.partition_index, part, leader=part.leader, isr=new_isr)
             if rec is not None:
@@ -637,7 +708,13 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                 step += done
                 working = _apply(after, done) if done else after
                 records += step
-            parts_out.append(result(part=working.topics.partition(t.topic_id, p.partition_index)))
+            now = working.topics.partition(t.topic_id, p.partition_index)
+            if now is not None and now.leader != req.broker_id:
+                parts_out.append(result(kerr.NewLeaderElectedError,
+                                        f"completing the reassignment moved leadership to {now.leader}",
+                                        part=now))
+                continue
+            parts_out.append(result(part=now))
         topics_out.append(R.TopicData(topic_id=t.topic_id, partitions=parts_out))
     return records, R(error=error_pb(), topics=topics_out)
 
@@ -650,20 +727,32 @@ def _targets(image: MetadataImage, topic_partitions: Sequence[admin_pb2.TopicPar
     out = []
     for tp in topic_partitions:
         topic = image.topics.get_by_name(tp.topic)
-        pids = list(tp.partitions) or (sorted(topic.partitions) if topic else [])
+        if topic is None and not tp.partitions:
+            out.append((tp.topic, -1, None))  # still answered: the whole topic is unknown
+            continue
+        pids = (list(tp.partitions) or sorted(topic.partitions)) if topic else list(tp.partitions)
         out += [(tp.topic, pid, topic) for pid in pids]
     return out
 
 
 def elect_leaders(image: MetadataImage, req: admin_pb2.ElectLeadersRequest,
                   ctx: ControllerContext) -> tuple[Records, admin_pb2.ElectLeadersResponse]:
-    """ElectLeaders: preferred (type 0) or unclean (type 1) elections."""
+    """ElectLeaders: preferred (type 0) or unclean (type 1) elections.
+
+    With no partitions named, every partition is tried and, as in Kafka, only those where an
+    election was needed are reported. A partition named twice is elected and reported once.
+    """
     R = admin_pb2.ElectLeadersResponse
     if req.election_type not in (0, 1):
         return [], R(error=error_pb(kerr.InvalidRequestError, f"unknown election type {req.election_type}"))
     records: Records = []
     results = []
+    every = not req.topic_partitions
+    seen: set[tuple[str, int]] = set()
     for name, pid, topic in _targets(image, req.topic_partitions):
+        if (name, pid) in seen:
+            continue
+        seen.add((name, pid))
         part = topic.partitions.get(pid) if topic else None
         if topic is None or part is None:
             results.append(R.PartitionResult(topic=name, partition=pid, error=error_pb(
@@ -694,6 +783,8 @@ def elect_leaders(image: MetadataImage, req: admin_pb2.ElectLeadersRequest,
                     if rec:
                         records.append(rec)
                     err = None
+        if every and err is not None and err[0] is kerr.ElectionNotNeededError:
+            continue
         results.append(R.PartitionResult(topic=name, partition=pid,
                                          error=error_pb(*err) if err else error_pb()))
     return records, R(error=error_pb(), results=results)
@@ -716,7 +807,7 @@ def preferred_leader_rebalance(image: MetadataImage, ctx: ControllerContext) -> 
         if not _usable(image, broker) or len(parts) / preferred_count[broker] <= threshold:
             continue
         for topic, pid, part in parts:
-            if broker in part.isr and not part.adding_replicas:
+            if broker in part.isr and not part.is_reassigning:
                 rec = _change(topic.topic_id, pid, part, leader=broker, isr=part.isr)
                 if rec:
                     records.append(rec)
@@ -748,11 +839,24 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
                 if not part.is_reassigning:
                     res(kerr.NoReassignmentInProgressError, "no reassignment in progress")
                     continue
+                # Kafka's PartitionReassignmentRevert: drop the adding replicas, keep the rest.
                 original = [r for r in part.replicas if r not in part.adding_replicas]
-                isr = tuple(r for r in part.isr if r in original) or tuple(original[:1])
-                leader = part.leader if part.leader in original else NO_LEADER
-                if leader == NO_LEADER:
-                    leader, isr = elect_leader(working, part, unclean=False, isr=isr)
+                isr = tuple(r for r in part.isr if r in original)
+                unclean = _unclean_enabled(working, ctx, topic.name)
+                if not isr and not unclean:
+                    res(kerr.InvalidReplicaAssignmentError,
+                        "reverting the reassignment would require an unclean leader election: "
+                        "no original replica is in the ISR")
+                    continue
+                if part.leader in isr:
+                    leader = part.leader
+                else:
+                    reverted = PartitionRegistration(replicas=tuple(original), isr=isr, leader=NO_LEADER)
+                    leader, isr = elect_leader(working, reverted, unclean=unclean)
+                    if not isr:
+                        res(kerr.InvalidReplicaAssignmentError,
+                            "reverting the reassignment would leave no live original replica")
+                        continue
                 rec = _change(topic.topic_id, p.partition_index, part, leader=leader, isr=isr,
                               replicas=original, adding=(), removing=())
                 step = [rec] if rec else []
@@ -768,10 +872,13 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
                 if problem:
                     res(kerr.InvalidReplicaAssignmentError, problem)
                     continue
-                original = [r for r in part.replicas if r not in part.adding_replicas] \
-                    if part.is_reassigning else list(part.replicas)
-                adding = [b for b in target if b not in original]
-                removing = [b for b in original if b not in target]
+                # As Kafka: the current replicas, including those of a reassignment in progress,
+                # are the starting point, so every replica in the ISR stays a replica until the
+                # new reassignment completes. Replicas a previous reassignment was still adding
+                # stay "adding" if the new target keeps them: they must join the ISR first.
+                current = list(part.replicas)
+                adding = [b for b in target if b not in current or b in part.adding_replicas]
+                removing = [b for b in current if b not in target]
                 merged = target + removing
                 rec = _change(topic.topic_id, p.partition_index, part, leader=part.leader, isr=part.isr,
                               replicas=merged, adding=adding, removing=removing)
@@ -787,8 +894,9 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
 
 def complete_reassignments(image: MetadataImage, ctx: ControllerContext,
                            only: Iterable[tuple[str, int]] | None = None) -> Records:
-    """Finish reassignments whose adding replicas are all in the ISR: the replica set becomes the
-    target, removed replicas leave the ISR, and leadership moves if the leader was removed."""
+    """Finish reassignments whose adding replicas are all in the ISR (and that keep at least one
+    ISR member): the replica set becomes the target, removed replicas leave the ISR, and
+    leadership moves if the leader was removed."""
     records: Records = []
     if only is None:
         keys = [(t.topic_id, pid) for t in image.topics.by_id.values() for pid in t.partitions]
@@ -801,7 +909,11 @@ def complete_reassignments(image: MetadataImage, ctx: ControllerContext,
         if not all(r in part.isr for r in part.adding_replicas):
             continue
         target = [r for r in part.replicas if r not in part.removing_replicas]
-        isr = tuple(r for r in part.isr if r in target) or tuple(target[:1])
+        isr = tuple(r for r in part.isr if r in target)
+        if not isr:
+            # Kafka waits until some replica that stays is in sync: completing now would leave
+            # the partition with an ISR of replicas that never caught up.
+            continue
         leader = part.leader
         if leader not in target:
             topic = image.topics.get_by_id(topic_id)
@@ -885,7 +997,8 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
                 else:
                     synonym = next((s for s in TOPIC_SYNONYMS.get(key, ()) if s in cluster_dynamic), None)
                     if synonym is not None:
-                        value, source, is_default = cluster_dynamic[synonym], "DYNAMIC_DEFAULT_BROKER_CONFIG", False
+                        value = _topic_value(synonym, cluster_dynamic[synonym])
+                        source, is_default = "DYNAMIC_DEFAULT_BROKER_CONFIG", False
                     elif any(s in ctx.config.originals for s in TOPIC_SYNONYMS.get(key, ())):
                         value, source, is_default = _fmt(defaults.get(key)), "STATIC_BROKER_CONFIG", False
                     else:
@@ -912,6 +1025,21 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
     return [], R(results=results)
 
 
+def _topic_value(broker_key: str, raw: str) -> str:
+    """A broker-level synonym's value in its topic key's unit (``log.retention.hours`` 1 ->
+    ``retention.ms`` 3600000), as `NodeConfig.topic_defaults` converts static values."""
+    from metadata_log._config import LONG_MAX, NODE_CONFIG_DEFS
+
+    spec = NODE_CONFIG_DEFS[broker_key]
+    try:
+        value = spec.parse(raw)
+    except (ConfigError, ValueError):
+        return raw
+    if spec.topic_unit_ms != 1 and isinstance(value, int) and not isinstance(value, bool):
+        value = -1 if value < 0 else min(value * spec.topic_unit_ms, LONG_MAX)
+    return _fmt(value) or ""
+
+
 def _fmt(value: Any) -> str | None:
     if value is None:
         return None
@@ -926,19 +1054,37 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
                               ctx: ControllerContext
                               ) -> tuple[Records, admin_pb2.IncrementalAlterConfigsResponse]:
     """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT per key, validated before any
-    record is written; one ConfigRecord per changed key."""
-    from metadata_log._config import NODE_CONFIG_DEFS, TOPIC_SYNONYMS
+    record is written; one ConfigRecord per changed key.
+
+    As Kafka: APPEND / SUBTRACT apply only to LIST keys and start from the key's default when it
+    is not set (APPEND compact to an unset cleanup.policy gives "delete,compact"); a key named
+    twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
+    leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
+    """
+    from metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
 
     R = admin_pb2.IncrementalAlterConfigsResponse
     dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}
     records: Records = []
     results = []
+    resources = [(r.resource.resource_type, r.resource.resource_name) for r in req.resources]
     for res in req.resources:
         rtype, name = res.resource.resource_type, res.resource.resource_name
+        if resources.count((rtype, name)) > 1:
+            results.append(R.Result(resource=res.resource, error=error_pb(
+                kerr.InvalidRequestError, f"resource {name!r} appears more than once in the request")))
+            continue
         err = _resource_error(image, rtype, name)
         if err is not None:
             results.append(R.Result(resource=res.resource, error=err))
             continue
+        keys = [op.name for op in res.configs]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            results.append(R.Result(resource=res.resource, error=error_pb(
+                kerr.InvalidRequestError, f"config(s) {repeated} appear more than once")))
+            continue
+        defs = TOPIC_CONFIG_DEFS if rtype == ConfigResourceType.TOPIC else NODE_CONFIG_DEFS
         current = dict(image.configs.config(rtype, name))
         updated = dict(current)
         problem = None
@@ -952,22 +1098,33 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
             elif op.op == 1:
                 updated.pop(op.name, None)
             elif op.op in (2, 3):
-                items = [i for i in updated.get(op.name, "").split(",") if i]
-                values = [v for v in op.value.split(",") if v]
+                spec = defs.get(op.name)
+                if spec is None:
+                    problem = f"unknown config {op.name!r}"
+                    break
+                if spec.type is not ConfigType.LIST:
+                    verb = "APPEND to" if op.op == 2 else "SUBTRACT from"
+                    problem = f"cannot {verb} {op.name!r}: its type is not LIST"
+                    break
+                base = updated.get(op.name)
+                if base is None:
+                    base = _fmt(spec.default) or ""
+                items = [i.strip() for i in base.split(",") if i.strip()]
+                values = [v.strip() for v in op.value.split(",") if v.strip()]
                 if op.op == 2:
                     items += [v for v in values if v not in items]
                 else:
                     items = [i for i in items if i not in values]
-                if items:
-                    updated[op.name] = ",".join(items)
-                else:
-                    updated.pop(op.name, None)
+                if not items:
+                    problem = f"{op.name!r} cannot become an empty list"
+                    break
+                updated[op.name] = ",".join(items)
             else:
                 problem = f"unknown config operation {op.op}"
                 break
         if problem is None and rtype == ConfigResourceType.TOPIC:
             try:
-                validate_topic_configs(updated)
+                _validate_topic_configs(updated)
             except ConfigError as exc:
                 problem = str(exc)
         elif problem is None:

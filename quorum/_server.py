@@ -116,7 +116,9 @@ class ControllerServer:
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
-            loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change)
+            loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
+            last_durable_offset=self.image.offset,
+            leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()})
         await self._quorum.start()
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
         self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
@@ -374,11 +376,11 @@ class ControllerServer:
         status = self._quorum.status()
         voters = []
         for v in status.voters:
-            voters.append(R.Replica(replica_id=v.replica_id, log_end_offset=v.log_end_offset,
+            voters.append(R.Replica(replica_id=v.voter_id, log_end_offset=v.log_end_offset,
                                     last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
                                     last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms))
         return R(error=ctl.error_pb(), leader_id=status.leader_id if status.leader_id is not None else -1,
-                 leader_epoch=status.epoch, high_watermark=status.high_watermark, voters=voters,
+                 leader_epoch=status.epoch, high_watermark=status.committed_offset, voters=voters,
                  controller=self.hint())
 
 
