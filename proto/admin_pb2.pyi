@@ -47,7 +47,7 @@ class CreateTopicsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.CreatableTopic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
-    __slots__ = ("topics", "controller")
+    __slots__ = ("topics", "controller", "error")
     class Result(_message.Message):
         __slots__ = ("name", "topic_id", "error", "num_partitions", "replication_factor")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -63,9 +63,11 @@ class CreateTopicsResponse(_message.Message):
         def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Result]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class DeleteTopicsRequest(_message.Message):
     __slots__ = ("names", "topic_ids", "timeout_ms")
@@ -78,7 +80,7 @@ class DeleteTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., topic_ids: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicsResponse(_message.Message):
-    __slots__ = ("topics", "controller")
+    __slots__ = ("topics", "controller", "error")
     class Result(_message.Message):
         __slots__ = ("name", "topic_id", "error")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -90,9 +92,11 @@ class DeleteTopicsResponse(_message.Message):
         def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.Result]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms", "validate_only")
@@ -114,7 +118,7 @@ class CreatePartitionsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
-    __slots__ = ("results", "controller")
+    __slots__ = ("results", "controller", "error")
     class Result(_message.Message):
         __slots__ = ("name", "error")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -124,9 +128,11 @@ class CreatePartitionsResponse(_message.Message):
         def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CreatePartitionsResponse.Result]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, results: _Optional[_Iterable[_Union[CreatePartitionsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[CreatePartitionsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class TopicPartitions(_message.Message):
     __slots__ = ("topic", "partitions")
@@ -261,7 +267,7 @@ class DescribeConfigsRequest(_message.Message):
     def __init__(self, resources: _Optional[_Iterable[_Union[DescribeConfigsRequest.Resource, _Mapping]]] = ..., include_synonyms: _Optional[bool] = ...) -> None: ...
 
 class DescribeConfigsResponse(_message.Message):
-    __slots__ = ("results", "controller")
+    __slots__ = ("results", "controller", "error")
     class Entry(_message.Message):
         __slots__ = ("name", "value", "has_value", "read_only", "is_default", "source", "is_sensitive")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -290,9 +296,11 @@ class DescribeConfigsResponse(_message.Message):
         def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., configs: _Optional[_Iterable[_Union[DescribeConfigsResponse.Entry, _Mapping]]] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Result]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, results: _Optional[_Iterable[_Union[DescribeConfigsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[DescribeConfigsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class IncrementalAlterConfigsRequest(_message.Message):
     __slots__ = ("resources", "validate_only")
@@ -319,7 +327,7 @@ class IncrementalAlterConfigsRequest(_message.Message):
     def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class IncrementalAlterConfigsResponse(_message.Message):
-    __slots__ = ("results", "controller")
+    __slots__ = ("results", "controller", "error")
     class Result(_message.Message):
         __slots__ = ("resource", "error")
         RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -329,9 +337,11 @@ class IncrementalAlterConfigsResponse(_message.Message):
         def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsResponse.Result]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, results: _Optional[_Iterable[_Union[IncrementalAlterConfigsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[IncrementalAlterConfigsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class DescribeClusterRequest(_message.Message):
     __slots__ = ()
@@ -408,7 +418,7 @@ class DescribeTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeTopicsResponse(_message.Message):
-    __slots__ = ("topics", "controller")
+    __slots__ = ("topics", "controller", "error")
     class Partition(_message.Message):
         __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas", "adding_replicas", "removing_replicas")
         PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -452,6 +462,8 @@ class DescribeTopicsResponse(_message.Message):
         def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[DescribeTopicsResponse.Partition, _Mapping]]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    error: _errors_pb2.Error
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
