@@ -74,6 +74,7 @@ __all__ = [
     "describe_topics",
     "new_topic_id",
     "error_pb",
+    "apply_records",
     "PRODUCER_ID_BLOCK_SIZE",
 ]
 
@@ -244,6 +245,11 @@ def _elect_offline_partitions(image: MetadataImage, ctx: ControllerContext,
                 if rec is not None:
                     records.append(rec)
     return records
+
+
+def apply_records(image: MetadataImage, records: Records) -> MetadataImage:
+    """The image ``records`` would produce (see `_apply`); used to chain requests in one group."""
+    return _apply(image, records)
 
 
 def _apply(image: MetadataImage, records: Records) -> MetadataImage:

@@ -53,6 +53,7 @@ _TAIL_ENTRIES = 50_000            # committed entries kept in memory for FetchMe
 _STREAM_BATCH = 2_000             # entries per MetadataBatch
 _KEEPALIVE_S = 1.0
 _FENCE_CHECK_S = 0.25
+_GROUP_COMMIT_MAX = 500           # requests folded into one proposal
 
 _log = structlog.get_logger(__name__)
 
@@ -88,6 +89,8 @@ class ControllerServer:
         self._quorum_factory = quorum_factory
         self._committed = asyncio.Condition()
         self._write_lock = asyncio.Lock()
+        self._write_queue: list[tuple[Any, ...]] = []
+        self._drainer: asyncio.Task[None] | None = None
         self._active_epoch: int | None = None
         self._heartbeats = ctl.BrokerHeartbeats()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -253,26 +256,67 @@ class ControllerServer:
 
     async def run_write(self, handler: Callable[..., tuple[list[MetadataRecord], Any]], request: Any,
                         response_type: type, *extra: Any) -> Any:
-        """Run a handler on the active controller: propose its records, answer after they apply."""
+        """Run a handler on the active controller: propose its records, answer after they apply.
+
+        Group commit: requests that arrive while a proposal is in flight queue up; the next round
+        runs them one after another, each against the image the previous ones will produce, and
+        proposes all their records as one batch. Each still sees the effects of the ones before it,
+        and none is answered before the batch is committed and applied.
+        """
         if not self.is_active:
             return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
                                self.hint(), request)
-        async with self._write_lock:
-            if not self.is_active:
-                return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
-                                   self.hint(), request)
-            epoch = self._active_epoch
-            assert epoch is not None
-            records, response = handler(self.image, request, self.context(), *extra)
-            if records:
-                try:
-                    await self._propose(records, epoch)
-                except kerr.KafkaError as err:
-                    return _with_error(response_type(), type(err), str(err), self.hint(), request)
-                except asyncio.TimeoutError:
-                    return _with_error(response_type(), kerr.RequestTimedOutError,
-                                       "records were not applied in time", self.hint(), request)
-            return response
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._write_queue.append((handler, request, response_type, extra, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.get_running_loop().create_task(self._drain_writes())
+        return await future
+
+    async def _drain_writes(self) -> None:
+        while self._write_queue:
+            async with self._write_lock:
+                batch = self._write_queue[:_GROUP_COMMIT_MAX]
+                del self._write_queue[:len(batch)]
+                await self._commit_group(batch)
+
+    async def _commit_group(self, batch: list[tuple[Any, ...]]) -> None:
+        def fail_all(err: type[kerr.KafkaError], message: str) -> None:
+            for _h, req, rtype, _x, fut in batch:
+                if not fut.done():
+                    fut.set_result(_with_error(rtype(), err, message, self.hint(), req))
+
+        if not self.is_active:
+            fail_all(kerr.NotControllerError, "not the active controller")
+            return
+        epoch = self._active_epoch
+        assert epoch is not None
+        image = self.image
+        records: list[MetadataRecord] = []
+        responses: list[Any] = []
+        for handler, request, rtype, extra, fut in batch:
+            ctx = self.context()
+            ctx.next_offset = image.offset + 1
+            try:
+                recs, response = handler(image, request, ctx, *extra)
+            except Exception as err:  # a handler bug fails its own request, never the group
+                self._log.exception("controller_handler_failed", handler=handler.__name__)
+                response, recs = _with_error(rtype(), kerr.UnknownServerError, str(err), self.hint(), request), []
+            if recs:
+                image = ctl.apply_records(image, recs)
+                records += recs
+            responses.append(response)
+        if records:
+            try:
+                await self._propose(records, epoch)
+            except kerr.KafkaError as err:
+                fail_all(type(err), str(err))
+                return
+            except asyncio.TimeoutError:
+                fail_all(kerr.RequestTimedOutError, "records were not applied in time")
+                return
+        for (_h, _r, _t, _x, fut), response in zip(batch, responses):
+            if not fut.done():
+                fut.set_result(response)
 
     async def run_read(self, fn: Callable[[], Any], response_type: type, request: Any = None) -> Any:
         if not self.is_active:
