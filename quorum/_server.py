@@ -32,6 +32,8 @@ from metadata_log import (
     MetadataLogWriter,
     MetadataRecord,
     NoOpRecord,
+    decode_entry,
+    decode_record,
     encode_entry,
     encode_record,
     latest_snapshot,
@@ -120,7 +122,7 @@ class ControllerServer:
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
             loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
-            last_durable_offset=self.image.offset,
+            last_durable_offset=self.image.offset, on_gap=self._on_gap,
             leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()})
         await self._quorum.start()
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
@@ -185,6 +187,51 @@ class ControllerServer:
         asyncio.get_running_loop().create_task(self._notify())
         if self._bytes_since_snapshot >= self.config["metadata.log.max.record.bytes.between.snapshots"]:
             self.take_snapshot()
+
+    def _on_gap(self, first_missing: int, first_available: int) -> None:
+        """Entries this controller never received were compacted out of the Raft log (it was down
+        while the others moved far ahead): fetch them, or a snapshot covering them, from another
+        controller's metadata log over FetchMetadata, then let the quorum continue."""
+        import grpc as grpc_sync
+
+        target = first_available - 1
+        errors = []
+        for vid, (host, port) in sorted(self.voters.items()):
+            if vid == self.node_id:
+                continue
+            channel = grpc_sync.insecure_channel(f"{host}:{port}")
+            try:
+                stub = controller_pb2_grpc.ControllerServiceStub(channel)
+                call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
+                    from_offset=self.image.offset + 1, broker_id=-1), timeout=30)
+                for batch in call:
+                    if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
+                        self._install_snapshot([decode_record(r) for r in batch.snapshot_records],
+                                               batch.snapshot_offset, batch.snapshot_epoch,
+                                               batch.snapshot_timestamp_ms)
+                    if batch.entries:
+                        self._on_committed([decode_entry(e) for e in batch.entries])
+                    if self.image.offset >= target or batch.keep_alive:
+                        break
+                call.cancel()
+                if self.image.offset >= target:
+                    self._log.warning("metadata_gap_filled", first_missing=first_missing,
+                                      first_available=first_available, source=vid)
+                    return
+            except grpc_sync.RpcError as err:
+                errors.append(f"{vid}: {err.code().name}")
+            finally:
+                channel.close()
+        raise RuntimeError(f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
+
+    def _install_snapshot(self, records: list[MetadataRecord], offset: int, epoch: int, timestamp_ms: int) -> None:
+        """Replace the local metadata log with a snapshot from another controller (persist first)."""
+        assert self._writer is not None
+        write_snapshot(self.metadata_dir, offset, epoch, timestamp_ms, records)
+        self._writer.truncate_fully_and_start_at(offset + 1)
+        self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
+        self._tail.clear()
+        self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
 
     async def _notify(self) -> None:
         async with self._committed:
