@@ -48,6 +48,8 @@ def _errors_of(response: Any) -> list[Any]:
     """Every Error message a response carries (top level and per item)."""
     found = []
     for field, value in response.ListFields():
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            continue  # map<string, string> fields (configs) hold no errors
         if field.message_type is not None and field.message_type.name == "Error":
             found.append(value)
         elif field.message_type is not None and field.is_repeated:
