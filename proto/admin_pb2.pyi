@@ -467,3 +467,21 @@ class DescribeTopicsResponse(_message.Message):
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class CreateMetadataSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CreateMetadataSnapshotResponse(_message.Message):
+    __slots__ = ("error", "node_id", "snapshot_offset", "snapshot_epoch", "path")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    node_id: int
+    snapshot_offset: int
+    snapshot_epoch: int
+    path: str
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., node_id: _Optional[int] = ..., snapshot_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...

@@ -89,6 +89,11 @@ class AdminServiceStub:
                 request_serializer=proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
                 response_deserializer=proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreateMetadataSnapshot = channel.unary_unary(
+                '/kraftlog.v1.AdminService/CreateMetadataSnapshot',
+                request_serializer=proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -160,6 +165,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateMetadataSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +228,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeTopics,
                     request_deserializer=proto_dot_admin__pb2.DescribeTopicsRequest.FromString,
                     response_serializer=proto_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
+            ),
+            'CreateMetadataSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMetadataSnapshot,
+                    request_deserializer=proto_dot_admin__pb2.CreateMetadataSnapshotRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.CreateMetadataSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +532,33 @@ class AdminService:
             '/kraftlog.v1.AdminService/DescribeTopics',
             proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
             proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMetadataSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/CreateMetadataSnapshot',
+            proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
+            proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

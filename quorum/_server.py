@@ -566,6 +566,13 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def DescribeQuorum(self, request, context):  # noqa: N802
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
 
+    async def CreateMetadataSnapshot(self, request, context):  # noqa: N802
+        path = self.s.take_snapshot()
+        image = self.s.image
+        return admin_pb2.CreateMetadataSnapshotResponse(
+            error=ctl.error_pb(), node_id=self.s.node_id, snapshot_offset=image.offset if path else -1,
+            snapshot_epoch=image.epoch if path else -1, path=str(path) if path else "")
+
     async def DescribeTopics(self, request, context):  # noqa: N802
         return await self.s.run_read(lambda: ctl.describe_topics(self.s.image, request),
                                      admin_pb2.DescribeTopicsResponse, request)

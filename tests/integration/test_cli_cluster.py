@@ -87,3 +87,12 @@ def test_reassign_and_elect_leaders(cluster: LocalCluster, tmp_path: Path) -> No
                      check=False)
     assert elect.returncode in (0, 1)
     assert "moving-0" in elect.stdout + elect.stderr
+
+
+def test_metadata_snapshot_on_demand(cluster: LocalCluster) -> None:
+    bs = ",".join(cluster.controller_addresses)
+    out = json.loads(kraftlog("metadata", "snapshot", "--bootstrap-server", bs, "--output", "json").stdout)
+    snaps = out["snapshots"]
+    assert len(snaps) == 3 and all(s["snapshot_offset"] >= 0 and Path(s["path"]).exists() for s in snaps)
+    tree = kraftlog("metadata", "tree", "--snapshot", snaps[0]["path"]).stdout
+    assert "/brokers/ids/1" in tree
