@@ -1,0 +1,103 @@
+"""Async calls from a broker to the controller quorum, following NOT_CONTROLLER to the active one.
+
+Brokers know the controllers from ``controller.quorum.voters``. A call goes to the last controller
+that answered as active; a NOT_CONTROLLER answer names the active controller, which is tried next;
+an unreachable controller moves the call to another one. Retries back off and stop at the
+caller's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+import structlog
+
+from proto import admin_pb2_grpc, controller_pb2_grpc
+from proto import errors as kerr
+
+__all__ = ["ControllerChannel"]
+
+_NOT_CONTROLLER = kerr.NotControllerError.error_code
+_log = structlog.get_logger(__name__)
+
+
+def _top_error_code(response: Any) -> int:
+    fields = response.DESCRIPTOR.fields_by_name
+    return response.error.code if "error" in fields and response.HasField("error") else 0
+
+
+class ControllerChannel:
+    """gRPC channels to every controller and the knowledge of which one is active."""
+
+    def __init__(self, controllers: Sequence[str], *, retry_backoff_ms: int = 100,
+                 options: Sequence[tuple[str, Any]] = ()) -> None:
+        if not controllers:
+            raise ValueError("no controllers configured")
+        self.controllers = list(controllers)
+        self._channels = {a: grpc.aio.insecure_channel(a, options=list(options)) for a in self.controllers}
+        self._active: str | None = None
+        self._backoff_s = retry_backoff_ms / 1000.0
+        self._rng = random.Random()
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(address)
+            self._channels[address] = ch
+        return ch
+
+    def controller_stub(self, address: str) -> controller_pb2_grpc.ControllerServiceStub:
+        return controller_pb2_grpc.ControllerServiceStub(self._channel(address))
+
+    def admin_stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
+        return admin_pb2_grpc.AdminServiceStub(self._channel(address))
+
+    async def call(self, service: str, method: str, request: Any, *, timeout_s: float) -> Any:
+        """Call ``service.method`` on the active controller; returns its response, or the last
+        NOT_CONTROLLER response when no controller became active before the deadline.
+
+        Raises `RequestTimedOutError` when no controller could be reached at all.
+        """
+        deadline = time.monotonic() + timeout_s
+        order = list(self.controllers)
+        self._rng.shuffle(order)
+        attempt = 0
+        last: Any = None
+        last_err: str = ""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            address = self._active or order[attempt % len(order)]
+            stub = self.controller_stub(address) if service == "controller" else self.admin_stub(address)
+            try:
+                response = await getattr(stub, method)(request, timeout=min(remaining, 10.0))
+            except grpc.aio.AioRpcError as err:
+                last_err = f"{address}: {err.code().name}"
+                self._active = None
+                attempt += 1
+                await asyncio.sleep(min(self._backoff_s * attempt, 1.0, max(deadline - time.monotonic(), 0)))
+                continue
+            if _top_error_code(response) != _NOT_CONTROLLER:
+                self._active = address
+                return response
+            last = response
+            hint = response.controller.leader_address if "controller" in response.DESCRIPTOR.fields_by_name else ""
+            if hint and hint != address:
+                self._active = hint
+                continue
+            self._active = None
+            attempt += 1
+            await asyncio.sleep(min(self._backoff_s * attempt, 1.0, max(deadline - time.monotonic(), 0)))
+        if last is not None:
+            return last
+        raise kerr.RequestTimedOutError(f"{method}: no controller reachable ({last_err})")

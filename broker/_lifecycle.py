@@ -1,0 +1,140 @@
+"""Broker lifecycle towards the controller: register, heartbeat, get unfenced, shut down cleanly.
+
+1. Register with a fresh incarnation id (one per process start) and the broker's listeners, rack
+   and log dirs; the answer is the broker epoch.
+2. Heartbeat every ``broker.heartbeat.interval.ms`` with the metadata offset applied so far. The
+   controller unfences the broker once that offset reaches its registration record.
+3. On shutdown, heartbeat with ``want_shutdown`` until the controller answers ``should_shutdown``
+   (every leadership moved away), then stop. A registration the controller no longer knows
+   (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED) is redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from proto import controller_pb2
+from proto import errors as kerr
+
+from ._controller_channel import ControllerChannel
+
+__all__ = ["BrokerLifecycle"]
+
+_REREGISTER = {kerr.StaleBrokerEpochError.error_code, kerr.BrokerIdNotRegisteredError.error_code}
+
+
+class BrokerLifecycle:
+    def __init__(self, channel: ControllerChannel, *, broker_id: int, cluster_id: str,
+                 listeners: Sequence[controller_pb2.Endpoint], rack: str | None, log_dirs: Sequence[str],
+                 heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
+                 request_timeout_ms: int = 5000) -> None:
+        self.channel = channel
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.listeners = list(listeners)
+        self.rack = rack or ""
+        self.log_dirs = list(log_dirs)
+        self.interval_s = heartbeat_interval_ms / 1000.0
+        self.timeout_s = request_timeout_ms / 1000.0
+        self._metadata_offset = metadata_offset
+        self.incarnation_id = str(uuid.uuid4())
+        self.broker_epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self.registered = asyncio.Event()
+        self._want_shutdown = False
+        self._shutdown_granted = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._stop = False
+        self._task: asyncio.Task[None] | None = None
+        self._log = structlog.get_logger(__name__).bind(node_id=broker_id, role="broker")
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="broker-lifecycle")
+
+    async def stop(self) -> None:
+        self._stop = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move every leadership away; True once it says we may stop."""
+        self._want_shutdown = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._shutdown_granted.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            self._log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
+            return False
+
+    async def _run(self) -> None:
+        while not self._stop:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                else:
+                    await self._heartbeat()
+            except asyncio.CancelledError:
+                raise
+            except kerr.KafkaError as err:
+                self._log.info("controller_unreachable", error=str(err))
+            except Exception:
+                self._log.exception("lifecycle_error")
+            self._wake.clear()
+            delay = 0.1 if self.broker_epoch < 0 else (0.05 if self._want_shutdown else self.interval_s)
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _register(self) -> None:
+        req = controller_pb2.RegisterBrokerRequest(
+            broker_id=self.broker_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
+            listeners=self.listeners, rack=self.rack, log_dirs=self.log_dirs, previous_broker_epoch=-1)
+        resp = await self.channel.call("controller", "RegisterBroker", req, timeout_s=self.timeout_s)
+        if resp.error.code:
+            self._log.warning("registration_refused", error=resp.error.name, message=resp.error.message)
+            if resp.error.code == kerr.InconsistentClusterIdError.error_code:
+                raise kerr.InconsistentClusterIdError(resp.error.message)
+            return
+        self.broker_epoch = resp.broker_epoch
+        self.registered.set()
+        self._log.info("broker_registered", broker_epoch=self.broker_epoch, incarnation_id=self.incarnation_id)
+        self._wake.set()
+
+    async def _heartbeat(self) -> None:
+        started = time.monotonic()
+        req = controller_pb2.BrokerHeartbeatRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._metadata_offset(), want_fence=False,
+            want_shutdown=self._want_shutdown)
+        resp = await self.channel.call("controller", "BrokerHeartbeat", req, timeout_s=self.timeout_s)
+        if resp.error.code in _REREGISTER:
+            self._log.warning("registration_lost", error=resp.error.name)
+            self.broker_epoch = -1
+            self.registered.clear()
+            self.incarnation_id = str(uuid.uuid4())
+            return
+        if resp.error.code:
+            self._log.info("heartbeat_failed", error=resp.error.name, elapsed_s=round(time.monotonic() - started, 3))
+            return
+        if self.fenced != resp.is_fenced:
+            self._log.info("broker_fencing_changed", fenced=resp.is_fenced, metadata_offset=req.current_metadata_offset)
+        self.fenced = resp.is_fenced
+        if not self.fenced:
+            self.unfenced.set()
+        else:
+            self.unfenced.clear()
+        if self._want_shutdown and resp.should_shutdown:
+            self._shutdown_granted.set()

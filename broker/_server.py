@@ -1,0 +1,272 @@
+"""The broker role of a node: storage, metadata following, replication and the gRPC services.
+
+Start order (persist before serving): open the log dirs (recovering after an unclean stop), follow
+the metadata log, register with the controller, and serve. Until the controller unfences the broker
+(its metadata has caught up with its own registration) the health service says NOT_SERVING and
+clients are told NOT_LEADER_OR_FOLLOWER by the replica manager, which only acts on applied metadata.
+
+Stop order (controlled shutdown, SIGTERM): ask the controller to move every leadership away, wait
+until it says the broker may stop, then stop fetchers, flush and checkpoint the logs, write the
+clean-shutdown marker, and close the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import structlog
+
+import storage
+from metadata_log import MetadataDelta, MetadataImage, parse_listeners
+from proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    broker_pb2,
+    broker_pb2_grpc,
+    controller_pb2,
+    diagnostics_pb2,
+    diagnostics_pb2_grpc,
+    errors_pb2,
+)
+from proto import errors as kerr
+
+from ._controller_channel import ControllerChannel
+from ._lifecycle import BrokerLifecycle
+from ._metadata_follower import MetadataFollower
+
+__all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
+
+BROKER_LISTENER = "BROKER"
+_PERIODIC_S = 0.25
+
+
+def _err(cls: type[kerr.KafkaError] | None = None, message: str = "") -> errors_pb2.Error:
+    if cls is None:
+        return errors_pb2.Error(code=0, name="NONE")
+    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
+
+
+def broker_listener(config: Any) -> tuple[str, int]:
+    """The address clients and replicas use: the BROKER listener (or the first non-controller one)."""
+    raw = config["listeners"]
+    listeners = parse_listeners(raw if isinstance(raw, str) else ",".join(raw))
+    if BROKER_LISTENER in listeners:
+        return listeners[BROKER_LISTENER]
+    for name, addr in listeners.items():
+        if name != "CONTROLLER":
+            return addr
+    raise ValueError("no broker listener in 'listeners'")
+
+
+def metadata_response(image: MetadataImage, req: broker_pb2.MetadataRequest, *, cluster_id: str,
+                      controller_id: int, listener: str = BROKER_LISTENER,
+                      auto_created: set[str] = frozenset()) -> broker_pb2.MetadataResponse:  # type: ignore[assignment]
+    """Kafka's MetadataResponse from the broker's image: unfenced brokers' endpoints, and for each
+    topic its partitions with leader, epochs, replicas, ISR and offline replicas."""
+    R = broker_pb2.MetadataResponse
+    brokers = []
+    for bid in image.cluster.broker_ids():
+        reg = image.cluster.broker(bid)
+        if reg is None or reg.fenced:
+            continue
+        ep = reg.endpoint(listener) or (reg.endpoints[0] if reg.endpoints else None)
+        if ep is not None:
+            brokers.append(broker_pb2.NodeEndpoint(node_id=bid, host=ep.host, port=ep.port, rack=reg.rack or ""))
+    names = sorted(image.topics.by_name) if req.all_topics or not req.topics else list(req.topics)
+    topics = []
+    for name in names:
+        topic = image.topics.get_by_name(name)
+        if topic is None:
+            err = (_err(kerr.LeaderNotAvailableError, "topic is being created") if name in auto_created
+                   else _err(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist"))
+            topics.append(R.Topic(error=err, name=name))
+            continue
+        parts = []
+        for pid in sorted(topic.partitions):
+            p = topic.partitions[pid]
+            offline = [r for r in p.replicas if not image.cluster.is_unfenced(r)]
+            perr = _err() if p.leader >= 0 else _err(kerr.LeaderNotAvailableError, "no leader")
+            parts.append(R.Partition(error=perr, partition_index=pid, leader_id=p.leader,
+                                     leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                                     isr_nodes=list(p.isr), offline_replicas=offline))
+        topics.append(R.Topic(error=_err(), name=name, topic_id=topic.topic_id,
+                              is_internal=name.startswith("__"), partitions=parts))
+    return R(brokers=brokers, cluster_id=cluster_id, controller_id=controller_id, topics=topics)
+
+
+class BrokerServer:
+    """Wires storage, the metadata follower, the lifecycle and the replica manager together."""
+
+    def __init__(self, config: Any, cluster_id: str, *, replica_manager_factory: Callable[..., Any] | None = None,
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.broker_id: int = config.node_id
+        self._clock_ms = clock_ms
+        self._log = structlog.get_logger(__name__).bind(node_id=self.broker_id, role="broker")
+        self.host, self.port = broker_listener(config)
+        controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
+        max_bytes = config["grpc.max.message.bytes"]
+        self.grpc_options = [("grpc.max_send_message_length", max_bytes),
+                             ("grpc.max_receive_message_length", max_bytes)]
+        self.channel = ControllerChannel(controllers, options=self.grpc_options)
+        self.follower = MetadataFollower(controllers, broker_id=self.broker_id, listener=self._on_metadata,
+                                         broker_epoch=lambda: self.lifecycle.broker_epoch)
+        self.lifecycle = BrokerLifecycle(
+            self.channel, broker_id=self.broker_id, cluster_id=cluster_id,
+            listeners=[controller_pb2.Endpoint(name=BROKER_LISTENER, host=self.host, port=self.port,
+                                               security_protocol="PLAINTEXT")],
+            rack=config["broker.rack"], log_dirs=config.log_dirs,
+            heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
+            metadata_offset=lambda: self.follower.offset)
+        self.log_manager = storage.LogManager(config.log_dirs, storage.LogConfig.from_properties(
+            config.topic_defaults()), clock_ms=clock_ms)
+        self._replica_manager_factory = replica_manager_factory
+        self.replicas: Any = None
+        self._auto_created: set[str] = set()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.log_manager.startup()
+        factory = self._replica_manager_factory
+        if factory is None:
+            from ._replica_manager import ReplicaManager as factory  # noqa: N813
+        self.replicas = factory(broker_id=self.broker_id, config=self.config, log_manager=self.log_manager,
+                                clock_ms=self._clock_ms, controller=self.channel,
+                                broker_epoch=lambda: self.lifecycle.broker_epoch,
+                                grpc_options=self.grpc_options)
+        await _maybe_await(self.replicas.start()) if hasattr(self.replicas, "start") else None
+        self.follower.start()
+        self.lifecycle.start()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._periodic(), name="broker-periodic"))
+        self._log.info("broker_started", address=f"{self.host}:{self.port}")
+
+    async def wait_ready(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self.lifecycle.unfenced.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def stop(self, *, controlled: bool = True) -> None:
+        """Controlled shutdown first (leaderships moved away), then stop and persist everything."""
+        self._stopping = True
+        if controlled and self.lifecycle.broker_epoch >= 0 and self.config["controlled.shutdown.enable"]:
+            timeout_s = max(5.0, self.config["broker.session.timeout.ms"] / 1000.0)
+            await self.lifecycle.controlled_shutdown(timeout_s)
+        for t in self._tasks:
+            t.cancel()
+        await self.lifecycle.stop()
+        await self.follower.stop()
+        if self.replicas is not None:
+            await _maybe_await(self.replicas.shutdown())
+        else:
+            self.log_manager.shutdown()
+        await self.channel.close()
+        self._log.info("broker_stopped")
+
+    def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
+        if self.replicas is not None:
+            self.replicas.apply_metadata(delta, image, old)
+
+    async def _periodic(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(_PERIODIC_S)
+            try:
+                if self.replicas is not None and hasattr(self.replicas, "run_periodic"):
+                    await _maybe_await(self.replicas.run_periodic())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._log.exception("broker_periodic_failed")
+
+    # ------------------------------------------------------------------ gRPC
+
+    def add_to_server(self, server: grpc.aio.Server) -> None:
+        broker_pb2_grpc.add_BrokerServiceServicer_to_server(_BrokerService(self), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
+        diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
+
+    async def metadata(self, req: broker_pb2.MetadataRequest) -> broker_pb2.MetadataResponse:
+        image = self.follower.image
+        missing = [t for t in req.topics if image.topics.get_by_name(t) is None] if not req.all_topics else []
+        if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
+            await self._auto_create(missing)
+        return metadata_response(image, req, cluster_id=self.cluster_id,
+                                 controller_id=self.follower.leader_id,
+                                 auto_created=self._auto_created)
+
+    async def _auto_create(self, names: list[str]) -> None:
+        """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client
+        sees LEADER_NOT_AVAILABLE until the topic's partitions have leaders."""
+        req = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(
+            name=n, num_partitions=-1, replication_factor=-1) for n in names], timeout_ms=5000)
+        try:
+            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0)
+        except kerr.KafkaError as err:
+            self._log.info("auto_create_failed", topics=names, error=str(err))
+            return
+        for t in resp.topics:
+            if t.error.code in (0, kerr.TopicAlreadyExistsError.error_code):
+                self._auto_created.add(t.name)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
+    def __init__(self, server: BrokerServer) -> None:
+        self.s = server
+
+    async def Produce(self, request, context):  # noqa: N802 - gRPC method names
+        return await self.s.replicas.produce(request)
+
+    async def Fetch(self, request, context):  # noqa: N802
+        return await self.s.replicas.fetch(request)
+
+    async def ListOffsets(self, request, context):  # noqa: N802
+        return await _maybe_await(self.s.replicas.list_offsets(request))
+
+    async def OffsetForLeaderEpoch(self, request, context):  # noqa: N802
+        return await _maybe_await(self.s.replicas.offset_for_leader_epoch(request))
+
+    async def Metadata(self, request, context):  # noqa: N802
+        return await self.s.metadata(request)
+
+    async def DeleteRecords(self, request, context):  # noqa: N802
+        return await _maybe_await(self.s.replicas.delete_records(request))
+
+
+class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
+    async def Echo(self, request, context):  # noqa: N802
+        return diagnostics_pb2.EchoResponse(payload=request.payload)
+
+    async def EchoStream(self, request_iterator, context):  # noqa: N802
+        async for req in request_iterator:
+            yield diagnostics_pb2.EchoResponse(payload=req.payload)
+
+
+def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServiceServicer:
+    """AdminService on a broker: every call is forwarded to the active controller (Kafka brokers
+    forward admin requests the same way since KIP-590)."""
+    methods = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods
+
+    def make(name: str) -> Callable[..., Any]:
+        async def forward(self: Any, request: Any, context: Any) -> Any:
+            return await server.channel.call("admin", name, request, timeout_s=30.0)
+        forward.__name__ = name
+        return forward
+
+    cls = type("_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,),
+               {m.name: make(m.name) for m in methods})
+    return cls()
