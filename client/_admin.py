@@ -98,10 +98,12 @@ class Admin:
     """A blocking admin client; thread-safe for concurrent calls."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100, max_message_bytes: int = 104_857_600) -> None:
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 max_message_bytes: int = 104_857_600) -> None:
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
         self._options = [("grpc.max_send_message_length", max_message_bytes),
                          ("grpc.max_receive_message_length", max_message_bytes)]
         self._channels: dict[str, grpc.Channel] = {}
@@ -168,7 +170,8 @@ class Admin:
                if last_error else ""))
 
     def _sleep(self, attempt: int, deadline: float) -> None:
-        backoff = min(self.retry_backoff_ms * (2 ** min(attempt, 5)), 1000) / 1000.0
+        # exponential backoff with jitter, as Kafka's clients (KIP-580: retry.backoff.max.ms)
+        backoff = min(self.retry_backoff_ms * (2 ** min(attempt, 5)), self.retry_backoff_max_ms) / 1000.0
         time.sleep(max(0.0, min(backoff * (0.8 + 0.4 * self._rng.random()), deadline - time.monotonic())))
 
     # ------------------------------------------------------------------ typed helpers
