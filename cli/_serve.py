@@ -40,8 +40,11 @@ class Node:
         self.config = config
         self.cluster_id = cluster_id
         self.controller: Any = None
+        self.broker: Any = None
         self.servers: list[Any] = []
         self.health: Any = None
+        self.broker_health: Any = None
+        self._ready_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         import grpc
@@ -51,44 +54,81 @@ class Node:
         max_bytes = self.config["grpc.max.message.bytes"]
         options = [("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
                    ("grpc.so_reuseport", 0)]
+
+        def new_server(service_names: list[str]) -> tuple[Any, Any]:
+            server = grpc.aio.server(options=options)
+            servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+            reflection.enable_server_reflection(
+                service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                                 reflection.SERVICE_NAME], server)
+            return server, servicer
+
+        from proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+        admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
             from quorum._server import ControllerServer
 
             self.controller = ControllerServer(self.config, self.cluster_id)
-            server = grpc.aio.server(options=options)
+            server, self.health = new_server(
+                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name])
             self.controller.add_to_server(server)
-            self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-            from proto import admin_pb2, controller_pb2
-            names = [admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
-                     controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name,
-                     health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
-            reflection.enable_server_reflection(names, server)
             host, port = self.config.quorum_voters[self.config.node_id]
             if server.add_insecure_port(f"{host}:{port}") == 0:
                 raise UserError(f"cannot listen on the controller address {host}:{port}")
             await self.controller.start()
             await server.start()
             self.servers.append(server)
-            await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+            await _set(self.health, health_pb2.HealthCheckResponse.SERVING)
+        if "broker" in self.config.roles:
+            from broker._server import BrokerServer
+
+            self.broker = BrokerServer(self.config, self.cluster_id)
+            server, self.broker_health = new_server(
+                [admin_name, broker_pb2.DESCRIPTOR.services_by_name["BrokerService"].full_name,
+                 diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name])
+            self.broker.add_to_server(server)
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
+            if server.add_insecure_port(f"{self.broker.host}:{self.broker.port}") == 0:
+                raise UserError(f"cannot listen on the broker address {self.broker.host}:{self.broker.port}")
+            await self.broker.start()
+            await server.start()
+            self.servers.append(server)
+            self._ready_task = asyncio.get_running_loop().create_task(self._serving_when_unfenced())
         _log.info("node_started", roles=list(self.config.roles), pid=os.getpid())
 
-    async def _set_health(self, status: Any) -> None:
-        if self.health is None:
-            return
-        result = self.health.set("", status)
-        if asyncio.iscoroutine(result):
-            await result
-
-    async def stop(self) -> None:
+    async def _serving_when_unfenced(self) -> None:
+        """Health says SERVING for the broker only once the controller has unfenced it."""
         from grpc_health.v1 import health_pb2
 
-        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        while not await self.broker.wait_ready(5.0):
+            pass
+        await _set(self.broker_health, health_pb2.HealthCheckResponse.SERVING)
+        _log.info("broker_serving")
+
+    async def stop(self) -> None:
+        """Broker first (its controlled shutdown needs the controllers), then the controller."""
+        from grpc_health.v1 import health_pb2
+
+        for servicer in (self.health, self.broker_health):
+            await _set(servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self._ready_task is not None:
+            self._ready_task.cancel()
+        if self.broker is not None:
+            await self.broker.stop()
         for server in self.servers:
             await server.stop(grace=1.0)
         if self.controller is not None:
             await self.controller.stop()
         _log.info("node_stopped")
+
+
+async def _set(servicer: Any, status: Any) -> None:
+    if servicer is None:
+        return
+    result = servicer.set("", status)
+    if asyncio.iscoroutine(result):
+        await result
 
 
 async def _serve(config: Any, cluster_id: str) -> int:
