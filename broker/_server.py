@@ -20,7 +20,6 @@ from typing import Any
 import grpc
 import structlog
 
-import storage
 from metadata_log import MetadataDelta, MetadataImage, parse_listeners
 from proto import (
     admin_pb2,
@@ -34,14 +33,16 @@ from proto import (
 )
 from proto import errors as kerr
 
+from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
+from ._fetcher import ReplicaFetcherManager
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
+from ._replica_manager import ReplicaManager
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
 
 BROKER_LISTENER = "BROKER"
-_PERIODIC_S = 0.25
 
 
 def _err(cls: type[kerr.KafkaError] | None = None, message: str = "") -> errors_pb2.Error:
@@ -123,10 +124,12 @@ class BrokerServer:
             rack=config["broker.rack"], log_dirs=config.log_dirs,
             heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
             metadata_offset=lambda: self.follower.offset)
-        self.log_manager = storage.LogManager(config.log_dirs, storage.LogConfig.from_properties(
-            config.topic_defaults()), clock_ms=clock_ms)
         self._replica_manager_factory = replica_manager_factory
+        self.alter_partition = AlterPartitionManager(
+            self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition)
         self.replicas: Any = None
+        self.fetchers: Any = None
+        self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
@@ -134,18 +137,18 @@ class BrokerServer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self.log_manager.startup()
-        factory = self._replica_manager_factory
-        if factory is None:
-            from ._replica_manager import ReplicaManager as factory  # noqa: N813
-        self.replicas = factory(broker_id=self.broker_id, config=self.config, log_manager=self.log_manager,
-                                clock_ms=self._clock_ms, controller=self.channel,
-                                broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                grpc_options=self.grpc_options)
-        await _maybe_await(self.replicas.start()) if hasattr(self.replicas, "start") else None
+        """Open the logs (recovering after an unclean stop), then follow metadata and register."""
+        factory = self._replica_manager_factory or ReplicaManager.create
+        self.replicas = factory(self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms)
+        self.replicas.startup()
+        self.fetchers = ReplicaFetcherManager.from_config(
+            self.replicas, fetch=self._peer_fetch, offset_for_leader_epoch=self._peer_offset_for_leader_epoch,
+            broker_epoch=lambda: self.lifecycle.broker_epoch)
+        self.replicas.fetcher_manager = self.fetchers
         self.follower.start()
         self.lifecycle.start()
-        self._tasks.append(asyncio.get_running_loop().create_task(self._periodic(), name="broker-periodic"))
+        self._tasks.append(asyncio.get_running_loop().create_task(self.replicas.run_scheduler(),
+                                                                  name="broker-scheduler"))
         self._log.info("broker_started", address=f"{self.host}:{self.port}")
 
     async def wait_ready(self, timeout_s: float) -> bool:
@@ -166,26 +169,38 @@ class BrokerServer:
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:
-            await _maybe_await(self.replicas.shutdown())
-        else:
-            self.log_manager.shutdown()
+            await self.replicas.shutdown()  # checkpoints, closes the logs, writes the clean marker
+        await self.alter_partition.shutdown()
+        for ch in self._peer_channels.values():
+            await ch.close()
         await self.channel.close()
         self._log.info("broker_stopped")
 
-    def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
-        if self.replicas is not None:
-            self.replicas.apply_metadata(delta, image, old)
+    async def _send_alter_partition(self, request: controller_pb2.AlterPartitionRequest
+                                    ) -> controller_pb2.AlterPartitionResponse:
+        return await self.channel.call("controller", "AlterPartition", request, timeout_s=10.0)
 
-    async def _periodic(self) -> None:
-        while not self._stopping:
-            await asyncio.sleep(_PERIODIC_S)
-            try:
-                if self.replicas is not None and hasattr(self.replicas, "run_periodic"):
-                    await _maybe_await(self.replicas.run_periodic())
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self._log.exception("broker_periodic_failed")
+    def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
+        ch = self._peer_channels.get(address)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(address, options=self.grpc_options)
+            self._peer_channels[address] = ch
+        return broker_pb2_grpc.BrokerServiceStub(ch)
+
+    async def _peer_fetch(self, address: str, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        timeout = request.max_wait_ms / 1000.0 + 10.0
+        return await self._peer(address).Fetch(request, timeout=timeout)
+
+    async def _peer_offset_for_leader_epoch(self, address: str, request: broker_pb2.OffsetForLeaderEpochRequest
+                                            ) -> broker_pb2.OffsetForLeaderEpochResponse:
+        return await self._peer(address).OffsetForLeaderEpoch(request, timeout=10.0)
+
+    def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
+        """Every applied metadata batch; a snapshot (no delta) makes the replica manager reconcile
+        every partition of the new image."""
+        if self.replicas is None:
+            return
+        self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)
 
     # ------------------------------------------------------------------ gRPC
 
