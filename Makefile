@@ -40,6 +40,7 @@ run: system-deps $(STAMP_RUN)
 	$(VENV)/bin/kraftlog demo --dir .kraftlog/demo
 
 test: system-deps $(STAMP_DEV)
+	@bash deploy/scripts/system-deps.sh test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # One target generates every gRPC module; tests/unit/test_proto_fresh.py fails when they are stale.

@@ -148,6 +148,10 @@ async def _serve(config: Any, cluster_id: str) -> int:
         loop.add_signal_handler(sig, on_signal)
     try:
         await node.start()
+        if node.broker is not None:
+            # READY means joined: registered and unfenced (caught up with the metadata log)
+            while not stop.is_set() and not await node.broker.wait_ready(1.0):
+                pass
         _sd_notify("READY=1")
         await stop.wait()
         _sd_notify("STOPPING=1")

@@ -99,11 +99,13 @@ class Admin:
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000,
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 max_message_bytes: int = 104_857_600) -> None:
+                 attempt_timeout_ms: int = 5000, max_message_bytes: int = 104_857_600) -> None:
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
+        # one unresponsive server (paused, partitioned) must not eat the whole request timeout
+        self.attempt_timeout_ms = attempt_timeout_ms
         self._options = [("grpc.max_send_message_length", max_message_bytes),
                          ("grpc.max_receive_message_length", max_message_bytes)]
         self._channels: dict[str, grpc.Channel] = {}
@@ -143,7 +145,8 @@ class Admin:
             if remaining <= 0:
                 break
             try:
-                response = getattr(self._stub(address), method)(request, timeout=remaining)
+                response = getattr(self._stub(address), method)(
+                    request, timeout=min(remaining, self.attempt_timeout_ms / 1000.0))
             except grpc.RpcError as err:
                 last_error = err
                 self._controller = None

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs what pip cannot: the venv module (Debian splits it out of python3) and a headless JRE that
 # PySpark needs. Installs through apt only when running as root; otherwise says exactly what to install.
+# `system-deps.sh test` (make test) also wants systemd-analyze, which tests/unit/test_deploy.py runs on
+# the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
+# without root its test is skipped, so it is never a reason to fail here. `make run` never installs it.
 set -euo pipefail
+
+purpose=${1:-run}
+optional=()
+if [ "$purpose" = "test" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
+  optional+=("systemd")
+fi
 
 python_bin=$(command -v python3.11 || command -v python3 || true)
 missing=()
@@ -20,14 +29,17 @@ fi
 if ! command -v java >/dev/null 2>&1; then
   missing+=("default-jre-headless")
 fi
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing system packages: ${missing[*]}"
+  packages=("${missing[@]}" "${optional[@]}")
+  echo "installing system packages: ${packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  apt-get install -y -qq --no-install-recommends "${packages[@]}"
+elif [ ${#missing[@]} -eq 0 ]; then
+  echo "note: without ${optional[*]} (sudo apt-get install -y ${optional[*]}) the systemd unit check is skipped" >&2
 else
   echo "missing system packages: ${missing[*]}" >&2
   echo "install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2
