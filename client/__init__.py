@@ -1,6 +1,29 @@
-"""client: the Python client library over gRPC (DESIGN.md §2): `Admin` now; `Producer` and
-`Consumer` arrive with the brokers. Imports only `proto`."""
+"""client: the Python client library over gRPC (DESIGN.md §2): `Admin`, `Producer`,
+`AsyncProducer` and `Consumer`. Imports only `proto`."""
 
 from client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
+from client._consumer import (
+    Consumer,
+    ConsumerRecord,
+    NoOffsetForPartitionError,
+    OffsetAndTimestamp,
+    consumer_config_from_properties,
+)
+from client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
+from client._partitioner import DefaultPartitioner, murmur2, partition_for_key
+from client._producer import (
+    AsyncProducer,
+    Producer,
+    ProducerClosedError,
+    RecordMetadata,
+    producer_config_from_properties,
+)
 
-__all__ = ["Admin", "NewTopic", "parse_bootstrap_servers", "raise_for_errors"]
+__all__ = [
+    "Admin", "NewTopic", "parse_bootstrap_servers", "raise_for_errors",
+    "AsyncProducer", "Producer", "ProducerClosedError", "RecordMetadata", "producer_config_from_properties",
+    "Consumer", "ConsumerRecord", "NoOffsetForPartitionError", "OffsetAndTimestamp",
+    "consumer_config_from_properties",
+    "BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicPartition",
+    "DefaultPartitioner", "murmur2", "partition_for_key",
+]

@@ -1,0 +1,690 @@
+"""`Consumer`: assign partitions, seek, and poll records from their leaders (no groups yet).
+
+Like Kafka's Java consumer with manual assignment:
+
+- each assigned partition has a *position* (the offset of the next record to return). A new
+  assignment, `seek_to_beginning`, `seek_to_end` and an out-of-range fetch leave it unset; it is
+  resolved with ListOffsets at the next `poll` or `position` (``auto_offset_reset`` ``earliest`` or
+  ``latest``; ``none`` raises `NoOffsetForPartitionError`);
+- `poll` sends one Fetch per leader broker carrying every partition it leads (``fetch_min_bytes``,
+  ``fetch_max_wait_ms`` long polling, ``fetch_max_bytes`` and ``max_partition_fetch_bytes``),
+  keeps at most one fetch in flight per broker across polls, and returns up to
+  ``max_poll_records`` records; records before the position in the first batch (the broker returns
+  whole batches) and control batches are skipped, and with ``read_committed`` aborted transactions
+  are dropped;
+- OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
+  `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
+  broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
+  for ``retry_backoff_ms``; other errors are raised from `poll` as typed `proto.errors` exceptions.
+
+A consumer is meant for one thread, as Java's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import grpc
+import structlog
+
+from proto import broker_pb2
+from proto import errors as kerr
+
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
+from ._records import Batch, iter_batches
+
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "consumer_config_from_properties",
+]
+
+_log = structlog.get_logger(__name__)
+
+EARLIEST = -2
+LATEST = -1
+_ABORT = 0
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes | None]]
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+class NoOffsetForPartitionError(kerr.OffsetOutOfRangeError):
+    """No position and no reset policy (auto_offset_reset="none") for some partitions."""
+
+
+#: Kafka's consumer config names -> `Consumer` keyword and type.
+_CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "bootstrap.servers": ("bootstrap_servers", str),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "isolation.level": ("isolation_level", str),
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "max.poll.records": ("max_poll_records", int),
+    "check.crcs": ("check_crcs", lambda v: v.strip().lower() == "true"),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "default.api.timeout.ms": ("default_api_timeout_ms", int),
+    "client.rack": ("client_rack", str),
+    "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
+}
+_IGNORED_CONSUMER_PROPERTIES = {"client.id", "group.id", "key.deserializer", "value.deserializer",
+                                "enable.auto.commit", "auto.commit.interval.ms", "security.protocol",
+                                "receive.buffer.bytes", "send.buffer.bytes"}
+
+
+def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know."""
+    out: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, value in props.items():
+        if key in _CONSUMER_PROPERTIES:
+            name, conv = _CONSUMER_PROPERTIES[key]
+            try:
+                out[name] = conv(value)
+            except ValueError:
+                raise ValueError(f"invalid value {value!r} for {key}") from None
+        elif key not in _IGNORED_CONSUMER_PROPERTIES:
+            unknown.append(key)
+    return out, unknown
+
+
+@dataclass
+class _PartitionState:
+    position: int | None = None
+    reset: int | None = None  # EARLIEST / LATEST while the position is to be looked up
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    paused: bool = False
+    backoff_until: float = 0.0
+    fetching: bool = False  # in an outstanding Fetch
+
+
+@dataclass
+class _Completed:
+    """Records of one partition from one fetch, handed out over one or more polls."""
+
+    tp: TopicPartition
+    records: list[ConsumerRecord]
+    next_fetch_offset: int  # where to fetch next once every record here is returned
+    index: int = 0
+
+
+class Consumer:
+    """A consumer of explicitly assigned partitions; see the module docstring."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], *, fetch_min_bytes: int = 1,
+                 fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 52_428_800,
+                 max_partition_fetch_bytes: int = 1_048_576,
+                 isolation_level: str | int = "read_uncommitted", auto_offset_reset: str = "latest",
+                 max_poll_records: int = 500, check_crcs: bool = True, request_timeout_ms: int = 30_000,
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 metadata_max_age_ms: int = 300_000, default_api_timeout_ms: int = 60_000,
+                 client_rack: str = "", allow_auto_topic_creation: bool = True,
+                 key_deserializer: Callable[[bytes | None], Any] | None = None,
+                 value_deserializer: Callable[[bytes | None], Any] | None = None) -> None:
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.isolation_level = self._isolation(isolation_level)
+        reset = auto_offset_reset.strip().lower()
+        if reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset must be earliest, latest or none, not {auto_offset_reset!r}")
+        self.auto_offset_reset = reset
+        self.max_poll_records = max(1, max_poll_records)
+        self.check_crcs = check_crcs
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self.client_rack = client_rack
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes))
+        self._cond = threading.Condition()
+        self._metadata = ClusterMetadata(
+            bootstrap_servers, self._pool, metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms,
+            request_timeout_ms=request_timeout_ms, allow_auto_topic_creation=allow_auto_topic_creation,
+            on_update=self._notify)
+        self._assignment: dict[TopicPartition, _PartitionState] = {}
+        self._buffer: deque[_Completed] = deque()
+        self._in_flight: dict[int, Any] = {}  # node id -> grpc future of its Fetch
+        self._responses: deque[tuple[int, dict[TopicPartition, int], Any]] = deque()
+        self._closed = False
+
+    @staticmethod
+    def _isolation(value: str | int) -> int:
+        if isinstance(value, int):
+            if value not in (0, 1):
+                raise ValueError("isolation_level is 0 (read_uncommitted) or 1 (read_committed)")
+            return value
+        names = {"read_uncommitted": 0, "read_committed": 1}
+        key = value.strip().lower()
+        if key not in names:
+            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
+        return names[key]
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        return self._metadata
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # ================================================================= assignment and positions
+
+    def partitions_for_topic(self, topic: str, timeout_ms: int | None = None) -> list[int]:
+        """The partition ids of ``topic`` (refreshing metadata if needed)."""
+        return self._metadata.wait_for_topic(topic, self._timeout(timeout_ms))
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Consume exactly ``partitions`` (replacing any previous assignment). Positions of
+        partitions already assigned are kept; new ones start per ``auto_offset_reset``."""
+        wanted = [TopicPartition(t, p) for t, p in partitions]
+        old = self._assignment
+        self._assignment = {tp: old.get(tp) or _PartitionState() for tp in wanted}
+        for tp, state in self._assignment.items():
+            if state.position is None and state.reset is None:
+                state.reset = self._default_reset()
+        self._buffer = deque(c for c in self._buffer if c.tp in self._assignment)
+        self._metadata.add_topics({tp.topic for tp in wanted})
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assignment)
+
+    def unsubscribe(self) -> None:
+        self.assign([])
+
+    def _default_reset(self) -> int | None:
+        return {"earliest": EARLIEST, "latest": LATEST}.get(self.auto_offset_reset)
+
+    def _state(self, tp: tuple[str, int]) -> _PartitionState:
+        state = self._assignment.get(TopicPartition(*tp))
+        if state is None:
+            raise ValueError(f"partition {TopicPartition(*tp)} is not assigned to this consumer")
+        return state
+
+    def _drop_buffered(self, tp: TopicPartition) -> None:
+        self._buffer = deque(c for c in self._buffer if c.tp != tp)
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        """Fetch ``tp`` from ``offset`` at the next poll."""
+        if offset < 0:
+            raise ValueError(f"seek offset must not be negative: {offset}")
+        state = self._state(tp)
+        state.position, state.reset = offset, None
+        self._drop_buffered(TopicPartition(*tp))
+
+    def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Move to the log start offset (looked up lazily); every assigned partition when none given."""
+        self._seek_reset(partitions, EARLIEST)
+
+    def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Move to the end (high watermark, or LSO with read_committed), looked up lazily."""
+        self._seek_reset(partitions, LATEST)
+
+    def _seek_reset(self, partitions: Sequence[tuple[str, int]], where: int) -> None:
+        flat: list[tuple[str, int]] = []
+        for item in partitions:  # accept seek_to_end(tp1, tp2) and seek_to_end([tp1, tp2])
+            if isinstance(item, list | set | frozenset) or (
+                    isinstance(item, tuple) and item and isinstance(item[0], tuple)):
+                flat.extend(item)
+            else:
+                flat.append(item)
+        for tp in flat or list(self._assignment):
+            state = self._state(tp)
+            state.position, state.reset = None, where
+            self._drop_buffered(TopicPartition(*tp))
+
+    def seek_to_timestamp(self, tp: tuple[str, int], timestamp_ms: int, timeout_ms: int | None = None) -> None:
+        """Move to the first record at or after ``timestamp_ms`` (the end when there is none)."""
+        found = self.offsets_for_times({tp: timestamp_ms}, timeout_ms)[TopicPartition(*tp)]
+        if found is None:
+            self.seek_to_end(tp)
+        else:
+            self.seek(tp, found.offset)
+
+    def position(self, tp: tuple[str, int], timeout_ms: int | None = None) -> int:
+        """The offset of the next record `poll` returns for ``tp`` (resolving a pending reset)."""
+        state = self._state(tp)
+        if state.position is None:
+            self._reset_positions([TopicPartition(*tp)], time.monotonic() + self._timeout(timeout_ms) / 1000.0)
+        assert state.position is not None
+        return state.position
+
+    def highwater(self, tp: tuple[str, int]) -> int | None:
+        """The high watermark of ``tp`` from the last fetch answer (None before one)."""
+        hw = self._state(tp).high_watermark
+        return hw if hw >= 0 else None
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        for tp in partitions:
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._assignment.items() if s.paused}
+
+    def _timeout(self, timeout_ms: int | None) -> int:
+        return self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    # ================================================================= offsets lookups
+
+    def beginning_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
+                          ) -> dict[TopicPartition, int]:
+        found = self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions}, timeout_ms)
+        return {tp: r[0] for tp, r in found.items()}
+
+    def end_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
+                    ) -> dict[TopicPartition, int]:
+        found = self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions}, timeout_ms)
+        return {tp: r[0] for tp, r in found.items()}
+
+    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int], timeout_ms: int | None = None
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition the earliest offset whose timestamp is at or after the given one
+        (None when every record is older)."""
+        query = {}
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ValueError(f"the target time for partition {TopicPartition(*tp)} is {ts}: "
+                                 f"it should be non-negative")
+            query[TopicPartition(*tp)] = ts
+        found = self._list_offsets(query, timeout_ms)
+        return {tp: (OffsetAndTimestamp(found[tp][0], found[tp][1], found[tp][2])
+                     if found[tp][0] >= 0 else None) for tp in query}
+
+    def _list_offsets(self, query: Mapping[TopicPartition, int], timeout_ms: int | None, *,
+                      deadline: float | None = None) -> dict[TopicPartition, tuple[int, int, int]]:
+        """ListOffsets for every partition at its leader, retrying retriable errors until the
+        deadline; returns ``{tp: (offset, timestamp, leader_epoch)}``."""
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout(timeout_ms) / 1000.0
+        self._metadata.add_topics({tp.topic for tp in query})
+        remaining = dict(query)
+        results: dict[TopicPartition, tuple[int, int, int]] = {}
+        last_error: kerr.KafkaError | None = None
+        attempt = 0
+        refresh = False
+        while remaining:
+            if time.monotonic() >= deadline:
+                raise kerr.RequestTimedOutError(
+                    f"Failed to get offsets by times in {self._timeout(timeout_ms)} ms"
+                    + (f" (last error: {last_error.error_name}: {last_error})" if last_error else ""))
+            if attempt:
+                time.sleep(min(max(0.0, deadline - time.monotonic()),
+                               min(self.retry_backoff_ms * 2 ** (attempt - 1), 1000) / 1000.0))
+            attempt += 1
+            if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
+                refresh = False
+                try:
+                    self._metadata.update(timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
+                except kerr.RequestTimedOutError as err:
+                    last_error = err
+                    continue
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp in remaining:
+                leader = self._metadata.leader_for(tp)
+                if leader is not None:
+                    by_node.setdefault(leader.node_id, []).append(tp)
+                elif tp.partition not in (self._metadata.partitions_for_topic(tp.topic) or []):
+                    last_error = kerr.UnknownTopicOrPartitionError(f"partition {tp} does not exist")
+                else:
+                    last_error = kerr.LeaderNotAvailableError(f"partition {tp} has no leader")
+            futures = []
+            for node_id, tps in by_node.items():
+                broker = self._metadata.broker(node_id)
+                if broker is None:
+                    continue
+                topics: dict[str, list[broker_pb2.ListOffsetsRequest.Partition]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append(broker_pb2.ListOffsetsRequest.Partition(
+                        partition_index=tp.partition, current_leader_epoch=self._metadata.leader_epoch(tp),
+                        timestamp=remaining[tp]))
+                request = broker_pb2.ListOffsetsRequest(
+                    replica_id=-1, isolation_level=self.isolation_level,
+                    topics=[broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()])
+                timeout = max(0.001, min(deadline - time.monotonic(), self.request_timeout_ms / 1000.0))
+                futures.append((node_id, self._pool.stub(broker.address).ListOffsets.future(request, timeout=timeout)))
+            for node_id, future in futures:
+                try:
+                    response = future.result()
+                except grpc.RpcError as err:
+                    last_error = grpc_error(err, f"ListOffsets to broker {node_id}")
+                    refresh = True
+                    continue
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, p.partition_index)
+                        if tp not in remaining:
+                            continue
+                        code = p.error.code
+                        if code == 0:
+                            results[tp] = (p.offset, p.timestamp, p.leader_epoch)
+                            del remaining[tp]
+                            continue
+                        error = kerr.error_for_code(code)(p.error.message or f"{p.error.name or code} for {tp}")
+                        last_error = error
+                        if not error.retriable:
+                            raise error
+                        if isinstance(error, kerr.InvalidMetadataError) or code in (
+                                kerr.UnknownLeaderEpochError.error_code, kerr.FencedLeaderEpochError.error_code):
+                            refresh = True
+        return results
+
+    def _reset_positions(self, tps: Iterable[TopicPartition], deadline: float) -> None:
+        pending: dict[TopicPartition, int] = {}
+        for tp in tps:
+            state = self._assignment[tp]
+            if state.position is not None:
+                continue
+            if state.reset is None:
+                raise NoOffsetForPartitionError(f"Undefined offset with no reset policy for partitions: [{tp}]",
+                                                partitions=[tp])
+            pending[tp] = state.reset
+        if not pending:
+            return
+        found = self._list_offsets(pending, None, deadline=deadline)
+        for tp, (offset, _ts, _epoch) in found.items():
+            state = self._assignment.get(tp)
+            if state is not None and state.position is None and state.reset == pending[tp]:
+                state.position, state.reset = offset, None
+                _log.debug("consumer_reset_offset", tp=str(tp), offset=offset)
+
+    # ================================================================= poll
+
+    def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, waiting up to ``timeout_ms`` for some to arrive."""
+        if self._closed:
+            raise RuntimeError("This consumer has already been closed.")
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
+        while True:
+            self._process_responses()
+            unset = [tp for tp, s in self._assignment.items() if s.position is None]
+            if unset:
+                try:
+                    self._reset_positions(unset, max(deadline, time.monotonic() + 1.0))
+                except kerr.RequestTimedOutError:
+                    if time.monotonic() >= deadline:
+                        return []
+            records = self._drain(self.max_poll_records)
+            if records:
+                self._send_fetches()  # prefetch while the caller works on these
+                return records
+            self._send_fetches()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            with self._cond:
+                if not self._responses:
+                    wait = remaining
+                    backoffs = [s.backoff_until for s in self._assignment.values()
+                                if s.backoff_until > time.monotonic()]
+                    if backoffs:
+                        wait = min(wait, max(0.0, min(backoffs) - time.monotonic()))
+                    if not self._in_flight and not backoffs:
+                        wait = min(wait, self.retry_backoff_ms / 1000.0)  # nothing to fetch from yet
+                    self._cond.wait(wait)
+
+    def _drain(self, max_records: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        skipped: list[_Completed] = []  # of paused partitions: kept for when they resume
+        while self._buffer and len(out) < max_records:
+            completed = self._buffer[0]
+            state = self._assignment.get(completed.tp)
+            if state is None or state.paused:
+                self._buffer.popleft()
+                if state is not None:
+                    skipped.append(completed)
+                continue
+            take = completed.records[completed.index:completed.index + max_records - len(out)]
+            out.extend(take)
+            completed.index += len(take)
+            if completed.index >= len(completed.records):
+                self._buffer.popleft()
+                state.position = max(state.position or 0, completed.next_fetch_offset)
+            else:
+                state.position = take[-1].offset + 1
+        self._buffer.extendleft(reversed(skipped))
+        return out
+
+    def _fetchable(self, now: float) -> dict[int, list[TopicPartition]]:
+        buffered = {c.tp for c in self._buffer}
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp, state in self._assignment.items():
+            if state.position is None or state.paused or state.fetching or tp in buffered \
+                    or state.backoff_until > now:
+                continue
+            leader = self._metadata.leader_for(tp)
+            if leader is None:
+                self._metadata.request_update()
+                continue
+            by_node.setdefault(leader.node_id, []).append(tp)
+        return by_node
+
+    def _send_fetches(self) -> None:
+        self._metadata.maybe_update()
+        for node_id, tps in self._fetchable(time.monotonic()).items():
+            if node_id in self._in_flight:
+                continue
+            broker = self._metadata.broker(node_id)
+            if broker is None:
+                continue
+            topics: dict[str, list[broker_pb2.FetchRequest.FetchPartition]] = {}
+            offsets: dict[TopicPartition, int] = {}
+            for tp in tps:
+                state = self._assignment[tp]
+                assert state.position is not None
+                offsets[tp] = state.position
+                state.fetching = True
+                topics.setdefault(tp.topic, []).append(broker_pb2.FetchRequest.FetchPartition(
+                    partition=tp.partition, current_leader_epoch=self._metadata.leader_epoch(tp),
+                    fetch_offset=state.position, last_fetched_epoch=-1, log_start_offset=-1,
+                    partition_max_bytes=self.max_partition_fetch_bytes))
+            request = broker_pb2.FetchRequest(
+                replica_id=-1, replica_epoch=-1, max_wait_ms=self.fetch_max_wait_ms,
+                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                isolation_level=self.isolation_level, rack_id=self.client_rack,
+                topics=[broker_pb2.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+            timeout = (self.fetch_max_wait_ms + self.request_timeout_ms) / 1000.0
+            try:
+                future = self._pool.stub(broker.address).Fetch.future(request, timeout=timeout)
+            except Exception as err:
+                for tp in offsets:
+                    self._assignment[tp].fetching = False
+                _log.debug("fetch_send_failed", node=node_id, error=str(err))
+                continue
+            self._in_flight[node_id] = future
+
+            def done(f: Any, node_id: int = node_id, offsets: dict[TopicPartition, int] = offsets) -> None:
+                with self._cond:
+                    self._responses.append((node_id, offsets, f))
+                    self._cond.notify_all()
+
+            future.add_done_callback(done)
+
+    def _process_responses(self) -> None:
+        with self._cond:
+            responses = list(self._responses)
+            self._responses.clear()
+        errors: list[kerr.KafkaError] = []
+        for node_id, offsets, future in responses:
+            self._in_flight.pop(node_id, None)
+            for tp in offsets:
+                state = self._assignment.get(tp)
+                if state is not None:
+                    state.fetching = False
+            try:
+                response = future.result()
+            except (grpc.RpcError, grpc.FutureCancelledError) as err:
+                if self._closed:
+                    continue
+                error = grpc_error(err, f"Fetch from broker {node_id}") if isinstance(err, grpc.RpcError) \
+                    else kerr.NetworkError("fetch cancelled")
+                _log.debug("fetch_failed", node=node_id, error=str(error))
+                self._metadata.request_update()
+                self._back_off(offsets)
+                continue
+            if response.error.code:
+                error = kerr.error_for_code(response.error.code)(response.error.message or None)
+                if not error.retriable:
+                    errors.append(error)
+                self._back_off(offsets)
+                continue
+            for topic in response.responses:
+                for data in topic.partitions:
+                    tp = TopicPartition(topic.topic, data.partition_index)
+                    if tp not in offsets:
+                        continue
+                    try:
+                        self._handle_partition(tp, offsets[tp], data, response.node_endpoints)
+                    except kerr.KafkaError as err:
+                        errors.append(err)
+        if errors:
+            raise errors[0]
+
+    def _back_off(self, tps: Iterable[TopicPartition]) -> None:
+        until = time.monotonic() + self.retry_backoff_ms / 1000.0
+        for tp in tps:
+            state = self._assignment.get(tp)
+            if state is not None:
+                state.backoff_until = until
+
+    def _handle_partition(self, tp: TopicPartition, fetch_offset: int, data: Any, endpoints: Any) -> None:
+        state = self._assignment.get(tp)
+        if state is None or state.position != fetch_offset:
+            return  # unassigned or moved by a seek since the fetch went out
+        code = data.error.code
+        if code == 0:
+            state.high_watermark = data.high_watermark
+            state.last_stable_offset = data.last_stable_offset
+            state.log_start_offset = data.log_start_offset
+            if data.records:
+                completed = self._parse(tp, fetch_offset, data)
+                if completed is not None:
+                    self._buffer.append(completed)
+            return
+        error_cls = kerr.error_for_code(code)
+        if code == kerr.OffsetOutOfRangeError.error_code:
+            reset = self._default_reset()
+            if reset is None:
+                raise kerr.OffsetOutOfRangeError(
+                    f"Fetch position FetchPosition{{offset={fetch_offset}}} is out of range for partition {tp}",
+                    partitions={tp: fetch_offset})
+            _log.info("consumer_offset_out_of_range", tp=str(tp), offset=fetch_offset,
+                      reset=self.auto_offset_reset)
+            state.position, state.reset = None, reset
+            return
+        if issubclass(error_cls, kerr.InvalidMetadataError) or code in (
+                kerr.FencedLeaderEpochError.error_code, kerr.UnknownLeaderEpochError.error_code):
+            hint = data.current_leader if data.HasField("current_leader") else None
+            moved = hint is not None and self._metadata.apply_leader_hint(
+                tp, hint.leader_id, hint.leader_epoch, endpoints)
+            if not moved:
+                self._metadata.request_update()
+                state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
+            _log.debug("fetch_partition_error", tp=str(tp), error=error_cls.error_name, moved=moved)
+            return
+        if error_cls.retriable:
+            state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
+            return
+        raise error_cls(data.error.message or f"{error_cls.error_name} fetching {tp} at offset {fetch_offset}")
+
+    def _parse(self, tp: TopicPartition, fetch_offset: int, data: Any) -> _Completed | None:
+        """Decode a partition's record data into records at or after ``fetch_offset``."""
+        records: list[ConsumerRecord] = []
+        next_offset = fetch_offset
+        read_committed = self.isolation_level == 1
+        aborted = sorted((a.first_offset, a.producer_id) for a in data.aborted_transactions) \
+            if read_committed else []
+        aborted_pids: set[int] = set()
+        kd, vd = self._key_deserializer, self._value_deserializer
+        any_batch = False
+        for batch in iter_batches(data.records):
+            any_batch = True
+            if batch.last_offset < fetch_offset:
+                continue
+            if self.check_crcs:
+                batch.ensure_valid()
+            next_offset = max(next_offset, batch.next_offset)
+            if read_committed and batch.producer_id >= 0:
+                while aborted and aborted[0][0] <= batch.last_offset:
+                    aborted_pids.add(aborted.pop(0)[1])
+                if batch.is_control:
+                    if batch.control_type() == _ABORT:
+                        aborted_pids.discard(batch.producer_id)
+                    continue
+                if batch.is_transactional and batch.producer_id in aborted_pids:
+                    continue
+            if batch.is_control:
+                continue
+            records.extend(self._records_of(tp, batch, fetch_offset, kd, vd))
+        if not any_batch:
+            raise kerr.MessageTooLargeError(
+                f"There are some messages at [Partition=Offset]: {{{tp}={fetch_offset}}} whose size is "
+                f"larger than the fetch size {self.max_partition_fetch_bytes} and hence cannot be returned.")
+        if not records and next_offset == fetch_offset:
+            return None
+        return _Completed(tp, records, next_offset)
+
+    @staticmethod
+    def _records_of(tp: TopicPartition, batch: Batch, fetch_offset: int,
+                    kd: Callable[[bytes | None], Any] | None,
+                    vd: Callable[[bytes | None], Any] | None) -> list[ConsumerRecord]:
+        ts_type = batch.timestamp_type
+        epoch = batch.partition_leader_epoch
+        topic, partition = tp
+        return [ConsumerRecord(topic, partition, r.offset, r.timestamp,
+                               kd(r.key) if kd else r.key, vd(r.value) if vd else r.value,
+                               r.headers, ts_type, epoch)
+                for r in batch.records() if r.offset >= fetch_offset]
+
+    # ================================================================= closing
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for future in list(self._in_flight.values()):
+            future.cancel()
+        self._in_flight.clear()
+        self._metadata.close()
+        self._pool.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
