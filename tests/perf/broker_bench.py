@@ -1,0 +1,273 @@
+"""Broker benchmark: produce and consume throughput, end-to-end latency and failover, each next to
+a plain gRPC echo of the same payloads measured in the same run on the same machine.
+
+- RF=1: one broker (a combined single node), produce 1 MiB requests of 1 KiB records (acks=1),
+  then fetch them back with 1 MiB fetches.
+- RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
+- End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
+  polls the partition; latency = consumed time - send time.
+- Failover: kill -9 of the partition leader until an acks=all produce succeeds again (heartbeat
+  500 ms, session 2 s).
+
+    python tests/perf/broker_bench.py [--quick]
+
+Targets (issue 4): RF=1 produce >= 0.6 of echo and consume >= 0.8; RF=3 acks=all >= 0.25;
+failover < 3 s. The last line printed is one JSON object of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import structlog
+
+import storage
+from client import NewTopic
+from deploy._cluster import LocalCluster, wait_until
+from proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
+
+MIB = 1024 * 1024
+OVERRIDES = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000,
+             "replica.lag.time.max.ms": 4000, "controller.quorum.election.timeout.ms": 1000}
+
+
+def one_mib_batch() -> bytes:
+    builder = storage.RecordBatchBuilder()
+    value = b"v" * 1000
+    now = int(time.time() * 1000)
+    for i in range(1000):
+        builder.append(now, f"{i:08d}".encode(), value)
+    return builder.build()
+
+
+def echo_mb_s(address: str, payload: bytes, seconds: float, threads: int) -> float:
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def work(i: int) -> None:
+        with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 * MIB),
+                                                     ("grpc.max_send_message_length", 64 * MIB)]) as ch:
+            stub = diagnostics_pb2_grpc.DiagnosticsServiceStub(ch)
+            while time.monotonic() < stop:
+                stub.Echo(diagnostics_pb2.EchoRequest(payload=payload), timeout=30)
+                done[i] += len(payload)
+
+    return _timed(threads, work)(done)
+
+
+def _timed(threads: int, work):
+    def run(done: list[int]) -> float:
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        start = time.monotonic()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return sum(done) / 1e6 / (time.monotonic() - start)
+    return run
+
+
+def produce_mb_s(address: str, topic: str, partitions: int, batch: bytes, acks: int, seconds: float,
+                 threads: int) -> float:
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def work(i: int) -> None:
+        with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) as ch:
+            stub = broker_pb2_grpc.BrokerServiceStub(ch)
+            p = i % partitions
+            while time.monotonic() < stop:
+                r = stub.Produce(broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000, topics=[
+                    broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
+                        broker_pb2.ProduceRequest.PartitionData(index=p, records=batch)])]), timeout=60)
+                if r.topics[0].partitions[0].error.code == 0:
+                    done[i] += len(batch)
+
+    return _timed(threads, work)(done)
+
+
+def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> float:
+    done = [0] * threads
+
+    def work(i: int) -> None:
+        with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 * MIB)]) as ch:
+            stub = broker_pb2_grpc.BrokerServiceStub(ch)
+            for p in range(i, partitions, threads):
+                offset = 0
+                while True:
+                    f = stub.Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0,
+                                                           max_bytes=MIB, topics=[broker_pb2.FetchRequest.FetchTopic(
+                                                               topic=topic, partitions=[broker_pb2.FetchRequest.FetchPartition(
+                                                                   partition=p, current_leader_epoch=-1, fetch_offset=offset,
+                                                                   last_fetched_epoch=-1, log_start_offset=-1,
+                                                                   partition_max_bytes=MIB)])]), timeout=30)
+                    part = f.responses[0].partitions[0]
+                    if part.error.code or not part.records:
+                        break
+                    done[i] += len(part.records)
+                    last = None
+                    for _pos, b in storage.iter_batches(part.records):
+                        last = b
+                    offset = last.next_offset if last is not None else offset
+
+    return _timed(threads, work)(done)
+
+
+def leader_address(cluster: LocalCluster, topic: str, partition: int = 0) -> tuple[int, str]:
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        part = wait_until(lambda: (lambda p: p if p.leader_id >= 0 else None)(
+            admin.describe_topics([topic]).topics[0].partitions[partition]), 30, what="a leader")
+    nid = part.leader_id
+    return nid, f"127.0.0.1:{cluster.nodes[nid].broker_port}"
+
+
+def start_cluster(base: Path, brokers: int) -> LocalCluster:
+    """One combined node for RF=1; for RF=3 the production layout: three controllers and three
+    brokers in separate processes, so a killed partition leader is never also the controller."""
+    if brokers == 1:
+        c = LocalCluster(base, controllers=1, combined=True, overrides=OVERRIDES)
+    else:
+        c = LocalCluster(base, controllers=3, brokers=brokers, overrides=OVERRIDES)
+    c.start(timeout_s=90)
+    with c.admin(request_timeout_ms=20_000) as admin:
+        wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == brokers, 60,
+                   what="brokers unfenced")
+    return c
+
+
+def e2e_latency_ms(cluster: LocalCluster, topic: str, count: int, rate_per_s: float) -> list[float]:
+    _nid, address = leader_address(cluster, topic)
+    sent: dict[bytes, float] = {}
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        with grpc.insecure_channel(address) as ch:
+            stub = broker_pb2_grpc.BrokerServiceStub(ch)
+            offset = 0
+            while not done.is_set() and len(latencies) < count:
+                f = stub.Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=MIB,
+                                                       topics=[broker_pb2.FetchRequest.FetchTopic(topic=topic, partitions=[
+                                                           broker_pb2.FetchRequest.FetchPartition(
+                                                               partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                                               last_fetched_epoch=-1, log_start_offset=-1,
+                                                               partition_max_bytes=MIB)])]), timeout=10)
+                now = time.monotonic()
+                for _pos, b in storage.iter_batches(f.responses[0].partitions[0].records):
+                    for r in b.records():
+                        if r.offset >= offset and r.value in sent:
+                            latencies.append((now - sent[r.value]) * 1000)
+                        offset = max(offset, r.offset + 1)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    with grpc.insecure_channel(address) as ch:
+        stub = broker_pb2_grpc.BrokerServiceStub(ch)
+        for i in range(count):
+            value = f"lat-{i}".encode()
+            batch = storage.build_batch([(None, value)], timestamp_ms=int(time.time() * 1000))
+            sent[value] = time.monotonic()
+            stub.Produce(broker_pb2.ProduceRequest(acks=-1, timeout_ms=5000, topics=[
+                broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
+                    broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])]), timeout=10)
+            time.sleep(1.0 / rate_per_s)
+    t.join(20)
+    done.set()
+    return latencies
+
+
+def failover_s(cluster: LocalCluster, topic: str) -> float:
+    victim, _ = leader_address(cluster, topic)
+    batch = storage.build_batch([(None, b"after-failover")], timestamp_ms=int(time.time() * 1000))
+    cluster.kill(victim)
+    killed = time.monotonic()
+    channels: dict[str, grpc.Channel] = {}
+    try:
+        while time.monotonic() - killed < 30:
+            for nid, spec in cluster.nodes.items():
+                if nid == victim or not spec.broker_port:
+                    continue
+                addr = f"127.0.0.1:{spec.broker_port}"
+                ch = channels.setdefault(addr, grpc.insecure_channel(addr))
+                try:
+                    r = broker_pb2_grpc.BrokerServiceStub(ch).Produce(broker_pb2.ProduceRequest(
+                        acks=-1, timeout_ms=2000, topics=[broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
+                            broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])]), timeout=3)
+                except grpc.RpcError:
+                    continue
+                if r.topics[0].partitions[0].error.code == 0:
+                    return time.monotonic() - killed
+            time.sleep(0.02)
+    finally:
+        for ch in channels.values():
+            ch.close()
+        cluster.start_node(victim)
+    raise RuntimeError("no successful produce within 30 s of the kill")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short variant for CI")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    seconds = 3.0 if args.quick else 10.0
+    threads = 2
+    latency_count = 100 if args.quick else 500
+    batch = one_mib_batch()
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="kraftlog-broker-bench-") as tmp:
+        base = Path(tmp)
+        single = start_cluster(base / "rf1", 1)
+        try:
+            with single.admin() as admin:
+                admin.create_topics([NewTopic("rf1", 2, 1)])
+            _nid, addr = leader_address(single, "rf1")
+            echo = echo_mb_s(addr, batch, seconds, threads)
+            out["echo_mb_s"] = round(echo, 1)
+            out["produce_rf1_mb_s"] = round(produce_mb_s(addr, "rf1", 2, batch, 1, seconds, threads), 1)
+            out["consume_rf1_mb_s"] = round(consume_mb_s(addr, "rf1", 2, threads), 1)
+        finally:
+            single.stop()
+        triple = start_cluster(base / "rf3", 3)
+        try:
+            with triple.admin() as admin:
+                admin.create_topics([NewTopic("rf3", 1, 3, configs={"min.insync.replicas": "2"}),
+                                     NewTopic("lat", 1, 3, configs={"min.insync.replicas": "2"})])
+            _nid, addr3 = leader_address(triple, "rf3")
+            echo3 = echo_mb_s(addr3, batch, seconds, threads)
+            out["echo3_mb_s"] = round(echo3, 1)
+            out["produce_rf3_mb_s"] = round(produce_mb_s(addr3, "rf3", 1, batch, -1, seconds, threads), 1)
+            lat = sorted(e2e_latency_ms(triple, "lat", latency_count, 50.0))
+            out["e2e_p50_ms"] = round(statistics.median(lat), 2)
+            out["e2e_p99_ms"] = round(lat[max(0, int(len(lat) * 0.99) - 1)], 2)
+            out["failover_s"] = round(failover_s(triple, "lat"), 3)
+        finally:
+            triple.stop()
+    out["produce_rf1_ratio"] = round(out["produce_rf1_mb_s"] / out["echo_mb_s"], 3)
+    out["consume_rf1_ratio"] = round(out["consume_rf1_mb_s"] / out["echo_mb_s"], 3)
+    out["produce_rf3_ratio"] = round(out["produce_rf3_mb_s"] / out["echo3_mb_s"], 3)
+    print(f"broker benchmark ({'quick' if args.quick else 'full'}): 1 KiB records in 1 MiB requests, "
+          f"{threads} client threads")
+    print(f"{'measurement':<36}{'MB/s or ms':>12}{'ratio':>8}{'target':>8}")
+    print(f"{'gRPC echo 1 MiB (1 node)':<36}{out['echo_mb_s']:>12.1f}")
+    print(f"{'produce RF=1 acks=1':<36}{out['produce_rf1_mb_s']:>12.1f}{out['produce_rf1_ratio']:>8.2f}{0.6:>8.2f}")
+    print(f"{'consume RF=1':<36}{out['consume_rf1_mb_s']:>12.1f}{out['consume_rf1_ratio']:>8.2f}{0.8:>8.2f}")
+    print(f"{'produce RF=3 acks=all':<36}{out['produce_rf3_mb_s']:>12.1f}{out['produce_rf3_ratio']:>8.2f}{0.25:>8.2f}")
+    print(f"{'end-to-end latency p50 / p99 (ms)':<36}{out['e2e_p50_ms']:>12.2f} / {out['e2e_p99_ms']:.2f}")
+    print(f"{'failover kill -9 -> produce ok (s)':<36}{out['failover_s']:>12.3f}{'':>8}{'< 3':>8}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
