@@ -37,7 +37,7 @@ $(STAMP_DEV): pyproject.toml $(VENV)/bin/python
 venv: $(STAMP_RUN)
 
 run: system-deps $(STAMP_RUN)
-	$(VENV)/bin/kraftlog demo --dir .kraftlog/demo
+	$(VENV)/bin/kraftlog local start --dir .kraftlog/cluster --foreground --demo
 
 test: system-deps $(STAMP_DEV)
 	@bash deploy/scripts/system-deps.sh test
