@@ -33,6 +33,9 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
                                    info["bootstrap_servers"], "--topic", "auto-created"],
                                   input="a\nb\n", capture_output=True, text=True, timeout=60)
         assert produced.returncode == 0, produced.stderr
+        # admin calls sent to brokers are forwarded to the active controller
+        listed = kraftlog("topics", "list", "--bootstrap-server", info["bootstrap_servers"])
+        assert listed.returncode == 0 and "auto-created" in listed.stdout.split(), listed.stderr
     finally:
         stopped = kraftlog("local", "stop", "--dir", d)
     assert stopped.returncode == 0
