@@ -35,13 +35,16 @@ class ControllerChannel:
     """gRPC channels to every controller and the knowledge of which one is active."""
 
     def __init__(self, controllers: Sequence[str], *, retry_backoff_ms: int = 100,
-                 options: Sequence[tuple[str, Any]] = ()) -> None:
+                 attempt_timeout_ms: int = 1500, options: Sequence[tuple[str, Any]] = ()) -> None:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
         self._channels = {a: grpc.aio.insecure_channel(a, options=list(options)) for a in self.controllers}
         self._active: str | None = None
         self._backoff_s = retry_backoff_ms / 1000.0
+        # A paused or partitioned controller accepts connections and never answers: one attempt
+        # must give up well inside a broker session, so heartbeats move on to another controller.
+        self._attempt_timeout_s = attempt_timeout_ms / 1000.0
         self._rng = random.Random()
 
     async def close(self) -> None:
@@ -61,7 +64,8 @@ class ControllerChannel:
     def admin_stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
         return admin_pb2_grpc.AdminServiceStub(self._channel(address))
 
-    async def call(self, service: str, method: str, request: Any, *, timeout_s: float) -> Any:
+    async def call(self, service: str, method: str, request: Any, *, timeout_s: float,
+                   attempt_timeout_s: float | None = None) -> Any:
         """Call ``service.method`` on the active controller; returns its response, or the last
         NOT_CONTROLLER response when no controller became active before the deadline.
 
@@ -80,7 +84,8 @@ class ControllerChannel:
             address = self._active or order[attempt % len(order)]
             stub = self.controller_stub(address) if service == "controller" else self.admin_stub(address)
             try:
-                response = await getattr(stub, method)(request, timeout=min(remaining, 10.0))
+                per_attempt = attempt_timeout_s or self._attempt_timeout_s
+                response = await getattr(stub, method)(request, timeout=min(remaining, per_attempt))
             except grpc.aio.AioRpcError as err:
                 last_err = f"{address}: {err.code().name}"
                 self._active = None

@@ -224,7 +224,7 @@ class BrokerServer:
         req = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(
             name=n, num_partitions=-1, replication_factor=-1) for n in names], timeout_ms=5000)
         try:
-            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0)
+            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
         except kerr.KafkaError as err:
             self._log.info("auto_create_failed", topics=names, error=str(err))
             return
@@ -278,7 +278,8 @@ def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServi
 
     def make(name: str) -> Callable[..., Any]:
         async def forward(self: Any, request: Any, context: Any) -> Any:
-            return await server.channel.call("admin", name, request, timeout_s=30.0)
+            # admin writes (CreateTopics of many topics) may take longer than a heartbeat
+            return await server.channel.call("admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0)
         forward.__name__ = name
         return forward
 
