@@ -4,7 +4,10 @@
   MaxFollowerLag, MaxFollowerLagTimeMs, CurrentVoters, CurrentObservers;
 * ``replication`` (``describe --replication``): per voter and observer its NodeId, LogEndOffset,
   Lag behind the leader, LastFetchTimestamp, LastCaughtUpTimestamp and Status (Leader, Follower,
-  Observer).
+  Observer);
+* ``recover --snapshot FILE --config NODE_CONFIG`` (offline, on a stopped controller): install a
+  snapshot as the node's whole metadata state, to restart a quorum that lost every controller's
+  state; run it on every controller with the same file (see `cli._quorum_recover`).
 
 From DescribeQuorum, plus DescribeCluster for the cluster id. Unknown timestamps are -1, as in Kafka.
 """
@@ -38,7 +41,7 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "quorum", help="describe the controller quorum (kafka-metadata-quorum)",
+        "quorum", help="describe the controller quorum (kafka-metadata-quorum); recover it from a snapshot",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="quorum_command", metavar="ACTION")
     sub.required = True
@@ -51,11 +54,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--status", action="store_true", help="same as 'quorum status'")
     what.add_argument("--replication", action="store_true", help="same as 'quorum replication'")
     add_admin_options(describe)
+    from cli._quorum_recover import add_recover_parser
+
+    add_recover_parser(sub)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     action = args.quorum_command
+    if action == "recover":
+        from cli._quorum_recover import run_recover
+
+        return run_recover(args)
     if action == "describe":
         action = "status" if args.status else "replication"
     if action not in ("status", "replication"):

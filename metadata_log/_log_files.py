@@ -139,6 +139,7 @@ __all__ = [
     "read_segment",
     "read_log_dir",
     "write_snapshot",
+    "write_snapshot_payloads",
     "read_snapshot",
     "read_metadata_file",
     "remove_partial_snapshots",
@@ -922,6 +923,39 @@ def write_snapshot(directory: str | os.PathLike[str], offset: int, epoch: int, t
     _fsync_dir(d)
     _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
               records=len(encoded), size_bytes=final.stat().st_size)
+    return final
+
+
+def write_snapshot_payloads(path: str | os.PathLike[str], offset: int, epoch: int, timestamp_ms: int,
+                            payloads: Sequence[bytes]) -> Path:
+    """Write a snapshot of already-encoded record payloads (`encode_record` output) to ``path``.
+
+    The bytes are exactly what `write_snapshot` writes for the same records and provenance (header,
+    one frame per payload, footer); the file may have any name (e.g. a Spark-built snapshot written
+    for an operator), is written to ``<path>.part``, fsynced and renamed, and its directory fsynced.
+    """
+    final = Path(path)
+    part = final.with_name(final.name + PARTIAL_SUFFIX)
+    header = {"kind": _HEADER_KIND, "version": SNAPSHOT_FORMAT_VERSION, "last_contained_offset": offset,
+              "epoch": epoch, "timestamp_ms": timestamp_ms, "record_count": len(payloads)}
+    footer = {"kind": _FOOTER_KIND, "record_count": len(payloads)}
+    if offset < 0 or epoch < 0:
+        raise ValueError(f"snapshot offset and epoch must be >= 0, got {offset} and {epoch}")
+    try:
+        with open(part, "wb") as fh:
+            fh.write(encode_frame(_pack(header)))
+            for payload in payloads:
+                fh.write(encode_frame(payload))
+            fh.write(encode_frame(_pack(footer)))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(part, final)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    _fsync_dir(final.parent)
+    _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
+              records=len(payloads), size_bytes=final.stat().st_size)
     return final
 
 

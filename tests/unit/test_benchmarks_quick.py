@@ -18,6 +18,7 @@ EXPECTED_KEYS = {
     "storage_bench.py": {"append_ratio_1mib", "append_ratio_16kib", "read_ratio", "append_mb_s_1mib"},
     "broker_bench.py": {"produce_rf1_mb_s", "produce_rf1_ratio", "consume_rf1_ratio", "produce_rf3_ratio",
                          "e2e_p99_ms", "failover_s"},
+    "spark_bench.py": {"spark_s_1m", "replay_s_1m", "spark_s_10m", "replay_s_10m"},
     "quorum_bench.py": {"commits_per_s", "create_10k_partitions_s", "failover_median_s", "load_100k_partitions_s"},
 }
 
