@@ -977,34 +977,44 @@ def read_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     `MetadataRecordError` for a header version or record this version cannot decode.
     """
     p = Path(path)
+    with _FileFrames(p) as frames:
+        return parse_snapshot_frames(frames, str(p), p)
+
+
+def parse_snapshot_frames(frames: Any, label: str, name: Path) -> Snapshot:
+    """Decode and validate the frames of one snapshot (header, records, footer, counts).
+
+    ``frames`` yields ``(position, payload)`` and has ``bad_frame`` once exhausted (`iter_frames`
+    over bytes, or a file's frames); ``label`` names the snapshot in errors and ``name`` is checked
+    against the header (its file name). Shared by `read_snapshot` and the Spark job.
+    """
     records: list[MetadataRecord] = []
     header: dict[str, Any] | None = None
     footer: dict[str, Any] | None = None
-    with _FileFrames(p) as frames:
-        for position, payload in frames:
-            if footer is not None:
-                raise MetadataLogCorruptError(f"{p} position {position}: data after the snapshot footer")
-            if header is None:
-                header = _check_header(p, _snapshot_map(p, position, payload))
-                continue
-            d = _snapshot_map(p, position, payload)
-            if _is_footer(d):
-                footer = d
-                continue
-            try:
-                records.append(decode_record(payload))
-            except MetadataRecordError as err:
-                raise MetadataRecordError(f"{p} position {position}: {err}") from err
+    for position, payload in frames:
+        if footer is not None:
+            raise MetadataLogCorruptError(f"{label} position {position}: data after the snapshot footer")
+        if header is None:
+            header = _check_header(name, _snapshot_map(name, position, payload))
+            continue
+        d = _snapshot_map(name, position, payload)
+        if _is_footer(d):
+            footer = d
+            continue
+        try:
+            records.append(decode_record(payload))
+        except MetadataRecordError as err:
+            raise MetadataRecordError(f"{label} position {position}: {err}") from err
     if frames.bad_frame is not None:
         raise MetadataLogCorruptError(
-            f"{p}: invalid frame at position {frames.bad_frame.position}: {frames.bad_frame.reason}")
+            f"{label}: invalid frame at position {frames.bad_frame.position}: {frames.bad_frame.reason}")
     if header is None:
-        raise MetadataLogCorruptError(f"{p}: empty snapshot, no header")
+        raise MetadataLogCorruptError(f"{label}: empty snapshot, no header")
     if footer is None:
-        raise MetadataLogCorruptError(f"{p}: snapshot footer missing (incomplete snapshot)")
+        raise MetadataLogCorruptError(f"{label}: snapshot footer missing (incomplete snapshot)")
     if not (footer.get("record_count") == header["record_count"] == len(records)):
         raise MetadataLogCorruptError(
-            f"{p}: record count mismatch: header {header['record_count']}, footer "
+            f"{label}: record count mismatch: header {header['record_count']}, footer "
             f"{footer.get('record_count')}, records {len(records)}")
     return Snapshot(header["last_contained_offset"], header["epoch"], header["timestamp_ms"], tuple(records))
 

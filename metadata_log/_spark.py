@@ -98,11 +98,11 @@ from metadata_log._log_files import (
     _check_header,
     _crc_problem,
     _frame_problem,
-    _is_footer,
     _snapshot_map,
     _torn_header,
     iter_frames,
     parse_segment_file_name,
+    parse_snapshot_frames,
     snapshot_file_name,
     write_snapshot_payloads,
 )
@@ -291,42 +291,15 @@ def _decode_snapshot(uri: str, data: bytes) -> Iterator[tuple[Any, Any]]:
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     path = Path(name)
     summary: dict[str, Any] = {"kind": "snapshot", "file": uri, "size_bytes": len(data)}
-    records: list[Any] = []
-    header: dict[str, Any] | None = None
-    footer: dict[str, Any] | None = None
     try:
-        frames = iter_frames(data)
-        for position, payload in frames:
-            if footer is not None:
-                raise MetadataLogCorruptError(f"{uri} position {position}: data after the snapshot footer")
-            if header is None:
-                header = _check_header(path, _snapshot_map(path, position, payload))
-                continue
-            d = _snapshot_map(path, position, payload)
-            if _is_footer(d):
-                footer = d
-                continue
-            try:
-                records.append(decode_record(payload))
-            except MetadataRecordError as err:
-                raise MetadataRecordError(f"{uri} position {position}: {err}") from err
-        if frames.bad_frame is not None:
-            raise MetadataLogCorruptError(
-                f"{uri}: invalid frame at position {frames.bad_frame.position}: {frames.bad_frame.reason}")
-        if header is None:
-            raise MetadataLogCorruptError(f"{uri}: empty snapshot, no header")
-        if footer is None:
-            raise MetadataLogCorruptError(f"{uri}: snapshot footer missing (incomplete snapshot)")
-        if not (footer.get("record_count") == header["record_count"] == len(records)):
-            raise MetadataLogCorruptError(
-                f"{uri}: record count mismatch: header {header['record_count']}, footer "
-                f"{footer.get('record_count')}, records {len(records)}")
+        snapshot = parse_snapshot_frames(iter_frames(data), uri, path)
     except MetadataRecordError as err:  # MetadataLogCorruptError included
         summary["errors"] = [_err(None, type(err).__name__, str(err))]
         yield (_SUMMARY, uri), summary
         return
-    summary.update(offset=header["last_contained_offset"], epoch=header["epoch"],
-                   timestamp_ms=header["timestamp_ms"], record_count=len(records), errors=[])
+    records = list(snapshot.records)
+    summary.update(offset=snapshot.offset, epoch=snapshot.epoch,
+                   timestamp_ms=snapshot.timestamp_ms, record_count=len(records), errors=[])
     groups: dict[tuple[Any, ...], list[Any]] = {}
     n = len(records)
     errors = summary["errors"]
