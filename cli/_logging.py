@@ -152,7 +152,8 @@ def configure_logging(
         context_class=dict,
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
-        # Safe: everything that changes between calls lives in the root handler or in _identity.
-        cache_logger_on_first_use=True,
+        # Not cached: a module-level logger must follow a later reconfiguration (tests capture logs
+        # with structlog.testing after a CLI run configured them); no hot path logs per record.
+        cache_logger_on_first_use=False,
     )
 
