@@ -62,7 +62,9 @@ Hardening of pysyncobj 0.3.17 (measured weaknesses)
 * two changes to pysyncobj's message handling (``_RaftNode._SyncObj__onMessageReceived``): the
   leader's ``nextIndex`` never moves back on a successful acknowledgement (pysyncobj re-sent every
   entry ~15 times under load), and a voter that refuses a candidate whose log is behind its own
-  campaigns at once instead of waiting for its own timer (up to 1.5x the election timeout);
+  campaigns at once instead of waiting for its own timer (up to 1.5x the election timeout), and a
+  candidate that gets a vote request from a rival of its own term (a split vote) re-campaigns after
+  2-8 heartbeat periods instead of a whole election timeout (3 of 20 failovers took 2.5 s before);
 * ``dynamicMembershipChange=False``; ``commandsWaitLeader=False`` (fail fast without a leader);
 * a password is required: pysyncobj's protocol is pickle, so an unauthenticated Raft port executes
   code sent by anyone who can reach it. ``allow_unauthenticated=True`` (tests, never production)
@@ -92,6 +94,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, repli
 from pysyncobj.journal import Journal
 from pysyncobj.monotonic import monotonic as _raft_monotonic
 from pysyncobj.node import TCPNode
+from pysyncobj.syncobj import _RAFT_STATE
 from pysyncobj.transport import TCPTransport, Transport
 
 from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
@@ -379,6 +382,7 @@ class _RaftNode(SyncObj):
         if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
             saved = self._SyncObj__raftNextIndex.get(node)  # type: ignore[attr-defined]
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
+        split_vote = kind == "request_vote" and self._kl_is_rival_candidate(message)
         SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
         if saved is not None:
             next_index: dict[Any, int] = self._SyncObj__raftNextIndex  # type: ignore[attr-defined]
@@ -388,9 +392,31 @@ class _RaftNode(SyncObj):
             # We refused a candidate whose log is behind ours, so it cannot win; pysyncobj would wait
             # for our own timer (up to 1.5x the election timeout after the last heartbeat). Campaign
             # after a small jitter instead. Liveness only: Raft allows an election at any time.
-            jitter = random.uniform(0, self.conf.appendEntriesPeriod)
-            self._SyncObj__raftElectionDeadline = min(  # type: ignore[attr-defined]
-                self._SyncObj__raftElectionDeadline, _raft_monotonic() + jitter)  # type: ignore[attr-defined]
+            self._kl_campaign_within(0.0, self.conf.appendEntriesPeriod)
+        elif split_vote and not self._isLeader():
+            # Another candidate of our own term asked for our vote: we both voted for ourselves, and
+            # with a voter down neither of us can win this term. pysyncobj would let both wait a
+            # whole new election timeout (a 2.5 s failover instead of 1.2 s in 3 of 20 kills).
+            # Re-campaign after a random delay instead, long enough (>= 2 heartbeat periods) for a
+            # winner's first append to reach us if a third voter did elect one of us.
+            period = self.conf.appendEntriesPeriod
+            self._kl_campaign_within(2 * period, 8 * period)
+
+    def _kl_campaign_within(self, low_s: float, high_s: float) -> None:
+        """Bring this node's election deadline forward to a random point ``low_s..high_s`` from now."""
+        deadline = _raft_monotonic() + random.uniform(low_s, high_s)
+        self._SyncObj__raftElectionDeadline = min(  # type: ignore[attr-defined]
+            self._SyncObj__raftElectionDeadline, deadline)  # type: ignore[attr-defined]
+
+    def _kl_is_rival_candidate(self, message: dict[str, Any]) -> bool:
+        """True when we are a candidate that voted for itself and a vote request of our term arrives."""
+        try:
+            return bool(
+                self._SyncObj__raftState == _RAFT_STATE.CANDIDATE  # type: ignore[attr-defined]
+                and message["term"] == self.raftCurrentTerm
+                and self._SyncObj__votedForNodeId == self._SyncObj__selfNode.id)  # type: ignore[attr-defined]
+        except (KeyError, TypeError, AttributeError):
+            return False
 
     def _kl_candidate_is_behind(self, message: dict[str, Any]) -> bool:
         """True when a vote request comes from a newer term but a log less up to date than ours."""

@@ -552,3 +552,29 @@ def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
     assert cl.forced == [ADDRS[0], c]
     assert cl.values_at(b) == {0: "X", 1: "Y"} and cl.values_at(c) == {0: "X", 1: "Y"}
     assert cl.nodes[b]._kl_journal.stats.kept_verified_tail >= 1
+
+
+def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both survivors campaign in the same term and vote for themselves: neither can win. Each must
+    re-campaign after a short random delay, not after a whole new election timeout (1000 s here)."""
+    delays = iter([0.0, 1.0])  # the first rival re-campaigns at once, the second one later
+    monkeypatch.setattr("quorum._raft.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays)))
+    a, b, c = ADDRS
+    cl = Cluster(tmp_path, stock=False)
+    cl.elect(a)
+    assert cl.propose(a, "X") == [((APPLY_OK, 0, 0), FAIL_REASON.SUCCESS)]
+    cl.net.dead.add(a)
+    # Both timers fire before either vote request is delivered: a split vote in the same term.
+    for addr in (b, c):
+        cl.nodes[addr]._SyncObj__raftElectionDeadline = 0
+        cl.nodes[addr].doTick(0)
+    term = cl.nodes[b].raftCurrentTerm
+    assert cl.nodes[c].raftCurrentTerm == term and not cl.nodes[b]._isLeader() and not cl.nodes[c]._isLeader()
+    cl.pump()
+    leaders = [addr for addr in (b, c) if cl.nodes[addr]._isLeader()]
+    assert len(leaders) == 1, "one rival re-campaigned in a new term and won without its timer firing"
+    assert cl.nodes[leaders[0]].raftCurrentTerm == term + 1
+    cl.propose(leaders[0], "Y")
+    cl.pump()
+    assert cl.values_at(b) == cl.values_at(c) == {0: "X", 1: "Y"}
