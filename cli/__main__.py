@@ -32,7 +32,7 @@ from cli._common import (
 __all__ = ["main", "build_parser"]
 
 # Subcommand modules, in the order `kraftlog --help` lists them.
-_COMMAND_MODULES: tuple[str, ...] = ("cli._serve", "cli._local", "cli._storage", "cli._dump_log", "cli._demo", "cli._topics", "cli._configs", "cli._reassign", "cli._elect_leaders", "cli._quorum", "cli._metadata", "cli._snapshot", "cli._produce", "cli._consume", "cli._perf")
+_COMMAND_MODULES: tuple[str, ...] = ("cli._serve", "cli._local", "cli._chaos", "cli._storage", "cli._dump_log", "cli._demo", "cli._topics", "cli._configs", "cli._reassign", "cli._elect_leaders", "cli._quorum", "cli._metadata", "cli._snapshot", "cli._produce", "cli._consume", "cli._perf")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _PROG = "kraftlog"
 

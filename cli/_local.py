@@ -39,6 +39,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     start.add_argument("--demo", action="store_true",
                        help="create a demo topic (3 partitions, RF 3), produce and consume a few records")
     start.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for readiness")
+    start.add_argument("--network", choices=("loopback", "netns"), default="loopback",
+                       help="loopback (default): every node on 127.0.0.1; netns (root, iproute2): each node in "
+                            "its own network namespace, so `kraftlog chaos run` can cut and heal its links; "
+                            "reach such a cluster with `ip netns exec <prefix>-hub ...`")
     add_output_option(start)
     stop = sub.add_parser("stop", help="stop every node of the cluster in --dir")
     stop.add_argument("--dir", default=DEFAULT_DIR)
@@ -78,7 +82,16 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"the cluster in {args.dir} is already running (kraftlog local status --dir {args.dir})")
     else:
         cluster = LocalCluster(Path(args.dir), controllers=args.controllers, brokers=args.brokers,
-                               combined=not args.separate)
+                               combined=not args.separate, network=args.network)
+        if args.network == "netns":
+            from deploy._netns import unavailable_reason
+
+            why = unavailable_reason()
+            if why is not None:
+                raise UserError(f"--network netns: {why}")
+    if not cluster.nodes:
+        cluster.plan()
+    cluster.enter_network()  # before the first connection (a netns cluster is reachable from its hub only)
     cluster.start(timeout_s=args.timeout_s)
     expected = sum(1 for n in cluster.nodes.values() if n.broker_port)
     with cluster.admin(request_timeout_ms=20_000) as admin:
@@ -115,6 +128,9 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"  node {node}: pid {pid} ({state})")
     first = bs.split(",")[0] if bs else status["controllers"].split(",")[0]
     ctl = status["controllers"]
+    hub = status.get("netns_hub")
+    if hub:
+        print(f"  network namespaces: run clients inside the hub, e.g. ip netns exec {hub} kraftlog ...")
     print("\ntry:")
     print(f"  kraftlog topics list --bootstrap-server {ctl}")
     print(f"  kraftlog topics describe --bootstrap-server {ctl} --topic demo")

@@ -1,9 +1,14 @@
-"""A local multi-process kraftlog cluster on 127.0.0.1: the one harness that integration tests, the
-chaos scripts and ``kraftlog local`` all use.
+"""A local multi-process kraftlog cluster: the one harness that integration tests, the chaos scripts
+and ``kraftlog local`` all use.
 
 Each node is a real ``kraftlog serve`` process with its own config file, data dirs and log file
 under one base directory. The cluster's layout (ports, pids, cluster id) is kept in
 ``<base>/cluster.json`` so a later command can find and stop it. Every wait is a bounded poll.
+
+Two networks: ``loopback`` (every node on 127.0.0.1, the default) and ``netns`` (root only: each node
+in its own network namespace on a bridge, see `deploy._netns`, so the chaos runner can cut and heal
+a node's links for real). A process that talks to a ``netns`` cluster calls `LocalCluster.enter_network`
+first, from its main thread, before it opens any connection.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
+
+NETWORKS = ("loopback", "netns")
 
 STATE_FILE = "cluster.json"
 _RAFT_PORT_OFFSET = 1
@@ -74,6 +81,7 @@ class NodeSpec:
     broker_port: int | None
     dir: str
     pid: int | None = None
+    host: str = "127.0.0.1"
 
     @property
     def config_path(self) -> Path:
@@ -98,12 +106,50 @@ class LocalCluster:
     password: str | None = None
     nodes: dict[int, NodeSpec] = field(default_factory=dict)
     python: str = sys.executable
+    network: str = "loopback"
+    netns_prefix: str | None = None
 
     # ------------------------------------------------------------------ layout
 
     def __post_init__(self) -> None:
         self.base_dir = Path(self.base_dir)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        if self.network not in NETWORKS:
+            raise ValueError(f"network must be one of {NETWORKS}, not {self.network!r}")
+        if self.network == "netns" and self.netns_prefix is None:
+            self.netns_prefix = "kl" + secrets.token_hex(2)
+
+    @property
+    def netns(self) -> Any:
+        """The `deploy._netns.NetnsNetwork` of a ``netns`` cluster, else None."""
+        if self.network != "netns":
+            return None
+        from deploy._netns import NetnsNetwork
+
+        return NetnsNetwork(str(self.netns_prefix))
+
+    def _network_up(self) -> None:
+        if self.netns is not None:
+            self.netns.create({nid: i for i, nid in enumerate(sorted(self.nodes))})
+
+    def enter_network(self) -> None:
+        """Make this process able to reach the nodes (a ``netns`` cluster: move it into the hub).
+
+        Call it from the main thread before opening any connection (see `deploy._netns`)."""
+        if self.netns is not None:
+            self._network_up()
+            self.netns.enter_hub()
+
+    def cut(self, node_id: int) -> None:
+        """Drop every packet to and from the node (``netns`` clusters only)."""
+        if self.netns is None:
+            raise RuntimeError("network faults need a cluster started with network='netns'")
+        self.netns.cut(node_id)
+
+    def heal(self, node_id: int) -> None:
+        if self.netns is None:
+            raise RuntimeError("network faults need a cluster started with network='netns'")
+        self.netns.heal(node_id)
 
     def plan(self) -> None:
         """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
@@ -120,6 +166,9 @@ class LocalCluster:
         for j in range(self.brokers):
             nid = 101 + j
             self.nodes[nid] = NodeSpec(nid, ["broker"], None, free_port_pair(taken), str(self.base_dir / f"node{nid}"))
+        if self.netns is not None:
+            for index, nid in enumerate(sorted(self.nodes)):
+                self.nodes[nid].host = self.netns.address_of(index)
         for spec in self.nodes.values():
             self._write_config(spec)
             self._format(spec)
@@ -127,7 +176,7 @@ class LocalCluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}"
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
                         for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port)
 
     def _write_config(self, spec: NodeSpec) -> None:
@@ -144,9 +193,9 @@ class LocalCluster:
         }
         listeners = []
         if spec.broker_port:
-            listeners.append(f"BROKER://127.0.0.1:{spec.broker_port}")
+            listeners.append(f"BROKER://{spec.host}:{spec.broker_port}")
         if spec.controller_port:
-            listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port}")
+            listeners.append(f"CONTROLLER://{spec.host}:{spec.controller_port}")
         settings["listeners"] = ",".join(listeners)
         settings.update(self.overrides)
         lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
@@ -162,6 +211,7 @@ class LocalCluster:
     def save(self) -> None:
         state = {"cluster_id": self.cluster_id, "password": self.password, "controllers": self.controllers,
                  "brokers": self.brokers, "combined": self.combined,
+                 "network": self.network, "netns_prefix": self.netns_prefix,
                  "nodes": {str(k): asdict(v) for k, v in self.nodes.items()}}
         tmp = self.base_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
@@ -172,7 +222,8 @@ class LocalCluster:
         base = Path(base_dir)
         state = json.loads((base / STATE_FILE).read_text(encoding="utf-8"))
         cluster = cls(base, controllers=state["controllers"], brokers=state["brokers"],
-                      combined=state["combined"], cluster_id=state["cluster_id"], password=state["password"])
+                      combined=state["combined"], cluster_id=state["cluster_id"], password=state["password"],
+                      network=state.get("network", "loopback"), netns_prefix=state.get("netns_prefix"))
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster
 
@@ -181,6 +232,7 @@ class LocalCluster:
     def start(self, *, wait: bool = True, timeout_s: float = 60.0) -> "LocalCluster":
         if not self.nodes:
             self.plan()
+        self._network_up()
         for nid in sorted(self.nodes):
             self.start_node(nid)
         if wait:
@@ -191,7 +243,9 @@ class LocalCluster:
         spec = self.nodes[node_id]
         log = open(spec.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen([self.python, "-m", "cli", "--log-level", "info", "serve", "-c", str(spec.config_path)],
+        prefix = self.netns.exec_prefix(node_id) if self.netns is not None else []
+        proc = subprocess.Popen([*prefix, self.python, "-m", "cli", "--log-level", "info", "serve",
+                                 "-c", str(spec.config_path)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
         log.close()
@@ -263,8 +317,17 @@ class LocalCluster:
             return False
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop every node cleanly; a ``netns`` cluster also removes its namespaces."""
+        if self.netns is not None:
+            for nid in self.nodes:  # a cut node could not finish its controlled shutdown
+                try:
+                    self.netns.heal(nid)
+                except Exception:
+                    pass
         for nid in sorted(self.nodes, key=lambda n: (n < 100, n)):  # brokers first, then controllers
             self.stop_node(nid, timeout_s)
+        if self.netns is not None:
+            self.netns.destroy()
 
     def __enter__(self) -> "LocalCluster":
         return self
@@ -276,12 +339,12 @@ class LocalCluster:
 
     @property
     def controller_addresses(self) -> list[str]:
-        return [f"127.0.0.1:{n.controller_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+        return [f"{n.host}:{n.controller_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
                 if n.controller_port]
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+        return ",".join(f"{n.host}:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
                         if n.broker_port)
 
     def admin(self, **kwargs: Any) -> Any:
@@ -310,6 +373,8 @@ class LocalCluster:
         return {
             "base_dir": str(self.base_dir),
             "cluster_id": self.cluster_id,
+            "network": self.network,
+            "netns_hub": self.netns.hub if self.netns is not None else None,
             "bootstrap_servers": self.bootstrap_servers,
             "controllers": ",".join(self.controller_addresses),
             "pids": {str(k): v.pid for k, v in self.nodes.items()},

@@ -3,13 +3,19 @@
 # PySpark needs. Installs through apt only when running as root; otherwise says exactly what to install.
 # `system-deps.sh test` (make test) also wants systemd-analyze, which tests/unit/test_deploy.py runs on
 # the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
-# without root its test is skipped, so it is never a reason to fail here. `make run` never installs it.
+# without root its test is skipped, so it is never a reason to fail here; likewise iproute2 for the chaos
+# test's network partitions. `make run` never installs either.
 set -euo pipefail
 
 purpose=${1:-run}
 optional=()
 if [ "$purpose" = "test" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
   optional+=("systemd")
+fi
+# the chaos test cuts links between network namespaces with iproute2's `ip` (root only; without it the
+# run skips only its network partitions)
+if [ "$purpose" = "test" ] && ! command -v ip >/dev/null 2>&1; then
+  optional+=("iproute2")
 fi
 
 python_bin=$(command -v python3.11 || command -v python3 || true)
@@ -39,7 +45,8 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${packages[@]}"
 elif [ ${#missing[@]} -eq 0 ]; then
-  echo "note: without ${optional[*]} (sudo apt-get install -y ${optional[*]}) the systemd unit check is skipped" >&2
+  echo "note: without ${optional[*]} (sudo apt-get install -y ${optional[*]}) the systemd unit check or the" \
+       "chaos test's network partitions are skipped" >&2
 else
   echo "missing system packages: ${missing[*]}" >&2
   echo "install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2

@@ -1,0 +1,196 @@
+"""``kraftlog chaos run``: the seeded chaos run of `deploy.chaos` against a cluster.
+
+Targets, one of:
+
+* ``--dir D``: the local cluster that ``kraftlog local start --dir D`` started (with
+  ``--network netns`` its links can be cut; on loopback partitions are skipped and the run says so);
+* ``--inventory FILE``: a systemd cluster on real hosts (``[[node]]`` tables with ``id``, ``role``,
+  ``host``, ``port``, ``ssh``), faults over ``ssh ... sudo systemctl`` and iptables; ``--dry-run``
+  prints every remote command instead of running it;
+* neither: the run formats and starts its own cluster (3 controllers, 3 brokers, chaos-tuned
+  timeouts, each node in its own network namespace when the machine allows) and removes it after.
+
+The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
+exit code is 0 when nothing acknowledged was lost and the cluster converged, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import signal
+import sys
+import tempfile
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from cli._common import EXIT_OK, UserError, add_output_option, print_json
+
+__all__ = ["add_parser", "parse_duration_s", "run"]
+
+# timeouts of the cluster the run starts itself: a fault's produce outage is bounded by the broker
+# session timeout (a killed leader is fenced after it), so it is shorter than Kafka's 9 s default
+OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
+    "broker.session.timeout.ms": 2000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 2000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration_s(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h``, ``500ms`` -> seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h)")
+    value = float(match.group(1))
+    return value * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _interval(text: str) -> tuple[float, float]:
+    try:
+        lo, _, hi = text.partition("-")
+        pair = (float(lo), float(hi or lo))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not an interval: {text!r} (e.g. 5-10)") from err
+    if not 0 < pair[0] <= pair[1]:
+        raise argparse.ArgumentTypeError(f"interval must be 0 < low <= high: {text!r}")
+    return pair
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("chaos", help="seeded fault injection with a checker", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="chaos_command", metavar="ACTION")
+    sub.required = True
+    run_p = sub.add_parser("run", help="run faults under an acks=all workload, then check", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = run_p.add_mutually_exclusive_group()
+    where.add_argument("--dir", help="a cluster started by `kraftlog local start --dir D`")
+    where.add_argument("--inventory", help="TOML inventory of a systemd cluster")
+    run_p.add_argument("--dry-run", action="store_true", help="with --inventory: print remote commands only")
+    run_p.add_argument("--duration", type=parse_duration_s, default=600.0, help="e.g. 90s, 10m, 30m (default 10m)")
+    run_p.add_argument("--seed", type=int, default=None, help="seed of the fault schedule (default: random)")
+    run_p.add_argument("--interval", type=_interval, default=(5.0, 10.0),
+                       help="seconds between fault starts, LOW-HIGH (default 5-10)")
+    run_p.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
+    run_p.add_argument("--faults", default="",
+                       help="comma-separated fault kinds to use (default: all): kill_broker, "
+                            "kill_active_controller, pause, restart, kill_minority, "
+                            "partition_active_controller, partition_leader")
+    run_p.add_argument("--session-timeout-ms", type=int, default=None,
+                       help="the brokers' broker.session.timeout.ms (pauses outlast it; default: read from "
+                            "the local cluster's config, else Kafka's 9000)")
+    run_p.add_argument("--network", choices=("auto", "netns", "loopback"), default="auto",
+                       help="network of the run's own cluster (default auto: netns when possible)")
+    run_p.add_argument("--work-dir", help="where the run's own cluster lives (default: a temporary directory)")
+    add_output_option(run_p)
+    return parser
+
+
+def _session_timeout_ms(cluster: Any) -> int:
+    for spec in cluster.nodes.values():
+        if "broker" in spec.roles:
+            try:
+                conf = tomllib.loads(spec.config_path.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            return int(conf.get("broker.session.timeout.ms", 9000))
+    return 9000
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.chaos import FAULT_KINDS, ChaosSettings, LocalTarget, SystemdTarget, load_inventory, run_chaos
+
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or FAULT_KINDS
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if unknown:
+        raise UserError(f"unknown fault kind(s) {unknown}; known: {', '.join(FAULT_KINDS)}")
+    if args.partitions < 1:
+        raise UserError("--partitions must be >= 1")
+    seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
+    quiet = args.output == "json"
+
+    def out(line: str) -> None:
+        if not quiet or line.startswith("{"):
+            print(line, flush=True)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    own_cluster = None
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if args.inventory:
+        runner = (lambda argv: print(f"[dry-run] {shlex.join(argv)}", flush=True)) if args.dry_run else None
+        nodes = load_inventory(args.inventory)
+        target: Any = SystemdTarget(nodes, runner) if runner else SystemdTarget(nodes)
+        session_ms = args.session_timeout_ms or 9000
+        if args.dry_run:
+            return _dry_run(target, seed, kinds, session_ms, args.duration, args.interval)
+    elif args.dir:
+        from deploy._cluster import STATE_FILE, LocalCluster
+
+        if not (Path(args.dir) / STATE_FILE).exists():
+            raise UserError(f"no cluster in {args.dir} (start one with: kraftlog local start --dir {args.dir})")
+        cluster = LocalCluster.load(args.dir)
+        cluster.enter_network()
+        target = LocalTarget(cluster)
+        session_ms = args.session_timeout_ms or _session_timeout_ms(cluster)
+    else:
+        from deploy._cluster import LocalCluster
+        from deploy._netns import unavailable_reason
+
+        network = args.network
+        if network == "auto":
+            network = "netns" if unavailable_reason() is None else "loopback"
+        elif network == "netns" and (why := unavailable_reason()) is not None:
+            raise UserError(f"--network netns: {why}")
+        if args.work_dir:
+            base = Path(args.work_dir)
+        else:
+            tmp = tempfile.TemporaryDirectory(prefix="kraftlog-chaos-")
+            base = Path(tmp.name)
+        own_cluster = LocalCluster(base / "cluster", controllers=3, brokers=3, network=network,
+                                   overrides=OWN_CLUSTER_OVERRIDES)
+        own_cluster.plan()
+        own_cluster.enter_network()  # before any connection: see deploy._netns
+        own_cluster.start(timeout_s=120)
+        target = LocalTarget(own_cluster)
+        session_ms = args.session_timeout_ms or int(OWN_CLUSTER_OVERRIDES["broker.session.timeout.ms"])
+        out(f"started a local cluster ({network}) in {base / 'cluster'}")
+    try:
+        result = run_chaos(target, ChaosSettings(duration_s=args.duration, seed=seed, interval_s=args.interval,
+                                                 partitions=args.partitions, session_timeout_ms=session_ms,
+                                                 kinds=kinds), out=out, stop=stop)
+    finally:
+        if own_cluster is not None:
+            own_cluster.stop()
+        if tmp is not None:
+            tmp.cleanup()
+    return EXIT_OK if result["ok"] else 1
+
+
+def _dry_run(target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, duration_s: float,
+             interval: tuple[float, float]) -> int:
+    """Print the schedule a run with this seed starts with, and the commands of each fault."""
+    import random
+
+    from deploy.chaos import ClusterView, choose_fault, heal, inject
+
+    rng = random.Random(seed)
+    view = ClusterView(target.controllers(), target.brokers(), None, [], session_ms)
+    elapsed = 0.0
+    while elapsed < duration_s:
+        fault = choose_fault(rng, view, list(kinds))
+        print(f"# at {elapsed:.1f}s: {fault.describe()}", flush=True)
+        inject(target, fault)
+        heal(target, fault)
+        elapsed += rng.uniform(*interval)
+    print_json({"seed": seed, "dry_run": True}, file=sys.stdout)
+    return EXIT_OK

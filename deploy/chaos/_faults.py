@@ -1,0 +1,104 @@
+"""The fault catalogue and the seeded choice of the next fault.
+
+`choose_fault` is pure (an ``rng: random.Random`` and a view of the cluster in, a `Fault` out), so a
+seed replays the same schedule against the same cluster states. `inject` and `heal` are the only
+places that touch the target. Every fault hits at most a minority: one controller of three, one
+broker of three (two nodes at once only as one controller plus one broker).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from deploy.chaos._targets import ChaosTarget
+
+__all__ = ["FAULT_KINDS", "ClusterView", "Fault", "choose_fault", "heal", "inject"]
+
+FAULT_KINDS: tuple[str, ...] = (
+    "kill_broker",                  # kill -9 of a broker, restarted after the hold
+    "kill_active_controller",       # kill -9 of the active controller
+    "pause",                        # SIGSTOP longer than the broker session timeout, then SIGCONT
+    "restart",                      # clean restart (SIGTERM, controlled shutdown, start)
+    "kill_minority",                # kill -9 of a controller and a broker at once
+    "partition_active_controller",  # the active controller's links cut, then healed
+    "partition_leader",             # the links of a partition leader's broker cut, then healed
+)
+NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader"})
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    controllers: Sequence[int]
+    brokers: Sequence[int]
+    active_controller: int | None
+    partition_leaders: Sequence[int]  # leaders of the workload's partitions (-1: none)
+    session_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    nodes: tuple[int, ...]
+    hold_s: float
+
+    def describe(self) -> str:
+        return f"{self.kind}({','.join(map(str, self.nodes))}) for {self.hold_s:.1f}s"
+
+
+def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) -> Fault:
+    """Pick the next fault among ``kinds`` (those the target supports), seeded by ``rng``."""
+    kind = rng.choice(list(kinds))
+    session_s = view.session_timeout_ms / 1000.0
+    hold = round(rng.uniform(1.0, 4.0), 2)
+    broker = rng.choice(list(view.brokers))
+    controller = rng.choice(list(view.controllers))
+    active = view.active_controller if view.active_controller is not None else controller
+    if kind == "kill_broker":
+        return Fault(kind, (broker,), hold)
+    if kind == "kill_active_controller":
+        return Fault(kind, (active,), hold)
+    if kind == "pause":
+        node = rng.choice(list(view.brokers) + list(view.controllers))
+        return Fault(kind, (node,), round(session_s + rng.uniform(0.5, 2.0), 2))
+    if kind == "restart":
+        return Fault(kind, (rng.choice(list(view.brokers) + list(view.controllers)),), 0.0)
+    if kind == "kill_minority":
+        # a controller and a broker-only node: one of each quorum. On combined nodes that would be
+        # two of three (a majority), so there it stays one node.
+        broker_only = [b for b in view.brokers if b not in view.controllers]
+        nodes = (controller, rng.choice(broker_only)) if broker_only else (controller,)
+        return Fault(kind, nodes, hold)
+    if kind == "partition_active_controller":
+        return Fault(kind, (active,), round(rng.uniform(2.0, 5.0), 2))
+    if kind == "partition_leader":
+        leaders = [n for n in view.partition_leaders if n in view.brokers]
+        return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(2.0, 5.0), 2))
+    raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def inject(target: ChaosTarget, fault: Fault) -> None:
+    for node in fault.nodes:
+        if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority"):
+            target.kill(node)
+        elif fault.kind == "pause":
+            target.pause(node)
+        elif fault.kind == "restart":
+            target.restart(node)
+        elif fault.kind in NETWORK_KINDS:
+            target.cut(node)
+        else:
+            raise ValueError(f"unknown fault kind {fault.kind!r}")
+
+
+def heal(target: ChaosTarget, fault: Fault) -> None:
+    for node in fault.nodes:
+        if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority"):
+            target.start(node)
+        elif fault.kind == "pause":
+            target.resume(node)
+        elif fault.kind in NETWORK_KINDS:
+            target.heal(node)
+        elif fault.kind == "restart":
+            target.start(node)  # a no-op unless the restart left it down

@@ -1,0 +1,264 @@
+"""The chaos run: a seeded schedule of faults against a target while the workload runs, then heal,
+wait for convergence, read everything back and check it.
+
+Ordering: every fault is healed before the next one is chosen (so at most a minority is ever down),
+and the checker reads back only after the cluster converged, so a "lost" record is really gone, not
+merely unreachable. The report's last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from client import Admin, NewTopic
+from deploy.chaos._checker import check, longest_gaps
+from deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from deploy.chaos._targets import ChaosTarget
+from deploy.chaos._workload import Workload, read_back
+
+__all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged"]
+
+_log = structlog.get_logger("deploy.chaos")
+
+
+@dataclass(frozen=True)
+class ChaosSettings:
+    duration_s: float
+    seed: int
+    interval_s: tuple[float, float] = (5.0, 10.0)
+    partitions: int = 3
+    session_timeout_ms: int = 9_000
+    converge_timeout_s: float = 60.0
+    records_per_s_per_partition: float = 50.0
+    kinds: tuple[str, ...] = FAULT_KINDS
+
+
+@dataclass
+class FaultRecord:
+    fault: Fault
+    injected_s: float
+    healed_s: float
+    outage_s: float = 0.0
+    outage_at_s: float = 0.0  # when that longest gap began, from the run's start
+    outage_partition: int = -1
+    error: str | None = None
+
+
+@dataclass
+class _Run:
+    faults: list[FaultRecord] = field(default_factory=list)
+    started_s: float = 0.0
+
+
+def converged(admin: Admin, brokers: list[int]) -> str | None:
+    """None when every partition is led with a full ISR and every broker is registered and unfenced;
+    otherwise what is still missing (for the log)."""
+    cluster = admin.describe_cluster()
+    if cluster.error.code != 0:
+        return f"describe cluster: {cluster.error.name}"
+    live = {b.broker_id for b in cluster.brokers if not b.fenced}
+    if not set(brokers) <= live:
+        return f"brokers not unfenced: {sorted(set(brokers) - live)}"
+    topics = admin.describe_topics()
+    for topic in topics.topics:
+        if topic.error.code != 0:
+            return f"topic {topic.name}: {topic.error.name}"
+        for p in topic.partitions:
+            if p.leader_id < 0:
+                return f"{topic.name}-{p.partition_index} has no leader"
+            if set(p.isr) != set(p.replicas):
+                return f"{topic.name}-{p.partition_index} ISR {list(p.isr)} of {list(p.replicas)}"
+    return None
+
+
+def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int) -> ClusterView:
+    active: int | None = None
+    leaders: list[int] = []
+    try:
+        quorum = admin.describe_quorum()
+        if quorum.error.code == 0 and quorum.leader_id >= 0:
+            active = quorum.leader_id
+        for t in admin.describe_topics([topic]).topics:
+            leaders = [p.leader_id for p in t.partitions]
+    except Exception as err:  # a view is a hint; a fault still lands without it
+        _log.info("chaos_view_failed", error=repr(err))
+    return ClusterView(target.controllers(), target.brokers(), active, leaders, session_timeout_ms)
+
+
+def _wait(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as err:  # retried until the deadline
+            last_error = err
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}" +
+                       (f" (last error: {last_error!r})" if last_error else ""))
+
+
+def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[str], None] = print,
+              stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run the schedule; returns the report (the JSON keys). ``out`` receives the table lines."""
+    rng = random.Random(settings.seed)
+    stop = stop or threading.Event()
+    kinds = list(settings.kinds)
+    skipped: dict[str, str] = {}
+    reason = target.partitions_unavailable()
+    if reason is not None:
+        for kind in NETWORK_KINDS & set(kinds):
+            skipped[kind] = reason
+        kinds = [k for k in kinds if k not in NETWORK_KINDS]
+        out(f"skipping network partitions: {reason}")
+    if not kinds:
+        raise ValueError("no fault kind left to run")
+    brokers = target.brokers()
+    admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50,
+                  retry_backoff_max_ms=250)
+    topic = f"chaos-{settings.seed}-{int(time.time())}"
+    run = _Run()
+    try:
+        _wait(lambda: converged(admin, brokers) is None, settings.converge_timeout_s, "a healthy cluster to start")
+        created = admin.create_topics([NewTopic(topic, settings.partitions, 3,
+                                                configs={"min.insync.replicas": "2"})], timeout_ms=30_000)
+        err = created.topics[0].error
+        if err.code != 0:
+            raise RuntimeError(f"create topic {topic}: {err.name} {err.message}")
+        _wait(lambda: converged(admin, brokers) is None, settings.converge_timeout_s, f"{topic} to be fully replicated")
+        workload = Workload(target.bootstrap_servers, topic, settings.partitions,
+                            records_per_s_per_partition=settings.records_per_s_per_partition)
+        workload.start()
+        _wait(lambda: all(workload.ack_times()[p] for p in range(settings.partitions)), 60,
+              "the first acknowledgement of every partition")
+        started = run.started_s = time.monotonic()
+        out(f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
+            f"{settings.interval_s[0]:g}-{settings.interval_s[1]:g} s, topic {topic} "
+            f"({settings.partitions} partitions, RF 3, min.insync.replicas 2, acks=all)")
+        while time.monotonic() - started < settings.duration_s and not stop.is_set():
+            next_at = time.monotonic() + rng.uniform(*settings.interval_s)
+            fault = choose_fault(rng, _view(admin, target, topic, settings.session_timeout_ms), kinds)
+            record = FaultRecord(fault, time.monotonic(), 0.0)
+            try:
+                inject(target, fault)
+                stop.wait(fault.hold_s)
+            except Exception as err:
+                record.error = repr(err)
+                _log.warning("chaos_inject_failed", fault=fault.describe(), error=repr(err))
+            finally:
+                heal(target, fault)
+                record.healed_s = time.monotonic()
+            run.faults.append(record)
+            out(f"  {record.injected_s - started:7.1f}s  {fault.describe():<48} "
+                f"acknowledged so far {workload.acknowledged()}")
+            stop.wait(max(0.0, next_at - time.monotonic()))
+        last_heal = time.monotonic()
+        for node in target.controllers() + target.brokers():  # belt and braces: nothing left faulted
+            target.resume(node)
+            target.start(node)
+        converge_deadline = last_heal + settings.converge_timeout_s
+        converge_s: float | None = None
+        pending: str | None = "not checked"
+        while time.monotonic() < converge_deadline:
+            try:
+                pending = converged(admin, brokers)
+            except Exception as err:
+                pending = repr(err)
+            if pending is None:
+                converge_s = time.monotonic() - last_heal
+                break
+            time.sleep(0.1)
+        # a few acknowledgements after convergence show the workload recovered too
+        after = time.monotonic()
+        try:
+            _wait(lambda: all(any(t > after for t in ts) for ts in workload.ack_times().values()), 30,
+                  "acknowledgements after convergence")
+        except TimeoutError as err:
+            _log.warning("chaos_no_acks_after_convergence", error=str(err))
+        ended = time.monotonic()
+        workload.stop()
+        ack_times = workload.ack_times()
+        gaps = longest_gaps(ack_times, started, ended)
+        _attribute_gaps(run.faults, ack_times, started, ended)
+        records = read_back(target.bootstrap_servers, topic, settings.partitions)
+        report = check(workload.acks, records)
+    finally:
+        admin.close()
+    max_outage = max((b - a for a, b in gaps.values()), default=0.0)
+    result: dict[str, Any] = {
+        "seed": settings.seed,
+        "duration_s": round(settings.duration_s, 1),
+        "faults": len(run.faults),
+        "fault_counts": {k: sum(1 for r in run.faults if r.fault.kind == k) for k in settings.kinds},
+        "skipped_faults": skipped,
+        "acknowledged": report.acknowledged,
+        "lost": report.lost,
+        "offset_mismatches": report.offset_mismatches,
+        "duplicates": report.duplicates,
+        "reordered": report.reordered,
+        "read": report.read,
+        "consumed_while_running": workload.consumed,
+        "produce_failures": workload.failures,
+        "max_outage_s": round(max_outage, 3),
+        "max_outage_per_fault_s": round(max((r.outage_s for r in run.faults), default=0.0), 3),
+        "fault_log": [{"kind": r.fault.kind, "nodes": list(r.fault.nodes), "at_s": round(r.injected_s - run.started_s, 2),
+                       "hold_s": r.fault.hold_s, "outage_s": round(r.outage_s, 3), "error": r.error}
+                      for r in run.faults],
+        "converged": converge_s is not None,
+        "converge_s": round(converge_s, 3) if converge_s is not None else None,
+        "ok": report.ok and report.offset_mismatches == 0 and converge_s is not None,
+    }
+    if converge_s is None:
+        result["not_converged"] = pending
+    if report.lost_examples:
+        result["lost_examples"] = report.lost_examples
+    _print_table(result, run, out)
+    return result
+
+
+def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]], start: float, end: float) -> None:
+    """Each window without an acknowledgement (per partition) counts towards the fault last injected
+    before the window ended: the fault the workload was recovering from when it resumed."""
+    injected = [rec.injected_s for rec in faults]
+    for partition, times in ack_times.items():
+        points = [start, *sorted(t for t in times if start <= t <= end), end]
+        for a, b in zip(points, points[1:]):
+            i = bisect.bisect_right(injected, b) - 1
+            if i >= 0 and b - a > faults[i].outage_s:
+                faults[i].outage_s = b - a
+                faults[i].outage_at_s = a - start
+                faults[i].outage_partition = partition
+
+
+def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) -> None:
+    out("")
+    out(f"{'at (s)':>8}  {'fault':<48}{'longest produce gap (s)':>24}  {'from (s), partition'}")
+    for rec in run.faults:
+        note = f"  error: {rec.error}" if rec.error else ""
+        out(f"{rec.injected_s - run.started_s:>8.1f}  {rec.fault.describe():<48}{rec.outage_s:>24.2f}  "
+            f"{rec.outage_at_s:.1f}, {rec.outage_partition}{note}")
+    out("")
+    rows = [("records acknowledged", result["acknowledged"]), ("records lost", result["lost"]),
+            ("acknowledged offset rewritten", result["offset_mismatches"]),
+            ("duplicates (no idempotent producer yet)", result["duplicates"]),
+            ("reordered within a partition", result["reordered"]),
+            ("produce requests failed (unacknowledged)", result["produce_failures"]),
+            ("longest window without a produce (s)", result["max_outage_s"]),
+            ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
+            ("verdict", "PASS" if result["ok"] else "FAIL")]
+    for label, value in rows:
+        out(f"{label:<44}{value!s:>14}")
+    for kind, why in result["skipped_faults"].items():
+        out(f"skipped {kind}: {why}")
+    out(json.dumps(result, sort_keys=True))

@@ -1,0 +1,209 @@
+"""Where the chaos runner's faults land: a local cluster (`deploy._cluster.LocalCluster`) or a
+systemd cluster on real hosts, reached over ssh.
+
+Both speak the same small protocol, so the fault schedule and the checker do not care which one
+they attack. Network partitions need a ``netns`` local cluster (links really cut) or, on systemd
+hosts, iptables rules tagged with a comment so healing removes exactly what the run added.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+__all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory"]
+
+_log = structlog.get_logger("deploy.chaos")
+
+
+class ChaosTarget(Protocol):
+    """The operations a fault needs. Node ids are Kafka's ``node.id``."""
+
+    def controllers(self) -> list[int]: ...
+    def brokers(self) -> list[int]: ...
+    @property
+    def bootstrap_servers(self) -> str: ...
+    @property
+    def controller_addresses(self) -> str: ...
+    def partitions_unavailable(self) -> str | None: ...
+    def kill(self, node_id: int) -> None: ...
+    def start(self, node_id: int) -> None: ...
+    def pause(self, node_id: int) -> None: ...
+    def resume(self, node_id: int) -> None: ...
+    def restart(self, node_id: int) -> None: ...
+    def cut(self, node_id: int) -> None: ...
+    def heal(self, node_id: int) -> None: ...
+    def is_running(self, node_id: int) -> bool: ...
+
+
+class LocalTarget:
+    """A cluster started by ``kraftlog local start`` or by the runner itself."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def controllers(self) -> list[int]:
+        return sorted(n for n, s in self.cluster.nodes.items() if "controller" in s.roles)
+
+    def brokers(self) -> list[int]:
+        return sorted(n for n, s in self.cluster.nodes.items() if "broker" in s.roles)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return str(self.cluster.bootstrap_servers)
+
+    @property
+    def controller_addresses(self) -> str:
+        return ",".join(self.cluster.controller_addresses)
+
+    def partitions_unavailable(self) -> str | None:
+        if self.cluster.network != "netns":
+            from deploy._netns import unavailable_reason
+
+            why = unavailable_reason()
+            return ("the cluster runs on loopback (start it with --network netns)" if why is None
+                    else f"the cluster runs on loopback: {why}")
+        return None
+
+    def kill(self, node_id: int) -> None:
+        self.cluster.kill(node_id)
+
+    def start(self, node_id: int) -> None:
+        if not self.cluster.is_running(node_id):
+            self.cluster.start_node(node_id)
+
+    def pause(self, node_id: int) -> None:
+        self.cluster.pause(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.cluster.resume(node_id)
+
+    def restart(self, node_id: int) -> None:
+        self.cluster.restart_node(node_id, clean=True)
+
+    def cut(self, node_id: int) -> None:
+        self.cluster.cut(node_id)
+
+    def heal(self, node_id: int) -> None:
+        self.cluster.heal(node_id)
+
+    def is_running(self, node_id: int) -> bool:
+        return bool(self.cluster.is_running(node_id))
+
+
+@dataclass(frozen=True)
+class SystemdNode:
+    node_id: int
+    role: str  # "controller" or "broker" (the unit kraftlog-<role>@<id>.service)
+    host: str  # address the other nodes and clients use
+    port: int  # the node's gRPC listener
+    ssh: str  # ssh destination, e.g. "admin@10.0.0.11"
+
+    @property
+    def unit(self) -> str:
+        return f"kraftlog-{self.role}@{self.node_id}.service"
+
+
+def load_inventory(path: str | Path) -> list[SystemdNode]:
+    """Read an inventory TOML: ``[[node]]`` tables with ``id``, ``role``, ``host``, ``port``, ``ssh``."""
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    nodes = []
+    for i, entry in enumerate(data.get("node", [])):
+        unknown = set(entry) - {"id", "role", "host", "port", "ssh"}
+        if unknown:
+            raise ValueError(f"{path}: node #{i + 1}: unknown key(s) {sorted(unknown)}")
+        if entry.get("role") not in ("controller", "broker"):
+            raise ValueError(f"{path}: node #{i + 1}: role must be 'controller' or 'broker'")
+        nodes.append(SystemdNode(int(entry["id"]), entry["role"], str(entry["host"]), int(entry["port"]),
+                                 str(entry.get("ssh", entry["host"]))))
+    if not nodes:
+        raise ValueError(f"{path}: no [[node]] entries")
+    return nodes
+
+
+Runner = Callable[[list[str]], None]
+
+
+def _ssh_runner(argv: list[str]) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)}: {proc.stderr.strip() or proc.returncode}")
+
+
+class SystemdTarget:
+    """Faults on systemd hosts: ``systemctl kill -s KILL|STOP|CONT``, ``systemctl restart``, and
+    iptables DROP rules tagged ``kraftlog-chaos`` for partitions. ``runner`` executes one argv (ssh
+    by default; a dry run prints instead)."""
+
+    TAG = "kraftlog-chaos"
+
+    def __init__(self, nodes: list[SystemdNode], runner: Runner = _ssh_runner) -> None:
+        self.nodes = {n.node_id: n for n in nodes}
+        self._run = runner
+        self._stopped: set[int] = set()
+
+    def _remote(self, node_id: int, *command: str) -> None:
+        node = self.nodes[node_id]
+        argv = ["ssh", "-o", "BatchMode=yes", node.ssh, "sudo", *command]
+        _log.info("chaos_remote", node_id=node_id, command=shlex.join(command))
+        self._run(argv)
+
+    def controllers(self) -> list[int]:
+        return sorted(n for n, s in self.nodes.items() if s.role == "controller")
+
+    def brokers(self) -> list[int]:
+        return sorted(n for n, s in self.nodes.items() if s.role == "broker")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.nodes[n].host}:{self.nodes[n].port}" for n in self.brokers())
+
+    @property
+    def controller_addresses(self) -> str:
+        return ",".join(f"{self.nodes[n].host}:{self.nodes[n].port}" for n in self.controllers())
+
+    def partitions_unavailable(self) -> str | None:
+        return None
+
+    def kill(self, node_id: int) -> None:
+        self._remote(node_id, "systemctl", "kill", "--signal=SIGKILL", self.nodes[node_id].unit)
+        self._stopped.add(node_id)
+
+    def start(self, node_id: int) -> None:
+        self._remote(node_id, "systemctl", "start", self.nodes[node_id].unit)
+        self._stopped.discard(node_id)
+
+    def pause(self, node_id: int) -> None:
+        self._remote(node_id, "systemctl", "kill", "--signal=SIGSTOP", self.nodes[node_id].unit)
+
+    def resume(self, node_id: int) -> None:
+        self._remote(node_id, "systemctl", "kill", "--signal=SIGCONT", self.nodes[node_id].unit)
+
+    def restart(self, node_id: int) -> None:
+        self._remote(node_id, "systemctl", "restart", self.nodes[node_id].unit)
+
+    def _peers(self, node_id: int) -> list[str]:
+        me = self.nodes[node_id].host
+        return sorted({n.host for n in self.nodes.values() if n.host != me})
+
+    def cut(self, node_id: int) -> None:
+        for peer in self._peers(node_id):
+            for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
+                self._remote(node_id, "iptables", "-I", chain, flag, peer, "-j", "DROP",
+                             "-m", "comment", "--comment", self.TAG)
+
+    def heal(self, node_id: int) -> None:
+        for peer in self._peers(node_id):
+            for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
+                self._remote(node_id, "iptables", "-D", chain, flag, peer, "-j", "DROP",
+                             "-m", "comment", "--comment", self.TAG)
+
+    def is_running(self, node_id: int) -> bool:
+        return node_id not in self._stopped
