@@ -41,3 +41,38 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0
     status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
     assert not any(status["running"].values())
+
+
+def _namespaces() -> set[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    return {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+
+
+def test_local_cluster_in_network_namespaces_is_reachable_from_its_hub_and_removed_on_stop(tmp_path: Path) -> None:
+    from deploy._netns import unavailable_reason
+
+    why = unavailable_reason()
+    if why is not None:
+        pytest.skip(why)
+    d = str(tmp_path / "cluster")
+    started = kraftlog("local", "start", "--dir", d, "--separate", "--brokers", "1", "--network", "netns",
+                       "--output", "json")
+    assert started.returncode == 0, started.stderr
+    try:
+        info = json.loads(started.stdout)
+        hub = info["netns_hub"]
+        prefix = hub.removesuffix("-hub")
+        assert {hub, f"{prefix}-n1", f"{prefix}-n101"} <= _namespaces()
+        assert info["bootstrap_servers"].startswith("10.213.0.")
+        # from the machine's own namespace the nodes' addresses do not exist; from the hub they answer
+        outside = kraftlog("topics", "list", "--bootstrap-server", info["controllers"], "--request-timeout-ms", "1500")
+        assert outside.returncode != 0
+        inside = subprocess.run(["ip", "netns", "exec", hub, sys.executable, "-m", "cli", "quorum", "status",
+                                 "--bootstrap-server", info["controllers"], "--output", "json"],
+                                capture_output=True, text=True, timeout=60)
+        assert inside.returncode == 0, inside.stderr
+        assert json.loads(inside.stdout)["leader_id"] in (1, 2, 3)
+    finally:
+        stopped = kraftlog("local", "stop", "--dir", d)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not {n for n in _namespaces() if n.startswith(prefix)}
