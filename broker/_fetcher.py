@@ -199,6 +199,7 @@ class ReplicaFetcher:
                             continue
                         if pd.records:
                             part.append_records_to_follower(pd.records)
+                            m.replica_manager.metrics.record_replication_in(len(pd.records))
                         part.update_follower_high_watermark(pd.high_watermark, pd.log_start_offset)
                     except Exception as err:
                         self._log.warning("follower_append_failed", topic=tp[0], partition=tp[1],

@@ -100,6 +100,10 @@ class PartitionListener(Protocol):
 
     def on_replica_state_changed(self, tp: TopicPartition) -> None: ...
 
+    def on_isr_committed(self, tp: TopicPartition, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
+        """The controller committed this leader's ISR proposal (Kafka marks IsrShrinks/IsrExpands
+        here, not when a new registration arrives through the metadata log)."""
+
 
 class _NoListener:
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
@@ -109,6 +113,9 @@ class _NoListener:
         pass
 
     def on_replica_state_changed(self, tp: TopicPartition) -> None:
+        pass
+
+    def on_isr_committed(self, tp: TopicPartition, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
         pass
 
 
@@ -623,6 +630,7 @@ class Partition:
                 return
             self._isr_state = IsrState.committed(result.isr)
             self._partition_epoch = result.partition_epoch
+            self._listener.on_isr_committed(self.tp, state.isr, self._isr_state.isr)
             self._log.info("isr_updated", isr=list(result.isr), partition_epoch=result.partition_epoch,
                            under_min_isr=self.is_under_min_isr())
             self.maybe_increment_high_watermark()

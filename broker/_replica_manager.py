@@ -60,6 +60,7 @@ from ._partition import (
     error_pb,
     error_pb_from_exception,
 )
+from ._metrics import BrokerTopicMetrics
 from ._purgatory import DelayedOperation, DelayedOperations
 
 __all__ = ["FollowTarget", "ReplicaChanges", "ReplicaManager", "DelayedProduce", "DelayedFetch",
@@ -276,13 +277,16 @@ class ReplicaManager:
     ``config`` is the node's `NodeConfig` (``replica.*``, ``min.insync.replicas``,
     ``message.max.bytes`` and the ``log.*`` defaults come from it; topic overrides from the image).
     ``alter_partition`` receives ISR proposals. ``clock_ms`` drives lag and the periodic duties;
-    request timeouts use the event loop's timers.
+    request timeouts use the event loop's timers. ``metrics`` counts bytes and messages in and out
+    and ISR changes (a private set when None).
     """
 
     def __init__(self, node_id: int, config: NodeConfig, log_manager: storage.LogManager,
                  alter_partition: AlterPartitionSender, *, clock_ms: Callable[[], int] | None = None,
-                 replication_listener: str | None = None, client_listener: str | None = None) -> None:
+                 replication_listener: str | None = None, client_listener: str | None = None,
+                 metrics: BrokerTopicMetrics | None = None) -> None:
         self.node_id = node_id
+        self.metrics = metrics if metrics is not None else BrokerTopicMetrics()
         self.config = config
         self.log_manager = log_manager
         self.alter_partition = alter_partition
@@ -305,11 +309,12 @@ class ReplicaManager:
 
     @classmethod
     def create(cls, node_id: int, config: NodeConfig, alter_partition: AlterPartitionSender, *,
-               clock_ms: Callable[[], int] | None = None) -> ReplicaManager:
+               clock_ms: Callable[[], int] | None = None,
+               metrics: BrokerTopicMetrics | None = None) -> ReplicaManager:
         """A replica manager with a `LogManager` over ``config.log_dirs`` and the topic defaults."""
         default = storage.LogConfig.from_properties(config.topic_defaults())
         lm = storage.LogManager(config.log_dirs, default, clock_ms=clock_ms)
-        return cls(node_id, config, lm, alter_partition, clock_ms=clock_ms)
+        return cls(node_id, config, lm, alter_partition, clock_ms=clock_ms, metrics=metrics)
 
     # ============================================================== lifecycle
 
@@ -365,6 +370,9 @@ class ReplicaManager:
     def on_replica_state_changed(self, tp: TopicPartition) -> None:
         self.delete_records_purgatory.check_and_complete(tp)
 
+    def on_isr_committed(self, tp: TopicPartition, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
+        self.metrics.record_isr_change(old_isr, new_isr)
+
     def _check_all_purgatories(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
@@ -388,6 +396,7 @@ class ReplicaManager:
         local = self.node_id
 
         for topic_id, old in delta.deleted_topics.items():
+            self.metrics.remove_topic(old.name)
             for pid in old.partitions:
                 tp = (old.name, pid)
                 part = self._partitions.get(tp)
@@ -670,6 +679,7 @@ class ReplicaManager:
         statuses: list[_ProduceStatus] = []
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
+            appended_bytes = appended_records = 0
             for p in t.partitions:
                 pr = tr.partitions.add(index=p.index)
                 try:
@@ -678,6 +688,8 @@ class ReplicaManager:
                 except Exception as exc:
                     self._set_produce_error(pr, exc, t.name, p.index, hinted)
                     continue
+                appended_bytes += info.valid_bytes
+                appended_records += info.num_records
                 pr.error.CopyFrom(error_pb())
                 pr.base_offset = info.first_offset
                 pr.log_append_time_ms = info.log_append_time_ms
@@ -685,6 +697,8 @@ class ReplicaManager:
                 if acks == -1:
                     statuses.append(_ProduceStatus((t.name, p.index), part, info.last_offset + 1,
                                                    part.leader_epoch, pr))
+            if appended_records:
+                self.metrics.record_produce(t.name, appended_bytes, appended_records)
         if statuses:
             op = DelayedProduce(req.timeout_ms, statuses, self)
             if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
@@ -740,7 +754,17 @@ class ReplicaManager:
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
                 results = self._read_fetch(req, update_fetch_state=True)
+        self._count_fetched(results, replica=req.replica_id >= 0)
         return self._fetch_response(results)
+
+    def _count_fetched(self, results: list[_FetchResult], *, replica: bool) -> None:
+        """Bytes out per topic of the answer actually sent (one counter step per topic)."""
+        totals: dict[str, int] = {}
+        for r in results:
+            if r.read is not None and r.read.records:
+                totals[r.topic] = totals.get(r.topic, 0) + len(r.read.records)
+        for topic, num_bytes in totals.items():
+            self.metrics.record_fetch(topic, num_bytes, replica=replica)
 
     def _read_fetch(self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool) -> list[_FetchResult]:
         is_replica = req.replica_id >= 0

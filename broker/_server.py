@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 import structlog
+from prometheus_client import CollectorRegistry
 
 from metadata_log import MetadataDelta, MetadataImage, parse_listeners
 from proto import (
@@ -38,6 +39,7 @@ from ._controller_channel import ControllerChannel
 from ._fetcher import ReplicaFetcherManager
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
+from ._metrics import BrokerStateCollector, BrokerTopicMetrics
 from ._replica_manager import ReplicaManager
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
@@ -100,10 +102,15 @@ def metadata_response(image: MetadataImage, req: broker_pb2.MetadataRequest, *, 
 
 
 class BrokerServer:
-    """Wires storage, the metadata follower, the lifecycle and the replica manager together."""
+    """Wires storage, the metadata follower, the lifecycle and the replica manager together.
+
+    ``registry`` is where the broker's metrics go (the node's, which its metrics endpoint serves;
+    a private one when None, so the counters always have a home).
+    """
 
     def __init__(self, config: Any, cluster_id: str, *, replica_manager_factory: Callable[..., Any] | None = None,
-                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+                 registry: CollectorRegistry | None = None) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.broker_id: int = config.node_id
@@ -133,13 +140,18 @@ class BrokerServer:
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
+        self.metrics = BrokerTopicMetrics(registry)
+        self.metrics.registry.register(BrokerStateCollector(
+            partitions=lambda: self.replicas.partitions() if self.replicas is not None else {},
+            image=lambda: self.follower.image, metadata_high_watermark=lambda: self.follower.high_watermark))
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Open the logs (recovering after an unclean stop), then follow metadata and register."""
         factory = self._replica_manager_factory or ReplicaManager.create
-        self.replicas = factory(self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms)
+        self.replicas = factory(self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms,
+                                metrics=self.metrics)
         self.replicas.startup()
         self.fetchers = ReplicaFetcherManager.from_config(
             self.replicas, fetch=self._peer_fetch, offset_for_leader_epoch=self._peer_offset_for_leader_epoch,

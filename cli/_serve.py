@@ -2,9 +2,10 @@
 
 Start order: config (unknown keys and bad values stop here, naming the key), logging with the node's
 id and roles bound, the formatted-dirs check (a node refuses to start unformatted or with another
-cluster's id), then the roles. A controller serves ControllerService and AdminService on its voter
-address, plus the standard gRPC health and reflection services. SIGTERM or SIGINT stops the node
-cleanly; a second signal exits at once.
+cluster's id), then the metrics endpoint when ``metrics.port`` is set (before any role, so a port
+already in use stops the node before it joins anything), then the roles. A controller serves
+ControllerService and AdminService on its voter address, plus the standard gRPC health and
+reflection services. SIGTERM or SIGINT stops the node cleanly; a second signal exits at once.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Node:
         self.health: Any = None
         self.broker_health: Any = None
         self._ready_task: asyncio.Task[None] | None = None
+        self.registry: Any = None  # the node's metrics registry, when metrics.port is set
+        self.metrics_endpoint: Any = None
 
     async def start(self) -> None:
         import grpc
@@ -54,9 +57,21 @@ class Node:
         max_bytes = self.config["grpc.max.message.bytes"]
         options = [("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
                    ("grpc.so_reuseport", 0)]
+        metrics_port = self.config["metrics.port"]
+        if metrics_port >= 0:
+            from cli._metrics import MetricsEndpoint, metrics_host, new_node_registry
 
-        def new_server(service_names: list[str]) -> tuple[Any, Any]:
-            server = grpc.aio.server(options=options)
+            self.registry = new_node_registry()
+            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
+            self.metrics_endpoint.start()
+
+        def new_server(service_names: list[str], role: str) -> tuple[Any, Any]:
+            interceptors = []
+            if self.registry is not None:
+                from cli._metrics import RpcMetricsInterceptor
+
+                interceptors.append(RpcMetricsInterceptor(self.registry, role))
+            server = grpc.aio.server(options=options, interceptors=interceptors)
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
             reflection.enable_server_reflection(
@@ -69,9 +84,10 @@ class Node:
         if "controller" in self.config.roles:
             from quorum._server import ControllerServer
 
-            self.controller = ControllerServer(self.config, self.cluster_id)
+            self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.health = new_server(
-                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name])
+                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],
+                "controller")
             self.controller.add_to_server(server)
             host, port = self.config.quorum_voters[self.config.node_id]
             if server.add_insecure_port(f"{host}:{port}") == 0:
@@ -83,10 +99,10 @@ class Node:
         if "broker" in self.config.roles:
             from broker._server import BrokerServer
 
-            self.broker = BrokerServer(self.config, self.cluster_id)
+            self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.broker_health = new_server(
                 [admin_name, broker_pb2.DESCRIPTOR.services_by_name["BrokerService"].full_name,
-                 diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name])
+                 diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name], "broker")
             self.broker.add_to_server(server)
             await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
             if server.add_insecure_port(f"{self.broker.host}:{self.broker.port}") == 0:
@@ -120,6 +136,8 @@ class Node:
             await server.stop(grace=1.0)
         if self.controller is not None:
             await self.controller.stop()
+        if self.metrics_endpoint is not None:
+            await asyncio.to_thread(self.metrics_endpoint.stop)  # last: scrapes see the shutdown
         _log.info("node_stopped")
 
 

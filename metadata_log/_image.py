@@ -402,6 +402,11 @@ class TopicsImage:
         """Partitions over all topics."""
         return sum(len(t.partitions) for t in self.by_id.values())
 
+    @property
+    def offline_partition_count(self) -> int:
+        """Partitions without a leader: not writable or readable (Kafka's OfflinePartitionsCount)."""
+        return sum(1 for t in self.by_id.values() for p in t.partitions.values() if not p.has_leader)
+
     def _select(self, keep: Callable[[PartitionRegistration], bool]) -> list[TopicIdPartition]:
         out = []
         for name in sorted(self.by_name):

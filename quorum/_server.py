@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import structlog
+from prometheus_client import CollectorRegistry
 
 from metadata_log import (
     LogEntry,
@@ -47,6 +48,7 @@ from proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from proto import errors as kerr
 
 from . import _controller as ctl
+from ._metrics import ControllerStateCollector
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "raft_address"]
 
@@ -73,7 +75,8 @@ class ControllerServer:
     """Controller role of a node: quorum member, metadata log keeper, and (when active) decider."""
 
     def __init__(self, config: Any, cluster_id: str, *, quorum_factory: Callable[..., Any] | None = None,
-                 wall_ms: Callable[[], int] = _wall_ms, rng: random.Random | None = None) -> None:
+                 wall_ms: Callable[[], int] = _wall_ms, rng: random.Random | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.node_id: int = config.node_id
@@ -99,6 +102,15 @@ class ControllerServer:
         self._bytes_since_snapshot = 0
         self._stopping = False
         self.request_timeout_s = config["controller.quorum.request.timeout.ms"] / 1000.0
+        # the gauges read this server's state at scrape time; a private registry when the node
+        # serves no metrics keeps the wiring the same
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry.register(ControllerStateCollector(self))
+
+    @property
+    def quorum(self) -> Any:
+        """The Raft seam (`MetadataQuorum`), None before `start`."""
+        return self._quorum
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -248,6 +248,8 @@ def test_example_configs_form_one_three_host_cluster() -> None:
         offsets.add(offset)
         ports_by_host[host] += [port, port + offset]
         roles_by_host[host].append("controller")
+        assert cfg["metrics.port"] > 0, "every example node serves Prometheus metrics"
+        ports_by_host[host].append(cfg["metrics.port"])
         password = cfg["controller.quorum.raft.password"]
         assert isinstance(password, metadata_log.Password) and password.value == PLACEHOLDER
     assert len(offsets) == 1
@@ -255,7 +257,7 @@ def test_example_configs_form_one_three_host_cluster() -> None:
         listeners = metadata_log.parse_listeners(cfg["listeners"])
         host, port = listeners["BROKER"]
         assert host and host != "0.0.0.0", "brokers register their listener host with the controller"
-        ports_by_host[host].append(port)
+        ports_by_host[host] += [port, cfg["metrics.port"]]
         roles_by_host[host].append("broker")
 
     assert len(roles_by_host) == 3
