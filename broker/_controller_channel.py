@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import structlog
 
-from proto import admin_pb2_grpc, controller_pb2_grpc
+from proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
 from proto import errors as kerr
 
 __all__ = ["ControllerChannel"]
@@ -39,7 +39,8 @@ class ControllerChannel:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
-        self._channels = {a: grpc.aio.insecure_channel(a, options=list(options)) for a in self.controllers}
+        merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
+        self._channels = {a: grpc.aio.insecure_channel(a, options=merged) for a in self.controllers}
         self._active: str | None = None
         self._backoff_s = retry_backoff_ms / 1000.0
         # A paused or partitioned controller accepts connections and never answers: one attempt
@@ -54,7 +55,7 @@ class ControllerChannel:
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = grpc.aio.insecure_channel(address)
+            ch = grpc.aio.insecure_channel(address, options=list(RECONNECT_OPTIONS))
             self._channels[address] = ch
         return ch
 

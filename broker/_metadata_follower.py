@@ -19,7 +19,7 @@ import grpc
 import structlog
 
 from metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
-from proto import controller_pb2, controller_pb2_grpc
+from proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc
 
 __all__ = ["MetadataFollower", "MetadataListener"]
 
@@ -90,7 +90,7 @@ class MetadataFollower:
             await asyncio.sleep(min(0.05 * attempt, 0.5))
 
     async def _follow(self, address: str) -> None:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc.aio.insecure_channel(address, options=list(RECONNECT_OPTIONS)) as channel:
             stub = controller_pb2_grpc.ControllerServiceStub(channel)
             call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
                 from_offset=self.image.offset + 1, broker_id=self.broker_id, broker_epoch=self._broker_epoch(),

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from metadata_log import MetadataDelta, MetadataImage, parse_listeners
 from proto import (
+    RECONNECT_OPTIONS,
     admin_pb2,
     admin_pb2_grpc,
     broker_pb2,
@@ -120,7 +121,7 @@ class BrokerServer:
         controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
         max_bytes = config["grpc.max.message.bytes"]
         self.grpc_options = [("grpc.max_send_message_length", max_bytes),
-                             ("grpc.max_receive_message_length", max_bytes)]
+                             ("grpc.max_receive_message_length", max_bytes), *RECONNECT_OPTIONS]
         self.channel = ControllerChannel(controllers, options=self.grpc_options)
         self.follower = MetadataFollower(controllers, broker_id=self.broker_id, listener=self._on_metadata,
                                          broker_epoch=lambda: self.lifecycle.broker_epoch)

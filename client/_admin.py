@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import structlog
 
-from proto import admin_pb2, admin_pb2_grpc, controller_pb2
+from proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
 from proto import errors as kerr
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
@@ -107,7 +107,7 @@ class Admin:
         # one unresponsive server (paused, partitioned) must not eat the whole request timeout
         self.attempt_timeout_ms = attempt_timeout_ms
         self._options = [("grpc.max_send_message_length", max_message_bytes),
-                         ("grpc.max_receive_message_length", max_message_bytes)]
+                         ("grpc.max_receive_message_length", max_message_bytes), *RECONNECT_OPTIONS]
         self._channels: dict[str, grpc.Channel] = {}
         self._controller: str | None = None
         self._rng = random.Random()

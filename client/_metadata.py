@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
-from proto import broker_pb2, broker_pb2_grpc
+from proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
 from proto import errors as kerr
 
 __all__ = [
@@ -109,16 +109,39 @@ def grpc_error(err: grpc.RpcError, what: str) -> kerr.KafkaError:
     return kerr.UnknownServerError(text)
 
 
+# a broker that did not answer at all (down, or cut off the network), as opposed to one that answered
+_UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
 class ChannelPool:
-    """One gRPC channel (and BrokerService stub) per address."""
+    """One gRPC channel (and BrokerService stub) per address, and which addresses failed lately.
+
+    A broker cut off the network does not refuse connections: calls to it hang until their deadline.
+    Like Kafka's clients, which back off from a node whose connection failed, callers report such
+    failures (`mark_unreachable`) and metadata requests try the other brokers first for
+    ``UNREACHABLE_BACKOFF_S``.
+    """
+
+    UNREACHABLE_BACKOFF_S = 5.0
 
     def __init__(self, max_message_bytes: int = 104_857_600) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
         self._options = [("grpc.max_send_message_length", max_message_bytes),
-                         ("grpc.max_receive_message_length", max_message_bytes)]
+                         ("grpc.max_receive_message_length", max_message_bytes), *RECONNECT_OPTIONS]
         self._stubs: dict[str, broker_pb2_grpc.BrokerServiceStub] = {}
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
+        self._unreachable_at: dict[str, float] = {}
+
+    def mark_unreachable(self, address: str) -> None:
+        self._unreachable_at[address] = time.monotonic()
+
+    def mark_reachable(self, address: str) -> None:
+        self._unreachable_at.pop(address, None)
+
+    def recently_unreachable(self, address: str) -> bool:
+        at = self._unreachable_at.get(address)
+        return at is not None and time.monotonic() - at < self.UNREACHABLE_BACKOFF_S
 
     def stub(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
         stub = self._stubs.get(address)
@@ -273,6 +296,7 @@ class ClusterMetadata:
             if address not in seen:
                 seen.add(address)
                 out.append(address)
+        out.sort(key=self._pool.recently_unreachable)  # stable: the others first, still shuffled
         return out
 
     def _request(self, topics: Iterable[str] | None) -> broker_pb2.MetadataRequest:
@@ -307,12 +331,15 @@ class ClusterMetadata:
                 response = f.result()
             except (grpc.RpcError, grpc.FutureCancelledError) as err:
                 _log.debug("metadata_request_failed", address=address, error=str(err))
-                if index + 1 < len(candidates) and not self._closed and \
-                        getattr(err, "code", lambda: None)() == grpc.StatusCode.UNAVAILABLE:
-                    self._send_async(request, candidates, index + 1)  # try the next broker at once
-                    return
+                code = getattr(err, "code", lambda: None)()
+                if code in _UNREACHABLE_CODES:
+                    self._pool.mark_unreachable(address)
+                    if index + 1 < len(candidates) and not self._closed:
+                        self._send_async(request, candidates, index + 1)  # try the next broker at once
+                        return
                 self._async_done(None, err)
                 return
+            self._pool.mark_reachable(address)
             self._async_done(response, None)
 
         future.add_done_callback(done)
@@ -349,7 +376,10 @@ class ClusterMetadata:
                         request, timeout=min(remaining, self.request_timeout_ms / 1000.0))
                 except grpc.RpcError as err:
                     last = err
+                    if err.code() in _UNREACHABLE_CODES:
+                        self._pool.mark_unreachable(address)
                     continue
+                self._pool.mark_reachable(address)
                 with self._cond:
                     self._apply(response)
                     self._cond.notify_all()

@@ -293,6 +293,9 @@ class Producer:
         self._incomplete: set[_Batch] = set()
         self._in_flight: dict[int, int] = {}
         self._muted: set[TopicPartition] = set()
+        # node -> (metadata version, time) of a produce that got no answer at all: no batch goes to
+        # that node again until a newer metadata answer says it still leads (or a request timeout)
+        self._unreachable: dict[int, tuple[int, float]] = {}
         self._completions: deque[tuple[int, list[_Batch], Any]] = deque()
         self._drain_start: dict[int, int] = {}
         self._buffer_used = 0
@@ -572,6 +575,9 @@ class Producer:
                 continue
             if tp in self._muted or leader.node_id in ready:
                 continue
+            if self._awaiting_metadata(leader.node_id, now):
+                delay = min(delay, 0.02)
+                continue
             if batch.retry_at > now:
                 delay = min(delay, batch.retry_at - now)
                 continue
@@ -584,6 +590,17 @@ class Producer:
             else:
                 delay = min(delay, self.linger_s - waited)
         return ready, max(0.0, delay), unknown
+
+    def _awaiting_metadata(self, node_id: int, now: float) -> bool:
+        """True while a node that did not answer waits for a metadata refresh newer than its failure."""
+        entry = self._unreachable.get(node_id)
+        if entry is None:
+            return False
+        version, failed_at = entry
+        if self._metadata.version > version or now - failed_at >= self.request_timeout_ms / 1000.0:
+            del self._unreachable[node_id]
+            return False
+        return True
 
     def _drain(self, node_id: int, now: float) -> list[_Batch]:
         if self._in_flight.get(node_id, 0) >= self.max_in_flight:
@@ -671,7 +688,16 @@ class Producer:
         except (grpc.RpcError, grpc.FutureCancelledError, concurrent.futures.CancelledError) as err:
             error = grpc_error(err, f"Produce to broker {node_id}") if isinstance(err, grpc.RpcError) \
                 else kerr.NetworkError(f"Produce to broker {node_id} was cancelled")
-            self._metadata.request_update()
+            broker = self._metadata.broker(node_id)
+            version = self._metadata.request_update()
+            if broker is not None and isinstance(err, grpc.RpcError) and \
+                    err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                # a leader cut off the network answers nothing until the deadline: ask another broker
+                # who leads now before sending there again (Kafka's sender waits out the node's
+                # reconnect backoff, during which the metadata refresh lands)
+                self._pool.mark_unreachable(broker.address)
+                with self._lock:
+                    self._unreachable[node_id] = (version, time.monotonic())
             for batch in batches:
                 self._retry_or_fail(batch, error)
             return

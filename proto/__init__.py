@@ -1,1 +1,5 @@
-"""kraftlog: proto."""
+"""kraftlog: proto. The generated gRPC modules, Kafka's error codes, and shared channel options."""
+
+from proto._channels import RECONNECT_OPTIONS
+
+__all__ = ["RECONNECT_OPTIONS"]

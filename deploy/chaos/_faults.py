@@ -35,6 +35,7 @@ class ClusterView:
     active_controller: int | None
     partition_leaders: Sequence[int]  # leaders of the workload's partitions (-1: none)
     session_timeout_ms: int
+    pending: str | None = None  # what the cluster had not recovered yet (None: converged)
 
 
 @dataclass(frozen=True)

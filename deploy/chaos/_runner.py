@@ -50,6 +50,8 @@ class FaultRecord:
     outage_s: float = 0.0
     outage_at_s: float = 0.0  # when that longest gap began, from the run's start
     outage_partition: int = -1
+    recovery_s: float | None = None  # from the heal until every partition was led with a full ISR again
+    pending_at_injection: str | None = None  # the cluster had not recovered from the previous fault
     error: str | None = None
 
 
@@ -83,7 +85,9 @@ def converged(admin: Admin, brokers: list[int]) -> str | None:
 def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int) -> ClusterView:
     active: int | None = None
     leaders: list[int] = []
+    pending: str | None = "unknown"
     try:
+        pending = converged(admin, target.brokers())
         quorum = admin.describe_quorum()
         if quorum.error.code == 0 and quorum.leader_id >= 0:
             active = quorum.leader_id
@@ -91,7 +95,7 @@ def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int
             leaders = [p.leader_id for p in t.partitions]
     except Exception as err:  # a view is a hint; a fault still lands without it
         _log.info("chaos_view_failed", error=repr(err))
-    return ClusterView(target.controllers(), target.brokers(), active, leaders, session_timeout_ms)
+    return ClusterView(target.controllers(), target.brokers(), active, leaders, session_timeout_ms, pending)
 
 
 def _wait(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.2) -> Any:
@@ -148,8 +152,9 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
             f"({settings.partitions} partitions, RF 3, min.insync.replicas 2, acks=all)")
         while time.monotonic() - started < settings.duration_s and not stop.is_set():
             next_at = time.monotonic() + rng.uniform(*settings.interval_s)
-            fault = choose_fault(rng, _view(admin, target, topic, settings.session_timeout_ms), kinds)
-            record = FaultRecord(fault, time.monotonic(), 0.0)
+            view = _view(admin, target, topic, settings.session_timeout_ms)
+            fault = choose_fault(rng, view, kinds)
+            record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
             try:
                 inject(target, fault)
                 stop.wait(fault.hold_s)
@@ -160,10 +165,13 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
                 heal(target, fault)
                 record.healed_s = time.monotonic()
             run.faults.append(record)
-            out(f"  {record.injected_s - started:7.1f}s  {fault.describe():<48} "
-                f"acknowledged so far {workload.acknowledged()}")
+            if time.monotonic() - started >= settings.duration_s:
+                _report_fault(out, record, started, workload.acknowledged())
+                break
+            record.recovery_s = _recovery_s(admin, brokers, record.healed_s, next_at, stop)
+            _report_fault(out, record, started, workload.acknowledged())
             stop.wait(max(0.0, next_at - time.monotonic()))
-        last_heal = time.monotonic()
+        last_heal = run.faults[-1].healed_s if run.faults else time.monotonic()
         for node in target.controllers() + target.brokers():  # belt and braces: nothing left faulted
             target.resume(node)
             target.start(node)
@@ -212,8 +220,13 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         "produce_failures": workload.failures,
         "max_outage_s": round(max_outage, 3),
         "max_outage_per_fault_s": round(max((r.outage_s for r in run.faults), default=0.0), 3),
+        "max_recovery_s": round(max((r.recovery_s for r in run.faults if r.recovery_s is not None),
+                                    default=0.0), 3),
+        "faults_injected_before_recovery": sum(1 for r in run.faults if r.pending_at_injection),
         "fault_log": [{"kind": r.fault.kind, "nodes": list(r.fault.nodes), "at_s": round(r.injected_s - run.started_s, 2),
-                       "hold_s": r.fault.hold_s, "outage_s": round(r.outage_s, 3), "error": r.error}
+                       "hold_s": r.fault.hold_s, "outage_s": round(r.outage_s, 3), "error": r.error,
+                       "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
+                       "injected_before_recovery": r.pending_at_injection}
                       for r in run.faults],
         "converged": converge_s is not None,
         "converge_s": round(converge_s, 3) if converge_s is not None else None,
@@ -225,6 +238,28 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         result["lost_examples"] = report.lost_examples
     _print_table(result, run, out)
     return result
+
+
+def _recovery_s(admin: Admin, brokers: list[int], healed_s: float, until_s: float,
+                stop: threading.Event) -> float | None:
+    """Seconds from the heal until the cluster converged, if it did before ``until_s``."""
+    while not stop.is_set():
+        try:
+            if converged(admin, brokers) is None:
+                return time.monotonic() - healed_s
+        except Exception as err:  # not converged: the controller may be moving
+            _log.debug("chaos_converged_check_failed", error=repr(err))
+        if time.monotonic() >= until_s:
+            return None
+        stop.wait(0.1)
+    return None
+
+
+def _report_fault(out: Callable[[str], None], rec: FaultRecord, started: float, acknowledged: int) -> None:
+    recovered = f"recovered in {rec.recovery_s:.2f}s" if rec.recovery_s is not None else "not recovered yet"
+    degraded = f"  (injected before recovery: {rec.pending_at_injection})" if rec.pending_at_injection else ""
+    out(f"  {rec.injected_s - started:7.1f}s  {rec.fault.describe():<44} {recovered:<22} "
+        f"acknowledged {acknowledged}{degraded}")
 
 
 def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]], start: float, end: float) -> None:

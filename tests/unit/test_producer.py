@@ -870,6 +870,24 @@ def test_leader_hints_need_a_newer_epoch_and_a_known_endpoint() -> None:
     assert not md.apply_leader_hint(tp, -1, 99)
 
 
+def test_metadata_asks_unreachable_brokers_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    from client import ClusterMetadata
+    from client._metadata import ChannelPool
+
+    now = [100.0]
+    monkeypatch.setattr("client._metadata.time.monotonic", lambda: now[0])
+    pool = ChannelPool()
+    md = ClusterMetadata("h1:1,h2:2,h3:3", pool)
+    pool.mark_unreachable("h2:2")
+    for _ in range(20):  # shuffled, but the unreachable one is always last
+        assert md._candidates()[-1] == "h2:2"
+    now[0] += ChannelPool.UNREACHABLE_BACKOFF_S + 0.1
+    assert {md._candidates()[-1] for _ in range(60)} == {"h1:1", "h2:2", "h3:3"}
+    pool.mark_unreachable("h3:3")
+    pool.mark_reachable("h3:3")
+    assert not pool.recently_unreachable("h3:3")
+
+
 def test_unknown_topic_is_dropped_from_the_cache() -> None:
     from client import ClusterMetadata
     from client._metadata import ChannelPool
@@ -899,3 +917,16 @@ def test_no_broker_reachable_times_out() -> None:
         future = producer.send("t", b"v")
         with pytest.raises(kerr.UnknownTopicOrPartitionError):
             future.result(5)
+
+
+def test_a_node_that_did_not_answer_waits_for_newer_metadata() -> None:
+    with Producer("127.0.0.1:1", request_timeout_ms=2000, max_block_ms=100) as producer:
+        md = producer._metadata
+        version = md.version
+        producer._unreachable[7] = (version, 100.0)
+        assert producer._awaiting_metadata(7, 100.5)  # no newer answer yet: do not send there
+        assert not producer._awaiting_metadata(8, 100.5)
+        md._version = version + 1  # a refresh landed: send wherever it says the leader is
+        assert not producer._awaiting_metadata(7, 100.6) and 7 not in producer._unreachable
+        producer._unreachable[7] = (md.version, 100.0)
+        assert not producer._awaiting_metadata(7, 102.0)  # no refresh within a request timeout: try again
