@@ -32,7 +32,7 @@ class BrokerLifecycle:
     def __init__(self, channel: ControllerChannel, *, broker_id: int, cluster_id: str,
                  listeners: Sequence[controller_pb2.Endpoint], rack: str | None, log_dirs: Sequence[str],
                  heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
-                 request_timeout_ms: int = 5000) -> None:
+                 request_timeout_ms: int = 5000, session_timeout_ms: int | None = None) -> None:
         self.channel = channel
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -41,11 +41,17 @@ class BrokerLifecycle:
         self.log_dirs = list(log_dirs)
         self.interval_s = heartbeat_interval_ms / 1000.0
         self.timeout_s = request_timeout_ms / 1000.0
+        # no heartbeat answered for a whole session: the controller has fenced us by now, whether or
+        # not we heard it (paused, cut off from the quorum); None: never presume
+        self.session_timeout_s = None if session_timeout_ms is None else session_timeout_ms / 1000.0
+        self._last_heartbeat_sent_ok = time.monotonic()  # send time of the last answered heartbeat
         self._metadata_offset = metadata_offset
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
+        self.fenced_event = asyncio.Event()  # the opposite of `unfenced`, so either state can be awaited
+        self.fenced_event.set()
         self.registered = asyncio.Event()
         self._want_shutdown = False
         self._shutdown_granted = asyncio.Event()
@@ -80,6 +86,7 @@ class BrokerLifecycle:
 
     async def _run(self) -> None:
         while not self._stop:
+            self._presume_fenced_after_silence()  # e.g. on waking from a SIGSTOP longer than a session
             try:
                 if self.broker_epoch < 0:
                     await self._register()
@@ -91,6 +98,7 @@ class BrokerLifecycle:
                 self._log.info("controller_unreachable", error=str(err))
             except Exception:
                 self._log.exception("lifecycle_error")
+            self._presume_fenced_after_silence()
             self._wake.clear()
             delay = 0.1 if self.broker_epoch < 0 else (0.05 if self._want_shutdown else self.interval_s)
             try:
@@ -113,6 +121,29 @@ class BrokerLifecycle:
         self._log.info("broker_registered", broker_epoch=self.broker_epoch, incarnation_id=self.incarnation_id)
         self._wake.set()
 
+    def _set_fenced(self, fenced: bool) -> None:
+        self.fenced = fenced
+        if fenced:
+            self.unfenced.clear()
+            self.fenced_event.set()
+        else:
+            self.fenced_event.clear()
+            self.unfenced.set()
+
+    def _silent_for_a_session(self) -> bool:
+        return self.session_timeout_s is not None and \
+            time.monotonic() - self._last_heartbeat_sent_ok > self.session_timeout_s
+
+    def _presume_fenced_after_silence(self) -> None:
+        """Fenced from our own point of view once no heartbeat sent within the last session timeout
+        was answered: the controller fences a broker it has not heard from for that long, so until a
+        new answer says otherwise this broker must not report itself ready."""
+        if self.fenced or self.broker_epoch < 0 or not self._silent_for_a_session():
+            return
+        self._log.warning("broker_presumed_fenced", silent_s=round(time.monotonic() - self._last_heartbeat_sent_ok, 3),
+                          session_timeout_s=self.session_timeout_s)
+        self._set_fenced(True)
+
     async def _heartbeat(self) -> None:
         started = time.monotonic()
         req = controller_pb2.BrokerHeartbeatRequest(
@@ -125,16 +156,17 @@ class BrokerLifecycle:
             self.broker_epoch = -1
             self.registered.clear()
             self.incarnation_id = str(uuid.uuid4())
+            self._set_fenced(True)  # a new registration starts fenced
             return
         if resp.error.code:
             self._log.info("heartbeat_failed", error=resp.error.name, elapsed_s=round(time.monotonic() - started, 3))
             return
-        if self.fenced != resp.is_fenced:
-            self._log.info("broker_fencing_changed", fenced=resp.is_fenced, metadata_offset=req.current_metadata_offset)
-        self.fenced = resp.is_fenced
-        if not self.fenced:
-            self.unfenced.set()
-        else:
-            self.unfenced.clear()
+        self._last_heartbeat_sent_ok = max(self._last_heartbeat_sent_ok, started)
+        # an "unfenced" sent back more than a session ago (this process was paused meanwhile) no
+        # longer holds: stay fenced until a fresh answer
+        fenced = resp.is_fenced or self._silent_for_a_session()
+        if self.fenced != fenced:
+            self._log.info("broker_fencing_changed", fenced=fenced, metadata_offset=req.current_metadata_offset)
+        self._set_fenced(fenced)
         if self._want_shutdown and resp.should_shutdown:
             self._shutdown_granted.set()

@@ -131,6 +131,7 @@ class BrokerServer:
                                                security_protocol="PLAINTEXT")],
             rack=config["broker.rack"], log_dirs=config.log_dirs,
             heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
+            session_timeout_ms=config["broker.session.timeout.ms"],
             metadata_offset=lambda: self.follower.offset)
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
@@ -170,6 +171,10 @@ class BrokerServer:
             return True
         except asyncio.TimeoutError:
             return False
+
+    async def wait_fenced(self) -> None:
+        """Until the controller fences this broker (its session expired, or it must register again)."""
+        await self.lifecycle.fenced_event.wait()
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown first (leaderships moved away), then stop and persist everything."""

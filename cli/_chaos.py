@@ -139,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         if not (Path(args.dir) / STATE_FILE).exists():
             raise UserError(f"no cluster in {args.dir} (start one with: kraftlog local start --dir {args.dir})")
         cluster = LocalCluster.load(args.dir)
+        down = sorted(n for n in cluster.nodes if not cluster.is_running(n))
+        if down:
+            raise UserError(f"node(s) {down} of the cluster in {args.dir} are not running "
+                            f"(kraftlog local start --dir {args.dir})")
         cluster.enter_network()
         target = LocalTarget(cluster)
         session_ms = args.session_timeout_ms or _session_timeout_ms(cluster)

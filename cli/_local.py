@@ -43,6 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="loopback (default): every node on 127.0.0.1; netns (root, iproute2): each node in "
                             "its own network namespace, so `kraftlog chaos run` can cut and heal its links; "
                             "reach such a cluster with `ip netns exec <prefix>-hub ...`")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="a node config key set on every node, e.g. broker.session.timeout.ms=2000 "
+                            "(repeatable; applies when the cluster is first laid out in --dir)")
     add_output_option(start)
     stop = sub.add_parser("stop", help="stop every node of the cluster in --dir")
     stop.add_argument("--dir", default=DEFAULT_DIR)
@@ -58,6 +61,35 @@ def _load(directory: str) -> Any:
     if not (Path(directory) / STATE_FILE).exists():
         raise UserError(f"no cluster in {directory} (start one with 'kraftlog local start --dir {directory}')")
     return LocalCluster.load(directory)
+
+
+#: keys the launcher derives from the layout (ports, dirs, voters); an override would break the cluster
+_LAYOUT_KEYS = frozenset({
+    "node.id", "process.roles", "controller.quorum.voters", "controller.quorum.raft.port.offset",
+    "controller.quorum.raft.password", "listeners", "log.dirs", "log.dir", "metadata.log.dir",
+})
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
+    now, so a typo fails before anything is formatted, with the key named."""
+    import metadata_log
+
+    settings: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(f"--override {item!r} is not KEY=VALUE")
+        if key in _LAYOUT_KEYS:
+            raise UserError(f"--override {key}: the launcher sets {key} from the cluster layout")
+        try:
+            parsed = metadata_log.NODE_CONFIG_DEFS.parse_value(key, raw)
+        except metadata_log.ConfigError as err:
+            raise UserError(f"--override {key}: {err}") from err
+        # the node re-parses its config file: keep plain values, and the text for anything else
+        settings[key] = parsed if isinstance(parsed, (bool, int, float, str, list)) else raw
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,13 +108,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.controllers < 1 or args.brokers < 0:
         raise UserError("--controllers must be >= 1 and --brokers >= 0")
+    overrides = parse_overrides(args.override)
     if (Path(args.dir) / STATE_FILE).exists():
         cluster = LocalCluster.load(args.dir)
         if any(cluster.is_running(n) for n in cluster.nodes):
             raise UserError(f"the cluster in {args.dir} is already running (kraftlog local status --dir {args.dir})")
+        if overrides:
+            raise UserError(f"--override applies when a cluster is first laid out; {args.dir} already has one "
+                            f"(edit its nodes' config.toml, or remove the directory)")
     else:
         cluster = LocalCluster(Path(args.dir), controllers=args.controllers, brokers=args.brokers,
-                               combined=not args.separate, network=args.network)
+                               combined=not args.separate, network=args.network, overrides=overrides)
         if args.network == "netns":
             from deploy._netns import unavailable_reason
 

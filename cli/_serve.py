@@ -114,13 +114,19 @@ class Node:
         _log.info("node_started", roles=list(self.config.roles), pid=os.getpid())
 
     async def _serving_when_unfenced(self) -> None:
-        """Health says SERVING for the broker only once the controller has unfenced it."""
+        """Health says SERVING for the broker only while the controller has it unfenced: not before
+        its registration caught up, and not again after a fencing (an expired session after a pause
+        or a partition) until it is unfenced once more."""
         from grpc_health.v1 import health_pb2
 
-        while not await self.broker.wait_ready(5.0):
-            pass
-        await _set(self.broker_health, health_pb2.HealthCheckResponse.SERVING)
-        _log.info("broker_serving")
+        while True:
+            while not await self.broker.wait_ready(5.0):
+                pass
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.SERVING)
+            _log.info("broker_serving")
+            await self.broker.wait_fenced()
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
+            _log.info("broker_not_serving", reason="fenced")
 
     async def stop(self) -> None:
         """Broker first (its controlled shutdown needs the controllers), then the controller."""

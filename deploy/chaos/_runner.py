@@ -22,6 +22,7 @@ import structlog
 from client import Admin, NewTopic
 from deploy.chaos._checker import check, longest_gaps
 from deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from deploy.chaos._health import HealthProbe, quorum_pending
 from deploy.chaos._targets import ChaosTarget
 from deploy.chaos._workload import Workload, read_back
 
@@ -61,15 +62,24 @@ class _Run:
     started_s: float = 0.0
 
 
-def converged(admin: Admin, brokers: list[int]) -> str | None:
-    """None when every partition is led with a full ISR and every broker is registered and unfenced;
-    otherwise what is still missing (for the log)."""
+def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None) -> str | None:
+    """None when every broker is registered and unfenced, every node's health service says SERVING
+    (``probe``), every controller answers the active one and has caught up, and every partition is
+    led with a full ISR; otherwise what is still missing (for the log). See `deploy.chaos._health`
+    for why the metadata alone is not enough."""
     cluster = admin.describe_cluster()
     if cluster.error.code != 0:
         return f"describe cluster: {cluster.error.name}"
     live = {b.broker_id for b in cluster.brokers if not b.fenced}
     if not set(brokers) <= live:
         return f"brokers not unfenced: {sorted(set(brokers) - live)}"
+    if probe is not None:
+        down = probe.not_serving()
+        if down:
+            return f"nodes not serving: {down}"
+    pending = quorum_pending(admin.describe_quorum())
+    if pending is not None:
+        return pending
     topics = admin.describe_topics()
     for topic in topics.topics:
         if topic.error.code != 0:
@@ -82,12 +92,13 @@ def converged(admin: Admin, brokers: list[int]) -> str | None:
     return None
 
 
-def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int) -> ClusterView:
+def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int,
+          probe: HealthProbe | None) -> ClusterView:
     active: int | None = None
     leaders: list[int] = []
     pending: str | None = "unknown"
     try:
-        pending = converged(admin, target.brokers())
+        pending = converged(admin, target.brokers(), probe)
         quorum = admin.describe_quorum()
         if quorum.error.code == 0 and quorum.leader_id >= 0:
             active = quorum.leader_id
@@ -132,15 +143,17 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
     admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50,
                   retry_backoff_max_ms=250)
     topic = f"chaos-{settings.seed}-{int(time.time())}"
+    probe = HealthProbe(target.health_addresses())
     run = _Run()
     try:
-        _wait(lambda: converged(admin, brokers) is None, settings.converge_timeout_s, "a healthy cluster to start")
+        _wait(lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start")
         created = admin.create_topics([NewTopic(topic, settings.partitions, 3,
                                                 configs={"min.insync.replicas": "2"})], timeout_ms=30_000)
         err = created.topics[0].error
         if err.code != 0:
             raise RuntimeError(f"create topic {topic}: {err.name} {err.message}")
-        _wait(lambda: converged(admin, brokers) is None, settings.converge_timeout_s, f"{topic} to be fully replicated")
+        _wait(lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s,
+              f"{topic} to be fully replicated")
         workload = Workload(target.bootstrap_servers, topic, settings.partitions,
                             records_per_s_per_partition=settings.records_per_s_per_partition)
         workload.start()
@@ -152,7 +165,7 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
             f"({settings.partitions} partitions, RF 3, min.insync.replicas 2, acks=all)")
         while time.monotonic() - started < settings.duration_s and not stop.is_set():
             next_at = time.monotonic() + rng.uniform(*settings.interval_s)
-            view = _view(admin, target, topic, settings.session_timeout_ms)
+            view = _view(admin, target, topic, settings.session_timeout_ms, probe)
             fault = choose_fault(rng, view, kinds)
             record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
             try:
@@ -168,7 +181,7 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
             if time.monotonic() - started >= settings.duration_s:
                 _report_fault(out, record, started, workload.acknowledged())
                 break
-            record.recovery_s = _recovery_s(admin, brokers, record.healed_s, next_at, stop)
+            record.recovery_s = _recovery_s(lambda: converged(admin, brokers, probe), record.healed_s, next_at, stop)
             _report_fault(out, record, started, workload.acknowledged())
             stop.wait(max(0.0, next_at - time.monotonic()))
         last_heal = run.faults[-1].healed_s if run.faults else time.monotonic()
@@ -180,7 +193,7 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         pending: str | None = "not checked"
         while time.monotonic() < converge_deadline:
             try:
-                pending = converged(admin, brokers)
+                pending = converged(admin, brokers, probe)
             except Exception as err:
                 pending = repr(err)
             if pending is None:
@@ -203,6 +216,7 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         report = check(workload.acks, records)
     finally:
         admin.close()
+        probe.close()
     max_outage = max((b - a for a, b in gaps.values()), default=0.0)
     result: dict[str, Any] = {
         "seed": settings.seed,
@@ -240,12 +254,13 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
     return result
 
 
-def _recovery_s(admin: Admin, brokers: list[int], healed_s: float, until_s: float,
+def _recovery_s(pending: Callable[[], str | None], healed_s: float, until_s: float,
                 stop: threading.Event) -> float | None:
-    """Seconds from the heal until the cluster converged, if it did before ``until_s``."""
+    """Seconds from the heal until the cluster converged (``pending()`` is None), if it did before
+    ``until_s``."""
     while not stop.is_set():
         try:
-            if converged(admin, brokers) is None:
+            if pending() is None:
                 return time.monotonic() - healed_s
         except Exception as err:  # not converged: the controller may be moving
             _log.debug("chaos_converged_check_failed", error=repr(err))

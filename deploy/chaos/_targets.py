@@ -41,6 +41,7 @@ class ChaosTarget(Protocol):
     def cut(self, node_id: int) -> None: ...
     def heal(self, node_id: int) -> None: ...
     def is_running(self, node_id: int) -> bool: ...
+    def health_addresses(self) -> dict[int, list[str]]: ...
 
 
 class LocalTarget:
@@ -96,6 +97,11 @@ class LocalTarget:
 
     def is_running(self, node_id: int) -> bool:
         return bool(self.cluster.is_running(node_id))
+
+    def health_addresses(self) -> dict[int, list[str]]:
+        """Every gRPC listener of every node (a combined node has a controller and a broker one)."""
+        return {n: [f"{s.host}:{port}" for port in (s.controller_port, s.broker_port) if port]
+                for n, s in self.cluster.nodes.items()}
 
 
 @dataclass(frozen=True)
@@ -207,3 +213,6 @@ class SystemdTarget:
 
     def is_running(self, node_id: int) -> bool:
         return node_id not in self._stopped
+
+    def health_addresses(self) -> dict[int, list[str]]:
+        return {n: [f"{s.host}:{s.port}"] for n, s in self.nodes.items()}
