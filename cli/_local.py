@@ -74,13 +74,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
     now, so a typo fails before anything is formatted, with the key named."""
     import metadata_log
+    from cli._topics import parse_key_values
 
     settings: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise UserError(f"--override {item!r} is not KEY=VALUE")
+    for key, raw in parse_key_values(items, "--override").items():
         if key in _LAYOUT_KEYS:
             raise UserError(f"--override {key}: the launcher sets {key} from the cluster layout")
         try:
