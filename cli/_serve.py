@@ -114,9 +114,9 @@ class Node:
         _log.info("node_started", roles=list(self.config.roles), pid=os.getpid())
 
     async def _serving_when_unfenced(self) -> None:
-        """Health says SERVING for the broker only while the controller has it unfenced: not before
-        its registration caught up, and not again after a fencing (an expired session after a pause
-        or a partition) until it is unfenced once more."""
+        """Health says SERVING for the broker only while it knows itself unfenced: not before its
+        registration caught up, and not after a fencing (told by the controller, or presumed after a
+        session without an answered heartbeat) until a fresh heartbeat unfences it."""
         from grpc_health.v1 import health_pb2
 
         while True:
