@@ -5,8 +5,9 @@ session timeout is still registered, unfenced and in every ISR under its old inc
 new process is only loading its logs; a dead controller leaves the leader's match index where it
 was, which on an idle metadata log looks caught up. So convergence also asks
 
-* every node's standard gRPC health service (`HealthProbe`): a broker says SERVING only while the
-  controller has its current registration unfenced, a controller once it serves;
+* every node's standard gRPC health service (`HealthProbe`): a broker says SERVING only while it
+  knows its current registration unfenced (a restarted one not before its new registration is), a
+  controller once it serves;
 * the active controller's view of the quorum (`quorum_pending`): every voter answered the leader
   lately and has caught up with its log.
 """

@@ -62,11 +62,13 @@ class _Run:
     started_s: float = 0.0
 
 
-def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None) -> str | None:
+def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None,
+              quorum: Any = None) -> str | None:
     """None when every broker is registered and unfenced, every node's health service says SERVING
     (``probe``), every controller answers the active one and has caught up, and every partition is
     led with a full ISR; otherwise what is still missing (for the log). See `deploy.chaos._health`
-    for why the metadata alone is not enough."""
+    for why the metadata alone is not enough. ``quorum``: a DescribeQuorum answer the caller already
+    has (else one is asked for)."""
     cluster = admin.describe_cluster()
     if cluster.error.code != 0:
         return f"describe cluster: {cluster.error.name}"
@@ -77,7 +79,7 @@ def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None
         down = probe.not_serving()
         if down:
             return f"nodes not serving: {down}"
-    pending = quorum_pending(admin.describe_quorum())
+    pending = quorum_pending(quorum if quorum is not None else admin.describe_quorum())
     if pending is not None:
         return pending
     topics = admin.describe_topics()
@@ -98,10 +100,10 @@ def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int
     leaders: list[int] = []
     pending: str | None = "unknown"
     try:
-        pending = converged(admin, target.brokers(), probe)
         quorum = admin.describe_quorum()
         if quorum.error.code == 0 and quorum.leader_id >= 0:
             active = quorum.leader_id
+        pending = converged(admin, target.brokers(), probe, quorum)
         for t in admin.describe_topics([topic]).topics:
             leaders = [p.leader_id for p in t.partitions]
     except Exception as err:  # a view is a hint; a fault still lands without it
