@@ -423,13 +423,15 @@ class Partition:
     def check_enough_replicas_reach_offset(self, required_offset: int,
                                            leader_epoch: int | None = None) -> tuple[bool, type[kerr.KafkaError] | None]:
         """For acks=-1: ``(done, error)``. Done when the HW reached ``required_offset`` (the offset
-        after the batch), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the committed ISR shrank below
-        ``min.insync.replicas`` meanwhile; done with NOT_LEADER_OR_FOLLOWER once this broker is no
-        longer the leader of the epoch the records were appended in."""
+        after the batch), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the *maximal* ISR (the committed
+        one plus a pending expansion, Kafka's rule) shrank below ``min.insync.replicas`` meanwhile:
+        the HW is computed over that same set, so every replica it counts holds the records. Done
+        with NOT_LEADER_OR_FOLLOWER once this broker is no longer the leader of the epoch the
+        records were appended in."""
         if not self.is_leader or (leader_epoch is not None and leader_epoch != self._leader_epoch):
             return True, kerr.NotLeaderOrFollowerError
         if self.log.high_watermark >= required_offset:
-            if len(self._isr_state.isr) >= self.min_insync_replicas:
+            if len(self._isr_state.maximal_isr) >= self.min_insync_replicas:
                 return True, None
             return True, kerr.NotEnoughReplicasAfterAppendError
         return False, None

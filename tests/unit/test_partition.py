@@ -154,6 +154,37 @@ def test_not_enough_replicas_after_append_when_isr_shrinks_while_waiting(tmp_pat
     run(main)
 
 
+def test_after_append_check_counts_the_maximal_isr(tmp_path: Path) -> None:
+    """Kafka judges NOT_ENOUGH_REPLICAS_AFTER_APPEND against the maximal ISR: a replica whose
+    expansion is in flight already holds the records (it counts for the HW), so the write is as
+    safe as min.insync.replicas asks."""
+    async def main() -> None:
+        clock, sender = Clock(), FakeSender()
+        p = new_partition(tmp_path, clock, sender, min_isr=3)
+        p.make_leader(reg((1, 2, 3), (1, 2, 3), 1, 1, 1))
+        follower_fetch(p, 2, 0)
+        follower_fetch(p, 3, 0)
+        info = p.append_records_to_leader(batch(2), -1)
+        required = info.last_offset + 1
+        # the controller drops 3 (e.g. it lagged), then 3 fetches again and is proposed back
+        assert p.make_leader(reg((1, 2, 3), (1, 2), 1, 1, 2))
+        follower_fetch(p, 3, 0)
+        assert p.isr == (1, 2) and p.maximal_isr == (1, 2, 3) and p.isr_state.inflight
+        follower_fetch(p, 2, 2)
+        assert p.check_enough_replicas_reach_offset(required, 1) == (False, None)
+        follower_fetch(p, 3, 2)
+        assert p.high_watermark == 2
+        assert p.check_enough_replicas_reach_offset(required, 1) == (True, None)
+        # the proposal is refused: the ISR is back to two, below min.insync.replicas
+        sender.fail_last(kerr.IneligibleReplicaError)
+        await asyncio.sleep(0)
+        assert p.maximal_isr == (1, 2)
+        assert p.check_enough_replicas_reach_offset(required, 1) == (
+            True, kerr.NotEnoughReplicasAfterAppendError)
+
+    run(main)
+
+
 # ------------------------------------------------------------------------------ ISR changes
 
 
