@@ -475,6 +475,12 @@ class ReplicaManager:
             return False
         return broker_epoch <= 0 or broker_epoch == reg.broker_epoch
 
+    def _registered_broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch of ``broker_id``'s registration in the image (-1 when unregistered):
+        a replica fetch carrying an older one is from a previous incarnation (KIP-903)."""
+        reg = self._image.cluster.broker(broker_id)
+        return -1 if reg is None else reg.broker_epoch
+
     def _get_or_create_log(self, topic: TopicImage, pid: int) -> storage.Log:
         cfg = self._log_config(topic.name)
         try:
@@ -497,7 +503,8 @@ class ReplicaManager:
                              alter_partition=self.alter_partition, clock_ms=self.clock_ms,
                              replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                              min_insync_replicas=self._min_isr(topic.name), listener=self,
-                             is_replica_eligible=self._is_replica_eligible)
+                             is_replica_eligible=self._is_replica_eligible,
+                             registered_broker_epoch=self._registered_broker_epoch)
             self._partitions[tp] = part
         return part
 

@@ -260,6 +260,32 @@ def test_expansion_is_not_proposed_for_a_fenced_broker(tmp_path: Path) -> None:
     run(main)
 
 
+def test_state_of_a_restarted_replica_holds_the_high_watermark(tmp_path: Path) -> None:
+    """KIP-903: what the leader learnt from a replica's previous incarnation (its LEO) no longer
+    counts for the HW once the metadata registers the replica again with a newer broker epoch:
+    it may have lost unflushed records when it restarted."""
+    async def main() -> None:
+        epochs = {2: 12, 3: 13}
+        log = storage.Log(tmp_path / "t-0", storage.LogConfig())
+        p = Partition("t", 0, "tid-1", local_broker_id=1, log=log, alter_partition=FakeSender(),
+                      clock_ms=Clock(), registered_broker_epoch=lambda b: epochs.get(b, -1))
+        p.make_leader(reg((1, 2, 3), (1, 2, 3), 1, 1, 1))
+        p.append_records_to_leader(batch(4), 1)
+        p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=2, replica_epoch=12)
+        p.fetch_records(fetch_offset=2, max_bytes=1 << 20, replica_id=3, replica_epoch=13)
+        assert p.high_watermark == 2
+        epochs[2] = 20  # broker 2 restarted and registered again
+        p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=3, replica_epoch=13)
+        assert p.high_watermark == 2  # 2's LEO of 4 was its old incarnation's
+        with pytest.raises(kerr.NotLeaderOrFollowerError):
+            p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=2, replica_epoch=12)
+        assert p.high_watermark == 2
+        p.fetch_records(fetch_offset=3, max_bytes=1 << 20, replica_id=2, replica_epoch=20)
+        assert p.high_watermark == 3
+
+    run(main)
+
+
 def test_alter_partition_errors(tmp_path: Path) -> None:
     async def main() -> None:
         sender = FakeSender()
