@@ -9,6 +9,7 @@ from client._consumer import (
     OffsetAndTimestamp,
     consumer_config_from_properties,
 )
+from client._config import UnsupportedConfigError
 from client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
 from client._partitioner import DefaultPartitioner, murmur2, partition_for_key
 from client._producer import (
@@ -25,5 +26,5 @@ __all__ = [
     "Consumer", "ConsumerRecord", "NoOffsetForPartitionError", "OffsetAndTimestamp",
     "consumer_config_from_properties",
     "BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicPartition",
-    "DefaultPartitioner", "murmur2", "partition_for_key",
+    "DefaultPartitioner", "murmur2", "partition_for_key", "UnsupportedConfigError",
 ]

@@ -10,8 +10,10 @@ Like Kafka's Java consumer with manual assignment:
   ``fetch_max_wait_ms`` long polling, ``fetch_max_bytes`` and ``max_partition_fetch_bytes``),
   keeps at most one fetch in flight per broker across polls, and returns up to
   ``max_poll_records`` records; records before the position in the first batch (the broker returns
-  whole batches) and control batches are skipped, and with ``read_committed`` aborted transactions
-  are dropped;
+  whole batches) and control batches are skipped (the decoder can also drop aborted transactions,
+  for ``read_committed``, which is refused until transactions exist);
+- settings of features that do not exist yet (``isolation_level="read_committed"``,
+  ``enable_auto_commit`` with a ``group_id``) raise `UnsupportedConfigError` instead of pretending;
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
@@ -35,6 +37,7 @@ import structlog
 from proto import broker_pb2
 from proto import errors as kerr
 
+from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._records import Batch, iter_batches
 
@@ -93,14 +96,23 @@ _CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "default.api.timeout.ms": ("default_api_timeout_ms", int),
     "client.rack": ("client_rack", str),
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
+    "group.id": ("group_id", lambda v: v.strip() or None),
+    "enable.auto.commit": ("enable_auto_commit", lambda v: parse_bool(v, "enable.auto.commit")),
 }
-_IGNORED_CONSUMER_PROPERTIES = {"client.id", "group.id", "key.deserializer", "value.deserializer",
-                                "enable.auto.commit", "auto.commit.interval.ms", "security.protocol",
-                                "receive.buffer.bytes", "send.buffer.bytes"}
+#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
+_UNSUPPORTED_CONSUMER_PROPERTIES = {"security.protocol": PLAINTEXT_ONLY, "key.deserializer": BYTES_DESERIALIZER,
+                                    "value.deserializer": BYTES_DESERIALIZER}
+#: Accepted and ignored: they change nothing a user of this client can observe (auto commits are
+#: refused, so their interval never matters).
+_IGNORED_CONSUMER_PROPERTIES = {"client.id", "auto.commit.interval.ms", "receive.buffer.bytes",
+                                "send.buffer.bytes"}
 
 
 def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know."""
+    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know.
+    Settings of features this client does not have yet raise `UnsupportedConfigError` (here or
+    in `Consumer`), naming the setting."""
+    check_unsupported_properties(props, _UNSUPPORTED_CONSUMER_PROPERTIES)
     out: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in props.items():
@@ -110,7 +122,7 @@ def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
                 out[name] = conv(value)
             except ValueError:
                 raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_CONSUMER_PROPERTIES:
+        elif key not in _IGNORED_CONSUMER_PROPERTIES and key not in _UNSUPPORTED_CONSUMER_PROPERTIES:
             unknown.append(key)
     return out, unknown
 
@@ -148,8 +160,10 @@ class Consumer:
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
                  metadata_max_age_ms: int = 300_000, default_api_timeout_ms: int = 60_000,
                  client_rack: str = "", allow_auto_topic_creation: bool = True,
+                 group_id: str | None = None, enable_auto_commit: bool | None = None,
                  key_deserializer: Callable[[bytes | None], Any] | None = None,
                  value_deserializer: Callable[[bytes | None], Any] | None = None) -> None:
+        self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -182,15 +196,41 @@ class Consumer:
 
     @staticmethod
     def _isolation(value: str | int) -> int:
+        """``read_uncommitted`` (0). ``read_committed`` (1) is refused until transactions exist:
+        the brokers neither track a last stable offset nor list aborted transactions, so a
+        read_committed consumer would only pretend to hide them."""
         if isinstance(value, int):
             if value not in (0, 1):
                 raise ValueError("isolation_level is 0 (read_uncommitted) or 1 (read_committed)")
-            return value
-        names = {"read_uncommitted": 0, "read_committed": 1}
-        key = value.strip().lower()
-        if key not in names:
-            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
-        return names[key]
+            level = value
+        else:
+            names = {"read_uncommitted": 0, "read_committed": 1}
+            key = value.strip().lower()
+            if key not in names:
+                raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
+            level = names[key]
+        if level == 1:
+            raise refuse("isolation.level", "read_committed",
+                         "kraftlog has no transactions yet (brokers track no last stable offset)",
+                         "use isolation.level=read_uncommitted")
+        return level
+
+    @staticmethod
+    def _check_group_settings(group_id: str | None, enable_auto_commit: bool | None) -> tuple[str | None, bool]:
+        """Kafka's rules for ``group.id`` / ``enable.auto.commit`` on a consumer of assigned
+        partitions: auto commit defaults to on with a group id and off without one, and cannot be
+        on without a group. There are no consumer groups yet, so auto commit on is refused; a
+        group id with auto commit off changes nothing (no group can have committed offsets for
+        positions to start from) and is accepted."""
+        if enable_auto_commit is None:
+            enable_auto_commit = group_id is not None
+        if enable_auto_commit and group_id is None:
+            raise ValueError("enable.auto.commit cannot be true without a group.id (as in Kafka)")
+        if enable_auto_commit:
+            raise refuse("enable.auto.commit", "true", f"kraftlog has no consumer groups yet (group.id={group_id})",
+                         "set enable.auto.commit=false (positions then follow auto.offset.reset), "
+                         "or leave group.id unset")
+        return group_id, False
 
     @property
     def metadata(self) -> ClusterMetadata:

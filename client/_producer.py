@@ -23,7 +23,8 @@ A failed record's future raises the typed `proto.errors` exception (``err.retria
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
 sender thread once the record is done, as Java's ``Callback.onCompletion``.
 
-Without idempotence (a later issue) a retry after a lost response can write a batch twice. With more
+Without idempotence (a later issue; ``enable_idempotence=True`` and a ``transactional_id`` are refused
+with `UnsupportedConfigError` until then) a retry after a lost response can write a batch twice. With more
 than one request in flight per broker, a retried batch can land after a later one, and, unlike
 Kafka's one-request-at-a-time TCP connections, gRPC may hand concurrent requests to the broker in
 any order: set ``max_in_flight_requests_per_connection=1`` when the order of a partition's records
@@ -49,6 +50,16 @@ import structlog
 from proto import broker_pb2
 from proto import errors as kerr
 
+from ._config import (
+    BYTES_SERIALIZER,
+    FALSE_ONLY,
+    PLAINTEXT_ONLY,
+    Unsupported,
+    check_unsupported_properties,
+    java_class_is,
+    parse_bool,
+    refuse,
+)
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._partitioner import DefaultPartitioner
 from ._records import HEADER_SIZE, Batch, BatchBuilder, codec_id, record_size_upper_bound
@@ -113,16 +124,33 @@ _PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.block.ms": ("max_block_ms", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
+    "enable.idempotence": ("enable_idempotence", lambda v: parse_bool(v, "enable.idempotence")),
+    "transactional.id": ("transactional_id", lambda v: v.strip() or None),
 }
-#: Accepted and ignored (they name Java classes or features this client does not have).
-_IGNORED_PRODUCER_PROPERTIES = {"client.id", "key.serializer", "value.serializer", "enable.idempotence",
-                                "partitioner.class", "partitioner.ignore.keys", "send.buffer.bytes",
-                                "receive.buffer.bytes", "security.protocol"}
+_NO_IDEMPOTENCE = ("kraftlog has no idempotent producer yet (producer ids and sequence numbers arrive with "
+                   "the idempotence issue)")
+_NO_TRANSACTIONS = "kraftlog has no transactions yet"
+#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
+_UNSUPPORTED_PRODUCER_PROPERTIES = {
+    "partitioner.class": Unsupported(java_class_is("DefaultPartitioner", "BuiltInPartitioner"),
+                                     "Java partitioner classes cannot run here",
+                                     "pass partitioner= to Producer"),
+    "partitioner.ignore.keys": Unsupported(FALSE_ONLY, "keyed records always go to murmur2(key)",
+                                           "use partitioner.ignore.keys=false"),
+    "security.protocol": PLAINTEXT_ONLY,
+    "key.serializer": BYTES_SERIALIZER,
+    "value.serializer": BYTES_SERIALIZER,
+}
+#: Accepted and ignored: they change nothing a user of this client can observe.
+_IGNORED_PRODUCER_PROPERTIES = {"client.id", "send.buffer.bytes", "receive.buffer.bytes"}
 
 
 def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Kafka producer properties (``linger.ms=5``) -> `Producer` keywords, plus the names this
-    client does not know (Kafka warns about those and goes on)."""
+    client does not know (Kafka warns about those and goes on). Settings of features this client
+    does not have yet (``enable.idempotence=true``, ``transactional.id``, ``security.protocol=SSL``,
+    ...) raise `UnsupportedConfigError` (a ValueError) naming the setting."""
+    check_unsupported_properties(props, _UNSUPPORTED_PRODUCER_PROPERTIES)
     out: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in props.items():
@@ -132,7 +160,7 @@ def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
                 out[name] = conv(value)
             except ValueError:
                 raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_PRODUCER_PROPERTIES:
+        elif key not in _IGNORED_PRODUCER_PROPERTIES and key not in _UNSUPPORTED_PRODUCER_PROPERTIES:
             unknown.append(key)
     return out, unknown
 
@@ -250,10 +278,17 @@ class Producer:
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  max_request_size: int = 1_048_576, buffer_memory: int = 33_554_432,
                  max_block_ms: int = 60_000, metadata_max_age_ms: int = 300_000,
-                 allow_auto_topic_creation: bool = True,
+                 allow_auto_topic_creation: bool = True, enable_idempotence: bool = False,
+                 transactional_id: str | None = None,
                  partitioner: Any = None,
                  key_serializer: Callable[[Any], bytes | None] | None = None,
                  value_serializer: Callable[[Any], bytes | None] | None = None) -> None:
+        if enable_idempotence:
+            raise refuse("enable.idempotence", "true", _NO_IDEMPOTENCE,
+                         "use enable.idempotence=false (and max.in.flight.requests.per.connection=1 "
+                         "if order matters)")
+        if transactional_id:
+            raise refuse("transactional.id", transactional_id, _NO_TRANSACTIONS, "leave transactional.id unset")
         self.acks = _acks(acks)
         self.batch_size = max(1, int(batch_size))
         self.linger_s = max(0, linger_ms) / 1000.0

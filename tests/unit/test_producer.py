@@ -816,6 +816,32 @@ def test_producer_config_from_properties() -> None:
         producer_config_from_properties({"linger.ms": "soon"})
 
 
+def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
+    """Issue 12: no idempotence and no transactions yet, so asking for them is refused with an
+    error naming the setting; the values that keep Kafka's meaning without them pass."""
+    from client import UnsupportedConfigError
+
+    refused = [{"enable.idempotence": "true"}, {"transactional.id": "tx-1"}, {"security.protocol": "SASL_SSL"},
+               {"partitioner.ignore.keys": "true"},
+               {"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
+               {"value.serializer": "org.apache.kafka.common.serialization.LongSerializer"}]
+    for props in refused:
+        with pytest.raises(UnsupportedConfigError) as info:
+            config, _unknown = producer_config_from_properties(props)
+            Producer(cluster.bootstrap, **config).close()
+        assert any(key in str(info.value) for key in props), info.value
+        assert "not supported yet" in str(info.value)
+    with pytest.raises(UnsupportedConfigError, match="enable.idempotence=true"):
+        Producer(cluster.bootstrap, enable_idempotence=True)
+    with pytest.raises(UnsupportedConfigError, match="transactional.id"):
+        Producer(cluster.bootstrap, transactional_id="tx")
+    config, unknown = producer_config_from_properties({
+        "enable.idempotence": "false", "security.protocol": "plaintext", "partitioner.ignore.keys": "false",
+        "key.serializer": "org.apache.kafka.common.serialization.StringSerializer"})
+    assert config == {"enable_idempotence": False} and not unknown
+    Producer(cluster.bootstrap, **config).close()
+
+
 def test_invalid_settings_are_refused(cluster) -> None:
     with pytest.raises(kerr.UnsupportedCompressionTypeError):
         Producer(cluster.bootstrap, compression_type="brotli")
