@@ -5,6 +5,7 @@ from client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_er
 from client._consumer import (
     Consumer,
     ConsumerRecord,
+    LogTruncationError,
     NoOffsetForPartitionError,
     OffsetAndTimestamp,
     consumer_config_from_properties,
@@ -23,7 +24,7 @@ from client._producer import (
 __all__ = [
     "Admin", "NewTopic", "parse_bootstrap_servers", "raise_for_errors",
     "AsyncProducer", "Producer", "ProducerClosedError", "RecordMetadata", "producer_config_from_properties",
-    "Consumer", "ConsumerRecord", "NoOffsetForPartitionError", "OffsetAndTimestamp",
+    "Consumer", "ConsumerRecord", "LogTruncationError", "NoOffsetForPartitionError", "OffsetAndTimestamp",
     "consumer_config_from_properties",
     "BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicPartition",
     "DefaultPartitioner", "murmur2", "partition_for_key", "UnsupportedConfigError",

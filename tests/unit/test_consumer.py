@@ -421,3 +421,88 @@ def test_settings_of_missing_features_are_refused_not_ignored() -> None:
     config, unknown = consumer_config_from_properties(accepted)
     assert not unknown
     Consumer("127.0.0.1:1", **config).close()
+
+
+# ------------------------------------------------------------------------------ KIP-320
+
+
+def _consume_ten_then_unclean_election(cluster, consumer) -> None:
+    """Broker 1 leads epoch 0 with offsets 0-9, all consumed; then broker 2 is elected uncleanly
+    with only 0-5 and writes six new records in epoch 1 (offsets 6-11)."""
+    cluster.create_topic("t", 1, leaders=[1])
+    write(cluster, "t", 0, 6)
+    write(cluster, "t", 0, 4, start=6)
+    consumer.assign([TP])
+    consumer.seek(TP, 0)
+    assert [r.offset for r in poll_until(consumer, 10)] == list(range(10))
+    assert consumer.position(TP) == 10
+    with cluster.cond:
+        cluster.partition("t").truncate(6)
+    cluster.move_leader("t", 0, 2)
+    b = RecordBatchBuilder()
+    for i in range(6):
+        b.append(TS, b"k", b"new%d" % i)
+    cluster.append("t", 0, b.build())
+
+
+def test_truncation_with_no_reset_policy_raises_log_truncation_error(cluster) -> None:
+    """KIP-320: after the leader change the consumer asks the new leader where epoch 0 ends (6),
+    finds its position (10) past it and raises, naming the divergent offset, instead of fetching
+    on at 10 and silently skipping the new records 6-9."""
+    from client import LogTruncationError
+
+    with make_consumer(cluster, auto_offset_reset="none") as consumer:
+        _consume_ten_then_unclean_election(cluster, consumer)
+        deadline = time.monotonic() + 10
+        with pytest.raises(LogTruncationError) as info:
+            while time.monotonic() < deadline:
+                assert consumer.poll(200) == []
+        err = info.value
+        assert isinstance(err, kerr.OffsetOutOfRangeError)
+        assert err.partitions == {TP: 10} and err.divergent_offsets == {TP: 6}
+        with pytest.raises(LogTruncationError):  # until the application moves the position
+            consumer.poll(100)
+        consumer.seek(TP, err.divergent_offsets[TP])
+        assert [r.value for r in poll_until(consumer, 6)] == [b"new%d" % i for i in range(6)]
+    assert cluster.count("OffsetForLeaderEpoch", 2) >= 1
+
+
+def test_truncation_with_a_reset_policy_resumes_at_the_divergent_offset(cluster) -> None:
+    with make_consumer(cluster, auto_offset_reset="earliest") as consumer:
+        _consume_ten_then_unclean_election(cluster, consumer)
+        records = poll_until(consumer, 6)
+        assert [(r.offset, r.value) for r in records] == [(6 + i, b"new%d" % i) for i in range(6)]
+        assert consumer.position(TP) == 12
+
+
+def test_leader_change_without_truncation_validates_and_goes_on(cluster) -> None:
+    cluster.create_topic("t", 1, leaders=[1])
+    write(cluster, "t", 0, 4)
+    with make_consumer(cluster, auto_offset_reset="none") as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        assert len(poll_until(consumer, 4)) == 4
+        cluster.move_leader("t", 0, 2)  # a clean election: the new leader has everything
+        write(cluster, "t", 0, 2, start=4)
+        assert [r.offset for r in poll_until(consumer, 2)] == [4, 5]
+    assert cluster.count("OffsetForLeaderEpoch") >= 1
+
+
+def test_positions_without_an_epoch_need_no_validation(cluster) -> None:
+    cluster.create_topic("t", 1, leaders=[1])
+    write(cluster, "t", 0, 4)
+    with make_consumer(cluster) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 2)
+        cluster.move_leader("t", 0, 2)
+        assert [r.offset for r in poll_until(consumer, 2)] == [2, 3]
+    assert cluster.count("OffsetForLeaderEpoch") == 0
+
+
+def test_validation_rule() -> None:
+    from client._positions import ValidationAnswer, judge_validation
+
+    assert judge_validation(10, 0, 10) == ValidationAnswer(True)
+    assert judge_validation(10, 0, 12) == ValidationAnswer(True)
+    assert judge_validation(10, 0, 6) == ValidationAnswer(False, 6, 0)
+    assert judge_validation(10, -1, -1) == ValidationAnswer(False)  # the leader knows no such epoch

@@ -58,6 +58,22 @@ class FakePartition:
         self.next_offset = 0
         self.aborted: list[tuple[int, int]] = []  # (producer id, first offset)
         self.log_append_time = False
+        self.epochs: list[tuple[int, int]] = [(0, 0)]  # leader-epoch cache: (epoch, start offset)
+
+    def truncate(self, offset: int) -> None:
+        """Drop every batch from ``offset`` on (a batch boundary), as an unclean election does."""
+        self.batches = [(b, raw) for b, raw in self.batches if b < offset]
+        self.next_offset = offset
+        self.epochs = [(e, start) for e, start in self.epochs if start < offset] or [(self.epoch, offset)]
+
+    def end_offset_for(self, requested: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch, by Kafka's rule: the largest epoch <= ``requested`` and the start
+        of the next epoch (the log end for the latest)."""
+        if requested < 0 or not self.epochs or requested < self.epochs[0][0]:
+            return -1, -1
+        floor = max(e for e, _s in self.epochs if e <= requested)
+        later = [start for e, start in self.epochs if e > requested]
+        return floor, (later[0] if later else self.next_offset)
 
     def append(self, payload: bytes) -> tuple[int, int]:
         """Assign offsets to the batches of ``payload``; returns (base offset, append time)."""
@@ -109,6 +125,9 @@ class _Servicer(broker_pb2_grpc.BrokerServiceServicer):
     def ListOffsets(self, request: Any, context: Any) -> Any:
         return self.cluster.list_offsets(self.node_id, request)
 
+    def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
+        return self.cluster.offset_for_leader_epoch(self.node_id, request)
+
 
 class FakeCluster:
     """Brokers 1..n on 127.0.0.1 sharing in-memory partition logs (RF=1 semantics: the high
@@ -156,6 +175,7 @@ class FakeCluster:
             p = self.partitions[(topic, partition)]
             p.leader = leader
             p.epoch += 1
+            p.epochs.append((p.epoch, p.next_offset))
             p.replicas = [leader]
             self.cond.notify_all()
 
@@ -334,6 +354,30 @@ class FakeCluster:
         response = B.FetchResponse(error=_err(None), responses=topics,
                                    node_endpoints=[self._endpoint(n) for n in sorted(endpoints)])
         return response, total, errors
+
+    def offset_for_leader_epoch(self, node_id: int, request: Any) -> Any:
+        R = B.OffsetForLeaderEpochResponse
+        with self.cond:
+            self.calls.append((node_id, "OffsetForLeaderEpoch", request))
+            topics = []
+            for t in request.topics:
+                parts = []
+                for rp in t.partitions:
+                    p = self.partitions.get((t.topic, rp.partition))
+                    out = R.Partition(partition=rp.partition, leader_epoch=-1, end_offset=-1)
+                    if p is None:
+                        out.error.CopyFrom(_err(kerr.UnknownTopicOrPartitionError))
+                    elif p.leader != node_id:
+                        out.error.CopyFrom(_err(kerr.NotLeaderOrFollowerError))
+                    elif rp.current_leader_epoch >= 0 and rp.current_leader_epoch != p.epoch:
+                        out.error.CopyFrom(_err(kerr.FencedLeaderEpochError if rp.current_leader_epoch < p.epoch
+                                                else kerr.UnknownLeaderEpochError))
+                    else:
+                        out.error.CopyFrom(_err(None))
+                        out.leader_epoch, out.end_offset = p.end_offset_for(rp.leader_epoch)
+                    parts.append(out)
+                topics.append(R.Topic(topic=t.topic, partitions=parts))
+            return R(topics=topics)
 
     def list_offsets(self, node_id: int, request: Any) -> Any:
         with self.cond:
