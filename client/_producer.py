@@ -17,7 +17,11 @@ turns batches into ProduceRequests:
   after ``delivery_timeout_ms`` from the batch's creation. Errors meaning stale metadata ask for a
   refresh, except NOT_LEADER_OR_FOLLOWER carrying the new leader (KIP-951): the hint updates the
   cache in place and the batch goes to the new leader at once;
-- MESSAGE_TOO_LARGE on a batch of several records splits it in two and retries the halves.
+- MESSAGE_TOO_LARGE on a batch of several records splits it in two and retries the halves;
+- with ``acks=0`` a record is done once its request is sent (offset -1, never retried), but a failed
+  call (the leader died: the node is then skipped until newer metadata) or an error answer (leader
+  hint or refresh) still updates the metadata, as Kafka's client does on a disconnect, so a stream
+  follows a moved leader instead of sending into the void until ``metadata_max_age_ms``.
 
 A failed record's future raises the typed `proto.errors` exception (``err.retriable`` tells whether
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
@@ -716,8 +720,6 @@ class Producer:
             for batch in batches:
                 batch.in_flight = False
                 self._muted.discard(batch.tp)
-        if self.acks == 0:
-            return
         try:
             response = future.result()
         except (grpc.RpcError, grpc.FutureCancelledError, concurrent.futures.CancelledError) as err:
@@ -733,13 +735,23 @@ class Producer:
                 self._pool.mark_unreachable(broker.address)
                 with self._lock:
                     self._unreachable[node_id] = (version, time.monotonic())
+            if self.acks == 0:
+                # the records were already completed; like Kafka's client on a disconnect, learn
+                # where the leader went instead of sending on into the void until metadata.max.age.ms
+                _log.debug("produce_acks0_failed", node=node_id, error=error.error_name)
+                return
             for batch in batches:
                 self._retry_or_fail(batch, error)
             return
         except kerr.KafkaError as err:
             self._metadata.request_update()
+            if self.acks == 0:
+                return
             for batch in batches:
                 self._retry_or_fail(batch, err)
+            return
+        if self.acks == 0:
+            self._learn_from_acks0_response(node_id, batches, response)
             return
         if response.error.code:
             error = kerr.error_for_code(response.error.code)(response.error.message or None)
@@ -776,6 +788,27 @@ class Producer:
             if isinstance(error, kerr.InvalidMetadataError) and not moved:
                 self._metadata.request_update()
             self._retry_or_fail(batch, error, backoff=not moved)
+
+    def _learn_from_acks0_response(self, node_id: int, batches: list[_Batch], response: Any) -> None:
+        """acks=0: the records are done (never retried, as in Kafka), but an error answer still
+        says the metadata is stale: take the leader hint (KIP-951) or refresh, so the next
+        batches go to the new leader. (Kafka's broker closes the connection on such an error for
+        the same purpose.)"""
+        refresh = response.error.code != 0
+        for t in response.topics:
+            for p in t.partitions:
+                if not p.error.code:
+                    continue
+                error_cls = kerr.error_for_code(p.error.code)
+                hint = p.current_leader if p.HasField("current_leader") else None
+                moved = hint is not None and hint.leader_id >= 0 and self._metadata.apply_leader_hint(
+                    TopicPartition(t.name, p.index), hint.leader_id, hint.leader_epoch, response.node_endpoints)
+                if issubclass(error_cls, kerr.InvalidMetadataError) and not moved:
+                    refresh = True
+                _log.debug("produce_acks0_partition_error", node=node_id, tp=f"{t.name}-{p.index}",
+                           error=error_cls.error_name, moved=moved, batches=len(batches))
+        if refresh:
+            self._metadata.request_update()
 
     def _retry_or_fail(self, batch: _Batch, error: kerr.KafkaError, *, backoff: bool = True) -> None:
         now = time.monotonic()

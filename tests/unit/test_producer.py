@@ -654,6 +654,37 @@ def test_acks_zero_completes_without_offsets(cluster) -> None:
     assert cluster.partition("t").records()[0].value == b"v"
 
 
+def _stream_until_stored_at(cluster: FakeCluster, producer: Producer, node_id: int, timeout_s: float) -> int:
+    """Send acks=0 records (paced, as a steady stream) until one is stored by ``node_id``'s
+    Produce; returns how many were sent."""
+    deadline = time.monotonic() + timeout_s
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.send("t", b"x%d" % sent)
+        sent += 1
+        if any(r.value.startswith(b"x") for r in cluster.partition("t").records()) \
+                and cluster.count("Produce", node_id):
+            return sent
+        time.sleep(0.005)
+    raise AssertionError(f"no acks=0 record reached broker {node_id} within {timeout_s} s ({sent} sent)")
+
+
+@pytest.mark.parametrize("dead", [True, False], ids=["leader-down", "leader-deposed"])
+def test_acks_zero_follows_a_moved_leader(cluster, dead: bool) -> None:
+    """Issue 12: with acks=0 nothing is acknowledged, but the producer still learns from a broken
+    connection or a NOT_LEADER_OR_FOLLOWER answer that the leader moved (as Kafka's client does
+    on a disconnect), instead of sending into the void until metadata.max.age.ms (300 s)."""
+    cluster.create_topic("t", 1, leaders=[1])
+    with make_producer(cluster, acks=0, linger_ms=0) as producer:
+        producer.send_sync("t", b"first", timeout=10)
+        if dead:
+            cluster.stop_broker(1)
+        cluster.move_leader("t", 0, 2)
+        _stream_until_stored_at(cluster, producer, 2, timeout_s=5)
+        producer.flush(10)
+    assert producer.metadata.metadata_max_age_ms == 300_000
+
+
 @pytest.mark.parametrize("acks,wire", [("all", -1), (-1, -1), ("1", 1), (1, 1)])
 def test_acks_on_the_wire(cluster, acks: Any, wire: int) -> None:
     cluster.create_topic("t", 1)
