@@ -166,6 +166,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self.cleaner_checkpoint = 0
+        # bumped whenever segments leave the log other than by a cleaner swap (truncation,
+        # retention, close): a cleaning pass planned before that must not install its output
+        self._structure_version = 0
         self._closed = False
         self._bound = _log.bind(topic=self.topic, partition=self.partition)
         try:
@@ -299,6 +302,12 @@ class Log:
     @property
     def recovery_point(self) -> int:
         return self._recovery_point
+
+    @property
+    def structure_version(self) -> int:
+        """Changes when segments are truncated or removed (not by appends, rolls or cleaner
+        swaps); read it under `lock` together with the segments a background pass plans on."""
+        return self._structure_version
 
     @property
     def size_bytes(self) -> int:
@@ -727,6 +736,7 @@ class Log:
             if offset < self._segments[0].base_offset:
                 self._truncate_fully_locked(offset)
                 return True
+            self._structure_version += 1
             while len(self._segments) > 1 and self._bases[-1] > offset:
                 seg = self._segments.pop()
                 self._bases.pop()
@@ -752,6 +762,7 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self._structure_version += 1
         for seg in self._segments:
             seg.delete()
         self._segments, self._bases = [], []
@@ -784,14 +795,17 @@ class Log:
     def delete_old_segments(self) -> int:
         """Apply retention: by time and size when ``cleanup.policy`` has ``delete``, and by the log
         start offset always. Only segments wholly below the high watermark go. Returns how many
-        segments were deleted."""
+        segments were deleted.
+
+        The lock is held only to take the segments out of the log (renamed ``.deleted``); their
+        files are removed after it is released, so appends and reads wait for no unlink."""
+        doomed: list[LogSegment] = []
         with self._lock:
             self._ensure_open()
             now = self._clock_ms()
-            deleted = 0
             cfg = self.config
             if cfg.delete and cfg.retention_ms >= 0:
-                deleted += self._delete_segments(
+                doomed += self._delete_segments(
                     lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms")
             if cfg.delete and cfg.retention_bytes >= 0:
                 excess = [sum(s.size for s in self._segments) - cfg.retention_bytes]
@@ -801,12 +815,16 @@ class Log:
                         excess[0] -= seg.size
                         return True
                     return False
-                deleted += self._delete_segments(over_size, "retention_bytes")
-            deleted += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
-                                             "log_start_offset")
-            return deleted
+                doomed += self._delete_segments(over_size, "retention_bytes")
+            doomed += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
+                                            "log_start_offset")
+        for seg in doomed:
+            seg.delete()
+        return len(doomed)
 
-    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> list[LogSegment]:
+        """Take the leading segments matching ``predicate`` out of the log (renamed ``.deleted``);
+        the caller deletes their files once the lock is released."""
         doomed: list[LogSegment] = []
         for i, seg in enumerate(self._segments):
             is_active = i == len(self._segments) - 1
@@ -817,39 +835,54 @@ class Log:
                 break
             doomed.append(seg)
         if not doomed:
-            return 0
+            return []
         if doomed[-1] is self.active_segment:
             self._roll_locked(self._log_end_offset)
+        self._structure_version += 1
         for seg in doomed:
             self._segments.remove(seg)
             self._bases.remove(seg.base_offset)
-            seg.delete()
+            seg.rename_for_deletion(DELETED_SUFFIX)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
         self._bound.info("deleted_segments", reason=reason, count=len(doomed),
                          log_start_offset=self._log_start_offset)
-        return len(doomed)
+        return doomed
 
     # ================================================================== compaction support
 
-    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
-        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``.
+    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment], *,
+                         expected_version: int | None = None) -> bool:
+        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``;
+        returns False (and changes nothing) when the log moved on since the pass was planned:
+        it was closed, ``expected_version`` is no longer `structure_version`, or an old segment
+        is no longer in the log.
 
-        Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old files deleted, ``.swap`` -> final
-        name; `_complete_or_discard_swaps` finishes an interrupted swap at the next load.
+        Readers never see a half-swapped log: the list changes in one step under the lock. Only
+        renames happen under it (the caller flushed the new segment before); the old files are
+        deleted after it is released. Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old
+        files renamed ``.deleted``, ``.swap`` -> final name; `_complete_or_discard_swaps` finishes
+        an interrupted swap at the next load.
         """
         with self._lock:
+            if expected_version is not None and (
+                    self._closed or expected_version != self._structure_version
+                    or any(seg not in self._segments for seg in old)):
+                return False
             new_segment.flush()
             new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
             for seg in old:
                 self._segments.remove(seg)
                 self._bases.remove(seg.base_offset)
-                seg.delete()
+                seg.rename_for_deletion(DELETED_SUFFIX)
             new_segment.rename_all(SWAP_SUFFIX, "")
             i = bisect.bisect_left(self._bases, new_segment.base_offset)
             self._segments.insert(i, new_segment)
             self._bases.insert(i, new_segment.base_offset)
+        for seg in old:
+            seg.delete()
+        return True
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         seg = self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
@@ -889,6 +922,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._structure_version += 1
             self._flush_locked(self._log_end_offset)
             for seg in self._segments:
                 seg.flush()
@@ -898,6 +932,7 @@ class Log:
     def close_without_flush(self) -> None:
         """Close the files as a crash would leave them (tests of recovery)."""
         with self._lock:
+            self._structure_version += 1
             for seg in self._segments:
                 seg.close_without_flush()
             self._closed = True
@@ -905,6 +940,7 @@ class Log:
     def delete(self) -> None:
         """Remove the partition's directory and every file in it."""
         with self._lock:
+            self._structure_version += 1
             for seg in self._segments:
                 seg.close_without_flush()
             self._closed = True
