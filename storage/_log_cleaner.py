@@ -132,8 +132,10 @@ class LogCleaner:
     # ------------------------------------------------------------------ passes
 
     def abort(self, tp: TopicPartition) -> None:
-        """The log is going away (deleted): a pass in progress on it stops at its next batch."""
+        """The log is going away (deleted): a pass in progress on it stops at its next batch, and
+        the partition is no longer remembered as uncleanable (a new log of that name starts clean)."""
         with self._lock:
+            self._uncleanable.discard(tp)
             if tp in self._in_progress:
                 self._aborted.add(tp)
 
@@ -200,13 +202,14 @@ class LogCleaner:
             stats = clean_log(log, self._clock_ms(), force=force, throttle=throttle,
                               abort=lambda: self._stop.is_set() or tp in self._aborted)
             if stats is not None:
-                self.passes += 1
+                with self._lock:
+                    self.passes += 1
             return stats
         except CleaningAbortedError as err:
             _log.info("log_cleaning_aborted", topic=tp[0], partition=tp[1], reason=str(err))
             return None
         except Exception as err:
-            if tp in self._aborted or self._stop.is_set():
+            if tp in self._aborted or self._stop.is_set() or self._logs().get(tp) is not log:
                 _log.info("log_cleaning_aborted", topic=tp[0], partition=tp[1], reason=repr(err))
                 return None
             with self._lock:

@@ -130,7 +130,10 @@ def test_retention_runs_on_its_own_thread_and_never_overlaps(tmp_path: Path) -> 
         log.update_high_watermark(log.log_end_offset)
         assert lm.submit_retention()
         wait_for(lambda: log.log_start_offset == 30, 10, "retention to delete the old segments")
-        assert [p.name for p in log.dir.iterdir() if p.name.endswith(".deleted")] == []
+        # the files go after the lock is released: wait for them, bounded
+        wait_for(lambda: not [p for p in log.dir.iterdir() if p.name.endswith(".deleted")], 10,
+                 "the deleted segments' files to be removed")
+        assert sorted(p.name for p in log.dir.iterdir() if p.name.endswith(".log")) == [f"{30:020d}.log"]
         wait_for(lambda: lm.submit_retention(), 10, "the previous run to finish")
     finally:
         lm.shutdown()
