@@ -414,3 +414,81 @@ def test_consumer_failure_stops_delivery_instead_of_leaving_a_hole(tmp_path: Pat
             await stop_all(cluster)
 
     run(body)
+
+
+def test_a_leader_whose_fsync_hangs_stops_acting_as_leader_within_the_fetch_timeout(tmp_path: Path) -> None:
+    """Check-quorum: with pysyncobj's thread stuck in fsync, the last view still says "leader";
+    the loop side must stop trusting it after ``fetch_timeout_ms`` (default 2000) and refuse to
+    propose."""
+    fetch_timeout_ms = 2000
+
+    async def body() -> None:
+        cluster = await start_cluster(tmp_path)
+        release = threading.Event()
+        try:
+            leader = leader_of(cluster)
+            assert leader is not None
+            await leader.q.propose([config(0)], epoch=leader.q.epoch, timeout_s=5)
+            journal = leader.q._journal
+            assert journal is not None
+            real_sync = journal.sync
+
+            def hung_sync() -> None:
+                release.wait(30)
+                real_sync()
+
+            journal.sync = hung_sync  # type: ignore[method-assign]
+            hung_at = asyncio.get_running_loop().time()
+            await wait_until(lambda: not leader.q.is_leader, timeout=fetch_timeout_ms / 1000 + 2.0,
+                             what="the hung leader to stop acting as leader")
+            assert asyncio.get_running_loop().time() - hung_at <= fetch_timeout_ms / 1000 + 1.0
+            with pytest.raises(NotControllerError):
+                await leader.q.propose([config(1)], epoch=leader.q.epoch, timeout_s=1)
+            others = [c for c in cluster.values() if c is not leader]
+            await wait_until(lambda: any(c.q.is_leader for c in others), timeout=10,
+                             what="another controller to take over")
+            release.set()
+            journal.sync = real_sync  # type: ignore[method-assign]
+        finally:
+            release.set()
+            await stop_all(cluster)
+
+    run(body)
+
+
+def test_a_stalled_leader_keeps_asking_to_hand_over_until_someone_takes_it(tmp_path: Path) -> None:
+    """A leader whose delivery stopped resigns; a refused transfer is retried with back-off (it
+    was asked once, and a refusal left the quorum without an active controller for good)."""
+
+    async def body() -> None:
+        cluster = await start_cluster(tmp_path)
+        try:
+            leader = leader_of(cluster)
+            assert leader is not None
+            node = leader.q._node
+            assert node is not None
+            refused: list[int] = []
+            real_transfer = node.transferLeadership
+
+            def refuse_twice(*args: Any, **kwargs: Any) -> None:
+                if len(refused) < 2:
+                    refused.append(1)  # what pysyncobj does when no follower is fully caught up
+                    return
+                real_transfer(*args, **kwargs)
+
+            node.transferLeadership = refuse_twice  # type: ignore[method-assign]
+
+            def broken(entries: list[LogEntry]) -> None:
+                raise OSError("disk full")
+
+            leader.q._on_committed = broken
+            await leader.q.propose([config(0)], epoch=leader.q.epoch, timeout_s=5)
+            others = [c for c in cluster.values() if c is not leader]
+            await wait_until(lambda: any(c.q.is_leader for c in others), timeout=10,
+                             what="a healthy controller to take over from the stalled leader")
+            assert len(refused) == 2
+            assert not leader.q.is_leader
+        finally:
+            await stop_all(cluster)
+
+    run(body)
