@@ -123,6 +123,7 @@ __all__ = [
     "APPLY_STALE_EPOCH",
     "APPLY_INVALID",
     "APPLY_INTERNAL",
+    "MAX_PROPOSAL_BYTES",
     "CommittedEntriesConsumer",
     "LeaderChangeListener",
     "MetadataQuorum",
@@ -142,6 +143,11 @@ APPLY_INVALID: Final = 2
 APPLY_INTERNAL: Final = 3
 
 _STOP_TIMEOUT_S: Final = 5.0
+#: the largest metadata batch one proposal may carry (encoded records); KRaft's controller caps a
+#: batch too (its records also travel in one Raft append)
+MAX_PROPOSAL_BYTES: Final = 4 * 1024 * 1024
+#: pysyncobj's appendEntriesBatchSizeBytes: above any proposal, so no entry is ever chunked
+APPEND_ENTRIES_BATCH_BYTES: Final = 2 * MAX_PROPOSAL_BYTES
 JOURNAL_FILE: Final = "raft.journal"
 DUMP_FILE: Final = "raft.dump"
 
@@ -359,6 +365,7 @@ class _RaftNode(SyncObj):
         sink: Callable[[list[RawEntry]], None],
         node_id: int,
         transport_class: type[Transport] = TCPTransport,
+        receive_dump: Callable[[Any], bool] | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
         self._kl_journal = journal
@@ -373,6 +380,9 @@ class _RaftNode(SyncObj):
         with _journal_installed(journal, conf.journalFile):
             super().__init__(self_address, list(other_addresses), conf,
                              transportClass=_durable_transport_class(transport_class))
+        if receive_dump is not None:
+            # pysyncobj writes a dump streamed from the leader without fsync; ours syncs it
+            self._SyncObj__serializer.setTransmissionData = receive_dump  # type: ignore[attr-defined]
 
     def _kl_sync(self) -> None:
         sync = getattr(self._kl_journal, "sync", None)
@@ -537,6 +547,11 @@ def build_syncobj_conf(
         logCompactionMinEntries=compaction_entries,
         logCompactionMinTime=compaction_interval_s,
         logCompactionSplit=False,
+        # pysyncobj splits a single entry of at least this size into pickled chunks and labels the
+        # last chunk by the command's length, not the chunked entry's, so an entry just below a
+        # multiple of the size lost its tail. Proposals are capped well below it
+        # (MAX_PROPOSAL_BYTES), so that path is never taken.
+        appendEntriesBatchSizeBytes=APPEND_ENTRIES_BATCH_BYTES,
         bindRetryTime=0.2,
         maxBindRetries=25,
     )
@@ -732,7 +747,8 @@ class MetadataQuorum:
             me = self._addresses[self.node_id]
             others = [addr for vid, addr in sorted(self._addresses.items()) if vid != self.node_id]
             node = _RaftNode(self_address=me, other_addresses=others, conf=conf, journal=journal,
-                             state_machine=self._sm, sink=self._sink, node_id=self.node_id)
+                             state_machine=self._sm, sink=self._sink, node_id=self.node_id,
+                             receive_dump=serializer.receive)
         except BaseException:
             journal.close()
             raise
@@ -1089,6 +1105,9 @@ class MetadataQuorum:
             raise NotControllerError(f"epoch {epoch} is not the current controller epoch {view.term}",
                                      **self._leader_hint())
         encoded = [encode_record(r) for r in records]
+        size = sum(len(e) for e in encoded)
+        if size > MAX_PROPOSAL_BYTES:
+            raise InvalidRequestError(f"a metadata batch of {size} bytes exceeds the {MAX_PROPOSAL_BYTES}-byte limit")
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._inflight.add(fut)
 

@@ -68,6 +68,7 @@ from proto import admin_pb2, admin_pb2_grpc, backoff_ms, controller_pb2, control
 from proto import errors as kerr
 
 from . import _controller as ctl
+from ._raft import MAX_PROPOSAL_BYTES
 from ._metrics import ControllerStateCollector
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
@@ -480,7 +481,8 @@ class ControllerServer:
         base_offset = image.offset + 1  # nothing of ours is in flight: the batch starts here
         records: list[MetadataRecord] = []
         responses: list[Any] = []
-        for handler, request, rtype, extra, fut in batch:
+        batch_bytes = 0
+        for index, (handler, request, rtype, extra, fut) in enumerate(batch):
             ctx = self.context()
             ctx.next_offset = base_offset + len(records)  # KRaft's broker epoch is this offset
             try:
@@ -491,6 +493,14 @@ class ControllerServer:
             except Exception as err:  # a handler bug fails its own request, never the group
                 self._log.exception("controller_handler_failed", handler=getattr(handler, "__name__", "?"))
                 response, recs = _with_error(rtype(), kerr.UnknownServerError, str(err), self.hint(), request), []
+            size = sum(len(encode_record(r)) for r in recs)
+            if records and batch_bytes + size > MAX_PROPOSAL_BYTES:
+                # one proposal is capped: this request and the rest wait for the next round,
+                # decided again against the image this round produces
+                self._write_queue[:0] = batch[index:]
+                batch = batch[:index]
+                break
+            batch_bytes += size
             records += recs
             responses.append(response)
         if records:
