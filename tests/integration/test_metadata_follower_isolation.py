@@ -15,6 +15,7 @@ namespace before it opened any connection (`deploy._netns.enter_namespace`).
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import re
 import subprocess
@@ -122,6 +123,19 @@ def _controller_has(controller: str, name: str) -> bool:
     return name in delta.apply().topics.by_name
 
 
+def _left_sources(log_path: Path) -> set[str]:
+    """Controllers whose metadata stream the broker left or lost (from its JSON log lines)."""
+    left = set()
+    for line in log_path.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") in ("metadata_source_left", "metadata_stream_failed", "metadata_stream_error"):
+            left.add(event.get("controller"))
+    return left
+
+
 # ---------------------------------------------------------------- links
 
 
@@ -179,18 +193,22 @@ def test_broker_leaves_a_standby_cut_off_from_the_quorum(tmp_path: Path) -> None
         pytest.skip(why)
     cluster = LocalCluster(tmp_path / "c", controllers=3, brokers=1, overrides=OVERRIDES, network="netns")
     cluster.plan()
-    cluster._network_up()
-    hub = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                              initializer=enter_namespace, initargs=(cluster.netns.hub,))
     cuts = _Cuts(cluster)
     controllers = ",".join(cluster.controller_addresses)
     spec = cluster.nodes[BROKER]
     broker = f"{spec.host}:{spec.broker_port}"
+    hub: ProcessPoolExecutor | None = None
 
     def in_hub(fn, *args, timeout_s: float = 60):
+        assert hub is not None
         return hub.submit(fn, *args).result(timeout=timeout_s)
 
     try:
+        # the namespaces, without starting every node as cluster.start() would: the broker must
+        # start after its links to two controllers are cut
+        cluster._network_up()
+        hub = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=enter_namespace, initargs=(cluster.netns.hub,))
         for nid in (1, 2, 3):
             cluster.start_node(nid)
         leader = wait_until(lambda: (lid := in_hub(_active_controller, controllers)) > 0 and lid, 60,
@@ -210,17 +228,20 @@ def test_broker_leaves_a_standby_cut_off_from_the_quorum(tmp_path: Path) -> None
         wait_until(lambda: in_hub(_broker_knows, broker, "before"), 30, interval_s=0.1,
                    what="the broker to see a topic through the standby")
         assert in_hub(_active_controller, controllers) == leader
+        standby_address = f"{cluster.nodes[standby].host}:{cluster.nodes[standby].controller_port}"
+        assert _left_sources(spec.log_path) <= set(cluster.controller_addresses) - {standby_address}, \
+            "the broker left the standby before it was cut off"
 
         # the standby loses the other controllers, not the broker
         cuts.both_ways(standby, others)
         elapsed = in_hub(_create_and_time, controllers, broker, "after", 5 * BOUND_S)
-        standby_address = f"{cluster.nodes[standby].host}:{cluster.nodes[standby].controller_port}"
         assert not in_hub(_controller_has, standby_address, "after"), "the standby was not cut off"
         structlog.get_logger(__name__).info("topic_seen_by_broker", elapsed_s=elapsed, bound_s=BOUND_S,
                                             standby=standby, leader=leader)
         assert elapsed is not None, f"the broker never saw the topic (waited {5 * BOUND_S:.0f}s)"
         assert elapsed <= BOUND_S, f"the broker saw the topic after {elapsed:.2f}s, bound {BOUND_S:.1f}s"
     finally:
-        hub.shutdown(wait=False, cancel_futures=True)
+        if hub is not None:
+            hub.shutdown(wait=False, cancel_futures=True)
         cuts.heal_all()
         cluster.stop()
