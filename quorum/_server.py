@@ -574,6 +574,12 @@ class ControllerServer:
 
     async def stream_metadata(self, request: controller_pb2.FetchMetadataRequest
                               ) -> AsyncIterator[controller_pb2.MetadataBatch]:
+        """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
+        keep-alives when caught up. Every batch carries this controller's committed offset and the
+        leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
+        Keep-alives come every fetch timeout / 4 at most, so a broker that leaves a silent source
+        after one fetch timeout never leaves a healthy one."""
+        keepalive_s = min(_KEEPALIVE_S, self.config["controller.quorum.fetch.timeout.ms"] / 4000.0)
         offset = max(request.from_offset, 0)
         oldest = oldest_available_offset(self.metadata_dir)
         if offset <= self.image.offset and (oldest is None or offset < oldest):
@@ -591,7 +597,7 @@ class ControllerServer:
                     offset += len(entries)
                     yield self._batch(entries=entries)
                     continue
-            await self._applied.wait(lambda: self.image.offset >= offset or self._stopping, _KEEPALIVE_S)
+            await self._applied.wait(lambda: self.image.offset >= offset or self._stopping, keepalive_s)
             if self.image.offset < offset:
                 yield self._batch(keep_alive=True)
 
