@@ -131,3 +131,56 @@ def test_a_combined_node_paused_and_resumed_stops_cleanly_and_promptly(tmp_path:
         assert took < 20, f"stopping took {took:.1f}s"
     finally:
         cluster.stop()
+
+
+@pytest.mark.timeout(300)
+def test_pauses_and_kills_in_the_worst_order_always_end_with_an_active_controller(tmp_path: Path) -> None:
+    """The active controller and the standbys paused and killed in the orders that used to leave
+    the quorum without an active controller for good: a leader whose first NoOp could not commit
+    (its majority paused) gave up after 30 s, and a resign was asked once. After each round an
+    active controller must be back within 10 s and commit."""
+    cluster = LocalCluster(tmp_path / "c", controllers=3, brokers=1, overrides={
+        "controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 30000})
+    rounds = 0
+    try:
+        cluster.start(timeout_s=90)
+        controllers = [n for n, s in cluster.nodes.items() if s.controller_port]
+
+        def active_within(what: str, timeout_s: float = 10.0) -> int:
+            return wait_until(lambda: cluster.active_controller(timeout_s=1), timeout_s, interval_s=0.1, what=what)
+
+        active_within("the first active controller", 60)
+        with cluster.admin(request_timeout_ms=5_000) as admin:
+            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
+                       interval_s=0.2, what="the broker to be unfenced")
+        for round_ in range(2):
+            # 1. both standbys paused: the leader loses its majority and must stop acting; the old
+            #    leader killed; the standbys resumed: one of them must become active
+            leader = active_within(f"round {round_}: an active controller")
+            standbys = [n for n in controllers if n != leader]
+            for n in standbys:
+                cluster.pause(n)
+            wait_until(lambda: cluster.active_controller(timeout_s=1) is None, 10, interval_s=0.1,
+                       what="the isolated leader to stop acting as active")
+            cluster.kill(leader)
+            for n in standbys:
+                cluster.resume(n)
+            new_leader = active_within(f"round {round_}: a standby to become active after the kill")
+            assert new_leader in standbys
+            # 2. the killed node back, then the new leader paused while it leads, then resumed
+            cluster.start_node(leader)
+            cluster.pause(new_leader)
+            try:
+                active_within(f"round {round_}: an active controller while {new_leader} is paused")
+            finally:
+                cluster.resume(new_leader)
+            current = active_within(f"round {round_}: an active controller after resume")
+            spec = cluster.nodes[current]
+            answer = _create(f"{spec.host}:{spec.controller_port}", f"round-{round_}", deadline_s=10)
+            assert answer in ("NONE", "TOPIC_ALREADY_EXISTS"), answer
+            rounds += 1
+        for n in controllers:
+            assert "metadata_replay_failed" not in _log_text(cluster, n)
+    finally:
+        cluster.stop()
+    assert rounds == 2
