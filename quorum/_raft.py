@@ -93,6 +93,7 @@ import asyncio
 import bisect
 import contextlib
 import errno
+import inspect
 import logging
 import random
 import threading
@@ -701,9 +702,7 @@ class MetadataQuorum:
         self._delivered = last_durable_offset
         self._delivery_error: str | None = None
         self._gap_task: asyncio.Task[None] | None = None
-        self._gap_attempts = 0
         self._resign_requested = False
-        self._no_campaign = False  # set once a stalled node resigned: it never campaigns again
         self._resign_since: float | None = None  # clock() of the first transfer attempt
         self._resign_attempts = 0
         self._resign_next_at = 0.0
@@ -790,8 +789,8 @@ class MetadataQuorum:
         if gap is not None:
             gap.cancel()
         if node is not None:
-            # Bounded: a tick thread stuck in a hung fsync or a dead peer's socket must not hold
-            # the process (it is a daemon thread; the process exits without it).
+            # Bounded: a tick thread stuck in a hung fsync must not hold the node's shutdown (the
+            # thread ends by itself once it returns: pysyncobj checks that the loop's thread lives).
             done = self._loop.run_in_executor(None, node.destroy_synchronous)
             try:
                 await asyncio.wait_for(asyncio.shield(done), _STOP_TIMEOUT_S)
@@ -853,17 +852,18 @@ class MetadataQuorum:
                 if vid != self.node_id and node.isNodeConnected(self._raft_nodes[vid])]))
             last_index = self._journal.last_index if self._journal is not None else None
             contact_at = self._majority_contact_at(node, now) if raft_leader else float("-inf")
-            view = _View(leader_id, term, raft_leader, node.hasQuorum, ready, node.raftCommitIndex,
-                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0,
-                         observed_at=now, majority_contact_at=contact_at)
-            self._view = view
             if raft_leader and now - contact_at > self._fetch_timeout_s:
                 # check-quorum: pysyncobj's own fallback uses the election timeout, which may be
                 # longer than the fetch timeout (KRaft resigns after the fetch timeout)
                 self._log.warning("metadata_quorum_check_quorum_failed", epoch=term,
                                   last_majority_contact_s=round(now - contact_at, 3))
                 self._step_down(node)
-                raft_leader = False
+                raft_leader = ready = False
+                leader_id = None
+            view = _View(leader_id, term, raft_leader, node.hasQuorum, ready, node.raftCommitIndex,
+                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0,
+                         observed_at=now, majority_contact_at=contact_at)
+            self._view = view
             emitted = (leader_id if (leader_id != self.node_id or ready) else None, term)
             if emitted != self._last_emitted:
                 self._last_emitted = emitted
@@ -872,8 +872,6 @@ class MetadataQuorum:
                 self._call_soon(self._emit_leader_change, emitted[0], term)
             if self._resign_requested and raft_leader:
                 self._resign(node, now)
-            if self._no_campaign:
-                node._kl_no_campaign = True
         except Exception:
             self._log.exception("metadata_quorum_observe_failed")
 
@@ -910,8 +908,7 @@ class MetadataQuorum:
         if now - self._resign_since >= self._fetch_timeout_s:
             self._log.warning("metadata_quorum_resigned", attempts=self._resign_attempts,
                               reason=self._delivery_error)
-            self._no_campaign = True
-            node._kl_no_campaign = True
+            node._kl_no_campaign = True  # it never campaigns again until restarted
             self._step_down(node)
 
     def _leader_progress(self, node: _RaftNode, term: int) -> dict[int, tuple[int, int, int]]:
@@ -1011,7 +1008,7 @@ class MetadataQuorum:
             while not self._closed:
                 try:
                     result = self._on_gap(first_missing, first_available)
-                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    if inspect.isawaitable(result):
                         await result
                     break
                 except asyncio.CancelledError:
