@@ -33,8 +33,10 @@ Delivery and ordering rules
   the node refuses to propose and asks pysyncobj to transfer leadership; a restart delivers again.
 * When a snapshot installed from the leader starts after ``delivered_offset`` (this node was behind
   the leader's compacted journal by more than ``snapshot_retain_entries``), ``on_gap(first_missing,
-  first_available)`` is called and the consumer must fetch the missing entries from another
-  controller; without ``on_gap`` delivery stops and ``status().delivery_error`` says why.
+  first_available)`` (a coroutine function) is awaited on the loop and must fetch the missing entries
+  from another controller; delivery waits for it and nothing else blocks meanwhile. A fill that
+  fails is retried with back-off; without ``on_gap`` delivery stops and ``status().delivery_error``
+  says why.
 * ``on_leader_change(leader_id, epoch)`` runs on the loop after the committed entries applied before
   the change. pysyncobj's thread observes leader and term on every tick (after apply) rather than
   through ``onStateChanged``, which fires mid-transition and misses changes that are not state
@@ -43,6 +45,19 @@ Delivery and ordering rules
   listener only after it caught up to the epoch start), so the active controller never decides on
   a stale image. ``propose`` returns after ``on_committed`` has
   received the proposed entries on this node.
+
+Check-quorum (KRaft's rule) and stepping down
+---------------------------------------------
+``is_leader`` is evaluated on the loop against time, not only against the last view: the leader
+must have heard from a majority of voters (itself included) within ``fetch_timeout_ms``
+(``controller.quorum.fetch.timeout.ms``), and pysyncobj's thread must have refreshed the view within
+that time too. So a leader whose fsync hangs or whose peers went silent stops acting as active at
+once (``propose`` refuses with NOT_CONTROLLER), even while its Raft thread is stuck; the thread
+itself steps down to follower on its next tick (pysyncobj's ``leaderFallbackTimeout``, the
+election timeout, and the same check here). A node whose delivery stopped (``delivery_error``)
+asks for a leadership transfer, retried with back-off while it leads, and after
+``fetch_timeout_ms`` of failed transfers steps down and stops campaigning, so that a healthy
+voter is elected; it never campaigns again until restarted.
 
 Hardening of pysyncobj 0.3.17 (measured weaknesses)
 ---------------------------------------------------
@@ -78,12 +93,13 @@ import asyncio
 import bisect
 import contextlib
 import errno
+import inspect
 import logging
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
@@ -98,6 +114,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 from pysyncobj.transport import TCPTransport, Transport
 
 from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
+from proto import backoff_ms
 from proto.errors import InvalidRequestError, NotControllerError, RequestTimedOutError, UnknownServerError
 from quorum._journal import RaftJournal
 from quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
@@ -107,6 +124,7 @@ __all__ = [
     "APPLY_STALE_EPOCH",
     "APPLY_INVALID",
     "APPLY_INTERNAL",
+    "MAX_PROPOSAL_BYTES",
     "CommittedEntriesConsumer",
     "LeaderChangeListener",
     "MetadataQuorum",
@@ -125,6 +143,12 @@ APPLY_STALE_EPOCH: Final = 1
 APPLY_INVALID: Final = 2
 APPLY_INTERNAL: Final = 3
 
+_STOP_TIMEOUT_S: Final = 5.0
+#: the largest metadata batch one proposal may carry (encoded records); KRaft's controller caps a
+#: batch too (its records also travel in one Raft append)
+MAX_PROPOSAL_BYTES: Final = 4 * 1024 * 1024
+#: pysyncobj's appendEntriesBatchSizeBytes: above any proposal, so no entry is ever chunked
+APPEND_ENTRIES_BATCH_BYTES: Final = 2 * MAX_PROPOSAL_BYTES
 JOURNAL_FILE: Final = "raft.journal"
 DUMP_FILE: Final = "raft.dump"
 
@@ -342,6 +366,7 @@ class _RaftNode(SyncObj):
         sink: Callable[[list[RawEntry]], None],
         node_id: int,
         transport_class: type[Transport] = TCPTransport,
+        receive_dump: Callable[[Any], bool] | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
         self._kl_journal = journal
@@ -351,9 +376,14 @@ class _RaftNode(SyncObj):
         self._kl_transport: Transport | None = None  # set by the transport's constructor
         self._kl_keepalive_period = conf.connectionTimeout / 4
         self._kl_keepalive_at = 0.0
+        #: set (by `MetadataQuorum`) once this node resigned for good: it never campaigns again
+        self._kl_no_campaign = False
         with _journal_installed(journal, conf.journalFile):
             super().__init__(self_address, list(other_addresses), conf,
                              transportClass=_durable_transport_class(transport_class))
+        if receive_dump is not None:
+            # pysyncobj writes a dump streamed from the leader without fsync; ours syncs it
+            self._SyncObj__serializer.setTransmissionData = receive_dump  # type: ignore[attr-defined]
 
     def _kl_sync(self) -> None:
         sync = getattr(self._kl_journal, "sync", None)
@@ -365,6 +395,8 @@ class _RaftNode(SyncObj):
         # node towards a commit (leader) or applies anything.
         self._kl_sync()
         self._kl_keepalive()
+        if self._kl_no_campaign:
+            self._SyncObj__raftElectionDeadline = float("inf")  # type: ignore[attr-defined]
         super()._onTick(timeToWait)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
@@ -379,6 +411,8 @@ class _RaftNode(SyncObj):
         """
         saved = None
         kind = message.get("type") if type(message) is dict else None
+        if kind == "timeout_now" and self._kl_no_campaign:
+            return  # a resigned node must not be handed leadership back
         if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
             saved = self._SyncObj__raftNextIndex.get(node)  # type: ignore[attr-defined]
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
@@ -404,6 +438,8 @@ class _RaftNode(SyncObj):
 
     def _kl_campaign_within(self, low_s: float, high_s: float) -> None:
         """Bring this node's election deadline forward to a random point ``low_s..high_s`` from now."""
+        if self._kl_no_campaign:
+            return
         deadline = _raft_monotonic() + random.uniform(low_s, high_s)
         self._SyncObj__raftElectionDeadline = min(  # type: ignore[attr-defined]
             self._SyncObj__raftElectionDeadline, deadline)  # type: ignore[attr-defined]
@@ -512,6 +548,11 @@ def build_syncobj_conf(
         logCompactionMinEntries=compaction_entries,
         logCompactionMinTime=compaction_interval_s,
         logCompactionSplit=False,
+        # pysyncobj splits a single entry of at least this size into pickled chunks and labels the
+        # last chunk by the command's length, not the chunked entry's, so an entry just below a
+        # multiple of the size lost its tail. Proposals are capped well below it
+        # (MAX_PROPOSAL_BYTES), so that path is never taken.
+        appendEntriesBatchSizeBytes=APPEND_ENTRIES_BATCH_BYTES,
         bindRetryTime=0.2,
         maxBindRetries=25,
     )
@@ -569,6 +610,10 @@ class _View:
     progress: Mapping[int, tuple[int, int, int]] = field(default_factory=dict)
     connected: tuple[int, ...] = ()
     last_index: int = 0
+    #: ``clock()`` when pysyncobj's thread took this view
+    observed_at: float = float("-inf")
+    #: ``clock()`` of the latest moment a majority (this leader included) had answered; -inf if never
+    majority_contact_at: float = float("-inf")
 
 
 # ---------------------------------------------------------------------------------------- the seam
@@ -595,7 +640,8 @@ class MetadataQuorum:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         last_durable_offset: int = -1,
-        on_gap: Callable[[int, int], None] | None = None,
+        on_gap: Callable[[int, int], Awaitable[None]] | None = None,
+        fetch_timeout_ms: int = 2000,
         leader_endpoints: Mapping[int, str] | None = None,
         allow_unauthenticated: bool = False,
         compaction_entries: int = 10_000,
@@ -617,6 +663,8 @@ class MetadataQuorum:
             raise QuorumConfigError("election_timeout_ms must be at least 50")
         if compaction_entries < 2:
             raise QuorumConfigError("compaction_entries must be at least 2")
+        if fetch_timeout_ms < 1:
+            raise QuorumConfigError("fetch_timeout_ms must be positive")
         self.node_id = node_id
         self._addresses = addresses
         self._addr_to_id = {addr: vid for vid, addr in addresses.items()}
@@ -625,6 +673,7 @@ class MetadataQuorum:
         self._password = password
         self._fsync = fsync
         self._election_timeout_ms = election_timeout_ms
+        self._fetch_timeout_s = fetch_timeout_ms / 1000.0
         self._loop = loop
         self._on_committed = on_committed
         self._on_leader_change = on_leader_change
@@ -652,7 +701,12 @@ class MetadataQuorum:
         self._drain_scheduled = False
         self._delivered = last_durable_offset
         self._delivery_error: str | None = None
+        self._gap_task: asyncio.Task[None] | None = None
         self._resign_requested = False
+        self._resign_since: float | None = None  # clock() of the first transfer attempt
+        self._resign_attempts = 0
+        self._resign_next_at = 0.0
+        self._rng = random.Random()
         self._inflight: set[asyncio.Future[Any]] = set()
         self._closed = False
 
@@ -692,7 +746,8 @@ class MetadataQuorum:
             me = self._addresses[self.node_id]
             others = [addr for vid, addr in sorted(self._addresses.items()) if vid != self.node_id]
             node = _RaftNode(self_address=me, other_addresses=others, conf=conf, journal=journal,
-                             state_machine=self._sm, sink=self._sink, node_id=self.node_id)
+                             state_machine=self._sm, sink=self._sink, node_id=self.node_id,
+                             receive_dump=serializer.receive)
         except BaseException:
             journal.close()
             raise
@@ -730,8 +785,17 @@ class MetadataQuorum:
         """
         node, self._node = self._node, None
         self._closed = True
+        gap = self._gap_task
+        if gap is not None:
+            gap.cancel()
         if node is not None:
-            await self._loop.run_in_executor(None, node.destroy_synchronous)
+            # Bounded: a tick thread stuck in a hung fsync must not hold the node's shutdown (the
+            # thread ends by itself once it returns: pysyncobj checks that the loop's thread lives).
+            done = self._loop.run_in_executor(None, node.destroy_synchronous)
+            try:
+                await asyncio.wait_for(asyncio.shield(done), _STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self._log.warning("metadata_quorum_stop_timed_out", timeout_s=_STOP_TIMEOUT_S)
         for fut in list(self._inflight):
             if not fut.done():
                 fut.set_exception(NotControllerError("this controller left the quorum", leader_id=None))
@@ -787,8 +851,18 @@ class MetadataQuorum:
                 vid for vid in self._addr_to_id.values()
                 if vid != self.node_id and node.isNodeConnected(self._raft_nodes[vid])]))
             last_index = self._journal.last_index if self._journal is not None else None
+            contact_at = self._majority_contact_at(node, now) if raft_leader else float("-inf")
+            if raft_leader and now - contact_at > self._fetch_timeout_s:
+                # check-quorum: pysyncobj's own fallback uses the election timeout, which may be
+                # longer than the fetch timeout (KRaft resigns after the fetch timeout)
+                self._log.warning("metadata_quorum_check_quorum_failed", epoch=term,
+                                  last_majority_contact_s=round(now - contact_at, 3))
+                self._step_down(node)
+                raft_leader = ready = False
+                leader_id = None
             view = _View(leader_id, term, raft_leader, node.hasQuorum, ready, node.raftCommitIndex,
-                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0)
+                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0,
+                         observed_at=now, majority_contact_at=contact_at)
             self._view = view
             emitted = (leader_id if (leader_id != self.node_id or ready) else None, term)
             if emitted != self._last_emitted:
@@ -797,10 +871,45 @@ class MetadataQuorum:
                                raft_leader=leader_id)
                 self._call_soon(self._emit_leader_change, emitted[0], term)
             if self._resign_requested and raft_leader:
-                self._resign_requested = False
-                node.transferLeadership()
+                self._resign(node, now)
         except Exception:
             self._log.exception("metadata_quorum_observe_failed")
+
+    def _majority_contact_at(self, node: _RaftNode, now: float) -> float:
+        """``clock()`` when a majority of voters (this leader included) last had answered it."""
+        responses: dict[Any, float] = node._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        now_raft = _raft_monotonic()
+        times = sorted((now - (now_raft - responses[n]) for n in node.otherNodes if n in responses),
+                       reverse=True)
+        needed = len(self._addresses) // 2  # others needed besides this node for a majority
+        if needed == 0:
+            return now
+        return times[needed - 1] if len(times) >= needed else float("-inf")
+
+    def _step_down(self, node: _RaftNode) -> None:
+        """Leave leadership now (pysyncobj's thread), as its own check-quorum fallback does."""
+        node._SyncObj__setState(_RAFT_STATE.FOLLOWER)  # type: ignore[attr-defined]
+        node._SyncObj__raftLeader = None  # type: ignore[attr-defined]
+
+    def _resign(self, node: _RaftNode, now: float) -> None:
+        """A leader that cannot apply metadata hands leadership on (pysyncobj's thread).
+
+        ``transferLeadership`` is refused while no follower is fully caught up, so it is retried
+        with back-off; after ``fetch_timeout_ms`` of failed transfers this node steps down and stops
+        campaigning, so the others elect a leader among themselves."""
+        if self._resign_since is None:
+            self._resign_since = now
+        if now >= self._resign_next_at:
+            node.transferLeadership()
+            period_ms = self._election_timeout_ms / 4
+            self._resign_next_at = now + backoff_ms(self._resign_attempts, base_ms=period_ms,
+                                                    max_ms=self._election_timeout_ms, rng=self._rng) / 1000.0
+            self._resign_attempts += 1
+        if now - self._resign_since >= self._fetch_timeout_s:
+            self._log.warning("metadata_quorum_resigned", attempts=self._resign_attempts,
+                              reason=self._delivery_error)
+            node._kl_no_campaign = True  # it never campaigns again until restarted
+            self._step_down(node)
 
     def _leader_progress(self, node: _RaftNode, term: int) -> dict[int, tuple[int, int, int]]:
         """Per follower (raft match index, last fetch ms, last caught-up ms), on the leader."""
@@ -836,12 +945,14 @@ class MetadataQuorum:
 
     def _drain(self) -> None:
         with self._pending_lock:
-            batch, self._pending = self._pending, []
             self._drain_scheduled = False
+            if self._gap_task is not None:
+                return  # delivery waits for the gap fill; the entries stay queued in order
+            batch, self._pending = self._pending, []
         if self._closed or self._delivery_error is not None:
             return
         out: list[LogEntry] = []
-        for raw in batch:
+        for i, raw in enumerate(batch):
             expected = (out[-1].offset if out else self._delivered) + 1
             if raw.offset < expected:
                 continue  # already delivered (journal replay, dump reload)
@@ -849,8 +960,11 @@ class MetadataQuorum:
                 if not self._deliver(out):
                     return
                 out = []
-                if not self._handle_gap(expected, raw.offset):
+                if self._on_gap is None:
+                    self._handle_gap(expected, raw.offset)
                     return
+                self._start_gap_fill(expected, raw.offset, batch[i:])
+                return
             try:
                 record = decode_record(raw.record)
             except MetadataRecordError as err:
@@ -874,21 +988,46 @@ class MetadataQuorum:
         self._sm.durable_offset = self._delivered
         return True
 
-    def _handle_gap(self, first_missing: int, first_available: int) -> bool:
-        if self._on_gap is None:
-            self._stall(f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
-                        "this controller received them; fetch them from another controller")
-            return False
+    def _handle_gap(self, first_missing: int, first_available: int) -> None:
+        self._stall(f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
+                    "this controller received them; fetch them from another controller")
+
+    def _start_gap_fill(self, first_missing: int, first_available: int, rest: list[RawEntry]) -> None:
+        """Put ``rest`` back at the head of the queue and fill the gap without blocking the loop."""
+        with self._pending_lock:
+            self._pending[:0] = rest
+            self._gap_task = self._loop.create_task(self._fill_gap(first_missing, first_available),
+                                                    name="metadata-gap-fill")
         self._log.warning("metadata_delivery_gap", first_missing=first_missing, first_available=first_available)
+
+    async def _fill_gap(self, first_missing: int, first_available: int) -> None:
+        """Await ``on_gap`` until it succeeds (retried with back-off), then resume delivery."""
+        assert self._on_gap is not None
+        attempt = 0
         try:
-            self._on_gap(first_missing, first_available)
-        except Exception as err:
-            self._log.exception("on_gap_failed")
-            self._stall(f"on_gap raised {type(err).__name__}: {err}")
-            return False
-        self._delivered = first_available - 1
-        self._sm.durable_offset = self._delivered
-        return True
+            while not self._closed:
+                try:
+                    result = self._on_gap(first_missing, first_available)
+                    if inspect.isawaitable(result):
+                        await result
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:
+                    delay_ms = backoff_ms(attempt, base_ms=100, max_ms=self._election_timeout_ms * 2, rng=self._rng)
+                    attempt += 1
+                    self._log.warning("metadata_gap_fill_failed", first_missing=first_missing,
+                                      first_available=first_available, error=f"{type(err).__name__}: {err}",
+                                      attempt=attempt, retry_in_ms=round(delay_ms))
+                    await asyncio.sleep(delay_ms / 1000.0)
+            else:
+                return
+            self._delivered = max(self._delivered, first_available - 1)
+            self._sm.durable_offset = self._delivered
+        finally:
+            with self._pending_lock:
+                self._gap_task = None
+        self._drain()
 
     def _stall(self, reason: str) -> None:
         self._delivery_error = reason
@@ -912,10 +1051,15 @@ class MetadataQuorum:
 
     @property
     def is_leader(self) -> bool:
-        """Raft leader, connected to a majority, caught up to its epoch start, delivery healthy."""
+        """Raft leader, connected to a majority, caught up to its epoch start, delivery healthy --
+        and, by the clock, heard from a majority and observed by pysyncobj's thread within
+        ``fetch_timeout_ms`` (check-quorum; see the module docstring)."""
         view = self._view
-        return (self._node is not None and view.raft_leader and view.has_quorum and view.ready
-                and self._delivery_error is None)
+        if not (self._node is not None and view.raft_leader and view.has_quorum and view.ready
+                and self._delivery_error is None):
+            return False
+        now = self._clock()
+        return now - view.observed_at <= self._fetch_timeout_s and now - view.majority_contact_at <= self._fetch_timeout_s
 
     @property
     def committed_offset(self) -> int:
@@ -958,6 +1102,9 @@ class MetadataQuorum:
             raise NotControllerError(f"epoch {epoch} is not the current controller epoch {view.term}",
                                      **self._leader_hint())
         encoded = [encode_record(r) for r in records]
+        size = sum(len(e) for e in encoded)
+        if size > MAX_PROPOSAL_BYTES:
+            raise InvalidRequestError(f"a metadata batch of {size} bytes exceeds the {MAX_PROPOSAL_BYTES}-byte limit")
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._inflight.add(fut)
 
