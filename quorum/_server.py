@@ -131,6 +131,8 @@ class ControllerServer:
         self._quorum = factory(
             node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / "raft",
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
+            # the Raft handshake binds connections to this cluster; the port listens on the voter host
+            cluster_id=self.cluster_id, bind_host=raft_voters[self.node_id][0],
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
             loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
