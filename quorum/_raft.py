@@ -74,8 +74,8 @@ pysyncobj's own transport pickles every message, and ``@replicated`` pickles eve
 the log; anyone holding the password ran code on every controller, and a peer was whoever it said
 it was. Here:
 
-* the transport is `quorum._transport.RaftTransport` (frames, handshake and message shapes in
-  `quorum._wire`): msgpack frames with a hard size limit, a first exchange that binds protocol
+* the transport is `quorum._transport.RaftTransport` (connections in `quorum._raft_connection`,
+  frames, handshake and message shapes in `quorum._wire`): msgpack frames with a hard size limit, a first exchange that binds protocol
   version, cluster id and voter id and authenticates both sides with the password (HMAC over fresh
   nonces; the password never travels), authenticated encryption per frame, an idle timeout, a cap on
   unauthenticated connections, a real backlog, and a listening socket on this node's own voter host;

@@ -14,8 +14,10 @@ Connections
   only from a voter that dials this node (anything else is refused before a reply).
 * An incoming connection reaches pysyncobj (``onNodeConnected`` and messages) only after the
   handshake authenticated it as a voter of this cluster. Until then it is *pending*: at most
-  ``max_unauthenticated`` pending connections exist (more are closed at accept), each must finish
-  the handshake within ``handshake_timeout_s``, and may not announce a frame above 512 bytes.
+  ``max_unauthenticated`` pending connections exist (accepting one more closes the oldest), each
+  must finish the handshake within ``handshake_timeout_s``, and may not announce a frame above 512
+  bytes. (What is left to an attacker who can reach the port: opening connections faster than a
+  voter's two round trips, which delays a voter's reconnection -- never its established link.)
 * An authenticated connection that receives nothing for ``connectionTimeout`` is closed (voters
   send each other keepalives four times per timeout); a newer authenticated connection of the same
   voter replaces an older one; a malformed or unauthentic frame closes the connection (the voter
@@ -36,7 +38,7 @@ from __future__ import annotations
 import errno
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -47,30 +49,21 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
 
-from proto.errors import CorruptMessageError, KafkaError
-from quorum._wire import (
-    MAX_FRAME_BYTES,
-    MAX_HANDSHAKE_FRAME_BYTES,
-    FrameReader,
-    InitiatorHandshake,
-    ResponderHandshake,
-    Session,
-    encode_message,
-    frame,
-    split_append_entries,
+from quorum._raft_connection import (
+    CONNECTING,
+    ESTABLISHED,
+    HANDSHAKE,
+    MAX_PENDING_WRITE_BYTES,
+    RaftConnection,
+    RefusalLog,
 )
+from quorum._wire import InitiatorHandshake, ResponderHandshake
 
 __all__ = ["MAX_PENDING_WRITE_BYTES", "RaftTransport", "RefusalLog", "TransportSettings", "raft_transport_class"]
 
 _log = structlog.get_logger(__name__)
 
-#: Queued outgoing bytes after which a peer that does not read is dropped.
-MAX_PENDING_WRITE_BYTES: Final = 4 * MAX_FRAME_BYTES
-_READ_CHUNK: Final = 256 * 1024
-_READ_BUDGET: Final = 4 << 20          # bytes read from one connection per poll event (fairness)
 _ACCEPT_BURST: Final = 64              # connections accepted per poll event
-_AEAD_OVERHEAD: Final = 16
-_RW: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.WRITE | POLL_EVENT_TYPE.ERROR
 _R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
 
 
@@ -98,251 +91,6 @@ def raft_transport_class(settings: TransportSettings) -> type[RaftTransport]:
     return BoundRaftTransport
 
 
-class RefusalLog:
-    """Rate-limited ``raft_peer_refused`` lines: ``rate`` per second, bursts of ``burst``."""
-
-    def __init__(self, log: Any, *, clock: Callable[[], float] = _monotonic, rate: float = 20.0,
-                 burst: float = 100.0) -> None:
-        self._log = log
-        self._clock = clock
-        self._rate = rate
-        self._burst = burst
-        self._tokens = burst
-        self._at = clock()
-        self.suppressed = 0
-
-    def __call__(self, **fields: Any) -> bool:
-        """Log one refusal unless over the rate; True when a line was written."""
-        now = self._clock()
-        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
-        self._at = now
-        if self._tokens < 1.0:
-            self.suppressed += 1
-            return False
-        self._tokens -= 1.0
-        if self.suppressed:
-            fields["suppressed"] = self.suppressed
-            self.suppressed = 0
-        self._log.warning("raft_peer_refused", **fields)
-        return True
-
-
-# ------------------------------------------------------------------------------------- connection
-
-#: ``reason`` of a refusal caused by what the peer sent, by Kafka error name.
-_REASONS: Final = {
-    "MESSAGE_TOO_LARGE": "oversized_frame",
-    "CORRUPT_MESSAGE": "malformed_frame",
-    "INCONSISTENT_CLUSTER_ID": "wrong_cluster",
-    "INCONSISTENT_VOTER_SET": "not_a_dialling_voter",
-    "SASL_AUTHENTICATION_FAILED": "authentication_failed",
-    "UNSUPPORTED_VERSION": "unsupported_version",
-}
-
-_CONNECTING: Final = "connecting"
-_HANDSHAKE: Final = "handshake"
-_ESTABLISHED: Final = "established"
-_CLOSED: Final = "closed"
-
-
-class _Conn:
-    """One TCP connection: frames in and out, the handshake, then the session."""
-
-    def __init__(self, transport: RaftTransport, sock: socket.socket, peer: str, *,
-                 handshake: InitiatorHandshake | ResponderHandshake, node: TCPNode | None, state: str,
-                 now: float) -> None:
-        self.transport = transport
-        self.sock: socket.socket | None = sock
-        self.fd = sock.fileno()
-        self.peer = peer
-        self.handshake: InitiatorHandshake | ResponderHandshake | None = handshake
-        self.incoming = isinstance(handshake, ResponderHandshake)
-        self.session: Session | None = None
-        self.node = node
-        self.voter_id: int | None = None
-        self.state = state
-        self.reader = FrameReader(MAX_HANDSHAKE_FRAME_BYTES)
-        self.deadline = now + transport.SETTINGS.handshake_timeout_s
-        self.last_recv = now
-        self._out = bytearray()
-        self._out_pos = 0
-        self._want_write = state == _CONNECTING
-        transport._poller.subscribe(self.fd, self.on_event, _RW if self._want_write else _R)
-
-    # -------------------------------------------------------------- events
-
-    def on_event(self, fd: int, event: int) -> None:
-        if self.state == _CLOSED or fd != self.fd:
-            return
-        if self.state == _CONNECTING:
-            if event & (POLL_EVENT_TYPE.WRITE | POLL_EVENT_TYPE.ERROR):
-                self._on_connected()
-            return
-        if event & (POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR):
-            self._read(event)
-        if self.state != _CLOSED and event & POLL_EVENT_TYPE.WRITE:
-            self._flush()
-
-    def _on_connected(self) -> None:
-        assert self.sock is not None and isinstance(self.handshake, InitiatorHandshake)
-        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if err:
-            self.close("connect_failed", detail=errno.errorcode.get(err, str(err)))
-            return
-        self.state = _HANDSHAKE
-        self.send_raw(frame(self.handshake.hello()))
-
-    def _read(self, event: int) -> None:
-        sock = self.sock
-        assert sock is not None
-        budget = _READ_BUDGET
-        while budget > 0 and self.state != _CLOSED:
-            size = _READ_CHUNK if self.state == _ESTABLISHED else min(self.reader.wanted(), 4096)
-            try:
-                data = sock.recv(size)
-            except BlockingIOError:
-                if event & POLL_EVENT_TYPE.ERROR and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-                    self.close("socket_error")
-                return
-            except OSError as err:
-                self.close("connection_reset", detail=type(err).__name__)
-                return
-            if not data:
-                self.close("closed_by_peer")
-                return
-            budget -= len(data)
-            self.last_recv = _monotonic()
-            try:
-                bodies = self.reader.feed(data)
-            except KafkaError as err:
-                self.refuse(err)
-                return
-            for body in bodies:
-                self._on_frame(body)
-                if self.state == _CLOSED:
-                    return
-
-    def _on_frame(self, body: bytes) -> None:
-        try:
-            if self.state == _ESTABLISHED:
-                assert self.session is not None
-                message = self.session.open(body)
-                self.transport._deliver(self, message)
-                return
-            assert self.handshake is not None
-            reply, session = self.handshake.receive(body)
-        except KafkaError as err:
-            self.refuse(err)
-            return
-        if reply is not None:
-            self.send_raw(frame(reply))
-        if session is not None and self.state != _CLOSED:
-            self.session = session
-            if isinstance(self.handshake, ResponderHandshake):
-                self.voter_id = self.handshake.peer_id
-            self.handshake = None
-            self.state = _ESTABLISHED
-            self.reader.limit = MAX_FRAME_BYTES
-            self.transport._on_established(self)
-
-    # -------------------------------------------------------------- output
-
-    def send_message(self, message: dict[str, Any]) -> bool:
-        """Seal and queue one pysyncobj message (split if too large); False if it cannot go."""
-        assert self.session is not None
-        try:
-            plain = encode_message(message)
-        except CorruptMessageError as err:
-            self.transport._log.error("raft_message_not_encodable", peer=self.peer, voter=self.voter_id,
-                                      error=str(err))
-            return False
-        if len(plain) + _AEAD_OVERHEAD > MAX_FRAME_BYTES:
-            parts = split_append_entries(message)
-            if parts is None:
-                self.transport._log.error("raft_message_too_large", peer=self.peer, voter=self.voter_id,
-                                          kind=message.get("type"), bytes=len(plain))
-                return False
-            return all(self.send_message(part) for part in parts)
-        self.send_raw(frame(self.session.seal_bytes(plain)))
-        return self.state == _ESTABLISHED
-
-    def send_raw(self, data: bytes) -> None:
-        if self.state == _CLOSED:
-            return
-        self._out += data
-        if len(self._out) - self._out_pos > MAX_PENDING_WRITE_BYTES:
-            self.close("peer_not_reading", level="warning")
-            return
-        self._flush()
-
-    def _flush(self) -> None:
-        sock = self.sock
-        assert sock is not None
-        error: OSError | None = None
-        with memoryview(self._out) as view:
-            while self._out_pos < len(view):
-                try:
-                    with view[self._out_pos:] as chunk:
-                        sent = sock.send(chunk)
-                except BlockingIOError:
-                    break
-                except OSError as err:
-                    error = err
-                    break
-                if sent <= 0:
-                    break
-                self._out_pos += sent
-        if error is not None:
-            self.close("send_failed", detail=type(error).__name__)
-            return
-        if self._out_pos == len(self._out):
-            self._out.clear()
-            self._out_pos = 0
-        elif self._out_pos > (1 << 20) and self._out_pos * 2 > len(self._out):
-            del self._out[:self._out_pos]
-            self._out_pos = 0
-        want = bool(self._out)
-        if want != self._want_write:
-            self._want_write = want
-            self.transport._poller.subscribe(self.fd, self.on_event, _RW if want else _R)
-
-    # -------------------------------------------------------------- teardown
-
-    def refuse(self, err: KafkaError | None, reason: str | None = None) -> None:
-        """Close because of what the peer sent (or failed to send); logged with its address."""
-        if reason is None:
-            reason = _REASONS.get(err.error_name, "bad_frame") if err is not None else "refused"
-        fields: dict[str, Any] = {"peer": self.peer, "reason": reason,
-                                  "phase": self.state, "direction": "in" if self.incoming else "out"}
-        if err is not None:
-            fields["error"] = err.error_name
-            fields["detail"] = err.message
-            claimed = err.context.get("claimed_node_id")
-            if claimed is not None:
-                fields["claimed_node_id"] = claimed
-        if self.voter_id is not None or self.node is not None:
-            fields["voter"] = self.voter_id if self.voter_id is not None else self.transport._id_of(self.node)
-        self.transport._refusals(**fields)
-        self.close(fields["reason"], logged=True)
-
-    def close(self, reason: str, *, detail: str | None = None, level: str = "debug", logged: bool = False) -> None:
-        if self.state == _CLOSED:
-            return
-        was = self.state
-        self.state = _CLOSED
-        sock, self.sock = self.sock, None
-        self.transport._poller.unsubscribe(self.fd)
-        if sock is not None:
-            sock.close()
-        self._out = bytearray()
-        self._out_pos = 0
-        if not logged and (was == _ESTABLISHED or level != "debug"):
-            getattr(self.transport._log, "info" if level == "debug" else level)(
-                "raft_connection_closed", peer=self.peer, voter=self.voter_id if self.voter_id is not None
-                else self.transport._id_of(self.node), reason=reason, detail=detail, phase=was)
-        self.transport._on_closed(self, was)
-
-
 # ------------------------------------------------------------------------------------- transport
 
 
@@ -361,11 +109,11 @@ class RaftTransport(Transport):
         if selfNode is None:
             raise ValueError("kraftlog's Raft transport has no read-only nodes")
         self._syncObj = syncObj
-        self._poller = syncObj._poller
+        self.poller = syncObj._poller
         self._conf = syncObj.conf
         self._self_node: TCPNode = selfNode
-        self._log = _log.bind(node_id=settings.node_id)
-        self._refusals = RefusalLog(self._log)
+        self.log = _log.bind(node_id=settings.node_id)
+        self.refusals = RefusalLog(self.log)
         ids = {address: vid for vid, address in settings.voters.items()}
         if ids.get(selfNode.address) != settings.node_id:
             raise ValueError(f"this node's Raft address {selfNode.address} is not voter {settings.node_id}")
@@ -374,12 +122,11 @@ class RaftTransport(Transport):
             if node.address not in ids:
                 raise ValueError(f"Raft peer {node.address} is not in the voter set")
             self._nodes[ids[node.address]] = node
-        self._ids: dict[TCPNode, int] = {node: vid for vid, node in self._nodes.items()}
         # pysyncobj's rule: the greater address dials.
         self._dials = {vid for vid, node in self._nodes.items() if selfNode.address > node.address}
         self._initiators = frozenset(vid for vid, node in self._nodes.items() if node.address > selfNode.address)
-        self._links: dict[TCPNode, _Conn] = {}
-        self._pending: set[_Conn] = set()
+        self._links: dict[TCPNode, RaftConnection] = {}
+        self._pending: set[RaftConnection] = set()
         self._last_dial: dict[TCPNode, float] = {}
         self._server: socket.socket | None = None
         self._server_fd: int | None = None
@@ -388,10 +135,8 @@ class RaftTransport(Transport):
         self._last_bind = 0.0
         self._bind_over = threading.Event()
         self._destroyed = False
+        self._handshake_warned: set[int | None] = set()
         syncObj.addOnTickCallback(self._on_tick)
-
-    def _id_of(self, node: TCPNode | None) -> int | None:
-        return self._ids.get(node) if node is not None else None
 
     # -------------------------------------------------------------- readiness (binding)
 
@@ -416,8 +161,8 @@ class RaftTransport(Transport):
             self._bind()
         except OSError as err:
             self._bind_attempts += 1
-            self._log.warning("raft_bind_failed", host=self.SETTINGS.bind_host, port=self._self_node.port,
-                              error=str(err), attempt=self._bind_attempts)
+            self.log.warning("raft_bind_failed", host=self.SETTINGS.bind_host, port=self._self_node.port,
+                             error=str(err), attempt=self._bind_attempts)
             if self._conf.maxBindRetries and self._bind_attempts >= self._conf.maxBindRetries:
                 self._bind_over.set()
                 raise TransportNotReadyError from err
@@ -428,7 +173,8 @@ class RaftTransport(Transport):
     def _bind(self) -> None:
         infos = socket.getaddrinfo(self.SETTINGS.bind_host, self._self_node.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
-        family, _, _, _, address = infos[0]
+        # the address the other voters dial: pysyncobj's resolver prefers IPv4
+        family, _, _, _, address = next((i for i in infos if i[0] == socket.AF_INET), infos[0])
         server = socket.socket(family, socket.SOCK_STREAM)
         try:
             server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -440,10 +186,10 @@ class RaftTransport(Transport):
             raise
         self._server = server
         self._server_fd = server.fileno()
-        self._poller.subscribe(self._server_fd, self._on_accept, _R)
-        self._log.info("raft_transport_listening", address=f"{address[0]}:{address[1]}",
-                       backlog=self.SETTINGS.backlog, max_unauthenticated=self.SETTINGS.max_unauthenticated,
-                       handshake_timeout_s=self.SETTINGS.handshake_timeout_s)
+        self.poller.subscribe(self._server_fd, self._on_accept, _R)
+        self.log.info("raft_transport_listening", address=f"{address[0]}:{address[1]}",
+                      backlog=self.SETTINGS.backlog, max_unauthenticated=self.SETTINGS.max_unauthenticated,
+                      handshake_timeout_s=self.SETTINGS.handshake_timeout_s)
 
     # -------------------------------------------------------------- accepting
 
@@ -465,14 +211,15 @@ class RaftTransport(Transport):
             except BlockingIOError:
                 return
             except OSError as err:  # EMFILE and friends: leave the rest in the backlog for later
-                self._log.warning("raft_accept_failed", error=str(err))
+                self.log.warning("raft_accept_failed", error=str(err))
                 return
             peer = f"{addr[0]}:{addr[1]}"
             if len(self._pending) >= self.SETTINGS.max_unauthenticated:
-                sock.close()
-                self._refusals(peer=peer, reason="too_many_unauthenticated", phase="accept", direction="in",
-                               limit=self.SETTINGS.max_unauthenticated)
-                continue
+                # Evict the oldest pending connection rather than refuse the newest: an attacker then
+                # has to open connections faster than a voter completes its two round trips to keep
+                # voters out, instead of merely keeping max_unauthenticated idle sockets open.
+                oldest = min(self._pending, key=lambda c: c.deadline)
+                oldest.refuse(None, reason="too_many_unauthenticated")
             try:
                 self._tune(sock)
             except OSError:
@@ -480,7 +227,9 @@ class RaftTransport(Transport):
                 continue
             handshake = ResponderHandshake(auth_key=self.SETTINGS.auth_key, cluster_id=self.SETTINGS.cluster_id,
                                            node_id=self.SETTINGS.node_id, initiators=self._initiators)
-            conn = _Conn(self, sock, peer, handshake=handshake, node=None, state=_HANDSHAKE, now=_monotonic())
+            now = _monotonic()
+            conn = RaftConnection(self, sock, peer, handshake=handshake, node=None, state=HANDSHAKE,
+                                  deadline=now + self.SETTINGS.handshake_timeout_s, now=now)
             self._pending.add(conn)
 
     # -------------------------------------------------------------- dialling
@@ -504,7 +253,8 @@ class RaftTransport(Transport):
             return
         handshake = InitiatorHandshake(auth_key=self.SETTINGS.auth_key, cluster_id=self.SETTINGS.cluster_id,
                                        node_id=self.SETTINGS.node_id, peer_id=vid)
-        conn = _Conn(self, sock, f"{ip}:{node.port}", handshake=handshake, node=node, state=_CONNECTING, now=now)
+        conn = RaftConnection(self, sock, f"{ip}:{node.port}", handshake=handshake, node=node, state=CONNECTING,
+                              deadline=now + self.SETTINGS.handshake_timeout_s, now=now)
         conn.voter_id = vid
         self._links[node] = conn
 
@@ -527,14 +277,14 @@ class RaftTransport(Transport):
                 conn.refuse(None, reason="handshake_timeout")
         idle = self._conf.connectionTimeout
         for conn in list(self._links.values()):
-            if conn.state in (_CONNECTING, _HANDSHAKE) and now > conn.deadline:
-                conn.close("handshake_timeout", level="warning" if conn.state == _HANDSHAKE else "debug")
-            elif conn.state == _ESTABLISHED and now - conn.last_recv > idle:
+            if conn.state in (CONNECTING, HANDSHAKE) and now > conn.deadline:
+                conn.close("handshake_timeout")
+            elif conn.state == ESTABLISHED and now - conn.last_recv > idle:
                 conn.close("idle_timeout")
 
     # -------------------------------------------------------------- connection callbacks
 
-    def _on_established(self, conn: _Conn) -> None:
+    def on_connection_established(self, conn: RaftConnection) -> None:
         if conn.node is None:  # incoming: the handshake named (and authenticated) the voter
             self._pending.discard(conn)
             node = self._nodes[conn.voter_id] if conn.voter_id is not None else None
@@ -546,29 +296,39 @@ class RaftTransport(Transport):
                 old.close("replaced")
             conn.node = node
             self._links[node] = conn
-        self._log.info("raft_peer_authenticated", peer=conn.peer, voter=conn.voter_id,
-                       direction="in" if conn.incoming else "out")
+        self._handshake_warned.discard(conn.voter_id)
+        self.log.info("raft_peer_authenticated", peer=conn.peer, voter=conn.voter_id,
+                      direction="in" if conn.incoming else "out")
         self._onNodeConnected(conn.node)
 
-    def _on_closed(self, conn: _Conn, was: str) -> None:
+    def on_dial_handshake_failed(self, conn: RaftConnection, reason: str) -> None:
+        """A voter we dial ended our handshake (it refused us: see its log). Warn once per voter
+        until a handshake with it succeeds; we redial every ``connectionRetryTime``."""
+        if conn.voter_id is not None and conn.voter_id not in self._handshake_warned:
+            self._handshake_warned.add(conn.voter_id)
+            self.log.warning("raft_handshake_failed", peer=conn.peer, voter=conn.voter_id, reason=reason,
+                             hint="the peer refused this node: compare cluster id, voters and "
+                                  "controller.quorum.raft.password, and read the peer's raft_peer_refused line")
+
+    def on_connection_closed(self, conn: RaftConnection, was: str) -> None:
         self._pending.discard(conn)
         node = conn.node
         if node is not None and self._links.get(node) is conn:
             del self._links[node]
-            if was == _ESTABLISHED:
+            if was == ESTABLISHED:
                 self._onNodeDisconnected(node)
 
-    def _deliver(self, conn: _Conn, message: dict[str, Any]) -> None:
+    def on_connection_message(self, conn: RaftConnection, message: dict[str, Any]) -> None:
         self._onMessageReceived(conn.node, message)
 
     # -------------------------------------------------------------- pysyncobj API
 
     def send(self, node: Any, message: Any) -> bool:
         conn = self._links.get(node)
-        if conn is None or conn.state != _ESTABLISHED:
+        if conn is None or conn.state != ESTABLISHED:
             return False
         if type(message) is not dict:
-            self._log.error("raft_message_not_encodable", voter=conn.voter_id, kind=type(message).__name__)
+            self.log.error("raft_message_not_encodable", voter=conn.voter_id, kind=type(message).__name__)
             return False
         return conn.send_message(message)
 
@@ -589,7 +349,7 @@ class RaftTransport(Transport):
             conn.close("shutdown")
         if self._server is not None:
             if self._server_fd is not None:
-                self._poller.unsubscribe(self._server_fd)
+                self.poller.unsubscribe(self._server_fd)
             self._server.close()
             self._server = None
             self._server_fd = None
