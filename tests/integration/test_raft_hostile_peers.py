@@ -370,6 +370,53 @@ def test_garbage_is_refused(cluster: LocalCluster, seed: int) -> None:
     assert_quorum_intact(cluster, before)
 
 
+def test_an_authenticated_voter_sending_malformed_messages_is_dropped(cluster: LocalCluster) -> None:
+    """The issue's ``TypeError: tuple indices must be integers``: a message of the wrong shape from a
+    peer that did authenticate (it knows the password) must not reach pysyncobj's handlers."""
+    from quorum._wire import InitiatorHandshake, Session, _mac, derive_auth_key
+
+    before = quorum_state(cluster)
+    leader = before[0]
+    target = min(cluster.nodes, key=lambda n: raft_address(cluster, n))
+    # impersonate a dialling voter that is not the leader: the target's link to it is not needed
+    claim = next(n for n in cluster.nodes if n not in (target, leader))
+    bad = [{"type": "request_vote", "term": [before[1] + 5], "last_log_index": 1, "last_log_term": 1},
+           {"type": "append_entries", "term": before[1] + 5, "commit_index": 0, "entries": [[b"\x00", 1]],
+            "prevLogIdx": 0, "prevLogTerm": 0},
+           {"type": "next_node_idx", "next_node_idx": "0", "reset": True, "success": True}]
+    key = derive_auth_key(str(cluster.password), str(cluster.cluster_id))
+    for message in bad:
+        hs = InitiatorHandshake(auth_key=key, cluster_id=str(cluster.cluster_id), node_id=claim, peer_id=target)
+        sock = connect(cluster, target)
+        peer = peer_of(sock)
+        sock.sendall(frame(hs.hello()))
+        challenge = read_frame(sock)
+        assert challenge is not None
+        proof, _ = hs.receive(challenge)
+        assert proof is not None
+        # The real voter dials again within milliseconds of losing its link to us, so the bad
+        # message rides in the same segment as the proof (the session keys follow from the transcript).
+        transcript = hs._transcript
+        assert transcript is not None
+        session = Session(send_key=_mac(key, b"key i2r", transcript), recv_key=_mac(key, b"key r2i", transcript))
+        sock.sendall(frame(proof) + frame(session.seal_bytes(msgpack_packb(message))))
+        read_until_closed(sock, 10)
+        sock.close()
+        event = refusal_of(cluster, target, peer)
+        assert (event["error"], event["phase"], event["voter"]) == ("CORRUPT_MESSAGE", "established", claim)
+        # the real voter dials again and is back
+        wait_until(lambda: any(e.get("event") == "raft_peer_authenticated" and e.get("voter") == claim
+                               and e["timestamp"] > event["timestamp"] for e in log_events(cluster, target)),
+                   10, what=f"voter {claim} to reconnect to {target}")
+    assert_quorum_intact(cluster, before)
+
+
+def msgpack_packb(message: dict[str, Any]) -> bytes:
+    import msgpack
+
+    return msgpack.packb(message, use_bin_type=True)
+
+
 # ------------------------------------------------------------------------------------- floods
 
 
