@@ -7,11 +7,12 @@ changes arrive the same way. See DESIGN.md §1 and §3.
 The replicated state machine
 ----------------------------
 One replicated command (proposed by ``_RaftNode._kl_append(epoch, timestamp_ms, records)``, applied
-by ``_RaftNode._kl_apply``) appends one batch of records atomically. Offsets are dense from 0 and assigned *at apply time*, in Raft log order, so
-every controller assigns the same offsets. The proposer's epoch and timestamp travel as arguments;
-apply reads no clock, draws no random number and does no I/O: it validates, assigns offsets, keeps
-the entries in memory and hands them to the delivery queue. Apply never raises (pysyncobj retries a
-raising entry on every tick, forever, which stalls the node): every failure is a returned value.
+by ``_RaftNode._kl_apply``) appends one batch of records atomically. Offsets are dense from 0 and
+assigned *at apply time*, in Raft log order, so every controller assigns the same offsets. The
+proposer's epoch and timestamp travel as arguments; apply reads no clock, draws no random number
+and does no I/O: it validates, assigns offsets, keeps the entries in memory and hands them to the
+delivery queue. Apply never raises (pysyncobj retries a raising entry on every tick, forever, which
+stalls the node): every failure is a returned value.
 
 Epoch fencing (what KRaft does): the Raft term is the controller epoch, and an entry carries the term
 of the leader that appended it. A batch is accepted only if the epoch its proposer claimed equals
@@ -74,11 +75,12 @@ pysyncobj's own transport pickles every message, and ``@replicated`` pickles eve
 the log; anyone holding the password ran code on every controller, and a peer was whoever it said
 it was. Here:
 
-* the transport is `quorum._transport.RaftTransport` (connections in `quorum._raft_connection`,
-  frames, handshake and message shapes in `quorum._wire`): msgpack frames with a hard size limit, a first exchange that binds protocol
-  version, cluster id and voter id and authenticates both sides with the password (HMAC over fresh
-  nonces; the password never travels), authenticated encryption per frame, an idle timeout, a cap on
-  unauthenticated connections, a real backlog, and a listening socket on this node's own voter host;
+* the transport is `quorum._transport.RaftTransport` (connections in `quorum._raft_connection`;
+  frames, handshake and message shapes in `quorum._wire`): msgpack frames with a hard size limit,
+  a first exchange that binds protocol version, cluster id and voter id and authenticates both
+  sides with the password (HMAC over fresh nonces; the password never travels), authenticated
+  encryption per frame, an idle timeout, a cap on unauthenticated connections, a real backlog, and
+  a listening socket on this node's own voter host;
 * a metadata batch is the msgpack command of `quorum._wire.encode_append_command`, proposed with
   ``_RaftNode._kl_append`` and applied by ``_RaftNode._SyncObj__doApplyCommand`` (which replaces
   pysyncobj's pickle-loading one): a committed entry of any other shape is refused, on every node
@@ -132,9 +134,8 @@ from quorum._wire import (
     COMMAND_NO_OP,
     COMMAND_REGULAR,
     KEEPALIVE,
-    MAX_COMMAND_BYTES,
-    MAX_FRAME_BYTES,
     MAX_CLUSTER_ID_CHARS,
+    MAX_COMMAND_BYTES,
     decode_command,
     derive_auth_key,
     encode_append_command,
@@ -598,7 +599,6 @@ def build_syncobj_conf(
         maxBindRetries=25,
     )
     conf.validate()
-    assert conf.logCompactionBatchSize < MAX_FRAME_BYTES // 2
     return conf
 
 
@@ -699,7 +699,8 @@ class MetadataQuorum:
                     "to the others on the Raft port (without it anyone who can connect could vote)")
             password = None
         if not isinstance(cluster_id, str) or not 0 < len(cluster_id) <= MAX_CLUSTER_ID_CHARS:
-            raise QuorumConfigError(f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} chars")
+            raise QuorumConfigError(
+                f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} characters")
         if election_timeout_ms < 50:
             raise QuorumConfigError("election_timeout_ms must be at least 50")
         if compaction_entries < 2:
