@@ -299,6 +299,12 @@ class RaftConnection:
         self.close(fields["reason"], logged=True)
 
     def close(self, reason: str, *, detail: str | None = None, level: str = "debug", logged: bool = False) -> None:
+        """Close the socket, then tell the owner (which tells pysyncobj if the link was up).
+
+        Logged at ``level`` (``debug`` means: only when an authenticated link goes down) unless the
+        caller already logged it; a dialled handshake that ends without a refusal of ours is reported
+        to the owner, which warns once per voter.
+        """
         if self.state == CLOSED:
             return
         was = self.state
@@ -309,7 +315,7 @@ class RaftConnection:
             sock.close()
         self._out = bytearray()
         self._out_pos = 0
-        if not self.incoming and was == HANDSHAKE and not logged:
+        if not self.incoming and was == HANDSHAKE and not logged and reason != "shutdown":
             self.owner.on_dial_handshake_failed(self, reason)
         elif not logged and (was == ESTABLISHED or level != "debug"):
             getattr(self.owner.log, "info" if level == "debug" else level)(
