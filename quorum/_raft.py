@@ -602,6 +602,25 @@ def build_syncobj_conf(
     return conf
 
 
+def _check_journal_format(journal: RaftJournal, path: Path) -> None:
+    """Refuse to start on a journal holding commands this version will not apply.
+
+    Journals written before issue 11 hold pysyncobj's pickled commands. Replaying them would refuse
+    each one (no offset assigned) while the metadata log on disk already has their offsets, so new
+    records would reuse offsets the consumer skips as already written: fail loudly instead.
+    """
+    for pos in range(len(journal)):
+        command, index, _ = journal[pos]
+        try:
+            decode_command(command)
+        except CorruptMessageError as err:
+            raise QuorumConfigError(
+                f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
+                f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
+                "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
+                "(see README)") from None
+
+
 # ---------------------------------------------------------------------------------------- status
 
 
@@ -774,6 +793,7 @@ class MetadataQuorum:
         journal = RaftJournal(journal_path, fsync=self._fsync, sync_on_add=False,
                               before_prefix_drop=serializer.make_durable, node_id=self.node_id)
         try:
+            _check_journal_format(journal, journal_path)
             if dump_path.exists():
                 self._align(journal, dump_path)
             conf = build_syncobj_conf(

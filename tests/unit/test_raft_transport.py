@@ -454,3 +454,36 @@ def test_refusals_are_rate_limited_and_count_what_was_suppressed() -> None:
                          "suppressed": 7}
     assert log(peer="10.0.0.9:100", reason="malformed_frame")
     assert "suppressed" not in lines.lines[-1]
+
+
+def test_a_journal_with_pickled_commands_is_refused_at_start(tmp_path: Path) -> None:
+    """A journal of the pickle era would be replayed with its commands refused and their offsets
+    reused: the controller must not start on it (nothing is unpickled to find out)."""
+    import asyncio
+
+    from quorum._journal import RaftJournal
+    from quorum._raft import JOURNAL_FILE, MetadataQuorum, QuorumConfigError
+
+    marker = tmp_path / "ran"
+
+    class RunsCode:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.mkdir, (str(marker),))
+
+    raft_dir = tmp_path / "raft"
+    raft_dir.mkdir()
+    journal = RaftJournal(raft_dir / JOURNAL_FILE)
+    journal.add(NOOP, 1, 1)
+    journal.add(CMD, 2, 1)
+    journal.add(b"\x00" + pickle.dumps(RunsCode()), 3, 1)
+    journal.close()
+
+    async def body() -> None:
+        quorum = MetadataQuorum(node_id=1, voters={1: ("127.0.0.1", 1)}, data_dir=raft_dir, password="pw",
+                                cluster_id=CLUSTER, loop=asyncio.get_running_loop(),
+                                on_committed=lambda entries: None, on_leader_change=lambda leader, epoch: None)
+        with pytest.raises(QuorumConfigError, match="raft index 3"):
+            await quorum.start()
+
+    asyncio.run(body())
+    assert not marker.exists()
