@@ -6,12 +6,13 @@ changes arrive the same way. See DESIGN.md §1 and §3.
 
 The replicated state machine
 ----------------------------
-One replicated call (``_RaftNode._kl_append(epoch, timestamp_ms, records)``) appends one batch of
-records atomically. Offsets are dense from 0 and assigned *at apply time*, in Raft log order, so
-every controller assigns the same offsets. The proposer's epoch and timestamp travel as arguments;
-apply reads no clock, draws no random number and does no I/O: it validates, assigns offsets, keeps
-the entries in memory and hands them to the delivery queue. Apply never raises (pysyncobj retries a
-raising entry on every tick, forever, which stalls the node): every failure is a returned value.
+One replicated command (proposed by ``_RaftNode._kl_append(epoch, timestamp_ms, records)``, applied
+by ``_RaftNode._kl_apply``) appends one batch of records atomically. Offsets are dense from 0 and
+assigned *at apply time*, in Raft log order, so every controller assigns the same offsets. The
+proposer's epoch and timestamp travel as arguments; apply reads no clock, draws no random number
+and does no I/O: it validates, assigns offsets, keeps the entries in memory and hands them to the
+delivery queue. Apply never raises (pysyncobj retries a raising entry on every tick, forever, which
+stalls the node): every failure is a returned value.
 
 Epoch fencing (what KRaft does): the Raft term is the controller epoch, and an entry carries the term
 of the leader that appended it. A batch is accepted only if the epoch its proposer claimed equals
@@ -81,10 +82,30 @@ Hardening of pysyncobj 0.3.17 (measured weaknesses)
   candidate that gets a vote request from a rival of its own term (a split vote) re-campaigns after
   2-8 heartbeat periods instead of a whole election timeout (3 of 20 failovers took 2.5 s before);
 * ``dynamicMembershipChange=False``; ``commandsWaitLeader=False`` (fail fast without a leader);
-* a password is required: pysyncobj's protocol is pickle, so an unauthenticated Raft port executes
-  code sent by anyone who can reach it. ``allow_unauthenticated=True`` (tests, never production)
-  is the only way to run without one;
 * every proposal has its own timeout: pysyncobj silently drops commands sent to a dead leader.
+
+No pickle on the Raft port (issue 11)
+-------------------------------------
+pysyncobj's own transport pickles every message, and ``@replicated`` pickles every command into
+the log; anyone holding the password ran code on every controller, and a peer was whoever it said
+it was. Here:
+
+* the transport is `quorum._transport.RaftTransport` (connections in `quorum._raft_connection`;
+  frames, handshake and message shapes in `quorum._wire`): msgpack frames with a hard size limit,
+  a first exchange that binds protocol version, cluster id and voter id and authenticates both
+  sides with the password (HMAC over fresh nonces; the password never travels), authenticated
+  encryption per frame, an idle timeout, a cap on unauthenticated connections, a real backlog, and
+  a listening socket on this node's own voter host;
+* a metadata batch is the msgpack command of `quorum._wire.encode_append_command`, proposed with
+  ``_RaftNode._kl_append`` and applied by ``_RaftNode._SyncObj__doApplyCommand`` (which replaces
+  pysyncobj's pickle-loading one): a committed entry of any other shape is refused, on every node
+  alike, and consumes no offset. Membership and code-version commands (pickles) are never applied;
+* ``appendEntriesBatchSizeBytes`` is one more than the largest command, so pysyncobj never takes
+  its chunked ``transmission`` path (which unpickles); snapshots travel as ``serialized`` chunks
+  of our msgpack dump file through the same frames;
+* the password is still required (``controller.quorum.raft.password``): it is the only thing that
+  tells a voter from anyone who can reach the port. ``allow_unauthenticated=True`` (tests, never
+  production) runs with an empty password.
 """
 
 from __future__ import annotations
@@ -106,18 +127,39 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 import structlog
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException
 from pysyncobj.journal import Journal
 from pysyncobj.monotonic import monotonic as _raft_monotonic
 from pysyncobj.node import TCPNode
-from pysyncobj.syncobj import _RAFT_STATE
-from pysyncobj.transport import TCPTransport, Transport
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
+from pysyncobj.transport import Transport
 
 from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
 from proto import backoff_ms
-from proto.errors import InvalidRequestError, NotControllerError, RequestTimedOutError, UnknownServerError
+from proto.errors import (
+    CorruptMessageError,
+    InvalidRequestError,
+    NotControllerError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
 from quorum._journal import RaftJournal
 from quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
+from quorum._transport import TransportSettings, raft_transport_class
+from quorum._wire import (
+    COMMAND_NO_OP,
+    COMMAND_REGULAR,
+    KEEPALIVE,
+    MAX_CLUSTER_ID_CHARS,
+    MAX_COMMAND_BYTES,
+    decode_command,
+    derive_auth_key,
+    encode_append_command,
+)
+
+if (_COMMAND_TYPE.REGULAR, _COMMAND_TYPE.NO_OP) != (COMMAND_REGULAR, COMMAND_NO_OP):  # pragma: no cover
+    raise ImportError("pysyncobj's command type bytes changed; quorum._wire must follow them")
 
 __all__ = [
     "APPLY_OK",
@@ -144,11 +186,10 @@ APPLY_INVALID: Final = 2
 APPLY_INTERNAL: Final = 3
 
 _STOP_TIMEOUT_S: Final = 5.0
-#: the largest metadata batch one proposal may carry (encoded records); KRaft's controller caps a
-#: batch too (its records also travel in one Raft append)
-MAX_PROPOSAL_BYTES: Final = 4 * 1024 * 1024
-#: pysyncobj's appendEntriesBatchSizeBytes: above any proposal, so no entry is ever chunked
-APPEND_ENTRIES_BATCH_BYTES: Final = 2 * MAX_PROPOSAL_BYTES
+#: what the encoded records of one proposal may add up to, each counted with 5 bytes of msgpack
+#: framing, so that the command they form stays within ``MAX_COMMAND_BYTES`` (the group commit of
+#: `quorum._server` splits at it)
+MAX_PROPOSAL_BYTES: Final = MAX_COMMAND_BYTES - 1024
 JOURNAL_FILE: Final = "raft.journal"
 DUMP_FILE: Final = "raft.dump"
 
@@ -282,7 +323,7 @@ class MetadataStateMachine:
 
 _FACTORY_LOCK = threading.Lock()
 #: A message type pysyncobj's dispatcher ignores (it only acts on the types it knows).
-_KEEPALIVE: Final = "kl_keepalive"
+_KEEPALIVE: Final = KEEPALIVE
 _NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE})
 _TRUNCATION_NOTICE: Final = "truncating already-applied log entries"
 
@@ -365,7 +406,7 @@ class _RaftNode(SyncObj):
         state_machine: MetadataStateMachine,
         sink: Callable[[list[RawEntry]], None],
         node_id: int,
-        transport_class: type[Transport] = TCPTransport,
+        transport_class: type[Transport],
         receive_dump: Callable[[Any], bool] | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
@@ -495,9 +536,45 @@ class _RaftNode(SyncObj):
         """True when the last applied entry is of the current term (so all earlier ones are)."""
         return self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm
 
-    @replicated
-    def _kl_append(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
-        """Replicated: append one batch. Deterministic; never raises (see the module docstring)."""
+    def _kl_append(self, epoch: int, timestamp_ms: int, records: list[bytes], *,
+                   callback: Callable[[Any, int], None] | None = None) -> None:
+        """Propose one batch: queue its msgpack command for pysyncobj's thread (any thread).
+
+        ``callback(result, error)`` follows pysyncobj's convention (``result`` is what
+        `_kl_apply` returned on this node). Raises ``RecordListTooLargeError`` for a batch whose
+        command exceeds ``MAX_COMMAND_BYTES`` (frames are sized for that), ``BlockingIOError`` when
+        pysyncobj's wake-up pipe is full (the command is queued anyway).
+        """
+        payload = encode_append_command(epoch, timestamp_ms, records)
+        if len(payload) + 1 > MAX_COMMAND_BYTES:
+            raise RecordListTooLargeError(
+                f"a metadata batch of {len(records)} records encodes to {len(payload)} bytes; "
+                f"the limit is {MAX_COMMAND_BYTES}")
+        self._applyCommand(payload, callback, _COMMAND_TYPE.REGULAR)
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802
+        """pysyncobj's apply of one committed entry, without unpickling anything.
+
+        Overrides the name-mangled private method: pysyncobj's version ``pickle.loads`` the entry
+        (REGULAR, membership and version commands alike). Here a NO_OP is skipped, a kraftlog
+        command is decoded from msgpack, and anything else is refused -- logged, answered with
+        ``APPLY_INVALID`` and given no offset, identically on every node. Never raises.
+        """
+        try:
+            decoded = decode_command(command)
+        except CorruptMessageError as err:
+            self._kl_log.critical("raft_entry_refused", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"refused Raft entry: {err.message}")
+        if decoded is None:
+            return None
+        return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
+
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:  # noqa: N802
+        """Membership changes are pickles in pysyncobj and the voter set is static: there are none."""
+        return None
+
+    def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
+        """Apply one committed batch. Deterministic; never raises (see the module docstring)."""
         try:
             raft_index = self.raftLastApplied + 1  # pysyncobj increments it after this returns
             result, entries = self._kl_sm.apply(
@@ -517,7 +594,6 @@ class _RaftNode(SyncObj):
 def build_syncobj_conf(
     *,
     election_timeout_ms: int,
-    password: str | None,
     journal_file: Path,
     dump_file: Path,
     serializer: DumpSerializer,
@@ -525,10 +601,13 @@ def build_syncobj_conf(
     compaction_interval_s: float,
     auto_tick: bool = True,
 ) -> SyncObjConf:
-    """pysyncobj settings derived from ``controller.quorum.election.timeout.ms`` (module docstring)."""
+    """pysyncobj settings derived from ``controller.quorum.election.timeout.ms`` (module docstring).
+
+    No ``password``: pysyncobj's encryptor belongs to its pickle transport; kraftlog's transport
+    authenticates and encrypts itself.
+    """
     e = election_timeout_ms / 1000.0
     conf = SyncObjConf(
-        password=password,
         autoTick=auto_tick,
         autoTickPeriod=min(0.05, e / 20),
         raftMinTimeout=e,
@@ -538,6 +617,11 @@ def build_syncobj_conf(
         connectionTimeout=max(2 * e, 3.5),
         connectionRetryTime=e / 2,
         appendEntriesUseBatch=False,
+        # one entry never reaches the batch size, so pysyncobj never sends its pickled chunks (whose
+        # last chunk it labelled by the command's length, not the chunked entry's: an entry just
+        # below a multiple of the size was declared finished one chunk early)
+        appendEntriesBatchSizeBytes=MAX_COMMAND_BYTES + 1,
+        logCompactionBatchSize=1 << 16,  # snapshot chunk, far below MAX_FRAME_BYTES
         commandsWaitLeader=False,
         dynamicMembershipChange=False,
         journalFile=str(journal_file),
@@ -548,16 +632,30 @@ def build_syncobj_conf(
         logCompactionMinEntries=compaction_entries,
         logCompactionMinTime=compaction_interval_s,
         logCompactionSplit=False,
-        # pysyncobj splits a single entry of at least this size into pickled chunks and labels the
-        # last chunk by the command's length, not the chunked entry's, so an entry just below a
-        # multiple of the size lost its tail. Proposals are capped well below it
-        # (MAX_PROPOSAL_BYTES), so that path is never taken.
-        appendEntriesBatchSizeBytes=APPEND_ENTRIES_BATCH_BYTES,
         bindRetryTime=0.2,
         maxBindRetries=25,
     )
     conf.validate()
     return conf
+
+
+def _check_journal_format(journal: RaftJournal, path: Path) -> None:
+    """Refuse to start on a journal holding commands this version will not apply.
+
+    Journals written before issue 11 hold pysyncobj's pickled commands. Replaying them would refuse
+    each one (no offset assigned) while the metadata log on disk already has their offsets, so new
+    records would reuse offsets the consumer skips as already written: fail loudly instead.
+    """
+    for pos in range(len(journal)):
+        command, index, _ = journal[pos]
+        try:
+            decode_command(command)
+        except CorruptMessageError as err:
+            raise QuorumConfigError(
+                f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
+                f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
+                "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
+                "(see README)") from None
 
 
 # ---------------------------------------------------------------------------------------- status
@@ -632,6 +730,8 @@ class MetadataQuorum:
         voters: Mapping[int, tuple[str, int]],
         data_dir: Path,
         password: str | None,
+        cluster_id: str,
+        bind_host: str | None = None,
         fsync: bool = True,
         election_timeout_ms: int = 1000,
         loop: asyncio.AbstractEventLoop,
@@ -656,9 +756,12 @@ class MetadataQuorum:
         if not password:
             if not allow_unauthenticated:
                 raise QuorumConfigError(
-                    "controller.quorum.raft.password is required: pysyncobj's Raft protocol is pickle, "
-                    "so an unauthenticated Raft port runs code sent by anyone who can connect to it")
+                    "controller.quorum.raft.password is required: it is what authenticates a controller "
+                    "to the others on the Raft port (without it anyone who can connect could vote)")
             password = None
+        if not isinstance(cluster_id, str) or not 0 < len(cluster_id) <= MAX_CLUSTER_ID_CHARS:
+            raise QuorumConfigError(
+                f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} characters")
         if election_timeout_ms < 50:
             raise QuorumConfigError("election_timeout_ms must be at least 50")
         if compaction_entries < 2:
@@ -671,6 +774,9 @@ class MetadataQuorum:
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
         self._data_dir = Path(data_dir)
         self._password = password
+        self._cluster_id = cluster_id
+        # the Raft port listens on this node's own voter host unless told otherwise
+        self._bind_host = bind_host if bind_host is not None else voters[node_id][0]
         self._fsync = fsync
         self._election_timeout_ms = election_timeout_ms
         self._fetch_timeout_s = fetch_timeout_ms / 1000.0
@@ -724,8 +830,8 @@ class MetadataQuorum:
         self._node = await self._loop.run_in_executor(None, self._build, owner)
         self._log.info("metadata_quorum_started", raft_address=self._addresses[self.node_id],
                        voters=self._addresses, fsync=self._fsync,
-                       election_timeout_ms=self._election_timeout_ms,
-                       authenticated=self._password is not None)
+                       election_timeout_ms=self._election_timeout_ms, cluster_id=self._cluster_id,
+                       bind_host=self._bind_host, authenticated=self._password is not None)
 
     def _build(self, owner: threading.Thread) -> _RaftNode:
         _install_log_filter()
@@ -737,16 +843,24 @@ class MetadataQuorum:
         journal = RaftJournal(journal_path, fsync=self._fsync, sync_on_add=False,
                               before_prefix_drop=serializer.make_durable, node_id=self.node_id)
         try:
+            _check_journal_format(journal, journal_path)
             if dump_path.exists():
                 self._align(journal, dump_path)
             conf = build_syncobj_conf(
-                election_timeout_ms=self._election_timeout_ms, password=self._password,
+                election_timeout_ms=self._election_timeout_ms,
                 journal_file=journal_path, dump_file=dump_path, serializer=serializer,
                 compaction_entries=self._compaction_entries, compaction_interval_s=self._compaction_interval_s)
             me = self._addresses[self.node_id]
             others = [addr for vid, addr in sorted(self._addresses.items()) if vid != self.node_id]
+            e = self._election_timeout_ms / 1000.0
+            settings = TransportSettings(
+                node_id=self.node_id, voters=dict(self._addresses), cluster_id=self._cluster_id,
+                auth_key=derive_auth_key(self._password or "", self._cluster_id), bind_host=self._bind_host,
+                # a voter finishes the handshake in two round trips; an attacker holds a slot this long
+                handshake_timeout_s=min(max(2 * e, 1.0), 5.0))
             node = _RaftNode(self_address=me, other_addresses=others, conf=conf, journal=journal,
                              state_machine=self._sm, sink=self._sink, node_id=self.node_id,
+                             transport_class=raft_transport_class(settings),
                              receive_dump=serializer.receive)
         except BaseException:
             journal.close()
@@ -1102,9 +1216,6 @@ class MetadataQuorum:
             raise NotControllerError(f"epoch {epoch} is not the current controller epoch {view.term}",
                                      **self._leader_hint())
         encoded = [encode_record(r) for r in records]
-        size = sum(len(e) for e in encoded)
-        if size > MAX_PROPOSAL_BYTES:
-            raise InvalidRequestError(f"a metadata batch of {size} bytes exceeds the {MAX_PROPOSAL_BYTES}-byte limit")
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._inflight.add(fut)
 

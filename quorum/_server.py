@@ -201,6 +201,8 @@ class ControllerServer:
         self._quorum = factory(
             node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / "raft",
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
+            # the Raft handshake binds connections to this cluster; the port listens on the voter host
+            cluster_id=self.cluster_id, bind_host=raft_voters[self.node_id][0],
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
             loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
@@ -493,7 +495,7 @@ class ControllerServer:
             except Exception as err:  # a handler bug fails its own request, never the group
                 self._log.exception("controller_handler_failed", handler=getattr(handler, "__name__", "?"))
                 response, recs = _with_error(rtype(), kerr.UnknownServerError, str(err), self.hint(), request), []
-            size = sum(len(encode_record(r)) for r in recs)
+            size = sum(len(encode_record(r)) + 5 for r in recs)
             if records and batch_bytes + size > MAX_PROPOSAL_BYTES:
                 # one proposal is capped: this request and the rest wait for the next round,
                 # decided again against the image this round produces

@@ -23,6 +23,7 @@ from quorum._raft import MetadataQuorum, QuorumConfigError
 
 PASSWORD = "test-raft-secret"
 ELECTION_MS = 400
+CLUSTER_ID = "SeamTestCluster0000000A"
 T = TypeVar("T")
 
 
@@ -78,7 +79,8 @@ class Controller:
     def _make(self, **kw: Any) -> MetadataQuorum:
         return MetadataQuorum(
             node_id=self.node_id, voters=self.voters, data_dir=self.base / f"n{self.node_id}",
-            password=PASSWORD, election_timeout_ms=ELECTION_MS, loop=asyncio.get_running_loop(),
+            password=PASSWORD, cluster_id=CLUSTER_ID, election_timeout_ms=ELECTION_MS,
+            loop=asyncio.get_running_loop(),
             on_committed=self._committed, on_leader_change=self._leader_change,
             leader_endpoints={i: f"127.0.0.1:{9090 + i}" for i in self.voters},
             on_gap=lambda a, b: self.gaps.append((a, b)), **kw)
@@ -148,7 +150,7 @@ def values(entries: list[LogEntry]) -> list[tuple[int, int, str]]:
 def test_password_is_required_unless_explicitly_waived(tmp_path: Path) -> None:
     async def body() -> None:
         kw: dict[str, Any] = dict(node_id=1, voters={1: ("127.0.0.1", 1)}, data_dir=tmp_path,
-                                  loop=asyncio.get_running_loop(), on_committed=print, on_leader_change=print)
+                                  cluster_id=CLUSTER_ID, loop=asyncio.get_running_loop(), on_committed=print, on_leader_change=print)
         with pytest.raises(QuorumConfigError, match="password is required"):
             MetadataQuorum(password=None, **kw)
         MetadataQuorum(password=None, allow_unauthenticated=True, **kw)
