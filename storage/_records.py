@@ -458,8 +458,8 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
     """Split a produce payload into batches and check each one's header and CRC.
 
     The append hot path: one header unpack and one CRC-32C per batch, no record decoding. Checks
-    length, magic, CRC and, for client batches (``from_client``), what Kafka's LogValidator checks
-    of a producer's batch header: a record count matching the offset range, no control batches,
+    length, magic, CRC and, for client batches (``from_client``), what Kafka checks of a producer's
+    batch header: baseOffset 0, a record count matching the offset range, no control batches,
     consistent producer id, epoch and sequence, a known codec. The records themselves are checked
     by `storage._validator`. Raises the typed error; nothing is returned partially.
     """
@@ -473,7 +473,7 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
     while pos < end:
         if pos + HEADER_SIZE > end:
             raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-        (_base, length, _ple, magic, crc, attrs, lod, base_ts, max_ts, pid, pe, seq,
+        (base, length, _ple, magic, crc, attrs, lod, base_ts, max_ts, pid, pe, seq,
          count) = unpack(view, pos)
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD:
@@ -490,6 +490,8 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
             raise CorruptRecordError(
                 f"CRC mismatch in batch at byte {pos}: stored {crc:#010x}, computed {computed:#010x}")
         if from_client:
+            if base != 0:  # Kafka's UnifiedLog: a producer's v2 batch starts at offset 0
+                raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {base}")
             if attrs & _CONTROL_FLAG:
                 raise InvalidRecordError("clients may not produce control batches")
             if count <= 0 or lod + 1 != count:

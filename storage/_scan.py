@@ -33,6 +33,7 @@ _ZZ1_ORDER = bytes(((z >> 1) ^ -(z & 1)) + 64 if z < 0x80 else 0 for z in range(
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _FIRST_RUN = 8       # records in the first probe of a run
+_MAX_PROBE = 1 << 16  # records in one probe at most (bounds the cached offset-delta columns)
 _MAX_BACKOFF = 256   # records decoded one by one before trying a run again, at most
 
 
@@ -113,20 +114,20 @@ def _parse_record(data: bytes, pos: int, end: int) -> _Layout:
     key_start = p
     key_len, p = _varint(data, p, 5)
     w_key = p - key_start
-    if key_len < -1 or key_len > stop - p:
+    if key_len < -1 or key_len > max(stop - p, 0):
         raise ValueError(f"invalid key length {key_len}")
     if key_len > 0:
         p += key_len
     value_start = p
     value_len, p = _varint(data, p, 5)
     w_value = p - value_start
-    if value_len < -1 or value_len > stop - p:
+    if value_len < -1 or value_len > max(stop - p, 0):
         raise ValueError(f"invalid value length {value_len}")
     if value_len > 0:
         p += value_len
     header_start = p
     header_count, p = _varint(data, p, 5)
-    if header_count < 0 or header_count > (stop - p) // 2:
+    if header_count < 0 or header_count > max(stop - p, 0) // 2:
         raise ValueError(f"invalid header count {header_count}")
     for _ in range(header_count):
         n, p = _varint(data, p, 5)
@@ -145,7 +146,7 @@ def _parse_record(data: bytes, pos: int, end: int) -> _Layout:
                    header_start - pos, header_count)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=128)
 def _od_column(first: int, count: int, j: int, width: int) -> bytes:
     """Byte ``j`` of the zig-zag varints of ``first .. first+count-1``, all ``width`` bytes wide."""
     if j == 0:
@@ -218,7 +219,7 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
         at = start + done * size
         if _run_ok(data, at, size, n, consts, ts_pos, t.w_ts, od_pos, t.w_od, od_next + done):
             done += n
-            probe *= 2
+            probe = min(2 * probe, _MAX_PROBE)
             continue
         lo, hi = 0, n  # the first lo records match, all n do not
         while hi - lo > 1:
@@ -302,7 +303,7 @@ def _scan_with_runs(data: bytes, end: int, count: int, dense: bool, last_offset_
         if i >= count:
             break
         n = 0
-        if t.header_count == 0 and t.w_ts <= 2:
+        if t.header_count == 0 and t.w_ts <= 2 and t.w_od <= 3:
             limit = count - i if dense else min(count - i, last_offset_delta - od)
             n, lo, hi = _extend_run(data, pos, end, t, template_start, limit)
             if n:
@@ -388,12 +389,6 @@ def _plain(data: bytes, pos: int, end: int, i: int, n: int, count: int, dense: b
                 p += 1
             else:
                 od, p = varint(data, p, 5)
-            if dense:
-                if od != i:
-                    raise ValueError(f"offset delta {od} where {i} was expected")
-            elif od <= prev_od or od > last_offset_delta:
-                raise ValueError(f"offset delta {od} after {prev_od} (last offset delta {last_offset_delta})")
-            prev_od = od
             b = data[p]
             if b < 0x80:
                 k = (b >> 1) ^ -(b & 1)
@@ -426,6 +421,13 @@ def _plain(data: bytes, pos: int, end: int, i: int, n: int, count: int, dense: b
                 p += 1
             if p != stop:
                 raise ValueError(f"record of declared length {length} spans {p - stop + length} bytes")
+            # offsets after the framing, as the run path checks them after decoding a template
+            if dense:
+                if od != i:
+                    raise ValueError(f"offset delta {od} where {i} was expected")
+            elif od <= prev_od or od > last_offset_delta:
+                raise ValueError(f"offset delta {od} after {prev_od} (last offset delta {last_offset_delta})")
+            prev_od = od
             pos = stop
     except IndexError:
         raise Malformed(i, _ENDS_EARLY) from None
