@@ -10,13 +10,14 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: run test proto system-deps venv clean bench help
+.PHONY: run test proto system-deps venv clean bench fuzz help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
+	@echo "make fuzz   - run the fuzzers in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
 
 # System packages: python3-venv (Debian ships venv separately) and a headless JRE for Spark.
 system-deps:
@@ -46,6 +47,12 @@ test: system-deps $(STAMP_DEV)
 # One target generates every gRPC module; tests/unit/test_proto_fresh.py fails when they are stale.
 proto: $(STAMP_DEV)
 	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $(PROTOS)
+
+# The fuzzers also run in `make test`, with a short budget; here each property gets
+# KRAFTLOG_FUZZ_EXAMPLES examples (default 2000).
+KRAFTLOG_FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP_DEV)
+	KRAFTLOG_FUZZ_EXAMPLES=$(KRAFTLOG_FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz $(PYTEST_ARGS)
 
 bench: $(STAMP_DEV)
 	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
