@@ -51,8 +51,8 @@ from ._records import (
     iter_batches,
     set_log_append_time,
     set_max_timestamp,
-    validate_record_set,
 )
+from ._record_set import validate_record_set
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
 from ._validator import (
     VerifiedRanges,

@@ -39,10 +39,10 @@ from ._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from ._record_set import BatchHeader
 from ._records import (
     HEADER_SIZE,
     NO_TIMESTAMP,
-    BatchHeader,
     RecordBatch,
     RecordBatchBuilder,
     TimestampType,

@@ -31,16 +31,8 @@ from client._records import Batch as ClientBatch
 from proto import errors as kerr
 from storage import CompressionType, LogConfig, StorageError
 from storage._compression import MIN_INFLATE_BOUND
-from storage._records import (
-    HEADER_SIZE,
-    Header,
-    RecordBatch,
-    RecordBatchBuilder,
-    crc32c,
-    iter_batches,
-    split_batches,
-    validate_record_set,
-)
+from storage._record_set import split_batches, validate_record_set
+from storage._records import HEADER_SIZE, Header, RecordBatch, RecordBatchBuilder, crc32c, iter_batches
 from storage._scan import Malformed, scan_records
 from storage._validator import check_stored_batch, records_section, validate_leader_batches
 

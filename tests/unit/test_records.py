@@ -19,6 +19,7 @@ from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
 from storage._compression import CompressionType, compress
+from storage._record_set import split_batches
 from storage._errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -48,7 +49,6 @@ from storage._records import (
     read_varint,
     rewrite_offset_and_epoch,
     set_log_append_time,
-    split_batches,
     varint_size,
     write_varint,
 )
