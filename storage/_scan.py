@@ -175,6 +175,39 @@ def _ts2_table() -> list[int]:
     return table
 
 
+_DELETE_BELOW = [bytes(range(v)) for v in range(129)]
+_DELETE_ABOVE = [bytes(range(v + 1, 256)) for v in range(129)]
+
+
+def _byte_max(b: bytes) -> int:
+    """Largest byte of ``b`` (all < 128), by bisection with C-speed deletes: builtin ``max``
+    iterates Python ints, ~4x slower on a long column."""
+    if b == b[:1] * len(b):
+        return b[0]
+    lo, hi = 0, 127
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if b.translate(None, _DELETE_BELOW[mid]):  # some byte >= mid
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _byte_min(b: bytes) -> int:
+    """Smallest byte of ``b`` (all < 128), as `_byte_max`."""
+    if b == b[:1] * len(b):
+        return b[0]
+    lo, hi = 0, 127
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if b.translate(None, _DELETE_ABOVE[mid]):  # some byte <= mid
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _run_ok(data: bytes, start: int, size: int, count: int, consts: list[tuple[int, bytes]],
             ts_pos: int, w_ts: int, od_pos: int, w_od: int, od_first: int) -> bool:
     """Do ``count`` records from ``start``, each ``size`` bytes, share the template's layout?"""
@@ -235,7 +268,7 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
     stop = start + done * size
     if t.w_ts == 1:
         ordered = data[start + ts_pos:stop:size].translate(_ZZ1_ORDER)
-        return done, min(ordered) - 64, max(ordered) - 64
+        return done, _byte_min(ordered) - 64, _byte_max(ordered) - 64
     pairs = bytearray(2 * done)
     pairs[0::2] = data[start + ts_pos:stop:size]
     pairs[1::2] = data[start + ts_pos + 1:stop:size]
