@@ -13,7 +13,7 @@ Each is produced (acks=1) to a one-node cluster, then:
   end a `Consumer` reads every stored record without an error.
 
 Seeded (``KRAFTLOG_FUZZ_SEED``, default 12); ``KRAFTLOG_FUZZ_EXAMPLES`` mutated batches (default 40;
-``make fuzz`` runs 2000).
+``make fuzz`` sets a long budget).
 """
 
 from __future__ import annotations

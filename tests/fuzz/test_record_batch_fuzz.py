@@ -13,7 +13,7 @@ Both directions:
   leader can never stall a consumer;
 - the scan's fast path (runs checked with strided slices) agrees with its record-by-record path.
 
-Budget: ``KRAFTLOG_FUZZ_EXAMPLES`` examples per property (default 40; ``make fuzz`` runs 2000).
+Budget: ``KRAFTLOG_FUZZ_EXAMPLES`` examples per property (default 40; ``make fuzz`` sets a long one).
 """
 
 from __future__ import annotations
