@@ -729,6 +729,10 @@ class ReplicaManager:
                            hinted: set[int], *, keep_offsets: bool = False) -> None:
         err = self._error(exc, "produce")
         pr.error.CopyFrom(err)
+        # INVALID_RECORD / INVALID_TIMESTAMP from the validator name the refused records (Kafka's
+        # RecordErrors); error.message carries Kafka's ErrorMessage
+        for rec_err in getattr(exc, "record_errors", ()):
+            pr.record_errors.add(batch_index=rec_err.batch_index, message=rec_err.message)
         if not keep_offsets:
             pr.base_offset = -1
             pr.log_append_time_ms = -1

@@ -559,6 +559,12 @@ class Consumer:
                 state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
             _log.debug("fetch_partition_error", tp=str(tp), error=error_cls.error_name, moved=moved)
             return
+        if code == kerr.CorruptMessageError.error_code:
+            # retriable in Kafka's table, but a refetch gets the same bytes: raise at the offset, as
+            # Kafka's FetchCollector does; the position stays, so the caller may seek past it
+            raise kerr.CorruptMessageError(
+                f"Encountered corrupt message when fetching offset {fetch_offset} for topic-partition "
+                f"{tp.topic}-{tp.partition}: {data.error.message}", topic_partition=tp, offset=fetch_offset)
         if error_cls.retriable:
             state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
             return

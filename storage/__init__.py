@@ -60,8 +60,8 @@ from ._records import (
     build_batch,
     build_control_batch,
     iter_batches,
-    split_batches,
 )
+from ._record_set import split_batches
 from ._segment import LogSegment
 
 __all__ = [

@@ -30,7 +30,8 @@ from client import (
 from proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from proto import errors as kerr
 from storage._errors import CorruptRecordError, InvalidRecordError, StorageError
-from storage._records import RecordBatch, rewrite_offset_and_epoch, validate_record_set
+from storage._record_set import validate_record_set
+from storage._records import RecordBatch, rewrite_offset_and_epoch
 
 pytestmark = pytest.mark.timeout(60)
 
