@@ -444,7 +444,7 @@ def _print_table(result: dict[str, Any], out: Callable[[str], None]) -> None:
     rows = [("admin operations acknowledged", result["admin_acked"]),
             ("admin operations in doubt (never answered)", result["admin_in_doubt"]),
             ("admin operations rejected", result["admin_rejected"]),
-            ("admin calls timed out (then retried)", result["admin_calls_timed_out"]),
+            ("admin calls unanswered or timed out (retried)", result["admin_calls_timed_out"]),
             ("first answers from a stale controller", result["admin_stale_answers"]),
             ("acknowledged and absent (admin_lost)", result["admin_lost"]),
             ("state no operation explains", result["admin_unexplained"]),

@@ -205,7 +205,9 @@ class AdminWorkload:
             if self._stop.is_set() or time.monotonic() >= deadline:
                 outcome = IN_DOUBT
                 break
-            self._stop.wait(0.05)
+            # Kafka's retry.backoff.ms / retry.backoff.max.ms (KIP-580): 50 ms doubling to 800 ms, so a
+            # controller that refuses connections outright is not hammered
+            self._stop.wait(min(0.05 * 2 ** (attempts - 1), 0.8))
         _log.debug("chaos_admin_op", client=op.client, kind=op.kind, topic=op.topic, outcome=outcome,
                    error=last, attempts=attempts)
         return AdminOp(op.client, op.kind, op.topic, outcome, op.partitions, op.config, last, attempts,
