@@ -133,6 +133,16 @@ class _Run:
         self.faults: list[_FaultRecord] = []
         self.restarts: list[_Restart] = []
         self.started_s = time.monotonic()
+        self.end_s = self.started_s
+        # what the report needs besides the records above, filled in as the run goes
+        self.skipped: dict[str, str] = {}
+        self.phases: list[dict[str, Any]] = []
+        self.converge_s: float | None = None
+        self.missing: str | None = None
+        self.final: dict[str, FinalTopic] | None = None
+        self.final_error: str | None = None
+        self.log_paths = {n: Path(s.log_path) for n, s in self.cluster.nodes.items()}
+        self.log_start = log_sizes(self.log_paths)  # this run's lines begin there
 
     def config_path(self, node: int) -> Path:
         return Path(self.cluster.nodes[node].config_path)
@@ -295,9 +305,8 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
     if not kinds:
         raise ValueError("no fault kind left to run")
     run = _Run(target, settings, out, stop)
+    run.skipped = skipped
     cluster = run.cluster
-    log_paths = {n: Path(s.log_path) for n, s in cluster.nodes.items()}
-    log_start = log_sizes(log_paths)
     originals = {n: dict(original_configs[n]) if original_configs else read_config_values(run.config_path(n), _KEYS)
                  for n in run.controllers}
     phase1 = {n: dict(settings.long_election) for n in run.controllers}
@@ -306,11 +315,6 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
                              call_timeout_ms=settings.call_timeout_ms)
     sampler = ActiveSampler({n: f"{cluster.nodes[n].host}:{cluster.nodes[n].controller_port}" for n in run.controllers},
                             fetch_timeout_ms=settings.fetch_timeout_ms)
-    phases: list[dict[str, Any]] = []
-    converge_s: float | None = None
-    missing: str | None = None
-    final: dict[str, FinalTopic] | None = None
-    final_error: str | None = None
     sampler_started = False
     try:
         took, missing = run.wait_converged(settings.converge_timeout_s)
@@ -336,7 +340,7 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
             if phase == 2 and values != phase1:
                 complete = run.rolling_restart("phase 2", values)
             timeouts = _timeouts(values[run.controllers[0]])
-            phases.append({"phase": phase, "from_s": round(time.monotonic() - run.started_s, 1),
+            run.phases.append({"phase": phase, "from_s": round(time.monotonic() - run.started_s, 1),
                            "election_timeout_ms": timeouts.election_ms, "request_timeout_ms": timeouts.request_ms,
                            "rolling_restart_complete": complete})
             out(f"phase {phase}: controller.quorum.election.timeout.ms {timeouts.election_ms}, "
@@ -345,8 +349,8 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
                 run.fault_round(rng, kinds, timeouts, phase, workload)
         workload.stop(timeout_s=settings.call_timeout_ms / 1000.0 * 2 + 10)
         run.heal_everything()
-        converge_s, missing = run.wait_converged(settings.converge_timeout_s)
-        final, final_error = run.final_image(prefix)
+        run.converge_s, run.missing = run.wait_converged(settings.converge_timeout_s)
+        run.final, run.final_error = run.final_image(prefix)
         for node in run.controllers:
             if stop.is_set():
                 break
@@ -354,40 +358,37 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
         run.wait_converged(settings.restart_timeout_s)  # every log caught up before they are compared
     finally:
         workload.stop(timeout_s=1)
-        end_s = time.monotonic()
+        run.end_s = time.monotonic()
         if sampler_started:
             sampler.stop()
         for n in run.controllers:  # never leave phase 1's values in a cluster the run did not start
             if read_config_values(run.config_path(n), _KEYS) != originals[n]:
                 write_config_values(run.config_path(n), originals[n])
         run.close()
-    return _report(run, settings, workload, sampler, end_s, kinds, skipped, phases, converge_s, missing,
-                   final, final_error, log_paths, log_start, out)
+    return _report(run, workload, sampler)
 
 
-def _report(run: _Run, settings: QuorumSettings, workload: AdminWorkload, sampler: ActiveSampler, end_s: float,
-            kinds: list[str], skipped: dict[str, str], phases: list[dict[str, Any]], converge_s: float | None,
-            missing: str | None, final: dict[str, FinalTopic] | None, final_error: str | None,
-            log_paths: Mapping[int, Path], log_start: Mapping[int, int], out: Callable[[str], None]) -> dict[str, Any]:
+def _report(run: _Run, workload: AdminWorkload, sampler: ActiveSampler) -> dict[str, Any]:
     """Run every check on what the run recorded and what is on disk; print the table and the JSON."""
-    admin = check_admin(workload.snapshot(), final or {})
+    settings = run.settings
+    admin = check_admin(workload.snapshot(), run.final or {})
     logs = {n: read_controller_log(n, metadata_dir_of(run.config_path(n))) for n in run.controllers}
     dups = {n: find_duplicate_records(log.entries, log.snapshot_records) for n, log in logs.items()}
     divergence = diverged_controllers({n: log.raw for n, log in logs.items()})
-    replay = {n: replay_error_lines(lines) for n, lines in scan_node_logs(log_paths, log_start).items()}
+    replay = {n: replay_error_lines(lines) for n, lines in scan_node_logs(run.log_paths, run.log_start).items()}
     samples = [(t, active is not None) for t, active in sampler.snapshot() if t >= run.started_s]
     excused = [(r.injected_s, r.healed_s) for r in run.faults if r.fault.kind in MAJORITY_KINDS]
-    stretches = no_active_stretches(samples, end_s, excused)
+    stretches = no_active_stretches(samples, run.end_s, excused)
     longest = max(stretches, key=lambda s: s[1] - s[0], default=(0.0, 0.0))
     max_no_active = longest[1] - longest[0]
     result: dict[str, Any] = {
         "profile": "quorum",
         "seed": settings.seed,
         "duration_s": round(settings.duration_s, 1),
-        "phases": phases,
+        "phases": run.phases,
         "faults": len(run.faults),
         "fault_counts": {k: sum(1 for r in run.faults if r.fault.kind == k) for k in settings.kinds},
-        "skipped_faults": skipped,
+        "skipped_faults": run.skipped,
         "admin_acked": admin.acked,
         "admin_in_doubt": admin.in_doubt,
         "admin_rejected": admin.rejected,
@@ -409,8 +410,8 @@ def _report(run: _Run, settings: QuorumSettings, workload: AdminWorkload, sample
         "max_no_active_controller_s": round(max_no_active, 3),
         "max_no_active_controller_at_s": round(longest[0] - run.started_s, 1) if max_no_active else None,
         "active_controller_samples": len(samples),
-        "converged": converge_s is not None,
-        "converge_s": round(converge_s, 3) if converge_s is not None else None,
+        "converged": run.converge_s is not None,
+        "converge_s": round(run.converge_s, 3) if run.converge_s is not None else None,
         "fault_log": [{"kind": r.fault.kind, "nodes": list(r.fault.nodes), "phase": r.phase,
                        "at_s": round(r.injected_s - run.started_s, 2), "hold_s": r.fault.hold_s,
                        "in_flight": r.in_flight, "error": r.error,
@@ -418,10 +419,10 @@ def _report(run: _Run, settings: QuorumSettings, workload: AdminWorkload, sample
         "restarts": [{"node": r.node, "why": r.why, "clean_exit": r.clean_exit, "back": r.back,
                       "seconds": round(r.seconds, 2), "error": r.error} for r in run.restarts],
     }
-    if final_error is not None:
-        result["final_image_error"] = final_error
-    if missing is not None:
-        result["not_converged"] = missing
+    if run.final_error is not None:
+        result["final_image_error"] = run.final_error
+    if run.missing is not None:
+        result["not_converged"] = run.missing
     worst = max(dups, key=lambda n: dups[n].duplicates, default=None)
     examples = list(admin.examples)
     if worst is not None:
@@ -430,12 +431,12 @@ def _report(run: _Run, settings: QuorumSettings, workload: AdminWorkload, sample
     examples += [f"node {n}: {lines[0][:300]}" for n, lines in replay.items() if lines]
     if examples:
         result["examples"] = examples
-    result["ok"] = (final_error is None and converge_s is not None and not result["metadata_log_errors"]
+    result["ok"] = (run.final_error is None and run.converge_s is not None and not result["metadata_log_errors"]
                     and all(result[k] == 0 for k in ("admin_lost", "admin_unexplained", "duplicate_records",
                                                      "replay_errors", "diverged_controllers", "restart_failures",
                                                      "phase_restart_failures"))
                     and max_no_active < settings.max_no_active_s)
-    _print_table(result, out)
+    _print_table(result, run.out)
     return result
 
 
