@@ -23,7 +23,6 @@ restart and availability checks all pass.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -35,6 +34,7 @@ from typing import Any
 import structlog
 
 from client import Admin
+from deploy.chaos._checker import print_verdict
 from deploy.chaos._faults import Fault
 from deploy.chaos._health import HealthProbe, quorum_pending
 from deploy.chaos._quorum_check import (
@@ -457,10 +457,4 @@ def _print_table(result: dict[str, Any], out: Callable[[str], None]) -> None:
             ("longest time without an active controller (s)", result["max_no_active_controller_s"]),
             ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
             ("verdict", "PASS" if result["ok"] else "FAIL")]
-    for label, value in rows:
-        out(f"{label:<48}{value!s:>12}")
-    for kind, why in result["skipped_faults"].items():
-        out(f"skipped {kind}: {why}")
-    for example in result.get("examples", []):
-        out(f"  {example}")
-    out(json.dumps(result, sort_keys=True))
+    print_verdict(rows, result, out, label_width=48, value_width=12, notes=result.get("examples", []))
