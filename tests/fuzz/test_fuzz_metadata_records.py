@@ -1,0 +1,196 @@
+"""Fuzz the metadata record codec (`decode_record`, `decode_entry`): bytes from the Raft log, a
+segment file, a snapshot or a fetch answer.
+
+Property: the decoder returns a record (or entry) or raises `MetadataRecordError`; nothing else, no
+hang, and memory bounded by the input. A returned value must encode again and decode to itself, so
+nothing that reaches the image is half-decoded.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from typing import Any
+
+import msgpack
+import pytest
+from _decoder_fuzz import FUZZ, any_bytes, bounded_call, mutated
+from hypothesis import example, given, strategies as st
+
+from metadata_log._records import (
+    RECORD_TYPES,
+    BrokerEndpoint,
+    LogEntry,
+    MetadataRecord,
+    MetadataRecordError,
+    decode_entry,
+    decode_record,
+    encode_entry,
+    encode_record,
+)
+
+# ------------------------------------------------------------------ valid records, from the type hints
+
+_ints = st.integers(-(2**31), 2**31 - 1)
+_text = st.text(max_size=12)
+_endpoints = st.builds(BrokerEndpoint, _text, _text, st.integers(0, 65535), _text)
+
+
+def _for_type(hint: Any) -> st.SearchStrategy[Any]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is int:
+        return _ints
+    if hint is bool:
+        return st.booleans()
+    if hint is str:
+        return _text
+    if origin is tuple:
+        return st.lists(_for_type(args[0]), max_size=4).map(tuple)
+    if hint is BrokerEndpoint:
+        return _endpoints
+    if type(None) in args:  # X | None
+        (inner,) = (a for a in args if a is not type(None))
+        return st.none() | _for_type(inner)
+    raise AssertionError(f"no strategy for {hint!r}")
+
+
+def _record_strategy(cls: type[MetadataRecord]) -> st.SearchStrategy[MetadataRecord]:
+    hints = typing.get_type_hints(cls)
+    fields = {name: _for_type(hint) for name, hint in hints.items()
+              if typing.get_origin(hint) is not typing.ClassVar}
+    return st.builds(cls, **fields)
+
+
+records = st.one_of([_record_strategy(cls) for cls in RECORD_TYPES.values()])
+entries = st.builds(LogEntry, st.integers(0, 2**62), st.integers(0, 2**31), st.integers(0, 2**50), records)
+
+# ------------------------------------------------------------------ structure-aware garbage
+
+_msgpack_scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
+                    | st.text(max_size=8) | st.binary(max_size=8))
+msgpack_values = st.recursive(
+    _msgpack_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_msgpack_scalars.filter(
+        lambda k: not isinstance(k, float) or not math.isnan(k)), inner, max_size=4),
+    max_leaves=12)
+
+_FIELD_NAMES = sorted({name for cls in RECORD_TYPES.values() for name in typing.get_type_hints(cls)}
+                      | {"name", "host", "port", "security_protocol"})
+
+
+@st.composite
+def record_like_maps(draw: st.DrawFn) -> dict[Any, Any]:
+    """A map shaped like a record (a known or odd type id, a version, known field names) whose
+    values are anything msgpack can carry: reaches the field handling behind the type lookup."""
+    d: dict[Any, Any] = {"type": draw(st.sampled_from(sorted(RECORD_TYPES)) | msgpack_values)}
+    if draw(st.booleans()):
+        d["version"] = draw(st.integers(-2, 2) | msgpack_values)
+    for name in draw(st.lists(st.sampled_from(_FIELD_NAMES), max_size=8, unique=True)):
+        d[name] = draw(msgpack_values | st.lists(msgpack_values | st.dictionaries(
+            st.sampled_from(_FIELD_NAMES), msgpack_values, max_size=4), max_size=3))
+    return d
+
+
+def _pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def _check_record(data: bytes) -> None:
+    try:
+        record = decode_record(data)
+    except MetadataRecordError:
+        return
+    assert isinstance(record, MetadataRecord)
+    assert decode_record(encode_record(record)) == record
+
+
+def _check_entry(data: bytes) -> None:
+    try:
+        entry = decode_entry(data)
+    except MetadataRecordError:
+        return
+    assert isinstance(entry, LogEntry)
+    assert decode_entry(encode_entry(entry)) == entry
+
+
+@FUZZ
+@given(records)
+def test_records_round_trip(record: MetadataRecord) -> None:
+    assert decode_record(encode_record(record)) == record
+
+
+@FUZZ
+@given(entries)
+def test_entries_round_trip(entry: LogEntry) -> None:
+    assert decode_entry(encode_entry(entry)) == entry
+
+
+@FUZZ
+@given(any_bytes)
+def test_record_from_random_bytes(data: bytes) -> None:
+    _check_record(data)
+
+
+@FUZZ
+@given(mutated(records.map(encode_record)))
+# found by this test: an endpoint whose "port" key was flipped to "qort" raised KeyError
+@example(b"\x85\xa4type\x00\xa9broker_id\x00\xaeincarnation_id\xa0\xacbroker_epoch\x00\xa9endpoints"
+         b"\x91\x84\xa4name\xa0\xa4host\xa0\xa4qort\x00\xb1security_protocol\xa0")
+def test_record_from_mutated_encoding(data: bytes) -> None:
+    _check_record(data)
+
+
+@FUZZ
+@given(record_like_maps().map(_pack))
+# found by this test: an unhashable type id made the type lookup raise TypeError
+@example(b"\x81\xa4type\x91\x01")
+# found by this test: an endpoint map without its keys raised KeyError from BrokerEndpoint.from_wire
+@example(b"\x85\xa4type\x00\xa9broker_id\x01\xaeincarnation_id\xa1x\xacbroker_epoch\x01\xa9endpoints\x91\x80")
+def test_record_from_record_like_map(data: bytes) -> None:
+    _check_record(data)
+
+
+@FUZZ
+@given(msgpack_values.map(_pack))
+def test_record_from_any_msgpack_value(data: bytes) -> None:
+    _check_record(data)
+
+
+@FUZZ
+@given(any_bytes)
+def test_entry_from_random_bytes(data: bytes) -> None:
+    _check_entry(data)
+
+
+@FUZZ
+@given(mutated(entries.map(encode_entry)))
+def test_entry_from_mutated_encoding(data: bytes) -> None:
+    _check_entry(data)
+
+
+@FUZZ
+@given(st.fixed_dictionaries({}, optional={
+    "offset": st.integers() | msgpack_values, "epoch": st.integers() | msgpack_values,
+    "timestamp_ms": st.integers() | msgpack_values,
+    "record": record_like_maps() | msgpack_values}).map(_pack))
+# found by this test: a string offset raised ValueError from int(), an infinite one OverflowError
+@example(b"\x84\xa6offset\xa1x\xa5epoch\x00\xactimestamp_ms\x00\xa6record\x81\xa4type\x14")
+@example(b"\x84\xa6offset\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00\xa5epoch\x00\xactimestamp_ms\x00\xa6record\x81\xa4type\x14")
+def test_entry_from_entry_like_map(data: bytes) -> None:
+    _check_entry(data)
+
+
+@pytest.mark.parametrize("header", [
+    b"\xdd\xff\xff\xff\xff",          # array32 of 4 G elements
+    b"\xdf\xff\xff\xff\xff",          # map32 of 4 G pairs
+    b"\xc6\xff\xff\xff\xff",          # bin32 of 4 GiB
+    b"\xdb\xff\xff\xff\xff",          # str32 of 4 GiB
+    b"\xc9\xff\xff\xff\xff\x01",      # ext32 of 4 GiB
+])
+def test_huge_declared_length_fails_fast(header: bytes) -> None:
+    for decode in (decode_record, decode_entry):
+        _result, error = bounded_call(lambda: decode(header + b"\x00" * 16))
+        assert isinstance(error, MetadataRecordError)
