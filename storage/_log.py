@@ -873,16 +873,22 @@ class Log:
         os.replace(tmp, path)
 
     def read_partition_metadata(self) -> str | None:
+        """The topic id in ``partition.metadata``, None without the file. As Kafka's reader: the
+        file must say ``version: 0`` and name a topic id; anything else is a `KafkaStorageError`."""
         path = self.dir / PARTITION_METADATA_FILE
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             return None
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key.strip() == "topic_id":
-                return value.strip()
-        raise KafkaStorageError(f"{path} has no topic_id")
+        except (OSError, UnicodeDecodeError) as err:
+            raise KafkaStorageError(f"cannot read {path}: {err}") from err
+        fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+        if fields.get("version") != "0":
+            raise KafkaStorageError(f"{path}: unrecognised version {fields.get('version')!r}")
+        topic_id = fields.get("topic_id", "")
+        if not topic_id or any(c.isspace() for c in topic_id):
+            raise KafkaStorageError(f"{path} has no valid topic_id")
+        return topic_id
 
     def close(self) -> None:
         """Flush everything and close the files (a clean shutdown of this log)."""

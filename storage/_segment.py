@@ -295,6 +295,25 @@ class LogSegment:
                 raise IndexCorruptError(
                     f"index {self.offset_index.path}: entry for offset {off} points at a batch "
                     f"ending at {base + delta}")
+        self._check_last_time_entry()
+
+    def _check_last_time_entry(self) -> None:
+        """The last time-index entry is ``(max timestamp so far, last offset of the batch that
+        carried it)``: that batch must exist with that max timestamp. Found from the (already
+        checked) offset index, so it costs a few header reads; a negative timestamp (no batch had
+        one yet) belongs to the segment's base offset."""
+        if not self.time_index.entries:
+            return
+        ts, off = self.time_index.last_entry
+        if ts < 0:
+            ok = off == self.base_offset
+        else:
+            loc = self.find_batch(off)
+            ok = loc is not None and loc.last_offset == off and loc.max_timestamp == ts
+        if not ok:
+            raise IndexCorruptError(
+                f"time index {self.time_index.path}: last entry ({ts}, {off}) matches no batch of "
+                f"{self.log_path}")
 
     def recover(self, max_batch_bytes: int,
                 on_batch: Callable[[BatchLocation], None] | None = None) -> int:
