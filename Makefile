@@ -10,13 +10,14 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: run test proto system-deps venv clean bench help
+.PHONY: run test proto system-deps venv clean bench fuzz help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
+	@echo "make fuzz   - run the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
 
 # System packages: python3-venv (Debian ships venv separately) and a headless JRE for Spark.
 system-deps:
@@ -49,6 +50,10 @@ proto: $(STAMP_DEV)
 
 bench: $(STAMP_DEV)
 	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# The fuzz tests also run in `make test` with a short default budget; this runs them long.
+fuzz: $(STAMP_DEV)
+	KRAFTLOG_FUZZ_EXAMPLES=$${KRAFTLOG_FUZZ_EXAMPLES:-20000} $(PY) -m pytest tests/fuzz -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .kraftlog .pytest_cache .hypothesis

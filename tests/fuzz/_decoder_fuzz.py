@@ -21,9 +21,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings, strategies as st
 
-__all__ = ["EXAMPLES", "FUZZ", "mutated", "any_bytes", "bounded_call", "INTERESTING_INTS"]
+__all__ = ["EXAMPLES", "FUZZ", "TIMEOUT", "mutated", "any_bytes", "bounded_call", "INTERESTING_INTS"]
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES") or 100)
+
+#: pytest-timeout for one property, growing with the budget (the project default of 300 s would cut
+#: a long `make fuzz` run short); a file-writing example takes a few ms, 50 ms leaves room for load
+TIMEOUT = max(300, int(EXAMPLES * 0.05))
 
 #: hypothesis settings for every decoder property: no per-example deadline (the machine is shared;
 #: `bounded_call` checks time where it matters), file-writing tests allowed to be slow.

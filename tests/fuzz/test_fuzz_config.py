@@ -12,7 +12,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from _decoder_fuzz import FUZZ, any_bytes, mutated
+import pytest
+from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, mutated
 from hypothesis import example, given, strategies as st
 
 from metadata_log._config import (
@@ -25,6 +26,8 @@ from metadata_log._config import (
     read_config_file,
     validate_topic_configs,
 )
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 _DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "config"
 _EXAMPLES = {p.name: p.read_bytes() for p in sorted(_DEPLOY.glob("*.toml"))}

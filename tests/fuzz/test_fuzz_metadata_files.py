@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from _decoder_fuzz import FUZZ, any_bytes, bounded_call, mutated
+import pytest
+from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from hypothesis import given, strategies as st
 from _metadata_strategies import msgpack_values, records
 
@@ -33,6 +34,8 @@ from metadata_log._log_files import (
     write_snapshot,
 )
 from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, encode_entry, encode_record
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 # ------------------------------------------------------------------ valid files
 

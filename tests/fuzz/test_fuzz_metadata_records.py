@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from _decoder_fuzz import FUZZ, any_bytes, bounded_call, mutated
+from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from _metadata_strategies import entries, msgpack_values, record_like_maps, records, wire_ints
 from hypothesis import example, given, strategies as st
 
@@ -25,6 +25,8 @@ from metadata_log._records import (
     encode_entry,
     encode_record,
 )
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)

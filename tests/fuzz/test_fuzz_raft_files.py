@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from _decoder_fuzz import FUZZ, any_bytes, bounded_call, mutated
+import pytest
+from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from _metadata_strategies import msgpack_values
 from hypothesis import example, given, strategies as st
 
 from quorum._fsutil import frame
 from quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
 from quorum._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 # ------------------------------------------------------------------ journal
 

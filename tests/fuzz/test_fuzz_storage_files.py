@@ -13,7 +13,8 @@ import struct
 import tempfile
 from pathlib import Path
 
-from _decoder_fuzz import FUZZ, any_bytes, bounded_call, mutated
+import pytest
+from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from hypothesis import example, given, strategies as st
 
 from storage import (
@@ -30,6 +31,8 @@ from storage import (
 from storage._checkpoint import OffsetCheckpointFile, write_checkpoint_lines
 from storage._epoch_cache import LeaderEpochCache
 from storage._log_manager import META_PROPERTIES_FILE, MetaProperties, write_meta_properties
+
+pytestmark = pytest.mark.timeout(TIMEOUT)
 
 NOW = 1_700_000_000_000
 BASE = 100
