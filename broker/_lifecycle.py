@@ -3,7 +3,9 @@
 1. Register with a fresh incarnation id (one per process start) and the broker's listeners, rack
    and log dirs; the answer is the broker epoch.
 2. Heartbeat every ``broker.heartbeat.interval.ms`` with the metadata offset applied so far. The
-   controller unfences the broker once that offset reaches its registration record.
+   controller unfences the broker once that offset reaches its registration record. Every answer
+   carries the active controller's committed metadata offset, handed to ``on_quorum_high_watermark``
+   (the metadata follower judges its source by it).
 3. On shutdown, heartbeat with ``want_shutdown`` until the controller answers ``should_shutdown``
    (every leadership moved away), then stop. A registration the controller no longer knows
    (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED) is redone.
@@ -32,7 +34,8 @@ class BrokerLifecycle:
     def __init__(self, channel: ControllerChannel, *, broker_id: int, cluster_id: str,
                  listeners: Sequence[controller_pb2.Endpoint], rack: str | None, log_dirs: Sequence[str],
                  heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
-                 request_timeout_ms: int = 5000, session_timeout_ms: int | None = None) -> None:
+                 request_timeout_ms: int = 5000, session_timeout_ms: int | None = None,
+                 on_quorum_high_watermark: Callable[[int], None] | None = None) -> None:
         self.channel = channel
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -46,6 +49,7 @@ class BrokerLifecycle:
         self.session_timeout_s = None if session_timeout_ms is None else session_timeout_ms / 1000.0
         self._last_heartbeat_sent_ok = time.monotonic()  # send time of the last answered heartbeat
         self._metadata_offset = metadata_offset
+        self._on_quorum_high_watermark = on_quorum_high_watermark
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
@@ -162,6 +166,8 @@ class BrokerLifecycle:
             self._log.info("heartbeat_failed", error=resp.error.name, elapsed_s=round(time.monotonic() - started, 3))
             return
         self._last_heartbeat_sent_ok = max(self._last_heartbeat_sent_ok, started)
+        if self._on_quorum_high_watermark is not None:  # only an active controller answers without error
+            self._on_quorum_high_watermark(resp.metadata_high_watermark)
         # an "unfenced" sent back more than a session ago (this process was paused meanwhile) no
         # longer holds: stay fenced until a fresh answer
         fenced = resp.is_fenced or self._silent_for_a_session()

@@ -112,8 +112,8 @@ class BrokerStateCollector(Collector):
 
     ``partitions()`` returns the hosted replicas (a snapshot: `ReplicaManager.partitions`, or empty
     before the replica manager exists); ``image()`` the broker's last applied metadata image;
-    ``metadata_high_watermark()`` the controller's last committed offset as the metadata stream
-    last said (-1 before the first batch).
+    ``metadata_high_watermark()`` the quorum's last committed offset as the broker knows it, from
+    FetchMetadata batches and heartbeat answers (-1 before either).
     """
 
     def __init__(self, partitions: Callable[[], dict[Any, Any]], image: Callable[[], MetadataImage],
@@ -163,8 +163,9 @@ class BrokerStateCollector(Collector):
         yield _gauge("kraftlog_broker_metadata_last_applied_offset", "Offset of the last metadata record "
                      "this broker applied (-1 before any).", applied)
         yield _gauge("kraftlog_broker_metadata_lag", "Metadata records committed by the controllers but not "
-                     "yet applied here: the controller's committed offset from the last FetchMetadata batch "
-                     "minus the last applied offset.", max(0, hw - applied) if hw >= 0 else 0)
+                     "yet applied here: the highest committed offset the broker learned (FetchMetadata "
+                     "batches, heartbeat answers) minus the last applied offset.",
+                     max(0, hw - applied) if hw >= 0 else 0)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

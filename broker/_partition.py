@@ -183,7 +183,8 @@ class Partition:
                  clock_ms: Callable[[], int], replica_lag_time_max_ms: int = 30_000,
                  min_insync_replicas: int = 1, listener: PartitionListener | None = None,
                  is_replica_eligible: Callable[[int, int], bool] | None = None,
-                 alter_partition_retry_ms: int = 100) -> None:
+                 alter_partition_retry_ms: int = 100,
+                 registered_broker_epoch: Callable[[int], int] | None = None) -> None:
         self.topic = topic
         self.partition_id = partition_id
         self.topic_id = topic_id
@@ -196,6 +197,8 @@ class Partition:
         self._clock_ms = clock_ms
         self._listener: PartitionListener = listener or _NoListener()
         self._eligible = is_replica_eligible or (lambda _broker_id, _broker_epoch: True)
+        # the broker epoch the metadata image registers for a broker (-1: unknown), for KIP-903
+        self._registered_broker_epoch = registered_broker_epoch or (lambda _broker_id: -1)
         self._alter_retry_ms = alter_partition_retry_ms
         self._leader_id = NO_LEADER
         self._leader_epoch = -1
@@ -423,13 +426,15 @@ class Partition:
     def check_enough_replicas_reach_offset(self, required_offset: int,
                                            leader_epoch: int | None = None) -> tuple[bool, type[kerr.KafkaError] | None]:
         """For acks=-1: ``(done, error)``. Done when the HW reached ``required_offset`` (the offset
-        after the batch), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the committed ISR shrank below
-        ``min.insync.replicas`` meanwhile; done with NOT_LEADER_OR_FOLLOWER once this broker is no
-        longer the leader of the epoch the records were appended in."""
+        after the batch), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the *maximal* ISR (the committed
+        one plus a pending expansion, Kafka's rule) shrank below ``min.insync.replicas`` meanwhile:
+        the HW is computed over that same set, so every replica it counts holds the records. Done
+        with NOT_LEADER_OR_FOLLOWER once this broker is no longer the leader of the epoch the
+        records were appended in."""
         if not self.is_leader or (leader_epoch is not None and leader_epoch != self._leader_epoch):
             return True, kerr.NotLeaderOrFollowerError
         if self.log.high_watermark >= required_offset:
-            if len(self._isr_state.isr) >= self.min_insync_replicas:
+            if len(self._isr_state.maximal_isr) >= self.min_insync_replicas:
                 return True, None
             return True, kerr.NotEnoughReplicasAfterAppendError
         return False, None
@@ -439,8 +444,10 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (the leader counts with its own LEO); forward only.
 
-        A follower whose LEO the leader does not know yet (after an election) holds the HW back
-        until it fetches. Notifies the listener when the HW moved.
+        A follower whose LEO the leader does not know yet (after an election), or whose LEO was
+        reported by an earlier incarnation (the metadata registers it with a newer broker epoch
+        than its fetches carried, KIP-903), holds the HW back until it fetches. Notifies the
+        listener when the HW moved.
         """
         if not self.is_leader:
             return False
@@ -450,7 +457,7 @@ class Partition:
             if rid == self.local_broker_id:
                 continue
             st = self._remote.get(rid)
-            leo = -1 if st is None else st.log_end_offset
+            leo = -1 if st is None or self._from_older_incarnation(st) else st.log_end_offset
             if leo < new_hw:
                 new_hw = leo
         old_hw = log.high_watermark
@@ -460,6 +467,9 @@ class Partition:
             self._listener.on_high_watermark_advanced(self.tp)
             return True
         return False
+
+    def _from_older_incarnation(self, st: ReplicaState) -> bool:
+        return 0 < st.broker_epoch < self._registered_broker_epoch(st.broker_id)
 
     def low_watermark(self) -> int:
         """min log start offset over the leader and the followers of the maximal ISR that reported
@@ -484,12 +494,24 @@ class Partition:
         only knows an older epoch) the answer is the diverging epoch and no records (KIP-320), and
         the follower's state is not updated. Otherwise the follower's fetch offset becomes its LEO
         on the leader (which may expand the ISR and advance the HW).
+
+        KIP-903: a follower fetch whose ``replica_epoch`` is older than the broker epoch the
+        metadata registers for that broker comes from an earlier incarnation of the replica (sent
+        before it restarted, possibly losing unflushed data): it is refused with
+        NOT_LEADER_OR_FOLLOWER before anything is read or recorded, so it neither moves the HW nor
+        keeps the replica in (or brings it into) the ISR. ``replica_epoch`` -1 is not checked.
         """
         self.check_leader_epoch(current_leader_epoch)
         is_replica = replica_id >= 0
         if is_replica and replica_id not in self._remote:
             raise _not_leader(f"broker {replica_id} is not a replica of {self.topic}-{self.partition_id} "
                               f"(replicas {list(self._replicas)})", self._leader_id, self._leader_epoch)
+        if is_replica and replica_epoch >= 0:
+            registered = self._registered_broker_epoch(replica_id)
+            if registered > replica_epoch:
+                raise _not_leader(f"stale fetch from broker {replica_id} of {self.topic}-{self.partition_id}: "
+                                  f"broker epoch {replica_epoch} is older than the registered {registered}",
+                                  self._leader_id, self._leader_epoch)
         log = self.log
         leo = log.log_end_offset
         if is_replica and last_fetched_epoch >= 0:

@@ -319,8 +319,14 @@ class ReplicaManager:
     # ============================================================== lifecycle
 
     def startup(self) -> None:
-        """Load (and recover) the logs on disk. Call once, before the first `apply_delta`."""
+        """Load (and recover) the logs on disk and start the cleaner threads (``log.cleaner.*``).
+        Call once, before the first `apply_delta`."""
         self.log_manager.startup()
+        if self.config["log.cleaner.enable"]:
+            self.log_manager.start_cleaner(
+                threads=int(self.config["log.cleaner.threads"]),  # type: ignore[arg-type]
+                backoff_ms=int(self.config["log.cleaner.backoff.ms"]),  # type: ignore[arg-type]
+                io_max_bytes_per_second=float(self.config["log.cleaner.io.max.bytes.per.second"]))  # type: ignore[arg-type]
 
     async def shutdown(self) -> None:
         """Stop fetchers, answer every parked request, checkpoint and close the logs."""
@@ -475,6 +481,12 @@ class ReplicaManager:
             return False
         return broker_epoch <= 0 or broker_epoch == reg.broker_epoch
 
+    def _registered_broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch of ``broker_id``'s registration in the image (-1 when unregistered):
+        a replica fetch carrying an older one is from a previous incarnation (KIP-903)."""
+        reg = self._image.cluster.broker(broker_id)
+        return -1 if reg is None else reg.broker_epoch
+
     def _get_or_create_log(self, topic: TopicImage, pid: int) -> storage.Log:
         cfg = self._log_config(topic.name)
         try:
@@ -497,7 +509,8 @@ class ReplicaManager:
                              alter_partition=self.alter_partition, clock_ms=self.clock_ms,
                              replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                              min_insync_replicas=self._min_isr(topic.name), listener=self,
-                             is_replica_eligible=self._is_replica_eligible)
+                             is_replica_eligible=self._is_replica_eligible,
+                             registered_broker_epoch=self._registered_broker_epoch)
             self._partitions[tp] = part
         return part
 
@@ -716,6 +729,10 @@ class ReplicaManager:
                            hinted: set[int], *, keep_offsets: bool = False) -> None:
         err = self._error(exc, "produce")
         pr.error.CopyFrom(err)
+        # INVALID_RECORD / INVALID_TIMESTAMP from the validator name the refused records (Kafka's
+        # RecordErrors); error.message carries Kafka's ErrorMessage
+        for rec_err in getattr(exc, "record_errors", ()):
+            pr.record_errors.add(batch_index=rec_err.batch_index, message=rec_err.message)
         if not keep_offsets:
             pr.base_offset = -1
             pr.log_append_time_ms = -1
@@ -962,11 +979,13 @@ class ReplicaManager:
         - ISR shrink checks every ``replica.lag.time.max.ms / 2``;
         - HW checkpoint every ``replica.high.watermark.checkpoint.interval.ms``;
         - recovery-point / log-start checkpoints every ``log.flush.offset.checkpoint.interval.ms``;
-        - retention every ``log.retention.check.interval.ms``;
-        - ``flush.ms`` checks every ``log.flush.scheduler.interval.ms`` (when set);
-        - compaction every ``log.cleaner.backoff.ms`` when ``log.cleaner.enable``.
+        - retention every ``log.retention.check.interval.ms``, handed to the log manager's
+          retention thread (this method does not wait for it; 1 when a run was started);
+        - ``flush.ms`` checks every ``log.flush.scheduler.interval.ms`` (when set).
 
-        The first call only starts the intervals.
+        Compaction is not here: the cleaner threads started by `startup` run it on their own
+        (``log.cleaner.backoff.ms`` between idle rounds), never on the event loop. The first call
+        only starts the intervals.
         """
         now = self.clock_ms() if now_ms is None else now_ms
         ran: dict[str, int] = {}
@@ -979,11 +998,9 @@ class ReplicaManager:
             self.log_manager.checkpoint()
             ran["offset_checkpoint"] = 1
         if self._due("retention", self._cfg_int("log.retention.check.interval.ms"), now):
-            ran["retention"] = self.log_manager.cleanup_logs()
+            ran["retention"] = int(self.log_manager.submit_retention())
         if self._due("flush", self._cfg_int("log.flush.scheduler.interval.ms"), now):
             ran["flush"] = self.log_manager.flush_dirty_logs()
-        if self.config["log.cleaner.enable"] and self._due("cleaner", self._cfg_int("log.cleaner.backoff.ms"), now):
-            ran["cleaner"] = len(self.log_manager.clean_compacted_logs())
         return ran
 
     async def run_scheduler(self, tick_ms: int = 100) -> None:

@@ -124,7 +124,8 @@ class BrokerServer:
                              ("grpc.max_receive_message_length", max_bytes), *RECONNECT_OPTIONS]
         self.channel = ControllerChannel(controllers, options=self.grpc_options)
         self.follower = MetadataFollower(controllers, broker_id=self.broker_id, listener=self._on_metadata,
-                                         broker_epoch=lambda: self.lifecycle.broker_epoch)
+                                         broker_epoch=lambda: self.lifecycle.broker_epoch,
+                                         fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"])
         self.lifecycle = BrokerLifecycle(
             self.channel, broker_id=self.broker_id, cluster_id=cluster_id,
             listeners=[controller_pb2.Endpoint(name=BROKER_LISTENER, host=self.host, port=self.port,
@@ -132,7 +133,8 @@ class BrokerServer:
             rack=config["broker.rack"], log_dirs=config.log_dirs,
             heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
             session_timeout_ms=config["broker.session.timeout.ms"],
-            metadata_offset=lambda: self.follower.offset)
+            metadata_offset=lambda: self.follower.offset,
+            on_quorum_high_watermark=self.follower.note_quorum_high_watermark)
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition)

@@ -108,7 +108,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                              "print.headers, print.key, print.value, key.separator, line.separator, "
                              "headers.separator, headers.key.separator, null.literal")
     parser.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
-                        default="read_uncommitted", help="read_committed skips aborted transactions")
+                        default="read_uncommitted",
+                        help="read_committed is refused until kraftlog has transactions")
     parser.add_argument("--consumer-property", action="append", default=[], metavar="NAME=VALUE",
                         help="a consumer config, e.g. fetch.max.wait.ms=100 (repeatable)")
     parser.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE",

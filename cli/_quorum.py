@@ -41,7 +41,7 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "quorum", help="describe the controller quorum (kafka-metadata-quorum); recover it from a snapshot",
+        "quorum", help="describe the controller quorum (kafka-metadata-quorum); check, repair or recover its metadata log",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="quorum_command", metavar="ACTION")
     sub.required = True
@@ -55,8 +55,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--replication", action="store_true", help="same as 'quorum replication'")
     add_admin_options(describe)
     from cli._quorum_recover import add_recover_parser
+    from cli._quorum_repair import add_check_parser, add_repair_parser
 
     add_recover_parser(sub)
+    add_check_parser(sub)
+    add_repair_parser(sub)
     return parser
 
 
@@ -66,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         from cli._quorum_recover import run_recover
 
         return run_recover(args)
+    if action in ("check", "repair"):
+        from cli._quorum_repair import run_check, run_repair
+
+        return run_check(args) if action == "check" else run_repair(args)
     if action == "describe":
         action = "status" if args.status else "replication"
     if action not in ("status", "replication"):

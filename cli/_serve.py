@@ -6,6 +6,11 @@ cluster's id), then the metrics endpoint when ``metrics.port`` is set (before an
 already in use stops the node before it joins anything), then the roles. A controller serves
 ControllerService and AdminService on its voter address, plus the standard gRPC health and
 reflection services. SIGTERM or SIGINT stops the node cleanly; a second signal exits at once.
+
+A controller that meets a committed metadata record it cannot replay (at start or later) stops the
+node: one critical ``metadata_replay_failed`` log line names the offset, the record type and the
+reason, the node shuts down cleanly and exits with status 1 (``kraftlog quorum check`` shows the
+record, ``kraftlog quorum repair`` rebuilds the log before it). Shutdown is bounded in every step.
 """
 
 from __future__ import annotations
@@ -137,14 +142,25 @@ class Node:
         if self._ready_task is not None:
             self._ready_task.cancel()
         if self.broker is not None:
-            await self.broker.stop()
+            session_s = self.config["broker.session.timeout.ms"] / 1000.0
+            await _bounded(self.broker.stop(), session_s + 10.0, "broker")
         for server in self.servers:
-            await server.stop(grace=1.0)
+            await _bounded(server.stop(grace=1.0), 5.0, "grpc_server")
         if self.controller is not None:
-            await self.controller.stop()
+            await _bounded(self.controller.stop(), 15.0, "controller")
         if self.metrics_endpoint is not None:
-            await asyncio.to_thread(self.metrics_endpoint.stop)  # last: scrapes see the shutdown
+            # last: scrapes see the shutdown
+            await _bounded(asyncio.to_thread(self.metrics_endpoint.stop), 5.0, "metrics")
         _log.info("node_stopped")
+
+
+async def _bounded(step: Any, timeout_s: float, name: str) -> None:
+    """Run one shutdown step for at most ``timeout_s``: a step that hangs (a dead peer, a stuck
+    thread) is logged and skipped, so the process still exits within its systemd stop timeout."""
+    try:
+        await asyncio.wait_for(step, timeout_s)
+    except asyncio.TimeoutError:
+        _log.warning("node_stop_step_timed_out", step=name, timeout_s=timeout_s)
 
 
 async def _set(servicer: Any, status: Any) -> None:
@@ -170,15 +186,28 @@ async def _serve(config: Any, cluster_id: str) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
+    from quorum._server import MetadataReplayFailure
+
     try:
-        await node.start()
+        try:
+            await node.start()
+        except MetadataReplayFailure as err:
+            _log.info("node_stopping", reason="metadata_replay_failed", offset=err.offset)
+            return 1
+        fatal = node.controller.fatal if node.controller is not None else asyncio.Event()
         if node.broker is not None:
             # READY means joined: registered and unfenced (caught up with the metadata log)
-            while not stop.is_set() and not await node.broker.wait_ready(1.0):
+            while not stop.is_set() and not fatal.is_set() and not await node.broker.wait_ready(1.0):
                 pass
         _sd_notify("READY=1")
-        await stop.wait()
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(fatal.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
         _sd_notify("STOPPING=1")
+        if fatal.is_set():
+            _log.info("node_stopping", reason="metadata_replay_failed", offset=node.controller.fatal_error.offset)
+            return 1
     finally:
         await node.stop()
     return 0

@@ -5,10 +5,12 @@ from client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_er
 from client._consumer import (
     Consumer,
     ConsumerRecord,
+    LogTruncationError,
     NoOffsetForPartitionError,
     OffsetAndTimestamp,
     consumer_config_from_properties,
 )
+from client._config import UnsupportedConfigError
 from client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
 from client._partitioner import DefaultPartitioner, murmur2, partition_for_key
 from client._producer import (
@@ -22,8 +24,8 @@ from client._producer import (
 __all__ = [
     "Admin", "NewTopic", "parse_bootstrap_servers", "raise_for_errors",
     "AsyncProducer", "Producer", "ProducerClosedError", "RecordMetadata", "producer_config_from_properties",
-    "Consumer", "ConsumerRecord", "NoOffsetForPartitionError", "OffsetAndTimestamp",
+    "Consumer", "ConsumerRecord", "LogTruncationError", "NoOffsetForPartitionError", "OffsetAndTimestamp",
     "consumer_config_from_properties",
     "BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicPartition",
-    "DefaultPartitioner", "murmur2", "partition_for_key",
+    "DefaultPartitioner", "murmur2", "partition_for_key", "UnsupportedConfigError",
 ]

@@ -10,8 +10,10 @@ Like Kafka's Java consumer with manual assignment:
   ``fetch_max_wait_ms`` long polling, ``fetch_max_bytes`` and ``max_partition_fetch_bytes``),
   keeps at most one fetch in flight per broker across polls, and returns up to
   ``max_poll_records`` records; records before the position in the first batch (the broker returns
-  whole batches) and control batches are skipped, and with ``read_committed`` aborted transactions
-  are dropped;
+  whole batches) and control batches are skipped (the decoder can also drop aborted transactions,
+  for ``read_committed``, which is refused until transactions exist);
+- settings of features that do not exist yet (``isolation_level="read_committed"``,
+  ``enable_auto_commit`` with a ``group_id``) raise `UnsupportedConfigError` instead of pretending;
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
@@ -26,7 +28,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import grpc
@@ -35,12 +36,16 @@ import structlog
 from proto import broker_pb2
 from proto import errors as kerr
 
+from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
+from ._fetched import CompletedFetch, ConsumerRecord, decode_partition
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
-from ._records import Batch, iter_batches
+from ._offsets import OffsetLookups
+from ._positions import LogTruncationError, PartitionState
 
 __all__ = [
     "Consumer",
     "ConsumerRecord",
+    "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "consumer_config_from_properties",
@@ -50,19 +55,6 @@ _log = structlog.get_logger(__name__)
 
 EARLIEST = -2
 LATEST = -1
-_ABORT = 0
-
-
-class ConsumerRecord(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
-    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
-    leader_epoch: int = -1
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -93,14 +85,23 @@ _CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "default.api.timeout.ms": ("default_api_timeout_ms", int),
     "client.rack": ("client_rack", str),
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
+    "group.id": ("group_id", lambda v: v.strip() or None),
+    "enable.auto.commit": ("enable_auto_commit", lambda v: parse_bool(v, "enable.auto.commit")),
 }
-_IGNORED_CONSUMER_PROPERTIES = {"client.id", "group.id", "key.deserializer", "value.deserializer",
-                                "enable.auto.commit", "auto.commit.interval.ms", "security.protocol",
-                                "receive.buffer.bytes", "send.buffer.bytes"}
+#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
+_UNSUPPORTED_CONSUMER_PROPERTIES = {"security.protocol": PLAINTEXT_ONLY, "key.deserializer": BYTES_DESERIALIZER,
+                                    "value.deserializer": BYTES_DESERIALIZER}
+#: Accepted and ignored: they change nothing a user of this client can observe (auto commits are
+#: refused, so their interval never matters).
+_IGNORED_CONSUMER_PROPERTIES = {"client.id", "auto.commit.interval.ms", "receive.buffer.bytes",
+                                "send.buffer.bytes"}
 
 
 def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know."""
+    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know.
+    Settings of features this client does not have yet raise `UnsupportedConfigError` (here or
+    in `Consumer`), naming the setting."""
+    check_unsupported_properties(props, _UNSUPPORTED_CONSUMER_PROPERTIES)
     out: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in props.items():
@@ -110,31 +111,9 @@ def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
                 out[name] = conv(value)
             except ValueError:
                 raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_CONSUMER_PROPERTIES:
+        elif key not in _IGNORED_CONSUMER_PROPERTIES and key not in _UNSUPPORTED_CONSUMER_PROPERTIES:
             unknown.append(key)
     return out, unknown
-
-
-@dataclass
-class _PartitionState:
-    position: int | None = None
-    reset: int | None = None  # EARLIEST / LATEST while the position is to be looked up
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    paused: bool = False
-    backoff_until: float = 0.0
-    fetching: bool = False  # in an outstanding Fetch
-
-
-@dataclass
-class _Completed:
-    """Records of one partition from one fetch, handed out over one or more polls."""
-
-    tp: TopicPartition
-    records: list[ConsumerRecord]
-    next_fetch_offset: int  # where to fetch next once every record here is returned
-    index: int = 0
 
 
 class Consumer:
@@ -148,8 +127,10 @@ class Consumer:
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
                  metadata_max_age_ms: int = 300_000, default_api_timeout_ms: int = 60_000,
                  client_rack: str = "", allow_auto_topic_creation: bool = True,
+                 group_id: str | None = None, enable_auto_commit: bool | None = None,
                  key_deserializer: Callable[[bytes | None], Any] | None = None,
                  value_deserializer: Callable[[bytes | None], Any] | None = None) -> None:
+        self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
@@ -174,23 +155,52 @@ class Consumer:
             retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms,
             request_timeout_ms=request_timeout_ms, allow_auto_topic_creation=allow_auto_topic_creation,
             on_update=self._notify)
-        self._assignment: dict[TopicPartition, _PartitionState] = {}
-        self._buffer: deque[_Completed] = deque()
+        self._offsets = OffsetLookups(self._metadata, self._pool, isolation_level=self.isolation_level,
+                                      request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+                                      default_api_timeout_ms=default_api_timeout_ms)
+        self._assignment: dict[TopicPartition, PartitionState] = {}
+        self._buffer: deque[CompletedFetch] = deque()
         self._in_flight: dict[int, Any] = {}  # node id -> grpc future of its Fetch
         self._responses: deque[tuple[int, dict[TopicPartition, int], Any]] = deque()
         self._closed = False
 
     @staticmethod
     def _isolation(value: str | int) -> int:
+        """``read_uncommitted`` (0). ``read_committed`` (1) is refused until transactions exist:
+        the brokers neither track a last stable offset nor list aborted transactions, so a
+        read_committed consumer would only pretend to hide them."""
         if isinstance(value, int):
             if value not in (0, 1):
                 raise ValueError("isolation_level is 0 (read_uncommitted) or 1 (read_committed)")
-            return value
-        names = {"read_uncommitted": 0, "read_committed": 1}
-        key = value.strip().lower()
-        if key not in names:
-            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
-        return names[key]
+            level = value
+        else:
+            names = {"read_uncommitted": 0, "read_committed": 1}
+            key = value.strip().lower()
+            if key not in names:
+                raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
+            level = names[key]
+        if level == 1:
+            raise refuse("isolation.level", "read_committed",
+                         "kraftlog has no transactions yet (brokers track no last stable offset)",
+                         "use isolation.level=read_uncommitted")
+        return level
+
+    @staticmethod
+    def _check_group_settings(group_id: str | None, enable_auto_commit: bool | None) -> tuple[str | None, bool]:
+        """Kafka's rules for ``group.id`` / ``enable.auto.commit`` on a consumer of assigned
+        partitions: auto commit defaults to on with a group id and off without one, and cannot be
+        on without a group. There are no consumer groups yet, so auto commit on is refused; a
+        group id with auto commit off changes nothing (no group can have committed offsets for
+        positions to start from) and is accepted."""
+        if enable_auto_commit is None:
+            enable_auto_commit = group_id is not None
+        if enable_auto_commit and group_id is None:
+            raise ValueError("enable.auto.commit cannot be true without a group.id (as in Kafka)")
+        if enable_auto_commit:
+            raise refuse("enable.auto.commit", "true", f"kraftlog has no consumer groups yet (group.id={group_id})",
+                         "set enable.auto.commit=false (positions then follow auto.offset.reset), "
+                         "or leave group.id unset")
+        return group_id, False
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -211,7 +221,7 @@ class Consumer:
         partitions already assigned are kept; new ones start per ``auto_offset_reset``."""
         wanted = [TopicPartition(t, p) for t, p in partitions]
         old = self._assignment
-        self._assignment = {tp: old.get(tp) or _PartitionState() for tp in wanted}
+        self._assignment = {tp: old.get(tp) or PartitionState() for tp in wanted}
         for tp, state in self._assignment.items():
             if state.position is None and state.reset is None:
                 state.reset = self._default_reset()
@@ -227,7 +237,7 @@ class Consumer:
     def _default_reset(self) -> int | None:
         return {"earliest": EARLIEST, "latest": LATEST}.get(self.auto_offset_reset)
 
-    def _state(self, tp: tuple[str, int]) -> _PartitionState:
+    def _state(self, tp: tuple[str, int]) -> PartitionState:
         state = self._assignment.get(TopicPartition(*tp))
         if state is None:
             raise ValueError(f"partition {TopicPartition(*tp)} is not assigned to this consumer")
@@ -241,7 +251,7 @@ class Consumer:
         if offset < 0:
             raise ValueError(f"seek offset must not be negative: {offset}")
         state = self._state(tp)
-        state.position, state.reset = offset, None
+        state.seek(offset)
         self._drop_buffered(TopicPartition(*tp))
 
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
@@ -262,7 +272,7 @@ class Consumer:
                 flat.append(item)
         for tp in flat or list(self._assignment):
             state = self._state(tp)
-            state.position, state.reset = None, where
+            state.seek(None, reset=where)
             self._drop_buffered(TopicPartition(*tp))
 
     def seek_to_timestamp(self, tp: tuple[str, int], timestamp_ms: int, timeout_ms: int | None = None) -> None:
@@ -304,12 +314,12 @@ class Consumer:
 
     def beginning_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
                           ) -> dict[TopicPartition, int]:
-        found = self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions}, timeout_ms)
+        found = self._offsets.list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions}, timeout_ms)
         return {tp: r[0] for tp, r in found.items()}
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
                     ) -> dict[TopicPartition, int]:
-        found = self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions}, timeout_ms)
+        found = self._offsets.list_offsets({TopicPartition(*tp): LATEST for tp in partitions}, timeout_ms)
         return {tp: r[0] for tp, r in found.items()}
 
     def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int], timeout_ms: int | None = None
@@ -322,87 +332,9 @@ class Consumer:
                 raise ValueError(f"the target time for partition {TopicPartition(*tp)} is {ts}: "
                                  f"it should be non-negative")
             query[TopicPartition(*tp)] = ts
-        found = self._list_offsets(query, timeout_ms)
+        found = self._offsets.list_offsets(query, timeout_ms)
         return {tp: (OffsetAndTimestamp(found[tp][0], found[tp][1], found[tp][2])
                      if found[tp][0] >= 0 else None) for tp in query}
-
-    def _list_offsets(self, query: Mapping[TopicPartition, int], timeout_ms: int | None, *,
-                      deadline: float | None = None) -> dict[TopicPartition, tuple[int, int, int]]:
-        """ListOffsets for every partition at its leader, retrying retriable errors until the
-        deadline; returns ``{tp: (offset, timestamp, leader_epoch)}``."""
-        if deadline is None:
-            deadline = time.monotonic() + self._timeout(timeout_ms) / 1000.0
-        self._metadata.add_topics({tp.topic for tp in query})
-        remaining = dict(query)
-        results: dict[TopicPartition, tuple[int, int, int]] = {}
-        last_error: kerr.KafkaError | None = None
-        attempt = 0
-        refresh = False
-        while remaining:
-            if time.monotonic() >= deadline:
-                raise kerr.RequestTimedOutError(
-                    f"Failed to get offsets by times in {self._timeout(timeout_ms)} ms"
-                    + (f" (last error: {last_error.error_name}: {last_error})" if last_error else ""))
-            if attempt:
-                time.sleep(min(max(0.0, deadline - time.monotonic()),
-                               min(self.retry_backoff_ms * 2 ** (attempt - 1), 1000) / 1000.0))
-            attempt += 1
-            if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
-                refresh = False
-                try:
-                    self._metadata.update(timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
-                except kerr.RequestTimedOutError as err:
-                    last_error = err
-                    continue
-            by_node: dict[int, list[TopicPartition]] = {}
-            for tp in remaining:
-                leader = self._metadata.leader_for(tp)
-                if leader is not None:
-                    by_node.setdefault(leader.node_id, []).append(tp)
-                elif tp.partition not in (self._metadata.partitions_for_topic(tp.topic) or []):
-                    last_error = kerr.UnknownTopicOrPartitionError(f"partition {tp} does not exist")
-                else:
-                    last_error = kerr.LeaderNotAvailableError(f"partition {tp} has no leader")
-            futures = []
-            for node_id, tps in by_node.items():
-                broker = self._metadata.broker(node_id)
-                if broker is None:
-                    continue
-                topics: dict[str, list[broker_pb2.ListOffsetsRequest.Partition]] = {}
-                for tp in tps:
-                    topics.setdefault(tp.topic, []).append(broker_pb2.ListOffsetsRequest.Partition(
-                        partition_index=tp.partition, current_leader_epoch=self._metadata.leader_epoch(tp),
-                        timestamp=remaining[tp]))
-                request = broker_pb2.ListOffsetsRequest(
-                    replica_id=-1, isolation_level=self.isolation_level,
-                    topics=[broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()])
-                timeout = max(0.001, min(deadline - time.monotonic(), self.request_timeout_ms / 1000.0))
-                futures.append((node_id, self._pool.stub(broker.address).ListOffsets.future(request, timeout=timeout)))
-            for node_id, future in futures:
-                try:
-                    response = future.result()
-                except grpc.RpcError as err:
-                    last_error = grpc_error(err, f"ListOffsets to broker {node_id}")
-                    refresh = True
-                    continue
-                for topic in response.topics:
-                    for p in topic.partitions:
-                        tp = TopicPartition(topic.name, p.partition_index)
-                        if tp not in remaining:
-                            continue
-                        code = p.error.code
-                        if code == 0:
-                            results[tp] = (p.offset, p.timestamp, p.leader_epoch)
-                            del remaining[tp]
-                            continue
-                        error = kerr.error_for_code(code)(p.error.message or f"{p.error.name or code} for {tp}")
-                        last_error = error
-                        if not error.retriable:
-                            raise error
-                        if isinstance(error, kerr.InvalidMetadataError) or code in (
-                                kerr.UnknownLeaderEpochError.error_code, kerr.FencedLeaderEpochError.error_code):
-                            refresh = True
-        return results
 
     def _reset_positions(self, tps: Iterable[TopicPartition], deadline: float) -> None:
         pending: dict[TopicPartition, int] = {}
@@ -416,11 +348,12 @@ class Consumer:
             pending[tp] = state.reset
         if not pending:
             return
-        found = self._list_offsets(pending, None, deadline=deadline)
+        found = self._offsets.list_offsets(pending, None, deadline=deadline)
         for tp, (offset, _ts, _epoch) in found.items():
             state = self._assignment.get(tp)
             if state is not None and state.position is None and state.reset == pending[tp]:
-                state.position, state.reset = offset, None
+                state.seek(offset)  # no epoch: a looked-up position needs no validation (Kafka)
+                state.leader_epoch = self._metadata.leader_epoch(tp)
                 _log.debug("consumer_reset_offset", tp=str(tp), offset=offset)
 
     # ================================================================= poll
@@ -439,6 +372,8 @@ class Consumer:
                 except kerr.RequestTimedOutError:
                     if time.monotonic() >= deadline:
                         return []
+            self._offsets.validate(self._assignment, max(deadline, time.monotonic() + 1.0),
+                                   self._default_reset(), self._drop_buffered)
             records = self._drain(self.max_poll_records)
             if records:
                 self._send_fetches()  # prefetch while the caller works on these
@@ -460,11 +395,11 @@ class Consumer:
 
     def _drain(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        skipped: list[_Completed] = []  # of paused partitions: kept for when they resume
+        skipped: list[CompletedFetch] = []  # of paused partitions: kept for when they resume
         while self._buffer and len(out) < max_records:
             completed = self._buffer[0]
             state = self._assignment.get(completed.tp)
-            if state is None or state.paused:
+            if state is None or state.paused or state.awaiting_validation:
                 self._buffer.popleft()
                 if state is not None:
                     skipped.append(completed)
@@ -474,9 +409,14 @@ class Consumer:
             completed.index += len(take)
             if completed.index >= len(completed.records):
                 self._buffer.popleft()
-                state.position = max(state.position or 0, completed.next_fetch_offset)
+                if completed.next_fetch_offset >= (state.position or 0):
+                    state.position = completed.next_fetch_offset
+                    if completed.last_epoch is not None:
+                        state.offset_epoch = completed.last_epoch
             else:
                 state.position = take[-1].offset + 1
+                if take[-1].leader_epoch >= 0:
+                    state.offset_epoch = take[-1].leader_epoch
         self._buffer.extendleft(reversed(skipped))
         return out
 
@@ -484,8 +424,7 @@ class Consumer:
         buffered = {c.tp for c in self._buffer}
         by_node: dict[int, list[TopicPartition]] = {}
         for tp, state in self._assignment.items():
-            if state.position is None or state.paused or state.fetching or tp in buffered \
-                    or state.backoff_until > now:
+            if not state.fetchable or state.fetching or tp in buffered or state.backoff_until > now:
                 continue
             leader = self._metadata.leader_for(tp)
             if leader is None:
@@ -592,7 +531,10 @@ class Consumer:
             state.last_stable_offset = data.last_stable_offset
             state.log_start_offset = data.log_start_offset
             if data.records:
-                completed = self._parse(tp, fetch_offset, data)
+                completed = decode_partition(
+                    tp, fetch_offset, data, check_crcs=self.check_crcs, read_committed=self.isolation_level == 1,
+                    max_partition_fetch_bytes=self.max_partition_fetch_bytes,
+                    key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer)
                 if completed is not None:
                     self._buffer.append(completed)
             return
@@ -605,7 +547,7 @@ class Consumer:
                     partitions={tp: fetch_offset})
             _log.info("consumer_offset_out_of_range", tp=str(tp), offset=fetch_offset,
                       reset=self.auto_offset_reset)
-            state.position, state.reset = None, reset
+            state.seek(None, reset=reset)
             return
         if issubclass(error_cls, kerr.InvalidMetadataError) or code in (
                 kerr.FencedLeaderEpochError.error_code, kerr.UnknownLeaderEpochError.error_code):
@@ -617,59 +559,16 @@ class Consumer:
                 state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
             _log.debug("fetch_partition_error", tp=str(tp), error=error_cls.error_name, moved=moved)
             return
+        if code == kerr.CorruptMessageError.error_code:
+            # retriable in Kafka's table, but a refetch gets the same bytes: raise at the offset, as
+            # Kafka's FetchCollector does; the position stays, so the caller may seek past it
+            raise kerr.CorruptMessageError(
+                f"Encountered corrupt message when fetching offset {fetch_offset} for topic-partition "
+                f"{tp.topic}-{tp.partition}: {data.error.message}", topic_partition=tp, offset=fetch_offset)
         if error_cls.retriable:
             state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
             return
         raise error_cls(data.error.message or f"{error_cls.error_name} fetching {tp} at offset {fetch_offset}")
-
-    def _parse(self, tp: TopicPartition, fetch_offset: int, data: Any) -> _Completed | None:
-        """Decode a partition's record data into records at or after ``fetch_offset``."""
-        records: list[ConsumerRecord] = []
-        next_offset = fetch_offset
-        read_committed = self.isolation_level == 1
-        aborted = sorted((a.first_offset, a.producer_id) for a in data.aborted_transactions) \
-            if read_committed else []
-        aborted_pids: set[int] = set()
-        kd, vd = self._key_deserializer, self._value_deserializer
-        any_batch = False
-        for batch in iter_batches(data.records):
-            any_batch = True
-            if batch.last_offset < fetch_offset:
-                continue
-            if self.check_crcs:
-                batch.ensure_valid()
-            next_offset = max(next_offset, batch.next_offset)
-            if read_committed and batch.producer_id >= 0:
-                while aborted and aborted[0][0] <= batch.last_offset:
-                    aborted_pids.add(aborted.pop(0)[1])
-                if batch.is_control:
-                    if batch.control_type() == _ABORT:
-                        aborted_pids.discard(batch.producer_id)
-                    continue
-                if batch.is_transactional and batch.producer_id in aborted_pids:
-                    continue
-            if batch.is_control:
-                continue
-            records.extend(self._records_of(tp, batch, fetch_offset, kd, vd))
-        if not any_batch:
-            raise kerr.MessageTooLargeError(
-                f"There are some messages at [Partition=Offset]: {{{tp}={fetch_offset}}} whose size is "
-                f"larger than the fetch size {self.max_partition_fetch_bytes} and hence cannot be returned.")
-        if not records and next_offset == fetch_offset:
-            return None
-        return _Completed(tp, records, next_offset)
-
-    @staticmethod
-    def _records_of(tp: TopicPartition, batch: Batch, fetch_offset: int,
-                    kd: Callable[[bytes | None], Any] | None,
-                    vd: Callable[[bytes | None], Any] | None) -> list[ConsumerRecord]:
-        ts_type = batch.timestamp_type
-        epoch = batch.partition_leader_epoch
-        topic, partition = tp
-        return [ConsumerRecord(topic, partition, r.offset, r.timestamp,
-                               kd(r.key) if kd else r.key, vd(r.value) if vd else r.value,
-                               r.headers, ts_type, epoch)
-                for r in batch.records() if r.offset >= fetch_offset]
 
     # ================================================================= closing
 

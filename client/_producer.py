@@ -17,13 +17,18 @@ turns batches into ProduceRequests:
   after ``delivery_timeout_ms`` from the batch's creation. Errors meaning stale metadata ask for a
   refresh, except NOT_LEADER_OR_FOLLOWER carrying the new leader (KIP-951): the hint updates the
   cache in place and the batch goes to the new leader at once;
-- MESSAGE_TOO_LARGE on a batch of several records splits it in two and retries the halves.
+- MESSAGE_TOO_LARGE on a batch of several records splits it in two and retries the halves;
+- with ``acks=0`` a record is done once its request is sent (offset -1, never retried), but a failed
+  call (the leader died: the node is then skipped until newer metadata) or an error answer (leader
+  hint or refresh) still updates the metadata, as Kafka's client does on a disconnect, so a stream
+  follows a moved leader instead of sending into the void until ``metadata_max_age_ms``.
 
 A failed record's future raises the typed `proto.errors` exception (``err.retriable`` tells whether
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
 sender thread once the record is done, as Java's ``Callback.onCompletion``.
 
-Without idempotence (a later issue) a retry after a lost response can write a batch twice. With more
+Without idempotence (a later issue; ``enable_idempotence=True`` and a ``transactional_id`` are refused
+with `UnsupportedConfigError` until then) a retry after a lost response can write a batch twice. With more
 than one request in flight per broker, a retried batch can land after a later one, and, unlike
 Kafka's one-request-at-a-time TCP connections, gRPC may hand concurrent requests to the broker in
 any order: set ``max_in_flight_requests_per_connection=1`` when the order of a partition's records
@@ -49,6 +54,16 @@ import structlog
 from proto import broker_pb2
 from proto import errors as kerr
 
+from ._config import (
+    BYTES_SERIALIZER,
+    FALSE_ONLY,
+    PLAINTEXT_ONLY,
+    Unsupported,
+    check_unsupported_properties,
+    java_class_is,
+    parse_bool,
+    refuse,
+)
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._partitioner import DefaultPartitioner
 from ._records import HEADER_SIZE, Batch, BatchBuilder, codec_id, record_size_upper_bound
@@ -113,16 +128,33 @@ _PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.block.ms": ("max_block_ms", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
+    "enable.idempotence": ("enable_idempotence", lambda v: parse_bool(v, "enable.idempotence")),
+    "transactional.id": ("transactional_id", lambda v: v.strip() or None),
 }
-#: Accepted and ignored (they name Java classes or features this client does not have).
-_IGNORED_PRODUCER_PROPERTIES = {"client.id", "key.serializer", "value.serializer", "enable.idempotence",
-                                "partitioner.class", "partitioner.ignore.keys", "send.buffer.bytes",
-                                "receive.buffer.bytes", "security.protocol"}
+_NO_IDEMPOTENCE = ("kraftlog has no idempotent producer yet (producer ids and sequence numbers arrive with "
+                   "the idempotence issue)")
+_NO_TRANSACTIONS = "kraftlog has no transactions yet"
+#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
+_UNSUPPORTED_PRODUCER_PROPERTIES = {
+    "partitioner.class": Unsupported(java_class_is("DefaultPartitioner", "BuiltInPartitioner"),
+                                     "Java partitioner classes cannot run here",
+                                     "pass partitioner= to Producer"),
+    "partitioner.ignore.keys": Unsupported(FALSE_ONLY, "keyed records always go to murmur2(key)",
+                                           "use partitioner.ignore.keys=false"),
+    "security.protocol": PLAINTEXT_ONLY,
+    "key.serializer": BYTES_SERIALIZER,
+    "value.serializer": BYTES_SERIALIZER,
+}
+#: Accepted and ignored: they change nothing a user of this client can observe.
+_IGNORED_PRODUCER_PROPERTIES = {"client.id", "send.buffer.bytes", "receive.buffer.bytes"}
 
 
 def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Kafka producer properties (``linger.ms=5``) -> `Producer` keywords, plus the names this
-    client does not know (Kafka warns about those and goes on)."""
+    client does not know (Kafka warns about those and goes on). Settings of features this client
+    does not have yet (``enable.idempotence=true``, ``transactional.id``, ``security.protocol=SSL``,
+    ...) raise `UnsupportedConfigError` (a ValueError) naming the setting."""
+    check_unsupported_properties(props, _UNSUPPORTED_PRODUCER_PROPERTIES)
     out: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in props.items():
@@ -132,7 +164,7 @@ def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
                 out[name] = conv(value)
             except ValueError:
                 raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_PRODUCER_PROPERTIES:
+        elif key not in _IGNORED_PRODUCER_PROPERTIES and key not in _UNSUPPORTED_PRODUCER_PROPERTIES:
             unknown.append(key)
     return out, unknown
 
@@ -250,10 +282,17 @@ class Producer:
                  delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
                  max_request_size: int = 1_048_576, buffer_memory: int = 33_554_432,
                  max_block_ms: int = 60_000, metadata_max_age_ms: int = 300_000,
-                 allow_auto_topic_creation: bool = True,
+                 allow_auto_topic_creation: bool = True, enable_idempotence: bool = False,
+                 transactional_id: str | None = None,
                  partitioner: Any = None,
                  key_serializer: Callable[[Any], bytes | None] | None = None,
                  value_serializer: Callable[[Any], bytes | None] | None = None) -> None:
+        if enable_idempotence:
+            raise refuse("enable.idempotence", "true", _NO_IDEMPOTENCE,
+                         "use enable.idempotence=false (and max.in.flight.requests.per.connection=1 "
+                         "if order matters)")
+        if transactional_id:
+            raise refuse("transactional.id", transactional_id, _NO_TRANSACTIONS, "leave transactional.id unset")
         self.acks = _acks(acks)
         self.batch_size = max(1, int(batch_size))
         self.linger_s = max(0, linger_ms) / 1000.0
@@ -681,8 +720,6 @@ class Producer:
             for batch in batches:
                 batch.in_flight = False
                 self._muted.discard(batch.tp)
-        if self.acks == 0:
-            return
         try:
             response = future.result()
         except (grpc.RpcError, grpc.FutureCancelledError, concurrent.futures.CancelledError) as err:
@@ -698,13 +735,23 @@ class Producer:
                 self._pool.mark_unreachable(broker.address)
                 with self._lock:
                     self._unreachable[node_id] = (version, time.monotonic())
+            if self.acks == 0:
+                # the records were already completed; like Kafka's client on a disconnect, learn
+                # where the leader went instead of sending on into the void until metadata.max.age.ms
+                _log.debug("produce_acks0_failed", node=node_id, error=error.error_name)
+                return
             for batch in batches:
                 self._retry_or_fail(batch, error)
             return
         except kerr.KafkaError as err:
             self._metadata.request_update()
+            if self.acks == 0:
+                return
             for batch in batches:
                 self._retry_or_fail(batch, err)
+            return
+        if self.acks == 0:
+            self._learn_from_acks0_response(node_id, batches, response)
             return
         if response.error.code:
             error = kerr.error_for_code(response.error.code)(response.error.message or None)
@@ -741,6 +788,27 @@ class Producer:
             if isinstance(error, kerr.InvalidMetadataError) and not moved:
                 self._metadata.request_update()
             self._retry_or_fail(batch, error, backoff=not moved)
+
+    def _learn_from_acks0_response(self, node_id: int, batches: list[_Batch], response: Any) -> None:
+        """acks=0: the records are done (never retried, as in Kafka), but an error answer still
+        says the metadata is stale: take the leader hint (KIP-951) or refresh, so the next
+        batches go to the new leader. (Kafka's broker closes the connection on such an error for
+        the same purpose.)"""
+        refresh = response.error.code != 0
+        for t in response.topics:
+            for p in t.partitions:
+                if not p.error.code:
+                    continue
+                error_cls = kerr.error_for_code(p.error.code)
+                hint = p.current_leader if p.HasField("current_leader") else None
+                moved = hint is not None and hint.leader_id >= 0 and self._metadata.apply_leader_hint(
+                    TopicPartition(t.name, p.index), hint.leader_id, hint.leader_epoch, response.node_endpoints)
+                if issubclass(error_cls, kerr.InvalidMetadataError) and not moved:
+                    refresh = True
+                _log.debug("produce_acks0_partition_error", node=node_id, tp=f"{t.name}-{p.index}",
+                           error=error_cls.error_name, moved=moved, batches=len(batches))
+        if refresh:
+            self._metadata.request_update()
 
     def _retry_or_fail(self, batch: _Batch, error: kerr.KafkaError, *, backoff: bool = True) -> None:
         now = time.monotonic()

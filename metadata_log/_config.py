@@ -852,7 +852,7 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
             "port plus this offset; the voter port itself serves the controller's gRPC services.",
             kraftlog_only=True)
     .define("controller.quorum.raft.password", _P, None, None,
-            "kraftlog: shared secret encrypting and authenticating pysyncobj Raft traffic between controllers; required (a controller refuses to start without it, since the Raft protocol is pickle).",
+            "kraftlog: shared secret authenticating controllers to each other on the Raft port (handshake HMAC, per-connection encryption keys); required, a controller refuses to start without it.",
             kraftlog_only=True)
     .define("metrics.port", _I, -1, Range(-1, 65535),
             "kraftlog: port of the Prometheus metrics endpoint; -1 turns it off.", kraftlog_only=True)

@@ -72,18 +72,20 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown: _Optional[bool] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("error", "is_caught_up", "is_fenced", "should_shutdown", "controller")
+    __slots__ = ("error", "is_caught_up", "is_fenced", "should_shutdown", "controller", "metadata_high_watermark")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     IS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     IS_FENCED_FIELD_NUMBER: _ClassVar[int]
     SHOULD_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    METADATA_HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.Error
     is_caught_up: bool
     is_fenced: bool
     should_shutdown: bool
     controller: ControllerHint
-    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shutdown: _Optional[bool] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+    metadata_high_watermark: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shutdown: _Optional[bool] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., metadata_high_watermark: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "topics")

@@ -355,8 +355,10 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
     after = _apply(image, records) if records else image
     now = after.cluster.broker(req.broker_id)
     assert now is not None
+    # image.offset is committed (bare records do not advance it): a lower bound of the quorum's
+    # committed offset when the answer is sent, which is all the broker's follower needs
     return records, resp(error=error_pb(), is_caught_up=caught_up, is_fenced=now.fenced,
-                         should_shutdown=should_shutdown)
+                         should_shutdown=should_shutdown, metadata_high_watermark=image.offset)
 
 
 def fence_expired_brokers(image: MetadataImage, ctx: ControllerContext, heartbeats: BrokerHeartbeats) -> Records:

@@ -6,12 +6,13 @@ changes arrive the same way. See DESIGN.md §1 and §3.
 
 The replicated state machine
 ----------------------------
-One replicated call (``_RaftNode._kl_append(epoch, timestamp_ms, records)``) appends one batch of
-records atomically. Offsets are dense from 0 and assigned *at apply time*, in Raft log order, so
-every controller assigns the same offsets. The proposer's epoch and timestamp travel as arguments;
-apply reads no clock, draws no random number and does no I/O: it validates, assigns offsets, keeps
-the entries in memory and hands them to the delivery queue. Apply never raises (pysyncobj retries a
-raising entry on every tick, forever, which stalls the node): every failure is a returned value.
+One replicated command (proposed by ``_RaftNode._kl_append(epoch, timestamp_ms, records)``, applied
+by ``_RaftNode._kl_apply``) appends one batch of records atomically. Offsets are dense from 0 and
+assigned *at apply time*, in Raft log order, so every controller assigns the same offsets. The
+proposer's epoch and timestamp travel as arguments; apply reads no clock, draws no random number
+and does no I/O: it validates, assigns offsets, keeps the entries in memory and hands them to the
+delivery queue. Apply never raises (pysyncobj retries a raising entry on every tick, forever, which
+stalls the node): every failure is a returned value.
 
 Epoch fencing (what KRaft does): the Raft term is the controller epoch, and an entry carries the term
 of the leader that appended it. A batch is accepted only if the epoch its proposer claimed equals
@@ -33,8 +34,10 @@ Delivery and ordering rules
   the node refuses to propose and asks pysyncobj to transfer leadership; a restart delivers again.
 * When a snapshot installed from the leader starts after ``delivered_offset`` (this node was behind
   the leader's compacted journal by more than ``snapshot_retain_entries``), ``on_gap(first_missing,
-  first_available)`` is called and the consumer must fetch the missing entries from another
-  controller; without ``on_gap`` delivery stops and ``status().delivery_error`` says why.
+  first_available)`` (a coroutine function) is awaited on the loop and must fetch the missing entries
+  from another controller; delivery waits for it and nothing else blocks meanwhile. A fill that
+  fails is retried with back-off; without ``on_gap`` delivery stops and ``status().delivery_error``
+  says why.
 * ``on_leader_change(leader_id, epoch)`` runs on the loop after the committed entries applied before
   the change. pysyncobj's thread observes leader and term on every tick (after apply) rather than
   through ``onStateChanged``, which fires mid-transition and misses changes that are not state
@@ -43,6 +46,19 @@ Delivery and ordering rules
   listener only after it caught up to the epoch start), so the active controller never decides on
   a stale image. ``propose`` returns after ``on_committed`` has
   received the proposed entries on this node.
+
+Check-quorum (KRaft's rule) and stepping down
+---------------------------------------------
+``is_leader`` is evaluated on the loop against time, not only against the last view: the leader
+must have heard from a majority of voters (itself included) within ``fetch_timeout_ms``
+(``controller.quorum.fetch.timeout.ms``), and pysyncobj's thread must have refreshed the view within
+that time too. So a leader whose fsync hangs or whose peers went silent stops acting as active at
+once (``propose`` refuses with NOT_CONTROLLER), even while its Raft thread is stuck; the thread
+itself steps down to follower on its next tick (pysyncobj's ``leaderFallbackTimeout``, the
+election timeout, and the same check here). A node whose delivery stopped (``delivery_error``)
+asks for a leadership transfer, retried with back-off while it leads, and after
+``fetch_timeout_ms`` of failed transfers steps down and stops campaigning, so that a healthy
+voter is elected; it never campaigns again until restarted.
 
 Hardening of pysyncobj 0.3.17 (measured weaknesses)
 ---------------------------------------------------
@@ -66,10 +82,30 @@ Hardening of pysyncobj 0.3.17 (measured weaknesses)
   candidate that gets a vote request from a rival of its own term (a split vote) re-campaigns after
   2-8 heartbeat periods instead of a whole election timeout (3 of 20 failovers took 2.5 s before);
 * ``dynamicMembershipChange=False``; ``commandsWaitLeader=False`` (fail fast without a leader);
-* a password is required: pysyncobj's protocol is pickle, so an unauthenticated Raft port executes
-  code sent by anyone who can reach it. ``allow_unauthenticated=True`` (tests, never production)
-  is the only way to run without one;
 * every proposal has its own timeout: pysyncobj silently drops commands sent to a dead leader.
+
+No pickle on the Raft port (issue 11)
+-------------------------------------
+pysyncobj's own transport pickles every message, and ``@replicated`` pickles every command into
+the log; anyone holding the password ran code on every controller, and a peer was whoever it said
+it was. Here:
+
+* the transport is `quorum._transport.RaftTransport` (connections in `quorum._raft_connection`;
+  frames, handshake and message shapes in `quorum._wire`): msgpack frames with a hard size limit,
+  a first exchange that binds protocol version, cluster id and voter id and authenticates both
+  sides with the password (HMAC over fresh nonces; the password never travels), authenticated
+  encryption per frame, an idle timeout, a cap on unauthenticated connections, a real backlog, and
+  a listening socket on this node's own voter host;
+* a metadata batch is the msgpack command of `quorum._wire.encode_append_command`, proposed with
+  ``_RaftNode._kl_append`` and applied by ``_RaftNode._SyncObj__doApplyCommand`` (which replaces
+  pysyncobj's pickle-loading one): a committed entry of any other shape is refused, on every node
+  alike, and consumes no offset. Membership and code-version commands (pickles) are never applied;
+* ``appendEntriesBatchSizeBytes`` is one more than the largest command, so pysyncobj never takes
+  its chunked ``transmission`` path (which unpickles); snapshots travel as ``serialized`` chunks
+  of our msgpack dump file through the same frames;
+* the password is still required (``controller.quorum.raft.password``): it is the only thing that
+  tells a voter from anyone who can reach the port. ``allow_unauthenticated=True`` (tests, never
+  production) runs with an empty password.
 """
 
 from __future__ import annotations
@@ -78,35 +114,59 @@ import asyncio
 import bisect
 import contextlib
 import errno
+import inspect
 import logging
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
 import pysyncobj.syncobj as _syncobj_module
 import structlog
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException
 from pysyncobj.journal import Journal
 from pysyncobj.monotonic import monotonic as _raft_monotonic
 from pysyncobj.node import TCPNode
-from pysyncobj.syncobj import _RAFT_STATE
-from pysyncobj.transport import TCPTransport, Transport
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
+from pysyncobj.transport import Transport
 
 from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
-from proto.errors import InvalidRequestError, NotControllerError, RequestTimedOutError, UnknownServerError
+from proto import backoff_ms
+from proto.errors import (
+    CorruptMessageError,
+    InvalidRequestError,
+    NotControllerError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
 from quorum._journal import RaftJournal
 from quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
+from quorum._transport import TransportSettings, raft_transport_class
+from quorum._wire import (
+    COMMAND_NO_OP,
+    COMMAND_REGULAR,
+    KEEPALIVE,
+    MAX_CLUSTER_ID_CHARS,
+    MAX_COMMAND_BYTES,
+    decode_command,
+    derive_auth_key,
+    encode_append_command,
+)
+
+if (_COMMAND_TYPE.REGULAR, _COMMAND_TYPE.NO_OP) != (COMMAND_REGULAR, COMMAND_NO_OP):  # pragma: no cover
+    raise ImportError("pysyncobj's command type bytes changed; quorum._wire must follow them")
 
 __all__ = [
     "APPLY_OK",
     "APPLY_STALE_EPOCH",
     "APPLY_INVALID",
     "APPLY_INTERNAL",
+    "MAX_PROPOSAL_BYTES",
     "CommittedEntriesConsumer",
     "LeaderChangeListener",
     "MetadataQuorum",
@@ -125,6 +185,11 @@ APPLY_STALE_EPOCH: Final = 1
 APPLY_INVALID: Final = 2
 APPLY_INTERNAL: Final = 3
 
+_STOP_TIMEOUT_S: Final = 5.0
+#: what the encoded records of one proposal may add up to, each counted with 5 bytes of msgpack
+#: framing, so that the command they form stays within ``MAX_COMMAND_BYTES`` (the group commit of
+#: `quorum._server` splits at it)
+MAX_PROPOSAL_BYTES: Final = MAX_COMMAND_BYTES - 1024
 JOURNAL_FILE: Final = "raft.journal"
 DUMP_FILE: Final = "raft.dump"
 
@@ -258,7 +323,7 @@ class MetadataStateMachine:
 
 _FACTORY_LOCK = threading.Lock()
 #: A message type pysyncobj's dispatcher ignores (it only acts on the types it knows).
-_KEEPALIVE: Final = "kl_keepalive"
+_KEEPALIVE: Final = KEEPALIVE
 _NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE})
 _TRUNCATION_NOTICE: Final = "truncating already-applied log entries"
 
@@ -341,7 +406,8 @@ class _RaftNode(SyncObj):
         state_machine: MetadataStateMachine,
         sink: Callable[[list[RawEntry]], None],
         node_id: int,
-        transport_class: type[Transport] = TCPTransport,
+        transport_class: type[Transport],
+        receive_dump: Callable[[Any], bool] | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
         self._kl_journal = journal
@@ -351,9 +417,14 @@ class _RaftNode(SyncObj):
         self._kl_transport: Transport | None = None  # set by the transport's constructor
         self._kl_keepalive_period = conf.connectionTimeout / 4
         self._kl_keepalive_at = 0.0
+        #: set (by `MetadataQuorum`) once this node resigned for good: it never campaigns again
+        self._kl_no_campaign = False
         with _journal_installed(journal, conf.journalFile):
             super().__init__(self_address, list(other_addresses), conf,
                              transportClass=_durable_transport_class(transport_class))
+        if receive_dump is not None:
+            # pysyncobj writes a dump streamed from the leader without fsync; ours syncs it
+            self._SyncObj__serializer.setTransmissionData = receive_dump  # type: ignore[attr-defined]
 
     def _kl_sync(self) -> None:
         sync = getattr(self._kl_journal, "sync", None)
@@ -365,6 +436,8 @@ class _RaftNode(SyncObj):
         # node towards a commit (leader) or applies anything.
         self._kl_sync()
         self._kl_keepalive()
+        if self._kl_no_campaign:
+            self._SyncObj__raftElectionDeadline = float("inf")  # type: ignore[attr-defined]
         super()._onTick(timeToWait)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
@@ -379,6 +452,8 @@ class _RaftNode(SyncObj):
         """
         saved = None
         kind = message.get("type") if type(message) is dict else None
+        if kind == "timeout_now" and self._kl_no_campaign:
+            return  # a resigned node must not be handed leadership back
         if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
             saved = self._SyncObj__raftNextIndex.get(node)  # type: ignore[attr-defined]
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
@@ -404,6 +479,8 @@ class _RaftNode(SyncObj):
 
     def _kl_campaign_within(self, low_s: float, high_s: float) -> None:
         """Bring this node's election deadline forward to a random point ``low_s..high_s`` from now."""
+        if self._kl_no_campaign:
+            return
         deadline = _raft_monotonic() + random.uniform(low_s, high_s)
         self._SyncObj__raftElectionDeadline = min(  # type: ignore[attr-defined]
             self._SyncObj__raftElectionDeadline, deadline)  # type: ignore[attr-defined]
@@ -459,9 +536,45 @@ class _RaftNode(SyncObj):
         """True when the last applied entry is of the current term (so all earlier ones are)."""
         return self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm
 
-    @replicated
-    def _kl_append(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
-        """Replicated: append one batch. Deterministic; never raises (see the module docstring)."""
+    def _kl_append(self, epoch: int, timestamp_ms: int, records: list[bytes], *,
+                   callback: Callable[[Any, int], None] | None = None) -> None:
+        """Propose one batch: queue its msgpack command for pysyncobj's thread (any thread).
+
+        ``callback(result, error)`` follows pysyncobj's convention (``result`` is what
+        `_kl_apply` returned on this node). Raises ``RecordListTooLargeError`` for a batch whose
+        command exceeds ``MAX_COMMAND_BYTES`` (frames are sized for that), ``BlockingIOError`` when
+        pysyncobj's wake-up pipe is full (the command is queued anyway).
+        """
+        payload = encode_append_command(epoch, timestamp_ms, records)
+        if len(payload) + 1 > MAX_COMMAND_BYTES:
+            raise RecordListTooLargeError(
+                f"a metadata batch of {len(records)} records encodes to {len(payload)} bytes; "
+                f"the limit is {MAX_COMMAND_BYTES}")
+        self._applyCommand(payload, callback, _COMMAND_TYPE.REGULAR)
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802
+        """pysyncobj's apply of one committed entry, without unpickling anything.
+
+        Overrides the name-mangled private method: pysyncobj's version ``pickle.loads`` the entry
+        (REGULAR, membership and version commands alike). Here a NO_OP is skipped, a kraftlog
+        command is decoded from msgpack, and anything else is refused -- logged, answered with
+        ``APPLY_INVALID`` and given no offset, identically on every node. Never raises.
+        """
+        try:
+            decoded = decode_command(command)
+        except CorruptMessageError as err:
+            self._kl_log.critical("raft_entry_refused", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"refused Raft entry: {err.message}")
+        if decoded is None:
+            return None
+        return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
+
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:  # noqa: N802
+        """Membership changes are pickles in pysyncobj and the voter set is static: there are none."""
+        return None
+
+    def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
+        """Apply one committed batch. Deterministic; never raises (see the module docstring)."""
         try:
             raft_index = self.raftLastApplied + 1  # pysyncobj increments it after this returns
             result, entries = self._kl_sm.apply(
@@ -481,7 +594,6 @@ class _RaftNode(SyncObj):
 def build_syncobj_conf(
     *,
     election_timeout_ms: int,
-    password: str | None,
     journal_file: Path,
     dump_file: Path,
     serializer: DumpSerializer,
@@ -489,10 +601,13 @@ def build_syncobj_conf(
     compaction_interval_s: float,
     auto_tick: bool = True,
 ) -> SyncObjConf:
-    """pysyncobj settings derived from ``controller.quorum.election.timeout.ms`` (module docstring)."""
+    """pysyncobj settings derived from ``controller.quorum.election.timeout.ms`` (module docstring).
+
+    No ``password``: pysyncobj's encryptor belongs to its pickle transport; kraftlog's transport
+    authenticates and encrypts itself.
+    """
     e = election_timeout_ms / 1000.0
     conf = SyncObjConf(
-        password=password,
         autoTick=auto_tick,
         autoTickPeriod=min(0.05, e / 20),
         raftMinTimeout=e,
@@ -502,6 +617,11 @@ def build_syncobj_conf(
         connectionTimeout=max(2 * e, 3.5),
         connectionRetryTime=e / 2,
         appendEntriesUseBatch=False,
+        # one entry never reaches the batch size, so pysyncobj never sends its pickled chunks (whose
+        # last chunk it labelled by the command's length, not the chunked entry's: an entry just
+        # below a multiple of the size was declared finished one chunk early)
+        appendEntriesBatchSizeBytes=MAX_COMMAND_BYTES + 1,
+        logCompactionBatchSize=1 << 16,  # snapshot chunk, far below MAX_FRAME_BYTES
         commandsWaitLeader=False,
         dynamicMembershipChange=False,
         journalFile=str(journal_file),
@@ -517,6 +637,25 @@ def build_syncobj_conf(
     )
     conf.validate()
     return conf
+
+
+def _check_journal_format(journal: RaftJournal, path: Path) -> None:
+    """Refuse to start on a journal holding commands this version will not apply.
+
+    Journals written before issue 11 hold pysyncobj's pickled commands. Replaying them would refuse
+    each one (no offset assigned) while the metadata log on disk already has their offsets, so new
+    records would reuse offsets the consumer skips as already written: fail loudly instead.
+    """
+    for pos in range(len(journal)):
+        command, index, _ = journal[pos]
+        try:
+            decode_command(command)
+        except CorruptMessageError as err:
+            raise QuorumConfigError(
+                f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
+                f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
+                "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
+                "(see README)") from None
 
 
 # ---------------------------------------------------------------------------------------- status
@@ -569,6 +708,10 @@ class _View:
     progress: Mapping[int, tuple[int, int, int]] = field(default_factory=dict)
     connected: tuple[int, ...] = ()
     last_index: int = 0
+    #: ``clock()`` when pysyncobj's thread took this view
+    observed_at: float = float("-inf")
+    #: ``clock()`` of the latest moment a majority (this leader included) had answered; -inf if never
+    majority_contact_at: float = float("-inf")
 
 
 # ---------------------------------------------------------------------------------------- the seam
@@ -587,6 +730,8 @@ class MetadataQuorum:
         voters: Mapping[int, tuple[str, int]],
         data_dir: Path,
         password: str | None,
+        cluster_id: str,
+        bind_host: str | None = None,
         fsync: bool = True,
         election_timeout_ms: int = 1000,
         loop: asyncio.AbstractEventLoop,
@@ -595,7 +740,8 @@ class MetadataQuorum:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         last_durable_offset: int = -1,
-        on_gap: Callable[[int, int], None] | None = None,
+        on_gap: Callable[[int, int], Awaitable[None]] | None = None,
+        fetch_timeout_ms: int = 2000,
         leader_endpoints: Mapping[int, str] | None = None,
         allow_unauthenticated: bool = False,
         compaction_entries: int = 10_000,
@@ -610,21 +756,30 @@ class MetadataQuorum:
         if not password:
             if not allow_unauthenticated:
                 raise QuorumConfigError(
-                    "controller.quorum.raft.password is required: pysyncobj's Raft protocol is pickle, "
-                    "so an unauthenticated Raft port runs code sent by anyone who can connect to it")
+                    "controller.quorum.raft.password is required: it is what authenticates a controller "
+                    "to the others on the Raft port (without it anyone who can connect could vote)")
             password = None
+        if not isinstance(cluster_id, str) or not 0 < len(cluster_id) <= MAX_CLUSTER_ID_CHARS:
+            raise QuorumConfigError(
+                f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} characters")
         if election_timeout_ms < 50:
             raise QuorumConfigError("election_timeout_ms must be at least 50")
         if compaction_entries < 2:
             raise QuorumConfigError("compaction_entries must be at least 2")
+        if fetch_timeout_ms < 1:
+            raise QuorumConfigError("fetch_timeout_ms must be positive")
         self.node_id = node_id
         self._addresses = addresses
         self._addr_to_id = {addr: vid for vid, addr in addresses.items()}
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
         self._data_dir = Path(data_dir)
         self._password = password
+        self._cluster_id = cluster_id
+        # the Raft port listens on this node's own voter host unless told otherwise
+        self._bind_host = bind_host if bind_host is not None else voters[node_id][0]
         self._fsync = fsync
         self._election_timeout_ms = election_timeout_ms
+        self._fetch_timeout_s = fetch_timeout_ms / 1000.0
         self._loop = loop
         self._on_committed = on_committed
         self._on_leader_change = on_leader_change
@@ -652,7 +807,12 @@ class MetadataQuorum:
         self._drain_scheduled = False
         self._delivered = last_durable_offset
         self._delivery_error: str | None = None
+        self._gap_task: asyncio.Task[None] | None = None
         self._resign_requested = False
+        self._resign_since: float | None = None  # clock() of the first transfer attempt
+        self._resign_attempts = 0
+        self._resign_next_at = 0.0
+        self._rng = random.Random()
         self._inflight: set[asyncio.Future[Any]] = set()
         self._closed = False
 
@@ -670,8 +830,8 @@ class MetadataQuorum:
         self._node = await self._loop.run_in_executor(None, self._build, owner)
         self._log.info("metadata_quorum_started", raft_address=self._addresses[self.node_id],
                        voters=self._addresses, fsync=self._fsync,
-                       election_timeout_ms=self._election_timeout_ms,
-                       authenticated=self._password is not None)
+                       election_timeout_ms=self._election_timeout_ms, cluster_id=self._cluster_id,
+                       bind_host=self._bind_host, authenticated=self._password is not None)
 
     def _build(self, owner: threading.Thread) -> _RaftNode:
         _install_log_filter()
@@ -683,16 +843,25 @@ class MetadataQuorum:
         journal = RaftJournal(journal_path, fsync=self._fsync, sync_on_add=False,
                               before_prefix_drop=serializer.make_durable, node_id=self.node_id)
         try:
+            _check_journal_format(journal, journal_path)
             if dump_path.exists():
                 self._align(journal, dump_path)
             conf = build_syncobj_conf(
-                election_timeout_ms=self._election_timeout_ms, password=self._password,
+                election_timeout_ms=self._election_timeout_ms,
                 journal_file=journal_path, dump_file=dump_path, serializer=serializer,
                 compaction_entries=self._compaction_entries, compaction_interval_s=self._compaction_interval_s)
             me = self._addresses[self.node_id]
             others = [addr for vid, addr in sorted(self._addresses.items()) if vid != self.node_id]
+            e = self._election_timeout_ms / 1000.0
+            settings = TransportSettings(
+                node_id=self.node_id, voters=dict(self._addresses), cluster_id=self._cluster_id,
+                auth_key=derive_auth_key(self._password or "", self._cluster_id), bind_host=self._bind_host,
+                # a voter finishes the handshake in two round trips; an attacker holds a slot this long
+                handshake_timeout_s=min(max(2 * e, 1.0), 5.0))
             node = _RaftNode(self_address=me, other_addresses=others, conf=conf, journal=journal,
-                             state_machine=self._sm, sink=self._sink, node_id=self.node_id)
+                             state_machine=self._sm, sink=self._sink, node_id=self.node_id,
+                             transport_class=raft_transport_class(settings),
+                             receive_dump=serializer.receive)
         except BaseException:
             journal.close()
             raise
@@ -730,8 +899,17 @@ class MetadataQuorum:
         """
         node, self._node = self._node, None
         self._closed = True
+        gap = self._gap_task
+        if gap is not None:
+            gap.cancel()
         if node is not None:
-            await self._loop.run_in_executor(None, node.destroy_synchronous)
+            # Bounded: a tick thread stuck in a hung fsync must not hold the node's shutdown (the
+            # thread ends by itself once it returns: pysyncobj checks that the loop's thread lives).
+            done = self._loop.run_in_executor(None, node.destroy_synchronous)
+            try:
+                await asyncio.wait_for(asyncio.shield(done), _STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self._log.warning("metadata_quorum_stop_timed_out", timeout_s=_STOP_TIMEOUT_S)
         for fut in list(self._inflight):
             if not fut.done():
                 fut.set_exception(NotControllerError("this controller left the quorum", leader_id=None))
@@ -787,8 +965,18 @@ class MetadataQuorum:
                 vid for vid in self._addr_to_id.values()
                 if vid != self.node_id and node.isNodeConnected(self._raft_nodes[vid])]))
             last_index = self._journal.last_index if self._journal is not None else None
+            contact_at = self._majority_contact_at(node, now) if raft_leader else float("-inf")
+            if raft_leader and now - contact_at > self._fetch_timeout_s:
+                # check-quorum: pysyncobj's own fallback uses the election timeout, which may be
+                # longer than the fetch timeout (KRaft resigns after the fetch timeout)
+                self._log.warning("metadata_quorum_check_quorum_failed", epoch=term,
+                                  last_majority_contact_s=round(now - contact_at, 3))
+                self._step_down(node)
+                raft_leader = ready = False
+                leader_id = None
             view = _View(leader_id, term, raft_leader, node.hasQuorum, ready, node.raftCommitIndex,
-                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0)
+                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0,
+                         observed_at=now, majority_contact_at=contact_at)
             self._view = view
             emitted = (leader_id if (leader_id != self.node_id or ready) else None, term)
             if emitted != self._last_emitted:
@@ -797,10 +985,45 @@ class MetadataQuorum:
                                raft_leader=leader_id)
                 self._call_soon(self._emit_leader_change, emitted[0], term)
             if self._resign_requested and raft_leader:
-                self._resign_requested = False
-                node.transferLeadership()
+                self._resign(node, now)
         except Exception:
             self._log.exception("metadata_quorum_observe_failed")
+
+    def _majority_contact_at(self, node: _RaftNode, now: float) -> float:
+        """``clock()`` when a majority of voters (this leader included) last had answered it."""
+        responses: dict[Any, float] = node._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        now_raft = _raft_monotonic()
+        times = sorted((now - (now_raft - responses[n]) for n in node.otherNodes if n in responses),
+                       reverse=True)
+        needed = len(self._addresses) // 2  # others needed besides this node for a majority
+        if needed == 0:
+            return now
+        return times[needed - 1] if len(times) >= needed else float("-inf")
+
+    def _step_down(self, node: _RaftNode) -> None:
+        """Leave leadership now (pysyncobj's thread), as its own check-quorum fallback does."""
+        node._SyncObj__setState(_RAFT_STATE.FOLLOWER)  # type: ignore[attr-defined]
+        node._SyncObj__raftLeader = None  # type: ignore[attr-defined]
+
+    def _resign(self, node: _RaftNode, now: float) -> None:
+        """A leader that cannot apply metadata hands leadership on (pysyncobj's thread).
+
+        ``transferLeadership`` is refused while no follower is fully caught up, so it is retried
+        with back-off; after ``fetch_timeout_ms`` of failed transfers this node steps down and stops
+        campaigning, so the others elect a leader among themselves."""
+        if self._resign_since is None:
+            self._resign_since = now
+        if now >= self._resign_next_at:
+            node.transferLeadership()
+            period_ms = self._election_timeout_ms / 4
+            self._resign_next_at = now + backoff_ms(self._resign_attempts, base_ms=period_ms,
+                                                    max_ms=self._election_timeout_ms, rng=self._rng) / 1000.0
+            self._resign_attempts += 1
+        if now - self._resign_since >= self._fetch_timeout_s:
+            self._log.warning("metadata_quorum_resigned", attempts=self._resign_attempts,
+                              reason=self._delivery_error)
+            node._kl_no_campaign = True  # it never campaigns again until restarted
+            self._step_down(node)
 
     def _leader_progress(self, node: _RaftNode, term: int) -> dict[int, tuple[int, int, int]]:
         """Per follower (raft match index, last fetch ms, last caught-up ms), on the leader."""
@@ -836,12 +1059,14 @@ class MetadataQuorum:
 
     def _drain(self) -> None:
         with self._pending_lock:
-            batch, self._pending = self._pending, []
             self._drain_scheduled = False
+            if self._gap_task is not None:
+                return  # delivery waits for the gap fill; the entries stay queued in order
+            batch, self._pending = self._pending, []
         if self._closed or self._delivery_error is not None:
             return
         out: list[LogEntry] = []
-        for raw in batch:
+        for i, raw in enumerate(batch):
             expected = (out[-1].offset if out else self._delivered) + 1
             if raw.offset < expected:
                 continue  # already delivered (journal replay, dump reload)
@@ -849,8 +1074,11 @@ class MetadataQuorum:
                 if not self._deliver(out):
                     return
                 out = []
-                if not self._handle_gap(expected, raw.offset):
+                if self._on_gap is None:
+                    self._handle_gap(expected, raw.offset)
                     return
+                self._start_gap_fill(expected, raw.offset, batch[i:])
+                return
             try:
                 record = decode_record(raw.record)
             except MetadataRecordError as err:
@@ -874,21 +1102,46 @@ class MetadataQuorum:
         self._sm.durable_offset = self._delivered
         return True
 
-    def _handle_gap(self, first_missing: int, first_available: int) -> bool:
-        if self._on_gap is None:
-            self._stall(f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
-                        "this controller received them; fetch them from another controller")
-            return False
+    def _handle_gap(self, first_missing: int, first_available: int) -> None:
+        self._stall(f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
+                    "this controller received them; fetch them from another controller")
+
+    def _start_gap_fill(self, first_missing: int, first_available: int, rest: list[RawEntry]) -> None:
+        """Put ``rest`` back at the head of the queue and fill the gap without blocking the loop."""
+        with self._pending_lock:
+            self._pending[:0] = rest
+            self._gap_task = self._loop.create_task(self._fill_gap(first_missing, first_available),
+                                                    name="metadata-gap-fill")
         self._log.warning("metadata_delivery_gap", first_missing=first_missing, first_available=first_available)
+
+    async def _fill_gap(self, first_missing: int, first_available: int) -> None:
+        """Await ``on_gap`` until it succeeds (retried with back-off), then resume delivery."""
+        assert self._on_gap is not None
+        attempt = 0
         try:
-            self._on_gap(first_missing, first_available)
-        except Exception as err:
-            self._log.exception("on_gap_failed")
-            self._stall(f"on_gap raised {type(err).__name__}: {err}")
-            return False
-        self._delivered = first_available - 1
-        self._sm.durable_offset = self._delivered
-        return True
+            while not self._closed:
+                try:
+                    result = self._on_gap(first_missing, first_available)
+                    if inspect.isawaitable(result):
+                        await result
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:
+                    delay_ms = backoff_ms(attempt, base_ms=100, max_ms=self._election_timeout_ms * 2, rng=self._rng)
+                    attempt += 1
+                    self._log.warning("metadata_gap_fill_failed", first_missing=first_missing,
+                                      first_available=first_available, error=f"{type(err).__name__}: {err}",
+                                      attempt=attempt, retry_in_ms=round(delay_ms))
+                    await asyncio.sleep(delay_ms / 1000.0)
+            else:
+                return
+            self._delivered = max(self._delivered, first_available - 1)
+            self._sm.durable_offset = self._delivered
+        finally:
+            with self._pending_lock:
+                self._gap_task = None
+        self._drain()
 
     def _stall(self, reason: str) -> None:
         self._delivery_error = reason
@@ -912,10 +1165,15 @@ class MetadataQuorum:
 
     @property
     def is_leader(self) -> bool:
-        """Raft leader, connected to a majority, caught up to its epoch start, delivery healthy."""
+        """Raft leader, connected to a majority, caught up to its epoch start, delivery healthy --
+        and, by the clock, heard from a majority and observed by pysyncobj's thread within
+        ``fetch_timeout_ms`` (check-quorum; see the module docstring)."""
         view = self._view
-        return (self._node is not None and view.raft_leader and view.has_quorum and view.ready
-                and self._delivery_error is None)
+        if not (self._node is not None and view.raft_leader and view.has_quorum and view.ready
+                and self._delivery_error is None):
+            return False
+        now = self._clock()
+        return now - view.observed_at <= self._fetch_timeout_s and now - view.majority_contact_at <= self._fetch_timeout_s
 
     @property
     def committed_offset(self) -> int:

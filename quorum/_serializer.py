@@ -148,6 +148,7 @@ class DumpSerializer:
         self._log = _log.bind(node_id=node_id, dump=str(self._path))
         self.serialized = 0
         self.deserialized = 0
+        self._incoming: Any = None  # the dump being received from the leader, chunk by chunk
 
     @property
     def path(self) -> Path:
@@ -190,6 +191,52 @@ class DumpSerializer:
         self.deserialized += 1
         self._log.info("raft_dump_loaded", raft_index=dump.raft_last[1])
         return dump.raft_last, dump.raft_prev, {TCPNode(a) for a in dump.cluster}
+
+    def receive(self, data: Any) -> bool:
+        """pysyncobj's ``Serializer.setTransmissionData`` for a dump streamed from the leader.
+
+        Chunks ``(bytes, is_first, is_last)`` are written to ``<dump>.1.tmp``; on the last one the file
+        is checked (magic, length, CRC), fsynced, renamed over the dump, and the directory fsynced --
+        pysyncobj renamed an unsynced file over the dump, so a crash right after could leave a torn
+        dump beside a journal that no longer covers it. Returns True when a whole dump was installed
+        (pysyncobj then loads it and clears its journal). Anything malformed is dropped and logged.
+        """
+        if not (isinstance(data, (list, tuple)) and len(data) == 3 and isinstance(data[0], bytes)
+                and isinstance(data[1], bool) and isinstance(data[2], bool)):
+            self._log.warning("raft_dump_chunk_malformed")
+            self._close_incoming()
+            return False
+        chunk, is_first, is_last = data
+        tmp = self._path.with_name(self._path.name + ".1.tmp")
+        try:
+            if is_first:
+                self._close_incoming()
+                self._incoming = open(tmp, "wb")  # noqa: SIM115 - lives across chunks
+            elif self._incoming is None:
+                return False
+            self._incoming.write(chunk)
+            if not is_last:
+                return False
+            incoming, self._incoming = self._incoming, None
+            incoming.flush()
+            if self._fsync:
+                os.fsync(incoming.fileno())
+            incoming.close()
+            read_dump(tmp)  # a torn or foreign stream never replaces the dump
+            os.replace(tmp, self._path)
+            if self._fsync:
+                fsync_directory(self._path.parent)
+        except (OSError, DumpCorruptError) as err:
+            self._log.warning("raft_dump_receive_failed", error=str(err))
+            self._close_incoming()
+            return False
+        self._log.info("raft_dump_received", bytes=self._path.stat().st_size)
+        return True
+
+    def _close_incoming(self) -> None:
+        incoming, self._incoming = self._incoming, None
+        if incoming is not None:
+            incoming.close()
 
     def make_durable(self) -> None:
         """fsync the dump and its directory: the journal's ``before_prefix_drop`` hook."""

@@ -1,15 +1,34 @@
 """The controller process: the quorum, the metadata log files, the image, and the gRPC services.
 
 One asyncio loop owns everything here. Committed entries arrive from the Raft seam in order
-(`MetadataQuorum.on_committed`) and are (1) written to the metadata log segments, idempotently by
-offset, then (2) replayed into the image, then (3) announced to FetchMetadata streams. Every
+(`MetadataQuorum.on_committed`) and are (1) replayed into a delta of the image, then (2) written to
+the metadata log segments, idempotently by offset, then (3) the new image is published and announced
+to FetchMetadata streams. Every
 controller does this, active or not: standbys change state only by replaying committed records.
 
 The active controller is the Raft leader that has committed a NoOpRecord in its own epoch: until
 then it answers NOT_CONTROLLER, because its image may still lack entries a previous leader
 committed. Writes are serialised by one lock: a handler computes ``(records, response)`` from the
-committed image, the records are proposed under the controller's epoch, and the response is sent
-only after they are committed and applied (persist before acknowledge).
+image, every record is replay-validated against that image before anything is proposed, the
+records are proposed under the controller's epoch, and the response is sent only after they are
+committed and applied (persist before acknowledge).
+
+Deciding on a complete image (what KRaft gets from its in-memory state ahead of the commit point):
+the active controller decides against the committed image plus its own records not yet committed.
+Under the write lock at most one proposal is in flight and a decision waits for it, so that set is
+empty whenever a round decides -- except after a proposal whose outcome is unknown (it timed out:
+the batch may still commit in this epoch). Then, before the next decision, the controller proposes
+a NoOp barrier in the same epoch and waits for it: the Raft log is ordered, so once the barrier is
+applied every earlier batch of this epoch is applied too (or was refused and never will be). A
+barrier that fails fails the round, and the next round tries again; a new epoch needs no barrier
+(its own NoOp, committed before it became active, is one). So a retried CreateTopics sees the first
+attempt's TopicRecord whenever that committed, and answers TOPIC_ALREADY_EXISTS.
+
+A committed record that cannot be replayed is a controller bug or a corrupt log. It is never
+skipped: the controller logs one ``metadata_replay_failed`` line (offset, record type, reason),
+writes nothing of that batch, and stops the node (``fatal_error``); at start the same record stops
+the node the same way. ``kraftlog quorum check`` finds it offline, ``kraftlog quorum repair``
+rebuilds the log up to the record before it (on every controller).
 """
 
 from __future__ import annotations
@@ -44,13 +63,15 @@ from metadata_log import (
     write_snapshot,
 )
 from metadata_log._log_files import delete_covered_segments
-from proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
+from metadata_log._image import MetadataReplayError
+from proto import admin_pb2, admin_pb2_grpc, backoff_ms, controller_pb2, controller_pb2_grpc, errors_pb2
 from proto import errors as kerr
 
 from . import _controller as ctl
+from ._raft import MAX_PROPOSAL_BYTES
 from ._metrics import ControllerStateCollector
 
-__all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "raft_address"]
+__all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 _TAIL_ENTRIES = 50_000            # committed entries kept in memory for FetchMetadata
@@ -58,6 +79,7 @@ _STREAM_BATCH = 2_000             # entries per MetadataBatch
 _KEEPALIVE_S = 1.0
 _FENCE_CHECK_S = 0.25
 _GROUP_COMMIT_MAX = 500           # requests folded into one proposal
+_STOP_TASKS_S = 5.0               # cancelled tasks get this long to finish at stop
 
 _log = structlog.get_logger(__name__)
 
@@ -69,6 +91,49 @@ def raft_address(host: str, port: int, offset: int) -> tuple[str, int]:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class MetadataReplayFailure(Exception):
+    """A committed metadata record that this controller cannot replay: the node must stop.
+
+    The message names the offset, the record type and the reason; it is what the node's last log
+    line and its exit status report.
+    """
+
+    def __init__(self, offset: int, record_type: str, reason: str) -> None:
+        super().__init__(f"cannot replay the committed metadata record at offset {offset} "
+                         f"({record_type}): {reason}")
+        self.offset = offset
+        self.record_type = record_type
+        self.reason = reason
+
+
+class _AppliedWatch:
+    """Wakes coroutines waiting for the image to move. Lock-free on purpose: waiters hold nothing
+    while they wait, so a cancelled waiter (stream closed, shutdown) can never keep another from
+    waking up or the stop path from finishing."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def advance(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """True once ``predicate()`` holds, False when ``timeout_s`` passed first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            event = self._event
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
 
 
 class ControllerServer:
@@ -92,7 +157,12 @@ class ControllerServer:
         self._writer: MetadataLogWriter | None = None
         self._quorum: Any = None
         self._quorum_factory = quorum_factory
-        self._committed = asyncio.Condition()
+        self._applied = _AppliedWatch()
+        #: epoch of a proposal whose outcome is unknown; the next decision in it waits for a barrier
+        self._uncertain_epoch: int | None = None
+        #: set when a committed record cannot be replayed; the node stops (see the module docstring)
+        self.fatal_error: MetadataReplayFailure | None = None
+        self.fatal = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._write_queue: list[tuple[Any, ...]] = []
         self._drainer: asyncio.Task[None] | None = None
@@ -131,30 +201,38 @@ class ControllerServer:
         self._quorum = factory(
             node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / "raft",
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
+            # the Raft handshake binds connections to this cluster; the port listens on the voter host
+            cluster_id=self.cluster_id, bind_host=raft_voters[self.node_id][0],
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
             loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
             last_durable_offset=self.image.offset, on_gap=self._on_gap,
+            fetch_timeout_ms=self.config["controller.quorum.fetch.timeout.ms"],
             leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()})
         await self._quorum.start()
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
         self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
 
     async def stop(self) -> None:
+        """Stop deciding, leave the quorum, close the log. Bounded: no step waits on a peer or on a
+        lock another task holds (tasks are cancelled, waiters hold nothing, the quorum's own stop
+        is bounded)."""
         self._stopping = True
-        for t in self._tasks:
+        tasks = [t for t in (*self._tasks, self._drainer) if t is not None]
+        for t in tasks:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        if tasks:
+            await asyncio.wait(tasks, timeout=_STOP_TASKS_S)
         if self._quorum is not None:
             await self._quorum.stop()
         if self._writer is not None:
             self._writer.close()
-        async with self._committed:
-            self._committed.notify_all()
+        self._applied.advance()
+        for _h, req, rtype, _x, fut in self._write_queue:
+            if not fut.done():
+                fut.set_result(_with_error(rtype(), kerr.NotControllerError, "the controller is stopping",
+                                           self.hint(), req))
+        self._write_queue.clear()
 
     def _load_image(self) -> None:
         snap = latest_snapshot(self.metadata_dir)
@@ -167,7 +245,7 @@ class ControllerServer:
         delta = MetadataDelta(image)
         count = 0
         for entry in read_log_dir(self.metadata_dir, from_offset=start):
-            delta.replay(entry)
+            self._replay_or_fail(delta, entry)
             self._remember(entry)
             count += 1
         self.image = delta.apply() if count else image
@@ -183,58 +261,79 @@ class ControllerServer:
             self._tail.popleft()
         return data
 
+    def _replay_or_fail(self, delta: MetadataDelta, entry: LogEntry) -> None:
+        """Replay one committed entry; a record that does not replay stops the node (never skipped)."""
+        try:
+            delta.replay(entry)
+        except MetadataReplayError as err:
+            failure = MetadataReplayFailure(entry.offset, type(entry.record).__name__, str(err))
+            self._log.critical("metadata_replay_failed", offset=entry.offset, epoch=entry.epoch,
+                               record_type=failure.record_type, reason=failure.reason,
+                               remedy="kraftlog quorum check / kraftlog quorum repair")
+            self.fatal_error = failure
+            self.fatal.set()
+            raise failure from err
+
     def _on_committed(self, entries: list[LogEntry]) -> None:
-        """Write, replay, announce — in that order, each entry once (the Raft journal replays old
-        entries at every restart: anything at or below the image offset is already here)."""
+        """Replay, write, announce -- each entry once (the Raft journal replays old entries at every
+        restart: anything at or below the image offset is already here). Replay comes first so that
+        a record the image refuses never reaches the segment files: the node stops instead."""
+        if self.fatal_error is not None:
+            raise self.fatal_error
         fresh = [e for e in entries if e.offset > self.image.offset]
         if not fresh:
             return
         assert self._writer is not None
-        self._writer.append(fresh)
         delta = MetadataDelta(self.image)
         for e in fresh:
-            delta.replay(e)
+            self._replay_or_fail(delta, e)
+        self._writer.append(fresh)
+        for e in fresh:
             self._bytes_since_snapshot += len(self._remember(e))
         self.image = delta.apply()
-        asyncio.get_running_loop().create_task(self._notify())
+        self._applied.advance()
         if self._bytes_since_snapshot >= self.config["metadata.log.max.record.bytes.between.snapshots"]:
             self.take_snapshot()
 
-    def _on_gap(self, first_missing: int, first_available: int) -> None:
+    async def _on_gap(self, first_missing: int, first_available: int) -> None:
         """Entries this controller never received were compacted out of the Raft log (it was down
         while the others moved far ahead): fetch them, or a snapshot covering them, from another
-        controller's metadata log over FetchMetadata, then let the quorum continue."""
-        import grpc as grpc_sync
+        controller's metadata log over FetchMetadata, then let the quorum continue.
 
+        Runs on the event loop without blocking it (the quorum holds delivery until it returns);
+        each attempt is bounded by the request timeout, and the quorum retries a failed fill."""
         target = first_available - 1
         errors = []
         for vid, (host, port) in sorted(self.voters.items()):
-            if vid == self.node_id:
+            if vid == self.node_id or self._stopping:
                 continue
-            channel = grpc_sync.insecure_channel(f"{host}:{port}")
             try:
-                stub = controller_pb2_grpc.ControllerServiceStub(channel)
-                call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
-                    from_offset=self.image.offset + 1, broker_id=-1), timeout=30)
-                for batch in call:
-                    if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
-                        self._install_snapshot([decode_record(r) for r in batch.snapshot_records],
-                                               batch.snapshot_offset, batch.snapshot_epoch,
-                                               batch.snapshot_timestamp_ms)
-                    if batch.entries:
-                        self._on_committed([decode_entry(e) for e in batch.entries])
-                    if self.image.offset >= target or batch.keep_alive:
-                        break
-                call.cancel()
-                if self.image.offset >= target:
-                    self._log.warning("metadata_gap_filled", first_missing=first_missing,
-                                      first_available=first_available, source=vid)
-                    return
-            except grpc_sync.RpcError as err:
-                errors.append(f"{vid}: {err.code().name}")
-            finally:
-                channel.close()
-        raise RuntimeError(f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
+                async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+                    stub = controller_pb2_grpc.ControllerServiceStub(channel)
+                    call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
+                        from_offset=self.image.offset + 1, broker_id=-1))
+                    try:
+                        while self.image.offset < target:
+                            batch = await asyncio.wait_for(call.read(), max(self.request_timeout_s, _KEEPALIVE_S * 2))
+                            if batch is grpc.aio.EOF or batch.keep_alive:
+                                break
+                            if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
+                                self._install_snapshot([decode_record(r) for r in batch.snapshot_records],
+                                                       batch.snapshot_offset, batch.snapshot_epoch,
+                                                       batch.snapshot_timestamp_ms)
+                            if batch.entries:
+                                self._on_committed([decode_entry(e) for e in batch.entries])
+                    finally:
+                        call.cancel()
+            except (grpc.aio.AioRpcError, asyncio.TimeoutError) as err:
+                errors.append(f"{vid}: {err.code().name if isinstance(err, grpc.aio.AioRpcError) else 'TIMEOUT'}")
+                continue
+            if self.image.offset >= target:
+                self._log.warning("metadata_gap_filled", first_missing=first_missing,
+                                  first_available=first_available, source=vid)
+                return
+        raise RuntimeError(
+            f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
 
     def _install_snapshot(self, records: list[MetadataRecord], offset: int, epoch: int, timestamp_ms: int) -> None:
         """Replace the local metadata log with a snapshot from another controller (persist first)."""
@@ -243,11 +342,8 @@ class ControllerServer:
         self._writer.truncate_fully_and_start_at(offset + 1)
         self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
         self._tail.clear()
+        self._applied.advance()
         self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
-
-    async def _notify(self) -> None:
-        async with self._committed:
-            self._committed.notify_all()
 
     def take_snapshot(self) -> Path | None:
         """Write a snapshot of the current image and delete segments it covers beyond retention."""
@@ -263,14 +359,20 @@ class ControllerServer:
 
     def _on_leader_change(self, leader_id: int | None, epoch: int) -> None:
         self._active_epoch = None
+        self._uncertain_epoch = None
         self._log.info("controller_leader_changed", leader_id=leader_id, epoch=epoch)
+        self._tasks = [t for t in self._tasks if not t.done()]
         if leader_id == self.node_id:
             self._tasks.append(asyncio.get_running_loop().create_task(self._become_active(epoch)))
 
     async def _become_active(self, epoch: int) -> None:
-        """Commit a NoOp in the new epoch; only then is the image known to be complete."""
-        deadline = time.monotonic() + 30
-        while not self._stopping and time.monotonic() < deadline:
+        """Commit a NoOp in the new epoch; only then is the image known to be complete.
+
+        Retries with back-off for as long as this node leads ``epoch``: giving up would leave the
+        quorum with a Raft leader that never acts, i.e. no active controller until it loses
+        leadership by other means (which a healthy leader never does)."""
+        attempt = 0
+        while not self._stopping:
             if self._quorum.epoch != epoch or self._quorum.leader_id != self.node_id:
                 return
             try:
@@ -278,20 +380,43 @@ class ControllerServer:
                     await self._propose([NoOpRecord()], epoch)
                     self._heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
                     self._active_epoch = epoch
+                    self._uncertain_epoch = None
                 self._log.info("controller_active", epoch=epoch, offset=self.image.offset)
                 return
-            except kerr.NotControllerError:
-                return
             except kerr.KafkaError as err:
-                self._log.warning("noop_commit_failed", epoch=epoch, error=str(err))
-                await asyncio.sleep(0.1)
+                delay_ms = backoff_ms(attempt, base_ms=self.config["controller.quorum.retry.backoff.ms"],
+                                      max_ms=self.request_timeout_s * 1000 / 2, rng=self._rng)
+                attempt += 1
+                self._log.warning("noop_commit_failed", epoch=epoch, error=str(err), attempt=attempt,
+                                  retry_in_ms=round(delay_ms))
+                await asyncio.sleep(delay_ms / 1000.0)
 
     async def _propose(self, records: Sequence[MetadataRecord], epoch: int) -> int:
-        last = await self._quorum.propose(records, epoch=epoch, timeout_s=self.request_timeout_s)
-        async with self._committed:
-            await asyncio.wait_for(self._committed.wait_for(lambda: self.image.offset >= last or self._stopping),
-                                   timeout=self.request_timeout_s)
+        """Propose and wait until this node applied the records. A timeout leaves the outcome
+        unknown: the epoch is marked so the next decision first waits for a barrier."""
+        try:
+            last = await self._quorum.propose(records, epoch=epoch, timeout_s=self.request_timeout_s)
+        except kerr.RequestTimedOutError:
+            self._uncertain_epoch = epoch
+            raise
+        if not await self._applied.wait(lambda: self.image.offset >= last or self._stopping,
+                                        self.request_timeout_s):
+            self._uncertain_epoch = epoch
+            raise kerr.RequestTimedOutError("metadata records were committed but not applied in time")
         return last
+
+    async def _settle(self, epoch: int) -> None:
+        """Before deciding in ``epoch``: if an earlier proposal's outcome is unknown, commit a NoOp
+        barrier so the image holds every batch of this epoch that will ever commit (see the module
+        docstring). Raises what the barrier's proposal raised."""
+        if self._uncertain_epoch is None:
+            return
+        if self._uncertain_epoch != epoch:
+            self._uncertain_epoch = None  # a newer epoch's own NoOp already settled it
+            return
+        await self._propose([NoOpRecord()], epoch)
+        self._uncertain_epoch = None
+        self._log.info("metadata_outcome_settled", epoch=epoch, offset=self.image.offset)
 
     # ------------------------------------------------------------------ the active controller
 
@@ -349,29 +474,42 @@ class ControllerServer:
             return
         epoch = self._active_epoch
         assert epoch is not None
+        try:
+            await self._settle(epoch)
+        except kerr.KafkaError as err:
+            fail_all(type(err), f"an earlier metadata proposal's outcome is still unknown: {err}")
+            return
         image = self.image
+        base_offset = image.offset + 1  # nothing of ours is in flight: the batch starts here
         records: list[MetadataRecord] = []
         responses: list[Any] = []
-        for handler, request, rtype, extra, fut in batch:
+        batch_bytes = 0
+        for index, (handler, request, rtype, extra, fut) in enumerate(batch):
             ctx = self.context()
-            ctx.next_offset = image.offset + 1
+            ctx.next_offset = base_offset + len(records)  # KRaft's broker epoch is this offset
             try:
                 recs, response = handler(image, request, ctx, *extra)
+                # Replay-validate before proposing: a record the image refuses would stop every
+                # controller after commit.
+                image = ctl.apply_records(image, recs) if recs else image
             except Exception as err:  # a handler bug fails its own request, never the group
-                self._log.exception("controller_handler_failed", handler=handler.__name__)
+                self._log.exception("controller_handler_failed", handler=getattr(handler, "__name__", "?"))
                 response, recs = _with_error(rtype(), kerr.UnknownServerError, str(err), self.hint(), request), []
-            if recs:
-                image = ctl.apply_records(image, recs)
-                records += recs
+            size = sum(len(encode_record(r)) + 5 for r in recs)
+            if records and batch_bytes + size > MAX_PROPOSAL_BYTES:
+                # one proposal is capped: this request and the rest wait for the next round,
+                # decided again against the image this round produces
+                self._write_queue[:0] = batch[index:]
+                batch = batch[:index]
+                break
+            batch_bytes += size
+            records += recs
             responses.append(response)
         if records:
             try:
                 await self._propose(records, epoch)
             except kerr.KafkaError as err:
                 fail_all(type(err), str(err))
-                return
-            except asyncio.TimeoutError:
-                fail_all(kerr.RequestTimedOutError, "records were not applied in time")
                 return
         for (_h, _r, _t, _x, fut), response in zip(batch, responses):
             if not fut.done():
@@ -409,8 +547,10 @@ class ControllerServer:
                 return
             epoch = self._active_epoch
             assert epoch is not None
+            await self._settle(epoch)
             records, _ = handler(self.image, None, self.context())
             if records:
+                ctl.apply_records(self.image, records)  # replay-validate before proposing
                 await self._propose(records, epoch)
 
     # ------------------------------------------------------------------ FetchMetadata
@@ -436,6 +576,12 @@ class ControllerServer:
 
     async def stream_metadata(self, request: controller_pb2.FetchMetadataRequest
                               ) -> AsyncIterator[controller_pb2.MetadataBatch]:
+        """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
+        keep-alives when caught up. Every batch carries this controller's committed offset and the
+        leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
+        Keep-alives come every fetch timeout / 4 at most, so a broker that leaves a silent source
+        after one fetch timeout never leaves a healthy one."""
+        keepalive_s = min(_KEEPALIVE_S, self.config["controller.quorum.fetch.timeout.ms"] / 4000.0)
         offset = max(request.from_offset, 0)
         oldest = oldest_available_offset(self.metadata_dir)
         if offset <= self.image.offset and (oldest is None or offset < oldest):
@@ -453,12 +599,7 @@ class ControllerServer:
                     offset += len(entries)
                     yield self._batch(entries=entries)
                     continue
-            async with self._committed:
-                try:
-                    await asyncio.wait_for(self._committed.wait_for(
-                        lambda: self.image.offset >= offset or self._stopping), timeout=_KEEPALIVE_S)
-                except asyncio.TimeoutError:
-                    pass
+            await self._applied.wait(lambda: self.image.offset >= offset or self._stopping, keepalive_s)
             if self.image.offset < offset:
                 yield self._batch(keep_alive=True)
 

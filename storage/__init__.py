@@ -2,13 +2,13 @@
 
 RecordBatch v2 codec, segments with sparse offset and time indexes, the `Log` of one partition
 (append as leader or follower, read, truncate, retention, leader-epoch cache, crash recovery),
-log compaction, and the `LogManager` that owns a node's log dirs and checkpoint files.
+log compaction on cleaner threads, and the `LogManager` that owns a node's log dirs and checkpoint files.
 
 This package imports no other kraftlog package.
 """
 
 from ._checkpoint import OffsetCheckpointFile
-from ._cleaner import CleanerStats, clean_log
+from ._cleaner import CleanerStats, CleaningAbortedError, clean_log
 from ._compression import CompressionType
 from ._config import LONG_MAX, LogConfig
 from ._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
@@ -40,6 +40,7 @@ from ._log import (
     parse_topic_partition,
     partition_dir_name,
 )
+from ._log_cleaner import LogCleaner
 from ._log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,
@@ -59,16 +60,16 @@ from ._records import (
     build_batch,
     build_control_batch,
     iter_batches,
-    split_batches,
 )
+from ._record_set import split_batches
 from ._segment import LogSegment
 
 __all__ = [
-    "AppendOrigin", "CLEAN_SHUTDOWN_FILE", "CleanerStats", "CompressionType", "ControlRecordType",
+    "AppendOrigin", "CLEAN_SHUTDOWN_FILE", "CleanerStats", "CleaningAbortedError", "CompressionType", "ControlRecordType",
     "CorruptRecordError", "EARLIEST_TIMESTAMP", "FetchDataInfo", "HEADER_SIZE", "Header",
     "InconsistentTopicIdError", "IndexCorruptError", "InvalidConfigError", "InvalidRecordError",
     "InvalidTimestampError", "KafkaStorageError", "LATEST_TIMESTAMP", "LONG_MAX", "LeaderEpochCache",
-    "Log", "LogAppendInfo", "LogConfig", "LogManager", "LogSegment", "MAX_TIMESTAMP", "MetaProperties",
+    "Log", "LogAppendInfo", "LogCleaner", "LogConfig", "LogManager", "LogSegment", "MAX_TIMESTAMP", "MetaProperties",
     "NO_PRODUCER_ID", "OffsetCheckpointFile", "OffsetIndex", "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError", "Record", "RecordBatch", "RecordBatchBuilder", "RecordBatchTooLargeError",
     "RecordTooLargeError", "StorageError", "TimeIndex", "TimestampAndOffset", "TimestampType",

@@ -12,10 +12,15 @@ One pass over a log, as Kafka's cleaner does it:
    and last offsets, producer fields and leader epoch, so offsets never move.
 4. Each rewritten group replaces its segments through the ``.cleaned`` -> ``.swap`` protocol, and
    the cleaner checkpoint moves to the end of the cleaned range.
+
+Only steps 1 and 4 hold the log's lock (planning, and each swap): steps 2 and 3, the expensive
+part, read the segments through descriptors of their own while appends, reads and rolls go on.
+The cleaner threads that run the passes are in `_log_cleaner`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +32,7 @@ from ._segment import BatchLocation, LogSegment
 if TYPE_CHECKING:
     from ._log import Log
 
-__all__ = ["CleanerStats", "clean_log"]
+__all__ = ["CleanerStats", "CleaningAbortedError", "clean_log", "dirty_ratio"]
 
 _INT32_MAX = 2**31 - 1
 _log = structlog.get_logger(__name__)
@@ -47,78 +52,158 @@ class CleanerStats:
     tombstones_removed: int
 
 
+class CleaningAbortedError(Exception):
+    """A cleaning pass stopped because it was asked to (shutdown, the log is being deleted) or
+    because the log changed under it (truncated, segments deleted, closed); nothing was installed
+    from the groups not yet swapped, and the cleaner checkpoint did not move."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What one pass cleans, decided under the log's lock."""
+
+    cleanable: list[LogSegment]
+    dirty: list[LogSegment]
+    first_dirty: int
+    end: int
+    ratio: float
+    log_start_offset: int
+    version: int
+
+
 def _upper_bounds(log: "Log", segments: list[LogSegment]) -> list[int]:
     bases = [s.base_offset for s in segments]
     return bases[1:] + [log.log_end_offset]
 
 
-def clean_log(log: "Log", now_ms: int, *, force: bool = False) -> CleanerStats | None:
-    """Compact ``log`` once if its dirty ratio reaches ``min.cleanable.dirty.ratio`` (or a dirty
-    record is older than ``max.compaction.lag.ms``, or ``force``). Returns None when nothing ran."""
+def _plan(log: "Log", now_ms: int, force: bool) -> _Plan | None:
+    """The cleanable range and whether it is dirty enough; the caller holds ``log.lock``."""
+    cfg = log.config
+    segments = log.segments
+    uppers = _upper_bounds(log, segments)
+    cleanable: list[LogSegment] = []
+    for seg, upper in zip(segments[:-1], uppers[:-1]):
+        if upper > log.high_watermark:
+            break
+        if now_ms - seg.largest_timestamp < cfg.min_compaction_lag_ms:
+            break
+        cleanable.append(seg)
+    if not cleanable:
+        return None
+    end = uppers[len(cleanable) - 1]
+    first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
+    if first_dirty >= end:
+        return None
+    dirty = [s for s, u in zip(cleanable, uppers) if u > first_dirty]
+    total_bytes = sum(s.size for s in cleanable)
+    dirty_bytes = sum(s.size for s in dirty)
+    overdue = any(s.rolling_based_timestamp is not None and s.rolling_based_timestamp >= 0
+                  and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms for s in dirty)
+    ratio = dirty_bytes / total_bytes if total_bytes else 0.0
+    if not force and not overdue and ratio < cfg.min_cleanable_dirty_ratio:
+        return None
+    return _Plan(cleanable, dirty, first_dirty, end, ratio, log.log_start_offset, log.structure_version)
+
+
+def dirty_ratio(log: "Log", now_ms: int) -> float | None:
+    """The dirty ratio of ``log`` when a pass would clean it now (dirty enough, or overdue by
+    ``max.compaction.lag.ms``), else None; the cleaner threads clean the dirtiest log first."""
     with log.lock:
-        cfg = log.config
-        segments = log.segments
-        uppers = _upper_bounds(log, segments)
-        cleanable: list[LogSegment] = []
-        for seg, upper in zip(segments[:-1], uppers[:-1]):
-            if upper > log.high_watermark:
-                break
-            if now_ms - seg.largest_timestamp < cfg.min_compaction_lag_ms:
-                break
-            cleanable.append(seg)
-        if not cleanable:
+        if not log.config.compact:
             return None
-        end = uppers[len(cleanable) - 1]
-        first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
-        if first_dirty >= end:
-            return None
-        dirty = [s for s, u in zip(cleanable, uppers) if u > first_dirty]
-        total_bytes = sum(s.size for s in cleanable)
-        dirty_bytes = sum(s.size for s in dirty)
-        overdue = any(s.rolling_based_timestamp is not None and s.rolling_based_timestamp >= 0
-                      and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms for s in dirty)
-        ratio = dirty_bytes / total_bytes if total_bytes else 0.0
-        if not force and not overdue and ratio < cfg.min_cleanable_dirty_ratio:
-            return None
+        plan = _plan(log, now_ms, force=False)
+    return None if plan is None else max(plan.ratio, 1e-9)
 
-        offset_map: dict[bytes, int] = {}
-        for seg in dirty:
-            for loc in seg.batches_from(0):
-                if loc.last_offset < first_dirty:
-                    continue
-                batch = seg.read_batch(loc)
-                if batch.is_control:
-                    continue
-                for rec in batch.records():
-                    if rec.offset >= first_dirty and rec.key is not None:
-                        offset_map[rec.key] = rec.offset
 
-        counters = {"bytes_read": 0, "bytes_written": 0, "records_read": 0, "records_retained": 0,
-                    "tombstones_removed": 0}
-        for group in _group_segments(cleanable, cfg.segment_bytes):
+def clean_log(log: "Log", now_ms: int, *, force: bool = False, abort: Callable[[], bool] | None = None,
+              throttle: Callable[[int], None] | None = None) -> CleanerStats | None:
+    """Compact ``log`` once if its dirty ratio reaches ``min.cleanable.dirty.ratio`` (or a dirty
+    record is older than ``max.compaction.lag.ms``, or ``force``). Returns None when nothing ran.
+
+    Runs on a cleaner thread, not under the log's lock: the lock is held to plan the pass (and
+    open its own descriptors on the segments it reads), then once per segment group to swap the
+    cleaned segment in. Appends, reads and rolls go on meanwhile; a truncation, a retention
+    deletion or a close in between makes the swap refuse, and the pass ends with
+    `CleaningAbortedError` (as does ``abort()`` returning True, checked between batches).
+    ``throttle(bytes)`` is called after every batch read and written (``log.cleaner.io.max.bytes
+    .per.second``).
+    """
+    with log.lock:
+        plan = _plan(log, now_ms, force)
+        if plan is None:
+            return None
+        views = [seg.read_only_view() for seg in plan.cleanable]
+    by_segment = {id(seg): view for seg, view in zip(plan.cleanable, views)}
+    cfg = log.config
+    outputs: list[LogSegment] = []
+    counters = {"bytes_read": 0, "bytes_written": 0, "records_read": 0, "records_retained": 0,
+                "tombstones_removed": 0}
+    check = abort or (lambda: False)
+    try:
+        offset_map = _build_offset_map([by_segment[id(s)] for s in plan.dirty], plan.first_dirty, check, throttle)
+        groups = _group_segments(plan.cleanable, cfg.segment_bytes)
+        for group in groups:
             out = log.new_cleaned_segment(group[0].base_offset)
-            try:
-                for seg in group:
-                    for loc in seg.batches_from(0):
-                        counters["bytes_read"] += loc.size
-                        data = _filter_batch(seg.read_batch(loc), offset_map, log.log_start_offset,
-                                             now_ms, cfg.delete_retention_ms, counters)
-                        if data is None:
-                            continue
-                        kept = RecordBatch(data)
-                        out.append([data], len(data), [BatchLocation(0, len(data), kept.base_offset, kept.last_offset,
-                                                        kept.max_timestamp, kept.partition_leader_epoch)])
-                        counters["bytes_written"] += len(data)
-            except BaseException:
+            outputs.append(out)
+            for seg in group:
+                view = by_segment[id(seg)]
+                for loc in view.batches_from(0):
+                    if check():
+                        raise CleaningAbortedError("asked to stop")
+                    counters["bytes_read"] += loc.size
+                    data = _filter_batch(view.read_batch(loc), offset_map, plan.log_start_offset,
+                                         now_ms, cfg.delete_retention_ms, counters)
+                    if throttle is not None:
+                        throttle(loc.size + (len(data) if data is not None else 0))
+                    if data is None:
+                        continue
+                    kept = RecordBatch(data)
+                    out.append([data], len(data), [BatchLocation(0, len(data), kept.base_offset, kept.last_offset,
+                                                    kept.max_timestamp, kept.partition_leader_epoch)])
+                    counters["bytes_written"] += len(data)
+            out.flush()  # fsync outside the lock; the swap only renames
+        for group, out in zip(groups, list(outputs)):
+            # from here the swap owns the files: if it fails half-way (a crash, an I/O error), the
+            # next load completes or discards it from what is on disk, so they are not deleted here
+            outputs.remove(out)
+            if not log.replace_segments(out, group, expected_version=plan.version):
                 out.delete()
-                raise
-            log.replace_segments(out, group)
-        log.cleaner_checkpoint = end
-        stats = CleanerStats(log.topic, log.partition, first_dirty, end, len(cleanable), **counters)
-        _log.info("log_cleaned", topic=log.topic, partition=log.partition, first_dirty_offset=first_dirty,
-                  end_offset=end, dirty_ratio=round(ratio, 3), bytes_read=stats.bytes_read,
-                  bytes_written=stats.bytes_written)
-        return stats
+                raise CleaningAbortedError("the log changed during the pass (truncated, segments deleted or closed)")
+    except BaseException:
+        for out in outputs:
+            out.delete()
+        raise
+    finally:
+        for view in views:
+            view.close_without_flush()
+    with log.lock:
+        log.cleaner_checkpoint = max(log.cleaner_checkpoint, plan.end)
+    stats = CleanerStats(log.topic, log.partition, plan.first_dirty, plan.end, len(plan.cleanable), **counters)
+    _log.info("log_cleaned", topic=log.topic, partition=log.partition, first_dirty_offset=plan.first_dirty,
+              end_offset=plan.end, dirty_ratio=round(plan.ratio, 3), bytes_read=stats.bytes_read,
+              bytes_written=stats.bytes_written)
+    return stats
+
+
+def _build_offset_map(dirty: list[LogSegment], first_dirty: int, abort: Callable[[], bool],
+                      throttle: Callable[[int], None] | None) -> dict[bytes, int]:
+    """``key -> last offset`` over the dirty part of the cleanable range (read through views)."""
+    offset_map: dict[bytes, int] = {}
+    for seg in dirty:
+        for loc in seg.batches_from(0):
+            if loc.last_offset < first_dirty:
+                continue
+            if abort():
+                raise CleaningAbortedError("asked to stop")
+            batch = seg.read_batch(loc)
+            if throttle is not None:
+                throttle(loc.size)
+            if batch.is_control:
+                continue
+            for rec in batch.records():
+                if rec.offset >= first_dirty and rec.key is not None:
+                    offset_map[rec.key] = rec.offset
+    return offset_map
 
 
 def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:

@@ -13,7 +13,6 @@ client writes so that batches move between kraftlog and Kafka tools unchanged:
 from __future__ import annotations
 
 import enum
-import gzip
 import struct
 import zlib
 
@@ -22,7 +21,7 @@ import lz4.frame
 
 from ._errors import CorruptRecordError, UnsupportedCompressionTypeError
 
-__all__ = ["CompressionType", "compress", "decompress"]
+__all__ = ["CompressionType", "compress", "decompress", "inflate_bound"]
 
 
 class CompressionType(enum.IntEnum):
@@ -65,14 +64,17 @@ def _snappy_encode(data: bytes | memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decode(data: bytes | memoryview) -> bytes:
+def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
+        if cramjam.snappy.decompress_raw_len(view) > max_bytes:
+            raise CorruptRecordError(f"snappy records inflate past {max_bytes} bytes")
         return bytes(cramjam.snappy.decompress_raw(view))
     if len(view) < len(_XERIAL_HEADER):
         raise CorruptRecordError("truncated xerial snappy stream header")
     pos = len(_XERIAL_HEADER)
     out = []
+    total = 0
     while pos < len(view):
         if pos + 4 > len(view):
             raise CorruptRecordError("truncated xerial snappy block header")
@@ -80,9 +82,111 @@ def _snappy_decode(data: bytes | memoryview) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos:pos + size])))
+        block = view[pos:pos + size]
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > max_bytes:
+            raise CorruptRecordError(f"snappy records inflate past {max_bytes} bytes")
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += size
     return b"".join(out)
+
+
+def _gzip_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
+    """Every member of a gzip stream, as java.util.zip.GZIPInputStream reads it; never more than
+    ``max_bytes`` of output (the bound is checked while inflating, not after)."""
+    rest = bytes(data)
+    if not rest:
+        raise CorruptRecordError("empty gzip stream")
+    out: list[bytes] = []
+    total = 0
+    while rest:
+        d = zlib.decompressobj(wbits=31)
+        chunk = d.decompress(rest, max_bytes - total + 1)
+        total += len(chunk)
+        if total > max_bytes:
+            raise CorruptRecordError(f"gzip records inflate past {max_bytes} bytes")
+        out.append(chunk)
+        if not d.eof:
+            raise CorruptRecordError("gzip stream ends inside a member")
+        rest = d.unused_data
+    return b"".join(out)
+
+
+def _lz4_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
+    """Every LZ4 frame in ``data``, never more than ``max_bytes`` of output."""
+    rest = bytes(data)
+    out: list[bytes] = []
+    total = 0
+    while rest:
+        d = lz4.frame.LZ4FrameDecompressor()
+        chunk = d.decompress(rest, max_length=max_bytes - total + 1)
+        total += len(chunk)
+        if total > max_bytes:
+            raise CorruptRecordError(f"lz4 records inflate past {max_bytes} bytes")
+        out.append(chunk)
+        if not d.eof:
+            raise CorruptRecordError("lz4 stream ends inside a frame")
+        rest = d.unused_data
+    if not out:
+        raise CorruptRecordError("empty lz4 stream")
+    return b"".join(out)
+
+
+def _zstd_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
+    """A zstd stream into a buffer that doubles (up to ``max_bytes``) while it is too small.
+
+    cramjam has no bounded streaming decoder, so a too-small buffer is retried bigger; the error
+    it raises for "buffer too small" is told apart from a corrupt stream by its message.
+    """
+    declared = _zstd_content_size(data)
+    size = min(max_bytes, declared if declared is not None else max(64 * 1024, 4 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = cramjam.zstd.decompress_into(data, out)
+        except cramjam.DecompressionError as err:
+            if "failed to write whole buffer" not in str(err):
+                raise CorruptRecordError(f"cannot decompress zstd records: {err}") from err
+            if size >= max_bytes:
+                raise CorruptRecordError(f"zstd records inflate past {max_bytes} bytes") from err
+            size = min(max_bytes, max(size * 2, 64 * 1024))
+            continue
+        del out[n:]
+        return bytes(out)
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_FCS_BYTES = (0, 2, 4, 8)
+_ZSTD_DICT_ID_BYTES = (0, 1, 2, 4)
+
+
+def _zstd_content_size(data: bytes | memoryview) -> int | None:
+    """The first frame's Frame_Content_Size (RFC 8878 §3.1.1.1) when its header declares one."""
+    if len(data) < 6 or bytes(data[:4]) != _ZSTD_MAGIC:
+        return None
+    descriptor = data[4]
+    single_segment = bool(descriptor & 0x20)
+    fcs_flag = descriptor >> 6
+    fcs_bytes = _ZSTD_FCS_BYTES[fcs_flag] or (1 if single_segment else 0)
+    if not fcs_bytes:
+        return None
+    pos = 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_BYTES[descriptor & 0x03]
+    if pos + fcs_bytes > len(data):
+        return None
+    value = int.from_bytes(data[pos:pos + fcs_bytes], "little")
+    return value + 256 if fcs_bytes == 2 else value
+
+
+#: Default bound on a records section's inflated size: Kafka has none, but a few compressed bytes
+#: must not make the broker allocate without limit (a "decompression bomb").
+MIN_INFLATE_BOUND = 64 * 1024 * 1024
+INFLATE_RATIO_BOUND = 16
+
+
+def inflate_bound(compressed_bytes: int) -> int:
+    """How large a records section of ``compressed_bytes`` may inflate: 64 MiB, or 16 times its
+    compressed size when that is more."""
+    return max(MIN_INFLATE_BOUND, INFLATE_RATIO_BOUND * compressed_bytes)
 
 
 def compress(codec: CompressionType, data: bytes | memoryview) -> bytes:
@@ -102,21 +206,21 @@ def compress(codec: CompressionType, data: bytes | memoryview) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec {codec!r}")
 
 
-def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
-    """Decompress a records section; a malformed stream raises `CorruptRecordError`."""
+def decompress(codec: CompressionType, data: bytes | memoryview, max_bytes: int | None = None) -> bytes:
+    """Decompress a records section; a malformed stream, or one inflating past ``max_bytes``
+    (default `inflate_bound`), raises `CorruptRecordError`."""
+    limit = inflate_bound(len(data)) if max_bytes is None else max_bytes
     try:
         if codec == CompressionType.NONE:
             return bytes(data)
         if codec == CompressionType.GZIP:
-            if not len(data):
-                raise CorruptRecordError("empty gzip stream")
-            return gzip.decompress(bytes(data))  # every member, as java.util.zip.GZIPInputStream
+            return _gzip_decode(data, limit)
         if codec == CompressionType.SNAPPY:
-            return _snappy_decode(data)
+            return _snappy_decode(data, limit)
         if codec == CompressionType.LZ4:
-            return lz4.frame.decompress(bytes(data))
+            return _lz4_decode(data, limit)
         if codec == CompressionType.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _zstd_decode(data, limit)
     except CorruptRecordError:
         raise
     except Exception as err:  # every codec library has its own error type

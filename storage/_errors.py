@@ -8,9 +8,11 @@ A unit test checks that every code and name here agrees with Kafka's table in `p
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import ClassVar, NamedTuple
 
 __all__ = [
+    "RecordError",
     "StorageError",
     "CorruptRecordError",
     "InvalidRecordError",
@@ -27,12 +29,31 @@ __all__ = [
 ]
 
 
+class RecordError(NamedTuple):
+    """One refused record, as Kafka's ProduceResponse ``RecordErrors`` names it.
+
+    ``batch_index`` is the record's index in the partition's produce payload, counting from 0
+    across its batches: for the single batch a producer sends, Kafka's index within the batch.
+    """
+
+    batch_index: int
+    message: str
+
+
 class StorageError(Exception):
-    """Base of every error the storage layer raises on bad input or a failed disk operation."""
+    """Base of every error the storage layer raises on bad input or a failed disk operation.
+
+    ``record_errors`` names the records a produce was refused for (empty unless the error is
+    about particular records); the broker copies them into the produce response.
+    """
 
     error_code: ClassVar[int] = -1
     error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
     retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", *, record_errors: Iterable[RecordError] = ()) -> None:
+        super().__init__(message)
+        self.record_errors: tuple[RecordError, ...] = tuple(record_errors)
 
     def __init_subclass__(cls, code: int | None = None, name: str | None = None,
                           retriable: bool | None = None, **kwargs: object) -> None:

@@ -2,8 +2,12 @@
 
 Ordering rules this class keeps:
 
-- Validate before write: a batch is checked (size, magic, CRC, record count, timestamps) before any
-  byte reaches the file, and a bad batch leaves the log unchanged.
+- Validate before write: a batch is checked (size, magic, CRC, record count, the framing of every
+  record, keys, timestamps: `storage._validator`) before any byte reaches the file, and a bad
+  batch leaves the log unchanged. A follower checks CRC and framing of what it fetched.
+- Verify before serve: batches below the log end at load were written by an earlier process (maybe
+  an older version that validated less); a read checks their framing once (`VerifiedRanges`) and
+  stops before a corrupt one, or raises `CorruptRecordError` naming its offset when it comes first.
 - Epoch before data: a batch from a new leader epoch is recorded in the leader-epoch cache (and its
   checkpoint file) before the batch is appended.
 - Data before index: index entries describe bytes already written, and reach the disk only when the
@@ -27,31 +31,37 @@ from typing import NamedTuple
 
 import structlog
 
-from ._compression import CompressionType
-from ._config import LONG_MAX, LogConfig
+from ._config import LogConfig
 from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ._errors import (
+    CorruptRecordError,
     InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnsupportedForMessageFormatError,
 )
 from ._index import IndexCorruptError
 from ._records import LOG_OVERHEAD as _LOG_OVERHEAD, MAGIC_V2 as _MAGIC
 from ._records import (
     CONTROL_FLAG as _CONTROL_FLAG,
-    BatchHeader,
     RecordBatch,
-    RecordBatchBuilder,
     TimestampType,
     iter_batches,
     set_log_append_time,
-    validate_record_set,
+    set_max_timestamp,
 )
+from ._record_set import validate_record_set
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
+from ._validator import (
+    VerifiedRanges,
+    check_stored_batch,
+    recompress,
+    target_codec,
+    validate_leader_batches,
+)
 
 __all__ = [
     "Log",
@@ -173,7 +183,13 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self.cleaner_checkpoint = 0
+        # bumped whenever segments leave the log other than by a cleaner swap (truncation,
+        # retention, close): a cleaning pass planned before that must not install its output
+        self._structure_version = 0
         self._closed = False
+        self._verified = VerifiedRanges()
+        self._unverified_end = 0  # offsets below this were on disk at load: checked when read
+        self._reported_corrupt: set[int] = set()
         self._bound = _log.bind(topic=self.topic, partition=self.partition)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -241,6 +257,7 @@ class Log:
         if recovered_any or self._recovery_point > self._log_end_offset:
             self._recovery_point = self._log_end_offset
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
+        self._unverified_end = self._log_end_offset
         self._bound.debug("log_loaded", segments=len(self._segments), log_start_offset=self._log_start_offset,
                           log_end_offset=self._log_end_offset, recovered=recovered_any)
 
@@ -308,6 +325,12 @@ class Log:
         return self._recovery_point
 
     @property
+    def structure_version(self) -> int:
+        """Changes when segments are truncated or removed (not by appends, rolls or cleaner
+        swaps); read it under `lock` together with the segments a background pass plans on."""
+        return self._structure_version
+
+    @property
     def size_bytes(self) -> int:
         with self._lock:
             return sum(s.size for s in self._segments)
@@ -332,11 +355,6 @@ class Log:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
-        self._check_create_time = config.message_timestamp_type == TimestampType.CREATE_TIME
-        # rules decidable from batch headers alone: the append fast path
-        self._simple_rules = (not config.compact and config.compression_type == "producer"
-                              and not (self._check_create_time
-                                       and config.message_timestamp_before_max_ms < LONG_MAX))
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -354,32 +372,26 @@ class Log:
                          origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Validate a produce payload, assign offsets from the log end, and append it.
 
-        Only ``baseOffset`` and ``partitionLeaderEpoch`` of each batch are rewritten (outside the
-        CRC); with ``message.timestamp.type=LogAppendTime`` the max timestamp is stamped and the CRC
-        recomputed. Records are decoded only where a rule needs them (keys of a compacted topic,
-        ``message.timestamp.before.max.ms``) and re-encoded only when the topic's
-        ``compression.type`` differs from the producer's codec.
+        Every batch is validated first (`validate_record_set`, then `validate_leader_batches`: the
+        records' framing is scanned, never decoded into objects). Only ``baseOffset`` and
+        ``partitionLeaderEpoch`` of each batch are rewritten (outside the CRC); the max timestamp
+        is rewritten, and the CRC recomputed, with ``message.timestamp.type=LogAppendTime`` or when
+        the producer's header disagrees with its records. Records are re-encoded only when the
+        topic's ``compression.type`` differs from the producer's codec.
         """
-        headers = validate_record_set(records, from_client=origin is AppendOrigin.CLIENT)
+        from_client = origin is AppendOrigin.CLIENT
+        headers = validate_record_set(records, from_client=from_client)
         now = self._clock_ms()
         cfg = self._config
-        rebuilt: list[bytes] | None = None
-        if self._simple_rules and origin is not AppendOrigin.COORDINATOR:
-            # the common case: header-level rules only, no record decoding
-            max_bytes = cfg.max_message_bytes
-            late_bound = now + cfg.message_timestamp_after_max_ms if self._check_create_time else LONG_MAX
-            for h in headers:
-                if h.size > max_bytes:
-                    raise RecordTooLargeError(
-                        f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}")
-                if h.max_timestamp > late_bound and not h.attributes & _CONTROL_FLAG:
-                    raise InvalidTimestampError(
-                        f"timestamp {h.max_timestamp} is more than message.timestamp.after.max.ms "
-                        f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
-        else:
-            rebuilt = self._check_records(records, headers, origin, now)
-        if rebuilt is not None:
-            records = b"".join(rebuilt)
+        max_timestamps = validate_leader_batches(records, headers, config=cfg, now=now,
+                                                 from_client=from_client)
+        codec = target_codec(cfg.compression_type)
+        if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
+            view = memoryview(records)
+            records = b"".join(
+                bytes(view[h.position:h.position + h.size]) if h.is_control or h.compression_id == codec
+                else recompress(RecordBatch(view[h.position:h.position + h.size]), codec)
+                for h in headers)
             headers = validate_record_set(records, from_client=False)
             for h in headers:  # a recompressed batch can come out larger than it went in
                 if h.size > cfg.max_message_bytes:
@@ -402,10 +414,11 @@ class Log:
             # partitionLeaderEpoch, magic) plus the untouched rest of the caller's buffer, so a
             # 1 MiB batch is never copied in memory. LogAppendTime also changes attributes,
             # maxTimestamp and the CRC, so that case always patches a copy.
-            copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append else None
+            rewrite = not log_append and any(m != h.max_timestamp for m, h in zip(max_timestamps, headers))
+            copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append or rewrite else None
             iov: list[bytes | bytearray | memoryview] = [copy] if copy is not None else []
             max_ts, offset_of_max_ts, num_records = -1, offset, 0
-            for h in headers:
+            for h, true_max_ts in zip(headers, max_timestamps):
                 pos, size = h.position, h.size
                 batch_max_ts = h.max_timestamp
                 if copy is not None:
@@ -414,6 +427,9 @@ class Log:
                     if log_append and not h.attributes & _CONTROL_FLAG:
                         set_log_append_time(copy, pos, size, now)
                         batch_max_ts = now
+                    elif true_max_ts != batch_max_ts:  # Kafka keeps the records' max, not the header's
+                        set_max_timestamp(copy, pos, size, true_max_ts)
+                        batch_max_ts = true_max_ts
                 else:  # the prefix packed anew: batchLength and magic were validated above
                     iov.append(_pack_prefix(offset, size - _LOG_OVERHEAD, leader_epoch, _MAGIC))
                     iov.append(view[pos + _PREFIX_BYTES:pos + size])
@@ -430,66 +446,19 @@ class Log:
                                               now if log_append else -1, self._log_start_offset,
                                               len(locs), num_records, total))
 
-    def _check_records(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader],
-                       origin: AppendOrigin, now: int) -> list[bytes] | None:
-        """Rules that need the records themselves, and recompression to the topic's codec.
-
-        Returns the re-encoded batches when any batch had to be recompressed, else None.
-        """
-        cfg = self.config
-        target_codec = _target_codec(cfg.compression_type)
-        check_create_time = self._check_create_time
-        late_bound = now + cfg.message_timestamp_after_max_ms
-        rebuilt: list[bytes] | None = None
-        for i, h in enumerate(headers):
-            if h.size > cfg.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if origin is AppendOrigin.COORDINATOR and h.records_count <= 0:
-                raise InvalidRecordError("empty batch from a coordinator")
-            if h.is_control:
-                if rebuilt is not None:
-                    rebuilt.append(bytes(records[h.position:h.position + h.size]))
-                continue
-            if check_create_time:
-                if h.max_timestamp > late_bound:
-                    raise InvalidTimestampError(
-                        f"timestamp {h.max_timestamp} is more than message.timestamp.after.max.ms "
-                        f"({cfg.message_timestamp_after_max_ms}) ahead of the broker clock {now}")
-                if cfg.message_timestamp_before_max_ms < now:
-                    self._check_early_timestamps(self._batch_at(records, h), now)
-            if cfg.compact and origin is AppendOrigin.CLIENT:
-                if any(r.key is None for r in self._batch_at(records, h).records()):
-                    raise InvalidRecordError("a compacted topic cannot accept a record without a key")
-            if target_codec is not None and h.compression_id != target_codec:
-                if rebuilt is None:
-                    rebuilt = [bytes(records[x.position:x.position + x.size]) for x in headers[:i]]
-                rebuilt.append(_recompress(self._batch_at(records, h), target_codec))
-            elif rebuilt is not None:
-                rebuilt.append(bytes(records[h.position:h.position + h.size]))
-        return rebuilt
-
-    @staticmethod
-    def _batch_at(records: bytes | bytearray | memoryview, h: BatchHeader) -> RecordBatch:
-        return RecordBatch(memoryview(records)[h.position:h.position + h.size])
-
-    def _check_early_timestamps(self, b: RecordBatch, now: int) -> None:
-        cfg = self.config
-        if cfg.message_timestamp_before_max_ms < now:
-            earliest = now - cfg.message_timestamp_before_max_ms
-            if any(r.timestamp_ms < earliest for r in b.records()):
-                raise InvalidTimestampError(
-                    f"a timestamp in batch is more than message.timestamp.before.max.ms "
-                    f"({cfg.message_timestamp_before_max_ms}) behind the broker clock {now}")
-
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
         """Append the leader's batches with their offsets and epochs unchanged.
 
-        A partial batch at the end (a size-limited fetch) is ignored. The first batch must start at
-        or after the log end, and offsets must increase; otherwise `OffsetsOutOfOrderError` and the
-        log is unchanged. Returns None when ``records`` holds no whole batch.
+        A partial batch at the end (a size-limited fetch) is ignored. Every batch must pass
+        `check_stored_batch` (CRC and framing; else `CorruptRecordError`). The first batch must
+        start at or after the log end, and offsets must increase; otherwise
+        `OffsetsOutOfOrderError`. On any error the log is unchanged. Returns None when ``records``
+        holds no whole batch.
         """
         view = memoryview(records)
+        batches = list(iter_batches(view))
+        for _pos, b in batches:  # CRC and framing, before the lock: a scan may take a while
+            check_stored_batch(b)
         locs: list[BatchLocation] = []
         end = 0
         num_records = 0
@@ -497,8 +466,7 @@ class Log:
         with self._lock:
             self._ensure_open()
             prev_last = self._log_end_offset - 1
-            for pos, b in iter_batches(view):
-                b.ensure_valid()
+            for pos, b in batches:
                 if b.base_offset <= prev_last or b.last_offset < b.base_offset:
                     raise OffsetsOutOfOrderError(
                         f"follower append of batch {b.base_offset}..{b.last_offset} does not "
@@ -624,12 +592,49 @@ class Log:
     # ================================================================== read
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+             min_one_message: bool = True, verify: bool = True) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
 
         ``max_offset`` (exclusive) bounds what a consumer may see: the high watermark. Raises
-        `OffsetOutOfRangeError` outside [log start offset, log end offset].
+        `OffsetOutOfRangeError` outside [log start offset, log end offset]. Batches that were on
+        disk when the log was loaded are checked once (``verify``, see `_verify_read`): the read
+        ends before a corrupt one, and raises `CorruptRecordError` naming its offset when the
+        corrupt batch is the first one read.
         """
+        info = self._read(start_offset, max_bytes, max_offset, min_one_message)
+        if verify and info.records and info.first_batch_offset < self._unverified_end:
+            return self._verify_read(info)
+        return info
+
+    def _verify_read(self, info: FetchDataInfo) -> FetchDataInfo:
+        """Check the batches of a read that an earlier process wrote (`check_stored_batch`),
+        outside the lock; remember the checked range so the next read of it skips the scan."""
+        first = last = -1
+        for pos, b in iter_batches(info.records):
+            if b.base_offset >= self._unverified_end:
+                break
+            if not self._verified.covers(b.base_offset, b.next_offset):
+                try:
+                    check_stored_batch(b)
+                except (CorruptRecordError, UnsupportedForMessageFormatError) as err:
+                    if b.base_offset not in self._reported_corrupt:
+                        self._reported_corrupt.add(b.base_offset)
+                        self._bound.error("corrupt_batch_on_disk", offset=b.base_offset, error=str(err))
+                    if pos == 0:
+                        raise CorruptRecordError(
+                            f"{self.topic}-{self.partition}: {err}") from None
+                    info = info._replace(records=info.records[:pos], next_offset=b.base_offset)
+                    break
+            if first < 0:
+                first = b.base_offset
+            last = b.next_offset
+        if first >= 0:
+            with self._lock:
+                self._verified.add(first, last)
+        return info
+
+    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None,
+              min_one_message: bool) -> FetchDataInfo:
         with self._lock:
             self._ensure_open()
             leo = self._log_end_offset
@@ -652,12 +657,13 @@ class Log:
             return empty
 
     def batches(self, start_offset: int | None = None) -> list[RecordBatch]:
-        """Every batch from ``start_offset`` (default: log start), decoded shallowly. For tools and
-        tests; the fetch path uses `read`."""
+        """Every batch from ``start_offset`` (default: log start), decoded shallowly and not
+        checked (a dump shows corrupt batches too). For tools and tests; the fetch path uses
+        `read`."""
         out: list[RecordBatch] = []
         offset = self._log_start_offset if start_offset is None else start_offset
         while offset < self._log_end_offset:
-            info = self.read(offset, 8 * 1024 * 1024)
+            info = self.read(offset, 8 * 1024 * 1024, verify=False)
             if not info.records:
                 break
             out.extend(b for _pos, b in iter_batches(info.records))
@@ -731,6 +737,7 @@ class Log:
             if offset < self._segments[0].base_offset:
                 self._truncate_fully_locked(offset)
                 return True
+            self._structure_version += 1
             while len(self._segments) > 1 and self._bases[-1] > offset:
                 seg = self._segments.pop()
                 self._bases.pop()
@@ -743,6 +750,7 @@ class Log:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._unverified_end = min(self._unverified_end, self._log_end_offset)
             if self._log_start_offset > self._log_end_offset:
                 self._log_start_offset = self._log_end_offset
             self._bound.info("truncated", to_offset=offset, log_end_offset=self._log_end_offset)
@@ -756,6 +764,7 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self._structure_version += 1
         for seg in self._segments:
             seg.delete()
         self._segments, self._bases = [], []
@@ -764,6 +773,7 @@ class Log:
         self._log_start_offset = offset
         self._high_watermark = offset
         self._recovery_point = offset
+        self._unverified_end = min(self._unverified_end, offset)
         self.cleaner_checkpoint = offset
         self.epoch_cache.clear()
         self._bound.info("truncated_fully", start_offset=offset)
@@ -788,14 +798,17 @@ class Log:
     def delete_old_segments(self) -> int:
         """Apply retention: by time and size when ``cleanup.policy`` has ``delete``, and by the log
         start offset always. Only segments wholly below the high watermark go. Returns how many
-        segments were deleted."""
+        segments were deleted.
+
+        The lock is held only to take the segments out of the log (renamed ``.deleted``); their
+        files are removed after it is released, so appends and reads wait for no unlink."""
+        doomed: list[LogSegment] = []
         with self._lock:
             self._ensure_open()
             now = self._clock_ms()
-            deleted = 0
             cfg = self.config
             if cfg.delete and cfg.retention_ms >= 0:
-                deleted += self._delete_segments(
+                doomed += self._delete_segments(
                     lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms")
             if cfg.delete and cfg.retention_bytes >= 0:
                 excess = [sum(s.size for s in self._segments) - cfg.retention_bytes]
@@ -805,12 +818,16 @@ class Log:
                         excess[0] -= seg.size
                         return True
                     return False
-                deleted += self._delete_segments(over_size, "retention_bytes")
-            deleted += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
-                                             "log_start_offset")
-            return deleted
+                doomed += self._delete_segments(over_size, "retention_bytes")
+            doomed += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
+                                            "log_start_offset")
+        for seg in doomed:
+            seg.delete()
+        return len(doomed)
 
-    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> list[LogSegment]:
+        """Take the leading segments matching ``predicate`` out of the log (renamed ``.deleted``);
+        the caller deletes their files once the lock is released."""
         doomed: list[LogSegment] = []
         for i, seg in enumerate(self._segments):
             is_active = i == len(self._segments) - 1
@@ -821,39 +838,54 @@ class Log:
                 break
             doomed.append(seg)
         if not doomed:
-            return 0
+            return []
         if doomed[-1] is self.active_segment:
             self._roll_locked(self._log_end_offset)
+        self._structure_version += 1
         for seg in doomed:
             self._segments.remove(seg)
             self._bases.remove(seg.base_offset)
-            seg.delete()
+            seg.rename_for_deletion(DELETED_SUFFIX)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
         self._bound.info("deleted_segments", reason=reason, count=len(doomed),
                          log_start_offset=self._log_start_offset)
-        return len(doomed)
+        return doomed
 
     # ================================================================== compaction support
 
-    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
-        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``.
+    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment], *,
+                         expected_version: int | None = None) -> bool:
+        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``;
+        returns False (and changes nothing) when the log moved on since the pass was planned:
+        it was closed, ``expected_version`` is no longer `structure_version`, or an old segment
+        is no longer in the log.
 
-        Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old files deleted, ``.swap`` -> final
-        name; `_complete_or_discard_swaps` finishes an interrupted swap at the next load.
+        Readers never see a half-swapped log: the list changes in one step under the lock. Only
+        renames happen under it (the caller flushed the new segment before); the old files are
+        deleted after it is released. Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old
+        files renamed ``.deleted``, ``.swap`` -> final name; `_complete_or_discard_swaps` finishes
+        an interrupted swap at the next load.
         """
         with self._lock:
+            if expected_version is not None and (
+                    self._closed or expected_version != self._structure_version
+                    or any(seg not in self._segments for seg in old)):
+                return False
             new_segment.flush()
             new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
             for seg in old:
                 self._segments.remove(seg)
                 self._bases.remove(seg.base_offset)
-                seg.delete()
+                seg.rename_for_deletion(DELETED_SUFFIX)
             new_segment.rename_all(SWAP_SUFFIX, "")
             i = bisect.bisect_left(self._bases, new_segment.base_offset)
             self._segments.insert(i, new_segment)
             self._bases.insert(i, new_segment.base_offset)
+        for seg in old:
+            seg.delete()
+        return True
 
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         seg = self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
@@ -899,6 +931,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._structure_version += 1
             self._flush_locked(self._log_end_offset)
             for seg in self._segments:
                 seg.flush()
@@ -908,6 +941,7 @@ class Log:
     def close_without_flush(self) -> None:
         """Close the files as a crash would leave them (tests of recovery)."""
         with self._lock:
+            self._structure_version += 1
             for seg in self._segments:
                 seg.close_without_flush()
             self._closed = True
@@ -915,6 +949,7 @@ class Log:
     def delete(self) -> None:
         """Remove the partition's directory and every file in it."""
         with self._lock:
+            self._structure_version += 1
             for seg in self._segments:
                 seg.close_without_flush()
             self._closed = True
@@ -927,25 +962,4 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
                 f"end={self._log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})")
-
-
-def _target_codec(compression_type: str) -> CompressionType | None:
-    if compression_type == "producer":
-        return None
-    if compression_type == "uncompressed":
-        return CompressionType.NONE
-    return CompressionType.from_name(compression_type)
-
-
-def _recompress(b: RecordBatch, codec: CompressionType) -> bytes:
-    """Re-encode a batch with the topic's codec (``compression.type`` other than ``producer``)."""
-    builder = RecordBatchBuilder(base_offset=b.base_offset, compression=codec,
-                                 timestamp_type=b.timestamp_type, producer_id=b.producer_id,
-                                 producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-                                 is_transactional=b.is_transactional,
-                                 partition_leader_epoch=b.partition_leader_epoch,
-                                 base_timestamp=b.base_timestamp)
-    for r in b.records():
-        builder.append(r.timestamp_ms, r.key, r.value, r.headers, offset=r.offset)
-    return builder.build()
 

@@ -5,8 +5,11 @@ Per log dir it owns ``recovery-point-offset-checkpoint``, ``log-start-offset-che
 clean-shutdown marker ``.kafka_cleanshutdown``. The marker is written last on a clean shutdown and
 removed once the logs are loaded, so its absence at start means "recover from the recovery points".
 
-Storage runs no timers of its own: the broker calls `flush_dirty_logs`, `cleanup_logs`,
-`clean_compacted_logs` and `checkpoint` on its schedule, with an injectable clock.
+Storage runs no timers of its own: the broker calls `flush_dirty_logs`, `cleanup_logs` (or
+`submit_retention`, which runs it on the ``kafka-log-retention`` thread), `clean_compacted_logs`
+and `checkpoint` on its schedule, with an injectable clock. Compaction runs on the cleaner threads
+that `start_cleaner` starts (`LogCleaner`), never on the caller's thread, and `shutdown` stops
+them and waits for a retention run before closing the logs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +34,11 @@ from ._checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
-from ._cleaner import CleanerStats, clean_log
+from ._cleaner import CleanerStats
 from ._config import LogConfig
 from ._errors import InconsistentTopicIdError, KafkaStorageError
 from ._log import Log, parse_topic_partition, partition_dir_name
+from ._log_cleaner import LogCleaner
 
 __all__ = ["LogManager", "MetaProperties", "read_meta_properties", "write_meta_properties",
            "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE"]
@@ -110,6 +115,9 @@ class LogManager:
         self._lock = threading.RLock()
         self._started = False
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.cleaner = LogCleaner(self.all_logs, threads=0, clock_ms=self._clock_ms)
+        self._retention_pool: ThreadPoolExecutor | None = None
+        self._retention_run: Future[int] | None = None
 
     # ------------------------------------------------------------------ startup / shutdown
 
@@ -158,7 +166,12 @@ class LogManager:
             self.checkpoint()
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        """Stop the cleaner threads and wait for a retention run, then flush and close every log,
+        write the checkpoints, then the clean-shutdown marker."""
+        self.cleaner.shutdown()
+        if self._retention_pool is not None:
+            self._retention_pool.shutdown(wait=True)
+            self._retention_pool = None
         with self._lock:
             for log in self._logs.values():
                 log.close()
@@ -221,6 +234,7 @@ class LogManager:
             d = self._dir_of.pop(tp, None)
             if log is None or d is None:
                 return False
+            self.cleaner.abort(tp)  # a pass on it stops at its next batch; its swap would refuse anyway
             log.close_without_flush()
             doomed = d / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
             try:
@@ -259,15 +273,45 @@ class LogManager:
         return sum(1 for log in self.all_logs().values() if log.maybe_flush())
 
     def cleanup_logs(self) -> int:
-        """Retention for every log; returns the number of segments deleted."""
-        return sum(log.delete_old_segments() for log in self.all_logs().values())
+        """Retention for every log; returns the number of segments deleted. A log closed meanwhile
+        (deleted, or the broker stopping) is skipped."""
+        deleted = 0
+        for log in self.all_logs().values():
+            try:
+                deleted += log.delete_old_segments()
+            except KafkaStorageError as err:
+                _log.debug("retention_skipped", topic=log.topic, partition=log.partition, reason=str(err))
+        return deleted
+
+    def submit_retention(self) -> bool:
+        """Run `cleanup_logs` on the ``kafka-log-retention`` thread (Kafka's scheduler task), so
+        the caller's thread (the broker's event loop) never waits for it; False when the previous
+        run has not finished (runs never overlap)."""
+        with self._lock:
+            if self._retention_run is not None and not self._retention_run.done():
+                return False
+            if self._retention_pool is None:
+                self._retention_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-log-retention")
+            self._retention_run = self._retention_pool.submit(self._retention_task)
+            return True
+
+    def _retention_task(self) -> int:
+        try:
+            return self.cleanup_logs()
+        except Exception as err:  # a background task: report, never lose the error silently
+            _log.error("retention_failed", error=repr(err), exc_info=err)
+            return 0
+
+    def start_cleaner(self, *, threads: int = 1, backoff_ms: int = 15_000,
+                      io_max_bytes_per_second: float = float("inf")) -> LogCleaner:
+        """Start ``log.cleaner.threads`` cleaner threads compacting the logs of this manager."""
+        self.cleaner.shutdown()
+        self.cleaner = LogCleaner(self.all_logs, threads=threads, backoff_ms=backoff_ms, clock_ms=self._clock_ms,
+                                  io_max_bytes_per_second=io_max_bytes_per_second)
+        self.cleaner.start()
+        return self.cleaner
 
     def clean_compacted_logs(self) -> list[CleanerStats]:
-        """Compact every log with ``cleanup.policy`` containing ``compact`` that is dirty enough."""
-        out = []
-        for log in self.all_logs().values():
-            if log.config.compact:
-                stats = clean_log(log, self._clock_ms())
-                if stats is not None:
-                    out.append(stats)
-        return out
+        """Compact, in the calling thread, every log with ``cleanup.policy`` containing ``compact``
+        that is dirty enough and not being cleaned by a cleaner thread right now."""
+        return self.cleaner.clean_all()

@@ -50,9 +50,6 @@ __all__ = [
     "build_batch",
     "build_control_batch",
     "iter_batches",
-    "split_batches",
-    "validate_record_set",
-    "BatchHeader",
     "crc32c",
 ]
 
@@ -287,8 +284,7 @@ class RecordBatch:
             raise InvalidRecordError(
                 f"record count {self.records_count} does not match the offset range "
                 f"(lastOffsetDelta {self.last_offset_delta})")
-        if self.is_transactional and self.producer_id < 0:
-            raise InvalidRecordError("transactional batch without a producer id")
+        _check_producer_fields(self.attributes, self.producer_id, self.producer_epoch, self.base_sequence)
         self.compression  # raises UnsupportedCompressionTypeError on an unknown codec id
 
     # -- records
@@ -323,12 +319,16 @@ class RecordBatch:
             ts_delta, pos = read_varint(data, pos)
             offset_delta, pos = read_varint(data, pos)
             key_len, pos = read_varint(data, pos)
+            if key_len < -1 or key_len > stop - pos:
+                raise CorruptRecordError(f"invalid key length {key_len} in batch at {base_offset}")
             if key_len >= 0:
                 key: bytes | None = data[pos:pos + key_len]
                 pos += key_len
             else:
                 key = None
             value_len, pos = read_varint(data, pos)
+            if value_len < -1 or value_len > stop - pos:
+                raise CorruptRecordError(f"invalid value length {value_len} in batch at {base_offset}")
             if value_len >= 0:
                 value: bytes | None = data[pos:pos + value_len]
                 pos += value_len
@@ -337,16 +337,18 @@ class RecordBatch:
             header_count, pos = read_varint(data, pos)
             headers: tuple[Header, ...] = ()
             if header_count:
-                if header_count < 0:
-                    raise CorruptRecordError(f"negative header count in batch at {base_offset}")
+                if header_count < 0 or header_count > (stop - pos) // 2:
+                    raise CorruptRecordError(f"invalid header count {header_count} in batch at {base_offset}")
                 hs = []
                 for _h in range(header_count):
                     hk_len, pos = read_varint(data, pos)
-                    if hk_len < 0:
-                        raise CorruptRecordError("null header key")
+                    if hk_len < 0 or hk_len > stop - pos:
+                        raise CorruptRecordError(f"invalid header key length {hk_len}")
                     hkey = data[pos:pos + hk_len].decode("utf-8", errors="replace")
                     pos += hk_len
                     hv_len, pos = read_varint(data, pos)
+                    if hv_len < -1 or hv_len > stop - pos:
+                        raise CorruptRecordError(f"invalid header value length {hv_len}")
                     if hv_len >= 0:
                         hval: bytes | None = data[pos:pos + hv_len]
                         pos += hv_len
@@ -409,96 +411,24 @@ def iter_batches(buffer: bytes | bytearray | memoryview, start: int = 0) -> Iter
         pos += size
 
 
-class BatchHeader(NamedTuple):
-    """Header fields of a validated batch and its byte position in the produce payload."""
-
-    position: int
-    size: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    records_count: int
-    attributes: int
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_FLAG)
-
-    @property
-    def compression_id(self) -> int:
-        return self.attributes & _COMPRESSION_MASK
-
-
-def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: bool) -> list[BatchHeader]:
-    """Split a produce payload into batches and check each one's header and CRC.
-
-    The append hot path: one header unpack and one CRC-32C per batch, no record decoding. Checks
-    length, magic, CRC and, for client batches (``from_client``), what Kafka's LogValidator checks
-    of a producer's batch: a record count matching the offset range, no control batches, a producer
-    id on transactional batches, a known codec. Raises the typed error; nothing is returned partially.
-    """
-    view = memoryview(buffer)
-    end = len(view)
-    if end == 0:
-        raise InvalidRecordError("empty record set")
-    out: list[BatchHeader] = []
-    pos = 0
-    unpack = _HEADER.unpack_from
-    while pos < end:
-        if pos + HEADER_SIZE > end:
-            raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-        (_base, length, _ple, magic, crc, attrs, lod, base_ts, max_ts, pid, _pe, _seq,
-         count) = unpack(view, pos)
-        size = length + LOG_OVERHEAD
-        if length < HEADER_SIZE - LOG_OVERHEAD:
-            raise CorruptRecordError(f"batch length {length} at byte {pos} is below the minimum")
-        if pos + size > end:
-            raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes, {end - pos} present")
-        if magic != MAGIC_V2:
-            if magic in (0, 1):
-                raise UnsupportedForMessageFormatError(
-                    f"message format v{magic}: only v2 (magic 2) is supported")
-            raise CorruptRecordError(f"invalid magic {magic} in batch at byte {pos}")
-        computed = crc32c(view[pos + ATTRIBUTES_POS:pos + size])
-        if computed != crc:
-            raise CorruptRecordError(
-                f"CRC mismatch in batch at byte {pos}: stored {crc:#010x}, computed {computed:#010x}")
-        if from_client:
-            if attrs & _CONTROL_FLAG:
-                raise InvalidRecordError("clients may not produce control batches")
-            if count <= 0 or lod + 1 != count:
-                raise InvalidRecordError(
-                    f"record count {count} does not match the offset range (lastOffsetDelta {lod})")
-            if attrs & _TRANSACTIONAL_FLAG and pid < 0:
-                raise InvalidRecordError("transactional batch without a producer id")
-            if attrs & _COMPRESSION_MASK > 4:
-                CompressionType.from_id(attrs & _COMPRESSION_MASK)
-        out.append(BatchHeader(pos, size, lod, base_ts, max_ts, count, attrs))
-        pos += size
-    return out
-
-
-def split_batches(buffer: bytes | bytearray | memoryview) -> list[RecordBatch]:
-    """Split a produce payload into batches, refusing any byte that is not part of a whole batch."""
-    view = memoryview(buffer)
-    batches: list[RecordBatch] = []
-    pos = 0
-    end = len(view)
-    if end == 0:
-        raise InvalidRecordError("empty record set")
-    while pos < end:
-        if pos + LOG_OVERHEAD > end:
-            raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-        _base, length = _OFFSET_LENGTH.unpack_from(view, pos)
-        size = length + LOG_OVERHEAD
-        if length < HEADER_SIZE - LOG_OVERHEAD:
-            raise CorruptRecordError(f"batch length {length} at byte {pos} is below the minimum")
-        if pos + size > end:
-            raise CorruptRecordError(
-                f"batch at byte {pos} claims {size} bytes, {end - pos} present")
-        batches.append(RecordBatch(view[pos:pos + size]))
-        pos += size
-    return batches
+def _check_producer_fields(attrs: int, pid: int, epoch: int, sequence: int) -> None:
+    """Producer id, epoch and base sequence must agree, as Kafka's LogValidator wants them: a
+    batch with a producer id carries its epoch and a sequence; one without carries neither (this
+    broker keeps no producer state, so it can only check that the fields are consistent); a
+    transactional batch needs a producer id."""
+    if pid < NO_PRODUCER_ID:
+        raise InvalidRecordError(f"invalid producer id {pid}")
+    if pid >= 0:
+        if sequence < 0:
+            raise InvalidRecordError(f"invalid sequence number {sequence} in a batch with producer id {pid}")
+        if epoch < 0:
+            raise InvalidRecordError(f"invalid producer epoch {epoch} in a batch with producer id {pid}")
+    else:
+        if attrs & _TRANSACTIONAL_FLAG:
+            raise InvalidRecordError("transactional batch without a producer id")
+        if sequence != NO_SEQUENCE or epoch != NO_PRODUCER_EPOCH:
+            raise InvalidRecordError(f"producer epoch {epoch} and sequence {sequence} in a batch "
+                                     f"without a producer id")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,6 +574,13 @@ def rewrite_offset_and_epoch(buf: bytearray, pos: int, base_offset: int, leader_
     """
     _INT64.pack_into(buf, pos + BASE_OFFSET_POS, base_offset)
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_POS, leader_epoch)
+
+
+def set_max_timestamp(buf: bytearray, pos: int, size: int, timestamp_ms: int) -> None:
+    """Set a CreateTime batch's ``maxTimestamp`` to what its records hold, then re-CRC."""
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp_ms)
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS:pos + size])
+    _UINT32.pack_into(buf, pos + CRC_POS, crc)
 
 
 def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp_ms: int) -> None:

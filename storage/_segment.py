@@ -6,6 +6,7 @@ knows nothing of replication or retention: the `Log` decides when to roll, trunc
 
 from __future__ import annotations
 
+import copy
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -447,6 +448,33 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+
+    def read_only_view(self) -> "LogSegment":
+        """This segment as a reader outside the log's lock sees it (the cleaner threads): the same
+        file through a descriptor of its own and the size of this moment. A concurrent deletion or
+        truncation then cannot make the view read a closed (or reused) descriptor; what it reads
+        may be stale, and the reader must check that the log did not change before using it.
+        Close it with `close_without_flush`; never append through it."""
+        view = copy.copy(self)
+        try:
+            view._fd = os.dup(self._fd)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot open {self.log_path} for reading: {err}") from err
+        return view
+
+    def rename_for_deletion(self, suffix: str) -> None:
+        """Rename the log and index files to ``<name><suffix>`` without flushing anything: the
+        log takes a segment out of its list and renames it under its lock (fast), and `delete`
+        removes the files later, outside the lock (unlinking a large file is slow). A crash in
+        between leaves the renamed files, which the next load removes."""
+        new_log = self.log_path.with_name(self.log_path.name + suffix)
+        try:
+            os.replace(self.log_path, new_log)
+        except FileNotFoundError:
+            pass
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + suffix))
 
     def rename_all(self, suffix_from: str, suffix_to: str) -> None:
         """Rename the log and both indexes (e.g. ``.cleaned`` -> ``.swap`` -> ``""``)."""

@@ -87,6 +87,7 @@ async def main() -> None:
     parser.add_argument("--voters", required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--password", required=True)
+    parser.add_argument("--cluster-id", default="RaftProcessTestCluster")
     parser.add_argument("--election-timeout-ms", type=int, default=1000)
     parser.add_argument("--no-fsync", action="store_true")
     args = parser.parse_args()
@@ -102,6 +103,7 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     quorum = MetadataQuorum(
         node_id=args.node_id, voters=voters, data_dir=args.data_dir / "raft", password=args.password,
+        cluster_id=args.cluster_id,
         fsync=not args.no_fsync, election_timeout_ms=args.election_timeout_ms, loop=loop,
         on_committed=out.append,
         on_leader_change=lambda leader, epoch: emit({"event": "leader", "leader_id": leader, "epoch": epoch}),

@@ -233,3 +233,58 @@ def test_too_few_in_sync_replicas_refuses_acks_all(cluster: LocalCluster) -> Non
         assert not set(refused_values) & set(values), "a NOT_ENOUGH_REPLICAS write became visible"
     finally:
         client.close()
+
+
+def test_acks0_stream_follows_a_killed_leader(cluster: LocalCluster) -> None:
+    """Issue 12: kill -9 the leader under an acks=0 stream. The producer learns from the broken
+    connection that the leader moved (Kafka's client refreshes metadata on a disconnect); of the
+    records sent from 5 s after the new leader is elected (seen by polling metadata), at least
+    95 % arrive."""
+    import threading
+
+    from client import Producer
+
+    client = Client(cluster)
+    old = wait_until(lambda: client.leader("events", 0), 20, what="a leader")
+    sent: list[tuple[float, bytes]] = []
+    stop = threading.Event()
+    producer = Producer(cluster.bootstrap_servers, acks=0, linger_ms=5, request_timeout_ms=3000,
+                        delivery_timeout_ms=10_000, retry_backoff_ms=50)
+
+    def stream() -> None:
+        i = 0
+        while not stop.is_set():
+            value = f"s-{i}".encode()
+            producer.send("events", value, partition=0)
+            sent.append((time.monotonic(), value))
+            i += 1
+            stop.wait(0.005)  # a steady stream of about 200 records/s
+
+    thread = threading.Thread(target=stream, name="acks0-stream")
+    try:
+        thread.start()
+        wait_until(lambda: len(sent) > 100, 20, what="the stream to start")
+        cluster.kill(old)
+        with cluster.admin(request_timeout_ms=20_000) as admin:
+            wait_until(lambda: (lambda p: p.leader_id not in (-1, old))(
+                admin.describe_topics(["events"]).topics[0].partitions[0]), 30, interval_s=0.05,
+                what="a new leader")
+        elected = time.monotonic()
+        wait_until(lambda: time.monotonic() >= elected + 10, 15, interval_s=0.1, what="the measured window")
+    finally:
+        stop.set()
+        thread.join(10)
+        producer.flush(15)
+        producer.close(10)
+    measured = [v for t, v in sent if t >= elected + 5]
+    assert len(measured) > 200, f"the stream was too slow to measure ({len(measured)} records)"
+    last = measured[-1]
+    try:
+        # acks=0 records become readable once the ISR has them (HW): poll until the last one is there
+        stored = wait_until(lambda: (lambda vs: vs if last in vs else None)(
+            {v for _o, v in client.read_all("events", 0)}), 30, interval_s=0.5, what="the last record")
+    except TimeoutError:
+        stored = {v for _o, v in client.read_all("events", 0)}
+    arrived = sum(1 for v in measured if v in stored)
+    assert arrived >= 0.95 * len(measured), f"only {arrived} of {len(measured)} acks=0 records arrived"
+    client.close()

@@ -2,17 +2,19 @@
 a plain gRPC echo of the same payloads measured in the same run on the same machine.
 
 - RF=1: one broker (a combined single node), produce 1 MiB requests of 1 KiB records (acks=1),
-  then fetch them back with 1 MiB fetches.
+  then fetch them back with 1 MiB fetches; then produce 1 MiB requests of 100-byte records, where
+  the broker's per-record validation (issue 12) costs the most. Each produce figure sits next to an
+  echo of the same payload, and the records/s are printed too.
 - RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
 - End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
   polls the partition; latency = consumed time - send time.
 - Failover: kill -9 of the partition leader until an acks=all produce succeeds again (heartbeat
   500 ms, session 2 s).
 
-    python tests/perf/broker_bench.py [--quick]
+    python tests/perf/broker_bench.py [--quick] [--rf1-only]
 
-Targets (issue 4): RF=1 produce >= 0.6 of echo and consume >= 0.8; RF=3 acks=all >= 0.25;
-failover < 3 s. The last line printed is one JSON object of the figures.
+Targets (issue 4, issue 12): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records) and consume
+>= 0.8; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The last line printed is one JSON object of the figures.
 """
 
 from __future__ import annotations
@@ -40,13 +42,15 @@ OVERRIDES = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2
              "replica.lag.time.max.ms": 4000, "controller.quorum.election.timeout.ms": 1000}
 
 
-def one_mib_batch() -> bytes:
+def one_mib_batch(value_bytes: int = 1000) -> tuple[bytes, int]:
+    """About 1 MiB of records with an 8-byte key and a ``value_bytes`` value; ``(batch, count)``."""
     builder = storage.RecordBatchBuilder()
-    value = b"v" * 1000
+    value = b"v" * value_bytes
     now = int(time.time() * 1000)
-    for i in range(1000):
+    count = MIB // (value_bytes + 24) if value_bytes < 1000 else 1000
+    for i in range(count):
         builder.append(now, f"{i:08d}".encode(), value)
-    return builder.build()
+    return builder.build(), count
 
 
 def echo_mb_s(address: str, payload: bytes, seconds: float, threads: int) -> float:
@@ -217,13 +221,15 @@ def failover_s(cluster: LocalCluster, topic: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short variant for CI")
+    parser.add_argument("--rf1-only", action="store_true", help="only the single-broker measurements")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     seconds = 3.0 if args.quick else 10.0
     threads = 2
     latency_count = 100 if args.quick else 500
-    batch = one_mib_batch()
+    batch, count = one_mib_batch()
+    small, small_count = one_mib_batch(100)
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kraftlog-broker-bench-") as tmp:
         base = Path(tmp)
@@ -236,8 +242,24 @@ def main(argv: list[str] | None = None) -> int:
             out["echo_mb_s"] = round(echo, 1)
             out["produce_rf1_mb_s"] = round(produce_mb_s(addr, "rf1", 2, batch, 1, seconds, threads), 1)
             out["consume_rf1_mb_s"] = round(consume_mb_s(addr, "rf1", 2, threads), 1)
+            with single.admin() as admin:
+                admin.create_topics([NewTopic("rf1small", 2, 1)])
+            _nid, addr = leader_address(single, "rf1small")
+            out["echo_small_mb_s"] = round(echo_mb_s(addr, small, seconds, threads), 1)
+            out["produce_rf1_small_mb_s"] = round(
+                produce_mb_s(addr, "rf1small", 2, small, 1, seconds, threads), 1)
         finally:
             single.stop()
+        out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
+        out["produce_rf1_small_records_s"] = round(
+            out["produce_rf1_small_mb_s"] * 1e6 / len(small) * small_count)
+        out["produce_rf1_ratio"] = round(out["produce_rf1_mb_s"] / out["echo_mb_s"], 3)
+        out["consume_rf1_ratio"] = round(out["consume_rf1_mb_s"] / out["echo_mb_s"], 3)
+        out["produce_rf1_small_ratio"] = round(out["produce_rf1_small_mb_s"] / out["echo_small_mb_s"], 3)
+        if args.rf1_only:
+            _print_rf1(out, args.quick, threads)
+            print(json.dumps(out))
+            return 0
         triple = start_cluster(base / "rf3", 3)
         try:
             with triple.admin() as admin:
@@ -253,20 +275,27 @@ def main(argv: list[str] | None = None) -> int:
             out["failover_s"] = round(failover_s(triple, "lat"), 3)
         finally:
             triple.stop()
-    out["produce_rf1_ratio"] = round(out["produce_rf1_mb_s"] / out["echo_mb_s"], 3)
-    out["consume_rf1_ratio"] = round(out["consume_rf1_mb_s"] / out["echo_mb_s"], 3)
     out["produce_rf3_ratio"] = round(out["produce_rf3_mb_s"] / out["echo3_mb_s"], 3)
-    print(f"broker benchmark ({'quick' if args.quick else 'full'}): 1 KiB records in 1 MiB requests, "
-          f"{threads} client threads")
-    print(f"{'measurement':<36}{'MB/s or ms':>12}{'ratio':>8}{'target':>8}")
-    print(f"{'gRPC echo 1 MiB (1 node)':<36}{out['echo_mb_s']:>12.1f}")
-    print(f"{'produce RF=1 acks=1':<36}{out['produce_rf1_mb_s']:>12.1f}{out['produce_rf1_ratio']:>8.2f}{0.6:>8.2f}")
-    print(f"{'consume RF=1':<36}{out['consume_rf1_mb_s']:>12.1f}{out['consume_rf1_ratio']:>8.2f}{0.8:>8.2f}")
+    _print_rf1(out, args.quick, threads)
     print(f"{'produce RF=3 acks=all':<36}{out['produce_rf3_mb_s']:>12.1f}{out['produce_rf3_ratio']:>8.2f}{0.25:>8.2f}")
     print(f"{'end-to-end latency p50 / p99 (ms)':<36}{out['e2e_p50_ms']:>12.2f} / {out['e2e_p99_ms']:.2f}")
     print(f"{'failover kill -9 -> produce ok (s)':<36}{out['failover_s']:>12.3f}{'':>8}{'< 3':>8}")
     print(json.dumps(out))
     return 0
+
+
+def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
+    print(f"broker benchmark ({'quick' if quick else 'full'}): 1 KiB and 100-byte records in 1 MiB "
+          f"requests, {threads} client threads")
+    print(f"{'measurement':<36}{'MB/s or ms':>12}{'ratio':>8}{'target':>8}")
+    print(f"{'gRPC echo 1 MiB (1 node)':<36}{out['echo_mb_s']:>12.1f}")
+    print(f"{'produce RF=1 acks=1, 1 KiB records':<36}{out['produce_rf1_mb_s']:>12.1f}"
+          f"{out['produce_rf1_ratio']:>8.2f}{0.6:>8.2f}   {out['produce_rf1_records_s']:,.0f} records/s")
+    print(f"{'consume RF=1':<36}{out['consume_rf1_mb_s']:>12.1f}{out['consume_rf1_ratio']:>8.2f}{0.8:>8.2f}")
+    print(f"{'gRPC echo 1 MiB, 100-byte records':<36}{out['echo_small_mb_s']:>12.1f}")
+    print(f"{'produce RF=1 acks=1, 100-byte recs':<36}{out['produce_rf1_small_mb_s']:>12.1f}"
+          f"{out['produce_rf1_small_ratio']:>8.2f}{0.6:>8.2f}   "
+          f"{out['produce_rf1_small_records_s']:,.0f} records/s")
 
 
 if __name__ == "__main__":

@@ -479,3 +479,4 @@ def test_crash_between_log_and_index_final_renames(tmp_path: Path, monkeypatch) 
     check_consistent(again)
     leftovers = sorted(p.name for p in again.dir.iterdir() if ".swap" in p.name)
     assert leftovers == [], "stray index swap files are never removed"
+

@@ -133,6 +133,34 @@ def test_produce_bad_input_is_a_usage_error(cluster, monkeypatch, capsys) -> Non
     assert main(["produce", *boot(cluster), "--topic", "t", "--acks", "2"]) == 2
 
 
+def test_settings_of_missing_features_are_usage_errors(cluster, monkeypatch, capsys) -> None:
+    """Issue 12: --producer-property / --consumer-property / --isolation-level asking for
+    idempotence, transactions or consumer groups fail with the setting named, not silently."""
+    cluster.create_topic("t", 1)
+    stdin(monkeypatch, "x\n")
+    cases = [
+        (["produce", *boot(cluster), "--topic", "t", "--producer-property", "enable.idempotence=true"],
+         "enable.idempotence=true"),
+        (["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "1", "--record-size", "1",
+          "--throughput", "-1", "--producer-props", "transactional.id=tx"], "transactional.id=tx"),
+        (["consume", *boot(cluster), "--topic", "t", "--timeout-ms", "100", "--consumer-property", "group.id=g"],
+         "enable.auto.commit=true"),
+        (["consume", *boot(cluster), "--topic", "t", "--timeout-ms", "100", "--isolation-level", "read_committed"],
+         "isolation.level=read_committed"),
+        (["perf", "consume", *boot(cluster), "--topic", "t", "--messages", "1",
+          "--consumer-property", "enable.auto.commit=true", "--consumer-property", "group.id=g"],
+         "enable.auto.commit=true"),
+    ]
+    for argv, named in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert named in err and "not supported yet" in err, err
+    assert not cluster.partition("t").records()
+    # the values that keep Kafka's meaning are fine
+    assert main(["consume", *boot(cluster), "--topic", "t", "--timeout-ms", "100",
+                 "--consumer-property", "group.id=g", "--consumer-property", "enable.auto.commit=false"]) == 0
+
+
 def test_produce_producer_config_file_and_unknown_property(cluster, monkeypatch, capsys, tmp_path) -> None:
     cluster.create_topic("t", 1)
     cfg = tmp_path / "producer.properties"

@@ -425,6 +425,22 @@ def test_broker_stays_fenced_until_caught_up_with_its_registration() -> None:
     assert records == [] and not resp.is_fenced
 
 
+def test_heartbeat_answer_carries_the_committed_metadata_offset() -> None:
+    """The broker's metadata follower compares its source with this (issue 11, defect 4)."""
+    h = Harness()
+    h.commit([NoOpRecord()])
+    h.register(1)
+    committed = h.image.offset
+    records, resp = h.heartbeat(1, offset=0)
+    assert records == [] and resp.metadata_high_watermark == committed
+    records, resp = h.heartbeat(1)  # unfences: its own record is not committed when the handler answers
+    assert records and resp.metadata_high_watermark == committed
+    _, resp = h.heartbeat(1)
+    assert resp.metadata_high_watermark == h.image.offset == committed + 1
+    _, resp = h.heartbeat(1, epoch=99)
+    assert resp.error.name == "STALE_BROKER_EPOCH"
+
+
 def test_unfencing_elects_leaders_for_offline_partitions_it_is_in_the_isr_of() -> None:
     h = cluster(3)
     h.create("t", assignments=[[1, 2], [3, 1], [2, 3]])

@@ -154,6 +154,37 @@ def test_not_enough_replicas_after_append_when_isr_shrinks_while_waiting(tmp_pat
     run(main)
 
 
+def test_after_append_check_counts_the_maximal_isr(tmp_path: Path) -> None:
+    """Kafka judges NOT_ENOUGH_REPLICAS_AFTER_APPEND against the maximal ISR: a replica whose
+    expansion is in flight already holds the records (it counts for the HW), so the write is as
+    safe as min.insync.replicas asks."""
+    async def main() -> None:
+        clock, sender = Clock(), FakeSender()
+        p = new_partition(tmp_path, clock, sender, min_isr=3)
+        p.make_leader(reg((1, 2, 3), (1, 2, 3), 1, 1, 1))
+        follower_fetch(p, 2, 0)
+        follower_fetch(p, 3, 0)
+        info = p.append_records_to_leader(batch(2), -1)
+        required = info.last_offset + 1
+        # the controller drops 3 (e.g. it lagged), then 3 fetches again and is proposed back
+        assert p.make_leader(reg((1, 2, 3), (1, 2), 1, 1, 2))
+        follower_fetch(p, 3, 0)
+        assert p.isr == (1, 2) and p.maximal_isr == (1, 2, 3) and p.isr_state.inflight
+        follower_fetch(p, 2, 2)
+        assert p.check_enough_replicas_reach_offset(required, 1) == (False, None)
+        follower_fetch(p, 3, 2)
+        assert p.high_watermark == 2
+        assert p.check_enough_replicas_reach_offset(required, 1) == (True, None)
+        # the proposal is refused: the ISR is back to two, below min.insync.replicas
+        sender.fail_last(kerr.IneligibleReplicaError)
+        await asyncio.sleep(0)
+        assert p.maximal_isr == (1, 2)
+        assert p.check_enough_replicas_reach_offset(required, 1) == (
+            True, kerr.NotEnoughReplicasAfterAppendError)
+
+    run(main)
+
+
 # ------------------------------------------------------------------------------ ISR changes
 
 
@@ -225,6 +256,32 @@ def test_expansion_is_not_proposed_for_a_fenced_broker(tmp_path: Path) -> None:
         eligible[3] = True
         follower_fetch(p, 3, 0)
         assert sender.last()[4] == (1, 2, 3)
+
+    run(main)
+
+
+def test_state_of_a_restarted_replica_holds_the_high_watermark(tmp_path: Path) -> None:
+    """KIP-903: what the leader learnt from a replica's previous incarnation (its LEO) no longer
+    counts for the HW once the metadata registers the replica again with a newer broker epoch:
+    it may have lost unflushed records when it restarted."""
+    async def main() -> None:
+        epochs = {2: 12, 3: 13}
+        log = storage.Log(tmp_path / "t-0", storage.LogConfig())
+        p = Partition("t", 0, "tid-1", local_broker_id=1, log=log, alter_partition=FakeSender(),
+                      clock_ms=Clock(), registered_broker_epoch=lambda b: epochs.get(b, -1))
+        p.make_leader(reg((1, 2, 3), (1, 2, 3), 1, 1, 1))
+        p.append_records_to_leader(batch(4), 1)
+        p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=2, replica_epoch=12)
+        p.fetch_records(fetch_offset=2, max_bytes=1 << 20, replica_id=3, replica_epoch=13)
+        assert p.high_watermark == 2
+        epochs[2] = 20  # broker 2 restarted and registered again
+        p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=3, replica_epoch=13)
+        assert p.high_watermark == 2  # 2's LEO of 4 was its old incarnation's
+        with pytest.raises(kerr.NotLeaderOrFollowerError):
+            p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=2, replica_epoch=12)
+        assert p.high_watermark == 2
+        p.fetch_records(fetch_offset=3, max_bytes=1 << 20, replica_id=2, replica_epoch=20)
+        assert p.high_watermark == 3
 
     run(main)
 

@@ -30,7 +30,8 @@ from client import (
 from proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from proto import errors as kerr
 from storage._errors import CorruptRecordError, InvalidRecordError, StorageError
-from storage._records import RecordBatch, rewrite_offset_and_epoch, validate_record_set
+from storage._record_set import validate_record_set
+from storage._records import RecordBatch, rewrite_offset_and_epoch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,6 +59,22 @@ class FakePartition:
         self.next_offset = 0
         self.aborted: list[tuple[int, int]] = []  # (producer id, first offset)
         self.log_append_time = False
+        self.epochs: list[tuple[int, int]] = [(0, 0)]  # leader-epoch cache: (epoch, start offset)
+
+    def truncate(self, offset: int) -> None:
+        """Drop every batch from ``offset`` on (a batch boundary), as an unclean election does."""
+        self.batches = [(b, raw) for b, raw in self.batches if b < offset]
+        self.next_offset = offset
+        self.epochs = [(e, start) for e, start in self.epochs if start < offset] or [(self.epoch, offset)]
+
+    def end_offset_for(self, requested: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch, by Kafka's rule: the largest epoch <= ``requested`` and the start
+        of the next epoch (the log end for the latest)."""
+        if requested < 0 or not self.epochs or requested < self.epochs[0][0]:
+            return -1, -1
+        floor = max(e for e, _s in self.epochs if e <= requested)
+        later = [start for e, start in self.epochs if e > requested]
+        return floor, (later[0] if later else self.next_offset)
 
     def append(self, payload: bytes) -> tuple[int, int]:
         """Assign offsets to the batches of ``payload``; returns (base offset, append time)."""
@@ -109,6 +126,9 @@ class _Servicer(broker_pb2_grpc.BrokerServiceServicer):
     def ListOffsets(self, request: Any, context: Any) -> Any:
         return self.cluster.list_offsets(self.node_id, request)
 
+    def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
+        return self.cluster.offset_for_leader_epoch(self.node_id, request)
+
 
 class FakeCluster:
     """Brokers 1..n on 127.0.0.1 sharing in-memory partition logs (RF=1 semantics: the high
@@ -156,6 +176,7 @@ class FakeCluster:
             p = self.partitions[(topic, partition)]
             p.leader = leader
             p.epoch += 1
+            p.epochs.append((p.epoch, p.next_offset))
             p.replicas = [leader]
             self.cond.notify_all()
 
@@ -334,6 +355,30 @@ class FakeCluster:
         response = B.FetchResponse(error=_err(None), responses=topics,
                                    node_endpoints=[self._endpoint(n) for n in sorted(endpoints)])
         return response, total, errors
+
+    def offset_for_leader_epoch(self, node_id: int, request: Any) -> Any:
+        R = B.OffsetForLeaderEpochResponse
+        with self.cond:
+            self.calls.append((node_id, "OffsetForLeaderEpoch", request))
+            topics = []
+            for t in request.topics:
+                parts = []
+                for rp in t.partitions:
+                    p = self.partitions.get((t.topic, rp.partition))
+                    out = R.Partition(partition=rp.partition, leader_epoch=-1, end_offset=-1)
+                    if p is None:
+                        out.error.CopyFrom(_err(kerr.UnknownTopicOrPartitionError))
+                    elif p.leader != node_id:
+                        out.error.CopyFrom(_err(kerr.NotLeaderOrFollowerError))
+                    elif rp.current_leader_epoch >= 0 and rp.current_leader_epoch != p.epoch:
+                        out.error.CopyFrom(_err(kerr.FencedLeaderEpochError if rp.current_leader_epoch < p.epoch
+                                                else kerr.UnknownLeaderEpochError))
+                    else:
+                        out.error.CopyFrom(_err(None))
+                        out.leader_epoch, out.end_offset = p.end_offset_for(rp.leader_epoch)
+                    parts.append(out)
+                topics.append(R.Topic(topic=t.topic, partitions=parts))
+            return R(topics=topics)
 
     def list_offsets(self, node_id: int, request: Any) -> Any:
         with self.cond:
@@ -610,6 +655,37 @@ def test_acks_zero_completes_without_offsets(cluster) -> None:
     assert cluster.partition("t").records()[0].value == b"v"
 
 
+def _stream_until_stored_at(cluster: FakeCluster, producer: Producer, node_id: int, timeout_s: float) -> int:
+    """Send acks=0 records (paced, as a steady stream) until one is stored by ``node_id``'s
+    Produce; returns how many were sent."""
+    deadline = time.monotonic() + timeout_s
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.send("t", b"x%d" % sent)
+        sent += 1
+        if any(r.value.startswith(b"x") for r in cluster.partition("t").records()) \
+                and cluster.count("Produce", node_id):
+            return sent
+        time.sleep(0.005)
+    raise AssertionError(f"no acks=0 record reached broker {node_id} within {timeout_s} s ({sent} sent)")
+
+
+@pytest.mark.parametrize("dead", [True, False], ids=["leader-down", "leader-deposed"])
+def test_acks_zero_follows_a_moved_leader(cluster, dead: bool) -> None:
+    """Issue 12: with acks=0 nothing is acknowledged, but the producer still learns from a broken
+    connection or a NOT_LEADER_OR_FOLLOWER answer that the leader moved (as Kafka's client does
+    on a disconnect), instead of sending into the void until metadata.max.age.ms (300 s)."""
+    cluster.create_topic("t", 1, leaders=[1])
+    with make_producer(cluster, acks=0, linger_ms=0) as producer:
+        producer.send_sync("t", b"first", timeout=10)
+        if dead:
+            cluster.stop_broker(1)
+        cluster.move_leader("t", 0, 2)
+        _stream_until_stored_at(cluster, producer, 2, timeout_s=5)
+        producer.flush(10)
+    assert producer.metadata.metadata_max_age_ms == 300_000
+
+
 @pytest.mark.parametrize("acks,wire", [("all", -1), (-1, -1), ("1", 1), (1, 1)])
 def test_acks_on_the_wire(cluster, acks: Any, wire: int) -> None:
     cluster.create_topic("t", 1)
@@ -814,6 +890,32 @@ def test_producer_config_from_properties() -> None:
     assert unknown == ["foo.bar"]
     with pytest.raises(ValueError):
         producer_config_from_properties({"linger.ms": "soon"})
+
+
+def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
+    """Issue 12: no idempotence and no transactions yet, so asking for them is refused with an
+    error naming the setting; the values that keep Kafka's meaning without them pass."""
+    from client import UnsupportedConfigError
+
+    refused = [{"enable.idempotence": "true"}, {"transactional.id": "tx-1"}, {"security.protocol": "SASL_SSL"},
+               {"partitioner.ignore.keys": "true"},
+               {"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
+               {"value.serializer": "org.apache.kafka.common.serialization.LongSerializer"}]
+    for props in refused:
+        with pytest.raises(UnsupportedConfigError) as info:
+            config, _unknown = producer_config_from_properties(props)
+            Producer(cluster.bootstrap, **config).close()
+        assert any(key in str(info.value) for key in props), info.value
+        assert "not supported yet" in str(info.value)
+    with pytest.raises(UnsupportedConfigError, match="enable.idempotence=true"):
+        Producer(cluster.bootstrap, enable_idempotence=True)
+    with pytest.raises(UnsupportedConfigError, match="transactional.id"):
+        Producer(cluster.bootstrap, transactional_id="tx")
+    config, unknown = producer_config_from_properties({
+        "enable.idempotence": "false", "security.protocol": "plaintext", "partitioner.ignore.keys": "false",
+        "key.serializer": "org.apache.kafka.common.serialization.StringSerializer"})
+    assert config == {"enable_idempotence": False} and not unknown
+    Producer(cluster.bootstrap, **config).close()
 
 
 def test_invalid_settings_are_refused(cluster) -> None:

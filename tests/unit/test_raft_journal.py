@@ -13,7 +13,6 @@ offset, with `RaftJournal` the record survives.
 from __future__ import annotations
 
 import os
-import pickle
 import struct
 import types
 from collections import defaultdict, deque
@@ -32,6 +31,7 @@ from metadata_log._records import ConfigRecord, decode_record, encode_record
 from quorum._journal import JournalCorruptError, RaftJournal
 from quorum._raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
 from quorum._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
+from quorum._wire import decode_message, encode_message
 
 NOOP = b"\x01"
 
@@ -439,13 +439,13 @@ class MemTransport(Transport):
             self._onNodeConnected(node)
 
     def send(self, node: Any, message: Any) -> bool:
-        data = pickle.dumps(message)
+        data = encode_message(message)  # the wire's msgpack shapes, checked on the way in
         self.NET.queues[(self._me, node.id)].append(data)
         self.NET.history[(self._me, node.id)].append(data)
         return True
 
     def receive(self, src: str, data: bytes) -> None:
-        self._onMessageReceived(TCPNode(src), pickle.loads(data))
+        self._onMessageReceived(TCPNode(src), decode_message(data))
 
 
 ADDRS = ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]
@@ -463,7 +463,7 @@ class Cluster:
             sm = MetadataStateMachine()
             ser = DumpSerializer(d / "raft.dump", state_provider=sm.to_state, state_loader=sm.from_state)
             journal: Any = MemoryJournal() if stock else RaftJournal(d / "raft.journal", sync_on_add=False)
-            conf = build_syncobj_conf(election_timeout_ms=1_000_000, password=None, journal_file=d / "raft.journal",
+            conf = build_syncobj_conf(election_timeout_ms=1_000_000, journal_file=d / "raft.journal",
                                       dump_file=d / "raft.dump", serializer=ser, compaction_entries=10_000,
                                       compaction_interval_s=10_000, auto_tick=False)
             self.nodes[addr] = _RaftNode(self_address=addr, other_addresses=[a for a in ADDRS if a != addr],
@@ -515,8 +515,8 @@ def run_stale_duplicate_scenario(tmp_path: Path, *, stock: bool) -> Cluster:
     assert cl.values_at(a) == {0: "X"}
     # A stale duplicate of the last heartbeat a sent b *before* X (prevLogIdx = 2, no entries).
     stale = next(m for m in reversed(cl.net.history[(a, b)][:sent_before])
-                 if pickle.loads(m)["type"] == "append_entries" and not pickle.loads(m).get("entries"))
-    assert pickle.loads(stale)["prevLogIdx"] == 2
+                 if decode_message(m)["type"] == "append_entries" and not decode_message(m).get("entries"))
+    assert decode_message(stale)["prevLogIdx"] == 2
     cl.net.inject(a, b, stale)
     # a dies; c comes back.
     cl.net.dead.add(a)

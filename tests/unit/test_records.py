@@ -19,6 +19,7 @@ from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
 from storage._compression import CompressionType, compress
+from storage._record_set import split_batches
 from storage._errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -48,7 +49,6 @@ from storage._records import (
     read_varint,
     rewrite_offset_and_epoch,
     set_log_append_time,
-    split_batches,
     varint_size,
     write_varint,
 )
@@ -287,8 +287,12 @@ def test_build_decode_round_trip(params: dict, specs: list, explicit_offsets: bo
     batch = check_batch_against(buf, params, expected)
     # what LogValidator would say of this batch coming from a producer
     dense = expected[-1][0] - params["base_offset"] == len(expected) - 1
-    bad_txn = params["is_transactional"] and params["producer_id"] < 0
-    if dense and not bad_txn:
+    pid, epoch, seq = params["producer_id"], params["producer_epoch"], params["base_sequence"]
+    if pid >= 0:  # an idempotent batch carries its epoch and a sequence
+        bad_producer_fields = epoch < 0 or seq < 0
+    else:  # a plain batch carries neither and is not transactional
+        bad_producer_fields = params["is_transactional"] or epoch != -1 or seq != -1
+    if dense and not bad_producer_fields:
         batch.ensure_producer_batch_valid()
     else:
         with pytest.raises(InvalidRecordError):

@@ -589,6 +589,38 @@ def test_isr_expansion_through_fetch_uses_image_eligibility(tmp_path: Path) -> N
     run(main)
 
 
+def test_fetch_with_a_stale_broker_epoch_counts_for_nothing(tmp_path: Path) -> None:
+    """KIP-903: broker 2 restarted and registered again (epoch 12); a fetch of its previous
+    incarnation (epoch 5, still in flight) may overstate what its log holds now. It must neither
+    move the HW (and so acknowledge acks=all) nor keep 2 in the ISR; it is answered
+    NOT_LEADER_OR_FOLLOWER, as Kafka does."""
+    async def main() -> None:
+        clock, sender = Clock(), FakeSender()
+        rm, _meta = setup(tmp_path, replicas=(1, 2), clock=clock, sender=sender)
+        await rm.fetch(fetch_req({0: 0}, replica_id=2, replica_epoch=12))
+        produce = asyncio.create_task(rm.produce(produce_req({0: batch(2)}, acks=-1, timeout_ms=30_000)))
+        await settle()
+        stale = await rm.fetch(fetch_req({0: 2}, replica_id=2, replica_epoch=5))
+        assert fresp(stale).error.name == "NOT_LEADER_OR_FOLLOWER"
+        part = rm.get_partition("t", 0)
+        assert part.high_watermark == 0 and not produce.done()
+        # the stale incarnation keeps "catching up": it must still leave the ISR after the lag time
+        for _ in range(3):
+            clock.now += 600
+            await rm.fetch(fetch_req({0: 2}, replica_id=2, replica_epoch=5))
+        assert rm.maybe_shrink_isr() == 1 and sender.calls[-1][4] == (1,)
+        # the current incarnation's fetch counts (and -1, "not checked", is accepted as in Kafka)
+        await rm.fetch(fetch_req({0: 2}, replica_id=2, replica_epoch=12))
+        assert part.high_watermark == 2
+        resp = await asyncio.wait_for(produce, 1)
+        assert presp(resp).error.name == "NONE"
+        ok = await rm.fetch(fetch_req({0: 2}, replica_id=2, replica_epoch=-1))
+        assert fresp(ok).error.name == "NONE"
+        await rm.shutdown()
+
+    run(main)
+
+
 @pytest.mark.parametrize("acks", [1, -1])
 def test_shutdown_answers_parked_requests(tmp_path: Path, acks: int) -> None:
     async def main() -> None:
