@@ -247,6 +247,12 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
     done = 0
     probe = _FIRST_RUN
     od_next = t.offset_delta + 1
+    # Most runs cover the rest of a producer's batch: try that first, in one probe (for 1000
+    # records one probe of ~10 strided slices instead of seven doubling ones, ~25 us); when it
+    # fails, grow from a short probe as before, so a mixed batch pays one wasted probe only.
+    if _FIRST_RUN < limit <= _MAX_PROBE and _run_ok(data, start, size, limit, consts, ts_pos, t.w_ts, od_pos, t.w_od,
+                                      od_next):
+        done = limit
     while done < limit:
         n = min(probe, limit - done)
         at = start + done * size
