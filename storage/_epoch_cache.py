@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
+import structlog
+
 from ._checkpoint import read_checkpoint_lines, write_checkpoint_lines
 from ._errors import KafkaStorageError
 
@@ -24,6 +26,8 @@ UNDEFINED_EPOCH_OFFSET = -1
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 EpochEntry = tuple[int, int]  # (epoch, start_offset)
+
+_log = structlog.get_logger(__name__)
 
 
 def _parse_entry(entry: list[str], path: Path) -> EpochEntry:
@@ -43,12 +47,16 @@ class LeaderEpochCache:
         self._epochs: list[int] = []
         self._starts: list[int] = []
         if path is not None:
-            for entry in read_checkpoint_lines(path):
+            lines = read_checkpoint_lines(path)
+            for entry in lines:
                 epoch, start = _parse_entry(entry, path)
                 # As Kafka loads the file: each entry goes through `assign`'s rule (nothing is
                 # written back), so entries out of order replace the ones they conflict with and
                 # both columns stay strictly increasing for the lookups' bisection.
                 self._assign_in_memory(epoch, start)
+            if len(self._epochs) < len(lines):
+                _log.warning("leader_epoch_checkpoint_not_monotonic", file=str(path),
+                             entries_read=len(lines), entries_kept=len(self._epochs))
 
     # -- queries
     @property
