@@ -10,8 +10,16 @@ Targets, one of:
 * neither: the run formats and starts its own cluster (3 controllers, 3 brokers, chaos-tuned
   timeouts, each node in its own network namespace when the machine allows) and removes it after.
 
+Profiles: ``--profile data`` (the default) attacks brokers and controllers under an acks=all
+produce workload; ``--profile quorum`` attacks the controller quorum (both standbys paused past the
+propose timeout, the active controller paused, killed or cut off, a majority killed) under admin
+calls that time out and are retried, part of the run with the election timeout above the request
+timeout, and checks the metadata log itself (local clusters only: it reads the nodes' files; its
+own cluster is 3 controllers and 1 broker).
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
-exit code is 0 when nothing acknowledged was lost and the cluster converged, else 1.
+exit code is 0 when the profile's checks pass (data: nothing acknowledged lost and the cluster
+converged), else 1.
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
     "replica.lag.time.max.ms": 2000,
     "controller.quorum.election.timeout.ms": 1000,
 }
+
+# the quorum profile's own cluster: 3 controllers with the timeouts of phase 2 (phase 1 raises the
+# election timeout above the request timeout), 1 broker that placement needs
+QUORUM_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.request.timeout.ms": 2000,
+    "broker.session.timeout.ms": 6000,
+    "broker.heartbeat.interval.ms": 500,
+}
+PROFILES = ("data", "quorum")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -73,16 +91,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     where = run_p.add_mutually_exclusive_group()
     where.add_argument("--dir", help="a cluster started by `kraftlog local start --dir D`")
     where.add_argument("--inventory", help="TOML inventory of a systemd cluster")
+    run_p.add_argument("--profile", choices=PROFILES, default="data",
+                       help="data (default): acks=all produce workload, broker and controller faults; quorum: "
+                            "admin workload with timed-out retried calls, controller quorum faults, metadata log checks")
     run_p.add_argument("--dry-run", action="store_true", help="with --inventory: print remote commands only")
     run_p.add_argument("--duration", type=parse_duration_s, default=600.0, help="e.g. 90s, 10m, 30m (default 10m)")
     run_p.add_argument("--seed", type=int, default=None, help="seed of the fault schedule (default: random)")
-    run_p.add_argument("--interval", type=_interval, default=(5.0, 10.0),
-                       help="seconds between fault starts, LOW-HIGH (default 5-10)")
+    run_p.add_argument("--interval", type=_interval, default=None,
+                       help="seconds between fault starts, LOW-HIGH (default 5-10; quorum profile 6-12)")
     run_p.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
     run_p.add_argument("--faults", default="",
-                       help="comma-separated fault kinds to use (default: all): kill_broker, "
-                            "kill_active_controller, pause, restart, kill_minority, "
-                            "partition_active_controller, partition_leader")
+                       help="comma-separated fault kinds to use (default: all of the profile). data: "
+                            "kill_broker, kill_active_controller, pause, restart, kill_minority, "
+                            "partition_active_controller, partition_leader; quorum: pause_standbys, "
+                            "pause_active_controller, kill_active_controller, kill_majority, "
+                            "partition_active_controller")
     run_p.add_argument("--session-timeout-ms", type=int, default=None,
                        help="the brokers' broker.session.timeout.ms (pauses outlast it; default: read from "
                             "the local cluster's config, else Kafka's 9000)")
@@ -105,12 +128,26 @@ def _session_timeout_ms(cluster: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.chaos import FAULT_KINDS, ChaosSettings, LocalTarget, SystemdTarget, load_inventory, run_chaos
+    from deploy.chaos import (
+        FAULT_KINDS,
+        QUORUM_FAULT_KINDS,
+        ChaosSettings,
+        LocalTarget,
+        SystemdTarget,
+        load_inventory,
+        run_chaos,
+    )
 
-    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or FAULT_KINDS
-    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    quorum = args.profile == "quorum"
+    known = QUORUM_FAULT_KINDS if quorum else FAULT_KINDS
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or known
+    unknown = [k for k in kinds if k not in known]
     if unknown:
-        raise UserError(f"unknown fault kind(s) {unknown}; known: {', '.join(FAULT_KINDS)}")
+        raise UserError(f"unknown fault kind(s) {unknown} for the {args.profile} profile; known: {', '.join(known)}")
+    if quorum and args.inventory:
+        raise UserError("the quorum profile reads every node's metadata log and log files: it runs against a "
+                        "local cluster only (--dir D, or none to start its own)")
+    interval = args.interval or ((6.0, 12.0) if quorum else (5.0, 10.0))
     if args.partitions < 1:
         raise UserError("--partitions must be >= 1")
     seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
@@ -125,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     own_cluster = None
+    originals: dict[int, dict[str, Any]] | None = None
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if args.inventory:
         runner = (lambda argv: print(f"[dry-run] {shlex.join(argv)}", flush=True)) if args.dry_run else None
@@ -132,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         target: Any = SystemdTarget(nodes, runner) if runner else SystemdTarget(nodes)
         session_ms = args.session_timeout_ms or 9000
         if args.dry_run:
-            return _dry_run(target, seed, kinds, session_ms, args.duration, args.interval)
+            return _dry_run(target, seed, kinds, session_ms, args.duration, interval)
     elif args.dir:
         from deploy._cluster import STATE_FILE, LocalCluster
 
@@ -160,24 +198,48 @@ def run(args: argparse.Namespace) -> int:
         else:
             tmp = tempfile.TemporaryDirectory(prefix="kraftlog-chaos-")
             base = Path(tmp.name)
-        own_cluster = LocalCluster(base / "cluster", controllers=3, brokers=3, network=network,
-                                   overrides=OWN_CLUSTER_OVERRIDES)
+        overrides = QUORUM_OWN_CLUSTER_OVERRIDES if quorum else OWN_CLUSTER_OVERRIDES
+        own_cluster = LocalCluster(base / "cluster", controllers=3, brokers=1 if quorum else 3, network=network,
+                                   overrides=overrides)
         own_cluster.plan()
+        if quorum:
+            originals = _start_in_phase_one(own_cluster)
         own_cluster.enter_network()  # before any connection: see deploy._netns
         own_cluster.start(timeout_s=120)
         target = LocalTarget(own_cluster)
-        session_ms = args.session_timeout_ms or int(OWN_CLUSTER_OVERRIDES["broker.session.timeout.ms"])
+        session_ms = args.session_timeout_ms or int(overrides["broker.session.timeout.ms"])
         out(f"started a local cluster ({network}) in {base / 'cluster'}")
     try:
-        result = run_chaos(target, ChaosSettings(duration_s=args.duration, seed=seed, interval_s=args.interval,
-                                                 partitions=args.partitions, session_timeout_ms=session_ms,
-                                                 kinds=kinds), out=out, stop=stop)
+        if quorum:
+            from deploy.chaos import QuorumSettings, run_quorum_chaos
+
+            result = run_quorum_chaos(target, QuorumSettings(duration_s=args.duration, seed=seed, interval_s=interval,
+                                                             kinds=kinds), out=out, stop=stop,
+                                      original_configs=originals)
+        else:
+            result = run_chaos(target, ChaosSettings(duration_s=args.duration, seed=seed, interval_s=interval,
+                                                     partitions=args.partitions, session_timeout_ms=session_ms,
+                                                     kinds=kinds), out=out, stop=stop)
     finally:
         if own_cluster is not None:
             own_cluster.stop()
         if tmp is not None:
             tmp.cleanup()
     return EXIT_OK if result["ok"] else 1
+
+
+def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:
+    """Write the quorum profile's phase-1 timeouts into the controllers' configs of a cluster not
+    started yet (no rolling restart needed); returns the values phase 2 restores."""
+    from deploy.chaos._quorum_faults import read_config_values, write_config_values
+    from deploy.chaos._quorum_runner import LONG_ELECTION
+
+    originals = {}
+    for node, spec in cluster.nodes.items():
+        if "controller" in spec.roles:
+            originals[node] = read_config_values(spec.config_path, list(LONG_ELECTION))
+            write_config_values(spec.config_path, LONG_ELECTION)
+    return originals
 
 
 def _dry_run(target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, duration_s: float,

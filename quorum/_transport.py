@@ -59,6 +59,13 @@ from quorum._raft_connection import (
 )
 from quorum._wire import InitiatorHandshake, ResponderHandshake
 
+# pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop on every
+# platform with a Windows-only version that raises; nothing in a controller may see that one.
+if getattr(socket.inet_ntop, "__module__", None) == "pysyncobj.win_inet_pton":
+    import _socket
+
+    socket.inet_ntop = _socket.inet_ntop
+
 __all__ = ["MAX_PENDING_WRITE_BYTES", "RaftTransport", "RefusalLog", "TransportSettings", "raft_transport_class"]
 
 _log = structlog.get_logger(__name__)

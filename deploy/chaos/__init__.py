@@ -1,5 +1,7 @@
 """Chaos scripts: seeded faults (kill -9, SIGSTOP/SIGCONT, clean restarts, minority kills, network
-partitions) against a local or systemd cluster under an acks=all workload, then a checker.
+partitions) against a local or systemd cluster under an acks=all workload, then a checker; and the
+quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
+calls time out and are retried, then checks of the metadata log itself.
 
 Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 """
@@ -7,6 +9,18 @@ Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 from deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
 from deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
+from deploy.chaos._quorum_check import (
+    AdminOp,
+    FinalTopic,
+    check_admin,
+    diverged_controllers,
+    find_duplicate_records,
+    has_active_controller,
+    no_active_stretches,
+    replay_error_lines,
+)
+from deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
+from deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
 from deploy.chaos._runner import ChaosSettings, FaultRecord, converged, run_chaos
 from deploy.chaos._targets import ChaosTarget, LocalTarget, SystemdNode, SystemdTarget, load_inventory
 from deploy.chaos._workload import Workload, read_back
@@ -18,4 +32,7 @@ __all__ = [
     "ChaosSettings", "FaultRecord", "converged", "run_chaos",
     "ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory",
     "Workload", "read_back",
+    "AdminOp", "FinalTopic", "check_admin", "diverged_controllers", "find_duplicate_records",
+    "has_active_controller", "no_active_stretches", "replay_error_lines",
+    "QUORUM_FAULT_KINDS", "QuorumTimeouts", "choose_quorum_fault", "QuorumSettings", "run_quorum_chaos",
 ]

@@ -9,9 +9,11 @@ after a lost response may write a record twice: duplicates are counted and repor
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Ack", "CheckReport", "ReadRecord", "check", "decode_value", "encode_value", "longest_gaps"]
 
@@ -121,3 +123,16 @@ def longest_gaps(ack_times: Mapping[int, Sequence[float]], start_s: float, end_s
                 best = (a, b)
         out[partition] = best
     return out
+
+
+def print_verdict(rows: Sequence[tuple[str, Any]], result: Mapping[str, Any], out: Callable[[str], None], *,
+                  label_width: int, value_width: int, notes: Sequence[str] = ()) -> None:
+    """The end of every chaos run's report: the checker's rows, the faults it skipped and why, any
+    notes, then the JSON object of ``result`` as the very last line (scripts read that line)."""
+    for label, value in rows:
+        out(f"{label:<{label_width}}{value!s:>{value_width}}")
+    for kind, why in result["skipped_faults"].items():
+        out(f"skipped {kind}: {why}")
+    for note in notes:
+        out(f"  {note}")
+    out(json.dumps(result, sort_keys=True))

@@ -9,7 +9,6 @@ merely unreachable. The report's last line is one JSON object.
 from __future__ import annotations
 
 import bisect
-import json
 import random
 import threading
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import structlog
 
 from client import Admin, NewTopic
-from deploy.chaos._checker import check, longest_gaps
+from deploy.chaos._checker import check, longest_gaps, print_verdict
 from deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from deploy.chaos._health import HealthProbe, quorum_pending
 from deploy.chaos._targets import ChaosTarget
@@ -309,8 +308,4 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
             ("longest window without a produce (s)", result["max_outage_s"]),
             ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
             ("verdict", "PASS" if result["ok"] else "FAIL")]
-    for label, value in rows:
-        out(f"{label:<44}{value!s:>14}")
-    for kind, why in result["skipped_faults"].items():
-        out(f"skipped {kind}: {why}")
-    out(json.dumps(result, sort_keys=True))
+    print_verdict(rows, result, out, label_width=44, value_width=14)

@@ -11,6 +11,7 @@ Every wait is a bounded poll.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import os
 import pickle
@@ -234,12 +235,14 @@ def _listening_addresses(port: int) -> set[str]:
             local, state = fields[1], fields[3]
             addr_hex, port_hex = local.split(":")
             if state == "0A" and int(port_hex, 16) == port:
+                # ipaddress, not socket.inet_ntop: pysyncobj replaces the latter with a
+                # Windows-only stub in any process that imported it (quorum._transport undoes it)
                 if width == 8:
-                    found.add(socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr_hex)[::-1]))
+                    found.add(str(ipaddress.IPv4Address(bytes.fromhex(addr_hex)[::-1])))
                 else:
                     raw = bytes.fromhex(addr_hex)
                     raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-                    found.add(socket.inet_ntop(socket.AF_INET6, raw))
+                    found.add(str(ipaddress.IPv6Address(raw)))
     return found
 
 

@@ -487,3 +487,14 @@ def test_a_journal_with_pickled_commands_is_refused_at_start(tmp_path: Path) -> 
 
     asyncio.run(body())
     assert not marker.exists()
+
+
+def test_importing_the_transport_leaves_socket_inet_ntop_working() -> None:
+    """pysyncobj.win_inet_pton replaces socket.inet_ntop with a Windows-only stub on every platform."""
+    import socket
+
+    import pysyncobj.tcp_connection  # noqa: F401 - the import that replaced it
+
+    import quorum._transport  # noqa: F401 - the import that must put it back
+
+    assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"
