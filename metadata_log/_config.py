@@ -1251,7 +1251,12 @@ def _flatten_toml(table: Mapping[str, Any], prefix: str, out: dict[str, object],
 
 
 def _parse_toml(text: str, source: str) -> dict[str, object]:
-    data = tomllib.loads(text)
+    """Parse TOML text; nesting deeper than the interpreter's recursion limit is a decode error
+    (tomllib recurses per nested array or inline table)."""
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or inline tables nested too deeply") from None
     out: dict[str, object] = {}
     _flatten_toml(data, "", out, source)
     return out

@@ -279,25 +279,38 @@ class LogEntry:
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> "LogEntry":
+        """Decode an entry map; anything malformed (a missing key, an offset that is no integer)
+        raises `MetadataRecordError`, the record's own errors included."""
         try:
-            return cls(int(d["offset"]), int(d["epoch"]), int(d["timestamp_ms"]),
-                       record_from_wire(d["record"]))
-        except (KeyError, TypeError) as err:
-            raise MetadataRecordError(f"malformed metadata log entry: {err}") from err
+            offset, epoch, timestamp_ms = int(d["offset"]), int(d["epoch"]), int(d["timestamp_ms"])
+            wire_record = d["record"]
+        except _MALFORMED as err:
+            raise MetadataRecordError(f"malformed metadata log entry: {err!r}") from err
+        return cls(offset, epoch, timestamp_ms, record_from_wire(wire_record))
+
+
+#: what a malformed map makes the field conversions raise: a missing key, a value of the wrong
+#: type (``int([])``, an unhashable key), a wrong value (``int("x")``) or an infinite float
+_MALFORMED = (KeyError, TypeError, ValueError, OverflowError)
 
 
 def record_from_wire(d: Any) -> MetadataRecord:
+    """Decode a record map; every malformed input raises `MetadataRecordError`."""
     if not isinstance(d, dict) or "type" not in d:
         raise MetadataRecordError(f"not a metadata record: {d!r:.80}")
-    cls = RECORD_TYPES.get(d["type"])
+    type_id = d["type"]
+    try:
+        cls = RECORD_TYPES.get(type_id)
+    except TypeError:  # an unhashable type id (a list or map)
+        cls = None
     if cls is None:
-        raise MetadataRecordError(f"unknown metadata record type {d['type']!r}")
+        raise MetadataRecordError(f"unknown metadata record type {type_id!r:.80}")
     try:
         return cls.from_wire(d)
-    except (TypeError, ValueError) as err:
-        if isinstance(err, MetadataRecordError):
-            raise
-        raise MetadataRecordError(f"malformed {cls.__name__}: {err}") from err
+    except MetadataRecordError:
+        raise
+    except _MALFORMED as err:
+        raise MetadataRecordError(f"malformed {cls.__name__}: {err!r:.200}") from err
 
 
 def encode_record(record: MetadataRecord) -> bytes:

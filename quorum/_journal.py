@@ -174,9 +174,9 @@ class RaftJournal(Journal):
         self._closed = False
         self._open()
         meta = self._load_meta()
-        self._term: int = int(meta.get("term", 0))
+        self._term: int = meta.get("term", 0)
         self._voted_for: Any = meta.get("voted_for")
-        self._commit_index: int = int(meta.get("commit_index", 1))
+        self._commit_index: int = meta.get("commit_index", 1)
         self._stored_commit_index = self._commit_index
 
     # ------------------------------------------------------------------ opening
@@ -253,9 +253,16 @@ class RaftJournal(Journal):
         body = data[len(META_MAGIC) + FRAME.size:]
         if len(body) != length or crc(body) != checksum:
             raise JournalCorruptError(f"{self._meta_path}: length or crc mismatch")
-        meta = msgpack.unpackb(body, raw=False)
+        try:
+            meta = msgpack.unpackb(body, raw=False)
+        except Exception as err:  # msgpack raises several unrelated types
+            raise JournalCorruptError(f"{self._meta_path}: undecodable body: {err}") from err
         if not isinstance(meta, dict):
             raise JournalCorruptError(f"{self._meta_path}: not a map")
+        for key in ("term", "commit_index"):
+            value = meta.get(key, 0)
+            if type(value) is not int or value < 0:
+                raise JournalCorruptError(f"{self._meta_path}: {key} {value!r:.40} is not a non-negative integer")
         return meta
 
     def _store_meta(self) -> None:

@@ -105,14 +105,15 @@ def decode_dump(data: bytes) -> FullDump:
         raise DumpCorruptError(f"undecodable dump body: {err}") from err
     if not isinstance(d, dict) or d.get("v") != DUMP_VERSION:
         raise DumpCorruptError(f"unsupported dump version {d.get('v') if isinstance(d, dict) else None!r}")
-    try:
-        cluster = tuple(str(a) for a in d["cluster"])
-        state = d["state"]
-        if not isinstance(state, dict):
-            raise DumpCorruptError("dump state is not a map")
-        return FullDump(_entry(d["raft_last"]), _entry(d["raft_prev"]), cluster, state)
-    except KeyError as err:
-        raise DumpCorruptError(f"dump lacks {err}") from err
+    missing = [key for key in ("cluster", "state", "raft_last", "raft_prev") if key not in d]
+    if missing:
+        raise DumpCorruptError(f"dump lacks {', '.join(missing)}")
+    cluster, state = d["cluster"], d["state"]
+    if not isinstance(cluster, list) or not all(isinstance(a, str) for a in cluster):
+        raise DumpCorruptError(f"dump cluster is not a list of addresses: {cluster!r:.80}")
+    if not isinstance(state, dict):
+        raise DumpCorruptError("dump state is not a map")
+    return FullDump(_entry(d["raft_last"]), _entry(d["raft_prev"]), tuple(cluster), state)
 
 
 def read_dump(path: Path) -> FullDump:

@@ -72,6 +72,8 @@ def read_checkpoint_lines(path: Path) -> list[list[str]]:
         return []
     except OSError as err:
         raise KafkaStorageError(f"cannot read checkpoint {path}: {err}") from err
+    except UnicodeDecodeError as err:
+        raise KafkaStorageError(f"checkpoint {path} is not UTF-8 text: {err}") from err
     lines = text.splitlines()
     try:
         version = int(lines[0])

@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
+import structlog
+
 from ._checkpoint import read_checkpoint_lines, write_checkpoint_lines
 from ._errors import KafkaStorageError
 
@@ -25,6 +27,19 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 EpochEntry = tuple[int, int]  # (epoch, start_offset)
 
+_log = structlog.get_logger(__name__)
+
+
+def _parse_entry(entry: list[str], path: Path) -> EpochEntry:
+    """``epoch start_offset``, both non-negative integers (Kafka refuses a negative entry)."""
+    try:
+        epoch, start = (int(v) for v in entry) if len(entry) == 2 else (-1, -1)
+    except ValueError:
+        epoch = start = -1
+    if epoch < 0 or start < 0:
+        raise KafkaStorageError(f"malformed line {' '.join(entry)!r} in {path}")
+    return epoch, start
+
 
 class LeaderEpochCache:
     def __init__(self, path: Path | None) -> None:
@@ -32,11 +47,16 @@ class LeaderEpochCache:
         self._epochs: list[int] = []
         self._starts: list[int] = []
         if path is not None:
-            for entry in read_checkpoint_lines(path):
-                if len(entry) != 2:
-                    raise KafkaStorageError(f"malformed line {' '.join(entry)!r} in {path}")
-                self._epochs.append(int(entry[0]))
-                self._starts.append(int(entry[1]))
+            lines = read_checkpoint_lines(path)
+            for entry in lines:
+                epoch, start = _parse_entry(entry, path)
+                # As Kafka loads the file: each entry goes through `assign`'s rule (nothing is
+                # written back), so entries out of order replace the ones they conflict with and
+                # both columns stay strictly increasing for the lookups' bisection.
+                self._assign_in_memory(epoch, start)
+            if len(self._epochs) < len(lines):
+                _log.warning("leader_epoch_checkpoint_not_monotonic", file=str(path),
+                             entries_read=len(lines), entries_kept=len(self._epochs))
 
     # -- queries
     @property
@@ -87,6 +107,12 @@ class LeaderEpochCache:
         or whose start offset is >= ``start_offset`` is removed first (it was never committed).
         Re-assigning the latest epoch at a later offset changes nothing.
         """
+        if not self._assign_in_memory(epoch, start_offset):
+            return False
+        self._flush()
+        return True
+
+    def _assign_in_memory(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0:
             return False
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._starts[-1]:
@@ -96,7 +122,6 @@ class LeaderEpochCache:
             self._starts.pop()
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self._flush()
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:

@@ -67,6 +67,8 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise KafkaStorageError(f"cannot read {path}: {err}") from err
     props: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()

@@ -247,6 +247,12 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
     done = 0
     probe = _FIRST_RUN
     od_next = t.offset_delta + 1
+    # Most runs cover the rest of a producer's batch: try that first, in one probe (for 1000
+    # records one probe of ~10 strided slices instead of seven doubling ones, ~25 us); when it
+    # fails, grow from a short probe as before, so a mixed batch pays one wasted probe only.
+    if _FIRST_RUN < limit <= _MAX_PROBE and _run_ok(data, start, size, limit, consts, ts_pos, t.w_ts, od_pos, t.w_od,
+                                      od_next):
+        done = limit
     while done < limit:
         n = min(probe, limit - done)
         at = start + done * size
@@ -277,22 +283,24 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
 
 
 def scan_records(data: bytes, count: int, *, last_offset_delta: int, dense: bool,
-                 runs: bool = True) -> RecordsScan:
+                 runs: bool = True, start: int = 0, end: int | None = None) -> RecordsScan:
     """Check the framing of ``count`` records in the uncompressed section ``data``.
 
     ``dense``: offset deltas must be exactly ``0..count-1`` (a producer's batch); otherwise they
     must increase strictly and stay within ``0..last_offset_delta`` (a compacted batch may have
     gaps). Raises `Malformed` naming the first bad record. ``runs=False`` decodes every record
-    one by one (the reference the property tests hold the run path to).
+    one by one (the reference the property tests hold the run path to). ``start`` and ``end``
+    bound the section within ``data`` (default: all of it), so a caller can scan a batch inside
+    the produce payload without copying its records out.
     """
     if count < 0:
         raise Malformed(0, f"invalid record count {count}")
-    end = len(data)
+    end = len(data) if end is None else end
     stats = [_INT64_MAX + 1, _INT64_MIN - 1, 0]  # min ts delta, max ts delta, null keys
     if not runs:
-        pos, _od = _plain(data, 0, end, 0, count, count, dense, -1, last_offset_delta, stats)
+        pos, _od = _plain(data, start, end, 0, count, count, dense, -1, last_offset_delta, stats)
     else:
-        pos = _scan_with_runs(data, end, count, dense, last_offset_delta, stats)
+        pos = _scan_with_runs(data, start, end, count, dense, last_offset_delta, stats)
     if pos != end:
         raise Malformed(max(count - 1, 0), f"{end - pos} bytes follow the last of the {count} records")
     if not count:
@@ -300,11 +308,11 @@ def scan_records(data: bytes, count: int, *, last_offset_delta: int, dense: bool
     return RecordsScan(stats[0], stats[1], stats[2])
 
 
-def _scan_with_runs(data: bytes, end: int, count: int, dense: bool, last_offset_delta: int,
+def _scan_with_runs(data: bytes, start: int, end: int, count: int, dense: bool, last_offset_delta: int,
                     stats: list[int]) -> int:
     """Template record, run of look-alikes, repeat; records that break runs too often are
     decoded plainly for a while (``backoff`` records, doubling up to 256)."""
-    pos = 0
+    pos = start
     i = 0
     prev_od = -1
     backoff = 1
@@ -364,13 +372,13 @@ def _missing(i: int, count: int) -> str:
     return f"the batch declares {count} records but holds {i}"
 
 
-def record_fields(data: bytes, count: int) -> list[tuple[int, int]]:
+def record_fields(data: bytes, count: int, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """``(timestamp_delta, key_length)`` of each record, for naming the records a rule refuses
     (the slow path, taken only once a batch is known to break a rule). ``data`` must have passed
     `scan_records`."""
     out = []
-    pos = 0
-    end = len(data)
+    pos = start
+    end = len(data) if end is None else end
     for _ in range(count):
         t = _parse_record(data, pos, end)
         out.append((t.ts_delta, t.key_len))
