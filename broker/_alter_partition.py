@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from proto import controller_pb2
-from proto import errors as kerr
+from kraftlog.proto import controller_pb2
+from kraftlog.proto import errors as kerr
 
 __all__ = ["AlterPartitionManager", "AlterPartitionResult", "AlterPartitionSend"]
 

@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 import structlog
 
-from proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
-from proto import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
+from kraftlog.proto import errors as kerr
 
 __all__ = ["ControllerChannel"]
 

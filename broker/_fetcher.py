@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from proto import broker_pb2
-from proto import errors as kerr
+from kraftlog.proto import broker_pb2
+from kraftlog.proto import errors as kerr
 
 from ._partition import Partition, TopicPartition
 from ._replica_manager import FollowTarget, ReplicaChanges, ReplicaManager

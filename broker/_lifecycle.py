@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from proto import controller_pb2
-from proto import errors as kerr
+from kraftlog.proto import controller_pb2
+from kraftlog.proto import errors as kerr
 
 from ._controller_channel import ControllerChannel
 

@@ -45,8 +45,8 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
-from proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
+from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc
 
 __all__ = ["MetadataFollower", "MetadataListener", "MetadataStream", "SourceMonitor", "StreamOpener"]
 

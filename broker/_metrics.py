@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from metadata_log import MetadataImage
+from kraftlog.metadata_log import MetadataImage
 
 __all__ = ["BrokerTopicMetrics", "BrokerStateCollector"]
 

@@ -38,10 +38,10 @@ from typing import NamedTuple, Protocol
 
 import structlog
 
-import storage
-from metadata_log import NO_LEADER, PartitionRegistration
-from proto import errors as kerr
-from proto import errors_pb2
+from kraftlog import storage
+from kraftlog.metadata_log import NO_LEADER, PartitionRegistration
+from kraftlog.proto import errors as kerr
+from kraftlog.proto import errors_pb2
 
 from ._alter_partition import AlterPartitionResult
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import structlog
 
-import storage
-from metadata_log import (
+from kraftlog import storage
+from kraftlog.metadata_log import (
     NO_LEADER,
     ConfigResourceType,
     MetadataDelta,
@@ -48,9 +48,9 @@ from metadata_log import (
     PartitionRegistration,
     TopicImage,
 )
-from proto import broker_pb2
-from proto import errors as kerr
-from proto import errors_pb2
+from kraftlog.proto import broker_pb2
+from kraftlog.proto import errors as kerr
+from kraftlog.proto import errors_pb2
 
 from ._partition import (
     AlterPartitionSender,

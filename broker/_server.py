@@ -21,8 +21,8 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
-from metadata_log import MetadataDelta, MetadataImage, parse_listeners
-from proto import (
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, parse_listeners
+from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
     admin_pb2_grpc,
@@ -33,7 +33,7 @@ from proto import (
     diagnostics_pb2_grpc,
     errors_pb2,
 )
-from proto import errors as kerr
+from kraftlog.proto import errors as kerr
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel

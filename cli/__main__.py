@@ -20,7 +20,7 @@ from types import ModuleType
 
 import structlog
 
-from cli._common import (
+from kraftlog.cli._common import (
     COMMAND_METAVAR,
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -32,7 +32,7 @@ from cli._common import (
 __all__ = ["main", "build_parser"]
 
 # Subcommand modules, in the order `kraftlog --help` lists them.
-_COMMAND_MODULES: tuple[str, ...] = ("cli._serve", "cli._local", "cli._chaos", "cli._storage", "cli._dump_log", "cli._demo", "cli._topics", "cli._configs", "cli._reassign", "cli._elect_leaders", "cli._quorum", "cli._metadata", "cli._snapshot", "cli._produce", "cli._consume", "cli._perf")
+_COMMAND_MODULES: tuple[str, ...] = ("kraftlog.cli._serve", "kraftlog.cli._local", "kraftlog.cli._chaos", "kraftlog.cli._storage", "kraftlog.cli._dump_log", "kraftlog.cli._demo", "kraftlog.cli._topics", "kraftlog.cli._configs", "kraftlog.cli._reassign", "kraftlog.cli._elect_leaders", "kraftlog.cli._quorum", "kraftlog.cli._metadata", "kraftlog.cli._snapshot", "kraftlog.cli._produce", "kraftlog.cli._consume", "kraftlog.cli._perf")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _PROG = "kraftlog"
 
@@ -67,7 +67,7 @@ def _configure_logging(level: str) -> None:
     offline tools; the fallback keeps the promise that logs never mix with command output.
     """
     try:
-        from cli._logging import configure_logging
+        from kraftlog.cli._logging import configure_logging
     except ImportError:
         configure_logging = None
     if configure_logging is not None:

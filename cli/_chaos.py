@@ -35,7 +35,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from cli._common import EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_OK, UserError, add_output_option, print_json
 
 __all__ = ["add_parser", "parse_duration_s", "run"]
 
@@ -128,7 +128,7 @@ def _session_timeout_ms(cluster: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.chaos import (
+    from kraftlog.deploy.chaos import (
         FAULT_KINDS,
         QUORUM_FAULT_KINDS,
         ChaosSettings,
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             return _dry_run(target, seed, kinds, session_ms, args.duration, interval)
     elif args.dir:
-        from deploy._cluster import STATE_FILE, LocalCluster
+        from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
 
         if not (Path(args.dir) / STATE_FILE).exists():
             raise UserError(f"no cluster in {args.dir} (start one with: kraftlog local start --dir {args.dir})")
@@ -185,8 +185,8 @@ def run(args: argparse.Namespace) -> int:
         target = LocalTarget(cluster)
         session_ms = args.session_timeout_ms or _session_timeout_ms(cluster)
     else:
-        from deploy._cluster import LocalCluster
-        from deploy._netns import unavailable_reason
+        from kraftlog.deploy._cluster import LocalCluster
+        from kraftlog.deploy._netns import unavailable_reason
 
         network = args.network
         if network == "auto":
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         out(f"started a local cluster ({network}) in {base / 'cluster'}")
     try:
         if quorum:
-            from deploy.chaos import QuorumSettings, run_quorum_chaos
+            from kraftlog.deploy.chaos import QuorumSettings, run_quorum_chaos
 
             result = run_quorum_chaos(target, QuorumSettings(duration_s=args.duration, seed=seed, interval_s=interval,
                                                              kinds=kinds), out=out, stop=stop,
@@ -231,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
 def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:
     """Write the quorum profile's phase-1 timeouts into the controllers' configs of a cluster not
     started yet (no rolling restart needed); returns the values phase 2 restores."""
-    from deploy.chaos._quorum_faults import read_config_values, write_config_values
-    from deploy.chaos._quorum_runner import LONG_ELECTION
+    from kraftlog.deploy.chaos._quorum_faults import read_config_values, write_config_values
+    from kraftlog.deploy.chaos._quorum_runner import LONG_ELECTION
 
     originals = {}
     for node, spec in cluster.nodes.items():
@@ -247,7 +247,7 @@ def _dry_run(target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, du
     """Print the schedule a run with this seed starts with, and the commands of each fault."""
     import random
 
-    from deploy.chaos import ClusterView, choose_fault, heal, inject
+    from kraftlog.deploy.chaos import ClusterView, choose_fault, heal, inject
 
     rng = random.Random(seed)
     view = ClusterView(target.controllers(), target.brokers(), None, [], session_ms)

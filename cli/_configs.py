@@ -15,8 +15,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from cli._common import EXIT_OK, UserError, print_json
-from cli._topics import (
+from kraftlog.cli._common import EXIT_OK, UserError, print_json
+from kraftlog.cli._topics import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
@@ -35,7 +35,7 @@ _DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 
 def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
-    from client import Admin
+    from kraftlog.client import Admin
 
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 

@@ -23,8 +23,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
-from cli._produce import parse_properties, read_properties_file
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
+from kraftlog.cli._produce import parse_properties, read_properties_file
 
 __all__ = ["add_parser", "run", "make_consumer", "MessageFormatter", "consumer_settings"]
 
@@ -33,7 +33,7 @@ _PROG = "kraftlog"
 
 def make_consumer(bootstrap_servers: Sequence[str], **config: Any) -> Any:
     """The consumer of this command (tests may replace this function)."""
-    from client import Consumer
+    from kraftlog.client import Consumer
 
     return Consumer(bootstrap_servers, **config)
 
@@ -118,7 +118,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def consumer_settings(args: argparse.Namespace) -> dict[str, Any]:
-    from client import consumer_config_from_properties
+    from kraftlog.client import consumer_config_from_properties
 
     props: dict[str, str] = {}
     if getattr(args, "consumer_config", None):
@@ -170,7 +170,7 @@ class _TextAdapter:
 
 
 def run(args: argparse.Namespace) -> int:
-    from proto import errors as kerr
+    from kraftlog.proto import errors as kerr
 
     where, offset = _start(args)
     formatter = MessageFormatter(parse_properties(args.property, "--property"))

@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 
-from cli._common import EXIT_FAILURE, UserError, add_output_option, print_json, print_table
-from cli._dump_log import DumpOptions, dump_files
-from storage import (
+from kraftlog.cli._common import EXIT_FAILURE, UserError, add_output_option, print_json, print_table
+from kraftlog.cli._dump_log import DumpOptions, dump_files
+from kraftlog.storage import (
     AppendOrigin,
     CompressionType,
     ControlRecordType,

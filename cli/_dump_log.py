@@ -27,7 +27,7 @@ from typing import IO, Any
 import crc32c
 import structlog
 
-from cli._common import (
+from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     JsonObjectStream,
@@ -36,7 +36,7 @@ from cli._common import (
     json_dumps,
     non_negative_int,
 )
-from storage import (
+from kraftlog.storage import (
     HEADER_SIZE,
     ControlRecordType,
     OffsetIndex,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli._common import UserError, add_output_option, print_json
+from kraftlog.cli._common import UserError, add_output_option, print_json
 
 __all__ = ["add_parser", "run"]
 
@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _load(directory: str) -> Any:
-    from deploy._cluster import STATE_FILE, LocalCluster
+    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
 
     if not (Path(directory) / STATE_FILE).exists():
         raise UserError(f"no cluster in {directory} (start one with 'kraftlog local start --dir {directory}')")
@@ -73,8 +73,8 @@ _LAYOUT_KEYS = frozenset({
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
     now, so a typo fails before anything is formatted, with the key named."""
-    import metadata_log
-    from cli._topics import parse_key_values
+    from kraftlog import metadata_log
+    from kraftlog.cli._topics import parse_key_values
 
     settings: dict[str, Any] = {}
     for key, raw in parse_key_values(items, "--override").items():
@@ -90,7 +90,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy._cluster import STATE_FILE, LocalCluster, wait_until
+    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster, wait_until
 
     if args.local_command == "stop":
         _load(args.dir).stop()
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         cluster = LocalCluster(Path(args.dir), controllers=args.controllers, brokers=args.brokers,
                                combined=not args.separate, network=args.network, overrides=overrides)
         if args.network == "netns":
-            from deploy._netns import unavailable_reason
+            from kraftlog.deploy._netns import unavailable_reason
 
             why = unavailable_reason()
             if why is not None:
@@ -175,7 +175,7 @@ def _print_status(status: dict[str, Any]) -> None:
 
 def _demo(cluster: Any) -> None:
     """A demo topic with 3 partitions and RF 3, a few records produced with acks=all and read back."""
-    from client import Consumer, NewTopic, Producer
+    from kraftlog.client import Consumer, NewTopic, Producer
 
     replication = min(3, sum(1 for n in cluster.nodes.values() if n.broker_port))
     with cluster.admin(request_timeout_ms=20_000) as admin:

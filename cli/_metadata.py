@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli._common import (
+from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     UserError,
@@ -34,7 +34,7 @@ from cli._common import (
     print_json,
     print_table,
 )
-from cli._topics import (
+from kraftlog.cli._topics import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     add_admin_options,
     error_failed,
@@ -56,7 +56,7 @@ _NO_LEADER = -1
 
 def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
-    from client import Admin
+    from kraftlog.client import Admin
 
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
@@ -112,8 +112,8 @@ def _snapshot(args: argparse.Namespace) -> int:
     """CreateMetadataSnapshot on each controller in turn (it is served locally, never forwarded)."""
     import grpc
 
-    from client import parse_bootstrap_servers
-    from proto import admin_pb2, admin_pb2_grpc
+    from kraftlog.client import parse_bootstrap_servers
+    from kraftlog.proto import admin_pb2, admin_pb2_grpc
 
     try:
         servers = parse_bootstrap_servers(args.bootstrap_server)
@@ -158,7 +158,7 @@ def _record_json(record: Any) -> dict[str, Any]:
 
 def _expand(paths: Iterable[str]) -> list[Path]:
     """Check every argument before anything is printed; directories become their files."""
-    import metadata_log
+    from kraftlog import metadata_log
 
     out: list[Path] = []
     for text in paths:
@@ -182,7 +182,7 @@ def _expand(paths: Iterable[str]) -> list[Path]:
 
 def dump_files(paths: Sequence[str], *, json: bool = False) -> int:
     """Dump every file; 0, or 1 when a file could not be read (the others are still dumped)."""
-    import metadata_log
+    from kraftlog import metadata_log
 
     files = _expand(paths)
     status = EXIT_OK
@@ -370,7 +370,7 @@ def _metadata_dir(text: str) -> Path:
 def _cluster_id_near(*dirs: Path) -> str | None:
     """The cluster id of the ``meta.properties`` in one of ``dirs`` (or their parents), if any."""
     try:
-        import storage
+        from kraftlog import storage
     except ImportError:
         return None
     seen: set[Path] = set()
@@ -397,7 +397,7 @@ def image_from_files(snapshot: str | None, log_dir: str | None,
     and notes for stderr (torn tails, a log that ends before ``as_of_offset``). Raises UserError for
     bad arguments and lets the readers' errors (corrupt files, gaps) through.
     """
-    import metadata_log
+    from kraftlog import metadata_log
 
     notes: list[str] = []
     part_epochs: dict[tuple[str, int], int] = {}
@@ -541,7 +541,7 @@ def _tree(args: argparse.Namespace) -> int:
             return status
         tree = holder[0]
     else:
-        import metadata_log
+        from kraftlog import metadata_log
 
         try:
             tree = _offline_tree(args)

@@ -37,8 +37,8 @@ from prometheus_client import (
     start_http_server,
 )
 
-from cli._common import UserError
-from proto import errors_pb2
+from kraftlog.cli._common import UserError
+from kraftlog.proto import errors_pb2
 
 __all__ = ["MetricsEndpoint", "RpcMetricsInterceptor", "metrics_host", "new_node_registry", "response_errors"]
 
@@ -68,7 +68,7 @@ def new_node_registry() -> CollectorRegistry:
 def metrics_host(config: Any) -> str:
     """Where the endpoint binds: the host of the node's first listener (the interface the operator
     already chose for this node), or every interface when that host is empty, as Kafka reads it."""
-    from metadata_log import parse_listeners
+    from kraftlog.metadata_log import parse_listeners
 
     listeners = parse_listeners(config["listeners"])
     for host, _port in listeners.values():

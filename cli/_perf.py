@@ -27,8 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, json_dumps, non_negative_int
-from cli._produce import parse_properties, read_properties_file
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, json_dumps, non_negative_int
+from kraftlog.cli._produce import parse_properties, read_properties_file
 
 __all__ = ["add_parser", "run", "make_producer", "make_consumer", "ProduceStats"]
 
@@ -37,13 +37,13 @@ _MB = 1024.0 * 1024.0
 
 
 def make_producer(bootstrap_servers: Any, **config: Any) -> Any:
-    from client import Producer
+    from kraftlog.client import Producer
 
     return Producer(bootstrap_servers, **config)
 
 
 def make_consumer(bootstrap_servers: Any, **config: Any) -> Any:
-    from client import Consumer
+    from kraftlog.client import Consumer
 
     return Consumer(bootstrap_servers, **config)
 
@@ -197,8 +197,8 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from client import producer_config_from_properties
-    from proto import errors as kerr
+    from kraftlog.client import producer_config_from_properties
+    from kraftlog.proto import errors as kerr
 
     if args.throughput == 0 or args.throughput < -1:
         raise UserError("--throughput must be a positive number of records/s, or -1 for no limit")
@@ -283,8 +283,8 @@ def _figures(start_ms: float, end_ms: float, nbytes: int, count: int) -> tuple[s
 
 
 def _consume(args: argparse.Namespace) -> int:
-    from cli._consume import consumer_settings
-    from proto import errors as kerr
+    from kraftlog.cli._consume import consumer_settings
+    from kraftlog.proto import errors as kerr
 
     config: dict[str, Any] = {"auto_offset_reset": "latest" if args.from_latest else "earliest"}
     if args.fetch_size:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
 
 __all__ = ["add_parser", "run", "make_producer", "parse_properties", "read_properties_file",
            "LineReader", "COMPRESSION_TYPES"]
@@ -39,7 +39,7 @@ COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 def make_producer(bootstrap_servers: Sequence[str], **config: Any) -> Any:
     """The producer of this command (tests may replace this function)."""
-    from client import Producer
+    from kraftlog.client import Producer
 
     return Producer(bootstrap_servers, **config)
 
@@ -177,7 +177,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The producer keywords the options and property files ask for."""
-    from client import producer_config_from_properties
+    from kraftlog.client import producer_config_from_properties
 
     props: dict[str, str] = {}
     if args.producer_config:
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _produce(args: argparse.Namespace, reader: LineReader, static_headers: list[tuple[str, bytes]],
              config: dict[str, Any], stream: TextIO) -> int:
-    from proto import errors as kerr
+    from kraftlog.proto import errors as kerr
 
     try:
         producer = make_producer(args.bootstrap_server, **config)

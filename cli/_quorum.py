@@ -18,8 +18,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from cli._common import EXIT_OK, UserError, print_json, print_table
-from cli._topics import (
+from kraftlog.cli._common import EXIT_OK, UserError, print_json, print_table
+from kraftlog.cli._topics import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
@@ -34,7 +34,7 @@ __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replicati
 
 def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
-    from client import Admin
+    from kraftlog.client import Admin
 
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
@@ -54,8 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--status", action="store_true", help="same as 'quorum status'")
     what.add_argument("--replication", action="store_true", help="same as 'quorum replication'")
     add_admin_options(describe)
-    from cli._quorum_recover import add_recover_parser
-    from cli._quorum_repair import add_check_parser, add_repair_parser
+    from kraftlog.cli._quorum_recover import add_recover_parser
+    from kraftlog.cli._quorum_repair import add_check_parser, add_repair_parser
 
     add_recover_parser(sub)
     add_check_parser(sub)
@@ -66,11 +66,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     action = args.quorum_command
     if action == "recover":
-        from cli._quorum_recover import run_recover
+        from kraftlog.cli._quorum_recover import run_recover
 
         return run_recover(args)
     if action in ("check", "repair"):
-        from cli._quorum_repair import run_check, run_repair
+        from kraftlog.cli._quorum_repair import run_check, run_repair
 
         return run_check(args) if action == "check" else run_repair(args)
     if action == "describe":

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
 
 __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft_state"]
 
@@ -44,7 +44,7 @@ _NOOP_COMMAND = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
 
 
 def add_recover_parser(sub: Any) -> argparse.ArgumentParser:
-    from cli._storage import add_config_options
+    from kraftlog.cli._storage import add_config_options
 
     recover = sub.add_parser(
         "recover", help="install a (Spark-rebuilt) snapshot as this controller's whole metadata state",
@@ -59,8 +59,8 @@ def add_recover_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    import metadata_log
-    from cli._storage import load_config_args
+    from kraftlog import metadata_log
+    from kraftlog.cli._storage import load_config_args
 
     cfg = load_config_args(args)
     try:
@@ -93,8 +93,8 @@ def _raft_port_in_use(host: str, port: int) -> bool:
 
 
 def _existing_state(mdir: Path, raft_dir: Path) -> list[Path]:
-    import metadata_log
-    from metadata_log._log_files import PARTIAL_SUFFIX
+    from kraftlog import metadata_log
+    from kraftlog.metadata_log._log_files import PARTIAL_SUFFIX
 
     found: list[Path] = []
     for seg in metadata_log.list_segments(mdir):
@@ -117,9 +117,9 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
     leader (in term ``term + 1``) and replicate from there; pysyncobj loads the dump at start and
     `MetadataStateMachine.from_state` continues numbering at ``next_offset``.
     """
-    from quorum._journal import RaftJournal
-    from quorum._raft import DUMP_FILE, JOURNAL_FILE
-    from quorum._serializer import FullDump, encode_dump
+    from kraftlog.quorum._journal import RaftJournal
+    from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
+    from kraftlog.quorum._serializer import FullDump, encode_dump
 
     raft_dir.mkdir(parents=True, exist_ok=True)
     prev = (_NOOP_COMMAND, 1, term)
@@ -156,7 +156,7 @@ def _fsync_dir(d: Path) -> None:
 
 def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path:
     """Copy the snapshot bytes under their canonical name: .part, fsync, rename, fsync the dir."""
-    from metadata_log._log_files import PARTIAL_SUFFIX, snapshot_file_name
+    from kraftlog.metadata_log._log_files import PARTIAL_SUFFIX, snapshot_file_name
 
     final = mdir / snapshot_file_name(offset, epoch)
     part = final.with_name(final.name + PARTIAL_SUFFIX)
@@ -172,8 +172,8 @@ def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path
 def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: bool = False) -> dict[str, Any]:
     """Install ``snapshot`` as the whole metadata state of the controller configured by ``cfg``
     (see the module docstring). Raises `UserError` for a node or snapshot that cannot be used."""
-    import metadata_log
-    from cli._storage import check_formatted
+    from kraftlog import metadata_log
+    from kraftlog.cli._storage import check_formatted
 
     if not cfg.is_controller:
         raise UserError(f"node {cfg.node_id} has no controller role (process.roles = {list(cfg.roles)})")

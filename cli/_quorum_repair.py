@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
 
 __all__ = ["add_check_parser", "add_repair_parser", "check_metadata_log", "run_check", "run_repair"]
 
@@ -33,7 +33,7 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
 
 def add_check_parser(sub: Any) -> argparse.ArgumentParser:
-    from cli._storage import add_config_options
+    from kraftlog.cli._storage import add_config_options
 
     check = sub.add_parser("check", help="replay this controller's metadata log offline; name the first bad record",
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +43,7 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def add_repair_parser(sub: Any) -> argparse.ArgumentParser:
-    from cli._storage import add_config_options
+    from kraftlog.cli._storage import add_config_options
 
     repair = sub.add_parser("repair", help="rebuild this controller's metadata state from the entries before an offset",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,8 +58,8 @@ def check_metadata_log(mdir: Path, *, stop_at: int | None = None) -> tuple[Any, 
     """Replay ``mdir`` like a starting controller. Returns ``(image, failure, rest)``: the image of
     every entry that replayed (below ``stop_at`` when given), the first failure as a report (None when
     there is none) and the entries from ``stop_at`` or the failure on (what a repair would drop)."""
-    import metadata_log
-    from metadata_log._image import MetadataDelta, MetadataReplayError
+    from kraftlog import metadata_log
+    from kraftlog.metadata_log._image import MetadataDelta, MetadataReplayError
 
     snap = metadata_log.latest_snapshot(mdir)
     image = metadata_log.MetadataImage.EMPTY
@@ -99,7 +99,7 @@ def _metadata_dir(cfg: Any) -> Path:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from cli._storage import load_config_args
+    from kraftlog.cli._storage import load_config_args
 
     cfg = load_config_args(args)
     image, failure, rest = check_metadata_log(_metadata_dir(cfg))
@@ -118,9 +118,9 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    import metadata_log
-    from cli._quorum_recover import recover_controller
-    from cli._storage import load_config_args
+    from kraftlog import metadata_log
+    from kraftlog.cli._quorum_recover import recover_controller
+    from kraftlog.cli._storage import load_config_args
 
     cfg = load_config_args(args)
     mdir = _metadata_dir(cfg)

@@ -22,8 +22,8 @@ import random
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from cli._common import EXIT_FAILURE, EXIT_OK, UserError, json_dumps, print_json
-from cli._topics import (
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, json_dumps, print_json
+from kraftlog.cli._topics import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
@@ -53,7 +53,7 @@ class PlanEntry(NamedTuple):
 
 def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
-    from client import Admin
+    from kraftlog.client import Admin
 
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
@@ -250,7 +250,7 @@ def _ongoing(admin: Any, partitions: dict[str, list[int]] | None) -> dict[tuple[
 
 
 def _generate(admin: Any, args: argparse.Namespace, topics: list[str]) -> int:
-    import metadata_log
+    from kraftlog import metadata_log
 
     described = _describe(admin, topics)
     cluster = admin.describe_cluster()

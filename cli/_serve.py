@@ -24,8 +24,8 @@ from typing import Any
 
 import structlog
 
-from cli._common import UserError
-from cli._storage import add_config_options, check_formatted, load_config_args
+from kraftlog.cli._common import UserError
+from kraftlog.cli._storage import add_config_options, check_formatted, load_config_args
 
 __all__ = ["add_parser", "run", "Node"]
 
@@ -64,7 +64,7 @@ class Node:
                    ("grpc.so_reuseport", 0)]
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
-            from cli._metrics import MetricsEndpoint, metrics_host, new_node_registry
+            from kraftlog.cli._metrics import MetricsEndpoint, metrics_host, new_node_registry
 
             self.registry = new_node_registry()
             self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
@@ -73,7 +73,7 @@ class Node:
         def new_server(service_names: list[str], role: str) -> tuple[Any, Any]:
             interceptors = []
             if self.registry is not None:
-                from cli._metrics import RpcMetricsInterceptor
+                from kraftlog.cli._metrics import RpcMetricsInterceptor
 
                 interceptors.append(RpcMetricsInterceptor(self.registry, role))
             server = grpc.aio.server(options=options, interceptors=interceptors)
@@ -84,10 +84,10 @@ class Node:
                                  reflection.SERVICE_NAME], server)
             return server, servicer
 
-        from proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+        from kraftlog.proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
         admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
-            from quorum._server import ControllerServer
+            from kraftlog.quorum._server import ControllerServer
 
             self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.health = new_server(
@@ -102,7 +102,7 @@ class Node:
             self.servers.append(server)
             await _set(self.health, health_pb2.HealthCheckResponse.SERVING)
         if "broker" in self.config.roles:
-            from broker._server import BrokerServer
+            from kraftlog.broker._server import BrokerServer
 
             self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.broker_health = new_server(
@@ -186,7 +186,7 @@ async def _serve(config: Any, cluster_id: str) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    from quorum._server import MetadataReplayFailure
+    from kraftlog.quorum._server import MetadataReplayFailure
 
     try:
         try:
@@ -230,7 +230,7 @@ def _sd_notify(state: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config_args(args)
-    from cli._logging import configure_logging
+    from kraftlog.cli._logging import configure_logging
 
     configure_logging(node_id=config.node_id, role="+".join(config.roles), level=args.log_level
                       if args.log_level != "warning" else "info")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli._common import (
+from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     UserError,
@@ -107,8 +107,8 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    import metadata_log
-    from metadata_log import _spark
+    from kraftlog import metadata_log
+    from kraftlog.metadata_log import _spark
 
     as_of_time_ms = None
     if args.as_of_time is not None:
@@ -283,7 +283,7 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
 
 def diff_snapshots(a: Any, b: Any, *, ignore_provenance: bool = False) -> list[Difference]:
     """Differences between two `Snapshot`s: the header (unless ignored), then the images."""
-    from metadata_log import MetadataImage
+    from kraftlog.metadata_log import MetadataImage
 
     out: list[Difference] = []
     if not ignore_provenance:
@@ -307,7 +307,7 @@ def _value_text(value: Any) -> str:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    import metadata_log
+    from kraftlog import metadata_log
 
     snaps = []
     for text in (args.a, args.b):

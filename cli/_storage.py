@@ -14,8 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import storage
-from cli._common import UserError, add_output_option, print_json, print_table
+from kraftlog import storage
+from kraftlog.cli._common import UserError, add_output_option, print_json, print_table
 
 __all__ = ["add_parser", "run", "new_cluster_id", "check_formatted", "node_dirs", "load_config_args",
            "add_config_options"]
@@ -49,7 +49,7 @@ def add_config_options(parser: argparse.ArgumentParser, *, required: bool = True
 
 def load_config_args(args: argparse.Namespace) -> Any:
     """Load the node config named by ``--config``/``--override``; a bad config is a user error."""
-    import metadata_log
+    from kraftlog import metadata_log
 
     try:
         return metadata_log.load_node_config(args.config, args.override)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cli._common import (
+from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     UserError,
@@ -100,7 +100,7 @@ def _error_name(err: Any) -> str:
     if name:
         return name
     try:
-        from proto import errors as kerr
+        from kraftlog.proto import errors as kerr
 
         return kerr.error_for_code(err.code).error_name
     except Exception:  # an unknown code still deserves a readable line
@@ -150,7 +150,7 @@ def run_with_admin(args: argparse.Namespace, factory: AdminFactory,
     A `ClusterError`, or a `proto.errors.KafkaError` raised by the client (no controller answered
     in time), becomes one line on stderr and exit status 1. `UserError` passes through to `main`.
     """
-    from proto import errors as kerr
+    from kraftlog.proto import errors as kerr
 
     admin = factory(args.bootstrap_server, request_timeout_ms=args.request_timeout_ms)
     try:
@@ -240,7 +240,7 @@ def join_ids(ids: Iterable[int]) -> str:
 
 def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
-    from client import Admin
+    from kraftlog.client import Admin
 
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
@@ -352,7 +352,7 @@ def _create(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     def body(admin: Any) -> int:
-        from client import NewTopic
+        from kraftlog.client import NewTopic
 
         topic = NewTopic(args.topic,
                          num_partitions=args.partitions if args.partitions is not None else -1,

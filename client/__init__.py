@@ -1,8 +1,8 @@
 """client: the Python client library over gRPC (DESIGN.md §2): `Admin`, `Producer`,
 `AsyncProducer` and `Consumer`. Imports only `proto`."""
 
-from client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
-from client._consumer import (
+from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
+from kraftlog.client._consumer import (
     Consumer,
     ConsumerRecord,
     LogTruncationError,
@@ -10,10 +10,10 @@ from client._consumer import (
     OffsetAndTimestamp,
     consumer_config_from_properties,
 )
-from client._config import UnsupportedConfigError
-from client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
-from client._partitioner import DefaultPartitioner, murmur2, partition_for_key
-from client._producer import (
+from kraftlog.client._config import UnsupportedConfigError
+from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
+from kraftlog.client._partitioner import DefaultPartitioner, murmur2, partition_for_key
+from kraftlog.client._producer import (
     AsyncProducer,
     Producer,
     ProducerClosedError,

@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 import structlog
 
-from proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
-from proto import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
+from kraftlog.proto import errors as kerr
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 

@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
-from proto import broker_pb2
-from proto import errors as kerr
+from kraftlog.proto import broker_pb2
+from kraftlog.proto import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
 from ._fetched import CompletedFetch, ConsumerRecord, decode_partition

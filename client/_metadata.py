@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
-from proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
-from proto import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
+from kraftlog.proto import errors as kerr
 
 __all__ = [
     "BrokerMetadata",

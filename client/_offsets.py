@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 import grpc
 import structlog
 
-from proto import broker_pb2
-from proto import errors as kerr
+from kraftlog.proto import broker_pb2
+from kraftlog.proto import errors as kerr
 
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._positions import (

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from proto import errors as kerr
+from kraftlog.proto import errors as kerr
 
 from ._metadata import TopicPartition
 
@@ -83,7 +83,7 @@ def needs_validation(state: PartitionState, current_epoch: int) -> bool:
 
 def validation_request(items: Mapping[TopicPartition, tuple[int, int]]) -> Any:
     """OffsetForLeaderEpoch for ``{tp: (current_leader_epoch, offset_epoch)}`` from a consumer."""
-    from proto import broker_pb2
+    from kraftlog.proto import broker_pb2
 
     R = broker_pb2.OffsetForLeaderEpochRequest
     topics: dict[str, list[Any]] = {}

@@ -51,8 +51,8 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
-from proto import broker_pb2
-from proto import errors as kerr
+from kraftlog.proto import broker_pb2
+from kraftlog.proto import errors as kerr
 
 from ._config import (
     BYTES_SERIALIZER,

@@ -124,7 +124,7 @@ class LocalCluster:
         """The `deploy._netns.NetnsNetwork` of a ``netns`` cluster, else None."""
         if self.network != "netns":
             return None
-        from deploy._netns import NetnsNetwork
+        from kraftlog.deploy._netns import NetnsNetwork
 
         return NetnsNetwork(str(self.netns_prefix))
 
@@ -153,7 +153,7 @@ class LocalCluster:
 
     def plan(self) -> None:
         """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
-        from cli._storage import new_cluster_id
+        from kraftlog.cli._storage import new_cluster_id
 
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self.cluster_id or new_cluster_id()
@@ -202,7 +202,7 @@ class LocalCluster:
         spec.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _format(self, spec: NodeSpec) -> None:
-        proc = subprocess.run([self.python, "-m", "cli", "storage", "format", "-t", str(self.cluster_id),
+        proc = subprocess.run([self.python, "-m", "kraftlog.cli", "storage", "format", "-t", str(self.cluster_id),
                                "-c", str(spec.config_path), "--ignore-formatted"],
                               capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
@@ -244,7 +244,7 @@ class LocalCluster:
         log = open(spec.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         prefix = self.netns.exec_prefix(node_id) if self.netns is not None else []
-        proc = subprocess.Popen([*prefix, self.python, "-m", "cli", "--log-level", "info", "serve",
+        proc = subprocess.Popen([*prefix, self.python, "-m", "kraftlog.cli", "--log-level", "info", "serve",
                                  "-c", str(spec.config_path)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
@@ -348,7 +348,7 @@ class LocalCluster:
                         if n.broker_port)
 
     def admin(self, **kwargs: Any) -> Any:
-        from client import Admin
+        from kraftlog.client import Admin
 
         return Admin(",".join(self.controller_addresses), **kwargs)
 

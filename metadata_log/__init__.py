@@ -5,7 +5,7 @@ and snapshot files, Kafka's replica placement, and the node/topic configuration 
 other kraftlog package; the Spark job lives in its own module and is not imported here.
 """
 
-from metadata_log._config import (
+from kraftlog.metadata_log._config import (
     NO_DEFAULT,
     NODE_CONFIG_DEFS,
     TOPIC_CONFIG_DEFS,
@@ -27,7 +27,7 @@ from metadata_log._config import (
     read_config_file,
     validate_topic_configs,
 )
-from metadata_log._image import (
+from kraftlog.metadata_log._image import (
     BrokerRegistration,
     ClusterImage,
     ConfigurationsImage,
@@ -41,7 +41,7 @@ from metadata_log._image import (
     TopicImage,
     TopicsImage,
 )
-from metadata_log._log_files import (
+from kraftlog.metadata_log._log_files import (
     MetadataLogCorruptError,
     MetadataLogGapError,
     MetadataLogWriter,
@@ -57,14 +57,14 @@ from metadata_log._log_files import (
     read_snapshot,
     write_snapshot,
 )
-from metadata_log._placement import (
+from kraftlog.metadata_log._placement import (
     PlacementError,
     RackAwareMode,
     assign_replicas,
     expand_assignment,
     placement_brokers,
 )
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     RECORD_TYPES,

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple
 
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     BrokerEndpoint,

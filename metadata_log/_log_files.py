@@ -98,7 +98,7 @@ import crc32c
 import msgpack
 import structlog
 
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     LogEntry,
     MetadataRecord,
     MetadataRecordError,

@@ -26,7 +26,7 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping, Sequence, Union
 
 if TYPE_CHECKING:
-    from metadata_log._image import BrokerRegistration, ClusterImage
+    from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
 
 __all__ = [
     "PlacementError",

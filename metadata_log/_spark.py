@@ -89,8 +89,8 @@ import msgpack
 import structlog
 from crc32c import crc32c
 
-from metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
-from metadata_log._log_files import (
+from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
+from kraftlog.metadata_log._log_files import (
     _FRAME_HEADER,
     FRAME_HEADER_SIZE,
     MetadataLogCorruptError,
@@ -106,7 +106,7 @@ from metadata_log._log_files import (
     snapshot_file_name,
     write_snapshot_payloads,
 )
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     RECORD_TYPES,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,

@@ -6,9 +6,9 @@ controller role of a node on it; `quorum._controller` holds the active controlle
 ``(image, request) -> (records, response)`` handlers. Imports `metadata_log` and `proto` only.
 """
 
-from quorum._controller import BrokerHeartbeats, ControllerContext
-from quorum._raft import MetadataQuorum, QuorumStatus, VoterStatus
-from quorum._server import METADATA_PARTITION_DIR, ControllerServer
+from kraftlog.quorum._controller import BrokerHeartbeats, ControllerContext
+from kraftlog.quorum._raft import MetadataQuorum, QuorumStatus, VoterStatus
+from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer
 
 __all__ = ["BrokerHeartbeats", "ControllerContext", "ControllerServer", "METADATA_PARTITION_DIR",
            "MetadataQuorum", "QuorumStatus", "VoterStatus"]

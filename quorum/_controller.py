@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metadata_log import _placement as placement
-from metadata_log._config import ConfigError, validate_topic_configs
-from metadata_log._image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
-from metadata_log._records import (
+from kraftlog.metadata_log import _placement as placement
+from kraftlog.metadata_log._config import ConfigError, validate_topic_configs
+from kraftlog.metadata_log._image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -47,8 +47,8 @@ from metadata_log._records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from proto import admin_pb2, controller_pb2, errors_pb2
-from proto import errors as kerr
+from kraftlog.proto import admin_pb2, controller_pb2, errors_pb2
+from kraftlog.proto import errors as kerr
 
 __all__ = [
     "ControllerContext",
@@ -255,7 +255,7 @@ def apply_records(image: MetadataImage, records: Records) -> MetadataImage:
 def _apply(image: MetadataImage, records: Records) -> MetadataImage:
     """The image the records would produce: lets one handler chain decisions (e.g. unfence, then
     elect) without touching state. Replay is the same code the quorum runs after commit."""
-    from metadata_log._image import MetadataDelta
+    from kraftlog.metadata_log._image import MetadataDelta
 
     delta = MetadataDelta(image)
     for r in records:
@@ -398,7 +398,7 @@ def _validate_topic_configs(configs: Mapping[str, str]) -> None:
     """`validate_topic_configs`, plus: a LIST key may not be empty. The schema's validator accepts
     ``cleanup.policy=""``, but the partition log refuses a topic with no cleanup policy, so a
     committed empty value would leave every replica unable to apply the topic's config."""
-    from metadata_log._config import TOPIC_CONFIG_DEFS, ConfigType
+    from kraftlog.metadata_log._config import TOPIC_CONFIG_DEFS, ConfigType
 
     parsed = validate_topic_configs(configs)
     for key, value in parsed.items():
@@ -981,7 +981,7 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
                      ctx: ControllerContext) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
     """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
     cluster default, static broker config, or Kafka's default)."""
-    from metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+    from kraftlog.metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 
     R = admin_pb2.DescribeConfigsResponse
     results = []
@@ -1036,7 +1036,7 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
 def _topic_value(broker_key: str, raw: str) -> str:
     """A broker-level synonym's value in its topic key's unit (``log.retention.hours`` 1 ->
     ``retention.ms`` 3600000), as `NodeConfig.topic_defaults` converts static values."""
-    from metadata_log._config import LONG_MAX, NODE_CONFIG_DEFS
+    from kraftlog.metadata_log._config import LONG_MAX, NODE_CONFIG_DEFS
 
     spec = NODE_CONFIG_DEFS[broker_key]
     try:
@@ -1069,7 +1069,7 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
     twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
-    from metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
+    from kraftlog.metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
 
     R = admin_pb2.IncrementalAlterConfigsResponse
     dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}

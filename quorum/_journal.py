@@ -76,7 +76,7 @@ import msgpack
 import structlog
 from pysyncobj.journal import Journal
 
-from quorum._fsutil import FRAME, atomic_write, crc, frame, fsync_directory
+from kraftlog.quorum._fsutil import FRAME, atomic_write, crc, frame, fsync_directory
 
 __all__ = [
     "JournalCorruptError",

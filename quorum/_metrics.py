@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from metadata_log import MetadataImage
+from kraftlog.metadata_log import MetadataImage
 
 __all__ = ["ControllerStateCollector", "cluster_counts"]
 

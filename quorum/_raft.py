@@ -134,9 +134,9 @@ from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from pysyncobj.transport import Transport
 
-from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
-from proto import backoff_ms
-from proto.errors import (
+from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
+from kraftlog.proto import backoff_ms
+from kraftlog.proto.errors import (
     CorruptMessageError,
     InvalidRequestError,
     NotControllerError,
@@ -144,10 +144,10 @@ from proto.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
-from quorum._journal import RaftJournal
-from quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
-from quorum._transport import TransportSettings, raft_transport_class
-from quorum._wire import (
+from kraftlog.quorum._journal import RaftJournal
+from kraftlog.quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
+from kraftlog.quorum._transport import TransportSettings, raft_transport_class
+from kraftlog.quorum._wire import (
     COMMAND_NO_OP,
     COMMAND_REGULAR,
     KEEPALIVE,

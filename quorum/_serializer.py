@@ -43,7 +43,7 @@ import msgpack
 import structlog
 from pysyncobj.node import TCPNode
 
-from quorum._fsutil import FRAME, crc, frame, fsync_directory, fsync_file
+from kraftlog.quorum._fsutil import FRAME, crc, frame, fsync_directory, fsync_file
 
 __all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump",
            "read_dump"]

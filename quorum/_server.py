@@ -45,7 +45,7 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
-from metadata_log import (
+from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
     MetadataImage,
@@ -62,10 +62,10 @@ from metadata_log import (
     read_snapshot,
     write_snapshot,
 )
-from metadata_log._log_files import delete_covered_segments
-from metadata_log._image import MetadataReplayError
-from proto import admin_pb2, admin_pb2_grpc, backoff_ms, controller_pb2, controller_pb2_grpc, errors_pb2
-from proto import errors as kerr
+from kraftlog.metadata_log._log_files import delete_covered_segments
+from kraftlog.metadata_log._image import MetadataReplayError
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, backoff_ms, controller_pb2, controller_pb2_grpc, errors_pb2
+from kraftlog.proto import errors as kerr
 
 from . import _controller as ctl
 from ._raft import MAX_PROPOSAL_BYTES

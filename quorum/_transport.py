@@ -49,7 +49,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
 
-from quorum._raft_connection import (
+from kraftlog.quorum._raft_connection import (
     CONNECTING,
     ESTABLISHED,
     HANDSHAKE,
@@ -57,7 +57,7 @@ from quorum._raft_connection import (
     RaftConnection,
     RefusalLog,
 )
-from quorum._wire import InitiatorHandshake, ResponderHandshake
+from kraftlog.quorum._wire import InitiatorHandshake, ResponderHandshake
 
 # pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop on every
 # platform with a Windows-only version that raises; nothing in a controller may see that one.

@@ -6,10 +6,10 @@ calls time out and are retried, then checks of the metadata log itself.
 Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 """
 
-from deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
-from deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
-from deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
-from deploy.chaos._quorum_check import (
+from kraftlog.deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
+from kraftlog.deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._quorum_check import (
     AdminOp,
     FinalTopic,
     check_admin,
@@ -19,11 +19,11 @@ from deploy.chaos._quorum_check import (
     no_active_stretches,
     replay_error_lines,
 )
-from deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
-from deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
-from deploy.chaos._runner import ChaosSettings, FaultRecord, converged, run_chaos
-from deploy.chaos._targets import ChaosTarget, LocalTarget, SystemdNode, SystemdTarget, load_inventory
-from deploy.chaos._workload import Workload, read_back
+from kraftlog.deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
+from kraftlog.deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
+from kraftlog.deploy.chaos._runner import ChaosSettings, FaultRecord, converged, run_chaos
+from kraftlog.deploy.chaos._targets import ChaosTarget, LocalTarget, SystemdNode, SystemdTarget, load_inventory
+from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
     "Ack", "CheckReport", "ReadRecord", "check", "decode_value", "encode_value", "longest_gaps",

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deploy.chaos._targets import ChaosTarget
+from kraftlog.deploy.chaos._targets import ChaosTarget
 
 __all__ = ["FAULT_KINDS", "ClusterView", "Fault", "choose_fault", "heal", "inject"]
 

@@ -22,7 +22,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from proto import RECONNECT_OPTIONS
+from kraftlog.proto import RECONNECT_OPTIONS
 
 __all__ = ["HealthProbe", "quorum_pending", "QUORUM_STALE_MS"]
 

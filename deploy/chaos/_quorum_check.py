@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metadata_log import LogEntry, MetadataRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from kraftlog.metadata_log import LogEntry, MetadataRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 
 __all__ = [
     "ACKED", "IN_DOUBT", "REJECTED", "OP_KINDS",

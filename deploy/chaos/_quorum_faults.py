@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.chaos._faults import Fault
+from kraftlog.deploy.chaos._faults import Fault
 
 __all__ = ["QUORUM_FAULT_KINDS", "MAJORITY_KINDS", "NETWORK_QUORUM_KINDS", "QuorumTimeouts",
            "choose_quorum_fault", "inject_quorum", "heal_quorum", "read_config_values",

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import structlog
 
-from metadata_log import LogEntry, MetadataRecord, MetadataRecordError, decode_entry, latest_snapshot, list_segments
-from metadata_log._log_files import iter_frames, read_snapshot
-from quorum import METADATA_PARTITION_DIR
+from kraftlog.metadata_log import LogEntry, MetadataRecord, MetadataRecordError, decode_entry, latest_snapshot, list_segments
+from kraftlog.metadata_log._log_files import iter_frames, read_snapshot
+from kraftlog.quorum import METADATA_PARTITION_DIR
 
 __all__ = ["ControllerLog", "metadata_dir_of", "read_controller_log", "log_sizes", "scan_node_logs"]
 

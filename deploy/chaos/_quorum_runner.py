@@ -33,11 +33,11 @@ from typing import Any
 
 import structlog
 
-from client import Admin
-from deploy.chaos._checker import print_verdict
-from deploy.chaos._faults import Fault
-from deploy.chaos._health import HealthProbe, quorum_pending
-from deploy.chaos._quorum_check import (
+from kraftlog.client import Admin
+from kraftlog.deploy.chaos._checker import print_verdict
+from kraftlog.deploy.chaos._faults import Fault
+from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._quorum_check import (
     FinalTopic,
     check_admin,
     diverged_controllers,
@@ -46,7 +46,7 @@ from deploy.chaos._quorum_check import (
     replay_error_lines,
     voter_rejoined,
 )
-from deploy.chaos._quorum_faults import (
+from kraftlog.deploy.chaos._quorum_faults import (
     ELECTION_KEY,
     MAJORITY_KINDS,
     NETWORK_QUORUM_KINDS,
@@ -60,8 +60,8 @@ from deploy.chaos._quorum_faults import (
     stop_clean,
     write_config_values,
 )
-from deploy.chaos._quorum_logs import log_sizes, metadata_dir_of, read_controller_log, scan_node_logs
-from deploy.chaos._quorum_workload import ActiveSampler, AdminWorkload
+from kraftlog.deploy.chaos._quorum_logs import log_sizes, metadata_dir_of, read_controller_log, scan_node_logs
+from kraftlog.deploy.chaos._quorum_workload import ActiveSampler, AdminWorkload
 
 __all__ = ["QuorumSettings", "LONG_ELECTION", "run_quorum_chaos"]
 

@@ -27,9 +27,9 @@ from typing import Any
 import grpc
 import structlog
 
-from deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
-from proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
-from proto import errors as kerr
+from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
+from kraftlog.proto import errors as kerr
 
 __all__ = ["AdminWorkload", "ActiveSampler", "CONFIG_KEYS", "classify", "is_stale_answer"]
 

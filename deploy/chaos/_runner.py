@@ -18,12 +18,12 @@ from typing import Any
 
 import structlog
 
-from client import Admin, NewTopic
-from deploy.chaos._checker import check, longest_gaps, print_verdict
-from deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
-from deploy.chaos._health import HealthProbe, quorum_pending
-from deploy.chaos._targets import ChaosTarget
-from deploy.chaos._workload import Workload, read_back
+from kraftlog.client import Admin, NewTopic
+from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
+from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._targets import ChaosTarget
+from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged"]
 

@@ -66,7 +66,7 @@ class LocalTarget:
 
     def partitions_unavailable(self) -> str | None:
         if self.cluster.network != "netns":
-            from deploy._netns import unavailable_reason
+            from kraftlog.deploy._netns import unavailable_reason
 
             why = unavailable_reason()
             return ("the cluster runs on loopback (start it with --network netns)" if why is None

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import structlog
 
-from client import Consumer, Producer
-from deploy.chaos._checker import Ack, ReadRecord, encode_value
+from kraftlog.client import Consumer, Producer
+from kraftlog.deploy.chaos._checker import Ack, ReadRecord, encode_value
 
 __all__ = ["Workload", "read_back"]
 

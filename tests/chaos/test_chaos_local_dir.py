@@ -26,7 +26,7 @@ OVERRIDES = ("broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=500
 
 
 def kraftlog(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kraftlog.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout_s, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 

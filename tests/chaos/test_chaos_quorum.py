@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy._netns import unavailable_reason
+from kraftlog.deploy._netns import unavailable_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -32,7 +32,7 @@ KINDS = {"pause_standbys", "pause_active_controller", "kill_active_controller", 
 
 @pytest.mark.timeout(900)
 def test_short_quorum_chaos_run_finds_nothing_wrong(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "cli", "chaos", "run", "--profile", "quorum", "--duration", "75s",
+    cmd = [sys.executable, "-m", "kraftlog.cli", "chaos", "run", "--profile", "quorum", "--duration", "75s",
            "--seed", str(SEED), "--interval", "5-9", "--work-dir", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=840,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy._netns import unavailable_reason
+from kraftlog.deploy._netns import unavailable_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -26,7 +26,7 @@ SEED = 20261122
 
 @pytest.mark.timeout(600)
 def test_short_chaos_run_loses_nothing_and_converges(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "cli", "chaos", "run", "--duration", "100s", "--seed", str(SEED),
+    cmd = [sys.executable, "-m", "kraftlog.cli", "chaos", "run", "--duration", "100s", "--seed", str(SEED),
            "--interval", "4-7", "--work-dir", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from metadata_log._records import RECORD_TYPES, BrokerEndpoint, LogEntry, MetadataRecord
+from kraftlog.metadata_log._records import RECORD_TYPES, BrokerEndpoint, LogEntry, MetadataRecord
 
 __all__ = ["records", "entries", "msgpack_values", "record_like_maps", "wire_ints"]
 

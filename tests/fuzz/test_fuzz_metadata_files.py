@@ -21,7 +21,7 @@ from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from hypothesis import given, strategies as st
 from _metadata_strategies import msgpack_values, records
 
-from metadata_log._log_files import (
+from kraftlog.metadata_log._log_files import (
     MetadataLogWriter,
     Snapshot,
     encode_frame,
@@ -33,7 +33,7 @@ from metadata_log._log_files import (
     snapshot_file_name,
     write_snapshot,
 )
-from metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, encode_entry, encode_record
+from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, encode_entry, encode_record
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

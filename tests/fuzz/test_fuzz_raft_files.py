@@ -21,9 +21,9 @@ from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from _metadata_strategies import msgpack_values
 from hypothesis import example, given, strategies as st
 
-from quorum._fsutil import frame
-from quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
-from quorum._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
+from kraftlog.quorum._fsutil import frame
+from kraftlog.quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
+from kraftlog.quorum._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

@@ -12,8 +12,8 @@ import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, mutated
 from hypothesis import given, strategies as st
 
-from storage._records import HEADER_SIZE, RecordBatchBuilder
-from storage._scan import Malformed, record_fields, scan_records
+from kraftlog.storage._records import HEADER_SIZE, RecordBatchBuilder
+from kraftlog.storage._scan import Malformed, record_fields, scan_records
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

@@ -17,7 +17,7 @@ import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from hypothesis import example, given, strategies as st
 
-from storage import (
+from kraftlog.storage import (
     IndexCorruptError,
     KafkaStorageError,
     Log,
@@ -28,9 +28,9 @@ from storage import (
     build_batch,
     read_meta_properties,
 )
-from storage._checkpoint import OffsetCheckpointFile, write_checkpoint_lines
-from storage._epoch_cache import LeaderEpochCache
-from storage._log_manager import META_PROPERTIES_FILE, MetaProperties, write_meta_properties
+from kraftlog.storage._checkpoint import OffsetCheckpointFile, write_checkpoint_lines
+from kraftlog.storage._epoch_cache import LeaderEpochCache
+from kraftlog.storage._log_manager import META_PROPERTIES_FILE, MetaProperties, write_meta_properties
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

@@ -26,12 +26,12 @@ import time
 import grpc
 import pytest
 
-import storage
-from client import Consumer, NewTopic
-from client._records import Batch as ClientBatch
-from deploy._cluster import LocalCluster, wait_until
-from proto import broker_pb2, broker_pb2_grpc
-from storage._records import crc32c
+from kraftlog import storage
+from kraftlog.client import Consumer, NewTopic
+from kraftlog.client._records import Batch as ClientBatch
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc
+from kraftlog.storage._records import crc32c
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("KRAFTLOG_FUZZ_SEED", "12"))

@@ -19,8 +19,8 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from proto.errors import KafkaError, MessageTooLargeError
-from quorum._wire import (
+from kraftlog.proto.errors import KafkaError, MessageTooLargeError
+from kraftlog.quorum._wire import (
     MAX_HANDSHAKE_FRAME_BYTES,
     FrameReader,
     InitiatorHandshake,

@@ -27,14 +27,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from client._records import Batch as ClientBatch
-from proto import errors as kerr
-from storage import CompressionType, LogConfig, StorageError
-from storage._compression import MIN_INFLATE_BOUND
-from storage._record_set import split_batches, validate_record_set
-from storage._records import HEADER_SIZE, Header, RecordBatch, RecordBatchBuilder, crc32c, iter_batches
-from storage._scan import Malformed, scan_records
-from storage._validator import check_stored_batch, records_section, validate_leader_batches
+from kraftlog.client._records import Batch as ClientBatch
+from kraftlog.proto import errors as kerr
+from kraftlog.storage import CompressionType, LogConfig, StorageError
+from kraftlog.storage._compression import MIN_INFLATE_BOUND
+from kraftlog.storage._record_set import split_batches, validate_record_set
+from kraftlog.storage._records import HEADER_SIZE, Header, RecordBatch, RecordBatchBuilder, crc32c, iter_batches
+from kraftlog.storage._scan import Malformed, scan_records
+from kraftlog.storage._validator import check_stored_batch, records_section, validate_leader_batches
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
@@ -258,6 +258,6 @@ def test_scan_paths_agree_across_varint_width_boundaries(n: int) -> None:
 
 def test_typed_errors_are_kafkas() -> None:
     """The storage errors the validator raises map onto Kafka's table by code and name."""
-    from storage import CorruptRecordError, InvalidRecordError, InvalidTimestampError
+    from kraftlog.storage import CorruptRecordError, InvalidRecordError, InvalidTimestampError
     for err in (CorruptRecordError, InvalidRecordError, InvalidTimestampError):
         assert kerr.error_for_code(err.error_code).error_name == err.error_name

@@ -13,7 +13,7 @@ import uuid
 
 import grpc
 
-from proto import controller_pb2, controller_pb2_grpc
+from kraftlog.proto import controller_pb2, controller_pb2_grpc
 
 CAUGHT_UP = 2**62
 

@@ -38,10 +38,10 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from cli._logging import configure_logging  # noqa: E402
-from metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
-from proto.errors import KafkaError  # noqa: E402
-from quorum._raft import MetadataQuorum  # noqa: E402
+from kraftlog.cli._logging import configure_logging  # noqa: E402
+from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
+from kraftlog.proto.errors import KafkaError  # noqa: E402
+from kraftlog.quorum._raft import MetadataQuorum  # noqa: E402
 
 
 def emit(obj: dict[str, Any]) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from client import Consumer, NewTopic, Producer
-from deploy._cluster import LocalCluster, wait_until
+from kraftlog.client import Consumer, NewTopic, Producer
+from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-import storage
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog import storage
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -242,7 +242,7 @@ def test_acks0_stream_follows_a_killed_leader(cluster: LocalCluster) -> None:
     95 % arrive."""
     import threading
 
-    from client import Producer
+    from kraftlog.client import Producer
 
     client = Client(cluster)
     old = wait_until(lambda: client.leader("events", 0), 20, what="a leader")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy._cluster import LocalCluster
+from kraftlog.deploy._cluster import LocalCluster
 
 from ._fake_brokers import FakeBrokers
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 
 def kraftlog(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "kraftlog.cli", *args], capture_output=True, text=True, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"kraftlog {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from metadata_log import MetadataImage, read_log_dir, read_snapshot, latest_snapshot
-from metadata_log._image import MetadataDelta
-from quorum._server import METADATA_PARTITION_DIR
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.metadata_log import MetadataImage, read_log_dir, read_snapshot, latest_snapshot
+from kraftlog.metadata_log._image import MetadataDelta
+from kraftlog.quorum._server import METADATA_PARTITION_DIR
 
 from ._fake_brokers import FakeBrokers
 

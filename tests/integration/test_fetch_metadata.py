@@ -9,11 +9,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record, list_segments
-from proto import controller_pb2, controller_pb2_grpc
-from quorum import METADATA_PARTITION_DIR
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record, list_segments
+from kraftlog.proto import controller_pb2, controller_pb2_grpc
+from kraftlog.quorum import METADATA_PARTITION_DIR
 
 from ._fake_brokers import FakeBrokers
 

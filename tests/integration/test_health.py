@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy._cluster import LocalCluster, wait_until
-from deploy.chaos import HealthProbe
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.deploy.chaos import HealthProbe
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 def kraftlog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, "-m", "kraftlog.cli", *args], capture_output=True, text=True, timeout=180)
 
 
 def test_local_start_status_stop(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
         assert again.returncode == 2 and "already running" in again.stderr
         status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
         assert all(status["running"].values())
-        produced = subprocess.run([sys.executable, "-m", "cli", "produce", "--bootstrap-server",
+        produced = subprocess.run([sys.executable, "-m", "kraftlog.cli", "produce", "--bootstrap-server",
                                    info["bootstrap_servers"], "--topic", "auto-created"],
                                   input="a\nb\n", capture_output=True, text=True, timeout=60)
         assert produced.returncode == 0, produced.stderr
@@ -49,7 +49,7 @@ def _namespaces() -> set[str]:
 
 
 def test_local_cluster_in_network_namespaces_is_reachable_from_its_hub_and_removed_on_stop(tmp_path: Path) -> None:
-    from deploy._netns import unavailable_reason
+    from kraftlog.deploy._netns import unavailable_reason
 
     why = unavailable_reason()
     if why is not None:
@@ -67,7 +67,7 @@ def test_local_cluster_in_network_namespaces_is_reachable_from_its_hub_and_remov
         # from the machine's own namespace the nodes' addresses do not exist; from the hub they answer
         outside = kraftlog("topics", "list", "--bootstrap-server", info["controllers"], "--request-timeout-ms", "1500")
         assert outside.returncode != 0
-        inside = subprocess.run(["ip", "netns", "exec", hub, sys.executable, "-m", "cli", "quorum", "status",
+        inside = subprocess.run(["ip", "netns", "exec", hub, sys.executable, "-m", "kraftlog.cli", "quorum", "status",
                                  "--bootstrap-server", info["controllers"], "--output", "json"],
                                 capture_output=True, text=True, timeout=60)
         assert inside.returncode == 0, inside.stderr

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from deploy._cluster import LocalCluster, wait_until
+from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ OVERRIDES = {"controller.quorum.fetch.timeout.ms": FETCH_TIMEOUT_MS,
 
 
 def _active_controller(controllers: str) -> int:
-    from client import Admin
+    from kraftlog.client import Admin
 
     with Admin(controllers, request_timeout_ms=3000) as admin:
         resp = admin.describe_quorum()
@@ -51,7 +51,7 @@ def _active_controller(controllers: str) -> int:
 
 def _create_topic(controllers: str, name: str) -> float:
     """Create ``name`` (1 partition, RF 1); the monotonic time the creation was acknowledged."""
-    from client import Admin, NewTopic
+    from kraftlog.client import Admin, NewTopic
 
     with Admin(controllers, request_timeout_ms=10_000) as admin:
         resp = admin.create_topics([NewTopic(name, 1, 1)])
@@ -62,7 +62,7 @@ def _create_topic(controllers: str, name: str) -> float:
 def _broker_knows(broker: str, name: str) -> bool:
     import grpc
 
-    from proto import broker_pb2, broker_pb2_grpc
+    from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
     with grpc.insecure_channel(broker) as channel:
         try:
@@ -84,7 +84,7 @@ def _applied_metadata_offset(host: str) -> int:
 
 
 def _broker_unfenced(controllers: str, broker_id: int) -> bool:
-    from client import Admin
+    from kraftlog.client import Admin
 
     with Admin(controllers, request_timeout_ms=3000) as admin:
         return any(b.broker_id == broker_id and not b.fenced for b in admin.describe_cluster().brokers)
@@ -105,8 +105,8 @@ def _controller_has(controller: str, name: str) -> bool:
     """Whether the controller's own committed log holds topic ``name`` (read from its stream)."""
     import grpc
 
-    from metadata_log import MetadataDelta, MetadataImage, decode_entry
-    from proto import controller_pb2, controller_pb2_grpc
+    from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry
+    from kraftlog.proto import controller_pb2, controller_pb2_grpc
 
     delta = MetadataDelta(MetadataImage.EMPTY)
     with grpc.insecure_channel(controller) as channel:
@@ -186,7 +186,7 @@ class _Cuts:
 
 @pytest.mark.timeout(240)
 def test_broker_leaves_a_standby_cut_off_from_the_quorum(tmp_path: Path) -> None:
-    from deploy._netns import enter_namespace, unavailable_reason
+    from kraftlog.deploy._netns import enter_namespace, unavailable_reason
 
     why = unavailable_reason()
     if why is not None:

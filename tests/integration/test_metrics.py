@@ -18,10 +18,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from cli._common import UserError
-from cli._metrics import MetricsEndpoint
-from client import NewTopic, Producer
-from deploy._cluster import LocalCluster, free_port_pair, wait_until
+from kraftlog.cli._common import UserError
+from kraftlog.cli._metrics import MetricsEndpoint
+from kraftlog.client import NewTopic, Producer
+from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -179,7 +179,7 @@ def test_a_taken_metrics_port_stops_the_node_naming_the_key(tmp_path: Path) -> N
         config = cluster.nodes[1].config_path
         with config.open("a", encoding="utf-8") as f:
             f.write(f'"metrics.port" = {port}\n')
-        proc = subprocess.run([sys.executable, "-m", "cli", "serve", "-c", str(config)],
+        proc = subprocess.run([sys.executable, "-m", "kraftlog.cli", "serve", "-c", str(config)],
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

@@ -14,12 +14,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-import storage
-from client import Consumer, NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from proto import broker_pb2, broker_pb2_grpc
-from proto import errors as kerr
-from storage._records import crc32c, write_varint
+from kraftlog import storage
+from kraftlog.client import Consumer, NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc
+from kraftlog.proto import errors as kerr
+from kraftlog.storage._records import crc32c, write_varint
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from deploy._cluster import LocalCluster, wait_until
-from metadata_log import read_log_dir
-from metadata_log._records import TopicRecord
-from proto import admin_pb2, admin_pb2_grpc
-from quorum._server import METADATA_PARTITION_DIR
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.metadata_log import read_log_dir
+from kraftlog.metadata_log._records import TopicRecord
+from kraftlog.proto import admin_pb2, admin_pb2_grpc
+from kraftlog.quorum._server import METADATA_PARTITION_DIR
 
 pytestmark = pytest.mark.integration
 

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from metadata_log import LogEntry, MetadataLogWriter, read_log_dir
-from metadata_log._records import TopicRecord
-from quorum._server import METADATA_PARTITION_DIR
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.metadata_log import LogEntry, MetadataLogWriter, read_log_dir
+from kraftlog.metadata_log._records import TopicRecord
+from kraftlog.quorum._server import METADATA_PARTITION_DIR
 
 pytestmark = pytest.mark.integration
 
 
 def _kraftlog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "kraftlog.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.timeout(240)

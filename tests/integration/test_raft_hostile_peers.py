@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 from ._fake_brokers import FakeBrokers
 
@@ -194,7 +194,7 @@ def handshake(cluster: LocalCluster, target: int, *, claim: Any, password: str |
 
     Returns the socket and whether the node answered the hello with a challenge.
     """
-    from quorum._wire import InitiatorHandshake, derive_auth_key
+    from kraftlog.quorum._wire import InitiatorHandshake, derive_auth_key
 
     cid = cluster_id if cluster_id is not None else str(cluster.cluster_id)
     key = derive_auth_key(password if password is not None else str(cluster.password), cid)
@@ -376,7 +376,7 @@ def test_garbage_is_refused(cluster: LocalCluster, seed: int) -> None:
 def test_an_authenticated_voter_sending_malformed_messages_is_dropped(cluster: LocalCluster) -> None:
     """The issue's ``TypeError: tuple indices must be integers``: a message of the wrong shape from a
     peer that did authenticate (it knows the password) must not reach pysyncobj's handlers."""
-    from quorum._wire import InitiatorHandshake, Session, _mac, derive_auth_key
+    from kraftlog.quorum._wire import InitiatorHandshake, Session, _mac, derive_auth_key
 
     before = quorum_state(cluster)
     leader = before[0]

@@ -34,10 +34,10 @@ from pathlib import Path
 import grpc
 import structlog
 
-import storage
-from client import NewTopic
-from deploy._cluster import LocalCluster, wait_until
-from proto import broker_pb2, broker_pb2_grpc
+from kraftlog import storage
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
 MIB = 1024 * 1024
 TOPIC_RESOURCE = 2

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 from _fake_brokers import FakeBrokers  # noqa: E402
 
-from client import NewTopic  # noqa: E402
-from deploy._cluster import LocalCluster, wait_until  # noqa: E402
-from proto import admin_pb2, admin_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc  # noqa: E402
+from kraftlog.client import NewTopic  # noqa: E402
+from kraftlog.deploy._cluster import LocalCluster, wait_until  # noqa: E402
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc  # noqa: E402
 
 
 def echo_baseline(threads: int, seconds: float) -> float:
@@ -147,8 +147,8 @@ def _voters_caught_up(cluster: LocalCluster) -> bool:
 
 def load_image_time(partitions: int, work: Path) -> tuple[float, float]:
     """Write a snapshot of ``partitions`` partitions (RF 3), then time reading it into an image."""
-    from metadata_log import MetadataImage, read_snapshot, write_snapshot
-    from metadata_log._records import BrokerEndpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
+    from kraftlog.metadata_log import MetadataImage, read_snapshot, write_snapshot
+    from kraftlog.metadata_log._records import BrokerEndpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 
     records = [RegisterBrokerRecord(b, f"inc-{b}", b, (BrokerEndpoint("BROKER", "h", 9000 + b),), fenced=False)
                for b in range(1, 7)]

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "tests" / "spark"))
 import structlog  # noqa: E402
 
 from _loggen import generate_log  # noqa: E402
-from metadata_log import MetadataDelta, MetadataImage, read_log_dir, write_snapshot  # noqa: E402
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, read_log_dir, write_snapshot  # noqa: E402
 
 TARGET_RATIO = 3.0
 
@@ -86,7 +86,7 @@ def main() -> int:
             figures[f"records_{label}"] = n
             figures[f"log_mib_{label}"] = round(size / 2**20, 1)
 
-        from metadata_log._spark import rebuild_snapshot, spark_session
+        from kraftlog.metadata_log._spark import rebuild_snapshot, spark_session
 
         started = time.perf_counter()
         spark = spark_session(args.master, app_name="kraftlog-spark-bench")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import structlog
 
-import storage
+from kraftlog import storage
 
 RECORD_BYTES = 1024
 

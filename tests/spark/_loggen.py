@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from metadata_log import (
+from kraftlog.metadata_log import (
     NO_LEADER,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -47,7 +47,7 @@ from metadata_log import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from metadata_log._records import LeaderRecoveryState
+from kraftlog.metadata_log._records import LeaderRecoveryState
 
 __all__ = ["GeneratedLog", "LogGenerator", "generate_log", "START_MS"]
 

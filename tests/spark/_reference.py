@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metadata_log import MetadataDelta, MetadataImage, read_log_dir, read_snapshot, write_snapshot
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, read_log_dir, read_snapshot, write_snapshot
 
 __all__ = ["replay_image", "replay_snapshot"]
 

@@ -13,8 +13,8 @@ import pytest
 
 from _loggen import START_MS
 from _reference import replay_image, replay_snapshot
-from cli.__main__ import main
-from metadata_log import (
+from kraftlog.cli.__main__ import main
+from kraftlog.metadata_log import (
     ConfigRecord,
     MetadataImage,
     TopicRecord,
@@ -23,7 +23,7 @@ from metadata_log import (
     read_snapshot,
     write_snapshot,
 )
-from metadata_log._spark import _SPECS, _fast_entry, _fields, format_time_ms, parse_time_ms
+from kraftlog.metadata_log._spark import _SPECS, _fast_entry, _fields, format_time_ms, parse_time_ms
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -143,7 +143,7 @@ def test_fast_decoding_equals_the_record_classes(small_log) -> None:
     seen = set()
     for seg in list_segments(small_log.directory):
         data = seg.path.read_bytes()
-        from metadata_log._log_files import iter_frames
+        from kraftlog.metadata_log._log_files import iter_frames
         entries = iter(read_log_dir(small_log.directory, from_offset=seg.base_offset))
         for _pos, payload in iter_frames(data):
             e = next(entries)

@@ -15,7 +15,7 @@ import pytest
 
 from _loggen import START_MS, LogGenerator, generate_log
 from _reference import replay_image, replay_snapshot
-from metadata_log import (
+from kraftlog.metadata_log import (
     NO_LEADER,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -42,8 +42,8 @@ from metadata_log import (
     read_segment,
     read_snapshot,
 )
-from metadata_log._log_files import encode_frame
-from metadata_log._spark import SnapshotRebuildError, rebuild_snapshot
+from kraftlog.metadata_log._log_files import encode_frame
+from kraftlog.metadata_log._spark import SnapshotRebuildError, rebuild_snapshot
 
 
 def _same_as_replay(spark, log_dir: Path, tmp_path: Path, name: str, **cut) -> tuple[object, Path]:

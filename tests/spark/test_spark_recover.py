@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from _reference import replay_image, replay_snapshot
-from cli.__main__ import main
-from cli._storage import new_cluster_id
-from metadata_log import (
+from kraftlog.cli.__main__ import main
+from kraftlog.cli._storage import new_cluster_id
+from kraftlog.metadata_log import (
     MetadataLogWriter,
     NoOpRecord,
     latest_snapshot,
@@ -20,15 +20,15 @@ from metadata_log import (
     read_log_dir,
     read_snapshot,
 )
-from metadata_log._spark import rebuild_snapshot
-from quorum._raft import DUMP_FILE, JOURNAL_FILE
-from quorum._serializer import read_dump
+from kraftlog.metadata_log._spark import rebuild_snapshot
+from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
+from kraftlog.quorum._serializer import read_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _node_config(tmp_path: Path, node_id: int = 1) -> Path:
-    from deploy._cluster import free_port_pair
+    from kraftlog.deploy._cluster import free_port_pair
 
     taken: set[int] = set()
     ports = [free_port_pair(taken) for _ in range(3)]
@@ -85,8 +85,8 @@ def test_quorum_that_lost_every_controller_restarts_from_a_spark_snapshot(spark,
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     from _fake_brokers import FakeBrokers
 
-    from client import NewTopic
-    from deploy._cluster import LocalCluster, wait_until
+    from kraftlog.client import NewTopic
+    from kraftlog.deploy._cluster import LocalCluster, wait_until
 
     overrides = {"controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 9000}
     cluster = LocalCluster(tmp_path / "cluster", controllers=3, overrides=overrides)

@@ -22,7 +22,7 @@ import structlog
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
                     logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
 
-from storage import Log, build_batch  # noqa: E402
+from kraftlog.storage import Log, build_batch  # noqa: E402
 
 WRITER_CONFIG = {"segment_bytes": 32 * 1024, "index_interval_bytes": 1024}
 
@@ -32,7 +32,7 @@ def value_for(key: bytes) -> bytes:
 
 
 def main() -> None:
-    from storage import LogConfig
+    from kraftlog.storage import LogConfig
 
     directory = Path(sys.argv[1])
     rng = random.Random(int(sys.argv[2]))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import storage._log as log_module
-from storage import Log, LogConfig, build_batch, iter_batches
+import kraftlog.storage._log as log_module
+from kraftlog.storage import Log, LogConfig, build_batch, iter_batches
 
 NOW = 1_700_000_000_000
 

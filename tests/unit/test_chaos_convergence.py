@@ -10,8 +10,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from deploy.chaos import QUORUM_STALE_MS, HealthProbe, quorum_pending
-from proto import admin_pb2
+from kraftlog.deploy.chaos import QUORUM_STALE_MS, HealthProbe, quorum_pending
+from kraftlog.proto import admin_pb2
 
 NOW_MS = 1_800_000_000_000
 

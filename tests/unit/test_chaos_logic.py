@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cli._chaos import parse_duration_s
-from deploy.chaos import (
+from kraftlog.cli._chaos import parse_duration_s
+from kraftlog.deploy.chaos import (
     FAULT_KINDS,
     Ack,
     ClusterView,
@@ -97,7 +97,7 @@ def test_systemd_target_commands() -> None:
     target = SystemdTarget(nodes, sent.append)
     assert target.bootstrap_servers == "10.0.0.11:9092,10.0.0.12:9092"
     assert target.controller_addresses == "10.0.0.1:9093"
-    from deploy.chaos import Fault
+    from kraftlog.deploy.chaos import Fault
 
     inject(target, Fault("kill_broker", (101,), 1.0))
     assert not target.is_running(101)

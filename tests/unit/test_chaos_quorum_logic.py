@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.chaos import (
+from kraftlog.deploy.chaos import (
     QUORUM_FAULT_KINDS,
     AdminOp,
     FinalTopic,
@@ -23,11 +23,11 @@ from deploy.chaos import (
     no_active_stretches,
     replay_error_lines,
 )
-from deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, voter_rejoined
-from deploy.chaos._quorum_faults import read_config_values, write_config_values
-from deploy.chaos._quorum_logs import read_controller_log
-from deploy.chaos._quorum_workload import classify, is_stale_answer
-from metadata_log import (
+from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, voter_rejoined
+from kraftlog.deploy.chaos._quorum_faults import read_config_values, write_config_values
+from kraftlog.deploy.chaos._quorum_logs import read_controller_log
+from kraftlog.deploy.chaos._quorum_workload import classify, is_stale_answer
+from kraftlog.metadata_log import (
     LogEntry,
     MetadataLogWriter,
     NoOpRecord,
@@ -35,8 +35,8 @@ from metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from proto import admin_pb2
-from proto import errors as kerr
+from kraftlog.proto import admin_pb2
+from kraftlog.proto import errors as kerr
 
 # ------------------------------------------------------------------------------ admin bookkeeping
 

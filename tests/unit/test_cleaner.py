@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Log, LogConfig, LogSegment, RecordBatchBuilder, clean_log
+from kraftlog.storage import Log, LogConfig, LogSegment, RecordBatchBuilder, clean_log
 
 NOW = 1_700_000_000_000
 COMPACT = frozenset({"compact"})

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.__main__ import main
-from storage import Log, LogConfig, build_batch
+from kraftlog.cli.__main__ import main
+from kraftlog.storage import Log, LogConfig, build_batch
 
 REPO = Path(__file__).resolve().parents[2]
 KRAFTLOG_SCRIPT = REPO / ".venv" / "bin" / "kraftlog"
@@ -53,7 +53,7 @@ def test_unknown_option_exits_2(capsys) -> None:
 
 def test_works_without_the_logging_module(monkeypatch, tmp_path: Path, capsys) -> None:
     # cli._logging is optional for the offline tools: a missing module falls back to stderr logs
-    monkeypatch.setitem(sys.modules, "cli._logging", None)
+    monkeypatch.setitem(sys.modules, "kraftlog.cli._logging", None)
     assert main(["--log-level", "debug", "demo", "--dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert "Dumping " in captured.out
@@ -107,14 +107,14 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_python_dash_m_cli(segment: Path) -> None:
-    result = _run([sys.executable, "-m", "cli", "dump-log", "--print-data-log", str(segment)])
+    result = _run([sys.executable, "-m", "kraftlog.cli", "dump-log", "--print-data-log", str(segment)])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"Dumping {segment}"
     assert "key: k payload: hello" in result.stdout
 
 
 def test_python_dash_m_cli_user_error_has_no_traceback(tmp_path: Path) -> None:
-    result = _run([sys.executable, "-m", "cli", "dump-log", str(tmp_path / "missing.log")])
+    result = _run([sys.executable, "-m", "kraftlog.cli", "dump-log", str(tmp_path / "missing.log")])
     assert result.returncode == 2
     assert result.stdout == ""
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1

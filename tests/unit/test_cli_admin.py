@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 import structlog
 
-import cli._configs
-import cli._elect_leaders
-import cli._metadata
-import cli._quorum
-import cli._reassign
-import cli._topics
-from cli.__main__ import main
-from proto import admin_pb2, errors_pb2
-from proto import errors as kerr
+import kraftlog.cli._configs
+from kraftlog import cli
+import kraftlog.cli._elect_leaders
+import kraftlog.cli._metadata
+import kraftlog.cli._quorum
+import kraftlog.cli._reassign
+import kraftlog.cli._topics
+from kraftlog.cli.__main__ import main
+from kraftlog.proto import admin_pb2, errors_pb2
+from kraftlog.proto import errors as kerr
 
 BOOT = ["--bootstrap-server", "localhost:9093"]
 R = admin_pb2
@@ -30,7 +31,7 @@ def _uncached_logging(monkeypatch):
     """Keep structlog loggers uncached: `cli._logging` caches loggers on first use, which would
     pin the CLI's configuration into module loggers that later tests capture with
     `structlog.testing.capture_logs`. The CLI's fallback setup (stderr, no caching) is used."""
-    import cli.__main__ as cli_main
+    import kraftlog.cli.__main__ as cli_main
 
     structlog.reset_defaults()
     cli_main._fallback_logging("warning")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-import storage
-from cli.__main__ import main
-from metadata_log import (
+from kraftlog import storage
+from kraftlog.cli.__main__ import main
+from kraftlog.metadata_log import (
     BrokerEndpoint,
     ConfigRecord,
     LogEntry,
@@ -41,7 +41,7 @@ def _uncached_logging(monkeypatch):
     """Keep structlog loggers uncached: `cli._logging` caches loggers on first use, which would
     pin the CLI's configuration into module loggers that later tests capture with
     `structlog.testing.capture_logs`. The CLI's fallback setup (stderr, no caching) is used."""
-    import cli.__main__ as cli_main
+    import kraftlog.cli.__main__ as cli_main
 
     structlog.reset_defaults()
     cli_main._fallback_logging("warning")

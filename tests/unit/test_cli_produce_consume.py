@@ -11,10 +11,10 @@ import sys
 import pytest
 import structlog
 
-from cli.__main__ import main
-from cli._produce import LineReader
-from cli._common import UserError
-from storage._records import Header, RecordBatchBuilder
+from kraftlog.cli.__main__ import main
+from kraftlog.cli._produce import LineReader
+from kraftlog.cli._common import UserError
+from kraftlog.storage._records import Header, RecordBatchBuilder
 from test_producer import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,7 +23,7 @@ TS = 1_700_000_000_000
 
 @pytest.fixture(autouse=True)
 def _plain_logging(monkeypatch):
-    import cli.__main__ as cli_main
+    import kraftlog.cli.__main__ as cli_main
 
     structlog.reset_defaults()
     cli_main._fallback_logging("warning")
@@ -88,7 +88,7 @@ def test_produce_keys_headers_and_options(cluster, monkeypatch) -> None:
 
 
 def test_produce_keyed_lines_use_kafkas_partitioner(cluster, monkeypatch) -> None:
-    from client import partition_for_key
+    from kraftlog.client import partition_for_key
 
     cluster.create_topic("t", 5)
     keys = [f"user-{i}" for i in range(20)]
@@ -113,7 +113,7 @@ def test_produce_line_without_separator_fails(cluster, monkeypatch, capsys) -> N
 
 
 def test_produce_reports_failed_sends(cluster, monkeypatch, capsys) -> None:
-    from proto import errors as kerr
+    from kraftlog.proto import errors as kerr
 
     cluster.create_topic("t", 1)
     cluster.produce_errors[("t", 0)] = [kerr.TopicAuthorizationFailedError]
@@ -307,7 +307,7 @@ def test_perf_produce_payload_file_and_errors(cluster, capsys, tmp_path) -> None
     assert "bootstrap.servers" in capsys.readouterr().err
     assert main(["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "1",
                  "--record-size", "1", "--throughput", "0"]) == 2
-    cluster.produce_errors[("t", 0)] = [__import__("proto.errors").errors.TopicAuthorizationFailedError]
+    cluster.produce_errors[("t", 0)] = [__import__("kraftlog.proto.errors").proto.errors.TopicAuthorizationFailedError]
     assert main(["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "1",
                  "--record-size", "1", "--throughput", "-1"]) == 1
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["failed"] == 1

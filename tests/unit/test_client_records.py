@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from client._records import (
+from kraftlog.client._records import (
     CODECS,
     HEADER_SIZE,
     Batch,
@@ -23,11 +23,11 @@ from client._records import (
     iter_batches,
     record_size_upper_bound,
 )
-from proto import errors as kerr
-from storage._compression import CompressionType
-from storage._compression import compress as s_compress
-from storage._compression import decompress as s_decompress
-from storage._records import (
+from kraftlog.proto import errors as kerr
+from kraftlog.storage._compression import CompressionType
+from kraftlog.storage._compression import compress as s_compress
+from kraftlog.storage._compression import decompress as s_decompress
+from kraftlog.storage._records import (
     ControlRecordType,
     Header,
     RecordBatch,
@@ -222,7 +222,7 @@ def test_truncated_records_section_is_corrupt() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_varints_match_storage(value: int) -> None:
-    from client._records import _read_varint, _varint
+    from kraftlog.client._records import _read_varint, _varint
 
     buf = bytearray()
     write_varint(buf, value)

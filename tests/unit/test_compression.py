@@ -14,8 +14,8 @@ from hypothesis import assume, given, settings, strategies as st
 from kafka.codec import gzip_decode, gzip_encode, lz4_decode, lz4_encode, snappy_decode, \
     snappy_encode, zstd_decode, zstd_encode
 
-from storage._compression import CompressionType, compress, decompress
-from storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kraftlog.storage._compression import CompressionType, compress, decompress
+from kraftlog.storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 ALL_CODECS = list(CompressionType)
 COMPRESSED_CODECS = [c for c in ALL_CODECS if c != CompressionType.NONE]

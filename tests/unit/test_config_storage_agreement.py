@@ -3,8 +3,8 @@ because storage imports no other kraftlog package. These tests keep the two from
 
 from __future__ import annotations
 
-import metadata_log
-import storage
+from kraftlog import metadata_log
+from kraftlog import storage
 
 VOTERS = {"node.id": 1, "process.roles": "broker,controller", "controller.quorum.voters": "1@127.0.0.1:9093"}
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from client import Consumer, ConsumerRecord, NoOffsetForPartitionError, OffsetAndTimestamp, TopicPartition
-from client import consumer_config_from_properties
-from proto import errors as kerr
-from storage._compression import CompressionType
-from storage._records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
+from kraftlog.client import Consumer, ConsumerRecord, NoOffsetForPartitionError, OffsetAndTimestamp, TopicPartition
+from kraftlog.client import consumer_config_from_properties
+from kraftlog.proto import errors as kerr
+from kraftlog.storage._compression import CompressionType
+from kraftlog.storage._records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
 from test_producer import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)
@@ -396,7 +396,7 @@ def test_list_offsets_follows_a_moved_leader(cluster) -> None:
 def test_settings_of_missing_features_are_refused_not_ignored() -> None:
     """Issue 12: no consumer groups and no transactions yet, so a setting that asks for them is
     refused with an error naming it; the values that keep Kafka's meaning without them pass."""
-    from client import UnsupportedConfigError
+    from kraftlog.client import UnsupportedConfigError
 
     refused = [
         {"isolation.level": "read_committed"},
@@ -451,7 +451,7 @@ def test_truncation_with_no_reset_policy_raises_log_truncation_error(cluster) ->
     """KIP-320: after the leader change the consumer asks the new leader where epoch 0 ends (6),
     finds its position (10) past it and raises, naming the divergent offset, instead of fetching
     on at 10 and silently skipping the new records 6-9."""
-    from client import LogTruncationError
+    from kraftlog.client import LogTruncationError
 
     with make_consumer(cluster, auto_offset_reset="none") as consumer:
         _consume_ten_then_unclean_election(cluster, consumer)
@@ -502,7 +502,7 @@ def test_positions_without_an_epoch_need_no_validation(cluster) -> None:
 
 
 def test_validation_rule() -> None:
-    from client._positions import ValidationAnswer, judge_validation
+    from kraftlog.client._positions import ValidationAnswer, judge_validation
 
     assert judge_validation(10, 0, 10) == ValidationAnswer(True)
     assert judge_validation(10, 0, 12) == ValidationAnswer(True)

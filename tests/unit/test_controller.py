@@ -15,10 +15,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pytest
 
-from metadata_log import NodeConfig
-from metadata_log import _placement as placement
-from metadata_log._image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
-from metadata_log._records import (
+from kraftlog.metadata_log import NodeConfig
+from kraftlog.metadata_log import _placement as placement
+from kraftlog.metadata_log._image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -36,9 +36,9 @@ from metadata_log._records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from proto import admin_pb2, controller_pb2
-from quorum import _controller as ctl
-from quorum._controller import BrokerHeartbeats, ControllerContext
+from kraftlog.proto import admin_pb2, controller_pb2
+from kraftlog.quorum import _controller as ctl
+from kraftlog.quorum._controller import BrokerHeartbeats, ControllerContext
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 TOPIC = ConfigResourceType.TOPIC
@@ -1736,7 +1736,7 @@ def test_topic_ids_are_uuid4_strings_from_the_rng() -> None:
 def test_error_pb() -> None:
     ok = ctl.error_pb()
     assert (ok.code, ok.name) == (0, "NONE")
-    from proto import errors as kerr
+    from kraftlog.proto import errors as kerr
     err = ctl.error_pb(kerr.InvalidPartitionsError, "nope")
     assert (err.code, err.name, err.message) == (37, "INVALID_PARTITIONS", "nope")
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from metadata_log import NodeConfig
-from metadata_log._records import LogEntry, MetadataRecord, RegisterBrokerRecord, TopicRecord
-from proto import admin_pb2, controller_pb2
-from proto import errors as kerr
-from quorum._server import ControllerServer, _AdminService, _ControllerService
+from kraftlog.metadata_log import NodeConfig
+from kraftlog.metadata_log._records import LogEntry, MetadataRecord, RegisterBrokerRecord, TopicRecord
+from kraftlog.proto import admin_pb2, controller_pb2
+from kraftlog.proto import errors as kerr
+from kraftlog.quorum._server import ControllerServer, _AdminService, _ControllerService
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -193,7 +193,7 @@ def test_a_record_that_does_not_replay_is_refused_before_it_is_proposed(
 async def _unreplayable_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A handler that returns a record the image cannot replay fails its own request; nothing is
     proposed, other requests of the same group still commit, and the controller stays active."""
-    from quorum import _controller as ctl
+    from kraftlog.quorum import _controller as ctl
 
     server, quorum = await _active_server(tmp_path)
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from kraftlog.storage import (
     Log,
     LogConfig,
     MAX_TIMESTAMP,

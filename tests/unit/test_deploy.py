@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-import metadata_log
-from cli._storage import new_cluster_id
+from kraftlog import metadata_log
+from kraftlog.cli._storage import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

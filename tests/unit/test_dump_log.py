@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import cli._dump_log as dump_log
-from cli.__main__ import main
-from storage import (
+import kraftlog.cli._dump_log as dump_log
+from kraftlog.cli.__main__ import main
+from kraftlog.storage import (
     AppendOrigin,
     CompressionType,
     ControlRecordType,

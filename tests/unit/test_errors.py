@@ -11,8 +11,8 @@ import pickle
 
 import pytest
 
-import proto.errors as errors
-from proto.errors import (
+import kraftlog.proto.errors as errors
+from kraftlog.proto.errors import (
     ERRORS_BY_CODE,
     KafkaError,
     error_for_code,
@@ -173,7 +173,7 @@ def test_duplicate_code_is_refused_at_class_creation() -> None:
 
 
 def test_storage_errors_agree_with_the_wire_table() -> None:
-    storage_errors = pytest.importorskip("storage._errors")
+    storage_errors = pytest.importorskip("kraftlog.storage._errors")
     found = 0
     for _, cls in inspect.getmembers(storage_errors, inspect.isclass):
         if cls.__module__ != storage_errors.__name__ or not hasattr(cls, "error_code"):
@@ -186,6 +186,6 @@ def test_storage_errors_agree_with_the_wire_table() -> None:
 
 
 def test_metadata_log_config_error_agrees_with_the_wire_table() -> None:
-    from metadata_log import ConfigError
+    from kraftlog.metadata_log import ConfigError
 
     assert error_for_code(ConfigError.error_code).error_name == ConfigError.error_name == "INVALID_CONFIG"

@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import storage
-from broker._alter_partition import AlterPartitionManager
-from broker._fetcher import ReplicaFetcherManager
-from broker._replica_manager import ReplicaManager
-from metadata_log import (
+from kraftlog import storage
+from kraftlog.broker._alter_partition import AlterPartitionManager
+from kraftlog.broker._fetcher import ReplicaFetcherManager
+from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.metadata_log import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -28,8 +28,8 @@ from metadata_log import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from proto import broker_pb2, controller_pb2
-from quorum import _controller as ctl
+from kraftlog.proto import broker_pb2, controller_pb2
+from kraftlog.quorum import _controller as ctl
 
 TOPIC_ID = "00000000-0000-4000-8000-0000000000aa"
 VOTERS = "100@127.0.0.1:9999"
@@ -254,7 +254,7 @@ def test_follower_behind_leader_log_start_truncates_fully(tmp_path: Path) -> Non
         n1, n2 = c.nodes[1], c.nodes[2]
         n2.reachable = False  # 2 is cut off; the leader drops it from the ISR
         records = [r for r in c.part(0).isr if r != 2]
-        from metadata_log import PartitionChangeRecord
+        from kraftlog.metadata_log import PartitionChangeRecord
         c.commit(PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=tuple(records)))
         for i in range(4):
             assert (await produce(n1, 0, batch(2, f"x{i}"))).error.code == 0
@@ -380,7 +380,7 @@ def test_leader_epoch_without_data_does_not_block_the_follower(tmp_path: Path) -
     to truncate but must drop that epoch entry, or it would be told to diverge forever."""
 
     async def main() -> None:
-        from metadata_log import PartitionChangeRecord
+        from kraftlog.metadata_log import PartitionChangeRecord
 
         c = await start_cluster(tmp_path, (1, 2), [(1, 2)], min_isr=2)
         n1, n2 = c.nodes[1], c.nodes[2]

@@ -14,7 +14,7 @@ from types import MappingProxyType
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from metadata_log._image import (
+from kraftlog.metadata_log._image import (
     BrokerRegistration,
     ConfigurationsImage,
     FeaturesImage,
@@ -27,7 +27,7 @@ from metadata_log._image import (
     TopicImage,
     TopicsImage,
 )
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,

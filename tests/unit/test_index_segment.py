@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from kraftlog.storage import (
     IndexCorruptError,
     Log,
     LogConfig,

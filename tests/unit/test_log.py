@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import storage
-from storage import (
+from kraftlog import storage
+from kraftlog.storage import (
     AppendOrigin,
     CompressionType,
     ControlRecordType,
@@ -37,7 +37,7 @@ from storage import (
     build_control_batch,
     iter_batches,
 )
-from storage._records import crc32c
+from kraftlog.storage._records import crc32c
 
 NOW = 1_700_000_000_000
 DAY = 24 * 3600 * 1000

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import storage._cleaner as cleaner_module
-from storage import Log, LogConfig, LogManager, RecordBatchBuilder, clean_log
-from storage._log_cleaner import Throttler
+import kraftlog.storage._cleaner as cleaner_module
+from kraftlog.storage import Log, LogConfig, LogManager, RecordBatchBuilder, clean_log
+from kraftlog.storage._log_cleaner import Throttler
 from test_cleaner import FakeClock, Model, _one, build_random, check_consistent, latest_per_key, records
 
 COMPACT = frozenset({"compact"})
@@ -108,7 +108,7 @@ def test_a_failing_log_is_marked_uncleanable_and_the_others_go_on(tmp_path: Path
             raise OSError("disk says no")
         return original(log, *args, **kwargs)
 
-    monkeypatch.setattr("storage._log_cleaner.clean_log", broken_for_bad)
+    monkeypatch.setattr("kraftlog.storage._log_cleaner.clean_log", broken_for_bad)
     try:
         fill(lm, "bad")
         fill(lm, "good")
@@ -169,7 +169,7 @@ class _PausedPass:
     def __init__(self, monkeypatch, log: Log, now: int) -> None:
         import threading
 
-        import storage._cleaner as cleaner
+        import kraftlog.storage._cleaner as cleaner
 
         self.paused, self.resume = threading.Event(), threading.Event()
         original = cleaner._filter_batch

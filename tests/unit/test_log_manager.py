@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from kraftlog.storage import (
     CLEAN_SHUTDOWN_FILE,
     InconsistentTopicIdError,
     KafkaStorageError,

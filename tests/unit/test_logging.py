@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from cli._logging import configure_logging
+from kraftlog.cli._logging import configure_logging
 
 
 class _TtyStream(io.StringIO):

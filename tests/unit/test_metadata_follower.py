@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 import pytest
 
-from broker._lifecycle import BrokerLifecycle
-from broker import _metadata_follower as mf
-from metadata_log import LogEntry, NoOpRecord, TopicRecord, encode_entry
-from proto import controller_pb2
+from kraftlog.broker._lifecycle import BrokerLifecycle
+from kraftlog.broker import _metadata_follower as mf
+from kraftlog.metadata_log import LogEntry, NoOpRecord, TopicRecord, encode_entry
+from kraftlog.proto import controller_pb2
 
 F = 2.0  # controller.quorum.fetch.timeout.ms, in seconds
 KEEPALIVE = F / 4

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from structlog.testing import capture_logs
 
-from metadata_log import _log_files as lf
-from metadata_log._log_files import (
+from kraftlog.metadata_log import _log_files as lf
+from kraftlog.metadata_log._log_files import (
     FRAME_HEADER_SIZE,
     MetadataLogCorruptError,
     MetadataLogGapError,
@@ -42,7 +42,7 @@ from metadata_log._log_files import (
     snapshot_file_name,
     write_snapshot,
 )
-from metadata_log._records import (
+from kraftlog.metadata_log._records import (
     NO_LEADER,
     RECORD_TYPES,
     BrokerEndpoint,

@@ -30,10 +30,10 @@ from test_replica_manager import (  # helpers of the ReplicaManager tests (tests
 )
 from test_replica_manager import setup as rm_setup
 
-from broker._alter_partition import AlterPartitionResult
-from broker._metrics import BrokerStateCollector, BrokerTopicMetrics
-from cli._metrics import RpcMetricsInterceptor, metrics_host, response_errors
-from metadata_log import (
+from kraftlog.broker._alter_partition import AlterPartitionResult
+from kraftlog.broker._metrics import BrokerStateCollector, BrokerTopicMetrics
+from kraftlog.cli._metrics import RpcMetricsInterceptor, metrics_host, response_errors
+from kraftlog.metadata_log import (
     FenceBrokerRecord,
     MetadataImage,
     NodeConfig,
@@ -42,9 +42,9 @@ from metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from proto import admin_pb2, broker_pb2, errors_pb2
-from proto import errors as kerr
-from quorum._metrics import ControllerStateCollector, cluster_counts
+from kraftlog.proto import admin_pb2, broker_pb2, errors_pb2
+from kraftlog.proto import errors as kerr
+from kraftlog.quorum._metrics import ControllerStateCollector, cluster_counts
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

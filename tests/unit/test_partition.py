@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import storage
-from broker._alter_partition import AlterPartitionManager, AlterPartitionResult
-from broker._partition import Partition
-from metadata_log import PartitionRegistration
-from proto import controller_pb2
-from proto import errors as kerr
-from proto import errors_pb2
+from kraftlog import storage
+from kraftlog.broker._alter_partition import AlterPartitionManager, AlterPartitionResult
+from kraftlog.broker._partition import Partition
+from kraftlog.metadata_log import PartitionRegistration
+from kraftlog.proto import controller_pb2
+from kraftlog.proto import errors as kerr
+from kraftlog.proto import errors_pb2
 
 
 class Clock:

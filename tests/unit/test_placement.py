@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from metadata_log._image import BrokerRegistration, ClusterImage
-from metadata_log._placement import (
+from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
+from kraftlog.metadata_log._placement import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,

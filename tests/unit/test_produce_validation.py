@@ -10,7 +10,7 @@ import gzip
 import time
 from pathlib import Path
 
-import storage
+from kraftlog import storage
 from test_replica_manager import (
     batch,
     count_records,

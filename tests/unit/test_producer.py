@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
-from client import (
+from kraftlog.client import (
     AsyncProducer,
     Producer,
     ProducerClosedError,
@@ -27,11 +27,11 @@ from client import (
     partition_for_key,
     producer_config_from_properties,
 )
-from proto import broker_pb2, broker_pb2_grpc, errors_pb2
-from proto import errors as kerr
-from storage._errors import CorruptRecordError, InvalidRecordError, StorageError
-from storage._record_set import validate_record_set
-from storage._records import RecordBatch, rewrite_offset_and_epoch
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
+from kraftlog.proto import errors as kerr
+from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, StorageError
+from kraftlog.storage._record_set import validate_record_set
+from kraftlog.storage._records import RecordBatch, rewrite_offset_and_epoch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,7 +85,7 @@ class FakePartition:
         for h in headers:
             rewrite_offset_and_epoch(buf, h.position, self.next_offset, self.epoch)
             if self.log_append_time:
-                from storage._records import set_log_append_time
+                from kraftlog.storage._records import set_log_append_time
                 set_log_append_time(buf, h.position, h.size, now)
             self.batches.append((self.next_offset, bytes(buf[h.position:h.position + h.size])))
             self.next_offset += h.last_offset_delta + 1
@@ -895,7 +895,7 @@ def test_producer_config_from_properties() -> None:
 def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
     """Issue 12: no idempotence and no transactions yet, so asking for them is refused with an
     error naming the setting; the values that keep Kafka's meaning without them pass."""
-    from client import UnsupportedConfigError
+    from kraftlog.client import UnsupportedConfigError
 
     refused = [{"enable.idempotence": "true"}, {"transactional.id": "tx-1"}, {"security.protocol": "SASL_SSL"},
                {"partitioner.ignore.keys": "true"},
@@ -940,8 +940,8 @@ def _metadata_response(epoch: int, leader: int = 1, topic_id: str = "id-1") -> A
 
 
 def test_metadata_cache_never_goes_back_in_leader_epoch() -> None:
-    from client import ClusterMetadata, TopicPartition
-    from client._metadata import ChannelPool
+    from kraftlog.client import ClusterMetadata, TopicPartition
+    from kraftlog.client._metadata import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=3, leader=2))
@@ -957,8 +957,8 @@ def test_metadata_cache_never_goes_back_in_leader_epoch() -> None:
 
 
 def test_leader_hints_need_a_newer_epoch_and_a_known_endpoint() -> None:
-    from client import ClusterMetadata, TopicPartition
-    from client._metadata import ChannelPool
+    from kraftlog.client import ClusterMetadata, TopicPartition
+    from kraftlog.client._metadata import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=5, leader=1))
@@ -973,11 +973,11 @@ def test_leader_hints_need_a_newer_epoch_and_a_known_endpoint() -> None:
 
 
 def test_metadata_asks_unreachable_brokers_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    from client import ClusterMetadata
-    from client._metadata import ChannelPool
+    from kraftlog.client import ClusterMetadata
+    from kraftlog.client._metadata import ChannelPool
 
     now = [100.0]
-    monkeypatch.setattr("client._metadata.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("kraftlog.client._metadata.time.monotonic", lambda: now[0])
     pool = ChannelPool()
     md = ClusterMetadata("h1:1,h2:2,h3:3", pool)
     pool.mark_unreachable("h2:2")
@@ -991,8 +991,8 @@ def test_metadata_asks_unreachable_brokers_last(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_unknown_topic_is_dropped_from_the_cache() -> None:
-    from client import ClusterMetadata
-    from client._metadata import ChannelPool
+    from kraftlog.client import ClusterMetadata
+    from kraftlog.client._metadata import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=1))
@@ -1004,7 +1004,7 @@ def test_unknown_topic_is_dropped_from_the_cache() -> None:
 
 
 def test_bootstrap_servers_parsing() -> None:
-    from client._metadata import parse_bootstrap_servers
+    from kraftlog.client._metadata import parse_bootstrap_servers
 
     assert parse_bootstrap_servers("a:1, b:2,") == ["a:1", "b:2"]
     assert parse_bootstrap_servers(["a:1,b:2", "c:3"]) == ["a:1", "b:2", "c:3"]

@@ -44,7 +44,7 @@ def test_echo_service_round_trip() -> None:
 
     import grpc
 
-    from proto import diagnostics_pb2, diagnostics_pb2_grpc
+    from kraftlog.proto import diagnostics_pb2, diagnostics_pb2_grpc
 
     class Echo(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
         def Echo(self, request, context):  # noqa: N802 - gRPC method name

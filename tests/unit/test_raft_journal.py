@@ -27,11 +27,11 @@ from pysyncobj.serializer import Serializer
 from pysyncobj.transport import Transport
 import pysyncobj.serializer as pysyncobj_serializer
 
-from metadata_log._records import ConfigRecord, decode_record, encode_record
-from quorum._journal import JournalCorruptError, RaftJournal
-from quorum._raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
-from quorum._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
-from quorum._wire import decode_message, encode_message
+from kraftlog.metadata_log._records import ConfigRecord, decode_record, encode_record
+from kraftlog.quorum._journal import JournalCorruptError, RaftJournal
+from kraftlog.quorum._raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
+from kraftlog.quorum._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
+from kraftlog.quorum._wire import decode_message, encode_message
 
 NOOP = b"\x01"
 
@@ -544,7 +544,7 @@ def test_stale_append_entries_loses_a_committed_record_with_the_stock_journal(tm
 def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The harness's timers are 1000 s; take the jitter before a refuser's own campaign out of them.
-    monkeypatch.setattr("quorum._raft.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
+    monkeypatch.setattr("kraftlog.quorum._raft.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
     cl = run_stale_duplicate_scenario(tmp_path, stock=False)
     b, c = ADDRS[1], ADDRS[2]
     assert cl.nodes[b]._isLeader(), "b kept X, so only b could win the election"
@@ -559,7 +559,7 @@ def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout
     """Both survivors campaign in the same term and vote for themselves: neither can win. Each must
     re-campaign after a short random delay, not after a whole new election timeout (1000 s here)."""
     delays = iter([0.0, 1.0])  # the first rival re-campaigns at once, the second one later
-    monkeypatch.setattr("quorum._raft.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays)))
+    monkeypatch.setattr("kraftlog.quorum._raft.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays)))
     a, b, c = ADDRS
     cl = Cluster(tmp_path, stock=False)
     cl.elect(a)

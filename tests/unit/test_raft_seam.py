@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
-from proto.errors import NotControllerError, RequestTimedOutError
-from quorum._raft import MetadataQuorum, QuorumConfigError
+from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
+from kraftlog.proto.errors import NotControllerError, RequestTimedOutError
+from kraftlog.quorum._raft import MetadataQuorum, QuorumConfigError
 
 PASSWORD = "test-raft-secret"
 ELECTION_MS = 400

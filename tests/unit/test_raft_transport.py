@@ -15,7 +15,7 @@ import pytest
 from pysyncobj.journal import MemoryJournal
 from pysyncobj.transport import Transport
 
-from proto.errors import (
+from kraftlog.proto.errors import (
     CorruptMessageError,
     InconsistentClusterIdError,
     InconsistentVoterSetError,
@@ -24,10 +24,10 @@ from proto.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from quorum._raft import APPLY_INVALID, MetadataStateMachine, _RaftNode, build_syncobj_conf
-from quorum._serializer import DumpSerializer
-from quorum._transport import RefusalLog
-from quorum._wire import (
+from kraftlog.quorum._raft import APPLY_INVALID, MetadataStateMachine, _RaftNode, build_syncobj_conf
+from kraftlog.quorum._serializer import DumpSerializer
+from kraftlog.quorum._transport import RefusalLog
+from kraftlog.quorum._wire import (
     MAX_COMMAND_BYTES,
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -461,8 +461,8 @@ def test_a_journal_with_pickled_commands_is_refused_at_start(tmp_path: Path) -> 
     reused: the controller must not start on it (nothing is unpickled to find out)."""
     import asyncio
 
-    from quorum._journal import RaftJournal
-    from quorum._raft import JOURNAL_FILE, MetadataQuorum, QuorumConfigError
+    from kraftlog.quorum._journal import RaftJournal
+    from kraftlog.quorum._raft import JOURNAL_FILE, MetadataQuorum, QuorumConfigError
 
     marker = tmp_path / "ran"
 
@@ -495,6 +495,7 @@ def test_importing_the_transport_leaves_socket_inet_ntop_working() -> None:
 
     import pysyncobj.tcp_connection  # noqa: F401 - the import that replaced it
 
-    import quorum._transport  # noqa: F401 - the import that must put it back
+    import kraftlog.quorum._transport  # noqa: F401 - the import that must put it back
+    from kraftlog import quorum
 
     assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import metadata_log
+from kraftlog import metadata_log
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -18,16 +18,16 @@ from kafka.record.default_records import (
 from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from storage._compression import CompressionType, compress
-from storage._record_set import split_batches
-from storage._errors import (
+from kraftlog.storage._compression import CompressionType, compress
+from kraftlog.storage._record_set import split_batches
+from kraftlog.storage._errors import (
     CorruptRecordError,
     InvalidRecordError,
     StorageError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from storage._records import (
+from kraftlog.storage._records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,

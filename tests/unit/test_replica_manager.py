@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import storage
-from broker._alter_partition import AlterPartitionResult
-from broker._replica_manager import ReplicaManager
-from metadata_log import (
+from kraftlog import storage
+from kraftlog.broker._alter_partition import AlterPartitionResult
+from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.metadata_log import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -26,7 +26,7 @@ from metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from proto import broker_pb2
+from kraftlog.proto import broker_pb2
 
 TOPIC_ID = "00000000-0000-4000-8000-000000000001"
 

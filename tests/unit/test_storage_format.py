@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import storage
-from cli.__main__ import main
-from cli._common import UserError
-from cli._storage import check_formatted, new_cluster_id
+from kraftlog import storage
+from kraftlog.cli.__main__ import main
+from kraftlog.cli._common import UserError
+from kraftlog.cli._storage import check_formatted, new_cluster_id
 
 
 def _config(tmp_path: Path, node_id: int = 1) -> Path:
@@ -42,7 +42,7 @@ def test_format_writes_meta_properties_everywhere(tmp_path: Path, capsys: pytest
         ids.add(meta.directory_id)
     assert len(ids) == 3  # one directory id per dir
 
-    import metadata_log
+    from kraftlog import metadata_log
     assert check_formatted(metadata_log.load_node_config(cfg_path)) == cid
 
 
@@ -69,7 +69,7 @@ def test_bad_cluster_id_and_bad_config_are_user_errors(tmp_path: Path, capsys: p
 
 
 def test_check_formatted_refuses_unformatted_and_foreign_dirs(tmp_path: Path) -> None:
-    import metadata_log
+    from kraftlog import metadata_log
 
     cfg = metadata_log.load_node_config(_config(tmp_path))
     with pytest.raises(UserError, match="not formatted"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from kraftlog.storage import (
     CompressionType,
     CorruptRecordError,
     InvalidRecordError,
@@ -25,8 +25,8 @@ from storage import (
     TimestampType,
     build_batch,
 )
-from storage._compression import compress, decompress
-from storage._records import HEADER_SIZE, crc32c, write_varint
+from kraftlog.storage._compression import compress, decompress
+from kraftlog.storage._records import HEADER_SIZE, crc32c, write_varint
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -293,7 +293,7 @@ def test_read_stops_before_a_corrupt_batch_on_disk_and_names_its_offset(tmp_path
 
 
 def test_batches_written_by_this_process_are_not_rescanned(tmp_path: Path, monkeypatch) -> None:
-    import storage._log as log_module
+    import kraftlog.storage._log as log_module
 
     calls: list[int] = []
     real = log_module.check_stored_batch
@@ -314,5 +314,5 @@ def test_batches_written_by_this_process_are_not_rescanned(tmp_path: Path, monke
 
 
 def _batches(data: bytes) -> list:
-    from storage import iter_batches
+    from kraftlog.storage import iter_batches
     return list(iter_batches(data))
