@@ -9,6 +9,7 @@ PIP := $(VENV)/bin/pip
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 PROTOS := $(wildcard proto/*.proto)
+PROTO_OUT := build/proto
 
 .PHONY: run test proto system-deps venv clean bench fuzz help
 
@@ -45,8 +46,15 @@ test: system-deps $(STAMP_DEV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # One target generates every gRPC module; tests/unit/test_proto_fresh.py fails when they are stale.
+# protoc sees proto/ as kraftlog/proto/ (the .proto files import "kraftlog/proto/x.proto"), so the
+# modules import each other as kraftlog.proto.x and register kraftlog/proto/x.proto in the
+# descriptor pool; it writes them under kraftlog/proto/ of its output dir, copied here to proto/.
 proto: $(STAMP_DEV)
-	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $(PROTOS)
+	rm -rf $(PROTO_OUT) && mkdir -p $(PROTO_OUT)
+	$(PY) -m grpc_tools.protoc -Ikraftlog/proto=proto --python_out=$(PROTO_OUT) --grpc_python_out=$(PROTO_OUT) \
+		--pyi_out=$(PROTO_OUT) $(PROTOS)
+	cp $(PROTO_OUT)/kraftlog/proto/*_pb2* proto/
+	rm -rf $(PROTO_OUT)
 
 bench: $(STAMP_DEV)
 	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraftlog.proto import admin_pb2 as proto_dot_admin__pb2
+from kraftlog.proto import admin_pb2 as kraftlog_dot_proto_dot_admin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/admin_pb2_grpc.py depends on'
+        + ' but the generated code in kraftlog/proto/admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,63 +36,63 @@ class AdminServiceStub:
         """
         self.CreateTopics = channel.unary_unary(
                 '/kraftlog.v1.AdminService/CreateTopics',
-                request_serializer=proto_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CreateTopicsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateTopicsResponse.FromString,
                 _registered_method=True)
         self.DeleteTopics = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DeleteTopics',
-                request_serializer=proto_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.DeleteTopicsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
         self.CreatePartitions = channel.unary_unary(
                 '/kraftlog.v1.AdminService/CreatePartitions',
-                request_serializer=proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
                 _registered_method=True)
         self.ElectLeaders = channel.unary_unary(
                 '/kraftlog.v1.AdminService/ElectLeaders',
-                request_serializer=proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.ElectLeadersResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
         self.AlterPartitionReassignments = channel.unary_unary(
                 '/kraftlog.v1.AdminService/AlterPartitionReassignments',
-                request_serializer=proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
         self.ListPartitionReassignments = channel.unary_unary(
                 '/kraftlog.v1.AdminService/ListPartitionReassignments',
-                request_serializer=proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeConfigs',
-                request_serializer=proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
         self.IncrementalAlterConfigs = channel.unary_unary(
                 '/kraftlog.v1.AdminService/IncrementalAlterConfigs',
-                request_serializer=proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeCluster',
-                request_serializer=proto_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.DescribeClusterResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
         self.DescribeQuorum = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeQuorum',
-                request_serializer=proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeTopics',
-                request_serializer=proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
         self.CreateMetadataSnapshot = channel.unary_unary(
                 '/kraftlog.v1.AdminService/CreateMetadataSnapshot',
-                request_serializer=proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
                 _registered_method=True)
 
 
@@ -176,63 +176,63 @@ def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopics,
-                    request_deserializer=proto_dot_admin__pb2.CreateTopicsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CreateTopicsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateTopicsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateTopicsResponse.SerializeToString,
             ),
             'DeleteTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTopics,
-                    request_deserializer=proto_dot_admin__pb2.DeleteTopicsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.DeleteTopicsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsResponse.SerializeToString,
             ),
             'CreatePartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.CreatePartitions,
-                    request_deserializer=proto_dot_admin__pb2.CreatePartitionsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
             ),
             'ElectLeaders': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectLeaders,
-                    request_deserializer=proto_dot_admin__pb2.ElectLeadersRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartitionReassignments,
-                    request_deserializer=proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
             ),
             'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPartitionReassignments,
-                    request_deserializer=proto_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
-                    request_deserializer=proto_dot_admin__pb2.DescribeConfigsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
             ),
             'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.IncrementalAlterConfigs,
-                    request_deserializer=proto_dot_admin__pb2.IncrementalAlterConfigsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
-                    request_deserializer=proto_dot_admin__pb2.DescribeClusterRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
             ),
             'DescribeQuorum': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeQuorum,
-                    request_deserializer=proto_dot_admin__pb2.DescribeQuorumRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.DescribeQuorumResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
-                    request_deserializer=proto_dot_admin__pb2.DescribeTopicsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
             ),
             'CreateMetadataSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMetadataSnapshot,
-                    request_deserializer=proto_dot_admin__pb2.CreateMetadataSnapshotRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CreateMetadataSnapshotResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -260,8 +260,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/CreateTopics',
-            proto_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
-            proto_dot_admin__pb2.CreateTopicsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.CreateTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -287,8 +287,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/DeleteTopics',
-            proto_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
-            proto_dot_admin__pb2.DeleteTopicsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DeleteTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -314,8 +314,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/CreatePartitions',
-            proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
-            proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -341,8 +341,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/ElectLeaders',
-            proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
-            proto_dot_admin__pb2.ElectLeadersResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -368,8 +368,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/AlterPartitionReassignments',
-            proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
-            proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -395,8 +395,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/ListPartitionReassignments',
-            proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
-            proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -422,8 +422,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/DescribeConfigs',
-            proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-            proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -449,8 +449,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/IncrementalAlterConfigs',
-            proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
-            proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -476,8 +476,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/DescribeCluster',
-            proto_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
-            proto_dot_admin__pb2.DescribeClusterResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -503,8 +503,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/DescribeQuorum',
-            proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
-            proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -530,8 +530,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/DescribeTopics',
-            proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
-            proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -557,8 +557,8 @@ class AdminService:
             request,
             target,
             '/kraftlog.v1.AdminService/CreateMetadataSnapshot',
-            proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
-            proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
+            kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

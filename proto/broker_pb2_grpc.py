@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraftlog.proto import broker_pb2 as proto_dot_broker__pb2
+from kraftlog.proto import broker_pb2 as kraftlog_dot_proto_dot_broker__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/broker_pb2_grpc.py depends on'
+        + ' but the generated code in kraftlog/proto/broker_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,33 +36,33 @@ class BrokerServiceStub:
         """
         self.Produce = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/Produce',
-                request_serializer=proto_dot_broker__pb2.ProduceRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.ProduceResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.ProduceRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.ProduceResponse.FromString,
                 _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/Fetch',
-                request_serializer=proto_dot_broker__pb2.FetchRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.FetchResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.FetchRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/ListOffsets',
-                request_serializer=proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.ListOffsetsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
         self.OffsetForLeaderEpoch = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/OffsetForLeaderEpoch',
-                request_serializer=proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
                 _registered_method=True)
         self.Metadata = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/Metadata',
-                request_serializer=proto_dot_broker__pb2.MetadataRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.MetadataResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.MetadataRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.MetadataResponse.FromString,
                 _registered_method=True)
         self.DeleteRecords = channel.unary_unary(
                 '/kraftlog.v1.BrokerService/DeleteRecords',
-                request_serializer=proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
-                response_deserializer=proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
 
 
@@ -110,33 +110,33 @@ def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Produce': grpc.unary_unary_rpc_method_handler(
                     servicer.Produce,
-                    request_deserializer=proto_dot_broker__pb2.ProduceRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.ProduceResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.ProduceRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.ProduceResponse.SerializeToString,
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
-                    request_deserializer=proto_dot_broker__pb2.FetchRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.FetchResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.FetchRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.FetchResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
-                    request_deserializer=proto_dot_broker__pb2.ListOffsetsRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.ListOffsetsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.ListOffsetsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.ListOffsetsResponse.SerializeToString,
             ),
             'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetForLeaderEpoch,
-                    request_deserializer=proto_dot_broker__pb2.OffsetForLeaderEpochRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.OffsetForLeaderEpochResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochResponse.SerializeToString,
             ),
             'Metadata': grpc.unary_unary_rpc_method_handler(
                     servicer.Metadata,
-                    request_deserializer=proto_dot_broker__pb2.MetadataRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.MetadataResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.MetadataRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.MetadataResponse.SerializeToString,
             ),
             'DeleteRecords': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteRecords,
-                    request_deserializer=proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
-                    response_serializer=proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -164,8 +164,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/Produce',
-            proto_dot_broker__pb2.ProduceRequest.SerializeToString,
-            proto_dot_broker__pb2.ProduceResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.ProduceRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.ProduceResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -191,8 +191,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/Fetch',
-            proto_dot_broker__pb2.FetchRequest.SerializeToString,
-            proto_dot_broker__pb2.FetchResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.FetchRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.FetchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -218,8 +218,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/ListOffsets',
-            proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
-            proto_dot_broker__pb2.ListOffsetsResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.ListOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -245,8 +245,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/OffsetForLeaderEpoch',
-            proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
-            proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.OffsetForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -272,8 +272,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/Metadata',
-            proto_dot_broker__pb2.MetadataRequest.SerializeToString,
-            proto_dot_broker__pb2.MetadataResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.MetadataRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.MetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -299,8 +299,8 @@ class BrokerService:
             request,
             target,
             '/kraftlog.v1.BrokerService/DeleteRecords',
-            proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
-            proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+            kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraftlog.proto import controller_pb2 as proto_dot_controller__pb2
+from kraftlog.proto import controller_pb2 as kraftlog_dot_proto_dot_controller__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/controller_pb2_grpc.py depends on'
+        + ' but the generated code in kraftlog/proto/controller_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,28 +36,28 @@ class ControllerServiceStub:
         """
         self.RegisterBroker = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/RegisterBroker',
-                request_serializer=proto_dot_controller__pb2.RegisterBrokerRequest.SerializeToString,
-                response_deserializer=proto_dot_controller__pb2.RegisterBrokerResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerResponse.FromString,
                 _registered_method=True)
         self.BrokerHeartbeat = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/BrokerHeartbeat',
-                request_serializer=proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
-                response_deserializer=proto_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
         self.AlterPartition = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/AlterPartition',
-                request_serializer=proto_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
-                response_deserializer=proto_dot_controller__pb2.AlterPartitionResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_controller__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
         self.AllocateProducerIds = channel.unary_unary(
                 '/kraftlog.v1.ControllerService/AllocateProducerIds',
-                request_serializer=proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
-                response_deserializer=proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
         self.FetchMetadata = channel.unary_stream(
                 '/kraftlog.v1.ControllerService/FetchMetadata',
-                request_serializer=proto_dot_controller__pb2.FetchMetadataRequest.SerializeToString,
-                response_deserializer=proto_dot_controller__pb2.MetadataBatch.FromString,
+                request_serializer=kraftlog_dot_proto_dot_controller__pb2.FetchMetadataRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_controller__pb2.MetadataBatch.FromString,
                 _registered_method=True)
 
 
@@ -99,28 +99,28 @@ def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'RegisterBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterBroker,
-                    request_deserializer=proto_dot_controller__pb2.RegisterBrokerRequest.FromString,
-                    response_serializer=proto_dot_controller__pb2.RegisterBrokerResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerResponse.SerializeToString,
             ),
             'BrokerHeartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.BrokerHeartbeat,
-                    request_deserializer=proto_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
-                    response_serializer=proto_dot_controller__pb2.BrokerHeartbeatResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatResponse.SerializeToString,
             ),
             'AlterPartition': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartition,
-                    request_deserializer=proto_dot_controller__pb2.AlterPartitionRequest.FromString,
-                    response_serializer=proto_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_controller__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
             ),
             'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
                     servicer.AllocateProducerIds,
-                    request_deserializer=proto_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
-                    response_serializer=proto_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
             'FetchMetadata': grpc.unary_stream_rpc_method_handler(
                     servicer.FetchMetadata,
-                    request_deserializer=proto_dot_controller__pb2.FetchMetadataRequest.FromString,
-                    response_serializer=proto_dot_controller__pb2.MetadataBatch.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_controller__pb2.FetchMetadataRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_controller__pb2.MetadataBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -148,8 +148,8 @@ class ControllerService:
             request,
             target,
             '/kraftlog.v1.ControllerService/RegisterBroker',
-            proto_dot_controller__pb2.RegisterBrokerRequest.SerializeToString,
-            proto_dot_controller__pb2.RegisterBrokerResponse.FromString,
+            kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerRequest.SerializeToString,
+            kraftlog_dot_proto_dot_controller__pb2.RegisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -175,8 +175,8 @@ class ControllerService:
             request,
             target,
             '/kraftlog.v1.ControllerService/BrokerHeartbeat',
-            proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
-            proto_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
+            kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
+            kraftlog_dot_proto_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -202,8 +202,8 @@ class ControllerService:
             request,
             target,
             '/kraftlog.v1.ControllerService/AlterPartition',
-            proto_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
-            proto_dot_controller__pb2.AlterPartitionResponse.FromString,
+            kraftlog_dot_proto_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+            kraftlog_dot_proto_dot_controller__pb2.AlterPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -229,8 +229,8 @@ class ControllerService:
             request,
             target,
             '/kraftlog.v1.ControllerService/AllocateProducerIds',
-            proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
-            proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+            kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -256,8 +256,8 @@ class ControllerService:
             request,
             target,
             '/kraftlog.v1.ControllerService/FetchMetadata',
-            proto_dot_controller__pb2.FetchMetadataRequest.SerializeToString,
-            proto_dot_controller__pb2.MetadataBatch.FromString,
+            kraftlog_dot_proto_dot_controller__pb2.FetchMetadataRequest.SerializeToString,
+            kraftlog_dot_proto_dot_controller__pb2.MetadataBatch.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraftlog.proto import diagnostics_pb2 as proto_dot_diagnostics__pb2
+from kraftlog.proto import diagnostics_pb2 as kraftlog_dot_proto_dot_diagnostics__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/diagnostics_pb2_grpc.py depends on'
+        + ' but the generated code in kraftlog/proto/diagnostics_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class DiagnosticsServiceStub:
         """
         self.Echo = channel.unary_unary(
                 '/kraftlog.v1.DiagnosticsService/Echo',
-                request_serializer=proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
-                response_deserializer=proto_dot_diagnostics__pb2.EchoResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.FromString,
                 _registered_method=True)
         self.EchoStream = channel.stream_stream(
                 '/kraftlog.v1.DiagnosticsService/EchoStream',
-                request_serializer=proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
-                response_deserializer=proto_dot_diagnostics__pb2.EchoResponse.FromString,
+                request_serializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.FromString,
                 _registered_method=True)
 
 
@@ -68,13 +68,13 @@ def add_DiagnosticsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
-                    request_deserializer=proto_dot_diagnostics__pb2.EchoRequest.FromString,
-                    response_serializer=proto_dot_diagnostics__pb2.EchoResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.SerializeToString,
             ),
             'EchoStream': grpc.stream_stream_rpc_method_handler(
                     servicer.EchoStream,
-                    request_deserializer=proto_dot_diagnostics__pb2.EchoRequest.FromString,
-                    response_serializer=proto_dot_diagnostics__pb2.EchoResponse.SerializeToString,
+                    request_deserializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -102,8 +102,8 @@ class DiagnosticsService:
             request,
             target,
             '/kraftlog.v1.DiagnosticsService/Echo',
-            proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
-            proto_dot_diagnostics__pb2.EchoResponse.FromString,
+            kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
+            kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -129,8 +129,8 @@ class DiagnosticsService:
             request_iterator,
             target,
             '/kraftlog.v1.DiagnosticsService/EchoStream',
-            proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
-            proto_dot_diagnostics__pb2.EchoResponse.FromString,
+            kraftlog_dot_proto_dot_diagnostics__pb2.EchoRequest.SerializeToString,
+            kraftlog_dot_proto_dot_diagnostics__pb2.EchoResponse.FromString,
             options,
             channel_credentials,
             insecure,

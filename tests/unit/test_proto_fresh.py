@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "proto").glob("*.proto"))
+PROTO_IMPORT_ROOT = "kraftlog/proto"  # what protoc sees proto/ as (the Makefile's -Ikraftlog/proto=proto)
 
 
 def test_there_are_protos() -> None:
@@ -17,18 +18,34 @@ def test_there_are_protos() -> None:
 
 
 def test_generated_modules_are_fresh(tmp_path: Path) -> None:
+    """The same protoc call as `make proto`: proto/ is seen as kraftlog/proto/, so the modules import
+    each other as `kraftlog.proto.*` and register `kraftlog/proto/*.proto` in the descriptor pool;
+    protoc writes them under kraftlog/proto/ of the output dir, the Makefile copies them to proto/."""
     pytest.importorskip("grpc_tools")
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--python_out={tmp_path}",
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_IMPORT_ROOT}=proto", f"--python_out={tmp_path}",
            f"--grpc_python_out={tmp_path}", f"--pyi_out={tmp_path}", *PROTOS]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
-    generated = sorted(p.relative_to(tmp_path) for p in (tmp_path / "proto").iterdir())
+    out = tmp_path / PROTO_IMPORT_ROOT
+    generated = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     assert generated, "protoc generated nothing"
     stale = []
-    for rel in generated:
-        committed = ROOT / rel
-        if not committed.exists() or committed.read_bytes() != (tmp_path / rel).read_bytes():
-            stale.append(str(rel))
+    for name in generated:
+        committed = ROOT / "proto" / name
+        if not committed.exists() or committed.read_bytes() != (out / name).read_bytes():
+            stale.append(f"proto/{name}")
     assert not stale, f"generated gRPC modules are stale, run `make proto`: {stale}"
+
+
+def test_generated_modules_live_in_the_namespace() -> None:
+    """Nothing generated names a top-level `proto` module or registers a `proto/...` file, which
+    another distribution's protos could collide with in the process-wide descriptor pool."""
+    from kraftlog.proto import admin_pb2
+
+    assert admin_pb2.DESCRIPTOR.name == f"{PROTO_IMPORT_ROOT}/admin.proto"
+    assert admin_pb2.CreateTopicsRequest.__module__ == "kraftlog.proto.admin_pb2"
+    for module in (ROOT / "proto").glob("*_pb2*.py*"):
+        for line in module.read_text().splitlines():
+            assert not line.startswith(("from proto ", "import proto")), f"{module.name}: {line}"
 
 
 def test_every_generated_module_has_its_proto() -> None:
