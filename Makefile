@@ -20,9 +20,10 @@ help:
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
 	@echo "make fuzz   - run the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
 
-# System packages: python3-venv (Debian ships venv separately) and a headless JRE for Spark.
+# System packages: python3-venv (Debian ships venv separately). No JRE: `make run` installs kraftlog
+# without the [spark] extra; `make test` asks for the JRE (system-deps.sh test).
 system-deps:
-	@bash deploy/scripts/system-deps.sh
+	@bash deploy/scripts/system-deps.sh run
 
 $(VENV)/bin/python: | system-deps
 	$(PYTHON) -m venv $(VENV)

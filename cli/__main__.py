@@ -20,6 +20,7 @@ from types import ModuleType
 
 import structlog
 
+from kraftlog import __version__
 from kraftlog.cli._common import (
     COMMAND_METAVAR,
     EXIT_FAILURE,
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=_PROG,
         description="kraftlog: a Kafka-style distributed commit log. "
                     "Run 'kraftlog COMMAND --help' for a command's options.")
+    parser.add_argument(
+        "--version", action="version", version=f"{_PROG} {__version__}",
+        help="print the installed kraftlog version and exit")
     parser.add_argument(
         "--log-level", choices=_LOG_LEVELS, default="warning",
         help="level of the diagnostic log written to stderr (default: warning)")

@@ -12,7 +12,8 @@
   reported with file and position; a gap in offsets before the cut stops the job (nothing is
   written) and names the missing offsets. ``--master`` takes any Spark master (default
   ``local[*]``); on a cluster every executor needs kraftlog's dependencies (msgpack, crc32c,
-  structlog), the job ships the ``metadata_log`` package itself.
+  structlog), the job ships the ``kraftlog.metadata_log`` package itself. Spark is an extra:
+  ``pip install 'kraftlog[spark]'`` (and a Java runtime); without it ``rebuild`` says so and exits 1.
 
 * ``diff A B`` tells where two snapshots disagree, entity by entity (features, brokers, producer
   ids, topics, partitions, configs): added (only in B), removed (only in A) or changed (field by
@@ -122,6 +123,11 @@ def _rebuild(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not out.is_dir() and not out.parent.exists():
         raise UserError(f"--out {out}: directory {out.parent} does not exist")
+    try:
+        _spark.require_pyspark()
+    except _spark.SparkNotInstalledError as err:
+        print(f"kraftlog snapshot: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
     from pyspark import SparkContext
 
     owned = SparkContext._active_spark_context is None  # an embedding program's session is not ours to stop

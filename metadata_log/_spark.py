@@ -5,7 +5,8 @@ reads: a local directory, ``hdfs://``, ``s3a://``), optionally on top of a base 
 record up to a cut (the end of the log, ``as_of_offset`` or ``as_of_time_ms``) and writes the snapshot
 a controller would write at that offset: same header, same records, same order, byte for byte.
 
-This module imports pyspark lazily and is not imported by ``metadata_log/__init__.py``.
+This module imports pyspark lazily (`require_pyspark` first: pyspark is the ``[spark]`` extra) and is
+not imported by ``metadata_log/__init__.py``.
 
 How the fold is distributed
 ===========================
@@ -135,6 +136,8 @@ __all__ = [
     "RebuildResult",
     "TornTail",
     "SnapshotRebuildError",
+    "SparkNotInstalledError",
+    "require_pyspark",
     "rebuild_snapshot",
     "spark_session",
     "parse_time_ms",
@@ -184,6 +187,24 @@ _ERROR_CLASSES: dict[str, type[Exception]] = {
 class SnapshotRebuildError(ValueError):
     """The job cannot produce a snapshot with these inputs (no entries before the cut, a cut past
     the end of the log, a base snapshot the log does not continue, ...)."""
+
+
+SPARK_EXTRA = "pip install 'kraftlog[spark]'"
+
+
+class SparkNotInstalledError(ImportError):
+    """pyspark is not installed. Spark is the ``[spark]`` extra (a broker or controller host needs
+    neither pyspark nor a JRE), so only the snapshot job needs it, and it names the install command."""
+
+
+def require_pyspark() -> None:
+    """Import pyspark or raise `SparkNotInstalledError`; call it before any ``from pyspark ...``."""
+    try:
+        import pyspark  # noqa: F401 - only whether it imports
+    except ImportError as err:
+        raise SparkNotInstalledError(
+            f"the Spark snapshot job needs pyspark, which kraftlog installs as an extra: {SPARK_EXTRA} "
+            f"(and a Java runtime); {err}") from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -808,6 +829,7 @@ def spark_session(master: str = "local[*]", app_name: str = "kraftlog-snapshot-r
     """
     import sys
 
+    require_pyspark()
     from pyspark.sql import SparkSession
 
     defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
@@ -895,14 +917,18 @@ def _raise(error: tuple[Any, ...]) -> None:
 
 
 def _metadata_package_zip(tmp_dir: Path) -> Path:
-    """metadata_log as a zip for executors that do not have kraftlog installed."""
+    """kraftlog.metadata_log as a zip for executors that do not have kraftlog installed: the
+    namespace root ``kraftlog/__init__.py`` and the package, under the names they are imported by."""
     import zipfile
+
+    import kraftlog
 
     pkg = Path(__file__).resolve().parent
     target = tmp_dir / "kraftlog_metadata_log.zip"
     with zipfile.ZipFile(target, "w") as zf:
+        zf.write(Path(kraftlog.__file__).resolve(), "kraftlog/__init__.py")
         for f in sorted(pkg.glob("*.py")):
-            zf.write(f, f"metadata_log/{f.name}")
+            zf.write(f, f"kraftlog/metadata_log/{f.name}")
     return target
 
 

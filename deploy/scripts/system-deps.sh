@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what pip cannot: the venv module (Debian splits it out of python3) and a headless JRE that
-# PySpark needs. Installs through apt only when running as root; otherwise says exactly what to install.
+# Installs what pip cannot: the venv module (Debian splits it out of python3) and, for Spark only, a
+# headless JRE. Installs through apt only when running as root; otherwise says exactly what to install.
+# Modes: `run` (default, make run): the venv module only; a broker or controller host needs no JRE,
+# pyspark is the [spark] extra. `spark`: plus the JRE, for hosts that run `kraftlog snapshot rebuild`.
+# `test` (make test, which installs '.[dev]' and so pyspark): the JRE too, and the optional tools below.
 # `system-deps.sh test` (make test) also wants systemd-analyze, which tests/unit/test_deploy.py runs on
 # the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
 # without root its test is skipped, so it is never a reason to fail here; likewise iproute2 for the chaos
@@ -8,6 +11,10 @@
 set -euo pipefail
 
 purpose=${1:-run}
+case "$purpose" in
+  run | spark | test) ;;
+  *) echo "usage: $0 [run|spark|test]" >&2; exit 2 ;;
+esac
 optional=()
 if [ "$purpose" = "test" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
   optional+=("systemd")
@@ -32,7 +39,7 @@ if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
   ver=$("$python_bin" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   missing+=("python${ver}-venv")
 fi
-if ! command -v java >/dev/null 2>&1; then
+if [ "$purpose" != "run" ] && ! command -v java >/dev/null 2>&1; then
   missing+=("default-jre-headless")
 fi
 if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then

@@ -3,6 +3,7 @@ installed console script run as a real subprocess."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -15,13 +16,26 @@ from kraftlog.cli.__main__ import main
 from kraftlog.storage import Log, LogConfig, build_batch
 
 REPO = Path(__file__).resolve().parents[2]
-KRAFTLOG_SCRIPT = REPO / ".venv" / "bin" / "kraftlog"
+KRAFTLOG_SCRIPT = Path(sys.executable).with_name("kraftlog")  # the console script of this venv
 
 
 def test_help_exits_0(capsys) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "dump-log" in out and "demo" in out
+
+
+def test_version_is_the_installed_distribution(capsys) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"kraftlog {importlib.metadata.version('kraftlog')}\n"
+
+
+@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in this venv")
+def test_console_script_version(tmp_path: Path) -> None:
+    result = subprocess.run([str(KRAFTLOG_SCRIPT), "--version"], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"kraftlog {importlib.metadata.version('kraftlog')}\n"
 
 
 def test_subcommand_help_exits_0(capsys) -> None:
@@ -120,7 +134,7 @@ def test_python_dash_m_cli_user_error_has_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
 
 
-@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in .venv")
+@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in this venv")
 def test_console_script(segment: Path) -> None:
     result = _run([str(KRAFTLOG_SCRIPT), "dump-log", "--output", "json", str(segment)])
     assert result.returncode == 0, result.stderr
