@@ -6,7 +6,8 @@
 #
 # Steps, each printed as the exact command before it runs ("+ ..."):
 #   1. the system user and group `kraftlog` (home /var/lib/kraftlog, no login shell);
-#   2. a venv under PREFIX (default /opt/kraftlog/venv) with kraftlog pip-installed from this repo;
+#   2. a venv under PREFIX (default /opt/kraftlog/venv) with kraftlog pip-installed from this repo
+#      (without the [spark] extra: a node needs neither pyspark nor a JRE);
 #   3. the node's data dirs (log.dirs, metadata.log.dir), owned by kraftlog, mode 0750;
 #   4. /etc/kraftlog/{cluster-id,raft-password} and the node config as /etc/kraftlog/ROLE-ID.toml,
 #      with the @RAFT_PASSWORD@ placeholder filled in;
