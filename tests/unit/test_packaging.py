@@ -100,7 +100,8 @@ def test_only_the_kraftlog_namespace_is_installed() -> None:
     # every Python package folder under a mapped folder is listed, or the wheel would miss it
     for mapped in package_dir.values():
         for init in (ROOT / mapped).rglob("__init__.py"):
-            assert init.parent.resolve() in listed, f"{init.parent.relative_to(ROOT)} is not in [tool.setuptools] packages"
+            missing = init.parent.relative_to(ROOT)
+            assert init.parent.resolve() in listed, f"{missing} is not in [tool.setuptools] packages"
     # and every top-level folder that is a package is mapped (tests/ is not shipped)
     top = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert top <= {Path(v).parts[0] for v in package_dir.values()}, top
