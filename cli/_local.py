@@ -49,6 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_output_option(start)
     stop = sub.add_parser("stop", help="stop every node of the cluster in --dir")
     stop.add_argument("--dir", default=DEFAULT_DIR)
+    add_output_option(stop)
     status = sub.add_parser("status", help="addresses and processes of the cluster in --dir")
     status.add_argument("--dir", default=DEFAULT_DIR)
     add_output_option(status)
@@ -93,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
     from kraftlog.deploy._cluster import STATE_FILE, LocalCluster, wait_until
 
     if args.local_command == "stop":
-        _load(args.dir).stop()
-        print(f"stopped the cluster in {args.dir}")
+        cluster = _load(args.dir)
+        cluster.stop()
+        if args.output == "json":
+            print_json({"dir": str(args.dir), "stopped": sorted(cluster.nodes),
+                        "running": sorted(n for n in cluster.nodes if cluster.is_running(n))})
+        else:
+            print(f"stopped the cluster in {args.dir}")
         return 0
     if args.local_command == "status":
         status = _load(args.dir).status()

@@ -95,7 +95,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     fmt.add_argument("-g", "--ignore-formatted", action="store_true",
                      help="succeed when the dirs are already formatted with this cluster id")
     add_output_option(fmt)
-    sub.add_parser("random-uuid", help="print a new random cluster id")
+    uuid = sub.add_parser("random-uuid", help="print a new random cluster id")
+    add_output_option(uuid)
     info = sub.add_parser("info", help="show the meta.properties of every dir of the node")
     add_config_options(info)
     add_output_option(info)
@@ -104,7 +105,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.storage_command == "random-uuid":
-        print(new_cluster_id())
+        cluster_id = new_cluster_id()
+        if args.output == "json":
+            print_json({"cluster_id": cluster_id})
+        else:
+            print(cluster_id)
         return 0
     cfg = load_config_args(args)
     if args.storage_command == "info":

@@ -37,8 +37,10 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
         listed = kraftlog("topics", "list", "--bootstrap-server", info["bootstrap_servers"])
         assert listed.returncode == 0 and "auto-created" in listed.stdout.split(), listed.stderr
     finally:
-        stopped = kraftlog("local", "stop", "--dir", d)
-    assert stopped.returncode == 0
+        stopped = kraftlog("local", "stop", "--dir", d, "--output", "json")
+    assert stopped.returncode == 0, stopped.stderr
+    report = json.loads(stopped.stdout)
+    assert report["stopped"] and report["running"] == []
     status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
     assert not any(status["running"].values())
 

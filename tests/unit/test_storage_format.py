@@ -29,6 +29,12 @@ def test_random_uuid_is_a_kafka_cluster_id(capsys: pytest.CaptureFixture[str]) -
     assert len(cid) == 22 and cid != new_cluster_id()
 
 
+def test_random_uuid_speaks_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["storage", "random-uuid", "--output", "json"]) == 0
+    cid = json.loads(capsys.readouterr().out)["cluster_id"]
+    assert len(cid) == 22 and cid != new_cluster_id()
+
+
 def test_format_writes_meta_properties_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg_path = _config(tmp_path)
     cid = new_cluster_id()
