@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -91,45 +93,37 @@ def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
     return b"".join(out)
 
 
-def _gzip_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
-    """Every member of a gzip stream, as java.util.zip.GZIPInputStream reads it; never more than
-    ``max_bytes`` of output (the bound is checked while inflating, not after)."""
+def _decode_members(data: bytes | memoryview, max_bytes: int, codec: str, member: str,
+                    new_decompressor: Callable[[], Any]) -> bytes:
+    """Every member (gzip) or frame (lz4) of a stream of concatenated ones, never more than
+    ``max_bytes`` of output: the bound is passed to each decompressor, so it is checked while
+    inflating, not after. A stream that is empty or ends inside a member is corrupt."""
     rest = bytes(data)
     if not rest:
-        raise CorruptRecordError("empty gzip stream")
+        raise CorruptRecordError(f"empty {codec} stream")
     out: list[bytes] = []
     total = 0
     while rest:
-        d = zlib.decompressobj(wbits=31)
-        chunk = d.decompress(rest, max_bytes - total + 1)
-        total += len(chunk)
-        if total > max_bytes:
-            raise CorruptRecordError(f"gzip records inflate past {max_bytes} bytes")
-        out.append(chunk)
-        if not d.eof:
-            raise CorruptRecordError("gzip stream ends inside a member")
-        rest = d.unused_data
-    return b"".join(out)
-
-
-def _lz4_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
-    """Every LZ4 frame in ``data``, never more than ``max_bytes`` of output."""
-    rest = bytes(data)
-    out: list[bytes] = []
-    total = 0
-    while rest:
-        d = lz4.frame.LZ4FrameDecompressor()
+        d = new_decompressor()
         chunk = d.decompress(rest, max_length=max_bytes - total + 1)
         total += len(chunk)
         if total > max_bytes:
-            raise CorruptRecordError(f"lz4 records inflate past {max_bytes} bytes")
+            raise CorruptRecordError(f"{codec} records inflate past {max_bytes} bytes")
         out.append(chunk)
         if not d.eof:
-            raise CorruptRecordError("lz4 stream ends inside a frame")
+            raise CorruptRecordError(f"{codec} stream ends inside a {member}")
         rest = d.unused_data
-    if not out:
-        raise CorruptRecordError("empty lz4 stream")
     return b"".join(out)
+
+
+def _gzip_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
+    """Every member of a gzip stream, as java.util.zip.GZIPInputStream reads it."""
+    return _decode_members(data, max_bytes, "gzip", "member", lambda: zlib.decompressobj(wbits=31))
+
+
+def _lz4_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
+    """Every LZ4 frame in ``data``."""
+    return _decode_members(data, max_bytes, "lz4", "frame", lz4.frame.LZ4FrameDecompressor)
 
 
 def _zstd_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
