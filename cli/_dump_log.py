@@ -27,6 +27,7 @@ from typing import IO, Any
 import crc32c
 import structlog
 
+from kraftlog.common import LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -52,9 +53,6 @@ __all__ = ["add_parser", "run", "dump_files", "DumpOptions"]
 
 _log = structlog.get_logger(__name__)
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
 _SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # How much of a .log file is read at once. Batches larger than this are still handled (see

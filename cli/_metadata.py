@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftlog.common import LOG_SUFFIX as _LOG_SUFFIX
+from kraftlog.common import METADATA_PARTITION_DIR, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -47,9 +49,7 @@ from kraftlog.cli._topics import (
 __all__ = ["add_parser", "run", "make_admin", "TreeImage", "image_from_files", "tree_nodes",
            "record_fields", "METADATA_PARTITION_DIR"]
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
-_LOG_SUFFIX = ".log"
-_SNAPSHOT_SUFFIXES = (".checkpoint", ".checkpoint.part")
+_SNAPSHOT_SUFFIXES = (SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + PARTIAL_SUFFIX)
 _TOPIC, _BROKER = 2, 4  # ConfigResource types
 _NO_LEADER = -1
 

@@ -34,12 +34,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR
+from kraftlog.common import fsync_directory
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
 
 __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft_state"]
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
-RAFT_DIR = "raft"
 _NOOP_COMMAND = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
 
 
@@ -143,15 +143,7 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
             os.fsync(fh.fileno())
     os.replace(tmp, dump_path)
     if fsync:
-        _fsync_dir(raft_dir)
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_directory(raft_dir)
 
 
 def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path:
@@ -165,7 +157,7 @@ def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path
         dst.flush()
         os.fsync(dst.fileno())
     os.replace(part, final)
-    _fsync_dir(mdir)
+    fsync_directory(mdir)
     return final
 
 

@@ -25,11 +25,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kraftlog.common import METADATA_PARTITION_DIR
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
 
 __all__ = ["add_check_parser", "add_repair_parser", "check_metadata_log", "run_check", "run_repair"]
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
 
 def add_check_parser(sub: Any) -> argparse.ArgumentParser:

@@ -5,6 +5,41 @@ DESIGN.md §2: `cli, deploy -> client, node -> broker, quorum -> storage, metada
 
 from __future__ import annotations
 
+from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
+from kraftlog.common._names import (
+    CLEANER_OFFSET_CHECKPOINT,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    METADATA_PARTITION_DIR,
+    META_PROPERTIES_FILE,
+    PARTIAL_SUFFIX,
+    RAFT_DIR,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+)
 from kraftlog.common._progress import Progress, progress
 
-__all__ = ["Progress", "progress"]
+__all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
+    "INDEX_SUFFIX",
+    "LEADER_EPOCH_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "LOG_SUFFIX",
+    "METADATA_PARTITION_DIR",
+    "META_PROPERTIES_FILE",
+    "PARTIAL_SUFFIX",
+    "RAFT_DIR",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "SNAPSHOT_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "Progress",
+    "atomic_write",
+    "fsync_directory",
+    "fsync_file",
+    "progress",
+]

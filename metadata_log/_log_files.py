@@ -98,6 +98,8 @@ import crc32c
 import msgpack
 import structlog
 
+from kraftlog.common import LOG_SUFFIX, SNAPSHOT_SUFFIX, PARTIAL_SUFFIX
+from kraftlog.common import fsync_directory
 from kraftlog.metadata_log._records import (
     LogEntry,
     MetadataRecord,
@@ -154,9 +156,6 @@ _FRAME_HEADER = struct.Struct(">II")
 FRAME_HEADER_SIZE = _FRAME_HEADER.size  # 8
 _MAX_UINT32 = 0xFFFFFFFF
 
-LOG_SUFFIX = ".log"
-SNAPSHOT_SUFFIX = ".checkpoint"
-PARTIAL_SUFFIX = ".part"
 SNAPSHOT_FORMAT_VERSION = 0
 _HEADER_KIND = "snapshot_header"
 _FOOTER_KIND = "snapshot_footer"
@@ -454,15 +453,6 @@ def remove_partial_snapshots(directory: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def _fsync_dir(directory: Path) -> None:
-    """fsync a directory so that a create, rename or unlink inside it survives a power loss."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # ------------------------------------------------------------------------------------------ segments
 
 
@@ -712,7 +702,7 @@ class MetadataLogWriter:
         except FileExistsError as err:
             raise MetadataLogCorruptError(f"{path} already exists past the end of the log") from err
         if self.fsync:
-            _fsync_dir(self.directory)
+            fsync_directory(self.directory)
         self._fd = fd
         self._active_base = base
         self._active_size = 0
@@ -827,7 +817,7 @@ class MetadataLogWriter:
                 self._open_segment(last.base_offset)
                 if self.fsync:
                     os.fsync(self._check_open())
-                    _fsync_dir(self.directory)
+                    fsync_directory(self.directory)
             _log.warning("metadata_log_truncated", directory=str(self.directory), after_offset=offset,
                          next_offset=self._next_offset)
 
@@ -920,7 +910,7 @@ def write_snapshot(directory: str | os.PathLike[str], offset: int, epoch: int, t
     except BaseException:
         part.unlink(missing_ok=True)
         raise
-    _fsync_dir(d)
+    fsync_directory(d)
     _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
               records=len(encoded), size_bytes=final.stat().st_size)
     return final
@@ -953,7 +943,7 @@ def write_snapshot_payloads(path: str | os.PathLike[str], offset: int, epoch: in
     except BaseException:
         part.unlink(missing_ok=True)
         raise
-    _fsync_dir(final.parent)
+    fsync_directory(final.parent)
     _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
               records=len(payloads), size_bytes=final.stat().st_size)
     return final
@@ -1124,7 +1114,7 @@ def delete_covered_segments(directory: str | os.PathLike[str], snapshot_offset: 
             deleted_snapshots.append(snap.path)
             _log.info("metadata_snapshot_deleted", file=str(snap.path), oldest_log_offset=oldest)
     if deleted_segments or deleted_snapshots:
-        _fsync_dir(d)
+        fsync_directory(d)
     return RetentionResult(tuple(deleted_segments), tuple(deleted_snapshots))
 
 

@@ -90,6 +90,7 @@ import msgpack
 import structlog
 from crc32c import crc32c
 
+from kraftlog.common import METADATA_PARTITION_DIR
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
 from kraftlog.metadata_log._log_files import (
     _FRAME_HEADER,
@@ -143,7 +144,6 @@ __all__ = [
     "parse_time_ms",
 ]
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
 _log = structlog.get_logger(__name__)
 

@@ -76,7 +76,8 @@ import msgpack
 import structlog
 from pysyncobj.journal import Journal
 
-from kraftlog.quorum._fsutil import FRAME, atomic_write, crc, frame, fsync_directory
+from kraftlog.common import atomic_write, fsync_directory
+from kraftlog.quorum._fsutil import FRAME, crc, frame
 
 __all__ = [
     "JournalCorruptError",

@@ -43,7 +43,8 @@ import msgpack
 import structlog
 from pysyncobj.node import TCPNode
 
-from kraftlog.quorum._fsutil import FRAME, crc, frame, fsync_directory, fsync_file
+from kraftlog.common import fsync_directory, fsync_file
+from kraftlog.quorum._fsutil import FRAME, crc, frame
 
 __all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump",
            "read_dump"]

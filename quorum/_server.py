@@ -45,6 +45,7 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
+from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR
 from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
@@ -73,7 +74,6 @@ from ._metrics import ControllerStateCollector
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 _TAIL_ENTRIES = 50_000            # committed entries kept in memory for FetchMetadata
 _STREAM_BATCH = 2_000             # entries per MetadataBatch
 _KEEPALIVE_S = 1.0
@@ -199,7 +199,7 @@ class ControllerServer:
         if factory is None:
             from ._raft import MetadataQuorum as factory  # noqa: N813 - a class used as factory
         self._quorum = factory(
-            node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / "raft",
+            node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / RAFT_DIR,
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
             # the Raft handshake binds connections to this cluster; the port listens on the voter host
             cluster_id=self.cluster_id, bind_host=raft_voters[self.node_id][0],

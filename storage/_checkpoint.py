@@ -14,38 +14,22 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from kraftlog.common import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT
+from kraftlog.common import fsync_directory
+
 from ._errors import KafkaStorageError
 
 __all__ = [
     "write_checkpoint_lines",
     "read_checkpoint_lines",
     "OffsetCheckpointFile",
-    "fsync_dir",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "CLEANER_OFFSET_CHECKPOINT",
 ]
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _VERSION = 0
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so that a rename or create inside it survives a power loss."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def write_checkpoint_lines(path: Path, lines: Iterable[str]) -> None:
@@ -59,7 +43,7 @@ def write_checkpoint_lines(path: Path, lines: Iterable[str]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        fsync_directory(path.parent)
     except OSError as err:
         raise KafkaStorageError(f"cannot write checkpoint {path}: {err}") from err
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from kraftlog.common import LEADER_EPOCH_CHECKPOINT
 from ._checkpoint import read_checkpoint_lines, write_checkpoint_lines
 from ._errors import KafkaStorageError
 
@@ -23,7 +24,6 @@ __all__ = ["LeaderEpochCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 EpochEntry = tuple[int, int]  # (epoch, start_offset)
 

@@ -26,13 +26,15 @@ from pathlib import Path
 
 import structlog
 
+from kraftlog.common import META_PROPERTIES_FILE
+from kraftlog.common import fsync_directory
+
 from ._checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
-    fsync_dir,
 )
 from ._cleaner import CleanerStats
 from ._config import LogConfig
@@ -44,7 +46,6 @@ __all__ = ["LogManager", "MetaProperties", "read_meta_properties", "write_meta_p
            "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE"]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-META_PROPERTIES_FILE = "meta.properties"
 _DELETE_DIR_SUFFIX = "-delete"
 _log = structlog.get_logger(__name__)
 
@@ -97,7 +98,7 @@ def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fsync_dir(log_dir)
+    fsync_directory(log_dir)
 
 
 class LogManager:
@@ -181,7 +182,7 @@ class LogManager:
                 with open(marker, "w", encoding="utf-8") as fh:
                     fh.flush()
                     os.fsync(fh.fileno())
-                fsync_dir(d)
+                fsync_directory(d, missing_ok=True)
             self._logs.clear()
             self._dir_of.clear()
             self._started = False
@@ -214,7 +215,7 @@ class LogManager:
                           had_clean_shutdown=True, clock_ms=self._clock_ms)
                 self._logs[tp] = log
                 self._dir_of[tp] = target
-                fsync_dir(target)
+                fsync_directory(target, missing_ok=True)
             elif config is not None:
                 log.update_config(config)
             if topic_id is not None:
@@ -239,7 +240,7 @@ class LogManager:
             doomed = d / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
             try:
                 os.replace(log.dir, doomed)
-                fsync_dir(d)
+                fsync_directory(d)
             except OSError as err:
                 raise KafkaStorageError(f"cannot delete {log.dir}: {err}") from err
             shutil.rmtree(doomed, ignore_errors=True)

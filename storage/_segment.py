@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from kraftlog.common import LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
 from ._index import IndexCorruptError, OffsetIndex, TimeIndex
 from ._records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
@@ -22,9 +23,6 @@ from ._records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 __all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX",
            "TIME_INDEX_SUFFIX"]
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 _HEADER_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _LAST_DELTA = struct.Struct(">i")
