@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from kraftlog.common import backoff_ms
 from kraftlog.proto import controller_pb2
 from kraftlog.proto import errors as kerr
 
@@ -142,7 +143,7 @@ class AlterPartitionManager:
 
     async def _run(self) -> None:
         assert self._wakeup is not None
-        backoff = self._retry_backoff_ms
+        failures = 0
         while not self._closed:
             batch = [item for key, item in self._unsent.items() if key not in self._inflight]
             if not batch:
@@ -158,7 +159,7 @@ class AlterPartitionManager:
             for item in batch:
                 self._inflight.discard((item.topic_id, item.partition))
             if ok:
-                backoff = self._retry_backoff_ms
+                failures = 0
                 continue
             # put back what was not answered, unless a newer proposal replaced it meanwhile
             for item in batch:
@@ -170,8 +171,9 @@ class AlterPartitionManager:
                         "replaced by a newer AlterPartition proposal"))
                 else:
                     self._unsent[key] = item
-            await asyncio.sleep(backoff / 1000)
-            backoff = min(backoff * 2, self._max_backoff_ms)
+            await asyncio.sleep(backoff_ms(failures, base_ms=self._retry_backoff_ms,
+                                           max_ms=self._max_backoff_ms) / 1000)
+            failures += 1
 
     async def _send_batch(self, batch: list[_Item]) -> bool:
         """Send one request; resolve the futures it answers. False: retry the batch later."""

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
 from kraftlog.proto import errors as kerr
 
@@ -42,7 +43,7 @@ class ControllerChannel:
         merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
         self._channels = {a: grpc.aio.insecure_channel(a, options=merged) for a in self.controllers}
         self._active: str | None = None
-        self._backoff_s = retry_backoff_ms / 1000.0
+        self._retry_backoff_ms = retry_backoff_ms
         # A paused or partitioned controller accepts connections and never answers: one attempt
         # must give up well inside a broker session, so heartbeats move on to another controller.
         self._attempt_timeout_s = attempt_timeout_ms / 1000.0
@@ -52,6 +53,11 @@ class ControllerChannel:
         for ch in self._channels.values():
             await ch.close()
 
+
+    def _retry_delay_s(self, attempt: int) -> float:
+        """Wait before retry ``attempt`` (1 for the first): KIP-580 back-off capped at 1 s, so a
+        broker never waits longer than a fraction of its session between controllers."""
+        return backoff_ms(attempt - 1, base_ms=self._retry_backoff_ms, max_ms=1000, rng=self._rng) / 1000.0
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
@@ -91,7 +97,7 @@ class ControllerChannel:
                 last_err = f"{address}: {err.code().name}"
                 self._active = None
                 attempt += 1
-                await asyncio.sleep(min(self._backoff_s * attempt, 1.0, max(deadline - time.monotonic(), 0)))
+                await asyncio.sleep(min(self._retry_delay_s(attempt), max(deadline - time.monotonic(), 0)))
                 continue
             if _top_error_code(response) != _NOT_CONTROLLER:
                 self._active = address
@@ -103,7 +109,7 @@ class ControllerChannel:
                 continue
             self._active = None
             attempt += 1
-            await asyncio.sleep(min(self._backoff_s * attempt, 1.0, max(deadline - time.monotonic(), 0)))
+            await asyncio.sleep(min(self._retry_delay_s(attempt), max(deadline - time.monotonic(), 0)))
         if last is not None:
             return last
         raise kerr.RequestTimedOutError(f"{method}: no controller reachable ({last_err})")

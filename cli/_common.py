@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
+from kraftlog.common import parse_bootstrap_servers
+
 __all__ = [
     "EXIT_OK",
     "EXIT_FAILURE",
@@ -103,14 +105,10 @@ def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bo
 
 
 def _bootstrap_servers(text: str) -> list[str]:
-    servers = [s.strip() for s in text.split(",") if s.strip()]
-    if not servers:
-        raise argparse.ArgumentTypeError("expected host:port[,host:port...]")
-    for server in servers:
-        host, sep, port = server.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise argparse.ArgumentTypeError(f"{server!r} is not host:port")
-    return servers
+    try:
+        return parse_bootstrap_servers(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def non_negative_int(text: str) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
 from kraftlog.proto import errors as kerr
 
@@ -25,23 +26,6 @@ __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
 _NOT_CONTROLLER = kerr.NotControllerError.error_code
 _log = structlog.get_logger(__name__)
-
-
-def parse_bootstrap_servers(value: str | Sequence[str]) -> list[str]:
-    """``"h1:9092,h2:9092"`` or a list -> ``["h1:9092", "h2:9092"]``; each entry needs a port."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append(item)
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
 
 
 def _errors_of(response: Any) -> list[Any]:
@@ -174,8 +158,9 @@ class Admin:
 
     def _sleep(self, attempt: int, deadline: float) -> None:
         # exponential backoff with jitter, as Kafka's clients (KIP-580: retry.backoff.max.ms)
-        backoff = min(self.retry_backoff_ms * (2 ** min(attempt, 5)), self.retry_backoff_max_ms) / 1000.0
-        time.sleep(max(0.0, min(backoff * (0.8 + 0.4 * self._rng.random()), deadline - time.monotonic())))
+        backoff_s = backoff_ms(attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms,
+                               rng=self._rng) / 1000.0
+        time.sleep(max(0.0, min(backoff_s, deadline - time.monotonic())))
 
     # ------------------------------------------------------------------ typed helpers
 

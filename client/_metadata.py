@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
 from kraftlog.proto import errors as kerr
 
@@ -76,23 +77,6 @@ class PartitionMetadata:
     isr: list[int] = field(default_factory=list)
     offline_replicas: list[int] = field(default_factory=list)
     error_code: int = 0
-
-
-def parse_bootstrap_servers(value: str | Sequence[str]) -> list[str]:
-    """``"h1:9092,h2:9092"`` or a list -> ``["h1:9092", "h2:9092"]``; each entry needs a port."""
-    items = value.split(",") if isinstance(value, str) else [s for v in value for s in str(v).split(",")]
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append(item)
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
 
 
 def grpc_error(err: grpc.RpcError, what: str) -> kerr.KafkaError:
@@ -280,8 +264,8 @@ class ClusterMetadata:
         """Time between refresh attempts: retry.backoff.ms, growing exponentially while they fail."""
         if self._failures == 0:
             return self.retry_backoff_ms / 1000.0
-        exp = min(self.retry_backoff_ms * (2 ** min(self._failures - 1, 10)), self.retry_backoff_max_ms)
-        return exp / 1000.0
+        return backoff_ms(self._failures - 1, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms,
+                          rng=self._rng) / 1000.0
 
     # ------------------------------------------------------------------ refreshing
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms
 from kraftlog.proto import broker_pb2
 from kraftlog.proto import errors as kerr
 
@@ -73,7 +74,7 @@ class OffsetLookups:
                     + (f" (last error: {last_error.error_name}: {last_error})" if last_error else ""))
             if attempt:
                 time.sleep(min(max(0.0, deadline - time.monotonic()),
-                               min(self.retry_backoff_ms * 2 ** (attempt - 1), 1000) / 1000.0))
+                               backoff_ms(attempt - 1, base_ms=self.retry_backoff_ms, max_ms=1000) / 1000.0))
             attempt += 1
             if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
                 refresh = False

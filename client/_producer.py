@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms
 from kraftlog.proto import broker_pb2
 from kraftlog.proto import errors as kerr
 
@@ -818,8 +819,8 @@ class Producer:
                 and now - batch.created < self.delivery_timeout_s:
             delay = 0.0
             if backoff:
-                delay = min(self.retry_backoff_ms * (2 ** (batch.attempts - 1)), self.retry_backoff_max_ms)
-                delay = delay * (0.8 + 0.4 * self._rng.random()) / 1000.0
+                delay = backoff_ms(batch.attempts - 1, base_ms=self.retry_backoff_ms,
+                                   max_ms=self.retry_backoff_max_ms, rng=self._rng) / 1000.0
             _log.debug("produce_retry", tp=str(batch.tp), attempt=batch.attempts, error=error.error_name,
                        delay_ms=round(delay * 1000))
             with self._lock:

@@ -5,6 +5,8 @@ DESIGN.md §2: `cli, deploy -> client, node -> broker, quorum -> storage, metada
 
 from __future__ import annotations
 
+from kraftlog.common._backoff import backoff_ms
+from kraftlog.common._bootstrap import parse_bootstrap_servers
 from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
 from kraftlog.common._names import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -39,7 +41,9 @@ __all__ = [
     "TIME_INDEX_SUFFIX",
     "Progress",
     "atomic_write",
+    "backoff_ms",
     "fsync_directory",
     "fsync_file",
+    "parse_bootstrap_servers",
     "progress",
 ]

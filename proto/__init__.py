@@ -1,6 +1,5 @@
 """kraftlog: proto. The generated gRPC modules, Kafka's error codes, and shared channel options."""
 
-from kraftlog.proto._backoff import backoff_ms
 from kraftlog.proto._channels import RECONNECT_OPTIONS
 
-__all__ = ["RECONNECT_OPTIONS", "backoff_ms"]
+__all__ = ["RECONNECT_OPTIONS"]

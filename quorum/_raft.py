@@ -135,7 +135,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from pysyncobj.transport import Transport
 
 from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
-from kraftlog.proto import backoff_ms
+from kraftlog.common import backoff_ms
 from kraftlog.proto.errors import (
     CorruptMessageError,
     InvalidRequestError,

@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 import structlog
 
+from kraftlog.common import backoff_ms
 from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
 from kraftlog.proto import errors as kerr
@@ -207,7 +208,7 @@ class AdminWorkload:
                 break
             # Kafka's retry.backoff.ms / retry.backoff.max.ms (KIP-580): 50 ms doubling to 800 ms, so a
             # controller that refuses connections outright is not hammered
-            self._stop.wait(min(0.05 * 2 ** (attempts - 1), 0.8))
+            self._stop.wait(backoff_ms(attempts - 1, base_ms=50, max_ms=800, jitter=0) / 1000.0)
         _log.debug("chaos_admin_op", client=op.client, kind=op.kind, topic=op.topic, outcome=outcome,
                    error=last, attempts=attempts)
         return AdminOp(op.client, op.kind, op.topic, outcome, op.partitions, op.config, last, attempts,
