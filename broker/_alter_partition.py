@@ -30,7 +30,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.proto import controller_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = ["AlterPartitionManager", "AlterPartitionResult", "AlterPartitionSend"]
 

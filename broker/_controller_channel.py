@@ -19,7 +19,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = ["ControllerChannel"]
 

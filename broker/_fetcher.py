@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import structlog
 
 from kraftlog.proto import broker_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._partition import Partition, TopicPartition
 from ._replica_manager import FollowTarget, ReplicaChanges, ReplicaManager

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from kraftlog.proto import controller_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._controller_channel import ControllerChannel
 

@@ -40,7 +40,7 @@ import structlog
 
 from kraftlog import storage
 from kraftlog.metadata_log import NO_LEADER, PartitionRegistration
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2
 
 from ._alter_partition import AlterPartitionResult
@@ -75,7 +75,7 @@ def error_pb(err: type[kerr.KafkaError] | kerr.KafkaError | None = None, message
 
 
 def error_pb_from_exception(exc: BaseException) -> errors_pb2.Error:
-    """Kafka's code and name from any typed error (`proto.errors`, `storage` errors carry both)."""
+    """Kafka's code and name from any typed error (every one is a `common.errors.KafkaError`)."""
     code = getattr(exc, "error_code", None)
     name = getattr(exc, "error_name", None)
     if not isinstance(code, int) or not isinstance(name, str):

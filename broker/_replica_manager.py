@@ -49,7 +49,7 @@ from kraftlog.metadata_log import (
     TopicImage,
 )
 from kraftlog.proto import broker_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2
 
 from ._partition import (

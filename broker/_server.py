@@ -33,7 +33,7 @@ from kraftlog.proto import (
     diagnostics_pb2_grpc,
     errors_pb2,
 )
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel

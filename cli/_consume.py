@@ -170,7 +170,7 @@ class _TextAdapter:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     where, offset = _start(args)
     formatter = MessageFormatter(parse_properties(args.property, "--property"))

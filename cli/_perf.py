@@ -198,7 +198,7 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
 
 def _produce(args: argparse.Namespace) -> int:
     from kraftlog.client import producer_config_from_properties
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     if args.throughput == 0 or args.throughput < -1:
         raise UserError("--throughput must be a positive number of records/s, or -1 for no limit")
@@ -284,7 +284,7 @@ def _figures(start_ms: float, end_ms: float, nbytes: int, count: int) -> tuple[s
 
 def _consume(args: argparse.Namespace) -> int:
     from kraftlog.cli._consume import consumer_settings
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     config: dict[str, Any] = {"auto_offset_reset": "latest" if args.from_latest else "earliest"}
     if args.fetch_size:

@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _produce(args: argparse.Namespace, reader: LineReader, static_headers: list[tuple[str, bytes]],
              config: dict[str, Any], stream: TextIO) -> int:
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     try:
         producer = make_producer(args.bootstrap_server, **config)

@@ -100,7 +100,7 @@ def _error_name(err: Any) -> str:
     if name:
         return name
     try:
-        from kraftlog.proto import errors as kerr
+        from kraftlog.common import errors as kerr
 
         return kerr.error_for_code(err.code).error_name
     except Exception:  # an unknown code still deserves a readable line
@@ -147,10 +147,10 @@ def run_with_admin(args: argparse.Namespace, factory: AdminFactory,
                    body: Callable[[Any], int]) -> int:
     """Create an admin client with ``factory``, run ``body(admin)``, close the client.
 
-    A `ClusterError`, or a `proto.errors.KafkaError` raised by the client (no controller answered
+    A `ClusterError`, or a `common.errors.KafkaError` raised by the client (no controller answered
     in time), becomes one line on stderr and exit status 1. `UserError` passes through to `main`.
     """
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     admin = factory(args.bootstrap_server, request_timeout_ms=args.request_timeout_ms)
     try:

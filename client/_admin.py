@@ -20,7 +20,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 

@@ -17,7 +17,7 @@ Like Kafka's Java consumer with manual assignment:
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
-  for ``retry_backoff_ms``; other errors are raised from `poll` as typed `proto.errors` exceptions.
+  for ``retry_backoff_ms``; other errors are raised from `poll` as typed `common.errors` exceptions.
 
 A consumer is meant for one thread, as Java's.
 """
@@ -34,7 +34,7 @@ import grpc
 import structlog
 
 from kraftlog.proto import broker_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
 from ._fetched import CompletedFetch, ConsumerRecord, decode_partition

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._metadata import TopicPartition
 from ._records import Batch, iter_batches

@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = [
     "BrokerMetadata",

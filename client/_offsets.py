@@ -17,7 +17,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.proto import broker_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._positions import (

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._metadata import TopicPartition
 

@@ -23,7 +23,7 @@ turns batches into ProduceRequests:
   hint or refresh) still updates the metadata, as Kafka's client does on a disconnect, so a stream
   follows a moved leader instead of sending into the void until ``metadata_max_age_ms``.
 
-A failed record's future raises the typed `proto.errors` exception (``err.retriable`` tells whether
+A failed record's future raises the typed `common.errors` exception (``err.retriable`` tells whether
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
 sender thread once the record is done, as Java's ``Callback.onCompletion``.
 
@@ -53,7 +53,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.proto import broker_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from ._config import (
     BYTES_SERIALIZER,

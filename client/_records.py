@@ -30,7 +30,7 @@ import cramjam
 import crc32c as _crc32c
 import lz4.frame
 
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = [
     "CODECS",

@@ -1,9 +1,14 @@
 """The ground floor of kraftlog: what every layer may use, importing no other package of ours.
 
-DESIGN.md §2: `cli, deploy -> client, node -> broker, quorum -> storage, metadata_log -> common`.
+Layering (docs/architecture.md): `cli, deploy -> client, node -> broker, quorum -> storage,
+metadata_log -> common`. Importing this package needs the standard library only (the progress
+display loads rich when first used), so `deploy/install.sh` can validate a config with kraftlog's
+own loader before any venv exists.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
@@ -23,7 +28,9 @@ from kraftlog.common._names import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
-from kraftlog.common._progress import Progress, progress
+
+if TYPE_CHECKING:
+    from kraftlog.common._progress import Progress, progress
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -47,3 +54,12 @@ __all__ = [
     "parse_bootstrap_servers",
     "progress",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`Progress` and `progress` load rich on first use (PEP 562), not at import."""
+    if name in ("Progress", "progress"):
+        from kraftlog.common import _progress
+
+        return getattr(_progress, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

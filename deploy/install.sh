@@ -218,12 +218,21 @@ fi
 # Validate the config with kraftlog's own loader (straight from the source tree, stdlib only, no
 # bytecode written) and read what the install needs: node id, roles, data dirs, session timeout.
 read_config_py='
-import importlib.util, math, re, sys
+import importlib.util, math, re, sys, types
 source, path = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("kraftlog_config", source + "/metadata_log/_config.py")
-mod = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = mod
-spec.loader.exec_module(mod)
+def load(name, file, package_dir=None):
+    spec = importlib.util.spec_from_file_location(
+        name, file, submodule_search_locations=[package_dir] if package_dir else None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+# the namespace as pyproject maps it, with only the ground floor (stdlib only) under it
+root = types.ModuleType("kraftlog")
+root.__path__ = []
+sys.modules["kraftlog"] = root
+load("kraftlog.common", source + "/common/__init__.py", source + "/common")
+mod = load("kraftlog_config", source + "/metadata_log/_config.py")
 try:
     cfg = mod.load_node_config(path)
 except mod.ConfigError as err:

@@ -10,9 +10,8 @@ the default for, so ``NodeConfig.topic_defaults()`` resolves them with Kafka's p
 Files may be TOML or Java ``.properties``; ``--override key=value`` strings are applied last.
 
 This module lives in `metadata_log` because both the controller (topic defaults, config records)
-and the broker read it; like the rest of `metadata_log` it imports no other kraftlog package, so
-``ConfigError`` carries Kafka's INVALID_CONFIG code as plain class attributes instead of subclassing
-``proto.errors.InvalidConfigError``.
+and the broker read it. ``ConfigError`` is Kafka's INVALID_CONFIG from the one error tree
+(`kraftlog.common.errors`), and a ``ValueError`` as well, since a bad value is what it reports.
 """
 
 from __future__ import annotations
@@ -29,7 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol, final
+from typing import Any, Final, Protocol, final
+
+from kraftlog.common import errors as kerr
 
 __all__ = [
     "ConfigError",
@@ -63,17 +64,13 @@ _MS_PER_MINUTE: Final = 60_000
 _MS_PER_HOUR: Final = 3_600_000
 
 
-class ConfigError(ValueError):
+class ConfigError(kerr.InvalidConfigError, ValueError):
     """A config key is unknown, a value has the wrong type or range, or keys contradict each other.
 
-    ``key`` and ``value`` name the culprit so the CLI and the admin API can point at it. The class
-    attributes mirror Kafka's INVALID_CONFIG (40) so a server can answer CreateTopics or
-    IncrementalAlterConfigs with the right code without this package importing `proto`.
+    ``key`` and ``value`` name the culprit so the CLI and the admin API can point at it; the code is
+    INVALID_CONFIG (40), inherited, so a server answers CreateTopics or IncrementalAlterConfigs
+    with it directly.
     """
-
-    error_code: ClassVar[int] = 40
-    error_name: ClassVar[str] = "INVALID_CONFIG"
-    retriable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, key: str | None = None, value: object = None) -> None:
         super().__init__(message)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import enum
 import random
 from bisect import bisect_left
-from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+
+from kraftlog.common import errors as kerr
 
 if TYPE_CHECKING:
     from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
@@ -49,29 +51,20 @@ BrokerRacks = Mapping[int, Union[str, None]]
 BrokersLike = Union[BrokerRacks, Iterable[int], Iterable["BrokerRegistration"]]
 
 
-class PlacementError(ValueError):
-    """A placement request that cannot be satisfied; carries the Kafka error to answer with."""
-
-    error_code: ClassVar[int] = -1
-    error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
-    retriable: ClassVar[bool] = False
+class PlacementError(kerr.KafkaError, ValueError):
+    """A placement request that cannot be satisfied; each subclass carries the Kafka error to
+    answer with (from the one error tree), and all are ValueErrors of the request."""
 
 
-class InvalidPartitionsError(PlacementError):
+class InvalidPartitionsError(PlacementError, kerr.InvalidPartitionsError):
     """Partition count below 1, or an expansion that does not increase it (INVALID_PARTITIONS)."""
 
-    error_code = 37
-    error_name = "INVALID_PARTITIONS"
 
-
-class InvalidReplicationFactorError(PlacementError):
+class InvalidReplicationFactorError(PlacementError, kerr.InvalidReplicationFactorError):
     """Replication factor below 1 or above the number of usable brokers."""
 
-    error_code = 38
-    error_name = "INVALID_REPLICATION_FACTOR"
 
-
-class InvalidReplicaAssignmentError(PlacementError):
+class InvalidReplicaAssignmentError(PlacementError, kerr.InvalidReplicaAssignmentError):
     """The brokers cannot be placed on as asked: some have a rack and some do not, or the existing
     assignment an expansion should continue is malformed.
 
@@ -79,9 +72,6 @@ class InvalidReplicaAssignmentError(PlacementError):
     UNKNOWN_SERVER_ERROR with the message); we answer INVALID_REPLICA_ASSIGNMENT (39) instead so a
     client can tell it from a crash. The message is Kafka's.
     """
-
-    error_code = 39
-    error_name = "INVALID_REPLICA_ASSIGNMENT"
 
 
 class RackAwareMode(enum.Enum):

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 import msgpack
 
+from kraftlog.common import errors as kerr
+
 __all__ = [
     "MetadataRecordError",
     "MetadataRecord",
@@ -52,12 +54,8 @@ NO_LEADER = -1
 NO_LEADER_CHANGE = -2
 
 
-class MetadataRecordError(ValueError):
+class MetadataRecordError(kerr.CorruptMessageError, ValueError):
     """A metadata record or entry that cannot be decoded (unknown type, version or field)."""
-
-    error_code = 2
-    error_name = "CORRUPT_MESSAGE"
-    retriable = False
 
 
 class ConfigResourceType:

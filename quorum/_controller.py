@@ -48,7 +48,7 @@ from kraftlog.metadata_log._records import (
     UnfenceBrokerRecord,
 )
 from kraftlog.proto import admin_pb2, controller_pb2, errors_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = [
     "ControllerContext",

@@ -136,7 +136,7 @@ from pysyncobj.transport import Transport
 
 from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
 from kraftlog.common import backoff_ms
-from kraftlog.proto.errors import (
+from kraftlog.common.errors import (
     CorruptMessageError,
     InvalidRequestError,
     NotControllerError,

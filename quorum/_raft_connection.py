@@ -21,7 +21,7 @@ from pysyncobj.monotonic import monotonic as _monotonic
 from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE, Poller
 
-from kraftlog.proto.errors import CorruptMessageError, KafkaError
+from kraftlog.common.errors import CorruptMessageError, KafkaError
 from kraftlog.quorum._wire import (
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,

@@ -67,7 +67,7 @@ from kraftlog.metadata_log._log_files import delete_covered_segments
 from kraftlog.metadata_log._image import MetadataReplayError
 from kraftlog.common import backoff_ms
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 from . import _controller as ctl
 from ._raft import MAX_PROPOSAL_BYTES

@@ -76,7 +76,7 @@ import msgpack
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from kraftlog.proto.errors import (
+from kraftlog.common.errors import (
     CorruptMessageError,
     InconsistentClusterIdError,
     InconsistentVoterSetError,

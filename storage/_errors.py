@@ -1,15 +1,17 @@
-"""Typed storage errors carrying Kafka's error codes and names.
+"""The storage layer's errors: members of kraftlog's one error tree (`kraftlog.common.errors`).
 
-`storage` imports no other package of kraftlog (DESIGN.md §2), so its errors do not subclass the
-wire-level hierarchy in `proto.errors`. They carry the same three attributes instead —
-``error_code``, ``error_name`` and ``retriable`` — and the broker turns them into responses by code.
-A unit test checks that every code and name here agrees with Kafka's table in `proto.errors`.
+Each is a subclass of the table's class for its Kafka code (``CorruptRecordError`` is a
+CORRUPT_MESSAGE, ``RecordTooLargeError`` a MESSAGE_TOO_LARGE ...) and of `StorageError`, so the
+broker answers with the code the class inherits, a client-side ``except kerr.CorruptMessageError``
+catches it, and ``except StorageError`` still means "the storage layer refused". The names are
+Kafka's storage-side exception names (``CorruptRecordException``, ``RecordTooLargeException``);
+none registers a code of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import ClassVar, NamedTuple
+from kraftlog.common import errors as kerr
+from kraftlog.common.errors import RecordError
 
 __all__ = [
     "RecordError",
@@ -29,48 +31,20 @@ __all__ = [
 ]
 
 
-class RecordError(NamedTuple):
-    """One refused record, as Kafka's ProduceResponse ``RecordErrors`` names it.
-
-    ``batch_index`` is the record's index in the partition's produce payload, counting from 0
-    across its batches: for the single batch a producer sends, Kafka's index within the batch.
-    """
-
-    batch_index: int
-    message: str
-
-
-class StorageError(Exception):
+class StorageError(kerr.KafkaError):
     """Base of every error the storage layer raises on bad input or a failed disk operation.
 
-    ``record_errors`` names the records a produce was refused for (empty unless the error is
-    about particular records); the broker copies them into the produce response.
+    An abstract grouping (no code of its own): each subclass takes its code from the table class it
+    also derives from. ``record_errors`` (from `KafkaError`) names the records a produce was
+    refused for.
     """
 
-    error_code: ClassVar[int] = -1
-    error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
-    retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str = "", *, record_errors: Iterable[RecordError] = ()) -> None:
-        super().__init__(message)
-        self.record_errors: tuple[RecordError, ...] = tuple(record_errors)
-
-    def __init_subclass__(cls, code: int | None = None, name: str | None = None,
-                          retriable: bool | None = None, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if code is not None:
-            cls.error_code = code
-        if name is not None:
-            cls.error_name = name
-        if retriable is not None:
-            cls.retriable = retriable
-
-
-class CorruptRecordError(StorageError, code=2, name="CORRUPT_MESSAGE", retriable=True):
+class CorruptRecordError(StorageError, kerr.CorruptMessageError):
     """A batch failed its CRC, size or magic check: the bytes are not what the producer sent."""
 
 
-class InvalidRecordError(StorageError, code=87, name="INVALID_RECORD"):
+class InvalidRecordError(StorageError, kerr.InvalidRecordError):
     """A well-formed batch whose content breaks a rule (record count, offsets, missing key)."""
 
 
@@ -78,37 +52,37 @@ class OffsetsOutOfOrderError(InvalidRecordError):
     """A follower append whose offsets do not increase past the log end."""
 
 
-class RecordTooLargeError(StorageError, code=10, name="MESSAGE_TOO_LARGE"):
+class RecordTooLargeError(StorageError, kerr.MessageTooLargeError):
     """A batch larger than ``max.message.bytes`` (or a segment)."""
 
 
-class RecordBatchTooLargeError(StorageError, code=18, name="RECORD_LIST_TOO_LARGE"):
+class RecordBatchTooLargeError(StorageError, kerr.RecordListTooLargeError):
     """An append larger than a whole segment may hold."""
 
 
-class OffsetOutOfRangeError(StorageError, code=1, name="OFFSET_OUT_OF_RANGE"):
+class OffsetOutOfRangeError(StorageError, kerr.OffsetOutOfRangeError):
     """A read or truncation outside [log start offset, log end offset]."""
 
 
-class InvalidTimestampError(StorageError, code=32, name="INVALID_TIMESTAMP"):
+class InvalidTimestampError(StorageError, kerr.InvalidTimestampError):
     """A batch timestamp outside ``message.timestamp.before/after.max.ms``."""
 
 
-class UnsupportedCompressionTypeError(StorageError, code=76, name="UNSUPPORTED_COMPRESSION_TYPE"):
+class UnsupportedCompressionTypeError(StorageError, kerr.UnsupportedCompressionTypeError):
     """A compression codec id that Kafka does not define."""
 
 
-class UnsupportedForMessageFormatError(StorageError, code=43, name="UNSUPPORTED_FOR_MESSAGE_FORMAT"):
+class UnsupportedForMessageFormatError(StorageError, kerr.UnsupportedForMessageFormatError):
     """A batch in a message format other than v2 (magic 2)."""
 
 
-class KafkaStorageError(StorageError, code=56, name="KAFKA_STORAGE_ERROR", retriable=True):
+class KafkaStorageError(StorageError, kerr.KafkaStorageError):
     """A disk operation failed; the partition is offline on this broker until the dir is repaired."""
 
 
-class InvalidConfigError(StorageError, code=40, name="INVALID_CONFIG"):
+class InvalidConfigError(StorageError, kerr.InvalidConfigError):
     """A log config value of the wrong type or out of range."""
 
 
-class InconsistentTopicIdError(StorageError, code=103, name="INCONSISTENT_TOPIC_ID", retriable=True):
+class InconsistentTopicIdError(StorageError, kerr.InconsistentTopicIdError):
     """The partition directory belongs to another incarnation of the topic."""

@@ -30,7 +30,7 @@ import structlog
 from kraftlog.common import backoff_ms
 from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 __all__ = ["AdminWorkload", "ActiveSampler", "CONFIG_KEYS", "classify", "is_stale_answer"]
 

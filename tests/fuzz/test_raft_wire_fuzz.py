@@ -2,7 +2,7 @@
 
 Everything a peer can put on the Raft port goes through these: the frame reader, the handshake
 bodies, the session opener, the message and command decoders. On arbitrary bytes and on mutations of
-valid encodings each returns a value or raises a Kafka error (`proto.errors.KafkaError`: the
+valid encodings each returns a value or raises a Kafka error (`common.errors.KafkaError`: the
 connection is then dropped and logged); nothing else, no hang, and a frame reader never holds more
 than the limit of its phase.
 
@@ -19,7 +19,7 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kraftlog.proto.errors import KafkaError, MessageTooLargeError
+from kraftlog.common.errors import KafkaError, MessageTooLargeError
 from kraftlog.quorum._wire import (
     MAX_HANDSHAKE_FRAME_BYTES,
     FrameReader,

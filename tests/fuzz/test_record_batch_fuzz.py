@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kraftlog.client._records import Batch as ClientBatch
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.storage import CompressionType, LogConfig, StorageError
 from kraftlog.storage._compression import MIN_INFLATE_BOUND
 from kraftlog.storage._record_set import split_batches, validate_record_set

@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
 
 from kraftlog.cli._logging import configure_logging  # noqa: E402
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
-from kraftlog.proto.errors import KafkaError  # noqa: E402
+from kraftlog.common.errors import KafkaError  # noqa: E402
 from kraftlog.quorum._raft import MetadataQuorum  # noqa: E402
 
 

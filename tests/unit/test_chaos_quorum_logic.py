@@ -36,7 +36,7 @@ from kraftlog.metadata_log import (
     TopicRecord,
 )
 from kraftlog.proto import admin_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 # ------------------------------------------------------------------------------ admin bookkeeping
 

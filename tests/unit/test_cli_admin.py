@@ -20,7 +20,7 @@ import kraftlog.cli._reassign
 import kraftlog.cli._topics
 from kraftlog.cli.__main__ import main
 from kraftlog.proto import admin_pb2, errors_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 
 BOOT = ["--bootstrap-server", "localhost:9093"]
 R = admin_pb2

@@ -113,7 +113,7 @@ def test_produce_line_without_separator_fails(cluster, monkeypatch, capsys) -> N
 
 
 def test_produce_reports_failed_sends(cluster, monkeypatch, capsys) -> None:
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
 
     cluster.create_topic("t", 1)
     cluster.produce_errors[("t", 0)] = [kerr.TopicAuthorizationFailedError]
@@ -307,7 +307,7 @@ def test_perf_produce_payload_file_and_errors(cluster, capsys, tmp_path) -> None
     assert "bootstrap.servers" in capsys.readouterr().err
     assert main(["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "1",
                  "--record-size", "1", "--throughput", "0"]) == 2
-    cluster.produce_errors[("t", 0)] = [__import__("kraftlog.proto.errors").proto.errors.TopicAuthorizationFailedError]
+    cluster.produce_errors[("t", 0)] = [__import__("kraftlog.common.errors").common.errors.TopicAuthorizationFailedError]
     assert main(["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "1",
                  "--record-size", "1", "--throughput", "-1"]) == 1
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["failed"] == 1

@@ -23,7 +23,7 @@ from kraftlog.client._records import (
     iter_batches,
     record_size_upper_bound,
 )
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.storage._compression import CompressionType
 from kraftlog.storage._compression import compress as s_compress
 from kraftlog.storage._compression import decompress as s_decompress

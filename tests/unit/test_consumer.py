@@ -14,7 +14,7 @@ import pytest
 
 from kraftlog.client import Consumer, ConsumerRecord, NoOffsetForPartitionError, OffsetAndTimestamp, TopicPartition
 from kraftlog.client import consumer_config_from_properties
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.storage._compression import CompressionType
 from kraftlog.storage._records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
 from test_producer import FakeCluster

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from test_consumer import TP, cluster, make_consumer, poll_until, write  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.timeout(60)

@@ -1736,7 +1736,7 @@ def test_topic_ids_are_uuid4_strings_from_the_rng() -> None:
 def test_error_pb() -> None:
     ok = ctl.error_pb()
     assert (ok.code, ok.name) == (0, "NONE")
-    from kraftlog.proto import errors as kerr
+    from kraftlog.common import errors as kerr
     err = ctl.error_pb(kerr.InvalidPartitionsError, "nope")
     assert (err.code, err.name, err.message) == (37, "INVALID_PARTITIONS", "nope")
 

@@ -19,7 +19,7 @@ import pytest
 from kraftlog.metadata_log import NodeConfig
 from kraftlog.metadata_log._records import LogEntry, MetadataRecord, RegisterBrokerRecord, TopicRecord
 from kraftlog.proto import admin_pb2, controller_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.quorum._server import ControllerServer, _AdminService, _ControllerService
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,4 @@
-"""Kafka's error table in proto.errors: exact codes, names, retriable flags, lookups.
+"""Kafka's error table in common.errors: exact codes, names, retriable flags, lookups.
 
 The table is wire protocol: a wrong code or flag makes clients retry what they should not (or give
 up on what they should retry), so the known entries are pinned here one by one.
@@ -11,8 +11,8 @@ import pickle
 
 import pytest
 
-import kraftlog.proto.errors as errors
-from kraftlog.proto.errors import (
+import kraftlog.common.errors as errors
+from kraftlog.common.errors import (
     ERRORS_BY_CODE,
     KafkaError,
     error_for_code,
@@ -172,17 +172,24 @@ def test_duplicate_code_is_refused_at_class_creation() -> None:
             """Never registered."""
 
 
-def test_storage_errors_agree_with_the_wire_table() -> None:
-    storage_errors = pytest.importorskip("kraftlog.storage._errors")
+def test_every_layer_raises_from_the_one_tree() -> None:
+    """Storage's and metadata_log's errors are members of the table, not look-alikes (issue 13 §2)."""
+    import kraftlog.metadata_log._placement as placement
+    import kraftlog.metadata_log._records as records
+    import kraftlog.storage._errors as storage_errors
+
     found = 0
-    for _, cls in inspect.getmembers(storage_errors, inspect.isclass):
-        if cls.__module__ != storage_errors.__name__ or not hasattr(cls, "error_code"):
-            continue
-        found += 1
-        wire = error_for_code(cls.error_code)
-        assert wire.error_name == cls.error_name, f"{cls.__name__}: {cls.error_code} is {wire.error_name}"
-        assert wire.retriable == cls.retriable, f"{cls.__name__}: retriable flag differs from Kafka's"
-    assert found
+    for module in (storage_errors, placement, records):
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or not issubclass(cls, Exception):
+                continue
+            if cls.__name__ in ("StorageError", "PlacementError"):  # abstract groupings
+                assert issubclass(cls, KafkaError)
+                continue
+            found += 1
+            assert issubclass(cls, KafkaError), cls
+            assert issubclass(cls, error_for_code(cls.error_code)), f"{cls.__name__} is not its code's class"
+    assert found >= 15
 
 
 def test_metadata_log_config_error_agrees_with_the_wire_table() -> None:

@@ -43,7 +43,7 @@ from kraftlog.metadata_log import (
     TopicRecord,
 )
 from kraftlog.proto import admin_pb2, broker_pb2, errors_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.quorum._metrics import ControllerStateCollector, cluster_counts
 
 

@@ -14,7 +14,7 @@ from kraftlog.broker._alter_partition import AlterPartitionManager, AlterPartiti
 from kraftlog.broker._partition import Partition
 from kraftlog.metadata_log import PartitionRegistration
 from kraftlog.proto import controller_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2
 
 

@@ -28,7 +28,7 @@ from kraftlog.client import (
     producer_config_from_properties,
 )
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
-from kraftlog.proto import errors as kerr
+from kraftlog.common import errors as kerr
 from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, StorageError
 from kraftlog.storage._record_set import validate_record_set
 from kraftlog.storage._records import RecordBatch, rewrite_offset_and_epoch

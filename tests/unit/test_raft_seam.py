@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
-from kraftlog.proto.errors import NotControllerError, RequestTimedOutError
+from kraftlog.common.errors import NotControllerError, RequestTimedOutError
 from kraftlog.quorum._raft import MetadataQuorum, QuorumConfigError
 
 PASSWORD = "test-raft-secret"

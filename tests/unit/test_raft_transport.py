@@ -15,7 +15,7 @@ import pytest
 from pysyncobj.journal import MemoryJournal
 from pysyncobj.transport import Transport
 
-from kraftlog.proto.errors import (
+from kraftlog.common.errors import (
     CorruptMessageError,
     InconsistentClusterIdError,
     InconsistentVoterSetError,
