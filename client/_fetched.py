@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kraftlog.common import errors as kerr
+from kraftlog.common.records import RecordBatch, iter_batches
 
 from ._metadata import TopicPartition
-from ._records import Batch, iter_batches
 
 __all__ = ["CompletedFetch", "ConsumerRecord", "decode_partition"]
 
@@ -62,7 +62,7 @@ def decode_partition(tp: TopicPartition, fetch_offset: int, data: Any, *, check_
         if read_committed else []
     aborted_pids: set[int] = set()
     any_batch = False
-    for batch in iter_batches(data.records):
+    for _pos, batch in iter_batches(data.records, strict=True):
         any_batch = True
         if batch.last_offset < fetch_offset:
             continue
@@ -92,12 +92,12 @@ def decode_partition(tp: TopicPartition, fetch_offset: int, data: Any, *, check_
     return CompletedFetch(tp, records, next_offset, last_epoch)
 
 
-def _records_of(tp: TopicPartition, batch: Batch, fetch_offset: int, kd: Deserializer,
+def _records_of(tp: TopicPartition, batch: RecordBatch, fetch_offset: int, kd: Deserializer,
                 vd: Deserializer) -> list[ConsumerRecord]:
-    ts_type = batch.timestamp_type
+    ts_type = int(batch.timestamp_type)
     epoch = batch.partition_leader_epoch
     topic, partition = tp
-    return [ConsumerRecord(topic, partition, r.offset, r.timestamp,
+    return [ConsumerRecord(topic, partition, r.offset, r.timestamp_ms,
                            kd(r.key) if kd else r.key, vd(r.value) if vd else r.value,
-                           r.headers, ts_type, epoch)
+                           list(r.headers), ts_type, epoch)
             for r in batch.records() if r.offset >= fetch_offset]

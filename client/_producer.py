@@ -52,6 +52,8 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms
+from kraftlog.common.compression import CompressionType
+from kraftlog.common.records import HEADER_SIZE, RecordBatch, RecordBatchBuilder, record_size_upper_bound
 from kraftlog.proto import broker_pb2
 from kraftlog.common import errors as kerr
 
@@ -67,7 +69,6 @@ from ._config import (
 )
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._partitioner import DefaultPartitioner
-from ._records import HEADER_SIZE, Batch, BatchBuilder, codec_id, record_size_upper_bound
 
 __all__ = [
     "AsyncProducer",
@@ -215,9 +216,9 @@ class _Batch:
     __slots__ = ("tp", "builder", "thunks", "created", "attempts", "last_attempt", "retry_at",
                  "payload", "sealed", "in_flight", "finished", "reserved", "done", "parent", "pending")
 
-    def __init__(self, tp: TopicPartition, codec: int, now: float) -> None:
+    def __init__(self, tp: TopicPartition, codec: CompressionType, now: float) -> None:
         self.tp = tp
-        self.builder: BatchBuilder | None = BatchBuilder(codec)
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=codec)
         self.thunks: list[tuple[concurrent.futures.Future, Callback | None, int, int]] = []
         self.created = now
         self.attempts = 0
@@ -242,7 +243,7 @@ class _Batch:
         builder = self.builder
         if builder is None or self.sealed:
             return False
-        if self.thunks and builder.size_bytes + size > batch_size:
+        if self.thunks and builder.estimated_size_bytes + size > batch_size:
             return False
         delta = builder.append(timestamp, key, value, headers)
         self.thunks.append((future, callback, delta, timestamp))
@@ -250,7 +251,7 @@ class _Batch:
         return True
 
     def is_full(self, batch_size: int) -> bool:
-        return self.builder is None or self.sealed or self.builder.size_bytes >= batch_size
+        return self.builder is None or self.sealed or self.builder.estimated_size_bytes >= batch_size
 
     @property
     def size_estimate(self) -> int:
@@ -258,7 +259,7 @@ class _Batch:
         if self.payload is not None:
             return len(self.payload)
         assert self.builder is not None
-        return self.builder.size_bytes
+        return self.builder.estimated_size_bytes
 
     def close(self) -> bytes:
         """Seal the batch (no more appends) and encode it once (outside the producer's lock)."""
@@ -297,7 +298,7 @@ class Producer:
         self.acks = _acks(acks)
         self.batch_size = max(1, int(batch_size))
         self.linger_s = max(0, linger_ms) / 1000.0
-        self.codec = codec_id(compression_type)
+        self.codec = CompressionType.of(compression_type)
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         self.max_in_flight = max_in_flight_requests_per_connection
@@ -832,14 +833,14 @@ class Producer:
 
     def _split(self, batch: _Batch) -> None:
         """MESSAGE_TOO_LARGE for a batch of several records: retry it as two halves."""
-        records = Batch(batch.close()).records()
+        records = RecordBatch(batch.close()).records()
         half = len(records) // 2
         children = []
         for chunk, thunks in ((records[:half], batch.thunks[:half]), (records[half:], batch.thunks[half:])):
             child = _Batch(batch.tp, self.codec, batch.created)
             assert child.builder is not None
             for rec, (future, callback, _delta, ts) in zip(chunk, thunks):
-                delta = child.builder.append(rec.timestamp, rec.key, rec.value, rec.headers)
+                delta = child.builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers)
                 child.thunks.append((future, callback, delta, ts))
             child.parent = batch
             child.attempts = batch.attempts

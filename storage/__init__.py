@@ -9,7 +9,7 @@ This package imports no other kraftlog package.
 
 from ._checkpoint import OffsetCheckpointFile
 from ._cleaner import CleanerStats, CleaningAbortedError, clean_log
-from ._compression import CompressionType
+from kraftlog.common.compression import CompressionType
 from ._config import LONG_MAX, LogConfig
 from ._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from ._errors import (
@@ -48,7 +48,7 @@ from ._log_manager import (
     read_meta_properties,
     write_meta_properties,
 )
-from ._records import (
+from kraftlog.common.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
     ControlRecordType,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ._records import NO_TIMESTAMP, RecordBatch, RecordBatchBuilder
+from kraftlog.common.records import NO_TIMESTAMP, RecordBatch, RecordBatchBuilder
 from ._segment import BatchLocation, LogSegment
 
 if TYPE_CHECKING:

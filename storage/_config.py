@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ._errors import InvalidConfigError
-from ._records import TimestampType
+from kraftlog.common.records import TimestampType
 
 __all__ = ["LogConfig", "LONG_MAX"]
 

@@ -44,8 +44,8 @@ from ._errors import (
     UnsupportedForMessageFormatError,
 )
 from ._index import IndexCorruptError
-from ._records import LOG_OVERHEAD as _LOG_OVERHEAD, MAGIC_V2 as _MAGIC
-from ._records import (
+from kraftlog.common.records import LOG_OVERHEAD as _LOG_OVERHEAD, MAGIC_V2 as _MAGIC
+from kraftlog.common.records import (
     CONTROL_FLAG as _CONTROL_FLAG,
     RecordBatch,
     TimestampType,

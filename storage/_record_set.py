@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ._compression import CompressionType
+from kraftlog.common.compression import CompressionType
 from ._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
-from ._records import (
+from kraftlog.common.records import (
     _COMPRESSION_MASK,
     _CONTROL_FLAG,
     _HEADER,

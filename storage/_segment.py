@@ -18,7 +18,7 @@ import structlog
 from kraftlog.common import LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
 from ._index import IndexCorruptError, OffsetIndex, TimeIndex
-from ._records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 
 __all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX",
            "TIME_INDEX_SUFFIX"]

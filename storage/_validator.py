@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._compression import CompressionType, decompress, inflate_bound
+from kraftlog.common.compression import CompressionType, decompress, inflate_bound
 from ._config import LogConfig
 from ._errors import (
     CorruptRecordError,
@@ -40,7 +40,7 @@ from ._errors import (
     UnsupportedForMessageFormatError,
 )
 from ._record_set import BatchHeader
-from ._records import (
+from kraftlog.common.records import (
     HEADER_SIZE,
     NO_TIMESTAMP,
     RecordBatch,

@@ -12,7 +12,7 @@ import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, mutated
 from hypothesis import given, strategies as st
 
-from kraftlog.storage._records import HEADER_SIZE, RecordBatchBuilder
+from kraftlog.common.records import HEADER_SIZE, RecordBatchBuilder
 from kraftlog.storage._scan import Malformed, record_fields, scan_records
 
 pytestmark = pytest.mark.timeout(TIMEOUT)

@@ -19,7 +19,7 @@ from kraftlog.client import Consumer, NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc
 from kraftlog.common import errors as kerr
-from kraftlog.storage._records import crc32c, write_varint
+from kraftlog.common.records import crc32c, write_varint
 
 pytestmark = pytest.mark.integration
 

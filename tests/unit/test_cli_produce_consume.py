@@ -14,7 +14,7 @@ import structlog
 from kraftlog.cli.__main__ import main
 from kraftlog.cli._produce import LineReader
 from kraftlog.cli._common import UserError
-from kraftlog.storage._records import Header, RecordBatchBuilder
+from kraftlog.common.records import Header, RecordBatchBuilder
 from test_producer import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)

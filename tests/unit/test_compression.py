@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings, strategies as st
 from kafka.codec import gzip_decode, gzip_encode, lz4_decode, lz4_encode, snappy_decode, \
     snappy_encode, zstd_decode, zstd_encode
 
-from kraftlog.storage._compression import CompressionType, compress, decompress
+from kraftlog.common.compression import CompressionType, compress, decompress
 from kraftlog.storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 ALL_CODECS = list(CompressionType)

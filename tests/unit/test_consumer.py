@@ -15,8 +15,8 @@ import pytest
 from kraftlog.client import Consumer, ConsumerRecord, NoOffsetForPartitionError, OffsetAndTimestamp, TopicPartition
 from kraftlog.client import consumer_config_from_properties
 from kraftlog.common import errors as kerr
-from kraftlog.storage._compression import CompressionType
-from kraftlog.storage._records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
+from kraftlog.common.compression import CompressionType
+from kraftlog.common.records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
 from test_producer import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)

@@ -37,7 +37,7 @@ from kraftlog.storage import (
     build_control_batch,
     iter_batches,
 )
-from kraftlog.storage._records import crc32c
+from kraftlog.common.records import crc32c
 
 NOW = 1_700_000_000_000
 DAY = 24 * 3600 * 1000

@@ -31,7 +31,7 @@ from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from kraftlog.common import errors as kerr
 from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, StorageError
 from kraftlog.storage._record_set import validate_record_set
-from kraftlog.storage._records import RecordBatch, rewrite_offset_and_epoch
+from kraftlog.common.records import RecordBatch, rewrite_offset_and_epoch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,7 +85,7 @@ class FakePartition:
         for h in headers:
             rewrite_offset_and_epoch(buf, h.position, self.next_offset, self.epoch)
             if self.log_append_time:
-                from kraftlog.storage._records import set_log_append_time
+                from kraftlog.common.records import set_log_append_time
                 set_log_append_time(buf, h.position, h.size, now)
             self.batches.append((self.next_offset, bytes(buf[h.position:h.position + h.size])))
             self.next_offset += h.last_offset_delta + 1

@@ -18,7 +18,7 @@ from kafka.record.default_records import (
 from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from kraftlog.storage._compression import CompressionType, compress
+from kraftlog.common.compression import CompressionType, compress
 from kraftlog.storage._record_set import split_batches
 from kraftlog.storage._errors import (
     CorruptRecordError,
@@ -27,7 +27,7 @@ from kraftlog.storage._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from kraftlog.storage._records import (
+from kraftlog.common.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,

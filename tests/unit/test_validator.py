@@ -25,8 +25,8 @@ from kraftlog.storage import (
     TimestampType,
     build_batch,
 )
-from kraftlog.storage._compression import compress, decompress
-from kraftlog.storage._records import HEADER_SIZE, crc32c, write_varint
+from kraftlog.common.compression import compress, decompress
+from kraftlog.common.records import HEADER_SIZE, crc32c, write_varint
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000

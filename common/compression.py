@@ -21,7 +21,8 @@ from typing import Any
 import cramjam
 import lz4.frame
 
-from ._errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kraftlog.common.errors import CorruptMessageError as CorruptRecordError
+from kraftlog.common.errors import UnsupportedCompressionTypeError
 
 __all__ = ["CompressionType", "compress", "decompress", "inflate_bound"]
 
@@ -42,6 +43,15 @@ class CompressionType(enum.IntEnum):
             return cls[name.strip().upper()]
         except KeyError as err:
             raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}") from err
+
+    @classmethod
+    def of(cls, value: "str | int | CompressionType | None") -> "CompressionType":
+        """A ``compression.type`` as a client config gives it: a name, a codec id, or None (none)."""
+        if value is None:
+            return cls.NONE
+        if isinstance(value, str):
+            return cls.from_name(value)
+        return cls.from_id(int(value))
 
     @classmethod
     def from_id(cls, codec_id: int) -> "CompressionType":
