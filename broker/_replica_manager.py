@@ -44,10 +44,10 @@ from kraftlog.metadata_log import (
     ConfigResourceType,
     MetadataDelta,
     MetadataImage,
-    NodeConfig,
     PartitionRegistration,
     TopicImage,
 )
+from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2
 from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2

@@ -21,7 +21,8 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
-from kraftlog.metadata_log import MetadataDelta, MetadataImage, parse_listeners
+from kraftlog.metadata_log import MetadataDelta, MetadataImage
+from kraftlog.common.config import parse_listeners
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,

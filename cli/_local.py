@@ -74,7 +74,7 @@ _LAYOUT_KEYS = frozenset({
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
     now, so a typo fails before anything is formatted, with the key named."""
-    from kraftlog import metadata_log
+    from kraftlog.common import config as common_config
     from kraftlog.cli._topics import parse_key_values
 
     settings: dict[str, Any] = {}
@@ -82,8 +82,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if key in _LAYOUT_KEYS:
             raise UserError(f"--override {key}: the launcher sets {key} from the cluster layout")
         try:
-            parsed = metadata_log.NODE_CONFIG_DEFS.parse_value(key, raw)
-        except metadata_log.ConfigError as err:
+            parsed = common_config.NODE_CONFIG_DEFS.parse_value(key, raw)
+        except common_config.ConfigError as err:
             raise UserError(f"--override {key}: {err}") from err
         # the node re-parses its config file: keep plain values, and the text for anything else
         settings[key] = parsed if isinstance(parsed, (bool, int, float, str, list)) else raw

@@ -68,7 +68,7 @@ def new_node_registry() -> CollectorRegistry:
 def metrics_host(config: Any) -> str:
     """Where the endpoint binds: the host of the node's first listener (the interface the operator
     already chose for this node), or every interface when that host is empty, as Kafka reads it."""
-    from kraftlog.metadata_log import parse_listeners
+    from kraftlog.common.config import parse_listeners
 
     listeners = parse_listeners(config["listeners"])
     for host, _port in listeners.values():

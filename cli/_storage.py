@@ -49,11 +49,11 @@ def add_config_options(parser: argparse.ArgumentParser, *, required: bool = True
 
 def load_config_args(args: argparse.Namespace) -> Any:
     """Load the node config named by ``--config``/``--override``; a bad config is a user error."""
-    from kraftlog import metadata_log
+    from kraftlog.common import config as common_config
 
     try:
-        return metadata_log.load_node_config(args.config, args.override)
-    except metadata_log.ConfigError as err:
+        return common_config.load_node_config(args.config, args.override)
+    except common_config.ConfigError as err:
         raise UserError(str(err)) from err
     except FileNotFoundError as err:
         raise UserError(f"config file not found: {args.config}") from err

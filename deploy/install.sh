@@ -232,7 +232,7 @@ root = types.ModuleType("kraftlog")
 root.__path__ = []
 sys.modules["kraftlog"] = root
 load("kraftlog.common", source + "/common/__init__.py", source + "/common")
-mod = load("kraftlog_config", source + "/metadata_log/_config.py")
+import kraftlog.common.config as mod
 try:
     cfg = mod.load_node_config(path)
 except mod.ConfigError as err:

@@ -439,7 +439,7 @@ TopicsImage.EMPTY = TopicsImage()
 class ConfigurationsImage:
     """Dynamic configs by resource: ``(resource_type, resource_name) -> {name: value}``.
 
-    Only explicitly set keys are here; defaults live in `metadata_log._config`. A resource whose
+    Only explicitly set keys are here; defaults live in `common.config`. A resource whose
     last key is deleted disappears, so "no entry" and "empty map" never both mean the same thing.
     """
 

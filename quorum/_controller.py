@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftlog.metadata_log import _placement as placement
-from kraftlog.metadata_log._config import ConfigError, validate_topic_configs
+from kraftlog.common.config import ConfigError, validate_topic_configs
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.metadata_log._records import (
     NO_LEADER,
@@ -111,7 +111,7 @@ class ControllerContext:
     """What a handler may know beyond the image: config, time and randomness are parameters."""
 
     cluster_id: str
-    config: Any  # metadata_log.NodeConfig
+    config: Any  # kraftlog.common.config.NodeConfig
     now_ms: int
     rng: random.Random
     next_offset: int = 0  # the offset the first proposed record will get (KRaft's broker epoch)
@@ -398,7 +398,7 @@ def _validate_topic_configs(configs: Mapping[str, str]) -> None:
     """`validate_topic_configs`, plus: a LIST key may not be empty. The schema's validator accepts
     ``cleanup.policy=""``, but the partition log refuses a topic with no cleanup policy, so a
     committed empty value would leave every replica unable to apply the topic's config."""
-    from kraftlog.metadata_log._config import TOPIC_CONFIG_DEFS, ConfigType
+    from kraftlog.common.config import TOPIC_CONFIG_DEFS, ConfigType
 
     parsed = validate_topic_configs(configs)
     for key, value in parsed.items():
@@ -981,7 +981,7 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
                      ctx: ControllerContext) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
     """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
     cluster default, static broker config, or Kafka's default)."""
-    from kraftlog.metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+    from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 
     R = admin_pb2.DescribeConfigsResponse
     results = []
@@ -1036,7 +1036,7 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
 def _topic_value(broker_key: str, raw: str) -> str:
     """A broker-level synonym's value in its topic key's unit (``log.retention.hours`` 1 ->
     ``retention.ms`` 3600000), as `NodeConfig.topic_defaults` converts static values."""
-    from kraftlog.metadata_log._config import LONG_MAX, NODE_CONFIG_DEFS
+    from kraftlog.common.config import LONG_MAX, NODE_CONFIG_DEFS
 
     spec = NODE_CONFIG_DEFS[broker_key]
     try:
@@ -1069,7 +1069,7 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
     twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
-    from kraftlog.metadata_log._config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
+    from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
 
     R = admin_pb2.IncrementalAlterConfigsResponse
     dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}

@@ -1,8 +1,9 @@
 """Per-partition log settings (Kafka's topic-level configs) with Kafka's defaults.
 
-The node's config schema (``metadata_log``) resolves broker defaults (``log.segment.bytes`` ...) and
-topic overrides into topic-level keys; `LogConfig.from_properties` turns those into this typed,
-immutable value. Storage imports no other kraftlog package, so it validates its own keys here.
+The config schema (`kraftlog.common.config`) resolves broker defaults (``log.segment.bytes`` ...)
+and topic overrides into topic-level keys; `LogConfig.from_properties` turns those into this typed,
+immutable value. Every field's default is read from the schema's topic key (`_default`), so the two
+cannot disagree: there is one table of Kafka's defaults.
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ._errors import InvalidConfigError
+from kraftlog.common.config import TOPIC_CONFIG_DEFS
 from kraftlog.common.records import TimestampType
+
+from ._errors import InvalidConfigError
 
 __all__ = ["LogConfig", "LONG_MAX"]
 
 LONG_MAX = 2**63 - 1
-_DAY_MS = 24 * 60 * 60 * 1000
+
+
+def _default(key: str) -> Any:
+    """Kafka's default of a topic-level key, from the one schema."""
+    return TOPIC_CONFIG_DEFS[key].default
 
 _KEY_TO_FIELD = {
     "segment.bytes": "segment_bytes",
@@ -54,27 +61,29 @@ _COMPRESSION_TYPES = frozenset({"producer", "uncompressed", "none", "gzip", "sna
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * _DAY_MS
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * _DAY_MS
-    retention_bytes: int = -1
-    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset({"delete"}))
-    delete_retention_ms: int = _DAY_MS
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
-    file_delete_delay_ms: int = 60_000
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    max_message_bytes: int = 1_048_588
-    message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = 3_600_000
-    compression_type: str = "producer"
-    preallocate: bool = False
+    segment_bytes: int = _default("segment.bytes")
+    segment_ms: int = _default("segment.ms")
+    segment_jitter_ms: int = _default("segment.jitter.ms")
+    segment_index_bytes: int = _default("segment.index.bytes")
+    index_interval_bytes: int = _default("index.interval.bytes")
+    retention_ms: int = _default("retention.ms")
+    retention_bytes: int = _default("retention.bytes")
+    cleanup_policy: frozenset[str] = field(default_factory=lambda: frozenset(_default("cleanup.policy")))
+    delete_retention_ms: int = _default("delete.retention.ms")
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")
+    flush_messages: int = _default("flush.messages")
+    flush_ms: int = _default("flush.ms")
+    max_message_bytes: int = _default("max.message.bytes")
+    message_timestamp_type: TimestampType = (TimestampType.LOG_APPEND_TIME
+                                             if _default("message.timestamp.type") == "LogAppendTime"
+                                             else TimestampType.CREATE_TIME)
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
+    compression_type: str = _default("compression.type")
+    preallocate: bool = _default("preallocate")
 
     def __post_init__(self) -> None:
         def need(cond: bool, key: str, value: Any, expected: str) -> None:

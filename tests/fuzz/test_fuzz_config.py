@@ -16,7 +16,7 @@ import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, mutated
 from hypothesis import example, given, strategies as st
 
-from kraftlog.metadata_log._config import (
+from kraftlog.common.config import (
     NODE_CONFIG_DEFS,
     TOPIC_CONFIG_DEFS,
     ConfigError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kraftlog.metadata_log import (
+from kraftlog.common.config import (
     NODE_CONFIG_DEFS,
     TOPIC_CONFIG_DEFS,
     ConfigError,

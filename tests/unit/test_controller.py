@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pytest
 
-from kraftlog.metadata_log import NodeConfig
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import _placement as placement
 from kraftlog.metadata_log._image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.metadata_log._records import (

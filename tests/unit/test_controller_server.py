@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kraftlog.metadata_log import NodeConfig
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log._records import LogEntry, MetadataRecord, RegisterBrokerRecord, TopicRecord
 from kraftlog.proto import admin_pb2, controller_pb2
 from kraftlog.common import errors as kerr

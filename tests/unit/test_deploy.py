@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from kraftlog import metadata_log
+from kraftlog.common import config as common_config
+
 from kraftlog.cli._storage import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,11 +75,11 @@ def words(values: list[str]) -> list[str]:
     return [word for value in values for word in value.split()]
 
 
-def role_of(cfg: metadata_log.NodeConfig) -> str:
+def role_of(cfg: common_config.NodeConfig) -> str:
     return "controller" if cfg.is_controller else "broker"
 
 
-def node_dirs(cfg: metadata_log.NodeConfig) -> list[str]:
+def node_dirs(cfg: common_config.NodeConfig) -> list[str]:
     dirs = list(cfg.log_dirs)
     if cfg.metadata_log_dir not in dirs:
         dirs.append(cfg.metadata_log_dir)
@@ -111,8 +112,8 @@ def fake_executable(path: Path) -> Path:
     return path
 
 
-def load_examples() -> dict[str, metadata_log.NodeConfig]:
-    return {path.name: metadata_log.load_node_config(path) for path in CONFIGS}
+def load_examples() -> dict[str, common_config.NodeConfig]:
+    return {path.name: common_config.load_node_config(path) for path in CONFIGS}
 
 
 def tree_snapshot(root: Path) -> dict[str, float]:
@@ -160,7 +161,7 @@ def test_stop_timeout_covers_the_controlled_shutdown(role: str) -> None:
     service = parse_unit(UNITS[role].read_text())["Service"]
     (timeout,) = service["TimeoutStopSec"]
     sessions = [int(cfg["broker.session.timeout.ms"]) for cfg in load_examples().values()]
-    default = int(metadata_log.NODE_CONFIG_DEFS["broker.session.timeout.ms"].default)
+    default = int(common_config.NODE_CONFIG_DEFS["broker.session.timeout.ms"].default)
     assert seconds(timeout) > max(sessions + [default]) / 1000 + STOP_MARGIN_S
 
 
@@ -192,7 +193,7 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
 
     instances = []
     for path in CONFIGS:
-        cfg = metadata_log.load_node_config(path)
+        cfg = common_config.load_node_config(path)
         instance = f"kraftlog-{role_of(cfg)}@{cfg.node_id}.service"
         instances.append(instance)
         if path.name not in ("controller-1.toml", "broker-101.toml"):
@@ -241,7 +242,7 @@ def test_example_configs_form_one_three_host_cluster() -> None:
     roles_by_host: dict[str, list[str]] = defaultdict(list)
     offsets = set()
     for cfg in controllers.values():
-        listeners = metadata_log.parse_listeners(cfg["listeners"])
+        listeners = common_config.parse_listeners(cfg["listeners"])
         assert listeners["CONTROLLER"] == voters[cfg.node_id], "a controller listens where the voters say"
         host, port = voters[cfg.node_id]
         offset = int(cfg["controller.quorum.raft.port.offset"])
@@ -251,10 +252,10 @@ def test_example_configs_form_one_three_host_cluster() -> None:
         assert cfg["metrics.port"] > 0, "every example node serves Prometheus metrics"
         ports_by_host[host].append(cfg["metrics.port"])
         password = cfg["controller.quorum.raft.password"]
-        assert isinstance(password, metadata_log.Password) and password.value == PLACEHOLDER
+        assert isinstance(password, common_config.Password) and password.value == PLACEHOLDER
     assert len(offsets) == 1
     for cfg in brokers.values():
-        listeners = metadata_log.parse_listeners(cfg["listeners"])
+        listeners = common_config.parse_listeners(cfg["listeners"])
         host, port = listeners["BROKER"]
         assert host and host != "0.0.0.0", "brokers register their listener host with the controller"
         ports_by_host[host] += [port, cfg["metrics.port"]]
@@ -279,7 +280,7 @@ def test_example_configs_form_one_three_host_cluster() -> None:
 
 def test_only_controllers_carry_the_password_placeholder() -> None:
     for path in CONFIGS:
-        cfg = metadata_log.load_node_config(path)
+        cfg = common_config.load_node_config(path)
         assert (PLACEHOLDER in path.read_text()) == cfg.is_controller, path.name
 
 
@@ -322,7 +323,7 @@ def _user_exists() -> bool:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_dry_run_prints_every_step_and_changes_nothing(config: Path, tmp_path: Path) -> None:
-    cfg = metadata_log.load_node_config(config)
+    cfg = common_config.load_node_config(config)
     role, nid = role_of(cfg), cfg.node_id
     name, unit = f"{role}-{nid}", f"kraftlog-{role}@{nid}.service"
     prefix = tmp_path / "opt" / "kraftlog"

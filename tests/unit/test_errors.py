@@ -195,6 +195,6 @@ def test_every_layer_raises_from_the_one_tree() -> None:
 
 
 def test_metadata_log_config_error_agrees_with_the_wire_table() -> None:
-    from kraftlog.metadata_log import ConfigError
+    from kraftlog.common.config import ConfigError
 
     assert error_for_code(ConfigError.error_code).error_name == ConfigError.error_name == "INVALID_CONFIG"

@@ -22,12 +22,12 @@ from kraftlog.metadata_log import (
     FenceBrokerRecord,
     MetadataDelta,
     MetadataImage,
-    NodeConfig,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2, controller_pb2
 from kraftlog.quorum import _controller as ctl
 

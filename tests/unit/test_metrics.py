@@ -36,12 +36,12 @@ from kraftlog.cli._metrics import RpcMetricsInterceptor, metrics_host, response_
 from kraftlog.metadata_log import (
     FenceBrokerRecord,
     MetadataImage,
-    NodeConfig,
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
+from kraftlog.common.config import NodeConfig
 from kraftlog.proto import admin_pb2, broker_pb2, errors_pb2
 from kraftlog.common import errors as kerr
 from kraftlog.quorum._metrics import ControllerStateCollector, cluster_counts

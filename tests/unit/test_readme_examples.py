@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kraftlog import metadata_log
+from kraftlog.common import config as common_config
+
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -26,8 +27,8 @@ def test_toml_and_properties_examples_load(tmp_path: Path) -> None:
     props_file = tmp_path / "node.properties"
     toml_file.write_text(toml_text)
     props_file.write_text(props_text)
-    from_toml = metadata_log.load_node_config(toml_file)
-    from_props = metadata_log.load_node_config(props_file, ["log.segment.bytes=1073741824"])
+    from_toml = common_config.load_node_config(toml_file)
+    from_props = common_config.load_node_config(props_file, ["log.segment.bytes=1073741824"])
     assert from_toml.node_id == from_props.node_id == 1
     assert from_toml.roles == from_props.roles
     assert from_toml.quorum_voters == from_props.quorum_voters

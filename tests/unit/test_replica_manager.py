@@ -19,13 +19,13 @@ from kraftlog.metadata_log import (
     ConfigResourceType,
     MetadataDelta,
     MetadataImage,
-    NodeConfig,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
+from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2
 
 TOPIC_ID = "00000000-0000-4000-8000-000000000001"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kraftlog import storage
+from kraftlog.common import config as common_config
 from kraftlog.cli.__main__ import main
 from kraftlog.cli._common import UserError
 from kraftlog.cli._storage import check_formatted, new_cluster_id
@@ -48,8 +49,7 @@ def test_format_writes_meta_properties_everywhere(tmp_path: Path, capsys: pytest
         ids.add(meta.directory_id)
     assert len(ids) == 3  # one directory id per dir
 
-    from kraftlog import metadata_log
-    assert check_formatted(metadata_log.load_node_config(cfg_path)) == cid
+    assert check_formatted(common_config.load_node_config(cfg_path)) == cid
 
 
 def test_format_refuses_a_formatted_dir_unless_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,9 +75,8 @@ def test_bad_cluster_id_and_bad_config_are_user_errors(tmp_path: Path, capsys: p
 
 
 def test_check_formatted_refuses_unformatted_and_foreign_dirs(tmp_path: Path) -> None:
-    from kraftlog import metadata_log
 
-    cfg = metadata_log.load_node_config(_config(tmp_path))
+    cfg = common_config.load_node_config(_config(tmp_path))
     with pytest.raises(UserError, match="not formatted"):
         check_formatted(cfg)
     cid = new_cluster_id()
