@@ -29,6 +29,7 @@ from kraftlog.cli._common import (
     LateStderr,
     UserError,
 )
+from kraftlog.node._errors import NodeStartupError
 
 __all__ = ["main", "build_parser"]
 
@@ -65,13 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(level: str) -> None:
-    """Send structlog output to stderr at ``level``, through `cli._logging` when it exists.
+    """Send structlog output to stderr at ``level``, through `node._logging` when it exists.
 
     Imported lazily so that a half-written or missing logging module cannot break the CLI's
     offline tools; the fallback keeps the promise that logs never mix with command output.
     """
     try:
-        from kraftlog.cli._logging import configure_logging
+        from kraftlog.node._logging import configure_logging
     except ImportError:
         configure_logging = None
     if configure_logging is not None:
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log.debug("command_started", command=args.command)
     try:
         return run(args)
-    except UserError as err:
+    except (UserError, NodeStartupError) as err:
         print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

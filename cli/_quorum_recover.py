@@ -165,7 +165,7 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     """Install ``snapshot`` as the whole metadata state of the controller configured by ``cfg``
     (see the module docstring). Raises `UserError` for a node or snapshot that cannot be used."""
     from kraftlog import metadata_log
-    from kraftlog.cli._storage import check_formatted
+    from kraftlog.node import check_formatted
 
     if not cfg.is_controller:
         raise UserError(f"node {cfg.node_id} has no controller role (process.roles = {list(cfg.roles)})")

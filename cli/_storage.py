@@ -3,41 +3,19 @@
 ``format`` writes ``meta.properties`` (cluster id, node id, a directory id per dir) into every log dir
 and the metadata log dir of the node's config. The cluster id replaces ZooKeeper's ``/cluster/id``:
 every node of a cluster is formatted with the same one, and a node refuses to start unformatted or
-with another cluster's id (`check_formatted`).
+with another cluster's id. The work is `kraftlog.node`'s (`format_node_dirs`); this is the command.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import uuid
-from pathlib import Path
 from typing import Any
 
 from kraftlog import storage
 from kraftlog.cli._common import UserError, add_output_option, print_json, print_table
+from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
-__all__ = ["add_parser", "run", "new_cluster_id", "check_formatted", "node_dirs", "load_config_args",
-           "add_config_options"]
-
-
-def new_cluster_id() -> str:
-    """A random cluster id in Kafka's form: 16 random bytes, URL-safe base64 without padding.
-
-    Like Kafka's Uuid.randomUuid, never one starting with '-', which a command line would take for
-    an option.
-    """
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-        if not cid.startswith("-"):
-            return cid
-
-
-def _valid_cluster_id(value: str) -> bool:
-    try:
-        return len(base64.urlsafe_b64decode(value + "==")) == 16
-    except (ValueError, TypeError):
-        return False
+__all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
 
 
 def add_config_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -57,31 +35,6 @@ def load_config_args(args: argparse.Namespace) -> Any:
         raise UserError(str(err)) from err
     except FileNotFoundError as err:
         raise UserError(f"config file not found: {args.config}") from err
-
-
-def node_dirs(cfg: Any) -> list[Path]:
-    """Every directory a node stores data in: its log dirs and its metadata log dir."""
-    dirs = [Path(d) for d in cfg.log_dirs]
-    meta = cfg.metadata_log_dir
-    if meta and Path(meta) not in dirs:
-        dirs.append(Path(meta))
-    return dirs
-
-
-def check_formatted(cfg: Any) -> str:
-    """The cluster id every dir of the node agrees on; raises `UserError` when a dir is unformatted,
-    belongs to another node, or to another cluster."""
-    cluster_ids = set()
-    for d in node_dirs(cfg):
-        meta = storage.read_meta_properties(d)
-        if meta is None:
-            raise UserError(f"{d} is not formatted: run 'kraftlog storage format -t CLUSTER_ID -c CONFIG'")
-        if meta.node_id != cfg.node_id:
-            raise UserError(f"{d} belongs to node {meta.node_id}, this node is {cfg.node_id}")
-        cluster_ids.add(meta.cluster_id)
-    if len(cluster_ids) != 1:
-        raise UserError(f"the node's dirs belong to different clusters: {sorted(cluster_ids)}")
-    return cluster_ids.pop()
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -127,33 +80,16 @@ def run(args: argparse.Namespace) -> int:
                         [[r["dir"], r["formatted"], r["cluster_id"] or "-", r["node_id"] if r["node_id"] is not None else "-",
                           r["directory_id"] or "-"] for r in rows])
         return 0
-    cluster_id = args.cluster_id
-    if not _valid_cluster_id(cluster_id):
-        raise UserError(f"invalid cluster id {cluster_id!r}: expected 16 bytes in URL-safe base64 "
-                        "(22 characters), e.g. from 'kraftlog storage random-uuid'")
-    written, skipped = [], []
-    dirs = node_dirs(cfg)
-    for d in dirs:  # check every dir before writing any, so a refusal leaves nothing half-formatted
-        meta = storage.read_meta_properties(d)
-        if meta is None:
-            continue
-        if meta.cluster_id != cluster_id or meta.node_id != cfg.node_id:
-            raise UserError(f"{d} is already formatted for cluster {meta.cluster_id} node {meta.node_id}")
-        if not args.ignore_formatted:
-            raise UserError(f"{d} is already formatted; use --ignore-formatted to accept that")
-    for d in dirs:
-        if storage.read_meta_properties(d) is not None:
-            skipped.append(str(d))
-            continue
-        storage.write_meta_properties(d, storage.MetaProperties(
-            cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id()))
-        written.append(str(d))
+    try:
+        result = format_node_dirs(cfg, args.cluster_id, ignore_formatted=args.ignore_formatted)
+    except NodeStartupError as err:
+        raise UserError(err.message) from err
     if args.output == "json":
-        print_json({"cluster_id": cluster_id, "node_id": cfg.node_id, "formatted": written,
-                    "already_formatted": skipped})
+        print_json({"cluster_id": args.cluster_id, "node_id": cfg.node_id, "formatted": result.written,
+                    "already_formatted": result.already_formatted})
     else:
-        for d in written:
-            print(f"Formatting {d} with cluster.id {cluster_id} node.id {cfg.node_id}")
-        for d in skipped:
-            print(f"{d} is already formatted with cluster.id {cluster_id}")
+        for d in result.written:
+            print(f"Formatting {d} with cluster.id {args.cluster_id} node.id {cfg.node_id}")
+        for d in result.already_formatted:
+            print(f"{d} is already formatted with cluster.id {args.cluster_id}")
     return 0

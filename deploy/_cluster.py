@@ -153,7 +153,7 @@ class LocalCluster:
 
     def plan(self) -> None:
         """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
-        from kraftlog.cli._storage import new_cluster_id
+        from kraftlog.node import new_cluster_id
 
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self.cluster_id or new_cluster_id()

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kraftlog.cli._logging import configure_logging  # noqa: E402
+from kraftlog.node._logging import configure_logging  # noqa: E402
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
 from kraftlog.common.errors import KafkaError  # noqa: E402
 from kraftlog.quorum._raft import MetadataQuorum  # noqa: E402

@@ -18,8 +18,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraftlog.cli._common import UserError
-from kraftlog.cli._metrics import MetricsEndpoint
+from kraftlog.node import NodeStartupError
+from kraftlog.node._metrics import MetricsEndpoint
 from kraftlog.client import NewTopic, Producer
 from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
 
@@ -171,7 +171,7 @@ def test_a_taken_metrics_port_stops_the_node_naming_the_key(tmp_path: Path) -> N
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(UserError, match=r"metrics\.port"):
+        with pytest.raises(NodeStartupError, match=r"metrics\.port"):
             MetricsEndpoint(CollectorRegistry(), "127.0.0.1", port).start()
 
         cluster = LocalCluster(tmp_path / "c", controllers=1)

@@ -11,7 +11,7 @@ import pytest
 
 from _reference import replay_image, replay_snapshot
 from kraftlog.cli.__main__ import main
-from kraftlog.cli._storage import new_cluster_id
+from kraftlog.node import new_cluster_id
 from kraftlog.metadata_log import (
     MetadataLogWriter,
     NoOpRecord,

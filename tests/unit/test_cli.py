@@ -66,8 +66,8 @@ def test_unknown_option_exits_2(capsys) -> None:
 
 
 def test_works_without_the_logging_module(monkeypatch, tmp_path: Path, capsys) -> None:
-    # cli._logging is optional for the offline tools: a missing module falls back to stderr logs
-    monkeypatch.setitem(sys.modules, "kraftlog.cli._logging", None)
+    # node._logging is optional for the offline tools: a missing module falls back to stderr logs
+    monkeypatch.setitem(sys.modules, "kraftlog.node._logging", None)
     assert main(["--log-level", "debug", "demo", "--dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert "Dumping " in captured.out

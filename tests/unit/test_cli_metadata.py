@@ -38,7 +38,7 @@ PART_DIR = "__cluster_metadata-0"
 
 @pytest.fixture(autouse=True)
 def _uncached_logging(monkeypatch):
-    """Keep structlog loggers uncached: `cli._logging` caches loggers on first use, which would
+    """Keep structlog loggers uncached: `node._logging` caches loggers on first use, which would
     pin the CLI's configuration into module loggers that later tests capture with
     `structlog.testing.capture_logs`. The CLI's fallback setup (stderr, no caching) is used."""
     import kraftlog.cli.__main__ as cli_main

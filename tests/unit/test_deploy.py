@@ -24,7 +24,7 @@ import pytest
 
 from kraftlog.common import config as common_config
 
-from kraftlog.cli._storage import new_cluster_id
+from kraftlog.node import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from kraftlog.cli._logging import configure_logging
+from kraftlog.node._logging import configure_logging
 
 
 class _TtyStream(io.StringIO):

@@ -32,7 +32,7 @@ from test_replica_manager import setup as rm_setup
 
 from kraftlog.broker._alter_partition import AlterPartitionResult
 from kraftlog.broker._metrics import BrokerStateCollector, BrokerTopicMetrics
-from kraftlog.cli._metrics import RpcMetricsInterceptor, metrics_host, response_errors
+from kraftlog.node._metrics import RpcMetricsInterceptor, metrics_host, response_errors
 from kraftlog.metadata_log import (
     FenceBrokerRecord,
     MetadataImage,

@@ -10,8 +10,8 @@ import pytest
 from kraftlog import storage
 from kraftlog.common import config as common_config
 from kraftlog.cli.__main__ import main
-from kraftlog.cli._common import UserError
-from kraftlog.cli._storage import check_formatted, new_cluster_id
+from kraftlog.node import NodeStartupError
+from kraftlog.node import check_formatted, new_cluster_id
 
 
 def _config(tmp_path: Path, node_id: int = 1) -> Path:
@@ -77,16 +77,16 @@ def test_bad_cluster_id_and_bad_config_are_user_errors(tmp_path: Path, capsys: p
 def test_check_formatted_refuses_unformatted_and_foreign_dirs(tmp_path: Path) -> None:
 
     cfg = common_config.load_node_config(_config(tmp_path))
-    with pytest.raises(UserError, match="not formatted"):
+    with pytest.raises(NodeStartupError, match="not formatted"):
         check_formatted(cfg)
     cid = new_cluster_id()
     for d in ("data1a", "data1b"):
         storage.write_meta_properties(tmp_path / d, storage.MetaProperties(cid, 1))
     storage.write_meta_properties(tmp_path / "meta1", storage.MetaProperties(new_cluster_id(), 1))
-    with pytest.raises(UserError, match="different clusters"):
+    with pytest.raises(NodeStartupError, match="different clusters"):
         check_formatted(cfg)
     storage.write_meta_properties(tmp_path / "meta1", storage.MetaProperties(cid, 7))
-    with pytest.raises(UserError, match="belongs to node 7"):
+    with pytest.raises(NodeStartupError, match="belongs to node 7"):
         check_formatted(cfg)
 
 

@@ -1,6 +1,6 @@
 """The node's Prometheus endpoint (``metrics.port``) and the per-RPC request metrics of its gRPC servers.
 
-These are node-level pieces, like the health and reflection services `cli._serve` adds to every
+These are node-level pieces, like the health and reflection services `node._runtime` adds to every
 server: one HTTP endpoint per process serves one `CollectorRegistry` that every role of the node
 registers into (a combined node shows broker and controller metrics together), and one interceptor
 per gRPC server times each RPC and counts the Kafka errors in its answers.
@@ -37,7 +37,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-from kraftlog.cli._common import UserError
+from kraftlog.node._errors import NodeStartupError
 from kraftlog.proto import errors_pb2
 
 __all__ = ["MetricsEndpoint", "RpcMetricsInterceptor", "metrics_host", "new_node_registry", "response_errors"]
@@ -98,7 +98,7 @@ class MetricsEndpoint:
                                                           registry=self.registry)
         except OSError as err:
             reason = err.strerror or str(err)
-            raise UserError(f"cannot serve metrics on {self.host}:{self.requested_port} "
+            raise NodeStartupError(f"cannot serve metrics on {self.host}:{self.requested_port} "
                             f"(metrics.port): {reason}") from err
         _log.info("metrics_endpoint_started", address=f"{self.host}:{self.port}", path="/metrics")
 

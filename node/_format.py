@@ -1,0 +1,103 @@
+"""Formatting a node's directories (``kraftlog storage format``) and checking them at start.
+
+``meta.properties`` (cluster id, node id, a directory id per dir) goes into every log dir and the
+metadata log dir of the node's config. The cluster id replaces ZooKeeper's ``/cluster/id``: every
+node of a cluster is formatted with the same one, and a node refuses to start unformatted, with
+another node's dirs or with another cluster's id (`check_formatted`).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftlog import storage
+from kraftlog.node._errors import NodeStartupError
+
+__all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id",
+           "node_dirs"]
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's Uuid.randomUuid, never one starting with '-', which a command line would take for
+    an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def is_valid_cluster_id(value: str) -> bool:
+    try:
+        return len(base64.urlsafe_b64decode(value + "==")) == 16
+    except (ValueError, TypeError):
+        return False
+
+
+def node_dirs(cfg: Any) -> list[Path]:
+    """Every directory a node stores data in: its log dirs and its metadata log dir."""
+    dirs = [Path(d) for d in cfg.log_dirs]
+    meta = cfg.metadata_log_dir
+    if meta and Path(meta) not in dirs:
+        dirs.append(Path(meta))
+    return dirs
+
+
+def check_formatted(cfg: Any) -> str:
+    """The cluster id every dir of the node agrees on; raises `NodeStartupError` when a dir is unformatted,
+    belongs to another node, or to another cluster."""
+    cluster_ids = set()
+    for d in node_dirs(cfg):
+        meta = storage.read_meta_properties(d)
+        if meta is None:
+            raise NodeStartupError(f"{d} is not formatted: run 'kraftlog storage format -t CLUSTER_ID -c CONFIG'")
+        if meta.node_id != cfg.node_id:
+            raise NodeStartupError(f"{d} belongs to node {meta.node_id}, this node is {cfg.node_id}")
+        cluster_ids.add(meta.cluster_id)
+    if len(cluster_ids) != 1:
+        raise NodeStartupError(f"the node's dirs belong to different clusters: {sorted(cluster_ids)}")
+    return cluster_ids.pop()
+
+
+@dataclass
+class FormatResult:
+    """What `format_node_dirs` did: the dirs it wrote and those already formatted alike."""
+
+    written: list[str] = field(default_factory=list)
+    already_formatted: list[str] = field(default_factory=list)
+
+
+def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = False) -> FormatResult:
+    """Write ``meta.properties`` into every dir of the node.
+
+    Every dir is checked before any is written, so a refusal leaves nothing half-formatted: a dir of
+    another cluster or node is refused; one of this cluster and node is refused unless
+    ``ignore_formatted``. Raises `NodeStartupError` naming the dir (or the bad cluster id).
+    """
+    if not is_valid_cluster_id(cluster_id):
+        raise NodeStartupError(f"invalid cluster id {cluster_id!r}: expected 16 bytes in URL-safe base64 "
+                               "(22 characters), e.g. from 'kraftlog storage random-uuid'")
+    result = FormatResult()
+    dirs = node_dirs(cfg)
+    for d in dirs:
+        meta = storage.read_meta_properties(d)
+        if meta is None:
+            continue
+        if meta.cluster_id != cluster_id or meta.node_id != cfg.node_id:
+            raise NodeStartupError(f"{d} is already formatted for cluster {meta.cluster_id} node {meta.node_id}")
+        if not ignore_formatted:
+            raise NodeStartupError(f"{d} is already formatted; use --ignore-formatted to accept that")
+    for d in dirs:
+        if storage.read_meta_properties(d) is not None:
+            result.already_formatted.append(str(d))
+            continue
+        storage.write_meta_properties(d, storage.MetaProperties(
+            cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id()))
+        result.written.append(str(d))
+    return result

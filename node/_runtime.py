@@ -1,0 +1,235 @@
+"""A running node: its roles (controller, broker, or both), listeners, health, metrics and signals.
+
+`serve` is what ``kraftlog serve --config node.toml`` runs and what systemd starts.
+
+Start order: config (unknown keys and bad values stop here, naming the key), logging with the node's
+id and roles bound, the formatted-dirs check (a node refuses to start unformatted or with another
+cluster's id), then the metrics endpoint when ``metrics.port`` is set (before any role, so a port
+already in use stops the node before it joins anything), then the roles. A controller serves
+ControllerService and AdminService on its voter address, plus the standard gRPC health and
+reflection services. SIGTERM or SIGINT stops the node cleanly; a second signal exits at once.
+
+A controller that meets a committed metadata record it cannot replay (at start or later) stops the
+node: one critical ``metadata_replay_failed`` log line names the offset, the record type and the
+reason, the node shuts down cleanly and exits with status 1 (``kraftlog quorum check`` shows the
+record, ``kraftlog quorum repair`` rebuilds the log before it). Shutdown is bounded in every step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from typing import Any
+
+import structlog
+
+from kraftlog.node._errors import NodeStartupError
+
+__all__ = ["Node", "serve"]
+
+_log = structlog.get_logger(__name__)
+
+
+class Node:
+    """The roles of one process, sharing one asyncio loop and one gRPC server per listener."""
+
+    def __init__(self, config: Any, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.controller: Any = None
+        self.broker: Any = None
+        self.servers: list[Any] = []
+        self.health: Any = None
+        self.broker_health: Any = None
+        self._ready_task: asyncio.Task[None] | None = None
+        self.registry: Any = None  # the node's metrics registry, when metrics.port is set
+        self.metrics_endpoint: Any = None
+
+    async def start(self) -> None:
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        from grpc_reflection.v1alpha import reflection
+
+        max_bytes = self.config["grpc.max.message.bytes"]
+        options = [("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
+                   ("grpc.so_reuseport", 0)]
+        metrics_port = self.config["metrics.port"]
+        if metrics_port >= 0:
+            from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
+
+            self.registry = new_node_registry()
+            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
+            self.metrics_endpoint.start()
+
+        def new_server(service_names: list[str], role: str) -> tuple[Any, Any]:
+            interceptors = []
+            if self.registry is not None:
+                from kraftlog.node._metrics import RpcMetricsInterceptor
+
+                interceptors.append(RpcMetricsInterceptor(self.registry, role))
+            server = grpc.aio.server(options=options, interceptors=interceptors)
+            servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+            reflection.enable_server_reflection(
+                service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                                 reflection.SERVICE_NAME], server)
+            return server, servicer
+
+        from kraftlog.proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+        admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+        if "controller" in self.config.roles:
+            from kraftlog.quorum._server import ControllerServer
+
+            self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
+            server, self.health = new_server(
+                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],
+                "controller")
+            self.controller.add_to_server(server)
+            host, port = self.config.quorum_voters[self.config.node_id]
+            if server.add_insecure_port(f"{host}:{port}") == 0:
+                raise NodeStartupError(f"cannot listen on the controller address {host}:{port}")
+            await self.controller.start()
+            await server.start()
+            self.servers.append(server)
+            await _set(self.health, health_pb2.HealthCheckResponse.SERVING)
+        if "broker" in self.config.roles:
+            from kraftlog.broker._server import BrokerServer
+
+            self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
+            server, self.broker_health = new_server(
+                [admin_name, broker_pb2.DESCRIPTOR.services_by_name["BrokerService"].full_name,
+                 diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name], "broker")
+            self.broker.add_to_server(server)
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
+            if server.add_insecure_port(f"{self.broker.host}:{self.broker.port}") == 0:
+                raise NodeStartupError(f"cannot listen on the broker address {self.broker.host}:{self.broker.port}")
+            await self.broker.start()
+            await server.start()
+            self.servers.append(server)
+            self._ready_task = asyncio.get_running_loop().create_task(self._serving_when_unfenced())
+        _log.info("node_started", roles=list(self.config.roles), pid=os.getpid())
+
+    async def _serving_when_unfenced(self) -> None:
+        """Health says SERVING for the broker only while it knows itself unfenced: not before its
+        registration caught up, and not after a fencing (told by the controller, or presumed after a
+        session without an answered heartbeat) until a fresh heartbeat unfences it."""
+        from grpc_health.v1 import health_pb2
+
+        while True:
+            while not await self.broker.wait_ready(5.0):
+                pass
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.SERVING)
+            _log.info("broker_serving")
+            await self.broker.wait_fenced()
+            await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
+            _log.info("broker_not_serving", reason="fenced")
+
+    async def stop(self) -> None:
+        """Broker first (its controlled shutdown needs the controllers), then the controller."""
+        from grpc_health.v1 import health_pb2
+
+        for servicer in (self.health, self.broker_health):
+            await _set(servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self._ready_task is not None:
+            self._ready_task.cancel()
+        if self.broker is not None:
+            session_s = self.config["broker.session.timeout.ms"] / 1000.0
+            await _bounded(self.broker.stop(), session_s + 10.0, "broker")
+        for server in self.servers:
+            await _bounded(server.stop(grace=1.0), 5.0, "grpc_server")
+        if self.controller is not None:
+            await _bounded(self.controller.stop(), 15.0, "controller")
+        if self.metrics_endpoint is not None:
+            # last: scrapes see the shutdown
+            await _bounded(asyncio.to_thread(self.metrics_endpoint.stop), 5.0, "metrics")
+        _log.info("node_stopped")
+
+
+async def _bounded(step: Any, timeout_s: float, name: str) -> None:
+    """Run one shutdown step for at most ``timeout_s``: a step that hangs (a dead peer, a stuck
+    thread) is logged and skipped, so the process still exits within its systemd stop timeout."""
+    try:
+        await asyncio.wait_for(step, timeout_s)
+    except asyncio.TimeoutError:
+        _log.warning("node_stop_step_timed_out", step=name, timeout_s=timeout_s)
+
+
+async def _set(servicer: Any, status: Any) -> None:
+    if servicer is None:
+        return
+    result = servicer.set("", status)
+    if asyncio.iscoroutine(result):
+        await result
+
+
+async def _serve(config: Any, cluster_id: str) -> int:
+    node = Node(config, cluster_id)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(1)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    from kraftlog.quorum._server import MetadataReplayFailure
+
+    try:
+        try:
+            await node.start()
+        except MetadataReplayFailure as err:
+            _log.info("node_stopping", reason="metadata_replay_failed", offset=err.offset)
+            return 1
+        fatal = node.controller.fatal if node.controller is not None else asyncio.Event()
+        if node.broker is not None:
+            # READY means joined: registered and unfenced (caught up with the metadata log)
+            while not stop.is_set() and not fatal.is_set() and not await node.broker.wait_ready(1.0):
+                pass
+        _sd_notify("READY=1")
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(fatal.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        _sd_notify("STOPPING=1")
+        if fatal.is_set():
+            _log.info("node_stopping", reason="metadata_replay_failed", offset=node.controller.fatal_error.offset)
+            return 1
+    finally:
+        await node.stop()
+    return 0
+
+
+def _sd_notify(state: str) -> None:
+    """systemd's Type=notify protocol over $NOTIFY_SOCKET, without a dependency."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(path)
+            sock.sendall(state.encode())
+    except OSError as err:
+        _log.warning("sd_notify_failed", error=str(err))
+
+
+def serve(config: Any, *, log_level: str = "info") -> int:
+    """Run a node until SIGTERM/SIGINT (exit status 0) or a fatal metadata error (1).
+
+    Order: logging with the node's id and roles bound, the formatted-dirs check (`NodeStartupError`
+    when a dir is not the node's), then `Node.start`.
+    """
+    from kraftlog.node._format import check_formatted
+    from kraftlog.node._logging import configure_logging
+
+    configure_logging(node_id=config.node_id, role="+".join(config.roles), level=log_level)
+    cluster_id = check_formatted(config)
+    return asyncio.run(_serve(config, cluster_id))
