@@ -13,11 +13,12 @@ PROTO_OUT := build/proto
 FLOORS_VENV := .venv-floors
 FLOORS := constraints/floors.txt
 
-.PHONY: run test test-floors proto system-deps venv clean bench fuzz help
+.PHONY: run test test-floors lint proto system-deps venv clean bench fuzz help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite (test-floors first)"
+	@echo "make lint   - ruff (lint and format check) and the import-linter layering contracts"
 	@echo "make test-floors - tests/unit with every dependency at its floor (constraints/floors.txt), in .venv-floors"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
@@ -47,8 +48,14 @@ run: system-deps $(STAMP_RUN)
 
 test: system-deps $(STAMP_DEV)
 	@bash deploy/scripts/system-deps.sh test
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Static checks: ruff check, ruff format --check, import-linter (deploy/scripts/lint.py; settings in
+# pyproject.toml). `$(PY) deploy/scripts/lint.py mypy` runs mypy, not yet part of the gate.
+lint: $(STAMP_DEV)
+	$(PY) deploy/scripts/lint.py
 
 # The floors in pyproject are true: a wheel install of '.[dev]' with every direct dependency pinned at
 # its floor (constraints/floors.txt) into its own venv, then tests/unit there (about 4 minutes on 2

@@ -29,15 +29,14 @@ from dataclasses import dataclass
 import structlog
 
 from kraftlog.common import backoff_ms
-from kraftlog.proto import controller_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import controller_pb2
 
 __all__ = ["AlterPartitionManager", "AlterPartitionResult", "AlterPartitionSend"]
 
 _log = structlog.get_logger(__name__)
 
-AlterPartitionSend = Callable[[controller_pb2.AlterPartitionRequest],
-                              Awaitable[controller_pb2.AlterPartitionResponse]]
+AlterPartitionSend = Callable[[controller_pb2.AlterPartitionRequest], Awaitable[controller_pb2.AlterPartitionResponse]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +72,15 @@ class AlterPartitionManager:
     current epoch. All methods must be called on the event loop that runs the manager.
     """
 
-    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], send: AlterPartitionSend, *,
-                 retry_backoff_ms: int = 50, max_backoff_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        send: AlterPartitionSend,
+        *,
+        retry_backoff_ms: int = 50,
+        max_backoff_ms: int = 1000,
+    ) -> None:
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._send = send
@@ -90,8 +96,14 @@ class AlterPartitionManager:
 
     # ------------------------------------------------------------------ API
 
-    def submit(self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
-               new_isr: tuple[int, ...] | list[int]) -> asyncio.Future[AlterPartitionResult]:
+    def submit(
+        self,
+        topic_id: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: tuple[int, ...] | list[int],
+    ) -> asyncio.Future[AlterPartitionResult]:
         """Queue a proposal; the future resolves with the controller's partition-level answer.
 
         The future fails with `OperationNotAttemptedError` when a newer proposal for the same
@@ -105,8 +117,9 @@ class AlterPartitionManager:
         key = (topic_id, partition)
         old = self._unsent.get(key)
         if old is not None and not old.future.done():
-            old.future.set_exception(kerr.OperationNotAttemptedError(
-                "replaced by a newer AlterPartition proposal before it was sent"))
+            old.future.set_exception(
+                kerr.OperationNotAttemptedError("replaced by a newer AlterPartition proposal before it was sent")
+            )
         self._unsent[key] = _Item(topic_id, partition, leader_epoch, partition_epoch, tuple(new_isr), fut)
         self._ensure_task()
         assert self._wakeup is not None
@@ -167,12 +180,14 @@ class AlterPartitionManager:
                 if item.future.done():
                     continue
                 if key in self._unsent:
-                    item.future.set_exception(kerr.OperationNotAttemptedError(
-                        "replaced by a newer AlterPartition proposal"))
+                    item.future.set_exception(
+                        kerr.OperationNotAttemptedError("replaced by a newer AlterPartition proposal")
+                    )
                 else:
                     self._unsent[key] = item
-            await asyncio.sleep(backoff_ms(failures, base_ms=self._retry_backoff_ms,
-                                           max_ms=self._max_backoff_ms) / 1000)
+            await asyncio.sleep(
+                backoff_ms(failures, base_ms=self._retry_backoff_ms, max_ms=self._max_backoff_ms) / 1000
+            )
             failures += 1
 
     async def _send_batch(self, batch: list[_Item]) -> bool:
@@ -184,13 +199,24 @@ class AlterPartitionManager:
         for item in live:
             by_topic.setdefault(item.topic_id, []).append(item)
         req = controller_pb2.AlterPartitionRequest(
-            broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
-            topics=[controller_pb2.AlterPartitionRequest.TopicData(
-                topic_id=topic_id,
-                partitions=[controller_pb2.AlterPartitionRequest.PartitionData(
-                    partition_index=i.partition, leader_epoch=i.leader_epoch, new_isr=list(i.new_isr),
-                    partition_epoch=i.partition_epoch) for i in items])
-                for topic_id, items in by_topic.items()])
+            broker_id=self.broker_id,
+            broker_epoch=self._broker_epoch(),
+            topics=[
+                controller_pb2.AlterPartitionRequest.TopicData(
+                    topic_id=topic_id,
+                    partitions=[
+                        controller_pb2.AlterPartitionRequest.PartitionData(
+                            partition_index=i.partition,
+                            leader_epoch=i.leader_epoch,
+                            new_isr=list(i.new_isr),
+                            partition_epoch=i.partition_epoch,
+                        )
+                        for i in items
+                    ],
+                )
+                for topic_id, items in by_topic.items()
+            ],
+        )
         self.requests_sent += 1
         try:
             resp = await self._send(req)
@@ -200,8 +226,9 @@ class AlterPartitionManager:
             self._log.warning("alter_partition_send_failed", error=repr(err), partitions=len(live))
             return False
         if resp.error.code != 0:
-            self._log.warning("alter_partition_request_error", error=resp.error.name,
-                              message=resp.error.message, partitions=len(live))
+            self._log.warning(
+                "alter_partition_request_error", error=resp.error.name, message=resp.error.message, partitions=len(live)
+            )
             return False
         answered: dict[tuple[str, int], controller_pb2.AlterPartitionResponse.PartitionData] = {}
         for t in resp.topics:
@@ -210,14 +237,20 @@ class AlterPartitionManager:
         for item in live:
             p = answered.get((item.topic_id, item.partition))
             if p is None:
-                item.future.set_exception(kerr.UnknownServerError(
-                    f"the controller did not answer for {item.topic_id}/{item.partition}"))
+                item.future.set_exception(
+                    kerr.UnknownServerError(f"the controller did not answer for {item.topic_id}/{item.partition}")
+                )
                 continue
             if p.error.code != 0:
-                result = AlterPartitionResult(kerr.error_for_code(p.error.code), p.error.message,
-                                              p.leader_id, p.leader_epoch, tuple(p.isr), p.partition_epoch)
+                result = AlterPartitionResult(
+                    kerr.error_for_code(p.error.code),
+                    p.error.message,
+                    p.leader_id,
+                    p.leader_epoch,
+                    tuple(p.isr),
+                    p.partition_epoch,
+                )
             else:
-                result = AlterPartitionResult(None, "", p.leader_id, p.leader_epoch, tuple(p.isr),
-                                              p.partition_epoch)
+                result = AlterPartitionResult(None, "", p.leader_id, p.leader_epoch, tuple(p.isr), p.partition_epoch)
             item.future.set_result(result)
         return True

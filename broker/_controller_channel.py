@@ -18,8 +18,8 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
 from kraftlog.common import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
 
 __all__ = ["ControllerChannel"]
 
@@ -35,8 +35,14 @@ def _top_error_code(response: Any) -> int:
 class ControllerChannel:
     """gRPC channels to every controller and the knowledge of which one is active."""
 
-    def __init__(self, controllers: Sequence[str], *, retry_backoff_ms: int = 100,
-                 attempt_timeout_ms: int = 1500, options: Sequence[tuple[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        controllers: Sequence[str],
+        *,
+        retry_backoff_ms: int = 100,
+        attempt_timeout_ms: int = 1500,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
@@ -53,11 +59,11 @@ class ControllerChannel:
         for ch in self._channels.values():
             await ch.close()
 
-
     def _retry_delay_s(self, attempt: int) -> float:
         """Wait before retry ``attempt`` (1 for the first): KIP-580 back-off capped at 1 s, so a
         broker never waits longer than a fraction of its session between controllers."""
         return backoff_ms(attempt - 1, base_ms=self._retry_backoff_ms, max_ms=1000, rng=self._rng) / 1000.0
+
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
@@ -71,8 +77,9 @@ class ControllerChannel:
     def admin_stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
         return admin_pb2_grpc.AdminServiceStub(self._channel(address))
 
-    async def call(self, service: str, method: str, request: Any, *, timeout_s: float,
-                   attempt_timeout_s: float | None = None) -> Any:
+    async def call(
+        self, service: str, method: str, request: Any, *, timeout_s: float, attempt_timeout_s: float | None = None
+    ) -> Any:
         """Call ``service.method`` on the active controller; returns its response, or the last
         NOT_CONTROLLER response when no controller became active before the deadline.
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from kraftlog.proto import broker_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
 
 from ._partition import Partition, TopicPartition
 from ._replica_manager import FollowTarget, ReplicaChanges, ReplicaManager
@@ -45,8 +45,9 @@ __all__ = ["ReplicaFetcher", "ReplicaFetcherManager", "FetchFn", "OffsetForLeade
 _log = structlog.get_logger(__name__)
 
 FetchFn = Callable[[str, broker_pb2.FetchRequest], Awaitable[broker_pb2.FetchResponse]]
-OffsetForLeaderEpochFn = Callable[[str, broker_pb2.OffsetForLeaderEpochRequest],
-                                  Awaitable[broker_pb2.OffsetForLeaderEpochResponse]]
+OffsetForLeaderEpochFn = Callable[
+    [str, broker_pb2.OffsetForLeaderEpochRequest], Awaitable[broker_pb2.OffsetForLeaderEpochResponse]
+]
 
 _CODE_NONE = 0
 _OFFSET_OUT_OF_RANGE = kerr.OffsetOutOfRangeError.error_code
@@ -58,8 +59,8 @@ _LEADER_NOT_READY = frozenset({kerr.UnknownLeaderEpochError.error_code, kerr.Not
 class _PartitionFetchState:
     target: FollowTarget
     partition: Partition
-    delayed_until: float = 0.0   # loop time
-    fenced: bool = False         # wait for new metadata
+    delayed_until: float = 0.0  # loop time
+    fenced: bool = False  # wait for new metadata
 
 
 class ReplicaFetcher:
@@ -78,7 +79,8 @@ class ReplicaFetcher:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}")
+                self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}"
+            )
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -110,12 +112,13 @@ class ReplicaFetcher:
             now = loop.time()
             req, sent = self._build_request(now)
             if not sent:
-                delays = [s.delayed_until - now for s in self.partitions.values()
-                          if not s.fenced and s.delayed_until > now]
+                delays = [
+                    s.delayed_until - now for s in self.partitions.values() if not s.fenced and s.delayed_until > now
+                ]
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), timeout=min(delays) if delays else None)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             self.rounds += 1
@@ -145,12 +148,18 @@ class ReplicaFetcher:
             if self.partitions.get(tp) is state:
                 state.delayed_until = until
 
-    def _build_request(self, now: float) -> tuple[broker_pb2.FetchRequest,
-                                                   dict[TopicPartition, tuple[_PartitionFetchState, int]]]:
+    def _build_request(
+        self, now: float
+    ) -> tuple[broker_pb2.FetchRequest, dict[TopicPartition, tuple[_PartitionFetchState, int]]]:
         m = self.manager
-        req = broker_pb2.FetchRequest(replica_id=m.node_id, replica_epoch=m.broker_epoch(),
-                                      max_wait_ms=m.max_wait_ms, min_bytes=m.min_bytes,
-                                      max_bytes=m.response_max_bytes, isolation_level=0)
+        req = broker_pb2.FetchRequest(
+            replica_id=m.node_id,
+            replica_epoch=m.broker_epoch(),
+            max_wait_ms=m.max_wait_ms,
+            min_bytes=m.min_bytes,
+            max_bytes=m.response_max_bytes,
+            isolation_level=0,
+        )
         sent: dict[TopicPartition, tuple[_PartitionFetchState, int]] = {}
         topics: dict[str, broker_pb2.FetchRequest.FetchTopic] = {}
         for tp, state in self.partitions.items():
@@ -162,20 +171,30 @@ class ReplicaFetcher:
                 ft = req.topics.add(topic=tp[0])
                 topics[tp[0]] = ft
             leo = log.log_end_offset
-            ft.partitions.add(partition=tp[1], current_leader_epoch=state.target.leader_epoch, fetch_offset=leo,
-                              last_fetched_epoch=log.latest_epoch, log_start_offset=log.log_start_offset,
-                              partition_max_bytes=m.partition_max_bytes)
+            ft.partitions.add(
+                partition=tp[1],
+                current_leader_epoch=state.target.leader_epoch,
+                fetch_offset=leo,
+                last_fetched_epoch=log.latest_epoch,
+                log_start_offset=log.log_start_offset,
+                partition_max_bytes=m.partition_max_bytes,
+            )
             sent[tp] = (state, leo)
         return req, sent
 
     def _current(self, tp: TopicPartition, state: _PartitionFetchState, offset: int) -> bool:
         """The answer still applies: same state object (leader, epoch), same partition, same LEO."""
         rm = self.manager.replica_manager
-        return (self.partitions.get(tp) is state and rm.get_partition(*tp) is state.partition
-                and not state.partition.stopped and state.partition.log.log_end_offset == offset)
+        return (
+            self.partitions.get(tp) is state
+            and rm.get_partition(*tp) is state.partition
+            and not state.partition.stopped
+            and state.partition.log.log_end_offset == offset
+        )
 
-    async def _process_response(self, sent: dict[TopicPartition, tuple[_PartitionFetchState, int]],
-                                resp: broker_pb2.FetchResponse) -> None:
+    async def _process_response(
+        self, sent: dict[TopicPartition, tuple[_PartitionFetchState, int]], resp: broker_pb2.FetchResponse
+    ) -> None:
         m = self.manager
         for tr in resp.responses:
             for pd in tr.partitions:
@@ -190,10 +209,12 @@ class ReplicaFetcher:
                 code = pd.error.code
                 if code == _CODE_NONE:
                     try:
-                        if pd.HasField("diverging_epoch") and (pd.diverging_epoch.epoch >= 0
-                                                               or pd.diverging_epoch.end_offset >= 0):
-                            if not self._truncate_on_divergence(part, pd.diverging_epoch.epoch,
-                                                                pd.diverging_epoch.end_offset):
+                        if pd.HasField("diverging_epoch") and (
+                            pd.diverging_epoch.epoch >= 0 or pd.diverging_epoch.end_offset >= 0
+                        ):
+                            if not self._truncate_on_divergence(
+                                part, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset
+                            ):
                                 # no progress possible now: never spin on the same answer
                                 self._delay({tp: entry}, m.backoff_ms)
                             continue
@@ -202,8 +223,7 @@ class ReplicaFetcher:
                             m.replica_manager.metrics.record_replication_in(len(pd.records))
                         part.update_follower_high_watermark(pd.high_watermark, pd.log_start_offset)
                     except Exception as err:
-                        self._log.warning("follower_append_failed", topic=tp[0], partition=tp[1],
-                                          error=repr(err))
+                        self._log.warning("follower_append_failed", topic=tp[0], partition=tp[1], error=repr(err))
                         self._delay({tp: entry}, m.backoff_ms)
                 elif code == _OFFSET_OUT_OF_RANGE:
                     try:
@@ -211,16 +231,25 @@ class ReplicaFetcher:
                     except asyncio.CancelledError:
                         raise
                     except Exception as err:
-                        self._log.warning("out_of_range_handling_failed", topic=tp[0], partition=tp[1],
-                                          error=repr(err))
+                        self._log.warning("out_of_range_handling_failed", topic=tp[0], partition=tp[1], error=repr(err))
                         self._delay({tp: entry}, m.backoff_ms)
                 elif code == _FENCED_LEADER_EPOCH:
-                    self._log.info("partition_fenced", topic=tp[0], partition=tp[1],
-                                   leader_epoch=state.target.leader_epoch, message=pd.error.message)
+                    self._log.info(
+                        "partition_fenced",
+                        topic=tp[0],
+                        partition=tp[1],
+                        leader_epoch=state.target.leader_epoch,
+                        message=pd.error.message,
+                    )
                     state.fenced = True
                 else:
-                    self._log.info("partition_fetch_error", topic=tp[0], partition=tp[1], error=pd.error.name,
-                                   message=pd.error.message)
+                    self._log.info(
+                        "partition_fetch_error",
+                        topic=tp[0],
+                        partition=tp[1],
+                        error=pd.error.name,
+                        message=pd.error.message,
+                    )
                     # the leader has not applied the metadata naming it yet: it will, shortly
                     not_ready = code in _LEADER_NOT_READY
                     self._delay({tp: entry}, m.leader_not_ready_backoff_ms if not_ready else m.backoff_ms)
@@ -245,20 +274,32 @@ class ReplicaFetcher:
                 target = min(own_end, leo)
             else:
                 target = min(own_end, leader_end_offset, leo)
-        self._log.info("diverging_epoch", topic=part.topic, partition=part.partition_id,
-                       leader_epoch=leader_epoch, leader_end_offset=leader_end_offset, log_end_offset=leo,
-                       truncate_to=target)
+        self._log.info(
+            "diverging_epoch",
+            topic=part.topic,
+            partition=part.partition_id,
+            leader_epoch=leader_epoch,
+            leader_end_offset=leader_end_offset,
+            log_end_offset=leo,
+            truncate_to=target,
+        )
         part.truncate_to(target)
         return (log.log_end_offset, log.latest_epoch) != before
 
-    async def _handle_out_of_range(self, tp: TopicPartition, state: _PartitionFetchState, offset: int,
-                                   pd: broker_pb2.FetchResponse.PartitionData) -> None:
+    async def _handle_out_of_range(
+        self, tp: TopicPartition, state: _PartitionFetchState, offset: int, pd: broker_pb2.FetchResponse.PartitionData
+    ) -> None:
         part = state.partition
         leo = part.log.log_end_offset
         leader_start = pd.log_start_offset
         if leader_start >= 0 and leo < leader_start:
-            self._log.info("behind_leader_log_start", topic=tp[0], partition=tp[1], log_end_offset=leo,
-                           leader_log_start_offset=leader_start)
+            self._log.info(
+                "behind_leader_log_start",
+                topic=tp[0],
+                partition=tp[1],
+                log_end_offset=leo,
+                leader_log_start_offset=leader_start,
+            )
             part.truncate_fully_and_start_at(leader_start)
             return
         epoch = part.log.latest_epoch
@@ -269,10 +310,19 @@ class ReplicaFetcher:
             else:
                 self._delay({tp: (state, offset)}, self.manager.backoff_ms)
             return
-        req = broker_pb2.OffsetForLeaderEpochRequest(replica_id=self.manager.node_id, topics=[
-            broker_pb2.OffsetForLeaderEpochRequest.Topic(topic=tp[0], partitions=[
-                broker_pb2.OffsetForLeaderEpochRequest.Partition(
-                    partition=tp[1], current_leader_epoch=state.target.leader_epoch, leader_epoch=epoch)])])
+        req = broker_pb2.OffsetForLeaderEpochRequest(
+            replica_id=self.manager.node_id,
+            topics=[
+                broker_pb2.OffsetForLeaderEpochRequest.Topic(
+                    topic=tp[0],
+                    partitions=[
+                        broker_pb2.OffsetForLeaderEpochRequest.Partition(
+                            partition=tp[1], current_leader_epoch=state.target.leader_epoch, leader_epoch=epoch
+                        )
+                    ],
+                )
+            ],
+        )
         resp = await self.manager.offset_for_leader_epoch_fn(self.address, req)
         if not self._current(tp, state, offset):
             return
@@ -281,8 +331,7 @@ class ReplicaFetcher:
                 if t.topic != tp[0] or p.partition != tp[1]:
                     continue
                 if p.error.code != _CODE_NONE:
-                    self._log.info("offset_for_leader_epoch_error", topic=tp[0], partition=tp[1],
-                                   error=p.error.name)
+                    self._log.info("offset_for_leader_epoch_error", topic=tp[0], partition=tp[1], error=p.error.name)
                     self._delay({tp: (state, offset)}, self.manager.backoff_ms)
                     return
                 if not self._truncate_on_divergence(part, p.leader_epoch, p.end_offset):
@@ -299,11 +348,20 @@ class ReplicaFetcherManager:
     tests wire other replica managers directly). ``broker_epoch()`` is sent in every fetch.
     """
 
-    def __init__(self, replica_manager: ReplicaManager, *, fetch: FetchFn,
-                 offset_for_leader_epoch: OffsetForLeaderEpochFn, broker_epoch: Callable[[], int],
-                 max_wait_ms: int = 500, min_bytes: int = 1, partition_max_bytes: int = 1_048_576,
-                 response_max_bytes: int = 10_485_760, backoff_ms: int = 1000,
-                 leader_not_ready_backoff_ms: int = 50) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        *,
+        fetch: FetchFn,
+        offset_for_leader_epoch: OffsetForLeaderEpochFn,
+        broker_epoch: Callable[[], int],
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        partition_max_bytes: int = 1_048_576,
+        response_max_bytes: int = 10_485_760,
+        backoff_ms: int = 1000,
+        leader_not_ready_backoff_ms: int = 50,
+    ) -> None:
         self.replica_manager = replica_manager
         self.node_id = replica_manager.node_id
         self.fetch_fn = fetch
@@ -321,17 +379,27 @@ class ReplicaFetcherManager:
         self._log = _log.bind(node_id=self.node_id)
 
     @classmethod
-    def from_config(cls, replica_manager: ReplicaManager, *, fetch: FetchFn,
-                    offset_for_leader_epoch: OffsetForLeaderEpochFn,
-                    broker_epoch: Callable[[], int]) -> ReplicaFetcherManager:
+    def from_config(
+        cls,
+        replica_manager: ReplicaManager,
+        *,
+        fetch: FetchFn,
+        offset_for_leader_epoch: OffsetForLeaderEpochFn,
+        broker_epoch: Callable[[], int],
+    ) -> ReplicaFetcherManager:
         """Settings from ``replica.fetch.*`` of the replica manager's node config."""
         cfg = replica_manager.config
-        return cls(replica_manager, fetch=fetch, offset_for_leader_epoch=offset_for_leader_epoch,
-                   broker_epoch=broker_epoch, max_wait_ms=int(cfg["replica.fetch.wait.max.ms"]),  # type: ignore[arg-type]
-                   min_bytes=int(cfg["replica.fetch.min.bytes"]),  # type: ignore[arg-type]
-                   partition_max_bytes=int(cfg["replica.fetch.max.bytes"]),  # type: ignore[arg-type]
-                   response_max_bytes=int(cfg["replica.fetch.response.max.bytes"]),  # type: ignore[arg-type]
-                   backoff_ms=int(cfg["replica.fetch.backoff.ms"]))  # type: ignore[arg-type]
+        return cls(
+            replica_manager,
+            fetch=fetch,
+            offset_for_leader_epoch=offset_for_leader_epoch,
+            broker_epoch=broker_epoch,
+            max_wait_ms=int(cfg["replica.fetch.wait.max.ms"]),
+            min_bytes=int(cfg["replica.fetch.min.bytes"]),
+            partition_max_bytes=int(cfg["replica.fetch.max.bytes"]),
+            response_max_bytes=int(cfg["replica.fetch.response.max.bytes"]),
+            backoff_ms=int(cfg["replica.fetch.backoff.ms"]),
+        )
 
     def apply_changes(self, changes: ReplicaChanges) -> None:
         """Drop partitions that are led here or no longer followed; (re)add the new targets."""
@@ -355,8 +423,13 @@ class ReplicaFetcherManager:
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.add(target, part)
-            self._log.debug("fetching", topic=target.topic, partition=target.partition, leader=target.leader_id,
-                            leader_epoch=target.leader_epoch)
+            self._log.debug(
+                "fetching",
+                topic=target.topic,
+                partition=target.partition,
+                leader=target.leader_id,
+                leader_epoch=target.leader_epoch,
+            )
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:

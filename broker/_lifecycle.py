@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from kraftlog.proto import controller_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import controller_pb2
 
 from ._controller_channel import ControllerChannel
 
@@ -31,11 +31,21 @@ _REREGISTER = {kerr.StaleBrokerEpochError.error_code, kerr.BrokerIdNotRegistered
 
 
 class BrokerLifecycle:
-    def __init__(self, channel: ControllerChannel, *, broker_id: int, cluster_id: str,
-                 listeners: Sequence[controller_pb2.Endpoint], rack: str | None, log_dirs: Sequence[str],
-                 heartbeat_interval_ms: int, metadata_offset: Callable[[], int],
-                 request_timeout_ms: int = 5000, session_timeout_ms: int | None = None,
-                 on_quorum_high_watermark: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        channel: ControllerChannel,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        listeners: Sequence[controller_pb2.Endpoint],
+        rack: str | None,
+        log_dirs: Sequence[str],
+        heartbeat_interval_ms: int,
+        metadata_offset: Callable[[], int],
+        request_timeout_ms: int = 5000,
+        session_timeout_ms: int | None = None,
+        on_quorum_high_watermark: Callable[[int], None] | None = None,
+    ) -> None:
         self.channel = channel
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -84,7 +94,7 @@ class BrokerLifecycle:
         try:
             await asyncio.wait_for(self._shutdown_granted.wait(), timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
             return False
 
@@ -107,13 +117,19 @@ class BrokerLifecycle:
             delay = 0.1 if self.broker_epoch < 0 else (0.05 if self._want_shutdown else self.interval_s)
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _register(self) -> None:
         req = controller_pb2.RegisterBrokerRequest(
-            broker_id=self.broker_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
-            listeners=self.listeners, rack=self.rack, log_dirs=self.log_dirs, previous_broker_epoch=-1)
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=self.listeners,
+            rack=self.rack,
+            log_dirs=self.log_dirs,
+            previous_broker_epoch=-1,
+        )
         resp = await self.channel.call("controller", "RegisterBroker", req, timeout_s=self.timeout_s)
         if resp.error.code:
             self._log.warning("registration_refused", error=resp.error.name, message=resp.error.message)
@@ -135,8 +151,10 @@ class BrokerLifecycle:
             self.unfenced.set()
 
     def _silent_for_a_session(self) -> bool:
-        return self.session_timeout_s is not None and \
-            time.monotonic() - self._last_heartbeat_sent_ok > self.session_timeout_s
+        return (
+            self.session_timeout_s is not None
+            and time.monotonic() - self._last_heartbeat_sent_ok > self.session_timeout_s
+        )
 
     def _presume_fenced_after_silence(self) -> None:
         """Fenced from our own point of view once no heartbeat sent within the last session timeout
@@ -144,16 +162,22 @@ class BrokerLifecycle:
         new answer says otherwise this broker must not report itself ready."""
         if self.fenced or self.broker_epoch < 0 or not self._silent_for_a_session():
             return
-        self._log.warning("broker_presumed_fenced", silent_s=round(time.monotonic() - self._last_heartbeat_sent_ok, 3),
-                          session_timeout_s=self.session_timeout_s)
+        self._log.warning(
+            "broker_presumed_fenced",
+            silent_s=round(time.monotonic() - self._last_heartbeat_sent_ok, 3),
+            session_timeout_s=self.session_timeout_s,
+        )
         self._set_fenced(True)
 
     async def _heartbeat(self) -> None:
         started = time.monotonic()
         req = controller_pb2.BrokerHeartbeatRequest(
-            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self._metadata_offset(), want_fence=False,
-            want_shutdown=self._want_shutdown)
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._metadata_offset(),
+            want_fence=False,
+            want_shutdown=self._want_shutdown,
+        )
         resp = await self.channel.call("controller", "BrokerHeartbeat", req, timeout_s=self.timeout_s)
         if resp.error.code in _REREGISTER:
             self._log.warning("registration_lost", error=resp.error.name)

@@ -60,8 +60,9 @@ class MetadataStream(Protocol):
     async def read(self) -> Any: ...
 
 
-StreamOpener = Callable[[str, controller_pb2.FetchMetadataRequest],
-                        contextlib.AbstractAsyncContextManager[MetadataStream]]
+StreamOpener = Callable[
+    [str, controller_pb2.FetchMetadataRequest], contextlib.AbstractAsyncContextManager[MetadataStream]
+]
 """``(controller address, request)`` -> the stream, closed (call cancelled) when the context exits."""
 
 
@@ -92,7 +93,7 @@ class SourceMonitor:
         self.grace_s = fetch_timeout_s / 4
         self._clock = clock
         self.quorum_high_watermark = -1  # highest committed offset learned from anyone
-        self.leader_epoch = -1           # highest epoch of a batch that named a leader
+        self.leader_epoch = -1  # highest epoch of a batch that named a leader
         self.source_high_watermark = -1  # the current source's committed offset (-1: it sent nothing yet)
         self._last_message = clock()
         self._leaderless_since: float | None = None
@@ -111,8 +112,10 @@ class SourceMonitor:
         self._last_message = now
         if leader_id >= 0:
             if leader_epoch < self.leader_epoch:
-                return (f"it names leader {leader_id} of epoch {leader_epoch}, older than leader epoch "
-                        f"{self.leader_epoch} already seen")
+                return (
+                    f"it names leader {leader_id} of epoch {leader_epoch}, older than leader epoch "
+                    f"{self.leader_epoch} already seen"
+                )
             self.leader_epoch = leader_epoch
             self._leaderless_since = None
         elif self._leaderless_since is None:
@@ -142,8 +145,10 @@ class SourceMonitor:
         if self._leaderless_since is not None and now - self._leaderless_since >= self.grace_s:
             return f"it has known no leader for {now - self._leaderless_since:.2f}s"
         if self._lagging_since is not None and now - self._lagging_since >= self.grace_s:
-            return (f"its committed offset {self.source_high_watermark} has been behind the quorum's "
-                    f"{self.quorum_high_watermark} for {now - self._lagging_since:.2f}s")
+            return (
+                f"its committed offset {self.source_high_watermark} has been behind the quorum's "
+                f"{self.quorum_high_watermark} for {now - self._lagging_since:.2f}s"
+            )
         return None
 
     def seconds_to_next_check(self) -> float:
@@ -163,10 +168,18 @@ class MetadataFollower:
     ``time.monotonic``.
     """
 
-    def __init__(self, controllers: Sequence[str], *, broker_id: int, listener: MetadataListener,
-                 broker_epoch: Callable[[], int] = lambda: -1, fetch_timeout_ms: int = 2000,
-                 open_stream: StreamOpener | None = None, clock: Callable[[], float] = time.monotonic,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        controllers: Sequence[str],
+        *,
+        broker_id: int,
+        listener: MetadataListener,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        fetch_timeout_ms: int = 2000,
+        open_stream: StreamOpener | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
         self.controllers = list(controllers)
         self.broker_id = broker_id
         self.image = MetadataImage.EMPTY
@@ -208,7 +221,7 @@ class MetadataFollower:
         try:
             await asyncio.wait_for(self._caught_up.wait(), timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def start(self) -> None:
@@ -240,8 +253,13 @@ class MetadataFollower:
             except grpc.aio.AioRpcError as err:
                 self._log.info("metadata_stream_failed", controller=address, code=err.code().name)
             except _LeaveSource as err:
-                self._log.warning("metadata_source_left", controller=address, reason=str(err),
-                                  offset=self.image.offset, quorum_high_watermark=self.high_watermark)
+                self._log.warning(
+                    "metadata_source_left",
+                    controller=address,
+                    reason=str(err),
+                    offset=self.image.offset,
+                    quorum_high_watermark=self.high_watermark,
+                )
             except Exception:  # a bad batch must not kill the follower: log, try elsewhere
                 self._log.exception("metadata_stream_error", controller=address)
             self.source = None
@@ -252,8 +270,11 @@ class MetadataFollower:
     async def _follow(self, address: str) -> None:
         """Apply batches from ``address`` until the stream ends or a rule says to leave (raises)."""
         request = controller_pb2.FetchMetadataRequest(
-            from_offset=self.image.offset + 1, broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
-            min_epoch=self.highest_epoch_seen)
+            from_offset=self.image.offset + 1,
+            broker_id=self.broker_id,
+            broker_epoch=self._broker_epoch(),
+            min_epoch=self.highest_epoch_seen,
+        )
         async with self._open_stream(address, request) as stream:
             self.monitor.begin()
             read: asyncio.Future[Any] | None = None
@@ -264,8 +285,11 @@ class MetadataFollower:
                     self._wake.clear()
                     woken = asyncio.ensure_future(self._wake.wait())
                     try:
-                        await asyncio.wait({read, woken}, timeout=self.monitor.seconds_to_next_check(),
-                                           return_when=asyncio.FIRST_COMPLETED)
+                        await asyncio.wait(
+                            {read, woken},
+                            timeout=self.monitor.seconds_to_next_check(),
+                            return_when=asyncio.FIRST_COMPLETED,
+                        )
                     finally:
                         woken.cancel()
                     if read.done():
@@ -284,22 +308,29 @@ class MetadataFollower:
     def _apply(self, batch: controller_pb2.MetadataBatch, address: str = "") -> None:
         if batch.error.code:
             raise _LeaveSource(f"{batch.error.name}: {batch.error.message}")
-        refused = self.monitor.on_batch(leader_id=batch.leader_id, leader_epoch=batch.leader_epoch,
-                                        high_watermark=batch.high_watermark)
+        refused = self.monitor.on_batch(
+            leader_id=batch.leader_id, leader_epoch=batch.leader_epoch, high_watermark=batch.high_watermark
+        )
         if refused is not None:
             raise _LeaveSource(refused)
         self._delivered = True
         if self.source != address:
             self.source = address
-            self._log.info("metadata_source", controller=address, leader_id=batch.leader_id,
-                           leader_epoch=batch.leader_epoch, high_watermark=batch.high_watermark,
-                           offset=self.image.offset)
+            self._log.info(
+                "metadata_source",
+                controller=address,
+                leader_id=batch.leader_id,
+                leader_epoch=batch.leader_epoch,
+                high_watermark=batch.high_watermark,
+                offset=self.image.offset,
+            )
         self.leader_id = batch.leader_id
         old = self.image
         if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
             records = [decode_record(r) for r in batch.snapshot_records]
-            self.image = MetadataImage.from_records(records, batch.snapshot_offset, batch.snapshot_epoch,
-                                                    batch.snapshot_timestamp_ms)
+            self.image = MetadataImage.from_records(
+                records, batch.snapshot_offset, batch.snapshot_epoch, batch.snapshot_timestamp_ms
+            )
             self._log.info("metadata_snapshot_loaded", offset=self.image.offset, records=len(records))
             self._publish(None, old)
             old = self.image

@@ -40,26 +40,44 @@ class BrokerTopicMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.bytes_in = Counter(
-            "kraftlog_broker_topic_bytes_in", "Bytes appended by producers to partitions this broker leads "
-            "(Kafka's BytesInPerSec); replication is counted apart.", ["topic"], registry=r)
+            "kraftlog_broker_topic_bytes_in",
+            "Bytes appended by producers to partitions this broker leads "
+            "(Kafka's BytesInPerSec); replication is counted apart.",
+            ["topic"],
+            registry=r,
+        )
         self.messages_in = Counter(
-            "kraftlog_broker_topic_messages_in", "Records appended by producers to partitions this broker leads "
-            "(Kafka's MessagesInPerSec).", ["topic"], registry=r)
+            "kraftlog_broker_topic_messages_in",
+            "Records appended by producers to partitions this broker leads (Kafka's MessagesInPerSec).",
+            ["topic"],
+            registry=r,
+        )
         self.bytes_out = Counter(
-            "kraftlog_broker_topic_bytes_out", "Record bytes returned to consumers by Fetch "
-            "(Kafka's BytesOutPerSec); replication is counted apart.", ["topic"], registry=r)
+            "kraftlog_broker_topic_bytes_out",
+            "Record bytes returned to consumers by Fetch (Kafka's BytesOutPerSec); replication is counted apart.",
+            ["topic"],
+            registry=r,
+        )
         self.replication_bytes_in = Counter(
-            "kraftlog_broker_replication_bytes_in", "Record bytes this broker appended as a follower "
-            "(Kafka's ReplicationBytesInPerSec).", registry=r)
+            "kraftlog_broker_replication_bytes_in",
+            "Record bytes this broker appended as a follower (Kafka's ReplicationBytesInPerSec).",
+            registry=r,
+        )
         self.replication_bytes_out = Counter(
-            "kraftlog_broker_replication_bytes_out", "Record bytes returned to follower fetches "
-            "(Kafka's ReplicationBytesOutPerSec).", registry=r)
+            "kraftlog_broker_replication_bytes_out",
+            "Record bytes returned to follower fetches (Kafka's ReplicationBytesOutPerSec).",
+            registry=r,
+        )
         self.isr_shrinks = Counter(
-            "kraftlog_broker_isr_shrinks", "ISR shrinks this broker proposed as leader and the controller "
-            "committed (Kafka's IsrShrinksPerSec).", registry=r)
+            "kraftlog_broker_isr_shrinks",
+            "ISR shrinks this broker proposed as leader and the controller committed (Kafka's IsrShrinksPerSec).",
+            registry=r,
+        )
         self.isr_expands = Counter(
-            "kraftlog_broker_isr_expands", "ISR expansions this broker proposed as leader and the controller "
-            "committed (Kafka's IsrExpandsPerSec).", registry=r)
+            "kraftlog_broker_isr_expands",
+            "ISR expansions this broker proposed as leader and the controller committed (Kafka's IsrExpandsPerSec).",
+            registry=r,
+        )
         self._topics: dict[str, _Children] = {}
 
     def _children(self, topic: str) -> _Children:
@@ -116,8 +134,12 @@ class BrokerStateCollector(Collector):
     FetchMetadata batches and heartbeat answers (-1 before either).
     """
 
-    def __init__(self, partitions: Callable[[], dict[Any, Any]], image: Callable[[], MetadataImage],
-                 metadata_high_watermark: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        partitions: Callable[[], dict[Any, Any]],
+        image: Callable[[], MetadataImage],
+        metadata_high_watermark: Callable[[], int],
+    ) -> None:
         self._partitions = partitions
         self._image = image
         self._metadata_hw = metadata_high_watermark
@@ -150,22 +172,42 @@ class BrokerStateCollector(Collector):
         offline = self._offline_partitions(image)
         applied = image.offset
         hw = self._metadata_hw()
-        yield _gauge("kraftlog_broker_partitions", "Partition replicas hosted on this broker "
-                     "(Kafka's PartitionCount).", hosted)
-        yield _gauge("kraftlog_broker_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).",
-                     leaders)
-        yield _gauge("kraftlog_broker_under_replicated_partitions", "Partitions this broker leads whose ISR is "
-                     "smaller than the replica set (Kafka's UnderReplicatedPartitions).", under_replicated)
-        yield _gauge("kraftlog_broker_under_min_isr_partitions", "Partitions this broker leads whose ISR is "
-                     "smaller than min.insync.replicas (Kafka's UnderMinIsrPartitionCount).", under_min_isr)
-        yield _gauge("kraftlog_broker_offline_partitions", "Partitions without a leader in this broker's "
-                     "metadata image (the controller's OfflinePartitionsCount as this broker sees it).", offline)
-        yield _gauge("kraftlog_broker_metadata_last_applied_offset", "Offset of the last metadata record "
-                     "this broker applied (-1 before any).", applied)
-        yield _gauge("kraftlog_broker_metadata_lag", "Metadata records committed by the controllers but not "
-                     "yet applied here: the highest committed offset the broker learned (FetchMetadata "
-                     "batches, heartbeat answers) minus the last applied offset.",
-                     max(0, hw - applied) if hw >= 0 else 0)
+        yield _gauge(
+            "kraftlog_broker_partitions", "Partition replicas hosted on this broker (Kafka's PartitionCount).", hosted
+        )
+        yield _gauge(
+            "kraftlog_broker_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).", leaders
+        )
+        yield _gauge(
+            "kraftlog_broker_under_replicated_partitions",
+            "Partitions this broker leads whose ISR is "
+            "smaller than the replica set (Kafka's UnderReplicatedPartitions).",
+            under_replicated,
+        )
+        yield _gauge(
+            "kraftlog_broker_under_min_isr_partitions",
+            "Partitions this broker leads whose ISR is "
+            "smaller than min.insync.replicas (Kafka's UnderMinIsrPartitionCount).",
+            under_min_isr,
+        )
+        yield _gauge(
+            "kraftlog_broker_offline_partitions",
+            "Partitions without a leader in this broker's "
+            "metadata image (the controller's OfflinePartitionsCount as this broker sees it).",
+            offline,
+        )
+        yield _gauge(
+            "kraftlog_broker_metadata_last_applied_offset",
+            "Offset of the last metadata record this broker applied (-1 before any).",
+            applied,
+        )
+        yield _gauge(
+            "kraftlog_broker_metadata_lag",
+            "Metadata records committed by the controllers but not "
+            "yet applied here: the highest committed offset the broker learned (FetchMetadata "
+            "batches, heartbeat answers) minus the last applied offset.",
+            max(0, hw - applied) if hw >= 0 else 0,
+        )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -39,8 +39,8 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from kraftlog import storage
-from kraftlog.metadata_log import NO_LEADER, PartitionRegistration
 from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import NO_LEADER, PartitionRegistration
 from kraftlog.proto import errors_pb2
 
 from ._alter_partition import AlterPartitionResult
@@ -87,8 +87,9 @@ def error_pb_from_exception(exc: BaseException) -> errors_pb2.Error:
 class AlterPartitionSender(Protocol):
     """What a leader needs to propose an ISR (implemented by `AlterPartitionManager`)."""
 
-    def submit(self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
-               new_isr: tuple[int, ...]) -> asyncio.Future[AlterPartitionResult]: ...
+    def submit(
+        self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+    ) -> asyncio.Future[AlterPartitionResult]: ...
 
 
 class PartitionListener(Protocol):
@@ -178,13 +179,23 @@ def _not_leader(message: str, leader_id: int = -1, leader_epoch: int = -1) -> ke
 class Partition:
     """One partition replica: leader or follower state over a storage `Log`."""
 
-    def __init__(self, topic: str, partition_id: int, topic_id: str, *, local_broker_id: int,
-                 log: storage.Log, alter_partition: AlterPartitionSender,
-                 clock_ms: Callable[[], int], replica_lag_time_max_ms: int = 30_000,
-                 min_insync_replicas: int = 1, listener: PartitionListener | None = None,
-                 is_replica_eligible: Callable[[int, int], bool] | None = None,
-                 alter_partition_retry_ms: int = 100,
-                 registered_broker_epoch: Callable[[int], int] | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition_id: int,
+        topic_id: str,
+        *,
+        local_broker_id: int,
+        log: storage.Log,
+        alter_partition: AlterPartitionSender,
+        clock_ms: Callable[[], int],
+        replica_lag_time_max_ms: int = 30_000,
+        min_insync_replicas: int = 1,
+        listener: PartitionListener | None = None,
+        is_replica_eligible: Callable[[int, int], bool] | None = None,
+        alter_partition_retry_ms: int = 100,
+        registered_broker_epoch: Callable[[int], int] | None = None,
+    ) -> None:
         self.topic = topic
         self.partition_id = partition_id
         self.topic_id = topic_id
@@ -275,9 +286,11 @@ class Partition:
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else "follower"
-        return (f"Partition({self.topic}-{self.partition_id}, {role}, leader={self._leader_id}, "
-                f"epoch={self._leader_epoch}/{self._partition_epoch}, isr={list(self._isr_state.isr)}, "
-                f"hw={self.log.high_watermark}, leo={self.log.log_end_offset})")
+        return (
+            f"Partition({self.topic}-{self.partition_id}, {role}, leader={self._leader_id}, "
+            f"epoch={self._leader_epoch}/{self._partition_epoch}, isr={list(self._isr_state.isr)}, "
+            f"hw={self.log.high_watermark}, leo={self.log.log_end_offset})"
+        )
 
     # ============================================================== metadata
 
@@ -294,9 +307,13 @@ class Partition:
         if reg.leader != self.local_broker_id:
             raise ValueError(f"registration names leader {reg.leader}, not {self.local_broker_id}")
         if self._is_stale(reg):
-            self._log.debug("skipped_stale_leader_registration", leader_epoch=reg.leader_epoch,
-                            partition_epoch=reg.partition_epoch, current_leader_epoch=self._leader_epoch,
-                            current_partition_epoch=self._partition_epoch)
+            self._log.debug(
+                "skipped_stale_leader_registration",
+                leader_epoch=reg.leader_epoch,
+                partition_epoch=reg.partition_epoch,
+                current_leader_epoch=self._leader_epoch,
+                current_partition_epoch=self._partition_epoch,
+            )
             return False
         now = self._clock_ms()
         was_leader = self.is_leader
@@ -320,9 +337,15 @@ class Partition:
                     st.last_fetch_time_ms = now
                     st.last_caught_up_time_ms = caught_up
             self._leader_epoch_start_offset = leo
-            self._log.info("became_leader", leader_epoch=reg.leader_epoch, partition_epoch=reg.partition_epoch,
-                           isr=list(reg.isr), replicas=list(reg.replicas), log_end_offset=leo,
-                           high_watermark=log.high_watermark)
+            self._log.info(
+                "became_leader",
+                leader_epoch=reg.leader_epoch,
+                partition_epoch=reg.partition_epoch,
+                isr=list(reg.isr),
+                replicas=list(reg.replicas),
+                log_end_offset=leo,
+                high_watermark=log.high_watermark,
+            )
         else:
             self._log.info("leader_isr_updated", partition_epoch=reg.partition_epoch, isr=list(reg.isr))
         self._leader_id = self.local_broker_id
@@ -355,9 +378,14 @@ class Partition:
         self._leader_epoch_start_offset = None
         changed = role_change or new_epoch or leader_changed
         if changed:
-            self._log.info("became_follower", leader=reg.leader, leader_epoch=reg.leader_epoch,
-                           partition_epoch=reg.partition_epoch, log_end_offset=self.log.log_end_offset,
-                           high_watermark=self.log.high_watermark)
+            self._log.info(
+                "became_follower",
+                leader=reg.leader,
+                leader_epoch=reg.leader_epoch,
+                partition_epoch=reg.partition_epoch,
+                log_end_offset=self.log.log_end_offset,
+                high_watermark=self.log.high_watermark,
+            )
         return changed
 
     def stop(self) -> None:
@@ -368,8 +396,9 @@ class Partition:
         self._isr_state = IsrState.committed(())
         self._log.info("stopped")
 
-    def update_config(self, log_config: storage.LogConfig | None = None,
-                      min_insync_replicas: int | None = None) -> None:
+    def update_config(
+        self, log_config: storage.LogConfig | None = None, min_insync_replicas: int | None = None
+    ) -> None:
         if log_config is not None:
             self.log.update_config(log_config)
         if min_insync_replicas is not None:
@@ -392,13 +421,18 @@ class Partition:
         if current_leader_epoch >= 0:
             if current_leader_epoch < self._leader_epoch:
                 raise kerr.FencedLeaderEpochError(
-                    f"leader epoch {current_leader_epoch} is older than the current {self._leader_epoch}")
+                    f"leader epoch {current_leader_epoch} is older than the current {self._leader_epoch}"
+                )
             if current_leader_epoch > self._leader_epoch:
                 raise kerr.UnknownLeaderEpochError(
-                    f"leader epoch {current_leader_epoch} is newer than the current {self._leader_epoch}")
+                    f"leader epoch {current_leader_epoch} is newer than the current {self._leader_epoch}"
+                )
         if require_leader and not self.is_leader:
-            raise _not_leader(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
-                              self._leader_id, self._leader_epoch)
+            raise _not_leader(
+                f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
+                self._leader_id,
+                self._leader_epoch,
+            )
 
     # ============================================================== leader: produce
 
@@ -411,20 +445,25 @@ class Partition:
         `check_enough_replicas_reach_offset` says so.
         """
         if not self.is_leader:
-            raise _not_leader(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
-                              self._leader_id, self._leader_epoch)
+            raise _not_leader(
+                f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
+                self._leader_id,
+                self._leader_epoch,
+            )
         isr_size = len(self._isr_state.isr)
         if required_acks == -1 and isr_size < self.min_insync_replicas:
             raise kerr.NotEnoughReplicasError(
                 f"the ISR {list(self._isr_state.isr)} of {self.topic}-{self.partition_id} is smaller than "
-                f"min.insync.replicas={self.min_insync_replicas}")
+                f"min.insync.replicas={self.min_insync_replicas}"
+            )
         info = self.log.append_as_leader(records, self._leader_epoch)
         self._listener.on_records_appended(self.tp)
         self.maybe_increment_high_watermark()
         return info
 
-    def check_enough_replicas_reach_offset(self, required_offset: int,
-                                           leader_epoch: int | None = None) -> tuple[bool, type[kerr.KafkaError] | None]:
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int, leader_epoch: int | None = None
+    ) -> tuple[bool, type[kerr.KafkaError] | None]:
         """For acks=-1: ``(done, error)``. Done when the HW reached ``required_offset`` (the offset
         after the batch), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the *maximal* ISR (the committed
         one plus a pending expansion, Kafka's rule) shrank below ``min.insync.replicas`` meanwhile:
@@ -483,10 +522,19 @@ class Partition:
 
     # ============================================================== leader: fetch
 
-    def fetch_records(self, *, fetch_offset: int, max_bytes: int, min_one_message: bool = True,
-                      current_leader_epoch: int = -1, replica_id: int = -1, replica_epoch: int = -1,
-                      last_fetched_epoch: int = -1, follower_log_start_offset: int = -1,
-                      update_fetch_state: bool = True) -> PartitionRead:
+    def fetch_records(
+        self,
+        *,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_message: bool = True,
+        current_leader_epoch: int = -1,
+        replica_id: int = -1,
+        replica_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+        follower_log_start_offset: int = -1,
+        update_fetch_state: bool = True,
+    ) -> PartitionRead:
         """Read for a consumer (``replica_id`` < 0: up to the HW) or a follower (up to the LEO).
 
         A follower fetch names the epoch of its last fetched batch; when its log departs from the
@@ -504,35 +552,56 @@ class Partition:
         self.check_leader_epoch(current_leader_epoch)
         is_replica = replica_id >= 0
         if is_replica and replica_id not in self._remote:
-            raise _not_leader(f"broker {replica_id} is not a replica of {self.topic}-{self.partition_id} "
-                              f"(replicas {list(self._replicas)})", self._leader_id, self._leader_epoch)
+            raise _not_leader(
+                f"broker {replica_id} is not a replica of {self.topic}-{self.partition_id} "
+                f"(replicas {list(self._replicas)})",
+                self._leader_id,
+                self._leader_epoch,
+            )
         if is_replica and replica_epoch >= 0:
             registered = self._registered_broker_epoch(replica_id)
             if registered > replica_epoch:
-                raise _not_leader(f"stale fetch from broker {replica_id} of {self.topic}-{self.partition_id}: "
-                                  f"broker epoch {replica_epoch} is older than the registered {registered}",
-                                  self._leader_id, self._leader_epoch)
+                raise _not_leader(
+                    f"stale fetch from broker {replica_id} of {self.topic}-{self.partition_id}: "
+                    f"broker epoch {replica_epoch} is older than the registered {registered}",
+                    self._leader_id,
+                    self._leader_epoch,
+                )
         log = self.log
         leo = log.log_end_offset
         if is_replica and last_fetched_epoch >= 0:
             epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end < 0:
                 raise kerr.OffsetOutOfRangeError(
-                    f"cannot determine the end offset of epoch {last_fetched_epoch} on the leader")
+                    f"cannot determine the end offset of epoch {last_fetched_epoch} on the leader"
+                )
             if fetch_offset < log.log_start_offset:
                 raise kerr.OffsetOutOfRangeError(
-                    f"fetch offset {fetch_offset} is below the log start offset {log.log_start_offset}")
+                    f"fetch offset {fetch_offset} is below the log start offset {log.log_start_offset}"
+                )
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return PartitionRead(b"", log.high_watermark, log.log_start_offset, leo, (epoch, end))
-        info = log.read(fetch_offset, max_bytes, max_offset=None if is_replica else log.high_watermark,
-                        min_one_message=min_one_message)
+        info = log.read(
+            fetch_offset,
+            max_bytes,
+            max_offset=None if is_replica else log.high_watermark,
+            min_one_message=min_one_message,
+        )
         if is_replica and update_fetch_state:
-            self.update_follower_fetch_state(replica_id, fetch_offset, follower_log_start_offset,
-                                             self._clock_ms(), leo, replica_epoch)
+            self.update_follower_fetch_state(
+                replica_id, fetch_offset, follower_log_start_offset, self._clock_ms(), leo, replica_epoch
+            )
         return PartitionRead(info.records, log.high_watermark, log.log_start_offset, log.log_end_offset)
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int,
-                                    fetch_time_ms: int, leader_end_offset: int, broker_epoch: int = -1) -> None:
+    def update_follower_fetch_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+        broker_epoch: int = -1,
+    ) -> None:
         """Record a follower's fetch (Kafka's rule for the caught-up time), then maybe expand the
         ISR and advance the HW.
 
@@ -562,8 +631,7 @@ class Partition:
 
     def _is_follower_in_sync(self, st: ReplicaState) -> bool:
         start = self._leader_epoch_start_offset
-        return (st.log_end_offset >= self.log.high_watermark
-                and start is not None and st.log_end_offset >= start)
+        return st.log_end_offset >= self.log.high_watermark and start is not None and st.log_end_offset >= start
 
     def _maybe_expand_isr(self, replica_id: int) -> None:
         state = self._isr_state
@@ -577,9 +645,14 @@ class Partition:
             return
         proposed = state.isr + (replica_id,)
         new_state = IsrState(state.isr, proposed, proposed)
-        self._log.info("proposing_isr_expansion", replica=replica_id, isr=list(state.isr),
-                       proposed=list(proposed), follower_leo=st.log_end_offset,
-                       high_watermark=self.log.high_watermark)
+        self._log.info(
+            "proposing_isr_expansion",
+            replica=replica_id,
+            isr=list(state.isr),
+            proposed=list(proposed),
+            follower_leo=st.log_end_offset,
+            high_watermark=self.log.high_watermark,
+        )
         self._isr_state = new_state
         self._submit_alter_partition(new_state)
 
@@ -612,16 +685,23 @@ class Partition:
         state = self._isr_state
         proposed = tuple(r for r in state.isr if r not in out)
         new_state = IsrState(state.isr, state.isr, proposed)
-        self._log.info("proposing_isr_shrink", out_of_sync=out, isr=list(state.isr), proposed=list(proposed),
-                       log_end_offset=self.log.log_end_offset, high_watermark=self.log.high_watermark)
+        self._log.info(
+            "proposing_isr_shrink",
+            out_of_sync=out,
+            isr=list(state.isr),
+            proposed=list(proposed),
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=self.log.high_watermark,
+        )
         self._isr_state = new_state
         self._submit_alter_partition(new_state)
         return True
 
     def _submit_alter_partition(self, state: IsrState) -> None:
         assert state.proposed_isr is not None
-        fut = self._alter.submit(self.topic_id, self.partition_id, self._leader_epoch, self._partition_epoch,
-                                 state.proposed_isr)
+        fut = self._alter.submit(
+            self.topic_id, self.partition_id, self._leader_epoch, self._partition_epoch, state.proposed_isr
+        )
         fut.add_done_callback(lambda f: self._on_alter_partition_done(state, f))
 
     def _on_alter_partition_done(self, state: IsrState, fut: asyncio.Future[AlterPartitionResult]) -> None:
@@ -629,8 +709,9 @@ class Partition:
             return
         exc = fut.exception()
         if exc is not None:
-            result = AlterPartitionResult(type(exc) if isinstance(exc, kerr.KafkaError) else kerr.UnknownServerError,
-                                          str(exc))
+            result = AlterPartitionResult(
+                type(exc) if isinstance(exc, kerr.KafkaError) else kerr.UnknownServerError, str(exc)
+            )
         else:
             result = fut.result()
         self.handle_alter_partition_result(state, result)
@@ -643,18 +724,28 @@ class Partition:
         err = result.error
         if err is None:
             if result.leader_epoch != self._leader_epoch:
-                self._log.info("ignored_alter_partition_result", reason="stale_leader_epoch",
-                               result_leader_epoch=result.leader_epoch)
+                self._log.info(
+                    "ignored_alter_partition_result",
+                    reason="stale_leader_epoch",
+                    result_leader_epoch=result.leader_epoch,
+                )
                 return
             if result.partition_epoch < self._partition_epoch:
-                self._log.info("ignored_alter_partition_result", reason="stale_partition_epoch",
-                               result_partition_epoch=result.partition_epoch)
+                self._log.info(
+                    "ignored_alter_partition_result",
+                    reason="stale_partition_epoch",
+                    result_partition_epoch=result.partition_epoch,
+                )
                 return
             self._isr_state = IsrState.committed(result.isr)
             self._partition_epoch = result.partition_epoch
             self._listener.on_isr_committed(self.tp, state.isr, self._isr_state.isr)
-            self._log.info("isr_updated", isr=list(result.isr), partition_epoch=result.partition_epoch,
-                           under_min_isr=self.is_under_min_isr())
+            self._log.info(
+                "isr_updated",
+                isr=list(result.isr),
+                partition_epoch=result.partition_epoch,
+                under_min_isr=self.is_under_min_isr(),
+            )
             self.maybe_increment_high_watermark()
             # a shrink below min.insync fails the pending acks=all; an expansion may allow more
             self._listener.on_replica_state_changed(self.tp)
@@ -663,9 +754,14 @@ class Partition:
             # the controller says it did not apply it, and the partition epoch is current: revert
             self._isr_state = state.last_committed()
             self._log.info("alter_partition_not_applied", error=err.error_name, message=result.message)
-        elif err in (kerr.FencedLeaderEpochError, kerr.InvalidUpdateVersionError,
-                     kerr.UnknownTopicOrPartitionError, kerr.UnknownTopicIdError,
-                     kerr.NotLeaderOrFollowerError, kerr.NewLeaderElectedError):
+        elif err in (
+            kerr.FencedLeaderEpochError,
+            kerr.InvalidUpdateVersionError,
+            kerr.UnknownTopicOrPartitionError,
+            kerr.UnknownTopicIdError,
+            kerr.NotLeaderOrFollowerError,
+            kerr.NewLeaderElectedError,
+        ):
             # our view is stale: keep the proposal pending until the metadata log brings news
             self._log.info("alter_partition_awaiting_metadata", error=err.error_name, message=result.message)
         else:
@@ -678,15 +774,16 @@ class Partition:
 
     # ============================================================== leader: other requests
 
-    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
-                                     *, require_leader: bool = True) -> tuple[int, int]:
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int, *, require_leader: bool = True
+    ) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)`` of the largest epoch <= ``leader_epoch``."""
         self.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return self.log.end_offset_for_epoch(leader_epoch)
 
-    def fetch_offset_for_timestamp(self, timestamp: int, *, current_leader_epoch: int = -1,
-                                   is_consumer: bool = True,
-                                   require_leader: bool = True) -> storage.TimestampAndOffset | None:
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, *, current_leader_epoch: int = -1, is_consumer: bool = True, require_leader: bool = True
+    ) -> storage.TimestampAndOffset | None:
         """ListOffsets. Consumers see offsets below the HW only (the "latest" offset is the HW);
         replicas see the LEO. A new leader whose HW is still below the start of its epoch answers
         OFFSET_NOT_AVAILABLE to consumers for "latest" (KIP-207)."""
@@ -698,7 +795,8 @@ class Partition:
         if timestamp == storage.LATEST_TIMESTAMP:
             if lagging_hw:
                 raise kerr.OffsetNotAvailableError(
-                    f"the high watermark {log.high_watermark} is below the leader epoch start offset {start}")
+                    f"the high watermark {log.high_watermark} is below the leader epoch start offset {start}"
+                )
             return storage.TimestampAndOffset(-1, last_fetchable, self._leader_epoch)
         found = log.offset_for_timestamp(timestamp)
         if timestamp == storage.EARLIEST_TIMESTAMP:
@@ -707,20 +805,25 @@ class Partition:
             return found
         if lagging_hw:
             raise kerr.OffsetNotAvailableError(
-                f"the high watermark {log.high_watermark} is below the leader epoch start offset {start}")
+                f"the high watermark {log.high_watermark} is below the leader epoch start offset {start}"
+            )
         return None
 
     def delete_records_on_leader(self, offset: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the HW); it may not pass the
         HW (OFFSET_OUT_OF_RANGE). Returns the new low watermark."""
         if not self.is_leader:
-            raise _not_leader(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
-                              self._leader_id, self._leader_epoch)
+            raise _not_leader(
+                f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
+                self._leader_id,
+                self._leader_epoch,
+            )
         hw = self.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0 or target > hw:
             raise kerr.OffsetOutOfRangeError(
-                f"cannot delete records before offset {offset}: it is past the high watermark {hw}")
+                f"cannot delete records before offset {offset}: it is past the high watermark {hw}"
+            )
         if self.log.maybe_increment_log_start_offset(target):
             self._log.info("log_start_offset_incremented", log_start_offset=target, reason="delete_records")
         self._listener.on_replica_state_changed(self.tp)

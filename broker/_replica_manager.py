@@ -39,6 +39,8 @@ from typing import Any
 import structlog
 
 from kraftlog import storage
+from kraftlog.common import errors as kerr
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     NO_LEADER,
     ConfigResourceType,
@@ -47,11 +49,9 @@ from kraftlog.metadata_log import (
     PartitionRegistration,
     TopicImage,
 )
-from kraftlog.common.config import NodeConfig
-from kraftlog.proto import broker_pb2
-from kraftlog.common import errors as kerr
-from kraftlog.proto import errors_pb2
+from kraftlog.proto import broker_pb2, errors_pb2
 
+from ._metrics import BrokerTopicMetrics
 from ._partition import (
     AlterPartitionSender,
     Partition,
@@ -60,11 +60,9 @@ from ._partition import (
     error_pb,
     error_pb_from_exception,
 )
-from ._metrics import BrokerTopicMetrics
 from ._purgatory import DelayedOperation, DelayedOperations
 
-__all__ = ["FollowTarget", "ReplicaChanges", "ReplicaManager", "DelayedProduce", "DelayedFetch",
-           "DelayedDeleteRecords"]
+__all__ = ["FollowTarget", "ReplicaChanges", "ReplicaManager", "DelayedProduce", "DelayedFetch", "DelayedDeleteRecords"]
 
 _log = structlog.get_logger(__name__)
 _LONG_MAX = 2**63 - 1
@@ -175,8 +173,9 @@ class DelayedFetch(DelayedOperation):
     situation changed so that the answer is an error (leadership, epoch, offset out of range);
     on timeout it answers with what there is."""
 
-    def __init__(self, delay_ms: int, req: broker_pb2.FetchRequest, rm: ReplicaManager,
-                 parts: dict[TopicPartition, Partition]) -> None:
+    def __init__(
+        self, delay_ms: int, req: broker_pb2.FetchRequest, rm: ReplicaManager, parts: dict[TopicPartition, Partition]
+    ) -> None:
         super().__init__(delay_ms)
         self.req = req
         self._rm = rm
@@ -205,8 +204,7 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete()
                 pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else min_bytes
                 try:
-                    info = log.read(p.fetch_offset, pmax, max_offset=None if is_replica else end,
-                                    min_one_message=True)
+                    info = log.read(p.fetch_offset, pmax, max_offset=None if is_replica else end, min_one_message=True)
                 except Exception:
                     return self.force_complete()
                 accumulated += len(info.records)
@@ -281,10 +279,18 @@ class ReplicaManager:
     and ISR changes (a private set when None).
     """
 
-    def __init__(self, node_id: int, config: NodeConfig, log_manager: storage.LogManager,
-                 alter_partition: AlterPartitionSender, *, clock_ms: Callable[[], int] | None = None,
-                 replication_listener: str | None = None, client_listener: str | None = None,
-                 metrics: BrokerTopicMetrics | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        config: NodeConfig,
+        log_manager: storage.LogManager,
+        alter_partition: AlterPartitionSender,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        replication_listener: str | None = None,
+        client_listener: str | None = None,
+        metrics: BrokerTopicMetrics | None = None,
+    ) -> None:
         self.node_id = node_id
         self.metrics = metrics if metrics is not None else BrokerTopicMetrics()
         self.config = config
@@ -296,7 +302,7 @@ class ReplicaManager:
         self._replication_listener = replication_listener or (listener if isinstance(listener, str) else None)
         self._client_listener = client_listener
         self._topic_defaults: dict[str, object] = dict(config.topic_defaults())
-        self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])  # type: ignore[arg-type]
+        self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
         self._image = MetadataImage.EMPTY
         self._synced = False
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -308,9 +314,15 @@ class ReplicaManager:
         self._log = _log.bind(node_id=node_id)
 
     @classmethod
-    def create(cls, node_id: int, config: NodeConfig, alter_partition: AlterPartitionSender, *,
-               clock_ms: Callable[[], int] | None = None,
-               metrics: BrokerTopicMetrics | None = None) -> ReplicaManager:
+    def create(
+        cls,
+        node_id: int,
+        config: NodeConfig,
+        alter_partition: AlterPartitionSender,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        metrics: BrokerTopicMetrics | None = None,
+    ) -> ReplicaManager:
         """A replica manager with a `LogManager` over ``config.log_dirs`` and the topic defaults."""
         default = storage.LogConfig.from_properties(config.topic_defaults())
         lm = storage.LogManager(config.log_dirs, default, clock_ms=clock_ms)
@@ -324,15 +336,16 @@ class ReplicaManager:
         self.log_manager.startup()
         if self.config["log.cleaner.enable"]:
             self.log_manager.start_cleaner(
-                threads=int(self.config["log.cleaner.threads"]),  # type: ignore[arg-type]
-                backoff_ms=int(self.config["log.cleaner.backoff.ms"]),  # type: ignore[arg-type]
-                io_max_bytes_per_second=float(self.config["log.cleaner.io.max.bytes.per.second"]))  # type: ignore[arg-type]
+                threads=int(self.config["log.cleaner.threads"]),
+                backoff_ms=int(self.config["log.cleaner.backoff.ms"]),
+                io_max_bytes_per_second=float(self.config["log.cleaner.io.max.bytes.per.second"]),
+            )
 
     async def shutdown(self) -> None:
         """Stop fetchers, answer every parked request, checkpoint and close the logs."""
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
-        for tp, part in list(self._partitions.items()):
+        for _tp, part in list(self._partitions.items()):
             part.stop()
         for purgatory in (self.produce_purgatory, self.delete_records_purgatory):
             for key in list(purgatory._watchers):
@@ -448,9 +461,14 @@ class ReplicaManager:
 
         self._synced = True
         if changes:
-            self._log.info("metadata_applied", offset=image.offset, leaders=len(changes.leaders),
-                           followers=len(changes.followers), stopped=len(changes.stopped),
-                           deleted=len(changes.deleted))
+            self._log.info(
+                "metadata_applied",
+                offset=image.offset,
+                leaders=len(changes.leaders),
+                followers=len(changes.followers),
+                stopped=len(changes.stopped),
+                deleted=len(changes.deleted),
+            )
         if self.fetcher_manager is not None:
             self.fetcher_manager.apply_changes(changes)
         return changes
@@ -469,7 +487,7 @@ class ReplicaManager:
 
     def _min_isr(self, topic: str) -> int:
         try:
-            return max(1, int(self._topic_props(topic).get("min.insync.replicas", 1)))  # type: ignore[arg-type]
+            return max(1, int(self._topic_props(topic).get("min.insync.replicas", 1)))
         except (TypeError, ValueError):
             return 1
 
@@ -492,8 +510,9 @@ class ReplicaManager:
         try:
             return self.log_manager.get_or_create_log(topic.name, pid, cfg, topic.topic_id)
         except storage.InconsistentTopicIdError as err:
-            self._log.warning("deleting_log_of_other_topic_incarnation", topic=topic.name, partition=pid,
-                              error=str(err))
+            self._log.warning(
+                "deleting_log_of_other_topic_incarnation", topic=topic.name, partition=pid, error=str(err)
+            )
             self.log_manager.delete_log(topic.name, pid)
             return self.log_manager.get_or_create_log(topic.name, pid, cfg, topic.topic_id)
 
@@ -505,17 +524,24 @@ class ReplicaManager:
             part = None
         if part is None:
             log = self._get_or_create_log(topic, pid)
-            part = Partition(topic.name, pid, topic.topic_id, local_broker_id=self.node_id, log=log,
-                             alter_partition=self.alter_partition, clock_ms=self.clock_ms,
-                             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                             min_insync_replicas=self._min_isr(topic.name), listener=self,
-                             is_replica_eligible=self._is_replica_eligible,
-                             registered_broker_epoch=self._registered_broker_epoch)
+            part = Partition(
+                topic.name,
+                pid,
+                topic.topic_id,
+                local_broker_id=self.node_id,
+                log=log,
+                alter_partition=self.alter_partition,
+                clock_ms=self.clock_ms,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                min_insync_replicas=self._min_isr(topic.name),
+                listener=self,
+                is_replica_eligible=self._is_replica_eligible,
+                registered_broker_epoch=self._registered_broker_epoch,
+            )
             self._partitions[tp] = part
         return part
 
-    def _become_leader(self, topic: TopicImage, pid: int, reg: PartitionRegistration,
-                       changes: ReplicaChanges) -> None:
+    def _become_leader(self, topic: TopicImage, pid: int, reg: PartitionRegistration, changes: ReplicaChanges) -> None:
         tp = (topic.name, pid)
         part = self._ensure_partition(topic, pid, changes)
         if part.make_leader(reg):
@@ -524,8 +550,9 @@ class ReplicaManager:
                 changes.leaders.append(tp)
             self._check_all_purgatories(tp)
 
-    def _become_follower(self, topic: TopicImage, pid: int, reg: PartitionRegistration,
-                         changes: ReplicaChanges) -> None:
+    def _become_follower(
+        self, topic: TopicImage, pid: int, reg: PartitionRegistration, changes: ReplicaChanges
+    ) -> None:
         tp = (topic.name, pid)
         part = self._ensure_partition(topic, pid, changes)
         changed = part.make_follower(reg)
@@ -651,8 +678,9 @@ class ReplicaManager:
         hint = self._leader_hint(topic, pid)
         if hint is None:
             return kerr.UnknownTopicOrPartitionError(f"this server does not host {topic}-{pid}")
-        return kerr.NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{pid}",
-                                             leader_id=hint[0], leader_epoch=hint[1])
+        return kerr.NotLeaderOrFollowerError(
+            f"broker {self.node_id} is not the leader of {topic}-{pid}", leader_id=hint[0], leader_epoch=hint[1]
+        )
 
     def _leader_partition(self, topic: str, pid: int) -> Partition:
         part = self._partitions.get((topic, pid))
@@ -684,9 +712,17 @@ class ReplicaManager:
             err = error_pb(kerr.InvalidRequiredAcksError, f"acks must be -1, 0 or 1, not {acks}")
             resp.error.CopyFrom(err)
             for t in req.topics:
-                resp.topics.append(R.TopicResponse(name=t.name, partitions=[
-                    R.PartitionResponse(index=p.index, error=err, base_offset=-1, log_append_time_ms=-1,
-                                        log_start_offset=-1) for p in t.partitions]))
+                resp.topics.append(
+                    R.TopicResponse(
+                        name=t.name,
+                        partitions=[
+                            R.PartitionResponse(
+                                index=p.index, error=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                )
             return resp
         resp.error.CopyFrom(error_pb())
         statuses: list[_ProduceStatus] = []
@@ -708,8 +744,9 @@ class ReplicaManager:
                 pr.log_append_time_ms = info.log_append_time_ms
                 pr.log_start_offset = info.log_start_offset
                 if acks == -1:
-                    statuses.append(_ProduceStatus((t.name, p.index), part, info.last_offset + 1,
-                                                   part.leader_epoch, pr))
+                    statuses.append(
+                        _ProduceStatus((t.name, p.index), part, info.last_offset + 1, part.leader_epoch, pr)
+                    )
             if appended_records:
                 self.metrics.record_produce(t.name, appended_bytes, appended_records)
         if statuses:
@@ -718,15 +755,21 @@ class ReplicaManager:
                 await op.future
             for st in statuses:
                 if st.error is not None:
-                    self._set_produce_error(st.response, st.error, st.tp[0], st.tp[1], hinted,
-                                            keep_offsets=True)
+                    self._set_produce_error(st.response, st.error, st.tp[0], st.tp[1], hinted, keep_offsets=True)
         if hinted:
             resp.node_endpoints.extend(self._node_endpoints(hinted))
         return resp
 
-    def _set_produce_error(self, pr: broker_pb2.ProduceResponse.PartitionResponse,
-                           exc: BaseException | type[kerr.KafkaError], topic: str, pid: int,
-                           hinted: set[int], *, keep_offsets: bool = False) -> None:
+    def _set_produce_error(
+        self,
+        pr: broker_pb2.ProduceResponse.PartitionResponse,
+        exc: BaseException | type[kerr.KafkaError],
+        topic: str,
+        pid: int,
+        hinted: set[int],
+        *,
+        keep_offsets: bool = False,
+    ) -> None:
         err = self._error(exc, "produce")
         pr.error.CopyFrom(err)
         # INVALID_RECORD / INVALID_TIMESTAMP from the validator name the refused records (Kafka's
@@ -767,7 +810,7 @@ class ReplicaManager:
                     total += len(r.read.records)
             if not immediate and total < req.min_bytes:
                 parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
-                op = DelayedFetch(req.max_wait_ms, req, self, parts)  # type: ignore[arg-type]
+                op = DelayedFetch(req.max_wait_ms, req, self, parts)
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
                 results = self._read_fetch(req, update_fetch_state=True)
@@ -789,7 +832,7 @@ class ReplicaManager:
             limit = req.max_bytes
         else:
             key = "replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"
-            limit = int(self.config[key])  # type: ignore[arg-type]
+            limit = int(self.config[key])
         min_one = True
         out: list[_FetchResult] = []
         for t in req.topics:
@@ -801,11 +844,16 @@ class ReplicaManager:
                     res.part = part
                     pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
                     res.read = part.fetch_records(
-                        fetch_offset=p.fetch_offset, max_bytes=min(pmax, limit), min_one_message=min_one,
-                        current_leader_epoch=p.current_leader_epoch, replica_id=req.replica_id,
-                        replica_epoch=req.replica_epoch, last_fetched_epoch=p.last_fetched_epoch,
+                        fetch_offset=p.fetch_offset,
+                        max_bytes=min(pmax, limit),
+                        min_one_message=min_one,
+                        current_leader_epoch=p.current_leader_epoch,
+                        replica_id=req.replica_id,
+                        replica_epoch=req.replica_epoch,
+                        last_fetched_epoch=p.last_fetched_epoch,
                         follower_log_start_offset=p.log_start_offset,
-                        update_fetch_state=update_fetch_state)
+                        update_fetch_state=update_fetch_state,
+                    )
                 except Exception as exc:
                     res.error = exc
                     continue
@@ -834,8 +882,9 @@ class ReplicaManager:
                 pd.log_start_offset = rd.log_start_offset
                 pd.records = rd.records
                 if rd.diverging_epoch is not None:
-                    pd.diverging_epoch.CopyFrom(broker_pb2.EpochEndOffset(epoch=rd.diverging_epoch[0],
-                                                                          end_offset=rd.diverging_epoch[1]))
+                    pd.diverging_epoch.CopyFrom(
+                        broker_pb2.EpochEndOffset(epoch=rd.diverging_epoch[0], end_offset=rd.diverging_epoch[1])
+                    )
                 continue
             assert r.error is not None
             err = self._error(r.error, "fetch")
@@ -871,13 +920,15 @@ class ReplicaManager:
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
-                pr = tr.partitions.add(partition_index=p.partition_index, timestamp=-1, offset=-1,
-                                       leader_epoch=-1)
+                pr = tr.partitions.add(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
                 try:
                     part = self._hosted_partition(t.name, p.partition_index)
                     found = part.fetch_offset_for_timestamp(
-                        p.timestamp, current_leader_epoch=p.current_leader_epoch, is_consumer=is_consumer,
-                        require_leader=require_leader)
+                        p.timestamp,
+                        current_leader_epoch=p.current_leader_epoch,
+                        is_consumer=is_consumer,
+                        require_leader=require_leader,
+                    )
                 except Exception as exc:
                     pr.error.CopyFrom(self._error(exc, "list_offsets"))
                     continue
@@ -888,8 +939,9 @@ class ReplicaManager:
                     pr.leader_epoch = found.leader_epoch
         return resp
 
-    def offset_for_leader_epoch(self, req: broker_pb2.OffsetForLeaderEpochRequest
-                                ) -> broker_pb2.OffsetForLeaderEpochResponse:
+    def offset_for_leader_epoch(
+        self, req: broker_pb2.OffsetForLeaderEpochRequest
+    ) -> broker_pb2.OffsetForLeaderEpochResponse:
         """OffsetForLeaderEpoch: the largest epoch <= the one asked and its end offset, from the
         leader's epoch cache (followers use it to truncate, consumers to validate positions)."""
         R = broker_pb2.OffsetForLeaderEpochResponse
@@ -901,8 +953,9 @@ class ReplicaManager:
                 pr = tr.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
                 try:
                     part = self._hosted_partition(t.topic, p.partition)
-                    epoch, end = part.last_offset_for_leader_epoch(p.current_leader_epoch, p.leader_epoch,
-                                                                   require_leader=require_leader)
+                    epoch, end = part.last_offset_for_leader_epoch(
+                        p.current_leader_epoch, p.leader_epoch, require_leader=require_leader
+                    )
                 except Exception as exc:
                     pr.error.CopyFrom(self._error(exc, "offset_for_leader_epoch"))
                     continue

@@ -21,8 +21,9 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
-from kraftlog.metadata_log import MetadataDelta, MetadataImage
+from kraftlog.common import errors as kerr
 from kraftlog.common.config import parse_listeners
+from kraftlog.metadata_log import MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
@@ -34,7 +35,6 @@ from kraftlog.proto import (
     diagnostics_pb2_grpc,
     errors_pb2,
 )
-from kraftlog.common import errors as kerr
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
@@ -67,9 +67,15 @@ def broker_listener(config: Any) -> tuple[str, int]:
     raise ValueError("no broker listener in 'listeners'")
 
 
-def metadata_response(image: MetadataImage, req: broker_pb2.MetadataRequest, *, cluster_id: str,
-                      controller_id: int, listener: str = BROKER_LISTENER,
-                      auto_created: set[str] = frozenset()) -> broker_pb2.MetadataResponse:  # type: ignore[assignment]
+def metadata_response(
+    image: MetadataImage,
+    req: broker_pb2.MetadataRequest,
+    *,
+    cluster_id: str,
+    controller_id: int,
+    listener: str = BROKER_LISTENER,
+    auto_created: set[str] = frozenset(),
+) -> broker_pb2.MetadataResponse:
     """Kafka's MetadataResponse from the broker's image: unfenced brokers' endpoints, and for each
     topic its partitions with leader, epochs, replicas, ISR and offline replicas."""
     R = broker_pb2.MetadataResponse
@@ -86,8 +92,11 @@ def metadata_response(image: MetadataImage, req: broker_pb2.MetadataRequest, *, 
     for name in names:
         topic = image.topics.get_by_name(name)
         if topic is None:
-            err = (_err(kerr.LeaderNotAvailableError, "topic is being created") if name in auto_created
-                   else _err(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist"))
+            err = (
+                _err(kerr.LeaderNotAvailableError, "topic is being created")
+                if name in auto_created
+                else _err(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
+            )
             topics.append(R.Topic(error=err, name=name))
             continue
         parts = []
@@ -95,11 +104,22 @@ def metadata_response(image: MetadataImage, req: broker_pb2.MetadataRequest, *, 
             p = topic.partitions[pid]
             offline = [r for r in p.replicas if not image.cluster.is_unfenced(r)]
             perr = _err() if p.leader >= 0 else _err(kerr.LeaderNotAvailableError, "no leader")
-            parts.append(R.Partition(error=perr, partition_index=pid, leader_id=p.leader,
-                                     leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                                     isr_nodes=list(p.isr), offline_replicas=offline))
-        topics.append(R.Topic(error=_err(), name=name, topic_id=topic.topic_id,
-                              is_internal=name.startswith("__"), partitions=parts))
+            parts.append(
+                R.Partition(
+                    error=perr,
+                    partition_index=pid,
+                    leader_id=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    replica_nodes=list(p.replicas),
+                    isr_nodes=list(p.isr),
+                    offline_replicas=offline,
+                )
+            )
+        topics.append(
+            R.Topic(
+                error=_err(), name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"), partitions=parts
+            )
+        )
     return R(brokers=brokers, cluster_id=cluster_id, controller_id=controller_id, topics=topics)
 
 
@@ -110,9 +130,15 @@ class BrokerServer:
     a private one when None, so the counters always have a home).
     """
 
-    def __init__(self, config: Any, cluster_id: str, *, replica_manager_factory: Callable[..., Any] | None = None,
-                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        cluster_id: str,
+        *,
+        replica_manager_factory: Callable[..., Any] | None = None,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.broker_id: int = config.node_id
@@ -121,24 +147,39 @@ class BrokerServer:
         self.host, self.port = broker_listener(config)
         controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
         max_bytes = config["grpc.max.message.bytes"]
-        self.grpc_options = [("grpc.max_send_message_length", max_bytes),
-                             ("grpc.max_receive_message_length", max_bytes), *RECONNECT_OPTIONS]
+        self.grpc_options = [
+            ("grpc.max_send_message_length", max_bytes),
+            ("grpc.max_receive_message_length", max_bytes),
+            *RECONNECT_OPTIONS,
+        ]
         self.channel = ControllerChannel(controllers, options=self.grpc_options)
-        self.follower = MetadataFollower(controllers, broker_id=self.broker_id, listener=self._on_metadata,
-                                         broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                         fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"])
+        self.follower = MetadataFollower(
+            controllers,
+            broker_id=self.broker_id,
+            listener=self._on_metadata,
+            broker_epoch=lambda: self.lifecycle.broker_epoch,
+            fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+        )
         self.lifecycle = BrokerLifecycle(
-            self.channel, broker_id=self.broker_id, cluster_id=cluster_id,
-            listeners=[controller_pb2.Endpoint(name=BROKER_LISTENER, host=self.host, port=self.port,
-                                               security_protocol="PLAINTEXT")],
-            rack=config["broker.rack"], log_dirs=config.log_dirs,
+            self.channel,
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            listeners=[
+                controller_pb2.Endpoint(
+                    name=BROKER_LISTENER, host=self.host, port=self.port, security_protocol="PLAINTEXT"
+                )
+            ],
+            rack=config["broker.rack"],
+            log_dirs=config.log_dirs,
             heartbeat_interval_ms=config["broker.heartbeat.interval.ms"],
             session_timeout_ms=config["broker.session.timeout.ms"],
             metadata_offset=lambda: self.follower.offset,
-            on_quorum_high_watermark=self.follower.note_quorum_high_watermark)
+            on_quorum_high_watermark=self.follower.note_quorum_high_watermark,
+        )
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
-            self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition)
+            self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition
+        )
         self.replicas: Any = None
         self.fetchers: Any = None
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
@@ -146,33 +187,42 @@ class BrokerServer:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self.metrics = BrokerTopicMetrics(registry)
-        self.metrics.registry.register(BrokerStateCollector(
-            partitions=lambda: self.replicas.partitions() if self.replicas is not None else {},
-            image=lambda: self.follower.image, metadata_high_watermark=lambda: self.follower.high_watermark))
+        self.metrics.registry.register(
+            BrokerStateCollector(
+                partitions=lambda: self.replicas.partitions() if self.replicas is not None else {},
+                image=lambda: self.follower.image,
+                metadata_high_watermark=lambda: self.follower.high_watermark,
+            )
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Open the logs (recovering after an unclean stop), then follow metadata and register."""
         factory = self._replica_manager_factory or ReplicaManager.create
-        self.replicas = factory(self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms,
-                                metrics=self.metrics)
+        self.replicas = factory(
+            self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms, metrics=self.metrics
+        )
         self.replicas.startup()
         self.fetchers = ReplicaFetcherManager.from_config(
-            self.replicas, fetch=self._peer_fetch, offset_for_leader_epoch=self._peer_offset_for_leader_epoch,
-            broker_epoch=lambda: self.lifecycle.broker_epoch)
+            self.replicas,
+            fetch=self._peer_fetch,
+            offset_for_leader_epoch=self._peer_offset_for_leader_epoch,
+            broker_epoch=lambda: self.lifecycle.broker_epoch,
+        )
         self.replicas.fetcher_manager = self.fetchers
         self.follower.start()
         self.lifecycle.start()
-        self._tasks.append(asyncio.get_running_loop().create_task(self.replicas.run_scheduler(),
-                                                                  name="broker-scheduler"))
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(self.replicas.run_scheduler(), name="broker-scheduler")
+        )
         self._log.info("broker_started", address=f"{self.host}:{self.port}")
 
     async def wait_ready(self, timeout_s: float) -> bool:
         try:
             await asyncio.wait_for(self.lifecycle.unfenced.wait(), timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     async def wait_fenced(self) -> None:
@@ -197,8 +247,9 @@ class BrokerServer:
         await self.channel.close()
         self._log.info("broker_stopped")
 
-    async def _send_alter_partition(self, request: controller_pb2.AlterPartitionRequest
-                                    ) -> controller_pb2.AlterPartitionResponse:
+    async def _send_alter_partition(
+        self, request: controller_pb2.AlterPartitionRequest
+    ) -> controller_pb2.AlterPartitionResponse:
         return await self.channel.call("controller", "AlterPartition", request, timeout_s=10.0)
 
     def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
@@ -212,8 +263,9 @@ class BrokerServer:
         timeout = request.max_wait_ms / 1000.0 + 10.0
         return await self._peer(address).Fetch(request, timeout=timeout)
 
-    async def _peer_offset_for_leader_epoch(self, address: str, request: broker_pb2.OffsetForLeaderEpochRequest
-                                            ) -> broker_pb2.OffsetForLeaderEpochResponse:
+    async def _peer_offset_for_leader_epoch(
+        self, address: str, request: broker_pb2.OffsetForLeaderEpochRequest
+    ) -> broker_pb2.OffsetForLeaderEpochResponse:
         return await self._peer(address).OffsetForLeaderEpoch(request, timeout=10.0)
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
@@ -235,15 +287,24 @@ class BrokerServer:
         missing = [t for t in req.topics if image.topics.get_by_name(t) is None] if not req.all_topics else []
         if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
             await self._auto_create(missing)
-        return metadata_response(image, req, cluster_id=self.cluster_id,
-                                 controller_id=self.follower.leader_id,
-                                 auto_created=self._auto_created)
+        return metadata_response(
+            image,
+            req,
+            cluster_id=self.cluster_id,
+            controller_id=self.follower.leader_id,
+            auto_created=self._auto_created,
+        )
 
     async def _auto_create(self, names: list[str]) -> None:
         """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client
         sees LEADER_NOT_AVAILABLE until the topic's partitions have leaders."""
-        req = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(
-            name=n, num_partitions=-1, replication_factor=-1) for n in names], timeout_ms=5000)
+        req = admin_pb2.CreateTopicsRequest(
+            topics=[
+                admin_pb2.CreateTopicsRequest.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+                for n in names
+            ],
+            timeout_ms=5000,
+        )
         try:
             resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
         except kerr.KafkaError as err:
@@ -301,9 +362,11 @@ def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServi
         async def forward(self: Any, request: Any, context: Any) -> Any:
             # admin writes (CreateTopics of many topics) may take longer than a heartbeat
             return await server.channel.call("admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0)
+
         forward.__name__ = name
         return forward
 
-    cls = type("_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,),
-               {m.name: make(m.name) for m in methods})
+    cls = type(
+        "_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,), {m.name: make(m.name) for m in methods}
+    )
     return cls()

@@ -34,7 +34,24 @@ from kraftlog.node._errors import NodeStartupError
 __all__ = ["main", "build_parser"]
 
 # Subcommand modules, in the order `kraftlog --help` lists them.
-_COMMAND_MODULES: tuple[str, ...] = ("kraftlog.cli._serve", "kraftlog.cli._local", "kraftlog.cli._chaos", "kraftlog.cli._storage", "kraftlog.cli._dump_log", "kraftlog.cli._demo", "kraftlog.cli._topics", "kraftlog.cli._configs", "kraftlog.cli._reassign", "kraftlog.cli._elect_leaders", "kraftlog.cli._quorum", "kraftlog.cli._metadata", "kraftlog.cli._snapshot", "kraftlog.cli._produce", "kraftlog.cli._consume", "kraftlog.cli._perf")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "kraftlog.cli._serve",
+    "kraftlog.cli._local",
+    "kraftlog.cli._chaos",
+    "kraftlog.cli._storage",
+    "kraftlog.cli._dump_log",
+    "kraftlog.cli._demo",
+    "kraftlog.cli._topics",
+    "kraftlog.cli._configs",
+    "kraftlog.cli._reassign",
+    "kraftlog.cli._elect_leaders",
+    "kraftlog.cli._quorum",
+    "kraftlog.cli._metadata",
+    "kraftlog.cli._snapshot",
+    "kraftlog.cli._produce",
+    "kraftlog.cli._consume",
+    "kraftlog.cli._perf",
+)
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _PROG = "kraftlog"
 
@@ -50,13 +67,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = KraftlogArgumentParser(
         prog=_PROG,
         description="kraftlog: a Kafka-style distributed commit log. "
-                    "Run 'kraftlog COMMAND --help' for a command's options.")
+        "Run 'kraftlog COMMAND --help' for a command's options.",
+    )
     parser.add_argument(
-        "--version", action="version", version=f"{_PROG} {__version__}",
-        help="print the installed kraftlog version and exit")
+        "--version",
+        action="version",
+        version=f"{_PROG} {__version__}",
+        help="print the installed kraftlog version and exit",
+    )
     parser.add_argument(
-        "--log-level", choices=_LOG_LEVELS, default="warning",
-        help="level of the diagnostic log written to stderr (default: warning)")
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="warning",
+        help="level of the diagnostic log written to stderr (default: warning)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar=COMMAND_METAVAR, title="commands")
     subparsers.required = True
     for module in _load_commands():
@@ -80,8 +104,7 @@ def _configure_logging(level: str) -> None:
             configure_logging(node_id=None, role="cli", level=level, stream=LateStderr())
             return
         except Exception as err:  # a bug in the logging setup must not stop the tool
-            print(f"{_PROG}: warning: logging setup failed ({err}); using plain stderr logging",
-                  file=sys.stderr)
+            print(f"{_PROG}: warning: logging setup failed ({err}); using plain stderr logging", file=sys.stderr)
     _fallback_logging(level)
 
 

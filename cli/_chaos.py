@@ -82,35 +82,62 @@ def _interval(text: str) -> tuple[float, float]:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("chaos", help="seeded fault injection with a checker", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "chaos",
+        help="seeded fault injection with a checker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="chaos_command", metavar="ACTION")
     sub.required = True
-    run_p = sub.add_parser("run", help="run faults under an acks=all workload, then check", description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    run_p = sub.add_parser(
+        "run",
+        help="run faults under an acks=all workload, then check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = run_p.add_mutually_exclusive_group()
     where.add_argument("--dir", help="a cluster started by `kraftlog local start --dir D`")
     where.add_argument("--inventory", help="TOML inventory of a systemd cluster")
-    run_p.add_argument("--profile", choices=PROFILES, default="data",
-                       help="data (default): acks=all produce workload, broker and controller faults; quorum: "
-                            "admin workload with timed-out retried calls, controller quorum faults, metadata log checks")
+    run_p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="data",
+        help="data (default): acks=all produce workload, broker and controller faults; quorum: "
+        "admin workload with timed-out retried calls, controller quorum faults, metadata log checks",
+    )
     run_p.add_argument("--dry-run", action="store_true", help="with --inventory: print remote commands only")
     run_p.add_argument("--duration", type=parse_duration_s, default=600.0, help="e.g. 90s, 10m, 30m (default 10m)")
     run_p.add_argument("--seed", type=int, default=None, help="seed of the fault schedule (default: random)")
-    run_p.add_argument("--interval", type=_interval, default=None,
-                       help="seconds between fault starts, LOW-HIGH (default 5-10; quorum profile 6-12)")
+    run_p.add_argument(
+        "--interval",
+        type=_interval,
+        default=None,
+        help="seconds between fault starts, LOW-HIGH (default 5-10; quorum profile 6-12)",
+    )
     run_p.add_argument("--partitions", type=int, default=3, help="partitions of the workload topic (default 3)")
-    run_p.add_argument("--faults", default="",
-                       help="comma-separated fault kinds to use (default: all of the profile). data: "
-                            "kill_broker, kill_active_controller, pause, restart, kill_minority, "
-                            "partition_active_controller, partition_leader; quorum: pause_standbys, "
-                            "pause_active_controller, kill_active_controller, kill_majority, "
-                            "partition_active_controller")
-    run_p.add_argument("--session-timeout-ms", type=int, default=None,
-                       help="the brokers' broker.session.timeout.ms (pauses outlast it; default: read from "
-                            "the local cluster's config, else Kafka's 9000)")
-    run_p.add_argument("--network", choices=("auto", "netns", "loopback"), default="auto",
-                       help="network of the run's own cluster (default auto: netns when possible)")
+    run_p.add_argument(
+        "--faults",
+        default="",
+        help="comma-separated fault kinds to use (default: all of the profile). data: "
+        "kill_broker, kill_active_controller, pause, restart, kill_minority, "
+        "partition_active_controller, partition_leader; quorum: pause_standbys, "
+        "pause_active_controller, kill_active_controller, kill_majority, "
+        "partition_active_controller",
+    )
+    run_p.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=None,
+        help="the brokers' broker.session.timeout.ms (pauses outlast it; default: read from "
+        "the local cluster's config, else Kafka's 9000)",
+    )
+    run_p.add_argument(
+        "--network",
+        choices=("auto", "netns", "loopback"),
+        default="auto",
+        help="network of the run's own cluster (default auto: netns when possible)",
+    )
     run_p.add_argument("--work-dir", help="where the run's own cluster lives (default: a temporary directory)")
     add_output_option(run_p)
     return parser
@@ -145,8 +172,10 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"unknown fault kind(s) {unknown} for the {args.profile} profile; known: {', '.join(known)}")
     if quorum and args.inventory:
-        raise UserError("the quorum profile reads every node's metadata log and log files: it runs against a "
-                        "local cluster only (--dir D, or none to start its own)")
+        raise UserError(
+            "the quorum profile reads every node's metadata log and log files: it runs against a "
+            "local cluster only (--dir D, or none to start its own)"
+        )
     interval = args.interval or ((6.0, 12.0) if quorum else (5.0, 10.0))
     if args.partitions < 1:
         raise UserError("--partitions must be >= 1")
@@ -179,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
         cluster = LocalCluster.load(args.dir)
         down = sorted(n for n in cluster.nodes if not cluster.is_running(n))
         if down:
-            raise UserError(f"node(s) {down} of the cluster in {args.dir} are not running "
-                            f"(kraftlog local start --dir {args.dir})")
+            raise UserError(
+                f"node(s) {down} of the cluster in {args.dir} are not running (kraftlog local start --dir {args.dir})"
+            )
         cluster.enter_network()
         target = LocalTarget(cluster)
         session_ms = args.session_timeout_ms or _session_timeout_ms(cluster)
@@ -199,8 +229,9 @@ def run(args: argparse.Namespace) -> int:
             tmp = tempfile.TemporaryDirectory(prefix="kraftlog-chaos-")
             base = Path(tmp.name)
         overrides = QUORUM_OWN_CLUSTER_OVERRIDES if quorum else OWN_CLUSTER_OVERRIDES
-        own_cluster = LocalCluster(base / "cluster", controllers=3, brokers=1 if quorum else 3, network=network,
-                                   overrides=overrides)
+        own_cluster = LocalCluster(
+            base / "cluster", controllers=3, brokers=1 if quorum else 3, network=network, overrides=overrides
+        )
         own_cluster.plan()
         if quorum:
             originals = _start_in_phase_one(own_cluster)
@@ -213,13 +244,27 @@ def run(args: argparse.Namespace) -> int:
         if quorum:
             from kraftlog.deploy.chaos import QuorumSettings, run_quorum_chaos
 
-            result = run_quorum_chaos(target, QuorumSettings(duration_s=args.duration, seed=seed, interval_s=interval,
-                                                             kinds=kinds), out=out, stop=stop,
-                                      original_configs=originals)
+            result = run_quorum_chaos(
+                target,
+                QuorumSettings(duration_s=args.duration, seed=seed, interval_s=interval, kinds=kinds),
+                out=out,
+                stop=stop,
+                original_configs=originals,
+            )
         else:
-            result = run_chaos(target, ChaosSettings(duration_s=args.duration, seed=seed, interval_s=interval,
-                                                     partitions=args.partitions, session_timeout_ms=session_ms,
-                                                     kinds=kinds), out=out, stop=stop)
+            result = run_chaos(
+                target,
+                ChaosSettings(
+                    duration_s=args.duration,
+                    seed=seed,
+                    interval_s=interval,
+                    partitions=args.partitions,
+                    session_timeout_ms=session_ms,
+                    kinds=kinds,
+                ),
+                out=out,
+                stop=stop,
+            )
     finally:
         if own_cluster is not None:
             own_cluster.stop()
@@ -242,8 +287,9 @@ def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:
     return originals
 
 
-def _dry_run(target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, duration_s: float,
-             interval: tuple[float, float]) -> int:
+def _dry_run(
+    target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, duration_s: float, interval: tuple[float, float]
+) -> int:
     """Print the schedule a run with this seed starts with, and the commands of each fault."""
     import random
 

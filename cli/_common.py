@@ -61,7 +61,7 @@ class KraftlogArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         prefix = f"argument {COMMAND_METAVAR}: invalid choice:"
         if message.startswith(prefix):
-            message = "unknown command" + message[len(prefix) - 1:]
+            message = "unknown command" + message[len(prefix) - 1 :]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -89,8 +89,11 @@ class LateStderr:
 def add_output_option(parser: argparse.ArgumentParser) -> None:
     """``--output {table,json}``: tables for people (the default), JSON for scripts."""
     parser.add_argument(
-        "--output", choices=OUTPUT_FORMATS, default="table",
-        help="output format: 'table' for people (default), 'json' for scripts")
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="output format: 'table' for people (default), 'json' for scripts",
+    )
 
 
 def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -99,9 +102,12 @@ def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bo
     Offline tools (``dump-log``, ``demo``) do not take it; commands that talk to a cluster do.
     """
     parser.add_argument(
-        "--bootstrap-server", required=required, metavar="HOST:PORT[,HOST:PORT...]",
+        "--bootstrap-server",
+        required=required,
+        metavar="HOST:PORT[,HOST:PORT...]",
         type=_bootstrap_servers,
-        help="comma-separated addresses of brokers or controllers to connect to")
+        help="comma-separated addresses of brokers or controllers to connect to",
+    )
 
 
 def _bootstrap_servers(text: str) -> list[str]:
@@ -138,12 +144,10 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """
     cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
-                     for row in cells)
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells)
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
-                file: TextIO | None = None) -> None:
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, file: TextIO | None = None) -> None:
     print(format_table(headers, rows), file=file if file is not None else sys.stdout)
 
 

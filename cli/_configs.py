@@ -66,8 +66,10 @@ def parse_config_list(texts: Sequence[str], option: str) -> dict[str, str]:
             key, sep, value = item.partition("=")
             key, value = key.strip(), value.strip()
             if not sep or not key:
-                raise UserError(f"invalid {option} entry {item.strip()!r}: expected key=value "
-                                f"(put values with commas in square brackets: key=[a,b])")
+                raise UserError(
+                    f"invalid {option} entry {item.strip()!r}: expected key=value "
+                    f"(put values with commas in square brackets: key=[a,b])"
+                )
             if value.startswith("[") and value.endswith("]"):
                 value = value[1:-1]
             out[key] = value
@@ -88,36 +90,43 @@ def parse_name_list(texts: Sequence[str], option: str) -> list[str]:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "configs", help="describe and alter topic and broker configs (kafka-configs)",
-        description="Describe and alter the dynamic configs of topics and brokers, like Kafka's "
-                    "kafka-configs.sh.")
+        "configs",
+        help="describe and alter topic and broker configs (kafka-configs)",
+        description="Describe and alter the dynamic configs of topics and brokers, like Kafka's kafka-configs.sh.",
+    )
     sub = parser.add_subparsers(dest="configs_command", metavar="ACTION")
     sub.required = True
 
     def entity_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--entity-type", required=True, choices=sorted(RESOURCE_TYPES),
-                       help="the kind of entity")
-        p.add_argument("--entity-name", default=None, metavar="NAME",
-                       help="topic name or broker id")
-        p.add_argument("--entity-default", action="store_true",
-                       help="the cluster-wide default broker configs (with --entity-type brokers)")
+        p.add_argument("--entity-type", required=True, choices=sorted(RESOURCE_TYPES), help="the kind of entity")
+        p.add_argument("--entity-name", default=None, metavar="NAME", help="topic name or broker id")
+        p.add_argument(
+            "--entity-default",
+            action="store_true",
+            help="the cluster-wide default broker configs (with --entity-type brokers)",
+        )
 
     describe = sub.add_parser("describe", help="show the configs of a topic or broker")
     entity_options(describe)
-    describe.add_argument("--all", action="store_true",
-                          help="every effective config, not only the dynamic ones")
+    describe.add_argument("--all", action="store_true", help="every effective config, not only the dynamic ones")
     add_admin_options(describe)
 
     alter = sub.add_parser("alter", help="set or delete configs of a topic or broker")
     entity_options(alter)
-    alter.add_argument("--add-config", action="append", default=[], metavar="K=V,K2=[A,B],...",
-                       help="configs to set")
-    alter.add_argument("--delete-config", action="append", default=[], metavar="K,K2,...",
-                       help="configs to remove (back to their default)")
-    alter.add_argument("--append-config", action="append", default=[], metavar="K=V,...",
-                       help="values to append to list configs")
-    alter.add_argument("--subtract-config", action="append", default=[], metavar="K=V,...",
-                       help="values to remove from list configs")
+    alter.add_argument("--add-config", action="append", default=[], metavar="K=V,K2=[A,B],...", help="configs to set")
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="K,K2,...",
+        help="configs to remove (back to their default)",
+    )
+    alter.add_argument(
+        "--append-config", action="append", default=[], metavar="K=V,...", help="values to append to list configs"
+    )
+    alter.add_argument(
+        "--subtract-config", action="append", default=[], metavar="K=V,...", help="values to remove from list configs"
+    )
     add_admin_options(alter)
     return parser
 
@@ -132,8 +141,10 @@ def _entity(args: argparse.Namespace) -> tuple[int, str, str]:
             raise UserError("--entity-name and --entity-default cannot be used together")
         return RESOURCE_TYPES[etype], "", "default config for brokers in the cluster"
     if args.entity_name is None or not args.entity_name.strip():
-        raise UserError(f"--entity-name is required with --entity-type {etype}"
-                        + (" (or --entity-default)" if etype == "brokers" else ""))
+        raise UserError(
+            f"--entity-name is required with --entity-type {etype}"
+            + (" (or --entity-default)" if etype == "brokers" else "")
+        )
     name = args.entity_name.strip()
     if etype == "brokers":
         try:
@@ -155,18 +166,26 @@ def run(args: argparse.Namespace) -> int:
     appends = parse_config_list(args.append_config, "--append-config")
     subtracts = parse_config_list(args.subtract_config, "--subtract-config")
     if not (sets or deletes or appends or subtracts):
-        raise UserError("at least one of --add-config, --delete-config, --append-config or "
-                        "--subtract-config is required")
+        raise UserError(
+            "at least one of --add-config, --delete-config, --append-config or --subtract-config is required"
+        )
     seen: dict[str, str] = {}
-    for option, keys in (("--add-config", sets), ("--delete-config", deletes),
-                         ("--append-config", appends), ("--subtract-config", subtracts)):
+    for option, keys in (
+        ("--add-config", sets),
+        ("--delete-config", deletes),
+        ("--append-config", appends),
+        ("--subtract-config", subtracts),
+    ):
         for key in keys:
             if key in seen:
                 raise UserError(f"config {key!r} is given to both {seen[key]} and {option}")
             seen[key] = option
-    ops = ([(k, OP_SET, v) for k, v in sets.items()] + [(k, OP_DELETE, "") for k in deletes]
-           + [(k, OP_APPEND, v) for k, v in appends.items()]
-           + [(k, OP_SUBTRACT, v) for k, v in subtracts.items()])
+    ops = (
+        [(k, OP_SET, v) for k, v in sets.items()]
+        + [(k, OP_DELETE, "") for k in deletes]
+        + [(k, OP_APPEND, v) for k, v in appends.items()]
+        + [(k, OP_SUBTRACT, v) for k, v in subtracts.items()]
+    )
 
     def body(admin: Any) -> int:
         response = admin.incremental_alter_configs({(rtype, rname): ops})
@@ -175,8 +194,16 @@ def run(args: argparse.Namespace) -> int:
         for result in response.results:
             raise_if_error(result.error)
         if args.output == "json":
-            print_json({"entity_type": args.entity_type, "entity_name": rname or None,
-                        "set": sets, "deleted": deletes, "appended": appends, "subtracted": subtracts})
+            print_json(
+                {
+                    "entity_type": args.entity_type,
+                    "entity_name": rname or None,
+                    "set": sets,
+                    "deleted": deletes,
+                    "appended": appends,
+                    "subtracted": subtracts,
+                }
+            )
         else:
             print(f"Completed updating {what}.")
         return EXIT_OK
@@ -198,15 +225,29 @@ def _describe(admin: Any, args: argparse.Namespace, rtype: int, rname: str) -> i
     if result is None:
         raise ClusterError("UNKNOWN_SERVER_ERROR", "the response has no result")
     raise_if_error(result.error)
-    source = _DEFAULT_BROKER_SOURCE if (args.entity_type == "brokers" and not rname) \
-        else _DYNAMIC_SOURCE[args.entity_type]
+    source = (
+        _DEFAULT_BROKER_SOURCE if (args.entity_type == "brokers" and not rname) else _DYNAMIC_SOURCE[args.entity_type]
+    )
     entries = [e for e in result.configs if args.all or e.source == source]
     entries.sort(key=lambda e: e.name)
     if args.output == "json":
-        print_json({"entity_type": args.entity_type, "entity_name": rname or None, "configs": [
-            {"name": e.name, "value": e.value if e.has_value and not e.is_sensitive else None,
-             "source": e.source, "is_default": e.is_default, "read_only": e.read_only,
-             "is_sensitive": e.is_sensitive} for e in entries]})
+        print_json(
+            {
+                "entity_type": args.entity_type,
+                "entity_name": rname or None,
+                "configs": [
+                    {
+                        "name": e.name,
+                        "value": e.value if e.has_value and not e.is_sensitive else None,
+                        "source": e.source,
+                        "is_default": e.is_default,
+                        "read_only": e.read_only,
+                        "is_sensitive": e.is_sensitive,
+                    }
+                    for e in entries
+                ],
+            }
+        )
         return EXIT_OK
     print(_heading(args, rname))
     for e in entries:

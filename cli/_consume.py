@@ -75,8 +75,11 @@ class MessageFormatter:
             fields.append(b"Offset:%d" % record.offset)
         if self.print_headers:
             if record.headers:
-                fields.append(self.headers_separator.join(
-                    k.encode("utf-8") + self.headers_key_separator + self._bytes(v) for k, v in record.headers))
+                fields.append(
+                    self.headers_separator.join(
+                        k.encode("utf-8") + self.headers_key_separator + self._bytes(v) for k, v in record.headers
+                    )
+                )
             else:
                 fields.append(b"NO_HEADERS")
         if self.print_key:
@@ -88,32 +91,73 @@ class MessageFormatter:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "consume", help="print the records of a topic (kafka-console-consumer)",
+        "consume",
+        help="print the records of a topic (kafka-console-consumer)",
         description="Print the records of a topic's partitions, like Kafka's kafka-console-consumer.sh "
-                    "with --partition/--offset (no consumer groups yet).")
+        "with --partition/--offset (no consumer groups yet).",
+    )
     add_bootstrap_server_option(parser)
     parser.add_argument("--topic", required=True, help="the topic to read")
-    parser.add_argument("--partition", type=non_negative_int, default=None, metavar="P",
-                        help="read only this partition (default: all partitions of the topic)")
-    parser.add_argument("--offset", default=None, metavar="N|earliest|latest",
-                        help="where to start in --partition: an offset, earliest or latest (default: latest)")
-    parser.add_argument("--from-beginning", action="store_true",
-                        help="start with the earliest record instead of the end")
-    parser.add_argument("--max-messages", type=non_negative_int, default=None, metavar="N",
-                        help="exit after N records (default: no limit)")
-    parser.add_argument("--timeout-ms", type=non_negative_int, default=None, metavar="MS",
-                        help="exit when no record arrived for MS milliseconds (default: wait forever)")
-    parser.add_argument("--property", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="formatter property: print.timestamp, print.partition, print.offset, "
-                             "print.headers, print.key, print.value, key.separator, line.separator, "
-                             "headers.separator, headers.key.separator, null.literal")
-    parser.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
-                        default="read_uncommitted",
-                        help="read_committed is refused until kraftlog has transactions")
-    parser.add_argument("--consumer-property", action="append", default=[], metavar="NAME=VALUE",
-                        help="a consumer config, e.g. fetch.max.wait.ms=100 (repeatable)")
-    parser.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE",
-                        help="a properties file of consumer configs")
+    parser.add_argument(
+        "--partition",
+        type=non_negative_int,
+        default=None,
+        metavar="P",
+        help="read only this partition (default: all partitions of the topic)",
+    )
+    parser.add_argument(
+        "--offset",
+        default=None,
+        metavar="N|earliest|latest",
+        help="where to start in --partition: an offset, earliest or latest (default: latest)",
+    )
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start with the earliest record instead of the end"
+    )
+    parser.add_argument(
+        "--max-messages",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="exit after N records (default: no limit)",
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=non_negative_int,
+        default=None,
+        metavar="MS",
+        help="exit when no record arrived for MS milliseconds (default: wait forever)",
+    )
+    parser.add_argument(
+        "--property",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="formatter property: print.timestamp, print.partition, print.offset, "
+        "print.headers, print.key, print.value, key.separator, line.separator, "
+        "headers.separator, headers.key.separator, null.literal",
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed is refused until kraftlog has transactions",
+    )
+    parser.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a consumer config, e.g. fetch.max.wait.ms=100 (repeatable)",
+    )
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        default=None,
+        metavar="FILE",
+        help="a properties file of consumer configs",
+    )
     return parser
 
 
@@ -174,8 +218,10 @@ def run(args: argparse.Namespace) -> int:
 
     where, offset = _start(args)
     formatter = MessageFormatter(parse_properties(args.property, "--property"))
-    config: dict[str, Any] = {"auto_offset_reset": "earliest" if where == "earliest" else "latest",
-                              "isolation_level": args.isolation_level}
+    config: dict[str, Any] = {
+        "auto_offset_reset": "earliest" if where == "earliest" else "latest",
+        "isolation_level": args.isolation_level,
+    }
     config.update(consumer_settings(args))
     try:
         consumer = make_consumer(args.bootstrap_server, **config)
@@ -187,13 +233,17 @@ def run(args: argparse.Namespace) -> int:
         try:
             partitions = consumer.partitions_for_topic(args.topic, args.timeout_ms)
         except kerr.KafkaError as err:
-            print(f"{_PROG} {args.command}: error: topic {args.topic!r}: {err.error_name}: {err.message}",
-                  file=sys.stderr)
+            print(
+                f"{_PROG} {args.command}: error: topic {args.topic!r}: {err.error_name}: {err.message}", file=sys.stderr
+            )
             return EXIT_FAILURE
         if args.partition is not None:
             if args.partition not in partitions:
-                print(f"{_PROG} {args.command}: error: partition {args.partition} of topic {args.topic!r} "
-                      f"does not exist (it has {len(partitions)})", file=sys.stderr)
+                print(
+                    f"{_PROG} {args.command}: error: partition {args.partition} of topic {args.topic!r} "
+                    f"does not exist (it has {len(partitions)})",
+                    file=sys.stderr,
+                )
                 return EXIT_FAILURE
             partitions = [args.partition]
         tps = [(args.topic, p) for p in partitions]

@@ -48,11 +48,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "demo",
         help="write, read and roll a demo partition log on local disk, then dump it",
         description="Create the partition log DIR/demo-0 (removed first, so reruns start clean), "
-                    "append batches with keys, headers and every compression codec plus a "
-                    "committed transaction, read them back, roll a segment, print a summary and "
-                    "the dump of the first segment.")
-    parser.add_argument("--dir", required=True, type=Path, metavar="DIR",
-                        help="directory to create the demo partition log in")
+        "append batches with keys, headers and every compression codec plus a "
+        "committed transaction, read them back, roll a segment, print a summary and "
+        "the dump of the first segment.",
+    )
+    parser.add_argument(
+        "--dir", required=True, type=Path, metavar="DIR", help="directory to create the demo partition log in"
+    )
     add_output_option(parser)
     return parser
 
@@ -70,23 +72,40 @@ class _Appended:
 def _batches(now_ms: int) -> list[tuple[str, CompressionType, bytes, AppendOrigin]]:
     """The demo's writes: one batch per codec, then a transaction (data + COMMIT marker)."""
     out: list[tuple[str, CompressionType, bytes, AppendOrigin]] = []
-    codecs = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
-              CompressionType.LZ4, CompressionType.ZSTD]
+    codecs = [
+        CompressionType.NONE,
+        CompressionType.GZIP,
+        CompressionType.SNAPPY,
+        CompressionType.LZ4,
+        CompressionType.ZSTD,
+    ]
     for n, codec in enumerate(codecs):
         records = [
-            (f"user-{n}-{i}".encode(), f'{{"event": "click", "n": {n * 10 + i}}}'.encode(),
-             [Header("source", b"kraftlog-demo"), Header("codec", codec.name.lower().encode())])
+            (
+                f"user-{n}-{i}".encode(),
+                f'{{"event": "click", "n": {n * 10 + i}}}'.encode(),
+                [Header("source", b"kraftlog-demo"), Header("codec", codec.name.lower().encode())],
+            )
             for i in range(3)
         ]
         data = build_batch(records, timestamp_ms=now_ms + n, compression=codec)
         out.append(("3 keyed records", codec, data, AppendOrigin.CLIENT))
-    txn = build_batch([(b"order-1", b"created"), (b"order-1", b"paid")], timestamp_ms=now_ms + 10,
-                      producer_id=_PRODUCER_ID, producer_epoch=0, base_sequence=0,
-                      is_transactional=True)
+    txn = build_batch(
+        [(b"order-1", b"created"), (b"order-1", b"paid")],
+        timestamp_ms=now_ms + 10,
+        producer_id=_PRODUCER_ID,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
     out.append(("transactional records", CompressionType.NONE, txn, AppendOrigin.CLIENT))
-    marker = build_control_batch(ControlRecordType.COMMIT, producer_id=_PRODUCER_ID,
-                                 producer_epoch=0, coordinator_epoch=_COORDINATOR_EPOCH,
-                                 timestamp_ms=now_ms + 11)
+    marker = build_control_batch(
+        ControlRecordType.COMMIT,
+        producer_id=_PRODUCER_ID,
+        producer_epoch=0,
+        coordinator_epoch=_COORDINATOR_EPOCH,
+        timestamp_ms=now_ms + 11,
+    )
     out.append(("COMMIT marker", CompressionType.NONE, marker, AppendOrigin.COORDINATOR))
     return out
 
@@ -130,11 +149,20 @@ def _exercise_log(part_dir: Path, config: LogConfig) -> tuple[dict[str, Any], Pa
         appended = _append_all(log, now_ms)
         read_back = _read_back(log)
         log.roll()
-        extra = build_batch([(b"user-9-0", b'{"event": "after-roll"}')], timestamp_ms=now_ms + 20,
-                            compression=CompressionType.ZSTD)
+        extra = build_batch(
+            [(b"user-9-0", b'{"event": "after-roll"}')], timestamp_ms=now_ms + 20, compression=CompressionType.ZSTD
+        )
         info = log.append_as_leader(extra, _LEADER_EPOCH)
-        appended.append(_Appended("1 record after the roll", "zstd", info.first_offset,
-                                  info.last_offset, info.num_records, info.valid_bytes))
+        appended.append(
+            _Appended(
+                "1 record after the roll",
+                "zstd",
+                info.first_offset,
+                info.last_offset,
+                info.num_records,
+                info.valid_bytes,
+            )
+        )
         summary = {
             "partition_dir": str(part_dir),
             "log_start_offset": log.log_start_offset,
@@ -143,9 +171,13 @@ def _exercise_log(part_dir: Path, config: LogConfig) -> tuple[dict[str, Any], Pa
             "records_read_back": read_back,
             "appended": [asdict(a) for a in appended],
             "segments": [
-                {"base_offset": seg.base_offset, "file": seg.log_path.name, "size_bytes": seg.size,
-                 "index_entries": seg.offset_index.entries,
-                 "time_index_entries": seg.time_index.entries}
+                {
+                    "base_offset": seg.base_offset,
+                    "file": seg.log_path.name,
+                    "size_bytes": seg.size,
+                    "index_entries": seg.offset_index.entries,
+                    "time_index_entries": seg.time_index.entries,
+                }
                 for seg in log.segments
             ],
         }
@@ -159,8 +191,11 @@ def _append_all(log: Log, now_ms: int) -> list[_Appended]:
     appended = []
     for description, codec, data, origin in _batches(now_ms):
         info = log.append_as_leader(data, _LEADER_EPOCH, origin=origin)
-        appended.append(_Appended(description, codec.name.lower(), info.first_offset,
-                                  info.last_offset, info.num_records, info.valid_bytes))
+        appended.append(
+            _Appended(
+                description, codec.name.lower(), info.first_offset, info.last_offset, info.num_records, info.valid_bytes
+            )
+        )
     return appended
 
 
@@ -181,14 +216,24 @@ def _read_back(log: Log) -> int:
 
 def _print_summary(summary: dict[str, Any]) -> None:
     print(f"Demo partition log: {summary['partition_dir']}")
-    print(f"Offsets: start {summary['log_start_offset']}, end {summary['log_end_offset']}; "
-          f"{summary['size_bytes']} bytes on disk; "
-          f"{summary['records_read_back']} data records read back")
+    print(
+        f"Offsets: start {summary['log_start_offset']}, end {summary['log_end_offset']}; "
+        f"{summary['size_bytes']} bytes on disk; "
+        f"{summary['records_read_back']} data records read back"
+    )
     print()
-    print_table(["DESCRIPTION", "CODEC", "OFFSETS", "RECORDS", "BYTES"],
-                [(a["description"], a["codec"], f"{a['first_offset']}-{a['last_offset']}",
-                  a["records"], a["bytes"]) for a in summary["appended"]])
+    print_table(
+        ["DESCRIPTION", "CODEC", "OFFSETS", "RECORDS", "BYTES"],
+        [
+            (a["description"], a["codec"], f"{a['first_offset']}-{a['last_offset']}", a["records"], a["bytes"])
+            for a in summary["appended"]
+        ],
+    )
     print()
-    print_table(["SEGMENT", "BASE OFFSET", "SIZE", "INDEX ENTRIES", "TIME INDEX ENTRIES"],
-                [(s["file"], s["base_offset"], s["size_bytes"], s["index_entries"],
-                  s["time_index_entries"]) for s in summary["segments"]])
+    print_table(
+        ["SEGMENT", "BASE OFFSET", "SIZE", "INDEX ENTRIES", "TIME INDEX ENTRIES"],
+        [
+            (s["file"], s["base_offset"], s["size_bytes"], s["index_entries"], s["time_index_entries"])
+            for s in summary["segments"]
+        ],
+    )

@@ -27,7 +27,6 @@ from typing import IO, Any
 import crc32c
 import structlog
 
-from kraftlog.common import LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -37,6 +36,7 @@ from kraftlog.cli._common import (
     json_dumps,
     non_negative_int,
 )
+from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.storage import (
     HEADER_SIZE,
     ControlRecordType,
@@ -69,8 +69,7 @@ _CONTROL_VALUE = struct.Struct(">hi")  # version int16, coordinatorEpoch int32
 _CONTROL_KEY = struct.Struct(">hh")  # version int16, type int16
 _INT31_MASK = 0x7FFFFFFF
 
-_TIMESTAMP_TYPE_NAMES = {TimestampType.CREATE_TIME: "CreateTime",
-                         TimestampType.LOG_APPEND_TIME: "LogAppendTime"}
+_TIMESTAMP_TYPE_NAMES = {TimestampType.CREATE_TIME: "CreateTime", TimestampType.LOG_APPEND_TIME: "LogAppendTime"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,28 +99,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "dump-log",
         help="print the batches of .log segments and the entries of .index/.timeindex files",
         description="Print the content of log segment (.log), offset index (.index) and time index "
-                    "(.timeindex) files, like Kafka's kafka-dump-log.sh. Reads the files directly; "
-                    "no broker is needed.")
-    parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="segment or index files to dump (.log, .index, .timeindex)")
-    parser.add_argument("--deep-iteration", action="store_true",
-                        help="also print every record of each batch")
-    parser.add_argument("--print-data-log", action="store_true",
-                        help="also print record keys and payloads (implies --deep-iteration)")
-    parser.add_argument("--verify-index-only", action="store_true",
-                        help="check .index/.timeindex files against their .log instead of printing "
-                             "their entries; exit 1 when an entry is wrong")
-    parser.add_argument("--max-bytes", type=non_negative_int, default=None, metavar="N",
-                        help="read at most N bytes of each .log file (default: the whole file); "
-                             "index verification always reads the whole log")
+        "(.timeindex) files, like Kafka's kafka-dump-log.sh. Reads the files directly; "
+        "no broker is needed.",
+    )
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="segment or index files to dump (.log, .index, .timeindex)"
+    )
+    parser.add_argument("--deep-iteration", action="store_true", help="also print every record of each batch")
+    parser.add_argument(
+        "--print-data-log", action="store_true", help="also print record keys and payloads (implies --deep-iteration)"
+    )
+    parser.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="check .index/.timeindex files against their .log instead of printing "
+        "their entries; exit 1 when an entry is wrong",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="read at most N bytes of each .log file (default: the whole file); "
+        "index verification always reads the whole log",
+    )
     add_output_option(parser)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    options = DumpOptions(deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
-                          verify_index_only=args.verify_index_only, max_bytes=args.max_bytes,
-                          output=args.output)
+    options = DumpOptions(
+        deep_iteration=args.deep_iteration,
+        print_data_log=args.print_data_log,
+        verify_index_only=args.verify_index_only,
+        max_bytes=args.max_bytes,
+        output=args.output,
+    )
     return dump_files([Path(f) for f in args.files], options)
 
 
@@ -148,8 +161,7 @@ def dump_files(paths: list[Path], options: DumpOptions) -> int:
             # An unreadable file: say so and go on with the others (the exit code records it).
             # The error line is the report; the log entry (debug) only helps when tracing.
             _log.debug("dump_log_file_failed", file=str(path), error=str(err))
-            print(f"kraftlog dump-log: error: cannot dump {path}: {_reason(err)}",
-                  file=sys.stderr)
+            print(f"kraftlog dump-log: error: cannot dump {path}: {_reason(err)}", file=sys.stderr)
             ok = False
         if not ok:
             status = EXIT_FAILURE
@@ -170,8 +182,10 @@ def _check_path(path: Path) -> None:
     if path.is_dir():
         raise UserError(f"{path}: is a directory")
     if not path.name.endswith(LOG_SUFFIX) and _base_offset_from_name(path) is None:
-        raise UserError(f"{path}: cannot tell the segment's base offset: index files are named "
-                        f"<base offset>{INDEX_SUFFIX} or <base offset>{TIME_INDEX_SUFFIX}")
+        raise UserError(
+            f"{path}: cannot tell the segment's base offset: index files are named "
+            f"<base offset>{INDEX_SUFFIX} or <base offset>{TIME_INDEX_SUFFIX}"
+        )
 
 
 def _base_offset_from_name(path: Path) -> int | None:
@@ -207,8 +221,15 @@ class _LogScanner:
     only when asked for (``need_records``), so memory stays bounded by one batch at most.
     """
 
-    def __init__(self, fh: IO[bytes], file_size: int, *, limit: int | None = None,
-                 need_records: bool = True, check_crc: bool = True) -> None:
+    def __init__(
+        self,
+        fh: IO[bytes],
+        file_size: int,
+        *,
+        limit: int | None = None,
+        need_records: bool = True,
+        check_crc: bool = True,
+    ) -> None:
         self._fh = fh
         self.file_size = file_size
         self.end = file_size if limit is None else min(file_size, limit)
@@ -254,8 +275,7 @@ class _LogScanner:
             for batch_rel, batch in iter_batches(buf, rel):
                 position = buf_start + batch_rel
                 if batch.magic != _MAGIC_V2:
-                    self._stop("corrupt", f"unsupported or invalid magic {batch.magic} "
-                                          f"at position {position}")
+                    self._stop("corrupt", f"unsupported or invalid magic {batch.magic} at position {position}")
                     return
                 valid = batch.is_valid() if self._check_crc else None
                 yield _ScannedBatch(position, batch, valid, True)
@@ -271,8 +291,7 @@ class _LogScanner:
                 self._stop("corrupt", f"invalid batch length {length} at position {pos}")
                 return
             if pos + size > self.file_size:
-                self._stop("torn", f"batch at position {pos} claims {size} bytes, "
-                                   f"{self.file_size - pos} present")
+                self._stop("torn", f"batch at position {pos} claims {size} bytes, {self.file_size - pos} present")
                 return
             if pos + size > self.end:
                 self._stop("max_bytes", f"next batch at position {pos} ends past --max-bytes")
@@ -297,8 +316,7 @@ class _LogScanner:
         elif pos >= self.end or self.end < self.file_size:
             self._stop("max_bytes", f"stopped at position {pos} by --max-bytes")
         else:
-            self._stop("torn", f"{self.file_size - pos} bytes at position {pos} are too few "
-                               f"for a batch header")
+            self._stop("torn", f"{self.file_size - pos} bytes at position {pos} are too few for a batch header")
 
     def _large_batch(self, pos: int, size: int) -> _ScannedBatch | None:
         header = self._read(pos, HEADER_SIZE)
@@ -372,14 +390,16 @@ def _bool(value: bool | None) -> str:
 
 
 def _batch_line(f: dict[str, Any]) -> str:
-    return (f"baseOffset: {f['base_offset']} lastOffset: {f['last_offset']} count: {f['count']} "
-            f"baseSequence: {f['base_sequence']} lastSequence: {f['last_sequence']} "
-            f"producerId: {f['producer_id']} producerEpoch: {f['producer_epoch']} "
-            f"partitionLeaderEpoch: {f['partition_leader_epoch']} "
-            f"isTransactional: {_bool(f['is_transactional'])} isControl: {_bool(f['is_control'])} "
-            f"deleteHorizonMs: {f['delete_horizon_ms']} position: {f['position']} "
-            f"{f['timestamp_type']}: {f['max_timestamp']} size: {f['size']} magic: {f['magic']} "
-            f"compresscodec: {f['compresscodec']} crc: {f['crc']} isvalid: {_bool(f['is_valid'])}")
+    return (
+        f"baseOffset: {f['base_offset']} lastOffset: {f['last_offset']} count: {f['count']} "
+        f"baseSequence: {f['base_sequence']} lastSequence: {f['last_sequence']} "
+        f"producerId: {f['producer_id']} producerEpoch: {f['producer_epoch']} "
+        f"partitionLeaderEpoch: {f['partition_leader_epoch']} "
+        f"isTransactional: {_bool(f['is_transactional'])} isControl: {_bool(f['is_control'])} "
+        f"deleteHorizonMs: {f['delete_horizon_ms']} position: {f['position']} "
+        f"{f['timestamp_type']}: {f['max_timestamp']} size: {f['size']} magic: {f['magic']} "
+        f"compresscodec: {f['compresscodec']} crc: {f['crc']} isvalid: {_bool(f['is_valid'])}"
+    )
 
 
 def _record_sequence(batch: RecordBatch, record: Record) -> int:
@@ -430,9 +450,11 @@ def _control_fields(record: Record) -> dict[str, Any]:
 
 
 def _record_line(f: dict[str, Any]) -> str:
-    line = (f"| offset: {f['offset']} {f['timestamp_type']}: {f['timestamp']} "
-            f"keySize: {f['key_size']} valueSize: {f['value_size']} sequence: {f['sequence']} "
-            f"headerKeys: [{','.join(f['header_keys'])}]")
+    line = (
+        f"| offset: {f['offset']} {f['timestamp_type']}: {f['timestamp']} "
+        f"keySize: {f['key_size']} valueSize: {f['value_size']} sequence: {f['sequence']} "
+        f"headerKeys: [{','.join(f['header_keys'])}]"
+    )
     if "end_txn_marker" in f:
         line += f" endTxnMarker: {f['end_txn_marker']} coordinatorEpoch: {f['coordinator_epoch']}"
     elif "control_type" in f:
@@ -459,8 +481,7 @@ def _dump_log_file(path: Path, options: DumpOptions) -> bool:
     """Dump one segment; returns True (damaged data is reported, not a failure of the tool)."""
     with open(path, "rb") as fh:
         file_size = os.fstat(fh.fileno()).st_size
-        scanner = _LogScanner(fh, file_size, limit=options.max_bytes,
-                              need_records=options.deep, check_crc=True)
+        scanner = _LogScanner(fh, file_size, limit=options.max_bytes, need_records=options.deep, check_crc=True)
         batches = iter(scanner)
         first = next(batches, None)
         base = _base_offset_from_name(path)
@@ -479,8 +500,9 @@ def _dump_log_file(path: Path, options: DumpOptions) -> bool:
     return True
 
 
-def _dump_log_table(path: Path, base: int, batches: Iterator[_ScannedBatch], scanner: _LogScanner,
-                    options: DumpOptions) -> None:
+def _dump_log_table(
+    path: Path, base: int, batches: Iterator[_ScannedBatch], scanner: _LogScanner, options: DumpOptions
+) -> None:
     print(f"Dumping {path}")
     print(f"Log starting offset: {base}")
     for scanned in batches:
@@ -492,14 +514,16 @@ def _dump_log_table(path: Path, base: int, batches: Iterator[_ScannedBatch], sca
             if error is not None:
                 print(f"| error: cannot decode the records of this batch: {error}")
     if scanner.invalid_bytes:
-        print(f"Found {scanner.invalid_bytes} invalid bytes at the end of {path.name} "
-              f"(valid data ends at position {scanner.valid_end}: {scanner.stop_detail})")
+        print(
+            f"Found {scanner.invalid_bytes} invalid bytes at the end of {path.name} "
+            f"(valid data ends at position {scanner.valid_end}: {scanner.stop_detail})"
+        )
 
 
-def _dump_log_json(path: Path, base: int, batches: Iterator[_ScannedBatch], scanner: _LogScanner,
-                   options: DumpOptions) -> None:
-    stream = JsonObjectStream({"file": str(path), "type": "log", "log_starting_offset": base},
-                              "batches")
+def _dump_log_json(
+    path: Path, base: int, batches: Iterator[_ScannedBatch], scanner: _LogScanner, options: DumpOptions
+) -> None:
+    stream = JsonObjectStream({"file": str(path), "type": "log", "log_starting_offset": base}, "batches")
     try:
         for scanned in batches:
             fields = _batch_fields(scanned)
@@ -511,13 +535,15 @@ def _dump_log_json(path: Path, base: int, batches: Iterator[_ScannedBatch], scan
             stream.item(fields)
     finally:
         # Close the object even when reading fails half-way, so the line stays parseable.
-        stream.close({
-            "file_size": scanner.file_size,
-            "valid_bytes": scanner.valid_end,
-            "invalid_bytes": scanner.invalid_bytes,
-            "stop_reason": scanner.stop_reason,
-            "stop_detail": scanner.stop_detail or None,
-        })
+        stream.close(
+            {
+                "file_size": scanner.file_size,
+                "valid_bytes": scanner.valid_end,
+                "invalid_bytes": scanner.invalid_bytes,
+                "stop_reason": scanner.stop_reason,
+                "stop_detail": scanner.stop_detail or None,
+            }
+        )
 
 
 # ----------------------------------------------------------------------------- index dumps
@@ -542,11 +568,13 @@ def _log_path_for(index_path: Path) -> Path:
 def _dump_offset_index(path: Path, options: DumpOptions) -> bool:
     entries = _open_offset_index(path).items()
     if options.verify_index_only:
-        return _verify_and_report(path, "offset_index", len(entries),
-                                  _verify_offset_index(entries, _log_path_for(path)), options)
+        return _verify_and_report(
+            path, "offset_index", len(entries), _verify_offset_index(entries, _log_path_for(path)), options
+        )
     if options.json:
-        stream = JsonObjectStream({"file": str(path), "type": "offset_index",
-                                   "base_offset": _base_offset_from_name(path)}, "entries")
+        stream = JsonObjectStream(
+            {"file": str(path), "type": "offset_index", "base_offset": _base_offset_from_name(path)}, "entries"
+        )
         for offset, position in entries:
             stream.item({"offset": offset, "position": position})
         stream.close()
@@ -560,11 +588,13 @@ def _dump_offset_index(path: Path, options: DumpOptions) -> bool:
 def _dump_time_index(path: Path, options: DumpOptions) -> bool:
     entries = _open_time_index(path).items()
     if options.verify_index_only:
-        return _verify_and_report(path, "time_index", len(entries),
-                                  _verify_time_index(entries, _log_path_for(path)), options)
+        return _verify_and_report(
+            path, "time_index", len(entries), _verify_time_index(entries, _log_path_for(path)), options
+        )
     if options.json:
-        stream = JsonObjectStream({"file": str(path), "type": "time_index",
-                                   "base_offset": _base_offset_from_name(path)}, "entries")
+        stream = JsonObjectStream(
+            {"file": str(path), "type": "time_index", "base_offset": _base_offset_from_name(path)}, "entries"
+        )
         for timestamp, offset in entries:
             stream.item({"timestamp": timestamp, "offset": offset})
         stream.close()
@@ -588,8 +618,7 @@ def _log_batches(log_path: Path) -> Iterator[_ScannedBatch]:
     if not log_path.is_file():
         raise FileNotFoundError(2, f"log file {log_path} not found (needed to verify the index)")
     with open(log_path, "rb") as fh:
-        scanner = _LogScanner(fh, os.fstat(fh.fileno()).st_size, need_records=False,
-                              check_crc=False)
+        scanner = _LogScanner(fh, os.fstat(fh.fileno()).st_size, need_records=False, check_crc=False)
         yield from scanner
 
 
@@ -602,9 +631,12 @@ def _verify_offset_index(entries: list[tuple[int, int]], log_path: Path) -> list
         if prev is not None and offset <= prev[0]:
             problems.append(("offset_out_of_order", {"index_offset": offset, "previous_offset": prev[0]}))
         if prev is not None and position <= prev[1]:
-            problems.append(("position_out_of_order",
-                             {"index_offset": offset, "index_position": position,
-                              "previous_position": prev[1]}))
+            problems.append(
+                (
+                    "position_out_of_order",
+                    {"index_offset": offset, "index_position": position, "previous_position": prev[1]},
+                )
+            )
         prev = (offset, position)
 
     # Merge the entries, sorted by position, with the batches as they come from the file: one
@@ -617,35 +649,61 @@ def _verify_offset_index(entries: list[tuple[int, int]], log_path: Path) -> list
                 break
             i = _match_offset_entries(scanned, by_position, i, problems)
     for offset, position in by_position[i:]:
-        problems.append(("offset_mismatch", {"index_offset": offset, "log_offset": -1,
-                                             "position": position,
-                                             "detail": "position is past the end of the valid log data"}))
+        problems.append(
+            (
+                "offset_mismatch",
+                {
+                    "index_offset": offset,
+                    "log_offset": -1,
+                    "position": position,
+                    "detail": "position is past the end of the valid log data",
+                },
+            )
+        )
     return problems
 
 
-def _match_offset_entries(scanned: _ScannedBatch, by_position: list[tuple[int, int]], i: int,
-                          problems: list[_Problem]) -> int:
+def _match_offset_entries(
+    scanned: _ScannedBatch, by_position: list[tuple[int, int]], i: int, problems: list[_Problem]
+) -> int:
     """Check the offset-index entries (sorted by position, from ``i``) that point at or before
     this batch; returns the index of the first entry left for later batches."""
     pos = scanned.position
     while i < len(by_position) and by_position[i][1] < pos:
         offset, position = by_position[i]
-        problems.append(("offset_mismatch", {"index_offset": offset, "log_offset": -1,
-                                             "position": position,
-                                             "detail": "position is not the start of a batch"}))
+        problems.append(
+            (
+                "offset_mismatch",
+                {
+                    "index_offset": offset,
+                    "log_offset": -1,
+                    "position": position,
+                    "detail": "position is not the start of a batch",
+                },
+            )
+        )
         i += 1
     while i < len(by_position) and by_position[i][1] == pos:
         offset, position = by_position[i]
         if offset != scanned.batch.last_offset:
-            problems.append(("offset_mismatch", {"index_offset": offset,
-                                                 "log_offset": scanned.batch.last_offset,
-                                                 "position": position, "detail": None}))
+            problems.append(
+                (
+                    "offset_mismatch",
+                    {
+                        "index_offset": offset,
+                        "log_offset": scanned.batch.last_offset,
+                        "position": position,
+                        "detail": None,
+                    },
+                )
+            )
         i += 1
     return i
 
 
-def _match_time_entries(scanned: _ScannedBatch, by_offset: list[tuple[int, int]], i: int,
-                        problems: list[_Problem]) -> int:
+def _match_time_entries(
+    scanned: _ScannedBatch, by_offset: list[tuple[int, int]], i: int, problems: list[_Problem]
+) -> int:
     """Check the time-index entries (sorted by offset, from ``i``) whose offset is at or before
     this batch's last offset; returns the index of the first entry left for later batches."""
     b = scanned.batch
@@ -653,12 +711,14 @@ def _match_time_entries(scanned: _ScannedBatch, by_offset: list[tuple[int, int]]
         timestamp, offset = by_offset[i]
         if offset != b.last_offset:
             # Inside this batch (or in a gap before it): not a batch's last offset.
-            problems.append(("offset_not_found",
-                             {"indexed_offset": offset, "found_log_offset": b.last_offset}))
+            problems.append(("offset_not_found", {"indexed_offset": offset, "found_log_offset": b.last_offset}))
         elif timestamp != b.max_timestamp:
-            problems.append(("timestamp_mismatch",
-                             {"index_timestamp": timestamp, "log_timestamp": b.max_timestamp,
-                              "offset": offset}))
+            problems.append(
+                (
+                    "timestamp_mismatch",
+                    {"index_timestamp": timestamp, "log_timestamp": b.max_timestamp, "offset": offset},
+                )
+            )
         i += 1
     return i
 
@@ -670,8 +730,7 @@ def _verify_time_index(entries: list[tuple[int, int]], log_path: Path) -> list[_
     prev: tuple[int, int] | None = None
     for timestamp, offset in entries:
         if prev is not None and timestamp <= prev[0]:
-            problems.append(("timestamp_out_of_order",
-                             {"index_timestamp": timestamp, "previous_timestamp": prev[0]}))
+            problems.append(("timestamp_out_of_order", {"index_timestamp": timestamp, "previous_timestamp": prev[0]}))
         if prev is not None and offset <= prev[1]:
             problems.append(("offset_out_of_order", {"index_offset": offset, "previous_offset": prev[1]}))
         prev = (timestamp, offset)
@@ -708,25 +767,34 @@ def _problem_line(kind: str, f: dict[str, Any]) -> str:
     if kind == "offset_out_of_order":
         return f"  Index offset: {f['index_offset']}, Previously indexed offset: {f['previous_offset']}"
     if kind == "position_out_of_order":
-        return (f"  Index offset: {f['index_offset']}, position: {f['index_position']}, "
-                f"Previously indexed position: {f['previous_position']}")
+        return (
+            f"  Index offset: {f['index_offset']}, position: {f['index_position']}, "
+            f"Previously indexed position: {f['previous_position']}"
+        )
     if kind == "timestamp_mismatch":
         return f"  Index timestamp: {f['index_timestamp']}, log timestamp: {f['log_timestamp']}"
     if kind == "timestamp_out_of_order":
-        return (f"  Index timestamp: {f['index_timestamp']}, "
-                f"Previously indexed timestamp: {f['previous_timestamp']}")
+        return f"  Index timestamp: {f['index_timestamp']}, Previously indexed timestamp: {f['previous_timestamp']}"
     return f"Indexed offset: {f['indexed_offset']}, found log offset: {f['found_log_offset']}"
 
 
-def _verify_and_report(path: Path, index_type: str, checked: int, problems: list[_Problem],
-                       options: DumpOptions) -> bool:
+def _verify_and_report(
+    path: Path, index_type: str, checked: int, problems: list[_Problem], options: DumpOptions
+) -> bool:
     log_path = _log_path_for(path)
     if options.json:
-        print(json_dumps({
-            "file": str(path), "type": index_type, "log_file": str(log_path),
-            "consistent": not problems, "entries_checked": checked,
-            "mismatches": [{"kind": kind, **fields} for kind, fields in problems],
-        }))
+        print(
+            json_dumps(
+                {
+                    "file": str(path),
+                    "type": index_type,
+                    "log_file": str(log_path),
+                    "consistent": not problems,
+                    "entries_checked": checked,
+                    "mismatches": [{"kind": kind, **fields} for kind, fields in problems],
+                }
+            )
+        )
         return not problems
     print(f"Dumping {path}")
     if not problems:

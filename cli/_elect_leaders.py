@@ -65,8 +65,7 @@ def parse_partitions_file(obj: Any, path: str = "the partitions file") -> dict[s
             continue
         out.setdefault(topic, []).append(partition)
     if duplicates:
-        raise UserError(f"{path}: replica election data contains duplicate partitions: "
-                        f"{', '.join(duplicates)}")
+        raise UserError(f"{path}: replica election data contains duplicate partitions: {', '.join(duplicates)}")
     if not out:
         raise UserError(f"{path}: the partition list is empty")
     return out
@@ -74,37 +73,54 @@ def parse_partitions_file(obj: Any, path: str = "the partitions file") -> dict[s
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "elect-leaders", help="run preferred or unclean leader elections (kafka-leader-election)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--election-type", required=True, type=_election_type,
-                        metavar="PREFERRED|UNCLEAN",
-                        help="PREFERRED: move leadership to the first replica when it is in the ISR; "
-                             "UNCLEAN: elect any live replica for partitions without a leader")
+        "elect-leaders",
+        help="run preferred or unclean leader elections (kafka-leader-election)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--election-type",
+        required=True,
+        type=_election_type,
+        metavar="PREFERRED|UNCLEAN",
+        help="PREFERRED: move leadership to the first replica when it is in the ISR; "
+        "UNCLEAN: elect any live replica for partitions without a leader",
+    )
     parser.add_argument("--topic", default=None, help="the topic of the partition (with --partition)")
-    parser.add_argument("--partition", type=non_negative_int, default=None, metavar="P",
-                        help="the partition (with --topic)")
-    parser.add_argument("--all-topic-partitions", action="store_true",
-                        help="every partition of every topic")
-    parser.add_argument("--path-to-json-file", default=None, metavar="FILE",
-                        help='JSON file: {"partitions":[{"topic":"t","partition":0}]}')
+    parser.add_argument(
+        "--partition", type=non_negative_int, default=None, metavar="P", help="the partition (with --topic)"
+    )
+    parser.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
+    parser.add_argument(
+        "--path-to-json-file",
+        default=None,
+        metavar="FILE",
+        help='JSON file: {"partitions":[{"topic":"t","partition":0}]}',
+    )
     add_admin_options(parser)
     return parser
 
 
 def _selection(args: argparse.Namespace) -> dict[str, list[int]] | None:
     """The partitions to elect (None: every partition)."""
-    chosen = [name for name, given in (
-        ("--topic/--partition", args.topic is not None or args.partition is not None),
-        ("--all-topic-partitions", args.all_topic_partitions),
-        ("--path-to-json-file", args.path_to_json_file is not None)) if given]
+    chosen = [
+        name
+        for name, given in (
+            ("--topic/--partition", args.topic is not None or args.partition is not None),
+            ("--all-topic-partitions", args.all_topic_partitions),
+            ("--path-to-json-file", args.path_to_json_file is not None),
+        )
+        if given
+    ]
     if len(chosen) != 1:
-        raise UserError("give exactly one of --topic with --partition, --all-topic-partitions or "
-                        "--path-to-json-file" + (f" (got {', '.join(chosen)})" if chosen else ""))
+        raise UserError(
+            "give exactly one of --topic with --partition, --all-topic-partitions or "
+            "--path-to-json-file" + (f" (got {', '.join(chosen)})" if chosen else "")
+        )
     if args.all_topic_partitions:
         return None
     if args.path_to_json_file is not None:
-        return parse_partitions_file(read_json_file(args.path_to_json_file, "partitions file"),
-                                     args.path_to_json_file)
+        return parse_partitions_file(read_json_file(args.path_to_json_file, "partitions file"), args.path_to_json_file)
     if args.topic is None or not args.topic.strip():
         raise UserError("--partition needs --topic")
     if args.partition is None:
@@ -126,24 +142,43 @@ def _elect(admin: Any, args: argparse.Namespace, partitions: dict[str, list[int]
     not_needed = [r for r in results if error_failed(r.error) and error_name(r.error) == _NOT_NEEDED]
     failed = [r for r in results if error_failed(r.error) and error_name(r.error) != _NOT_NEEDED]
     if args.output == "json":
+
         def status(r: Any) -> str:
             if not error_failed(r.error):
                 return "elected"
             return "not_needed" if error_name(r.error) == _NOT_NEEDED else "failed"
 
-        print_json({"election_type": etype, "results": [
-            {"topic": r.topic, "partition": r.partition, "status": status(r),
-             "error": error_json(r.error) if status(r) == "failed" else None} for r in results]})
+        print_json(
+            {
+                "election_type": etype,
+                "results": [
+                    {
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "status": status(r),
+                        "error": error_json(r.error) if status(r) == "failed" else None,
+                    }
+                    for r in results
+                ],
+            }
+        )
     else:
         if elected:
-            print(f"Successfully completed leader election ({etype}) for partitions "
-                  + ", ".join(tp_name(r.topic, r.partition) for r in elected))
+            print(
+                f"Successfully completed leader election ({etype}) for partitions "
+                + ", ".join(tp_name(r.topic, r.partition) for r in elected)
+            )
         if not_needed:
-            print("Valid replica already elected for partitions "
-                  + ", ".join(tp_name(r.topic, r.partition) for r in not_needed))
+            print(
+                "Valid replica already elected for partitions "
+                + ", ".join(tp_name(r.topic, r.partition) for r in not_needed)
+            )
     for r in failed:
-        report_error(args, f"Error completing leader election ({etype}) for partition: "
-                           f"{tp_name(r.topic, r.partition)}: {error_text(r.error)}")
+        report_error(
+            args,
+            f"Error completing leader election ({etype}) for partition: "
+            f"{tp_name(r.topic, r.partition)}: {error_text(r.error)}",
+        )
     if failed:
         report_error(args, f"{len(failed)} replica(s) could not be elected")
         return EXIT_FAILURE

@@ -24,28 +24,43 @@ DEFAULT_DIR = ".kraftlog/cluster"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("local", help="start, stop or inspect a local multi-process cluster",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "local", help="start, stop or inspect a local multi-process cluster", description=__doc__
+    )
     sub = parser.add_subparsers(dest="local_command", metavar="ACTION")
     sub.required = True
     start = sub.add_parser("start", help="format (first time) and start the cluster")
     start.add_argument("--dir", default=DEFAULT_DIR, help=f"cluster directory (default {DEFAULT_DIR})")
     start.add_argument("--controllers", type=int, default=3, help="controller nodes (default 3)")
-    start.add_argument("--brokers", type=int, default=0,
-                       help="broker-only nodes in addition (default 0)")
-    start.add_argument("--separate", action="store_true",
-                       help="dedicated controllers (default: controllers are combined controller+broker)")
+    start.add_argument("--brokers", type=int, default=0, help="broker-only nodes in addition (default 0)")
+    start.add_argument(
+        "--separate",
+        action="store_true",
+        help="dedicated controllers (default: controllers are combined controller+broker)",
+    )
     start.add_argument("--foreground", action="store_true", help="stay until Ctrl-C, then stop every node")
-    start.add_argument("--demo", action="store_true",
-                       help="create a demo topic (3 partitions, RF 3), produce and consume a few records")
+    start.add_argument(
+        "--demo",
+        action="store_true",
+        help="create a demo topic (3 partitions, RF 3), produce and consume a few records",
+    )
     start.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for readiness")
-    start.add_argument("--network", choices=("loopback", "netns"), default="loopback",
-                       help="loopback (default): every node on 127.0.0.1; netns (root, iproute2): each node in "
-                            "its own network namespace, so `kraftlog chaos run` can cut and heal its links; "
-                            "reach such a cluster with `ip netns exec <prefix>-hub ...`")
-    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="a node config key set on every node, e.g. broker.session.timeout.ms=2000 "
-                            "(repeatable; applies when the cluster is first laid out in --dir)")
+    start.add_argument(
+        "--network",
+        choices=("loopback", "netns"),
+        default="loopback",
+        help="loopback (default): every node on 127.0.0.1; netns (root, iproute2): each node in "
+        "its own network namespace, so `kraftlog chaos run` can cut and heal its links; "
+        "reach such a cluster with `ip netns exec <prefix>-hub ...`",
+    )
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a node config key set on every node, e.g. broker.session.timeout.ms=2000 "
+        "(repeatable; applies when the cluster is first laid out in --dir)",
+    )
     add_output_option(start)
     stop = sub.add_parser("stop", help="stop every node of the cluster in --dir")
     stop.add_argument("--dir", default=DEFAULT_DIR)
@@ -65,17 +80,26 @@ def _load(directory: str) -> Any:
 
 
 #: keys the launcher derives from the layout (ports, dirs, voters); an override would break the cluster
-_LAYOUT_KEYS = frozenset({
-    "node.id", "process.roles", "controller.quorum.voters", "controller.quorum.raft.port.offset",
-    "controller.quorum.raft.password", "listeners", "log.dirs", "log.dir", "metadata.log.dir",
-})
+_LAYOUT_KEYS = frozenset(
+    {
+        "node.id",
+        "process.roles",
+        "controller.quorum.voters",
+        "controller.quorum.raft.port.offset",
+        "controller.quorum.raft.password",
+        "listeners",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+    }
+)
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
     now, so a typo fails before anything is formatted, with the key named."""
-    from kraftlog.common import config as common_config
     from kraftlog.cli._topics import parse_key_values
+    from kraftlog.common import config as common_config
 
     settings: dict[str, Any] = {}
     for key, raw in parse_key_values(items, "--override").items():
@@ -97,8 +121,13 @@ def run(args: argparse.Namespace) -> int:
         cluster = _load(args.dir)
         cluster.stop()
         if args.output == "json":
-            print_json({"dir": str(args.dir), "stopped": sorted(cluster.nodes),
-                        "running": sorted(n for n in cluster.nodes if cluster.is_running(n))})
+            print_json(
+                {
+                    "dir": str(args.dir),
+                    "stopped": sorted(cluster.nodes),
+                    "running": sorted(n for n in cluster.nodes if cluster.is_running(n)),
+                }
+            )
         else:
             print(f"stopped the cluster in {args.dir}")
         return 0
@@ -117,11 +146,19 @@ def run(args: argparse.Namespace) -> int:
         if any(cluster.is_running(n) for n in cluster.nodes):
             raise UserError(f"the cluster in {args.dir} is already running (kraftlog local status --dir {args.dir})")
         if overrides:
-            raise UserError(f"--override applies when a cluster is first laid out; {args.dir} already has one "
-                            f"(edit its nodes' config.toml, or remove the directory)")
+            raise UserError(
+                f"--override applies when a cluster is first laid out; {args.dir} already has one "
+                f"(edit its nodes' config.toml, or remove the directory)"
+            )
     else:
-        cluster = LocalCluster(Path(args.dir), controllers=args.controllers, brokers=args.brokers,
-                               combined=not args.separate, network=args.network, overrides=overrides)
+        cluster = LocalCluster(
+            Path(args.dir),
+            controllers=args.controllers,
+            brokers=args.brokers,
+            combined=not args.separate,
+            network=args.network,
+            overrides=overrides,
+        )
         if args.network == "netns":
             from kraftlog.deploy._netns import unavailable_reason
 
@@ -134,8 +171,12 @@ def run(args: argparse.Namespace) -> int:
     cluster.start(timeout_s=args.timeout_s)
     expected = sum(1 for n in cluster.nodes.values() if n.broker_port)
     with cluster.admin(request_timeout_ms=20_000) as admin:
-        wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) >= expected,
-                   args.timeout_s, interval_s=0.2, what=f"{expected} unfenced brokers")
+        wait_until(
+            lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) >= expected,
+            args.timeout_s,
+            interval_s=0.2,
+            what=f"{expected} unfenced brokers",
+        )
     status = cluster.status()
     if args.output == "json" and not args.foreground:
         print_json(status)

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftlog.common import LOG_SUFFIX as _LOG_SUFFIX
-from kraftlog.common import METADATA_PARTITION_DIR, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -45,9 +43,19 @@ from kraftlog.cli._topics import (
     report_error,
     run_with_admin,
 )
+from kraftlog.common import LOG_SUFFIX as _LOG_SUFFIX
+from kraftlog.common import METADATA_PARTITION_DIR, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX
 
-__all__ = ["add_parser", "run", "make_admin", "TreeImage", "image_from_files", "tree_nodes",
-           "record_fields", "METADATA_PARTITION_DIR"]
+__all__ = [
+    "add_parser",
+    "run",
+    "make_admin",
+    "TreeImage",
+    "image_from_files",
+    "tree_nodes",
+    "record_fields",
+    "METADATA_PARTITION_DIR",
+]
 
 _SNAPSHOT_SUFFIXES = (SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + PARTIAL_SUFFIX)
 _TOPIC, _BROKER = 2, 4  # ConfigResource types
@@ -66,36 +74,58 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "metadata", help="dump metadata log files; print the metadata image as a ZooKeeper tree",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "metadata",
+        help="dump metadata log files; print the metadata image as a ZooKeeper tree",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="metadata_command", metavar="ACTION")
     sub.required = True
 
     dump = sub.add_parser("dump", help="print the records of metadata log segments and snapshots")
-    dump.add_argument("files", nargs="+", metavar="FILE",
-                      help="segment (.log) or snapshot (.checkpoint) files, or metadata log dirs")
+    dump.add_argument(
+        "files", nargs="+", metavar="FILE", help="segment (.log) or snapshot (.checkpoint) files, or metadata log dirs"
+    )
     add_output_option(dump)
 
-    tree = sub.add_parser("tree", help="print the metadata image as the ZooKeeper tree",
-                          description="Print the metadata image as the ZooKeeper tree of "
-                                      "DESIGN.md §3, built offline from a snapshot and/or the log "
-                                      "files of a metadata log dir, or read from a running cluster.")
-    tree.add_argument("--snapshot", default=None, metavar="FILE",
-                      help="start from this snapshot (.checkpoint) file")
-    tree.add_argument("--log-dir", default=None, metavar="DIR",
-                      help="replay the log segments of this metadata log dir (the dir holding "
-                           f"{METADATA_PARTITION_DIR}/, or that dir itself), starting from its "
-                           "latest snapshot unless --snapshot is given")
-    tree.add_argument("--as-of-offset", type=non_negative_int, default=None, metavar="N",
-                      help="the image as of log offset N (with --log-dir)")
-    tree.add_argument("--path", default=None, metavar="/ZNODE",
-                      help="print only this node and the nodes below it (e.g. /brokers/topics)")
+    tree = sub.add_parser(
+        "tree",
+        help="print the metadata image as the ZooKeeper tree",
+        description="Print the metadata image as the ZooKeeper tree of "
+        "DESIGN.md §3, built offline from a snapshot and/or the log "
+        "files of a metadata log dir, or read from a running cluster.",
+    )
+    tree.add_argument("--snapshot", default=None, metavar="FILE", help="start from this snapshot (.checkpoint) file")
+    tree.add_argument(
+        "--log-dir",
+        default=None,
+        metavar="DIR",
+        help="replay the log segments of this metadata log dir (the dir holding "
+        f"{METADATA_PARTITION_DIR}/, or that dir itself), starting from its "
+        "latest snapshot unless --snapshot is given",
+    )
+    tree.add_argument(
+        "--as-of-offset",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="the image as of log offset N (with --log-dir)",
+    )
+    tree.add_argument(
+        "--path",
+        default=None,
+        metavar="/ZNODE",
+        help="print only this node and the nodes below it (e.g. /brokers/topics)",
+    )
     add_admin_options(tree, required=False)
 
-    snap = sub.add_parser("snapshot", help="make every given controller write a metadata snapshot now",
-                          description="Ask each controller named by --bootstrap-server to snapshot its "
-                                      "metadata image now (otherwise done every "
-                                      "metadata.log.max.record.bytes.between.snapshots).")
+    snap = sub.add_parser(
+        "snapshot",
+        help="make every given controller write a metadata snapshot now",
+        description="Ask each controller named by --bootstrap-server to snapshot its "
+        "metadata image now (otherwise done every "
+        "metadata.log.max.record.bytes.between.snapshots).",
+    )
     add_admin_options(snap, required=True)
     return parser
 
@@ -125,19 +155,37 @@ def _snapshot(args: argparse.Namespace) -> int:
         with grpc.insecure_channel(address) as channel:
             try:
                 resp = admin_pb2_grpc.AdminServiceStub(channel).CreateMetadataSnapshot(
-                    admin_pb2.CreateMetadataSnapshotRequest(), timeout=args.request_timeout_ms / 1000)
+                    admin_pb2.CreateMetadataSnapshotRequest(), timeout=args.request_timeout_ms / 1000
+                )
             except grpc.RpcError as err:
                 failed = True
                 rows.append({"server": address, "error": err.code().name})
                 continue
-        rows.append({"server": address, "node_id": resp.node_id, "snapshot_offset": resp.snapshot_offset,
-                     "snapshot_epoch": resp.snapshot_epoch, "path": resp.path})
+        rows.append(
+            {
+                "server": address,
+                "node_id": resp.node_id,
+                "snapshot_offset": resp.snapshot_offset,
+                "snapshot_epoch": resp.snapshot_epoch,
+                "path": resp.path,
+            }
+        )
     if args.output == "json":
         print_json({"snapshots": rows})
     else:
-        print_table(["server", "node_id", "snapshot_offset", "epoch", "path"],
-                    [[r["server"], r.get("node_id", "-"), r.get("snapshot_offset", r.get("error")),
-                      r.get("snapshot_epoch", "-"), r.get("path", "-")] for r in rows])
+        print_table(
+            ["server", "node_id", "snapshot_offset", "epoch", "path"],
+            [
+                [
+                    r["server"],
+                    r.get("node_id", "-"),
+                    r.get("snapshot_offset", r.get("error")),
+                    r.get("snapshot_epoch", "-"),
+                    r.get("path", "-"),
+                ]
+                for r in rows
+            ],
+        )
     return 1 if failed else 0
 
 
@@ -167,15 +215,15 @@ def _expand(paths: Iterable[str]) -> list[Path]:
             raise UserError(f"{p}: no such file or directory")
         if p.is_dir():
             d = p / METADATA_PARTITION_DIR if (p / METADATA_PARTITION_DIR).is_dir() else p
-            found = ([s.path for s in sorted(metadata_log.list_snapshots(d), key=lambda s: s.offset)]
-                     + [s.path for s in sorted(metadata_log.list_segments(d), key=lambda s: s.base_offset)])
+            found = [s.path for s in sorted(metadata_log.list_snapshots(d), key=lambda s: s.offset)] + [
+                s.path for s in sorted(metadata_log.list_segments(d), key=lambda s: s.base_offset)
+            ]
             if not found:
                 raise UserError(f"{p}: no metadata log segments or snapshots in this directory")
             out.extend(found)
             continue
         if not (p.name.endswith(_LOG_SUFFIX) or p.name.endswith(_SNAPSHOT_SUFFIXES)):
-            raise UserError(f"{p}: not a metadata log file (expected a .log segment or a "
-                            f".checkpoint snapshot)")
+            raise UserError(f"{p}: not a metadata log file (expected a .log segment or a .checkpoint snapshot)")
         out.append(p)
     return out
 
@@ -192,7 +240,7 @@ def dump_files(paths: Sequence[str], *, json: bool = False) -> int:
         except BrokenPipeError:
             raise
         except (OSError, ValueError) as err:  # MetadataRecordError and friends are ValueErrors
-            reason = (err.strerror if isinstance(err, OSError) and err.strerror else str(err))
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             print(f"kraftlog metadata: error: cannot dump {path}: {reason}", file=sys.stderr)
             if json:
                 print_json({"file": str(path), "error": reason})
@@ -207,33 +255,56 @@ def dump_files(paths: Sequence[str], *, json: bool = False) -> int:
 
 def _dump_segment(path: Path, seg: Any, json: bool) -> None:
     if json:
-        print_json({"file": str(path), "type": "segment", "base_offset": seg.base_offset,
-                    "entries": [{"offset": e.offset, "epoch": e.epoch, "timestamp_ms": e.timestamp_ms,
-                                 **_record_json(e.record)} for e in seg.entries],
-                    "valid_bytes": seg.valid_bytes, "size_bytes": seg.size_bytes,
-                    "torn_at": seg.torn_at, "torn_reason": seg.error})
+        print_json(
+            {
+                "file": str(path),
+                "type": "segment",
+                "base_offset": seg.base_offset,
+                "entries": [
+                    {"offset": e.offset, "epoch": e.epoch, "timestamp_ms": e.timestamp_ms, **_record_json(e.record)}
+                    for e in seg.entries
+                ],
+                "valid_bytes": seg.valid_bytes,
+                "size_bytes": seg.size_bytes,
+                "torn_at": seg.torn_at,
+                "torn_reason": seg.error,
+            }
+        )
         return
     print(f"Dumping {path}")
-    print(f"Metadata log segment, base offset: "
-          f"{seg.base_offset if seg.base_offset is not None else 'unknown'}")
+    print(f"Metadata log segment, base offset: {seg.base_offset if seg.base_offset is not None else 'unknown'}")
     for e in seg.entries:
-        print(f"offset: {e.offset} epoch: {e.epoch} timestamp: {e.timestamp_ms} "
-              f"{type(e.record).__name__} {json_dumps(record_fields(e.record))}")
+        print(
+            f"offset: {e.offset} epoch: {e.epoch} timestamp: {e.timestamp_ms} "
+            f"{type(e.record).__name__} {json_dumps(record_fields(e.record))}"
+        )
     if seg.torn_at is not None:
-        print(f"Found torn tail at position {seg.torn_at}: {seg.error} "
-              f"(valid data ends at position {seg.valid_bytes} of {seg.size_bytes} bytes; "
-              f"{seg.size_bytes - seg.valid_bytes} bytes ignored)")
+        print(
+            f"Found torn tail at position {seg.torn_at}: {seg.error} "
+            f"(valid data ends at position {seg.valid_bytes} of {seg.size_bytes} bytes; "
+            f"{seg.size_bytes - seg.valid_bytes} bytes ignored)"
+        )
 
 
 def _dump_snapshot(path: Path, snap: Any, json: bool) -> None:
     if json:
-        print_json({"file": str(path), "type": "snapshot", "offset": snap.offset, "epoch": snap.epoch,
-                    "timestamp_ms": snap.timestamp_ms, "record_count": len(snap.records),
-                    "records": [_record_json(r) for r in snap.records]})
+        print_json(
+            {
+                "file": str(path),
+                "type": "snapshot",
+                "offset": snap.offset,
+                "epoch": snap.epoch,
+                "timestamp_ms": snap.timestamp_ms,
+                "record_count": len(snap.records),
+                "records": [_record_json(r) for r in snap.records],
+            }
+        )
         return
     print(f"Dumping {path}")
-    print(f"Snapshot offset: {snap.offset} epoch: {snap.epoch} timestamp: {snap.timestamp_ms} "
-          f"records: {len(snap.records)}")
+    print(
+        f"Snapshot offset: {snap.offset} epoch: {snap.epoch} timestamp: {snap.timestamp_ms} "
+        f"records: {len(snap.records)}"
+    )
     for i, r in enumerate(snap.records):
         print(f"record: {i} {type(r).__name__} {json_dumps(record_fields(r))}")
 
@@ -268,29 +339,43 @@ def _endpoint_text(ep: Any) -> str:
     return f"{ep.name}://{ep.host}:{ep.port}"
 
 
-def _tree_from_image(image: Any, partition_controller_epochs: dict[tuple[str, int], int],
-                     source: str, cluster_id: str | None) -> TreeImage:
-    tree = TreeImage(source=source, offset=image.offset, epoch=image.epoch,
-                     timestamp_ms=image.timestamp_ms, cluster_id=cluster_id,
-                     controller_epoch=image.epoch if image.epoch >= 0 else None)
+def _tree_from_image(
+    image: Any, partition_controller_epochs: dict[tuple[str, int], int], source: str, cluster_id: str | None
+) -> TreeImage:
+    tree = TreeImage(
+        source=source,
+        offset=image.offset,
+        epoch=image.epoch,
+        timestamp_ms=image.timestamp_ms,
+        cluster_id=cluster_id,
+        controller_epoch=image.epoch if image.epoch >= 0 else None,
+    )
     for bid in sorted(image.cluster.brokers):
         reg = image.cluster.brokers[bid]
         tree.brokers[bid] = {
             "endpoints": [_endpoint_text(ep) for ep in reg.endpoints],
             "listener_security_protocol_map": {ep.name: ep.security_protocol for ep in reg.endpoints},
-            "rack": reg.rack, "epoch": reg.broker_epoch, "fenced": reg.fenced,
+            "rack": reg.rack,
+            "epoch": reg.broker_epoch,
+            "fenced": reg.fenced,
             "in_controlled_shutdown": reg.in_controlled_shutdown,
-            "incarnation_id": reg.incarnation_id}
+            "incarnation_id": reg.incarnation_id,
+        }
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
         parts = {}
         for pid in sorted(topic.partitions):
             p = topic.partitions[pid]
-            parts[pid] = {"replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
-                          "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-                          "adding_replicas": list(p.adding_replicas),
-                          "removing_replicas": list(p.removing_replicas),
-                          "controller_epoch": partition_controller_epochs.get((topic.topic_id, pid))}
+            parts[pid] = {
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
+                "controller_epoch": partition_controller_epochs.get((topic.topic_id, pid)),
+            }
         tree.topics[name] = {"topic_id": topic.topic_id, "partitions": parts}
     for (rtype, rname), values in image.configs.resources.items():
         if rtype == _TOPIC:
@@ -314,11 +399,16 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
     for name, topic in tree.topics.items():
         for pid, p in topic["partitions"].items():
             if p["adding_replicas"] or p["removing_replicas"]:
-                reassigning.append({"topic": name, "partition": pid, "replicas": p["replicas"],
-                                    "target_replicas": [r for r in p["replicas"]
-                                                        if r not in p["removing_replicas"]],
-                                    "adding_replicas": p["adding_replicas"],
-                                    "removing_replicas": p["removing_replicas"]})
+                reassigning.append(
+                    {
+                        "topic": name,
+                        "partition": pid,
+                        "replicas": p["replicas"],
+                        "target_replicas": [r for r in p["replicas"] if r not in p["removing_replicas"]],
+                        "adding_replicas": p["adding_replicas"],
+                        "removing_replicas": p["removing_replicas"],
+                    }
+                )
     if reassigning:
         reassigning.sort(key=lambda r: (r["topic"], r["partition"]))
         nodes.append(("/admin/reassign_partitions", {"version": 1, "partitions": reassigning}))
@@ -326,18 +416,28 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
         nodes.append((f"/brokers/ids/{bid}", data))
     for name, topic in tree.topics.items():
         parts = topic["partitions"]
-        data = {"topic_id": topic["topic_id"],
-                "partitions": {str(pid): p["replicas"] for pid, p in parts.items()},
-                "adding_replicas": {str(pid): p["adding_replicas"] for pid, p in parts.items()
-                                    if p["adding_replicas"]},
-                "removing_replicas": {str(pid): p["removing_replicas"] for pid, p in parts.items()
-                                      if p["removing_replicas"]}}
+        data = {
+            "topic_id": topic["topic_id"],
+            "partitions": {str(pid): p["replicas"] for pid, p in parts.items()},
+            "adding_replicas": {str(pid): p["adding_replicas"] for pid, p in parts.items() if p["adding_replicas"]},
+            "removing_replicas": {
+                str(pid): p["removing_replicas"] for pid, p in parts.items() if p["removing_replicas"]
+            },
+        }
         nodes.append((f"/brokers/topics/{name}", data))
         for pid, p in parts.items():
-            nodes.append((f"/brokers/topics/{name}/partitions/{pid}/state", {
-                "controller_epoch": p["controller_epoch"], "leader": p["leader"],
-                "leader_epoch": p["leader_epoch"], "isr": p["isr"],
-                "partition_epoch": p["partition_epoch"]}))
+            nodes.append(
+                (
+                    f"/brokers/topics/{name}/partitions/{pid}/state",
+                    {
+                        "controller_epoch": p["controller_epoch"],
+                        "leader": p["leader"],
+                        "leader_epoch": p["leader_epoch"],
+                        "isr": p["isr"],
+                        "partition_epoch": p["partition_epoch"],
+                    },
+                )
+            )
     if tree.cluster_id:
         nodes.append(("/cluster/id", {"version": "1", "id": tree.cluster_id}))
     for name in tree.topics:  # every topic has a config node, as in ZooKeeper (empty: defaults)
@@ -388,8 +488,9 @@ def _cluster_id_near(*dirs: Path) -> str | None:
     return None
 
 
-def image_from_files(snapshot: str | None, log_dir: str | None,
-                     as_of_offset: int | None = None) -> tuple[Any, dict[tuple[str, int], int], list[str]]:
+def image_from_files(
+    snapshot: str | None, log_dir: str | None, as_of_offset: int | None = None
+) -> tuple[Any, dict[tuple[str, int], int], list[str]]:
     """Replay a snapshot and/or a metadata log dir offline.
 
     Returns the image, the controller epoch that last wrote each partition (ZooKeeper's
@@ -402,10 +503,16 @@ def image_from_files(snapshot: str | None, log_dir: str | None,
     notes: list[str] = []
     part_epochs: dict[tuple[str, int], int] = {}
     mdir = _metadata_dir(log_dir) if log_dir is not None else None
-    if (mdir is not None and snapshot is None and not metadata_log.list_segments(mdir)
-            and not metadata_log.list_snapshots(mdir)):
-        raise UserError(f"--log-dir {log_dir}: no metadata log segments or snapshots there (give the "
-                        f"node's metadata.log.dir or its {METADATA_PARTITION_DIR} directory)")
+    if (
+        mdir is not None
+        and snapshot is None
+        and not metadata_log.list_segments(mdir)
+        and not metadata_log.list_snapshots(mdir)
+    ):
+        raise UserError(
+            f"--log-dir {log_dir}: no metadata log segments or snapshots there (give the "
+            f"node's metadata.log.dir or its {METADATA_PARTITION_DIR} directory)"
+        )
     snap = None
     if snapshot is not None:
         p = Path(snapshot)
@@ -423,8 +530,7 @@ def image_from_files(snapshot: str | None, log_dir: str | None,
     image = metadata_log.MetadataImage.EMPTY
     start = 0
     if snap is not None:
-        image = metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch,
-                                                        snap.timestamp_ms)
+        image = metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
         for r in snap.records:
             if isinstance(r, metadata_log.PartitionRecord):
                 part_epochs[(r.topic_id, r.partition_id)] = snap.epoch
@@ -433,8 +539,7 @@ def image_from_files(snapshot: str | None, log_dir: str | None,
         return image, part_epochs, notes
 
     def on_torn(path: Path, bad: Any) -> None:
-        notes.append(f"torn tail in {path} at position {bad.position} ({bad.reason}); "
-                     f"the entries after it are ignored")
+        notes.append(f"torn tail in {path} at position {bad.position} ({bad.reason}); the entries after it are ignored")
 
     delta = metadata_log.MetadataDelta(image)
     replayed = 0
@@ -481,23 +586,34 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
     quorum = admin.describe_quorum()
     raise_if_error(quorum.error)
     topics = admin.describe_topics([])
-    tree = TreeImage(source="cluster " + ",".join(args.bootstrap_server),
-                     cluster_id=cluster.cluster_id or None,
-                     controller_id=quorum.leader_id if quorum.leader_id >= 0 else None,
-                     controller_epoch=quorum.leader_epoch)
+    tree = TreeImage(
+        source="cluster " + ",".join(args.bootstrap_server),
+        cluster_id=cluster.cluster_id or None,
+        controller_id=quorum.leader_id if quorum.leader_id >= 0 else None,
+        controller_epoch=quorum.leader_epoch,
+    )
     for b in sorted(cluster.brokers, key=lambda b: b.broker_id):
-        tree.brokers[b.broker_id] = {"endpoints": [f"{b.host}:{b.port}"] if b.host else [],
-                                     "rack": b.rack or None, "epoch": b.broker_epoch,
-                                     "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown}
+        tree.brokers[b.broker_id] = {
+            "endpoints": [f"{b.host}:{b.port}"] if b.host else [],
+            "rack": b.rack or None,
+            "epoch": b.broker_epoch,
+            "fenced": b.fenced,
+            "in_controlled_shutdown": b.in_controlled_shutdown,
+        }
     for t in sorted(topics.topics, key=lambda t: t.name):
         raise_if_error(t.error)
         parts = {}
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             parts[p.partition_index] = {
-                "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader_id,
-                "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-                "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas),
-                "controller_epoch": None}  # not served over the admin API
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "leader": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
+                "controller_epoch": None,
+            }  # not served over the admin API
         tree.topics[t.name] = {"topic_id": t.topic_id, "partitions": parts}
         if t.configs:
             tree.topic_configs[t.name] = dict(t.configs)
@@ -505,12 +621,18 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
     configs = admin.describe_configs(resources)
     for result in configs.results:
         if error_failed(result.error):
-            report_error(args, f"configs of broker {result.resource.resource_name or '<default>'}: "
-                               f"{error_name(result.error)}: {result.error.message}")
+            report_error(
+                args,
+                f"configs of broker {result.resource.resource_name or '<default>'}: "
+                f"{error_name(result.error)}: {result.error.message}",
+            )
             continue
         wanted = "DYNAMIC_BROKER_CONFIG" if result.resource.resource_name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
-        values = {e.name: (e.value if e.has_value and not e.is_sensitive else None)
-                  for e in result.configs if e.source == wanted}
+        values = {
+            e.name: (e.value if e.has_value and not e.is_sensitive else None)
+            for e in result.configs
+            if e.source == wanted
+        }
         if values:
             tree.broker_configs[result.resource.resource_name] = values
     return tree
@@ -551,11 +673,17 @@ def _tree(args: argparse.Namespace) -> int:
     nodes = tree_nodes(tree)
     if args.path is not None:
         prefix = args.path.rstrip("/") or "/"
-        nodes = [(p, d) for p, d in nodes
-                 if prefix == "/" or p == prefix or p.startswith(prefix + "/")]
+        nodes = [(p, d) for p, d in nodes if prefix == "/" or p == prefix or p.startswith(prefix + "/")]
     if args.output == "json":
-        print_json({"source": tree.source, "offset": tree.offset, "epoch": tree.epoch,
-                    "timestamp_ms": tree.timestamp_ms, "nodes": dict(nodes)})
+        print_json(
+            {
+                "source": tree.source,
+                "offset": tree.offset,
+                "epoch": tree.epoch,
+                "timestamp_ms": tree.timestamp_ms,
+                "nodes": dict(nodes),
+            }
+        )
         return EXIT_OK
     header = f"# metadata image from {tree.source}"
     if tree.offset is not None and tree.offset >= 0:

@@ -27,7 +27,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, json_dumps, non_negative_int
+from kraftlog.cli._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    UserError,
+    add_bootstrap_server_option,
+    json_dumps,
+    non_negative_int,
+)
 from kraftlog.cli._produce import parse_properties, read_properties_file
 
 __all__ = ["add_parser", "run", "make_producer", "make_consumer", "ProduceStats"]
@@ -60,44 +67,64 @@ def _positive(text: str) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "perf", help="producer and consumer performance tests (kafka-*-perf-test)",
+        "perf",
+        help="producer and consumer performance tests (kafka-*-perf-test)",
         description="Measure produce and consume throughput and latency like Kafka's "
-                    "kafka-producer-perf-test and kafka-consumer-perf-test.")
+        "kafka-producer-perf-test and kafka-consumer-perf-test.",
+    )
     sub = parser.add_subparsers(dest="perf_command", metavar="ACTION")
     sub.required = True
 
-    prod = sub.add_parser("produce", help="kafka-producer-perf-test",
-                          description="Send records as fast as allowed and report throughput and latency.")
+    prod = sub.add_parser(
+        "produce",
+        help="kafka-producer-perf-test",
+        description="Send records as fast as allowed and report throughput and latency.",
+    )
     add_bootstrap_server_option(prod, required=False)
     prod.add_argument("--topic", required=True)
     prod.add_argument("--num-records", type=_positive, required=True, metavar="N")
     size = prod.add_mutually_exclusive_group(required=True)
     size.add_argument("--record-size", type=_positive, metavar="BYTES", help="size of each record")
-    size.add_argument("--payload-file", metavar="FILE",
-                      help="send records taken at random from the lines of FILE (UTF-8)")
+    size.add_argument(
+        "--payload-file", metavar="FILE", help="send records taken at random from the lines of FILE (UTF-8)"
+    )
     prod.add_argument("--payload-delimiter", default="\n", help="separator of payloads in --payload-file")
-    prod.add_argument("--throughput", type=int, required=True, metavar="N",
-                      help="maximum records/s; -1 for no limit")
-    prod.add_argument("--producer-props", nargs="+", default=[], metavar="NAME=VALUE",
-                      help="producer configs, e.g. acks=1 linger.ms=5 compression.type=lz4")
+    prod.add_argument("--throughput", type=int, required=True, metavar="N", help="maximum records/s; -1 for no limit")
+    prod.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="producer configs, e.g. acks=1 linger.ms=5 compression.type=lz4",
+    )
     prod.add_argument("--producer.config", dest="producer_config", default=None, metavar="FILE")
-    prod.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS",
-                      help="interval between progress lines (default: 5000, as Kafka's)")
+    prod.add_argument(
+        "--reporting-interval",
+        type=_positive,
+        default=5000,
+        metavar="MS",
+        help="interval between progress lines (default: 5000, as Kafka's)",
+    )
 
-    cons = sub.add_parser("consume", help="kafka-consumer-perf-test (no groups)",
-                          description="Read records as fast as possible and report throughput.")
+    cons = sub.add_parser(
+        "consume",
+        help="kafka-consumer-perf-test (no groups)",
+        description="Read records as fast as possible and report throughput.",
+    )
     add_bootstrap_server_option(cons)
     cons.add_argument("--topic", required=True)
-    cons.add_argument("--messages", type=_positive, required=True, metavar="N",
-                      help="the number of records to read")
-    cons.add_argument("--timeout", type=non_negative_int, default=10_000, metavar="MS",
-                      help="stop when no record arrived for MS milliseconds (default: 10000)")
+    cons.add_argument("--messages", type=_positive, required=True, metavar="N", help="the number of records to read")
+    cons.add_argument(
+        "--timeout",
+        type=non_negative_int,
+        default=10_000,
+        metavar="MS",
+        help="stop when no record arrived for MS milliseconds (default: 10000)",
+    )
     cons.add_argument("--from-latest", action="store_true", help="start at the end instead of the beginning")
-    cons.add_argument("--fetch-size", type=_positive, default=None, metavar="BYTES",
-                      help="max.partition.fetch.bytes")
+    cons.add_argument("--fetch-size", type=_positive, default=None, metavar="BYTES", help="max.partition.fetch.bytes")
     cons.add_argument("--hide-header", action="store_true", help="do not print the header line")
-    cons.add_argument("--show-detailed-stats", action="store_true",
-                      help="print figures every --reporting-interval")
+    cons.add_argument("--show-detailed-stats", action="store_true", help="print figures every --reporting-interval")
     cons.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS")
     cons.add_argument("--consumer-property", action="append", default=[], metavar="NAME=VALUE")
     cons.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE")
@@ -152,10 +179,17 @@ class ProduceStats:
 
     def _print_window(self, now: float) -> None:
         elapsed_ms = max((now - self.window_start) * 1000.0, 1e-9)
-        print("%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency." % (
-            self.window_count, 1000.0 * self.window_count / elapsed_ms,
-            1000.0 * self.window_bytes / elapsed_ms / _MB,
-            self.window_total_latency / max(self.window_count, 1), float(self.window_max_latency)), flush=True)
+        print(
+            "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency."
+            % (
+                self.window_count,
+                1000.0 * self.window_count / elapsed_ms,
+                1000.0 * self.window_bytes / elapsed_ms / _MB,
+                self.window_total_latency / max(self.window_count, 1),
+                float(self.window_max_latency),
+            ),
+            flush=True,
+        )
 
     def totals(self) -> dict[str, Any]:
         elapsed_ms = max((time.monotonic() - self.start) * 1000.0, 1e-9)
@@ -165,20 +199,38 @@ class ProduceStats:
             return lat[min(int(len(lat) * p), len(lat) - 1)] if lat else 0
 
         return {
-            "records": self.count, "records_per_sec": 1000.0 * self.count / elapsed_ms,
+            "records": self.count,
+            "records_per_sec": 1000.0 * self.count / elapsed_ms,
             "mb_per_sec": 1000.0 * self.bytes / elapsed_ms / _MB,
             "avg_latency_ms": self.total_latency / self.count if self.count else 0.0,
             "max_latency_ms": float(self.max_latency),
-            "p50_ms": pct(0.5), "p95_ms": pct(0.95), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
-            "failed": self.failed, "elapsed_ms": round(elapsed_ms, 3), "bytes": self.bytes,
+            "p50_ms": pct(0.5),
+            "p95_ms": pct(0.95),
+            "p99_ms": pct(0.99),
+            "p999_ms": pct(0.999),
+            "failed": self.failed,
+            "elapsed_ms": round(elapsed_ms, 3),
+            "bytes": self.bytes,
         }
 
     def print_total(self) -> dict[str, Any]:
         t = self.totals()
-        print("%d records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "
-              "%d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th." % (
-                  t["records"], t["records_per_sec"], t["mb_per_sec"], t["avg_latency_ms"],
-                  t["max_latency_ms"], t["p50_ms"], t["p95_ms"], t["p99_ms"], t["p999_ms"]), flush=True)
+        print(
+            "%d records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "
+            "%d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th."
+            % (
+                t["records"],
+                t["records_per_sec"],
+                t["mb_per_sec"],
+                t["avg_latency_ms"],
+                t["max_latency_ms"],
+                t["p50_ms"],
+                t["p95_ms"],
+                t["p99_ms"],
+                t["p999_ms"],
+            ),
+            flush=True,
+        )
         return t
 
 
@@ -235,6 +287,7 @@ def _produce(args: argparse.Namespace) -> int:
                     print(f"ERROR {getattr(error, 'error_name', type(error).__name__)}: {error}", file=sys.stderr)
                 return
             stats.record(iteration, int((now - start) * 1000), size, now)
+
         return callback
 
     try:
@@ -266,20 +319,37 @@ def _date(epoch_ms: float) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S:") + f"{int(epoch_ms) % 1000:03d}"
 
 
-_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-           "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+_HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
 
 
 def _figures(start_ms: float, end_ms: float, nbytes: int, count: int) -> tuple[str, dict[str, Any]]:
     elapsed_s = max((end_ms - start_ms) / 1000.0, 1e-9)
     mb = nbytes / _MB
     line = "%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f" % (
-        _date(start_ms), _date(end_ms), mb, mb / elapsed_s, count, count / elapsed_s, 0,
-        int(end_ms - start_ms), mb / elapsed_s, count / elapsed_s)
-    return line, {"start_time_ms": int(start_ms), "end_time_ms": int(end_ms), "mb": round(mb, 4),
-                  "mb_per_sec": round(mb / elapsed_s, 4), "records": count,
-                  "records_per_sec": round(count / elapsed_s, 4), "fetch_time_ms": int(end_ms - start_ms),
-                  "bytes": nbytes}
+        _date(start_ms),
+        _date(end_ms),
+        mb,
+        mb / elapsed_s,
+        count,
+        count / elapsed_s,
+        0,
+        int(end_ms - start_ms),
+        mb / elapsed_s,
+        count / elapsed_s,
+    )
+    return line, {
+        "start_time_ms": int(start_ms),
+        "end_time_ms": int(end_ms),
+        "mb": round(mb, 4),
+        "mb_per_sec": round(mb / elapsed_s, 4),
+        "records": count,
+        "records_per_sec": round(count / elapsed_s, 4),
+        "fetch_time_ms": int(end_ms - start_ms),
+        "bytes": nbytes,
+    }
 
 
 def _consume(args: argparse.Namespace) -> int:
@@ -300,8 +370,9 @@ def _consume(args: argparse.Namespace) -> int:
         try:
             partitions = consumer.partitions_for_topic(args.topic)
         except kerr.KafkaError as err:
-            print(f"{_PROG} {args.command}: error: topic {args.topic!r}: {err.error_name}: {err.message}",
-                  file=sys.stderr)
+            print(
+                f"{_PROG} {args.command}: error: topic {args.topic!r}: {err.error_name}: {err.message}", file=sys.stderr
+            )
             return EXIT_FAILURE
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
@@ -313,8 +384,10 @@ def _consume(args: argparse.Namespace) -> int:
         last = time.monotonic()
         window_start_ms, window_count, window_bytes = start_ms, 0, 0
         if args.show_detailed_stats and not args.hide_header:
-            print("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-                  "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+            print(
+                "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+            )
         while count < args.messages:
             left = args.timeout / 1000.0 - (time.monotonic() - last)
             if left <= 0:
@@ -334,21 +407,37 @@ def _consume(args: argparse.Namespace) -> int:
             now_ms = time.time() * 1000
             if args.show_detailed_stats and now_ms - window_start_ms >= args.reporting_interval:
                 elapsed = max((now_ms - window_start_ms) / 1000.0, 1e-9)
-                print("%s, 0, %.4f, %.4f, %d, %.4f, 0, %d, %.4f, %.4f" % (
-                    _date(now_ms), nbytes / _MB, window_bytes / _MB / elapsed, count, window_count / elapsed,
-                    int(now_ms - window_start_ms), window_bytes / _MB / elapsed, window_count / elapsed),
-                    flush=True)
+                print(
+                    "%s, 0, %.4f, %.4f, %d, %.4f, 0, %d, %.4f, %.4f"
+                    % (
+                        _date(now_ms),
+                        nbytes / _MB,
+                        window_bytes / _MB / elapsed,
+                        count,
+                        window_count / elapsed,
+                        int(now_ms - window_start_ms),
+                        window_bytes / _MB / elapsed,
+                        window_count / elapsed,
+                    ),
+                    flush=True,
+                )
                 window_start_ms, window_count, window_bytes = now_ms, 0, 0
         end_ms = time.time() * 1000
     finally:
         consumer.close()
     if timed_out:
-        print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
-              f"exceeded. You can use the --timeout option to increase the timeout.", file=sys.stderr)
+        print(
+            f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
+            f"exceeded. You can use the --timeout option to increase the timeout.",
+            file=sys.stderr,
+        )
     line, figures = _figures(start_ms, end_ms, nbytes, count)
     if not args.hide_header:
         print(_HEADER)
     print(line)
-    print(json_dumps({"test": "consume", "topic": args.topic, **figures, "expected": args.messages,
-                      "timed_out": timed_out}))
+    print(
+        json_dumps(
+            {"test": "consume", "topic": args.topic, **figures, "expected": args.messages, "timed_out": timed_out}
+        )
+    )
     return EXIT_FAILURE if count < args.messages else EXIT_OK

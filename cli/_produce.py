@@ -30,8 +30,15 @@ from typing import Any, TextIO
 
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
 
-__all__ = ["add_parser", "run", "make_producer", "parse_properties", "read_properties_file",
-           "LineReader", "COMPRESSION_TYPES"]
+__all__ = [
+    "add_parser",
+    "run",
+    "make_producer",
+    "parse_properties",
+    "read_properties_file",
+    "LineReader",
+    "COMPRESSION_TYPES",
+]
 
 _PROG = "kraftlog"
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -75,7 +82,7 @@ def read_properties_file(path: str, what: str) -> dict[str, str]:
         if sep < 0:
             out[line] = ""
         else:
-            out[line[:sep].strip()] = line[sep + 1:].strip()
+            out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 
 
@@ -98,9 +105,12 @@ class LineReader:
         self.headers_key_separator = props.get("headers.key.separator", ":")
         self.ignore_error = _true(props.get("ignore.error"))
         self.null_marker = props.get("null.marker")
-        for name, value in (("key.separator", self.key_separator), ("headers.delimiter", self.headers_delimiter),
-                            ("headers.separator", self.headers_separator),
-                            ("headers.key.separator", self.headers_key_separator)):
+        for name, value in (
+            ("key.separator", self.key_separator),
+            ("headers.delimiter", self.headers_delimiter),
+            ("headers.separator", self.headers_separator),
+            ("headers.key.separator", self.headers_key_separator),
+        ):
             if value == "":
                 raise UserError(f"property {name} must not be empty")
         if self.null_marker == "":
@@ -122,10 +132,12 @@ class LineReader:
                         continue
                     hkey, sep, hval = item.partition(self.headers_key_separator)
                     if self.null_marker is not None and hkey == self.null_marker:
-                        raise UserError(f"Header keys should not be equal to the null marker "
-                                        f"'{self.null_marker}' as they can't be null (line {number})")
+                        raise UserError(
+                            f"Header keys should not be equal to the null marker "
+                            f"'{self.null_marker}' as they can't be null (line {number})"
+                        )
                     headers.append((hkey, self._nullable(hval) if sep else None))
-                line = line[at + len(self.headers_delimiter):]
+                line = line[at + len(self.headers_delimiter) :]
         key: bytes | None = None
         value_text = line
         if self.parse_key:
@@ -135,7 +147,7 @@ class LineReader:
                     raise UserError(f"No key separator found on line number {number}: '{line}'")
             else:
                 key = self._nullable(line[:at])
-                value_text = line[at + len(self.key_separator):]
+                value_text = line[at + len(self.key_separator) :]
         return key, self._nullable(value_text), headers
 
 
@@ -144,34 +156,83 @@ class LineReader:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "produce", help="send lines from stdin to a topic (kafka-console-producer)",
+        "produce",
+        help="send lines from stdin to a topic (kafka-console-producer)",
         description="Read records from stdin, one per line, and send them to a topic, like Kafka's "
-                    "kafka-console-producer.sh. Use --property parse.key=true key.separator=: for "
-                    "keyed lines and --property parse.headers=true (or --header) for headers.")
+        "kafka-console-producer.sh. Use --property parse.key=true key.separator=: for "
+        "keyed lines and --property parse.headers=true (or --header) for headers.",
+    )
     add_bootstrap_server_option(parser)
     parser.add_argument("--topic", required=True, help="the topic to write to")
-    parser.add_argument("--partition", type=non_negative_int, default=None, metavar="P",
-                        help="send every record to this partition (default: Kafka's partitioner)")
-    parser.add_argument("--property", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="line reader property: parse.key, key.separator, parse.headers, "
-                             "headers.delimiter, headers.separator, headers.key.separator, "
-                             "ignore.error, null.marker")
-    parser.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
-                        help="a header added to every record (repeatable)")
-    parser.add_argument("--acks", "--request-required-acks", dest="acks", default="all",
-                        choices=("all", "-1", "0", "1"), help="acknowledgements to wait for (default: all)")
-    parser.add_argument("--compression-type", "--compression-codec", dest="compression_type",
-                        choices=COMPRESSION_TYPES, default="none", help="batch compression (default: none)")
-    parser.add_argument("--linger-ms", "--timeout", dest="linger_ms", type=non_negative_int, default=1000,
-                        metavar="MS", help="how long a batch may wait for more records (default: 1000)")
-    parser.add_argument("--batch-size", type=non_negative_int, default=16_384, metavar="BYTES",
-                        help="batch size in bytes (default: 16384)")
-    parser.add_argument("--sync", action="store_true",
-                        help="send each record and wait for its acknowledgement before the next")
-    parser.add_argument("--producer-property", action="append", default=[], metavar="NAME=VALUE",
-                        help="a producer config, e.g. retries=3 (repeatable)")
-    parser.add_argument("--producer.config", dest="producer_config", default=None, metavar="FILE",
-                        help="a properties file of producer configs")
+    parser.add_argument(
+        "--partition",
+        type=non_negative_int,
+        default=None,
+        metavar="P",
+        help="send every record to this partition (default: Kafka's partitioner)",
+    )
+    parser.add_argument(
+        "--property",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="line reader property: parse.key, key.separator, parse.headers, "
+        "headers.delimiter, headers.separator, headers.key.separator, "
+        "ignore.error, null.marker",
+    )
+    parser.add_argument(
+        "--header", action="append", default=[], metavar="KEY=VALUE", help="a header added to every record (repeatable)"
+    )
+    parser.add_argument(
+        "--acks",
+        "--request-required-acks",
+        dest="acks",
+        default="all",
+        choices=("all", "-1", "0", "1"),
+        help="acknowledgements to wait for (default: all)",
+    )
+    parser.add_argument(
+        "--compression-type",
+        "--compression-codec",
+        dest="compression_type",
+        choices=COMPRESSION_TYPES,
+        default="none",
+        help="batch compression (default: none)",
+    )
+    parser.add_argument(
+        "--linger-ms",
+        "--timeout",
+        dest="linger_ms",
+        type=non_negative_int,
+        default=1000,
+        metavar="MS",
+        help="how long a batch may wait for more records (default: 1000)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=non_negative_int,
+        default=16_384,
+        metavar="BYTES",
+        help="batch size in bytes (default: 16384)",
+    )
+    parser.add_argument(
+        "--sync", action="store_true", help="send each record and wait for its acknowledgement before the next"
+    )
+    parser.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a producer config, e.g. retries=3 (repeatable)",
+    )
+    parser.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        default=None,
+        metavar="FILE",
+        help="a properties file of producer configs",
+    )
     return parser
 
 
@@ -196,14 +257,23 @@ def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     reader = LineReader(parse_properties(args.property, "--property"))
     static_headers = [(k, v.encode("utf-8")) for k, v in parse_properties(args.header, "--header").items()]
-    config: dict[str, Any] = {"acks": args.acks, "compression_type": args.compression_type,
-                              "linger_ms": 0 if args.sync else args.linger_ms, "batch_size": args.batch_size}
+    config: dict[str, Any] = {
+        "acks": args.acks,
+        "compression_type": args.compression_type,
+        "linger_ms": 0 if args.sync else args.linger_ms,
+        "batch_size": args.batch_size,
+    }
     config.update(producer_settings(args))
     return _produce(args, reader, static_headers, config, sys.stdin)
 
 
-def _produce(args: argparse.Namespace, reader: LineReader, static_headers: list[tuple[str, bytes]],
-             config: dict[str, Any], stream: TextIO) -> int:
+def _produce(
+    args: argparse.Namespace,
+    reader: LineReader,
+    static_headers: list[tuple[str, bytes]],
+    config: dict[str, Any],
+    stream: TextIO,
+) -> int:
     from kraftlog.common import errors as kerr
 
     try:
@@ -213,16 +283,19 @@ def _produce(args: argparse.Namespace, reader: LineReader, static_headers: list[
     failures = 0
     status = EXIT_OK
 
-    def report(metadata: Any, error: BaseException | None, key: bytes | None = None,
-               value: bytes | None = None) -> None:
+    def report(
+        metadata: Any, error: BaseException | None, key: bytes | None = None, value: bytes | None = None
+    ) -> None:
         nonlocal failures
         if error is not None:
             failures += 1
             name = getattr(error, "error_name", type(error).__name__)
-            print(f"ERROR Error when sending message to topic {args.topic} with key: "
-                  f"{'null' if key is None else f'{len(key)} bytes'}, value: "
-                  f"{'null' if value is None else f'{len(value)} bytes'} with error: {name}: {error}",
-                  file=sys.stderr)
+            print(
+                f"ERROR Error when sending message to topic {args.topic} with key: "
+                f"{'null' if key is None else f'{len(key)} bytes'}, value: "
+                f"{'null' if value is None else f'{len(value)} bytes'} with error: {name}: {error}",
+                file=sys.stderr,
+            )
 
     try:
         for number, raw in enumerate(stream, start=1):
@@ -235,9 +308,14 @@ def _produce(args: argparse.Namespace, reader: LineReader, static_headers: list[
                 print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
                 status = EXIT_FAILURE
                 break
-            future = producer.send(args.topic, value, key=key, headers=headers + static_headers,
-                                   partition=args.partition,
-                                   callback=lambda m, e, k=key, v=value: report(m, e, k, v))
+            future = producer.send(
+                args.topic,
+                value,
+                key=key,
+                headers=headers + static_headers,
+                partition=args.partition,
+                callback=lambda m, e, k=key, v=value: report(m, e, k, v),
+            )
             if args.sync:
                 try:
                     future.result()

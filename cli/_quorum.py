@@ -41,8 +41,11 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "quorum", help="describe the controller quorum (kafka-metadata-quorum); check, repair or recover its metadata log",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "quorum",
+        help="describe the controller quorum (kafka-metadata-quorum); check, repair or recover its metadata log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="quorum_command", metavar="ACTION")
     sub.required = True
     status = sub.add_parser("status", help="leader, epoch, high watermark, lag, voters and observers")
@@ -100,18 +103,24 @@ def quorum_status(quorum: Any, cluster_id: str | None) -> dict[str, Any]:
         max_lag = max(0, leader_leo - laggard.log_end_offset)
         if leader is not None and laggard.replica_id == leader.replica_id:
             lag_time = 0
-        elif (leader is not None and leader.last_caught_up_timestamp_ms >= 0
-              and laggard.last_caught_up_timestamp_ms >= 0):
+        elif (
+            leader is not None and leader.last_caught_up_timestamp_ms >= 0 and laggard.last_caught_up_timestamp_ms >= 0
+        ):
             lag_time = leader.last_caught_up_timestamp_ms - laggard.last_caught_up_timestamp_ms
         else:
             lag_time = -1
     else:
         max_lag, lag_time = 0, -1
-    return {"cluster_id": cluster_id, "leader_id": quorum.leader_id, "leader_epoch": quorum.leader_epoch,
-            "high_watermark": quorum.high_watermark, "max_follower_lag": max_lag,
-            "max_follower_lag_time_ms": lag_time,
-            "current_voters": sorted(v.replica_id for v in quorum.voters),
-            "current_observers": sorted(o.replica_id for o in quorum.observers)}
+    return {
+        "cluster_id": cluster_id,
+        "leader_id": quorum.leader_id,
+        "leader_epoch": quorum.leader_epoch,
+        "high_watermark": quorum.high_watermark,
+        "max_follower_lag": max_lag,
+        "max_follower_lag_time_ms": lag_time,
+        "current_voters": sorted(v.replica_id for v in quorum.voters),
+        "current_observers": sorted(o.replica_id for o in quorum.observers),
+    }
 
 
 def quorum_replication(quorum: Any) -> list[dict[str, Any]]:
@@ -125,11 +134,16 @@ def quorum_replication(quorum: Any) -> list[dict[str, Any]]:
                 label = "Leader" if r.replica_id == quorum.leader_id else "Follower"
             else:
                 label = status
-            rows.append({"node_id": r.replica_id, "log_end_offset": r.log_end_offset,
-                         "lag": max(0, leader_leo - r.log_end_offset),
-                         "last_fetch_timestamp": r.last_fetch_timestamp_ms,
-                         "last_caught_up_timestamp": r.last_caught_up_timestamp_ms,
-                         "status": label})
+            rows.append(
+                {
+                    "node_id": r.replica_id,
+                    "log_end_offset": r.log_end_offset,
+                    "lag": max(0, leader_leo - r.log_end_offset),
+                    "last_fetch_timestamp": r.last_fetch_timestamp_ms,
+                    "last_caught_up_timestamp": r.last_caught_up_timestamp_ms,
+                    "status": label,
+                }
+            )
     return rows
 
 
@@ -148,14 +162,16 @@ def _status(admin: Any, args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(status)
         return EXIT_OK
-    lines = [("ClusterId", status["cluster_id"] or "unknown"),
-             ("LeaderId", status["leader_id"]),
-             ("LeaderEpoch", status["leader_epoch"]),
-             ("HighWatermark", status["high_watermark"]),
-             ("MaxFollowerLag", status["max_follower_lag"]),
-             ("MaxFollowerLagTimeMs", status["max_follower_lag_time_ms"]),
-             ("CurrentVoters", "[" + ",".join(str(v) for v in status["current_voters"]) + "]"),
-             ("CurrentObservers", "[" + ",".join(str(o) for o in status["current_observers"]) + "]")]
+    lines = [
+        ("ClusterId", status["cluster_id"] or "unknown"),
+        ("LeaderId", status["leader_id"]),
+        ("LeaderEpoch", status["leader_epoch"]),
+        ("HighWatermark", status["high_watermark"]),
+        ("MaxFollowerLag", status["max_follower_lag"]),
+        ("MaxFollowerLagTimeMs", status["max_follower_lag_time_ms"]),
+        ("CurrentVoters", "[" + ",".join(str(v) for v in status["current_voters"]) + "]"),
+        ("CurrentObservers", "[" + ",".join(str(o) for o in status["current_observers"]) + "]"),
+    ]
     width = max(len(k) for k, _ in lines) + 4  # "MaxFollowerLagTimeMs:" + 3 spaces, as Kafka
     for key, value in lines:
         print(f"{key + ':':<{width}}{value}")
@@ -167,7 +183,18 @@ def _replication(admin: Any, args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json({"replicas": rows})
         return EXIT_OK
-    print_table(["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"],
-                [[r["node_id"], r["log_end_offset"], r["lag"], r["last_fetch_timestamp"],
-                  r["last_caught_up_timestamp"], r["status"]] for r in rows])
+    print_table(
+        ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"],
+        [
+            [
+                r["node_id"],
+                r["log_end_offset"],
+                r["lag"],
+                r["last_fetch_timestamp"],
+                r["last_caught_up_timestamp"],
+                r["status"],
+            ]
+            for r in rows
+        ],
+    )
     return EXIT_OK

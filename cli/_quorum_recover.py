@@ -34,9 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR
-from kraftlog.common import fsync_directory
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, fsync_directory
 
 __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft_state"]
 
@@ -47,13 +46,21 @@ def add_recover_parser(sub: Any) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
     recover = sub.add_parser(
-        "recover", help="install a (Spark-rebuilt) snapshot as this controller's whole metadata state",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    recover.add_argument("--snapshot", required=True, metavar="FILE",
-                         help="the snapshot to restart from (the same file on every controller)")
+        "recover",
+        help="install a (Spark-rebuilt) snapshot as this controller's whole metadata state",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    recover.add_argument(
+        "--snapshot",
+        required=True,
+        metavar="FILE",
+        help="the snapshot to restart from (the same file on every controller)",
+    )
     add_config_options(recover)
-    recover.add_argument("--force", action="store_true",
-                         help="replace the metadata log and Raft state this node still has")
+    recover.add_argument(
+        "--force", action="store_true", help="replace the metadata log and Raft state this node still has"
+    )
     add_output_option(recover)
     return recover
 
@@ -72,8 +79,10 @@ def run_recover(args: argparse.Namespace) -> int:
         print_json(report)
         return EXIT_OK
     print(f"Node {report['node_id']}: metadata state recovered from {report['snapshot']}")
-    print(f"  snapshot offset {report['offset']} epoch {report['epoch']} ({report['records']} records) "
-          f"installed as {report['installed']}")
+    print(
+        f"  snapshot offset {report['offset']} epoch {report['epoch']} ({report['records']} records) "
+        f"installed as {report['installed']}"
+    )
     print(f"  the metadata log continues at offset {report['next_offset']} ({report['segment']})")
     print(f"  Raft state reset in {report['raft_dir']} (term {report['raft_term']})")
     if report["removed"]:
@@ -108,8 +117,7 @@ def _existing_state(mdir: Path, raft_dir: Path) -> list[Path]:
     return found
 
 
-def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict[int, str],
-                    fsync: bool = True) -> None:
+def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict[int, str], fsync: bool = True) -> None:
     """Write a Raft journal and full dump in which nothing is applied yet and the metadata state
     machine's next offset is ``next_offset``; the journal holds two NO_OP entries of ``term``.
 
@@ -172,22 +180,24 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     source = Path(snapshot)
     if not source.is_file():
         raise UserError(f"--snapshot {source}: no such file")
-    snap = metadata_log.read_snapshot(source)   # full validation before anything is touched
+    snap = metadata_log.read_snapshot(source)  # full validation before anything is touched
     metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
-    check_formatted(cfg)   # a lost meta.properties: format again with the cluster's id first
+    check_formatted(cfg)  # a lost meta.properties: format again with the cluster's id first
     host, port = cfg.quorum_voters[cfg.node_id]
     offset_cfg = cfg["controller.quorum.raft.port.offset"]
     if _raft_port_in_use(host, port + offset_cfg) or _raft_port_in_use(host, port):
-        raise UserError(f"node {cfg.node_id} seems to be running ({host}:{port} or its Raft port is in use): "
-                        f"stop it first")
+        raise UserError(
+            f"node {cfg.node_id} seems to be running ({host}:{port} or its Raft port is in use): stop it first"
+        )
     base = Path(cfg.metadata_log_dir)
     mdir = base / METADATA_PARTITION_DIR
     raft_dir = base / RAFT_DIR
     existing = _existing_state(mdir, raft_dir)
     if existing and not force:
         listing = ", ".join(str(p) for p in existing[:6]) + (" ..." if len(existing) > 6 else "")
-        raise UserError(f"node {cfg.node_id} still has metadata state ({listing}); "
-                        f"pass --force to replace it with the snapshot")
+        raise UserError(
+            f"node {cfg.node_id} still has metadata state ({listing}); pass --force to replace it with the snapshot"
+        )
     removed: list[str] = []
     mdir.mkdir(parents=True, exist_ok=True)
     # Segments newest first, so an interruption leaves a shorter but valid log; then snapshots.
@@ -203,8 +213,12 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     if raft_dir.exists():
         shutil.rmtree(raft_dir)
         removed.append(f"{RAFT_DIR}/")
-    installed = source if source.parent.resolve() == mdir.resolve() and \
-        source.name == metadata_log._log_files.snapshot_file_name(snap.offset, snap.epoch) else None
+    installed = (
+        source
+        if source.parent.resolve() == mdir.resolve()
+        and source.name == metadata_log._log_files.snapshot_file_name(snap.offset, snap.epoch)
+        else None
+    )
     if installed is None:
         installed = _install_snapshot(source, mdir, snap.offset, snap.epoch)
     fsync = bool(cfg["controller.quorum.fsync"])
@@ -215,7 +229,17 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
         raise UserError(f"the metadata log would continue at {next_offset}, not {snap.offset + 1}")
     voters = {vid: f"{h}:{p + offset_cfg}" for vid, (h, p) in cfg.quorum_voters.items()}
     seed_raft_state(raft_dir, next_offset=next_offset, term=max(snap.epoch, 0), voters=voters, fsync=fsync)
-    return {"node_id": cfg.node_id, "snapshot": str(source), "offset": snap.offset, "epoch": snap.epoch,
-            "timestamp_ms": snap.timestamp_ms, "records": len(snap.records), "installed": str(installed),
-            "next_offset": next_offset, "segment": str(segment), "raft_dir": str(raft_dir),
-            "raft_term": max(snap.epoch, 0), "removed": removed}
+    return {
+        "node_id": cfg.node_id,
+        "snapshot": str(source),
+        "offset": snap.offset,
+        "epoch": snap.epoch,
+        "timestamp_ms": snap.timestamp_ms,
+        "records": len(snap.records),
+        "installed": str(installed),
+        "next_offset": next_offset,
+        "segment": str(segment),
+        "raft_dir": str(raft_dir),
+        "raft_term": max(snap.epoch, 0),
+        "removed": removed,
+    }

@@ -25,18 +25,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kraftlog.common import METADATA_PARTITION_DIR
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.common import METADATA_PARTITION_DIR
 
 __all__ = ["add_check_parser", "add_repair_parser", "check_metadata_log", "run_check", "run_repair"]
-
 
 
 def add_check_parser(sub: Any) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
-    check = sub.add_parser("check", help="replay this controller's metadata log offline; name the first bad record",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check = sub.add_parser(
+        "check",
+        help="replay this controller's metadata log offline; name the first bad record",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_config_options(check)
     add_output_option(check)
     return check
@@ -45,10 +48,19 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
 def add_repair_parser(sub: Any) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
-    repair = sub.add_parser("repair", help="rebuild this controller's metadata state from the entries before an offset",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    repair.add_argument("--before", type=int, required=True, metavar="OFFSET",
-                        help="the first offset to drop (the one 'quorum check' reported); everything after it goes too")
+    repair = sub.add_parser(
+        "repair",
+        help="rebuild this controller's metadata state from the entries before an offset",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    repair.add_argument(
+        "--before",
+        type=int,
+        required=True,
+        metavar="OFFSET",
+        help="the first offset to drop (the one 'quorum check' reported); everything after it goes too",
+    )
     add_config_options(repair)
     add_output_option(repair)
     return repair
@@ -80,12 +92,20 @@ def check_metadata_log(mdir: Path, *, stop_at: int | None = None) -> tuple[Any, 
             try:
                 delta.replay(entry)
             except MetadataReplayError as err:
-                failure = {"offset": entry.offset, "epoch": entry.epoch, "record_type": type(entry.record).__name__,
-                           "reason": str(err)}
+                failure = {
+                    "offset": entry.offset,
+                    "epoch": entry.epoch,
+                    "record_type": type(entry.record).__name__,
+                    "reason": str(err),
+                }
                 rest.append(entry)
     except metadata_log.MetadataRecordError as err:
-        failure = failure or {"offset": delta.apply().offset + 1, "epoch": None, "record_type": None,
-                              "reason": f"undecodable entry: {err}"}
+        failure = failure or {
+            "offset": delta.apply().offset + 1,
+            "epoch": None,
+            "record_type": None,
+            "reason": f"undecodable entry: {err}",
+        }
     return delta.apply(), failure, rest
 
 
@@ -103,17 +123,26 @@ def run_check(args: argparse.Namespace) -> int:
 
     cfg = load_config_args(args)
     image, failure, rest = check_metadata_log(_metadata_dir(cfg))
-    report = {"node_id": cfg.node_id, "ok": failure is None, "replayed_to_offset": image.offset,
-              "failure": failure, "entries_after_failure": max(len(rest) - 1, 0)}
+    report = {
+        "node_id": cfg.node_id,
+        "ok": failure is None,
+        "replayed_to_offset": image.offset,
+        "failure": failure,
+        "entries_after_failure": max(len(rest) - 1, 0),
+    }
     if args.output == "json":
         print_json(report)
     elif failure is None:
         print(f"Node {cfg.node_id}: the metadata log replays to offset {image.offset}")
     else:
-        print(f"Node {cfg.node_id}: the record at offset {failure['offset']} ({failure['record_type']}, "
-              f"epoch {failure['epoch']}) does not replay: {failure['reason']}")
-        print(f"  {report['entries_after_failure']} entries follow it; 'kraftlog quorum repair --before "
-              f"{failure['offset']}' on every controller drops them all")
+        print(
+            f"Node {cfg.node_id}: the record at offset {failure['offset']} ({failure['record_type']}, "
+            f"epoch {failure['epoch']}) does not replay: {failure['reason']}"
+        )
+        print(
+            f"  {report['entries_after_failure']} entries follow it; 'kraftlog quorum repair --before "
+            f"{failure['offset']}' on every controller drops them all"
+        )
     return EXIT_OK if failure is None else EXIT_FAILURE
 
 
@@ -128,25 +157,33 @@ def run_repair(args: argparse.Namespace) -> int:
         raise UserError("--before must be at least 1 (offset 0 has nothing before it)")
     image, _failure, dropped = check_metadata_log(mdir, stop_at=args.before)
     if image.offset != args.before - 1:
-        raise UserError(f"the entries before offset {args.before} do not replay to offset {args.before - 1} "
-                        f"(they end at {image.offset}); run 'kraftlog quorum check' first")
+        raise UserError(
+            f"the entries before offset {args.before} do not replay to offset {args.before - 1} "
+            f"(they end at {image.offset}); run 'kraftlog quorum check' first"
+        )
     with tempfile.TemporaryDirectory(prefix="kraftlog-repair-") as tmp:
-        snapshot = metadata_log.write_snapshot(tmp, image.offset, image.epoch, image.timestamp_ms,
-                                               image.to_records())
+        snapshot = metadata_log.write_snapshot(tmp, image.offset, image.epoch, image.timestamp_ms, image.to_records())
         try:
             report = recover_controller(cfg, snapshot, force=True)
         except (metadata_log.MetadataRecordError, OSError) as err:
             print(f"kraftlog quorum repair: error: {err}", file=sys.stderr)
             return EXIT_FAILURE
     kinds = Counter(type(e.record).__name__ for e in dropped)
-    report.update({"dropped_from_offset": args.before, "dropped_entries": len(dropped),
-                   "dropped_record_types": dict(sorted(kinds.items()))})
+    report.update(
+        {
+            "dropped_from_offset": args.before,
+            "dropped_entries": len(dropped),
+            "dropped_record_types": dict(sorted(kinds.items())),
+        }
+    )
     if args.output == "json":
         print_json(report)
         return EXIT_OK
     print(f"Node {cfg.node_id}: metadata state rebuilt from offsets up to {image.offset} (epoch {image.epoch})")
-    print(f"  dropped {len(dropped)} entries from offset {args.before} on: "
-          + (", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())) or "none"))
+    print(
+        f"  dropped {len(dropped)} entries from offset {args.before} on: "
+        + (", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())) or "none")
+    )
     print(f"  the metadata log continues at offset {report['next_offset']}; Raft state reset")
     print("Run this with the same --before on every controller, start them all, then restart the brokers.")
     return EXIT_OK

@@ -31,16 +31,15 @@ from kraftlog.cli._topics import (
     error_json,
     error_name,
     error_text,
+    join_ids,
     raise_if_error,
     read_json_file,
     report_error,
     run_with_admin,
     tp_name,
-    join_ids,
 )
 
-__all__ = ["add_parser", "run", "make_admin", "parse_plan", "parse_topics_to_move", "plan_json",
-           "PlanEntry"]
+__all__ = ["add_parser", "run", "make_admin", "parse_plan", "parse_topics_to_move", "plan_json", "PlanEntry"]
 
 _SUPPORTED_VERSION = 1
 
@@ -101,15 +100,19 @@ def parse_plan(obj: Any, path: str = "the plan") -> list[PlanEntry]:
             raise UserError(f"{where}: broker ids cannot be negative")
         dup = sorted({r for r in replicas if replicas.count(r) > 1})
         if dup:
-            raise UserError(f"{path}: partition replica lists may not contain duplicate entries: "
-                            f"{tp_name(topic, partition)} contains {join_ids(dup)}")
+            raise UserError(
+                f"{path}: partition replica lists may not contain duplicate entries: "
+                f"{tp_name(topic, partition)} contains {join_ids(dup)}"
+            )
         log_dirs = item.get("log_dirs")
         if log_dirs is not None:
             if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
                 raise UserError(f"{where}: 'log_dirs' must list one directory per replica")
             if any(d != "any" for d in log_dirs):
-                raise UserError(f"{where}: moving replicas between log dirs is not supported "
-                                f"(every 'log_dirs' entry must be \"any\")")
+                raise UserError(
+                    f"{where}: moving replicas between log dirs is not supported "
+                    f"(every 'log_dirs' entry must be \"any\")"
+                )
         if (topic, partition) in seen:
             duplicates.append(tp_name(topic, partition))
         seen.add((topic, partition))
@@ -140,10 +143,18 @@ def parse_topics_to_move(obj: Any, path: str = "the topics file") -> list[str]:
 
 def plan_json(entries: Sequence[PlanEntry]) -> dict[str, Any]:
     """A plan in Kafka's format (with ``log_dirs`` all ``"any"``), sorted by topic and partition."""
-    return {"version": _SUPPORTED_VERSION, "partitions": [
-        {"topic": e.topic, "partition": e.partition, "replicas": list(e.replicas),
-         "log_dirs": ["any"] * len(e.replicas)}
-        for e in sorted(entries, key=lambda e: (e.topic, e.partition))]}
+    return {
+        "version": _SUPPORTED_VERSION,
+        "partitions": [
+            {
+                "topic": e.topic,
+                "partition": e.partition,
+                "replicas": list(e.replicas),
+                "log_dirs": ["any"] * len(e.replicas),
+            }
+            for e in sorted(entries, key=lambda e: (e.topic, e.partition))
+        ],
+    }
 
 
 def _broker_list(text: str) -> list[int]:
@@ -171,30 +182,47 @@ def _broker_list(text: str) -> list[int]:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "reassign", help="move partition replicas between brokers (kafka-reassign-partitions)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "reassign",
+        help="move partition replicas between brokers (kafka-reassign-partitions)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="reassign_command", metavar="ACTION")
     sub.required = True
 
     gen = sub.add_parser("generate", help="propose a plan moving topics onto a list of brokers")
-    gen.add_argument("--topics-to-move-json-file", required=True, metavar="FILE",
-                     help='JSON file: {"version":1,"topics":[{"topic":"foo"}]}')
-    gen.add_argument("--broker-list", required=True, type=_broker_list, metavar="ID,ID,...",
-                     help="brokers the topics' partitions may be placed on")
-    gen.add_argument("--disable-rack-aware", action="store_true",
-                     help="ignore broker racks when placing replicas")
+    gen.add_argument(
+        "--topics-to-move-json-file",
+        required=True,
+        metavar="FILE",
+        help='JSON file: {"version":1,"topics":[{"topic":"foo"}]}',
+    )
+    gen.add_argument(
+        "--broker-list",
+        required=True,
+        type=_broker_list,
+        metavar="ID,ID,...",
+        help="brokers the topics' partitions may be placed on",
+    )
+    gen.add_argument("--disable-rack-aware", action="store_true", help="ignore broker racks when placing replicas")
     add_admin_options(gen)
 
-    for action, text in (("execute", "start the reassignments of a plan"),
-                         ("verify", "report whether the reassignments of a plan are done"),
-                         ("cancel", "cancel the plan's reassignments that are in progress")):
+    for action, text in (
+        ("execute", "start the reassignments of a plan"),
+        ("verify", "report whether the reassignments of a plan are done"),
+        ("cancel", "cancel the plan's reassignments that are in progress"),
+    ):
         p = sub.add_parser(action, help=text)
-        p.add_argument("--reassignment-json-file", required=True, metavar="FILE",
-                       help='the plan: {"version":1,"partitions":[{"topic":"t","partition":0,'
-                            '"replicas":[1,2,3]}]}')
+        p.add_argument(
+            "--reassignment-json-file",
+            required=True,
+            metavar="FILE",
+            help='the plan: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}',
+        )
         if action == "execute":
-            p.add_argument("--additional", action="store_true",
-                           help="start even if other reassignments are in progress")
+            p.add_argument(
+                "--additional", action="store_true", help="start even if other reassignments are in progress"
+            )
         add_admin_options(p)
     return parser
 
@@ -202,11 +230,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     action = args.reassign_command
     if action == "generate":
-        topics = parse_topics_to_move(read_json_file(args.topics_to_move_json_file, "topics file"),
-                                      args.topics_to_move_json_file)
+        topics = parse_topics_to_move(
+            read_json_file(args.topics_to_move_json_file, "topics file"), args.topics_to_move_json_file
+        )
         return run_with_admin(args, make_admin, lambda admin: _generate(admin, args, topics))
-    plan = parse_plan(read_json_file(args.reassignment_json_file, "reassignment plan"),
-                      args.reassignment_json_file)
+    plan = parse_plan(read_json_file(args.reassignment_json_file, "reassignment plan"), args.reassignment_json_file)
     body = {"execute": _execute, "verify": _verify, "cancel": _cancel}[action]
     return run_with_admin(args, make_admin, lambda admin: body(admin, args, plan))
 
@@ -236,8 +264,7 @@ def _describe(admin: Any, topics: Sequence[str]) -> dict[str, Any]:
 
 
 def _current_replicas(described: dict[str, Any]) -> dict[tuple[str, int], tuple[int, ...]]:
-    return {(name, p.partition_index): tuple(p.replicas)
-            for name, topic in described.items() for p in topic.partitions}
+    return {(name, p.partition_index): tuple(p.replicas) for name, topic in described.items() for p in topic.partitions}
 
 
 def _ongoing(admin: Any, partitions: dict[str, list[int]] | None) -> dict[tuple[str, int], Any]:
@@ -260,8 +287,7 @@ def _generate(admin: Any, args: argparse.Namespace, topics: list[str]) -> int:
     if unknown:
         raise UserError(f"unknown broker id(s) in --broker-list: {join_ids(unknown)}")
     brokers = {b: racks[b] for b in args.broker_list}
-    mode = (metadata_log.RackAwareMode.DISABLED if args.disable_rack_aware
-            else metadata_log.RackAwareMode.ENFORCED)
+    mode = metadata_log.RackAwareMode.DISABLED if args.disable_rack_aware else metadata_log.RackAwareMode.ENFORCED
     current: list[PlanEntry] = []
     proposed: list[PlanEntry] = []
     rng = random.Random()
@@ -274,10 +300,14 @@ def _generate(admin: Any, args: argparse.Namespace, topics: list[str]) -> int:
         try:
             assignment = metadata_log.assign_replicas(brokers, len(parts), rf, rng, rack_aware_mode=mode)
         except metadata_log.PlacementError as err:
-            hint = (" Add --disable-rack-aware to place replicas without rack information."
-                    if "rack" in str(err).lower() and not args.disable_rack_aware else "")
-            raise UserError(f"cannot place topic {name!r} on brokers {join_ids(args.broker_list)}: "
-                            f"{err}{hint}") from None
+            hint = (
+                " Add --disable-rack-aware to place replicas without rack information."
+                if "rack" in str(err).lower() and not args.disable_rack_aware
+                else ""
+            )
+            raise UserError(
+                f"cannot place topic {name!r} on brokers {join_ids(args.broker_list)}: {err}{hint}"
+            ) from None
         proposed += [PlanEntry(name, p.partition_index, tuple(assignment[i])) for i, p in enumerate(parts)]
     if args.output == "json":
         print_json({"current": plan_json(current), "proposed": plan_json(proposed)})
@@ -301,7 +331,8 @@ def _execute(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int
                 "REASSIGNMENT_IN_PROGRESS",
                 f"cannot execute because there is an existing partition assignment "
                 f"({', '.join(tp_name(t, p) for t, p in sorted(ongoing))}); use --additional to "
-                f"create a new partition assignment in addition to the existing one")
+                f"create a new partition assignment in addition to the existing one",
+            )
     described = _describe(admin, list(_topic_partitions(plan)))
     replicas = _current_replicas(described)
     missing = [tp_name(e.topic, e.partition) for e in plan if (e.topic, e.partition) not in replicas]
@@ -309,15 +340,27 @@ def _execute(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int
         raise ClusterError("UNKNOWN_TOPIC_OR_PARTITION", f"partition(s) {', '.join(missing)} not found")
     current = [PlanEntry(e.topic, e.partition, replicas[(e.topic, e.partition)]) for e in plan]
     response = admin.alter_partition_reassignments(
-        {(e.topic, e.partition): list(e.replicas) for e in plan}, timeout_ms=args.request_timeout_ms)
+        {(e.topic, e.partition): list(e.replicas) for e in plan}, timeout_ms=args.request_timeout_ms
+    )
     raise_if_error(response.error)
     errors = {(r.topic, r.partition): r.error for r in response.results if error_failed(r.error)}
     started = [e for e in plan if (e.topic, e.partition) not in errors]
     if args.output == "json":
-        print_json({"current": plan_json(current), "results": [
-            {"topic": e.topic, "partition": e.partition, "replicas": list(e.replicas),
-             "started": (e.topic, e.partition) not in errors,
-             "error": error_json(errors.get((e.topic, e.partition)))} for e in plan]})
+        print_json(
+            {
+                "current": plan_json(current),
+                "results": [
+                    {
+                        "topic": e.topic,
+                        "partition": e.partition,
+                        "replicas": list(e.replicas),
+                        "started": (e.topic, e.partition) not in errors,
+                        "error": error_json(errors.get((e.topic, e.partition))),
+                    }
+                    for e in plan
+                ],
+            }
+        )
     else:
         print("Current partition replica assignment")
         print()
@@ -325,8 +368,10 @@ def _execute(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int
         print()
         print("Save this to use as the --reassignment-json-file option during rollback")
         if started:
-            print("Successfully started partition reassignments for "
-                  + ",".join(tp_name(e.topic, e.partition) for e in started))
+            print(
+                "Successfully started partition reassignments for "
+                + ",".join(tp_name(e.topic, e.partition) for e in started)
+            )
     if errors:
         for (topic, partition), err in sorted(errors.items()):
             report_error(args, f"cannot reassign partition {tp_name(topic, partition)}: {error_text(err)}")
@@ -357,15 +402,28 @@ def _verify(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int:
             status, line = "completed", f"Reassignment of partition {name} is completed."
         else:
             status = "mismatch"
-            line = (f"There is no active reassignment of partition {name}, but replica set is "
-                    f"{join_ids(now)} rather than {join_ids(e.replicas)}.")
+            line = (
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{join_ids(now)} rather than {join_ids(e.replicas)}."
+            )
         results.append((e, status, now, line))
     failed = any(status in ("missing", "mismatch") for _, status, _, _ in results)
     if args.output == "json":
-        print_json({"complete": all(s == "completed" for _, s, _, _ in results), "partitions": [
-            {"topic": e.topic, "partition": e.partition, "status": status,
-             "target_replicas": list(e.replicas), "current_replicas": list(now) if now is not None else None}
-            for e, status, now, _ in results]})
+        print_json(
+            {
+                "complete": all(s == "completed" for _, s, _, _ in results),
+                "partitions": [
+                    {
+                        "topic": e.topic,
+                        "partition": e.partition,
+                        "status": status,
+                        "target_replicas": list(e.replicas),
+                        "current_replicas": list(now) if now is not None else None,
+                    }
+                    for e, status, now, _ in results
+                ],
+            }
+        )
     else:
         print("Status of partition reassignment:")
         for *_, line in results:
@@ -383,7 +441,8 @@ def _cancel(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int:
     errors: dict[tuple[str, int], Any] = {}
     if targets:
         response = admin.alter_partition_reassignments(
-            {(e.topic, e.partition): None for e in targets}, timeout_ms=args.request_timeout_ms)
+            {(e.topic, e.partition): None for e in targets}, timeout_ms=args.request_timeout_ms
+        )
         raise_if_error(response.error)
         by_tp = {(r.topic, r.partition): r.error for r in response.results}
         for e in targets:
@@ -394,14 +453,25 @@ def _cancel(admin: Any, args: argparse.Namespace, plan: list[PlanEntry]) -> int:
                 errors[(e.topic, e.partition)] = err
     if args.output == "json":
         done = {(e.topic, e.partition) for e in cancelled}
-        print_json({"partitions": [
-            {"topic": e.topic, "partition": e.partition,
-             "cancelled": (e.topic, e.partition) in done,
-             "was_active": (e.topic, e.partition) in ongoing,
-             "error": error_json(errors.get((e.topic, e.partition)))} for e in plan]})
+        print_json(
+            {
+                "partitions": [
+                    {
+                        "topic": e.topic,
+                        "partition": e.partition,
+                        "cancelled": (e.topic, e.partition) in done,
+                        "was_active": (e.topic, e.partition) in ongoing,
+                        "error": error_json(errors.get((e.topic, e.partition))),
+                    }
+                    for e in plan
+                ]
+            }
+        )
     elif cancelled:
-        print("Successfully cancelled partition reassignments for: "
-              + ",".join(tp_name(e.topic, e.partition) for e in cancelled))
+        print(
+            "Successfully cancelled partition reassignments for: "
+            + ",".join(tp_name(e.topic, e.partition) for e in cancelled)
+        )
     elif not errors:
         print("None of the specified partition reassignments are active.")
     for (topic, partition), err in sorted(errors.items()):

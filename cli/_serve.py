@@ -21,8 +21,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)",
-                                   description=__doc__)
+    parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)", description=__doc__)
     add_config_options(parser)
     return parser
 

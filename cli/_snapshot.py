@@ -45,43 +45,86 @@ __all__ = ["add_parser", "run", "Difference", "diff_images", "diff_snapshots"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "snapshot", help="rebuild metadata snapshots from log segments with Spark; diff two snapshots",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "snapshot",
+        help="rebuild metadata snapshots from log segments with Spark; diff two snapshots",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="snapshot_command", metavar="ACTION")
     sub.required = True
 
     rebuild = sub.add_parser(
-        "rebuild", help="fold metadata log segments into a snapshot with Spark",
+        "rebuild",
+        help="fold metadata log segments into a snapshot with Spark",
         description="Rebuild the metadata snapshot at a cut from metadata log segments with Spark; "
-                    "the file is byte-identical to the snapshot a controller writes at that offset.")
-    rebuild.add_argument("--log", required=True, metavar="PATH",
-                         help="metadata log segments: a metadata.log.dir, its __cluster_metadata-0 dir, "
-                              "a glob, or any Spark-readable path (hdfs://, s3a://)")
-    rebuild.add_argument("--base-snapshot", default=None, metavar="FILE",
-                         help="start from this snapshot; the segments must continue it")
-    rebuild.add_argument("--out", required=True, metavar="FILE",
-                         help="the snapshot file to write (an existing directory: written there as "
-                              "{offset:020d}-{epoch:010d}.checkpoint)")
+        "the file is byte-identical to the snapshot a controller writes at that offset.",
+    )
+    rebuild.add_argument(
+        "--log",
+        required=True,
+        metavar="PATH",
+        help="metadata log segments: a metadata.log.dir, its __cluster_metadata-0 dir, "
+        "a glob, or any Spark-readable path (hdfs://, s3a://)",
+    )
+    rebuild.add_argument(
+        "--base-snapshot", default=None, metavar="FILE", help="start from this snapshot; the segments must continue it"
+    )
+    rebuild.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the snapshot file to write (an existing directory: written there as "
+        "{offset:020d}-{epoch:010d}.checkpoint)",
+    )
     cut = rebuild.add_mutually_exclusive_group()
-    cut.add_argument("--as-of-offset", type=non_negative_int, default=None, metavar="N",
-                     help="the image as of log offset N (inclusive)")
-    cut.add_argument("--as-of-time", default=None, metavar="TIME",
-                     help="the image as of the last entry stamped at or before TIME (ISO 8601, UTC "
-                          "unless an offset is given, e.g. 2024-05-01T03:00:00Z; or epoch milliseconds)")
-    rebuild.add_argument("--master", default="local[*]", metavar="URL",
-                         help="Spark master (default: local[*]; spark://, yarn, k8s:// ... work unchanged)")
-    rebuild.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                         help="extra Spark configuration, repeatable (e.g. spark.hadoop.fs.s3a.endpoint=...)")
-    rebuild.add_argument("--partitions", type=non_negative_int, default=None, metavar="N",
-                         help="shuffle partitions of the fold (default: from the input size)")
+    cut.add_argument(
+        "--as-of-offset",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="the image as of log offset N (inclusive)",
+    )
+    cut.add_argument(
+        "--as-of-time",
+        default=None,
+        metavar="TIME",
+        help="the image as of the last entry stamped at or before TIME (ISO 8601, UTC "
+        "unless an offset is given, e.g. 2024-05-01T03:00:00Z; or epoch milliseconds)",
+    )
+    rebuild.add_argument(
+        "--master",
+        default="local[*]",
+        metavar="URL",
+        help="Spark master (default: local[*]; spark://, yarn, k8s:// ... work unchanged)",
+    )
+    rebuild.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration, repeatable (e.g. spark.hadoop.fs.s3a.endpoint=...)",
+    )
+    rebuild.add_argument(
+        "--partitions",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="shuffle partitions of the fold (default: from the input size)",
+    )
     add_output_option(rebuild)
 
-    diff = sub.add_parser("diff", help="where two snapshots disagree (exit 1 when they do)",
-                          description="Compare two snapshot files entity by entity.")
+    diff = sub.add_parser(
+        "diff",
+        help="where two snapshots disagree (exit 1 when they do)",
+        description="Compare two snapshot files entity by entity.",
+    )
     diff.add_argument("a", metavar="A", help="first snapshot (.checkpoint)")
     diff.add_argument("b", metavar="B", help="second snapshot (.checkpoint)")
-    diff.add_argument("--ignore-provenance", action="store_true",
-                      help="compare the images only, not the headers' offset, epoch and timestamp")
+    diff.add_argument(
+        "--ignore-provenance",
+        action="store_true",
+        help="compare the images only, not the headers' offset, epoch and timestamp",
+    )
     add_output_option(diff)
     return parser
 
@@ -138,12 +181,17 @@ def _rebuild(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         result = _spark.rebuild_snapshot(
-            spark, args.log, out, base_snapshot=args.base_snapshot, as_of_offset=args.as_of_offset,
-            as_of_time_ms=as_of_time_ms, partitions=args.partitions or None)
+            spark,
+            args.log,
+            out,
+            base_snapshot=args.base_snapshot,
+            as_of_offset=args.as_of_offset,
+            as_of_time_ms=as_of_time_ms,
+            partitions=args.partitions or None,
+        )
     except FileNotFoundError as err:
         raise UserError(str(err)) from err
-    except (metadata_log.MetadataRecordError, metadata_log.MetadataReplayError,
-            _spark.SnapshotRebuildError) as err:
+    except (metadata_log.MetadataRecordError, metadata_log.MetadataReplayError, _spark.SnapshotRebuildError) as err:
         # gaps, corrupt frames, records replay rejects: nothing was written
         print(f"kraftlog snapshot: error: {err}", file=sys.stderr)
         if args.output == "json":
@@ -153,25 +201,41 @@ def _rebuild(args: argparse.Namespace) -> int:
         if owned:
             spark.stop()
     for t in result.torn_tails:
-        print(f"kraftlog snapshot: warning: torn tail in {t.file} at position {t.position}: {t.reason} "
-              f"({t.size_bytes - t.position} bytes ignored)", file=sys.stderr)
+        print(
+            f"kraftlog snapshot: warning: torn tail in {t.file} at position {t.position}: {t.reason} "
+            f"({t.size_bytes - t.position} bytes ignored)",
+            file=sys.stderr,
+        )
     if args.output == "json":
-        print_json({"file": str(result.path), "offset": result.offset, "epoch": result.epoch,
-                    "timestamp_ms": result.timestamp_ms, "time": _spark.format_time_ms(result.timestamp_ms),
-                    "records": result.record_count, "entries_replayed": result.entries_replayed,
-                    "first_offset": result.first_offset, "files_read": result.files_read,
-                    "base_snapshot": result.base_snapshot, "cut": result.cut_reason,
-                    "torn_tails": [{"file": t.file, "position": t.position, "reason": t.reason}
-                                   for t in result.torn_tails],
-                    "seconds": round(result.seconds, 3)})
+        print_json(
+            {
+                "file": str(result.path),
+                "offset": result.offset,
+                "epoch": result.epoch,
+                "timestamp_ms": result.timestamp_ms,
+                "time": _spark.format_time_ms(result.timestamp_ms),
+                "records": result.record_count,
+                "entries_replayed": result.entries_replayed,
+                "first_offset": result.first_offset,
+                "files_read": result.files_read,
+                "base_snapshot": result.base_snapshot,
+                "cut": result.cut_reason,
+                "torn_tails": [{"file": t.file, "position": t.position, "reason": t.reason} for t in result.torn_tails],
+                "seconds": round(result.seconds, 3),
+            }
+        )
         return EXIT_OK
     print(f"Wrote {result.path}")
-    print(f"  offset {result.offset}  epoch {result.epoch}  "
-          f"timestamp {result.timestamp_ms} ({_spark.format_time_ms(result.timestamp_ms)})")
+    print(
+        f"  offset {result.offset}  epoch {result.epoch}  "
+        f"timestamp {result.timestamp_ms} ({_spark.format_time_ms(result.timestamp_ms)})"
+    )
     print(f"  cut: {result.cut_reason}")
     base = f" on top of {result.base_snapshot}" if result.base_snapshot else ""
-    print(f"  {result.record_count} records from {result.entries_replayed} log entries{base}, "
-          f"{result.files_read} files, {result.seconds:.1f} s")
+    print(
+        f"  {result.record_count} records from {result.entries_replayed} log entries{base}, "
+        f"{result.files_read} files, {result.seconds:.1f} s"
+    )
     print(f"  view it: kraftlog metadata tree --snapshot {result.path}")
     return EXIT_OK
 
@@ -183,14 +247,18 @@ def _rebuild(args: argparse.Namespace) -> int:
 class Difference:
     """One entity on which two snapshots disagree."""
 
-    change: str                  # "added" (only in B), "removed" (only in A), "changed"
-    kind: str                    # header, feature, broker, producer_ids, topic, partition, config
-    entity: str                  # e.g. "orders-3", "broker 2", "topic:orders retention.ms"
+    change: str  # "added" (only in B), "removed" (only in A), "changed"
+    kind: str  # header, feature, broker, producer_ids, topic, partition, config
+    entity: str  # e.g. "orders-3", "broker 2", "topic:orders retention.ms"
     fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> (in A, in B)
 
     def to_json(self) -> dict[str, Any]:
-        return {"change": self.change, "kind": self.kind, "entity": self.entity,
-                "fields": {k: {"a": _plain(a), "b": _plain(b)} for k, (a, b) in self.fields.items()}}
+        return {
+            "change": self.change,
+            "kind": self.kind,
+            "entity": self.entity,
+            "fields": {k: {"a": _plain(a), "b": _plain(b)} for k, (a, b) in self.fields.items()},
+        }
 
 
 def _plain(value: Any) -> Any:
@@ -228,15 +296,20 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
             out.append(Difference("changed", "feature", name, {"level": (fa[name], fb[name])}))
     # brokers
     ba, bb = a.cluster.brokers, b.cluster.brokers
-    broker_fields = ["incarnation_id", "broker_epoch", "endpoints", "rack", "fenced", "in_controlled_shutdown",
-                     "log_dirs"]
+    broker_fields = [
+        "incarnation_id",
+        "broker_epoch",
+        "endpoints",
+        "rack",
+        "fenced",
+        "in_controlled_shutdown",
+        "log_dirs",
+    ]
     for bid in sorted(set(ba) | set(bb)):
         if bid not in bb:
-            out.append(Difference("removed", "broker", f"broker {bid}",
-                                  {"broker_epoch": (ba[bid].broker_epoch, None)}))
+            out.append(Difference("removed", "broker", f"broker {bid}", {"broker_epoch": (ba[bid].broker_epoch, None)}))
         elif bid not in ba:
-            out.append(Difference("added", "broker", f"broker {bid}",
-                                  {"broker_epoch": (None, bb[bid].broker_epoch)}))
+            out.append(Difference("added", "broker", f"broker {bid}", {"broker_epoch": (None, bb[bid].broker_epoch)}))
         else:
             changed = _field_diff(ba[bid], bb[bid], broker_fields)
             if changed:
@@ -247,17 +320,31 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
         out.append(Difference("changed", "producer_ids", "next producer id", {"next_producer_id": (pa, pb)}))
     # topics and partitions
     ta, tb = a.topics.by_name, b.topics.by_name
-    part_fields = ["replicas", "isr", "leader", "leader_epoch", "partition_epoch", "removing_replicas",
-                   "adding_replicas", "leader_recovery_state"]
+    part_fields = [
+        "replicas",
+        "isr",
+        "leader",
+        "leader_epoch",
+        "partition_epoch",
+        "removing_replicas",
+        "adding_replicas",
+        "leader_recovery_state",
+    ]
     for name in sorted(set(ta) | set(tb)):
         x, y = ta.get(name), tb.get(name)
         if y is None:
-            out.append(Difference("removed", "topic", name,
-                                  {"topic_id": (x.topic_id, None), "partitions": (x.partition_count, None)}))
+            out.append(
+                Difference(
+                    "removed", "topic", name, {"topic_id": (x.topic_id, None), "partitions": (x.partition_count, None)}
+                )
+            )
             continue
         if x is None:
-            out.append(Difference("added", "topic", name,
-                                  {"topic_id": (None, y.topic_id), "partitions": (None, y.partition_count)}))
+            out.append(
+                Difference(
+                    "added", "topic", name, {"topic_id": (None, y.topic_id), "partitions": (None, y.partition_count)}
+                )
+            )
             continue
         if x.topic_id != y.topic_id:
             out.append(Difference("changed", "topic", name, {"topic_id": (x.topic_id, y.topic_id)}))
@@ -293,8 +380,11 @@ def diff_snapshots(a: Any, b: Any, *, ignore_provenance: bool = False) -> list[D
 
     out: list[Difference] = []
     if not ignore_provenance:
-        header = {n: (getattr(a, n), getattr(b, n)) for n in ("offset", "epoch", "timestamp_ms")
-                  if getattr(a, n) != getattr(b, n)}
+        header = {
+            n: (getattr(a, n), getattr(b, n))
+            for n in ("offset", "epoch", "timestamp_ms")
+            if getattr(a, n) != getattr(b, n)
+        }
         if header:
             out.append(Difference("changed", "header", "provenance", header))
     image_a = MetadataImage.from_records(a.records, a.offset, a.epoch, a.timestamp_ms)
@@ -333,11 +423,27 @@ def _diff(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     counts = {c: sum(1 for d in diffs if d.change == c) for c in ("added", "removed", "changed")}
     if args.output == "json":
-        print_json({"a": {"file": args.a, "offset": a.offset, "epoch": a.epoch, "timestamp_ms": a.timestamp_ms,
-                          "records": len(a.records)},
-                    "b": {"file": args.b, "offset": b.offset, "epoch": b.epoch, "timestamp_ms": b.timestamp_ms,
-                          "records": len(b.records)},
-                    "identical": not diffs, "counts": counts, "differences": [d.to_json() for d in diffs]})
+        print_json(
+            {
+                "a": {
+                    "file": args.a,
+                    "offset": a.offset,
+                    "epoch": a.epoch,
+                    "timestamp_ms": a.timestamp_ms,
+                    "records": len(a.records),
+                },
+                "b": {
+                    "file": args.b,
+                    "offset": b.offset,
+                    "epoch": b.epoch,
+                    "timestamp_ms": b.timestamp_ms,
+                    "records": len(b.records),
+                },
+                "identical": not diffs,
+                "counts": counts,
+                "differences": [d.to_json() for d in diffs],
+            }
+        )
         return EXIT_FAILURE if diffs else EXIT_OK
     print(f"A: {args.a}  offset {a.offset} epoch {a.epoch} timestamp {a.timestamp_ms} records {len(a.records)}")
     print(f"B: {args.b}  offset {b.offset} epoch {b.epoch} timestamp {b.timestamp_ms} records {len(b.records)}")
@@ -349,6 +455,8 @@ def _diff(args: argparse.Namespace) -> int:
         detail = ", ".join(f"{k}: {_value_text(x)} -> {_value_text(y)}" for k, (x, y) in d.fields.items())
         rows.append([d.change, d.kind, d.entity, detail])
     print_table(["CHANGE", "KIND", "ENTITY", "A -> B"], rows)
-    print(f"The snapshots differ: {counts['changed']} changed, {counts['added']} added (only in B), "
-          f"{counts['removed']} removed (only in A).")
+    print(
+        f"The snapshots differ: {counts['changed']} changed, {counts['added']} added (only in B), "
+        f"{counts['removed']} removed (only in A)."
+    )
     return EXIT_FAILURE

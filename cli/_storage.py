@@ -19,10 +19,12 @@ __all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
 
 
 def add_config_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("-c", "--config", required=required, metavar="FILE",
-                        help="node config file (TOML or Java .properties)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one config key (repeatable)")
+    parser.add_argument(
+        "-c", "--config", required=required, metavar="FILE", help="node config file (TOML or Java .properties)"
+    )
+    parser.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="override one config key (repeatable)"
+    )
 
 
 def load_config_args(args: argparse.Namespace) -> Any:
@@ -38,15 +40,20 @@ def load_config_args(args: argparse.Namespace) -> Any:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("storage", help="format and inspect a node's storage directories",
-                                   description=__doc__)
+    parser = subparsers.add_parser(
+        "storage", help="format and inspect a node's storage directories", description=__doc__
+    )
     sub = parser.add_subparsers(dest="storage_command", metavar="ACTION")
     sub.required = True
     fmt = sub.add_parser("format", help="write meta.properties into every dir of the node")
     add_config_options(fmt)
     fmt.add_argument("-t", "--cluster-id", required=True, help="cluster id (see 'storage random-uuid')")
-    fmt.add_argument("-g", "--ignore-formatted", action="store_true",
-                     help="succeed when the dirs are already formatted with this cluster id")
+    fmt.add_argument(
+        "-g",
+        "--ignore-formatted",
+        action="store_true",
+        help="succeed when the dirs are already formatted with this cluster id",
+    )
     add_output_option(fmt)
     uuid = sub.add_parser("random-uuid", help="print a new random cluster id")
     add_output_option(uuid)
@@ -69,24 +76,45 @@ def run(args: argparse.Namespace) -> int:
         rows = []
         for d in node_dirs(cfg):
             meta = storage.read_meta_properties(d)
-            rows.append({"dir": str(d), "formatted": meta is not None,
-                         "cluster_id": meta.cluster_id if meta else None,
-                         "node_id": meta.node_id if meta else None,
-                         "directory_id": meta.directory_id if meta else None})
+            rows.append(
+                {
+                    "dir": str(d),
+                    "formatted": meta is not None,
+                    "cluster_id": meta.cluster_id if meta else None,
+                    "node_id": meta.node_id if meta else None,
+                    "directory_id": meta.directory_id if meta else None,
+                }
+            )
         if args.output == "json":
             print_json({"node_id": cfg.node_id, "dirs": rows})
         else:
-            print_table(["dir", "formatted", "cluster_id", "node_id", "directory_id"],
-                        [[r["dir"], r["formatted"], r["cluster_id"] or "-", r["node_id"] if r["node_id"] is not None else "-",
-                          r["directory_id"] or "-"] for r in rows])
+            print_table(
+                ["dir", "formatted", "cluster_id", "node_id", "directory_id"],
+                [
+                    [
+                        r["dir"],
+                        r["formatted"],
+                        r["cluster_id"] or "-",
+                        r["node_id"] if r["node_id"] is not None else "-",
+                        r["directory_id"] or "-",
+                    ]
+                    for r in rows
+                ],
+            )
         return 0
     try:
         result = format_node_dirs(cfg, args.cluster_id, ignore_formatted=args.ignore_formatted)
     except NodeStartupError as err:
         raise UserError(err.message) from err
     if args.output == "json":
-        print_json({"cluster_id": args.cluster_id, "node_id": cfg.node_id, "formatted": result.written,
-                    "already_formatted": result.already_formatted})
+        print_json(
+            {
+                "cluster_id": args.cluster_id,
+                "node_id": cfg.node_id,
+                "formatted": result.written,
+                "already_formatted": result.already_formatted,
+            }
+        )
     else:
         for d in result.written:
             print(f"Formatting {d} with cluster.id {args.cluster_id} node.id {cfg.node_id}")

@@ -83,14 +83,16 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_admin_options(parser: argparse.ArgumentParser, *, required: bool = True,
-                      output: bool = True) -> None:
+def add_admin_options(parser: argparse.ArgumentParser, *, required: bool = True, output: bool = True) -> None:
     """``--bootstrap-server``, ``--request-timeout-ms`` and (by default) ``--output``."""
     add_bootstrap_server_option(parser, required=required)
     parser.add_argument(
-        "--request-timeout-ms", type=positive_int, default=DEFAULT_REQUEST_TIMEOUT_MS, metavar="MS",
-        help=f"how long to keep trying to reach the active controller "
-             f"(default: {DEFAULT_REQUEST_TIMEOUT_MS})")
+        "--request-timeout-ms",
+        type=positive_int,
+        default=DEFAULT_REQUEST_TIMEOUT_MS,
+        metavar="MS",
+        help=f"how long to keep trying to reach the active controller (default: {DEFAULT_REQUEST_TIMEOUT_MS})",
+    )
     if output:
         add_output_option(parser)
 
@@ -143,8 +145,7 @@ def report_error(args: argparse.Namespace, text: str) -> None:
 AdminFactory = Callable[..., Any]
 
 
-def run_with_admin(args: argparse.Namespace, factory: AdminFactory,
-                   body: Callable[[Any], int]) -> int:
+def run_with_admin(args: argparse.Namespace, factory: AdminFactory, body: Callable[[Any], int]) -> int:
     """Create an admin client with ``factory``, run ``body(admin)``, close the client.
 
     A `ClusterError`, or a `common.errors.KafkaError` raised by the client (no controller answered
@@ -181,8 +182,7 @@ def read_json_file(path: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno} "
-                        f"column {err.colno}") from None
+        raise UserError(f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
 
 
 def parse_key_values(items: Iterable[str], option: str) -> dict[str, str]:
@@ -211,17 +211,22 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
         try:
             brokers = [int(b.strip()) for b in part.split(":")]
         except ValueError:
-            raise UserError(f"invalid --replica-assignment {text!r}: {part!r} is not a list of "
-                            f"broker ids separated by ':'") from None
+            raise UserError(
+                f"invalid --replica-assignment {text!r}: {part!r} is not a list of broker ids separated by ':'"
+            ) from None
         if any(b < 0 for b in brokers):
             raise UserError(f"invalid --replica-assignment {text!r}: broker ids cannot be negative")
         duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
         if duplicates:
-            raise UserError(f"invalid --replica-assignment {text!r}: partition replica lists may not "
-                            f"contain duplicate entries: {join_ids(duplicates)}")
+            raise UserError(
+                f"invalid --replica-assignment {text!r}: partition replica lists may not "
+                f"contain duplicate entries: {join_ids(duplicates)}"
+            )
         if out and len(brokers) != len(out[0]):
-            raise UserError(f"invalid --replica-assignment {text!r}: partition {pid} has different "
-                            f"replication factor: {join_ids(brokers)}")
+            raise UserError(
+                f"invalid --replica-assignment {text!r}: partition {pid} has different "
+                f"replication factor: {join_ids(brokers)}"
+            )
         out[pid] = brokers
     return out
 
@@ -247,73 +252,116 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "topics", help="create, list, describe, delete and alter topics (kafka-topics)",
-        description="Create, list, describe, delete and alter topics, like Kafka's kafka-topics.sh.")
+        "topics",
+        help="create, list, describe, delete and alter topics (kafka-topics)",
+        description="Create, list, describe, delete and alter topics, like Kafka's kafka-topics.sh.",
+    )
     sub = parser.add_subparsers(dest="topics_command", metavar="ACTION")
     sub.required = True
 
-    create = sub.add_parser("create", help="create a topic",
-                            description="Create a topic with a partition count and replication "
-                                        "factor (the cluster's defaults when omitted) or an explicit "
-                                        "replica assignment.")
+    create = sub.add_parser(
+        "create",
+        help="create a topic",
+        description="Create a topic with a partition count and replication "
+        "factor (the cluster's defaults when omitted) or an explicit "
+        "replica assignment.",
+    )
     create.add_argument("--topic", required=True, help="name of the topic to create")
-    create.add_argument("--partitions", type=positive_int, default=None, metavar="N",
-                        help="number of partitions (default: the cluster's num.partitions)")
-    create.add_argument("--replication-factor", type=positive_int, default=None, metavar="R",
-                        help="replicas per partition (default: default.replication.factor)")
-    create.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4,...",
-                        help="explicit replicas: partitions separated by ',', the replicas of one "
-                             "partition by ':' (preferred leader first); excludes --partitions and "
-                             "--replication-factor")
-    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a topic config override (repeatable)")
-    create.add_argument("--if-not-exists", action="store_true",
-                        help="succeed quietly when the topic already exists")
-    create.add_argument("--validate-only", action="store_true",
-                        help="check the request on the controller without creating the topic")
+    create.add_argument(
+        "--partitions",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="number of partitions (default: the cluster's num.partitions)",
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=positive_int,
+        default=None,
+        metavar="R",
+        help="replicas per partition (default: default.replication.factor)",
+    )
+    create.add_argument(
+        "--replica-assignment",
+        default=None,
+        metavar="B1:B2,B3:B4,...",
+        help="explicit replicas: partitions separated by ',', the replicas of one "
+        "partition by ':' (preferred leader first); excludes --partitions and "
+        "--replication-factor",
+    )
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config override (repeatable)"
+    )
+    create.add_argument("--if-not-exists", action="store_true", help="succeed quietly when the topic already exists")
+    create.add_argument(
+        "--validate-only", action="store_true", help="check the request on the controller without creating the topic"
+    )
     add_admin_options(create)
 
     lst = sub.add_parser("list", help="list the names of all topics")
-    lst.add_argument("--exclude-internal", action="store_true",
-                     help="leave out internal topics (names starting with '__')")
+    lst.add_argument(
+        "--exclude-internal", action="store_true", help="leave out internal topics (names starting with '__')"
+    )
     add_admin_options(lst)
 
-    describe = sub.add_parser("describe", help="describe topics and their partitions",
-                              description="Describe topics: id, partition count, replication factor "
-                                          "and dynamic configs, then leader, replicas, ISR and "
-                                          "offline replicas of every partition.")
-    describe.add_argument("--topic", action="append", default=[], metavar="TOPIC",
-                          help="a topic to describe (repeatable; default: every topic)")
-    describe.add_argument("--under-replicated-partitions", action="store_true",
-                          help="only partitions whose ISR is smaller than their replica set")
-    describe.add_argument("--unavailable-partitions", action="store_true",
-                          help="only partitions without a leader or whose leader is offline")
-    describe.add_argument("--exclude-internal", action="store_true",
-                          help="leave out internal topics (names starting with '__')")
-    describe.add_argument("--if-exists", action="store_true",
-                          help="ignore named topics that do not exist")
+    describe = sub.add_parser(
+        "describe",
+        help="describe topics and their partitions",
+        description="Describe topics: id, partition count, replication factor "
+        "and dynamic configs, then leader, replicas, ISR and "
+        "offline replicas of every partition.",
+    )
+    describe.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="a topic to describe (repeatable; default: every topic)",
+    )
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica set",
+    )
+    describe.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions without a leader or whose leader is offline",
+    )
+    describe.add_argument(
+        "--exclude-internal", action="store_true", help="leave out internal topics (names starting with '__')"
+    )
+    describe.add_argument("--if-exists", action="store_true", help="ignore named topics that do not exist")
     add_admin_options(describe)
 
     delete = sub.add_parser("delete", help="delete topics")
-    delete.add_argument("--topic", action="append", required=True, metavar="TOPIC",
-                        help="a topic to delete (repeatable)")
-    delete.add_argument("--if-exists", action="store_true",
-                        help="succeed quietly for topics that do not exist")
+    delete.add_argument(
+        "--topic", action="append", required=True, metavar="TOPIC", help="a topic to delete (repeatable)"
+    )
+    delete.add_argument("--if-exists", action="store_true", help="succeed quietly for topics that do not exist")
     add_admin_options(delete)
 
-    alter = sub.add_parser("alter", help="increase the partition count of a topic",
-                           description="Add partitions to a topic (CreatePartitions). With "
-                                       "--replica-assignment, the list covers every partition, "
-                                       "existing ones first, as in kafka-topics.")
+    alter = sub.add_parser(
+        "alter",
+        help="increase the partition count of a topic",
+        description="Add partitions to a topic (CreatePartitions). With "
+        "--replica-assignment, the list covers every partition, "
+        "existing ones first, as in kafka-topics.",
+    )
     alter.add_argument("--topic", required=True, help="the topic to grow")
-    alter.add_argument("--partitions", type=positive_int, required=True, metavar="N",
-                       help="the new total number of partitions")
-    alter.add_argument("--replica-assignment", default=None, metavar="B1:B2,B3:B4,...",
-                       help="replicas of every partition (existing ones are skipped)")
-    alter.add_argument("--if-exists", action="store_true",
-                       help="succeed quietly when the topic does not exist")
-    alter.add_argument("--validate-only", action="store_true",
-                       help="check the request on the controller without adding partitions")
+    alter.add_argument(
+        "--partitions", type=positive_int, required=True, metavar="N", help="the new total number of partitions"
+    )
+    alter.add_argument(
+        "--replica-assignment",
+        default=None,
+        metavar="B1:B2,B3:B4,...",
+        help="replicas of every partition (existing ones are skipped)",
+    )
+    alter.add_argument("--if-exists", action="store_true", help="succeed quietly when the topic does not exist")
+    alter.add_argument(
+        "--validate-only", action="store_true", help="check the request on the controller without adding partitions"
+    )
     add_admin_options(alter)
     return parser
 
@@ -343,24 +391,26 @@ def _create(args: argparse.Namespace) -> int:
     assignment: dict[int, list[int]] = {}
     if args.replica_assignment is not None:
         if args.partitions is not None or args.replication_factor is not None:
-            raise UserError("--replica-assignment cannot be used with --partitions or "
-                            "--replication-factor")
+            raise UserError("--replica-assignment cannot be used with --partitions or --replication-factor")
         assignment = parse_replica_assignment(args.replica_assignment)
     if "." in args.topic and "_" in args.topic:
-        print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
-              "('_') could collide. To avoid issues it is best to use either, but not both.",
-              file=sys.stderr)
+        print(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
+            "('_') could collide. To avoid issues it is best to use either, but not both.",
+            file=sys.stderr,
+        )
 
     def body(admin: Any) -> int:
         from kraftlog.client import NewTopic
 
-        topic = NewTopic(args.topic,
-                         num_partitions=args.partitions if args.partitions is not None else -1,
-                         replication_factor=(args.replication_factor
-                                             if args.replication_factor is not None else -1),
-                         configs=configs, assignments=assignment)
-        response = admin.create_topics([topic], validate_only=args.validate_only,
-                                       timeout_ms=args.request_timeout_ms)
+        topic = NewTopic(
+            args.topic,
+            num_partitions=args.partitions if args.partitions is not None else -1,
+            replication_factor=(args.replication_factor if args.replication_factor is not None else -1),
+            configs=configs,
+            assignments=assignment,
+        )
+        response = admin.create_topics([topic], validate_only=args.validate_only, timeout_ms=args.request_timeout_ms)
         result = next((r for r in response.topics if r.name == args.topic), None)
         if result is None:
             raise ClusterError("UNKNOWN_SERVER_ERROR", f"no result for topic {args.topic!r} in the response")
@@ -371,15 +421,23 @@ def _create(args: argparse.Namespace) -> int:
                 return EXIT_OK
             raise_if_error(result.error)
         if args.output == "json":
-            print_json({"name": result.name, "topic_id": result.topic_id or None,
-                        "partitions": result.num_partitions,
-                        "replication_factor": result.replication_factor,
-                        "configs": configs, "validate_only": args.validate_only,
-                        "created": not args.validate_only})
+            print_json(
+                {
+                    "name": result.name,
+                    "topic_id": result.topic_id or None,
+                    "partitions": result.num_partitions,
+                    "replication_factor": result.replication_factor,
+                    "configs": configs,
+                    "validate_only": args.validate_only,
+                    "created": not args.validate_only,
+                }
+            )
         elif args.validate_only:
-            print(f"Topic {result.name} is valid and would be created with {result.num_partitions} "
-                  f"partition(s) and replication factor {result.replication_factor} "
-                  f"(validate only: nothing was created).")
+            print(
+                f"Topic {result.name} is valid and would be created with {result.num_partitions} "
+                f"partition(s) and replication factor {result.replication_factor} "
+                f"(validate only: nothing was created)."
+            )
         else:
             print(f"Created topic {result.name}.")
         return EXIT_OK
@@ -424,11 +482,18 @@ def _unavailable(partition: Any) -> bool:
 
 
 def _partition_json(topic: str, p: Any) -> dict[str, Any]:
-    return {"topic": topic, "partition": p.partition_index,
-            "leader": None if p.leader_id == NO_LEADER else p.leader_id,
-            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-            "replicas": list(p.replicas), "isr": list(p.isr), "offline": list(p.offline_replicas),
-            "adding_replicas": list(p.adding_replicas), "removing_replicas": list(p.removing_replicas)}
+    return {
+        "topic": topic,
+        "partition": p.partition_index,
+        "leader": None if p.leader_id == NO_LEADER else p.leader_id,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "offline": list(p.offline_replicas),
+        "adding_replicas": list(p.adding_replicas),
+        "removing_replicas": list(p.removing_replicas),
+    }
 
 
 def _format_configs(configs: Mapping[str, str]) -> str:
@@ -439,19 +504,22 @@ def format_topic_line(topic: Any) -> str:
     """Kafka's topic header line of ``kafka-topics --describe``."""
     parts = sorted(topic.partitions, key=lambda p: p.partition_index)
     rf = _replication_factor(parts[0]) if parts else 0
-    return (f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(parts)}\t"
-            f"ReplicationFactor: {rf}\tConfigs: {_format_configs(topic.configs)}")
+    return (
+        f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(parts)}\t"
+        f"ReplicationFactor: {rf}\tConfigs: {_format_configs(topic.configs)}"
+    )
 
 
 def format_partition_line(topic: str, p: Any) -> str:
     """Kafka's partition line of ``kafka-topics --describe`` (plus ``Offline:``)."""
     leader = "none" if p.leader_id == NO_LEADER else str(p.leader_id)
-    line = (f"\tTopic: {topic}\tPartition: {p.partition_index}\tLeader: {leader}\t"
-            f"Replicas: {join_ids(p.replicas)}\tIsr: {join_ids(p.isr)}\t"
-            f"Offline: {join_ids(p.offline_replicas)}")
+    line = (
+        f"\tTopic: {topic}\tPartition: {p.partition_index}\tLeader: {leader}\t"
+        f"Replicas: {join_ids(p.replicas)}\tIsr: {join_ids(p.isr)}\t"
+        f"Offline: {join_ids(p.offline_replicas)}"
+    )
     if p.adding_replicas or p.removing_replicas:
-        line += (f"\tAdding Replicas: {join_ids(p.adding_replicas)}"
-                 f"\tRemoving Replicas: {join_ids(p.removing_replicas)}")
+        line += f"\tAdding Replicas: {join_ids(p.adding_replicas)}\tRemoving Replicas: {join_ids(p.removing_replicas)}"
     return line
 
 
@@ -479,17 +547,26 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             continue
         parts = sorted(topic.partitions, key=lambda p: p.partition_index)
         if filtering:
-            parts = [p for p in parts
-                     if (args.under_replicated_partitions and _under_replicated(p))
-                     or (args.unavailable_partitions and _unavailable(p))]
+            parts = [
+                p
+                for p in parts
+                if (args.under_replicated_partitions and _under_replicated(p))
+                or (args.unavailable_partitions and _unavailable(p))
+            ]
         if args.output == "json":
             all_parts = list(topic.partitions)
-            out.append({"name": topic.name, "topic_id": topic.topic_id,
-                        "partition_count": len(all_parts),
-                        "replication_factor": (_replication_factor(min(all_parts, key=lambda p: p.partition_index))
-                                               if all_parts else 0),
-                        "configs": dict(sorted(topic.configs.items())),
-                        "partitions": [_partition_json(topic.name, p) for p in parts]})
+            out.append(
+                {
+                    "name": topic.name,
+                    "topic_id": topic.topic_id,
+                    "partition_count": len(all_parts),
+                    "replication_factor": (
+                        _replication_factor(min(all_parts, key=lambda p: p.partition_index)) if all_parts else 0
+                    ),
+                    "configs": dict(sorted(topic.configs.items())),
+                    "partitions": [_partition_json(topic.name, p) for p in parts],
+                }
+            )
             continue
         if not filtering:  # Kafka prints the topic line only when no partition filter is on
             print(format_topic_line(topic))
@@ -533,11 +610,12 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    full_assignment = (parse_replica_assignment(args.replica_assignment)
-                       if args.replica_assignment is not None else None)
+    full_assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment is not None else None
     if full_assignment is not None and len(full_assignment) != args.partitions:
-        raise UserError(f"--replica-assignment lists {len(full_assignment)} partitions but "
-                        f"--partitions is {args.partitions}: list every partition, existing ones first")
+        raise UserError(
+            f"--replica-assignment lists {len(full_assignment)} partitions but "
+            f"--partitions is {args.partitions}: list every partition, existing ones first"
+        )
 
     def body(admin: Any) -> int:
         assignments = None
@@ -549,9 +627,12 @@ def _alter(args: argparse.Namespace) -> int:
                 current = len(topic.partitions)
                 new = [full_assignment[p] for p in sorted(full_assignment) if p >= current]
                 assignments = {args.topic: new}
-        response = admin.create_partitions({args.topic: args.partitions},
-                                           validate_only=args.validate_only,
-                                           assignments=assignments, timeout_ms=args.request_timeout_ms)
+        response = admin.create_partitions(
+            {args.topic: args.partitions},
+            validate_only=args.validate_only,
+            assignments=assignments,
+            timeout_ms=args.request_timeout_ms,
+        )
         result = next((r for r in response.results if r.name == args.topic), None)
         if result is None:
             raise ClusterError("UNKNOWN_SERVER_ERROR", f"no result for topic {args.topic!r} in the response")
@@ -562,11 +643,18 @@ def _alter(args: argparse.Namespace) -> int:
                 return EXIT_OK
             raise_if_error(result.error)
         if args.output == "json":
-            print_json({"name": args.topic, "partitions": args.partitions,
-                        "validate_only": args.validate_only, "altered": not args.validate_only})
+            print_json(
+                {
+                    "name": args.topic,
+                    "partitions": args.partitions,
+                    "validate_only": args.validate_only,
+                    "altered": not args.validate_only,
+                }
+            )
         elif args.validate_only:
-            print(f"Topic {args.topic} can be grown to {args.partitions} partitions "
-                  f"(validate only: nothing was changed).")
+            print(
+                f"Topic {args.topic} can be grown to {args.partitions} partitions (validate only: nothing was changed)."
+            )
         else:
             print(f"Adding partitions succeeded! Topic {args.topic} now has {args.partitions} partitions.")
         return EXIT_OK

@@ -2,6 +2,7 @@
 `AsyncProducer` and `Consumer`. Imports only `proto`."""
 
 from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
+from kraftlog.client._config import UnsupportedConfigError
 from kraftlog.client._consumer import (
     Consumer,
     ConsumerRecord,
@@ -10,7 +11,6 @@ from kraftlog.client._consumer import (
     OffsetAndTimestamp,
     consumer_config_from_properties,
 )
-from kraftlog.client._config import UnsupportedConfigError
 from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
 from kraftlog.client._partitioner import DefaultPartitioner, murmur2, partition_for_key
 from kraftlog.client._producer import (
@@ -22,10 +22,27 @@ from kraftlog.client._producer import (
 )
 
 __all__ = [
-    "Admin", "NewTopic", "parse_bootstrap_servers", "raise_for_errors",
-    "AsyncProducer", "Producer", "ProducerClosedError", "RecordMetadata", "producer_config_from_properties",
-    "Consumer", "ConsumerRecord", "LogTruncationError", "NoOffsetForPartitionError", "OffsetAndTimestamp",
+    "Admin",
+    "NewTopic",
+    "parse_bootstrap_servers",
+    "raise_for_errors",
+    "AsyncProducer",
+    "Producer",
+    "ProducerClosedError",
+    "RecordMetadata",
+    "producer_config_from_properties",
+    "Consumer",
+    "ConsumerRecord",
+    "LogTruncationError",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
     "consumer_config_from_properties",
-    "BrokerMetadata", "ClusterMetadata", "PartitionMetadata", "TopicPartition",
-    "DefaultPartitioner", "murmur2", "partition_for_key", "UnsupportedConfigError",
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "PartitionMetadata",
+    "TopicPartition",
+    "DefaultPartitioner",
+    "murmur2",
+    "partition_for_key",
+    "UnsupportedConfigError",
 ]

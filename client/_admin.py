@@ -19,8 +19,8 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -46,8 +46,11 @@ def _errors_of(response: Any) -> list[Any]:
 
 def _not_controller(response: Any) -> bool:
     errs = _errors_of(response)
-    return bool(errs) and any(e.code == _NOT_CONTROLLER for e in errs) and \
-        all(e.code in (0, _NOT_CONTROLLER) for e in errs)
+    return (
+        bool(errs)
+        and any(e.code == _NOT_CONTROLLER for e in errs)
+        and all(e.code in (0, _NOT_CONTROLLER) for e in errs)
+    )
 
 
 def raise_for_errors(response: Any) -> Any:
@@ -61,9 +64,14 @@ def raise_for_errors(response: Any) -> Any:
 class NewTopic:
     """A topic to create: a partition count and replication factor, or an explicit assignment."""
 
-    def __init__(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                 configs: Mapping[str, str] | None = None,
-                 assignments: Mapping[int, Sequence[int]] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
         self.name = name
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
@@ -72,26 +80,41 @@ class NewTopic:
 
     def to_pb(self) -> admin_pb2.CreateTopicsRequest.CreatableTopic:
         return admin_pb2.CreateTopicsRequest.CreatableTopic(
-            name=self.name, num_partitions=self.num_partitions, replication_factor=self.replication_factor,
+            name=self.name,
+            num_partitions=self.num_partitions,
+            replication_factor=self.replication_factor,
             configs=self.configs,
-            assignments=[admin_pb2.ReplicaAssignment(partition_index=p, broker_ids=list(b))
-                         for p, b in sorted(self.assignments.items())])
+            assignments=[
+                admin_pb2.ReplicaAssignment(partition_index=p, broker_ids=list(b))
+                for p, b in sorted(self.assignments.items())
+            ],
+        )
 
 
 class Admin:
     """A blocking admin client; thread-safe for concurrent calls."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 attempt_timeout_ms: int = 5000, max_message_bytes: int = 104_857_600) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        attempt_timeout_ms: int = 5000,
+        max_message_bytes: int = 104_857_600,
+    ) -> None:
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         # one unresponsive server (paused, partitioned) must not eat the whole request timeout
         self.attempt_timeout_ms = attempt_timeout_ms
-        self._options = [("grpc.max_send_message_length", max_message_bytes),
-                         ("grpc.max_receive_message_length", max_message_bytes), *RECONNECT_OPTIONS]
+        self._options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            *RECONNECT_OPTIONS,
+        ]
         self._channels: dict[str, grpc.Channel] = {}
         self._controller: str | None = None
         self._rng = random.Random()
@@ -101,7 +124,7 @@ class Admin:
             ch.close()
         self._channels.clear()
 
-    def __enter__(self) -> "Admin":
+    def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -130,7 +153,8 @@ class Admin:
                 break
             try:
                 response = getattr(self._stub(address), method)(
-                    request, timeout=min(remaining, self.attempt_timeout_ms / 1000.0))
+                    request, timeout=min(remaining, self.attempt_timeout_ms / 1000.0)
+                )
             except grpc.RpcError as err:
                 last_error = err
                 self._controller = None
@@ -153,38 +177,56 @@ class Admin:
             return response
         raise kerr.RequestTimedOutError(
             f"{method}: no controller answered within {timeout_ms or self.request_timeout_ms} ms"
-            + (f" (last error: {last_error.code().name if hasattr(last_error, 'code') else last_error})"
-               if last_error else ""))
+            + (
+                f" (last error: {last_error.code().name if hasattr(last_error, 'code') else last_error})"
+                if last_error
+                else ""
+            )
+        )
 
     def _sleep(self, attempt: int, deadline: float) -> None:
         # exponential backoff with jitter, as Kafka's clients (KIP-580: retry.backoff.max.ms)
-        backoff_s = backoff_ms(attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms,
-                               rng=self._rng) / 1000.0
+        backoff_s = (
+            backoff_ms(attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms, rng=self._rng) / 1000.0
+        )
         time.sleep(max(0.0, min(backoff_s, deadline - time.monotonic())))
 
     # ------------------------------------------------------------------ typed helpers
 
-    def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
-                      timeout_ms: int = 30_000) -> admin_pb2.CreateTopicsResponse:
-        req = admin_pb2.CreateTopicsRequest(topics=[t.to_pb() for t in topics], timeout_ms=timeout_ms,
-                                            validate_only=validate_only)
+    def create_topics(
+        self, topics: Iterable[NewTopic], *, validate_only: bool = False, timeout_ms: int = 30_000
+    ) -> admin_pb2.CreateTopicsResponse:
+        req = admin_pb2.CreateTopicsRequest(
+            topics=[t.to_pb() for t in topics], timeout_ms=timeout_ms, validate_only=validate_only
+        )
         return self.call("CreateTopics", req, timeout_ms=timeout_ms)
 
-    def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[str] = (), *,
-                      timeout_ms: int = 30_000) -> admin_pb2.DeleteTopicsResponse:
-        return self.call("DeleteTopics", admin_pb2.DeleteTopicsRequest(
-            names=list(names), topic_ids=list(topic_ids), timeout_ms=timeout_ms), timeout_ms=timeout_ms)
+    def delete_topics(
+        self, names: Iterable[str] = (), topic_ids: Iterable[str] = (), *, timeout_ms: int = 30_000
+    ) -> admin_pb2.DeleteTopicsResponse:
+        return self.call(
+            "DeleteTopics",
+            admin_pb2.DeleteTopicsRequest(names=list(names), topic_ids=list(topic_ids), timeout_ms=timeout_ms),
+            timeout_ms=timeout_ms,
+        )
 
-    def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False,
-                          assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                          timeout_ms: int = 30_000) -> admin_pb2.CreatePartitionsResponse:
+    def create_partitions(
+        self,
+        counts: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        timeout_ms: int = 30_000,
+    ) -> admin_pb2.CreatePartitionsResponse:
         topics = []
         for name, count in counts.items():
-            assign = [admin_pb2.ReplicaAssignment(broker_ids=list(b))
-                      for b in (assignments or {}).get(name, [])]
+            assign = [admin_pb2.ReplicaAssignment(broker_ids=list(b)) for b in (assignments or {}).get(name, [])]
             topics.append(admin_pb2.CreatePartitionsRequest.Topic(name=name, count=count, assignments=assign))
-        return self.call("CreatePartitions", admin_pb2.CreatePartitionsRequest(
-            topics=topics, timeout_ms=timeout_ms, validate_only=validate_only), timeout_ms=timeout_ms)
+        return self.call(
+            "CreatePartitions",
+            admin_pb2.CreatePartitionsRequest(topics=topics, timeout_ms=timeout_ms, validate_only=validate_only),
+            timeout_ms=timeout_ms,
+        )
 
     def describe_topics(self, names: Iterable[str] = ()) -> admin_pb2.DescribeTopicsResponse:
         return self.call("DescribeTopics", admin_pb2.DescribeTopicsRequest(names=list(names)))
@@ -198,50 +240,72 @@ class Admin:
     def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
         return self.call("DescribeQuorum", admin_pb2.DescribeQuorumRequest())
 
-    def elect_leaders(self, election_type: int = 0, partitions: Mapping[str, Sequence[int]] | None = None,
-                      *, timeout_ms: int = 30_000) -> admin_pb2.ElectLeadersResponse:
+    def elect_leaders(
+        self, election_type: int = 0, partitions: Mapping[str, Sequence[int]] | None = None, *, timeout_ms: int = 30_000
+    ) -> admin_pb2.ElectLeadersResponse:
         tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
-        return self.call("ElectLeaders", admin_pb2.ElectLeadersRequest(
-            election_type=election_type, topic_partitions=tps, timeout_ms=timeout_ms), timeout_ms=timeout_ms)
+        return self.call(
+            "ElectLeaders",
+            admin_pb2.ElectLeadersRequest(election_type=election_type, topic_partitions=tps, timeout_ms=timeout_ms),
+            timeout_ms=timeout_ms,
+        )
 
-    def alter_partition_reassignments(self, plan: Mapping[tuple[str, int], Sequence[int] | None], *,
-                                      timeout_ms: int = 30_000) -> admin_pb2.AlterPartitionReassignmentsResponse:
+    def alter_partition_reassignments(
+        self, plan: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int = 30_000
+    ) -> admin_pb2.AlterPartitionReassignmentsResponse:
         """``{(topic, partition): target replicas, or None to cancel}``."""
         by_topic: dict[str, list[Any]] = {}
         for (topic, pid), replicas in plan.items():
-            by_topic.setdefault(topic, []).append(admin_pb2.AlterPartitionReassignmentsRequest.Partition(
-                partition_index=pid, replicas=list(replicas or []), cancel=replicas is None))
+            by_topic.setdefault(topic, []).append(
+                admin_pb2.AlterPartitionReassignmentsRequest.Partition(
+                    partition_index=pid, replicas=list(replicas or []), cancel=replicas is None
+                )
+            )
         req = admin_pb2.AlterPartitionReassignmentsRequest(
-            topics=[admin_pb2.AlterPartitionReassignmentsRequest.Topic(name=t, partitions=ps)
-                    for t, ps in by_topic.items()], timeout_ms=timeout_ms)
+            topics=[
+                admin_pb2.AlterPartitionReassignmentsRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+            timeout_ms=timeout_ms,
+        )
         return self.call("AlterPartitionReassignments", req, timeout_ms=timeout_ms)
 
-    def list_partition_reassignments(self, partitions: Mapping[str, Sequence[int]] | None = None
-                                     ) -> admin_pb2.ListPartitionReassignmentsResponse:
+    def list_partition_reassignments(
+        self, partitions: Mapping[str, Sequence[int]] | None = None
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
         tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
         return self.call("ListPartitionReassignments", admin_pb2.ListPartitionReassignmentsRequest(topics=tps))
 
-    def describe_configs(self, resources: Iterable[tuple[int, str]], names: Iterable[str] = ()
-                         ) -> admin_pb2.DescribeConfigsResponse:
-        req = admin_pb2.DescribeConfigsRequest(resources=[
-            admin_pb2.DescribeConfigsRequest.Resource(
-                resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n), config_names=list(names))
-            for t, n in resources])
+    def describe_configs(
+        self, resources: Iterable[tuple[int, str]], names: Iterable[str] = ()
+    ) -> admin_pb2.DescribeConfigsResponse:
+        req = admin_pb2.DescribeConfigsRequest(
+            resources=[
+                admin_pb2.DescribeConfigsRequest.Resource(
+                    resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n), config_names=list(names)
+                )
+                for t, n in resources
+            ]
+        )
         return self.call("DescribeConfigs", req)
 
-    def incremental_alter_configs(self, changes: Mapping[tuple[int, str], Sequence[tuple[str, int, str]]], *,
-                                  validate_only: bool = False) -> admin_pb2.IncrementalAlterConfigsResponse:
+    def incremental_alter_configs(
+        self, changes: Mapping[tuple[int, str], Sequence[tuple[str, int, str]]], *, validate_only: bool = False
+    ) -> admin_pb2.IncrementalAlterConfigsResponse:
         """``{(resource_type, name): [(key, op, value), ...]}`` with op 0 SET, 1 DELETE, 2 APPEND,
         3 SUBTRACT."""
-        req = admin_pb2.IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
-            admin_pb2.IncrementalAlterConfigsRequest.Resource(
-                resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n),
-                configs=[admin_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=op, value=v) for k, op, v in ops])
-            for (t, n), ops in changes.items()])
+        req = admin_pb2.IncrementalAlterConfigsRequest(
+            validate_only=validate_only,
+            resources=[
+                admin_pb2.IncrementalAlterConfigsRequest.Resource(
+                    resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n),
+                    configs=[admin_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=op, value=v) for k, op, v in ops],
+                )
+                for (t, n), ops in changes.items()
+            ],
+        )
         return self.call("IncrementalAlterConfigs", req)
 
-    def wait_for(self, predicate: Callable[["Admin"], bool], timeout_s: float = 30.0,
-                 interval_s: float = 0.1) -> bool:
+    def wait_for(self, predicate: Callable[[Admin], bool], timeout_s: float = 30.0, interval_s: float = 0.1) -> bool:
         """Poll ``predicate(self)`` until it holds or the timeout passes (for tools and tests)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -14,8 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["UnsupportedConfigError", "Unsupported", "check_unsupported_properties", "parse_bool", "refuse",
-           "java_class_is", "PLAINTEXT_ONLY", "BYTES_SERIALIZER", "BYTES_DESERIALIZER", "FALSE_ONLY"]
+__all__ = [
+    "UnsupportedConfigError",
+    "Unsupported",
+    "check_unsupported_properties",
+    "parse_bool",
+    "refuse",
+    "java_class_is",
+    "PLAINTEXT_ONLY",
+    "BYTES_SERIALIZER",
+    "BYTES_DESERIALIZER",
+    "FALSE_ONLY",
+]
 
 
 class UnsupportedConfigError(ValueError):
@@ -56,9 +66,11 @@ def check_unsupported_properties(props: Mapping[str, str], table: Mapping[str, U
 
 def java_class_is(*names: str) -> Callable[[str], bool]:
     """Accepts an empty value or one of Kafka's class names ``names`` (simple or qualified)."""
+
     def accepts(value: str) -> bool:
         text = value.strip()
         return not text or text.rsplit(".", 1)[-1] in names
+
     return accepts
 
 
@@ -66,12 +78,19 @@ def _is(*allowed: str) -> Callable[[str], bool]:
     return lambda value: value.strip().lower() in allowed
 
 
-PLAINTEXT_ONLY = Unsupported(_is("plaintext"), "kraftlog's client speaks plaintext gRPC only (TLS and SASL "
-                             "arrive with the security issue)", "use security.protocol=PLAINTEXT")
-BYTES_SERIALIZER = Unsupported(java_class_is("ByteArraySerializer", "StringSerializer"),
-                               "this client sends bytes (or UTF-8 text) as given",
-                               "serialize in the application, or pass key_serializer/value_serializer")
-BYTES_DESERIALIZER = Unsupported(java_class_is("ByteArrayDeserializer", "StringDeserializer"),
-                                 "this client returns the bytes as stored",
-                                 "deserialize in the application, or pass key_deserializer/value_deserializer")
+PLAINTEXT_ONLY = Unsupported(
+    _is("plaintext"),
+    "kraftlog's client speaks plaintext gRPC only (TLS and SASL arrive with the security issue)",
+    "use security.protocol=PLAINTEXT",
+)
+BYTES_SERIALIZER = Unsupported(
+    java_class_is("ByteArraySerializer", "StringSerializer"),
+    "this client sends bytes (or UTF-8 text) as given",
+    "serialize in the application, or pass key_serializer/value_serializer",
+)
+BYTES_DESERIALIZER = Unsupported(
+    java_class_is("ByteArrayDeserializer", "StringDeserializer"),
+    "this client returns the bytes as stored",
+    "deserialize in the application, or pass key_deserializer/value_deserializer",
+)
 FALSE_ONLY = _is("false")

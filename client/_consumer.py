@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import grpc
 import structlog
 
-from kraftlog.proto import broker_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
 from ._fetched import CompletedFetch, ConsumerRecord, decode_partition
@@ -89,12 +89,14 @@ _CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enable.auto.commit": ("enable_auto_commit", lambda v: parse_bool(v, "enable.auto.commit")),
 }
 #: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
-_UNSUPPORTED_CONSUMER_PROPERTIES = {"security.protocol": PLAINTEXT_ONLY, "key.deserializer": BYTES_DESERIALIZER,
-                                    "value.deserializer": BYTES_DESERIALIZER}
+_UNSUPPORTED_CONSUMER_PROPERTIES = {
+    "security.protocol": PLAINTEXT_ONLY,
+    "key.deserializer": BYTES_DESERIALIZER,
+    "value.deserializer": BYTES_DESERIALIZER,
+}
 #: Accepted and ignored: they change nothing a user of this client can observe (auto commits are
 #: refused, so their interval never matters).
-_IGNORED_CONSUMER_PROPERTIES = {"client.id", "auto.commit.interval.ms", "receive.buffer.bytes",
-                                "send.buffer.bytes"}
+_IGNORED_CONSUMER_PROPERTIES = {"client.id", "auto.commit.interval.ms", "receive.buffer.bytes", "send.buffer.bytes"}
 
 
 def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -119,17 +121,30 @@ def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
 class Consumer:
     """A consumer of explicitly assigned partitions; see the module docstring."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, fetch_min_bytes: int = 1,
-                 fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 52_428_800,
-                 max_partition_fetch_bytes: int = 1_048_576,
-                 isolation_level: str | int = "read_uncommitted", auto_offset_reset: str = "latest",
-                 max_poll_records: int = 500, check_crcs: bool = True, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 metadata_max_age_ms: int = 300_000, default_api_timeout_ms: int = 60_000,
-                 client_rack: str = "", allow_auto_topic_creation: bool = True,
-                 group_id: str | None = None, enable_auto_commit: bool | None = None,
-                 key_deserializer: Callable[[bytes | None], Any] | None = None,
-                 value_deserializer: Callable[[bytes | None], Any] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        isolation_level: str | int = "read_uncommitted",
+        auto_offset_reset: str = "latest",
+        max_poll_records: int = 500,
+        check_crcs: bool = True,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        metadata_max_age_ms: int = 300_000,
+        default_api_timeout_ms: int = 60_000,
+        client_rack: str = "",
+        allow_auto_topic_creation: bool = True,
+        group_id: str | None = None,
+        enable_auto_commit: bool | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
+    ) -> None:
         self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -151,13 +166,23 @@ class Consumer:
         self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes))
         self._cond = threading.Condition()
         self._metadata = ClusterMetadata(
-            bootstrap_servers, self._pool, metadata_max_age_ms=metadata_max_age_ms,
-            retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms,
-            request_timeout_ms=request_timeout_ms, allow_auto_topic_creation=allow_auto_topic_creation,
-            on_update=self._notify)
-        self._offsets = OffsetLookups(self._metadata, self._pool, isolation_level=self.isolation_level,
-                                      request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
-                                      default_api_timeout_ms=default_api_timeout_ms)
+            bootstrap_servers,
+            self._pool,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            request_timeout_ms=request_timeout_ms,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            on_update=self._notify,
+        )
+        self._offsets = OffsetLookups(
+            self._metadata,
+            self._pool,
+            isolation_level=self.isolation_level,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
+        )
         self._assignment: dict[TopicPartition, PartitionState] = {}
         self._buffer: deque[CompletedFetch] = deque()
         self._in_flight: dict[int, Any] = {}  # node id -> grpc future of its Fetch
@@ -180,9 +205,12 @@ class Consumer:
                 raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
             level = names[key]
         if level == 1:
-            raise refuse("isolation.level", "read_committed",
-                         "kraftlog has no transactions yet (brokers track no last stable offset)",
-                         "use isolation.level=read_uncommitted")
+            raise refuse(
+                "isolation.level",
+                "read_committed",
+                "kraftlog has no transactions yet (brokers track no last stable offset)",
+                "use isolation.level=read_uncommitted",
+            )
         return level
 
     @staticmethod
@@ -197,9 +225,12 @@ class Consumer:
         if enable_auto_commit and group_id is None:
             raise ValueError("enable.auto.commit cannot be true without a group.id (as in Kafka)")
         if enable_auto_commit:
-            raise refuse("enable.auto.commit", "true", f"kraftlog has no consumer groups yet (group.id={group_id})",
-                         "set enable.auto.commit=false (positions then follow auto.offset.reset), "
-                         "or leave group.id unset")
+            raise refuse(
+                "enable.auto.commit",
+                "true",
+                f"kraftlog has no consumer groups yet (group.id={group_id})",
+                "set enable.auto.commit=false (positions then follow auto.offset.reset), or leave group.id unset",
+            )
         return group_id, False
 
     @property
@@ -222,7 +253,7 @@ class Consumer:
         wanted = [TopicPartition(t, p) for t, p in partitions]
         old = self._assignment
         self._assignment = {tp: old.get(tp) or PartitionState() for tp in wanted}
-        for tp, state in self._assignment.items():
+        for _tp, state in self._assignment.items():
             if state.position is None and state.reset is None:
                 state.reset = self._default_reset()
         self._buffer = deque(c for c in self._buffer if c.tp in self._assignment)
@@ -266,7 +297,8 @@ class Consumer:
         flat: list[tuple[str, int]] = []
         for item in partitions:  # accept seek_to_end(tp1, tp2) and seek_to_end([tp1, tp2])
             if isinstance(item, list | set | frozenset) or (
-                    isinstance(item, tuple) and item and isinstance(item[0], tuple)):
+                isinstance(item, tuple) and item and isinstance(item[0], tuple)
+            ):
                 flat.extend(item)
             else:
                 flat.append(item)
@@ -312,29 +344,35 @@ class Consumer:
 
     # ================================================================= offsets lookups
 
-    def beginning_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
-                          ) -> dict[TopicPartition, int]:
+    def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
         found = self._offsets.list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions}, timeout_ms)
         return {tp: r[0] for tp, r in found.items()}
 
-    def end_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
-                    ) -> dict[TopicPartition, int]:
+    def end_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
         found = self._offsets.list_offsets({TopicPartition(*tp): LATEST for tp in partitions}, timeout_ms)
         return {tp: r[0] for tp, r in found.items()}
 
-    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int], timeout_ms: int | None = None
-                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition the earliest offset whose timestamp is at or after the given one
         (None when every record is older)."""
         query = {}
         for tp, ts in timestamps.items():
             if ts < 0:
-                raise ValueError(f"the target time for partition {TopicPartition(*tp)} is {ts}: "
-                                 f"it should be non-negative")
+                raise ValueError(
+                    f"the target time for partition {TopicPartition(*tp)} is {ts}: it should be non-negative"
+                )
             query[TopicPartition(*tp)] = ts
         found = self._offsets.list_offsets(query, timeout_ms)
-        return {tp: (OffsetAndTimestamp(found[tp][0], found[tp][1], found[tp][2])
-                     if found[tp][0] >= 0 else None) for tp in query}
+        return {
+            tp: (OffsetAndTimestamp(found[tp][0], found[tp][1], found[tp][2]) if found[tp][0] >= 0 else None)
+            for tp in query
+        }
 
     def _reset_positions(self, tps: Iterable[TopicPartition], deadline: float) -> None:
         pending: dict[TopicPartition, int] = {}
@@ -343,8 +381,9 @@ class Consumer:
             if state.position is not None:
                 continue
             if state.reset is None:
-                raise NoOffsetForPartitionError(f"Undefined offset with no reset policy for partitions: [{tp}]",
-                                                partitions=[tp])
+                raise NoOffsetForPartitionError(
+                    f"Undefined offset with no reset policy for partitions: [{tp}]", partitions=[tp]
+                )
             pending[tp] = state.reset
         if not pending:
             return
@@ -372,8 +411,9 @@ class Consumer:
                 except kerr.RequestTimedOutError:
                     if time.monotonic() >= deadline:
                         return []
-            self._offsets.validate(self._assignment, max(deadline, time.monotonic() + 1.0),
-                                   self._default_reset(), self._drop_buffered)
+            self._offsets.validate(
+                self._assignment, max(deadline, time.monotonic() + 1.0), self._default_reset(), self._drop_buffered
+            )
             records = self._drain(self.max_poll_records)
             if records:
                 self._send_fetches()  # prefetch while the caller works on these
@@ -385,8 +425,9 @@ class Consumer:
             with self._cond:
                 if not self._responses:
                     wait = remaining
-                    backoffs = [s.backoff_until for s in self._assignment.values()
-                                if s.backoff_until > time.monotonic()]
+                    backoffs = [
+                        s.backoff_until for s in self._assignment.values() if s.backoff_until > time.monotonic()
+                    ]
                     if backoffs:
                         wait = min(wait, max(0.0, min(backoffs) - time.monotonic()))
                     if not self._in_flight and not backoffs:
@@ -404,7 +445,7 @@ class Consumer:
                 if state is not None:
                     skipped.append(completed)
                 continue
-            take = completed.records[completed.index:completed.index + max_records - len(out)]
+            take = completed.records[completed.index : completed.index + max_records - len(out)]
             out.extend(take)
             completed.index += len(take)
             if completed.index >= len(completed.records):
@@ -448,15 +489,26 @@ class Consumer:
                 assert state.position is not None
                 offsets[tp] = state.position
                 state.fetching = True
-                topics.setdefault(tp.topic, []).append(broker_pb2.FetchRequest.FetchPartition(
-                    partition=tp.partition, current_leader_epoch=self._metadata.leader_epoch(tp),
-                    fetch_offset=state.position, last_fetched_epoch=-1, log_start_offset=-1,
-                    partition_max_bytes=self.max_partition_fetch_bytes))
+                topics.setdefault(tp.topic, []).append(
+                    broker_pb2.FetchRequest.FetchPartition(
+                        partition=tp.partition,
+                        current_leader_epoch=self._metadata.leader_epoch(tp),
+                        fetch_offset=state.position,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=self.max_partition_fetch_bytes,
+                    )
+                )
             request = broker_pb2.FetchRequest(
-                replica_id=-1, replica_epoch=-1, max_wait_ms=self.fetch_max_wait_ms,
-                min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
-                isolation_level=self.isolation_level, rack_id=self.client_rack,
-                topics=[broker_pb2.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+                replica_id=-1,
+                replica_epoch=-1,
+                max_wait_ms=self.fetch_max_wait_ms,
+                min_bytes=self.fetch_min_bytes,
+                max_bytes=self.fetch_max_bytes,
+                isolation_level=self.isolation_level,
+                rack_id=self.client_rack,
+                topics=[broker_pb2.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            )
             timeout = (self.fetch_max_wait_ms + self.request_timeout_ms) / 1000.0
             try:
                 future = self._pool.stub(broker.address).Fetch.future(request, timeout=timeout)
@@ -490,8 +542,11 @@ class Consumer:
             except (grpc.RpcError, grpc.FutureCancelledError) as err:
                 if self._closed:
                     continue
-                error = grpc_error(err, f"Fetch from broker {node_id}") if isinstance(err, grpc.RpcError) \
+                error = (
+                    grpc_error(err, f"Fetch from broker {node_id}")
+                    if isinstance(err, grpc.RpcError)
                     else kerr.NetworkError("fetch cancelled")
+                )
                 _log.debug("fetch_failed", node=node_id, error=str(error))
                 self._metadata.request_update()
                 self._back_off(offsets)
@@ -532,9 +587,15 @@ class Consumer:
             state.log_start_offset = data.log_start_offset
             if data.records:
                 completed = decode_partition(
-                    tp, fetch_offset, data, check_crcs=self.check_crcs, read_committed=self.isolation_level == 1,
+                    tp,
+                    fetch_offset,
+                    data,
+                    check_crcs=self.check_crcs,
+                    read_committed=self.isolation_level == 1,
                     max_partition_fetch_bytes=self.max_partition_fetch_bytes,
-                    key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer)
+                    key_deserializer=self._key_deserializer,
+                    value_deserializer=self._value_deserializer,
+                )
                 if completed is not None:
                     self._buffer.append(completed)
             return
@@ -544,16 +605,19 @@ class Consumer:
             if reset is None:
                 raise kerr.OffsetOutOfRangeError(
                     f"Fetch position FetchPosition{{offset={fetch_offset}}} is out of range for partition {tp}",
-                    partitions={tp: fetch_offset})
-            _log.info("consumer_offset_out_of_range", tp=str(tp), offset=fetch_offset,
-                      reset=self.auto_offset_reset)
+                    partitions={tp: fetch_offset},
+                )
+            _log.info("consumer_offset_out_of_range", tp=str(tp), offset=fetch_offset, reset=self.auto_offset_reset)
             state.seek(None, reset=reset)
             return
         if issubclass(error_cls, kerr.InvalidMetadataError) or code in (
-                kerr.FencedLeaderEpochError.error_code, kerr.UnknownLeaderEpochError.error_code):
+            kerr.FencedLeaderEpochError.error_code,
+            kerr.UnknownLeaderEpochError.error_code,
+        ):
             hint = data.current_leader if data.HasField("current_leader") else None
             moved = hint is not None and self._metadata.apply_leader_hint(
-                tp, hint.leader_id, hint.leader_epoch, endpoints)
+                tp, hint.leader_id, hint.leader_epoch, endpoints
+            )
             if not moved:
                 self._metadata.request_update()
                 state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
@@ -564,7 +628,10 @@ class Consumer:
             # Kafka's FetchCollector does; the position stays, so the caller may seek past it
             raise kerr.CorruptMessageError(
                 f"Encountered corrupt message when fetching offset {fetch_offset} for topic-partition "
-                f"{tp.topic}-{tp.partition}: {data.error.message}", topic_partition=tp, offset=fetch_offset)
+                f"{tp.topic}-{tp.partition}: {data.error.message}",
+                topic_partition=tp,
+                offset=fetch_offset,
+            )
         if error_cls.retriable:
             state.backoff_until = time.monotonic() + self.retry_backoff_ms / 1000.0
             return
@@ -582,7 +649,7 @@ class Consumer:
         self._metadata.close()
         self._pool.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:

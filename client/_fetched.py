@@ -48,18 +48,24 @@ class CompletedFetch:
     index: int = 0
 
 
-def decode_partition(tp: TopicPartition, fetch_offset: int, data: Any, *, check_crcs: bool,
-                     read_committed: bool, max_partition_fetch_bytes: int,
-                     key_deserializer: Deserializer = None,
-                     value_deserializer: Deserializer = None) -> CompletedFetch | None:
+def decode_partition(
+    tp: TopicPartition,
+    fetch_offset: int,
+    data: Any,
+    *,
+    check_crcs: bool,
+    read_committed: bool,
+    max_partition_fetch_bytes: int,
+    key_deserializer: Deserializer = None,
+    value_deserializer: Deserializer = None,
+) -> CompletedFetch | None:
     """Decode a partition's record data into records at or after ``fetch_offset`` (None when the
     answer moves nothing). A non-empty answer without one whole batch means a batch larger than
     the fetch size: MESSAGE_TOO_LARGE, as Kafka's consumer reports it."""
     records: list[ConsumerRecord] = []
     next_offset = fetch_offset
     last_epoch: int | None = None
-    aborted = sorted((a.first_offset, a.producer_id) for a in data.aborted_transactions) \
-        if read_committed else []
+    aborted = sorted((a.first_offset, a.producer_id) for a in data.aborted_transactions) if read_committed else []
     aborted_pids: set[int] = set()
     any_batch = False
     for _pos, batch in iter_batches(data.records, strict=True):
@@ -86,18 +92,31 @@ def decode_partition(tp: TopicPartition, fetch_offset: int, data: Any, *, check_
     if not any_batch:
         raise kerr.MessageTooLargeError(
             f"There are some messages at [Partition=Offset]: {{{tp}={fetch_offset}}} whose size is "
-            f"larger than the fetch size {max_partition_fetch_bytes} and hence cannot be returned.")
+            f"larger than the fetch size {max_partition_fetch_bytes} and hence cannot be returned."
+        )
     if not records and next_offset == fetch_offset:
         return None
     return CompletedFetch(tp, records, next_offset, last_epoch)
 
 
-def _records_of(tp: TopicPartition, batch: RecordBatch, fetch_offset: int, kd: Deserializer,
-                vd: Deserializer) -> list[ConsumerRecord]:
+def _records_of(
+    tp: TopicPartition, batch: RecordBatch, fetch_offset: int, kd: Deserializer, vd: Deserializer
+) -> list[ConsumerRecord]:
     ts_type = int(batch.timestamp_type)
     epoch = batch.partition_leader_epoch
     topic, partition = tp
-    return [ConsumerRecord(topic, partition, r.offset, r.timestamp_ms,
-                           kd(r.key) if kd else r.key, vd(r.value) if vd else r.value,
-                           list(r.headers), ts_type, epoch)
-            for r in batch.records() if r.offset >= fetch_offset]
+    return [
+        ConsumerRecord(
+            topic,
+            partition,
+            r.offset,
+            r.timestamp_ms,
+            kd(r.key) if kd else r.key,
+            vd(r.value) if vd else r.value,
+            list(r.headers),
+            ts_type,
+            epoch,
+        )
+        for r in batch.records()
+        if r.offset >= fetch_offset
+    ]

@@ -27,8 +27,8 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
 from kraftlog.common import errors as kerr
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
 
 __all__ = [
     "BrokerMetadata",
@@ -87,8 +87,12 @@ def grpc_error(err: grpc.RpcError, what: str) -> kerr.KafkaError:
     text = f"{what}: {code.name if code is not None else 'error'}: {details}"
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return kerr.RequestTimedOutError(text)
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED,
-                grpc.StatusCode.UNKNOWN):
+    if code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.UNKNOWN,
+    ):
         return kerr.NetworkError(text)
     return kerr.UnknownServerError(text)
 
@@ -110,8 +114,11 @@ class ChannelPool:
 
     def __init__(self, max_message_bytes: int = 104_857_600) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
-        self._options = [("grpc.max_send_message_length", max_message_bytes),
-                         ("grpc.max_receive_message_length", max_message_bytes), *RECONNECT_OPTIONS]
+        self._options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            *RECONNECT_OPTIONS,
+        ]
         self._stubs: dict[str, broker_pb2_grpc.BrokerServiceStub] = {}
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
@@ -150,11 +157,18 @@ class ChannelPool:
 class ClusterMetadata:
     """A thread-safe cache of the Metadata RPC's answer for the topics a client uses."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], pool: ChannelPool, *,
-                 metadata_max_age_ms: int = 300_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 1000, request_timeout_ms: int = 30_000,
-                 allow_auto_topic_creation: bool = True,
-                 on_update: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        pool: ChannelPool,
+        *,
+        metadata_max_age_ms: int = 300_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        request_timeout_ms: int = 30_000,
+        allow_auto_topic_creation: bool = True,
+        on_update: Callable[[], None] | None = None,
+    ) -> None:
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self._pool = pool
         self.metadata_max_age_ms = metadata_max_age_ms
@@ -212,8 +226,10 @@ class ClusterMetadata:
         if parts is None:
             self._ids.pop(topic, None)
             return
-        self._ids[topic] = (sorted(parts), sorted(p for p, m in parts.items()
-                                                  if m.leader != NO_LEADER and m.leader in self._brokers))
+        self._ids[topic] = (
+            sorted(parts),
+            sorted(p for p, m in parts.items() if m.leader != NO_LEADER and m.leader in self._brokers),
+        )
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
         return (self._partitions.get(tp.topic) or {}).get(tp.partition)
@@ -264,8 +280,12 @@ class ClusterMetadata:
         """Time between refresh attempts: retry.backoff.ms, growing exponentially while they fail."""
         if self._failures == 0:
             return self.retry_backoff_ms / 1000.0
-        return backoff_ms(self._failures - 1, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms,
-                          rng=self._rng) / 1000.0
+        return (
+            backoff_ms(
+                self._failures - 1, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms, rng=self._rng
+            )
+            / 1000.0
+        )
 
     # ------------------------------------------------------------------ refreshing
 
@@ -285,8 +305,7 @@ class ClusterMetadata:
 
     def _request(self, topics: Iterable[str] | None) -> broker_pb2.MetadataRequest:
         wanted = sorted(self._topics if topics is None else set(topics) | self._topics)
-        return broker_pb2.MetadataRequest(topics=wanted,
-                                          allow_auto_topic_creation=self.allow_auto_topic_creation)
+        return broker_pb2.MetadataRequest(topics=wanted, allow_auto_topic_creation=self.allow_auto_topic_creation)
 
     def maybe_update(self) -> bool:
         """Start an asynchronous refresh if one is due; True when one was started."""
@@ -357,7 +376,8 @@ class ClusterMetadata:
                     break
                 try:
                     response = self._pool.stub(address).Metadata(
-                        request, timeout=min(remaining, self.request_timeout_ms / 1000.0))
+                        request, timeout=min(remaining, self.request_timeout_ms / 1000.0)
+                    )
                 except grpc.RpcError as err:
                     last = err
                     if err.code() in _UNREACHABLE_CODES:
@@ -378,7 +398,8 @@ class ClusterMetadata:
             time.sleep(min(remaining, self._backoff_s() or self.retry_backoff_ms / 1000.0))
         detail = f" (last error: {grpc_error(last, 'Metadata')})" if isinstance(last, grpc.RpcError) else ""
         raise kerr.RequestTimedOutError(
-            f"no broker of {','.join(self.bootstrap_servers)} answered a Metadata request in time{detail}")
+            f"no broker of {','.join(self.bootstrap_servers)} answered a Metadata request in time{detail}"
+        )
 
     def wait_for_topic(self, topic: str, timeout_ms: int, *, partition: int | None = None) -> list[int]:
         """Block until ``topic`` (and ``partition``, when given) is in the cache; returns its partition
@@ -406,8 +427,11 @@ class ClusterMetadata:
         code = self.topic_error(topic)
         if code and code != _UNKNOWN_TOPIC:
             kerr.raise_for_code(code, f"topic {topic!r}: {kerr.error_for_code(code).error_name}")
-        what = f"partition {topic}-{partition}" if partition is not None and \
-            self.partitions_for_topic(topic) is not None else f"topic {topic}"
+        what = (
+            f"partition {topic}-{partition}"
+            if partition is not None and self.partitions_for_topic(topic) is not None
+            else f"topic {topic}"
+        )
         raise kerr.UnknownTopicOrPartitionError(f"{what} not present in metadata after {timeout_ms} ms.")
 
     # ------------------------------------------------------------------ applying answers
@@ -439,8 +463,15 @@ class ClusterMetadata:
                     new[p.partition_index] = cached  # a lagging broker's older view: keep ours
                     continue
                 new[p.partition_index] = PartitionMetadata(
-                    topic.name, p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
-                    list(p.isr_nodes), list(p.offline_replicas), p.error.code)
+                    topic.name,
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(p.offline_replicas),
+                    p.error.code,
+                )
             self._partitions[topic.name] = new
         for name in list(self._partitions):
             self._reindex(name)
@@ -449,8 +480,9 @@ class ClusterMetadata:
         self._need_update = False
         self._version += 1
 
-    def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
-                          endpoints: Iterable[Any] = ()) -> bool:
+    def apply_leader_hint(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, endpoints: Iterable[Any] = ()
+    ) -> bool:
         """KIP-951: adopt ``leader_id``/``leader_epoch`` from an error answer if it is newer than the
         cached entry and the leader's endpoint is known (from ``endpoints`` or the cache).
         Returns True when the cache changed."""
@@ -458,8 +490,10 @@ class ClusterMetadata:
             return False
         with self._cond:
             for ep in endpoints:
-                if ep.node_id not in self._brokers or self._brokers[ep.node_id].address != \
-                        BrokerMetadata(ep.node_id, ep.host, ep.port).address:
+                if (
+                    ep.node_id not in self._brokers
+                    or self._brokers[ep.node_id].address != BrokerMetadata(ep.node_id, ep.host, ep.port).address
+                ):
                     self._brokers = dict(self._brokers)
                     self._brokers[ep.node_id] = BrokerMetadata(ep.node_id, ep.host, ep.port, ep.rack)
             if leader_id not in self._brokers:

@@ -16,8 +16,8 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms
-from kraftlog.proto import broker_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
 
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 from ._positions import (
@@ -36,8 +36,16 @@ _log = structlog.get_logger(__name__)
 class OffsetLookups:
     """ListOffsets and OffsetForLeaderEpoch for one consumer (its metadata, channels, timeouts)."""
 
-    def __init__(self, metadata: ClusterMetadata, pool: ChannelPool, *, isolation_level: int,
-                 request_timeout_ms: int, retry_backoff_ms: int, default_api_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        metadata: ClusterMetadata,
+        pool: ChannelPool,
+        *,
+        isolation_level: int,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        default_api_timeout_ms: int,
+    ) -> None:
         self._metadata = metadata
         self._pool = pool
         self.isolation_level = isolation_level
@@ -55,8 +63,9 @@ class OffsetLookups:
             if state is not None:
                 state.backoff_until = until
 
-    def list_offsets(self, query: Mapping[TopicPartition, int], timeout_ms: int | None, *,
-                      deadline: float | None = None) -> dict[TopicPartition, tuple[int, int, int]]:
+    def list_offsets(
+        self, query: Mapping[TopicPartition, int], timeout_ms: int | None, *, deadline: float | None = None
+    ) -> dict[TopicPartition, tuple[int, int, int]]:
         """ListOffsets for every partition at its leader, retrying retriable errors until the
         deadline; returns ``{tp: (offset, timestamp, leader_epoch)}``."""
         if deadline is None:
@@ -71,10 +80,15 @@ class OffsetLookups:
             if time.monotonic() >= deadline:
                 raise kerr.RequestTimedOutError(
                     f"Failed to get offsets by times in {self._timeout_ms(timeout_ms)} ms"
-                    + (f" (last error: {last_error.error_name}: {last_error})" if last_error else ""))
+                    + (f" (last error: {last_error.error_name}: {last_error})" if last_error else "")
+                )
             if attempt:
-                time.sleep(min(max(0.0, deadline - time.monotonic()),
-                               backoff_ms(attempt - 1, base_ms=self.retry_backoff_ms, max_ms=1000) / 1000.0))
+                time.sleep(
+                    min(
+                        max(0.0, deadline - time.monotonic()),
+                        backoff_ms(attempt - 1, base_ms=self.retry_backoff_ms, max_ms=1000) / 1000.0,
+                    )
+                )
             attempt += 1
             if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
                 refresh = False
@@ -99,12 +113,18 @@ class OffsetLookups:
                     continue
                 topics: dict[str, list[broker_pb2.ListOffsetsRequest.Partition]] = {}
                 for tp in tps:
-                    topics.setdefault(tp.topic, []).append(broker_pb2.ListOffsetsRequest.Partition(
-                        partition_index=tp.partition, current_leader_epoch=self._metadata.leader_epoch(tp),
-                        timestamp=remaining[tp]))
+                    topics.setdefault(tp.topic, []).append(
+                        broker_pb2.ListOffsetsRequest.Partition(
+                            partition_index=tp.partition,
+                            current_leader_epoch=self._metadata.leader_epoch(tp),
+                            timestamp=remaining[tp],
+                        )
+                    )
                 request = broker_pb2.ListOffsetsRequest(
-                    replica_id=-1, isolation_level=self.isolation_level,
-                    topics=[broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()])
+                    replica_id=-1,
+                    isolation_level=self.isolation_level,
+                    topics=[broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()],
+                )
                 timeout = max(0.001, min(deadline - time.monotonic(), self.request_timeout_ms / 1000.0))
                 futures.append((node_id, self._pool.stub(broker.address).ListOffsets.future(request, timeout=timeout)))
             for node_id, future in futures:
@@ -129,12 +149,19 @@ class OffsetLookups:
                         if not error.retriable:
                             raise error
                         if isinstance(error, kerr.InvalidMetadataError) or code in (
-                                kerr.UnknownLeaderEpochError.error_code, kerr.FencedLeaderEpochError.error_code):
+                            kerr.UnknownLeaderEpochError.error_code,
+                            kerr.FencedLeaderEpochError.error_code,
+                        ):
                             refresh = True
         return results
 
-    def validate(self, assignment: Mapping[TopicPartition, PartitionState], deadline: float,
-                 reset: int | None, drop_buffered: Callable[[TopicPartition], None]) -> None:
+    def validate(
+        self,
+        assignment: Mapping[TopicPartition, PartitionState],
+        deadline: float,
+        reset: int | None,
+        drop_buffered: Callable[[TopicPartition], None],
+    ) -> None:
         """KIP-320: positions read under an older leader epoch are checked with the current leader
         (OffsetForLeaderEpoch of the position's epoch) before fetching goes on; see `_positions`.
 
@@ -149,8 +176,13 @@ class OffsetLookups:
             if not state.awaiting_validation:
                 if needs_validation(state, current):
                     state.awaiting_validation = True
-                    _log.debug("consumer_validating_position", tp=str(tp), position=state.position,
-                               offset_epoch=state.offset_epoch, leader_epoch=current)
+                    _log.debug(
+                        "consumer_validating_position",
+                        tp=str(tp),
+                        position=state.position,
+                        offset_epoch=state.offset_epoch,
+                        leader_epoch=current,
+                    )
                 elif state.position is not None and current >= 0:
                     state.leader_epoch = current
             if not state.awaiting_validation or state.backoff_until > now:
@@ -171,8 +203,14 @@ class OffsetLookups:
             timeout = max(0.001, min(deadline - now, self.request_timeout_ms / 1000.0))
             request = validation_request(items)
             positions = {tp: assignment[tp].position for tp in items}
-            futures.append((node_id, items, positions,
-                            self._pool.stub(broker.address).OffsetForLeaderEpoch.future(request, timeout=timeout)))
+            futures.append(
+                (
+                    node_id,
+                    items,
+                    positions,
+                    self._pool.stub(broker.address).OffsetForLeaderEpoch.future(request, timeout=timeout),
+                )
+            )
         for node_id, items, positions, future in futures:
             try:
                 response = future.result()
@@ -185,8 +223,12 @@ class OffsetLookups:
                 for p in t.partitions:
                     tp = TopicPartition(t.topic, p.partition)
                     state = assignment.get(tp)
-                    if tp not in items or state is None or not state.awaiting_validation \
-                            or state.position != positions[tp]:
+                    if (
+                        tp not in items
+                        or state is None
+                        or not state.awaiting_validation
+                        or state.position != positions[tp]
+                    ):
                         continue  # moved (seek, unassign) while the request was out
                     if p.error.code:
                         error = kerr.error_for_code(p.error.code)(p.error.message or None)
@@ -195,28 +237,55 @@ class OffsetLookups:
                         self._metadata.request_update()
                         self._back_off(assignment, [tp])
                         continue
-                    self._complete_validation(tp, state, items[tp][0], p.leader_epoch, p.end_offset,
-                                              truncated, divergent, reset, drop_buffered)
+                    self._complete_validation(
+                        tp,
+                        state,
+                        items[tp][0],
+                        p.leader_epoch,
+                        p.end_offset,
+                        truncated,
+                        divergent,
+                        reset,
+                        drop_buffered,
+                    )
         if truncated:
             raise LogTruncationError(
-                "Truncation detected for partitions " + ", ".join(
-                    f"{tp} at offset {off}" + (f" (the leader's log diverges from offset {divergent[tp]})"
-                                               if tp in divergent else "") for tp, off in truncated.items()),
-                partitions=truncated, divergent_offsets=divergent)
+                "Truncation detected for partitions "
+                + ", ".join(
+                    f"{tp} at offset {off}"
+                    + (f" (the leader's log diverges from offset {divergent[tp]})" if tp in divergent else "")
+                    for tp, off in truncated.items()
+                ),
+                partitions=truncated,
+                divergent_offsets=divergent,
+            )
 
-    def _complete_validation(self, tp: TopicPartition, state: PartitionState, leader_epoch: int,
-                             answer_epoch: int, answer_end: int, truncated: dict[TopicPartition, int],
-                             divergent: dict[TopicPartition, int], reset: int | None,
-                             drop_buffered: Callable[[TopicPartition], None]) -> None:
+    def _complete_validation(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        leader_epoch: int,
+        answer_epoch: int,
+        answer_end: int,
+        truncated: dict[TopicPartition, int],
+        divergent: dict[TopicPartition, int],
+        reset: int | None,
+        drop_buffered: Callable[[TopicPartition], None],
+    ) -> None:
         assert state.position is not None
         verdict = judge_validation(state.position, answer_epoch, answer_end)
         if verdict.valid:
             state.awaiting_validation = False
             state.leader_epoch = leader_epoch
             return
-        _log.warning("consumer_log_truncation_detected", tp=str(tp), position=state.position,
-                     offset_epoch=state.offset_epoch, divergent_offset=verdict.divergent_offset,
-                     reset=reset)
+        _log.warning(
+            "consumer_log_truncation_detected",
+            tp=str(tp),
+            position=state.position,
+            offset_epoch=state.offset_epoch,
+            divergent_offset=verdict.divergent_offset,
+            reset=reset,
+        )
         if reset is None:
             truncated[tp] = state.position
             if verdict.divergent_offset is not None:

@@ -72,8 +72,7 @@ class DefaultPartitioner:
         self._sticky: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def partition(self, topic: str, key: bytes | None, num_partitions: int,
-                  available: Sequence[int]) -> int:
+    def partition(self, topic: str, key: bytes | None, num_partitions: int, available: Sequence[int]) -> int:
         """The partition for a record of ``topic`` with serialized ``key``."""
         if key is not None:
             return partition_for_key(key, num_partitions)
@@ -83,14 +82,12 @@ class DefaultPartitioner:
                 return current
         return self._next(topic, num_partitions, available, None)
 
-    def on_new_batch(self, topic: str, num_partitions: int, available: Sequence[int],
-                     prev_partition: int) -> None:
+    def on_new_batch(self, topic: str, num_partitions: int, available: Sequence[int], prev_partition: int) -> None:
         """The producer is about to open a new batch on ``prev_partition``: if that is the sticky
         partition of ``topic``, move on to another one."""
         self._next(topic, num_partitions, available, prev_partition)
 
-    def _next(self, topic: str, num_partitions: int, available: Sequence[int],
-              prev_partition: int | None) -> int:
+    def _next(self, topic: str, num_partitions: int, available: Sequence[int], prev_partition: int | None) -> int:
         with self._lock:
             old = self._sticky.get(topic)
             if old is not None and old != prev_partition and old < num_partitions:

@@ -31,8 +31,14 @@ from kraftlog.common import errors as kerr
 
 from ._metadata import TopicPartition
 
-__all__ = ["LogTruncationError", "PartitionState", "ValidationAnswer", "judge_validation",
-           "needs_validation", "validation_request"]
+__all__ = [
+    "LogTruncationError",
+    "PartitionState",
+    "ValidationAnswer",
+    "judge_validation",
+    "needs_validation",
+    "validation_request",
+]
 
 UNDEFINED = -1
 
@@ -77,8 +83,13 @@ class LogTruncationError(kerr.OffsetOutOfRangeError):
 def needs_validation(state: PartitionState, current_epoch: int) -> bool:
     """True when the metadata's leader epoch moved past the one the position was valid under and
     the position carries an epoch to check (KIP-320)."""
-    return (state.position is not None and state.offset_epoch is not None and current_epoch >= 0
-            and state.leader_epoch >= 0 and current_epoch != state.leader_epoch)
+    return (
+        state.position is not None
+        and state.offset_epoch is not None
+        and current_epoch >= 0
+        and state.leader_epoch >= 0
+        and current_epoch != state.leader_epoch
+    )
 
 
 def validation_request(items: Mapping[TopicPartition, tuple[int, int]]) -> Any:
@@ -89,7 +100,8 @@ def validation_request(items: Mapping[TopicPartition, tuple[int, int]]) -> Any:
     topics: dict[str, list[Any]] = {}
     for tp, (current, epoch) in items.items():
         topics.setdefault(tp.topic, []).append(
-            R.Partition(partition=tp.partition, current_leader_epoch=current, leader_epoch=epoch))
+            R.Partition(partition=tp.partition, current_leader_epoch=current, leader_epoch=epoch)
+        )
     return R(replica_id=-1, topics=[R.Topic(topic=t, partitions=ps) for t, ps in topics.items()])
 
 

@@ -52,10 +52,10 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms
+from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import HEADER_SIZE, RecordBatch, RecordBatchBuilder, record_size_upper_bound
 from kraftlog.proto import broker_pb2
-from kraftlog.common import errors as kerr
 
 from ._config import (
     BYTES_SERIALIZER,
@@ -133,16 +133,20 @@ _PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enable.idempotence": ("enable_idempotence", lambda v: parse_bool(v, "enable.idempotence")),
     "transactional.id": ("transactional_id", lambda v: v.strip() or None),
 }
-_NO_IDEMPOTENCE = ("kraftlog has no idempotent producer yet (producer ids and sequence numbers arrive with "
-                   "the idempotence issue)")
+_NO_IDEMPOTENCE = (
+    "kraftlog has no idempotent producer yet (producer ids and sequence numbers arrive with the idempotence issue)"
+)
 _NO_TRANSACTIONS = "kraftlog has no transactions yet"
 #: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
 _UNSUPPORTED_PRODUCER_PROPERTIES = {
-    "partitioner.class": Unsupported(java_class_is("DefaultPartitioner", "BuiltInPartitioner"),
-                                     "Java partitioner classes cannot run here",
-                                     "pass partitioner= to Producer"),
-    "partitioner.ignore.keys": Unsupported(FALSE_ONLY, "keyed records always go to murmur2(key)",
-                                           "use partitioner.ignore.keys=false"),
+    "partitioner.class": Unsupported(
+        java_class_is("DefaultPartitioner", "BuiltInPartitioner"),
+        "Java partitioner classes cannot run here",
+        "pass partitioner= to Producer",
+    ),
+    "partitioner.ignore.keys": Unsupported(
+        FALSE_ONLY, "keyed records always go to murmur2(key)", "use partitioner.ignore.keys=false"
+    ),
     "security.protocol": PLAINTEXT_ONLY,
     "key.serializer": BYTES_SERIALIZER,
     "value.serializer": BYTES_SERIALIZER,
@@ -213,8 +217,23 @@ class _CallablePartitioner:
 class _Batch:
     """The records of one partition on their way to the broker."""
 
-    __slots__ = ("tp", "builder", "thunks", "created", "attempts", "last_attempt", "retry_at",
-                 "payload", "sealed", "in_flight", "finished", "reserved", "done", "parent", "pending")
+    __slots__ = (
+        "tp",
+        "builder",
+        "thunks",
+        "created",
+        "attempts",
+        "last_attempt",
+        "retry_at",
+        "payload",
+        "sealed",
+        "in_flight",
+        "finished",
+        "reserved",
+        "done",
+        "parent",
+        "pending",
+    )
 
     def __init__(self, tp: TopicPartition, codec: CompressionType, now: float) -> None:
         self.tp = tp
@@ -237,9 +256,17 @@ class _Batch:
     def record_count(self) -> int:
         return len(self.thunks)
 
-    def try_append(self, timestamp: int, key: bytes | None, value: bytes | None,
-                   headers: list[tuple[str, bytes | None]], size: int, batch_size: int,
-                   future: concurrent.futures.Future, callback: Callback | None) -> bool:
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        size: int,
+        batch_size: int,
+        future: concurrent.futures.Future,
+        callback: Callback | None,
+    ) -> bool:
         builder = self.builder
         if builder is None or self.sealed:
             return False
@@ -277,22 +304,38 @@ class _Batch:
 class Producer:
     """A thread-safe producer; see the module docstring. Use as a context manager or call `close`."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, acks: str | int = "all",
-                 batch_size: int = 16_384, linger_ms: int = 5, compression_type: str | int = "none",
-                 max_in_flight_requests_per_connection: int = 5, retries: int = 2**31 - 1,
-                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 delivery_timeout_ms: int = 120_000, request_timeout_ms: int = 30_000,
-                 max_request_size: int = 1_048_576, buffer_memory: int = 33_554_432,
-                 max_block_ms: int = 60_000, metadata_max_age_ms: int = 300_000,
-                 allow_auto_topic_creation: bool = True, enable_idempotence: bool = False,
-                 transactional_id: str | None = None,
-                 partitioner: Any = None,
-                 key_serializer: Callable[[Any], bytes | None] | None = None,
-                 value_serializer: Callable[[Any], bytes | None] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        acks: str | int = "all",
+        batch_size: int = 16_384,
+        linger_ms: int = 5,
+        compression_type: str | int = "none",
+        max_in_flight_requests_per_connection: int = 5,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+        max_request_size: int = 1_048_576,
+        buffer_memory: int = 33_554_432,
+        max_block_ms: int = 60_000,
+        metadata_max_age_ms: int = 300_000,
+        allow_auto_topic_creation: bool = True,
+        enable_idempotence: bool = False,
+        transactional_id: str | None = None,
+        partitioner: Any = None,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+    ) -> None:
         if enable_idempotence:
-            raise refuse("enable.idempotence", "true", _NO_IDEMPOTENCE,
-                         "use enable.idempotence=false (and max.in.flight.requests.per.connection=1 "
-                         "if order matters)")
+            raise refuse(
+                "enable.idempotence",
+                "true",
+                _NO_IDEMPOTENCE,
+                "use enable.idempotence=false (and max.in.flight.requests.per.connection=1 if order matters)",
+            )
         if transactional_id:
             raise refuse("transactional.id", transactional_id, _NO_TRANSACTIONS, "leave transactional.id unset")
         self.acks = _acks(acks)
@@ -306,8 +349,10 @@ class Producer:
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
-            raise ValueError(f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
-                             f"request_timeout_ms ({linger_ms + request_timeout_ms})")
+            raise ValueError(
+                f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+                f"request_timeout_ms ({linger_ms + request_timeout_ms})"
+            )
         self.delivery_timeout_s = delivery_timeout_ms / 1000.0
         self.request_timeout_ms = request_timeout_ms
         self.max_request_size = max_request_size
@@ -324,10 +369,15 @@ class Producer:
 
         self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * max_request_size))
         self._metadata = ClusterMetadata(
-            bootstrap_servers, self._pool, metadata_max_age_ms=metadata_max_age_ms,
-            retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=self.retry_backoff_max_ms,
-            request_timeout_ms=request_timeout_ms, allow_auto_topic_creation=allow_auto_topic_creation,
-            on_update=self._wake)
+            bootstrap_servers,
+            self._pool,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=self.retry_backoff_max_ms,
+            request_timeout_ms=request_timeout_ms,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            on_update=self._wake,
+        )
 
         self._lock = threading.Condition(threading.Lock())
         self._batches: dict[TopicPartition, deque[_Batch]] = {}
@@ -360,9 +410,16 @@ class Producer:
         """The partition ids of ``topic`` (waiting up to ``max_block_ms`` for metadata)."""
         return self._metadata.wait_for_topic(topic, self.max_block_ms)
 
-    def send(self, topic: str, value: Any = None, key: Any = None, headers: HeadersArg = None,
-             partition: int | None = None, timestamp_ms: int | None = None,
-             callback: Callback | None = None) -> concurrent.futures.Future:
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        callback: Callback | None = None,
+    ) -> concurrent.futures.Future:
         """Queue a record; returns a future of its `RecordMetadata`.
 
         Blocks only while the topic's metadata is unknown or ``buffer_memory`` is used up (at most
@@ -383,10 +440,17 @@ class Producer:
             self._run_callback(callback, None, err)
         return future
 
-    def _do_send(self, topic: str, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes | None]], partition: int | None,
-                 timestamp_ms: int | None, future: concurrent.futures.Future,
-                 callback: Callback | None) -> None:
+    def _do_send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+        timestamp_ms: int | None,
+        future: concurrent.futures.Future,
+        callback: Callback | None,
+    ) -> None:
         deadline = time.monotonic() + self.max_block_ms / 1000.0
         parts = self._metadata.partitions_for_topic(topic)
         if parts is None or (partition is not None and partition not in parts):
@@ -396,11 +460,13 @@ class Producer:
         if size + HEADER_SIZE > self.max_request_size:
             raise kerr.MessageTooLargeError(
                 f"The message is {size + HEADER_SIZE} bytes when serialized which is larger than "
-                f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+                f"{self.max_request_size}, which is the value of the max.request.size configuration."
+            )
         if size > self.buffer_memory:
             raise kerr.MessageTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than the total memory "
-                f"buffer you have configured with the buffer.memory configuration.")
+                f"buffer you have configured with the buffer.memory configuration."
+            )
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         num = len(parts)
         chosen = partition
@@ -412,20 +478,47 @@ class Producer:
         with self._lock:  # the common case: memory is free, one trip through the lock
             if not self._buffer_used or self._buffer_used + size <= self.buffer_memory:
                 self._buffer_used += size
-                outcome = self._append(TopicPartition(topic, chosen), timestamp, key, value, headers, size,
-                                       future, callback, abort_on_new_batch=abort)
+                outcome = self._append(
+                    TopicPartition(topic, chosen),
+                    timestamp,
+                    key,
+                    value,
+                    headers,
+                    size,
+                    future,
+                    callback,
+                    abort_on_new_batch=abort,
+                )
         if outcome is None:
             self._reserve(size, deadline)
             with self._lock:
-                outcome = self._append(TopicPartition(topic, chosen), timestamp, key, value, headers, size,
-                                       future, callback, abort_on_new_batch=abort)
+                outcome = self._append(
+                    TopicPartition(topic, chosen),
+                    timestamp,
+                    key,
+                    value,
+                    headers,
+                    size,
+                    future,
+                    callback,
+                    abort_on_new_batch=abort,
+                )
         if outcome == "abort":  # KIP-480: a new batch is due, let the sticky partition move on
             available = self._metadata.available_partitions_for_topic(topic)
             self._partitioner.on_new_batch(topic, num, available, chosen)
             chosen = self._partitioner.partition(topic, key, num, available)
             with self._lock:
-                outcome = self._append(TopicPartition(topic, chosen), timestamp, key, value, headers, size,
-                                       future, callback, abort_on_new_batch=False)
+                outcome = self._append(
+                    TopicPartition(topic, chosen),
+                    timestamp,
+                    key,
+                    value,
+                    headers,
+                    size,
+                    future,
+                    callback,
+                    abort_on_new_batch=False,
+                )
 
     def _reserve(self, size: int, deadline: float) -> None:
         with self._lock:
@@ -433,8 +526,8 @@ class Producer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closing:
                     raise kerr.RequestTimedOutError(
-                        f"Failed to allocate memory within the configured max blocking time "
-                        f"{self.max_block_ms} ms.")
+                        f"Failed to allocate memory within the configured max blocking time {self.max_block_ms} ms."
+                    )
                 self._memory_waiters += 1
                 self._woken = True
                 self._lock.notify_all()
@@ -444,9 +537,19 @@ class Producer:
                     self._memory_waiters -= 1
             self._buffer_used += size
 
-    def _append(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
-                headers: list[tuple[str, bytes | None]], size: int, future: concurrent.futures.Future,
-                callback: Callback | None, *, abort_on_new_batch: bool) -> str:
+    def _append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        size: int,
+        future: concurrent.futures.Future,
+        callback: Callback | None,
+        *,
+        abort_on_new_batch: bool,
+    ) -> str:
         """Append under the lock: ``appended``, ``full`` (appended, and a batch is ready by size),
         ``new`` (opened a batch) or ``abort`` (a new batch would be needed and the caller asked
         to be told first)."""
@@ -474,16 +577,29 @@ class Producer:
         self._lock.notify_all()
         return "new"
 
-    def send_sync(self, topic: str, value: Any = None, key: Any = None, headers: HeadersArg = None,
-                  partition: int | None = None, timestamp_ms: int | None = None,
-                  timeout: float | None = None) -> RecordMetadata:
+    def send_sync(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        timeout: float | None = None,
+    ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement (raises the typed error on failure)."""
-        future = self.send(topic, value, key=key, headers=headers, partition=partition,
-                           timestamp_ms=timestamp_ms)
+        future = self.send(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
         return future.result(timeout)
 
-    async def send_async(self, topic: str, value: Any = None, key: Any = None, headers: HeadersArg = None,
-                         partition: int | None = None, timestamp_ms: int | None = None) -> RecordMetadata:
+    async def send_async(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
         """Send one record from asyncio code and await its `RecordMetadata`."""
         future = await _send_from_loop(self, topic, value, key, headers, partition, timestamp_ms, None)
         return await asyncio.wrap_future(future)
@@ -532,7 +648,7 @@ class Producer:
         if threading.current_thread() is not self._sender:
             self._pool.close()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -551,8 +667,12 @@ class Producer:
                 with self._lock:
                     if self._forced:
                         break
-                    if self._closing and not self._incomplete and not any(self._in_flight.values()) \
-                            and not self._completions:
+                    if (
+                        self._closing
+                        and not self._incomplete
+                        and not any(self._in_flight.values())
+                        and not self._completions
+                    ):
                         break
                 self._run_once()
         except Exception:  # a bug here must not leave callers waiting forever
@@ -580,9 +700,13 @@ class Producer:
                 if batches:
                     sends.append((node_id, batches))
         for batch, elapsed in expired:
-            self._finish(batch, error=kerr.RequestTimedOutError(
-                f"Expiring {batch.record_count} record(s) for {batch.tp}:{elapsed:.0f} ms has passed "
-                f"since batch creation"))
+            self._finish(
+                batch,
+                error=kerr.RequestTimedOutError(
+                    f"Expiring {batch.record_count} record(s) for {batch.tp}:{elapsed:.0f} ms has passed "
+                    f"since batch creation"
+                ),
+            )
         for node_id, batches in sends:
             self._send(node_id, batches)
         delay = min(delay, self._metadata.time_to_next_update())
@@ -646,8 +770,14 @@ class Producer:
     def _drain(self, node_id: int, now: float) -> list[_Batch]:
         if self._in_flight.get(node_id, 0) >= self.max_in_flight:
             return []
-        tps = [tp for tp, dq in self._batches.items() if dq and tp not in self._muted
-               and (leader := self._metadata.leader_for(tp)) is not None and leader.node_id == node_id]
+        tps = [
+            tp
+            for tp, dq in self._batches.items()
+            if dq
+            and tp not in self._muted
+            and (leader := self._metadata.leader_for(tp)) is not None
+            and leader.node_id == node_id
+        ]
         if not tps:
             return []
         start = self._drain_start.get(node_id, 0) % len(tps)
@@ -678,10 +808,13 @@ class Producer:
         by_topic: dict[str, list[broker_pb2.ProduceRequest.PartitionData]] = {}
         for batch in batches:
             by_topic.setdefault(batch.tp.topic, []).append(
-                broker_pb2.ProduceRequest.PartitionData(index=batch.tp.partition, records=batch.payload))
+                broker_pb2.ProduceRequest.PartitionData(index=batch.tp.partition, records=batch.payload)
+            )
         request = broker_pb2.ProduceRequest(
-            acks=self.acks, timeout_ms=self.request_timeout_ms,
-            topics=[broker_pb2.ProduceRequest.TopicData(name=t, partitions=ps) for t, ps in by_topic.items()])
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topics=[broker_pb2.ProduceRequest.TopicData(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
         with self._lock:
             for batch in batches:
                 batch.attempts += 1
@@ -691,8 +824,7 @@ class Producer:
         try:
             if broker is None:
                 raise kerr.LeaderNotAvailableError(f"broker {node_id} is no longer in the metadata")
-            future = self._pool.stub(broker.address).Produce.future(
-                request, timeout=self.request_timeout_ms / 1000.0)
+            future = self._pool.stub(broker.address).Produce.future(request, timeout=self.request_timeout_ms / 1000.0)
         except Exception as err:  # a closed channel or a vanished broker: handled like a failed call
             with self._lock:
                 self._in_flight[node_id] = max(0, self._in_flight.get(node_id, 0) - 1)
@@ -700,8 +832,9 @@ class Producer:
                     batch.in_flight = False
                     self._muted.discard(batch.tp)
             self._metadata.request_update()
-            error = err if isinstance(err, kerr.KafkaError) else kerr.NetworkError(
-                f"Produce to broker {node_id}: {err}")
+            error = (
+                err if isinstance(err, kerr.KafkaError) else kerr.NetworkError(f"Produce to broker {node_id}: {err}")
+            )
             for batch in batches:
                 self._retry_or_fail(batch, error)
             return
@@ -725,12 +858,18 @@ class Producer:
         try:
             response = future.result()
         except (grpc.RpcError, grpc.FutureCancelledError, concurrent.futures.CancelledError) as err:
-            error = grpc_error(err, f"Produce to broker {node_id}") if isinstance(err, grpc.RpcError) \
+            error = (
+                grpc_error(err, f"Produce to broker {node_id}")
+                if isinstance(err, grpc.RpcError)
                 else kerr.NetworkError(f"Produce to broker {node_id} was cancelled")
+            )
             broker = self._metadata.broker(node_id)
             version = self._metadata.request_update()
-            if broker is not None and isinstance(err, grpc.RpcError) and \
-                    err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if (
+                broker is not None
+                and isinstance(err, grpc.RpcError)
+                and err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            ):
                 # a leader cut off the network answers nothing until the deadline: ask another broker
                 # who leads now before sending there again (Kafka's sender waits out the node's
                 # reconnect backoff, during which the metadata refresh lands)
@@ -764,8 +903,9 @@ class Producer:
         for batch in batches:
             result = results.get((batch.tp.topic, batch.tp.partition))
             if result is None:
-                self._retry_or_fail(batch, kerr.UnknownServerError(
-                    f"the response of broker {node_id} has no result for {batch.tp}"))
+                self._retry_or_fail(
+                    batch, kerr.UnknownServerError(f"the response of broker {node_id} has no result for {batch.tp}")
+                )
                 continue
             code = result.error.code
             if code == 0:
@@ -785,8 +925,9 @@ class Producer:
                 continue
             moved = False
             if hint is not None and hint.leader_id >= 0:
-                moved = self._metadata.apply_leader_hint(batch.tp, hint.leader_id, hint.leader_epoch,
-                                                         response.node_endpoints)
+                moved = self._metadata.apply_leader_hint(
+                    batch.tp, hint.leader_id, hint.leader_epoch, response.node_endpoints
+                )
             if isinstance(error, kerr.InvalidMetadataError) and not moved:
                 self._metadata.request_update()
             self._retry_or_fail(batch, error, backoff=not moved)
@@ -803,12 +944,23 @@ class Producer:
                     continue
                 error_cls = kerr.error_for_code(p.error.code)
                 hint = p.current_leader if p.HasField("current_leader") else None
-                moved = hint is not None and hint.leader_id >= 0 and self._metadata.apply_leader_hint(
-                    TopicPartition(t.name, p.index), hint.leader_id, hint.leader_epoch, response.node_endpoints)
+                moved = (
+                    hint is not None
+                    and hint.leader_id >= 0
+                    and self._metadata.apply_leader_hint(
+                        TopicPartition(t.name, p.index), hint.leader_id, hint.leader_epoch, response.node_endpoints
+                    )
+                )
                 if issubclass(error_cls, kerr.InvalidMetadataError) and not moved:
                     refresh = True
-                _log.debug("produce_acks0_partition_error", node=node_id, tp=f"{t.name}-{p.index}",
-                           error=error_cls.error_name, moved=moved, batches=len(batches))
+                _log.debug(
+                    "produce_acks0_partition_error",
+                    node=node_id,
+                    tp=f"{t.name}-{p.index}",
+                    error=error_cls.error_name,
+                    moved=moved,
+                    batches=len(batches),
+                )
         if refresh:
             self._metadata.request_update()
 
@@ -816,14 +968,30 @@ class Producer:
         now = time.monotonic()
         if batch.finished:
             return
-        if error.retriable and batch.attempts <= self.retries and not self._forced \
-                and now - batch.created < self.delivery_timeout_s:
+        if (
+            error.retriable
+            and batch.attempts <= self.retries
+            and not self._forced
+            and now - batch.created < self.delivery_timeout_s
+        ):
             delay = 0.0
             if backoff:
-                delay = backoff_ms(batch.attempts - 1, base_ms=self.retry_backoff_ms,
-                                   max_ms=self.retry_backoff_max_ms, rng=self._rng) / 1000.0
-            _log.debug("produce_retry", tp=str(batch.tp), attempt=batch.attempts, error=error.error_name,
-                       delay_ms=round(delay * 1000))
+                delay = (
+                    backoff_ms(
+                        batch.attempts - 1,
+                        base_ms=self.retry_backoff_ms,
+                        max_ms=self.retry_backoff_max_ms,
+                        rng=self._rng,
+                    )
+                    / 1000.0
+                )
+            _log.debug(
+                "produce_retry",
+                tp=str(batch.tp),
+                attempt=batch.attempts,
+                error=error.error_name,
+                delay_ms=round(delay * 1000),
+            )
             with self._lock:
                 batch.retry_at = now + delay
                 self._batches.setdefault(batch.tp, deque()).appendleft(batch)
@@ -839,7 +1007,7 @@ class Producer:
         for chunk, thunks in ((records[:half], batch.thunks[:half]), (records[half:], batch.thunks[half:])):
             child = _Batch(batch.tp, self.codec, batch.created)
             assert child.builder is not None
-            for rec, (future, callback, _delta, ts) in zip(chunk, thunks):
+            for rec, (future, callback, _delta, ts) in zip(chunk, thunks, strict=False):
                 delta = child.builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers)
                 child.thunks.append((future, callback, delta, ts))
             child.parent = batch
@@ -856,8 +1024,9 @@ class Producer:
                 self._incomplete.add(child)
             self._woken = True
 
-    def _finish(self, batch: _Batch, *, base_offset: int = -1, log_append_time: int = -1,
-                error: BaseException | None = None) -> None:
+    def _finish(
+        self, batch: _Batch, *, base_offset: int = -1, log_append_time: int = -1, error: BaseException | None = None
+    ) -> None:
         """Complete every record of ``batch`` (success or ``error``) and release its memory."""
         with self._lock:
             if batch.finished:
@@ -871,9 +1040,12 @@ class Producer:
         for future, callback, delta, ts in batch.thunks:
             metadata = None
             if error is None:
-                metadata = RecordMetadata(tp.topic, tp.partition,
-                                          base_offset + delta if base_offset >= 0 else -1,
-                                          log_append_time if log_append_time != _NO_TIMESTAMP else ts)
+                metadata = RecordMetadata(
+                    tp.topic,
+                    tp.partition,
+                    base_offset + delta if base_offset >= 0 else -1,
+                    log_append_time if log_append_time != _NO_TIMESTAMP else ts,
+                )
             try:
                 if error is None:
                     future.set_result(metadata)
@@ -893,8 +1065,7 @@ class Producer:
                 parent = parent.parent
 
     @staticmethod
-    def _run_callback(callback: Callback | None, metadata: RecordMetadata | None,
-                      error: BaseException | None) -> None:
+    def _run_callback(callback: Callback | None, metadata: RecordMetadata | None, error: BaseException | None) -> None:
         if callback is None:
             return
         try:
@@ -912,20 +1083,34 @@ class Producer:
             self._finish(batch, error=error)
 
 
-async def _send_from_loop(producer: Producer, topic: str, value: Any, key: Any, headers: HeadersArg,
-                          partition: int | None, timestamp_ms: int | None,
-                          callback: Callback | None) -> concurrent.futures.Future:
+async def _send_from_loop(
+    producer: Producer,
+    topic: str,
+    value: Any,
+    key: Any,
+    headers: HeadersArg,
+    partition: int | None,
+    timestamp_ms: int | None,
+    callback: Callback | None,
+) -> concurrent.futures.Future:
     """`Producer.send` without blocking the event loop: directly when the topic's metadata is known
     and memory is free, else in the default executor."""
     parts = producer.metadata.partitions_for_topic(topic)
-    if parts is not None and (partition is None or partition in parts) and \
-            producer._buffer_used < producer.buffer_memory // 2:
-        return producer.send(topic, value, key=key, headers=headers, partition=partition,
-                             timestamp_ms=timestamp_ms, callback=callback)
+    if (
+        parts is not None
+        and (partition is None or partition in parts)
+        and producer._buffer_used < producer.buffer_memory // 2
+    ):
+        return producer.send(
+            topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms, callback=callback
+        )
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, lambda: producer.send(
-        topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms,
-        callback=callback))
+    return await loop.run_in_executor(
+        None,
+        lambda: producer.send(
+            topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms, callback=callback
+        ),
+    )
 
 
 class AsyncProducer:
@@ -943,18 +1128,29 @@ class AsyncProducer:
     def producer(self) -> Producer:
         return self._producer
 
-    async def send(self, topic: str, value: Any = None, key: Any = None, headers: HeadersArg = None,
-                   partition: int | None = None, timestamp_ms: int | None = None,
-                   callback: Callback | None = None) -> asyncio.Future:
-        future = await _send_from_loop(self._producer, topic, value, key, headers, partition,
-                                       timestamp_ms, callback)
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        callback: Callback | None = None,
+    ) -> asyncio.Future:
+        future = await _send_from_loop(self._producer, topic, value, key, headers, partition, timestamp_ms, callback)
         return asyncio.wrap_future(future)
 
-    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
-                            headers: HeadersArg = None, partition: int | None = None,
-                            timestamp_ms: int | None = None) -> RecordMetadata:
-        future = await self.send(topic, value, key=key, headers=headers, partition=partition,
-                                 timestamp_ms=timestamp_ms)
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        future = await self.send(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
         return await future
 
     async def partitions_for(self, topic: str) -> list[int]:
@@ -966,7 +1162,7 @@ class AsyncProducer:
     async def close(self, timeout: float | None = None) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._producer.close, timeout)
 
-    async def __aenter__(self) -> "AsyncProducer":
+    async def __aenter__(self) -> AsyncProducer:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -12,8 +12,9 @@ import random
 __all__ = ["backoff_ms"]
 
 
-def backoff_ms(attempt: int, *, base_ms: float, max_ms: float, rng: random.Random | None = None,
-               jitter: float = 0.2) -> float:
+def backoff_ms(
+    attempt: int, *, base_ms: float, max_ms: float, rng: random.Random | None = None, jitter: float = 0.2
+) -> float:
     """The wait before retry number ``attempt`` (0 for the first retry), in milliseconds."""
     if attempt < 0:
         raise ValueError("attempt must be >= 0")

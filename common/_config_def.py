@@ -54,15 +54,17 @@ class ConfigType(enum.StrEnum):
     PASSWORD = "password"
 
 
-_TYPE_PHRASES: Final[Mapping[ConfigType, str]] = MappingProxyType({
-    ConfigType.INT: "an integer",
-    ConfigType.LONG: "an integer",
-    ConfigType.DOUBLE: "a number",
-    ConfigType.BOOLEAN: "true or false",
-    ConfigType.STRING: "a string",
-    ConfigType.LIST: "a comma-separated list",
-    ConfigType.PASSWORD: "a string",
-})
+_TYPE_PHRASES: Final[Mapping[ConfigType, str]] = MappingProxyType(
+    {
+        ConfigType.INT: "an integer",
+        ConfigType.LONG: "an integer",
+        ConfigType.DOUBLE: "a number",
+        ConfigType.BOOLEAN: "true or false",
+        ConfigType.STRING: "a string",
+        ConfigType.LIST: "a comma-separated list",
+        ConfigType.PASSWORD: "a string",
+    }
+)
 
 
 class _NoDefault:
@@ -445,5 +447,3 @@ class ConfigDef(Mapping[str, ConfigKey]):
     def defaults(self) -> dict[str, object]:
         """Every key that has a default (``None`` included), in definition order."""
         return {name: key.default for name, key in self._keys.items() if key.default is not NO_DEFAULT}
-
-

@@ -1,5 +1,4 @@
-"""Config text: quorum voters, listeners, ``.properties`` and TOML files (see `kraftlog.common.config`).
-"""
+"""Config text: quorum voters, listeners, ``.properties`` and TOML files (see `kraftlog.common.config`)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
-
 
 from kraftlog.common._config_def import INT_MAX, ConfigError
 
@@ -303,4 +301,3 @@ def _split_override(item: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise ConfigError(f"override {item!r} is not key=value", value=item)
     return key.strip(), value
-

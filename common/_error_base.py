@@ -41,8 +41,7 @@ _LEGACY_NAMES: dict[str, int] = {
 }
 
 # Attributes a context keyword may not replace: they define what the error *is*.
-_RESERVED_CONTEXT = frozenset({"error_code", "error_name", "retriable", "message", "context", "args",
-                               "record_errors"})
+_RESERVED_CONTEXT = frozenset({"error_code", "error_name", "retriable", "message", "context", "args", "record_errors"})
 
 
 class RecordError(NamedTuple):
@@ -116,8 +115,9 @@ class KafkaError(Exception):
         _BY_CODE[code] = cls
         _BY_NAME[name] = cls
 
-    def __init__(self, message: str | None = None, *, record_errors: Iterable[RecordError] = (),
-                 **context: Any) -> None:
+    def __init__(
+        self, message: str | None = None, *, record_errors: Iterable[RecordError] = (), **context: Any
+    ) -> None:
         if message is None:
             message = _default_message(type(self))
         super().__init__(message)
@@ -169,15 +169,17 @@ def _default_message(cls: type[KafkaError]) -> str:
     return cls.error_name
 
 
-def _rebuild(code: int, message: str, context: dict[str, Any],
-             record_errors: tuple[RecordError, ...] = ()) -> KafkaError:
+def _rebuild(
+    code: int, message: str, context: dict[str, Any], record_errors: tuple[RecordError, ...] = ()
+) -> KafkaError:
     from kraftlog.common.errors import error_for_code  # the lookup sees the whole table
 
     return error_for_code(code)(message, record_errors=record_errors, **context)
 
 
-def _rebuild_static(cls: type[KafkaError], message: str, context: dict[str, Any],
-                    record_errors: tuple[RecordError, ...] = ()) -> KafkaError:
+def _rebuild_static(
+    cls: type[KafkaError], message: str, context: dict[str, Any], record_errors: tuple[RecordError, ...] = ()
+) -> KafkaError:
     return cls(message, record_errors=record_errors, **context)
 
 
@@ -194,5 +196,3 @@ class InvalidMetadataError(RetriableError):
     Abstract grouping modelled on Kafka's ``InvalidMetadataException``: leadership or placement
     moved, so retrying against the same broker without new metadata would fail again.
     """
-
-

@@ -24,7 +24,7 @@ class OffsetOutOfRangeError(KafkaError, code=1, name="OFFSET_OUT_OF_RANGE"):
 
 
 class CorruptMessageError(RetriableError, code=2, name="CORRUPT_MESSAGE"):
-    """The message failed its CRC check, has an invalid size, lacks a key on a compacted topic, or is otherwise corrupt."""
+    """The message failed its CRC check, has an invalid size, lacks a key on a compacted topic, or is corrupt."""
 
 
 class UnknownTopicOrPartitionError(InvalidMetadataError, code=3, name="UNKNOWN_TOPIC_OR_PARTITION"):
@@ -561,5 +561,3 @@ class StreamsTopologyFencedError(KafkaError, code=132, name="STREAMS_TOPOLOGY_FE
 
 class ShareSessionLimitReachedError(RetriableError, code=133, name="SHARE_SESSION_LIMIT_REACHED"):
     """The broker already holds its maximum number of share sessions."""
-
-

@@ -52,8 +52,14 @@ def fsync_file(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | bytearray | memoryview, *, fsync: bool = True,
-                 temp_suffix: str = ".tmp", mode: int = 0o600) -> None:
+def atomic_write(
+    path: Path,
+    data: bytes | bytearray | memoryview,
+    *,
+    fsync: bool = True,
+    temp_suffix: str = ".tmp",
+    mode: int = 0o600,
+) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content.
 
     Order: write ``<name><temp_suffix>``, fsync it, rename over ``path``, fsync the directory (the

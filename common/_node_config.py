@@ -9,7 +9,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import final
 
-
 from kraftlog.common._config_def import LONG_MAX, ConfigError
 from kraftlog.common._config_parse import _escape_properties, _split_override, _voters, read_config_file
 from kraftlog.common._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
@@ -246,7 +245,6 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, object]:
     return parsed
 
 
-
 def load_node_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> NodeConfig:
     """Load, validate and freeze a node's configuration.
 
@@ -264,4 +262,3 @@ def load_node_config(path: str | os.PathLike[str] | None, overrides: Sequence[st
         key, value = _split_override(item)
         raw[key] = value
     return NodeConfig(raw)
-

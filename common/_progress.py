@@ -46,8 +46,9 @@ class Progress:
         if self._rich is not None and self._task is not None:
             self._rich.advance(self._task, steps)
 
-    def update(self, *, completed: float | None = None, total: float | None = None,
-               description: str | None = None) -> None:
+    def update(
+        self, *, completed: float | None = None, total: float | None = None, description: str | None = None
+    ) -> None:
         if self._rich is not None and self._task is not None:
             # rich treats None as "unchanged" for each of these.
             self._rich.update(self._task, completed=completed, total=total, description=description)
@@ -61,8 +62,9 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 @contextmanager
-def progress(description: str, *, total: float | None = None, enabled: bool | None = None,
-             stream: TextIO | None = None) -> Iterator[Progress]:
+def progress(
+    description: str, *, total: float | None = None, enabled: bool | None = None, stream: TextIO | None = None
+) -> Iterator[Progress]:
     """Show `description` with a bar (when `total` is known) or a spinner, until the block ends.
 
     `enabled=None` means "when the stream is a terminal"; the stream defaults to the `sys.stderr` of
@@ -76,8 +78,14 @@ def progress(description: str, *, total: float | None = None, enabled: bool | No
         yield Progress(None, None)
         return
     rich_progress = _RichProgress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=Console(file=out), transient=True)
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(file=out),
+        transient=True,
+    )
     with rich_progress:
         task = rich_progress.add_task(description, total=total)
         yield Progress(rich_progress, task)

@@ -37,7 +37,7 @@ class CompressionType(enum.IntEnum):
     ZSTD = 4
 
     @classmethod
-    def from_name(cls, name: str) -> "CompressionType":
+    def from_name(cls, name: str) -> CompressionType:
         """Parse a ``compression.type`` value (``none``, ``gzip``, ``snappy``, ``lz4``, ``zstd``)."""
         try:
             return cls[name.strip().upper()]
@@ -45,7 +45,7 @@ class CompressionType(enum.IntEnum):
             raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}") from err
 
     @classmethod
-    def of(cls, value: "str | int | CompressionType | None") -> "CompressionType":
+    def of(cls, value: str | int | CompressionType | None) -> CompressionType:
         """A ``compression.type`` as a client config gives it: a name, a codec id, or None (none)."""
         if value is None:
             return cls.NONE
@@ -54,7 +54,7 @@ class CompressionType(enum.IntEnum):
         return cls.from_id(int(value))
 
     @classmethod
-    def from_id(cls, codec_id: int) -> "CompressionType":
+    def from_id(cls, codec_id: int) -> CompressionType:
         try:
             return cls(codec_id)
         except ValueError as err:
@@ -70,7 +70,7 @@ def _snappy_encode(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
         parts.append(struct.pack(">i", len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -94,7 +94,7 @@ def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CorruptRecordError("truncated xerial snappy block")
-        block = view[pos:pos + size]
+        block = view[pos : pos + size]
         total += cramjam.snappy.decompress_raw_len(block)
         if total > max_bytes:
             raise CorruptRecordError(f"snappy records inflate past {max_bytes} bytes")
@@ -103,8 +103,9 @@ def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
     return b"".join(out)
 
 
-def _decode_members(data: bytes | memoryview, max_bytes: int, codec: str, member: str,
-                    new_decompressor: Callable[[], Any]) -> bytes:
+def _decode_members(
+    data: bytes | memoryview, max_bytes: int, codec: str, member: str, new_decompressor: Callable[[], Any]
+) -> bytes:
     """Every member (gzip) or frame (lz4) of a stream of concatenated ones, never more than
     ``max_bytes`` of output: the bound is passed to each decompressor, so it is checked while
     inflating, not after. A stream that is empty or ends inside a member is corrupt."""
@@ -177,7 +178,7 @@ def _zstd_content_size(data: bytes | memoryview) -> int | None:
     pos = 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_BYTES[descriptor & 0x03]
     if pos + fcs_bytes > len(data):
         return None
-    value = int.from_bytes(data[pos:pos + fcs_bytes], "little")
+    value = int.from_bytes(data[pos : pos + fcs_bytes], "little")
     return value + 256 if fcs_bytes == 2 else value
 
 

@@ -191,19 +191,42 @@ class RecordBatch:
     """
 
     __slots__ = (
-        "buffer", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
-        "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
-        "producer_epoch", "base_sequence", "records_count",
+        "buffer",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
     )
 
     def __init__(self, buffer: bytes | bytearray | memoryview) -> None:
         if len(buffer) < HEADER_SIZE:
             raise CorruptRecordError(
-                f"record batch of {len(buffer)} bytes is smaller than the {HEADER_SIZE}-byte header")
-        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
-         self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
-         self.producer_id, self.producer_epoch, self.base_sequence,
-         self.records_count) = _HEADER.unpack_from(buffer, 0)
+                f"record batch of {len(buffer)} bytes is smaller than the {HEADER_SIZE}-byte header"
+            )
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = _HEADER.unpack_from(buffer, 0)
         self.buffer = buffer
 
     # -- header-derived properties
@@ -256,7 +279,7 @@ class RecordBatch:
 
     # -- validation
     def compute_crc(self) -> int:
-        return crc32c(memoryview(self.buffer)[ATTRIBUTES_POS:self.size_bytes])
+        return crc32c(memoryview(self.buffer)[ATTRIBUTES_POS : self.size_bytes])
 
     def is_valid(self) -> bool:
         try:
@@ -270,20 +293,23 @@ class RecordBatch:
         if self.magic != MAGIC_V2:
             if self.magic in (0, 1):
                 raise UnsupportedForMessageFormatError(
-                    f"message format v{self.magic} at offset {self.base_offset}: only v2 is supported")
+                    f"message format v{self.magic} at offset {self.base_offset}: only v2 is supported"
+                )
             raise CorruptRecordError(f"invalid magic {self.magic} at offset {self.base_offset}")
         if self.batch_length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(
-                f"batch length {self.batch_length} at offset {self.base_offset} is below the minimum")
+                f"batch length {self.batch_length} at offset {self.base_offset} is below the minimum"
+            )
         if self.size_bytes > len(self.buffer):
             raise CorruptRecordError(
-                f"batch at offset {self.base_offset} claims {self.size_bytes} bytes, "
-                f"{len(self.buffer)} present")
+                f"batch at offset {self.base_offset} claims {self.size_bytes} bytes, {len(self.buffer)} present"
+            )
         computed = self.compute_crc()
         if computed != self.crc:
             raise CorruptRecordError(
                 f"CRC mismatch in batch at offset {self.base_offset}: "
-                f"stored {self.crc:#010x}, computed {computed:#010x}")
+                f"stored {self.crc:#010x}, computed {computed:#010x}"
+            )
 
     def ensure_producer_batch_valid(self) -> None:
         """The checks Kafka's LogValidator makes on a batch a client sent (beyond `ensure_valid`).
@@ -298,14 +324,15 @@ class RecordBatch:
         if self.last_offset_delta + 1 != self.records_count:
             raise InvalidRecordError(
                 f"record count {self.records_count} does not match the offset range "
-                f"(lastOffsetDelta {self.last_offset_delta})")
+                f"(lastOffsetDelta {self.last_offset_delta})"
+            )
         _check_producer_fields(self.attributes, self.producer_id, self.producer_epoch, self.base_sequence)
-        self.compression  # raises UnsupportedCompressionTypeError on an unknown codec id
+        CompressionType.from_id(self.attributes & _COMPRESSION_MASK)  # UNSUPPORTED_COMPRESSION_TYPE
 
     # -- records
     def records_section(self) -> bytes:
         """The uncompressed records section."""
-        raw = memoryview(self.buffer)[HEADER_SIZE:self.size_bytes]
+        raw = memoryview(self.buffer)[HEADER_SIZE : self.size_bytes]
         codec = self.attributes & _COMPRESSION_MASK
         if codec == 0:
             return bytes(raw)
@@ -323,8 +350,8 @@ class RecordBatch:
         for _ in range(self.records_count):
             if pos >= end:
                 raise CorruptRecordError(
-                    f"batch at offset {base_offset} declares {self.records_count} records, "
-                    f"holds {len(out)}")
+                    f"batch at offset {base_offset} declares {self.records_count} records, holds {len(out)}"
+                )
             length, pos = read_varint(data, pos)
             start = pos
             stop = pos + length
@@ -337,7 +364,7 @@ class RecordBatch:
             if key_len < -1 or key_len > stop - pos:
                 raise CorruptRecordError(f"invalid key length {key_len} in batch at {base_offset}")
             if key_len >= 0:
-                key: bytes | None = data[pos:pos + key_len]
+                key: bytes | None = data[pos : pos + key_len]
                 pos += key_len
             else:
                 key = None
@@ -345,7 +372,7 @@ class RecordBatch:
             if value_len < -1 or value_len > stop - pos:
                 raise CorruptRecordError(f"invalid value length {value_len} in batch at {base_offset}")
             if value_len >= 0:
-                value: bytes | None = data[pos:pos + value_len]
+                value: bytes | None = data[pos : pos + value_len]
                 pos += value_len
             else:
                 value = None
@@ -359,13 +386,13 @@ class RecordBatch:
                     hk_len, pos = read_varint(data, pos)
                     if hk_len < 0 or hk_len > stop - pos:
                         raise CorruptRecordError(f"invalid header key length {hk_len}")
-                    hkey = data[pos:pos + hk_len].decode("utf-8", errors="replace")
+                    hkey = data[pos : pos + hk_len].decode("utf-8", errors="replace")
                     pos += hk_len
                     hv_len, pos = read_varint(data, pos)
                     if hv_len < -1 or hv_len > stop - pos:
                         raise CorruptRecordError(f"invalid header value length {hv_len}")
                     if hv_len >= 0:
-                        hval: bytes | None = data[pos:pos + hv_len]
+                        hval: bytes | None = data[pos : pos + hv_len]
                         pos += hv_len
                     else:
                         hval = None
@@ -373,15 +400,16 @@ class RecordBatch:
                 headers = tuple(hs)
             if pos != stop:
                 raise CorruptRecordError(
-                    f"record of declared length {length} spans {pos - start} bytes "
-                    f"in batch at {base_offset}")
+                    f"record of declared length {length} spans {pos - start} bytes in batch at {base_offset}"
+                )
             timestamp = self.max_timestamp if log_append else base_ts + ts_delta
-            out.append(Record(base_offset + offset_delta, timestamp, key, value, headers,
-                              stop - start + varint_size(length)))
+            out.append(
+                Record(base_offset + offset_delta, timestamp, key, value, headers, stop - start + varint_size(length))
+            )
         if pos != end:
             raise CorruptRecordError(
-                f"{end - pos} trailing bytes after {self.records_count} records "
-                f"in batch at {base_offset}")
+                f"{end - pos} trailing bytes after {self.records_count} records in batch at {base_offset}"
+            )
         return out
 
     def __iter__(self) -> Iterator[Record]:
@@ -401,16 +429,19 @@ class RecordBatch:
             return ControlRecordType.UNKNOWN  # a marker type from a newer version: skip, as Kafka does
 
     def to_bytes(self) -> bytes:
-        return bytes(memoryview(self.buffer)[:self.size_bytes])
+        return bytes(memoryview(self.buffer)[: self.size_bytes])
 
     def __repr__(self) -> str:
-        return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
-                f"count={self.records_count}, size={self.size_bytes}, "
-                f"compression={self.compression.name.lower()}, epoch={self.partition_leader_epoch})")
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, size={self.size_bytes}, "
+            f"compression={self.compression.name.lower()}, epoch={self.partition_leader_epoch})"
+        )
 
 
-def iter_batches(buffer: bytes | bytearray | memoryview, start: int = 0, *,
-                 strict: bool = False) -> Iterator[tuple[int, RecordBatch]]:
+def iter_batches(
+    buffer: bytes | bytearray | memoryview, start: int = 0, *, strict: bool = False
+) -> Iterator[tuple[int, RecordBatch]]:
     """Yield ``(position, batch)`` for each whole batch in ``buffer`` (shallow: no CRC check).
 
     A partial batch at the end (as a size-limited fetch may return) is not yielded. A batch length
@@ -429,7 +460,7 @@ def iter_batches(buffer: bytes | bytearray | memoryview, start: int = 0, *,
             return
         if pos + size > end:
             return
-        yield pos, RecordBatch(view[pos:pos + size])
+        yield pos, RecordBatch(view[pos : pos + size])
         pos += size
 
 
@@ -449,8 +480,7 @@ def _check_producer_fields(attrs: int, pid: int, epoch: int, sequence: int) -> N
         if attrs & _TRANSACTIONAL_FLAG:
             raise InvalidRecordError("transactional batch without a producer id")
         if sequence != NO_SEQUENCE or epoch != NO_PRODUCER_EPOCH:
-            raise InvalidRecordError(f"producer epoch {epoch} and sequence {sequence} in a batch "
-                                     f"without a producer id")
+            raise InvalidRecordError(f"producer epoch {epoch} and sequence {sequence} in a batch without a producer id")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,9 +512,14 @@ class RecordBatchBuilder:
     _last_offset_delta: int = -1
     _max_timestamp: int = NO_TIMESTAMP
 
-    def append(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
-               headers: Sequence[Header | tuple[str, bytes | None]] = (),
-               offset: int | None = None) -> int:
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header | tuple[str, bytes | None]] = (),
+        offset: int | None = None,
+    ) -> int:
         """Add a record; returns its offset delta in the batch.
 
         The producer's hot path: a record is a list of byte strings joined once (varints of small
@@ -499,10 +534,10 @@ class RecordBatchBuilder:
             offset_delta = offset - self.base_offset
             if offset_delta <= self._last_offset_delta:
                 raise InvalidRecordError(
-                    f"offset {offset} does not increase past {self.base_offset + self._last_offset_delta}")
+                    f"offset {offset} does not increase past {self.base_offset + self._last_offset_delta}"
+                )
         if self.base_timestamp is None:
-            self.base_timestamp = (self.delete_horizon_ms if self.delete_horizon_ms != NO_TIMESTAMP
-                                   else timestamp_ms)
+            self.base_timestamp = self.delete_horizon_ms if self.delete_horizon_ms != NO_TIMESTAMP else timestamp_ms
         varint = _varint_bytes
         parts = [b"\x00", varint(timestamp_ms - self.base_timestamp), varint(offset_delta)]  # attributes 0
         if key is None:
@@ -568,17 +603,31 @@ class RecordBatchBuilder:
             attributes |= _DELETE_HORIZON_FLAG
         base_ts = self.base_timestamp if self.base_timestamp is not None else NO_TIMESTAMP
         max_ts = self._max_timestamp
-        header = bytearray(_HEADER.pack(
-            self.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records), self.partition_leader_epoch,
-            MAGIC_V2, 0, attributes, max(self._last_offset_delta, 0), base_ts, max_ts,
-            self.producer_id, self.producer_epoch, self.base_sequence, self._count))
+        header = bytearray(
+            _HEADER.pack(
+                self.base_offset,
+                HEADER_SIZE - LOG_OVERHEAD + len(records),
+                self.partition_leader_epoch,
+                MAGIC_V2,
+                0,
+                attributes,
+                max(self._last_offset_delta, 0),
+                base_ts,
+                max_ts,
+                self.producer_id,
+                self.producer_epoch,
+                self.base_sequence,
+                self._count,
+            )
+        )
         crc = crc32c(records, crc32c(memoryview(header)[ATTRIBUTES_POS:]))
         _UINT32.pack_into(header, CRC_POS, crc)
         return bytes(header) + records
 
 
-def record_size_upper_bound(key: bytes | None, value: bytes | None,
-                            headers: Sequence[Header | tuple[str, bytes | None]] = ()) -> int:
+def record_size_upper_bound(
+    key: bytes | None, value: bytes | None, headers: Sequence[Header | tuple[str, bytes | None]] = ()
+) -> int:
     """An upper bound of one record's encoded size (varints at their widest for the deltas): what a
     producer reserves for a record before it knows its batch."""
     size = 5 + 1 + 10 + 5 + 5 + (len(key) if key else 0) + 5 + (len(value) if value else 0) + 5
@@ -587,28 +636,44 @@ def record_size_upper_bound(key: bytes | None, value: bytes | None,
     return size
 
 
-def build_batch(records: Iterable[tuple[bytes | None, bytes | None]] |
-                Iterable[tuple[bytes | None, bytes | None, Sequence[Header]]],
-                *, timestamp_ms: int, base_offset: int = 0,
-                compression: CompressionType = CompressionType.NONE, **kwargs: object) -> bytes:
+def build_batch(
+    records: Iterable[tuple[bytes | None, bytes | None]]
+    | Iterable[tuple[bytes | None, bytes | None, Sequence[Header]]],
+    *,
+    timestamp_ms: int,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    **kwargs: object,
+) -> bytes:
     """Build a batch of ``(key, value[, headers])`` records all stamped ``timestamp_ms``."""
     builder = RecordBatchBuilder(base_offset=base_offset, compression=compression, **kwargs)  # type: ignore[arg-type]
     for rec in records:
-        headers: Sequence[Header] = rec[2] if len(rec) > 2 else ()  # type: ignore[misc]
+        headers: Sequence[Header] = rec[2] if len(rec) > 2 else ()
         builder.append(timestamp_ms, rec[0], rec[1], headers)
     return builder.build()
 
 
-def build_control_batch(marker: ControlRecordType, *, producer_id: int, producer_epoch: int,
-                        coordinator_epoch: int, timestamp_ms: int, base_offset: int = 0,
-                        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+def build_control_batch(
+    marker: ControlRecordType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
     """A transaction marker: one control record, key ``(version 0, type)``, value
     ``(version 0, coordinator epoch)``."""
-    builder = RecordBatchBuilder(base_offset=base_offset, producer_id=producer_id,
-                                 producer_epoch=producer_epoch, is_transactional=True,
-                                 is_control=True, partition_leader_epoch=partition_leader_epoch)
-    builder.append(timestamp_ms, struct.pack(">hh", 0, int(marker)),
-                   struct.pack(">hi", 0, coordinator_epoch))
+    builder = RecordBatchBuilder(
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    builder.append(timestamp_ms, struct.pack(">hh", 0, int(marker)), struct.pack(">hi", 0, coordinator_epoch))
     return builder.build()
 
 
@@ -624,7 +689,7 @@ def rewrite_offset_and_epoch(buf: bytearray, pos: int, base_offset: int, leader_
 def set_max_timestamp(buf: bytearray, pos: int, size: int, timestamp_ms: int) -> None:
     """Set a CreateTime batch's ``maxTimestamp`` to what its records hold, then re-CRC."""
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp_ms)
-    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS:pos + size])
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + size])
     _UINT32.pack_into(buf, pos + CRC_POS, crc)
 
 
@@ -634,5 +699,5 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp_ms: int) 
     (attrs,) = struct.unpack_from(">h", buf, attrs_pos)
     struct.pack_into(">h", buf, attrs_pos, attrs | _TIMESTAMP_TYPE_FLAG)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp_ms)
-    crc = crc32c(memoryview(buf)[attrs_pos:pos + size])
+    crc = crc32c(memoryview(buf)[attrs_pos : pos + size])
     _UINT32.pack_into(buf, pos + CRC_POS, crc)

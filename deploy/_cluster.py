@@ -34,8 +34,9 @@ STATE_FILE = "cluster.json"
 _RAFT_PORT_OFFSET = 1
 
 
-def wait_until(predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.05,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.05, what: str = "condition"
+) -> Any:
     """Poll ``predicate`` until it returns something truthy; raise TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout_s
     last_exc: Exception | None = None
@@ -47,8 +48,9 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, interval_s: float
         except Exception as exc:  # the thing polled may not be up yet
             last_exc = exc
         time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s:.1f}s waiting for {what}"
-                       + (f" (last error: {last_exc})" if last_exc else ""))
+    raise TimeoutError(
+        f"timed out after {timeout_s:.1f}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
+    )
 
 
 def _port_free(port: int) -> bool:
@@ -176,8 +178,11 @@ class LocalCluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
-                        for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port)
+        return ",".join(
+            f"{n.node_id}@{n.host}:{n.controller_port}"
+            for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+            if n.controller_port
+        )
 
     def _write_config(self, spec: NodeSpec) -> None:
         d = Path(spec.dir)
@@ -202,34 +207,61 @@ class LocalCluster:
         spec.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _format(self, spec: NodeSpec) -> None:
-        proc = subprocess.run([self.python, "-m", "kraftlog.cli", "storage", "format", "-t", str(self.cluster_id),
-                               "-c", str(spec.config_path), "--ignore-formatted"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [
+                self.python,
+                "-m",
+                "kraftlog.cli",
+                "storage",
+                "format",
+                "-t",
+                str(self.cluster_id),
+                "-c",
+                str(spec.config_path),
+                "--ignore-formatted",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"storage format of node {spec.node_id} failed: {proc.stderr.strip()}")
 
     def save(self) -> None:
-        state = {"cluster_id": self.cluster_id, "password": self.password, "controllers": self.controllers,
-                 "brokers": self.brokers, "combined": self.combined,
-                 "network": self.network, "netns_prefix": self.netns_prefix,
-                 "nodes": {str(k): asdict(v) for k, v in self.nodes.items()}}
+        state = {
+            "cluster_id": self.cluster_id,
+            "password": self.password,
+            "controllers": self.controllers,
+            "brokers": self.brokers,
+            "combined": self.combined,
+            "network": self.network,
+            "netns_prefix": self.netns_prefix,
+            "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
+        }
         tmp = self.base_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
         os.replace(tmp, self.base_dir / STATE_FILE)
 
     @classmethod
-    def load(cls, base_dir: str | os.PathLike[str]) -> "LocalCluster":
+    def load(cls, base_dir: str | os.PathLike[str]) -> LocalCluster:
         base = Path(base_dir)
         state = json.loads((base / STATE_FILE).read_text(encoding="utf-8"))
-        cluster = cls(base, controllers=state["controllers"], brokers=state["brokers"],
-                      combined=state["combined"], cluster_id=state["cluster_id"], password=state["password"],
-                      network=state.get("network", "loopback"), netns_prefix=state.get("netns_prefix"))
+        cluster = cls(
+            base,
+            controllers=state["controllers"],
+            brokers=state["brokers"],
+            combined=state["combined"],
+            cluster_id=state["cluster_id"],
+            password=state["password"],
+            network=state.get("network", "loopback"),
+            netns_prefix=state.get("netns_prefix"),
+        )
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster
 
     # ------------------------------------------------------------------ processes
 
-    def start(self, *, wait: bool = True, timeout_s: float = 60.0) -> "LocalCluster":
+    def start(self, *, wait: bool = True, timeout_s: float = 60.0) -> LocalCluster:
         if not self.nodes:
             self.plan()
         self._network_up()
@@ -244,10 +276,14 @@ class LocalCluster:
         log = open(spec.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         prefix = self.netns.exec_prefix(node_id) if self.netns is not None else []
-        proc = subprocess.Popen([*prefix, self.python, "-m", "kraftlog.cli", "--log-level", "info", "serve",
-                                 "-c", str(spec.config_path)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*prefix, self.python, "-m", "kraftlog.cli", "--log-level", "info", "serve", "-c", str(spec.config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
         log.close()
         self._procs[node_id] = proc
         spec.pid = proc.pid
@@ -329,7 +365,7 @@ class LocalCluster:
         if self.netns is not None:
             self.netns.destroy()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -339,13 +375,17 @@ class LocalCluster:
 
     @property
     def controller_addresses(self) -> list[str]:
-        return [f"{n.host}:{n.controller_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
-                if n.controller_port]
+        return [
+            f"{n.host}:{n.controller_port}"
+            for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
+            if n.controller_port
+        ]
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{n.host}:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
-                        if n.broker_port)
+        return ",".join(
+            f"{n.host}:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.broker_port
+        )
 
     def admin(self, **kwargs: Any) -> Any:
         from kraftlog.client import Admin
@@ -362,11 +402,13 @@ class LocalCluster:
 
     def wait_ready(self, timeout_s: float = 60.0) -> int:
         """Wait until a controller is active and answers; returns its id."""
+
         def ready() -> int | None:
             for nid in self.nodes:
                 if not self.is_running(nid) and self.nodes[nid].pid:
                     raise RuntimeError(f"node {nid} exited: see {self.nodes[nid].log_path}")
             return self.active_controller()
+
         return wait_until(ready, timeout_s, interval_s=0.1, what="an active controller")
 
     def status(self) -> dict[str, Any]:

@@ -36,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
 
         # Keys pick the partition (murmur2, as Kafka's producer): the same key always lands together.
         with Producer(args.bootstrap_server, acks="all", linger_ms=5) as producer:
-            futures = [producer.send(args.topic, value=f"event {i}".encode(), key=f"user-{i % 3}".encode())
-                       for i in range(args.records)]
+            futures = [
+                producer.send(args.topic, value=f"event {i}".encode(), key=f"user-{i % 3}".encode())
+                for i in range(args.records)
+            ]
             producer.flush()
             for future in futures:
                 meta = future.result()
@@ -53,14 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             consumer.close()
         for record in sorted(received, key=lambda r: (r.partition, r.offset)):
-            print(f"consumed {record.key.decode()} -> {record.value.decode()} "
-                  f"(partition {record.partition}, offset {record.offset})")
+            print(
+                f"consumed {record.key.decode()} -> {record.value.decode()} "
+                f"(partition {record.partition}, offset {record.offset})"
+            )
         print(f"consumed {len(received)} of {args.records} records")
 
         described = admin.describe_topics([args.topic]).topics[0]
         for part in described.partitions:
-            print(f"partition {part.partition_index}: leader {part.leader_id}, replicas {list(part.replicas)}, "
-                  f"isr {list(part.isr)}")
+            print(
+                f"partition {part.partition_index}: leader {part.leader_id}, replicas {list(part.replicas)}, "
+                f"isr {list(part.isr)}"
+            )
 
         deleted = admin.delete_topics([args.topic])
         print(f"topic {args.topic} deleted: {deleted.topics[0].error.code == 0}")

@@ -30,9 +30,10 @@ delta alone instead of diffing two images.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from kraftlog.metadata_log._records import (
     NO_LEADER,
@@ -127,7 +128,7 @@ class BrokerRegistration:
     log_dirs: tuple[str, ...] = ()
 
     @classmethod
-    def from_record(cls, record: RegisterBrokerRecord) -> "BrokerRegistration":
+    def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
         return cls(
             broker_id=record.broker_id,
             incarnation_id=record.incarnation_id,
@@ -166,7 +167,7 @@ class ClusterImage:
 
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY_MAP)
 
-    EMPTY: ClassVar["ClusterImage"]
+    EMPTY: ClassVar[ClusterImage]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "brokers", _frozen_map(self.brokers))
@@ -226,7 +227,7 @@ class PartitionRegistration:
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED
 
     @classmethod
-    def from_record(cls, record: PartitionRecord) -> "PartitionRegistration":
+    def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
         return cls(
             replicas=tuple(record.replicas),
             isr=tuple(record.isr),
@@ -253,7 +254,7 @@ class PartitionRegistration:
             leader_recovery_state=self.leader_recovery_state,
         )
 
-    def merge(self, change: PartitionChangeRecord) -> "PartitionRegistration":
+    def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         """Apply a partial `PartitionChangeRecord` (KRaft's PartitionRegistration.merge).
 
         Fields left at their "unchanged" marker (None, ``NO_LEADER_CHANGE``,
@@ -271,13 +272,15 @@ class PartitionRegistration:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
-            removing_replicas=(self.removing_replicas if change.removing_replicas is None
-                               else tuple(change.removing_replicas)),
-            adding_replicas=(self.adding_replicas if change.adding_replicas is None
-                             else tuple(change.adding_replicas)),
-            leader_recovery_state=(self.leader_recovery_state
-                                   if change.leader_recovery_state == LeaderRecoveryState.NO_CHANGE
-                                   else change.leader_recovery_state),
+            removing_replicas=(
+                self.removing_replicas if change.removing_replicas is None else tuple(change.removing_replicas)
+            ),
+            adding_replicas=(self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas)),
+            leader_recovery_state=(
+                self.leader_recovery_state
+                if change.leader_recovery_state == LeaderRecoveryState.NO_CHANGE
+                else change.leader_recovery_state
+            ),
         )
 
     def validate(self) -> None:
@@ -297,19 +300,24 @@ class PartitionRegistration:
         isr_set = set(self.isr)
         if len(isr_set) != len(self.isr) or not isr_set <= replica_set:
             raise MetadataReplayError(
-                f"isr {list(self.isr)} is not a duplicate-free subset of replicas {list(replicas)}")
+                f"isr {list(self.isr)} is not a duplicate-free subset of replicas {list(replicas)}"
+            )
         if self.adding_replicas or self.removing_replicas:
             adding, removing = set(self.adding_replicas), set(self.removing_replicas)
-            if (len(adding) != len(self.adding_replicas)
-                    or len(removing) != len(self.removing_replicas)
-                    or not adding <= replica_set or not removing <= replica_set or adding & removing):
+            if (
+                len(adding) != len(self.adding_replicas)
+                or len(removing) != len(self.removing_replicas)
+                or not adding <= replica_set
+                or not removing <= replica_set
+                or adding & removing
+            ):
                 raise MetadataReplayError(
                     f"adding {list(self.adding_replicas)} / removing {list(self.removing_replicas)}"
-                    f" must be disjoint subsets of replicas {list(replicas)}")
+                    f" must be disjoint subsets of replicas {list(replicas)}"
+                )
         if self.leader_epoch < 0 or self.partition_epoch < 0:
             raise MetadataReplayError("leader and partition epochs must not be negative")
-        if self.leader_recovery_state not in (LeaderRecoveryState.RECOVERED,
-                                              LeaderRecoveryState.RECOVERING):
+        if self.leader_recovery_state not in (LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING):
             raise MetadataReplayError(f"unknown leader recovery state {self.leader_recovery_state}")
 
     @property
@@ -322,8 +330,7 @@ class PartitionRegistration:
         """True while a reassignment is adding or removing replicas."""
         return bool(self.adding_replicas or self.removing_replicas)
 
-    def offline_replicas(
-            self, brokers: "ClusterImage | Mapping[int, BrokerRegistration]") -> tuple[int, ...]:
+    def offline_replicas(self, brokers: ClusterImage | Mapping[int, BrokerRegistration]) -> tuple[int, ...]:
         """Replicas whose broker is unregistered or fenced, in assignment order.
 
         Those are what Kafka's metadata response reports as offline: they neither serve nor fetch.
@@ -370,18 +377,17 @@ class TopicsImage:
     by_id: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY_MAP)
 
-    EMPTY: ClassVar["TopicsImage"]
+    EMPTY: ClassVar[TopicsImage]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_id", _frozen_map(self.by_id))
         object.__setattr__(self, "by_name", _frozen_map(self.by_name))
 
     @classmethod
-    def of(cls, topics: Iterable[TopicImage]) -> "TopicsImage":
+    def of(cls, topics: Iterable[TopicImage]) -> TopicsImage:
         """Build both indexes from a list of topics (handy in tests and tools)."""
         topics = list(topics)
-        return cls(MappingProxyType({t.topic_id: t for t in topics}),
-                   MappingProxyType({t.name: t for t in topics}))
+        return cls(MappingProxyType({t.topic_id: t for t in topics}), MappingProxyType({t.name: t for t in topics}))
 
     def get_by_id(self, topic_id: str) -> TopicImage | None:
         return self.by_id.get(topic_id)
@@ -443,10 +449,9 @@ class ConfigurationsImage:
     last key is deleted disappears, so "no entry" and "empty map" never both mean the same thing.
     """
 
-    resources: Mapping[ConfigResource, Mapping[str, str]] = field(
-        default_factory=lambda: _EMPTY_MAP)
+    resources: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY_MAP)
 
-    EMPTY: ClassVar["ConfigurationsImage"]
+    EMPTY: ClassVar[ConfigurationsImage]
 
     def __post_init__(self) -> None:
         resources = self.resources
@@ -478,7 +483,7 @@ class ProducerIdsImage:
 
     next_producer_id: int = 0
 
-    EMPTY: ClassVar["ProducerIdsImage"]
+    EMPTY: ClassVar[ProducerIdsImage]
 
 
 ProducerIdsImage.EMPTY = ProducerIdsImage()
@@ -490,7 +495,7 @@ class FeaturesImage:
 
     levels: Mapping[str, int] = field(default_factory=lambda: _EMPTY_MAP)
 
-    EMPTY: ClassVar["FeaturesImage"]
+    EMPTY: ClassVar[FeaturesImage]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", _frozen_map(self.levels))
@@ -524,19 +529,23 @@ class MetadataImage:
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
 
-    EMPTY: ClassVar["MetadataImage"]
+    EMPTY: ClassVar[MetadataImage]
 
     @property
     def is_empty(self) -> bool:
         return self.same_content(MetadataImage.EMPTY)
 
-    def same_content(self, other: "MetadataImage") -> bool:
+    def same_content(self, other: MetadataImage) -> bool:
         """Equal state, whatever the provenance."""
-        return (self.features == other.features and self.cluster == other.cluster
-                and self.topics == other.topics and self.configs == other.configs
-                and self.producer_ids == other.producer_ids)
+        return (
+            self.features == other.features
+            and self.cluster == other.cluster
+            and self.topics == other.topics
+            and self.configs == other.configs
+            and self.producer_ids == other.producer_ids
+        )
 
-    def with_provenance(self, offset: int, epoch: int, timestamp_ms: int) -> "MetadataImage":
+    def with_provenance(self, offset: int, epoch: int, timestamp_ms: int) -> MetadataImage:
         """The same state stamped with another provenance (e.g. a snapshot's own offset)."""
         return replace(self, offset=offset, epoch=epoch, timestamp_ms=timestamp_ms)
 
@@ -557,8 +566,9 @@ class MetadataImage:
             out.append(brokers[broker_id].to_record())
         if self.producer_ids.next_producer_id > 0:
             # Kafka's snapshot writes -1/-1: the requesting broker no longer matters.
-            out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
-                                         next_producer_id=self.producer_ids.next_producer_id))
+            out.append(
+                ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.producer_ids.next_producer_id)
+            )
         by_name = self.topics.by_name
         for name in sorted(by_name):
             out.extend(by_name[name].to_records())
@@ -566,13 +576,15 @@ class MetadataImage:
         for resource in sorted(resources):
             values = resources[resource]
             for key in sorted(values):
-                out.append(ConfigRecord(resource_type=resource[0], resource_name=resource[1],
-                                        name=key, value=values[key]))
+                out.append(
+                    ConfigRecord(resource_type=resource[0], resource_name=resource[1], name=key, value=values[key])
+                )
         return out
 
     @classmethod
-    def from_records(cls, records: Iterable[MetadataRecord | LogEntry], offset: int = -1,
-                     epoch: int = -1, timestamp_ms: int = -1) -> "MetadataImage":
+    def from_records(
+        cls, records: Iterable[MetadataRecord | LogEntry], offset: int = -1, epoch: int = -1, timestamp_ms: int = -1
+    ) -> MetadataImage:
         """Replay ``records`` into an empty image and stamp it with the given provenance.
 
         This is how a snapshot is loaded: its records carry no offsets, its file name does.
@@ -619,10 +631,21 @@ class MetadataDelta:
     publishing every N records); each call returns an image that later replays do not affect.
     """
 
-    __slots__ = ("_image", "_offset", "_epoch", "_timestamp_ms", "_features", "_brokers",
-                 "_topics", "_deleted_topics", "_created_names", "_configs", "_next_producer_id")
+    __slots__ = (
+        "_image",
+        "_offset",
+        "_epoch",
+        "_timestamp_ms",
+        "_features",
+        "_brokers",
+        "_topics",
+        "_deleted_topics",
+        "_created_names",
+        "_configs",
+        "_next_producer_id",
+    )
 
-    _DISPATCH: ClassVar[dict[type, Callable[["MetadataDelta", Any], None]]]
+    _DISPATCH: ClassVar[dict[type, Callable[[MetadataDelta, Any], None]]]
 
     def __init__(self, image: MetadataImage) -> None:
         self._image = image
@@ -631,9 +654,9 @@ class MetadataDelta:
         self._timestamp_ms = image.timestamp_ms
         self._features: dict[str, int] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
-        self._topics: dict[str, _TopicChange] = {}            # live topics created or changed here
-        self._deleted_topics: dict[str, TopicImage] = {}      # base-image topics deleted here
-        self._created_names: dict[str, str] = {}              # name -> id, live topics created here
+        self._topics: dict[str, _TopicChange] = {}  # live topics created or changed here
+        self._deleted_topics: dict[str, TopicImage] = {}  # base-image topics deleted here
+        self._created_names: dict[str, str] = {}  # name -> id, live topics created here
         self._configs: dict[ConfigResource, dict[str, str]] = {}  # touched resources, full maps
         self._next_producer_id: int | None = None
 
@@ -706,11 +729,11 @@ class MetadataDelta:
         if isinstance(entry_or_record, LogEntry):
             entry = entry_or_record
             if entry.offset <= self._offset:
-                raise MetadataReplayError(
-                    f"entry offset {entry.offset} does not follow offset {self._offset}")
+                raise MetadataReplayError(f"entry offset {entry.offset} does not follow offset {self._offset}")
             if entry.epoch < self._epoch:
                 raise MetadataReplayError(
-                    f"entry at offset {entry.offset} has epoch {entry.epoch} < epoch {self._epoch}")
+                    f"entry at offset {entry.offset} has epoch {entry.epoch} < epoch {self._epoch}"
+                )
             self._replay_record(entry.record)
             self._offset = entry.offset
             self._epoch = entry.epoch
@@ -738,7 +761,8 @@ class MetadataDelta:
         if reg.broker_epoch != broker_epoch:
             raise MetadataReplayError(
                 f"cannot {what} broker {broker_id} at epoch {broker_epoch}: "
-                f"its registration has epoch {reg.broker_epoch}")
+                f"its registration has epoch {reg.broker_epoch}"
+            )
         return reg
 
     def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
@@ -771,10 +795,8 @@ class MetadataDelta:
         elif record.in_controlled_shutdown == 0:
             shutting_down = reg.in_controlled_shutdown
         else:
-            raise MetadataReplayError(
-                f"unknown controlled-shutdown change {record.in_controlled_shutdown}")
-        self._brokers[record.broker_id] = replace(
-            reg, fenced=fenced, in_controlled_shutdown=shutting_down)
+            raise MetadataReplayError(f"unknown controlled-shutdown change {record.in_controlled_shutdown}")
+        self._brokers[record.broker_id] = replace(reg, fenced=fenced, in_controlled_shutdown=shutting_down)
 
     # topics
 
@@ -789,15 +811,15 @@ class MetadataDelta:
 
     def _is_live_topic_id(self, topic_id: str) -> bool:
         return topic_id in self._topics or (
-            topic_id in self._image.topics.by_id and topic_id not in self._deleted_topics)
+            topic_id in self._image.topics.by_id and topic_id not in self._deleted_topics
+        )
 
     def _replay_topic(self, record: TopicRecord) -> None:
         if self._is_live_topic_id(record.topic_id):
             raise MetadataReplayError(f"topic id {record.topic_id} already exists")
         holder = self._live_topic_id_by_name(record.name)
         if holder is not None:
-            raise MetadataReplayError(
-                f"topic name {record.name!r} is taken by topic id {holder}")
+            raise MetadataReplayError(f"topic name {record.name!r} is taken by topic id {holder}")
         self._topics[record.topic_id] = _TopicChange(None, record.name, record.topic_id)
         self._created_names[record.name] = record.topic_id
 
@@ -830,7 +852,8 @@ class MetadataDelta:
         current = topic.partition(record.partition_id)
         if current is None:
             raise MetadataReplayError(
-                f"cannot change unknown partition {record.partition_id} of topic {record.topic_id}")
+                f"cannot change unknown partition {record.partition_id} of topic {record.topic_id}"
+            )
         reg = current.merge(record)
         reg.validate()
         self._topic_change(topic).partitions[record.partition_id] = reg
@@ -872,17 +895,16 @@ class MetadataDelta:
             values[record.name] = record.value
 
     def _replay_producer_ids(self, record: ProducerIdsRecord) -> None:
-        current = (self._image.producer_ids.next_producer_id if self._next_producer_id is None
-                   else self._next_producer_id)
+        current = (
+            self._image.producer_ids.next_producer_id if self._next_producer_id is None else self._next_producer_id
+        )
         if record.next_producer_id < current:
-            raise MetadataReplayError(
-                f"next producer id {record.next_producer_id} goes back from {current}")
+            raise MetadataReplayError(f"next producer id {record.next_producer_id} goes back from {current}")
         self._next_producer_id = record.next_producer_id
 
     def _replay_feature_level(self, record: FeatureLevelRecord) -> None:
         if record.feature_level < 0:
-            raise MetadataReplayError(
-                f"negative level {record.feature_level} for feature {record.name!r}")
+            raise MetadataReplayError(f"negative level {record.feature_level} for feature {record.name!r}")
         self._features[record.name] = record.feature_level
 
     def _replay_no_op(self, record: NoOpRecord) -> None:
@@ -901,8 +923,9 @@ class MetadataDelta:
             cluster=self._apply_cluster(base.cluster),
             topics=self._apply_topics(base.topics),
             configs=self._apply_configs(base.configs),
-            producer_ids=(base.producer_ids if self._next_producer_id is None
-                          else ProducerIdsImage(self._next_producer_id)),
+            producer_ids=(
+                base.producer_ids if self._next_producer_id is None else ProducerIdsImage(self._next_producer_id)
+            ),
         )
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:

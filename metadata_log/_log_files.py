@@ -98,8 +98,7 @@ import crc32c
 import msgpack
 import structlog
 
-from kraftlog.common import LOG_SUFFIX, SNAPSHOT_SUFFIX, PARTIAL_SUFFIX
-from kraftlog.common import fsync_directory
+from kraftlog.common import LOG_SUFFIX, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX, fsync_directory
 from kraftlog.metadata_log._records import (
     LogEntry,
     MetadataRecord,
@@ -271,7 +270,7 @@ class FrameIterator:
         if problem is not None:
             self._finish(BadFrame(pos, problem))
         stop = pos + FRAME_HEADER_SIZE + length
-        with view[pos + FRAME_HEADER_SIZE:stop] as payload:
+        with view[pos + FRAME_HEADER_SIZE : stop] as payload:
             problem = _crc_problem(payload, crc)
             data = payload.tobytes() if problem is None else b""
         if problem is not None:
@@ -511,7 +510,9 @@ def _iter_segment(path: Path, base_offset: int | None) -> Generator[tuple[int, L
             if expected is not None and entry.offset != expected:
                 raise MetadataLogGapError(
                     f"{path} position {pos}: offset {entry.offset} where {expected} was expected",
-                    expected_offset=expected, found_offset=entry.offset)
+                    expected_offset=expected,
+                    found_offset=entry.offset,
+                )
             expected = entry.offset + 1
             yield pos, entry
     return _SegmentEnd(frames.valid_bytes, frames.size, frames.bad_frame, expected)
@@ -534,12 +535,20 @@ def read_segment(path: str | os.PathLike[str]) -> SegmentReadResult:
             end: _SegmentEnd = stop.value
             break
     bad = end.bad_frame
-    return SegmentReadResult(p, base, tuple(entries), end.valid_bytes, end.size_bytes,
-                             bad.position if bad else None, bad.reason if bad else None)
+    return SegmentReadResult(
+        p,
+        base,
+        tuple(entries),
+        end.valid_bytes,
+        end.size_bytes,
+        bad.position if bad else None,
+        bad.reason if bad else None,
+    )
 
 
-def read_log_dir(directory: str | os.PathLike[str], from_offset: int = 0, *,
-                 on_torn: Callable[[Path, BadFrame], None] | None = None) -> Iterator[LogEntry]:
+def read_log_dir(
+    directory: str | os.PathLike[str], from_offset: int = 0, *, on_torn: Callable[[Path, BadFrame], None] | None = None
+) -> Iterator[LogEntry]:
     """All entries with offset >= ``from_offset``, over every segment in offset order.
 
     A torn tail is logged (file and position), passed to ``on_torn`` and ends that segment; the
@@ -554,8 +563,10 @@ def read_log_dir(directory: str | os.PathLike[str], from_offset: int = 0, *,
     oldest = _oldest_available(d, segments)
     if from_offset < oldest:
         raise MetadataLogGapError(
-            f"{d}: offsets from {from_offset} to {oldest - 1} are no longer in the log; "
-            f"read a snapshot first", expected_offset=from_offset, found_offset=oldest)
+            f"{d}: offsets from {from_offset} to {oldest - 1} are no longer in the log; read a snapshot first",
+            expected_offset=from_offset,
+            found_offset=oldest,
+        )
     if not segments:
         return
     start = 0
@@ -568,28 +579,40 @@ def read_log_dir(directory: str | os.PathLike[str], from_offset: int = 0, *,
             if seg.base_offset > expected:
                 raise MetadataLogGapError(
                     f"{seg.path}: segment starts at {seg.base_offset}, offsets {expected} to "
-                    f"{seg.base_offset - 1} are missing", expected_offset=expected, found_offset=seg.base_offset)
+                    f"{seg.base_offset - 1} are missing",
+                    expected_offset=expected,
+                    found_offset=seg.base_offset,
+                )
             raise MetadataLogCorruptError(
                 f"{seg.path}: segment starts at {seg.base_offset}, overlapping the previous segment "
-                f"which ends at {expected - 1}")
+                f"which ends at {expected - 1}"
+            )
         try:
             gen = _iter_segment(seg.path, seg.base_offset)
             end = yield from _skip_below(gen, from_offset)
         except FileNotFoundError as err:
             raise MetadataLogGapError(
                 f"{seg.path} was deleted while reading (retention); read a snapshot first",
-                expected_offset=expected, found_offset=None) from err
+                expected_offset=expected,
+                found_offset=None,
+            ) from err
         if end.bad_frame is not None:
-            _log.warning("metadata_log_torn_tail", file=str(seg.path), position=end.bad_frame.position,
-                         reason=end.bad_frame.reason, size_bytes=end.size_bytes)
+            _log.warning(
+                "metadata_log_torn_tail",
+                file=str(seg.path),
+                position=end.bad_frame.position,
+                reason=end.bad_frame.reason,
+                size_bytes=end.size_bytes,
+            )
             if on_torn is not None:
                 on_torn(seg.path, end.bad_frame)
         assert end.next_offset is not None
         expected = end.next_offset
 
 
-def _skip_below(gen: Generator[tuple[int, LogEntry], None, _SegmentEnd],
-                from_offset: int) -> Generator[LogEntry, None, _SegmentEnd]:
+def _skip_below(
+    gen: Generator[tuple[int, LogEntry], None, _SegmentEnd], from_offset: int
+) -> Generator[LogEntry, None, _SegmentEnd]:
     while True:
         try:
             _pos, entry = next(gen)
@@ -623,8 +646,9 @@ class MetadataLogWriter:
     On open, any ``.checkpoint.part`` leftovers are removed and the newest segment is scanned; a torn
     or corrupt tail is truncated (logged with file and position): with ``fsync`` a torn write was
     never acknowledged, and in every case the replayed Raft journal writes the lost entries again.
-    CRC-valid frames that break density are never truncated: opening raises instead. An empty directory starts at the latest snapshot's offset + 1
-    (or 0), recorded at once as an empty segment file so that the next offset survives a restart.
+    CRC-valid frames that break density are never truncated: opening raises instead. An empty
+    directory starts at the latest snapshot's offset + 1 (or 0),
+    recorded at once as an empty segment file so that the next offset survives a restart.
 
     Methods are serialised by a lock; readers may read the files concurrently (they stop at the
     current end, and a partly written frame looks like a torn tail to them).
@@ -646,8 +670,12 @@ class MetadataLogWriter:
         else:
             snap = latest_snapshot(self.directory)
             self._create_segment(snap.offset + 1 if snap is not None else 0)
-        _log.info("metadata_log_opened", directory=str(self.directory), segments=max(len(segments), 1),
-                  next_offset=self._next_offset)
+        _log.info(
+            "metadata_log_opened",
+            directory=str(self.directory),
+            segments=max(len(segments), 1),
+            next_offset=self._next_offset,
+        )
 
     # ----------------------------------------------------------------- state
 
@@ -681,12 +709,19 @@ class MetadataLogWriter:
                 if offset != next_offset:
                     raise MetadataLogGapError(
                         f"{path} position {position}: offset {offset} where {next_offset} was expected",
-                        expected_offset=next_offset, found_offset=offset)
+                        expected_offset=next_offset,
+                        found_offset=offset,
+                    )
                 next_offset += 1
         if frames.bad_frame is not None:
-            _log.warning("metadata_log_tail_truncated", file=str(path), position=frames.valid_bytes,
-                         reason=frames.bad_frame.reason, dropped_bytes=size - frames.valid_bytes,
-                         next_offset=next_offset)
+            _log.warning(
+                "metadata_log_tail_truncated",
+                file=str(path),
+                position=frames.valid_bytes,
+                reason=frames.bad_frame.reason,
+                dropped_bytes=size - frames.valid_bytes,
+                next_offset=next_offset,
+            )
             os.truncate(path, frames.valid_bytes)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         if frames.bad_frame is not None and self.fsync:
@@ -733,10 +768,13 @@ class MetadataLogWriter:
                 if entry.offset != expected:
                     if entry.offset > expected:
                         raise MetadataLogGapError(
-                            f"append to {self.directory}: offset {entry.offset} where {expected} was "
-                            f"expected", expected_offset=expected, found_offset=entry.offset)
-                    raise ValueError(f"append to {self.directory}: offset {entry.offset} out of order "
-                                     f"(expected {expected})")
+                            f"append to {self.directory}: offset {entry.offset} where {expected} was expected",
+                            expected_offset=expected,
+                            found_offset=entry.offset,
+                        )
+                    raise ValueError(
+                        f"append to {self.directory}: offset {entry.offset} out of order (expected {expected})"
+                    )
                 frames.append(encode_frame(encode_entry(entry)))
                 expected += 1
             if not frames:
@@ -818,8 +856,12 @@ class MetadataLogWriter:
                 if self.fsync:
                     os.fsync(self._check_open())
                     fsync_directory(self.directory)
-            _log.warning("metadata_log_truncated", directory=str(self.directory), after_offset=offset,
-                         next_offset=self._next_offset)
+            _log.warning(
+                "metadata_log_truncated",
+                directory=str(self.directory),
+                after_offset=offset,
+                next_offset=self._next_offset,
+            )
 
     @staticmethod
     def _cut_position(path: Path, offset: int) -> int:
@@ -883,8 +925,9 @@ def _pack(d: dict[str, Any]) -> bytes:
     return msgpack.packb(d, use_bin_type=True)
 
 
-def write_snapshot(directory: str | os.PathLike[str], offset: int, epoch: int, timestamp_ms: int,
-                   records: Iterable[MetadataRecord]) -> Path:
+def write_snapshot(
+    directory: str | os.PathLike[str], offset: int, epoch: int, timestamp_ms: int, records: Iterable[MetadataRecord]
+) -> Path:
     """Write ``{offset:020d}-{epoch:010d}.checkpoint`` atomically and durably; return its path.
 
     Order: write ``.checkpoint.part`` (replacing any leftover), fsync it, rename it to the final
@@ -894,8 +937,14 @@ def write_snapshot(directory: str | os.PathLike[str], offset: int, epoch: int, t
     final = d / snapshot_file_name(offset, epoch)
     part = final.with_name(final.name + PARTIAL_SUFFIX)
     encoded = [encode_record(r) for r in records]
-    header = {"kind": _HEADER_KIND, "version": SNAPSHOT_FORMAT_VERSION, "last_contained_offset": offset,
-              "epoch": epoch, "timestamp_ms": timestamp_ms, "record_count": len(encoded)}
+    header = {
+        "kind": _HEADER_KIND,
+        "version": SNAPSHOT_FORMAT_VERSION,
+        "last_contained_offset": offset,
+        "epoch": epoch,
+        "timestamp_ms": timestamp_ms,
+        "record_count": len(encoded),
+    }
     footer = {"kind": _FOOTER_KIND, "record_count": len(encoded)}
     d.mkdir(parents=True, exist_ok=True)
     try:
@@ -911,13 +960,20 @@ def write_snapshot(directory: str | os.PathLike[str], offset: int, epoch: int, t
         part.unlink(missing_ok=True)
         raise
     fsync_directory(d)
-    _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
-              records=len(encoded), size_bytes=final.stat().st_size)
+    _log.info(
+        "metadata_snapshot_written",
+        file=str(final),
+        offset=offset,
+        epoch=epoch,
+        records=len(encoded),
+        size_bytes=final.stat().st_size,
+    )
     return final
 
 
-def write_snapshot_payloads(path: str | os.PathLike[str], offset: int, epoch: int, timestamp_ms: int,
-                            payloads: Sequence[bytes]) -> Path:
+def write_snapshot_payloads(
+    path: str | os.PathLike[str], offset: int, epoch: int, timestamp_ms: int, payloads: Sequence[bytes]
+) -> Path:
     """Write a snapshot of already-encoded record payloads (`encode_record` output) to ``path``.
 
     The bytes are exactly what `write_snapshot` writes for the same records and provenance (header,
@@ -926,8 +982,14 @@ def write_snapshot_payloads(path: str | os.PathLike[str], offset: int, epoch: in
     """
     final = Path(path)
     part = final.with_name(final.name + PARTIAL_SUFFIX)
-    header = {"kind": _HEADER_KIND, "version": SNAPSHOT_FORMAT_VERSION, "last_contained_offset": offset,
-              "epoch": epoch, "timestamp_ms": timestamp_ms, "record_count": len(payloads)}
+    header = {
+        "kind": _HEADER_KIND,
+        "version": SNAPSHOT_FORMAT_VERSION,
+        "last_contained_offset": offset,
+        "epoch": epoch,
+        "timestamp_ms": timestamp_ms,
+        "record_count": len(payloads),
+    }
     footer = {"kind": _FOOTER_KIND, "record_count": len(payloads)}
     if offset < 0 or epoch < 0:
         raise ValueError(f"snapshot offset and epoch must be >= 0, got {offset} and {epoch}")
@@ -944,8 +1006,14 @@ def write_snapshot_payloads(path: str | os.PathLike[str], offset: int, epoch: in
         part.unlink(missing_ok=True)
         raise
     fsync_directory(final.parent)
-    _log.info("metadata_snapshot_written", file=str(final), offset=offset, epoch=epoch,
-              records=len(payloads), size_bytes=final.stat().st_size)
+    _log.info(
+        "metadata_snapshot_written",
+        file=str(final),
+        offset=offset,
+        epoch=epoch,
+        records=len(payloads),
+        size_bytes=final.stat().st_size,
+    )
     return final
 
 
@@ -997,7 +1065,8 @@ def parse_snapshot_frames(frames: Any, label: str, name: Path) -> Snapshot:
             raise MetadataRecordError(f"{label} position {position}: {err}") from err
     if frames.bad_frame is not None:
         raise MetadataLogCorruptError(
-            f"{label}: invalid frame at position {frames.bad_frame.position}: {frames.bad_frame.reason}")
+            f"{label}: invalid frame at position {frames.bad_frame.position}: {frames.bad_frame.reason}"
+        )
     if header is None:
         raise MetadataLogCorruptError(f"{label}: empty snapshot, no header")
     if footer is None:
@@ -1005,7 +1074,8 @@ def parse_snapshot_frames(frames: Any, label: str, name: Path) -> Snapshot:
     if not (footer.get("record_count") == header["record_count"] == len(records)):
         raise MetadataLogCorruptError(
             f"{label}: record count mismatch: header {header['record_count']}, footer "
-            f"{footer.get('record_count')}, records {len(records)}")
+            f"{footer.get('record_count')}, records {len(records)}"
+        )
     return Snapshot(header["last_contained_offset"], header["epoch"], header["timestamp_ms"], tuple(records))
 
 
@@ -1017,16 +1087,18 @@ def _check_header(path: Path, d: Any) -> dict[str, Any]:
         raise MetadataLogCorruptError(f"{path}: snapshot header without a version")
     if version > SNAPSHOT_FORMAT_VERSION:
         raise MetadataRecordError(
-            f"{path}: snapshot version {version} is newer than supported version {SNAPSHOT_FORMAT_VERSION}")
+            f"{path}: snapshot version {version} is newer than supported version {SNAPSHOT_FORMAT_VERSION}"
+        )
     for key in ("last_contained_offset", "epoch", "timestamp_ms", "record_count"):
         if not isinstance(d.get(key), int):
             raise MetadataLogCorruptError(f"{path}: snapshot header field {key!r} missing or not an integer")
-    name = path.name[:-len(PARTIAL_SUFFIX)] if path.name.endswith(PARTIAL_SUFFIX) else path.name
+    name = path.name[: -len(PARTIAL_SUFFIX)] if path.name.endswith(PARTIAL_SUFFIX) else path.name
     parsed = parse_snapshot_file_name(name)
     if parsed is not None and parsed != (d["last_contained_offset"], d["epoch"]):
         raise MetadataLogCorruptError(
             f"{path}: header says offset {d['last_contained_offset']} epoch {d['epoch']}, "
-            f"the file name says offset {parsed[0]} epoch {parsed[1]}")
+            f"the file name says offset {parsed[0]} epoch {parsed[1]}"
+        )
     return d
 
 
@@ -1044,8 +1116,9 @@ def read_metadata_file(path: str | os.PathLike[str]) -> SegmentReadResult | Snap
 # ------------------------------------------------------------------------------------------ retention
 
 
-def should_snapshot(bytes_since_last_snapshot: int,
-                    max_record_bytes_between_snapshots: int = DEFAULT_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS) -> bool:
+def should_snapshot(
+    bytes_since_last_snapshot: int, max_record_bytes_between_snapshots: int = DEFAULT_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+) -> bool:
     """True once ``metadata.log.max.record.bytes.between.snapshots`` of records were appended since
     the last snapshot (KRaft compares with >=)."""
     return bytes_since_last_snapshot >= max_record_bytes_between_snapshots
@@ -1070,8 +1143,9 @@ def _oldest_available(directory: str | os.PathLike[str], segments: list[SegmentI
     return snap.offset + 1 if snap is not None else 0
 
 
-def delete_covered_segments(directory: str | os.PathLike[str], snapshot_offset: int,
-                            max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES) -> RetentionResult:
+def delete_covered_segments(
+    directory: str | os.PathLike[str], snapshot_offset: int, max_retention_bytes: int = DEFAULT_MAX_RETENTION_BYTES
+) -> RetentionResult:
     """Apply ``metadata.max.retention.bytes`` to the segments and drop snapshots nobody can use.
 
     Rules, in this order:
@@ -1103,8 +1177,12 @@ def delete_covered_segments(directory: str | os.PathLike[str], snapshot_offset: 
             deleted_segments.append(segments[i].path)
             total -= sizes[i]
             first_kept = i + 1
-            _log.info("metadata_log_segment_deleted", file=str(segments[i].path),
-                      last_offset=segments[i + 1].base_offset - 1, snapshot_offset=covered)
+            _log.info(
+                "metadata_log_segment_deleted",
+                file=str(segments[i].path),
+                last_offset=segments[i + 1].base_offset - 1,
+                snapshot_offset=covered,
+            )
     remaining = segments[first_kept:]
     oldest = remaining[0].base_offset if remaining else latest.offset + 1
     deleted_snapshots: list[Path] = []

@@ -23,7 +23,8 @@ from __future__ import annotations
 import enum
 import random
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from kraftlog.common import errors as kerr
 
@@ -45,10 +46,10 @@ __all__ = [
     "expand_assignment",
 ]
 
-BrokerRacks = Mapping[int, Union[str, None]]
+BrokerRacks = Mapping[int, str | None]
 """Broker id -> rack (None when the broker declares none): the input every placement needs."""
 
-BrokersLike = Union[BrokerRacks, Iterable[int], Iterable["BrokerRegistration"]]
+BrokersLike = BrokerRacks | Iterable[int] | Iterable["BrokerRegistration"]
 
 
 class PlacementError(kerr.KafkaError, ValueError):
@@ -87,14 +88,13 @@ class RackAwareMode(enum.Enum):
     DISABLED = "disabled"
 
 
-def placement_brokers(cluster: "ClusterImage") -> dict[int, str | None]:
+def placement_brokers(cluster: ClusterImage) -> dict[int, str | None]:
     """Brokers new replicas may go to: registered, unfenced, not in controlled shutdown.
 
     KRaft places only on such brokers: a fenced broker would start the partition under-replicated,
     one shutting down would have to move its replicas again at once.
     """
-    return {bid: reg.rack for bid, reg in cluster.brokers.items()
-            if not reg.fenced and not reg.in_controlled_shutdown}
+    return {bid: reg.rack for bid, reg in cluster.brokers.items() if not reg.fenced and not reg.in_controlled_shutdown}
 
 
 def _broker_racks(brokers: BrokersLike) -> dict[int, str | None]:
@@ -121,7 +121,8 @@ def _check_counts(num_partitions: int, replication_factor: int, num_brokers: int
         raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
     if replication_factor > num_brokers:
         raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {num_brokers}.")
+            f"Replication factor: {replication_factor} larger than available brokers: {num_brokers}."
+        )
 
 
 def _replica_index(first_index: int, shift: int, j: int, n: int) -> int:
@@ -150,9 +151,15 @@ def rack_alternated_broker_list(broker_racks: Mapping[int, str]) -> list[int]:
     return out
 
 
-def assign_replicas_rack_unaware(broker_ids: Iterable[int], num_partitions: int,
-                                 replication_factor: int, *, start_index: int, replica_shift: int,
-                                 start_partition_id: int = 0) -> dict[int, list[int]]:
+def assign_replicas_rack_unaware(
+    broker_ids: Iterable[int],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int,
+    replica_shift: int,
+    start_partition_id: int = 0,
+) -> dict[int, list[int]]:
     """Kafka's assignReplicasToBrokersRackUnaware with the start index and shift given.
 
     Returns partition id -> replicas (first = preferred leader) for partitions
@@ -174,9 +181,15 @@ def assign_replicas_rack_unaware(broker_ids: Iterable[int], num_partitions: int,
     return out
 
 
-def assign_replicas_rack_aware(broker_racks: Mapping[int, str], num_partitions: int,
-                               replication_factor: int, *, start_index: int, replica_shift: int,
-                               start_partition_id: int = 0) -> dict[int, list[int]]:
+def assign_replicas_rack_aware(
+    broker_racks: Mapping[int, str],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int,
+    replica_shift: int,
+    start_partition_id: int = 0,
+) -> dict[int, list[int]]:
     """Kafka's assignReplicasToBrokersRackAware with the start index and shift given.
 
     ``start_index`` and ``replica_shift`` index the rack-alternated list. Each follower is the next
@@ -185,8 +198,7 @@ def assign_replicas_rack_aware(broker_racks: Mapping[int, str], num_partitions: 
     ``replication_factor`` exceeds the number of racks.
     """
     if any(rack is None for rack in broker_racks.values()):
-        raise InvalidReplicaAssignmentError(
-            "Not all brokers have rack information for replica rack aware assignment.")
+        raise InvalidReplicaAssignmentError("Not all brokers have rack information for replica rack aware assignment.")
     arranged = rack_alternated_broker_list(broker_racks)
     n = len(arranged)
     _check_counts(num_partitions, replication_factor, n)
@@ -209,8 +221,9 @@ def assign_replicas_rack_aware(broker_racks: Mapping[int, str], num_partitions: 
                 broker = arranged[_replica_index(first, shift * num_racks, k, n)]
                 rack = broker_racks[broker]
                 k += 1
-                if ((rack not in racks_used or len(racks_used) == num_racks)
-                        and (broker not in brokers_used or len(brokers_used) == n)):
+                if (rack not in racks_used or len(racks_used) == num_racks) and (
+                    broker not in brokers_used or len(brokers_used) == n
+                ):
                     replicas.append(broker)
                     racks_used.add(rack)
                     brokers_used.add(broker)
@@ -231,15 +244,20 @@ def _use_racks(racks: Mapping[int, str | None], mode: RackAwareMode) -> bool:
         return True
     if mode is RackAwareMode.SAFE:
         return False
-    raise InvalidReplicaAssignmentError(
-        "Not all brokers have rack information for replica rack aware assignment.")
+    raise InvalidReplicaAssignmentError("Not all brokers have rack information for replica rack aware assignment.")
 
 
-def assign_replicas(brokers: BrokersLike, num_partitions: int, replication_factor: int,
-                    rng: random.Random | None = None, *, start_index: int | None = None,
-                    replica_shift: int | None = None, start_partition_id: int = 0,
-                    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
-                    ) -> dict[int, list[int]]:
+def assign_replicas(
+    brokers: BrokersLike,
+    num_partitions: int,
+    replication_factor: int,
+    rng: random.Random | None = None,
+    *,
+    start_index: int | None = None,
+    replica_shift: int | None = None,
+    start_partition_id: int = 0,
+    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+) -> dict[int, list[int]]:
     """Place the replicas of ``num_partitions`` new partitions (Kafka's assignReplicasToBrokers).
 
     ``brokers`` is ``{id: rack}``, broker ids, or `BrokerRegistration`s: the usable ones only (see
@@ -265,12 +283,21 @@ def assign_replicas(brokers: BrokersLike, num_partitions: int, replication_facto
         raise ValueError("start_index and replica_shift must not be negative")
     if use_racks:
         return assign_replicas_rack_aware(
-            {b: r for b, r in racks.items() if r is not None}, num_partitions, replication_factor,
-            start_index=start_index, replica_shift=replica_shift,
-            start_partition_id=start_partition_id)
+            {b: r for b, r in racks.items() if r is not None},
+            num_partitions,
+            replication_factor,
+            start_index=start_index,
+            replica_shift=replica_shift,
+            start_partition_id=start_partition_id,
+        )
     return assign_replicas_rack_unaware(
-        racks, num_partitions, replication_factor, start_index=start_index,
-        replica_shift=replica_shift, start_partition_id=start_partition_id)
+        racks,
+        num_partitions,
+        replication_factor,
+        start_index=start_index,
+        replica_shift=replica_shift,
+        start_partition_id=start_partition_id,
+    )
 
 
 def _draw(rng: random.Random | None, n: int, what: str) -> int:
@@ -279,10 +306,14 @@ def _draw(rng: random.Random | None, n: int, what: str) -> int:
     return rng.randrange(n)
 
 
-def expand_assignment(existing: Mapping[int, Sequence[int]], new_total: int, brokers: BrokersLike,
-                      rng: random.Random | None = None, *,
-                      rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
-                      ) -> dict[int, list[int]]:
+def expand_assignment(
+    existing: Mapping[int, Sequence[int]],
+    new_total: int,
+    brokers: BrokersLike,
+    rng: random.Random | None = None,
+    *,
+    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+) -> dict[int, list[int]]:
     """Replicas for partitions ``len(existing) .. new_total - 1`` of a topic being expanded.
 
     Continues the topic's assignment the way ZooKeeper-mode Kafka's createPartitions did: the
@@ -309,10 +340,12 @@ def expand_assignment(existing: Mapping[int, Sequence[int]], new_total: int, bro
     if new_total <= count:
         raise InvalidPartitionsError(
             f"The number of partitions for a topic can only be increased. Topic currently has "
-            f"{count} partitions, {new_total} would not be an increase.")
+            f"{count} partitions, {new_total} would not be an increase."
+        )
     if sorted(existing) != list(range(count)):
         raise InvalidReplicaAssignmentError(
-            f"existing partitions must be numbered 0..{count - 1}, got {sorted(existing)}")
+            f"existing partitions must be numbered 0..{count - 1}, got {sorted(existing)}"
+        )
     first_replicas = list(existing[0])
     if not first_replicas:
         raise InvalidReplicaAssignmentError("partition 0 has no replicas")
@@ -331,6 +364,12 @@ def expand_assignment(existing: Mapping[int, Sequence[int]], new_total: int, bro
     # The walk bumps the shift at every partition id that is a positive multiple of n; starting
     # at `count`, it would miss the bumps of partitions n, 2n, ... below count: add them here.
     replica_shift = start_index + (count - 1) // len(racks)
-    return assign_replicas(racks, new_total - count, replication_factor, start_index=start_index,
-                           replica_shift=replica_shift, start_partition_id=count,
-                           rack_aware_mode=rack_aware_mode)
+    return assign_replicas(
+        racks,
+        new_total - count,
+        replication_factor,
+        start_index=start_index,
+        replica_shift=replica_shift,
+        start_partition_id=count,
+        rack_aware_mode=rack_aware_mode,
+    )

@@ -88,11 +88,10 @@ class BrokerEndpoint:
     security_protocol: str = "PLAINTEXT"
 
     def to_wire(self) -> dict[str, Any]:
-        return {"name": self.name, "host": self.host, "port": self.port,
-                "security_protocol": self.security_protocol}
+        return {"name": self.name, "host": self.host, "port": self.port, "security_protocol": self.security_protocol}
 
     @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> "BrokerEndpoint":
+    def from_wire(cls, d: dict[str, Any]) -> BrokerEndpoint:
         return cls(d["name"], d["host"], int(d["port"]), d.get("security_protocol", "PLAINTEXT"))
 
 
@@ -113,10 +112,11 @@ class MetadataRecord:
         return out
 
     @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> "MetadataRecord":
+    def from_wire(cls, d: dict[str, Any]) -> MetadataRecord:
         if d.get("version", 0) > cls.VERSION:
             raise MetadataRecordError(
-                f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}")
+                f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}"
+            )
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name in d:
@@ -255,10 +255,22 @@ class NoOpRecord(MetadataRecord):
 
 
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
-    cls.TYPE_ID: cls for cls in (
-        RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
-        PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
-        FeatureLevelRecord, ProducerIdsRecord, BrokerRegistrationChangeRecord, NoOpRecord)
+    cls.TYPE_ID: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        PartitionChangeRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        ProducerIdsRecord,
+        BrokerRegistrationChangeRecord,
+        NoOpRecord,
+    )
 }
 
 
@@ -272,11 +284,15 @@ class LogEntry:
     record: MetadataRecord = field(compare=True)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"offset": self.offset, "epoch": self.epoch, "timestamp_ms": self.timestamp_ms,
-                "record": self.record.to_wire()}
+        return {
+            "offset": self.offset,
+            "epoch": self.epoch,
+            "timestamp_ms": self.timestamp_ms,
+            "record": self.record.to_wire(),
+        }
 
     @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> "LogEntry":
+    def from_wire(cls, d: dict[str, Any]) -> LogEntry:
         """Decode an entry map; anything malformed (a missing key, an offset that is no integer)
         raises `MetadataRecordError`, the record's own errors included."""
         try:

@@ -81,7 +81,7 @@ import zlib
 from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,6 @@ from kraftlog.metadata_log._records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
     decode_entry,
-    decode_record,
     encode_record,
 )
 
@@ -148,10 +147,11 @@ __all__ = [
 _log = structlog.get_logger(__name__)
 
 _SUMMARY = "~"
-_FLUSH_EVERY = 200_000          # values held per map task before they are handed to the shuffle
+_FLUSH_EVERY = 200_000  # values held per map task before they are handed to the shuffle
 _BYTES_PER_REDUCE_PARTITION = 128 << 20
 _FIELDS: dict[int, tuple[str, ...]] = {
-    tid: tuple(f.name for f in dataclasses.fields(cls)) for tid, cls in RECORD_TYPES.items()}
+    tid: tuple(f.name for f in dataclasses.fields(cls)) for tid, cls in RECORD_TYPES.items()
+}
 
 _REGISTER, _UNREGISTER = RegisterBrokerRecord.TYPE_ID, UnregisterBrokerRecord.TYPE_ID
 _FENCE, _UNFENCE = FenceBrokerRecord.TYPE_ID, UnfenceBrokerRecord.TYPE_ID
@@ -161,18 +161,20 @@ _PARTITION, _PARTITION_CHANGE = PartitionRecord.TYPE_ID, PartitionChangeRecord.T
 _CONFIG, _PRODUCER_IDS = ConfigRecord.TYPE_ID, ProducerIdsRecord.TYPE_ID
 _FEATURE, _NOOP = FeatureLevelRecord.TYPE_ID, NoOpRecord.TYPE_ID
 _BROKER_TYPES = frozenset((_REGISTER, _UNREGISTER, _FENCE, _UNFENCE, _REG_CHANGE))
-_KNOWN_TYPES = frozenset((*_BROKER_TYPES, _TOPIC, _REMOVE_TOPIC, _PARTITION, _PARTITION_CHANGE, _CONFIG,
-                          _PRODUCER_IDS, _FEATURE, _NOOP))
+_KNOWN_TYPES = frozenset(
+    (*_BROKER_TYPES, _TOPIC, _REMOVE_TOPIC, _PARTITION, _PARTITION_CHANGE, _CONFIG, _PRODUCER_IDS, _FEATURE, _NOOP)
+)
 _MISSING = dataclasses.MISSING
 # What `PartitionRegistration.merge` reads of a PartitionChangeRecord (its attributes), as a plain
 # named tuple: building the frozen dataclass for every change costs more than the merge itself.
 _Change = namedtuple("_Change", [f.name for f in dataclasses.fields(PartitionChangeRecord)])  # type: ignore[misc]
 # type id -> (supported version, ((field name, default or MISSING), ...)): what from_wire reads
 _SPECS: dict[int, tuple[int, tuple[tuple[str, Any], ...]]] = {
-    tid: (cls.VERSION, tuple((f.name, f.default) for f in dataclasses.fields(cls)))
-    for tid, cls in RECORD_TYPES.items()}
-assert all(f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-           for cls in RECORD_TYPES.values() for f in dataclasses.fields(cls)), "update _SPECS"
+    tid: (cls.VERSION, tuple((f.name, f.default) for f in dataclasses.fields(cls))) for tid, cls in RECORD_TYPES.items()
+}
+assert all(
+    f.default_factory is dataclasses.MISSING for cls in RECORD_TYPES.values() for f in dataclasses.fields(cls)
+), "update _SPECS"
 
 # Sort keys of snapshot records: the order of MetadataImage.to_records.
 _S_FEATURE, _S_BROKER, _S_PRODUCER_IDS, _S_TOPIC, _S_CONFIG = 0, 1, 2, 3, 4
@@ -204,7 +206,8 @@ def require_pyspark() -> None:
     except ImportError as err:
         raise SparkNotInstalledError(
             f"the Spark snapshot job needs pyspark, which kraftlog installs as an extra: {SPARK_EXTRA} "
-            f"(and a Java runtime); {err}") from err
+            f"(and a Java runtime); {err}"
+        ) from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,13 +295,11 @@ def _err(position: int | None, cls: str, message: str, **extra: Any) -> tuple[An
 
 
 def _emit(groups: dict[tuple[Any, ...], list[Any]]) -> Iterator[tuple[tuple[Any, ...], list[Any]]]:
-    for key, values in groups.items():
-        yield key, values
+    yield from groups.items()
     groups.clear()
 
 
-def _decode_partition(params: dict[str, Any],
-                      items: Iterable[tuple[str, str, bytes]]) -> Iterator[tuple[Any, Any]]:
+def _decode_partition(params: dict[str, Any], items: Iterable[tuple[str, str, bytes]]) -> Iterator[tuple[Any, Any]]:
     """Map task: decode the files of one input partition into keyed value lists plus summaries."""
     for kind, uri, data in items:
         if kind == "S":
@@ -319,8 +320,13 @@ def _decode_snapshot(uri: str, data: bytes) -> Iterator[tuple[Any, Any]]:
         yield (_SUMMARY, uri), summary
         return
     records = list(snapshot.records)
-    summary.update(offset=snapshot.offset, epoch=snapshot.epoch,
-                   timestamp_ms=snapshot.timestamp_ms, record_count=len(records), errors=[])
+    summary.update(
+        offset=snapshot.offset,
+        epoch=snapshot.epoch,
+        timestamp_ms=snapshot.timestamp_ms,
+        record_count=len(records),
+        errors=[],
+    )
     groups: dict[tuple[Any, ...], list[Any]] = {}
     n = len(records)
     errors = summary["errors"]
@@ -355,7 +361,7 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
     values = []
     get = record.get
     for name, default in spec[1]:
-        value = get(name, default)        # a required field's default is _MISSING
+        value = get(name, default)  # a required field's default is _MISSING
         if type(value) is list:
             value = tuple([BrokerEndpoint.from_wire(v) if type(v) is dict else v for v in value])
         elif value is _MISSING:
@@ -365,7 +371,7 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
 
 
 def _slow_entry(payload: Any) -> tuple[int, int, int, int, tuple[Any, ...]]:
-    entry = decode_entry(bytes(payload))   # raises MetadataRecordError exactly like read_segment
+    entry = decode_entry(bytes(payload))  # raises MetadataRecordError exactly like read_segment
     rec = entry.record
     return entry.offset, entry.epoch, entry.timestamp_ms, rec.TYPE_ID, _fields(rec.TYPE_ID, rec)
 
@@ -373,7 +379,7 @@ def _slow_entry(payload: Any) -> tuple[int, int, int, int, tuple[Any, ...]]:
 def _key_of_fields(type_id: int, f: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """`_key_of` from a fields tuple (field order of the record dataclasses)."""
     if type_id == _PARTITION_CHANGE or type_id == _PARTITION:
-        return ("p", f[1], f[0])               # partition_id, topic_id are the first two fields
+        return ("p", f[1], f[0])  # partition_id, topic_id are the first two fields
     if type_id in _BROKER_TYPES:
         return ("b", f[0])
     if type_id == _CONFIG:
@@ -386,7 +392,7 @@ def _key_of_fields(type_id: int, f: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return ("i",)
     if type_id == _FEATURE:
         return ("f", f[0])
-    return None                                # NoOpRecord
+    return None  # NoOpRecord
 
 
 def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[tuple[Any, Any]]:
@@ -413,7 +419,7 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
     before_time: tuple[int, int, int] | None = None
     at_offset: tuple[int, int, int] | None = None
     expected = base
-    prev: tuple[int, int, int] | None = None    # (offset, epoch, ts) of the previous replayed entry
+    prev: tuple[int, int, int] | None = None  # (offset, epoch, ts) of the previous replayed entry
     view = memoryview(data)
     end = len(view)
     pos = 0
@@ -434,7 +440,7 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
             if problem is not None:
                 torn = (pos, problem)
                 break
-            payload = view[pos + FRAME_HEADER_SIZE:pos + FRAME_HEADER_SIZE + length]
+            payload = view[pos + FRAME_HEADER_SIZE : pos + FRAME_HEADER_SIZE + length]
             if crc32c(payload) != crc:
                 torn = (pos, _crc_problem(payload, crc) or "crc mismatch")
                 break
@@ -452,9 +458,15 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
                     break
             offset, epoch, ts, type_id, fields = decoded
             if expected is not None and offset != expected:
-                errors.append(_err(expected, "MetadataLogGapError",
-                                   f"{uri} position {pos}: offset {offset} where {expected} was expected",
-                                   expected_offset=expected, found_offset=offset))
+                errors.append(
+                    _err(
+                        expected,
+                        "MetadataLogGapError",
+                        f"{uri} position {pos}: offset {offset} where {expected} was expected",
+                        expected_offset=expected,
+                        found_offset=offset,
+                    )
+                )
                 stop = "gap"
                 break
             expected = offset + 1
@@ -481,8 +493,13 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
                 at_offset = prev
             replayed += 1
             if type_id not in _KNOWN_TYPES:
-                errors.append(_err(offset, "MetadataReplayError",
-                                   f"cannot replay unknown record type {RECORD_TYPES[type_id].__name__}"))
+                errors.append(
+                    _err(
+                        offset,
+                        "MetadataReplayError",
+                        f"cannot replay unknown record type {RECORD_TYPES[type_id].__name__}",
+                    )
+                )
                 stop = "decode"
                 break
             key = _key_of_fields(type_id, fields)
@@ -501,11 +518,24 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
         if gc_was_enabled:
             gc.enable()
     summary = {
-        "kind": "segment", "file": uri, "base_offset": base, "size_bytes": end,
-        "first_offset": first_offset, "last_offset": last_offset, "count": count, "replayed": replayed,
-        "torn": torn, "errors": errors, "stop": stop, "first_replayed": first_replayed,
-        "epoch_drop": epoch_drop, "first_after_time": first_after_time, "before_time": before_time,
-        "at_offset": at_offset, "last_entry": prev, "next_offset": expected,
+        "kind": "segment",
+        "file": uri,
+        "base_offset": base,
+        "size_bytes": end,
+        "first_offset": first_offset,
+        "last_offset": last_offset,
+        "count": count,
+        "replayed": replayed,
+        "torn": torn,
+        "errors": errors,
+        "stop": stop,
+        "first_replayed": first_replayed,
+        "epoch_drop": epoch_drop,
+        "first_after_time": first_after_time,
+        "before_time": before_time,
+        "at_offset": at_offset,
+        "last_entry": prev,
+        "next_offset": expected,
     }
     yield (_SUMMARY, uri), summary
     yield from _emit(groups)
@@ -565,8 +595,9 @@ def _fold_topics(cut: int, items: Iterable[tuple[Any, list[Any]]]) -> Iterator[d
                 live = True
             else:  # RemoveTopicRecord
                 if not live:
-                    errors.append(_err(position, "MetadataReplayError",
-                                       f"cannot remove topic: unknown topic id {topic_id}"))
+                    errors.append(
+                        _err(position, "MetadataReplayError", f"cannot remove topic: unknown topic id {topic_id}")
+                    )
                     break
                 incarnations[-1][1] = position
                 live = False
@@ -582,8 +613,9 @@ def _fold_topics(cut: int, items: Iterable[tuple[Any, list[Any]]]) -> Iterator[d
 # ---------------------------------------------------------------- entities
 
 
-def _fold_entities(cut: int, lifecycle_bc: Any, tombstones_bc: Any,
-                   items: Iterable[tuple[Any, list[Any]]]) -> Iterator[dict[str, Any]]:
+def _fold_entities(
+    cut: int, lifecycle_bc: Any, tombstones_bc: Any, items: Iterable[tuple[Any, list[Any]]]
+) -> Iterator[dict[str, Any]]:
     lifecycle: dict[str, list[list[Any]]] = lifecycle_bc.value
     tombstones: dict[str, list[int]] = tombstones_bc.value
     out: list[tuple[tuple[Any, ...], bytes]] = []
@@ -624,8 +656,14 @@ def _incarnation(incarnations: list[list[Any]], position: int) -> int | None:
     return None
 
 
-def _fold_partition(key: tuple[Any, ...], values: list[Any], cut: int, lifecycle: dict[str, list[list[Any]]],
-                    out: list[Any], errors: list[Any]) -> None:
+def _fold_partition(
+    key: tuple[Any, ...],
+    values: list[Any],
+    cut: int,
+    lifecycle: dict[str, list[list[Any]]],
+    out: list[Any],
+    errors: list[Any],
+) -> None:
     _, topic_id, partition_id = key
     incarnations = lifecycle.get(topic_id, [])
     state: PartitionRegistration | None = None
@@ -637,8 +675,13 @@ def _fold_partition(key: tuple[Any, ...], values: list[Any], cut: int, lifecycle
         is_create = type_id == _PARTITION
         if which is None:
             what = "create" if is_create else "change"
-            errors.append(_err(position, "MetadataReplayError",
-                               f"cannot {what} partition {partition_id}: unknown topic id {topic_id}"))
+            errors.append(
+                _err(
+                    position,
+                    "MetadataReplayError",
+                    f"cannot {what} partition {partition_id}: unknown topic id {topic_id}",
+                )
+            )
             return
         if which != current:
             state, current = None, which
@@ -649,8 +692,7 @@ def _fold_partition(key: tuple[Any, ...], values: list[Any], cut: int, lifecycle
                 reg = PartitionRegistration.from_record(PartitionRecord(*fields))
             else:
                 if state is None:
-                    raise MetadataReplayError(
-                        f"cannot change unknown partition {partition_id} of topic {topic_id}")
+                    raise MetadataReplayError(f"cannot change unknown partition {partition_id} of topic {topic_id}")
                 reg = state.merge(_Change._make(fields))
             reg.validate()
         except MetadataReplayError as err:
@@ -663,14 +705,15 @@ def _fold_partition(key: tuple[Any, ...], values: list[Any], cut: int, lifecycle
     out.append(((_S_TOPIC, name, partition_id), encode_record(state.to_record(topic_id, partition_id))))
 
 
-def _broker_at_epoch(reg: BrokerRegistration | None, broker_id: int, broker_epoch: int,
-                     what: str) -> BrokerRegistration:
+def _broker_at_epoch(
+    reg: BrokerRegistration | None, broker_id: int, broker_epoch: int, what: str
+) -> BrokerRegistration:
     if reg is None:
         raise MetadataReplayError(f"cannot {what} broker {broker_id}: it is not registered")
     if reg.broker_epoch != broker_epoch:
         raise MetadataReplayError(
-            f"cannot {what} broker {broker_id} at epoch {broker_epoch}: "
-            f"its registration has epoch {reg.broker_epoch}")
+            f"cannot {what} broker {broker_id} at epoch {broker_epoch}: its registration has epoch {reg.broker_epoch}"
+        )
     return reg
 
 
@@ -706,8 +749,7 @@ def _fold_broker(key: tuple[Any, ...], values: list[Any], cut: int, out: list[An
                 elif rec.in_controlled_shutdown == 0:
                     shutting_down = current.in_controlled_shutdown
                 else:
-                    raise MetadataReplayError(
-                        f"unknown controlled-shutdown change {rec.in_controlled_shutdown}")
+                    raise MetadataReplayError(f"unknown controlled-shutdown change {rec.in_controlled_shutdown}")
                 reg = replace(current, fenced=fenced, in_controlled_shutdown=shutting_down)
         except MetadataReplayError as err:
             errors.append(_err(position, "MetadataReplayError", str(err)))
@@ -716,8 +758,9 @@ def _fold_broker(key: tuple[Any, ...], values: list[Any], cut: int, out: list[An
         out.append(((_S_BROKER, broker_id), encode_record(reg.to_record())))
 
 
-def _fold_config(key: tuple[Any, ...], values: list[Any], cut: int, tombstones: dict[str, list[int]],
-                 out: list[Any]) -> None:
+def _fold_config(
+    key: tuple[Any, ...], values: list[Any], cut: int, tombstones: dict[str, list[int]], out: list[Any]
+) -> None:
     _, resource_type, resource_name = key
     removals = tombstones.get(resource_name, ()) if resource_type == ConfigResourceType.TOPIC else ()
     current: dict[str, str] = {}
@@ -726,7 +769,7 @@ def _fold_config(key: tuple[Any, ...], values: list[Any], cut: int, tombstones: 
         if position > cut:
             break
         while r < len(removals) and removals[r] < position:
-            current.clear()   # the topic of this name was removed: its configs went with it
+            current.clear()  # the topic of this name was removed: its configs went with it
             r += 1
         name, value = fields[2], fields[3]
         if value is None:
@@ -737,9 +780,16 @@ def _fold_config(key: tuple[Any, ...], values: list[Any], cut: int, tombstones: 
         current.clear()
         r += 1
     for name in sorted(current):
-        out.append(((_S_CONFIG, resource_type, resource_name, name),
-                    encode_record(ConfigRecord(resource_type=resource_type, resource_name=resource_name,
-                                               name=name, value=current[name]))))
+        out.append(
+            (
+                (_S_CONFIG, resource_type, resource_name, name),
+                encode_record(
+                    ConfigRecord(
+                        resource_type=resource_type, resource_name=resource_name, name=name, value=current[name]
+                    )
+                ),
+            )
+        )
 
 
 def _fold_producer_ids(values: list[Any], cut: int, out: list[Any], errors: list[Any]) -> None:
@@ -749,13 +799,16 @@ def _fold_producer_ids(values: list[Any], cut: int, out: list[Any], errors: list
             break
         next_id = fields[2]
         if next_id < current:
-            errors.append(_err(position, "MetadataReplayError",
-                               f"next producer id {next_id} goes back from {current}"))
+            errors.append(_err(position, "MetadataReplayError", f"next producer id {next_id} goes back from {current}"))
             return
         current = next_id
     if current > 0:
-        out.append(((_S_PRODUCER_IDS,), encode_record(
-            ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=current))))
+        out.append(
+            (
+                (_S_PRODUCER_IDS,),
+                encode_record(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=current)),
+            )
+        )
 
 
 def _fold_feature(key: tuple[Any, ...], values: list[Any], cut: int, out: list[Any], errors: list[Any]) -> None:
@@ -765,8 +818,7 @@ def _fold_feature(key: tuple[Any, ...], values: list[Any], cut: int, out: list[A
         if position > cut:
             break
         if fields[1] < 0:
-            errors.append(_err(position, "MetadataReplayError",
-                               f"negative level {fields[1]} for feature {name!r}"))
+            errors.append(_err(position, "MetadataReplayError", f"negative level {fields[1]} for feature {name!r}"))
             return
         level = fields[1]
     if level != 0:
@@ -785,15 +837,16 @@ def parse_time_ms(text: str) -> int:
     try:
         dt = datetime.fromisoformat(s.replace("z", "Z"))
     except ValueError as err:
-        raise ValueError(f"{text!r} is not an ISO 8601 time (e.g. 2024-05-01T03:00:00Z) "
-                         f"nor milliseconds since the epoch") from err
+        raise ValueError(
+            f"{text!r} is not an ISO 8601 time (e.g. 2024-05-01T03:00:00Z) nor milliseconds since the epoch"
+        ) from err
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
 def format_time_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
 _QUIET_LOG4J = """\
@@ -820,8 +873,13 @@ def _quiet_log4j_options() -> str:
     return f"-Dlog4j.configurationFile=file:{path}"
 
 
-def spark_session(master: str = "local[*]", app_name: str = "kraftlog-snapshot-rebuild",
-                  conf: dict[str, str] | None = None, *, quiet: bool = True) -> Any:
+def spark_session(
+    master: str = "local[*]",
+    app_name: str = "kraftlog-snapshot-rebuild",
+    conf: dict[str, str] | None = None,
+    *,
+    quiet: bool = True,
+) -> Any:
     """A SparkSession for the job (the CLI's and the benchmark's; tests bring their own).
 
     ``quiet``: the driver JVM logs errors only (unless ``conf`` sets its own
@@ -832,8 +890,12 @@ def spark_session(master: str = "local[*]", app_name: str = "kraftlog-snapshot-r
     require_pyspark()
     from pyspark.sql import SparkSession
 
-    defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                "spark.driver.memory": "2g", "spark.python.worker.reuse": "true"}
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "2g",
+        "spark.python.worker.reuse": "true",
+    }
     if quiet:
         defaults["spark.driver.extraJavaOptions"] = _quiet_log4j_options()
     if master.startswith("local"):
@@ -887,7 +949,7 @@ class _Hadoop:
         n = min(size, limit)
         stream = fs.open(p)
         try:
-            return bytes(stream.readNBytes(n))   # byte[] comes back to Python as bytes
+            return bytes(stream.readNBytes(n))  # byte[] comes back to Python as bytes
         finally:
             stream.close()
 
@@ -900,7 +962,7 @@ def _snapshot_header(prefix: bytes, name: str) -> dict[str, Any]:
     if len(prefix) < 8:
         raise MetadataLogCorruptError(f"{name}: not a snapshot (no header frame)")
     length, _crc = struct.unpack_from(">II", prefix, 0)
-    frames = iter_frames(prefix[:8 + length])
+    frames = iter_frames(prefix[: 8 + length])
     for position, payload in frames:
         return _check_header(Path(name), _snapshot_map(Path(name), position, payload))
     raise MetadataLogCorruptError(f"{name}: invalid snapshot header frame")
@@ -909,8 +971,9 @@ def _snapshot_header(prefix: bytes, name: str) -> dict[str, Any]:
 def _raise(error: tuple[Any, ...]) -> None:
     _position, cls_name, message, extra = error
     if cls_name == "MetadataLogGapError":
-        raise MetadataLogGapError(message, expected_offset=extra["expected_offset"],
-                                  found_offset=extra.get("found_offset"))
+        raise MetadataLogGapError(
+            message, expected_offset=extra["expected_offset"], found_offset=extra.get("found_offset")
+        )
     if cls_name == "MetadataReplayError" and _position >= 0:
         message = f"offset {_position}: {message}"
     raise _ERROR_CLASSES.get(cls_name, MetadataRecordError)(message)
@@ -932,9 +995,16 @@ def _metadata_package_zip(tmp_dir: Path) -> Path:
     return target
 
 
-def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
-                     base_snapshot: str | None = None, as_of_offset: int | None = None,
-                     as_of_time_ms: int | None = None, partitions: int | None = None) -> RebuildResult:
+def rebuild_snapshot(
+    spark: Any,
+    log_path: str,
+    out: str | os.PathLike[str],
+    *,
+    base_snapshot: str | None = None,
+    as_of_offset: int | None = None,
+    as_of_time_ms: int | None = None,
+    partitions: int | None = None,
+) -> RebuildResult:
     """Rebuild the metadata snapshot at the cut from the segments under ``log_path``; see the
     module docstring. ``out`` is a file path, or an existing directory to write the snapshot into
     under its canonical name. Raises `MetadataLogGapError` when offsets before the cut are missing,
@@ -951,6 +1021,7 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
 
     if not sc.master.startswith("local"):
         import tempfile
+
         sc.addPyFile(str(_metadata_package_zip(Path(tempfile.mkdtemp(prefix="kraftlog-spark-")))))
 
     # ---- the base snapshot's header: which offsets the segments must supply
@@ -962,21 +1033,33 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
             raise SnapshotRebuildError(f"--base-snapshot {base_snapshot}: expected one file, found {len(files)}")
         base_uri, base_name, _ = files[0]
         header = _snapshot_header(hadoop.read_prefix(base_uri), base_name)
-        base = {"uri": base_uri, "offset": header["last_contained_offset"], "epoch": header["epoch"],
-                "timestamp_ms": header["timestamp_ms"]}
+        base = {
+            "uri": base_uri,
+            "offset": header["last_contained_offset"],
+            "epoch": header["epoch"],
+            "timestamp_ms": header["timestamp_ms"],
+        }
         skip_through = base["offset"]
         if as_of_offset is not None and as_of_offset < skip_through:
             raise SnapshotRebuildError(
-                f"--as-of-offset {as_of_offset} is before the base snapshot's offset {skip_through}")
+                f"--as-of-offset {as_of_offset} is before the base snapshot's offset {skip_through}"
+            )
         if as_of_time_ms is not None and base["timestamp_ms"] > as_of_time_ms:
             raise SnapshotRebuildError(
                 f"the base snapshot (offset {skip_through}) was taken at {format_time_ms(base['timestamp_ms'])}, "
-                f"after --as-of-time {format_time_ms(as_of_time_ms)}: use an older snapshot")
+                f"after --as-of-time {format_time_ms(as_of_time_ms)}: use an older snapshot"
+            )
 
     # ---- which segment files to read (names give base offsets; skip what cannot matter)
     listed = hadoop.list_files(log_path)
-    segments = sorted(((parse_segment_file_name(name), uri, size) for uri, name, size in listed
-                       if parse_segment_file_name(name) is not None), key=lambda s: s[0])
+    segments = sorted(
+        (
+            (parse_segment_file_name(name), uri, size)
+            for uri, name, size in listed
+            if parse_segment_file_name(name) is not None
+        ),
+        key=lambda s: s[0],
+    )
     if not segments and base is None:
         raise SnapshotRebuildError(f"{log_path}: no metadata log segments ({{offset:020d}}.log) there")
     wanted = []
@@ -985,14 +1068,13 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
         if next_base is not None and next_base - 1 <= skip_through:
             continue  # every entry is already in the base snapshot
         if as_of_offset is not None and seg_base > as_of_offset and wanted:
-            break     # past the cut
+            break  # past the cut
         wanted.append((seg_base, uri, size))
     total_bytes = sum(size for _, _, size in wanted)
 
     default_parallelism = max(1, sc.defaultParallelism)
     topic_parts = max(1, min(default_parallelism, 8))
-    entity_parts = partitions or max(2 * default_parallelism,
-                                     math.ceil(total_bytes / _BYTES_PER_REDUCE_PARTITION))
+    entity_parts = partitions or max(2 * default_parallelism, math.ceil(total_bytes / _BYTES_PER_REDUCE_PARTITION))
     params = {"skip_through": skip_through, "as_of_offset": as_of_offset, "as_of_time_ms": as_of_time_ms}
 
     inputs = None
@@ -1000,9 +1082,9 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
         # binaryFiles packs files into a split until it reaches total / minPartitions bytes: asking
         # for two splits per file gives every segment its own task (small files still share one,
         # down to spark.files.openCostInBytes), so the decode spreads evenly over the executors.
-        inputs = sc.binaryFiles(",".join(uri for _, uri, _ in wanted),
-                                minPartitions=max(default_parallelism, 2 * len(wanted))
-                                ).map(_tag_segment)
+        inputs = sc.binaryFiles(
+            ",".join(uri for _, uri, _ in wanted), minPartitions=max(default_parallelism, 2 * len(wanted))
+        ).map(_tag_segment)
     if base is not None:
         snap_rdd = sc.binaryFiles(base["uri"]).map(_tag_snapshot)
         inputs = snap_rdd if inputs is None else inputs.union(snap_rdd)
@@ -1024,10 +1106,12 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
         if (snapshot_summary["offset"], snapshot_summary["epoch"]) != (base["offset"], base["epoch"]):  # type: ignore[index]
             raise MetadataLogCorruptError(f"{base_snapshot}: header changed while the job ran")
     cut, cut_epoch, cut_ts, cut_reason, first_offset, torn, epoch_errors = _find_cut(
-        seg_summaries, base, as_of_offset, as_of_time_ms, log_path)
+        seg_summaries, base, as_of_offset, as_of_time_ms, log_path
+    )
     for t in torn:
-        log.warning("metadata_log_torn_tail", file=t.file, position=t.position, reason=t.reason,
-                    size_bytes=t.size_bytes)
+        log.warning(
+            "metadata_log_torn_tail", file=t.file, position=t.position, reason=t.reason, size_bytes=t.size_bytes
+        )
     errors: list[tuple[Any, ...]] = list(epoch_errors)
     for s in seg_summaries:
         errors += [e for e in s["errors"] if e[0] <= cut and e[1] == "MetadataReplayError"]
@@ -1056,8 +1140,9 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
     lifecycle_bc = sc.broadcast(lifecycle)
     tombstones_bc = sc.broadcast(tombstones)
     try:
-        entity_results = sc.runJob(shuffled, partial(_fold_entities, cut, lifecycle_bc, tombstones_bc),
-                                   list(range(1 + topic_parts, n_parts)))
+        entity_results = sc.runJob(
+            shuffled, partial(_fold_entities, cut, lifecycle_bc, tombstones_bc), list(range(1 + topic_parts, n_parts))
+        )
     finally:
         lifecycle_bc.unpersist()
         tombstones_bc.unpersist()
@@ -1078,19 +1163,41 @@ def rebuild_snapshot(spark: Any, log_path: str, out: str | os.PathLike[str], *,
     path = write_snapshot_payloads(target, cut, cut_epoch, cut_ts, payloads)
     phases["write"] = time.monotonic() - mark
     replayed = 0 if first_offset is None else cut - first_offset + 1
-    result = RebuildResult(path=path, offset=cut, epoch=cut_epoch, timestamp_ms=cut_ts,
-                           record_count=len(payloads), entries_replayed=max(0, replayed),
-                           first_offset=first_offset, files_read=len(wanted) + (1 if base else 0),
-                           torn_tails=tuple(torn), base_snapshot=base_snapshot, cut_reason=cut_reason,
-                           seconds=time.monotonic() - started, phases=phases)
-    log.info("metadata_snapshot_rebuilt", file=str(path), offset=cut, epoch=cut_epoch, records=len(payloads),
-             entries=result.entries_replayed, files=result.files_read, seconds=round(result.seconds, 3))
+    result = RebuildResult(
+        path=path,
+        offset=cut,
+        epoch=cut_epoch,
+        timestamp_ms=cut_ts,
+        record_count=len(payloads),
+        entries_replayed=max(0, replayed),
+        first_offset=first_offset,
+        files_read=len(wanted) + (1 if base else 0),
+        torn_tails=tuple(torn),
+        base_snapshot=base_snapshot,
+        cut_reason=cut_reason,
+        seconds=time.monotonic() - started,
+        phases=phases,
+    )
+    log.info(
+        "metadata_snapshot_rebuilt",
+        file=str(path),
+        offset=cut,
+        epoch=cut_epoch,
+        records=len(payloads),
+        entries=result.entries_replayed,
+        files=result.files_read,
+        seconds=round(result.seconds, 3),
+    )
     return result
 
 
-def _find_cut(summaries: list[dict[str, Any]], base: dict[str, Any] | None, as_of_offset: int | None,
-              as_of_time_ms: int | None, log_path: str
-              ) -> tuple[int, int, int, str, int | None, list[TornTail], list[Any]]:
+def _find_cut(
+    summaries: list[dict[str, Any]],
+    base: dict[str, Any] | None,
+    as_of_offset: int | None,
+    as_of_time_ms: int | None,
+    log_path: str,
+) -> tuple[int, int, int, str, int | None, list[TornTail], list[Any]]:
     """Walk the files in offset order: the dense range after the base snapshot, where it stops and
     why, and the cut with its epoch and timestamp. Raises when the cut would lie past a gap.
 
@@ -1098,12 +1205,12 @@ def _find_cut(summaries: list[dict[str, Any]], base: dict[str, Any] | None, as_o
     """
     start = base["offset"] + 1 if base is not None else 0
     epoch = base["epoch"] if base is not None else -1
-    expected = start                               # the next offset the dense range needs
-    previous_next: int | None = None               # next offset after the previous file used
-    last: tuple[int, int, int] | None = None       # last entry (offset, epoch, ts) replayed so far
+    expected = start  # the next offset the dense range needs
+    previous_next: int | None = None  # next offset after the previous file used
+    last: tuple[int, int, int] | None = None  # last entry (offset, epoch, ts) replayed so far
     torn: list[TornTail] = []
     epoch_errors: list[Any] = []
-    stop_error: tuple[Any, ...] | None = None      # what ends the dense range early
+    stop_error: tuple[Any, ...] | None = None  # what ends the dense range early
     cut_entry: tuple[int, int, int] | None = None
     cut_reason = "end of log"
     for s in summaries:
@@ -1111,27 +1218,47 @@ def _find_cut(summaries: list[dict[str, Any]], base: dict[str, Any] | None, as_o
         if s["next_offset"] <= expected and s["stop"] is None and previous_next is None:
             continue  # entirely at or before the base snapshot (or an empty segment there)
         if seg_base > expected:
-            stop_error = _err(expected, "MetadataLogGapError",
-                              f"{s['file']}: segment starts at {seg_base}, offsets {expected} to "
-                              f"{seg_base - 1} are missing"
-                              + (" (a log that does not start at 0 needs a --base-snapshot)"
-                                 if previous_next is None and base is None else ""),
-                              expected_offset=expected, found_offset=seg_base)
+            stop_error = _err(
+                expected,
+                "MetadataLogGapError",
+                f"{s['file']}: segment starts at {seg_base}, offsets {expected} to "
+                f"{seg_base - 1} are missing"
+                + (
+                    " (a log that does not start at 0 needs a --base-snapshot)"
+                    if previous_next is None and base is None
+                    else ""
+                ),
+                expected_offset=expected,
+                found_offset=seg_base,
+            )
             break
         if previous_next is not None and seg_base < previous_next:
-            stop_error = _err(expected, "MetadataLogCorruptError",
-                              f"{s['file']}: segment starts at {seg_base}, overlapping the previous "
-                              f"segment which ends at {previous_next - 1}")
+            stop_error = _err(
+                expected,
+                "MetadataLogCorruptError",
+                f"{s['file']}: segment starts at {seg_base}, overlapping the previous "
+                f"segment which ends at {previous_next - 1}",
+            )
             break
         first = s["first_replayed"]
         if first is not None:
             if first[1] < epoch:
-                epoch_errors.append(_err(first[0], "MetadataReplayError",
-                                         f"entry at offset {first[0]} has epoch {first[1]} < epoch {epoch}"))
+                epoch_errors.append(
+                    _err(
+                        first[0],
+                        "MetadataReplayError",
+                        f"entry at offset {first[0]} has epoch {first[1]} < epoch {epoch}",
+                    )
+                )
             drop = s["epoch_drop"]
             if drop is not None:
-                epoch_errors.append(_err(drop[0], "MetadataReplayError",
-                                         f"entry at offset {drop[0]} has epoch {drop[1]} < epoch {drop[2]}"))
+                epoch_errors.append(
+                    _err(
+                        drop[0],
+                        "MetadataReplayError",
+                        f"entry at offset {drop[0]} has epoch {drop[1]} < epoch {drop[2]}",
+                    )
+                )
             last = s["last_entry"]
             epoch = last[1]
         if s["stop"] == "cut":
@@ -1152,17 +1279,19 @@ def _find_cut(summaries: list[dict[str, Any]], base: dict[str, Any] | None, as_o
     end = last[0] if last is not None else start - 1
     if cut_entry is None:
         if stop_error is not None and (as_of_offset is None or as_of_offset > end):
-            what = ("refusing to write a snapshot past a gap in offsets"
-                    if as_of_offset is None and as_of_time_ms is None
-                    else "the cut lies past a gap in offsets")
-            hint = (f"; the log is readable up to offset {end} (--as-of-offset {end} works)"
-                    if end >= start else "")
+            what = (
+                "refusing to write a snapshot past a gap in offsets"
+                if as_of_offset is None and as_of_time_ms is None
+                else "the cut lies past a gap in offsets"
+            )
+            hint = f"; the log is readable up to offset {end} (--as-of-offset {end} works)" if end >= start else ""
             _, cls_name, message, extra = stop_error
             _raise((stop_error[0], cls_name, f"{what}: {message}{hint}", extra))
         if as_of_offset is not None:
             if as_of_offset > end:
                 raise SnapshotRebuildError(
-                    f"the metadata log in {log_path} ends at offset {end}, before --as-of-offset {as_of_offset}")
+                    f"the metadata log in {log_path} ends at offset {end}, before --as-of-offset {as_of_offset}"
+                )
             cut_reason = f"offset {as_of_offset}"
         elif as_of_time_ms is not None:
             cut_reason = f"last entry at or before {format_time_ms(as_of_time_ms)} (end of log)"
@@ -1171,13 +1300,12 @@ def _find_cut(summaries: list[dict[str, Any]], base: dict[str, Any] | None, as_o
         if base is None:
             if as_of_time_ms is not None:
                 raise SnapshotRebuildError(
-                    f"no metadata log entry at or before {format_time_ms(as_of_time_ms)} in {log_path}")
+                    f"no metadata log entry at or before {format_time_ms(as_of_time_ms)} in {log_path}"
+                )
             raise SnapshotRebuildError(f"the metadata log in {log_path} has no entries")
-        return (base["offset"], base["epoch"], base["timestamp_ms"], "base snapshot (no later entry)",
-                None, torn, [])
+        return (base["offset"], base["epoch"], base["timestamp_ms"], "base snapshot (no later entry)", None, torn, [])
     cut = cut_entry[0]
-    return (cut, cut_entry[1], cut_entry[2], cut_reason, start, torn,
-            [e for e in epoch_errors if e[0] <= cut])
+    return (cut, cut_entry[1], cut_entry[2], cut_reason, start, torn, [e for e in epoch_errors if e[0] <= cut])
 
 
 def _name_errors(lifecycle: dict[str, list[list[Any]]]) -> list[Any]:
@@ -1191,7 +1319,7 @@ def _name_errors(lifecycle: dict[str, list[list[Any]]]) -> list[Any]:
         if len(spans) < 2:
             continue
         spans.sort(key=lambda s: s[0])
-        for (_c0, r0, id0), (c1, _r1, _id1) in zip(spans, spans[1:]):
+        for (_c0, r0, id0), (c1, _r1, _id1) in zip(spans, spans[1:], strict=False):
             if r0 is None or r0 > c1:
                 errors.append(_err(c1, "MetadataReplayError", f"topic name {name!r} is taken by topic id {id0}"))
                 break

@@ -17,8 +17,7 @@ from typing import Any
 from kraftlog import storage
 from kraftlog.node._errors import NodeStartupError
 
-__all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id",
-           "node_dirs"]
+__all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id", "node_dirs"]
 
 
 def new_cluster_id() -> str:
@@ -81,8 +80,10 @@ def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = Fals
     ``ignore_formatted``. Raises `NodeStartupError` naming the dir (or the bad cluster id).
     """
     if not is_valid_cluster_id(cluster_id):
-        raise NodeStartupError(f"invalid cluster id {cluster_id!r}: expected 16 bytes in URL-safe base64 "
-                               "(22 characters), e.g. from 'kraftlog storage random-uuid'")
+        raise NodeStartupError(
+            f"invalid cluster id {cluster_id!r}: expected 16 bytes in URL-safe base64 "
+            "(22 characters), e.g. from 'kraftlog storage random-uuid'"
+        )
     result = FormatResult()
     dirs = node_dirs(cfg)
     for d in dirs:
@@ -97,7 +98,8 @@ def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = Fals
         if storage.read_meta_properties(d) is not None:
             result.already_formatted.append(str(d))
             continue
-        storage.write_meta_properties(d, storage.MetaProperties(
-            cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id()))
+        storage.write_meta_properties(
+            d, storage.MetaProperties(cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id())
+        )
         result.written.append(str(d))
     return result

@@ -156,4 +156,3 @@ def configure_logging(
         # with structlog.testing after a CLI run configured them); no hot path logs per record.
         cache_logger_on_first_use=False,
     )
-

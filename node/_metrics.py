@@ -94,12 +94,12 @@ class MetricsEndpoint:
     def start(self) -> None:
         """Bind and serve; a port that cannot be bound stops the node with an error naming the key."""
         try:
-            self._httpd, self._thread = start_http_server(self.requested_port, addr=self.host,
-                                                          registry=self.registry)
+            self._httpd, self._thread = start_http_server(self.requested_port, addr=self.host, registry=self.registry)
         except OSError as err:
             reason = err.strerror or str(err)
-            raise NodeStartupError(f"cannot serve metrics on {self.host}:{self.requested_port} "
-                            f"(metrics.port): {reason}") from err
+            raise NodeStartupError(
+                f"cannot serve metrics on {self.host}:{self.requested_port} (metrics.port): {reason}"
+            ) from err
         _log.info("metrics_endpoint_started", address=f"{self.host}:{self.port}", path="/metrics")
 
     def stop(self) -> None:
@@ -136,11 +136,11 @@ def _collect(message: Any, plan: _Plan, out: list[str]) -> None:
     for name, repeated, sub in plan:
         value = getattr(message, name)
         if sub is None:
-            for err in (value if repeated else (value,)):
+            for err in value if repeated else (value,):
                 if err.code:
                     out.append(err.name or f"ERROR_{err.code}")
         else:
-            for item in (value if repeated else (value,)):
+            for item in value if repeated else (value,):
                 _collect(item, sub, out)
 
 
@@ -171,15 +171,25 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
         self.latency = Histogram(
             f"kraftlog_{role}_request_duration_seconds",
             f"Time the {role} spent answering a request, by RPC method (Kafka's RequestMetrics TotalTimeMs; "
-            "long polls include their wait).", ["method"], buckets=LATENCY_BUCKETS, registry=registry)
+            "long polls include their wait).",
+            ["method"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         self.errors = Counter(
             f"kraftlog_{role}_request_errors",
             f"Errors in the {role}'s answers, by RPC method and Kafka error name (Kafka's RequestMetrics "
-            "ErrorsPerSec, without NONE).", ["method", "error"], registry=registry)
+            "ErrorsPerSec, without NONE).",
+            ["method", "error"],
+            registry=registry,
+        )
         self._wrapped: dict[str, tuple[Any, Any]] = {}
 
-    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-                                handler_call_details: grpc.HandlerCallDetails) -> Any:
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
@@ -191,7 +201,9 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
             return handler
         wrapped = grpc.unary_unary_rpc_method_handler(
             self.wrap(path.rsplit("/", 1)[-1], handler.unary_unary),
-            request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
         self._wrapped[path] = (handler, wrapped)
         return wrapped
 

@@ -53,8 +53,11 @@ class Node:
         from grpc_reflection.v1alpha import reflection
 
         max_bytes = self.config["grpc.max.message.bytes"]
-        options = [("grpc.max_send_message_length", max_bytes), ("grpc.max_receive_message_length", max_bytes),
-                   ("grpc.so_reuseport", 0)]
+        options = [
+            ("grpc.max_send_message_length", max_bytes),
+            ("grpc.max_receive_message_length", max_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
             from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
@@ -73,19 +76,21 @@ class Node:
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
             reflection.enable_server_reflection(
-                service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                                 reflection.SERVICE_NAME], server)
+                service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+                server,
+            )
             return server, servicer
 
         from kraftlog.proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+
         admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
             from kraftlog.quorum._server import ControllerServer
 
             self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.health = new_server(
-                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],
-                "controller")
+                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name], "controller"
+            )
             self.controller.add_to_server(server)
             host, port = self.config.quorum_voters[self.config.node_id]
             if server.add_insecure_port(f"{host}:{port}") == 0:
@@ -99,8 +104,13 @@ class Node:
 
             self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.broker_health = new_server(
-                [admin_name, broker_pb2.DESCRIPTOR.services_by_name["BrokerService"].full_name,
-                 diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name], "broker")
+                [
+                    admin_name,
+                    broker_pb2.DESCRIPTOR.services_by_name["BrokerService"].full_name,
+                    diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
+                ],
+                "broker",
+            )
             self.broker.add_to_server(server)
             await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
             if server.add_insecure_port(f"{self.broker.host}:{self.broker.port}") == 0:
@@ -152,7 +162,7 @@ async def _bounded(step: Any, timeout_s: float, name: str) -> None:
     thread) is logged and skipped, so the process still exits within its systemd stop timeout."""
     try:
         await asyncio.wait_for(step, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         _log.warning("node_stop_step_timed_out", step=name, timeout_s=timeout_s)
 
 

@@ -10,5 +10,12 @@ from kraftlog.quorum._controller import BrokerHeartbeats, ControllerContext
 from kraftlog.quorum._raft import MetadataQuorum, QuorumStatus, VoterStatus
 from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer
 
-__all__ = ["BrokerHeartbeats", "ControllerContext", "ControllerServer", "METADATA_PARTITION_DIR",
-           "MetadataQuorum", "QuorumStatus", "VoterStatus"]
+__all__ = [
+    "BrokerHeartbeats",
+    "ControllerContext",
+    "ControllerServer",
+    "METADATA_PARTITION_DIR",
+    "MetadataQuorum",
+    "QuorumStatus",
+    "VoterStatus",
+]

@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftlog.metadata_log import _placement as placement
+from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, validate_topic_configs
+from kraftlog.metadata_log import _placement as placement
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.metadata_log._records import (
     NO_LEADER,
@@ -48,7 +49,6 @@ from kraftlog.metadata_log._records import (
     UnfenceBrokerRecord,
 )
 from kraftlog.proto import admin_pb2, controller_pb2, errors_pb2
-from kraftlog.common import errors as kerr
 
 __all__ = [
     "ControllerContext",
@@ -147,8 +147,7 @@ class BrokerHeartbeats:
         return seen is not None and now_ms - seen <= session_timeout_ms
 
     def expired(self, broker_ids: Iterable[int], now_ms: int, session_timeout_ms: int) -> list[int]:
-        return sorted(b for b in broker_ids
-                      if now_ms - self.last_seen_ms.get(b, now_ms) > session_timeout_ms)
+        return sorted(b for b in broker_ids if now_ms - self.last_seen_ms.get(b, now_ms) > session_timeout_ms)
 
 
 # ================================================================================ elections
@@ -156,13 +155,17 @@ class BrokerHeartbeats:
 
 def _usable(image: MetadataImage, broker_id: int, excluded: frozenset[int] = frozenset()) -> bool:
     reg = image.cluster.broker(broker_id)
-    return (reg is not None and not reg.fenced and not reg.in_controlled_shutdown
-            and broker_id not in excluded)
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown and broker_id not in excluded
 
 
-def elect_leader(image: MetadataImage, part: PartitionRegistration, *, unclean: bool,
-                 excluded: frozenset[int] = frozenset(),
-                 isr: Sequence[int] | None = None) -> tuple[int, tuple[int, ...]]:
+def elect_leader(
+    image: MetadataImage,
+    part: PartitionRegistration,
+    *,
+    unclean: bool,
+    excluded: frozenset[int] = frozenset(),
+    isr: Sequence[int] | None = None,
+) -> tuple[int, tuple[int, ...]]:
     """``(leader, isr)`` after an election: the first replica in assignment order that is in the ISR
     and usable; else, when ``unclean``, the first usable replica with the ISR reduced to it; else
     ``(NO_LEADER, isr)``."""
@@ -184,9 +187,17 @@ def _unclean_enabled(image: MetadataImage, ctx: ControllerContext, topic_name: s
     return bool(ctx.cfg("unclean.leader.election.enable"))
 
 
-def _change(topic_id: str, pid: int, part: PartitionRegistration, *, leader: int, isr: Sequence[int],
-            replicas: Sequence[int] | None = None, adding: Sequence[int] | None = None,
-            removing: Sequence[int] | None = None) -> PartitionChangeRecord | None:
+def _change(
+    topic_id: str,
+    pid: int,
+    part: PartitionRegistration,
+    *,
+    leader: int,
+    isr: Sequence[int],
+    replicas: Sequence[int] | None = None,
+    adding: Sequence[int] | None = None,
+    removing: Sequence[int] | None = None,
+) -> PartitionChangeRecord | None:
     """A PartitionChangeRecord with only the fields that differ, or None when nothing does."""
     new_isr = tuple(isr)
     kwargs: dict[str, Any] = {}
@@ -231,8 +242,7 @@ def _remove_from_isrs(image: MetadataImage, ctx: ControllerContext, broker_ids: 
     return records
 
 
-def _elect_offline_partitions(image: MetadataImage, ctx: ControllerContext,
-                              candidates: set[int]) -> Records:
+def _elect_offline_partitions(image: MetadataImage, ctx: ControllerContext, candidates: set[int]) -> Records:
     """Elect leaders for leaderless partitions that one of ``candidates`` (just unfenced) can lead."""
     records: Records = []
     for topic in image.topics.by_id.values():
@@ -266,8 +276,12 @@ def _apply(image: MetadataImage, records: Records) -> MetadataImage:
 # ================================================================================ brokers
 
 
-def register_broker(image: MetadataImage, req: controller_pb2.RegisterBrokerRequest, ctx: ControllerContext,
-                    heartbeats: BrokerHeartbeats) -> tuple[Records, controller_pb2.RegisterBrokerResponse]:
+def register_broker(
+    image: MetadataImage,
+    req: controller_pb2.RegisterBrokerRequest,
+    ctx: ControllerContext,
+    heartbeats: BrokerHeartbeats,
+) -> tuple[Records, controller_pb2.RegisterBrokerResponse]:
     """RegisterBroker: a new registration (fenced, with a new epoch) or an idempotent repeat.
 
     The same incarnation registering again gets its existing epoch back; another incarnation while
@@ -275,8 +289,11 @@ def register_broker(image: MetadataImage, req: controller_pb2.RegisterBrokerRequ
     """
     resp = controller_pb2.RegisterBrokerResponse
     if req.cluster_id != ctx.cluster_id:
-        return [], resp(error=error_pb(kerr.InconsistentClusterIdError,
-                                       f"broker cluster id {req.cluster_id!r} is not {ctx.cluster_id!r}"))
+        return [], resp(
+            error=error_pb(
+                kerr.InconsistentClusterIdError, f"broker cluster id {req.cluster_id!r} is not {ctx.cluster_id!r}"
+            )
+        )
     if req.broker_id < 0:
         return [], resp(error=error_pb(kerr.InvalidRequestError, "negative broker id"))
     existing = image.cluster.broker(req.broker_id)
@@ -286,16 +303,25 @@ def register_broker(image: MetadataImage, req: controller_pb2.RegisterBrokerRequ
             heartbeats.touch(req.broker_id, ctx.now_ms)
             return [], resp(error=error_pb(), broker_epoch=existing.broker_epoch)
         if not existing.fenced and heartbeats.is_alive(req.broker_id, ctx.now_ms, session_ms):
-            return [], resp(error=error_pb(
-                kerr.DuplicateBrokerRegistrationError,
-                f"broker {req.broker_id} is registered by another incarnation whose session is alive"))
+            return [], resp(
+                error=error_pb(
+                    kerr.DuplicateBrokerRegistrationError,
+                    f"broker {req.broker_id} is registered by another incarnation whose session is alive",
+                )
+            )
     epoch = ctx.next_offset
     record = RegisterBrokerRecord(
-        broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=epoch,
-        endpoints=tuple(BrokerEndpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
-                        for e in req.listeners),
-        rack=req.rack or None, fenced=True, in_controlled_shutdown=False,
-        log_dirs=tuple(req.log_dirs))
+        broker_id=req.broker_id,
+        incarnation_id=req.incarnation_id,
+        broker_epoch=epoch,
+        endpoints=tuple(
+            BrokerEndpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT") for e in req.listeners
+        ),
+        rack=req.rack or None,
+        fenced=True,
+        in_controlled_shutdown=False,
+        log_dirs=tuple(req.log_dirs),
+    )
     records: Records = [record]
     if existing is not None:
         # A new incarnation replaces the old registration (its session expired or it was fenced):
@@ -307,8 +333,12 @@ def register_broker(image: MetadataImage, req: controller_pb2.RegisterBrokerRequ
     return records, resp(error=error_pb(), broker_epoch=epoch)
 
 
-def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRequest, ctx: ControllerContext,
-                     heartbeats: BrokerHeartbeats) -> tuple[Records, controller_pb2.BrokerHeartbeatResponse]:
+def broker_heartbeat(
+    image: MetadataImage,
+    req: controller_pb2.BrokerHeartbeatRequest,
+    ctx: ControllerContext,
+    heartbeats: BrokerHeartbeats,
+) -> tuple[Records, controller_pb2.BrokerHeartbeatResponse]:
     """BrokerHeartbeat: keep the session alive; unfence a caught-up broker; run controlled shutdown.
 
     A broker is caught up once it has applied the metadata log up to its own registration (its
@@ -325,8 +355,9 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
     if reg is None:
         return [], resp(error=error_pb(kerr.BrokerIdNotRegisteredError, f"broker {req.broker_id} is not registered"))
     if reg.broker_epoch != req.broker_epoch:
-        return [], resp(error=error_pb(kerr.StaleBrokerEpochError,
-                                       f"broker epoch {req.broker_epoch} is not {reg.broker_epoch}"))
+        return [], resp(
+            error=error_pb(kerr.StaleBrokerEpochError, f"broker epoch {req.broker_epoch} is not {reg.broker_epoch}")
+        )
     heartbeats.touch(req.broker_id, ctx.now_ms)
     caught_up = req.current_metadata_offset >= reg.broker_epoch
     records: Records = []
@@ -335,8 +366,11 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
         leads = bool(image.topics.partitions_led_by(req.broker_id))
         if not reg.fenced:
             if not reg.in_controlled_shutdown:
-                records.append(BrokerRegistrationChangeRecord(
-                    broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, in_controlled_shutdown=1))
+                records.append(
+                    BrokerRegistrationChangeRecord(
+                        broker_id=reg.broker_id, broker_epoch=reg.broker_epoch, in_controlled_shutdown=1
+                    )
+                )
             # Also on later heartbeats: a no-op once the moves are committed, a retry otherwise.
             records += _remove_from_isrs(_apply(image, records) if records else image, ctx, {reg.broker_id})
             if not leads:
@@ -357,8 +391,13 @@ def broker_heartbeat(image: MetadataImage, req: controller_pb2.BrokerHeartbeatRe
     assert now is not None
     # image.offset is committed (bare records do not advance it): a lower bound of the quorum's
     # committed offset when the answer is sent, which is all the broker's follower needs
-    return records, resp(error=error_pb(), is_caught_up=caught_up, is_fenced=now.fenced,
-                         should_shutdown=should_shutdown, metadata_high_watermark=image.offset)
+    return records, resp(
+        error=error_pb(),
+        is_caught_up=caught_up,
+        is_fenced=now.fenced,
+        should_shutdown=should_shutdown,
+        metadata_high_watermark=image.offset,
+    )
 
 
 def fence_expired_brokers(image: MetadataImage, ctx: ControllerContext, heartbeats: BrokerHeartbeats) -> Records:
@@ -417,13 +456,21 @@ def _collides(image: MetadataImage, name: str) -> str | None:
     return None
 
 
-def _check_assignment(image: MetadataImage, assignment: Mapping[int, Sequence[int]], *,
-                      first_partition: int, count: int, replication_factor: int | None = None) -> str | None:
+def _check_assignment(
+    image: MetadataImage,
+    assignment: Mapping[int, Sequence[int]],
+    *,
+    first_partition: int,
+    count: int,
+    replication_factor: int | None = None,
+) -> str | None:
     """Why an explicit assignment is invalid (Kafka's validateManualPartitionAssignment), or None.
     ``replication_factor``, when given, is the one every partition must have (an existing topic's)."""
     if sorted(assignment) != list(range(first_partition, first_partition + count)):
-        return (f"partitions {sorted(assignment)} are not the consecutive ids "
-                f"{first_partition}..{first_partition + count - 1}")
+        return (
+            f"partitions {sorted(assignment)} are not the consecutive ids "
+            f"{first_partition}..{first_partition + count - 1}"
+        )
     rf = None
     for pid, replicas in sorted(assignment.items()):
         if not replicas:
@@ -434,8 +481,9 @@ def _check_assignment(image: MetadataImage, assignment: Mapping[int, Sequence[in
         if unknown:
             return f"partition {pid} names unregistered brokers {unknown}"
         if replication_factor is not None and len(replicas) != replication_factor:
-            return (f"partition {pid} has {len(replicas)} replica(s), but the topic's partitions have "
-                    f"{replication_factor}")
+            return (
+                f"partition {pid} has {len(replicas)} replica(s), but the topic's partitions have {replication_factor}"
+            )
         if rf is not None and len(replicas) != rf:
             return "all partitions must have the same number of replicas"
         rf = len(replicas)
@@ -447,12 +495,20 @@ def _check_assignment(image: MetadataImage, assignment: Mapping[int, Sequence[in
 def _new_partition(image: MetadataImage, topic_id: str, pid: int, replicas: Sequence[int]) -> PartitionRecord:
     isr = tuple(b for b in replicas if _usable(image, b))
     leader = isr[0] if isr else NO_LEADER
-    return PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=tuple(replicas),
-                           isr=isr or tuple(replicas[:1]), leader=leader, leader_epoch=0, partition_epoch=0)
+    return PartitionRecord(
+        partition_id=pid,
+        topic_id=topic_id,
+        replicas=tuple(replicas),
+        isr=isr or tuple(replicas[:1]),
+        leader=leader,
+        leader_epoch=0,
+        partition_epoch=0,
+    )
 
 
-def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
-                  ctx: ControllerContext) -> tuple[Records, admin_pb2.CreateTopicsResponse]:
+def create_topics(
+    image: MetadataImage, req: admin_pb2.CreateTopicsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.CreateTopicsResponse]:
     """CreateTopics with Kafka's validation; ``validate_only`` answers without records."""
     Result = admin_pb2.CreateTopicsResponse.Result
     results: list[Any] = []
@@ -462,7 +518,8 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
     created_names: set[str] = set()
     working = image
     for t in req.topics:
-        def fail(err: type[kerr.KafkaError], msg: str) -> None:
+
+        def fail(err: type[kerr.KafkaError], msg: str, t: Any = t) -> None:
             results.append(Result(name=t.name, error=error_pb(err, msg)))
 
         if t.name in duplicates:
@@ -477,8 +534,10 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
             continue
         other = _collides(working, t.name)
         if other is not None:
-            fail(kerr.InvalidTopicError,
-                 f"topic {t.name!r} collides with existing topic {other!r} ('.' and '_' are interchangeable)")
+            fail(
+                kerr.InvalidTopicError,
+                f"topic {t.name!r} collides with existing topic {other!r} ('.' and '_' are interchangeable)",
+            )
             continue
         try:
             configs = dict(t.configs)
@@ -488,14 +547,18 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
             continue
         if t.assignments:
             if t.num_partitions not in (-1, 0) or t.replication_factor not in (-1, 0):
-                fail(kerr.InvalidRequestError,
-                     "both partition count and replication factor must be -1 when an assignment is given")
+                fail(
+                    kerr.InvalidRequestError,
+                    "both partition count and replication factor must be -1 when an assignment is given",
+                )
                 continue
             indexes = [a.partition_index for a in t.assignments]
             repeated = sorted({i for i in indexes if indexes.count(i) > 1})
             if repeated:
-                fail(kerr.InvalidReplicaAssignmentError,
-                     f"found multiple manual partition assignments for partition(s) {repeated}")
+                fail(
+                    kerr.InvalidReplicaAssignmentError,
+                    f"found multiple manual partition assignments for partition(s) {repeated}",
+                )
                 continue
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             problem = _check_assignment(working, assignment, first_partition=0, count=len(assignment))
@@ -513,9 +576,11 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
                 continue
             usable = placement.placement_brokers(working.cluster)
             if rf > len(usable):
-                fail(kerr.InvalidReplicationFactorError,
-                     f"unable to replicate the partition {rf} time(s): the target replication factor of "
-                     f"{rf} cannot be reached because only {len(usable)} broker(s) are registered and unfenced")
+                fail(
+                    kerr.InvalidReplicationFactorError,
+                    f"unable to replicate the partition {rf} time(s): the target replication factor of "
+                    f"{rf} cannot be reached because only {len(usable)} broker(s) are registered and unfenced",
+                )
                 continue
             try:
                 assignment = placement.assign_replicas(usable, num_partitions, rf, ctx.rng)
@@ -524,12 +589,21 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
                 continue
         topic_id = new_topic_id(ctx.rng)
         rf_out = len(next(iter(assignment.values())))
-        results.append(Result(name=t.name, topic_id=topic_id, error=error_pb(),
-                              num_partitions=len(assignment), replication_factor=rf_out))
+        results.append(
+            Result(
+                name=t.name,
+                topic_id=topic_id,
+                error=error_pb(),
+                num_partitions=len(assignment),
+                replication_factor=rf_out,
+            )
+        )
         topic_records: Records = [TopicRecord(name=t.name, topic_id=topic_id)]
         topic_records += [_new_partition(working, topic_id, pid, reps) for pid, reps in sorted(assignment.items())]
-        topic_records += [ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=t.name,
-                                       name=k, value=v) for k, v in sorted(configs.items())]
+        topic_records += [
+            ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=t.name, name=k, value=v)
+            for k, v in sorted(configs.items())
+        ]
         # validate_only still "creates" in the working image, so the rest of the request is
         # judged exactly as a real create would judge it (e.g. a '.'/'_' collision with it).
         working = _apply(working, topic_records)
@@ -539,8 +613,9 @@ def create_topics(image: MetadataImage, req: admin_pb2.CreateTopicsRequest,
     return records, admin_pb2.CreateTopicsResponse(topics=results)
 
 
-def delete_topics(image: MetadataImage, req: admin_pb2.DeleteTopicsRequest,
-                  ctx: ControllerContext) -> tuple[Records, admin_pb2.DeleteTopicsResponse]:
+def delete_topics(
+    image: MetadataImage, req: admin_pb2.DeleteTopicsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.DeleteTopicsResponse]:
     """DeleteTopics by name or id: one RemoveTopicRecord per topic (brokers delete files after)."""
     Result = admin_pb2.DeleteTopicsResponse.Result
     results: list[Any] = []
@@ -554,16 +629,31 @@ def delete_topics(image: MetadataImage, req: admin_pb2.DeleteTopicsRequest,
     for name, topic_id, topic, missing in targets:
         if (name and names.count(name) > 1) or (topic_id and ids.count(topic_id) > 1):
             # Kafka answers every copy of a repeated name or id with INVALID_REQUEST.
-            results.append(Result(name=name, topic_id=topic_id, error=error_pb(
-                kerr.InvalidRequestError, f"topic {name or topic_id} appears more than once in the request")))
+            results.append(
+                Result(
+                    name=name,
+                    topic_id=topic_id,
+                    error=error_pb(
+                        kerr.InvalidRequestError, f"topic {name or topic_id} appears more than once in the request"
+                    ),
+                )
+            )
             continue
         if not enabled:
-            results.append(Result(name=name, topic_id=topic_id,
-                                  error=error_pb(kerr.TopicDeletionDisabledError, "delete.topic.enable is false")))
+            results.append(
+                Result(
+                    name=name,
+                    topic_id=topic_id,
+                    error=error_pb(kerr.TopicDeletionDisabledError, "delete.topic.enable is false"),
+                )
+            )
             continue
         if topic is None:
-            results.append(Result(name=name, topic_id=topic_id,
-                                  error=error_pb(missing, f"topic {name or topic_id} does not exist")))
+            results.append(
+                Result(
+                    name=name, topic_id=topic_id, error=error_pb(missing, f"topic {name or topic_id} does not exist")
+                )
+            )
             continue
         results.append(Result(name=topic.name, topic_id=topic.topic_id, error=error_pb()))
         if topic.topic_id not in removed:
@@ -577,8 +667,9 @@ def _target_replicas(part: PartitionRegistration) -> list[int]:
     return [r for r in part.replicas if r not in part.removing_replicas]
 
 
-def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsRequest,
-                      ctx: ControllerContext) -> tuple[Records, admin_pb2.CreatePartitionsResponse]:
+def create_partitions(
+    image: MetadataImage, req: admin_pb2.CreatePartitionsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.CreatePartitionsResponse]:
     """CreatePartitions: grow a topic, continuing its replica assignment (or an explicit one)."""
     Result = admin_pb2.CreatePartitionsResponse.Result
     results: list[Any] = []
@@ -591,30 +682,49 @@ def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsReque
         seen.add(t.name)
         topic = image.topics.get_by_name(t.name)
         if topic is None:
-            results.append(Result(name=t.name, error=error_pb(kerr.UnknownTopicOrPartitionError,
-                                                              f"topic {t.name!r} does not exist")))
+            results.append(
+                Result(
+                    name=t.name, error=error_pb(kerr.UnknownTopicOrPartitionError, f"topic {t.name!r} does not exist")
+                )
+            )
             continue
         current = len(topic.partitions)
         if t.count < current:
-            results.append(Result(name=t.name, error=error_pb(
-                kerr.InvalidPartitionsError,
-                f"topic currently has {current} partitions, which is higher than the requested {t.count}")))
+            results.append(
+                Result(
+                    name=t.name,
+                    error=error_pb(
+                        kerr.InvalidPartitionsError,
+                        f"topic currently has {current} partitions, which is higher than the requested {t.count}",
+                    ),
+                )
+            )
             continue
         if t.count == current:
-            results.append(Result(name=t.name, error=error_pb(
-                kerr.InvalidPartitionsError, f"topic already has {current} partitions")))
+            results.append(
+                Result(
+                    name=t.name, error=error_pb(kerr.InvalidPartitionsError, f"topic already has {current} partitions")
+                )
+            )
             continue
         new_count = t.count - current
         if t.assignments:
             assignment = {current + i: list(a.broker_ids) for i, a in enumerate(t.assignments)}
             if len(t.assignments) != new_count:
-                results.append(Result(name=t.name, error=error_pb(
-                    kerr.InvalidReplicaAssignmentError,
-                    f"{len(t.assignments)} assignments for {new_count} new partitions")))
+                results.append(
+                    Result(
+                        name=t.name,
+                        error=error_pb(
+                            kerr.InvalidReplicaAssignmentError,
+                            f"{len(t.assignments)} assignments for {new_count} new partitions",
+                        ),
+                    )
+                )
                 continue
             rf = len(_target_replicas(topic.partitions[0]))
-            problem = _check_assignment(image, assignment, first_partition=current, count=new_count,
-                                        replication_factor=rf)
+            problem = _check_assignment(
+                image, assignment, first_partition=current, count=new_count, replication_factor=rf
+            )
             if problem:
                 results.append(Result(name=t.name, error=error_pb(kerr.InvalidReplicaAssignmentError, problem)))
                 continue
@@ -622,7 +732,8 @@ def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsReque
             existing = {pid: _target_replicas(p) for pid, p in topic.partitions.items()}
             try:
                 assignment = placement.expand_assignment(
-                    existing, t.count, placement.placement_brokers(image.cluster), ctx.rng)
+                    existing, t.count, placement.placement_brokers(image.cluster), ctx.rng
+                )
             except placement.PlacementError as err:
                 results.append(Result(name=t.name, error=_err_from(err)))
                 continue
@@ -635,8 +746,9 @@ def create_partitions(image: MetadataImage, req: admin_pb2.CreatePartitionsReque
 # ================================================================================ partitions
 
 
-def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequest,
-                    ctx: ControllerContext) -> tuple[Records, controller_pb2.AlterPartitionResponse]:
+def alter_partition(
+    image: MetadataImage, req: controller_pb2.AlterPartitionRequest, ctx: ControllerContext
+) -> tuple[Records, controller_pb2.AlterPartitionResponse]:
     """AlterPartition (KIP-497): a partition leader proposes a new ISR.
 
     Refused, changing nothing, when the requester's broker epoch is stale (STALE_BROKER_EPOCH), the
@@ -653,8 +765,11 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
     R = controller_pb2.AlterPartitionResponse
     reg = image.cluster.broker(req.broker_id)
     if reg is None or reg.broker_epoch != req.broker_epoch:
-        return [], R(error=error_pb(kerr.StaleBrokerEpochError,
-                                    f"broker {req.broker_id} epoch {req.broker_epoch} is not current"))
+        return [], R(
+            error=error_pb(
+                kerr.StaleBrokerEpochError, f"broker {req.broker_id} epoch {req.broker_epoch} is not current"
+            )
+        )
     records: Records = []
     topics_out = []
     working = image
@@ -662,8 +777,13 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
         topic = working.topics.get_by_id(t.topic_id)
         parts_out = []
         for p in t.partitions:
-            def result(err: type[kerr.KafkaError] | None = None, msg: str = "",
-                       part: PartitionRegistration | None = None) -> Any:
+
+            def result(
+                err: type[kerr.KafkaError] | None = None,
+                msg: str = "",
+                part: PartitionRegistration | None = None,
+                p: Any = p,
+            ) -> Any:
                 out = R.PartitionData(partition_index=p.partition_index, error=error_pb(err, msg))
                 if part is not None:
                     out.leader_id = part.leader
@@ -672,41 +792,59 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                     out.partition_epoch = part.partition_epoch
                     out.leader_recovery_state = part.leader_recovery_state
                 return out
+
             if topic is None:
                 parts_out.append(result(kerr.UnknownTopicIdError, f"unknown topic id {t.topic_id}"))
                 continue
             part = topic.partitions.get(p.partition_index)
             if part is None:
-                parts_out.append(result(kerr.UnknownTopicOrPartitionError,
-                                        f"topic {topic.name!r} has no partition {p.partition_index}"))
+                parts_out.append(
+                    result(
+                        kerr.UnknownTopicOrPartitionError, f"topic {topic.name!r} has no partition {p.partition_index}"
+                    )
+                )
                 continue
             if p.leader_epoch > part.leader_epoch or p.partition_epoch > part.partition_epoch:
-                parts_out.append(result(kerr.NotControllerError,
-                                        f"epochs ({p.leader_epoch}, {p.partition_epoch}) are newer than this "
-                                        f"controller's ({part.leader_epoch}, {part.partition_epoch})"))
+                parts_out.append(
+                    result(
+                        kerr.NotControllerError,
+                        f"epochs ({p.leader_epoch}, {p.partition_epoch}) are newer than this "
+                        f"controller's ({part.leader_epoch}, {part.partition_epoch})",
+                    )
+                )
                 continue
             if p.leader_epoch < part.leader_epoch:
-                parts_out.append(result(kerr.FencedLeaderEpochError,
-                                        f"leader epoch {p.leader_epoch} is not {part.leader_epoch}"))
+                parts_out.append(
+                    result(kerr.FencedLeaderEpochError, f"leader epoch {p.leader_epoch} is not {part.leader_epoch}")
+                )
                 continue
             if part.leader != req.broker_id:
-                parts_out.append(result(kerr.NotLeaderOrFollowerError,
-                                        f"broker {req.broker_id} is not the leader ({part.leader})"))
+                parts_out.append(
+                    result(kerr.NotLeaderOrFollowerError, f"broker {req.broker_id} is not the leader ({part.leader})")
+                )
                 continue
             if p.partition_epoch < part.partition_epoch:
-                parts_out.append(result(kerr.InvalidUpdateVersionError,
-                                        f"partition epoch {p.partition_epoch} is not {part.partition_epoch}"))
+                parts_out.append(
+                    result(
+                        kerr.InvalidUpdateVersionError,
+                        f"partition epoch {p.partition_epoch} is not {part.partition_epoch}",
+                    )
+                )
                 continue
             new_isr = tuple(p.new_isr)
             bad = [b for b in new_isr if b not in part.replicas]
             if bad or len(set(new_isr)) != len(new_isr) or req.broker_id not in new_isr:
-                parts_out.append(result(kerr.InvalidRequestError,
-                                        f"ISR {list(new_isr)} is not a set of replicas holding the leader"))
+                parts_out.append(
+                    result(kerr.InvalidRequestError, f"ISR {list(new_isr)} is not a set of replicas holding the leader")
+                )
                 continue
             ineligible = [b for b in new_isr if not _usable(working, b)]
             if ineligible:
-                parts_out.append(result(kerr.IneligibleReplicaError,
-                                        f"replicas {ineligible} are unregistered, fenced or shutting down"))
+                parts_out.append(
+                    result(
+                        kerr.IneligibleReplicaError, f"replicas {ineligible} are unregistered, fenced or shutting down"
+                    )
+                )
                 continue
             rec = _change(t.topic_id, p.partition_index, part, leader=part.leader, isr=new_isr)
             if rec is not None:
@@ -718,20 +856,28 @@ def alter_partition(image: MetadataImage, req: controller_pb2.AlterPartitionRequ
                 records += step
             now = working.topics.partition(t.topic_id, p.partition_index)
             if now is not None and now.leader != req.broker_id:
-                parts_out.append(result(kerr.NewLeaderElectedError,
-                                        f"completing the reassignment moved leadership to {now.leader}",
-                                        part=now))
+                parts_out.append(
+                    result(
+                        kerr.NewLeaderElectedError,
+                        f"completing the reassignment moved leadership to {now.leader}",
+                        part=now,
+                    )
+                )
                 continue
             parts_out.append(result(part=now))
         topics_out.append(R.TopicData(topic_id=t.topic_id, partitions=parts_out))
     return records, R(error=error_pb(), topics=topics_out)
 
 
-def _targets(image: MetadataImage, topic_partitions: Sequence[admin_pb2.TopicPartitions]
-             ) -> list[tuple[str, int, TopicImage | None]]:
+def _targets(
+    image: MetadataImage, topic_partitions: Sequence[admin_pb2.TopicPartitions]
+) -> list[tuple[str, int, TopicImage | None]]:
     if not topic_partitions:
-        return [(t.name, pid, t) for t in sorted(image.topics.by_id.values(), key=lambda t: t.name)
-                for pid in sorted(t.partitions)]
+        return [
+            (t.name, pid, t)
+            for t in sorted(image.topics.by_id.values(), key=lambda t: t.name)
+            for pid in sorted(t.partitions)
+        ]
     out = []
     for tp in topic_partitions:
         topic = image.topics.get_by_name(tp.topic)
@@ -743,8 +889,9 @@ def _targets(image: MetadataImage, topic_partitions: Sequence[admin_pb2.TopicPar
     return out
 
 
-def elect_leaders(image: MetadataImage, req: admin_pb2.ElectLeadersRequest,
-                  ctx: ControllerContext) -> tuple[Records, admin_pb2.ElectLeadersResponse]:
+def elect_leaders(
+    image: MetadataImage, req: admin_pb2.ElectLeadersRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.ElectLeadersResponse]:
     """ElectLeaders: preferred (type 0) or unclean (type 1) elections.
 
     With no partitions named, every partition is tried and, as in Kafka, only those where an
@@ -763,22 +910,31 @@ def elect_leaders(image: MetadataImage, req: admin_pb2.ElectLeadersRequest,
         seen.add((name, pid))
         part = topic.partitions.get(pid) if topic else None
         if topic is None or part is None:
-            results.append(R.PartitionResult(topic=name, partition=pid, error=error_pb(
-                kerr.UnknownTopicOrPartitionError, "unknown topic or partition")))
+            results.append(
+                R.PartitionResult(
+                    topic=name,
+                    partition=pid,
+                    error=error_pb(kerr.UnknownTopicOrPartitionError, "unknown topic or partition"),
+                )
+            )
             continue
         if req.election_type == 0:
             preferred = part.replicas[0]
             if part.leader == preferred:
-                err: tuple[type[kerr.KafkaError], str] | None = (kerr.ElectionNotNeededError,
-                                                                 "the preferred replica already leads")
+                err: tuple[type[kerr.KafkaError], str] | None = (
+                    kerr.ElectionNotNeededError,
+                    "the preferred replica already leads",
+                )
             elif preferred in part.isr and _usable(image, preferred):
                 rec = _change(topic.topic_id, pid, part, leader=preferred, isr=part.isr)
                 if rec:
                     records.append(rec)
                 err = None
             else:
-                err = (kerr.PreferredLeaderNotAvailableError,
-                       f"preferred replica {preferred} is not in the ISR or not live")
+                err = (
+                    kerr.PreferredLeaderNotAvailableError,
+                    f"preferred replica {preferred} is not in the ISR or not live",
+                )
         else:
             if part.leader != NO_LEADER and _usable(image, part.leader):
                 err = (kerr.ElectionNotNeededError, "the partition has a live leader")
@@ -793,8 +949,7 @@ def elect_leaders(image: MetadataImage, req: admin_pb2.ElectLeadersRequest,
                     err = None
         if every and err is not None and err[0] is kerr.ElectionNotNeededError:
             continue
-        results.append(R.PartitionResult(topic=name, partition=pid,
-                                         error=error_pb(*err) if err else error_pb()))
+        results.append(R.PartitionResult(topic=name, partition=pid, error=error_pb(*err) if err else error_pb()))
     return records, R(error=error_pb(), results=results)
 
 
@@ -825,9 +980,9 @@ def preferred_leader_rebalance(image: MetadataImage, ctx: ControllerContext) -> 
 # ================================================================================ reassignment
 
 
-def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPartitionReassignmentsRequest,
-                                  ctx: ControllerContext
-                                  ) -> tuple[Records, admin_pb2.AlterPartitionReassignmentsResponse]:
+def alter_partition_reassignments(
+    image: MetadataImage, req: admin_pb2.AlterPartitionReassignmentsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.AlterPartitionReassignmentsResponse]:
     """Start or cancel reassignments (KIP-455): add the target replicas, wait for them to join the
     ISR (`complete_reassignments`), then drop the others, moving leadership if needed."""
     R = admin_pb2.AlterPartitionReassignmentsResponse
@@ -837,8 +992,10 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
     for t in req.topics:
         topic = working.topics.get_by_name(t.name)
         for p in t.partitions:
-            def res(err: type[kerr.KafkaError] | None = None, msg: str = "") -> None:
+
+            def res(err: type[kerr.KafkaError] | None = None, msg: str = "", t: Any = t, p: Any = p) -> None:
                 results.append(R.PartitionResult(topic=t.name, partition=p.partition_index, error=error_pb(err, msg)))
+
             part = topic.partitions.get(p.partition_index) if topic else None
             if topic is None or part is None:
                 res(kerr.UnknownTopicOrPartitionError, "unknown topic or partition")
@@ -852,9 +1009,11 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
                 isr = tuple(r for r in part.isr if r in original)
                 unclean = _unclean_enabled(working, ctx, topic.name)
                 if not isr and not unclean:
-                    res(kerr.InvalidReplicaAssignmentError,
+                    res(
+                        kerr.InvalidReplicaAssignmentError,
                         "reverting the reassignment would require an unclean leader election: "
-                        "no original replica is in the ISR")
+                        "no original replica is in the ISR",
+                    )
                     continue
                 if part.leader in isr:
                     leader = part.leader
@@ -862,11 +1021,21 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
                     reverted = PartitionRegistration(replicas=tuple(original), isr=isr, leader=NO_LEADER)
                     leader, isr = elect_leader(working, reverted, unclean=unclean)
                     if not isr:
-                        res(kerr.InvalidReplicaAssignmentError,
-                            "reverting the reassignment would leave no live original replica")
+                        res(
+                            kerr.InvalidReplicaAssignmentError,
+                            "reverting the reassignment would leave no live original replica",
+                        )
                         continue
-                rec = _change(topic.topic_id, p.partition_index, part, leader=leader, isr=isr,
-                              replicas=original, adding=(), removing=())
+                rec = _change(
+                    topic.topic_id,
+                    p.partition_index,
+                    part,
+                    leader=leader,
+                    isr=isr,
+                    replicas=original,
+                    adding=(),
+                    removing=(),
+                )
                 step = [rec] if rec else []
             else:
                 target = list(p.replicas)
@@ -888,8 +1057,16 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
                 adding = [b for b in target if b not in current or b in part.adding_replicas]
                 removing = [b for b in current if b not in target]
                 merged = target + removing
-                rec = _change(topic.topic_id, p.partition_index, part, leader=part.leader, isr=part.isr,
-                              replicas=merged, adding=adding, removing=removing)
+                rec = _change(
+                    topic.topic_id,
+                    p.partition_index,
+                    part,
+                    leader=part.leader,
+                    isr=part.isr,
+                    replicas=merged,
+                    adding=adding,
+                    removing=removing,
+                )
                 step = [rec] if rec else []
                 after = _apply(working, step) if step else working
                 step += complete_reassignments(after, ctx, only=[(topic.topic_id, p.partition_index)])
@@ -900,8 +1077,9 @@ def alter_partition_reassignments(image: MetadataImage, req: admin_pb2.AlterPart
     return records, R(error=error_pb(), results=results)
 
 
-def complete_reassignments(image: MetadataImage, ctx: ControllerContext,
-                           only: Iterable[tuple[str, int]] | None = None) -> Records:
+def complete_reassignments(
+    image: MetadataImage, ctx: ControllerContext, only: Iterable[tuple[str, int]] | None = None
+) -> Records:
     """Finish reassignments whose adding replicas are all in the ISR (and that keep at least one
     ISR member): the replica set becomes the target, removed replicas leave the ISR, and
     leadership moves if the leader was removed."""
@@ -934,31 +1112,40 @@ def complete_reassignments(image: MetadataImage, ctx: ControllerContext,
     return records
 
 
-def list_partition_reassignments(image: MetadataImage, req: admin_pb2.ListPartitionReassignmentsRequest,
-                                 ctx: ControllerContext) -> tuple[Records, admin_pb2.ListPartitionReassignmentsResponse]:
+def list_partition_reassignments(
+    image: MetadataImage, req: admin_pb2.ListPartitionReassignmentsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.ListPartitionReassignmentsResponse]:
     R = admin_pb2.ListPartitionReassignmentsResponse
     out = []
     for name, pid, topic in _targets(image, req.topics):
         part = topic.partitions.get(pid) if topic else None
         if part is not None and part.is_reassigning:
-            out.append(R.Ongoing(topic=name, partition=pid, replicas=list(part.replicas),
-                                 adding_replicas=list(part.adding_replicas),
-                                 removing_replicas=list(part.removing_replicas)))
+            out.append(
+                R.Ongoing(
+                    topic=name,
+                    partition=pid,
+                    replicas=list(part.replicas),
+                    adding_replicas=list(part.adding_replicas),
+                    removing_replicas=list(part.removing_replicas),
+                )
+            )
     return [], R(error=error_pb(), reassignments=out)
 
 
 # ================================================================================ producer ids
 
 
-def allocate_producer_ids(image: MetadataImage, req: controller_pb2.AllocateProducerIdsRequest,
-                          ctx: ControllerContext) -> tuple[Records, controller_pb2.AllocateProducerIdsResponse]:
+def allocate_producer_ids(
+    image: MetadataImage, req: controller_pb2.AllocateProducerIdsRequest, ctx: ControllerContext
+) -> tuple[Records, controller_pb2.AllocateProducerIdsResponse]:
     R = controller_pb2.AllocateProducerIdsResponse
     reg = image.cluster.broker(req.broker_id)
     if reg is None or reg.broker_epoch != req.broker_epoch:
         return [], R(error=error_pb(kerr.StaleBrokerEpochError, f"broker {req.broker_id} epoch is not current"))
     start = image.producer_ids.next_producer_id
-    rec = ProducerIdsRecord(broker_id=req.broker_id, broker_epoch=req.broker_epoch,
-                            next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)
+    rec = ProducerIdsRecord(
+        broker_id=req.broker_id, broker_epoch=req.broker_epoch, next_producer_id=start + PRODUCER_ID_BLOCK_SIZE
+    )
     return [rec], R(error=error_pb(), producer_id_start=start, producer_id_len=PRODUCER_ID_BLOCK_SIZE)
 
 
@@ -977,8 +1164,9 @@ def _resource_error(image: MetadataImage, rtype: int, name: str) -> errors_pb2.E
     return error_pb(kerr.InvalidRequestError, f"unsupported config resource type {rtype}")
 
 
-def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest,
-                     ctx: ControllerContext) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
+def describe_configs(
+    image: MetadataImage, req: admin_pb2.DescribeConfigsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
     """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
     cluster default, static broker config, or Kafka's default)."""
     from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
@@ -1011,8 +1199,16 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
                         value, source, is_default = _fmt(defaults.get(key)), "STATIC_BROKER_CONFIG", False
                     else:
                         value, source, is_default = _fmt(defaults.get(key)), "DEFAULT_CONFIG", True
-                entries.append(R.Entry(name=key, value=value or "", has_value=value is not None,
-                                       read_only=False, is_default=is_default, source=source))
+                entries.append(
+                    R.Entry(
+                        name=key,
+                        value=value or "",
+                        has_value=value is not None,
+                        read_only=False,
+                        is_default=is_default,
+                        source=source,
+                    )
+                )
         else:
             dynamic = image.configs.config(rtype, name)
             for key in sorted(set(dynamic) | ({k for k in NODE_CONFIG_DEFS} if not name else set())):
@@ -1020,15 +1216,26 @@ def describe_configs(image: MetadataImage, req: admin_pb2.DescribeConfigsRequest
                     continue
                 sensitive = "password" in key
                 if key in dynamic:
-                    value, source, is_default = dynamic[key], (
-                        "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"), False
+                    value, source, is_default = (
+                        dynamic[key],
+                        ("DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                        False,
+                    )
                 else:
                     value = _fmt(ctx.config.get(key))
                     is_default = key not in ctx.config.originals
                     source = "DEFAULT_CONFIG" if is_default else "STATIC_BROKER_CONFIG"
-                entries.append(R.Entry(name=key, value="" if sensitive or value is None else value,
-                                       has_value=not sensitive and value is not None, read_only=key not in dynamic,
-                                       is_default=is_default, source=source, is_sensitive=sensitive))
+                entries.append(
+                    R.Entry(
+                        name=key,
+                        value="" if sensitive or value is None else value,
+                        has_value=not sensitive and value is not None,
+                        read_only=key not in dynamic,
+                        is_default=is_default,
+                        source=source,
+                        is_sensitive=sensitive,
+                    )
+                )
         results.append(R.Result(resource=res.resource, error=error_pb(), configs=entries))
     return [], R(results=results)
 
@@ -1058,9 +1265,9 @@ def _fmt(value: Any) -> str | None:
     return str(value)
 
 
-def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAlterConfigsRequest,
-                              ctx: ControllerContext
-                              ) -> tuple[Records, admin_pb2.IncrementalAlterConfigsResponse]:
+def incremental_alter_configs(
+    image: MetadataImage, req: admin_pb2.IncrementalAlterConfigsRequest, ctx: ControllerContext
+) -> tuple[Records, admin_pb2.IncrementalAlterConfigsResponse]:
     """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT per key, validated before any
     record is written; one ConfigRecord per changed key.
 
@@ -1079,8 +1286,14 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
     for res in req.resources:
         rtype, name = res.resource.resource_type, res.resource.resource_name
         if resources.count((rtype, name)) > 1:
-            results.append(R.Result(resource=res.resource, error=error_pb(
-                kerr.InvalidRequestError, f"resource {name!r} appears more than once in the request")))
+            results.append(
+                R.Result(
+                    resource=res.resource,
+                    error=error_pb(
+                        kerr.InvalidRequestError, f"resource {name!r} appears more than once in the request"
+                    ),
+                )
+            )
             continue
         err = _resource_error(image, rtype, name)
         if err is not None:
@@ -1089,8 +1302,12 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
         keys = [op.name for op in res.configs]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:
-            results.append(R.Result(resource=res.resource, error=error_pb(
-                kerr.InvalidRequestError, f"config(s) {repeated} appear more than once")))
+            results.append(
+                R.Result(
+                    resource=res.resource,
+                    error=error_pb(kerr.InvalidRequestError, f"config(s) {repeated} appear more than once"),
+                )
+            )
             continue
         defs = TOPIC_CONFIG_DEFS if rtype == ConfigResourceType.TOPIC else NODE_CONFIG_DEFS
         current = dict(image.configs.config(rtype, name))
@@ -1098,8 +1315,11 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
         problem = None
         for op in res.configs:
             if rtype == ConfigResourceType.BROKER and op.name not in dynamic_broker_keys:
-                problem = (f"config {op.name!r} cannot be updated dynamically" if op.name in NODE_CONFIG_DEFS
-                           else f"unknown broker config {op.name!r}")
+                problem = (
+                    f"config {op.name!r} cannot be updated dynamically"
+                    if op.name in NODE_CONFIG_DEFS
+                    else f"unknown broker config {op.name!r}"
+                )
                 break
             if op.op == 0:
                 updated[op.name] = op.value
@@ -1150,25 +1370,33 @@ def incremental_alter_configs(image: MetadataImage, req: admin_pb2.IncrementalAl
             continue
         for key in sorted(set(current) | set(updated)):
             if current.get(key) != updated.get(key):
-                records.append(ConfigRecord(resource_type=rtype, resource_name=name, name=key,
-                                            value=updated.get(key)))
+                records.append(ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=updated.get(key)))
     return records, R(results=results)
 
 
 # ================================================================================ describe
 
 
-def describe_cluster(image: MetadataImage, ctx: ControllerContext, controller_id: int,
-                     listener: str | None = None) -> admin_pb2.DescribeClusterResponse:
+def describe_cluster(
+    image: MetadataImage, ctx: ControllerContext, controller_id: int, listener: str | None = None
+) -> admin_pb2.DescribeClusterResponse:
     R = admin_pb2.DescribeClusterResponse
     brokers = []
     for bid in image.cluster.broker_ids():
         reg = image.cluster.broker(bid)
         assert reg is not None
         ep = _endpoint(reg, listener)
-        brokers.append(R.Broker(broker_id=bid, host=ep.host if ep else "", port=ep.port if ep else 0,
-                                rack=reg.rack or "", fenced=reg.fenced,
-                                in_controlled_shutdown=reg.in_controlled_shutdown, broker_epoch=reg.broker_epoch))
+        brokers.append(
+            R.Broker(
+                broker_id=bid,
+                host=ep.host if ep else "",
+                port=ep.port if ep else 0,
+                rack=reg.rack or "",
+                fenced=reg.fenced,
+                in_controlled_shutdown=reg.in_controlled_shutdown,
+                broker_epoch=reg.broker_epoch,
+            )
+        )
     return R(error=error_pb(), cluster_id=ctx.cluster_id, controller_id=controller_id, brokers=brokers)
 
 
@@ -1187,19 +1415,34 @@ def describe_topics(image: MetadataImage, req: admin_pb2.DescribeTopicsRequest) 
     for name in names:
         topic = image.topics.get_by_name(name)
         if topic is None:
-            out.append(R.Topic(name=name, error=error_pb(kerr.UnknownTopicOrPartitionError,
-                                                         f"topic {name!r} does not exist")))
+            out.append(
+                R.Topic(name=name, error=error_pb(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist"))
+            )
             continue
         parts = []
         for pid in sorted(topic.partitions):
             p = topic.partitions[pid]
             offline = [r for r in p.replicas if not image.cluster.is_unfenced(r)]
-            parts.append(R.Partition(partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                                     partition_epoch=p.partition_epoch, replicas=list(p.replicas),
-                                     isr=list(p.isr), offline_replicas=offline,
-                                     adding_replicas=list(p.adding_replicas),
-                                     removing_replicas=list(p.removing_replicas)))
-        out.append(R.Topic(name=name, topic_id=topic.topic_id, error=error_pb(), partitions=parts,
-                           configs=dict(image.configs.topic_config(name))))
+            parts.append(
+                R.Partition(
+                    partition_index=pid,
+                    leader_id=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    offline_replicas=offline,
+                    adding_replicas=list(p.adding_replicas),
+                    removing_replicas=list(p.removing_replicas),
+                )
+            )
+        out.append(
+            R.Topic(
+                name=name,
+                topic_id=topic.topic_id,
+                error=error_pb(),
+                partitions=parts,
+                configs=dict(image.configs.topic_config(name)),
+            )
+        )
     return R(topics=out)
-

@@ -222,7 +222,7 @@ class RaftJournal(Journal):
             if length < _ENTRY_HEAD.size or start + length > len(data):
                 reason = "incomplete record"
                 break
-            payload = view[start:start + length]
+            payload = view[start : start + length]
             if crc(payload) != checksum:
                 reason = "crc mismatch"
                 break
@@ -230,15 +230,20 @@ class RaftJournal(Journal):
             if self._entries and idx != self._entries[-1][1] + 1:
                 reason = f"non-contiguous index {idx} after {self._entries[-1][1]}"
                 break
-            self._entries.append((bytes(payload[_ENTRY_HEAD.size:]), idx, term))
+            self._entries.append((bytes(payload[_ENTRY_HEAD.size :]), idx, term))
             self._offsets.append(pos)
             pos = start + length
         self._end = pos
         if pos < len(data):
             dropped = len(data) - pos
             self.stats.torn_bytes += dropped
-            self._log.warning("raft_journal_torn_tail_truncated", reason=reason, bytes_dropped=dropped,
-                              entries_kept=len(self._entries), file_offset=pos)
+            self._log.warning(
+                "raft_journal_torn_tail_truncated",
+                reason=reason,
+                bytes_dropped=dropped,
+                entries_kept=len(self._entries),
+                file_offset=pos,
+            )
             os.ftruncate(self._fd, pos)
             if self._fsync:
                 os.fsync(self._fd)
@@ -251,7 +256,7 @@ class RaftJournal(Journal):
         if len(data) < len(META_MAGIC) + FRAME.size or not data.startswith(META_MAGIC):
             raise JournalCorruptError(f"{self._meta_path}: bad magic")
         length, checksum = FRAME.unpack_from(data, len(META_MAGIC))
-        body = data[len(META_MAGIC) + FRAME.size:]
+        body = data[len(META_MAGIC) + FRAME.size :]
         if len(body) != length or crc(body) != checksum:
             raise JournalCorruptError(f"{self._meta_path}: length or crc mismatch")
         try:
@@ -267,8 +272,9 @@ class RaftJournal(Journal):
         return meta
 
     def _store_meta(self) -> None:
-        body = msgpack.packb({"term": self._term, "voted_for": self._voted_for,
-                              "commit_index": self._commit_index}, use_bin_type=True)
+        body = msgpack.packb(
+            {"term": self._term, "voted_for": self._voted_for, "commit_index": self._commit_index}, use_bin_type=True
+        )
         atomic_write(self._meta_path, META_MAGIC + frame(body), fsync=self._fsync)
         self._stored_commit_index = self._commit_index
 
@@ -359,8 +365,12 @@ class RaftJournal(Journal):
         if keep < len(self._entries):
             dropped = len(self._entries) - keep
             self.stats.dropped_unverified += dropped
-            self._log.info("raft_journal_unverified_tail_dropped", from_index=self._entries[keep][1],
-                           entries=dropped, current_term=self._term)
+            self._log.info(
+                "raft_journal_unverified_tail_dropped",
+                from_index=self._entries[keep][1],
+                entries=dropped,
+                current_term=self._term,
+            )
             self._truncate_at(keep)
 
     def _position_of(self, idx: int) -> int | None:
@@ -383,8 +393,13 @@ class RaftJournal(Journal):
             if pos is not None and self._entries[pos][2] == term:
                 # InstallSnapshot: keep the entry with the snapshot's index and term and what follows.
                 self.stats.rebases += 1
-                self._log.info("raft_journal_rebased_on_snapshot", index=idx, term=term,
-                               entries_dropped=pos, entries_kept=len(self._entries) - pos)
+                self._log.info(
+                    "raft_journal_rebased_on_snapshot",
+                    index=idx,
+                    term=term,
+                    entries_dropped=pos,
+                    entries_kept=len(self._entries) - pos,
+                )
                 if pos > 0:
                     self._rewrite(self._entries[pos:])
                 self._pending_cut = 1
@@ -400,8 +415,13 @@ class RaftJournal(Journal):
                     self.stats.kept_matching += 1
                     return
                 self.stats.conflicts += 1
-                self._log.info("raft_journal_conflict_truncated", index=idx, term=term,
-                               existing_term=existing_term, entries_dropped=len(self._entries) - cut)
+                self._log.info(
+                    "raft_journal_conflict_truncated",
+                    index=idx,
+                    term=term,
+                    existing_term=existing_term,
+                    entries_dropped=len(self._entries) - cut,
+                )
                 self._truncate_at(cut)
             self._pending_cut = None
         self._append(command, idx, term)
@@ -523,10 +543,15 @@ class RaftJournal(Journal):
             # starts after the dump means the dump on disk is older than one that existed.
             raise JournalCorruptError(
                 f"{self._path} starts at raft index {first}, after the full dump's index {prev[1]}: "
-                "the dump that covered the dropped prefix is missing")
+                "the dump that covered the dropped prefix is missing"
+            )
         # The journal does not hold the dump's position: the dump (this node's own applied state)
         # is authoritative for everything up to it; entries past it are learned from the leader.
-        self._log.warning("raft_journal_reset_to_dump", dump_index=last[1], journal_first=self.first_index,
-                          journal_last=self.last_index)
+        self._log.warning(
+            "raft_journal_reset_to_dump",
+            dump_index=last[1],
+            journal_first=self.first_index,
+            journal_last=self.last_index,
+        )
         self._rewrite([prev, last])
         return "reset"

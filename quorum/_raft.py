@@ -134,7 +134,6 @@ from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from pysyncobj.transport import Transport
 
-from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
 from kraftlog.common import backoff_ms
 from kraftlog.common.errors import (
     CorruptMessageError,
@@ -144,6 +143,7 @@ from kraftlog.common.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
+from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, decode_record, encode_record
 from kraftlog.quorum._journal import RaftJournal
 from kraftlog.quorum._serializer import DumpCorruptError, DumpSerializer, read_dump
 from kraftlog.quorum._transport import TransportSettings, raft_transport_class
@@ -246,8 +246,9 @@ class MetadataStateMachine:
         self._index_floor: tuple[int, int] | None = (0, 0)
         self._lock = threading.Lock()  # index map readers live on other threads
 
-    def apply(self, *, raft_index: int, entry_term: int | None, epoch: Any, timestamp_ms: Any,
-              records: Any) -> tuple[tuple[Any, ...], list[RawEntry]]:
+    def apply(
+        self, *, raft_index: int, entry_term: int | None, epoch: Any, timestamp_ms: Any, records: Any
+    ) -> tuple[tuple[Any, ...], list[RawEntry]]:
         """Validate and append one batch; returns (result value, new entries). Never raises."""
         if type(epoch) is not int or type(timestamp_ms) is not int or epoch < 0:
             return (APPLY_INVALID, "epoch and timestamp_ms must be integers"), []
@@ -420,11 +421,12 @@ class _RaftNode(SyncObj):
         #: set (by `MetadataQuorum`) once this node resigned for good: it never campaigns again
         self._kl_no_campaign = False
         with _journal_installed(journal, conf.journalFile):
-            super().__init__(self_address, list(other_addresses), conf,
-                             transportClass=_durable_transport_class(transport_class))
+            super().__init__(
+                self_address, list(other_addresses), conf, transportClass=_durable_transport_class(transport_class)
+            )
         if receive_dump is not None:
             # pysyncobj writes a dump streamed from the leader without fsync; ours syncs it
-            self._SyncObj__serializer.setTransmissionData = receive_dump  # type: ignore[attr-defined]
+            self._SyncObj__serializer.setTransmissionData = receive_dump
 
     def _kl_sync(self) -> None:
         sync = getattr(self._kl_journal, "sync", None)
@@ -437,7 +439,7 @@ class _RaftNode(SyncObj):
         self._kl_sync()
         self._kl_keepalive()
         if self._kl_no_campaign:
-            self._SyncObj__raftElectionDeadline = float("inf")  # type: ignore[attr-defined]
+            self._SyncObj__raftElectionDeadline = float("inf")
         super()._onTick(timeToWait)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
@@ -455,12 +457,12 @@ class _RaftNode(SyncObj):
         if kind == "timeout_now" and self._kl_no_campaign:
             return  # a resigned node must not be handed leadership back
         if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
-            saved = self._SyncObj__raftNextIndex.get(node)  # type: ignore[attr-defined]
+            saved = self._SyncObj__raftNextIndex.get(node)
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
         split_vote = kind == "request_vote" and self._kl_is_rival_candidate(message)
-        SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
         if saved is not None:
-            next_index: dict[Any, int] = self._SyncObj__raftNextIndex  # type: ignore[attr-defined]
+            next_index: dict[Any, int] = self._SyncObj__raftNextIndex
             if next_index.get(node, saved) < saved:
                 next_index[node] = saved
         if stale_candidate and not self._isLeader():
@@ -482,16 +484,16 @@ class _RaftNode(SyncObj):
         if self._kl_no_campaign:
             return
         deadline = _raft_monotonic() + random.uniform(low_s, high_s)
-        self._SyncObj__raftElectionDeadline = min(  # type: ignore[attr-defined]
-            self._SyncObj__raftElectionDeadline, deadline)  # type: ignore[attr-defined]
+        self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, deadline)
 
     def _kl_is_rival_candidate(self, message: dict[str, Any]) -> bool:
         """True when we are a candidate that voted for itself and a vote request of our term arrives."""
         try:
             return bool(
-                self._SyncObj__raftState == _RAFT_STATE.CANDIDATE  # type: ignore[attr-defined]
+                self._SyncObj__raftState == _RAFT_STATE.CANDIDATE
                 and message["term"] == self.raftCurrentTerm
-                and self._SyncObj__votedForNodeId == self._SyncObj__selfNode.id)  # type: ignore[attr-defined]
+                and self._SyncObj__votedForNodeId == self._SyncObj__selfNode.id
+            )
         except (KeyError, TypeError, AttributeError):
             return False
 
@@ -536,8 +538,9 @@ class _RaftNode(SyncObj):
         """True when the last applied entry is of the current term (so all earlier ones are)."""
         return self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm
 
-    def _kl_append(self, epoch: int, timestamp_ms: int, records: list[bytes], *,
-                   callback: Callable[[Any, int], None] | None = None) -> None:
+    def _kl_append(
+        self, epoch: int, timestamp_ms: int, records: list[bytes], *, callback: Callable[[Any, int], None] | None = None
+    ) -> None:
         """Propose one batch: queue its msgpack command for pysyncobj's thread (any thread).
 
         ``callback(result, error)`` follows pysyncobj's convention (``result`` is what
@@ -549,7 +552,8 @@ class _RaftNode(SyncObj):
         if len(payload) + 1 > MAX_COMMAND_BYTES:
             raise RecordListTooLargeError(
                 f"a metadata batch of {len(records)} records encodes to {len(payload)} bytes; "
-                f"the limit is {MAX_COMMAND_BYTES}")
+                f"the limit is {MAX_COMMAND_BYTES}"
+            )
         self._applyCommand(payload, callback, _COMMAND_TYPE.REGULAR)
 
     def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802
@@ -578,8 +582,12 @@ class _RaftNode(SyncObj):
         try:
             raft_index = self.raftLastApplied + 1  # pysyncobj increments it after this returns
             result, entries = self._kl_sm.apply(
-                raft_index=raft_index, entry_term=self._kl_term_of(raft_index), epoch=epoch,
-                timestamp_ms=timestamp_ms, records=records)
+                raft_index=raft_index,
+                entry_term=self._kl_term_of(raft_index),
+                epoch=epoch,
+                timestamp_ms=timestamp_ms,
+                records=records,
+            )
         except Exception:
             self._kl_log.critical("metadata_apply_failed", exc_info=True)
             return (APPLY_INTERNAL, "internal error while applying; see the controller log")
@@ -655,7 +663,8 @@ def _check_journal_format(journal: RaftJournal, path: Path) -> None:
                 f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
                 f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
                 "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
-                "(see README)") from None
+                "(see README)"
+            ) from None
 
 
 # ---------------------------------------------------------------------------------------- status
@@ -757,11 +766,13 @@ class MetadataQuorum:
             if not allow_unauthenticated:
                 raise QuorumConfigError(
                     "controller.quorum.raft.password is required: it is what authenticates a controller "
-                    "to the others on the Raft port (without it anyone who can connect could vote)")
+                    "to the others on the Raft port (without it anyone who can connect could vote)"
+                )
             password = None
         if not isinstance(cluster_id, str) or not 0 < len(cluster_id) <= MAX_CLUSTER_ID_CHARS:
             raise QuorumConfigError(
-                f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} characters")
+                f"cluster_id must be a non-empty string of at most {MAX_CLUSTER_ID_CHARS} characters"
+            )
         if election_timeout_ms < 50:
             raise QuorumConfigError("election_timeout_ms must be at least 50")
         if compaction_entries < 2:
@@ -828,46 +839,77 @@ class MetadataQuorum:
             raise RuntimeError("MetadataQuorum.start() called twice")
         owner = threading.current_thread()
         self._node = await self._loop.run_in_executor(None, self._build, owner)
-        self._log.info("metadata_quorum_started", raft_address=self._addresses[self.node_id],
-                       voters=self._addresses, fsync=self._fsync,
-                       election_timeout_ms=self._election_timeout_ms, cluster_id=self._cluster_id,
-                       bind_host=self._bind_host, authenticated=self._password is not None)
+        self._log.info(
+            "metadata_quorum_started",
+            raft_address=self._addresses[self.node_id],
+            voters=self._addresses,
+            fsync=self._fsync,
+            election_timeout_ms=self._election_timeout_ms,
+            cluster_id=self._cluster_id,
+            bind_host=self._bind_host,
+            authenticated=self._password is not None,
+        )
 
     def _build(self, owner: threading.Thread) -> _RaftNode:
         _install_log_filter()
         self._data_dir.mkdir(parents=True, exist_ok=True)
         journal_path = self._data_dir / JOURNAL_FILE
         dump_path = self._data_dir / DUMP_FILE
-        serializer = DumpSerializer(dump_path, state_provider=self._sm.to_state, state_loader=self._load_state,
-                                    fsync=self._fsync, node_id=self.node_id)
-        journal = RaftJournal(journal_path, fsync=self._fsync, sync_on_add=False,
-                              before_prefix_drop=serializer.make_durable, node_id=self.node_id)
+        serializer = DumpSerializer(
+            dump_path,
+            state_provider=self._sm.to_state,
+            state_loader=self._load_state,
+            fsync=self._fsync,
+            node_id=self.node_id,
+        )
+        journal = RaftJournal(
+            journal_path,
+            fsync=self._fsync,
+            sync_on_add=False,
+            before_prefix_drop=serializer.make_durable,
+            node_id=self.node_id,
+        )
         try:
             _check_journal_format(journal, journal_path)
             if dump_path.exists():
                 self._align(journal, dump_path)
             conf = build_syncobj_conf(
                 election_timeout_ms=self._election_timeout_ms,
-                journal_file=journal_path, dump_file=dump_path, serializer=serializer,
-                compaction_entries=self._compaction_entries, compaction_interval_s=self._compaction_interval_s)
+                journal_file=journal_path,
+                dump_file=dump_path,
+                serializer=serializer,
+                compaction_entries=self._compaction_entries,
+                compaction_interval_s=self._compaction_interval_s,
+            )
             me = self._addresses[self.node_id]
             others = [addr for vid, addr in sorted(self._addresses.items()) if vid != self.node_id]
             e = self._election_timeout_ms / 1000.0
             settings = TransportSettings(
-                node_id=self.node_id, voters=dict(self._addresses), cluster_id=self._cluster_id,
-                auth_key=derive_auth_key(self._password or "", self._cluster_id), bind_host=self._bind_host,
+                node_id=self.node_id,
+                voters=dict(self._addresses),
+                cluster_id=self._cluster_id,
+                auth_key=derive_auth_key(self._password or "", self._cluster_id),
+                bind_host=self._bind_host,
                 # a voter finishes the handshake in two round trips; an attacker holds a slot this long
-                handshake_timeout_s=min(max(2 * e, 1.0), 5.0))
-            node = _RaftNode(self_address=me, other_addresses=others, conf=conf, journal=journal,
-                             state_machine=self._sm, sink=self._sink, node_id=self.node_id,
-                             transport_class=raft_transport_class(settings),
-                             receive_dump=serializer.receive)
+                handshake_timeout_s=min(max(2 * e, 1.0), 5.0),
+            )
+            node = _RaftNode(
+                self_address=me,
+                other_addresses=others,
+                conf=conf,
+                journal=journal,
+                state_machine=self._sm,
+                sink=self._sink,
+                node_id=self.node_id,
+                transport_class=raft_transport_class(settings),
+                receive_dump=serializer.receive,
+            )
         except BaseException:
             journal.close()
             raise
         # pysyncobj's tick thread stops when the thread that built the node dies; that was an
         # executor worker, so hand the role to the thread running the event loop.
-        node._SyncObj__mainThread = owner  # type: ignore[attr-defined]
+        node._SyncObj__mainThread = owner
         try:
             node.waitBinded()
         except SyncObjException as err:
@@ -908,7 +950,7 @@ class MetadataQuorum:
             done = self._loop.run_in_executor(None, node.destroy_synchronous)
             try:
                 await asyncio.wait_for(asyncio.shield(done), _STOP_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._log.warning("metadata_quorum_stop_timed_out", timeout_s=_STOP_TIMEOUT_S)
         for fut in list(self._inflight):
             if not fut.done():
@@ -940,8 +982,11 @@ class MetadataQuorum:
         """Dump loaded (restart or snapshot from the leader): restore, re-offer retained entries."""
         self._sm.from_state(state)
         retained = self._sm.retained()
-        self._log.info("metadata_state_restored", next_offset=self._sm.next_offset,
-                       retained_from=retained[0].offset if retained else None)
+        self._log.info(
+            "metadata_state_restored",
+            next_offset=self._sm.next_offset,
+            retained_from=retained[0].offset if retained else None,
+        )
         if retained:
             self._sink(retained)
 
@@ -961,28 +1006,48 @@ class MetadataQuorum:
             if raft_leader and (now - self._progress_at >= 0.01 or not progress):
                 self._progress_at = now
                 progress = self._leader_progress(node, term)
-            connected = tuple(sorted([self.node_id] + [
-                vid for vid in self._addr_to_id.values()
-                if vid != self.node_id and node.isNodeConnected(self._raft_nodes[vid])]))
+            connected = tuple(
+                sorted(
+                    [self.node_id]
+                    + [
+                        vid
+                        for vid in self._addr_to_id.values()
+                        if vid != self.node_id and node.isNodeConnected(self._raft_nodes[vid])
+                    ]
+                )
+            )
             last_index = self._journal.last_index if self._journal is not None else None
             contact_at = self._majority_contact_at(node, now) if raft_leader else float("-inf")
             if raft_leader and now - contact_at > self._fetch_timeout_s:
                 # check-quorum: pysyncobj's own fallback uses the election timeout, which may be
                 # longer than the fetch timeout (KRaft resigns after the fetch timeout)
-                self._log.warning("metadata_quorum_check_quorum_failed", epoch=term,
-                                  last_majority_contact_s=round(now - contact_at, 3))
+                self._log.warning(
+                    "metadata_quorum_check_quorum_failed",
+                    epoch=term,
+                    last_majority_contact_s=round(now - contact_at, 3),
+                )
                 self._step_down(node)
                 raft_leader = ready = False
                 leader_id = None
-            view = _View(leader_id, term, raft_leader, node.hasQuorum, ready, node.raftCommitIndex,
-                         node.raftLastApplied, progress if raft_leader else {}, connected, last_index or 0,
-                         observed_at=now, majority_contact_at=contact_at)
+            view = _View(
+                leader_id,
+                term,
+                raft_leader,
+                node.hasQuorum,
+                ready,
+                node.raftCommitIndex,
+                node.raftLastApplied,
+                progress if raft_leader else {},
+                connected,
+                last_index or 0,
+                observed_at=now,
+                majority_contact_at=contact_at,
+            )
             self._view = view
             emitted = (leader_id if (leader_id != self.node_id or ready) else None, term)
             if emitted != self._last_emitted:
                 self._last_emitted = emitted
-                self._log.info("metadata_quorum_leader_change", leader_id=emitted[0], epoch=term,
-                               raft_leader=leader_id)
+                self._log.info("metadata_quorum_leader_change", leader_id=emitted[0], epoch=term, raft_leader=leader_id)
                 self._call_soon(self._emit_leader_change, emitted[0], term)
             if self._resign_requested and raft_leader:
                 self._resign(node, now)
@@ -991,10 +1056,9 @@ class MetadataQuorum:
 
     def _majority_contact_at(self, node: _RaftNode, now: float) -> float:
         """``clock()`` when a majority of voters (this leader included) last had answered it."""
-        responses: dict[Any, float] = node._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        responses: dict[Any, float] = node._SyncObj__lastResponseTime
         now_raft = _raft_monotonic()
-        times = sorted((now - (now_raft - responses[n]) for n in node.otherNodes if n in responses),
-                       reverse=True)
+        times = sorted((now - (now_raft - responses[n]) for n in node.otherNodes if n in responses), reverse=True)
         needed = len(self._addresses) // 2  # others needed besides this node for a majority
         if needed == 0:
             return now
@@ -1002,8 +1066,8 @@ class MetadataQuorum:
 
     def _step_down(self, node: _RaftNode) -> None:
         """Leave leadership now (pysyncobj's thread), as its own check-quorum fallback does."""
-        node._SyncObj__setState(_RAFT_STATE.FOLLOWER)  # type: ignore[attr-defined]
-        node._SyncObj__raftLeader = None  # type: ignore[attr-defined]
+        node._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+        node._SyncObj__raftLeader = None
 
     def _resign(self, node: _RaftNode, now: float) -> None:
         """A leader that cannot apply metadata hands leadership on (pysyncobj's thread).
@@ -1016,12 +1080,14 @@ class MetadataQuorum:
         if now >= self._resign_next_at:
             node.transferLeadership()
             period_ms = self._election_timeout_ms / 4
-            self._resign_next_at = now + backoff_ms(self._resign_attempts, base_ms=period_ms,
-                                                    max_ms=self._election_timeout_ms, rng=self._rng) / 1000.0
+            self._resign_next_at = (
+                now
+                + backoff_ms(self._resign_attempts, base_ms=period_ms, max_ms=self._election_timeout_ms, rng=self._rng)
+                / 1000.0
+            )
             self._resign_attempts += 1
         if now - self._resign_since >= self._fetch_timeout_s:
-            self._log.warning("metadata_quorum_resigned", attempts=self._resign_attempts,
-                              reason=self._delivery_error)
+            self._log.warning("metadata_quorum_resigned", attempts=self._resign_attempts, reason=self._delivery_error)
             node._kl_no_campaign = True  # it never campaigns again until restarted
             self._step_down(node)
 
@@ -1030,8 +1096,8 @@ class MetadataQuorum:
         if term != self._progress_term:
             self._progress_term = term
             self._caught_up_ms = {}
-        match: dict[Any, int] = node._SyncObj__raftMatchIndex  # type: ignore[attr-defined]
-        responses: dict[Any, float] = node._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        match: dict[Any, int] = node._SyncObj__raftMatchIndex
+        responses: dict[Any, float] = node._SyncObj__lastResponseTime
         last_index = self._journal.last_index if self._journal is not None else None
         now_ms = int(self._wall_clock() * 1000)
         now_raft = _raft_monotonic()
@@ -1083,8 +1149,10 @@ class MetadataQuorum:
                 record = decode_record(raw.record)
             except MetadataRecordError as err:
                 if self._deliver(out):
-                    self._stall(f"cannot decode metadata record at offset {raw.offset}: {err} "
-                                "(is this controller older than the one that wrote it?)")
+                    self._stall(
+                        f"cannot decode metadata record at offset {raw.offset}: {err} "
+                        "(is this controller older than the one that wrote it?)"
+                    )
                 return
             out.append(LogEntry(raw.offset, raw.epoch, raw.timestamp_ms, record))
         self._deliver(out)
@@ -1103,15 +1171,18 @@ class MetadataQuorum:
         return True
 
     def _handle_gap(self, first_missing: int, first_available: int) -> None:
-        self._stall(f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
-                    "this controller received them; fetch them from another controller")
+        self._stall(
+            f"metadata offsets {first_missing}..{first_available - 1} were compacted away before "
+            "this controller received them; fetch them from another controller"
+        )
 
     def _start_gap_fill(self, first_missing: int, first_available: int, rest: list[RawEntry]) -> None:
         """Put ``rest`` back at the head of the queue and fill the gap without blocking the loop."""
         with self._pending_lock:
             self._pending[:0] = rest
-            self._gap_task = self._loop.create_task(self._fill_gap(first_missing, first_available),
-                                                    name="metadata-gap-fill")
+            self._gap_task = self._loop.create_task(
+                self._fill_gap(first_missing, first_available), name="metadata-gap-fill"
+            )
         self._log.warning("metadata_delivery_gap", first_missing=first_missing, first_available=first_available)
 
     async def _fill_gap(self, first_missing: int, first_available: int) -> None:
@@ -1130,9 +1201,14 @@ class MetadataQuorum:
                 except Exception as err:
                     delay_ms = backoff_ms(attempt, base_ms=100, max_ms=self._election_timeout_ms * 2, rng=self._rng)
                     attempt += 1
-                    self._log.warning("metadata_gap_fill_failed", first_missing=first_missing,
-                                      first_available=first_available, error=f"{type(err).__name__}: {err}",
-                                      attempt=attempt, retry_in_ms=round(delay_ms))
+                    self._log.warning(
+                        "metadata_gap_fill_failed",
+                        first_missing=first_missing,
+                        first_available=first_available,
+                        error=f"{type(err).__name__}: {err}",
+                        attempt=attempt,
+                        retry_in_ms=round(delay_ms),
+                    )
                     await asyncio.sleep(delay_ms / 1000.0)
             else:
                 return
@@ -1169,11 +1245,18 @@ class MetadataQuorum:
         and, by the clock, heard from a majority and observed by pysyncobj's thread within
         ``fetch_timeout_ms`` (check-quorum; see the module docstring)."""
         view = self._view
-        if not (self._node is not None and view.raft_leader and view.has_quorum and view.ready
-                and self._delivery_error is None):
+        if not (
+            self._node is not None
+            and view.raft_leader
+            and view.has_quorum
+            and view.ready
+            and self._delivery_error is None
+        ):
             return False
         now = self._clock()
-        return now - view.observed_at <= self._fetch_timeout_s and now - view.majority_contact_at <= self._fetch_timeout_s
+        return (
+            now - view.observed_at <= self._fetch_timeout_s and now - view.majority_contact_at <= self._fetch_timeout_s
+        )
 
     @property
     def committed_offset(self) -> int:
@@ -1187,8 +1270,10 @@ class MetadataQuorum:
 
     def _leader_hint(self) -> dict[str, Any]:
         leader = self.leader_id
-        return {"leader_id": leader,
-                "leader_address": self._leader_endpoints.get(leader) if leader is not None else None}
+        return {
+            "leader_id": leader,
+            "leader_address": self._leader_endpoints.get(leader) if leader is not None else None,
+        }
 
     async def propose(self, records: Sequence[MetadataRecord], *, epoch: int, timeout_s: float) -> int:
         """Commit ``records`` as one batch written in ``epoch``; return the last offset committed.
@@ -1207,14 +1292,16 @@ class MetadataQuorum:
         if node is None:
             raise NotControllerError("this controller is not running", leader_id=None)
         if self._delivery_error is not None:
-            raise NotControllerError(f"this controller stopped applying metadata: {self._delivery_error}",
-                                     leader_id=None)
+            raise NotControllerError(
+                f"this controller stopped applying metadata: {self._delivery_error}", leader_id=None
+            )
         view = self._view
         if not self.is_leader:
             raise NotControllerError(**self._leader_hint())
         if epoch != view.term:
-            raise NotControllerError(f"epoch {epoch} is not the current controller epoch {view.term}",
-                                     **self._leader_hint())
+            raise NotControllerError(
+                f"epoch {epoch} is not the current controller epoch {view.term}", **self._leader_hint()
+            )
         encoded = [encode_record(r) for r in records]
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._inflight.add(fut)
@@ -1229,12 +1316,11 @@ class MetadataQuorum:
                 pass  # pysyncobj's wake-up pipe is full; the command is queued and the thread awake
             try:
                 return await asyncio.wait_for(fut, timeout_s)
-            except asyncio.TimeoutError:
-                self._log.warning("metadata_proposal_timed_out", records=len(encoded), epoch=epoch,
-                                  timeout_s=timeout_s)
+            except TimeoutError:
+                self._log.warning("metadata_proposal_timed_out", records=len(encoded), epoch=epoch, timeout_s=timeout_s)
                 raise RequestTimedOutError(
-                    f"metadata proposal not committed within {timeout_s:.3f}s; outcome unknown",
-                    **self._leader_hint()) from None
+                    f"metadata proposal not committed within {timeout_s:.3f}s; outcome unknown", **self._leader_hint()
+                ) from None
         finally:
             self._inflight.discard(fut)
 
@@ -1246,23 +1332,32 @@ class MetadataQuorum:
             if code == APPLY_OK:
                 fut.set_result(result[2])
             elif code == APPLY_STALE_EPOCH:
-                fut.set_exception(NotControllerError(
-                    f"the batch was appended in epoch {result[1]}, not the epoch it was decided in",
-                    **self._leader_hint()))
+                fut.set_exception(
+                    NotControllerError(
+                        f"the batch was appended in epoch {result[1]}, not the epoch it was decided in",
+                        **self._leader_hint(),
+                    )
+                )
             elif code == APPLY_INVALID:
                 fut.set_exception(InvalidRequestError(str(result[1])))
             else:
                 fut.set_exception(UnknownServerError(str(result[1:])))
         elif error in (FAIL_REASON.QUEUE_FULL, FAIL_REASON.UNKNOWN_OUTCOME):
-            fut.set_exception(RequestTimedOutError(
-                "metadata proposal outcome unknown" if error == FAIL_REASON.UNKNOWN_OUTCOME
-                else "the Raft command queue is full", **self._leader_hint()))
+            fut.set_exception(
+                RequestTimedOutError(
+                    "metadata proposal outcome unknown"
+                    if error == FAIL_REASON.UNKNOWN_OUTCOME
+                    else "the Raft command queue is full",
+                    **self._leader_hint(),
+                )
+            )
         elif error == FAIL_REASON.SUCCESS:
             fut.set_exception(UnknownServerError(f"unexpected apply result {result!r:.80}"))
         else:
             # MISSING_LEADER, NOT_LEADER, LEADER_CHANGED, DISCARDED, REQUEST_DENIED: not committed.
-            fut.set_exception(NotControllerError(f"metadata proposal not committed (pysyncobj reason {error})",
-                                                 **self._leader_hint()))
+            fut.set_exception(
+                NotControllerError(f"metadata proposal not committed (pysyncobj reason {error})", **self._leader_hint())
+            )
 
     def status(self) -> QuorumStatus:
         """DescribeQuorum from this node's point of view (followers know only themselves)."""
@@ -1282,8 +1377,17 @@ class MetadataQuorum:
             voters.append(VoterStatus(vid, addr, -1 if end is None else end, fetch_ms, caught_up_ms, match_index))
         committed = self.committed_offset
         return QuorumStatus(
-            node_id=self.node_id, leader_id=self.leader_id, epoch=view.term, high_watermark=committed + 1,
-            committed_offset=committed, delivered_offset=self._delivered, is_leader=self.is_leader,
-            has_quorum=view.has_quorum, voters=tuple(voters), raft_commit_index=view.commit_index,
-            raft_last_applied=view.last_applied, delivery_error=self._delivery_error,
-            connected_voters=view.connected)
+            node_id=self.node_id,
+            leader_id=self.leader_id,
+            epoch=view.term,
+            high_watermark=committed + 1,
+            committed_offset=committed,
+            delivered_offset=self._delivered,
+            is_leader=self.is_leader,
+            has_quorum=view.has_quorum,
+            voters=tuple(voters),
+            raft_commit_index=view.commit_index,
+            raft_last_applied=view.last_applied,
+            delivery_error=self._delivery_error,
+            connected_voters=view.connected,
+        )

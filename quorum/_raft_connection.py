@@ -34,13 +34,21 @@ from kraftlog.quorum._wire import (
     split_append_entries,
 )
 
-__all__ = ["CLOSED", "CONNECTING", "ESTABLISHED", "HANDSHAKE", "MAX_PENDING_WRITE_BYTES", "ConnectionOwner",
-           "RaftConnection", "RefusalLog"]
+__all__ = [
+    "CLOSED",
+    "CONNECTING",
+    "ESTABLISHED",
+    "HANDSHAKE",
+    "MAX_PENDING_WRITE_BYTES",
+    "ConnectionOwner",
+    "RaftConnection",
+    "RefusalLog",
+]
 
 #: Queued outgoing bytes after which a peer that does not read is dropped.
 MAX_PENDING_WRITE_BYTES: Final = 4 * MAX_FRAME_BYTES
 _READ_CHUNK: Final = 256 * 1024
-_READ_BUDGET: Final = 4 << 20          # bytes read from one connection per poll event (fairness)
+_READ_BUDGET: Final = 4 << 20  # bytes read from one connection per poll event (fairness)
 _AEAD_OVERHEAD: Final = 16
 _RW: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.WRITE | POLL_EVENT_TYPE.ERROR
 _R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
@@ -65,8 +73,9 @@ class ConnectionOwner(Protocol):
 class RefusalLog:
     """Rate-limited ``raft_peer_refused`` lines: ``rate`` per second, bursts of ``burst``."""
 
-    def __init__(self, log: Any, *, clock: Callable[[], float] = _monotonic, rate: float = 20.0,
-                 burst: float = 100.0) -> None:
+    def __init__(
+        self, log: Any, *, clock: Callable[[], float] = _monotonic, rate: float = 20.0, burst: float = 100.0
+    ) -> None:
         self._log = log
         self._clock = clock
         self._rate = rate
@@ -110,9 +119,18 @@ CLOSED: Final = "closed"
 class RaftConnection:
     """One TCP connection: frames in and out, the handshake, then the session."""
 
-    def __init__(self, owner: ConnectionOwner, sock: socket.socket, peer: str, *,
-                 handshake: InitiatorHandshake | ResponderHandshake, node: TCPNode | None, state: str,
-                 deadline: float, now: float) -> None:
+    def __init__(
+        self,
+        owner: ConnectionOwner,
+        sock: socket.socket,
+        peer: str,
+        *,
+        handshake: InitiatorHandshake | ResponderHandshake,
+        node: TCPNode | None,
+        state: str,
+        deadline: float,
+        now: float,
+    ) -> None:
         self.owner = owner
         self.sock: socket.socket | None = sock
         self.fd = sock.fileno()
@@ -226,14 +244,18 @@ class RaftConnection:
         try:
             plain = encode_message(message)
         except CorruptMessageError as err:
-            self.owner.log.error("raft_message_not_encodable", peer=self.peer, voter=self.voter_id,
-                                 error=str(err))
+            self.owner.log.error("raft_message_not_encodable", peer=self.peer, voter=self.voter_id, error=str(err))
             return False
         if len(plain) + _AEAD_OVERHEAD > MAX_FRAME_BYTES:
             parts = split_append_entries(message)
             if parts is None:
-                self.owner.log.error("raft_message_too_large", peer=self.peer, voter=self.voter_id,
-                                     kind=message.get("type"), bytes=len(plain))
+                self.owner.log.error(
+                    "raft_message_too_large",
+                    peer=self.peer,
+                    voter=self.voter_id,
+                    kind=message.get("type"),
+                    bytes=len(plain),
+                )
                 return False
             return all(self.send_message(part) for part in parts)
         self.send_raw(frame(self.session.seal_bytes(plain)))
@@ -255,7 +277,7 @@ class RaftConnection:
         with memoryview(self._out) as view:
             while self._out_pos < len(view):
                 try:
-                    with view[self._out_pos:] as chunk:
+                    with view[self._out_pos :] as chunk:
                         sent = sock.send(chunk)
                 except BlockingIOError:
                     break
@@ -272,7 +294,7 @@ class RaftConnection:
             self._out.clear()
             self._out_pos = 0
         elif self._out_pos > (1 << 20) and self._out_pos * 2 > len(self._out):
-            del self._out[:self._out_pos]
+            del self._out[: self._out_pos]
             self._out_pos = 0
         want = bool(self._out)
         if want != self._want_write:
@@ -285,8 +307,12 @@ class RaftConnection:
         """Close because of what the peer sent (or failed to send); logged with its address."""
         if reason is None:
             reason = _REASONS.get(err.error_name, "bad_frame") if err is not None else "refused"
-        fields: dict[str, Any] = {"peer": self.peer, "reason": reason,
-                                  "phase": self.state, "direction": "in" if self.incoming else "out"}
+        fields: dict[str, Any] = {
+            "peer": self.peer,
+            "reason": reason,
+            "phase": self.state,
+            "direction": "in" if self.incoming else "out",
+        }
         if err is not None:
             fields["error"] = err.error_name
             fields["detail"] = err.message
@@ -319,6 +345,6 @@ class RaftConnection:
             self.owner.on_dial_handshake_failed(self, reason)
         elif not logged and (was == ESTABLISHED or level != "debug"):
             getattr(self.owner.log, "info" if level == "debug" else level)(
-                "raft_connection_closed", peer=self.peer, voter=self.voter_id, reason=reason, detail=detail,
-                phase=was)
+                "raft_connection_closed", peer=self.peer, voter=self.voter_id, reason=reason, detail=detail, phase=was
+            )
         self.owner.on_connection_closed(self, was)

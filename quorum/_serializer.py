@@ -46,8 +46,7 @@ from pysyncobj.node import TCPNode
 from kraftlog.common import fsync_directory, fsync_file
 from kraftlog.quorum._fsutil import FRAME, crc, frame
 
-__all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump",
-           "read_dump"]
+__all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump", "read_dump"]
 
 DUMP_MAGIC: Final = b"KLRAFTD1"
 DUMP_VERSION: Final = 1
@@ -81,13 +80,16 @@ def _entry(value: Any) -> Entry:
 
 
 def encode_dump(dump: FullDump) -> bytes:
-    body = msgpack.packb({
-        "v": DUMP_VERSION,
-        "raft_last": list(dump.raft_last),
-        "raft_prev": list(dump.raft_prev),
-        "cluster": list(dump.cluster),
-        "state": dump.state,
-    }, use_bin_type=True)
+    body = msgpack.packb(
+        {
+            "v": DUMP_VERSION,
+            "raft_last": list(dump.raft_last),
+            "raft_prev": list(dump.raft_prev),
+            "cluster": list(dump.cluster),
+            "state": dump.state,
+        },
+        use_bin_type=True,
+    )
     return DUMP_MAGIC + frame(body)
 
 
@@ -95,7 +97,7 @@ def decode_dump(data: bytes) -> FullDump:
     if len(data) < len(DUMP_MAGIC) + FRAME.size or not data.startswith(DUMP_MAGIC):
         raise DumpCorruptError("not a kraftlog Raft dump (bad magic)")
     length, checksum = FRAME.unpack_from(data, len(DUMP_MAGIC))
-    body = data[len(DUMP_MAGIC) + FRAME.size:]
+    body = data[len(DUMP_MAGIC) + FRAME.size :]
     if len(body) != length:
         raise DumpCorruptError(f"dump body is {len(body)} bytes, header says {length}")
     if crc(body) != checksum:
@@ -169,7 +171,7 @@ class DumpSerializer:
             try:
                 view = memoryview(encoded)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 if self._fsync:
                     os.fsync(fd)
             finally:
@@ -202,8 +204,13 @@ class DumpSerializer:
         dump beside a journal that no longer covers it. Returns True when a whole dump was installed
         (pysyncobj then loads it and clears its journal). Anything malformed is dropped and logged.
         """
-        if not (isinstance(data, (list, tuple)) and len(data) == 3 and isinstance(data[0], bytes)
-                and isinstance(data[1], bool) and isinstance(data[2], bool)):
+        if not (
+            isinstance(data, (list, tuple))
+            and len(data) == 3
+            and isinstance(data[0], bytes)
+            and isinstance(data[1], bool)
+            and isinstance(data[2], bool)
+        ):
             self._log.warning("raft_dump_chunk_malformed")
             self._close_incoming()
             return False

@@ -45,7 +45,8 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
-from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR
+from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, backoff_ms
+from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
@@ -63,24 +64,22 @@ from kraftlog.metadata_log import (
     read_snapshot,
     write_snapshot,
 )
-from kraftlog.metadata_log._log_files import delete_covered_segments
 from kraftlog.metadata_log._image import MetadataReplayError
-from kraftlog.common import backoff_ms
+from kraftlog.metadata_log._log_files import delete_covered_segments
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
-from kraftlog.common import errors as kerr
 
 from . import _controller as ctl
-from ._raft import MAX_PROPOSAL_BYTES
 from ._metrics import ControllerStateCollector
+from ._raft import MAX_PROPOSAL_BYTES
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
-_TAIL_ENTRIES = 50_000            # committed entries kept in memory for FetchMetadata
-_STREAM_BATCH = 2_000             # entries per MetadataBatch
+_TAIL_ENTRIES = 50_000  # committed entries kept in memory for FetchMetadata
+_STREAM_BATCH = 2_000  # entries per MetadataBatch
 _KEEPALIVE_S = 1.0
 _FENCE_CHECK_S = 0.25
-_GROUP_COMMIT_MAX = 500           # requests folded into one proposal
-_STOP_TASKS_S = 5.0               # cancelled tasks get this long to finish at stop
+_GROUP_COMMIT_MAX = 500  # requests folded into one proposal
+_STOP_TASKS_S = 5.0  # cancelled tasks get this long to finish at stop
 
 _log = structlog.get_logger(__name__)
 
@@ -102,8 +101,7 @@ class MetadataReplayFailure(Exception):
     """
 
     def __init__(self, offset: int, record_type: str, reason: str) -> None:
-        super().__init__(f"cannot replay the committed metadata record at offset {offset} "
-                         f"({record_type}): {reason}")
+        super().__init__(f"cannot replay the committed metadata record at offset {offset} ({record_type}): {reason}")
         self.offset = offset
         self.record_type = record_type
         self.reason = reason
@@ -132,7 +130,7 @@ class _AppliedWatch:
             event = self._event
             try:
                 await asyncio.wait_for(event.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return predicate()
         return True
 
@@ -140,9 +138,16 @@ class _AppliedWatch:
 class ControllerServer:
     """Controller role of a node: quorum member, metadata log keeper, and (when active) decider."""
 
-    def __init__(self, config: Any, cluster_id: str, *, quorum_factory: Callable[..., Any] | None = None,
-                 wall_ms: Callable[[], int] = _wall_ms, rng: random.Random | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        cluster_id: str,
+        *,
+        quorum_factory: Callable[..., Any] | None = None,
+        wall_ms: Callable[[], int] = _wall_ms,
+        rng: random.Random | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.node_id: int = config.node_id
@@ -151,7 +156,8 @@ class ControllerServer:
         self._log = _log.bind(node_id=self.node_id, role="controller")
         voters = config.quorum_voters
         self.voters: dict[int, tuple[str, int]] = dict(voters)
-        self.address = "%s:%d" % voters[self.node_id]
+        host, port = voters[self.node_id]
+        self.address = f"{host}:{port}"
         self.metadata_dir = Path(config.metadata_log_dir) / METADATA_PARTITION_DIR
         self.image = MetadataImage.EMPTY
         self._tail: deque[tuple[int, bytes]] = deque()
@@ -189,9 +195,11 @@ class ControllerServer:
         """Load the image from the metadata log files, then join the quorum."""
         self.metadata_dir.mkdir(parents=True, exist_ok=True)
         self._load_image()
-        self._writer = MetadataLogWriter(self.metadata_dir,
-                                         segment_bytes=self.config["metadata.log.segment.bytes"],
-                                         fsync=self.config["controller.quorum.fsync"])
+        self._writer = MetadataLogWriter(
+            self.metadata_dir,
+            segment_bytes=self.config["metadata.log.segment.bytes"],
+            fsync=self.config["controller.quorum.fsync"],
+        )
         loop = asyncio.get_running_loop()
         offset = self.config["controller.quorum.raft.port.offset"]
         raft_voters = {vid: raft_address(h, p, offset) for vid, (h, p) in self.voters.items()}
@@ -200,16 +208,23 @@ class ControllerServer:
         if factory is None:
             from ._raft import MetadataQuorum as factory  # noqa: N813 - a class used as factory
         self._quorum = factory(
-            node_id=self.node_id, voters=raft_voters, data_dir=Path(self.config.metadata_log_dir) / RAFT_DIR,
+            node_id=self.node_id,
+            voters=raft_voters,
+            data_dir=Path(self.config.metadata_log_dir) / RAFT_DIR,
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
             # the Raft handshake binds connections to this cluster; the port listens on the voter host
-            cluster_id=self.cluster_id, bind_host=raft_voters[self.node_id][0],
+            cluster_id=self.cluster_id,
+            bind_host=raft_voters[self.node_id][0],
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
-            loop=loop, on_committed=self._on_committed, on_leader_change=self._on_leader_change,
-            last_durable_offset=self.image.offset, on_gap=self._on_gap,
+            loop=loop,
+            on_committed=self._on_committed,
+            on_leader_change=self._on_leader_change,
+            last_durable_offset=self.image.offset,
+            on_gap=self._on_gap,
             fetch_timeout_ms=self.config["controller.quorum.fetch.timeout.ms"],
-            leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()})
+            leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()},
+        )
         await self._quorum.start()
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
         self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
@@ -231,8 +246,9 @@ class ControllerServer:
         self._applied.advance()
         for _h, req, rtype, _x, fut in self._write_queue:
             if not fut.done():
-                fut.set_result(_with_error(rtype(), kerr.NotControllerError, "the controller is stopping",
-                                           self.hint(), req))
+                fut.set_result(
+                    _with_error(rtype(), kerr.NotControllerError, "the controller is stopping", self.hint(), req)
+                )
         self._write_queue.clear()
 
     def _load_image(self) -> None:
@@ -250,8 +266,12 @@ class ControllerServer:
             self._remember(entry)
             count += 1
         self.image = delta.apply() if count else image
-        self._log.info("metadata_image_loaded", offset=self.image.offset, entries_replayed=count,
-                       snapshot=str(snap.path) if snap else None)
+        self._log.info(
+            "metadata_image_loaded",
+            offset=self.image.offset,
+            entries_replayed=count,
+            snapshot=str(snap.path) if snap else None,
+        )
 
     # ------------------------------------------------------------------ committed entries
 
@@ -268,9 +288,14 @@ class ControllerServer:
             delta.replay(entry)
         except MetadataReplayError as err:
             failure = MetadataReplayFailure(entry.offset, type(entry.record).__name__, str(err))
-            self._log.critical("metadata_replay_failed", offset=entry.offset, epoch=entry.epoch,
-                               record_type=failure.record_type, reason=failure.reason,
-                               remedy="kraftlog quorum check / kraftlog quorum repair")
+            self._log.critical(
+                "metadata_replay_failed",
+                offset=entry.offset,
+                epoch=entry.epoch,
+                record_type=failure.record_type,
+                reason=failure.reason,
+                remedy="kraftlog quorum check / kraftlog quorum repair",
+            )
             self.fatal_error = failure
             self.fatal.set()
             raise failure from err
@@ -311,30 +336,34 @@ class ControllerServer:
             try:
                 async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
                     stub = controller_pb2_grpc.ControllerServiceStub(channel)
-                    call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(
-                        from_offset=self.image.offset + 1, broker_id=-1))
+                    call = stub.FetchMetadata(
+                        controller_pb2.FetchMetadataRequest(from_offset=self.image.offset + 1, broker_id=-1)
+                    )
                     try:
                         while self.image.offset < target:
                             batch = await asyncio.wait_for(call.read(), max(self.request_timeout_s, _KEEPALIVE_S * 2))
                             if batch is grpc.aio.EOF or batch.keep_alive:
                                 break
                             if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
-                                self._install_snapshot([decode_record(r) for r in batch.snapshot_records],
-                                                       batch.snapshot_offset, batch.snapshot_epoch,
-                                                       batch.snapshot_timestamp_ms)
+                                self._install_snapshot(
+                                    [decode_record(r) for r in batch.snapshot_records],
+                                    batch.snapshot_offset,
+                                    batch.snapshot_epoch,
+                                    batch.snapshot_timestamp_ms,
+                                )
                             if batch.entries:
                                 self._on_committed([decode_entry(e) for e in batch.entries])
                     finally:
                         call.cancel()
-            except (grpc.aio.AioRpcError, asyncio.TimeoutError) as err:
+            except (TimeoutError, grpc.aio.AioRpcError) as err:
                 errors.append(f"{vid}: {err.code().name if isinstance(err, grpc.aio.AioRpcError) else 'TIMEOUT'}")
                 continue
             if self.image.offset >= target:
-                self._log.warning("metadata_gap_filled", first_missing=first_missing,
-                                  first_available=first_available, source=vid)
+                self._log.warning(
+                    "metadata_gap_filled", first_missing=first_missing, first_available=first_available, source=vid
+                )
                 return
-        raise RuntimeError(
-            f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
+        raise RuntimeError(f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
 
     def _install_snapshot(self, records: list[MetadataRecord], offset: int, epoch: int, timestamp_ms: int) -> None:
         """Replace the local metadata log with a snapshot from another controller (persist first)."""
@@ -350,11 +379,11 @@ class ControllerServer:
         """Write a snapshot of the current image and delete segments it covers beyond retention."""
         if self.image.offset < 0:
             return None
-        path = write_snapshot(self.metadata_dir, self.image.offset, self.image.epoch,
-                              self.image.timestamp_ms, self.image.to_records())
+        path = write_snapshot(
+            self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
+        )
         self._bytes_since_snapshot = 0
-        delete_covered_segments(self.metadata_dir, self.image.offset,
-                                self.config["metadata.max.retention.bytes"])
+        delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
         self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
         return path
 
@@ -385,11 +414,16 @@ class ControllerServer:
                 self._log.info("controller_active", epoch=epoch, offset=self.image.offset)
                 return
             except kerr.KafkaError as err:
-                delay_ms = backoff_ms(attempt, base_ms=self.config["controller.quorum.retry.backoff.ms"],
-                                      max_ms=self.request_timeout_s * 1000 / 2, rng=self._rng)
+                delay_ms = backoff_ms(
+                    attempt,
+                    base_ms=self.config["controller.quorum.retry.backoff.ms"],
+                    max_ms=self.request_timeout_s * 1000 / 2,
+                    rng=self._rng,
+                )
                 attempt += 1
-                self._log.warning("noop_commit_failed", epoch=epoch, error=str(err), attempt=attempt,
-                                  retry_in_ms=round(delay_ms))
+                self._log.warning(
+                    "noop_commit_failed", epoch=epoch, error=str(err), attempt=attempt, retry_in_ms=round(delay_ms)
+                )
                 await asyncio.sleep(delay_ms / 1000.0)
 
     async def _propose(self, records: Sequence[MetadataRecord], epoch: int) -> int:
@@ -400,8 +434,7 @@ class ControllerServer:
         except kerr.RequestTimedOutError:
             self._uncertain_epoch = epoch
             raise
-        if not await self._applied.wait(lambda: self.image.offset >= last or self._stopping,
-                                        self.request_timeout_s):
+        if not await self._applied.wait(lambda: self.image.offset >= last or self._stopping, self.request_timeout_s):
             self._uncertain_epoch = epoch
             raise kerr.RequestTimedOutError("metadata records were committed but not applied in time")
         return last
@@ -423,24 +456,36 @@ class ControllerServer:
 
     @property
     def is_active(self) -> bool:
-        return (self._active_epoch is not None and self._quorum is not None
-                and self._quorum.is_leader and self._quorum.epoch == self._active_epoch)
+        return (
+            self._active_epoch is not None
+            and self._quorum is not None
+            and self._quorum.is_leader
+            and self._quorum.epoch == self._active_epoch
+        )
 
     def hint(self) -> controller_pb2.ControllerHint:
         leader = self._quorum.leader_id if self._quorum is not None else None
         if leader is None:
-            return controller_pb2.ControllerHint(leader_id=-1, leader_address="",
-                                                 leader_epoch=self._quorum.epoch if self._quorum else -1)
+            return controller_pb2.ControllerHint(
+                leader_id=-1, leader_address="", leader_epoch=self._quorum.epoch if self._quorum else -1
+            )
         host, port = self.voters[leader]
-        return controller_pb2.ControllerHint(leader_id=leader, leader_address=f"{host}:{port}",
-                                             leader_epoch=self._quorum.epoch)
+        return controller_pb2.ControllerHint(
+            leader_id=leader, leader_address=f"{host}:{port}", leader_epoch=self._quorum.epoch
+        )
 
     def context(self) -> ctl.ControllerContext:
-        return ctl.ControllerContext(cluster_id=self.cluster_id, config=self.config, now_ms=self._wall_ms(),
-                                     rng=self._rng, next_offset=self.image.offset + 1)
+        return ctl.ControllerContext(
+            cluster_id=self.cluster_id,
+            config=self.config,
+            now_ms=self._wall_ms(),
+            rng=self._rng,
+            next_offset=self.image.offset + 1,
+        )
 
-    async def run_write(self, handler: Callable[..., tuple[list[MetadataRecord], Any]], request: Any,
-                        response_type: type, *extra: Any) -> Any:
+    async def run_write(
+        self, handler: Callable[..., tuple[list[MetadataRecord], Any]], request: Any, response_type: type, *extra: Any
+    ) -> Any:
         """Run a handler on the active controller: propose its records, answer after they apply.
 
         Group commit: requests that arrive while a proposal is in flight queue up; the next round
@@ -449,8 +494,9 @@ class ControllerServer:
         and none is answered before the batch is committed and applied.
         """
         if not self.is_active:
-            return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
-                               self.hint(), request)
+            return _with_error(
+                response_type(), kerr.NotControllerError, "not the active controller", self.hint(), request
+            )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._write_queue.append((handler, request, response_type, extra, future))
         if self._drainer is None or self._drainer.done():
@@ -461,7 +507,7 @@ class ControllerServer:
         while self._write_queue:
             async with self._write_lock:
                 batch = self._write_queue[:_GROUP_COMMIT_MAX]
-                del self._write_queue[:len(batch)]
+                del self._write_queue[: len(batch)]
                 await self._commit_group(batch)
 
     async def _commit_group(self, batch: list[tuple[Any, ...]]) -> None:
@@ -485,7 +531,7 @@ class ControllerServer:
         records: list[MetadataRecord] = []
         responses: list[Any] = []
         batch_bytes = 0
-        for index, (handler, request, rtype, extra, fut) in enumerate(batch):
+        for index, (handler, request, rtype, extra, _fut) in enumerate(batch):
             ctx = self.context()
             ctx.next_offset = base_offset + len(records)  # KRaft's broker epoch is this offset
             try:
@@ -512,14 +558,15 @@ class ControllerServer:
             except kerr.KafkaError as err:
                 fail_all(type(err), str(err))
                 return
-        for (_h, _r, _t, _x, fut), response in zip(batch, responses):
+        for (_h, _r, _t, _x, fut), response in zip(batch, responses, strict=False):
             if not fut.done():
                 fut.set_result(response)
 
     async def run_read(self, fn: Callable[[], Any], response_type: type, request: Any = None) -> Any:
         if not self.is_active:
-            return _with_error(response_type(), kerr.NotControllerError, "not the active controller",
-                               self.hint(), request)
+            return _with_error(
+                response_type(), kerr.NotControllerError, "not the active controller", self.hint(), request
+            )
         return fn()
 
     async def _periodic(self) -> None:
@@ -531,12 +578,16 @@ class ControllerServer:
             if not self.is_active:
                 continue
             try:
-                await self._run_internal(lambda image, _req, ctx: (ctl.fence_expired_brokers(image, ctx, self._heartbeats), None))
+                await self._run_internal(
+                    lambda image, _req, ctx: (ctl.fence_expired_brokers(image, ctx, self._heartbeats), None)
+                )
                 await self._run_internal(lambda image, _req, ctx: (ctl.complete_reassignments(image, ctx), None))
                 interval = self.config["leader.imbalance.check.interval.seconds"]
                 if self.config["auto.leader.rebalance.enable"] and time.monotonic() - last_rebalance >= interval:
                     last_rebalance = time.monotonic()
-                    await self._run_internal(lambda image, _req, ctx: (ctl.preferred_leader_rebalance(image, ctx), None))
+                    await self._run_internal(
+                        lambda image, _req, ctx: (ctl.preferred_leader_rebalance(image, ctx), None)
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # a timer must survive a failed round
@@ -575,8 +626,9 @@ class ControllerServer:
                 break
         return out
 
-    async def stream_metadata(self, request: controller_pb2.FetchMetadataRequest
-                              ) -> AsyncIterator[controller_pb2.MetadataBatch]:
+    async def stream_metadata(
+        self, request: controller_pb2.FetchMetadataRequest
+    ) -> AsyncIterator[controller_pb2.MetadataBatch]:
         """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
         keep-alives when caught up. Every batch carries this controller's committed offset and the
         leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
@@ -589,9 +641,12 @@ class ControllerServer:
             snap = latest_snapshot(self.metadata_dir)
             if snap is not None:
                 s = read_snapshot(snap.path)
-                yield self._batch(snapshot_records=[encode_record(r) for r in s.records],
-                                  snapshot_offset=s.offset, snapshot_epoch=s.epoch,
-                                  snapshot_timestamp_ms=s.timestamp_ms)
+                yield self._batch(
+                    snapshot_records=[encode_record(r) for r in s.records],
+                    snapshot_offset=s.offset,
+                    snapshot_epoch=s.epoch,
+                    snapshot_timestamp_ms=s.timestamp_ms,
+                )
                 offset = s.offset + 1
         while not self._stopping:
             if offset <= self.image.offset:
@@ -600,15 +655,16 @@ class ControllerServer:
                     offset += len(entries)
                     yield self._batch(entries=entries)
                     continue
-            await self._applied.wait(lambda: self.image.offset >= offset or self._stopping, keepalive_s)
+            await self._applied.wait(lambda offset=offset: self.image.offset >= offset or self._stopping, keepalive_s)
             if self.image.offset < offset:
                 yield self._batch(keep_alive=True)
 
     def _batch(self, **kwargs: Any) -> controller_pb2.MetadataBatch:
         hint = self.hint()
         kwargs.setdefault("snapshot_offset", -1)
-        return controller_pb2.MetadataBatch(high_watermark=self.image.offset, leader_id=hint.leader_id,
-                                            leader_epoch=hint.leader_epoch, **kwargs)
+        return controller_pb2.MetadataBatch(
+            high_watermark=self.image.offset, leader_id=hint.leader_id, leader_epoch=hint.leader_epoch, **kwargs
+        )
 
     # ------------------------------------------------------------------ gRPC
 
@@ -621,16 +677,27 @@ class ControllerServer:
         status = self._quorum.status()
         voters = []
         for v in status.voters:
-            voters.append(R.Replica(replica_id=v.voter_id, log_end_offset=v.log_end_offset,
-                                    last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
-                                    last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms))
-        return R(error=ctl.error_pb(), leader_id=status.leader_id if status.leader_id is not None else -1,
-                 leader_epoch=status.epoch, high_watermark=status.committed_offset, voters=voters,
-                 controller=self.hint())
+            voters.append(
+                R.Replica(
+                    replica_id=v.voter_id,
+                    log_end_offset=v.log_end_offset,
+                    last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
+                    last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms,
+                )
+            )
+        return R(
+            error=ctl.error_pb(),
+            leader_id=status.leader_id if status.leader_id is not None else -1,
+            leader_epoch=status.epoch,
+            high_watermark=status.committed_offset,
+            voters=voters,
+            controller=self.hint(),
+        )
 
 
-def _with_error(response: Any, err: type[kerr.KafkaError], message: str,
-                hint: controller_pb2.ControllerHint, request: Any = None) -> Any:
+def _with_error(
+    response: Any, err: type[kerr.KafkaError], message: str, hint: controller_pb2.ControllerHint, request: Any = None
+) -> Any:
     """Put ``err`` wherever the response type carries errors — the top-level error, or one result
     per item of the request for responses that only have per-item errors — plus the hint."""
     e = errors_pb2.Error(code=err.error_code, name=err.error_name, message=message)
@@ -644,8 +711,10 @@ def _with_error(response: Any, err: type[kerr.KafkaError], message: str,
     if isinstance(response, admin_pb2.CreateTopicsResponse):
         response.topics.extend(response.Result(name=t.name, error=e) for t in request.topics)
     elif isinstance(response, admin_pb2.DeleteTopicsResponse):
-        response.topics.extend([response.Result(name=n, error=e) for n in request.names]
-                               + [response.Result(topic_id=i, error=e) for i in request.topic_ids])
+        response.topics.extend(
+            [response.Result(name=n, error=e) for n in request.names]
+            + [response.Result(topic_id=i, error=e) for i in request.topic_ids]
+        )
     elif isinstance(response, admin_pb2.CreatePartitionsResponse):
         response.results.extend(response.Result(name=t.name, error=e) for t in request.topics)
     elif isinstance(response, (admin_pb2.IncrementalAlterConfigsResponse, admin_pb2.DescribeConfigsResponse)):
@@ -660,19 +729,20 @@ class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
         self.s = server
 
     async def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
-        return await self.s.run_write(ctl.register_broker, request, controller_pb2.RegisterBrokerResponse,
-                                      self.s._heartbeats)
+        return await self.s.run_write(
+            ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
+        )
 
     async def BrokerHeartbeat(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse,
-                                      self.s._heartbeats)
+        return await self.s.run_write(
+            ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
+        )
 
     async def AlterPartition(self, request, context):  # noqa: N802
         return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
 
     async def AllocateProducerIds(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.allocate_producer_ids, request,
-                                      controller_pb2.AllocateProducerIdsResponse)
+        return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
 
     async def FetchMetadata(self, request, context):  # noqa: N802
         async for batch in self.s.stream_metadata(request):
@@ -696,26 +766,31 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
 
     async def AlterPartitionReassignments(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.alter_partition_reassignments, request,
-                                      admin_pb2.AlterPartitionReassignmentsResponse)
+        return await self.s.run_write(
+            ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
+        )
 
     async def ListPartitionReassignments(self, request, context):  # noqa: N802
         return await self.s.run_read(
             lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
-            admin_pb2.ListPartitionReassignmentsResponse)
+            admin_pb2.ListPartitionReassignmentsResponse,
+        )
 
     async def DescribeConfigs(self, request, context):  # noqa: N802
-        return await self.s.run_read(lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
-                                     admin_pb2.DescribeConfigsResponse, request)
+        return await self.s.run_read(
+            lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
+            admin_pb2.DescribeConfigsResponse,
+            request,
+        )
 
     async def IncrementalAlterConfigs(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.incremental_alter_configs, request,
-                                      admin_pb2.IncrementalAlterConfigsResponse)
+        return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
 
     async def DescribeCluster(self, request, context):  # noqa: N802
         return await self.s.run_read(
             lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
-            admin_pb2.DescribeClusterResponse)
+            admin_pb2.DescribeClusterResponse,
+        )
 
     async def DescribeQuorum(self, request, context):  # noqa: N802
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
@@ -724,9 +799,14 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         path = self.s.take_snapshot()
         image = self.s.image
         return admin_pb2.CreateMetadataSnapshotResponse(
-            error=ctl.error_pb(), node_id=self.s.node_id, snapshot_offset=image.offset if path else -1,
-            snapshot_epoch=image.epoch if path else -1, path=str(path) if path else "")
+            error=ctl.error_pb(),
+            node_id=self.s.node_id,
+            snapshot_offset=image.offset if path else -1,
+            snapshot_epoch=image.epoch if path else -1,
+            path=str(path) if path else "",
+        )
 
     async def DescribeTopics(self, request, context):  # noqa: N802
-        return await self.s.run_read(lambda: ctl.describe_topics(self.s.image, request),
-                                     admin_pb2.DescribeTopicsResponse, request)
+        return await self.s.run_read(
+            lambda: ctl.describe_topics(self.s.image, request), admin_pb2.DescribeTopicsResponse, request
+        )

@@ -70,7 +70,7 @@ __all__ = ["MAX_PENDING_WRITE_BYTES", "RaftTransport", "RefusalLog", "TransportS
 
 _log = structlog.get_logger(__name__)
 
-_ACCEPT_BURST: Final = 64              # connections accepted per poll event
+_ACCEPT_BURST: Final = 64  # connections accepted per poll event
 _R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
 
 
@@ -168,8 +168,13 @@ class RaftTransport(Transport):
             self._bind()
         except OSError as err:
             self._bind_attempts += 1
-            self.log.warning("raft_bind_failed", host=self.SETTINGS.bind_host, port=self._self_node.port,
-                             error=str(err), attempt=self._bind_attempts)
+            self.log.warning(
+                "raft_bind_failed",
+                host=self.SETTINGS.bind_host,
+                port=self._self_node.port,
+                error=str(err),
+                attempt=self._bind_attempts,
+            )
             if self._conf.maxBindRetries and self._bind_attempts >= self._conf.maxBindRetries:
                 self._bind_over.set()
                 raise TransportNotReadyError from err
@@ -178,8 +183,9 @@ class RaftTransport(Transport):
         self._bind_over.set()
 
     def _bind(self) -> None:
-        infos = socket.getaddrinfo(self.SETTINGS.bind_host, self._self_node.port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            self.SETTINGS.bind_host, self._self_node.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
         # the address the other voters dial: pysyncobj's resolver prefers IPv4
         family, _, _, _, address = next((i for i in infos if i[0] == socket.AF_INET), infos[0])
         server = socket.socket(family, socket.SOCK_STREAM)
@@ -194,9 +200,13 @@ class RaftTransport(Transport):
         self._server = server
         self._server_fd = server.fileno()
         self.poller.subscribe(self._server_fd, self._on_accept, _R)
-        self.log.info("raft_transport_listening", address=f"{address[0]}:{address[1]}",
-                      backlog=self.SETTINGS.backlog, max_unauthenticated=self.SETTINGS.max_unauthenticated,
-                      handshake_timeout_s=self.SETTINGS.handshake_timeout_s)
+        self.log.info(
+            "raft_transport_listening",
+            address=f"{address[0]}:{address[1]}",
+            backlog=self.SETTINGS.backlog,
+            max_unauthenticated=self.SETTINGS.max_unauthenticated,
+            handshake_timeout_s=self.SETTINGS.handshake_timeout_s,
+        )
 
     # -------------------------------------------------------------- accepting
 
@@ -232,11 +242,23 @@ class RaftTransport(Transport):
             except OSError:
                 sock.close()
                 continue
-            handshake = ResponderHandshake(auth_key=self.SETTINGS.auth_key, cluster_id=self.SETTINGS.cluster_id,
-                                           node_id=self.SETTINGS.node_id, initiators=self._initiators)
+            handshake = ResponderHandshake(
+                auth_key=self.SETTINGS.auth_key,
+                cluster_id=self.SETTINGS.cluster_id,
+                node_id=self.SETTINGS.node_id,
+                initiators=self._initiators,
+            )
             now = _monotonic()
-            conn = RaftConnection(self, sock, peer, handshake=handshake, node=None, state=HANDSHAKE,
-                                  deadline=now + self.SETTINGS.handshake_timeout_s, now=now)
+            conn = RaftConnection(
+                self,
+                sock,
+                peer,
+                handshake=handshake,
+                node=None,
+                state=HANDSHAKE,
+                deadline=now + self.SETTINGS.handshake_timeout_s,
+                now=now,
+            )
             self._pending.add(conn)
 
     # -------------------------------------------------------------- dialling
@@ -258,10 +280,22 @@ class RaftTransport(Transport):
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             sock.close()
             return
-        handshake = InitiatorHandshake(auth_key=self.SETTINGS.auth_key, cluster_id=self.SETTINGS.cluster_id,
-                                       node_id=self.SETTINGS.node_id, peer_id=vid)
-        conn = RaftConnection(self, sock, f"{ip}:{node.port}", handshake=handshake, node=node, state=CONNECTING,
-                              deadline=now + self.SETTINGS.handshake_timeout_s, now=now)
+        handshake = InitiatorHandshake(
+            auth_key=self.SETTINGS.auth_key,
+            cluster_id=self.SETTINGS.cluster_id,
+            node_id=self.SETTINGS.node_id,
+            peer_id=vid,
+        )
+        conn = RaftConnection(
+            self,
+            sock,
+            f"{ip}:{node.port}",
+            handshake=handshake,
+            node=node,
+            state=CONNECTING,
+            deadline=now + self.SETTINGS.handshake_timeout_s,
+            now=now,
+        )
         conn.voter_id = vid
         self._links[node] = conn
 
@@ -304,8 +338,9 @@ class RaftTransport(Transport):
             conn.node = node
             self._links[node] = conn
         self._handshake_warned.discard(conn.voter_id)
-        self.log.info("raft_peer_authenticated", peer=conn.peer, voter=conn.voter_id,
-                      direction="in" if conn.incoming else "out")
+        self.log.info(
+            "raft_peer_authenticated", peer=conn.peer, voter=conn.voter_id, direction="in" if conn.incoming else "out"
+        )
         self._onNodeConnected(conn.node)
 
     def on_dial_handshake_failed(self, conn: RaftConnection, reason: str) -> None:
@@ -313,9 +348,14 @@ class RaftTransport(Transport):
         until a handshake with it succeeds; we redial every ``connectionRetryTime``."""
         if conn.voter_id is not None and conn.voter_id not in self._handshake_warned:
             self._handshake_warned.add(conn.voter_id)
-            self.log.warning("raft_handshake_failed", peer=conn.peer, voter=conn.voter_id, reason=reason,
-                             hint="the peer refused this node: compare cluster id, voters and "
-                                  "controller.quorum.raft.password, and read the peer's raft_peer_refused line")
+            self.log.warning(
+                "raft_handshake_failed",
+                peer=conn.peer,
+                voter=conn.voter_id,
+                reason=reason,
+                hint="the peer refused this node: compare cluster id, voters and "
+                "controller.quorum.raft.password, and read the peer's raft_peer_refused line",
+            )
 
     def on_connection_closed(self, conn: RaftConnection, was: str) -> None:
         self._pending.discard(conn)

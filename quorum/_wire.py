@@ -86,10 +86,25 @@ from kraftlog.common.errors import (
 )
 
 __all__ = [
-    "COMMAND_NO_OP", "COMMAND_REGULAR", "FrameReader", "HEADER", "InitiatorHandshake", "KEEPALIVE",
-    "MAX_COMMAND_BYTES", "MAX_FRAME_BYTES", "MAX_HANDSHAKE_FRAME_BYTES", "PROTOCOL_VERSION",
-    "ResponderHandshake", "Session", "decode_command", "decode_message", "derive_auth_key",
-    "encode_append_command", "encode_message", "frame", "split_append_entries",
+    "COMMAND_NO_OP",
+    "COMMAND_REGULAR",
+    "FrameReader",
+    "HEADER",
+    "InitiatorHandshake",
+    "KEEPALIVE",
+    "MAX_COMMAND_BYTES",
+    "MAX_FRAME_BYTES",
+    "MAX_HANDSHAKE_FRAME_BYTES",
+    "PROTOCOL_VERSION",
+    "ResponderHandshake",
+    "Session",
+    "decode_command",
+    "decode_message",
+    "derive_auth_key",
+    "encode_append_command",
+    "encode_message",
+    "frame",
+    "split_append_entries",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -173,7 +188,7 @@ class FrameReader:
             end = HEADER.size + self._need
             if len(self._buf) < end:
                 return out
-            out.append(bytes(self._buf[HEADER.size:end]))
+            out.append(bytes(self._buf[HEADER.size : end]))
             del self._buf[:end]
             self._need = None
 
@@ -221,8 +236,15 @@ class InitiatorHandshake:
     """The dialling side: ``hello()``, then ``receive(challenge) -> (proof, None)``, then
     ``receive(confirm) -> (None, Session)``. Raises a ``KafkaError`` on anything unexpected."""
 
-    def __init__(self, *, auth_key: bytes, cluster_id: str, node_id: Any, peer_id: int,
-                 nonce: Callable[[int], bytes] = os.urandom) -> None:
+    def __init__(
+        self,
+        *,
+        auth_key: bytes,
+        cluster_id: str,
+        node_id: Any,
+        peer_id: int,
+        nonce: Callable[[int], bytes] = os.urandom,
+    ) -> None:
         self._key = auth_key
         self._cluster = cluster_id
         self._me = node_id
@@ -232,8 +254,17 @@ class InitiatorHandshake:
         self._done = False
 
     def hello(self) -> bytes:
-        return msgpack.packb({"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "cluster": self._cluster,
-                              "from": self._me, "to": self._peer, "nonce": self._nonce}, use_bin_type=True)
+        return msgpack.packb(
+            {
+                "proto": PROTOCOL_NAME,
+                "v": PROTOCOL_VERSION,
+                "cluster": self._cluster,
+                "from": self._me,
+                "to": self._peer,
+                "nonce": self._nonce,
+            },
+            use_bin_type=True,
+        )
 
     def receive(self, body: bytes) -> tuple[bytes | None, Session | None]:
         if self._done:
@@ -251,16 +282,25 @@ class InitiatorHandshake:
         if not hmac.compare_digest(mac, _mac(self._key, b"responder", self._transcript)):
             raise SaslAuthenticationFailedError("the peer could not prove it knows the Raft password")
         self._done = True
-        return None, Session(send_key=_mac(self._key, b"key i2r", self._transcript),
-                             recv_key=_mac(self._key, b"key r2i", self._transcript))
+        return None, Session(
+            send_key=_mac(self._key, b"key i2r", self._transcript),
+            recv_key=_mac(self._key, b"key r2i", self._transcript),
+        )
 
 
 class ResponderHandshake:
     """The dialled side: ``receive(hello) -> (challenge, None)``, then ``receive(proof) ->
     (confirm, Session)``. ``initiators`` are the voter ids allowed to dial this node."""
 
-    def __init__(self, *, auth_key: bytes, cluster_id: str, node_id: int, initiators: frozenset[int],
-                 nonce: Callable[[int], bytes] = os.urandom) -> None:
+    def __init__(
+        self,
+        *,
+        auth_key: bytes,
+        cluster_id: str,
+        node_id: int,
+        initiators: frozenset[int],
+        nonce: Callable[[int], bytes] = os.urandom,
+    ) -> None:
         self._key = auth_key
         self._cluster = cluster_id
         self._me = node_id
@@ -282,15 +322,18 @@ class ResponderHandshake:
             raise SaslAuthenticationFailedError(f"voter {self.peer_id} failed to prove it knows the Raft password")
         self._done = True
         confirm = msgpack.packb({"mac": _mac(self._key, b"responder", self._transcript)}, use_bin_type=True)
-        return confirm, Session(send_key=_mac(self._key, b"key r2i", self._transcript),
-                                recv_key=_mac(self._key, b"key i2r", self._transcript))
+        return confirm, Session(
+            send_key=_mac(self._key, b"key r2i", self._transcript),
+            recv_key=_mac(self._key, b"key i2r", self._transcript),
+        )
 
     def _check_hello(self, raw: Any) -> None:
         if type(raw) is not dict or raw.get("proto") != PROTOCOL_NAME:
             raise CorruptMessageError("not a kraftlog Raft hello")
         if type(raw.get("v")) is not int or raw["v"] != PROTOCOL_VERSION:
-            raise UnsupportedVersionError(f"peer speaks Raft protocol version {raw.get('v')!r:.20}; "
-                                          f"this node speaks {PROTOCOL_VERSION}")
+            raise UnsupportedVersionError(
+                f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION}"
+            )
         msg = _map(raw, frozenset({"proto", "v", "cluster", "from", "to", "nonce"}), "hello")
         cluster, sender, target, nonce = msg["cluster"], msg["from"], msg["to"], msg["nonce"]
         if type(cluster) is not str or not 0 < len(cluster) <= MAX_CLUSTER_ID_CHARS:
@@ -302,12 +345,14 @@ class ResponderHandshake:
         if cluster != self._cluster:
             raise InconsistentClusterIdError(f"peer belongs to cluster {cluster!r}", claimed_node_id=sender)
         if target != self._me:
-            raise InconsistentVoterSetError(f"peer dialled node {target}, this is node {self._me}",
-                                            claimed_node_id=sender)
+            raise InconsistentVoterSetError(
+                f"peer dialled node {target}, this is node {self._me}", claimed_node_id=sender
+            )
         if sender not in self._initiators:
             raise InconsistentVoterSetError(
                 f"node {sender} is not a voter that dials node {self._me} (those are {sorted(self._initiators)})",
-                claimed_node_id=sender)
+                claimed_node_id=sender,
+            )
         self.peer_id = sender
         self._transcript = _transcript(self._cluster, sender, self._me, nonce, self._nonce)
 
@@ -381,8 +426,13 @@ def _append_entries(m: dict[str, Any]) -> None:
         _map(m, frozenset({"type", "term", "commit_index", "serialized"}), "append_entries (snapshot)")
         chunk = m["serialized"]
         if chunk is not None:
-            if (type(chunk) is not list or len(chunk) != 3 or type(chunk[0]) is not bytes
-                    or type(chunk[1]) is not bool or type(chunk[2]) is not bool):
+            if (
+                type(chunk) is not list
+                or len(chunk) != 3
+                or type(chunk[0]) is not bytes
+                or type(chunk[1]) is not bool
+                or type(chunk[2]) is not bool
+            ):
                 raise CorruptMessageError("append_entries: a snapshot chunk must be [bytes, first, last]")
             m["serialized"] = (chunk[0], chunk[1], chunk[2])
     else:
@@ -401,6 +451,7 @@ def _ints(*keys: str) -> Callable[[dict[str, Any]], None]:
         _map(m, expected, m["type"])
         if not all(_uint(m[k]) for k in keys):
             raise CorruptMessageError(f"{m['type']}: {', '.join(keys)} must be integers")
+
     return check
 
 

@@ -7,9 +7,23 @@ log compaction on cleaner threads, and the `LogManager` that owns a node's log d
 This package imports no other kraftlog package.
 """
 
+from kraftlog.common.compression import CompressionType
+from kraftlog.common.records import (
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    ControlRecordType,
+    Header,
+    Record,
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+)
+
 from ._checkpoint import OffsetCheckpointFile
 from ._cleaner import CleanerStats, CleaningAbortedError, clean_log
-from kraftlog.common.compression import CompressionType
 from ._config import LONG_MAX, LogConfig
 from ._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from ._errors import (
@@ -48,33 +62,63 @@ from ._log_manager import (
     read_meta_properties,
     write_meta_properties,
 )
-from kraftlog.common.records import (
-    HEADER_SIZE,
-    NO_PRODUCER_ID,
-    ControlRecordType,
-    Header,
-    Record,
-    RecordBatch,
-    RecordBatchBuilder,
-    TimestampType,
-    build_batch,
-    build_control_batch,
-    iter_batches,
-)
 from ._record_set import split_batches
 from ._segment import LogSegment
 
 __all__ = [
-    "AppendOrigin", "CLEAN_SHUTDOWN_FILE", "CleanerStats", "CleaningAbortedError", "CompressionType", "ControlRecordType",
-    "CorruptRecordError", "EARLIEST_TIMESTAMP", "FetchDataInfo", "HEADER_SIZE", "Header",
-    "InconsistentTopicIdError", "IndexCorruptError", "InvalidConfigError", "InvalidRecordError",
-    "InvalidTimestampError", "KafkaStorageError", "LATEST_TIMESTAMP", "LONG_MAX", "LeaderEpochCache",
-    "Log", "LogAppendInfo", "LogCleaner", "LogConfig", "LogManager", "LogSegment", "MAX_TIMESTAMP", "MetaProperties",
-    "NO_PRODUCER_ID", "OffsetCheckpointFile", "OffsetIndex", "OffsetOutOfRangeError",
-    "OffsetsOutOfOrderError", "Record", "RecordBatch", "RecordBatchBuilder", "RecordBatchTooLargeError",
-    "RecordTooLargeError", "StorageError", "TimeIndex", "TimestampAndOffset", "TimestampType",
-    "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "UnsupportedCompressionTypeError",
-    "UnsupportedForMessageFormatError", "build_batch", "build_control_batch", "clean_log",
-    "iter_batches", "parse_topic_partition", "partition_dir_name", "read_meta_properties",
-    "split_batches", "write_meta_properties",
+    "AppendOrigin",
+    "CLEAN_SHUTDOWN_FILE",
+    "CleanerStats",
+    "CleaningAbortedError",
+    "CompressionType",
+    "ControlRecordType",
+    "CorruptRecordError",
+    "EARLIEST_TIMESTAMP",
+    "FetchDataInfo",
+    "HEADER_SIZE",
+    "Header",
+    "InconsistentTopicIdError",
+    "IndexCorruptError",
+    "InvalidConfigError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "KafkaStorageError",
+    "LATEST_TIMESTAMP",
+    "LONG_MAX",
+    "LeaderEpochCache",
+    "Log",
+    "LogAppendInfo",
+    "LogCleaner",
+    "LogConfig",
+    "LogManager",
+    "LogSegment",
+    "MAX_TIMESTAMP",
+    "MetaProperties",
+    "NO_PRODUCER_ID",
+    "OffsetCheckpointFile",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError",
+    "Record",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "StorageError",
+    "TimeIndex",
+    "TimestampAndOffset",
+    "TimestampType",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "UnsupportedCompressionTypeError",
+    "UnsupportedForMessageFormatError",
+    "build_batch",
+    "build_control_batch",
+    "clean_log",
+    "iter_batches",
+    "parse_topic_partition",
+    "partition_dir_name",
+    "read_meta_properties",
+    "split_batches",
+    "write_meta_properties",
 ]

@@ -14,8 +14,13 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kraftlog.common import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT
-from kraftlog.common import fsync_directory
+from kraftlog.common import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    fsync_directory,
+)
 
 from ._errors import KafkaStorageError
 

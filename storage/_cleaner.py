@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kraftlog.common.records import NO_TIMESTAMP, RecordBatch, RecordBatchBuilder
+
 from ._segment import BatchLocation, LogSegment
 
 if TYPE_CHECKING:
@@ -71,18 +72,18 @@ class _Plan:
     version: int
 
 
-def _upper_bounds(log: "Log", segments: list[LogSegment]) -> list[int]:
+def _upper_bounds(log: Log, segments: list[LogSegment]) -> list[int]:
     bases = [s.base_offset for s in segments]
     return bases[1:] + [log.log_end_offset]
 
 
-def _plan(log: "Log", now_ms: int, force: bool) -> _Plan | None:
+def _plan(log: Log, now_ms: int, force: bool) -> _Plan | None:
     """The cleanable range and whether it is dirty enough; the caller holds ``log.lock``."""
     cfg = log.config
     segments = log.segments
     uppers = _upper_bounds(log, segments)
     cleanable: list[LogSegment] = []
-    for seg, upper in zip(segments[:-1], uppers[:-1]):
+    for seg, upper in zip(segments[:-1], uppers[:-1], strict=False):
         if upper > log.high_watermark:
             break
         if now_ms - seg.largest_timestamp < cfg.min_compaction_lag_ms:
@@ -94,18 +95,22 @@ def _plan(log: "Log", now_ms: int, force: bool) -> _Plan | None:
     first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
     if first_dirty >= end:
         return None
-    dirty = [s for s, u in zip(cleanable, uppers) if u > first_dirty]
+    dirty = [s for s, u in zip(cleanable, uppers, strict=False) if u > first_dirty]
     total_bytes = sum(s.size for s in cleanable)
     dirty_bytes = sum(s.size for s in dirty)
-    overdue = any(s.rolling_based_timestamp is not None and s.rolling_based_timestamp >= 0
-                  and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms for s in dirty)
+    overdue = any(
+        s.rolling_based_timestamp is not None
+        and s.rolling_based_timestamp >= 0
+        and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms
+        for s in dirty
+    )
     ratio = dirty_bytes / total_bytes if total_bytes else 0.0
     if not force and not overdue and ratio < cfg.min_cleanable_dirty_ratio:
         return None
     return _Plan(cleanable, dirty, first_dirty, end, ratio, log.log_start_offset, log.structure_version)
 
 
-def dirty_ratio(log: "Log", now_ms: int) -> float | None:
+def dirty_ratio(log: Log, now_ms: int) -> float | None:
     """The dirty ratio of ``log`` when a pass would clean it now (dirty enough, or overdue by
     ``max.compaction.lag.ms``), else None; the cleaner threads clean the dirtiest log first."""
     with log.lock:
@@ -115,8 +120,14 @@ def dirty_ratio(log: "Log", now_ms: int) -> float | None:
     return None if plan is None else max(plan.ratio, 1e-9)
 
 
-def clean_log(log: "Log", now_ms: int, *, force: bool = False, abort: Callable[[], bool] | None = None,
-              throttle: Callable[[int], None] | None = None) -> CleanerStats | None:
+def clean_log(
+    log: Log,
+    now_ms: int,
+    *,
+    force: bool = False,
+    abort: Callable[[], bool] | None = None,
+    throttle: Callable[[int], None] | None = None,
+) -> CleanerStats | None:
     """Compact ``log`` once if its dirty ratio reaches ``min.cleanable.dirty.ratio`` (or a dirty
     record is older than ``max.compaction.lag.ms``, or ``force``). Returns None when nothing ran.
 
@@ -133,11 +144,10 @@ def clean_log(log: "Log", now_ms: int, *, force: bool = False, abort: Callable[[
         if plan is None:
             return None
         views = [seg.read_only_view() for seg in plan.cleanable]
-    by_segment = {id(seg): view for seg, view in zip(plan.cleanable, views)}
+    by_segment = {id(seg): view for seg, view in zip(plan.cleanable, views, strict=False)}
     cfg = log.config
     outputs: list[LogSegment] = []
-    counters = {"bytes_read": 0, "bytes_written": 0, "records_read": 0, "records_retained": 0,
-                "tombstones_removed": 0}
+    counters = {"bytes_read": 0, "bytes_written": 0, "records_read": 0, "records_retained": 0, "tombstones_removed": 0}
     check = abort or (lambda: False)
     try:
         offset_map = _build_offset_map([by_segment[id(s)] for s in plan.dirty], plan.first_dirty, check, throttle)
@@ -151,18 +161,36 @@ def clean_log(log: "Log", now_ms: int, *, force: bool = False, abort: Callable[[
                     if check():
                         raise CleaningAbortedError("asked to stop")
                     counters["bytes_read"] += loc.size
-                    data = _filter_batch(view.read_batch(loc), offset_map, plan.log_start_offset,
-                                         now_ms, cfg.delete_retention_ms, counters)
+                    data = _filter_batch(
+                        view.read_batch(loc),
+                        offset_map,
+                        plan.log_start_offset,
+                        now_ms,
+                        cfg.delete_retention_ms,
+                        counters,
+                    )
                     if throttle is not None:
                         throttle(loc.size + (len(data) if data is not None else 0))
                     if data is None:
                         continue
                     kept = RecordBatch(data)
-                    out.append([data], len(data), [BatchLocation(0, len(data), kept.base_offset, kept.last_offset,
-                                                    kept.max_timestamp, kept.partition_leader_epoch)])
+                    out.append(
+                        [data],
+                        len(data),
+                        [
+                            BatchLocation(
+                                0,
+                                len(data),
+                                kept.base_offset,
+                                kept.last_offset,
+                                kept.max_timestamp,
+                                kept.partition_leader_epoch,
+                            )
+                        ],
+                    )
                     counters["bytes_written"] += len(data)
             out.flush()  # fsync outside the lock; the swap only renames
-        for group, out in zip(groups, list(outputs)):
+        for group, out in zip(groups, list(outputs), strict=False):
             # from here the swap owns the files: if it fails half-way (a crash, an I/O error), the
             # next load completes or discards it from what is on disk, so they are not deleted here
             outputs.remove(out)
@@ -179,14 +207,22 @@ def clean_log(log: "Log", now_ms: int, *, force: bool = False, abort: Callable[[
     with log.lock:
         log.cleaner_checkpoint = max(log.cleaner_checkpoint, plan.end)
     stats = CleanerStats(log.topic, log.partition, plan.first_dirty, plan.end, len(plan.cleanable), **counters)
-    _log.info("log_cleaned", topic=log.topic, partition=log.partition, first_dirty_offset=plan.first_dirty,
-              end_offset=plan.end, dirty_ratio=round(plan.ratio, 3), bytes_read=stats.bytes_read,
-              bytes_written=stats.bytes_written)
+    _log.info(
+        "log_cleaned",
+        topic=log.topic,
+        partition=log.partition,
+        first_dirty_offset=plan.first_dirty,
+        end_offset=plan.end,
+        dirty_ratio=round(plan.ratio, 3),
+        bytes_read=stats.bytes_read,
+        bytes_written=stats.bytes_written,
+    )
     return stats
 
 
-def _build_offset_map(dirty: list[LogSegment], first_dirty: int, abort: Callable[[], bool],
-                      throttle: Callable[[int], None] | None) -> dict[bytes, int]:
+def _build_offset_map(
+    dirty: list[LogSegment], first_dirty: int, abort: Callable[[], bool], throttle: Callable[[int], None] | None
+) -> dict[bytes, int]:
     """``key -> last offset`` over the dirty part of the cleanable range (read through views)."""
     offset_map: dict[bytes, int] = {}
     for seg in dirty:
@@ -211,8 +247,7 @@ def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[Log
     current: list[LogSegment] = []
     size = 0
     for seg in segments:
-        if current and (size + seg.size > max_bytes
-                        or seg.read_next_offset() - current[0].base_offset > _INT32_MAX):
+        if current and (size + seg.size > max_bytes or seg.read_next_offset() - current[0].base_offset > _INT32_MAX):
             groups.append(current)
             current, size = [], 0
         current.append(seg)
@@ -222,8 +257,14 @@ def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[Log
     return groups
 
 
-def _filter_batch(batch: RecordBatch, offset_map: dict[bytes, int], log_start_offset: int,
-                  now_ms: int, delete_retention_ms: int, counters: dict[str, int]) -> bytes | None:
+def _filter_batch(
+    batch: RecordBatch,
+    offset_map: dict[bytes, int],
+    log_start_offset: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    counters: dict[str, int],
+) -> bytes | None:
     """The batch's bytes to keep (unchanged when nothing was dropped), or None to drop it."""
     if batch.last_offset < log_start_offset:
         return None
@@ -253,12 +294,17 @@ def _filter_batch(batch: RecordBatch, offset_map: dict[bytes, int], log_start_of
     if len(kept) == len(records) and not needs_horizon:
         return batch.to_bytes()
     new_horizon = now_ms + delete_retention_ms if needs_horizon else (horizon if has_tombstone else NO_TIMESTAMP)
-    builder = RecordBatchBuilder(base_offset=batch.base_offset, compression=batch.compression,
-                                 timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
-                                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                                 is_transactional=batch.is_transactional,
-                                 partition_leader_epoch=batch.partition_leader_epoch,
-                                 delete_horizon_ms=new_horizon)
+    builder = RecordBatchBuilder(
+        base_offset=batch.base_offset,
+        compression=batch.compression,
+        timestamp_type=batch.timestamp_type,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        delete_horizon_ms=new_horizon,
+    )
     for rec in kept:
         builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers, offset=rec.offset)
     builder.set_last_offset(batch.last_offset)

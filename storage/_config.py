@@ -26,6 +26,7 @@ def _default(key: str) -> Any:
     """Kafka's default of a topic-level key, from the one schema."""
     return TOPIC_CONFIG_DEFS[key].default
 
+
 _KEY_TO_FIELD = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
@@ -50,12 +51,21 @@ _KEY_TO_FIELD = {
     "preallocate": "preallocate",
 }
 # Topic-level keys that belong to replication, not to the log: accepted and ignored here.
-_NOT_LOG_KEYS = frozenset({"min.insync.replicas", "unclean.leader.election.enable",
-                           "leader.replication.throttled.replicas",
-                           "follower.replication.throttled.replicas",
-                           "message.downconversion.enable", "compression.gzip.level",
-                           "compression.lz4.level", "compression.zstd.level",
-                           "remote.storage.enable", "local.retention.ms", "local.retention.bytes"})
+_NOT_LOG_KEYS = frozenset(
+    {
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        "message.downconversion.enable",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+        "remote.storage.enable",
+        "local.retention.ms",
+        "local.retention.bytes",
+    }
+)
 _COMPRESSION_TYPES = frozenset({"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"})
 
 
@@ -77,9 +87,11 @@ class LogConfig:
     flush_messages: int = _default("flush.messages")
     flush_ms: int = _default("flush.ms")
     max_message_bytes: int = _default("max.message.bytes")
-    message_timestamp_type: TimestampType = (TimestampType.LOG_APPEND_TIME
-                                             if _default("message.timestamp.type") == "LogAppendTime"
-                                             else TimestampType.CREATE_TIME)
+    message_timestamp_type: TimestampType = (
+        TimestampType.LOG_APPEND_TIME
+        if _default("message.timestamp.type") == "LogAppendTime"
+        else TimestampType.CREATE_TIME
+    )
     message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     compression_type: str = _default("compression.type")
@@ -93,33 +105,47 @@ class LogConfig:
         need(self.segment_bytes >= 14, "segment.bytes", self.segment_bytes, "an integer >= 14")
         need(self.segment_ms >= 1, "segment.ms", self.segment_ms, "an integer >= 1")
         need(self.segment_jitter_ms >= 0, "segment.jitter.ms", self.segment_jitter_ms, "an integer >= 0")
-        need(self.segment_index_bytes >= 8, "segment.index.bytes", self.segment_index_bytes,
-             "an integer >= 8")
-        need(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes,
-             "an integer >= 0")
+        need(self.segment_index_bytes >= 8, "segment.index.bytes", self.segment_index_bytes, "an integer >= 8")
+        need(self.index_interval_bytes >= 0, "index.interval.bytes", self.index_interval_bytes, "an integer >= 0")
         need(self.retention_ms >= -1, "retention.ms", self.retention_ms, "an integer >= -1")
         need(self.retention_bytes >= -1, "retention.bytes", self.retention_bytes, "an integer >= -1")
-        need(bool(self.cleanup_policy) and self.cleanup_policy <= {"delete", "compact"},
-             "cleanup.policy", ",".join(sorted(self.cleanup_policy)), "a list of delete, compact")
-        need(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms,
-             "an integer >= 0")
-        need(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms,
-             "an integer >= 0")
-        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms,
-             "an integer >= 1")
-        need(0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio",
-             self.min_cleanable_dirty_ratio, "a number in [0, 1]")
-        need(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms,
-             "an integer >= 0")
+        need(
+            bool(self.cleanup_policy) and self.cleanup_policy <= {"delete", "compact"},
+            "cleanup.policy",
+            ",".join(sorted(self.cleanup_policy)),
+            "a list of delete, compact",
+        )
+        need(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms, "an integer >= 0")
+        need(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms, "an integer >= 0")
+        need(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms, "an integer >= 1")
+        need(
+            0.0 <= self.min_cleanable_dirty_ratio <= 1.0,
+            "min.cleanable.dirty.ratio",
+            self.min_cleanable_dirty_ratio,
+            "a number in [0, 1]",
+        )
+        need(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms, "an integer >= 0")
         need(self.flush_messages >= 1, "flush.messages", self.flush_messages, "an integer >= 1")
         need(self.flush_ms >= 0, "flush.ms", self.flush_ms, "an integer >= 0")
         need(self.max_message_bytes >= 0, "max.message.bytes", self.max_message_bytes, "an integer >= 0")
-        need(self.message_timestamp_before_max_ms >= 0, "message.timestamp.before.max.ms",
-             self.message_timestamp_before_max_ms, "an integer >= 0")
-        need(self.message_timestamp_after_max_ms >= 0, "message.timestamp.after.max.ms",
-             self.message_timestamp_after_max_ms, "an integer >= 0")
-        need(self.compression_type in _COMPRESSION_TYPES, "compression.type", self.compression_type,
-             "one of " + ", ".join(sorted(_COMPRESSION_TYPES)))
+        need(
+            self.message_timestamp_before_max_ms >= 0,
+            "message.timestamp.before.max.ms",
+            self.message_timestamp_before_max_ms,
+            "an integer >= 0",
+        )
+        need(
+            self.message_timestamp_after_max_ms >= 0,
+            "message.timestamp.after.max.ms",
+            self.message_timestamp_after_max_ms,
+            "an integer >= 0",
+        )
+        need(
+            self.compression_type in _COMPRESSION_TYPES,
+            "compression.type",
+            self.compression_type,
+            "one of " + ", ".join(sorted(_COMPRESSION_TYPES)),
+        )
 
     @property
     def compact(self) -> bool:
@@ -130,7 +156,7 @@ class LogConfig:
         return "delete" in self.cleanup_policy
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
+    def from_properties(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
         """Build from topic-level keys (``segment.bytes`` ...); values may be strings or typed.
 
         An unknown key or a bad value raises `InvalidConfigError` naming the key.
@@ -188,7 +214,9 @@ def _parse(key: str, raw: Any, type_name: Any) -> Any:
             raise ValueError(raw)
         return int(text)
     except (TypeError, ValueError) as err:
-        expected = {"message.timestamp.type": "CreateTime or LogAppendTime",
-                    "preallocate": "true or false",
-                    "min.cleanable.dirty.ratio": "a number in [0, 1]"}.get(key, "an integer")
+        expected = {
+            "message.timestamp.type": "CreateTime or LogAppendTime",
+            "preallocate": "true or false",
+            "min.cleanable.dirty.ratio": "a number in [0, 1]",
+        }.get(key, "an integer")
         raise InvalidConfigError(f"invalid value {raw!r} for {key!r}: expected {expected}") from err

@@ -16,11 +16,11 @@ from pathlib import Path
 import structlog
 
 from kraftlog.common import LEADER_EPOCH_CHECKPOINT
+
 from ._checkpoint import read_checkpoint_lines, write_checkpoint_lines
 from ._errors import KafkaStorageError
 
-__all__ = ["LeaderEpochCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
-           "LEADER_EPOCH_CHECKPOINT"]
+__all__ = ["LeaderEpochCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "LEADER_EPOCH_CHECKPOINT"]
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -55,13 +55,17 @@ class LeaderEpochCache:
                 # both columns stay strictly increasing for the lookups' bisection.
                 self._assign_in_memory(epoch, start)
             if len(self._epochs) < len(lines):
-                _log.warning("leader_epoch_checkpoint_not_monotonic", file=str(path),
-                             entries_read=len(lines), entries_kept=len(self._epochs))
+                _log.warning(
+                    "leader_epoch_checkpoint_not_monotonic",
+                    file=str(path),
+                    entries_read=len(lines),
+                    entries_kept=len(self._epochs),
+                )
 
     # -- queries
     @property
     def entries(self) -> list[EpochEntry]:
-        return list(zip(self._epochs, self._starts))
+        return list(zip(self._epochs, self._starts, strict=False))
 
     @property
     def latest_epoch(self) -> int:
@@ -152,4 +156,4 @@ class LeaderEpochCache:
 
     def _flush(self) -> None:
         if self.path is not None:
-            write_checkpoint_lines(self.path, (f"{e} {s}" for e, s in zip(self._epochs, self._starts)))
+            write_checkpoint_lines(self.path, (f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=False)))

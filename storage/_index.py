@@ -64,8 +64,7 @@ class _Index:
         except FileNotFoundError:
             return b""
         if len(data) % self.entry.size:
-            raise IndexCorruptError(
-                f"index {self.path} has {len(data)} bytes, not a multiple of {self.entry.size}")
+            raise IndexCorruptError(f"index {self.path} has {len(data)} bytes, not a multiple of {self.entry.size}")
         return data
 
     def flush(self) -> None:
@@ -159,8 +158,12 @@ class OffsetIndex(_Index):
             return
         del self._offsets[i:]
         del self._positions[i:]
-        self._rewrite(b"".join(_OFFSET_ENTRY.pack(o - self.base_offset, p)
-                               for o, p in zip(self._offsets, self._positions)))
+        self._rewrite(
+            b"".join(
+                _OFFSET_ENTRY.pack(o - self.base_offset, p)
+                for o, p in zip(self._offsets, self._positions, strict=False)
+            )
+        )
 
     def reset(self) -> None:
         self._reset_memory()
@@ -170,15 +173,15 @@ class OffsetIndex(_Index):
     def sanity_check(self, log_size: int) -> None:
         """Raise `IndexCorruptError` if entries are not increasing or point past the log."""
         prev_off, prev_pos = self.base_offset - 1, -1
-        for off, pos in zip(self._offsets, self._positions):
+        for off, pos in zip(self._offsets, self._positions, strict=False):
             if off <= prev_off or pos <= prev_pos or pos >= log_size:
                 raise IndexCorruptError(
-                    f"offset index {self.path}: entry ({off}, {pos}) breaks ordering "
-                    f"or exceeds log size {log_size}")
+                    f"offset index {self.path}: entry ({off}, {pos}) breaks ordering or exceeds log size {log_size}"
+                )
             prev_off, prev_pos = off, pos
 
     def items(self) -> list[tuple[int, int]]:
-        return list(zip(self._offsets, self._positions))
+        return list(zip(self._offsets, self._positions, strict=False))
 
 
 class TimeIndex(_Index):
@@ -235,8 +238,11 @@ class TimeIndex(_Index):
             return
         del self._timestamps[i:]
         del self._offsets[i:]
-        self._rewrite(b"".join(_TIME_ENTRY.pack(t, o - self.base_offset)
-                               for t, o in zip(self._timestamps, self._offsets)))
+        self._rewrite(
+            b"".join(
+                _TIME_ENTRY.pack(t, o - self.base_offset) for t, o in zip(self._timestamps, self._offsets, strict=False)
+            )
+        )
 
     def reset(self) -> None:
         self._reset_memory()
@@ -246,12 +252,12 @@ class TimeIndex(_Index):
     def sanity_check(self, next_offset: int) -> None:
         """Raise `IndexCorruptError` if entries are not increasing or name offsets past the log."""
         prev_ts, prev_off = None, self.base_offset - 1
-        for ts, off in zip(self._timestamps, self._offsets):
+        for ts, off in zip(self._timestamps, self._offsets, strict=False):
             if (prev_ts is not None and ts <= prev_ts) or off <= prev_off or off >= next_offset:
                 raise IndexCorruptError(
-                    f"time index {self.path}: entry ({ts}, {off}) breaks ordering "
-                    f"or exceeds the log end {next_offset}")
+                    f"time index {self.path}: entry ({ts}, {off}) breaks ordering or exceeds the log end {next_offset}"
+                )
             prev_ts, prev_off = ts, off
 
     def items(self) -> list[tuple[int, int]]:
-        return list(zip(self._timestamps, self._offsets))
+        return list(zip(self._timestamps, self._offsets, strict=False))

@@ -31,6 +31,19 @@ from typing import NamedTuple
 
 import structlog
 
+from kraftlog.common.records import (
+    CONTROL_FLAG as _CONTROL_FLAG,
+)
+from kraftlog.common.records import LOG_OVERHEAD as _LOG_OVERHEAD
+from kraftlog.common.records import MAGIC_V2 as _MAGIC
+from kraftlog.common.records import (
+    RecordBatch,
+    TimestampType,
+    iter_batches,
+    set_log_append_time,
+    set_max_timestamp,
+)
+
 from ._config import LogConfig
 from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ._errors import (
@@ -44,15 +57,6 @@ from ._errors import (
     UnsupportedForMessageFormatError,
 )
 from ._index import IndexCorruptError
-from kraftlog.common.records import LOG_OVERHEAD as _LOG_OVERHEAD, MAGIC_V2 as _MAGIC
-from kraftlog.common.records import (
-    CONTROL_FLAG as _CONTROL_FLAG,
-    RecordBatch,
-    TimestampType,
-    iter_batches,
-    set_log_append_time,
-    set_max_timestamp,
-)
 from ._record_set import validate_record_set
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
 from ._validator import (
@@ -166,9 +170,17 @@ class Log:
     later truncation cannot change data already handed out.
     """
 
-    def __init__(self, directory: Path, config: LogConfig, *, log_start_offset: int = 0,
-                 recovery_point: int = 0, high_watermark: int = 0, had_clean_shutdown: bool = False,
-                 clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
@@ -201,15 +213,22 @@ class Log:
     # ================================================================== loading and recovery
 
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_size=self.config.segment_index_bytes, created_ms=self._clock_ms(),
-                          suffix=suffix)
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=self._clock_ms(),
+            suffix=suffix,
+        )
 
     def _load(self, had_clean_shutdown: bool) -> None:
         self._complete_or_discard_swaps()
-        bases = sorted(int(p.name[:20]) for p in self.dir.iterdir()
-                       if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX)
-                       and p.name[:20].isdigit())
+        bases = sorted(
+            int(p.name[:20])
+            for p in self.dir.iterdir()
+            if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
+        )
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # indexes whose log is gone
             for p in self.dir.glob(f"*{suffix}"):
                 if p.name[:20].isdigit() and int(p.name[:20]) not in bases:
@@ -225,8 +244,9 @@ class Log:
             while i < len(self._segments):
                 seg = self._segments[i]
                 next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
-                must_recover = (needs_recovery_from is not None
-                                and (next_base is None or next_base > needs_recovery_from))
+                must_recover = needs_recovery_from is not None and (
+                    next_base is None or next_base > needs_recovery_from
+                )
                 if not must_recover:
                     try:
                         seg.sanity_check()
@@ -236,15 +256,18 @@ class Log:
                         must_recover = True
                 if must_recover:
                     recovered_any = True
-                    truncated = seg.recover(max(self.config.max_message_bytes, self.config.segment_bytes) + 1,
-                                            self._assign_epoch_on_recovery)
+                    truncated = seg.recover(
+                        max(self.config.max_message_bytes, self.config.segment_bytes) + 1,
+                        self._assign_epoch_on_recovery,
+                    )
                     if truncated:
-                        self._bound.warning("truncated_invalid_tail", segment=str(seg.log_path),
-                                            bytes_truncated=truncated)
-                        for later in self._segments[i + 1:]:
+                        self._bound.warning(
+                            "truncated_invalid_tail", segment=str(seg.log_path), bytes_truncated=truncated
+                        )
+                        for later in self._segments[i + 1 :]:
                             later.delete()
-                        del self._segments[i + 1:]
-                        del self._bases[i + 1:]
+                        del self._segments[i + 1 :]
+                        del self._bases[i + 1 :]
                 i += 1
         active = self._segments[-1]
         self._log_end_offset = active.read_next_offset()
@@ -258,8 +281,13 @@ class Log:
             self._recovery_point = self._log_end_offset
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
         self._unverified_end = self._log_end_offset
-        self._bound.debug("log_loaded", segments=len(self._segments), log_start_offset=self._log_start_offset,
-                          log_end_offset=self._log_end_offset, recovered=recovered_any)
+        self._bound.debug(
+            "log_loaded",
+            segments=len(self._segments),
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end_offset,
+            recovered=recovered_any,
+        )
 
     def _assign_epoch_on_recovery(self, loc: BatchLocation) -> None:
         if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
@@ -285,9 +313,14 @@ class Log:
         for swap in sorted(swaps):
             base = int(swap.name[:20])
             # the swap covers its own offsets up to the next swap or log segment it replaces
-            seg = LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
-                             max_index_size=self.config.segment_index_bytes, created_ms=self._clock_ms(),
-                             suffix=SWAP_SUFFIX)
+            seg = LogSegment(
+                self.dir,
+                base,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes,
+                created_ms=self._clock_ms(),
+                suffix=SWAP_SUFFIX,
+            )
             last = seg.last_batch()
             end = base if last is None else last.last_offset + 1
             seg.close_without_flush()
@@ -368,8 +401,9 @@ class Log:
 
     # ================================================================== append
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         """Validate a produce payload, assign offsets from the log end, and append it.
 
         Every batch is validated first (`validate_record_set`, then `validate_leader_batches`: the
@@ -383,25 +417,26 @@ class Log:
         headers = validate_record_set(records, from_client=from_client)
         now = self._clock_ms()
         cfg = self._config
-        max_timestamps = validate_leader_batches(records, headers, config=cfg, now=now,
-                                                 from_client=from_client)
+        max_timestamps = validate_leader_batches(records, headers, config=cfg, now=now, from_client=from_client)
         codec = target_codec(cfg.compression_type)
         if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
             view = memoryview(records)
             records = b"".join(
-                bytes(view[h.position:h.position + h.size]) if h.is_control or h.compression_id == codec
-                else recompress(RecordBatch(view[h.position:h.position + h.size]), codec)
-                for h in headers)
+                bytes(view[h.position : h.position + h.size])
+                if h.is_control or h.compression_id == codec
+                else recompress(RecordBatch(view[h.position : h.position + h.size]), codec)
+                for h in headers
+            )
             headers = validate_record_set(records, from_client=False)
             for h in headers:  # a recompressed batch can come out larger than it went in
                 if h.size > cfg.max_message_bytes:
                     raise RecordTooLargeError(
                         f"batch of {h.size} bytes after recompression to {cfg.compression_type} "
-                        f"exceeds max.message.bytes {cfg.max_message_bytes}")
+                        f"exceeds max.message.bytes {cfg.max_message_bytes}"
+                    )
         total = headers[-1].position + headers[-1].size
         if total > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
+            raise RecordBatchTooLargeError(f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = memoryview(records)
         with self._lock:
@@ -414,11 +449,13 @@ class Log:
             # partitionLeaderEpoch, magic) plus the untouched rest of the caller's buffer, so a
             # 1 MiB batch is never copied in memory. LogAppendTime also changes attributes,
             # maxTimestamp and the CRC, so that case always patches a copy.
-            rewrite = not log_append and any(m != h.max_timestamp for m, h in zip(max_timestamps, headers))
+            rewrite = not log_append and any(
+                m != h.max_timestamp for m, h in zip(max_timestamps, headers, strict=False)
+            )
             copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append or rewrite else None
             iov: list[bytes | bytearray | memoryview] = [copy] if copy is not None else []
             max_ts, offset_of_max_ts, num_records = -1, offset, 0
-            for h, true_max_ts in zip(headers, max_timestamps):
+            for h, true_max_ts in zip(headers, max_timestamps, strict=False):
                 pos, size = h.position, h.size
                 batch_max_ts = h.max_timestamp
                 if copy is not None:
@@ -432,7 +469,7 @@ class Log:
                         batch_max_ts = true_max_ts
                 else:  # the prefix packed anew: batchLength and magic were validated above
                     iov.append(_pack_prefix(offset, size - _LOG_OVERHEAD, leader_epoch, _MAGIC))
-                    iov.append(view[pos + _PREFIX_BYTES:pos + size])
+                    iov.append(view[pos + _PREFIX_BYTES : pos + size])
                 last = offset + h.last_offset_delta
                 locs.append(_new_tuple(BatchLocation, (pos, size, offset, last, batch_max_ts, leader_epoch)))
                 if batch_max_ts > max_ts:
@@ -442,9 +479,20 @@ class Log:
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             self._append_locked(iov, locs, num_records, max_ts, total)
-            return _new_tuple(LogAppendInfo, (first_offset, offset - 1, max_ts, offset_of_max_ts,
-                                              now if log_append else -1, self._log_start_offset,
-                                              len(locs), num_records, total))
+            return _new_tuple(
+                LogAppendInfo,
+                (
+                    first_offset,
+                    offset - 1,
+                    max_ts,
+                    offset_of_max_ts,
+                    now if log_append else -1,
+                    self._log_start_offset,
+                    len(locs),
+                    num_records,
+                    total,
+                ),
+            )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
         """Append the leader's batches with their offsets and epochs unchanged.
@@ -470,9 +518,13 @@ class Log:
                 if b.base_offset <= prev_last or b.last_offset < b.base_offset:
                     raise OffsetsOutOfOrderError(
                         f"follower append of batch {b.base_offset}..{b.last_offset} does not "
-                        f"follow offset {prev_last} of {self.topic}-{self.partition}")
-                locs.append(BatchLocation(pos, b.size_bytes, b.base_offset, b.last_offset,
-                                          b.max_timestamp, b.partition_leader_epoch))
+                        f"follow offset {prev_last} of {self.topic}-{self.partition}"
+                    )
+                locs.append(
+                    BatchLocation(
+                        pos, b.size_bytes, b.base_offset, b.last_offset, b.max_timestamp, b.partition_leader_epoch
+                    )
+                )
                 if b.max_timestamp > max_ts:
                     max_ts, offset_of_max_ts = b.max_timestamp, b.last_offset
                 num_records += b.records_count
@@ -482,16 +534,32 @@ class Log:
                 return None
             if end > self.config.segment_bytes:
                 raise RecordBatchTooLargeError(
-                    f"append of {end} bytes exceeds segment.bytes {self.config.segment_bytes}")
+                    f"append of {end} bytes exceeds segment.bytes {self.config.segment_bytes}"
+                )
             for loc in locs:
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
             self._append_locked([view[:end]], locs, num_records, max_ts, end)
-            return LogAppendInfo(locs[0].base_offset, locs[-1].last_offset, max_ts, offset_of_max_ts,
-                                 -1, self._log_start_offset, len(locs), num_records, end)
+            return LogAppendInfo(
+                locs[0].base_offset,
+                locs[-1].last_offset,
+                max_ts,
+                offset_of_max_ts,
+                -1,
+                self._log_start_offset,
+                len(locs),
+                num_records,
+                end,
+            )
 
-    def _append_locked(self, buffers: list[bytes | bytearray | memoryview], locs: list[BatchLocation],
-                       num_records: int, max_timestamp: int, total_bytes: int) -> None:
+    def _append_locked(
+        self,
+        buffers: list[bytes | bytearray | memoryview],
+        locs: list[BatchLocation],
+        num_records: int,
+        max_timestamp: int,
+        total_bytes: int,
+    ) -> None:
         first, last = locs[0], locs[-1]
         if first.base_offset < self._log_end_offset:
             raise OffsetsOutOfOrderError(f"append at {first.base_offset} below log end {self._log_end_offset}")
@@ -516,10 +584,13 @@ class Log:
             waited = max_timestamp - seg.rolling_based_timestamp
         else:
             waited = self._clock_ms() - seg.created_ms
-        if (seg.size > cfg.segment_bytes - incoming_bytes
-                or waited > cfg.segment_ms - cfg.segment_jitter_ms
-                or seg.offset_index.is_full or seg.time_index.is_full
-                or last_offset - seg.base_offset > _INT32_MAX):
+        if (
+            seg.size > cfg.segment_bytes - incoming_bytes
+            or waited > cfg.segment_ms - cfg.segment_jitter_ms
+            or seg.offset_index.is_full
+            or seg.time_index.is_full
+            or last_offset - seg.base_offset > _INT32_MAX
+        ):
             self._roll_locked(first_offset)
 
     def _replace_empty_active(self, base_offset: int) -> None:
@@ -591,8 +662,15 @@ class Log:
 
     # ================================================================== read
 
-    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True, verify: bool = True) -> FetchDataInfo:
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        verify: bool = True,
+    ) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
 
         ``max_offset`` (exclusive) bounds what a consumer may see: the high watermark. Raises
@@ -621,8 +699,7 @@ class Log:
                         self._reported_corrupt.add(b.base_offset)
                         self._bound.error("corrupt_batch_on_disk", offset=b.base_offset, error=str(err))
                     if pos == 0:
-                        raise CorruptRecordError(
-                            f"{self.topic}-{self.partition}: {err}") from None
+                        raise CorruptRecordError(f"{self.topic}-{self.partition}: {err}") from None
                     info = info._replace(records=info.records[:pos], next_offset=b.base_offset)
                     break
             if first < 0:
@@ -633,26 +710,28 @@ class Log:
                 self._verified.add(first, last)
         return info
 
-    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None,
-              min_one_message: bool) -> FetchDataInfo:
+    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
         with self._lock:
             self._ensure_open()
             leo = self._log_end_offset
             if start_offset < self._log_start_offset or start_offset > leo:
                 raise OffsetOutOfRangeError(
                     f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
-                    f"of {self.topic}-{self.partition}")
+                    f"of {self.topic}-{self.partition}"
+                )
             empty = FetchDataInfo(b"", -1, start_offset, self._high_watermark, self._log_start_offset, leo)
             if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
                 return empty
             i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
             while i < len(self._segments):
-                res = self._segments[i].read(start_offset, max_bytes, max_offset=max_offset,
-                                             min_one_message=min_one_message)
+                res = self._segments[i].read(
+                    start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
+                )
                 if res is not None:
                     data, first_base, next_offset = res
-                    return FetchDataInfo(data, first_base if data else -1, next_offset,
-                                         self._high_watermark, self._log_start_offset, leo)
+                    return FetchDataInfo(
+                        data, first_base if data else -1, next_offset, self._high_watermark, self._log_start_offset, leo
+                    )
                 i += 1
             return empty
 
@@ -679,8 +758,9 @@ class Log:
         with self._lock:
             self._ensure_open()
             if timestamp == EARLIEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_start_offset,
-                                          self.epoch_cache.epoch_for_offset(self._log_start_offset))
+                return TimestampAndOffset(
+                    -1, self._log_start_offset, self.epoch_cache.epoch_for_offset(self._log_start_offset)
+                )
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_end_offset, self.epoch_cache.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
@@ -696,15 +776,17 @@ class Log:
                 for loc in seg.batches_from_timestamp(timestamp, start):
                     for rec in seg.read_batch(loc).records():
                         if rec.timestamp_ms >= timestamp and rec.offset >= start:
-                            return TimestampAndOffset(rec.timestamp_ms, rec.offset,
-                                                      loc.partition_leader_epoch)
+                            return TimestampAndOffset(rec.timestamp_ms, rec.offset, loc.partition_leader_epoch)
             return None
 
     def _max_timestamp_offset(self) -> TimestampAndOffset | None:
         best: tuple[LogSegment, int] | None = None
         for seg in self._segments:
-            if seg.size and seg.max_timestamp_so_far >= 0 and (
-                    best is None or seg.max_timestamp_so_far > best[0].max_timestamp_so_far):
+            if (
+                seg.size
+                and seg.max_timestamp_so_far >= 0
+                and (best is None or seg.max_timestamp_so_far > best[0].max_timestamp_so_far)
+            ):
                 best = (seg, seg.max_timestamp_so_far)
         if best is None:
             return None
@@ -786,8 +868,8 @@ class Log:
             self._ensure_open()
             if new_start > self._high_watermark:
                 raise OffsetOutOfRangeError(
-                    f"cannot move log start offset to {new_start}, past the high watermark "
-                    f"{self._high_watermark}")
+                    f"cannot move log start offset to {new_start}, past the high watermark {self._high_watermark}"
+                )
             if new_start <= self._log_start_offset:
                 return False
             self._log_start_offset = new_start
@@ -809,7 +891,8 @@ class Log:
             cfg = self.config
             if cfg.delete and cfg.retention_ms >= 0:
                 doomed += self._delete_segments(
-                    lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms")
+                    lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms"
+                )
             if cfg.delete and cfg.retention_bytes >= 0:
                 excess = [sum(s.size for s in self._segments) - cfg.retention_bytes]
 
@@ -818,9 +901,9 @@ class Log:
                         excess[0] -= seg.size
                         return True
                     return False
+
                 doomed += self._delete_segments(over_size, "retention_bytes")
-            doomed += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset,
-                                            "log_start_offset")
+            doomed += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset, "log_start_offset")
         for seg in doomed:
             seg.delete()
         return len(doomed)
@@ -849,14 +932,14 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
-        self._bound.info("deleted_segments", reason=reason, count=len(doomed),
-                         log_start_offset=self._log_start_offset)
+        self._bound.info("deleted_segments", reason=reason, count=len(doomed), log_start_offset=self._log_start_offset)
         return doomed
 
     # ================================================================== compaction support
 
-    def replace_segments(self, new_segment: LogSegment, old: list[LogSegment], *,
-                         expected_version: int | None = None) -> bool:
+    def replace_segments(
+        self, new_segment: LogSegment, old: list[LogSegment], *, expected_version: int | None = None
+    ) -> bool:
         """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``;
         returns False (and changes nothing) when the log moved on since the pass was planned:
         it was closed, ``expected_version`` is no longer `structure_version`, or an old segment
@@ -870,8 +953,10 @@ class Log:
         """
         with self._lock:
             if expected_version is not None and (
-                    self._closed or expected_version != self._structure_version
-                    or any(seg not in self._segments for seg in old)):
+                self._closed
+                or expected_version != self._structure_version
+                or any(seg not in self._segments for seg in old)
+            ):
                 return False
             new_segment.flush()
             new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -960,6 +1045,7 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
 
     def __repr__(self) -> str:
-        return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
-                f"end={self._log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})")
-
+        return (
+            f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+            f"end={self._log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})"
+        )

@@ -41,8 +41,14 @@ class Throttler:
     """Keeps a thread's I/O under ``bytes_per_second`` by sleeping once it is ahead (Kafka's
     ``Throttler``); unlimited when the rate is infinite or not positive."""
 
-    def __init__(self, bytes_per_second: float, *, sleep: Callable[[float], None] = time.sleep,
-                 monotonic: Callable[[], float] = time.monotonic, check_interval_s: float = 0.3) -> None:
+    def __init__(
+        self,
+        bytes_per_second: float,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        check_interval_s: float = 0.3,
+    ) -> None:
         self.rate = bytes_per_second
         self._sleep = sleep
         self._monotonic = monotonic
@@ -75,9 +81,15 @@ class LogCleaner:
     per-log rule (tests, tools, and `LogManager.clean_compacted_logs`).
     """
 
-    def __init__(self, logs: Callable[[], dict[TopicPartition, Log]], *, threads: int = 1,
-                 backoff_ms: int = 15_000, clock_ms: Callable[[], int] | None = None,
-                 io_max_bytes_per_second: float = float("inf")) -> None:
+    def __init__(
+        self,
+        logs: Callable[[], dict[TopicPartition, Log]],
+        *,
+        threads: int = 1,
+        backoff_ms: int = 15_000,
+        clock_ms: Callable[[], int] | None = None,
+        io_max_bytes_per_second: float = float("inf"),
+    ) -> None:
         self._logs = logs
         self.num_threads = max(0, threads)
         self.backoff_s = max(0, backoff_ms) / 1000.0
@@ -171,8 +183,7 @@ class LogCleaner:
             self._in_progress.add(tp)
         return tp, log
 
-    def clean_once(self, *, force: bool = False, throttle: Callable[[int], None] | None = None
-                   ) -> CleanerStats | None:
+    def clean_once(self, *, force: bool = False, throttle: Callable[[int], None] | None = None) -> CleanerStats | None:
         """One pass on the dirtiest log that needs one; None when none did (or it was aborted)."""
         grabbed = self._grab_filthiest(self._clock_ms(), force)
         if grabbed is None:
@@ -195,12 +206,18 @@ class LogCleaner:
                 out.append(stats)
         return out
 
-    def _clean(self, tp: TopicPartition, log: Log, *, force: bool,
-               throttle: Callable[[int], None] | None) -> CleanerStats | None:
+    def _clean(
+        self, tp: TopicPartition, log: Log, *, force: bool, throttle: Callable[[int], None] | None
+    ) -> CleanerStats | None:
         """Run a pass on ``tp`` (already marked in progress), then release it."""
         try:
-            stats = clean_log(log, self._clock_ms(), force=force, throttle=throttle,
-                              abort=lambda: self._stop.is_set() or tp in self._aborted)
+            stats = clean_log(
+                log,
+                self._clock_ms(),
+                force=force,
+                throttle=throttle,
+                abort=lambda: self._stop.is_set() or tp in self._aborted,
+            )
             if stats is not None:
                 with self._lock:
                     self.passes += 1

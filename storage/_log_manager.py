@@ -26,8 +26,7 @@ from pathlib import Path
 
 import structlog
 
-from kraftlog.common import META_PROPERTIES_FILE
-from kraftlog.common import fsync_directory
+from kraftlog.common import META_PROPERTIES_FILE, fsync_directory
 
 from ._checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -42,8 +41,14 @@ from ._errors import InconsistentTopicIdError, KafkaStorageError
 from ._log import Log, parse_topic_partition, partition_dir_name
 from ._log_cleaner import LogCleaner
 
-__all__ = ["LogManager", "MetaProperties", "read_meta_properties", "write_meta_properties",
-           "CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE"]
+__all__ = [
+    "LogManager",
+    "MetaProperties",
+    "read_meta_properties",
+    "write_meta_properties",
+    "CLEAN_SHUTDOWN_FILE",
+    "META_PROPERTIES_FILE",
+]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _DELETE_DIR_SUFFIX = "-delete"
@@ -78,9 +83,12 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
         key, _, value = line.partition("=")
         props[key.strip()] = value.strip()
     try:
-        return MetaProperties(cluster_id=props["cluster.id"], node_id=int(props["node.id"]),
-                              directory_id=props.get("directory.id"),
-                              version=int(props.get("version", "1")))
+        return MetaProperties(
+            cluster_id=props["cluster.id"],
+            node_id=int(props["node.id"]),
+            directory_id=props.get("directory.id"),
+            version=int(props.get("version", "1")),
+        )
     except (KeyError, ValueError) as err:
         raise KafkaStorageError(f"malformed {path}: {err}") from err
 
@@ -104,8 +112,13 @@ def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
 class LogManager:
     """Opens, creates, checkpoints and deletes the partition logs of a node."""
 
-    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], default_config: LogConfig | None = None,
-                 *, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        log_dirs: Iterable[str | os.PathLike[str]],
+        default_config: LogConfig | None = None,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         if not self.log_dirs:
             raise KafkaStorageError("no log dirs configured")
@@ -151,18 +164,27 @@ class LogManager:
                     except KafkaStorageError:
                         continue
                     cfg = configs(tp[0]) if configs else self.default_config
-                    log = Log(child, cfg, log_start_offset=starts.get(tp, 0),
-                              recovery_point=recovery.get(tp, 0), high_watermark=hws.get(tp, 0),
-                              had_clean_shutdown=clean, clock_ms=self._clock_ms)
+                    log = Log(
+                        child,
+                        cfg,
+                        log_start_offset=starts.get(tp, 0),
+                        recovery_point=recovery.get(tp, 0),
+                        high_watermark=hws.get(tp, 0),
+                        had_clean_shutdown=clean,
+                        clock_ms=self._clock_ms,
+                    )
                     log.cleaner_checkpoint = max(cleaner.get(tp, 0), log.log_start_offset)
                     if tp in self._logs:
-                        raise KafkaStorageError(f"duplicate log dirs for {tp[0]}-{tp[1]}: "
-                                                f"{self._dir_of[tp]} and {d}")
+                        raise KafkaStorageError(f"duplicate log dirs for {tp[0]}-{tp[1]}: {self._dir_of[tp]} and {d}")
                     self._logs[tp] = log
                     self._dir_of[tp] = d
                 marker.unlink(missing_ok=True)
-                _log.info("log_dir_loaded", log_dir=str(d), clean_shutdown=clean,
-                          partitions=sum(1 for v in self._dir_of.values() if v == d))
+                _log.info(
+                    "log_dir_loaded",
+                    log_dir=str(d),
+                    clean_shutdown=clean,
+                    partitions=sum(1 for v in self._dir_of.values() if v == d),
+                )
             self._started = True
             self.checkpoint()
 
@@ -196,8 +218,9 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
-                          topic_id: str | None = None) -> Log:
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, topic_id: str | None = None
+    ) -> Log:
         """The partition's log, created in the dir holding the fewest partitions if new.
 
         A directory left by another incarnation of the topic (different topic id) raises
@@ -211,8 +234,12 @@ class LogManager:
                 for d in self._dir_of.values():
                     counts[d] = counts.get(d, 0) + 1
                 target = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
-                log = Log(target / partition_dir_name(topic, partition), config or self.default_config,
-                          had_clean_shutdown=True, clock_ms=self._clock_ms)
+                log = Log(
+                    target / partition_dir_name(topic, partition),
+                    config or self.default_config,
+                    had_clean_shutdown=True,
+                    clock_ms=self._clock_ms,
+                )
                 self._logs[tp] = log
                 self._dir_of[tp] = target
                 fsync_directory(target, missing_ok=True)
@@ -224,7 +251,8 @@ class LogManager:
                     log.write_partition_metadata(topic_id)
                 elif existing != topic_id:
                     raise InconsistentTopicIdError(
-                        f"{topic}-{partition} on disk belongs to topic id {existing}, not {topic_id}")
+                        f"{topic}-{partition} on disk belongs to topic id {existing}, not {topic_id}"
+                    )
             return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -255,19 +283,24 @@ class LogManager:
             for d in self.log_dirs:
                 mine = {tp: log for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
                 OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
-                    {tp: log.recovery_point for tp, log in mine.items()})
+                    {tp: log.recovery_point for tp, log in mine.items()}
+                )
                 OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
-                    {tp: log.log_start_offset for tp, log in mine.items() if log.log_start_offset > 0})
+                    {tp: log.log_start_offset for tp, log in mine.items() if log.log_start_offset > 0}
+                )
                 OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
-                    {tp: log.high_watermark for tp, log in mine.items()})
+                    {tp: log.high_watermark for tp, log in mine.items()}
+                )
                 OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
-                    {tp: log.cleaner_checkpoint for tp, log in mine.items() if log.config.compact})
+                    {tp: log.cleaner_checkpoint for tp, log in mine.items() if log.config.compact}
+                )
 
     def checkpoint_high_watermarks(self) -> None:
         with self._lock:
             for d in self.log_dirs:
                 OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
-                    {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d})
+                    {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
+                )
 
     def flush_dirty_logs(self) -> int:
         """Flush logs whose ``flush.ms`` has elapsed; returns how many were flushed."""
@@ -303,12 +336,18 @@ class LogManager:
             _log.error("retention_failed", error=repr(err), exc_info=err)
             return 0
 
-    def start_cleaner(self, *, threads: int = 1, backoff_ms: int = 15_000,
-                      io_max_bytes_per_second: float = float("inf")) -> LogCleaner:
+    def start_cleaner(
+        self, *, threads: int = 1, backoff_ms: int = 15_000, io_max_bytes_per_second: float = float("inf")
+    ) -> LogCleaner:
         """Start ``log.cleaner.threads`` cleaner threads compacting the logs of this manager."""
         self.cleaner.shutdown()
-        self.cleaner = LogCleaner(self.all_logs, threads=threads, backoff_ms=backoff_ms, clock_ms=self._clock_ms,
-                                  io_max_bytes_per_second=io_max_bytes_per_second)
+        self.cleaner = LogCleaner(
+            self.all_logs,
+            threads=threads,
+            backoff_ms=backoff_ms,
+            clock_ms=self._clock_ms,
+            io_max_bytes_per_second=io_max_bytes_per_second,
+        )
         self.cleaner.start()
         return self.cleaner
 

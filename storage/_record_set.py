@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kraftlog.common.compression import CompressionType
-from ._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
 from kraftlog.common.records import (
     _COMPRESSION_MASK,
     _CONTROL_FLAG,
@@ -24,6 +23,8 @@ from kraftlog.common.records import (
     _check_producer_fields,
     crc32c,
 )
+
+from ._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
 
 __all__ = ["BatchHeader", "validate_record_set", "split_batches"]
 
@@ -67,8 +68,7 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
     while pos < end:
         if pos + HEADER_SIZE > end:
             raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-        (base, length, _ple, magic, crc, attrs, lod, base_ts, max_ts, pid, pe, seq,
-         count) = unpack(view, pos)
+        (base, length, _ple, magic, crc, attrs, lod, base_ts, max_ts, pid, pe, seq, count) = unpack(view, pos)
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"batch length {length} at byte {pos} is below the minimum")
@@ -76,13 +76,13 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
             raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes, {end - pos} present")
         if magic != MAGIC_V2:
             if magic in (0, 1):
-                raise UnsupportedForMessageFormatError(
-                    f"message format v{magic}: only v2 (magic 2) is supported")
+                raise UnsupportedForMessageFormatError(f"message format v{magic}: only v2 (magic 2) is supported")
             raise CorruptRecordError(f"invalid magic {magic} in batch at byte {pos}")
-        computed = crc32c(view[pos + ATTRIBUTES_POS:pos + size])
+        computed = crc32c(view[pos + ATTRIBUTES_POS : pos + size])
         if computed != crc:
             raise CorruptRecordError(
-                f"CRC mismatch in batch at byte {pos}: stored {crc:#010x}, computed {computed:#010x}")
+                f"CRC mismatch in batch at byte {pos}: stored {crc:#010x}, computed {computed:#010x}"
+            )
         if from_client:
             if base != 0:  # Kafka's UnifiedLog: a producer's v2 batch starts at offset 0
                 raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {base}")
@@ -90,7 +90,8 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
                 raise InvalidRecordError("clients may not produce control batches")
             if count <= 0 or lod + 1 != count:
                 raise InvalidRecordError(
-                    f"record count {count} does not match the offset range (lastOffsetDelta {lod})")
+                    f"record count {count} does not match the offset range (lastOffsetDelta {lod})"
+                )
             _check_producer_fields(attrs, pid, pe, seq)
             if attrs & _COMPRESSION_MASK > 4:
                 CompressionType.from_id(attrs & _COMPRESSION_MASK)
@@ -115,8 +116,7 @@ def split_batches(buffer: bytes | bytearray | memoryview) -> list[RecordBatch]:
         if length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"batch length {length} at byte {pos} is below the minimum")
         if pos + size > end:
-            raise CorruptRecordError(
-                f"batch at byte {pos} claims {size} bytes, {end - pos} present")
-        batches.append(RecordBatch(view[pos:pos + size]))
+            raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes, {end - pos} present")
+        batches.append(RecordBatch(view[pos : pos + size]))
         pos += size
     return batches

@@ -26,15 +26,15 @@ from typing import NamedTuple
 
 __all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields"]
 
-_LOW = bytes(range(0x80))          # deleting these leaves the bytes with the high bit set
+_LOW = bytes(range(0x80))  # deleting these leaves the bytes with the high bit set
 _HIGH = bytes(range(0x80, 0x100))  # deleting these leaves the bytes with the high bit clear
 # 1-byte zig-zag varint -> its value + 64 (0..127), an order-preserving map for min/max
 _ZZ1_ORDER = bytes(((z >> 1) ^ -(z & 1)) + 64 if z < 0x80 else 0 for z in range(256))
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
-_FIRST_RUN = 8       # records in the first probe of a run
+_FIRST_RUN = 8  # records in the first probe of a run
 _MAX_PROBE = 1 << 16  # records in one probe at most (bounds the cached offset-delta columns)
-_MAX_BACKOFF = 256   # records decoded one by one before trying a run again, at most
+_MAX_BACKOFF = 256  # records decoded one by one before trying a run again, at most
 
 
 class Malformed(Exception):
@@ -79,19 +79,19 @@ def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
 class _Layout(NamedTuple):
     """One decoded record: where it ends and what a run of look-alikes must share."""
 
-    stop: int           # position after the record
-    size: int           # bytes of the whole record, length varint included
-    w_len: int          # width of the length varint
+    stop: int  # position after the record
+    size: int  # bytes of the whole record, length varint included
+    w_len: int  # width of the length varint
     ts_delta: int
     w_ts: int
     offset_delta: int
     w_od: int
     key_len: int
-    key_pos: int        # offset of the key-length varint from the record start
+    key_pos: int  # offset of the key-length varint from the record start
     w_key: int
-    value_pos: int      # offset of the value-length varint from the record start
+    value_pos: int  # offset of the value-length varint from the record start
     w_value: int
-    header_pos: int     # offset of the header-count varint from the record start
+    header_pos: int  # offset of the header-count varint from the record start
     header_count: int
 
 
@@ -141,9 +141,22 @@ def _parse_record(data: bytes, pos: int, end: int) -> _Layout:
             p += n
     if p != stop:
         raise ValueError(f"record of declared length {length} spans {p - pos - w_len} bytes")
-    return _Layout(stop, stop - pos, w_len, ts_delta, od_start - ts_start, offset_delta,
-                   key_start - od_start, key_len, key_start - pos, w_key, value_start - pos, w_value,
-                   header_start - pos, header_count)
+    return _Layout(
+        stop,
+        stop - pos,
+        w_len,
+        ts_delta,
+        od_start - ts_start,
+        offset_delta,
+        key_start - od_start,
+        key_len,
+        key_start - pos,
+        w_key,
+        value_start - pos,
+        w_value,
+        header_start - pos,
+        header_count,
+    )
 
 
 @functools.lru_cache(maxsize=128)
@@ -154,13 +167,13 @@ def _od_column(first: int, count: int, j: int, width: int) -> bytes:
         if width > 1:
             pattern = bytes(b | 0x80 for b in pattern)
         phase = first % 64
-        return (pattern * ((phase + count + 63) // 64))[phase:phase + count]
+        return (pattern * ((phase + count + 63) // 64))[phase : phase + count]
     shift = 7 * j - 1  # (2v) >> 7j == v >> (7j - 1)
     flag = 0x80 if j < width - 1 else 0
     lo, hi = first >> shift, (first + count - 1) >> shift
     column = b"".join(bytes([flag | (x & 0x7F)]) * (1 << shift) for x in range(lo, hi + 1))
     phase = first - (lo << shift)
-    return column[phase:phase + count]
+    return column[phase : phase + count]
 
 
 @functools.lru_cache(maxsize=1)
@@ -208,27 +221,37 @@ def _byte_min(b: bytes) -> int:
     return lo
 
 
-def _run_ok(data: bytes, start: int, size: int, count: int, consts: list[tuple[int, bytes]],
-            ts_pos: int, w_ts: int, od_pos: int, w_od: int, od_first: int) -> bool:
+def _run_ok(
+    data: bytes,
+    start: int,
+    size: int,
+    count: int,
+    consts: list[tuple[int, bytes]],
+    ts_pos: int,
+    w_ts: int,
+    od_pos: int,
+    w_od: int,
+    od_first: int,
+) -> bool:
     """Do ``count`` records from ``start``, each ``size`` bytes, share the template's layout?"""
     stop = start + size * count
     for j, byte in consts:
-        if data[start + j:stop:size] != byte * count:
+        if data[start + j : stop : size] != byte * count:
             return False
     if w_ts == 1:
-        if data[start + ts_pos:stop:size].translate(None, _LOW):
+        if data[start + ts_pos : stop : size].translate(None, _LOW):
             return False
-    elif (data[start + ts_pos:stop:size].translate(None, _HIGH)
-          or data[start + ts_pos + 1:stop:size].translate(None, _LOW)):
+    elif data[start + ts_pos : stop : size].translate(None, _HIGH) or data[start + ts_pos + 1 : stop : size].translate(
+        None, _LOW
+    ):
         return False
     for j in range(w_od):
-        if data[start + od_pos + j:stop:size] != _od_column(od_first, count, j, w_od):
+        if data[start + od_pos + j : stop : size] != _od_column(od_first, count, j, w_od):
             return False
     return True
 
 
-def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: int,
-                limit: int) -> tuple[int, int, int]:
+def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: int, limit: int) -> tuple[int, int, int]:
     """How many records from ``start`` repeat the layout of the record at ``template_start``
     (at most ``limit``), with their offset deltas continuing the template's by one each;
     returns ``(count, min_ts_delta, max_ts_delta)`` of those records."""
@@ -239,19 +262,20 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
     limit = min(limit, (1 << (7 * t.w_od - 1)) - 1 - t.offset_delta, (end - start) // size)
     if limit <= 0:
         return 0, 0, 0
-    tmpl = data[template_start:template_start + size]
-    consts = [(j, tmpl[j:j + 1]) for j in range(t.w_len)]
-    consts += [(j, tmpl[j:j + 1]) for j in range(t.key_pos, t.key_pos + t.w_key)]
-    consts += [(j, tmpl[j:j + 1]) for j in range(t.value_pos, t.value_pos + t.w_value)]
-    consts += [(j, tmpl[j:j + 1]) for j in range(t.header_pos, size)]  # header count 0
+    tmpl = data[template_start : template_start + size]
+    consts = [(j, tmpl[j : j + 1]) for j in range(t.w_len)]
+    consts += [(j, tmpl[j : j + 1]) for j in range(t.key_pos, t.key_pos + t.w_key)]
+    consts += [(j, tmpl[j : j + 1]) for j in range(t.value_pos, t.value_pos + t.w_value)]
+    consts += [(j, tmpl[j : j + 1]) for j in range(t.header_pos, size)]  # header count 0
     done = 0
     probe = _FIRST_RUN
     od_next = t.offset_delta + 1
     # Most runs cover the rest of a producer's batch: try that first, in one probe (for 1000
     # records one probe of ~10 strided slices instead of seven doubling ones, ~25 us); when it
     # fails, grow from a short probe as before, so a mixed batch pays one wasted probe only.
-    if _FIRST_RUN < limit <= _MAX_PROBE and _run_ok(data, start, size, limit, consts, ts_pos, t.w_ts, od_pos, t.w_od,
-                                      od_next):
+    if _FIRST_RUN < limit <= _MAX_PROBE and _run_ok(
+        data, start, size, limit, consts, ts_pos, t.w_ts, od_pos, t.w_od, od_next
+    ):
         done = limit
     while done < limit:
         n = min(probe, limit - done)
@@ -273,17 +297,25 @@ def _extend_run(data: bytes, start: int, end: int, t: _Layout, template_start: i
         return 0, 0, 0
     stop = start + done * size
     if t.w_ts == 1:
-        ordered = data[start + ts_pos:stop:size].translate(_ZZ1_ORDER)
+        ordered = data[start + ts_pos : stop : size].translate(_ZZ1_ORDER)
         return done, _byte_min(ordered) - 64, _byte_max(ordered) - 64
     pairs = bytearray(2 * done)
-    pairs[0::2] = data[start + ts_pos:stop:size]
-    pairs[1::2] = data[start + ts_pos + 1:stop:size]
+    pairs[0::2] = data[start + ts_pos : stop : size]
+    pairs[1::2] = data[start + ts_pos + 1 : stop : size]
     values = list(map(_ts2_table().__getitem__, memoryview(pairs).cast("H")))
     return done, min(values), max(values)
 
 
-def scan_records(data: bytes, count: int, *, last_offset_delta: int, dense: bool,
-                 runs: bool = True, start: int = 0, end: int | None = None) -> RecordsScan:
+def scan_records(
+    data: bytes,
+    count: int,
+    *,
+    last_offset_delta: int,
+    dense: bool,
+    runs: bool = True,
+    start: int = 0,
+    end: int | None = None,
+) -> RecordsScan:
     """Check the framing of ``count`` records in the uncompressed section ``data``.
 
     ``dense``: offset deltas must be exactly ``0..count-1`` (a producer's batch); otherwise they
@@ -308,8 +340,9 @@ def scan_records(data: bytes, count: int, *, last_offset_delta: int, dense: bool
     return RecordsScan(stats[0], stats[1], stats[2])
 
 
-def _scan_with_runs(data: bytes, start: int, end: int, count: int, dense: bool, last_offset_delta: int,
-                    stats: list[int]) -> int:
+def _scan_with_runs(
+    data: bytes, start: int, end: int, count: int, dense: bool, last_offset_delta: int, stats: list[int]
+) -> int:
     """Template record, run of look-alikes, repeat; records that break runs too often are
     decoded plainly for a while (``backoff`` records, doubling up to 256)."""
     pos = start
@@ -386,8 +419,18 @@ def record_fields(data: bytes, count: int, start: int = 0, end: int | None = Non
     return out
 
 
-def _plain(data: bytes, pos: int, end: int, i: int, n: int, count: int, dense: bool, prev_od: int,
-           last_offset_delta: int, stats: list[int]) -> tuple[int, int]:
+def _plain(
+    data: bytes,
+    pos: int,
+    end: int,
+    i: int,
+    n: int,
+    count: int,
+    dense: bool,
+    prev_od: int,
+    last_offset_delta: int,
+    stats: list[int],
+) -> tuple[int, int]:
     """Decode records ``i .. i+n-1`` from ``pos`` one by one; returns the position after them
     and the last offset delta.
 

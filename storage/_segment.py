@@ -15,13 +15,13 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from kraftlog.common import LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX
-from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
-from ._index import IndexCorruptError, OffsetIndex, TimeIndex
+from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 
-__all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX",
-           "TIME_INDEX_SUFFIX"]
+from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from ._index import IndexCorruptError, OffsetIndex, TimeIndex
+
+__all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX"]
 
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 _HEADER_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
@@ -56,8 +56,16 @@ class LogSegment:
     Not thread-safe: the owning `Log` serialises mutations.
     """
 
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
-                 max_index_size: int, created_ms: int, suffix: str = "") -> None:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+        suffix: str = "",
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -69,9 +77,11 @@ class LogSegment:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {err}") from err
         self.index_problem: str | None = None  # why the indexes must be rebuilt, found at open
         self.offset_index = self._open_index(
-            OffsetIndex, directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix), max_index_size)
+            OffsetIndex, directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix), max_index_size
+        )
         self.time_index = self._open_index(
-            TimeIndex, directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), max_index_size)
+            TimeIndex, directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), max_index_size
+        )
         if self.index_problem is None and self.size > 0 and (self.offset_index.missing or self.time_index.missing):
             self.index_problem = "index file missing"
         self.created_ms = created_ms
@@ -124,8 +134,9 @@ class LogSegment:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, buffers: list[bytes | bytearray | memoryview], total_bytes: int,
-               batches: list[BatchLocation]) -> None:
+    def append(
+        self, buffers: list[bytes | bytearray | memoryview], total_bytes: int, batches: list[BatchLocation]
+    ) -> None:
         """Append already-validated batches given as consecutive buffers (one vectored write);
         ``batches`` positions are relative to the start of the first buffer.
 
@@ -196,8 +207,9 @@ class LogSegment:
                 return loc
         return None
 
-    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> tuple[bytes, int, int] | None:
+    def read(
+        self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> tuple[bytes, int, int] | None:
         """Whole batches starting with the one that holds ``start_offset``, up to ``max_bytes``.
 
         Returns ``(data, first_batch_base_offset, next_offset)``, where ``next_offset`` follows the
@@ -210,7 +222,8 @@ class LogSegment:
         if first is None:
             return None
         if (max_offset is not None and first.last_offset >= max_offset) or (
-                first.size > max_bytes and not min_one_message):
+            first.size > max_bytes and not min_one_message
+        ):
             return b"", first.base_offset, start_offset
         end = first.position + first.size
         next_offset = first.last_offset + 1
@@ -307,8 +320,8 @@ class LogSegment:
             (delta,) = _LAST_DELTA.unpack_from(head, 23)
             if base + delta != off:
                 raise IndexCorruptError(
-                    f"index {self.offset_index.path}: entry for offset {off} points at a batch "
-                    f"ending at {base + delta}")
+                    f"index {self.offset_index.path}: entry for offset {off} points at a batch ending at {base + delta}"
+                )
         self._check_last_time_entry()
 
     def _check_last_time_entry(self) -> None:
@@ -326,11 +339,10 @@ class LogSegment:
             ok = loc is not None and loc.last_offset == off and loc.max_timestamp == ts
         if not ok:
             raise IndexCorruptError(
-                f"time index {self.time_index.path}: last entry ({ts}, {off}) matches no batch of "
-                f"{self.log_path}")
+                f"time index {self.time_index.path}: last entry ({ts}, {off}) matches no batch of {self.log_path}"
+            )
 
-    def recover(self, max_batch_bytes: int,
-                on_batch: Callable[[BatchLocation], None] | None = None) -> int:
+    def recover(self, max_batch_bytes: int, on_batch: Callable[[BatchLocation], None] | None = None) -> int:
         """Validate every batch (size, magic, CRC), rebuild both indexes, and truncate the file at
         the first invalid batch. Returns the number of bytes truncated.
         """
@@ -352,23 +364,30 @@ class LogSegment:
                 buf, buf_start = self.read_at(pos, min(_SCAN_CHUNK_BYTES, file_size - pos)), pos
             base, length = struct.unpack_from(">qi", buf, pos - buf_start)
             size = length + LOG_OVERHEAD
-            if (length < HEADER_SIZE - LOG_OVERHEAD or size > max_batch_bytes
-                    or pos + size > file_size or base <= prev_last):
-                _log.warning("segment_recovery_invalid_batch", segment=str(self.log_path),
-                             position=pos, base_offset=base, batch_bytes=size)
+            if (
+                length < HEADER_SIZE - LOG_OVERHEAD
+                or size > max_batch_bytes
+                or pos + size > file_size
+                or base <= prev_last
+            ):
+                _log.warning(
+                    "segment_recovery_invalid_batch",
+                    segment=str(self.log_path),
+                    position=pos,
+                    base_offset=base,
+                    batch_bytes=size,
+                )
                 break
             if pos + size > buf_start + len(buf):
                 buf, buf_start = self.read_at(pos, max(size, min(_SCAN_CHUNK_BYTES, file_size - pos))), pos
             rel = pos - buf_start
-            batch = RecordBatch(memoryview(buf)[rel:rel + size])
+            batch = RecordBatch(memoryview(buf)[rel : rel + size])
             try:
                 batch.ensure_valid()
             except (CorruptRecordError, UnsupportedForMessageFormatError) as err:
-                _log.warning("segment_recovery_invalid_batch", segment=str(self.log_path),
-                             position=pos, error=str(err))
+                _log.warning("segment_recovery_invalid_batch", segment=str(self.log_path), position=pos, error=str(err))
                 break
-            loc = BatchLocation(pos, size, base, batch.last_offset, batch.max_timestamp,
-                                batch.partition_leader_epoch)
+            loc = BatchLocation(pos, size, base, batch.last_offset, batch.max_timestamp, batch.partition_leader_epoch)
             if loc.last_offset < base:
                 break
             self._index_batch(pos, loc)
@@ -447,7 +466,7 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
 
-    def read_only_view(self) -> "LogSegment":
+    def read_only_view(self) -> LogSegment:
         """This segment as a reader outside the log's lock sees it (the cleaner threads): the same
         file through a descriptor of its own and the size of this moment. A concurrent deletion or
         truncation then cannot make the view read a closed (or reused) descriptor; what it reads
@@ -476,9 +495,11 @@ class LogSegment:
 
     def rename_all(self, suffix_from: str, suffix_to: str) -> None:
         """Rename the log and both indexes (e.g. ``.cleaned`` -> ``.swap`` -> ``""``)."""
+
         def _swap(p: Path) -> Path:
-            name = p.name[:-len(suffix_from)] if suffix_from and p.name.endswith(suffix_from) else p.name
+            name = p.name[: -len(suffix_from)] if suffix_from and p.name.endswith(suffix_from) else p.name
             return p.with_name(name + suffix_to)
+
         new_log = _swap(self.log_path)
         os.replace(self.log_path, new_log)
         self.log_path = new_log

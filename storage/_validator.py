@@ -29,6 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kraftlog.common.compression import CompressionType, decompress, inflate_bound
+from kraftlog.common.records import (
+    HEADER_SIZE,
+    NO_TIMESTAMP,
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+)
+
 from ._config import LogConfig
 from ._errors import (
     CorruptRecordError,
@@ -40,17 +48,16 @@ from ._errors import (
     UnsupportedForMessageFormatError,
 )
 from ._record_set import BatchHeader
-from kraftlog.common.records import (
-    HEADER_SIZE,
-    NO_TIMESTAMP,
-    RecordBatch,
-    RecordBatchBuilder,
-    TimestampType,
-)
 from ._scan import Malformed, record_fields, scan_records
 
-__all__ = ["validate_leader_batches", "check_stored_batch", "records_section", "recompress",
-           "target_codec", "VerifiedRanges"]
+__all__ = [
+    "validate_leader_batches",
+    "check_stored_batch",
+    "records_section",
+    "recompress",
+    "target_codec",
+    "VerifiedRanges",
+]
 
 _TIMESTAMP_TYPE_FLAG = 0x08
 _COMPRESSION_MASK = 0x07
@@ -74,8 +81,14 @@ def _summary(what: str, errors: Sequence[RecordError]) -> str:
     return f"{len(errors)} record(s) refused for {what}: {shown}{more}"
 
 
-def validate_leader_batches(buffer: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], *,
-                            config: LogConfig, now: int, from_client: bool) -> list[int]:
+def validate_leader_batches(
+    buffer: bytes | bytearray | memoryview,
+    headers: Sequence[BatchHeader],
+    *,
+    config: LogConfig,
+    now: int,
+    from_client: bool,
+) -> list[int]:
     """Check every batch of a produce payload; returns each batch's true max timestamp.
 
     ``headers`` come from `validate_record_set` (header and CRC already checked). The returned
@@ -96,30 +109,33 @@ def validate_leader_batches(buffer: bytes | bytearray | memoryview, headers: Seq
             raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}")
         count = h.records_count
         if count <= 0 or h.last_offset_delta != count - 1:
-            raise InvalidRecordError(f"record count {count} does not match the offset range "
-                                     f"(lastOffsetDelta {h.last_offset_delta})")
+            raise InvalidRecordError(
+                f"record count {count} does not match the offset range (lastOffsetDelta {h.last_offset_delta})"
+            )
         control = h.is_control
         if from_client and create_time and h.attributes & _TIMESTAMP_TYPE_FLAG:
             msg = "a producer may not set the timestamp type LogAppendTime"
             errors = [RecordError(first_index + k, msg) for k in range(count)]
             raise InvalidTimestampError(_summary("their timestamp type", errors), record_errors=errors)
         if h.attributes & _COMPRESSION_MASK or not isinstance(buffer, bytes):
-            data = records_section(view[h.position:h.position + h.size], h.attributes)
+            data = records_section(view[h.position : h.position + h.size], h.attributes)
             start, end = 0, len(data)
         else:  # uncompressed records scanned where they are: a 1 MiB copy costs ~30 us
             data, start, end = buffer, h.position + HEADER_SIZE, h.position + h.size
         try:
-            scan = scan_records(data, count, last_offset_delta=h.last_offset_delta, dense=True,
-                                start=start, end=end)
+            scan = scan_records(data, count, last_offset_delta=h.last_offset_delta, dense=True, start=start, end=end)
         except Malformed as bad:
             err = RecordError(first_index + bad.index, bad.message)
-            raise InvalidRecordError(f"record {err.batch_index} does not decode: {bad.message}",
-                                     record_errors=[err]) from None
+            raise InvalidRecordError(
+                f"record {err.batch_index} does not decode: {bad.message}", record_errors=[err]
+            ) from None
         if compacted and scan.null_keys and not control:
             msg = "a compacted topic cannot accept a record without a key"
-            errors = [RecordError(first_index + k, msg)
-                      for k, (_ts, key_len) in enumerate(record_fields(data, count, start, end))
-                      if key_len < 0]
+            errors = [
+                RecordError(first_index + k, msg)
+                for k, (_ts, key_len) in enumerate(record_fields(data, count, start, end))
+                if key_len < 0
+            ]
             raise InvalidRecordError(_summary("a missing key", errors), record_errors=errors)
         max_ts = h.max_timestamp
         if create_time and not control:
@@ -132,19 +148,25 @@ def validate_leader_batches(buffer: bytes | bytearray | memoryview, headers: Seq
     return out
 
 
-def _check_timestamps(data: bytes, start: int, end: int, count: int, base: int, lo: int, hi: int,
-                      first_index: int, config: LogConfig) -> None:
+def _check_timestamps(
+    data: bytes, start: int, end: int, count: int, base: int, lo: int, hi: int, first_index: int, config: LogConfig
+) -> None:
     """The slow path once a batch's timestamp range crossed a bound: name each record outside it
     (a timestamp of -1 means "none" and is never out of range)."""
     errors = []
     for k, (delta, _key_len) in enumerate(record_fields(data, count, start, end)):
         ts = base + delta
         if ts != NO_TIMESTAMP and not lo <= ts <= hi:
-            errors.append(RecordError(first_index + k, f"timestamp {ts} is outside [{lo}, {hi}] "
-                                      f"(message.timestamp.before.max.ms "
-                                      f"{config.message_timestamp_before_max_ms}, "
-                                      f"message.timestamp.after.max.ms "
-                                      f"{config.message_timestamp_after_max_ms})"))
+            errors.append(
+                RecordError(
+                    first_index + k,
+                    f"timestamp {ts} is outside [{lo}, {hi}] "
+                    f"(message.timestamp.before.max.ms "
+                    f"{config.message_timestamp_before_max_ms}, "
+                    f"message.timestamp.after.max.ms "
+                    f"{config.message_timestamp_after_max_ms})",
+                )
+            )
     if errors:
         raise InvalidTimestampError(_summary("their timestamp", errors), record_errors=errors)
 
@@ -157,18 +179,19 @@ def check_stored_batch(batch: RecordBatch) -> None:
     try:
         batch.ensure_valid()
         if batch.records_count < 0 or batch.last_offset_delta < 0:
-            raise CorruptRecordError(f"record count {batch.records_count}, last offset delta "
-                                     f"{batch.last_offset_delta}")
+            raise CorruptRecordError(f"record count {batch.records_count}, last offset delta {batch.last_offset_delta}")
         if batch.attributes & _COMPRESSION_MASK or not isinstance(batch.buffer, bytes):
-            data = records_section(memoryview(batch.buffer)[:batch.size_bytes], batch.attributes)
+            data = records_section(memoryview(batch.buffer)[: batch.size_bytes], batch.attributes)
             start, end = 0, len(data)
         else:  # scanned in place, as the leader does
             data, start, end = batch.buffer, HEADER_SIZE, batch.size_bytes
-        scan_records(data, batch.records_count, last_offset_delta=batch.last_offset_delta, dense=False,
-                     start=start, end=end)
+        scan_records(
+            data, batch.records_count, last_offset_delta=batch.last_offset_delta, dense=False, start=start, end=end
+        )
     except Malformed as bad:
-        raise CorruptRecordError(f"batch at offset {batch.base_offset} is corrupt: record "
-                                 f"{bad.index}: {bad.message}") from None
+        raise CorruptRecordError(
+            f"batch at offset {batch.base_offset} is corrupt: record {bad.index}: {bad.message}"
+        ) from None
     except UnsupportedForMessageFormatError:
         raise
     except (CorruptRecordError, UnsupportedCompressionTypeError) as err:
@@ -187,12 +210,17 @@ def target_codec(compression_type: str) -> CompressionType | None:
 def recompress(b: RecordBatch, codec: CompressionType) -> bytes:
     """Re-encode a validated batch with the topic's codec (``compression.type`` other than
     ``producer``): the records are decoded into objects here, the one place the leader does so."""
-    builder = RecordBatchBuilder(base_offset=b.base_offset, compression=codec,
-                                 timestamp_type=b.timestamp_type, producer_id=b.producer_id,
-                                 producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-                                 is_transactional=b.is_transactional,
-                                 partition_leader_epoch=b.partition_leader_epoch,
-                                 base_timestamp=b.base_timestamp)
+    builder = RecordBatchBuilder(
+        base_offset=b.base_offset,
+        compression=codec,
+        timestamp_type=b.timestamp_type,
+        producer_id=b.producer_id,
+        producer_epoch=b.producer_epoch,
+        base_sequence=b.base_sequence,
+        is_transactional=b.is_transactional,
+        partition_leader_epoch=b.partition_leader_epoch,
+        base_timestamp=b.base_timestamp,
+    )
     for r in b.records():
         builder.append(r.timestamp_ms, r.key, r.value, r.headers, offset=r.offset)
     return builder.build()

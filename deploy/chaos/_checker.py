@@ -111,22 +111,30 @@ def check(acks: Iterable[Ack], records: Iterable[ReadRecord], *, examples: int =
     return report
 
 
-def longest_gaps(ack_times: Mapping[int, Sequence[float]], start_s: float, end_s: float
-                 ) -> dict[int, tuple[float, float]]:
+def longest_gaps(
+    ack_times: Mapping[int, Sequence[float]], start_s: float, end_s: float
+) -> dict[int, tuple[float, float]]:
     """Per partition, the longest window ``(from_s, to_s)`` in ``[start_s, end_s]`` without an ack."""
     out: dict[int, tuple[float, float]] = {}
     for partition, times in ack_times.items():
         points = [start_s, *sorted(t for t in times if start_s <= t <= end_s), end_s]
         best = (start_s, start_s)
-        for a, b in zip(points, points[1:]):
+        for a, b in zip(points, points[1:], strict=False):
             if b - a > best[1] - best[0]:
                 best = (a, b)
         out[partition] = best
     return out
 
 
-def print_verdict(rows: Sequence[tuple[str, Any]], result: Mapping[str, Any], out: Callable[[str], None], *,
-                  label_width: int, value_width: int, notes: Sequence[str] = ()) -> None:
+def print_verdict(
+    rows: Sequence[tuple[str, Any]],
+    result: Mapping[str, Any],
+    out: Callable[[str], None],
+    *,
+    label_width: int,
+    value_width: int,
+    notes: Sequence[str] = (),
+) -> None:
     """The end of every chaos run's report: the checker's rows, the faults it skipped and why, any
     notes, then the JSON object of ``result`` as the very last line (scripts read that line)."""
     for label, value in rows:

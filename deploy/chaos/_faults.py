@@ -17,13 +17,13 @@ from kraftlog.deploy.chaos._targets import ChaosTarget
 __all__ = ["FAULT_KINDS", "ClusterView", "Fault", "choose_fault", "heal", "inject"]
 
 FAULT_KINDS: tuple[str, ...] = (
-    "kill_broker",                  # kill -9 of a broker, restarted after the hold
-    "kill_active_controller",       # kill -9 of the active controller
-    "pause",                        # SIGSTOP longer than the broker session timeout, then SIGCONT
-    "restart",                      # clean restart (SIGTERM, controlled shutdown, start)
-    "kill_minority",                # kill -9 of a controller and a broker at once
+    "kill_broker",  # kill -9 of a broker, restarted after the hold
+    "kill_active_controller",  # kill -9 of the active controller
+    "pause",  # SIGSTOP longer than the broker session timeout, then SIGCONT
+    "restart",  # clean restart (SIGTERM, controlled shutdown, start)
+    "kill_minority",  # kill -9 of a controller and a broker at once
     "partition_active_controller",  # the active controller's links cut, then healed
-    "partition_leader",             # the links of a partition leader's broker cut, then healed
+    "partition_leader",  # the links of a partition leader's broker cut, then healed
 )
 NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader"})
 

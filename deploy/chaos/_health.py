@@ -79,8 +79,13 @@ class HealthProbe:
         calls: list[tuple[int, str, Any]] = []
         for node, addrs in sorted(self.addresses.items()):
             for address in addrs:
-                calls.append((node, address, self._stub(address).Check.future(
-                    health_pb2.HealthCheckRequest(), timeout=self.timeout_s)))
+                calls.append(
+                    (
+                        node,
+                        address,
+                        self._stub(address).Check.future(health_pb2.HealthCheckRequest(), timeout=self.timeout_s),
+                    )
+                )
         bad: set[int] = set()
         for node, address, call in calls:
             try:

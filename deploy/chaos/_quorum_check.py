@@ -23,15 +23,27 @@ from typing import Any
 from kraftlog.metadata_log import LogEntry, MetadataRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 
 __all__ = [
-    "ACKED", "IN_DOUBT", "REJECTED", "OP_KINDS",
-    "AdminOp", "FinalTopic", "AdminReport", "check_admin",
-    "DuplicateReport", "find_duplicate_records",
-    "DivergenceReport", "diverged_controllers",
-    "REPLAY_ERROR_MARKERS", "replay_error_lines",
-    "has_active_controller", "no_active_stretches", "subtract_windows", "voter_rejoined",
+    "ACKED",
+    "IN_DOUBT",
+    "REJECTED",
+    "OP_KINDS",
+    "AdminOp",
+    "FinalTopic",
+    "AdminReport",
+    "check_admin",
+    "DuplicateReport",
+    "find_duplicate_records",
+    "DivergenceReport",
+    "diverged_controllers",
+    "REPLAY_ERROR_MARKERS",
+    "replay_error_lines",
+    "has_active_controller",
+    "no_active_stretches",
+    "subtract_windows",
+    "voter_rejoined",
 ]
 
-ACKED = "acked"        # a definitive success (or an answer that proves an earlier attempt succeeded)
+ACKED = "acked"  # a definitive success (or an answer that proves an earlier attempt succeeded)
 REJECTED = "rejected"  # a definitive refusal, no attempt of the operation can have applied
 IN_DOUBT = "in_doubt"  # no definitive answer: it may or may not have applied
 OP_KINDS = ("create", "delete", "alter_config", "create_partitions")
@@ -56,11 +68,14 @@ class AdminOp:
     ended_s: float = 0.0
 
     def describe(self) -> str:
-        what = {"create": f"create({self.partitions} partitions"
-                          + (f", {self.config[0]}={self.config[1]}" if self.config else "") + ")",
-                "delete": "delete",
-                "alter_config": f"set {self.config[0]}={self.config[1]}" if self.config else "alter_config",
-                "create_partitions": f"create_partitions(to {self.partitions})"}.get(self.kind, self.kind)
+        what = {
+            "create": f"create({self.partitions} partitions"
+            + (f", {self.config[0]}={self.config[1]}" if self.config else "")
+            + ")",
+            "delete": "delete",
+            "alter_config": f"set {self.config[0]}={self.config[1]}" if self.config else "alter_config",
+            "create_partitions": f"create_partitions(to {self.partitions})",
+        }.get(self.kind, self.kind)
         return f"{what} of {self.topic} ({self.outcome}, {self.attempts} attempt(s))"
 
 
@@ -77,8 +92,8 @@ class AdminReport:
     acked: int = 0
     rejected: int = 0
     in_doubt: int = 0
-    lost: int = 0          # an acknowledged effect missing from the final image
-    unexplained: int = 0   # a state no acknowledged or in-doubt operation explains
+    lost: int = 0  # an acknowledged effect missing from the final image
+    unexplained: int = 0  # a state no acknowledged or in-doubt operation explains
     examples: list[str] = field(default_factory=list)
 
 
@@ -180,8 +195,9 @@ class DuplicateReport:
     examples: list[str] = field(default_factory=list)
 
 
-def find_duplicate_records(entries: Iterable[LogEntry], initial: Iterable[MetadataRecord] = (), *,
-                           examples: int = 5) -> DuplicateReport:
+def find_duplicate_records(
+    entries: Iterable[LogEntry], initial: Iterable[MetadataRecord] = (), *, examples: int = 5
+) -> DuplicateReport:
     """Records that create something that already exists, in log order.
 
     A `TopicRecord` whose name belongs to a live topic, or whose topic id was ever used (ids are
@@ -190,8 +206,8 @@ def find_duplicate_records(entries: Iterable[LogEntry], initial: Iterable[Metada
     not applied, so one bad record is one duplicate.
     """
     report = DuplicateReport()
-    live_by_name: dict[str, tuple[str, int]] = {}   # name -> (topic id, offset of its TopicRecord)
-    name_of: dict[str, str] = {}                    # live topic id -> name
+    live_by_name: dict[str, tuple[str, int]] = {}  # name -> (topic id, offset of its TopicRecord)
+    name_of: dict[str, str] = {}  # live topic id -> name
     ever: set[str] = set()
     partitions: dict[str, set[int]] = {}
 
@@ -204,8 +220,10 @@ def find_duplicate_records(entries: Iterable[LogEntry], initial: Iterable[Metada
         if isinstance(record, TopicRecord):
             held = live_by_name.get(record.name)
             if held is not None:
-                note(f"offset {offset}: TopicRecord {record.name!r} (id {record.topic_id}) while the topic "
-                     f"is live as id {held[0]} (created at offset {held[1]})")
+                note(
+                    f"offset {offset}: TopicRecord {record.name!r} (id {record.topic_id}) while the topic "
+                    f"is live as id {held[0]} (created at offset {held[1]})"
+                )
                 return
             if record.topic_id in ever:
                 note(f"offset {offset}: TopicRecord {record.name!r} reuses topic id {record.topic_id}")
@@ -219,8 +237,10 @@ def find_duplicate_records(entries: Iterable[LogEntry], initial: Iterable[Metada
             if parts is None:
                 return  # a partition of an unknown topic is a replay error, not a duplicate
             if record.partition_id in parts:
-                note(f"offset {offset}: PartitionRecord {name_of.get(record.topic_id, record.topic_id)}-"
-                     f"{record.partition_id} already exists")
+                note(
+                    f"offset {offset}: PartitionRecord {name_of.get(record.topic_id, record.topic_id)}-"
+                    f"{record.partition_id} already exists"
+                )
                 return
             parts.add(record.partition_id)
         elif isinstance(record, RemoveTopicRecord):
@@ -268,8 +288,7 @@ def diverged_controllers(logs: Mapping[int, Mapping[int, bytes]]) -> DivergenceR
             groups.setdefault(logs[node].get(offset), []).append(node)
         if len(groups) == 1 and None not in groups:
             continue
-        reference = max((g for key, g in groups.items() if key is not None),
-                        key=lambda g: (len(g), -g[0]), default=[])
+        reference = max((g for key, g in groups.items() if key is not None), key=lambda g: (len(g), -g[0]), default=[])
         odd = [n for n in sorted(logs) if n not in reference and n not in diverged]
         if odd:
             if report.first_offset is None:
@@ -326,8 +345,11 @@ def has_active_controller(response: Any, fetch_timeout_ms: int) -> int | None:
     if me is None or me.last_fetch_timestamp_ms < 0:
         return None
     now = me.last_fetch_timestamp_ms
-    fresh = sum(1 for v in voters.values()
-                if v.last_fetch_timestamp_ms >= 0 and now - v.last_fetch_timestamp_ms <= fetch_timeout_ms)
+    fresh = sum(
+        1
+        for v in voters.values()
+        if v.last_fetch_timestamp_ms >= 0 and now - v.last_fetch_timestamp_ms <= fetch_timeout_ms
+    )
     return response.leader_id if fresh >= len(voters) // 2 + 1 else None
 
 
@@ -360,8 +382,9 @@ def subtract_windows(span: tuple[float, float], windows: Sequence[tuple[float, f
     return pieces
 
 
-def no_active_stretches(samples: Sequence[tuple[float, bool]], end_s: float,
-                        excused: Sequence[tuple[float, float]] = ()) -> list[tuple[float, float]]:
+def no_active_stretches(
+    samples: Sequence[tuple[float, bool]], end_s: float, excused: Sequence[tuple[float, float]] = ()
+) -> list[tuple[float, float]]:
     """Stretches without an active controller, from time-ordered ``(time_s, active)`` samples.
 
     A stretch starts at the first sample without one and ends at the next sample with one (or at

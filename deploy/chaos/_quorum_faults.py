@@ -21,16 +21,25 @@ from typing import Any
 
 from kraftlog.deploy.chaos._faults import Fault
 
-__all__ = ["QUORUM_FAULT_KINDS", "MAJORITY_KINDS", "NETWORK_QUORUM_KINDS", "QuorumTimeouts",
-           "choose_quorum_fault", "inject_quorum", "heal_quorum", "read_config_values",
-           "write_config_values", "stop_clean"]
+__all__ = [
+    "QUORUM_FAULT_KINDS",
+    "MAJORITY_KINDS",
+    "NETWORK_QUORUM_KINDS",
+    "QuorumTimeouts",
+    "choose_quorum_fault",
+    "inject_quorum",
+    "heal_quorum",
+    "read_config_values",
+    "write_config_values",
+    "stop_clean",
+]
 
 QUORUM_FAULT_KINDS: tuple[str, ...] = (
-    "pause_standbys",              # SIGSTOP of both standbys past the propose timeout, then SIGCONT
-    "pause_active_controller",     # SIGSTOP of the active controller past the election timeout
-    "kill_active_controller",      # kill -9 of the active controller, started again after the hold
-    "kill_majority",               # kill -9 of the active controller and a standby, both started again
-    "partition_active_controller", # every link of the active controller cut past the election timeout
+    "pause_standbys",  # SIGSTOP of both standbys past the propose timeout, then SIGCONT
+    "pause_active_controller",  # SIGSTOP of the active controller past the election timeout
+    "kill_active_controller",  # kill -9 of the active controller, started again after the hold
+    "kill_majority",  # kill -9 of the active controller and a standby, both started again
+    "partition_active_controller",  # every link of the active controller cut past the election timeout
 )
 MAJORITY_KINDS = frozenset({"pause_standbys", "kill_majority"})
 NETWORK_QUORUM_KINDS = frozenset({"partition_active_controller"})
@@ -52,8 +61,9 @@ class QuorumTimeouts:
         return 1.5 * self.election_ms / 1000.0
 
 
-def choose_quorum_fault(rng: random.Random, controllers: Sequence[int], active: int | None,
-                        timeouts: QuorumTimeouts, kinds: Sequence[str]) -> Fault:
+def choose_quorum_fault(
+    rng: random.Random, controllers: Sequence[int], active: int | None, timeouts: QuorumTimeouts, kinds: Sequence[str]
+) -> Fault:
     """Pick the next fault among ``kinds``, seeded by ``rng``; without a known active controller
     a seeded controller stands in for it."""
     kind = rng.choice(list(kinds))

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import structlog
 
-from kraftlog.metadata_log import LogEntry, MetadataRecord, MetadataRecordError, decode_entry, latest_snapshot, list_segments
+from kraftlog.metadata_log import (
+    LogEntry,
+    MetadataRecord,
+    MetadataRecordError,
+    decode_entry,
+    latest_snapshot,
+    list_segments,
+)
 from kraftlog.metadata_log._log_files import iter_frames, read_snapshot
 from kraftlog.quorum import METADATA_PARTITION_DIR
 
@@ -75,8 +82,13 @@ def read_controller_log(node_id: int, directory: Path) -> ControllerLog:
                 if entry.offset > out.snapshot_offset:
                     out.entries.append(entry)
             if frames.bad_frame is not None:
-                _log.info("chaos_metadata_torn_tail", node_id=node_id, file=str(segment.path),
-                          position=frames.bad_frame.position, reason=frames.bad_frame.reason)
+                _log.info(
+                    "chaos_metadata_torn_tail",
+                    node_id=node_id,
+                    file=str(segment.path),
+                    position=frames.bad_frame.position,
+                    reason=frames.bad_frame.reason,
+                )
     except (OSError, MetadataRecordError) as err:
         out.error = f"{type(err).__name__}: {err}"
     return out

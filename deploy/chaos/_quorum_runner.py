@@ -82,9 +82,9 @@ class QuorumSettings:
     # so a client sends its retry while the first proposal's outcome is still unknown
     call_timeout_ms: int = 1500
     converge_timeout_s: float = 60.0
-    restart_timeout_s: float = 30.0      # a restarted controller must be back (and followed) within it
-    stop_timeout_s: float = 20.0         # a clean stop that takes longer is a hang
-    fetch_timeout_ms: int = 2000         # controller.quorum.fetch.timeout.ms, for the check-quorum rule
+    restart_timeout_s: float = 30.0  # a restarted controller must be back (and followed) within it
+    stop_timeout_s: float = 20.0  # a clean stop that takes longer is a hang
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms, for the check-quorum rule
     max_no_active_s: float = 10.0
     kinds: tuple[str, ...] = QUORUM_FAULT_KINDS
     long_election: Mapping[str, int] = field(default_factory=lambda: dict(LONG_ELECTION))
@@ -122,13 +122,19 @@ def _timeouts(values: Mapping[str, Any]) -> QuorumTimeouts:
 class _Run:
     """The state one run shares between its steps (target, clients, clock, records)."""
 
-    def __init__(self, target: Any, settings: QuorumSettings, out: Callable[[str], None],
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, target: Any, settings: QuorumSettings, out: Callable[[str], None], stop: threading.Event
+    ) -> None:
         self.target, self.settings, self.out, self.stop = target, settings, out, stop
         self.cluster = target.cluster
         self.controllers = target.controllers()
-        self.admin = Admin(target.controller_addresses, request_timeout_ms=5_000, attempt_timeout_ms=1_500,
-                           retry_backoff_ms=50, retry_backoff_max_ms=250)
+        self.admin = Admin(
+            target.controller_addresses,
+            request_timeout_ms=5_000,
+            attempt_timeout_ms=1_500,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=250,
+        )
         self.probe = HealthProbe(target.health_addresses())
         self.faults: list[_FaultRecord] = []
         self.restarts: list[_Restart] = []
@@ -159,8 +165,9 @@ class _Run:
             return f"controller {rejoined[0]} has not fetched from the active controller since its restart"
         return missing
 
-    def wait_converged(self, timeout_s: float, rejoined: tuple[int, int] | None = None
-                       ) -> tuple[float | None, str | None]:
+    def wait_converged(
+        self, timeout_s: float, rejoined: tuple[int, int] | None = None
+    ) -> tuple[float | None, str | None]:
         """(seconds it took, None) or (None, what was still missing)."""
         t0 = time.monotonic()
         missing: str | None = "not checked"
@@ -202,8 +209,10 @@ class _Run:
             rec.back, rec.error = False, repr(err)
         rec.seconds = time.monotonic() - t0
         self.restarts.append(rec)
-        self.out(f"  {t0 - self.started_s:7.1f}s  restart({node}) [{why}] "
-                 f"{'ok' if not rec.failed else 'FAILED: ' + str(rec.error)} in {rec.seconds:.1f}s")
+        self.out(
+            f"  {t0 - self.started_s:7.1f}s  restart({node}) [{why}] "
+            f"{'ok' if not rec.failed else 'FAILED: ' + str(rec.error)} in {rec.seconds:.1f}s"
+        )
         return rec
 
     def rolling_restart(self, why: str, values: Mapping[int, Mapping[str, Any]]) -> bool:
@@ -216,8 +225,9 @@ class _Run:
                 return False
         return True
 
-    def fault_round(self, rng: random.Random, kinds: list[str], timeouts: QuorumTimeouts, phase: int,
-                    workload: AdminWorkload) -> None:
+    def fault_round(
+        self, rng: random.Random, kinds: list[str], timeouts: QuorumTimeouts, phase: int, workload: AdminWorkload
+    ) -> None:
         next_at = time.monotonic() + rng.uniform(*self.settings.interval_s)
         fault = choose_quorum_fault(rng, self.controllers, self.active(), timeouts, kinds)
         if fault.kind == "pause_standbys":  # the point: admin calls in flight when the pause lands
@@ -249,8 +259,10 @@ class _Run:
                 break
             self.stop.wait(0.1)
         recovered = f"recovered in {rec.recovery_s:.2f}s" if rec.recovery_s is not None else "not recovered yet"
-        self.out(f"  {rec.injected_s - self.started_s:7.1f}s  {fault.describe():<46} {recovered:<22} "
-                 f"in flight {rec.in_flight}, acked {workload.acked()}" + (f"  error: {rec.error}" if rec.error else ""))
+        self.out(
+            f"  {rec.injected_s - self.started_s:7.1f}s  {fault.describe():<46} {recovered:<22} "
+            f"in flight {rec.in_flight}, acked {workload.acked()}" + (f"  error: {rec.error}" if rec.error else "")
+        )
         self.stop.wait(max(0.0, next_at - time.monotonic()))
 
     def heal_everything(self) -> None:
@@ -284,9 +296,14 @@ class _Run:
         self.probe.close()
 
 
-def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[str], None] = print,
-                     stop: threading.Event | None = None,
-                     original_configs: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def run_quorum_chaos(
+    target: Any,
+    settings: QuorumSettings,
+    *,
+    out: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+    original_configs: Mapping[int, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Run the quorum profile against a local cluster (`LocalTarget`: it reads the nodes' files).
 
     ``original_configs``: each controller's own values of the two timeouts, when the caller already
@@ -307,14 +324,23 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
     run = _Run(target, settings, out, stop)
     run.skipped = skipped
     cluster = run.cluster
-    originals = {n: dict(original_configs[n]) if original_configs else read_config_values(run.config_path(n), _KEYS)
-                 for n in run.controllers}
+    originals = {
+        n: dict(original_configs[n]) if original_configs else read_config_values(run.config_path(n), _KEYS)
+        for n in run.controllers
+    }
     phase1 = {n: dict(settings.long_election) for n in run.controllers}
     prefix = f"q{settings.seed}-{int(time.time()) % 1_000_000:06d}"
-    workload = AdminWorkload(target.controller_addresses, seed=settings.seed, prefix=prefix, clients=settings.clients,
-                             call_timeout_ms=settings.call_timeout_ms)
-    sampler = ActiveSampler({n: f"{cluster.nodes[n].host}:{cluster.nodes[n].controller_port}" for n in run.controllers},
-                            fetch_timeout_ms=settings.fetch_timeout_ms)
+    workload = AdminWorkload(
+        target.controller_addresses,
+        seed=settings.seed,
+        prefix=prefix,
+        clients=settings.clients,
+        call_timeout_ms=settings.call_timeout_ms,
+    )
+    sampler = ActiveSampler(
+        {n: f"{cluster.nodes[n].host}:{cluster.nodes[n].controller_port}" for n in run.controllers},
+        fetch_timeout_ms=settings.fetch_timeout_ms,
+    )
     sampler_started = False
     try:
         took, missing = run.wait_converged(settings.converge_timeout_s)
@@ -322,9 +348,11 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
             raise RuntimeError(f"the cluster is not healthy to start with: {missing}")
         if any(read_config_values(run.config_path(n), _KEYS) != phase1[n] for n in run.controllers):
             run.rolling_restart("phase 1", phase1)
-        out(f"chaos run (quorum profile): seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
+        out(
+            f"chaos run (quorum profile): seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
             f"{settings.interval_s[0]:g}-{settings.interval_s[1]:g} s, {settings.clients} admin clients "
-            f"(call timeout {settings.call_timeout_ms} ms), topics {prefix}-*")
+            f"(call timeout {settings.call_timeout_ms} ms), topics {prefix}-*"
+        )
         sampler.start()
         sampler_started = True
         workload.start()
@@ -340,11 +368,19 @@ def run_quorum_chaos(target: Any, settings: QuorumSettings, *, out: Callable[[st
             if phase == 2 and values != phase1:
                 complete = run.rolling_restart("phase 2", values)
             timeouts = _timeouts(values[run.controllers[0]])
-            run.phases.append({"phase": phase, "from_s": round(time.monotonic() - run.started_s, 1),
-                           "election_timeout_ms": timeouts.election_ms, "request_timeout_ms": timeouts.request_ms,
-                           "rolling_restart_complete": complete})
-            out(f"phase {phase}: controller.quorum.election.timeout.ms {timeouts.election_ms}, "
-                f"controller.quorum.request.timeout.ms {timeouts.request_ms}")
+            run.phases.append(
+                {
+                    "phase": phase,
+                    "from_s": round(time.monotonic() - run.started_s, 1),
+                    "election_timeout_ms": timeouts.election_ms,
+                    "request_timeout_ms": timeouts.request_ms,
+                    "rolling_restart_complete": complete,
+                }
+            )
+            out(
+                f"phase {phase}: controller.quorum.election.timeout.ms {timeouts.election_ms}, "
+                f"controller.quorum.request.timeout.ms {timeouts.request_ms}"
+            )
             while time.monotonic() < until and not stop.is_set():
                 run.fault_round(rng, kinds, timeouts, phase, workload)
         workload.stop(timeout_s=settings.call_timeout_ms / 1000.0 * 2 + 10)
@@ -412,12 +448,30 @@ def _report(run: _Run, workload: AdminWorkload, sampler: ActiveSampler) -> dict[
         "active_controller_samples": len(samples),
         "converged": run.converge_s is not None,
         "converge_s": round(run.converge_s, 3) if run.converge_s is not None else None,
-        "fault_log": [{"kind": r.fault.kind, "nodes": list(r.fault.nodes), "phase": r.phase,
-                       "at_s": round(r.injected_s - run.started_s, 2), "hold_s": r.fault.hold_s,
-                       "in_flight": r.in_flight, "error": r.error,
-                       "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3)} for r in run.faults],
-        "restarts": [{"node": r.node, "why": r.why, "clean_exit": r.clean_exit, "back": r.back,
-                      "seconds": round(r.seconds, 2), "error": r.error} for r in run.restarts],
+        "fault_log": [
+            {
+                "kind": r.fault.kind,
+                "nodes": list(r.fault.nodes),
+                "phase": r.phase,
+                "at_s": round(r.injected_s - run.started_s, 2),
+                "hold_s": r.fault.hold_s,
+                "in_flight": r.in_flight,
+                "error": r.error,
+                "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
+            }
+            for r in run.faults
+        ],
+        "restarts": [
+            {
+                "node": r.node,
+                "why": r.why,
+                "clean_exit": r.clean_exit,
+                "back": r.back,
+                "seconds": round(r.seconds, 2),
+                "error": r.error,
+            }
+            for r in run.restarts
+        ],
     }
     if run.final_error is not None:
         result["final_image_error"] = run.final_error
@@ -431,30 +485,45 @@ def _report(run: _Run, workload: AdminWorkload, sampler: ActiveSampler) -> dict[
     examples += [f"node {n}: {lines[0][:300]}" for n, lines in replay.items() if lines]
     if examples:
         result["examples"] = examples
-    result["ok"] = (run.final_error is None and run.converge_s is not None and not result["metadata_log_errors"]
-                    and all(result[k] == 0 for k in ("admin_lost", "admin_unexplained", "duplicate_records",
-                                                     "replay_errors", "diverged_controllers", "restart_failures",
-                                                     "phase_restart_failures"))
-                    and max_no_active < settings.max_no_active_s)
+    result["ok"] = (
+        run.final_error is None
+        and run.converge_s is not None
+        and not result["metadata_log_errors"]
+        and all(
+            result[k] == 0
+            for k in (
+                "admin_lost",
+                "admin_unexplained",
+                "duplicate_records",
+                "replay_errors",
+                "diverged_controllers",
+                "restart_failures",
+                "phase_restart_failures",
+            )
+        )
+        and max_no_active < settings.max_no_active_s
+    )
     _print_table(result, run.out)
     return result
 
 
 def _print_table(result: dict[str, Any], out: Callable[[str], None]) -> None:
     out("")
-    rows = [("admin operations acknowledged", result["admin_acked"]),
-            ("admin operations in doubt (never answered)", result["admin_in_doubt"]),
-            ("admin operations rejected", result["admin_rejected"]),
-            ("admin calls unanswered or timed out (retried)", result["admin_calls_timed_out"]),
-            ("first answers from a stale controller", result["admin_stale_answers"]),
-            ("acknowledged and absent (admin_lost)", result["admin_lost"]),
-            ("state no operation explains", result["admin_unexplained"]),
-            ("duplicate records in the metadata log", result["duplicate_records"]),
-            ("replay errors in node logs", result["replay_errors"]),
-            ("controllers whose log diverged", result["diverged_controllers"]),
-            ("final restarts that failed", result["restart_failures"]),
-            ("phase restarts that failed", result["phase_restart_failures"]),
-            ("longest time without an active controller (s)", result["max_no_active_controller_s"]),
-            ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
-            ("verdict", "PASS" if result["ok"] else "FAIL")]
+    rows = [
+        ("admin operations acknowledged", result["admin_acked"]),
+        ("admin operations in doubt (never answered)", result["admin_in_doubt"]),
+        ("admin operations rejected", result["admin_rejected"]),
+        ("admin calls unanswered or timed out (retried)", result["admin_calls_timed_out"]),
+        ("first answers from a stale controller", result["admin_stale_answers"]),
+        ("acknowledged and absent (admin_lost)", result["admin_lost"]),
+        ("state no operation explains", result["admin_unexplained"]),
+        ("duplicate records in the metadata log", result["duplicate_records"]),
+        ("replay errors in node logs", result["replay_errors"]),
+        ("controllers whose log diverged", result["diverged_controllers"]),
+        ("final restarts that failed", result["restart_failures"]),
+        ("phase restarts that failed", result["phase_restart_failures"]),
+        ("longest time without an active controller (s)", result["max_no_active_controller_s"]),
+        ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
+        ("verdict", "PASS" if result["ok"] else "FAIL"),
+    ]
     print_verdict(rows, result, out, label_width=48, value_width=12, notes=result.get("examples", []))

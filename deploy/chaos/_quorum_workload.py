@@ -6,8 +6,9 @@ than the controller's propose timeout), so during a fault it really times out; a
 sent again with the same arguments, to the same controller, until it gets a definitive answer or the
 operation's deadline passes. Each client speaks raw AdminService stubs (`_ControllerCaller`) rather
 than `client.Admin`, whose retries forget the controller after a timeout: Kafka's admin client sends
-a retry to the controller its metadata names, which after a timeout is still the same one. Every operation is recorded with its outcome
-(`deploy.chaos._quorum_check.AdminOp`): acknowledged, rejected, or in doubt. Ordering rule: one client
+a retry to the controller its metadata names, which after a timeout is still the same one. Every
+operation is recorded with its outcome (`deploy.chaos._quorum_check.AdminOp`): acknowledged,
+rejected, or in doubt. Ordering rule: one client
 runs its operations one after another, and after an in-doubt operation it never touches that topic
 again, so each topic's history is a simple sequence the checker can replay.
 
@@ -28,9 +29,9 @@ import grpc
 import structlog
 
 from kraftlog.common import backoff_ms
+from kraftlog.common import errors as kerr
 from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
-from kraftlog.common import errors as kerr
 
 __all__ = ["AdminWorkload", "ActiveSampler", "CONFIG_KEYS", "classify", "is_stale_answer"]
 
@@ -44,14 +45,19 @@ CONFIG_KEYS = ("retention.ms", "max.message.bytes")
 
 #: answers after which the operation may still have been applied: the request reached a controller
 #: that may have proposed its records (or it never reached one): send it again
-_MAYBE_APPLIED = frozenset({kerr.RequestTimedOutError.error_code, kerr.NotControllerError.error_code,
-                            kerr.UnknownServerError.error_code})
+_MAYBE_APPLIED = frozenset(
+    {kerr.RequestTimedOutError.error_code, kerr.NotControllerError.error_code, kerr.UnknownServerError.error_code}
+)
 
 
 #: answers that, after an attempt that may have applied, prove it did (a client's names are its own)
-_PROOF_OF_EARLIER_ATTEMPT = frozenset({("create", kerr.TopicAlreadyExistsError.error_code),
-                                       ("delete", kerr.UnknownTopicOrPartitionError.error_code),
-                                       ("create_partitions", kerr.InvalidPartitionsError.error_code)})
+_PROOF_OF_EARLIER_ATTEMPT = frozenset(
+    {
+        ("create", kerr.TopicAlreadyExistsError.error_code),
+        ("delete", kerr.UnknownTopicOrPartitionError.error_code),
+        ("create_partitions", kerr.InvalidPartitionsError.error_code),
+    }
+)
 
 
 def classify(kind: str, code: int, maybe_applied_before: bool) -> str | None:
@@ -82,9 +88,19 @@ def is_stale_answer(kind: str, code: int, maybe_applied_before: bool) -> bool:
 class AdminWorkload:
     """``clients`` admin clients, each on its own thread, until `stop`."""
 
-    def __init__(self, controllers: str, *, seed: int, prefix: str, clients: int = 5,
-                 call_timeout_ms: int = 1500, op_deadline_s: float = 30.0, pause_s: tuple[float, float] = (0.05, 0.3),
-                 max_live: int = 8, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        controllers: str,
+        *,
+        seed: int,
+        prefix: str,
+        clients: int = 5,
+        call_timeout_ms: int = 1500,
+        op_deadline_s: float = 30.0,
+        pause_s: tuple[float, float] = (0.05, 0.3),
+        max_live: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.controllers = controllers
         self.prefix = prefix
         self.seed = seed
@@ -101,8 +117,10 @@ class AdminWorkload:
         self.retries = 0
         self.stale_answers = 0  # see `is_stale_answer`
         self._in_flight = 0
-        self._threads = [threading.Thread(target=self._client, args=(c,), name=f"chaos-admin-{c}", daemon=True)
-                         for c in range(clients)]
+        self._threads = [
+            threading.Thread(target=self._client, args=(c,), name=f"chaos-admin-{c}", daemon=True)
+            for c in range(clients)
+        ]
 
     def start(self) -> None:
         for t in self._threads:
@@ -141,8 +159,14 @@ class AdminWorkload:
                 if kind == "create":
                     n += 1
                     topic = f"{self.prefix}-c{client}-{n}"
-                    op = AdminOp(client, kind, topic, "", partitions=rng.randint(1, 3),
-                                 config=(rng.choice(CONFIG_KEYS), _config_value(rng, "")) if rng.random() < 0.5 else None)
+                    op = AdminOp(
+                        client,
+                        kind,
+                        topic,
+                        "",
+                        partitions=rng.randint(1, 3),
+                        config=(rng.choice(CONFIG_KEYS), _config_value(rng, "")) if rng.random() < 0.5 else None,
+                    )
                 else:
                     topic = rng.choice(sorted(live))
                     if kind == "create_partitions":
@@ -209,33 +233,62 @@ class AdminWorkload:
             # Kafka's retry.backoff.ms / retry.backoff.max.ms (KIP-580): 50 ms doubling to 800 ms, so a
             # controller that refuses connections outright is not hammered
             self._stop.wait(backoff_ms(attempts - 1, base_ms=50, max_ms=800, jitter=0) / 1000.0)
-        _log.debug("chaos_admin_op", client=op.client, kind=op.kind, topic=op.topic, outcome=outcome,
-                   error=last, attempts=attempts)
-        return AdminOp(op.client, op.kind, op.topic, outcome, op.partitions, op.config, last, attempts,
-                       started, self._clock())
+        _log.debug(
+            "chaos_admin_op",
+            client=op.client,
+            kind=op.kind,
+            topic=op.topic,
+            outcome=outcome,
+            error=last,
+            attempts=attempts,
+        )
+        return AdminOp(
+            op.client, op.kind, op.topic, outcome, op.partitions, op.config, last, attempts, started, self._clock()
+        )
 
     def _call(self, admin: _ControllerCaller, op: AdminOp) -> tuple[int, str]:
         """One call; the error code and name of the operation's result."""
         timeout = self.call_timeout_ms
         if op.kind == "create":
             configs = dict([op.config]) if op.config else {}
-            resp: Any = admin.call("CreateTopics", admin_pb2.CreateTopicsRequest(timeout_ms=timeout, topics=[
-                admin_pb2.CreateTopicsRequest.CreatableTopic(name=op.topic, num_partitions=op.partitions,
-                                                             replication_factor=1, configs=configs)]))
+            resp: Any = admin.call(
+                "CreateTopics",
+                admin_pb2.CreateTopicsRequest(
+                    timeout_ms=timeout,
+                    topics=[
+                        admin_pb2.CreateTopicsRequest.CreatableTopic(
+                            name=op.topic, num_partitions=op.partitions, replication_factor=1, configs=configs
+                        )
+                    ],
+                ),
+            )
             items = resp.topics
         elif op.kind == "delete":
             resp = admin.call("DeleteTopics", admin_pb2.DeleteTopicsRequest(names=[op.topic], timeout_ms=timeout))
             items = resp.topics
         elif op.kind == "create_partitions":
-            resp = admin.call("CreatePartitions", admin_pb2.CreatePartitionsRequest(timeout_ms=timeout, topics=[
-                admin_pb2.CreatePartitionsRequest.Topic(name=op.topic, count=op.partitions)]))
+            resp = admin.call(
+                "CreatePartitions",
+                admin_pb2.CreatePartitionsRequest(
+                    timeout_ms=timeout,
+                    topics=[admin_pb2.CreatePartitionsRequest.Topic(name=op.topic, count=op.partitions)],
+                ),
+            )
             items = resp.results
         else:
             assert op.config is not None
             R = admin_pb2.IncrementalAlterConfigsRequest
-            resp = admin.call("IncrementalAlterConfigs", R(resources=[R.Resource(
-                resource=admin_pb2.ConfigResource(resource_type=TOPIC_RESOURCE, resource_name=op.topic),
-                configs=[R.Op(name=op.config[0], op=0, value=op.config[1])])]))
+            resp = admin.call(
+                "IncrementalAlterConfigs",
+                R(
+                    resources=[
+                        R.Resource(
+                            resource=admin_pb2.ConfigResource(resource_type=TOPIC_RESOURCE, resource_name=op.topic),
+                            configs=[R.Op(name=op.config[0], op=0, value=op.config[1])],
+                        )
+                    ]
+                ),
+            )
             items = resp.results
         err = resp.error if resp.error.code == _NOT_CONTROLLER or not items else items[0].error
         return err.code, err.name or "NONE"
@@ -265,7 +318,9 @@ class _ControllerCaller:
                 raise kerr.RequestTimedOutError(f"{method}: no active controller answered within {self.timeout_s} s")
             stub = self._stubs.get(self.controller)
             if stub is None:  # a hint naming an address outside the bootstrap list
-                self._channels[self.controller] = grpc.insecure_channel(self.controller, options=list(RECONNECT_OPTIONS))
+                self._channels[self.controller] = grpc.insecure_channel(
+                    self.controller, options=list(RECONNECT_OPTIONS)
+                )
                 stub = self._stubs[self.controller] = admin_pb2_grpc.AdminServiceStub(self._channels[self.controller])
             try:
                 resp = getattr(stub, method)(request, timeout=remaining)
@@ -304,8 +359,15 @@ class ActiveSampler:
     """Every ``interval_s``, DescribeQuorum to every controller at once (each with ``timeout_s``);
     a sample is ``(time_s, active controller id or None)``. Runs on its own thread until `stop`."""
 
-    def __init__(self, addresses: Mapping[int, str], *, fetch_timeout_ms: int = 2000, interval_s: float = 0.1,
-                 timeout_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        addresses: Mapping[int, str],
+        *,
+        fetch_timeout_ms: int = 2000,
+        interval_s: float = 0.1,
+        timeout_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.fetch_timeout_ms = fetch_timeout_ms
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -332,8 +394,10 @@ class ActiveSampler:
 
     def sample(self) -> int | None:
         """One sample: the active controller some controller's answer shows, or None."""
-        calls = [stub.DescribeQuorum.future(admin_pb2.DescribeQuorumRequest(), timeout=self.timeout_s)
-                 for stub in self._stubs.values()]
+        calls = [
+            stub.DescribeQuorum.future(admin_pb2.DescribeQuorumRequest(), timeout=self.timeout_s)
+            for stub in self._stubs.values()
+        ]
         active = None
         for call in calls:
             try:

@@ -61,8 +61,7 @@ class _Run:
     started_s: float = 0.0
 
 
-def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None,
-              quorum: Any = None) -> str | None:
+def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None, quorum: Any = None) -> str | None:
     """None when every broker is registered and unfenced, every node's health service says SERVING
     (``probe``), every controller answers the active one and has caught up, and every partition is
     led with a full ISR; otherwise what is still missing (for the log). See `deploy.chaos._health`
@@ -93,8 +92,9 @@ def converged(admin: Admin, brokers: list[int], probe: HealthProbe | None = None
     return None
 
 
-def _view(admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int,
-          probe: HealthProbe | None) -> ClusterView:
+def _view(
+    admin: Admin, target: ChaosTarget, topic: str, session_timeout_ms: int, probe: HealthProbe | None
+) -> ClusterView:
     active: int | None = None
     leaders: list[int] = []
     pending: str | None = "unknown"
@@ -121,12 +121,18 @@ def _wait(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s:
         except Exception as err:  # retried until the deadline
             last_error = err
         time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}" +
-                       (f" (last error: {last_error!r})" if last_error else ""))
+    raise TimeoutError(
+        f"timed out after {timeout_s} s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else "")
+    )
 
 
-def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[str], None] = print,
-              stop: threading.Event | None = None) -> dict[str, Any]:
+def run_chaos(
+    target: ChaosTarget,
+    settings: ChaosSettings,
+    *,
+    out: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+) -> dict[str, Any]:
     """Run the schedule; returns the report (the JSON keys). ``out`` receives the table lines."""
     rng = random.Random(settings.seed)
     stop = stop or threading.Event()
@@ -141,29 +147,43 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
     if not kinds:
         raise ValueError("no fault kind left to run")
     brokers = target.brokers()
-    admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50,
-                  retry_backoff_max_ms=250)
+    admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50, retry_backoff_max_ms=250)
     topic = f"chaos-{settings.seed}-{int(time.time())}"
     probe = HealthProbe(target.health_addresses())
     run = _Run()
     try:
-        _wait(lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start")
-        created = admin.create_topics([NewTopic(topic, settings.partitions, 3,
-                                                configs={"min.insync.replicas": "2"})], timeout_ms=30_000)
+        _wait(
+            lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start"
+        )
+        created = admin.create_topics(
+            [NewTopic(topic, settings.partitions, 3, configs={"min.insync.replicas": "2"})], timeout_ms=30_000
+        )
         err = created.topics[0].error
         if err.code != 0:
             raise RuntimeError(f"create topic {topic}: {err.name} {err.message}")
-        _wait(lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s,
-              f"{topic} to be fully replicated")
-        workload = Workload(target.bootstrap_servers, topic, settings.partitions,
-                            records_per_s_per_partition=settings.records_per_s_per_partition)
+        _wait(
+            lambda: converged(admin, brokers, probe) is None,
+            settings.converge_timeout_s,
+            f"{topic} to be fully replicated",
+        )
+        workload = Workload(
+            target.bootstrap_servers,
+            topic,
+            settings.partitions,
+            records_per_s_per_partition=settings.records_per_s_per_partition,
+        )
         workload.start()
-        _wait(lambda: all(workload.ack_times()[p] for p in range(settings.partitions)), 60,
-              "the first acknowledgement of every partition")
+        _wait(
+            lambda: all(workload.ack_times()[p] for p in range(settings.partitions)),
+            60,
+            "the first acknowledgement of every partition",
+        )
         started = run.started_s = time.monotonic()
-        out(f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
+        out(
+            f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
             f"{settings.interval_s[0]:g}-{settings.interval_s[1]:g} s, topic {topic} "
-            f"({settings.partitions} partitions, RF 3, min.insync.replicas 2, acks=all)")
+            f"({settings.partitions} partitions, RF 3, min.insync.replicas 2, acks=all)"
+        )
         while time.monotonic() - started < settings.duration_s and not stop.is_set():
             next_at = time.monotonic() + rng.uniform(*settings.interval_s)
             view = _view(admin, target, topic, settings.session_timeout_ms, probe)
@@ -204,8 +224,11 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         # a few acknowledgements after convergence show the workload recovered too
         after = time.monotonic()
         try:
-            _wait(lambda: all(any(t > after for t in ts) for ts in workload.ack_times().values()), 30,
-                  "acknowledgements after convergence")
+            _wait(
+                lambda: all(any(t > after for t in ts) for ts in workload.ack_times().values()),
+                30,
+                "acknowledgements after convergence",
+            )
         except TimeoutError as err:
             _log.warning("chaos_no_acks_after_convergence", error=str(err))
         ended = time.monotonic()
@@ -235,14 +258,21 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
         "produce_failures": workload.failures,
         "max_outage_s": round(max_outage, 3),
         "max_outage_per_fault_s": round(max((r.outage_s for r in run.faults), default=0.0), 3),
-        "max_recovery_s": round(max((r.recovery_s for r in run.faults if r.recovery_s is not None),
-                                    default=0.0), 3),
+        "max_recovery_s": round(max((r.recovery_s for r in run.faults if r.recovery_s is not None), default=0.0), 3),
         "faults_injected_before_recovery": sum(1 for r in run.faults if r.pending_at_injection),
-        "fault_log": [{"kind": r.fault.kind, "nodes": list(r.fault.nodes), "at_s": round(r.injected_s - run.started_s, 2),
-                       "hold_s": r.fault.hold_s, "outage_s": round(r.outage_s, 3), "error": r.error,
-                       "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
-                       "injected_before_recovery": r.pending_at_injection}
-                      for r in run.faults],
+        "fault_log": [
+            {
+                "kind": r.fault.kind,
+                "nodes": list(r.fault.nodes),
+                "at_s": round(r.injected_s - run.started_s, 2),
+                "hold_s": r.fault.hold_s,
+                "outage_s": round(r.outage_s, 3),
+                "error": r.error,
+                "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
+                "injected_before_recovery": r.pending_at_injection,
+            }
+            for r in run.faults
+        ],
         "converged": converge_s is not None,
         "converge_s": round(converge_s, 3) if converge_s is not None else None,
         "ok": report.ok and report.offset_mismatches == 0 and converge_s is not None,
@@ -255,8 +285,9 @@ def run_chaos(target: ChaosTarget, settings: ChaosSettings, *, out: Callable[[st
     return result
 
 
-def _recovery_s(pending: Callable[[], str | None], healed_s: float, until_s: float,
-                stop: threading.Event) -> float | None:
+def _recovery_s(
+    pending: Callable[[], str | None], healed_s: float, until_s: float, stop: threading.Event
+) -> float | None:
     """Seconds from the heal until the cluster converged (``pending()`` is None), if it did before
     ``until_s``."""
     while not stop.is_set():
@@ -274,8 +305,10 @@ def _recovery_s(pending: Callable[[], str | None], healed_s: float, until_s: flo
 def _report_fault(out: Callable[[str], None], rec: FaultRecord, started: float, acknowledged: int) -> None:
     recovered = f"recovered in {rec.recovery_s:.2f}s" if rec.recovery_s is not None else "not recovered yet"
     degraded = f"  (injected before recovery: {rec.pending_at_injection})" if rec.pending_at_injection else ""
-    out(f"  {rec.injected_s - started:7.1f}s  {rec.fault.describe():<44} {recovered:<22} "
-        f"acknowledged {acknowledged}{degraded}")
+    out(
+        f"  {rec.injected_s - started:7.1f}s  {rec.fault.describe():<44} {recovered:<22} "
+        f"acknowledged {acknowledged}{degraded}"
+    )
 
 
 def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]], start: float, end: float) -> None:
@@ -284,7 +317,7 @@ def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]]
     injected = [rec.injected_s for rec in faults]
     for partition, times in ack_times.items():
         points = [start, *sorted(t for t in times if start <= t <= end), end]
-        for a, b in zip(points, points[1:]):
+        for a, b in zip(points, points[1:], strict=False):
             i = bisect.bisect_right(injected, b) - 1
             if i >= 0 and b - a > faults[i].outage_s:
                 faults[i].outage_s = b - a
@@ -297,15 +330,20 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
     out(f"{'at (s)':>8}  {'fault':<48}{'longest produce gap (s)':>24}  {'from (s), partition'}")
     for rec in run.faults:
         note = f"  error: {rec.error}" if rec.error else ""
-        out(f"{rec.injected_s - run.started_s:>8.1f}  {rec.fault.describe():<48}{rec.outage_s:>24.2f}  "
-            f"{rec.outage_at_s:.1f}, {rec.outage_partition}{note}")
+        out(
+            f"{rec.injected_s - run.started_s:>8.1f}  {rec.fault.describe():<48}{rec.outage_s:>24.2f}  "
+            f"{rec.outage_at_s:.1f}, {rec.outage_partition}{note}"
+        )
     out("")
-    rows = [("records acknowledged", result["acknowledged"]), ("records lost", result["lost"]),
-            ("acknowledged offset rewritten", result["offset_mismatches"]),
-            ("duplicates (no idempotent producer yet)", result["duplicates"]),
-            ("reordered within a partition", result["reordered"]),
-            ("produce requests failed (unacknowledged)", result["produce_failures"]),
-            ("longest window without a produce (s)", result["max_outage_s"]),
-            ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
-            ("verdict", "PASS" if result["ok"] else "FAIL")]
+    rows = [
+        ("records acknowledged", result["acknowledged"]),
+        ("records lost", result["lost"]),
+        ("acknowledged offset rewritten", result["offset_mismatches"]),
+        ("duplicates (no idempotent producer yet)", result["duplicates"]),
+        ("reordered within a partition", result["reordered"]),
+        ("produce requests failed (unacknowledged)", result["produce_failures"]),
+        ("longest window without a produce (s)", result["max_outage_s"]),
+        ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
+        ("verdict", "PASS" if result["ok"] else "FAIL"),
+    ]
     print_verdict(rows, result, out, label_width=44, value_width=14)

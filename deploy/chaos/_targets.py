@@ -69,8 +69,11 @@ class LocalTarget:
             from kraftlog.deploy._netns import unavailable_reason
 
             why = unavailable_reason()
-            return ("the cluster runs on loopback (start it with --network netns)" if why is None
-                    else f"the cluster runs on loopback: {why}")
+            return (
+                "the cluster runs on loopback (start it with --network netns)"
+                if why is None
+                else f"the cluster runs on loopback: {why}"
+            )
         return None
 
     def kill(self, node_id: int) -> None:
@@ -100,8 +103,10 @@ class LocalTarget:
 
     def health_addresses(self) -> dict[int, list[str]]:
         """Every gRPC listener of every node (a combined node has a controller and a broker one)."""
-        return {n: [f"{s.host}:{port}" for port in (s.controller_port, s.broker_port) if port]
-                for n, s in self.cluster.nodes.items()}
+        return {
+            n: [f"{s.host}:{port}" for port in (s.controller_port, s.broker_port) if port]
+            for n, s in self.cluster.nodes.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -127,8 +132,15 @@ def load_inventory(path: str | Path) -> list[SystemdNode]:
             raise ValueError(f"{path}: node #{i + 1}: unknown key(s) {sorted(unknown)}")
         if entry.get("role") not in ("controller", "broker"):
             raise ValueError(f"{path}: node #{i + 1}: role must be 'controller' or 'broker'")
-        nodes.append(SystemdNode(int(entry["id"]), entry["role"], str(entry["host"]), int(entry["port"]),
-                                 str(entry.get("ssh", entry["host"]))))
+        nodes.append(
+            SystemdNode(
+                int(entry["id"]),
+                entry["role"],
+                str(entry["host"]),
+                int(entry["port"]),
+                str(entry.get("ssh", entry["host"])),
+            )
+        )
     if not nodes:
         raise ValueError(f"{path}: no [[node]] entries")
     return nodes
@@ -202,14 +214,16 @@ class SystemdTarget:
     def cut(self, node_id: int) -> None:
         for peer in self._peers(node_id):
             for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
-                self._remote(node_id, "iptables", "-I", chain, flag, peer, "-j", "DROP",
-                             "-m", "comment", "--comment", self.TAG)
+                self._remote(
+                    node_id, "iptables", "-I", chain, flag, peer, "-j", "DROP", "-m", "comment", "--comment", self.TAG
+                )
 
     def heal(self, node_id: int) -> None:
         for peer in self._peers(node_id):
             for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d")):
-                self._remote(node_id, "iptables", "-D", chain, flag, peer, "-j", "DROP",
-                             "-m", "comment", "--comment", self.TAG)
+                self._remote(
+                    node_id, "iptables", "-D", chain, flag, peer, "-j", "DROP", "-m", "comment", "--comment", self.TAG
+                )
 
     def is_running(self, node_id: int) -> bool:
         return node_id not in self._stopped

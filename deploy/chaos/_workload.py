@@ -22,9 +22,16 @@ _log = structlog.get_logger("deploy.chaos")
 
 
 class Workload:
-    def __init__(self, bootstrap_servers: str, topic: str, partitions: int, *,
-                 records_per_s_per_partition: float = 50.0, request_timeout_ms: int = 2_500,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        partitions: int,
+        *,
+        records_per_s_per_partition: float = 50.0,
+        request_timeout_ms: int = 2_500,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.topic = topic
         self.partitions = partitions
         self._interval_s = 1.0 / records_per_s_per_partition
@@ -34,14 +41,28 @@ class Workload:
         self.acks: list[Ack] = []
         self.failures = 0
         self.consumed = 0
-        self._producer = Producer(bootstrap_servers, acks="all", linger_ms=0,
-                                  max_in_flight_requests_per_connection=1,
-                                  request_timeout_ms=request_timeout_ms, delivery_timeout_ms=60_000,
-                                  retry_backoff_ms=50, retry_backoff_max_ms=250, max_block_ms=30_000)
-        self._consumer = Consumer(bootstrap_servers, auto_offset_reset="earliest", request_timeout_ms=5_000,
-                                  retry_backoff_ms=50, retry_backoff_max_ms=250)
-        self._threads = [threading.Thread(target=self._produce, args=(p,), name=f"chaos-produce-{p}", daemon=True)
-                         for p in range(partitions)]
+        self._producer = Producer(
+            bootstrap_servers,
+            acks="all",
+            linger_ms=0,
+            max_in_flight_requests_per_connection=1,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=60_000,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=250,
+            max_block_ms=30_000,
+        )
+        self._consumer = Consumer(
+            bootstrap_servers,
+            auto_offset_reset="earliest",
+            request_timeout_ms=5_000,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=250,
+        )
+        self._threads = [
+            threading.Thread(target=self._produce, args=(p,), name=f"chaos-produce-{p}", daemon=True)
+            for p in range(partitions)
+        ]
         self._threads.append(threading.Thread(target=self._consume, name="chaos-consume", daemon=True))
 
     def start(self) -> None:
@@ -74,8 +95,9 @@ class Workload:
             sequence += 1
             started = self._clock()
             try:
-                meta = self._producer.send_sync(self.topic, encode_value(partition, sequence),
-                                                partition=partition, timeout=90)
+                meta = self._producer.send_sync(
+                    self.topic, encode_value(partition, sequence), partition=partition, timeout=90
+                )
             except Exception as err:  # acknowledged nothing: the record may or may not be in the log
                 with self._lock:
                     self.failures += 1

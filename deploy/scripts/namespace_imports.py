@@ -48,8 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 NAMESPACE = "kraftlog"
-DEFAULT_PACKAGES: tuple[str, ...] = (
-    "proto", "cli", "client", "storage", "deploy", "broker", "quorum", "metadata_log")
+DEFAULT_PACKAGES: tuple[str, ...] = ("proto", "cli", "client", "storage", "deploy", "broker", "quorum", "metadata_log")
 SKIP_MARKER = "namespace_imports: skip-file"
 PYTHON_SUFFIXES = (".py", ".pyi")
 TEXT_SUFFIXES = (".sh", ".service")
@@ -79,23 +78,29 @@ class Rewriter:
         self.ns = namespace
         alt = "|".join(sorted((re.escape(p) for p in packages), key=len, reverse=True))
         mod = rf"(?:{alt})(?:\.\w+)*"  # a dotted module path under one of the packages
-        self._from = re.compile(rf"^(?P<head>[ \t]*(?:>>> |\.\.\. )?from[ \t]+)(?P<mod>{mod})(?=[ \t]+import\b)",
-                                re.M)
-        self._import = re.compile(r"^(?P<indent>[ \t]*)(?P<prompt>(?:>>> |\.\.\. )?)import[ \t]+"
-                                  r"(?P<names>[\w. \t,]+?)(?P<tail>[ \t]*(?:#.*)?)$", re.M)
+        self._from = re.compile(rf"^(?P<head>[ \t]*(?:>>> |\.\.\. )?from[ \t]+)(?P<mod>{mod})(?=[ \t]+import\b)", re.M)
+        self._import = re.compile(
+            r"^(?P<indent>[ \t]*)(?P<prompt>(?:>>> |\.\.\. )?)import[ \t]+"
+            r"(?P<names>[\w. \t,]+?)(?P<tail>[ \t]*(?:#.*)?)$",
+            re.M,
+        )
         self._top = re.compile(rf"^(?:{alt})(?:\.|$)")
         q = r"(?P<q>[\"'])"
         self._dash_m = re.compile(rf"(?P<pre>[\"']-m[\"'][ \t]*,\s*){q}(?P<mod>{mod})(?P=q)")
-        calls = r"(?:setattr|delattr|patch|import_module|importorskip|find_spec|setitem\(\s*sys\.modules\s*,|" \
-                r"delitem\(\s*sys\.modules\s*,|sys\.modules\.(?:get|pop)\(|sys\.modules\[)"
+        calls = (
+            r"(?:setattr|delattr|patch|import_module|importorskip|find_spec|setitem\(\s*sys\.modules\s*,|"
+            r"delitem\(\s*sys\.modules\s*,|sys\.modules\.(?:get|pop)\(|sys\.modules\[)"
+        )
         self._call = re.compile(rf"(?P<pre>\b{calls}\(?\s*){q}(?P<mod>{mod})(?P=q)")
         self._dunder = re.compile(rf"__import__\({q}(?P<top>{alt})(?P<rest>(?:\.\w+)*)(?P=q)\)")
-        self._modules_tuple = re.compile(r"^(?P<head>[ \t]*\w*_MODULES\b[^=\n]*=\s*)(?P<body>[(\[][^)\]]*[)\]])",
-                                         re.M)
+        self._modules_tuple = re.compile(r"^(?P<head>[ \t]*\w*_MODULES\b[^=\n]*=\s*)(?P<body>[(\[][^)\]]*[)\]])", re.M)
         self._mod_string = re.compile(rf"{q}(?P<mod>{mod})(?P=q)")
         self._python_m = re.compile(rf"(?P<pre>\bpython[\d.]*[ \t]+-m[ \t]+)(?P<mod>{mod})\b(?!\.)")
-        self._proto_import = re.compile(rf"^(?P<pre>[ \t]*import[ \t]+(?:public[ \t]+|weak[ \t]+)?\")"
-                                        rf"(?P<path>(?:{alt})/[^\"]+)\"", re.M)
+        self._proto_import = re.compile(
+            rf"^(?P<pre>[ \t]*import[ \t]+(?:public[ \t]+|weak[ \t]+)?\")"
+            rf"(?P<path>(?:{alt})/[^\"]+)\"",
+            re.M,
+        )
         self._entry_point = re.compile(rf"^(?P<pre>[ \t]*[\w.\-]+[ \t]*=[ \t]*\")(?P<mod>{mod})(?=[:\"])")
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -157,7 +162,7 @@ class Rewriter:
 
     def proto(self, text: str) -> str:
         """Rewrite the import lines of a ``.proto`` file."""
-        return self._proto_import.sub(lambda m: f"{m['pre']}{self.ns}/{m['path']}\"", text)
+        return self._proto_import.sub(lambda m: f'{m["pre"]}{self.ns}/{m["path"]}"', text)
 
     def pyproject(self, text: str) -> str:
         """Rewrite the entry points of pyproject.toml (only inside the entry point tables)."""
@@ -216,8 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: rewrite (or with ``--check`` only list) the files that name top-level packages."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file would change")
-    parser.add_argument("root", nargs="?", default=Path(__file__).resolve().parents[2], type=Path,
-                        help="the repository (default: the one holding this script)")
+    parser.add_argument(
+        "root",
+        nargs="?",
+        default=Path(__file__).resolve().parents[2],
+        type=Path,
+        help="the repository (default: the one holding this script)",
+    )
     args = parser.parse_args(argv)
     root = args.root.resolve()
     changed = rewrite_tree(root, check=args.check)

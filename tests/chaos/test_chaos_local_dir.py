@@ -21,13 +21,23 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
-OVERRIDES = ("broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=500",
-             "replica.lag.time.max.ms=2000", "controller.quorum.election.timeout.ms=1000")
+OVERRIDES = (
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=500",
+    "replica.lag.time.max.ms=2000",
+    "controller.quorum.election.timeout.ms=1000",
+)
 
 
 def kraftlog(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kraftlog.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout_s, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    return subprocess.run(
+        [sys.executable, "-m", "kraftlog.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
 
 
 @pytest.mark.timeout(400)
@@ -38,8 +48,9 @@ def test_chaos_run_against_a_cluster_started_by_local_start(tmp_path: Path) -> N
     assert started.returncode == 0, started.stderr
     pids_before = json.loads(started.stdout)["pids"]
     try:
-        proc = kraftlog("chaos", "run", "--dir", d, "--duration", "40s", "--seed", str(SEED),
-                        "--interval", "4-6", timeout_s=300)
+        proc = kraftlog(
+            "chaos", "run", "--dir", d, "--duration", "40s", "--seed", str(SEED), "--interval", "4-6", timeout_s=300
+        )
         print(proc.stdout)
         lines = proc.stdout.strip().splitlines()
         assert lines, f"no output; stderr: {proc.stderr[-3000:]}"

@@ -26,23 +26,46 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 ROOT = Path(__file__).resolve().parents[2]
 #: its first five faults are the five kinds (the kind sequence depends on the seed only)
 SEED = 52
-KINDS = {"pause_standbys", "pause_active_controller", "kill_active_controller", "kill_majority",
-         "partition_active_controller"}
+KINDS = {
+    "pause_standbys",
+    "pause_active_controller",
+    "kill_active_controller",
+    "kill_majority",
+    "partition_active_controller",
+}
 
 
 @pytest.mark.timeout(900)
 def test_short_quorum_chaos_run_finds_nothing_wrong(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "kraftlog.cli", "chaos", "run", "--profile", "quorum", "--duration", "75s",
-           "--seed", str(SEED), "--interval", "5-9", "--work-dir", str(tmp_path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=840,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "kraftlog.cli",
+        "chaos",
+        "run",
+        "--profile",
+        "quorum",
+        "--duration",
+        "75s",
+        "--seed",
+        str(SEED),
+        "--interval",
+        "5-9",
+        "--work-dir",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=840, env=dict(os.environ, PYTHONUNBUFFERED="1")
+    )
     lines = proc.stdout.strip().splitlines()
     assert lines, f"no output; stderr: {proc.stderr[-3000:]}"
     print(proc.stdout)
     result = json.loads(lines[-1])
     assert result["profile"] == "quorum" and result["seed"] == SEED
-    assert [(p["phase"], p["election_timeout_ms"], p["request_timeout_ms"]) for p in result["phases"]] == \
-        [(1, 4000, 2000), (2, 1000, 2000)]
+    assert [(p["phase"], p["election_timeout_ms"], p["request_timeout_ms"]) for p in result["phases"]] == [
+        (1, 4000, 2000),
+        (2, 1000, 2000),
+    ]
     exercised = {kind for kind, n in result["fault_counts"].items() if n > 0}
     if unavailable_reason() is None:
         assert not result["skipped_faults"]

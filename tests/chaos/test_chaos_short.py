@@ -26,10 +26,24 @@ SEED = 20261122
 
 @pytest.mark.timeout(600)
 def test_short_chaos_run_loses_nothing_and_converges(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "kraftlog.cli", "chaos", "run", "--duration", "100s", "--seed", str(SEED),
-           "--interval", "4-7", "--work-dir", str(tmp_path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "kraftlog.cli",
+        "chaos",
+        "run",
+        "--duration",
+        "100s",
+        "--seed",
+        str(SEED),
+        "--interval",
+        "4-7",
+        "--work-dir",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=540, env=dict(os.environ, PYTHONUNBUFFERED="1")
+    )
     lines = proc.stdout.strip().splitlines()
     assert lines, f"no output; stderr: {proc.stderr[-3000:]}"
     print(proc.stdout)

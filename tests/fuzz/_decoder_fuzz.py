@@ -19,7 +19,8 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 __all__ = ["EXAMPLES", "FUZZ", "TIMEOUT", "mutated", "any_bytes", "bounded_call", "INTERESTING_INTS"]
 
@@ -34,13 +35,27 @@ TIMEOUT = max(300, int(EXAMPLES * 0.05))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 
 #: values that break length and count fields: zero, one, sign boundaries, all ones
-INTERESTING_INTS = (0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000,
-                    0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+INTERESTING_INTS = (
+    0,
+    1,
+    2,
+    7,
+    8,
+    0x7F,
+    0x80,
+    0xFF,
+    0x7FFF,
+    0xFFFF,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    0x7FFFFFFFFFFFFFFF,
+    0xFFFFFFFFFFFFFFFF,
+)
 
 any_bytes = st.binary(max_size=512)
 
@@ -62,8 +77,7 @@ def mutated(draw: st.DrawFn, valid: bytes | st.SearchStrategy[bytes], max_ops: i
     base = draw(valid) if isinstance(valid, st.SearchStrategy) else valid
     data = bytearray(base)
     for _ in range(draw(st.integers(1, max_ops))):
-        op = draw(st.sampled_from(("flip", "byte", "int", "truncate", "extend", "insert", "delete",
-                                   "duplicate")))
+        op = draw(st.sampled_from(("flip", "byte", "int", "truncate", "extend", "insert", "delete", "duplicate")))
         pos = draw(st.integers(0, max(len(data) - 1, 0)))
         if op == "flip" and data:
             data[pos] ^= 1 << draw(st.integers(0, 7))
@@ -79,14 +93,15 @@ def mutated(draw: st.DrawFn, valid: bytes | st.SearchStrategy[bytes], max_ops: i
         elif op == "insert":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
         elif op == "delete" and data:
-            del data[pos:pos + draw(st.integers(1, 16))]
+            del data[pos : pos + draw(st.integers(1, 16))]
         elif op == "duplicate" and data:
-            data[pos:pos] = data[pos:pos + draw(st.integers(1, 64))]
+            data[pos:pos] = data[pos : pos + draw(st.integers(1, 64))]
     return bytes(data)
 
 
-def bounded_call(fn: Callable[[], Any], *, max_seconds: float = 2.0,
-                 max_peak_bytes: int = 8 * 1024 * 1024) -> tuple[Any, BaseException | None]:
+def bounded_call(
+    fn: Callable[[], Any], *, max_seconds: float = 2.0, max_peak_bytes: int = 8 * 1024 * 1024
+) -> tuple[Any, BaseException | None]:
     """Run ``fn`` and check it neither hangs nor allocates much: returns ``(result, error)``.
 
     Used for inputs that declare a huge length: a decoder must refuse them from the input size,

@@ -41,8 +41,7 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
 
 def _record_strategy(cls: type[MetadataRecord]) -> st.SearchStrategy[MetadataRecord]:
     hints = typing.get_type_hints(cls)
-    fields = {name: _for_type(hint) for name, hint in hints.items()
-              if typing.get_origin(hint) is not typing.ClassVar}
+    fields = {name: _for_type(hint) for name, hint in hints.items() if typing.get_origin(hint) is not typing.ClassVar}
     return st.builds(cls, **fields)
 
 
@@ -52,16 +51,22 @@ entries = st.builds(LogEntry, st.integers(0, 2**62), st.integers(0, 2**31), st.i
 # ------------------------------------------------------------------ structure-aware garbage
 
 wire_ints = st.integers(-(2**63), 2**64 - 1)  # what msgpack can carry
-_msgpack_scalars = (st.none() | st.booleans() | wire_ints | st.floats()
-                    | st.text(max_size=8) | st.binary(max_size=8))
+_msgpack_scalars = st.none() | st.booleans() | wire_ints | st.floats() | st.text(max_size=8) | st.binary(max_size=8)
 msgpack_values = st.recursive(
     _msgpack_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_msgpack_scalars.filter(
-        lambda k: not isinstance(k, float) or not math.isnan(k)), inner, max_size=4),
-    max_leaves=12)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            _msgpack_scalars.filter(lambda k: not isinstance(k, float) or not math.isnan(k)), inner, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
 
-_FIELD_NAMES = sorted({name for cls in RECORD_TYPES.values() for name in typing.get_type_hints(cls)}
-                      | {"name", "host", "port", "security_protocol"})
+_FIELD_NAMES = sorted(
+    {name for cls in RECORD_TYPES.values() for name in typing.get_type_hints(cls)}
+    | {"name", "host", "port", "security_protocol"}
+)
 
 
 @st.composite
@@ -72,8 +77,10 @@ def record_like_maps(draw: st.DrawFn) -> dict[Any, Any]:
     if draw(st.booleans()):
         d["version"] = draw(st.integers(-2, 2) | msgpack_values)
     for name in draw(st.lists(st.sampled_from(_FIELD_NAMES), max_size=8, unique=True)):
-        d[name] = draw(msgpack_values | st.lists(msgpack_values | st.dictionaries(
-            st.sampled_from(_FIELD_NAMES), msgpack_values, max_size=4), max_size=3))
+        d[name] = draw(
+            msgpack_values
+            | st.lists(
+                msgpack_values | st.dictionaries(st.sampled_from(_FIELD_NAMES), msgpack_values, max_size=4), max_size=3
+            )
+        )
     return d
-
-

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, mutated
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kraftlog.common.config import (
     NODE_CONFIG_DEFS,
@@ -31,15 +32,36 @@ pytestmark = pytest.mark.timeout(TIMEOUT)
 
 _DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "config"
 _EXAMPLES = {p.name: p.read_bytes() for p in sorted(_DEPLOY.glob("*.toml"))}
-_MINIMAL_PROPERTIES = (b"node.id=1\nprocess.roles=broker,controller\n"
-                       b"controller.quorum.voters=1@127.0.0.1:9093\n"
-                       b"listeners=BROKER://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
-                       b"controller.listener.names=CONTROLLER\nlog.dirs=/tmp/kraftlog-fuzz\n")
+_MINIMAL_PROPERTIES = (
+    b"node.id=1\nprocess.roles=broker,controller\n"
+    b"controller.quorum.voters=1@127.0.0.1:9093\n"
+    b"listeners=BROKER://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+    b"controller.listener.names=CONTROLLER\nlog.dirs=/tmp/kraftlog-fuzz\n"
+)
 
 _node_keys = st.sampled_from(sorted(NODE_CONFIG_DEFS))
-_text_values = (st.text(max_size=20) | st.sampled_from(
-    ("1", "-1", "0", "true", "false", "1@h:1", "1@[::1]:9093", "A://h:1", "CONTROLLER", "x:PLAINTEXT",
-     "9223372036854775808", "1e400", "nan", "٣", "\\u00e9", ",", "a,b", " ")))
+_text_values = st.text(max_size=20) | st.sampled_from(
+    (
+        "1",
+        "-1",
+        "0",
+        "true",
+        "false",
+        "1@h:1",
+        "1@[::1]:9093",
+        "A://h:1",
+        "CONTROLLER",
+        "x:PLAINTEXT",
+        "9223372036854775808",
+        "1e400",
+        "nan",
+        "٣",
+        "\\u00e9",
+        ",",
+        "a,b",
+        " ",
+    )
+)
 
 
 def _load_file(suffix: str, raw: bytes) -> NodeConfig | None:
@@ -79,10 +101,13 @@ def test_config_file_random(suffix: str, raw: bytes) -> None:
 
 @FUZZ
 @given(st.sampled_from(sorted(_EXAMPLES)), _suffixes, st.data())
-@example("broker-101.toml", ".toml", None)   # 'a = [[[[...]]]]': RecursionError escaped tomllib
+@example("broker-101.toml", ".toml", None)  # 'a = [[[[...]]]]': RecursionError escaped tomllib
 def test_config_file_mutated(name: str, suffix: str, data: st.DataObject | None) -> None:
-    raw = (b"a = " + b"[" * 2000 + b"]" * 2000 + b"\n" if data is None
-           else data.draw(mutated(_EXAMPLES[name]) | mutated(st.just(_MINIMAL_PROPERTIES))))
+    raw = (
+        b"a = " + b"[" * 2000 + b"]" * 2000 + b"\n"
+        if data is None
+        else data.draw(mutated(_EXAMPLES[name]) | mutated(st.just(_MINIMAL_PROPERTIES)))
+    )
     _load_file(suffix, raw)
 
 
@@ -124,8 +149,7 @@ def test_properties_with_known_keys_and_any_value(settings: dict[str, str], as_o
             return
         _use(cfg)
     else:
-        _load_file(".properties", "".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in items.items())
-                   .encode())
+        _load_file(".properties", "".join(f"{k}={v}\n".replace("\\", "\\\\") for k, v in items.items()).encode())
 
 
 @FUZZ
@@ -147,8 +171,7 @@ def test_overrides_any_text(items: list[str]) -> None:
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(sorted(TOPIC_CONFIG_DEFS)) | st.text(max_size=10), _text_values,
-                       max_size=6))
+@given(st.dictionaries(st.sampled_from(sorted(TOPIC_CONFIG_DEFS)) | st.text(max_size=10), _text_values, max_size=6))
 def test_topic_configs_any_value(configs: dict[str, str]) -> None:
     try:
         validate_topic_configs(configs)

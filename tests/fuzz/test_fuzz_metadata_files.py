@@ -18,8 +18,9 @@ from typing import Any
 import msgpack
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
-from hypothesis import given, strategies as st
 from _metadata_strategies import msgpack_values, records
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kraftlog.metadata_log._log_files import (
     MetadataLogWriter,
@@ -60,8 +61,14 @@ def _segment_bytes(entries: list[LogEntry]) -> bytes:
 
 
 def _snapshot_payloads(offset: int, epoch: int, recs: list[MetadataRecord]) -> list[bytes]:
-    header = {"kind": "snapshot_header", "version": 0, "last_contained_offset": offset, "epoch": epoch,
-              "timestamp_ms": 1, "record_count": len(recs)}
+    header = {
+        "kind": "snapshot_header",
+        "version": 0,
+        "last_contained_offset": offset,
+        "epoch": epoch,
+        "timestamp_ms": 1,
+        "record_count": len(recs),
+    }
     footer = {"kind": "snapshot_footer", "record_count": len(recs)}
     return [msgpack.packb(header), *(encode_record(r) for r in recs), msgpack.packb(footer)]
 
@@ -79,7 +86,7 @@ def _read_segment_file(path: Path, written: list[LogEntry], *, crc_protected: bo
     if got:
         assert [e.offset for e in got] == list(range(got[0].offset, got[0].offset + len(got)))
     if crc_protected:
-        assert got == written[:len(got)]
+        assert got == written[: len(got)]
 
 
 def _read_dir(directory: Path, from_offset: int = 0) -> list[LogEntry] | None:
@@ -100,7 +107,7 @@ def test_segment_file_mutated(written: list[LogEntry], data: st.DataObject) -> N
         _read_segment_file(path, written, crc_protected=True)
         got = _read_dir(d, written[0].offset)
         if got is not None:
-            assert got == written[:len(got)]
+            assert got == written[: len(got)]
         try:
             writer = MetadataLogWriter(d, segment_bytes=1 << 20, fsync=False)
         except MetadataRecordError:
@@ -146,7 +153,7 @@ def test_log_dir_with_a_mutated_segment(runs: list[list[LogEntry]], data: st.Dat
             victim.rename(d / segment_file_name(data.draw(st.integers(0, written[-1].offset + 2))))
         got = _read_dir(d, written[0].offset)
         if got is not None and action in ("mutate", "none"):
-            assert got == written[:len(got)]
+            assert got == written[: len(got)]
         if action == "none":
             assert got == written
 
@@ -162,8 +169,10 @@ def test_segment_random_bytes(raw: bytes) -> None:
 
 
 @FUZZ
-@given(any_bytes | mutated(st.lists(any_bytes.filter(bool), max_size=4).map(
-    lambda ps: b"".join(encode_frame(p) for p in ps))))
+@given(
+    any_bytes
+    | mutated(st.lists(any_bytes.filter(bool), max_size=4).map(lambda ps: b"".join(encode_frame(p) for p in ps)))
+)
 def test_iter_frames_never_raises(raw: bytes) -> None:
     frames = iter_frames(raw)
     total = 0

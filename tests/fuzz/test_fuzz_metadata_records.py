@@ -14,7 +14,8 @@ import msgpack
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from _metadata_strategies import entries, msgpack_values, record_like_maps, records, wire_ints
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kraftlog.metadata_log._records import (
     LogEntry,
@@ -27,6 +28,7 @@ from kraftlog.metadata_log._records import (
 )
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
+
 
 def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
@@ -74,8 +76,10 @@ def test_record_from_random_bytes(data: bytes) -> None:
 @FUZZ
 @given(mutated(records.map(encode_record)))
 # found by this test: an endpoint whose "port" key was flipped to "qort" raised KeyError
-@example(b"\x85\xa4type\x00\xa9broker_id\x00\xaeincarnation_id\xa0\xacbroker_epoch\x00\xa9endpoints"
-         b"\x91\x84\xa4name\xa0\xa4host\xa0\xa4qort\x00\xb1security_protocol\xa0")
+@example(
+    b"\x85\xa4type\x00\xa9broker_id\x00\xaeincarnation_id\xa0\xacbroker_epoch\x00\xa9endpoints"
+    b"\x91\x84\xa4name\xa0\xa4host\xa0\xa4qort\x00\xb1security_protocol\xa0"
+)
 def test_record_from_mutated_encoding(data: bytes) -> None:
     _check_record(data)
 
@@ -108,28 +112,38 @@ def test_entry_from_mutated_encoding(data: bytes) -> None:
     _check_entry(data)
 
 
-_entry_maps = st.fixed_dictionaries({}, optional={
-    "offset": wire_ints | msgpack_values, "epoch": wire_ints | msgpack_values,
-    "timestamp_ms": wire_ints | msgpack_values,
-    "record": record_like_maps() | msgpack_values}).map(_pack)
+_entry_maps = st.fixed_dictionaries(
+    {},
+    optional={
+        "offset": wire_ints | msgpack_values,
+        "epoch": wire_ints | msgpack_values,
+        "timestamp_ms": wire_ints | msgpack_values,
+        "record": record_like_maps() | msgpack_values,
+    },
+).map(_pack)
 
 
 @FUZZ
 @given(_entry_maps)
 # found by this test: a string offset raised ValueError from int(), an infinite one OverflowError
 @example(b"\x84\xa6offset\xa1x\xa5epoch\x00\xactimestamp_ms\x00\xa6record\x81\xa4type\x14")
-@example(b"\x84\xa6offset\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00\xa5epoch\x00\xactimestamp_ms\x00\xa6record\x81\xa4type\x14")
+@example(
+    b"\x84\xa6offset\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00\xa5epoch\x00\xactimestamp_ms\x00\xa6record\x81\xa4type\x14"
+)
 def test_entry_from_entry_like_map(data: bytes) -> None:
     _check_entry(data)
 
 
-@pytest.mark.parametrize("header", [
-    b"\xdd\xff\xff\xff\xff",          # array32 of 4 G elements
-    b"\xdf\xff\xff\xff\xff",          # map32 of 4 G pairs
-    b"\xc6\xff\xff\xff\xff",          # bin32 of 4 GiB
-    b"\xdb\xff\xff\xff\xff",          # str32 of 4 GiB
-    b"\xc9\xff\xff\xff\xff\x01",      # ext32 of 4 GiB
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"\xdd\xff\xff\xff\xff",  # array32 of 4 G elements
+        b"\xdf\xff\xff\xff\xff",  # map32 of 4 G pairs
+        b"\xc6\xff\xff\xff\xff",  # bin32 of 4 GiB
+        b"\xdb\xff\xff\xff\xff",  # str32 of 4 GiB
+        b"\xc9\xff\xff\xff\xff\x01",  # ext32 of 4 GiB
+    ],
+)
 def test_huge_declared_length_fails_fast(header: bytes) -> None:
     for decode in (decode_record, decode_entry):
         _result, error = bounded_call(lambda: decode(header + b"\x00" * 16))

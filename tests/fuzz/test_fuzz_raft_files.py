@@ -19,7 +19,8 @@ import msgpack
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
 from _metadata_strategies import msgpack_values
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kraftlog.quorum._fsutil import frame
 from kraftlog.quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
@@ -39,8 +40,9 @@ def journal_entries(draw: st.DrawFn) -> list[tuple[bytes, int, int]]:
     return [(draw(_commands), first + i, t) for i, t in enumerate(terms)]
 
 
-def _write_journal(path: Path, entries: list[tuple[bytes, int, int]], term: int = 3,
-                   voted_for: Any = "127.0.0.1:9093") -> None:
+def _write_journal(
+    path: Path, entries: list[tuple[bytes, int, int]], term: int = 3, voted_for: Any = "127.0.0.1:9093"
+) -> None:
     j = RaftJournal(path, fsync=False)
     for command, idx, t in entries:
         j.add(command, idx, t)
@@ -68,7 +70,7 @@ def test_journal_file_mutated(entries: list[tuple[bytes, int, int]], data: st.Da
             return
         try:
             got = list(j[:])
-            assert got == entries[:len(got)]
+            assert got == entries[: len(got)]
             if got:  # usable afterwards: the next entry appends after the kept prefix
                 j.add(b"next", got[-1][1] + 1, got[-1][2])
                 assert len(j) == len(got) + 1
@@ -105,17 +107,21 @@ def test_journal_meta_mutated(data: st.DataObject) -> None:
             j.close()
 
 
-_meta_maps = st.fixed_dictionaries({}, optional={
-    "term": st.integers(0, 100) | msgpack_values, "voted_for": msgpack_values,
-    "commit_index": st.integers(0, 100) | msgpack_values})
+_meta_maps = st.fixed_dictionaries(
+    {},
+    optional={
+        "term": st.integers(0, 100) | msgpack_values,
+        "voted_for": msgpack_values,
+        "commit_index": st.integers(0, 100) | msgpack_values,
+    },
+)
 
 
 @FUZZ
-@given(_meta_maps.map(msgpack.packb) | msgpack_values.map(msgpack.packb)
-       | mutated(_meta_maps.map(msgpack.packb)))
-@example(msgpack.packb({"term": "x"}))        # int("x"): ValueError escaped
-@example(msgpack.packb({"term": [1]}))        # int([1]): TypeError escaped
-@example(b"\xc1")                             # a byte msgpack never uses: its own exception escaped
+@given(_meta_maps.map(msgpack.packb) | msgpack_values.map(msgpack.packb) | mutated(_meta_maps.map(msgpack.packb)))
+@example(msgpack.packb({"term": "x"}))  # int("x"): ValueError escaped
+@example(msgpack.packb({"term": [1]}))  # int([1]): TypeError escaped
+@example(b"\xc1")  # a byte msgpack never uses: its own exception escaped
 def test_journal_meta_body_with_valid_crc(body: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "raft.journal"
@@ -139,9 +145,15 @@ def test_journal_record_with_a_huge_length_is_a_torn_tail(tmp_path: Path) -> Non
 # ------------------------------------------------------------------ full dump
 
 _entry = st.tuples(st.binary(max_size=16), st.integers(0, 2**40), st.integers(0, 2**20))
-dumps = st.builds(FullDump, _entry, _entry, st.lists(st.text(max_size=12), max_size=3).map(tuple),
-                  st.dictionaries(st.text(max_size=6), st.integers() .filter(lambda i: -2**63 <= i < 2**64)
-                                  | st.text(max_size=6), max_size=4))
+dumps = st.builds(
+    FullDump,
+    _entry,
+    _entry,
+    st.lists(st.text(max_size=12), max_size=3).map(tuple),
+    st.dictionaries(
+        st.text(max_size=6), st.integers().filter(lambda i: -(2**63) <= i < 2**64) | st.text(max_size=6), max_size=4
+    ),
+)
 
 
 def _check_dump(raw: bytes) -> FullDump | None:
@@ -168,17 +180,24 @@ def test_dump_random_bytes(raw: bytes) -> None:
     _check_dump(raw)
 
 
-_dump_maps = st.fixed_dictionaries({"v": st.just(1) | msgpack_values}, optional={
-    "raft_last": st.tuples(st.binary(max_size=4), st.integers(0, 9), st.integers(0, 9)).map(list) | msgpack_values,
-    "raft_prev": st.tuples(st.binary(max_size=4), st.integers(0, 9), st.integers(0, 9)).map(list) | msgpack_values,
-    "cluster": st.lists(st.text(max_size=8), max_size=3) | msgpack_values,
-    "state": st.dictionaries(st.text(max_size=4), msgpack_values, max_size=3) | msgpack_values})
+_dump_maps = st.fixed_dictionaries(
+    {"v": st.just(1) | msgpack_values},
+    optional={
+        "raft_last": st.tuples(st.binary(max_size=4), st.integers(0, 9), st.integers(0, 9)).map(list) | msgpack_values,
+        "raft_prev": st.tuples(st.binary(max_size=4), st.integers(0, 9), st.integers(0, 9)).map(list) | msgpack_values,
+        "cluster": st.lists(st.text(max_size=8), max_size=3) | msgpack_values,
+        "state": st.dictionaries(st.text(max_size=4), msgpack_values, max_size=3) | msgpack_values,
+    },
+)
 
 
 @FUZZ
 @given(_dump_maps.map(lambda d: msgpack.packb(d, use_bin_type=True)) | msgpack_values.map(msgpack.packb))
-@example(msgpack.packb({"v": 1, "raft_last": [b"", 0, 0], "raft_prev": [b"", 0, 0], "cluster": 5,
-                        "state": {}}, use_bin_type=True))  # iterating an int: TypeError escaped
+@example(
+    msgpack.packb(
+        {"v": 1, "raft_last": [b"", 0, 0], "raft_prev": [b"", 0, 0], "cluster": 5, "state": {}}, use_bin_type=True
+    )
+)  # iterating an int: TypeError escaped
 def test_dump_body_with_valid_crc(body: bytes) -> None:
     _check_dump(DUMP_MAGIC + frame(body))
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, mutated
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kraftlog.common.records import HEADER_SIZE, RecordBatchBuilder
 from kraftlog.storage._scan import Malformed, record_fields, scan_records
@@ -31,8 +32,11 @@ def sections(draw: st.DrawFn) -> tuple[bytes, int]:
             builder.append(NOW + draw(st.integers(0, 200)), b"k%03d" % (i % 1000), b"v" * size)
     else:
         for _ in range(n):
-            builder.append(NOW + draw(st.integers(-100, 100)), draw(st.none() | st.binary(max_size=8)),
-                           draw(st.none() | st.binary(max_size=30)))
+            builder.append(
+                NOW + draw(st.integers(-100, 100)),
+                draw(st.none() | st.binary(max_size=8)),
+                draw(st.none() | st.binary(max_size=30)),
+            )
     return builder.build()[HEADER_SIZE:], n
 
 
@@ -46,8 +50,9 @@ def _outcome(data: bytes, count: int, dense: bool, start: int = 0, end: int | No
 
 @FUZZ
 @given(sections(), st.data(), st.booleans(), st.binary(max_size=20), st.binary(max_size=20))
-def test_scan_in_place_decides_as_the_copy(case: tuple[bytes, int], data: st.DataObject, dense: bool,
-                                            before: bytes, after: bytes) -> None:
+def test_scan_in_place_decides_as_the_copy(
+    case: tuple[bytes, int], data: st.DataObject, dense: bool, before: bytes, after: bytes
+) -> None:
     section, count = case
     section = data.draw(st.just(section) | mutated(section))
     count = max(count + data.draw(st.sampled_from((0, 0, 0, -1, 1))), 0)

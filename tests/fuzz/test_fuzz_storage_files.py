@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from _decoder_fuzz import FUZZ, TIMEOUT, any_bytes, bounded_call, mutated
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kraftlog.storage import (
     IndexCorruptError,
@@ -45,7 +46,7 @@ def offset_index_files(draw: st.DrawFn) -> bytes:
     n = draw(st.integers(0, 8))
     offs = sorted(set(draw(st.lists(st.integers(0, 1000), min_size=n, max_size=n))))
     poss = sorted(set(draw(st.lists(st.integers(0, 100_000), min_size=len(offs), max_size=len(offs)))))
-    return b"".join(struct.pack(">ii", o, p) for o, p in zip(offs, poss))
+    return b"".join(struct.pack(">ii", o, p) for o, p in zip(offs, poss, strict=False))
 
 
 @st.composite
@@ -53,7 +54,7 @@ def time_index_files(draw: st.DrawFn) -> bytes:
     n = draw(st.integers(0, 8))
     ts = sorted(set(draw(st.lists(st.integers(0, 2**45), min_size=n, max_size=n))))
     offs = sorted(set(draw(st.lists(st.integers(0, 1000), min_size=len(ts), max_size=len(ts)))))
-    return b"".join(struct.pack(">qi", t, o) for t, o in zip(ts, offs))
+    return b"".join(struct.pack(">qi", t, o) for t, o in zip(ts, offs, strict=False))
 
 
 def _exercise_index(cls: type[OffsetIndex] | type[TimeIndex], raw: bytes, probes: list[int]) -> None:
@@ -103,8 +104,7 @@ def _fill_log(directory: Path, sizes: list[int]) -> None:
 
 def _read_all(log: Log) -> list[tuple[int, int, bytes]]:
     log.update_high_watermark(log.log_end_offset)
-    return [(b.base_offset, b.max_timestamp, bytes(r.value or b""))
-            for b in log.batches() for r in b.records()]
+    return [(b.base_offset, b.max_timestamp, bytes(r.value or b"")) for b in log.batches() for r in b.records()]
 
 
 _ENTRY_SIZE = {".index": 8, ".timeindex": 12}
@@ -127,10 +127,8 @@ def _snapshot_reads(log: Log, n: int) -> tuple[list[tuple[int, int, bytes]], lis
 
 
 @FUZZ
-@given(st.lists(st.integers(0, 300), min_size=1, max_size=12), st.sampled_from((".index", ".timeindex")),
-       st.data())
-def test_log_reads_the_same_over_a_damaged_index_tail(sizes: list[int], suffix: str,
-                                                      data: st.DataObject) -> None:
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=12), st.sampled_from((".index", ".timeindex")), st.data())
+def test_log_reads_the_same_over_a_damaged_index_tail(sizes: list[int], suffix: str, data: st.DataObject) -> None:
     """The last entry is what the load checks against the log (as Kafka's sanity check does, and
     more): damage there is found and the index rebuilt, so every read answers as before."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -169,8 +167,7 @@ def test_time_index_last_entry_with_a_wrong_timestamp_is_rebuilt(tmp_path: Path)
 
 
 @FUZZ
-@given(st.lists(st.integers(0, 300), min_size=1, max_size=12), st.sampled_from((".index", ".timeindex")),
-       st.data())
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=12), st.sampled_from((".index", ".timeindex")), st.data())
 def test_log_opens_over_any_damaged_index(sizes: list[int], suffix: str, data: st.DataObject) -> None:
     """Damage in the middle of an index is not looked for at a clean open (Kafka does not either:
     it would cost a read per entry); the log still opens and answers or raises a storage error."""
@@ -195,8 +192,7 @@ def test_log_opens_over_any_damaged_index(sizes: list[int], suffix: str, data: s
 
 
 def _text_or_bytes(valid: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
-    return (valid.map(str.encode) | st.text(max_size=200).map(str.encode) | any_bytes
-            | mutated(valid.map(str.encode)))
+    return valid.map(str.encode) | st.text(max_size=200).map(str.encode) | any_bytes | mutated(valid.map(str.encode))
 
 
 def _checkpoint_text(entries: list[str]) -> str:
@@ -205,9 +201,11 @@ def _checkpoint_text(entries: list[str]) -> str:
 
 _topic = st.text(st.characters(codec="ascii", categories=["L", "N"]), min_size=1, max_size=8)
 offset_checkpoints = st.lists(st.tuples(_topic, st.integers(0, 100), st.integers(0, 2**62)), max_size=4).map(
-    lambda es: _checkpoint_text([f"{t} {p} {o}" for t, p, o in es]))
+    lambda es: _checkpoint_text([f"{t} {p} {o}" for t, p, o in es])
+)
 epoch_checkpoints = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 2**40)), max_size=4).map(
-    lambda es: _checkpoint_text([f"{e} {o}" for e, o in sorted(es)]))
+    lambda es: _checkpoint_text([f"{e} {o}" for e, o in sorted(es)])
+)
 
 
 @FUZZ
@@ -266,8 +264,9 @@ def _meta_properties_text(meta: MetaProperties) -> str:
         return (Path(tmp) / META_PROPERTIES_FILE).read_text()
 
 
-meta_properties = st.builds(MetaProperties, _topic, st.integers(0, 2**31 - 1), st.none() | _topic,
-                            st.just(1)).map(_meta_properties_text)
+meta_properties = st.builds(MetaProperties, _topic, st.integers(0, 2**31 - 1), st.none() | _topic, st.just(1)).map(
+    _meta_properties_text
+)
 
 
 @FUZZ

@@ -25,33 +25,55 @@ import time
 
 import grpc
 import pytest
+from kafka.record.default_records import DefaultRecordBatch
 
 from kraftlog import storage
 from kraftlog.client import Consumer, NewTopic
-from kafka.record.default_records import DefaultRecordBatch
+from kraftlog.common.records import crc32c
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc
-from kraftlog.common.records import crc32c
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("KRAFTLOG_FUZZ_SEED", "12"))
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(max(300, EXAMPLES // 2))]
 
-REFUSALS = {"CORRUPT_MESSAGE", "INVALID_RECORD", "INVALID_TIMESTAMP", "MESSAGE_TOO_LARGE",
-            "RECORD_LIST_TOO_LARGE", "UNSUPPORTED_COMPRESSION_TYPE", "UNSUPPORTED_FOR_MESSAGE_FORMAT"}
-FIELDS = [(8, ">i"), (16, ">b"), (21, ">h"), (23, ">i"), (27, ">q"), (35, ">q"), (43, ">q"), (51, ">h"),
-          (53, ">i"), (57, ">i")]  # length, magic, attributes, lastOffsetDelta, timestamps, producer, count
+REFUSALS = {
+    "CORRUPT_MESSAGE",
+    "INVALID_RECORD",
+    "INVALID_TIMESTAMP",
+    "MESSAGE_TOO_LARGE",
+    "RECORD_LIST_TOO_LARGE",
+    "UNSUPPORTED_COMPRESSION_TYPE",
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+}
+FIELDS = [
+    (8, ">i"),
+    (16, ">b"),
+    (21, ">h"),
+    (23, ">i"),
+    (27, ">q"),
+    (35, ">q"),
+    (43, ">q"),
+    (51, ">h"),
+    (53, ">i"),
+    (57, ">i"),
+]  # length, magic, attributes, lastOffsetDelta, timestamps, producer, count
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("fuzz") / "c", controllers=1, combined=True,
-                           overrides={"broker.heartbeat.interval.ms": 500})
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("fuzz") / "c",
+        controllers=1,
+        combined=True,
+        overrides={"broker.heartbeat.interval.ms": 500},
+    )
     cluster.start(timeout_s=90)
     try:
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       what="an unfenced broker")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
+            )
             assert admin.create_topics([NewTopic("fuzz", 1, 1)]).topics[0].error.code == 0
         address = f"127.0.0.1:{cluster.nodes[1].broker_port}"
         with grpc.insecure_channel(address) as channel:
@@ -64,17 +86,43 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
 
 def _produce(stub: broker_pb2_grpc.BrokerServiceStub, records: bytes) -> broker_pb2.ProduceResponse.PartitionResponse:
     R = broker_pb2.ProduceRequest
-    resp = stub.Produce(R(acks=1, timeout_ms=10_000, topics=[R.TopicData(name="fuzz", partitions=[
-        R.PartitionData(index=0, records=records)])]), timeout=30)
+    resp = stub.Produce(
+        R(
+            acks=1,
+            timeout_ms=10_000,
+            topics=[R.TopicData(name="fuzz", partitions=[R.PartitionData(index=0, records=records)])],
+        ),
+        timeout=30,
+    )
     return resp.topics[0].partitions[0]
 
 
 def _fetch(stub: broker_pb2_grpc.BrokerServiceStub, offset: int) -> broker_pb2.FetchResponse.PartitionData:
     R = broker_pb2.FetchRequest
-    resp = stub.Fetch(R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 22, topics=[
-        R.FetchTopic(topic="fuzz", partitions=[R.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 22)])]), timeout=30)
+    resp = stub.Fetch(
+        R(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 22,
+            topics=[
+                R.FetchTopic(
+                    topic="fuzz",
+                    partitions=[
+                        R.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 22,
+                        )
+                    ],
+                )
+            ],
+        ),
+        timeout=30,
+    )
     return resp.responses[0].partitions[0]
 
 
@@ -94,9 +142,12 @@ def _real_batch(rng: random.Random) -> bytes:
         if uniform:
             builder.append(now + i // 10, b"key", b"v" * 40)
         else:
-            builder.append(now + rng.randrange(-5000, 5000), rng.choice([None, b"", b"k%d" % i]),
-                           rng.choice([None, b"", rng.randbytes(rng.randrange(1, 300))]),
-                           [storage.Header("h", rng.choice([None, b"x"]))] if rng.random() < 0.2 else [])
+            builder.append(
+                now + rng.randrange(-5000, 5000),
+                rng.choice([None, b"", b"k%d" % i]),
+                rng.choice([None, b"", rng.randbytes(rng.randrange(1, 300))]),
+                [storage.Header("h", rng.choice([None, b"x"]))] if rng.random() < 0.2 else [],
+            )
     return builder.build()
 
 
@@ -112,14 +163,14 @@ def _mutate(rng: random.Random, batch: bytes) -> bytes:
         elif kind == "insert":
             buf[at:at] = rng.randbytes(rng.randint(1, 4))
         elif kind == "delete" and buf:
-            del buf[at:at + rng.randint(1, 4)]
+            del buf[at : at + rng.randint(1, 4)]
         elif kind == "field" and len(buf) >= 61:
             pos, fmt = rng.choice(FIELDS)
             bits = struct.calcsize(fmt) * 8
             value = rng.choice([rng.randrange(-2, 70), rng.randrange(-(2 ** (bits - 1)), 2 ** (bits - 1))])
             struct.pack_into(fmt, buf, pos, value)
         elif kind == "truncate" and len(buf) > 1:
-            del buf[rng.randrange(1, len(buf)):]
+            del buf[rng.randrange(1, len(buf)) :]
     if len(buf) >= 61 and rng.random() < 0.8:
         struct.pack_into(">i", buf, 8, len(buf) - 12)
         struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
@@ -142,8 +193,9 @@ def _same_batch(sent: bytes, stored: bytes) -> None:
     theirs = DefaultRecordBatch(stored)  # an independent decoder (kafka-python) reads the same
     assert theirs.validate_crc()
     assert [(r.offset, r.key, r.value) for r in theirs] == [(r.offset, r.key, r.value) for r in records]
-    assert [(r.key, r.value, r.headers) for r in records] == \
-        [(r.key, r.value, r.headers) for r in storage.RecordBatch(sent).records()]
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (r.key, r.value, r.headers) for r in storage.RecordBatch(sent).records()
+    ]
 
 
 def test_mutated_batches_are_refused_or_stored_intact(broker) -> None:

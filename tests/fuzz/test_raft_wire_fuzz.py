@@ -17,7 +17,8 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kraftlog.common.errors import KafkaError, MessageTooLargeError
 from kraftlog.quorum._wire import (
@@ -35,17 +36,26 @@ from kraftlog.quorum._wire import (
 )
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES))
 
 CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
 KEY = derive_auth_key("fuzz-password", CLUSTER, iterations=1)
 
 VALID_MESSAGES: list[dict[str, Any]] = [
-    {"type": "append_entries", "term": 3, "commit_index": 7, "prevLogIdx": 6, "prevLogTerm": 3,
-     "entries": [(b"\x00" + encode_append_command(3, 1_700_000_000_000, [b"rec-a", b"rec-b"]), 7, 3),
-                 (b"\x01", 8, 3)]},
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 7,
+        "prevLogIdx": 6,
+        "prevLogTerm": 3,
+        "entries": [
+            (b"\x00" + encode_append_command(3, 1_700_000_000_000, [b"rec-a", b"rec-b"]), 7, 3),
+            (b"\x01", 8, 3),
+        ],
+    },
     {"type": "append_entries", "term": 3, "commit_index": 7, "serialized": (b"dump-chunk", True, False)},
     {"type": "request_vote", "term": 4, "last_log_index": 9, "last_log_term": 3},
     {"type": "response_vote", "term": 4},
@@ -83,11 +93,11 @@ def mutated(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
         elif op == "insert":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
         elif op == "delete" and data:
-            del data[pos:pos + draw(st.integers(1, 8))]
+            del data[pos : pos + draw(st.integers(1, 8))]
         elif op == "truncate":
             del data[pos:]
         elif op == "splice":
-            data[pos:pos + 4] = draw(st.binary(min_size=4, max_size=4))
+            data[pos : pos + 4] = draw(st.binary(min_size=4, max_size=4))
     return bytes(data)
 
 
@@ -112,11 +122,18 @@ def test_decode_message_on_mutated_messages(data: st.DataObject) -> None:
 
 
 @FUZZ
-@given(st.recursive(st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1) | st.floats() | st.text(max_size=20)
-                    | st.binary(max_size=20),
-                    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner,
-                                                                                max_size=5),
-                    max_leaves=30))
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(1 << 63), (1 << 64) - 1)
+        | st.floats()
+        | st.text(max_size=20)
+        | st.binary(max_size=20),
+        lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+        max_leaves=30,
+    )
+)
 def test_decode_message_on_any_msgpack_value(value: Any) -> None:
     """Well-formed msgpack of the wrong shape: the shape checks, not msgpack, must refuse it."""
     if isinstance(value, dict):
@@ -194,6 +211,6 @@ def test_frames_of_valid_messages_decode_in_any_chunking() -> None:
         reader = FrameReader(1 << 20)
         bodies = []
         for i in range(0, len(stream), size):
-            bodies += reader.feed(stream[i:i + size])
-        assert [decode_message(b)["type"] for b in bodies] == [m["type"] for m in VALID_MESSAGES][:len(bodies)]
+            bodies += reader.feed(stream[i : i + size])
+        assert [decode_message(b)["type"] for b in bodies] == [m["type"] for m in VALID_MESSAGES][: len(bodies)]
         assert len(bodies) == len(_valid_encodings())

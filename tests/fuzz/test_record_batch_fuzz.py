@@ -25,30 +25,41 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
+
 from kraftlog.common import errors as kerr
-from kraftlog.storage import CompressionType, LogConfig, StorageError
 from kraftlog.common.compression import MIN_INFLATE_BOUND
-from kraftlog.storage._record_set import split_batches, validate_record_set
 from kraftlog.common.records import HEADER_SIZE, Header, RecordBatch, RecordBatchBuilder, crc32c, iter_batches
+from kraftlog.storage import CompressionType, LogConfig, StorageError
+from kraftlog.storage._record_set import split_batches, validate_record_set
 from kraftlog.storage._scan import Malformed, scan_records
 from kraftlog.storage._validator import check_stored_batch, records_section, validate_leader_batches
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES))
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig()
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _FIELDS = {  # header field -> (byte position, struct format)
-    "length": (8, ">i"), "magic": (16, ">b"), "attributes": (21, ">h"), "last_offset_delta": (23, ">i"),
-    "base_timestamp": (27, ">q"), "max_timestamp": (35, ">q"), "producer_id": (43, ">q"),
-    "producer_epoch": (51, ">h"), "base_sequence": (53, ">i"), "records_count": (57, ">i"),
+    "length": (8, ">i"),
+    "magic": (16, ">b"),
+    "attributes": (21, ">h"),
+    "last_offset_delta": (23, ">i"),
+    "base_timestamp": (27, ">q"),
+    "max_timestamp": (35, ">q"),
+    "producer_id": (43, ">q"),
+    "producer_epoch": (51, ">h"),
+    "base_sequence": (53, ">i"),
+    "records_count": (57, ">i"),
 }
 _HANG_S = 30.0  # one example taking this long is a hang, whatever the machine's load
 
@@ -74,10 +85,12 @@ def batches(draw: st.DrawFn, *, max_records: int = 40, uniform: bool | None = No
             builder.append(NOW + (i * spread) // max(n, 1), key, value)
         return builder.build()
     for _ in range(n):
-        builder.append(draw(st.integers(NOW - 10**6, NOW + 10**6)),
-                       draw(st.none() | st.binary(max_size=30)), draw(st.none() | st.binary(max_size=80)),
-                       draw(st.lists(st.builds(Header, st.text(max_size=6), st.none() | st.binary(max_size=8)),
-                                     max_size=2)))
+        builder.append(
+            draw(st.integers(NOW - 10**6, NOW + 10**6)),
+            draw(st.none() | st.binary(max_size=30)),
+            draw(st.none() | st.binary(max_size=80)),
+            draw(st.lists(st.builds(Header, st.text(max_size=6), st.none() | st.binary(max_size=8)), max_size=2)),
+        )
     return builder.build()
 
 
@@ -95,7 +108,7 @@ def mutated(draw: st.DrawFn, source: st.SearchStrategy[bytes]) -> bytes:
         elif kind == "insert":
             buf[at:at] = draw(st.binary(min_size=1, max_size=4))
         elif kind == "delete" and buf:
-            del buf[at:at + draw(st.integers(1, 4))]
+            del buf[at : at + draw(st.integers(1, 4))]
         elif kind == "field" and len(buf) >= HEADER_SIZE:
             name = draw(st.sampled_from(sorted(_FIELDS)))
             pos, fmt = _FIELDS[name]
@@ -112,13 +125,17 @@ def mutated(draw: st.DrawFn, source: st.SearchStrategy[bytes]) -> bytes:
 
 def arbitrary() -> st.SearchStrategy[bytes]:
     """Random bytes behind a plausible header (magic 2, right length, right CRC) or none at all."""
+
     def framed(body: bytes, count: int, lod: int, attrs: int) -> bytes:
-        header = bytearray(_HEADER.pack(0, HEADER_SIZE - 12 + len(body), -1, 2, 0, attrs, lod, NOW, NOW,
-                                        -1, -1, -1, count))
+        header = bytearray(
+            _HEADER.pack(0, HEADER_SIZE - 12 + len(body), -1, 2, 0, attrs, lod, NOW, NOW, -1, -1, -1, count)
+        )
         struct.pack_into(">I", header, 17, crc32c(bytes(header[21:]) + body))
         return bytes(header) + body
+
     return st.binary(max_size=300) | st.builds(
-        framed, st.binary(max_size=300), st.integers(-2, 12), st.integers(-2, 12), st.integers(0, 7))
+        framed, st.binary(max_size=300), st.integers(-2, 12), st.integers(-2, 12), st.integers(0, 7)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,8 +187,9 @@ def _accepted_batches_decode(buf: bytes) -> None:
         assert [r.offset for r in records] == list(range(b.base_offset, b.next_offset))
         theirs = DefaultRecordBatch(b.to_bytes())
         assert theirs.validate_crc()
-        assert [(r.offset, r.key, r.value, r.timestamp) for r in theirs] == \
-            [(r.offset, r.key, r.value, r.timestamp_ms) for r in records]
+        assert [(r.offset, r.key, r.value, r.timestamp) for r in theirs] == [
+            (r.offset, r.key, r.value, r.timestamp_ms) for r in records
+        ]
 
 
 def _every_entry_point(buf: bytes) -> None:
@@ -225,14 +243,17 @@ def _scan_outcome(data: bytes, count: int, lod: int, dense: bool, runs: bool) ->
 
 
 @FUZZ
-@given(buf=mutated(batches(max_records=300, uniform=True)) | mutated(batches()), dense=st.booleans(),
-       count_shift=st.sampled_from([0, 0, 0, -1, 1]))
+@given(
+    buf=mutated(batches(max_records=300, uniform=True)) | mutated(batches()),
+    dense=st.booleans(),
+    count_shift=st.sampled_from([0, 0, 0, -1, 1]),
+)
 def test_scan_runs_agree_with_the_record_by_record_path(buf: bytes, dense: bool, count_shift: int) -> None:
     if len(buf) < HEADER_SIZE:
         return
     b = RecordBatch(buf)
     try:
-        data = records_section(memoryview(buf)[:min(len(buf), b.size_bytes)], b.attributes)
+        data = records_section(memoryview(buf)[: min(len(buf), b.size_bytes)], b.attributes)
     except StorageError:
         return
     count = max(b.records_count + count_shift, 0)
@@ -252,12 +273,13 @@ def test_scan_paths_agree_across_varint_width_boundaries(n: int) -> None:
     for dense in (True, False):
         assert _scan_outcome(data, n, n - 1, dense, True) == _scan_outcome(data, n, n - 1, dense, False)
     for at in (len(data) // 3, len(data) - 2, 7):
-        broken = data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1:]
+        broken = data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :]
         assert _scan_outcome(broken, n, n - 1, True, True) == _scan_outcome(broken, n, n - 1, True, False)
 
 
 def test_typed_errors_are_kafkas() -> None:
     """The storage errors the validator raises map onto Kafka's table by code and name."""
     from kraftlog.storage import CorruptRecordError, InvalidRecordError, InvalidTimestampError
+
     for err in (CorruptRecordError, InvalidRecordError, InvalidTimestampError):
         assert kerr.error_for_code(err.error_code).error_name == err.error_name

@@ -19,8 +19,7 @@ CAUGHT_UP = 2**62
 
 
 class FakeBrokers:
-    def __init__(self, controllers: list[str], cluster_id: str, broker_ids: list[int],
-                 interval_s: float = 0.5) -> None:
+    def __init__(self, controllers: list[str], cluster_id: str, broker_ids: list[int], interval_s: float = 0.5) -> None:
         self.controllers = controllers
         self.cluster_id = cluster_id
         self.broker_ids = broker_ids
@@ -32,7 +31,7 @@ class FakeBrokers:
         self._thread = threading.Thread(target=self._run, name="fake-brokers", daemon=True)
         self._channels = {a: grpc.insecure_channel(a) for a in controllers}
 
-    def start(self) -> "FakeBrokers":
+    def start(self) -> FakeBrokers:
         self._thread.start()
         return self
 
@@ -62,14 +61,24 @@ class FakeBrokers:
         while not self._stop.is_set():
             for b in self.broker_ids:
                 if b not in self.epochs:
-                    resp = self._call("RegisterBroker", controller_pb2.RegisterBrokerRequest(
-                        broker_id=b, cluster_id=self.cluster_id, incarnation_id=self._incarnations[b],
-                        listeners=[controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=1 + b)]))
+                    resp = self._call(
+                        "RegisterBroker",
+                        controller_pb2.RegisterBrokerRequest(
+                            broker_id=b,
+                            cluster_id=self.cluster_id,
+                            incarnation_id=self._incarnations[b],
+                            listeners=[controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=1 + b)],
+                        ),
+                    )
                     if resp is not None and resp.error.code == 0:
                         self.epochs[b] = resp.broker_epoch
                     continue
-                resp = self._call("BrokerHeartbeat", controller_pb2.BrokerHeartbeatRequest(
-                    broker_id=b, broker_epoch=self.epochs[b], current_metadata_offset=CAUGHT_UP))
+                resp = self._call(
+                    "BrokerHeartbeat",
+                    controller_pb2.BrokerHeartbeatRequest(
+                        broker_id=b, broker_epoch=self.epochs[b], current_metadata_offset=CAUGHT_UP
+                    ),
+                )
                 if resp is not None and resp.error.code in (77, 102):  # stale epoch / not registered
                     self.epochs.pop(b, None)
             self._stop.wait(self.interval_s)

@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kraftlog.node._logging import configure_logging  # noqa: E402
-from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
 from kraftlog.common.errors import KafkaError  # noqa: E402
+from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
+from kraftlog.node._logging import configure_logging  # noqa: E402
 from kraftlog.quorum._raft import MetadataQuorum  # noqa: E402
 
 
@@ -72,9 +72,18 @@ class CommittedFile:
                 continue
             if e.offset != self.last_offset + 1:
                 raise RuntimeError(f"hole in the metadata log: {self.last_offset} then {e.offset}")
-            lines.append(json.dumps({"offset": e.offset, "epoch": e.epoch, "timestamp_ms": e.timestamp_ms,
-                                     "type": type(e.record).__name__,
-                                     "value": getattr(e.record, "value", None)}) + "\n")
+            lines.append(
+                json.dumps(
+                    {
+                        "offset": e.offset,
+                        "epoch": e.epoch,
+                        "timestamp_ms": e.timestamp_ms,
+                        "type": type(e.record).__name__,
+                        "value": getattr(e.record, "value", None),
+                    }
+                )
+                + "\n"
+            )
             self.last_offset = e.offset
         if lines:
             self.f.write("".join(lines))
@@ -102,12 +111,18 @@ async def main() -> None:
     out = CommittedFile(args.data_dir / "committed.jsonl")
     loop = asyncio.get_running_loop()
     quorum = MetadataQuorum(
-        node_id=args.node_id, voters=voters, data_dir=args.data_dir / "raft", password=args.password,
+        node_id=args.node_id,
+        voters=voters,
+        data_dir=args.data_dir / "raft",
+        password=args.password,
         cluster_id=args.cluster_id,
-        fsync=not args.no_fsync, election_timeout_ms=args.election_timeout_ms, loop=loop,
+        fsync=not args.no_fsync,
+        election_timeout_ms=args.election_timeout_ms,
+        loop=loop,
         on_committed=out.append,
         on_leader_change=lambda leader, epoch: emit({"event": "leader", "leader_id": leader, "epoch": epoch}),
-        last_durable_offset=out.last_offset)
+        last_durable_offset=out.last_offset,
+    )
     await quorum.start()
     emit({"event": "ready", "node_id": args.node_id, "pid": os.getpid(), "last_offset": out.last_offset})
 
@@ -121,11 +136,16 @@ async def main() -> None:
             started = time.monotonic()
             try:
                 offset = await propose(req["values"], float(req.get("timeout_s", 2.0)))
-                return {"ok": True, "offset": offset, "node_id": args.node_id,
-                        "seconds": time.monotonic() - started}
+                return {"ok": True, "offset": offset, "node_id": args.node_id, "seconds": time.monotonic() - started}
             except KafkaError as err:
-                return {"ok": False, "error": err.error_name, "message": str(err), "node_id": args.node_id,
-                        "leader_id": getattr(err, "leader_id", None), "seconds": time.monotonic() - started}
+                return {
+                    "ok": False,
+                    "error": err.error_name,
+                    "message": str(err),
+                    "node_id": args.node_id,
+                    "leader_id": getattr(err, "leader_id", None),
+                    "seconds": time.monotonic() - started,
+                }
         if op == "status":
             status = dataclasses.asdict(quorum.status())
             status["journal_stats"] = dataclasses.asdict(quorum._journal.stats) if quorum._journal else None
@@ -154,8 +174,7 @@ async def main() -> None:
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - t0
-        return {"commits_per_s": len(latencies) / elapsed, "errors": errors, "seconds": elapsed,
-                **summarise(latencies)}
+        return {"commits_per_s": len(latencies) / elapsed, "errors": errors, "seconds": elapsed, **summarise(latencies)}
 
     async def latency(count: int) -> dict[str, Any]:
         latencies = []
@@ -196,9 +215,13 @@ def summarise(latencies: list[float]) -> dict[str, Any]:
     if not latencies:
         return {"count": 0}
     ordered = sorted(latencies)
-    return {"count": len(ordered), "p50_ms": 1000 * ordered[len(ordered) // 2],
-            "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-            "mean_ms": 1000 * statistics.fmean(ordered), "max_ms": 1000 * ordered[-1]}
+    return {
+        "count": len(ordered),
+        "p50_ms": 1000 * ordered[len(ordered) // 2],
+        "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        "mean_ms": 1000 * statistics.fmean(ordered),
+        "max_ms": 1000 * ordered[-1],
+    }
 
 
 if __name__ == "__main__":

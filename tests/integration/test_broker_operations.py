@@ -15,19 +15,25 @@ from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 500,
-             "replica.lag.time.max.ms": 4000, "controller.quorum.election.timeout.ms": 1000}
+OVERRIDES = {
+    "broker.session.timeout.ms": 4000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 4000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(tmp_path_factory.mktemp("ops") / "c", controllers=3, brokers=1, combined=True,
-                     overrides=OVERRIDES)
+    c = LocalCluster(tmp_path_factory.mktemp("ops") / "c", controllers=3, brokers=1, combined=True, overrides=OVERRIDES)
     c.start(timeout_s=60)
     try:
         with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 4, 40,
-                       what="four unfenced brokers")
+            wait_until(
+                lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 4,
+                40,
+                what="four unfenced brokers",
+            )
         yield c
     finally:
         c.stop()
@@ -82,15 +88,21 @@ def test_reassignment_to_a_new_broker_copies_data(cluster: LocalCluster) -> None
             producer.flush(30)
         resp = admin.alter_partition_reassignments({("moving", 0): [new_broker, 2, 3]})
         assert all(r.error.code == 0 for r in resp.results), resp
-        wait_until(lambda: list(admin.describe_topics(["moving"]).topics[0].partitions[0].replicas)
-                   == [new_broker, 2, 3], 60, what="the reassignment to complete")
+        wait_until(
+            lambda: list(admin.describe_topics(["moving"]).topics[0].partitions[0].replicas) == [new_broker, 2, 3],
+            60,
+            what="the reassignment to complete",
+        )
         part = admin.describe_topics(["moving"]).topics[0].partitions[0]
         assert new_broker in part.isr
     # the new replica holds the data: its directory has the records
     new_dir = Path(cluster.nodes[new_broker].dir) / "data" / "moving-0"
     assert new_dir.is_dir() and sum(f.stat().st_size for f in new_dir.glob("*.log")) > 500 * 40
-    wait_until(lambda: not (Path(cluster.nodes[1].dir) / "data" / "moving-0").exists(), 30,
-               what="the removed replica's files to go")
+    wait_until(
+        lambda: not (Path(cluster.nodes[1].dir) / "data" / "moving-0").exists(),
+        30,
+        what="the removed replica's files to go",
+    )
 
 
 def test_rolling_restart_fails_no_acks_all_write(cluster: LocalCluster) -> None:
@@ -102,8 +114,13 @@ def test_rolling_restart_fails_no_acks_all_write(cluster: LocalCluster) -> None:
     failed: list[BaseException] = []
 
     def produce() -> None:
-        with Producer(cluster.bootstrap_servers, acks="all", retries=2**31 - 1, delivery_timeout_ms=60_000,
-                      max_in_flight_requests_per_connection=1) as producer:
+        with Producer(
+            cluster.bootstrap_servers,
+            acks="all",
+            retries=2**31 - 1,
+            delivery_timeout_ms=60_000,
+            max_in_flight_requests_per_connection=1,
+        ) as producer:
             i = 0
             while not stop.is_set():
                 value = f"m{i}".encode()
@@ -121,10 +138,16 @@ def test_rolling_restart_fails_no_acks_all_write(cluster: LocalCluster) -> None:
         cluster.stop_node(nid)  # SIGTERM: controlled shutdown
         cluster.start_node(nid)
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: all(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       what=f"broker {nid} back and unfenced")
-            wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topics(["rolling"]).topics[0].partitions),
-                       60, what="full ISRs before the next restart")
+            wait_until(
+                lambda: all(not b.fenced for b in admin.describe_cluster().brokers),
+                60,
+                what=f"broker {nid} back and unfenced",
+            )
+            wait_until(
+                lambda: all(len(p.isr) == 3 for p in admin.describe_topics(["rolling"]).topics[0].partitions),
+                60,
+                what="full ISRs before the next restart",
+            )
     stop.set()
     t.join(90)
     assert not failed, f"{len(failed)} acks=all writes failed during the rolling restart: {failed[:3]}"

@@ -21,8 +21,12 @@ from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
-             "replica.lag.time.max.ms": 3000, "controller.quorum.election.timeout.ms": 1000}
+OVERRIDES = {
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 3000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
 
 
 class Client:
@@ -64,9 +68,19 @@ class Client:
                 continue
             attempts += 1
             try:
-                r = self.stub(leader).Produce(broker_pb2.ProduceRequest(acks=acks, timeout_ms=3000, topics=[
-                    broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
-                        broker_pb2.ProduceRequest.PartitionData(index=partition, records=batch)])]), timeout=5)
+                r = self.stub(leader).Produce(
+                    broker_pb2.ProduceRequest(
+                        acks=acks,
+                        timeout_ms=3000,
+                        topics=[
+                            broker_pb2.ProduceRequest.TopicData(
+                                name=topic,
+                                partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=batch)],
+                            )
+                        ],
+                    ),
+                    timeout=5,
+                )
             except grpc.RpcError:
                 time.sleep(0.05)
                 continue
@@ -81,17 +95,38 @@ class Client:
         out: list[tuple[int, bytes]] = []
         offset = 0
         while True:
-            f = self.stub(leader).Fetch(broker_pb2.FetchRequest(
-                replica_id=-1, max_wait_ms=50, min_bytes=0, max_bytes=4 << 20,
-                topics=[broker_pb2.FetchRequest.FetchTopic(topic=topic, partitions=[
-                    broker_pb2.FetchRequest.FetchPartition(partition=partition, current_leader_epoch=-1,
-                                                          fetch_offset=offset, last_fetched_epoch=-1,
-                                                          log_start_offset=-1, partition_max_bytes=4 << 20)])]),
-                timeout=10)
+            f = self.stub(leader).Fetch(
+                broker_pb2.FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=50,
+                    min_bytes=0,
+                    max_bytes=4 << 20,
+                    topics=[
+                        broker_pb2.FetchRequest.FetchTopic(
+                            topic=topic,
+                            partitions=[
+                                broker_pb2.FetchRequest.FetchPartition(
+                                    partition=partition,
+                                    current_leader_epoch=-1,
+                                    fetch_offset=offset,
+                                    last_fetched_epoch=-1,
+                                    log_start_offset=-1,
+                                    partition_max_bytes=4 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
             p = f.responses[0].partitions[0]
             assert p.error.code == 0, p.error
-            got = [(r.offset, r.value) for _pos, b in storage.iter_batches(p.records) for r in b.records()
-                   if r.offset >= offset]
+            got = [
+                (r.offset, r.value)
+                for _pos, b in storage.iter_batches(p.records)
+                for r in b.records()
+                if r.offset >= offset
+            ]
             if not got:
                 return out
             out += got
@@ -108,8 +143,11 @@ def cluster(tmp_path: Path):
     c.start(timeout_s=60)
     try:
         with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 3, 30,
-                       what="three unfenced brokers")
+            wait_until(
+                lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 3,
+                30,
+                what="three unfenced brokers",
+            )
             resp = admin.create_topics([NewTopic("events", 1, 3, configs={"min.insync.replicas": "2"})])
             assert resp.topics[0].error.code == 0, resp
         yield c
@@ -164,24 +202,47 @@ def test_zombie_leader_acknowledges_nothing_after_new_election(cluster: LocalClu
         assert zombie is not None
         cluster.pause(zombie)
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: (lambda p: p.leader_id not in (-1, zombie))(
-                admin.describe_topics(["events"]).topics[0].partitions[0]), 20, what="a new leader")
+            wait_until(
+                lambda: (lambda p: p.leader_id not in (-1, zombie))(
+                    admin.describe_topics(["events"]).topics[0].partitions[0]
+                ),
+                20,
+                what="a new leader",
+            )
         for i in range(20):
             client.produce("events", 0, f"w{i}".encode())
         cluster.resume(zombie)
         # the resumed zombie must not acknowledge an acks=all write
-        stale = client.stub(zombie).Produce(broker_pb2.ProduceRequest(acks=-1, timeout_ms=2000, topics=[
-            broker_pb2.ProduceRequest.TopicData(name="events", partitions=[
-                broker_pb2.ProduceRequest.PartitionData(index=0, records=storage.build_batch(
-                    [(None, b"zombie")], timestamp_ms=int(time.time() * 1000)))])]), timeout=10)
+        stale = client.stub(zombie).Produce(
+            broker_pb2.ProduceRequest(
+                acks=-1,
+                timeout_ms=2000,
+                topics=[
+                    broker_pb2.ProduceRequest.TopicData(
+                        name="events",
+                        partitions=[
+                            broker_pb2.ProduceRequest.PartitionData(
+                                index=0,
+                                records=storage.build_batch([(None, b"zombie")], timestamp_ms=int(time.time() * 1000)),
+                            )
+                        ],
+                    )
+                ],
+            ),
+            timeout=10,
+        )
         assert stale.topics[0].partitions[0].error.code != 0
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: zombie in admin.describe_topics(["events"]).topics[0].partitions[0].isr, 30,
-                       what="the zombie to rejoin the ISR")
+            wait_until(
+                lambda: zombie in admin.describe_topics(["events"]).topics[0].partitions[0].isr,
+                30,
+                what="the zombie to rejoin the ISR",
+            )
         values = [v for _o, v in client.read_all("events", 0)]
         assert b"zombie" not in values
-        _check([f"v{i}".encode() for i in range(20)] + [f"w{i}".encode() for i in range(20)],
-               client.read_all("events", 0))
+        _check(
+            [f"v{i}".encode() for i in range(20)] + [f"w{i}".encode() for i in range(20)], client.read_all("events", 0)
+        )
     finally:
         cluster.signal(zombie, signal.SIGCONT)
         client.close()
@@ -208,15 +269,32 @@ def test_too_few_in_sync_replicas_refuses_acks_all(cluster: LocalCluster) -> Non
             def refused() -> bool:
                 attempt[0] += 1
                 value = f"attempt-{attempt[0]}".encode()
-                r = stub.Produce(broker_pb2.ProduceRequest(acks=-1, timeout_ms=1000, topics=[
-                    broker_pb2.ProduceRequest.TopicData(name="strict", partitions=[
-                        broker_pb2.ProduceRequest.PartitionData(index=0, records=storage.build_batch(
-                            [(None, value)], timestamp_ms=int(time.time() * 1000)))])]), timeout=5)
+                r = stub.Produce(
+                    broker_pb2.ProduceRequest(
+                        acks=-1,
+                        timeout_ms=1000,
+                        topics=[
+                            broker_pb2.ProduceRequest.TopicData(
+                                name="strict",
+                                partitions=[
+                                    broker_pb2.ProduceRequest.PartitionData(
+                                        index=0,
+                                        records=storage.build_batch(
+                                            [(None, value)], timestamp_ms=int(time.time() * 1000)
+                                        ),
+                                    )
+                                ],
+                            )
+                        ],
+                    ),
+                    timeout=5,
+                )
                 err = r.topics[0].partitions[0].error
                 assert err.code != 0, "acknowledged with a replica out of sync and min.insync.replicas=3"
                 if err.name == "NOT_ENOUGH_REPLICAS":
                     refused_values.append(value)
                 return err.name == "NOT_ENOUGH_REPLICAS"
+
             wait_until(refused, 30, interval_s=0.2, what="NOT_ENOUGH_REPLICAS once the ISR shrank")
             with cluster.admin(request_timeout_ms=20_000) as admin:
                 isr = admin.describe_topics(["strict"]).topics[0].partitions[0].isr
@@ -224,8 +302,11 @@ def test_too_few_in_sync_replicas_refuses_acks_all(cluster: LocalCluster) -> Non
         finally:
             cluster.resume(follower)
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: follower in admin.describe_topics(["strict"]).topics[0].partitions[0].isr, 30,
-                       what="the follower to rejoin the ISR")
+            wait_until(
+                lambda: follower in admin.describe_topics(["strict"]).topics[0].partitions[0].isr,
+                30,
+                what="the follower to rejoin the ISR",
+            )
         values = [v for _o, v in client.read_all("strict", 0)]
         assert values[0] == b"first"
         # refused before the append: never written. (Attempts that timed out while the ISR still
@@ -248,8 +329,14 @@ def test_acks0_stream_follows_a_killed_leader(cluster: LocalCluster) -> None:
     old = wait_until(lambda: client.leader("events", 0), 20, what="a leader")
     sent: list[tuple[float, bytes]] = []
     stop = threading.Event()
-    producer = Producer(cluster.bootstrap_servers, acks=0, linger_ms=5, request_timeout_ms=3000,
-                        delivery_timeout_ms=10_000, retry_backoff_ms=50)
+    producer = Producer(
+        cluster.bootstrap_servers,
+        acks=0,
+        linger_ms=5,
+        request_timeout_ms=3000,
+        delivery_timeout_ms=10_000,
+        retry_backoff_ms=50,
+    )
 
     def stream() -> None:
         i = 0
@@ -266,9 +353,14 @@ def test_acks0_stream_follows_a_killed_leader(cluster: LocalCluster) -> None:
         wait_until(lambda: len(sent) > 100, 20, what="the stream to start")
         cluster.kill(old)
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: (lambda p: p.leader_id not in (-1, old))(
-                admin.describe_topics(["events"]).topics[0].partitions[0]), 30, interval_s=0.05,
-                what="a new leader")
+            wait_until(
+                lambda: (lambda p: p.leader_id not in (-1, old))(
+                    admin.describe_topics(["events"]).topics[0].partitions[0]
+                ),
+                30,
+                interval_s=0.05,
+                what="a new leader",
+            )
         elected = time.monotonic()
         wait_until(lambda: time.monotonic() >= elected + 10, 15, interval_s=0.1, what="the measured window")
     finally:
@@ -281,8 +373,12 @@ def test_acks0_stream_follows_a_killed_leader(cluster: LocalCluster) -> None:
     last = measured[-1]
     try:
         # acks=0 records become readable once the ISR has them (HW): poll until the last one is there
-        stored = wait_until(lambda: (lambda vs: vs if last in vs else None)(
-            {v for _o, v in client.read_all("events", 0)}), 30, interval_s=0.5, what="the last record")
+        stored = wait_until(
+            lambda: (lambda vs: vs if last in vs else None)({v for _o, v in client.read_all("events", 0)}),
+            30,
+            interval_s=0.5,
+            what="the last record",
+        )
     except TimeoutError:
         stored = {v for _o, v in client.read_all("events", 0)}
     arrived = sum(1 for v in measured if v in stored)

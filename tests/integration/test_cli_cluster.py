@@ -40,8 +40,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 def test_topics_lifecycle(cluster: LocalCluster) -> None:
     bs = ["--bootstrap-server", ",".join(cluster.controller_addresses)]
-    kraftlog("topics", "create", *bs, "--topic", "orders", "--partitions", "4", "--replication-factor", "3",
-             "--config", "retention.ms=60000")
+    kraftlog(
+        "topics",
+        "create",
+        *bs,
+        "--topic",
+        "orders",
+        "--partitions",
+        "4",
+        "--replication-factor",
+        "3",
+        "--config",
+        "retention.ms=60000",
+    )
     dup = kraftlog("topics", "create", *bs, "--topic", "orders", "--partitions", "1", check=False)
     assert dup.returncode == 1 and "TOPIC_ALREADY_EXISTS" in dup.stderr
     bad = kraftlog("topics", "create", *bs, "--topic", "bad name", check=False)
@@ -83,8 +94,9 @@ def test_reassign_and_elect_leaders(cluster: LocalCluster, tmp_path: Path) -> No
     assert "complete" in verify.lower()
     described = kraftlog("topics", "describe", *bs, "--topic", "moving").stdout
     assert "Replicas: 2,3" in described
-    elect = kraftlog("elect-leaders", *bs, "--election-type", "PREFERRED", "--topic", "moving", "--partition", "0",
-                     check=False)
+    elect = kraftlog(
+        "elect-leaders", *bs, "--election-type", "PREFERRED", "--topic", "moving", "--partition", "0", check=False
+    )
     assert elect.returncode in (0, 1)
     assert "moving-0" in elect.stdout + elect.stderr
 

@@ -17,13 +17,18 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "client_quickstart.
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(tmp_path_factory.mktemp("example") / "c", controllers=1, combined=True,
-                     overrides={"broker.heartbeat.interval.ms": 500})
+    c = LocalCluster(
+        tmp_path_factory.mktemp("example") / "c",
+        controllers=1,
+        combined=True,
+        overrides={"broker.heartbeat.interval.ms": 500},
+    )
     c.start(timeout_s=90)
     try:
         with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       what="an unfenced broker")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
+            )
         yield c
     finally:
         c.stop()
@@ -31,9 +36,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 def test_quickstart_produces_consumes_describes_and_deletes(cluster: LocalCluster) -> None:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--bootstrap-server", cluster.bootstrap_servers,
-         "--bootstrap-controller", ",".join(cluster.controller_addresses), "--records", "12"],
-        capture_output=True, text=True, timeout=180, check=False)
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--bootstrap-controller",
+            ",".join(cluster.controller_addresses),
+            "--records",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "topic quickstart ready" in out

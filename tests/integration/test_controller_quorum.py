@@ -13,7 +13,7 @@ import pytest
 
 from kraftlog.client import NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.metadata_log import MetadataImage, read_log_dir, read_snapshot, latest_snapshot
+from kraftlog.metadata_log import MetadataImage, latest_snapshot, read_log_dir, read_snapshot
 from kraftlog.metadata_log._image import MetadataDelta
 from kraftlog.quorum._server import METADATA_PARTITION_DIR
 
@@ -149,8 +149,11 @@ def test_seeded_kill_loop(cluster: LocalCluster) -> None:
             leader = cluster.active_controller()
             victim = leader if leader is not None and rng.random() < 0.8 else rng.choice(list(cluster.nodes))
             cluster.kill(victim)
-            wait_until(lambda: cluster.active_controller() not in (None, victim), 15,
-                       what=f"a new active controller after killing {victim} (round {round_})")
+            wait_until(
+                lambda: cluster.active_controller() not in (None, victim),
+                15,
+                what=f"a new active controller after killing {victim} (round {round_})",
+            )
             cluster.start_node(victim)
         wait_until(lambda: all(cluster.is_running(n) for n in cluster.nodes), 10, what="all nodes running")
         wait_until(lambda: _converged(cluster), 60, what="logs to converge after the kill loop")

@@ -3,7 +3,6 @@ first when the requested offset is older than the oldest segment, keep-alives wh
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import grpc
@@ -20,15 +19,17 @@ from ._fake_brokers import FakeBrokers
 pytestmark = pytest.mark.integration
 
 # tiny segments and frequent snapshots, so old segments are deleted and a snapshot must be served
-OVERRIDES = {"metadata.log.segment.bytes": 2048, "metadata.log.max.record.bytes.between.snapshots": 4096,
-             "metadata.max.retention.bytes": 0}
+OVERRIDES = {
+    "metadata.log.segment.bytes": 2048,
+    "metadata.log.max.record.bytes.between.snapshots": 4096,
+    "metadata.max.retention.bytes": 0,
+}
 
 
 def _stream(address: str, from_offset: int, until: float):
     channel = grpc.insecure_channel(address)
     stub = controller_pb2_grpc.ControllerServiceStub(channel)
-    call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(from_offset=from_offset, broker_id=-1),
-                              timeout=until)
+    call = stub.FetchMetadata(controller_pb2.FetchMetadataRequest(from_offset=from_offset, broker_id=-1), timeout=until)
     return channel, call
 
 
@@ -45,8 +46,11 @@ def test_fetch_metadata_serves_snapshot_entries_and_keepalives(tmp_path: Path) -
                 leader = cluster.active_controller()
             standby = next(n for n in cluster.nodes if n != leader)
             meta_dir = Path(cluster.nodes[standby].dir) / "metadata" / METADATA_PARTITION_DIR
-            wait_until(lambda: list_segments(meta_dir) and list_segments(meta_dir)[0].base_offset > 0, 30,
-                       what="old metadata segments to be deleted behind a snapshot")
+            wait_until(
+                lambda: list_segments(meta_dir) and list_segments(meta_dir)[0].base_offset > 0,
+                30,
+                what="old metadata segments to be deleted behind a snapshot",
+            )
             address = f"127.0.0.1:{cluster.nodes[standby].controller_port}"
             channel, call = _stream(address, 0, 30)
             image = MetadataImage.EMPTY
@@ -60,9 +64,12 @@ def test_fetch_metadata_serves_snapshot_entries_and_keepalives(tmp_path: Path) -
                     if batch.snapshot_offset >= 0:
                         assert not got_snapshot and delta is None, "snapshot must come first, once"
                         got_snapshot = True
-                        image = MetadataImage.from_records([decode_record(r) for r in batch.snapshot_records],
-                                                           batch.snapshot_offset, batch.snapshot_epoch,
-                                                           batch.snapshot_timestamp_ms)
+                        image = MetadataImage.from_records(
+                            [decode_record(r) for r in batch.snapshot_records],
+                            batch.snapshot_offset,
+                            batch.snapshot_epoch,
+                            batch.snapshot_timestamp_ms,
+                        )
                     for raw in batch.entries:
                         entry = decode_entry(raw)
                         delta = delta or MetadataDelta(image)

@@ -13,8 +13,12 @@ from kraftlog.deploy.chaos import HealthProbe
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {"broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 500,
-             "replica.lag.time.max.ms": 2000, "controller.quorum.election.timeout.ms": 1000}
+OVERRIDES = {
+    "broker.session.timeout.ms": 2000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 2000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
 BROKER = 101
 
 
@@ -29,13 +33,15 @@ def test_broker_health_follows_its_fencing(tmp_path: Path) -> None:
     cluster.plan()
     spec = cluster.nodes[BROKER]
     broker = HealthProbe({BROKER: [f"{spec.host}:{spec.broker_port}"]}, timeout_s=1.0)
-    controllers = HealthProbe({n: [f"{s.host}:{s.controller_port}"] for n, s in cluster.nodes.items()
-                               if s.controller_port}, timeout_s=1.0)
+    controllers = HealthProbe(
+        {n: [f"{s.host}:{s.controller_port}"] for n, s in cluster.nodes.items() if s.controller_port}, timeout_s=1.0
+    )
     try:
         # the broker alone: it listens, but without a controller it cannot register
         cluster.start_node(BROKER)
-        wait_until(lambda: "broker_started" in spec.log_path.read_text(encoding="utf-8"), 30,
-                   what="the broker to listen")
+        wait_until(
+            lambda: "broker_started" in spec.log_path.read_text(encoding="utf-8"), 30, what="the broker to listen"
+        )
         assert broker.not_serving() == [BROKER]
         for nid in (1, 2, 3):
             cluster.start_node(nid)
@@ -51,10 +57,16 @@ def test_broker_health_follows_its_fencing(tmp_path: Path) -> None:
             wait_until(lambda: _fenced(cluster, BROKER), 30, interval_s=0.2, what="the paused broker fenced")
         finally:
             cluster.resume(BROKER)
-        wait_until(lambda: "broker_not_serving" in spec.log_path.read_text(encoding="utf-8"), 30,
-                   what="the broker to stop serving after its fencing")
-        wait_until(lambda: broker.not_serving() == [] and not _fenced(cluster, BROKER), 60,
-                   what="the broker serving again once unfenced")
+        wait_until(
+            lambda: "broker_not_serving" in spec.log_path.read_text(encoding="utf-8"),
+            30,
+            what="the broker to stop serving after its fencing",
+        )
+        wait_until(
+            lambda: broker.not_serving() == [] and not _fenced(cluster, BROKER),
+            60,
+            what="the broker serving again once unfenced",
+        )
     finally:
         broker.close()
         controllers.close()

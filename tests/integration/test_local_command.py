@@ -29,9 +29,22 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
         assert again.returncode == 2 and "already running" in again.stderr
         status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
         assert all(status["running"].values())
-        produced = subprocess.run([sys.executable, "-m", "kraftlog.cli", "produce", "--bootstrap-server",
-                                   info["bootstrap_servers"], "--topic", "auto-created"],
-                                  input="a\nb\n", capture_output=True, text=True, timeout=60)
+        produced = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kraftlog.cli",
+                "produce",
+                "--bootstrap-server",
+                info["bootstrap_servers"],
+                "--topic",
+                "auto-created",
+            ],
+            input="a\nb\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert produced.returncode == 0, produced.stderr
         # admin calls sent to brokers are forwarded to the active controller
         listed = kraftlog("topics", "list", "--bootstrap-server", info["bootstrap_servers"])
@@ -57,8 +70,9 @@ def test_local_cluster_in_network_namespaces_is_reachable_from_its_hub_and_remov
     if why is not None:
         pytest.skip(why)
     d = str(tmp_path / "cluster")
-    started = kraftlog("local", "start", "--dir", d, "--separate", "--brokers", "1", "--network", "netns",
-                       "--output", "json")
+    started = kraftlog(
+        "local", "start", "--dir", d, "--separate", "--brokers", "1", "--network", "netns", "--output", "json"
+    )
     assert started.returncode == 0, started.stderr
     try:
         info = json.loads(started.stdout)
@@ -69,9 +83,26 @@ def test_local_cluster_in_network_namespaces_is_reachable_from_its_hub_and_remov
         # from the machine's own namespace the nodes' addresses do not exist; from the hub they answer
         outside = kraftlog("topics", "list", "--bootstrap-server", info["controllers"], "--request-timeout-ms", "1500")
         assert outside.returncode != 0
-        inside = subprocess.run(["ip", "netns", "exec", hub, sys.executable, "-m", "kraftlog.cli", "quorum", "status",
-                                 "--bootstrap-server", info["controllers"], "--output", "json"],
-                                capture_output=True, text=True, timeout=60)
+        inside = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                hub,
+                sys.executable,
+                "-m",
+                "kraftlog.cli",
+                "quorum",
+                "status",
+                "--bootstrap-server",
+                info["controllers"],
+                "--output",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert inside.returncode == 0, inside.stderr
         assert json.loads(inside.stdout)["leader_id"] in (1, 2, 3)
     finally:

@@ -34,8 +34,11 @@ FETCH_TIMEOUT_MS = 2000
 BOUND_S = 2 * FETCH_TIMEOUT_MS / 1000.0
 BROKER = 101
 METRICS_PORT = 19_100  # every node has its own address, so one port number serves all
-OVERRIDES = {"controller.quorum.fetch.timeout.ms": FETCH_TIMEOUT_MS,
-             "controller.quorum.election.timeout.ms": 1000, "metrics.port": METRICS_PORT}
+OVERRIDES = {
+    "controller.quorum.fetch.timeout.ms": FETCH_TIMEOUT_MS,
+    "controller.quorum.election.timeout.ms": 1000,
+    "metrics.port": METRICS_PORT,
+}
 
 
 # ---------------------------------------------------------------- run inside the hub namespace
@@ -67,7 +70,8 @@ def _broker_knows(broker: str, name: str) -> bool:
     with grpc.insecure_channel(broker) as channel:
         try:
             md = broker_pb2_grpc.BrokerServiceStub(channel).Metadata(
-                broker_pb2.MetadataRequest(topics=[name]), timeout=1)
+                broker_pb2.MetadataRequest(topics=[name]), timeout=1
+            )
         except grpc.RpcError:
             return False
     return any(t.name == name and t.error.code == 0 and t.partitions for t in md.topics)
@@ -111,7 +115,8 @@ def _controller_has(controller: str, name: str) -> bool:
     delta = MetadataDelta(MetadataImage.EMPTY)
     with grpc.insecure_channel(controller) as channel:
         call = controller_pb2_grpc.ControllerServiceStub(channel).FetchMetadata(
-            controller_pb2.FetchMetadataRequest(from_offset=0, broker_id=-1), timeout=10)
+            controller_pb2.FetchMetadataRequest(from_offset=0, broker_id=-1), timeout=10
+        )
         try:
             for batch in call:
                 for raw in batch.entries:
@@ -140,8 +145,12 @@ def _left_sources(log_path: Path) -> set[str]:
 
 
 def _blackhole(namespace: str, address: str, *, add: bool) -> None:
-    proc = subprocess.run(["ip", "-n", namespace, "route", "add" if add else "del", "blackhole", f"{address}/32"],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["ip", "-n", namespace, "route", "add" if add else "del", "blackhole", f"{address}/32"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if add and proc.returncode != 0:
         raise RuntimeError(f"blackhole {address} in {namespace}: {proc.stderr.strip()}")
 
@@ -207,37 +216,59 @@ def test_broker_leaves_a_standby_cut_off_from_the_quorum(tmp_path: Path) -> None
         # the namespaces, without starting every node as cluster.start() would: the broker must
         # start after its links to two controllers are cut
         cluster._network_up()
-        hub = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=enter_namespace, initargs=(cluster.netns.hub,))
+        hub = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=enter_namespace,
+            initargs=(cluster.netns.hub,),
+        )
         for nid in (1, 2, 3):
             cluster.start_node(nid)
-        leader = wait_until(lambda: (lid := in_hub(_active_controller, controllers)) > 0 and lid, 60,
-                            interval_s=0.2, what="an active controller")
+        leader = wait_until(
+            lambda: (lid := in_hub(_active_controller, controllers)) > 0 and lid,
+            60,
+            interval_s=0.2,
+            what="an active controller",
+        )
         standby = min(n for n in (1, 2, 3) if n != leader)
         others = [n for n in (1, 2, 3) if n != standby]
 
         # the broker starts reaching the standby alone: its metadata can only come from there
         cuts.one_way(BROKER, others)
         cluster.start_node(BROKER)
-        wait_until(lambda: in_hub(_applied_metadata_offset, spec.host) >= 0, 60, interval_s=0.2,
-                   what="the broker to follow the standby")
+        wait_until(
+            lambda: in_hub(_applied_metadata_offset, spec.host) >= 0,
+            60,
+            interval_s=0.2,
+            what="the broker to follow the standby",
+        )
         cuts.heal(BROKER)
-        wait_until(lambda: in_hub(_broker_unfenced, controllers, BROKER), 60, interval_s=0.2,
-                   what="the broker registered and unfenced through the active controller")
+        wait_until(
+            lambda: in_hub(_broker_unfenced, controllers, BROKER),
+            60,
+            interval_s=0.2,
+            what="the broker registered and unfenced through the active controller",
+        )
         in_hub(_create_topic, controllers, "before")
-        wait_until(lambda: in_hub(_broker_knows, broker, "before"), 30, interval_s=0.1,
-                   what="the broker to see a topic through the standby")
+        wait_until(
+            lambda: in_hub(_broker_knows, broker, "before"),
+            30,
+            interval_s=0.1,
+            what="the broker to see a topic through the standby",
+        )
         assert in_hub(_active_controller, controllers) == leader
         standby_address = f"{cluster.nodes[standby].host}:{cluster.nodes[standby].controller_port}"
-        assert _left_sources(spec.log_path) <= set(cluster.controller_addresses) - {standby_address}, \
+        assert _left_sources(spec.log_path) <= set(cluster.controller_addresses) - {standby_address}, (
             "the broker left the standby before it was cut off"
+        )
 
         # the standby loses the other controllers, not the broker
         cuts.both_ways(standby, others)
         elapsed = in_hub(_create_and_time, controllers, broker, "after", 5 * BOUND_S)
         assert not in_hub(_controller_has, standby_address, "after"), "the standby was not cut off"
-        structlog.get_logger(__name__).info("topic_seen_by_broker", elapsed_s=elapsed, bound_s=BOUND_S,
-                                            standby=standby, leader=leader)
+        structlog.get_logger(__name__).info(
+            "topic_seen_by_broker", elapsed_s=elapsed, bound_s=BOUND_S, standby=standby, leader=leader
+        )
         assert elapsed is not None, f"the broker never saw the topic (waited {5 * BOUND_S:.0f}s)"
         assert elapsed <= BOUND_S, f"the broker saw the topic after {elapsed:.2f}s, bound {BOUND_S:.1f}s"
     finally:

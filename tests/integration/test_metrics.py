@@ -18,15 +18,19 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraftlog.node import NodeStartupError
-from kraftlog.node._metrics import MetricsEndpoint
 from kraftlog.client import NewTopic, Producer
 from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
+from kraftlog.node import NodeStartupError
+from kraftlog.node._metrics import MetricsEndpoint
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
-             "replica.lag.time.max.ms": 3000, "controller.quorum.election.timeout.ms": 1000}
+OVERRIDES = {
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 3000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
 TOPIC = "metered"
 PARTITIONS = 3
 RECORDS = 90
@@ -38,8 +42,13 @@ def plan_with_metrics(cluster: LocalCluster) -> dict[int, int]:
     """Plan the cluster, then give every node its own ``metrics.port`` (``overrides`` are the same
     for every node, so the port is appended to each node's config file once it is written)."""
     cluster.plan()
-    taken = {p for n in cluster.nodes.values() for base in (n.controller_port, n.broker_port) if base
-             for p in (base, base + 1)}
+    taken = {
+        p
+        for n in cluster.nodes.values()
+        for base in (n.controller_port, n.broker_port)
+        if base
+        for p in (base, base + 1)
+    }
     ports = {}
     for nid, spec in cluster.nodes.items():
         ports[nid] = free_port_pair(taken)
@@ -81,8 +90,9 @@ def metered(tmp_path: Path):
 def test_metrics_of_a_live_cluster(metered: tuple[LocalCluster, dict[int, int]]) -> None:
     cluster, ports = metered
     with cluster.admin(request_timeout_ms=20_000) as admin:
-        wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 3, 30,
-                   what="three unfenced brokers")
+        wait_until(
+            lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == 3, 30, what="three unfenced brokers"
+        )
         resp = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"})])
         assert resp.topics[0].error.code == 0, resp
 
@@ -106,16 +116,18 @@ def test_metrics_of_a_live_cluster(metered: tuple[LocalCluster, dict[int, int]])
     # to exactly the partition logs, which hold nothing else
     with cluster.admin(request_timeout_ms=20_000) as admin:
         leaders = {p.partition_index: p.leader_id for p in admin.describe_topics([TOPIC]).topics[0].partitions}
-    log_bytes = sum(f.stat().st_size for p, leader in leaders.items()
-                    for f in (Path(cluster.nodes[leader].dir) / "data" / f"{TOPIC}-{p}").glob("*.log"))
+    log_bytes = sum(
+        f.stat().st_size
+        for p, leader in leaders.items()
+        for f in (Path(cluster.nodes[leader].dir) / "data" / f"{TOPIC}-{p}").glob("*.log")
+    )
     nodes = scrape_all(cluster, ports)
     assert len(nodes) == 3
     messages_in = sum(total(s, "kraftlog_broker_topic_messages_in_total", topic=TOPIC) for s in nodes.values())
     bytes_in = sum(total(s, "kraftlog_broker_topic_bytes_in_total", topic=TOPIC) for s in nodes.values())
     assert messages_in == RECORDS
     assert bytes_in == log_bytes > payload
-    assert sum(total(s, "kraftlog_broker_request_duration_seconds_count", method="Produce")
-               for s in nodes.values()) > 0
+    assert sum(total(s, "kraftlog_broker_request_duration_seconds_count", method="Produce") for s in nodes.values()) > 0
     assert sum(total(s, "kraftlog_broker_replication_bytes_out_total") for s in nodes.values()) >= 2 * log_bytes
     for s in nodes.values():  # a combined node serves both roles' metrics, and the process collector's
         assert total(s, "kraftlog_raft_current_epoch") >= 1
@@ -129,8 +141,9 @@ def test_metrics_of_a_live_cluster(metered: tuple[LocalCluster, dict[int, int]])
 
     def isr_full() -> bool:
         now = scrape_all(cluster, ports)
-        return (sum(total(s, "kraftlog_broker_leader_partitions") for s in now.values()) == PARTITIONS
-                and all(total(s, "kraftlog_broker_under_replicated_partitions") == 0 for s in now.values()))
+        return sum(total(s, "kraftlog_broker_leader_partitions") for s in now.values()) == PARTITIONS and all(
+            total(s, "kraftlog_broker_under_replicated_partitions") == 0 for s in now.values()
+        )
 
     wait_until(isr_full, 15, what="no under-replicated partition once the ISR is full")
 
@@ -179,8 +192,12 @@ def test_a_taken_metrics_port_stops_the_node_naming_the_key(tmp_path: Path) -> N
         config = cluster.nodes[1].config_path
         with config.open("a", encoding="utf-8") as f:
             f.write(f'"metrics.port" = {port}\n')
-        proc = subprocess.run([sys.executable, "-m", "kraftlog.cli", "serve", "-c", str(config)],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "kraftlog.cli", "serve", "-c", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert "metrics.port" in last and f"127.0.0.1:{port}" in last, proc.stderr

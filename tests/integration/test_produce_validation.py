@@ -16,10 +16,10 @@ import pytest
 
 from kraftlog import storage
 from kraftlog.client import Consumer, NewTopic
-from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.proto import broker_pb2, broker_pb2_grpc
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import crc32c, write_varint
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +39,9 @@ def _record(offset_delta: int, value: bytes = b"value") -> bytes:
 
 def _batch(section: bytes, count: int, *, attributes: int = 0, base_offset: int = 0) -> bytes:
     now = int(time.time() * 1000)
-    header = bytearray(_HEADER.pack(base_offset, 49 + len(section), -1, 2, 0, attributes, count - 1, now, now,
-                                    -1, -1, -1, count))
+    header = bytearray(
+        _HEADER.pack(base_offset, 49 + len(section), -1, 2, 0, attributes, count - 1, now, now, -1, -1, -1, count)
+    )
     struct.pack_into(">I", header, 17, crc32c(bytes(header[21:]) + section))
     return bytes(header) + section
 
@@ -51,13 +52,18 @@ def _good(*values: bytes) -> bytes:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = LocalCluster(tmp_path_factory.mktemp("validate") / "c", controllers=1, combined=True,
-                     overrides={"broker.heartbeat.interval.ms": 500})
+    c = LocalCluster(
+        tmp_path_factory.mktemp("validate") / "c",
+        controllers=1,
+        combined=True,
+        overrides={"broker.heartbeat.interval.ms": 500},
+    )
     c.start(timeout_s=90)
     try:
         with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       what="an unfenced broker")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
+            )
             for topic in ("checked", "ondisk"):
                 assert admin.create_topics([NewTopic(topic, 1, 1)]).topics[0].error.code == 0
         yield c
@@ -65,23 +71,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.stop()
 
 
-def _produce(cluster: LocalCluster, records: bytes,
-             topic: str = "checked") -> broker_pb2.ProduceResponse.PartitionResponse:
+def _produce(
+    cluster: LocalCluster, records: bytes, topic: str = "checked"
+) -> broker_pb2.ProduceResponse.PartitionResponse:
     R = broker_pb2.ProduceRequest
     with grpc.insecure_channel(f"127.0.0.1:{cluster.nodes[1].broker_port}") as ch:
-        resp = broker_pb2_grpc.BrokerServiceStub(ch).Produce(R(acks=1, timeout_ms=10_000, topics=[
-            R.TopicData(name=topic, partitions=[R.PartitionData(index=0, records=records)])]), timeout=30)
+        resp = broker_pb2_grpc.BrokerServiceStub(ch).Produce(
+            R(
+                acks=1,
+                timeout_ms=10_000,
+                topics=[R.TopicData(name=topic, partitions=[R.PartitionData(index=0, records=records)])],
+            ),
+            timeout=30,
+        )
     return resp.topics[0].partitions[0]
 
 
-def _produce_when_led(cluster: LocalCluster, records: bytes,
-                      topic: str = "checked") -> broker_pb2.ProduceResponse.PartitionResponse:
+def _produce_when_led(
+    cluster: LocalCluster, records: bytes, topic: str = "checked"
+) -> broker_pb2.ProduceResponse.PartitionResponse:
     def attempt() -> broker_pb2.ProduceResponse.PartitionResponse | None:
         try:
             p = _produce(cluster, records, topic)
         except grpc.RpcError:
             return None
         return p if p.error.code == 0 else None
+
     return wait_until(attempt, 60, what="an acknowledged produce")
 
 
@@ -89,8 +104,9 @@ def test_bad_batches_are_refused_and_nothing_of_them_is_stored(cluster: LocalClu
     assert _produce_when_led(cluster, _good(b"a", b"b")).base_offset == 0
     too_few = _produce(cluster, _batch(_record(0) + _record(1), count=3))
     assert too_few.error.name == "INVALID_RECORD" and too_few.base_offset == -1
-    assert [(e.batch_index, e.message) for e in too_few.record_errors] == \
-        [(2, "the batch declares 3 records but holds 2")]
+    assert [(e.batch_index, e.message) for e in too_few.record_errors] == [
+        (2, "the batch declares 3 records but holds 2")
+    ]
     not_gzip = _produce(cluster, _batch(gzip.compress(_record(0))[:-10], count=1, attributes=1))
     assert not_gzip.error.name == "CORRUPT_MESSAGE"
     shuffled = _produce(cluster, _batch(_record(1) + _record(0), count=2))

@@ -31,8 +31,9 @@ def _topic_records(cluster: LocalCluster, node_id: int, name: str) -> int:
 
 
 def _create(address: str, name: str, deadline_s: float) -> str:
-    request = admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1)])
+    request = admin_pb2.CreateTopicsRequest(
+        topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)]
+    )
     with grpc.insecure_channel(address) as channel:
         try:
             resp = admin_pb2_grpc.AdminServiceStub(channel).CreateTopics(request, timeout=deadline_s)
@@ -47,16 +48,26 @@ def _log_text(cluster: LocalCluster, node_id: int) -> str:
 
 @pytest.mark.timeout(240)
 def test_retried_create_topics_with_paused_standbys_commits_one_topic_record(tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path / "c", controllers=3, brokers=1, overrides={
-        "controller.quorum.election.timeout.ms": 5000,
-        "controller.quorum.request.timeout.ms": REQUEST_TIMEOUT_MS,
-        "broker.session.timeout.ms": 30000})
+    cluster = LocalCluster(
+        tmp_path / "c",
+        controllers=3,
+        brokers=1,
+        overrides={
+            "controller.quorum.election.timeout.ms": 5000,
+            "controller.quorum.request.timeout.ms": REQUEST_TIMEOUT_MS,
+            "broker.session.timeout.ms": 30000,
+        },
+    )
     try:
         cluster.start(timeout_s=90)
         controllers = [n for n, s in cluster.nodes.items() if s.controller_port]
         with cluster.admin(request_timeout_ms=5_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       interval_s=0.2, what="the broker to be unfenced")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers),
+                60,
+                interval_s=0.2,
+                what="the broker to be unfenced",
+            )
         active = cluster.active_controller(timeout_s=30)
         assert active is not None
         standbys = [n for n in controllers if n != active]
@@ -72,8 +83,12 @@ def test_retried_create_topics_with_paused_standbys_commits_one_topic_record(tmp
         finally:
             for n in standbys:
                 cluster.resume(n)
-        wait_until(lambda: cluster.active_controller(timeout_s=2) is not None, 60, interval_s=0.2,
-                   what="an active controller after the standbys resumed")
+        wait_until(
+            lambda: cluster.active_controller(timeout_s=2) is not None,
+            60,
+            interval_s=0.2,
+            what="an active controller after the standbys resumed",
+        )
         answer = ""
 
         def settled() -> bool:
@@ -86,16 +101,23 @@ def test_retried_create_topics_with_paused_standbys_commits_one_topic_record(tmp
             return answer in ("NONE", "TOPIC_ALREADY_EXISTS")
 
         wait_until(settled, 60, interval_s=0.5, what="CreateTopics to be answered after the pause")
-        wait_until(lambda: all(_topic_records(cluster, n, "orders") == 1 for n in controllers), 30,
-                   what="every controller to hold the topic")
+        wait_until(
+            lambda: all(_topic_records(cluster, n, "orders") == 1 for n in controllers),
+            30,
+            what="every controller to hold the topic",
+        )
         for n in controllers:
             assert _topic_records(cluster, n, "orders") == 1, n
             assert "metadata_replay_failed" not in _log_text(cluster, n)
             assert "MetadataReplayError" not in _log_text(cluster, n)
         for n in controllers:  # every controller restarts and replays its log
             cluster.restart_node(n)
-            wait_until(lambda: cluster.active_controller(timeout_s=2) is not None, 60, interval_s=0.2,
-                       what=f"an active controller after restarting {n}")
+            wait_until(
+                lambda: cluster.active_controller(timeout_s=2) is not None,
+                60,
+                interval_s=0.2,
+                what=f"an active controller after restarting {n}",
+            )
             assert cluster.is_running(n)
             assert "metadata_replay_failed" not in _log_text(cluster, n)
     finally:
@@ -106,9 +128,17 @@ def test_retried_create_topics_with_paused_standbys_commits_one_topic_record(tmp
 def test_a_combined_node_paused_and_resumed_stops_cleanly_and_promptly(tmp_path: Path) -> None:
     """Seen under chaos: a combined node SIGSTOPped while it led, resumed, then sent SIGTERM logged
     ``metadata_quorum_stopped`` but never ``node_stopped`` and was killed after 30 s."""
-    cluster = LocalCluster(tmp_path / "c", controllers=3, combined=True, overrides={
-        "broker.session.timeout.ms": 2000, "broker.heartbeat.interval.ms": 500,
-        "replica.lag.time.max.ms": 2000, "controller.quorum.election.timeout.ms": 1000})
+    cluster = LocalCluster(
+        tmp_path / "c",
+        controllers=3,
+        combined=True,
+        overrides={
+            "broker.session.timeout.ms": 2000,
+            "broker.heartbeat.interval.ms": 500,
+            "replica.lag.time.max.ms": 2000,
+            "controller.quorum.election.timeout.ms": 1000,
+        },
+    )
     try:
         cluster.start(timeout_s=90)
         victim = cluster.active_controller(timeout_s=30)
@@ -116,13 +146,20 @@ def test_a_combined_node_paused_and_resumed_stops_cleanly_and_promptly(tmp_path:
         others = [n for n in cluster.nodes if n != victim]
         cluster.pause(victim)
         try:
-            wait_until(lambda: cluster.active_controller(timeout_s=2) in others, 30, interval_s=0.2,
-                       what="another active controller while the first is paused")
+            wait_until(
+                lambda: cluster.active_controller(timeout_s=2) in others,
+                30,
+                interval_s=0.2,
+                what="another active controller while the first is paused",
+            )
         finally:
             cluster.resume(victim)
         changes = _log_text(cluster, victim).count("metadata_quorum_leader_change")
-        wait_until(lambda: _log_text(cluster, victim).count("metadata_quorum_leader_change") > changes, 30,
-                   what="the resumed node to learn of the new leader")
+        wait_until(
+            lambda: _log_text(cluster, victim).count("metadata_quorum_leader_change") > changes,
+            30,
+            what="the resumed node to learn of the new leader",
+        )
         started = time.monotonic()
         cluster.stop_node(victim, timeout_s=60)
         took = time.monotonic() - started
@@ -139,8 +176,12 @@ def test_pauses_and_kills_in_the_worst_order_always_end_with_an_active_controlle
     the quorum without an active controller for good: a leader whose first NoOp could not commit
     (its majority paused) gave up after 30 s, and a resign was asked once. After each round an
     active controller must be back within 10 s and commit."""
-    cluster = LocalCluster(tmp_path / "c", controllers=3, brokers=1, overrides={
-        "controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 30000})
+    cluster = LocalCluster(
+        tmp_path / "c",
+        controllers=3,
+        brokers=1,
+        overrides={"controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 30000},
+    )
     rounds = 0
     try:
         cluster.start(timeout_s=90)
@@ -151,8 +192,12 @@ def test_pauses_and_kills_in_the_worst_order_always_end_with_an_active_controlle
 
         active_within("the first active controller", 60)
         with cluster.admin(request_timeout_ms=5_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       interval_s=0.2, what="the broker to be unfenced")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers),
+                60,
+                interval_s=0.2,
+                what="the broker to be unfenced",
+            )
         for round_ in range(2):
             # 1. both standbys paused: the leader loses its majority and must stop acting; the old
             #    leader killed; the standbys resumed: one of them must become active
@@ -160,8 +205,12 @@ def test_pauses_and_kills_in_the_worst_order_always_end_with_an_active_controlle
             standbys = [n for n in controllers if n != leader]
             for n in standbys:
                 cluster.pause(n)
-            wait_until(lambda: cluster.active_controller(timeout_s=1) is None, 10, interval_s=0.1,
-                       what="the isolated leader to stop acting as active")
+            wait_until(
+                lambda: cluster.active_controller(timeout_s=1) is None,
+                10,
+                interval_s=0.1,
+                what="the isolated leader to stop acting as active",
+            )
             cluster.kill(leader)
             for n in standbys:
                 cluster.resume(n)

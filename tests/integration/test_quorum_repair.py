@@ -30,8 +30,12 @@ def test_unreplayable_record_stops_the_node_and_check_and_repair_bring_it_back(t
     try:
         cluster.start(timeout_s=90)
         with cluster.admin(request_timeout_ms=10_000) as admin:
-            wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                       interval_s=0.2, what="the broker to be unfenced")
+            wait_until(
+                lambda: any(not b.fenced for b in admin.describe_cluster().brokers),
+                60,
+                interval_s=0.2,
+                what="the broker to be unfenced",
+            )
             resp = admin.create_topics([NewTopic("kept", 1, 1)], timeout_ms=10_000)
             assert resp.topics[0].error.name == "NONE"
         cluster.stop()
@@ -43,8 +47,16 @@ def test_unreplayable_record_stops_the_node_and_check_and_repair_bring_it_back(t
         bad_offset = entries[-1].offset + 1
         # what an older, buggy controller could have written: a second TopicRecord for one name
         with MetadataLogWriter(mdir, segment_bytes=1 << 20, fsync=True) as writer:
-            writer.append([LogEntry(bad_offset, entries[-1].epoch, entries[-1].timestamp_ms,
-                                    TopicRecord(name="kept", topic_id="AAAAAAAAAAAAAAAAAAAAAA"))])
+            writer.append(
+                [
+                    LogEntry(
+                        bad_offset,
+                        entries[-1].epoch,
+                        entries[-1].timestamp_ms,
+                        TopicRecord(name="kept", topic_id="AAAAAAAAAAAAAAAAAAAAAA"),
+                    )
+                ]
+            )
 
         cluster.start_node(1)
         wait_until(lambda: not cluster.is_running(1), 60, what="the controller to stop on the bad record")
@@ -59,8 +71,9 @@ def test_unreplayable_record_stops_the_node_and_check_and_repair_bring_it_back(t
         assert report["failure"]["offset"] == bad_offset
         assert report["failure"]["record_type"] == "TopicRecord"
 
-        repaired = _kraftlog("quorum", "repair", "-c", str(spec.config_path), "--before", str(bad_offset),
-                             "--output", "json")
+        repaired = _kraftlog(
+            "quorum", "repair", "-c", str(spec.config_path), "--before", str(bad_offset), "--output", "json"
+        )
         assert repaired.returncode == 0, repaired
         assert json.loads(repaired.stdout)["dropped_entries"] == 1
         assert _kraftlog("quorum", "check", "-c", str(spec.config_path)).returncode == 0

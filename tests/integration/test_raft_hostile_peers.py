@@ -61,10 +61,12 @@ _created = 0
 
 def quorum_state(cluster: LocalCluster) -> tuple[int, int]:
     """(leader id, epoch) as the quorum reports it, once it has a leader."""
+
     def ask() -> tuple[int, int] | None:
         with cluster.admin(request_timeout_ms=3000) as admin:
             resp = admin.describe_quorum()
         return (resp.leader_id, resp.leader_epoch) if resp.error.code == 0 and resp.leader_id >= 0 else None
+
     return wait_until(ask, 20, interval_s=0.1, what="the quorum to report a leader")
 
 
@@ -116,7 +118,7 @@ def read_until_closed(sock: socket.socket, timeout_s: float) -> bytes:
         sock.settimeout(left)
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             return data
@@ -138,11 +140,13 @@ def log_events(cluster: LocalCluster, nid: int) -> list[dict[str, Any]]:
 
 def refusal_of(cluster: LocalCluster, nid: int, peer: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The node's log line refusing the connection from ``peer`` (``ip:port``)."""
+
     def find() -> dict[str, Any] | None:
         for event in log_events(cluster, nid):
             if event.get("event") == "raft_peer_refused" and event.get("peer") == peer:
                 return event
         return None
+
     return wait_until(find, timeout_s, interval_s=0.1, what=f"node {nid} to log the refusal of {peer}")
 
 
@@ -188,8 +192,9 @@ def read_frame(sock: socket.socket, timeout_s: float = 5.0) -> bytes | None:
         return None
 
 
-def handshake(cluster: LocalCluster, target: int, *, claim: Any, password: str | None = None,
-              cluster_id: str | None = None) -> tuple[socket.socket, bool]:
+def handshake(
+    cluster: LocalCluster, target: int, *, claim: Any, password: str | None = None, cluster_id: str | None = None
+) -> tuple[socket.socket, bool]:
     """Run the initiator side of the Raft handshake against ``target`` claiming node id ``claim``.
 
     Returns the socket and whether the node answered the hello with a challenge.
@@ -241,21 +246,23 @@ def _listening_addresses(port: int) -> set[str]:
                     found.add(str(ipaddress.IPv4Address(bytes.fromhex(addr_hex)[::-1])))
                 else:
                     raw = bytes.fromhex(addr_hex)
-                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
                     found.add(str(ipaddress.IPv6Address(raw)))
     return found
 
 
 def test_raft_port_listens_on_the_configured_host_only(cluster: LocalCluster) -> None:
     for nid in cluster.nodes:
-        assert _listening_addresses(raft_port(cluster, nid)) == {"127.0.0.1"}, \
+        assert _listening_addresses(raft_port(cluster, nid)) == {"127.0.0.1"}, (
             f"controller {nid}'s Raft port must listen on its voter host 127.0.0.1 only"
+        )
 
 
 def _marker_payload(marker: Path) -> bytes:
     class RunsCode:
         def __reduce__(self) -> tuple[Any, ...]:
             return (os.mkdir, (str(marker),))
+
     return pickle.dumps(RunsCode())
 
 
@@ -268,8 +275,9 @@ def test_a_pickle_payload_runs_no_code(cluster: LocalCluster, tmp_path: Path) ->
     encryptor = getEncryptor(str(cluster.password))
     for nid in targets(cluster):
         variants = {
-            "pysyncobj-encrypted": lambda p: struct.pack("i", len(c := encryptor.encrypt_at_time(
-                zlib.compress(p, 3), int(time.monotonic())))) + c,
+            "pysyncobj-encrypted": lambda p: (
+                struct.pack("i", len(c := encryptor.encrypt_at_time(zlib.compress(p, 3), int(time.monotonic())))) + c
+            ),
             "pysyncobj-plain": lambda p: struct.pack("i", len(c := zlib.compress(p, 3))) + c,
             "raw-pickle-frame": lambda p: frame(p),
         }
@@ -279,8 +287,11 @@ def test_a_pickle_payload_runs_no_code(cluster: LocalCluster, tmp_path: Path) ->
             peer = peer_of(sock)
             sock.sendall(build(_marker_payload(marker)))
             try:
-                wait_until(lambda: marker.exists() or log_has_refusal(cluster, nid, peer), 15,
-                           what=f"node {nid} to refuse the {name} pickle frame")
+                wait_until(
+                    lambda: marker.exists() or log_has_refusal(cluster, nid, peer),
+                    15,
+                    what=f"node {nid} to refuse the {name} pickle frame",
+                )
             finally:
                 sock.close()
             assert not marker.exists(), f"the {name} pickle frame ran code on controller {nid}"
@@ -383,10 +394,18 @@ def test_an_authenticated_voter_sending_malformed_messages_is_dropped(cluster: L
     target = min(cluster.nodes, key=lambda n: raft_address(cluster, n))
     # impersonate a dialling voter that is not the leader: the target's link to it is not needed
     claim = next(n for n in cluster.nodes if n not in (target, leader))
-    bad = [{"type": "request_vote", "term": [before[1] + 5], "last_log_index": 1, "last_log_term": 1},
-           {"type": "append_entries", "term": before[1] + 5, "commit_index": 0, "entries": [[b"\x00", 1]],
-            "prevLogIdx": 0, "prevLogTerm": 0},
-           {"type": "next_node_idx", "next_node_idx": "0", "reset": True, "success": True}]
+    bad = [
+        {"type": "request_vote", "term": [before[1] + 5], "last_log_index": 1, "last_log_term": 1},
+        {
+            "type": "append_entries",
+            "term": before[1] + 5,
+            "commit_index": 0,
+            "entries": [[b"\x00", 1]],
+            "prevLogIdx": 0,
+            "prevLogTerm": 0,
+        },
+        {"type": "next_node_idx", "next_node_idx": "0", "reset": True, "success": True},
+    ]
     key = derive_auth_key(str(cluster.password), str(cluster.cluster_id))
     for message in bad:
         hs = InitiatorHandshake(auth_key=key, cluster_id=str(cluster.cluster_id), node_id=claim, peer_id=target)
@@ -408,9 +427,16 @@ def test_an_authenticated_voter_sending_malformed_messages_is_dropped(cluster: L
         event = refusal_of(cluster, target, peer)
         assert (event["error"], event["phase"], event["voter"]) == ("CORRUPT_MESSAGE", "established", claim)
         # the real voter dials again and is back
-        wait_until(lambda: any(e.get("event") == "raft_peer_authenticated" and e.get("voter") == claim
-                               and e["timestamp"] > event["timestamp"] for e in log_events(cluster, target)),
-                   10, what=f"voter {claim} to reconnect to {target}")
+        wait_until(
+            lambda: any(
+                e.get("event") == "raft_peer_authenticated"
+                and e.get("voter") == claim
+                and e["timestamp"] > event["timestamp"]
+                for e in log_events(cluster, target)
+            ),
+            10,
+            what=f"voter {claim} to reconnect to {target}",
+        )
     assert_quorum_intact(cluster, before)
 
 
@@ -431,7 +457,7 @@ def _send_some(sock: socket.socket, data: bytes, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while sent < len(data) and time.monotonic() < deadline:
         try:
-            sent += sock.send(view[sent:sent + 262144])
+            sent += sock.send(view[sent : sent + 262144])
         except BlockingIOError:
             select.select([], [sock], [], 0.05)
         except OSError as err:
@@ -467,8 +493,10 @@ def test_oversized_length_prefixes_keep_memory_bounded(cluster: LocalCluster) ->
                 sock.close()
         growth = peak - rss_before
         assert growth < RSS_BOUND_BYTES, f"controller {nid} grew by {growth >> 20} MiB"
-        assert any(e.get("event") == "raft_peer_refused" and e.get("error") == "MESSAGE_TOO_LARGE"
-                   for e in log_events(cluster, nid))
+        assert any(
+            e.get("event") == "raft_peer_refused" and e.get("error") == "MESSAGE_TOO_LARGE"
+            for e in log_events(cluster, nid)
+        )
     assert_quorum_intact(cluster, before)
 
 

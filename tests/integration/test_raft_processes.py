@@ -83,9 +83,25 @@ class NodeProc:
         self._ready.clear()
         stderr = open(self.dir / "stderr.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), "--node-id", str(self.node_id), "--voters", self.voters,
-             "--data-dir", str(self.dir), "--password", PASSWORD, "--election-timeout-ms", str(ELECTION_MS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO)
+            [
+                sys.executable,
+                str(DRIVER),
+                "--node-id",
+                str(self.node_id),
+                "--voters",
+                self.voters,
+                "--data-dir",
+                str(self.dir),
+                "--password",
+                PASSWORD,
+                "--election-timeout-ms",
+                str(ELECTION_MS),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=REPO,
+        )
         stderr.close()
         with self._lock:
             self.alive = True
@@ -225,8 +241,9 @@ class Streamer:
                 self._stop.wait(0.01)
                 continue
             value = f"s-{next(self._counter)}"
-            reply = self.nodes[target].call("propose", timeout=PROPOSAL_TIMEOUT + 5, values=[value],
-                                            timeout_s=PROPOSAL_TIMEOUT)
+            reply = self.nodes[target].call(
+                "propose", timeout=PROPOSAL_TIMEOUT + 5, values=[value], timeout_s=PROPOSAL_TIMEOUT
+            )
             now = time.monotonic()
             with self._lock:
                 if reply.get("ok"):
@@ -263,16 +280,20 @@ def test_raft_processes_failover_convergence_and_minority(tmp_path: Path) -> Non
         latency = nodes[leader].call("latency", timeout=60, count=300)
         bench = nodes[leader].call("bench", timeout=120, count=3000, concurrency=64)
         assert bench["errors"] == 0 and latency["count"] == 300
-        print(f"\ncommit latency (sequential, 300): p50 {latency['p50_ms']:.2f} ms, "
-              f"p99 {latency['p99_ms']:.2f} ms, mean {latency['mean_ms']:.2f} ms")
-        print(f"throughput (3000 proposals, 64 in flight): {bench['commits_per_s']:.0f} commits/s, "
-              f"p50 {bench['p50_ms']:.1f} ms, p99 {bench['p99_ms']:.1f} ms")
+        print(
+            f"\ncommit latency (sequential, 300): p50 {latency['p50_ms']:.2f} ms, "
+            f"p99 {latency['p99_ms']:.2f} ms, mean {latency['mean_ms']:.2f} ms"
+        )
+        print(
+            f"throughput (3000 proposals, 64 in flight): {bench['commits_per_s']:.0f} commits/s, "
+            f"p50 {bench['p50_ms']:.1f} ms, p99 {bench['p99_ms']:.1f} ms"
+        )
 
         # ---- 2. kill -9 the leader under a stream of proposals, three times
         streamer = Streamer(nodes)
         streamer.start()
         failovers: list[float] = []
-        for cycle in range(3):
+        for _cycle in range(3):
             base = streamer.ack_count()
             poll(lambda: streamer.ack_count() >= base + 30, timeout=15, what="the stream to flow")
             leader = poll(lambda: current_leader(nodes), timeout=15, what="a leader")
@@ -290,19 +311,27 @@ def test_raft_processes_failover_convergence_and_minority(tmp_path: Path) -> Non
             with streamer._lock:
                 acked = list(streamer.acks)
             for node in survivors:
-                poll(lambda: assert_acks_present(node, acked), timeout=10,
-                     what=f"every acknowledged proposal on survivor {node.node_id}")
+                poll(
+                    lambda: assert_acks_present(node, acked),
+                    timeout=10,
+                    what=f"every acknowledged proposal on survivor {node.node_id}",
+                )
             nodes[leader].spawn()
             nodes[leader].wait_ready()
             restarted = nodes[leader]
             with streamer._lock:
                 acked = list(streamer.acks)
-            poll(lambda: assert_acks_present(restarted, acked), timeout=15,
-                 what=f"restarted node {restarted.node_id} to catch up")
+            poll(
+                lambda: assert_acks_present(restarted, acked),
+                timeout=15,
+                what=f"restarted node {restarted.node_id} to catch up",
+            )
         streamer.stop()
-        print(f"first commit after kill -9 of the leader: {', '.join(f'{s:.2f}' for s in failovers)} s "
-              f"(median {statistics.median(failovers):.2f} s); {len(streamer.acks)} acknowledged, "
-              f"{streamer.failures} refused or timed out during failovers")
+        print(
+            f"first commit after kill -9 of the leader: {', '.join(f'{s:.2f}' for s in failovers)} s "
+            f"(median {statistics.median(failovers):.2f} s); {len(streamer.acks)} acknowledged, "
+            f"{streamer.failures} refused or timed out during failovers"
+        )
         assert all(s < 3.0 for s in failovers), failovers
 
         # ---- 3. convergence: three identical logs holding every acknowledged proposal
@@ -331,8 +360,11 @@ def test_raft_processes_failover_convergence_and_minority(tmp_path: Path) -> Non
         assert reply["seconds"] < 1.0 + 0.5
         for node in others:
             node.kill9()
-        poll(lambda: not (lone.status() or {}).get("is_leader"), timeout=3 * ELECTION_MS / 1000,
-             what="the lone leader to step down")
+        poll(
+            lambda: not (lone.status() or {}).get("is_leader"),
+            timeout=3 * ELECTION_MS / 1000,
+            what="the lone leader to step down",
+        )
         reply = lone.call("propose", timeout=PROPOSAL_TIMEOUT + 5, values=["lonely-1"], timeout_s=1.0)
         assert not reply["ok"] and reply["error"] == "NOT_CONTROLLER", reply
         assert reply["seconds"] < 0.5

@@ -14,7 +14,8 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
     python tests/perf/broker_bench.py [--quick] [--rf1-only]
 
 Targets (issue 4, issue 12): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records) and consume
->= 0.8; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The last line printed is one JSON object of the figures.
+>= 0.8; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The
+last line printed is one JSON object of the figures.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -38,8 +38,12 @@ from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
 
 MIB = 1024 * 1024
-OVERRIDES = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000,
-             "replica.lag.time.max.ms": 4000, "controller.quorum.election.timeout.ms": 1000}
+OVERRIDES = {
+    "broker.heartbeat.interval.ms": 500,
+    "broker.session.timeout.ms": 2000,
+    "replica.lag.time.max.ms": 4000,
+    "controller.quorum.election.timeout.ms": 1000,
+}
 
 
 def one_mib_batch(value_bytes: int = 1000) -> tuple[bytes, int]:
@@ -58,8 +62,9 @@ def echo_mb_s(address: str, payload: bytes, seconds: float, threads: int) -> flo
     stop = time.monotonic() + seconds
 
     def work(i: int) -> None:
-        with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 * MIB),
-                                                     ("grpc.max_send_message_length", 64 * MIB)]) as ch:
+        with grpc.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", 64 * MIB), ("grpc.max_send_message_length", 64 * MIB)]
+        ) as ch:
             stub = diagnostics_pb2_grpc.DiagnosticsServiceStub(ch)
             while time.monotonic() < stop:
                 stub.Echo(diagnostics_pb2.EchoRequest(payload=payload), timeout=30)
@@ -77,11 +82,13 @@ def _timed(threads: int, work):
         for t in ts:
             t.join()
         return sum(done) / 1e6 / (time.monotonic() - start)
+
     return run
 
 
-def produce_mb_s(address: str, topic: str, partitions: int, batch: bytes, acks: int, seconds: float,
-                 threads: int) -> float:
+def produce_mb_s(
+    address: str, topic: str, partitions: int, batch: bytes, acks: int, seconds: float, threads: int
+) -> float:
     done = [0] * threads
     stop = time.monotonic() + seconds
 
@@ -90,9 +97,18 @@ def produce_mb_s(address: str, topic: str, partitions: int, batch: bytes, acks: 
             stub = broker_pb2_grpc.BrokerServiceStub(ch)
             p = i % partitions
             while time.monotonic() < stop:
-                r = stub.Produce(broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000, topics=[
-                    broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
-                        broker_pb2.ProduceRequest.PartitionData(index=p, records=batch)])]), timeout=60)
+                r = stub.Produce(
+                    broker_pb2.ProduceRequest(
+                        acks=acks,
+                        timeout_ms=30_000,
+                        topics=[
+                            broker_pb2.ProduceRequest.TopicData(
+                                name=topic, partitions=[broker_pb2.ProduceRequest.PartitionData(index=p, records=batch)]
+                            )
+                        ],
+                    ),
+                    timeout=60,
+                )
                 if r.topics[0].partitions[0].error.code == 0:
                     done[i] += len(batch)
 
@@ -108,12 +124,30 @@ def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> flo
             for p in range(i, partitions, threads):
                 offset = 0
                 while True:
-                    f = stub.Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0,
-                                                           max_bytes=MIB, topics=[broker_pb2.FetchRequest.FetchTopic(
-                                                               topic=topic, partitions=[broker_pb2.FetchRequest.FetchPartition(
-                                                                   partition=p, current_leader_epoch=-1, fetch_offset=offset,
-                                                                   last_fetched_epoch=-1, log_start_offset=-1,
-                                                                   partition_max_bytes=MIB)])]), timeout=30)
+                    f = stub.Fetch(
+                        broker_pb2.FetchRequest(
+                            replica_id=-1,
+                            max_wait_ms=0,
+                            min_bytes=0,
+                            max_bytes=MIB,
+                            topics=[
+                                broker_pb2.FetchRequest.FetchTopic(
+                                    topic=topic,
+                                    partitions=[
+                                        broker_pb2.FetchRequest.FetchPartition(
+                                            partition=p,
+                                            current_leader_epoch=-1,
+                                            fetch_offset=offset,
+                                            last_fetched_epoch=-1,
+                                            log_start_offset=-1,
+                                            partition_max_bytes=MIB,
+                                        )
+                                    ],
+                                )
+                            ],
+                        ),
+                        timeout=30,
+                    )
                     part = f.responses[0].partitions[0]
                     if part.error.code or not part.records:
                         break
@@ -128,8 +162,13 @@ def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> flo
 
 def leader_address(cluster: LocalCluster, topic: str, partition: int = 0) -> tuple[int, str]:
     with cluster.admin(request_timeout_ms=20_000) as admin:
-        part = wait_until(lambda: (lambda p: p if p.leader_id >= 0 else None)(
-            admin.describe_topics([topic]).topics[0].partitions[partition]), 30, what="a leader")
+        part = wait_until(
+            lambda: (lambda p: p if p.leader_id >= 0 else None)(
+                admin.describe_topics([topic]).topics[0].partitions[partition]
+            ),
+            30,
+            what="a leader",
+        )
     nid = part.leader_id
     return nid, f"127.0.0.1:{cluster.nodes[nid].broker_port}"
 
@@ -143,8 +182,9 @@ def start_cluster(base: Path, brokers: int) -> LocalCluster:
         c = LocalCluster(base, controllers=3, brokers=brokers, overrides=OVERRIDES)
     c.start(timeout_s=90)
     with c.admin(request_timeout_ms=20_000) as admin:
-        wait_until(lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == brokers, 60,
-                   what="brokers unfenced")
+        wait_until(
+            lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == brokers, 60, what="brokers unfenced"
+        )
     return c
 
 
@@ -159,12 +199,30 @@ def e2e_latency_ms(cluster: LocalCluster, topic: str, count: int, rate_per_s: fl
             stub = broker_pb2_grpc.BrokerServiceStub(ch)
             offset = 0
             while not done.is_set() and len(latencies) < count:
-                f = stub.Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=MIB,
-                                                       topics=[broker_pb2.FetchRequest.FetchTopic(topic=topic, partitions=[
-                                                           broker_pb2.FetchRequest.FetchPartition(
-                                                               partition=0, current_leader_epoch=-1, fetch_offset=offset,
-                                                               last_fetched_epoch=-1, log_start_offset=-1,
-                                                               partition_max_bytes=MIB)])]), timeout=10)
+                f = stub.Fetch(
+                    broker_pb2.FetchRequest(
+                        replica_id=-1,
+                        max_wait_ms=500,
+                        min_bytes=1,
+                        max_bytes=MIB,
+                        topics=[
+                            broker_pb2.FetchRequest.FetchTopic(
+                                topic=topic,
+                                partitions=[
+                                    broker_pb2.FetchRequest.FetchPartition(
+                                        partition=0,
+                                        current_leader_epoch=-1,
+                                        fetch_offset=offset,
+                                        last_fetched_epoch=-1,
+                                        log_start_offset=-1,
+                                        partition_max_bytes=MIB,
+                                    )
+                                ],
+                            )
+                        ],
+                    ),
+                    timeout=10,
+                )
                 now = time.monotonic()
                 for _pos, b in storage.iter_batches(f.responses[0].partitions[0].records):
                     for r in b.records():
@@ -180,9 +238,18 @@ def e2e_latency_ms(cluster: LocalCluster, topic: str, count: int, rate_per_s: fl
             value = f"lat-{i}".encode()
             batch = storage.build_batch([(None, value)], timestamp_ms=int(time.time() * 1000))
             sent[value] = time.monotonic()
-            stub.Produce(broker_pb2.ProduceRequest(acks=-1, timeout_ms=5000, topics=[
-                broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
-                    broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])]), timeout=10)
+            stub.Produce(
+                broker_pb2.ProduceRequest(
+                    acks=-1,
+                    timeout_ms=5000,
+                    topics=[
+                        broker_pb2.ProduceRequest.TopicData(
+                            name=topic, partitions=[broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)]
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
             time.sleep(1.0 / rate_per_s)
     t.join(20)
     done.set()
@@ -203,9 +270,19 @@ def failover_s(cluster: LocalCluster, topic: str) -> float:
                 addr = f"127.0.0.1:{spec.broker_port}"
                 ch = channels.setdefault(addr, grpc.insecure_channel(addr))
                 try:
-                    r = broker_pb2_grpc.BrokerServiceStub(ch).Produce(broker_pb2.ProduceRequest(
-                        acks=-1, timeout_ms=2000, topics=[broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
-                            broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])]), timeout=3)
+                    r = broker_pb2_grpc.BrokerServiceStub(ch).Produce(
+                        broker_pb2.ProduceRequest(
+                            acks=-1,
+                            timeout_ms=2000,
+                            topics=[
+                                broker_pb2.ProduceRequest.TopicData(
+                                    name=topic,
+                                    partitions=[broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)],
+                                )
+                            ],
+                        ),
+                        timeout=3,
+                    )
                 except grpc.RpcError:
                     continue
                 if r.topics[0].partitions[0].error.code == 0:
@@ -223,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short variant for CI")
     parser.add_argument("--rf1-only", action="store_true", help="only the single-broker measurements")
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(30), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
+    )
     seconds = 3.0 if args.quick else 10.0
     threads = 2
     latency_count = 100 if args.quick else 500
@@ -246,13 +324,11 @@ def main(argv: list[str] | None = None) -> int:
                 admin.create_topics([NewTopic("rf1small", 2, 1)])
             _nid, addr = leader_address(single, "rf1small")
             out["echo_small_mb_s"] = round(echo_mb_s(addr, small, seconds, threads), 1)
-            out["produce_rf1_small_mb_s"] = round(
-                produce_mb_s(addr, "rf1small", 2, small, 1, seconds, threads), 1)
+            out["produce_rf1_small_mb_s"] = round(produce_mb_s(addr, "rf1small", 2, small, 1, seconds, threads), 1)
         finally:
             single.stop()
         out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
-        out["produce_rf1_small_records_s"] = round(
-            out["produce_rf1_small_mb_s"] * 1e6 / len(small) * small_count)
+        out["produce_rf1_small_records_s"] = round(out["produce_rf1_small_mb_s"] * 1e6 / len(small) * small_count)
         out["produce_rf1_ratio"] = round(out["produce_rf1_mb_s"] / out["echo_mb_s"], 3)
         out["consume_rf1_ratio"] = round(out["consume_rf1_mb_s"] / out["echo_mb_s"], 3)
         out["produce_rf1_small_ratio"] = round(out["produce_rf1_small_mb_s"] / out["echo_small_mb_s"], 3)
@@ -263,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         triple = start_cluster(base / "rf3", 3)
         try:
             with triple.admin() as admin:
-                admin.create_topics([NewTopic("rf3", 1, 3, configs={"min.insync.replicas": "2"}),
-                                     NewTopic("lat", 1, 3, configs={"min.insync.replicas": "2"})])
+                admin.create_topics(
+                    [
+                        NewTopic("rf3", 1, 3, configs={"min.insync.replicas": "2"}),
+                        NewTopic("lat", 1, 3, configs={"min.insync.replicas": "2"}),
+                    ]
+                )
             _nid, addr3 = leader_address(triple, "rf3")
             echo3 = echo_mb_s(addr3, batch, seconds, threads)
             out["echo3_mb_s"] = round(echo3, 1)
@@ -285,17 +365,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
-    print(f"broker benchmark ({'quick' if quick else 'full'}): 1 KiB and 100-byte records in 1 MiB "
-          f"requests, {threads} client threads")
+    print(
+        f"broker benchmark ({'quick' if quick else 'full'}): 1 KiB and 100-byte records in 1 MiB "
+        f"requests, {threads} client threads"
+    )
     print(f"{'measurement':<36}{'MB/s or ms':>12}{'ratio':>8}{'target':>8}")
     print(f"{'gRPC echo 1 MiB (1 node)':<36}{out['echo_mb_s']:>12.1f}")
-    print(f"{'produce RF=1 acks=1, 1 KiB records':<36}{out['produce_rf1_mb_s']:>12.1f}"
-          f"{out['produce_rf1_ratio']:>8.2f}{0.6:>8.2f}   {out['produce_rf1_records_s']:,.0f} records/s")
+    print(
+        f"{'produce RF=1 acks=1, 1 KiB records':<36}{out['produce_rf1_mb_s']:>12.1f}"
+        f"{out['produce_rf1_ratio']:>8.2f}{0.6:>8.2f}   {out['produce_rf1_records_s']:,.0f} records/s"
+    )
     print(f"{'consume RF=1':<36}{out['consume_rf1_mb_s']:>12.1f}{out['consume_rf1_ratio']:>8.2f}{0.8:>8.2f}")
     print(f"{'gRPC echo 1 MiB, 100-byte records':<36}{out['echo_small_mb_s']:>12.1f}")
-    print(f"{'produce RF=1 acks=1, 100-byte recs':<36}{out['produce_rf1_small_mb_s']:>12.1f}"
-          f"{out['produce_rf1_small_ratio']:>8.2f}{0.6:>8.2f}   "
-          f"{out['produce_rf1_small_records_s']:,.0f} records/s")
+    print(
+        f"{'produce RF=1 acks=1, 100-byte recs':<36}{out['produce_rf1_small_mb_s']:>12.1f}"
+        f"{out['produce_rf1_small_ratio']:>8.2f}{0.6:>8.2f}   "
+        f"{out['produce_rf1_small_records_s']:,.0f} records/s"
+    )
 
 
 if __name__ == "__main__":

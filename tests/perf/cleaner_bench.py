@@ -41,8 +41,12 @@ from kraftlog.proto import broker_pb2, broker_pb2_grpc
 
 MIB = 1024 * 1024
 TOPIC_RESOURCE = 2
-OVERRIDES = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 3000,
-             "log.cleaner.backoff.ms": 500, "log.retention.check.interval.ms": 300_000}
+OVERRIDES = {
+    "broker.heartbeat.interval.ms": 500,
+    "broker.session.timeout.ms": 3000,
+    "log.cleaner.backoff.ms": 500,
+    "log.retention.check.interval.ms": 300_000,
+}
 TARGET_MAX_MS = 200.0
 
 
@@ -68,9 +72,18 @@ def fill(address: str, topic: str, total_bytes: int) -> int:
     with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) as ch:
         stub = broker_pb2_grpc.BrokerServiceStub(ch)
         for batch in keyed_batches(total_bytes):
-            r = stub.Produce(broker_pb2.ProduceRequest(acks=1, timeout_ms=30_000, topics=[
-                broker_pb2.ProduceRequest.TopicData(name=topic, partitions=[
-                    broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])]), timeout=60)
+            r = stub.Produce(
+                broker_pb2.ProduceRequest(
+                    acks=1,
+                    timeout_ms=30_000,
+                    topics=[
+                        broker_pb2.ProduceRequest.TopicData(
+                            name=topic, partitions=[broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)]
+                        )
+                    ],
+                ),
+                timeout=60,
+            )
             err = r.topics[0].partitions[0].error
             if err.code:
                 raise RuntimeError(f"fill produce failed: {err.name}: {err.message}")
@@ -93,9 +106,16 @@ class LatencyProbe:
             stub = broker_pb2_grpc.BrokerServiceStub(ch)
             while not self._stop.is_set():
                 batch = storage.build_batch([(b"k", b"x" * 100)], timestamp_ms=int(time.time() * 1000))
-                req = broker_pb2.ProduceRequest(acks=1, timeout_ms=10_000, topics=[
-                    broker_pb2.ProduceRequest.TopicData(name=self.topic, partitions=[
-                        broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)])])
+                req = broker_pb2.ProduceRequest(
+                    acks=1,
+                    timeout_ms=10_000,
+                    topics=[
+                        broker_pb2.ProduceRequest.TopicData(
+                            name=self.topic,
+                            partitions=[broker_pb2.ProduceRequest.PartitionData(index=0, records=batch)],
+                        )
+                    ],
+                )
                 start = time.perf_counter()
                 try:
                     r = stub.Produce(req, timeout=20)
@@ -106,7 +126,7 @@ class LatencyProbe:
                 self.errors += 0 if ok else 1
                 self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> "LatencyProbe":
+    def __enter__(self) -> LatencyProbe:
         self._thread.start()
         return self
 
@@ -137,7 +157,7 @@ class FencingMonitor:
                     pass
                 self._stop.wait(0.1)
 
-    def __enter__(self) -> "FencingMonitor":
+    def __enter__(self) -> FencingMonitor:
         self._thread.start()
         return self
 
@@ -171,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="48 MiB instead of 1 GiB (for CI)")
     parser.add_argument("--mib", type=int, default=None, help="compact this many MiB instead")
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(30), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
+    )
     total = (args.mib or (48 if args.quick else 1024)) * MIB
     segment_bytes = 8 * MIB if args.quick else 64 * MIB
     baseline_s = 4.0 if args.quick else 10.0
@@ -184,16 +205,34 @@ def main(argv: list[str] | None = None) -> int:
             broker_id = next(n for n, spec in cluster.nodes.items() if spec.roles == ["broker"])
             address = f"127.0.0.1:{cluster.nodes[broker_id].broker_port}"
             with cluster.admin(request_timeout_ms=20_000) as admin:
-                wait_until(lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60,
-                           what="the broker unfenced")
-                resp = admin.create_topics([
-                    NewTopic("compacted", 1, 1, configs={"cleanup.policy": "compact",
-                                                         "segment.bytes": str(segment_bytes),
-                                                         "min.compaction.lag.ms": str(7 * 86_400_000)}),
-                    NewTopic("latency", 1, 1)])
+                wait_until(
+                    lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="the broker unfenced"
+                )
+                resp = admin.create_topics(
+                    [
+                        NewTopic(
+                            "compacted",
+                            1,
+                            1,
+                            configs={
+                                "cleanup.policy": "compact",
+                                "segment.bytes": str(segment_bytes),
+                                "min.compaction.lag.ms": str(7 * 86_400_000),
+                            },
+                        ),
+                        NewTopic("latency", 1, 1),
+                    ]
+                )
                 assert all(t.error.code == 0 for t in resp.topics), resp
-                wait_until(lambda: all(p.leader_id == broker_id for t in admin.describe_topics(
-                    ["compacted", "latency"]).topics for p in t.partitions), 30, what="leaders")
+                wait_until(
+                    lambda: all(
+                        p.leader_id == broker_id
+                        for t in admin.describe_topics(["compacted", "latency"]).topics
+                        for p in t.partitions
+                    ),
+                    30,
+                    what="leaders",
+                )
             start = time.monotonic()
             filled = fill(address, "compacted", total)
             out["filled_mib"] = round(filled / MIB, 1)
@@ -202,15 +241,22 @@ def main(argv: list[str] | None = None) -> int:
             with LatencyProbe(address, "latency") as base:
                 wait_until(lambda: len(base.samples) and time.monotonic() > start, 5, what="probe")
                 t0 = time.monotonic()
-                wait_until(lambda: time.monotonic() - t0 >= baseline_s, baseline_s + 5, interval_s=0.1,
-                           what="the baseline window")
+                wait_until(
+                    lambda: time.monotonic() - t0 >= baseline_s,
+                    baseline_s + 5,
+                    interval_s=0.1,
+                    what="the baseline window",
+                )
             log_path = cluster.nodes[broker_id].log_path
             with FencingMonitor(cluster, broker_id) as fencing, LatencyProbe(address, "latency") as during:
                 with cluster.admin(request_timeout_ms=20_000) as admin:
-                    admin.incremental_alter_configs({(TOPIC_RESOURCE, "compacted"): [("min.compaction.lag.ms", 0, "0")]})
+                    admin.incremental_alter_configs(
+                        {(TOPIC_RESOURCE, "compacted"): [("min.compaction.lag.ms", 0, "0")]}
+                    )
                 t0 = time.monotonic()
-                events = wait_until(lambda: cleaned_events(log_path, "compacted"), 1800, interval_s=0.2,
-                                    what="the compaction to finish")
+                events = wait_until(
+                    lambda: cleaned_events(log_path, "compacted"), 1800, interval_s=0.2, what="the compaction to finish"
+                )
                 compaction_s = time.monotonic() - t0
                 t1 = time.monotonic()
                 wait_until(lambda: time.monotonic() - t1 >= 1.0, 5, interval_s=0.1, what="a last second")
@@ -219,28 +265,39 @@ def main(argv: list[str] | None = None) -> int:
     event = events[0]
     b50, b99, bmax = summary(base.samples)
     d50, d99, dmax = summary(during.samples)
-    out.update({
-        "compacted_read_mib": round(event.get("bytes_read", 0) / MIB, 1),
-        "compacted_written_mib": round(event.get("bytes_written", 0) / MIB, 1),
-        "compaction_s": round(compaction_s, 1),
-        "compaction_mib_s": round(event.get("bytes_read", 0) / MIB / compaction_s, 1) if compaction_s else 0.0,
-        "produce_p50_ms_baseline": round(b50, 2), "produce_p99_ms_baseline": round(b99, 2),
-        "produce_max_ms_baseline": round(bmax, 2),
-        "produce_p50_ms_compacting": round(d50, 2), "produce_p99_ms_compacting": round(d99, 2),
-        "produce_max_ms_compacting": round(dmax, 2),
-        "produce_requests_compacting": len(during.samples), "produce_errors_compacting": during.errors,
-        "fenced_samples": fencing.fenced_samples, "broker_epochs_seen": len(fencing.epochs),
-        "target_max_ms": TARGET_MAX_MS,
-    })
-    out["ok"] = bool(dmax < TARGET_MAX_MS and fencing.fenced_samples == 0 and len(fencing.epochs) <= 1
-                     and during.errors == 0)
-    print(f"cleaner benchmark ({'quick' if args.quick else 'full'}): compact {out['compacted_read_mib']} MiB "
-          f"(-> {out['compacted_written_mib']} MiB) in {out['compaction_s']} s while producing to another topic")
+    out.update(
+        {
+            "compacted_read_mib": round(event.get("bytes_read", 0) / MIB, 1),
+            "compacted_written_mib": round(event.get("bytes_written", 0) / MIB, 1),
+            "compaction_s": round(compaction_s, 1),
+            "compaction_mib_s": round(event.get("bytes_read", 0) / MIB / compaction_s, 1) if compaction_s else 0.0,
+            "produce_p50_ms_baseline": round(b50, 2),
+            "produce_p99_ms_baseline": round(b99, 2),
+            "produce_max_ms_baseline": round(bmax, 2),
+            "produce_p50_ms_compacting": round(d50, 2),
+            "produce_p99_ms_compacting": round(d99, 2),
+            "produce_max_ms_compacting": round(dmax, 2),
+            "produce_requests_compacting": len(during.samples),
+            "produce_errors_compacting": during.errors,
+            "fenced_samples": fencing.fenced_samples,
+            "broker_epochs_seen": len(fencing.epochs),
+            "target_max_ms": TARGET_MAX_MS,
+        }
+    )
+    out["ok"] = bool(
+        dmax < TARGET_MAX_MS and fencing.fenced_samples == 0 and len(fencing.epochs) <= 1 and during.errors == 0
+    )
+    print(
+        f"cleaner benchmark ({'quick' if args.quick else 'full'}): compact {out['compacted_read_mib']} MiB "
+        f"(-> {out['compacted_written_mib']} MiB) in {out['compaction_s']} s while producing to another topic"
+    )
     print(f"{'produce latency (ms)':<34}{'p50':>9}{'p99':>9}{'max':>9}")
     print(f"{'  baseline, nothing compacting':<34}{b50:>9.2f}{b99:>9.2f}{bmax:>9.2f}")
     print(f"{'  while compacting':<34}{d50:>9.2f}{d99:>9.2f}{dmax:>9.2f}   target max < {TARGET_MAX_MS:.0f}")
-    print(f"fencing: {fencing.fenced_samples} fenced samples, {len(fencing.epochs)} broker epoch(s) seen "
-          f"(target 0 and 1); {'OK' if out['ok'] else 'MISSED'}")
+    print(
+        f"fencing: {fencing.fenced_samples} fenced samples, {len(fencing.epochs)} broker epoch(s) seen "
+        f"(target 0 and 1); {'OK' if out['ok'] else 'MISSED'}"
+    )
     print(json.dumps(out))
     return 0
 

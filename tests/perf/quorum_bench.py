@@ -52,9 +52,12 @@ def echo_baseline(threads: int, seconds: float) -> float:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        return _run_threads(threads, seconds, lambda stub: stub.Echo(
-            diagnostics_pb2.EchoRequest(payload=b"x" * 64), timeout=5),
-            lambda: diagnostics_pb2_grpc.DiagnosticsServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}")))
+        return _run_threads(
+            threads,
+            seconds,
+            lambda stub: stub.Echo(diagnostics_pb2.EchoRequest(payload=b"x" * 64), timeout=5),
+            lambda: diagnostics_pb2_grpc.DiagnosticsServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}")),
+        )
     finally:
         server.stop(None)
 
@@ -87,26 +90,35 @@ def commits_per_second(cluster: LocalCluster, threads: int, seconds: float) -> f
     def call(stub) -> bool:
         with lock:
             n = next(counter)
-        req = admin_pb2.IncrementalAlterConfigsRequest(resources=[
-            admin_pb2.IncrementalAlterConfigsRequest.Resource(
-                resource=admin_pb2.ConfigResource(resource_type=4, resource_name=""),
-                configs=[admin_pb2.IncrementalAlterConfigsRequest.Op(
-                    name="log.retention.ms", op=0, value=str(600_000 + n))])])
+        req = admin_pb2.IncrementalAlterConfigsRequest(
+            resources=[
+                admin_pb2.IncrementalAlterConfigsRequest.Resource(
+                    resource=admin_pb2.ConfigResource(resource_type=4, resource_name=""),
+                    configs=[
+                        admin_pb2.IncrementalAlterConfigsRequest.Op(
+                            name="log.retention.ms", op=0, value=str(600_000 + n)
+                        )
+                    ],
+                )
+            ]
+        )
         resp = stub.IncrementalAlterConfigs(req, timeout=10)
         return resp.results[0].error.code == 0
 
-    return _run_threads(threads, seconds, call,
-                        lambda: admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address)))
+    return _run_threads(threads, seconds, call, lambda: admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address)))
 
 
 def create_topics_time(cluster: LocalCluster, topics: int, partitions: int) -> float:
     with cluster.admin(request_timeout_ms=120_000) as admin:
         names = [f"bench-{i:05d}" for i in range(topics)]
-        chunks = [names[i:i + 100] for i in range(0, len(names), 100)]
+        chunks = [names[i : i + 100] for i in range(0, len(names), 100)]
         start = time.monotonic()
         with futures.ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-            results = list(pool.map(lambda c: admin.create_topics(
-                [NewTopic(n, partitions, 3) for n in c], timeout_ms=120_000), chunks))
+            results = list(
+                pool.map(
+                    lambda c: admin.create_topics([NewTopic(n, partitions, 3) for n in c], timeout_ms=120_000), chunks
+                )
+            )
         elapsed = time.monotonic() - start
     bad = [t for r in results for t in r.topics if t.error.code != 0]
     if bad:
@@ -141,8 +153,7 @@ def failover_times(cluster: LocalCluster, rounds: int) -> list[float]:
 def _voters_caught_up(cluster: LocalCluster) -> bool:
     with cluster.admin(request_timeout_ms=2000) as admin:
         q = admin.describe_quorum()
-        return q.error.code == 0 and len(q.voters) == 3 and all(
-            v.log_end_offset >= q.high_watermark for v in q.voters)
+        return q.error.code == 0 and len(q.voters) == 3 and all(v.log_end_offset >= q.high_watermark for v in q.voters)
 
 
 def load_image_time(partitions: int, work: Path) -> tuple[float, float]:
@@ -150,8 +161,10 @@ def load_image_time(partitions: int, work: Path) -> tuple[float, float]:
     from kraftlog.metadata_log import MetadataImage, read_snapshot, write_snapshot
     from kraftlog.metadata_log._records import BrokerEndpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 
-    records = [RegisterBrokerRecord(b, f"inc-{b}", b, (BrokerEndpoint("BROKER", "h", 9000 + b),), fenced=False)
-               for b in range(1, 7)]
+    records = [
+        RegisterBrokerRecord(b, f"inc-{b}", b, (BrokerEndpoint("BROKER", "h", 9000 + b),), fenced=False)
+        for b in range(1, 7)
+    ]
     per_topic = 100
     for t in range(partitions // per_topic):
         tid = f"00000000-0000-4000-8000-{t:012d}"
@@ -174,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short variant for CI")
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(30), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
+    )
     quick = args.quick
     seconds = 3.0 if quick else 10.0
     threads = 16
@@ -187,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         echo = echo_baseline(threads, seconds)
         results["echo_rps"] = round(echo, 1)
-        cluster = LocalCluster(work / "cluster", controllers=3,
-                               overrides={"controller.quorum.election.timeout.ms": 1000})
+        cluster = LocalCluster(
+            work / "cluster", controllers=3, overrides={"controller.quorum.election.timeout.ms": 1000}
+        )
         cluster.start(timeout_s=90)
         brokers = FakeBrokers(cluster.controller_addresses, str(cluster.cluster_id), [1, 2, 3]).start()
         try:
@@ -210,18 +225,28 @@ def main(argv: list[str] | None = None) -> int:
         results[f"load_{partitions // 1000}k_partitions_s"] = round(load_s, 3)
         results["load_100k_partitions_s"] = round(load_s * (100_000 / partitions), 3)
         results["snapshot_write_s"] = round(write_s, 3)
-    print(f"controller quorum benchmark ({'quick' if quick else 'full'}): 3 controller processes, "
-          f"{threads} client threads")
+    print(
+        f"controller quorum benchmark ({'quick' if quick else 'full'}): 3 controller processes, "
+        f"{threads} client threads"
+    )
     print(f"{'measurement':<42}{'value':>12}  {'baseline / target':<28}")
     print(f"{'gRPC echo round trips/s (same threads)':<42}{results['echo_rps']:>12.1f}  baseline")
-    print(f"{'records committed/s (many in flight)':<42}{results['commits_per_s']:>12.1f}  "
-          f"{results['commits_vs_echo_ratio']:.3f} of echo")
-    print(f"{f'CreateTopics {topics} x 10 partitions (s)':<42}{create_s:>12.3f}  "
-          f"scaled to 1,000 topics: {results['create_10k_partitions_s']:.3f}")
-    print(f"{f'failover, kill -9 to next commit (median of {rounds}, s)':<42}{results['failover_median_s']:>12.3f}"
-          f"  target < 2 s (max {results['failover_max_s']:.3f})")
-    print(f"{f'load {partitions:,}-partition image from snapshot (s)':<42}{load_s:>12.3f}  "
-          f"scaled to 100k: {results['load_100k_partitions_s']:.3f}, target < 10 s")
+    print(
+        f"{'records committed/s (many in flight)':<42}{results['commits_per_s']:>12.1f}  "
+        f"{results['commits_vs_echo_ratio']:.3f} of echo"
+    )
+    print(
+        f"{f'CreateTopics {topics} x 10 partitions (s)':<42}{create_s:>12.3f}  "
+        f"scaled to 1,000 topics: {results['create_10k_partitions_s']:.3f}"
+    )
+    print(
+        f"{f'failover, kill -9 to next commit (median of {rounds}, s)':<42}{results['failover_median_s']:>12.3f}"
+        f"  target < 2 s (max {results['failover_max_s']:.3f})"
+    )
+    print(
+        f"{f'load {partitions:,}-partition image from snapshot (s)':<42}{load_s:>12.3f}  "
+        f"scaled to 100k: {results['load_100k_partitions_s']:.3f}, target < 10 s"
+    )
     print(json.dumps(results))
     return 0
 

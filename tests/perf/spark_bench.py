@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
 
 import structlog  # noqa: E402
-
 from _loggen import generate_log  # noqa: E402
+
 from kraftlog.metadata_log import MetadataDelta, MetadataImage, read_log_dir, write_snapshot  # noqa: E402
 
 TARGET_RATIO = 3.0
@@ -57,8 +57,12 @@ def replay(log_dir: Path, out_dir: Path) -> tuple[float, Path]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100 k and 300 k records instead of 1 M and 10 M")
-    parser.add_argument("--keep", default=None, metavar="DIR",
-                        help="generate the logs in DIR and keep them (reused by a later run with the same DIR)")
+    parser.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="generate the logs in DIR and keep them (reused by a later run with the same DIR)",
+    )
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -67,8 +71,12 @@ def main() -> int:
     segment_bytes = (8 << 20) if args.quick else (64 << 20)
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kraftlog-spark-bench-"))
     base.mkdir(parents=True, exist_ok=True)
-    figures: dict[str, object] = {"quick": args.quick, "master": args.master, "cpus": os.cpu_count(),
-                                  "segment_bytes": segment_bytes}
+    figures: dict[str, object] = {
+        "quick": args.quick,
+        "master": args.master,
+        "cpus": os.cpu_count(),
+        "segment_bytes": segment_bytes,
+    }
     try:
         logs = {}
         for label, n in sizes.items():
@@ -81,8 +89,11 @@ def main() -> int:
                 marker.write_text(str(n))
             logs[label] = d
             size = sum(p.stat().st_size for p in d.glob("*.log"))
-            print(f"log {label}: {n:,} records, {size / 2**20:,.0f} MiB in {len(list(d.glob('*.log')))} segments "
-                  f"(generated in {time.perf_counter() - started:.1f} s)", flush=True)
+            print(
+                f"log {label}: {n:,} records, {size / 2**20:,.0f} MiB in {len(list(d.glob('*.log')))} segments "
+                f"(generated in {time.perf_counter() - started:.1f} s)",
+                flush=True,
+            )
             figures[f"records_{label}"] = n
             figures[f"log_mib_{label}"] = round(size / 2**20, 1)
 
@@ -120,7 +131,7 @@ def main() -> int:
 
         s1, s10 = figures["spark_s_1m"], figures["spark_s_10m"]
         n1, n10 = sizes["1m"], sizes["10m"]
-        growth = (s10 / s1) / (n10 / n1)   # 1.0 = exactly linear
+        growth = (s10 / s1) / (n10 / n1)  # 1.0 = exactly linear
         figures["spark_growth_vs_linear"] = round(growth, 2)
         figures["spark_s_per_million_1m"] = round(s1 / (n1 / 1e6), 2)
         figures["spark_s_per_million_10m"] = round(s10 / (n10 / 1e6), 2)
@@ -130,23 +141,31 @@ def main() -> int:
         print()
         scale = " (--quick: scaled down)" if args.quick else ""
         print(f"Snapshot rebuild, {args.master} on {os.cpu_count()} CPUs{scale}")
-        head = f"{'log':<24}{'records':>12}{'replay s':>10}{'replay rec/s':>14}{'spark s':>9}" \
-               f"{'spark rec/s':>13}{'spark/replay':>14}{'identical':>11}"
+        head = (
+            f"{'log':<24}{'records':>12}{'replay s':>10}{'replay rec/s':>14}{'spark s':>9}"
+            f"{'spark rec/s':>13}{'spark/replay':>14}{'identical':>11}"
+        )
         print(head)
         print("-" * len(head))
         for label, n, replay_s, spark_s, identical, _phases in rows:
             name = f"{label} ({n // 1000:,}k records)" if args.quick else label
-            print(f"{name:<24}{n:>12,}{replay_s:>10.1f}{n / replay_s:>14,.0f}{spark_s:>9.1f}"
-                  f"{n / spark_s:>13,.0f}{spark_s / replay_s:>13.2f}x{str(identical):>11}")
+            print(
+                f"{name:<24}{n:>12,}{replay_s:>10.1f}{n / replay_s:>14,.0f}{spark_s:>9.1f}"
+                f"{n / spark_s:>13,.0f}{spark_s / replay_s:>13.2f}x{str(identical):>11}"
+            )
         print()
-        for label, n, _r, spark_s, _i, phases in rows:
+        for label, _n, _r, _spark_s, _i, phases in rows:
             parts = ", ".join(f"{k} {v:.1f}s" for k, v in phases.items())
             print(f"spark phases {label}: {parts}")
-        print(f"spark time growth from {n1:,} to {n10:,} records: x{s10 / s1:.2f} for x{n10 / n1:.0f} records "
-              f"({growth:.2f} of linear); {figures['spark_s_per_million_1m']} -> "
-              f"{figures['spark_s_per_million_10m']} s per million records")
-        print(f"target: spark within {TARGET_RATIO}x of replay at the larger log: "
-              f"{figures['ratio_10m']}x -> {'met' if figures['meets_target'] else 'NOT met'}")
+        print(
+            f"spark time growth from {n1:,} to {n10:,} records: x{s10 / s1:.2f} for x{n10 / n1:.0f} records "
+            f"({growth:.2f} of linear); {figures['spark_s_per_million_1m']} -> "
+            f"{figures['spark_s_per_million_10m']} s per million records"
+        )
+        print(
+            f"target: spark within {TARGET_RATIO}x of replay at the larger log: "
+            f"{figures['ratio_10m']}x -> {'met' if figures['meets_target'] else 'NOT met'}"
+        )
         print(json.dumps(figures, sort_keys=True))
         ok = bool(figures["identical_1m"] and figures["identical_10m"])
         return 0 if ok else 1

@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None, help="repetitions (median kept)")
     args = parser.parse_args(argv)
     # the log's own diagnostics go to stderr at warning level: stdout is the report
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(30), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
+    )
     mib = args.mib or (48 if args.quick else 384)
     repeat = args.repeat or (3 if args.quick else 5)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kraftlog-bench-"))

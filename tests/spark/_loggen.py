@@ -53,8 +53,7 @@ __all__ = ["GeneratedLog", "LogGenerator", "generate_log", "START_MS"]
 
 START_MS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 
-_TOPIC_CONFIGS = ("retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas",
-                  "max.message.bytes")
+_TOPIC_CONFIGS = ("retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas", "max.message.bytes")
 _BROKER_CONFIGS = ("log.retention.hours", "num.io.threads", "log.cleaner.threads")
 _FEATURES = ("metadata.version", "kraft.version", "transaction.version", "group.version")
 
@@ -72,16 +71,24 @@ class GeneratedLog:
 class LogGenerator:
     """Stateful generator: `entries(n)` continues where the previous call stopped."""
 
-    def __init__(self, seed: int = 1, *, brokers: int = 12, topic_names: int = 400,
-                 max_live_partitions: int = 4000, start_ms: int = START_MS, max_step_ms: int = 40,
-                 first_offset: int = 0) -> None:
+    def __init__(
+        self,
+        seed: int = 1,
+        *,
+        brokers: int = 12,
+        topic_names: int = 400,
+        max_live_partitions: int = 4000,
+        start_ms: int = START_MS,
+        max_step_ms: int = 40,
+        first_offset: int = 0,
+    ) -> None:
         self.rng = random.Random(seed)
         self.offset = first_offset
         self.epoch = 1
         self.ts = start_ms
         self.max_step_ms = max_step_ms
         self.broker_ids = list(range(1, brokers + 1))
-        self.brokers: dict[int, list] = {}          # id -> [epoch, fenced, shutdown]
+        self.brokers: dict[int, list] = {}  # id -> [epoch, fenced, shutdown]
         self.next_broker_epoch = 100
         self.topic_names = [f"topic-{i:04d}" for i in range(topic_names)]
         self.topics: dict[str, tuple[str, dict[int, list]]] = {}  # name -> (id, {pid: state})
@@ -107,11 +114,18 @@ class LogGenerator:
         epoch = self.next_broker_epoch
         self.brokers[bid] = [epoch, True, False]
         return RegisterBrokerRecord(
-            broker_id=bid, incarnation_id=self._topic_id(), broker_epoch=epoch,
-            endpoints=(BrokerEndpoint("BROKER", f"10.0.0.{bid}", 9092 + rng.randint(0, 2)),
-                       BrokerEndpoint("INTERNAL", f"192.168.0.{bid}", 19092, "SSL")),
-            rack=None if bid % 3 == 0 else f"rack-{bid % 3}", fenced=True,
-            in_controlled_shutdown=False, log_dirs=(f"/data/{bid}/a", f"/data/{bid}/b"))
+            broker_id=bid,
+            incarnation_id=self._topic_id(),
+            broker_epoch=epoch,
+            endpoints=(
+                BrokerEndpoint("BROKER", f"10.0.0.{bid}", 9092 + rng.randint(0, 2)),
+                BrokerEndpoint("INTERNAL", f"192.168.0.{bid}", 19092, "SSL"),
+            ),
+            rack=None if bid % 3 == 0 else f"rack-{bid % 3}",
+            fenced=True,
+            in_controlled_shutdown=False,
+            log_dirs=(f"/data/{bid}/a", f"/data/{bid}/b"),
+        )
 
     def _create_topic(self, out: list) -> None:
         rng = self.rng
@@ -127,8 +141,17 @@ class LogGenerator:
             isr = list(reps)
             leader = reps[0]
             parts[pid] = [reps, isr, leader, [], []]
-            out.append(PartitionRecord(partition_id=pid, topic_id=tid, replicas=tuple(reps), isr=tuple(isr),
-                                       leader=leader, leader_epoch=0, partition_epoch=0))
+            out.append(
+                PartitionRecord(
+                    partition_id=pid,
+                    topic_id=tid,
+                    replicas=tuple(reps),
+                    isr=tuple(isr),
+                    leader=leader,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
         self.live_partitions += len(parts)
         self.topics[name] = (tid, parts)
         if rng.random() < 0.5:
@@ -154,8 +177,9 @@ class LogGenerator:
         reps = self._replicas(3)
         parts[pid] = [reps, list(reps), reps[0], [], []]
         self.live_partitions += 1
-        out.append(PartitionRecord(partition_id=pid, topic_id=tid, replicas=tuple(reps), isr=tuple(reps),
-                                   leader=reps[0]))
+        out.append(
+            PartitionRecord(partition_id=pid, topic_id=tid, replicas=tuple(reps), isr=tuple(reps), leader=reps[0])
+        )
 
     def _partition_change(self, out: list) -> None:
         rng = self.rng
@@ -206,12 +230,14 @@ class LogGenerator:
             target_add = rng.sample(outside, min(len(outside), rng.randint(1, 2)))
             target_remove = rng.sample(reps, rng.randint(0, len(reps) - 1)) if len(reps) > 1 else []
             new_reps = reps + target_add
-            kw = {"replicas": tuple(new_reps), "adding_replicas": tuple(target_add),
-                  "removing_replicas": tuple(target_remove)}
+            kw = {
+                "replicas": tuple(new_reps),
+                "adding_replicas": tuple(target_add),
+                "removing_replicas": tuple(target_remove),
+            }
             st[0], st[3], st[4] = new_reps, target_add, target_remove
         elif kind < 0.94:  # leader recovery state
-            kw["leader_recovery_state"] = rng.choice((LeaderRecoveryState.RECOVERED,
-                                                      LeaderRecoveryState.RECOVERING))
+            kw["leader_recovery_state"] = rng.choice((LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING))
         else:
             pass  # a change that sets nothing: still bumps the partition epoch
         out.append(PartitionChangeRecord(partition_id=pid, topic_id=tid, **kw))
@@ -234,8 +260,11 @@ class LogGenerator:
         elif r < 0.85:
             fenced = rng.choice((FencingChange.FENCE, FencingChange.UNFENCE, FencingChange.NONE))
             shutdown = rng.choice((0, 0, 1))
-            out.append(BrokerRegistrationChangeRecord(broker_id=bid, broker_epoch=epoch, fenced=fenced,
-                                                      in_controlled_shutdown=shutdown))
+            out.append(
+                BrokerRegistrationChangeRecord(
+                    broker_id=bid, broker_epoch=epoch, fenced=fenced, in_controlled_shutdown=shutdown
+                )
+            )
         elif r < 0.95:
             out.append(self._register(bid))  # re-registration with a new epoch
         else:
@@ -266,8 +295,9 @@ class LogGenerator:
                 out.append(ConfigRecord(ConfigResourceType.BROKER, res, key, str(rng.randint(1, 64))))
                 have.add(key)
         else:  # delete a key of a resource that never had configs: changes nothing
-            out.append(ConfigRecord(ConfigResourceType.BROKER_LOGGER, f"logger-{rng.randint(0, 9)}",
-                                    "kraftlog.root", None))
+            out.append(
+                ConfigRecord(ConfigResourceType.BROKER_LOGGER, f"logger-{rng.randint(0, 9)}", "kraftlog.root", None)
+            )
 
     # ------------------------------------------------------------------ batches
 
@@ -291,8 +321,9 @@ class LogGenerator:
             nxt = self.next_producer_id + rng.choice((0, 1000, 1000, 5000))
             self.next_producer_id = nxt
             bid = rng.choice(self.broker_ids)
-            out.append(ProducerIdsRecord(broker_id=bid, broker_epoch=self.brokers.get(bid, [0])[0],
-                                         next_producer_id=nxt))
+            out.append(
+                ProducerIdsRecord(broker_id=bid, broker_epoch=self.brokers.get(bid, [0])[0], next_producer_id=nxt)
+            )
         elif r < 0.13:
             self._broker_op(out)
         elif r < 0.20:
@@ -323,8 +354,16 @@ class LogGenerator:
         return out
 
 
-def generate_log(directory: str | Path, n_records: int, *, seed: int = 1, segment_bytes: int = 4 << 20,
-                 generator: LogGenerator | None = None, chunk: int = 20_000, **kwargs) -> GeneratedLog:
+def generate_log(
+    directory: str | Path,
+    n_records: int,
+    *,
+    seed: int = 1,
+    segment_bytes: int = 4 << 20,
+    generator: LogGenerator | None = None,
+    chunk: int = 20_000,
+    **kwargs,
+) -> GeneratedLog:
     """Write ``n_records`` entries to the metadata log dir ``directory`` (continuing ``generator``)."""
     d = Path(directory)
     gen = generator or LogGenerator(seed, **kwargs)

@@ -9,8 +9,13 @@ from kraftlog.metadata_log import MetadataDelta, MetadataImage, read_log_dir, re
 __all__ = ["replay_image", "replay_snapshot"]
 
 
-def replay_image(log_dir: str | Path, *, base_snapshot: str | Path | None = None,
-                 as_of_offset: int | None = None, as_of_time_ms: int | None = None) -> MetadataImage:
+def replay_image(
+    log_dir: str | Path,
+    *,
+    base_snapshot: str | Path | None = None,
+    as_of_offset: int | None = None,
+    as_of_time_ms: int | None = None,
+) -> MetadataImage:
     """Replay the base snapshot and the log entries up to the cut, exactly as a controller does."""
     image = MetadataImage.EMPTY
     start = 0

@@ -12,11 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from _loggen import START_MS, LogGenerator, generate_log
 from _reference import replay_image, replay_snapshot
+
 from kraftlog.metadata_log import (
     NO_LEADER,
+    RECORD_TYPES,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -31,7 +32,6 @@ from kraftlog.metadata_log import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
-    RECORD_TYPES,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -77,9 +77,11 @@ def test_big_log_covers_every_record_type_and_edge_case(big_log) -> None:
         elif isinstance(r, RegisterBrokerRecord):
             registrations[r.broker_id] += 1
         elif isinstance(r, PartitionChangeRecord):
-            set_fields = tuple(f for f in ("isr", "leader", "replicas", "adding_replicas", "removing_replicas",
-                                           "leader_recovery_state")
-                               if getattr(r, f) not in (None, -2, -1) or (f == "leader" and r.leader == NO_LEADER))
+            set_fields = tuple(
+                f
+                for f in ("isr", "leader", "replicas", "adding_replicas", "removing_replicas", "leader_recovery_state")
+                if getattr(r, f) not in (None, -2, -1) or (f == "leader" and r.leader == NO_LEADER)
+            )
             partial[set_fields] += 1
         elif isinstance(r, ConfigRecord) and r.value is None:
             config_deletes += 1
@@ -87,8 +89,8 @@ def test_big_log_covers_every_record_type_and_edge_case(big_log) -> None:
             feature_zero += 1
     assert set(types) == {cls.__name__ for cls in RECORD_TYPES.values()}
     assert sum(types.values()) == big_log.last_offset + 1 >= 300_000
-    assert sum(1 for ids in names.values() if len(ids) > 1) > 50      # deleted and re-created names
-    assert max(registrations.values()) > 5                            # re-registrations, new epochs
+    assert sum(1 for ids in names.values() if len(ids) > 1) > 50  # deleted and re-created names
+    assert max(registrations.values()) > 5  # re-registrations, new epochs
     assert partial[("isr",)] and partial[("leader",)] and partial[()] and partial[("leader_recovery_state",)]
     assert any("adding_replicas" in k for k in partial) and config_deletes > 100 and feature_zero > 10
     assert types["ProducerIdsRecord"] > 1000 and types["NoOpRecord"] > 100
@@ -109,8 +111,9 @@ def test_big_log_as_of_offset_and_as_of_time(spark, big_log, tmp_path: Path) -> 
     assert result.offset == 123_457
     middle = (big_log.first_timestamp_ms + big_log.last_timestamp_ms) // 2 + 7
     result, _ = _same_as_replay(spark, big_log.directory, tmp_path, "time", as_of_time_ms=middle)
-    entries = {e.offset: e for e in read_log_dir(big_log.directory, from_offset=result.offset)
-               if e.offset <= result.offset + 1}
+    entries = {
+        e.offset: e for e in read_log_dir(big_log.directory, from_offset=result.offset) if e.offset <= result.offset + 1
+    }
     assert entries[result.offset].timestamp_ms <= middle < entries[result.offset + 1].timestamp_ms
     assert result.timestamp_ms == entries[result.offset].timestamp_ms
 
@@ -151,12 +154,12 @@ def test_base_snapshot_plus_later_segments(spark, tmp_path: Path) -> None:
     gen = LogGenerator(seed=23, topic_names=60, max_live_partitions=400)
     generate_log(d, 30_000, generator=gen, segment_bytes=512 << 10)
     snap_offset = 17_321
-    base = replay_snapshot(d, tmp_path / "base", as_of_offset=snap_offset)   # what a controller wrote
+    base = replay_snapshot(d, tmp_path / "base", as_of_offset=snap_offset)  # what a controller wrote
     full_ref = replay_snapshot(d, tmp_path / "full-ref")
     # retention: drop every segment the snapshot covers entirely, as the controller does
     segs = list_segments(d)
     dropped = 0
-    for seg, nxt in zip(segs, segs[1:]):
+    for seg, nxt in zip(segs, segs[1:], strict=False):
         if nxt.base_offset - 1 <= snap_offset:
             seg.path.unlink()
             dropped += 1
@@ -182,7 +185,7 @@ def test_base_snapshot_plus_later_segments(spark, tmp_path: Path) -> None:
 def test_torn_tail_of_newest_segment_is_reported(spark, log_copy: Path, tmp_path: Path) -> None:
     last = list_segments(log_copy)[-1].path
     size = last.stat().st_size
-    os.truncate(last, size - 7)                       # a crash in the middle of the last frame
+    os.truncate(last, size - 7)  # a crash in the middle of the last frame
     seg = read_segment(last)
     assert seg.torn_at is not None
     result, _ = _same_as_replay(spark, log_copy, tmp_path, "torn")
@@ -191,15 +194,17 @@ def test_torn_tail_of_newest_segment_is_reported(spark, log_copy: Path, tmp_path
     assert result.offset == seg.last_offset
 
 
-def test_corrupt_tail_of_middle_segment_followed_by_dense_log_is_reported(spark, log_copy: Path,
-                                                                           tmp_path: Path) -> None:
+def test_corrupt_tail_of_middle_segment_followed_by_dense_log_is_reported(
+    spark, log_copy: Path, tmp_path: Path
+) -> None:
     middle = list_segments(log_copy)[2].path
     size = middle.stat().st_size
-    with open(middle, "ab") as fh:                     # a preallocated, zero-filled tail
+    with open(middle, "ab") as fh:  # a preallocated, zero-filled tail
         fh.write(b"\0" * 100)
     result, _ = _same_as_replay(spark, log_copy, tmp_path, "zeros")
     assert [(Path(t.file).name, t.position, t.reason) for t in result.torn_tails] == [
-        (middle.name, size, "zero-length frame")]
+        (middle.name, size, "zero-length frame")
+    ]
 
 
 def test_corrupt_frame_losing_entries_is_a_gap(spark, log_copy: Path, tmp_path: Path) -> None:
@@ -225,8 +230,7 @@ def test_missing_segment_is_refused_with_the_gap_named(spark, log_copy: Path, tm
     segs = list_segments(log_copy)
     gone, nxt = segs[3], segs[4]
     gone.path.unlink()
-    with pytest.raises(MetadataLogGapError,
-                       match=rf"offsets {gone.base_offset} to {nxt.base_offset - 1} are missing"):
+    with pytest.raises(MetadataLogGapError, match=rf"offsets {gone.base_offset} to {nxt.base_offset - 1} are missing"):
         rebuild_snapshot(spark, str(log_copy), tmp_path / "x.checkpoint")
     with pytest.raises(MetadataLogGapError, match="the cut lies past a gap"):
         rebuild_snapshot(spark, str(log_copy), tmp_path / "x.checkpoint", as_of_offset=nxt.base_offset + 3)
@@ -239,7 +243,7 @@ def test_undecodable_frame_names_file_and_position(spark, log_copy: Path, tmp_pa
     last = list_segments(log_copy)[-1].path
     seg = read_segment(last)
     with open(last, "ab") as fh:
-        fh.write(encode_frame(b"\xc1 not msgpack"))    # CRC-valid, undecodable: corruption, not a tear
+        fh.write(encode_frame(b"\xc1 not msgpack"))  # CRC-valid, undecodable: corruption, not a tear
     with pytest.raises(MetadataRecordError, match=rf"{last.name} position {seg.valid_bytes}"):
         rebuild_snapshot(spark, str(log_copy), tmp_path / "x.checkpoint")
     _same_as_replay(spark, log_copy, tmp_path, "before-bad", as_of_offset=seg.last_offset)
@@ -255,19 +259,27 @@ def _write(d: Path, records: list, *, start_epoch: int = 3, start_ms: int = STAR
         if isinstance(rec, NoOpRecord):
             epoch += 1
         entries.append(LogEntry(i, epoch, start_ms + i * 10, rec))
-    with MetadataLogWriter(d, segment_bytes=600, fsync=False) as w:   # many tiny segments
+    with MetadataLogWriter(d, segment_bytes=600, fsync=False) as w:  # many tiny segments
         w.append(entries)
 
 
 def _broker(bid: int, epoch: int) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(broker_id=bid, incarnation_id=f"inc-{bid}-{epoch}", broker_epoch=epoch,
-                                endpoints=(BrokerEndpoint("BROKER", "h", 9000 + bid),), rack="r1")
+    return RegisterBrokerRecord(
+        broker_id=bid,
+        incarnation_id=f"inc-{bid}-{epoch}",
+        broker_epoch=epoch,
+        endpoints=(BrokerEndpoint("BROKER", "h", 9000 + bid),),
+        rack="r1",
+    )
 
 
 EDGE_CASES = [
     FeatureLevelRecord(name="metadata.version", feature_level=7),
     FeatureLevelRecord(name="group.version", feature_level=1),
-    _broker(1, 10), _broker(2, 11), _broker(3, 12), _broker(4, 13),
+    _broker(1, 10),
+    _broker(2, 11),
+    _broker(3, 12),
+    _broker(4, 13),
     UnfenceBrokerRecord(broker_id=1, broker_epoch=10),
     UnfenceBrokerRecord(broker_id=2, broker_epoch=11),
     TopicRecord(name="orders", topic_id="id-orders-1"),
@@ -278,31 +290,32 @@ EDGE_CASES = [
     TopicRecord(name="logs", topic_id="id-logs"),
     PartitionRecord(partition_id=0, topic_id="id-logs", replicas=(3, 4), isr=(3, 4), leader=3),
     ConfigRecord(2, "logs", "segment.bytes", "1024"),
-    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", isr=(1, 2)),           # ISR only
-    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", leader=2),             # leader only
-    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1"),                       # nothing set
-    PartitionChangeRecord(partition_id=1, topic_id="id-orders-1", leader=NO_LEADER),     # no leader
-    PartitionChangeRecord(partition_id=1, topic_id="id-orders-1", replicas=(2, 3, 1, 4),
-                          adding_replicas=(4,), removing_replicas=(1,)),                 # reassignment
+    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", isr=(1, 2)),  # ISR only
+    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", leader=2),  # leader only
+    PartitionChangeRecord(partition_id=0, topic_id="id-orders-1"),  # nothing set
+    PartitionChangeRecord(partition_id=1, topic_id="id-orders-1", leader=NO_LEADER),  # no leader
+    PartitionChangeRecord(
+        partition_id=1, topic_id="id-orders-1", replicas=(2, 3, 1, 4), adding_replicas=(4,), removing_replicas=(1,)
+    ),  # reassignment
     PartitionChangeRecord(partition_id=1, topic_id="id-orders-1", leader_recovery_state=1),
-    NoOpRecord(),                                                                         # new epoch
+    NoOpRecord(),  # new epoch
     FenceBrokerRecord(broker_id=2, broker_epoch=11),
-    _broker(2, 20),                                       # re-registration with a new epoch
+    _broker(2, 20),  # re-registration with a new epoch
     BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=20, fenced=-1, in_controlled_shutdown=1),
     BrokerRegistrationChangeRecord(broker_id=3, broker_epoch=12, fenced=0, in_controlled_shutdown=0),
     UnregisterBrokerRecord(broker_id=4, broker_epoch=13),
     ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=1000),
     ProducerIdsRecord(broker_id=2, broker_epoch=20, next_producer_id=2000),
-    ConfigRecord(4, "", "log.retention.hours", "24"),      # cluster default
+    ConfigRecord(4, "", "log.retention.hours", "24"),  # cluster default
     ConfigRecord(4, "1", "num.io.threads", "16"),
-    ConfigRecord(4, "1", "num.io.threads", None),          # config delete: resource disappears
-    ConfigRecord(4, "7", "never.set", None),               # delete of an unset key: nothing
+    ConfigRecord(4, "1", "num.io.threads", None),  # config delete: resource disappears
+    ConfigRecord(4, "7", "never.set", None),  # delete of an unset key: nothing
     ConfigRecord(2, "orders", "retention.ms", None),
-    RemoveTopicRecord(topic_id="id-orders-1"),              # partitions and topic configs go too
-    TopicRecord(name="orders", topic_id="id-orders-2"),    # same name, new id
+    RemoveTopicRecord(topic_id="id-orders-1"),  # partitions and topic configs go too
+    TopicRecord(name="orders", topic_id="id-orders-2"),  # same name, new id
     PartitionRecord(partition_id=0, topic_id="id-orders-2", replicas=(3,), isr=(3,), leader=3),
     ConfigRecord(2, "orders", "min.insync.replicas", "1"),
-    FeatureLevelRecord(name="group.version", feature_level=0),   # level 0 removes the feature
+    FeatureLevelRecord(name="group.version", feature_level=0),  # level 0 removes the feature
     NoOpRecord(),
     PartitionChangeRecord(partition_id=0, topic_id="id-logs", isr=(4,), leader=4),
     RemoveTopicRecord(topic_id="id-logs"),
@@ -335,15 +348,20 @@ def test_edge_cases_fold_like_replay(spark, tmp_path: Path) -> None:
     assert result.epoch == 5
 
 
-@pytest.mark.parametrize("bad, message", [
-    (FenceBrokerRecord(broker_id=1, broker_epoch=99), "cannot fence broker 1 at epoch 99"),
-    (PartitionChangeRecord(partition_id=5, topic_id="id-orders-1", isr=(1,)),
-     "cannot change unknown partition 5 of topic id-orders-1"),
-    (PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", leader=9), "leader 9 is not a replica"),
-    (TopicRecord(name="orders", topic_id="id-other"), "topic name 'orders' is taken by topic id id-orders-1"),
-    (RemoveTopicRecord(topic_id="nope"), "unknown topic id nope"),
-    (ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=5), "goes back"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (FenceBrokerRecord(broker_id=1, broker_epoch=99), "cannot fence broker 1 at epoch 99"),
+        (
+            PartitionChangeRecord(partition_id=5, topic_id="id-orders-1", isr=(1,)),
+            "cannot change unknown partition 5 of topic id-orders-1",
+        ),
+        (PartitionChangeRecord(partition_id=0, topic_id="id-orders-1", leader=9), "leader 9 is not a replica"),
+        (TopicRecord(name="orders", topic_id="id-other"), "topic name 'orders' is taken by topic id id-orders-1"),
+        (RemoveTopicRecord(topic_id="nope"), "unknown topic id nope"),
+        (ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=5), "goes back"),
+    ],
+)
 def test_record_replay_rejects_is_rejected_at_the_same_offset(spark, tmp_path: Path, bad, message) -> None:
     records = EDGE_CASES[:30] + [bad] + EDGE_CASES[30:]
     d = tmp_path / "bad" / "__cluster_metadata-0"
@@ -354,7 +372,7 @@ def test_record_replay_rejects_is_rejected_at_the_same_offset(spark, tmp_path: P
     with pytest.raises(MetadataReplayError) as spark_error:
         rebuild_snapshot(spark, str(d), tmp_path / "x.checkpoint")
     assert str(spark_error.value) == f"offset 30: {in_process.value}"
-    _same_as_replay(spark, d, tmp_path, "before-error", as_of_offset=29)   # the cut is before it
+    _same_as_replay(spark, d, tmp_path, "before-error", as_of_offset=29)  # the cut is before it
 
 
 def test_epoch_going_back_is_rejected(spark, tmp_path: Path) -> None:

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _reference import replay_image, replay_snapshot
+
 from kraftlog.cli.__main__ import main
-from kraftlog.node import new_cluster_id
 from kraftlog.metadata_log import (
     MetadataLogWriter,
     NoOpRecord,
@@ -21,6 +20,7 @@ from kraftlog.metadata_log import (
     read_snapshot,
 )
 from kraftlog.metadata_log._spark import rebuild_snapshot
+from kraftlog.node import new_cluster_id
 from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
 from kraftlog.quorum._serializer import read_dump
 
@@ -35,15 +35,20 @@ def _node_config(tmp_path: Path, node_id: int = 1) -> Path:
     d = tmp_path / f"node{node_id}"
     d.mkdir(parents=True)
     cfg = d / "node.toml"
-    cfg.write_text("\n".join([
-        f'"node.id" = {node_id}',
-        '"process.roles" = ["controller"]',
-        f'"controller.quorum.voters" = "{",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))}"',
-        f'"listeners" = "CONTROLLER://127.0.0.1:{ports[node_id - 1]}"',
-        '"controller.quorum.raft.password" = "secret"',
-        f'"log.dirs" = "{d / "data"}"',
-        f'"metadata.log.dir" = "{d / "metadata"}"',
-    ]) + "\n")
+    cfg.write_text(
+        "\n".join(
+            [
+                f'"node.id" = {node_id}',
+                '"process.roles" = ["controller"]',
+                f'"controller.quorum.voters" = "{",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))}"',
+                f'"listeners" = "CONTROLLER://127.0.0.1:{ports[node_id - 1]}"',
+                '"controller.quorum.raft.password" = "secret"',
+                f'"log.dirs" = "{d / "data"}"',
+                f'"metadata.log.dir" = "{d / "metadata"}"',
+            ]
+        )
+        + "\n"
+    )
     return cfg
 
 
@@ -71,11 +76,10 @@ def test_recover_installs_the_snapshot_and_seeds_raft(small_log, tmp_path: Path,
     # state exists now: only --force replaces it
     assert main(["quorum", "recover", "--snapshot", str(snap_path), "-c", str(cfg)]) == 2
     assert "--force" in capsys.readouterr().err
-    with MetadataLogWriter(mdir, segment_bytes=1 << 20, fsync=False) as w:   # the node ran a bit
+    with MetadataLogWriter(mdir, segment_bytes=1 << 20, fsync=False) as w:  # the node ran a bit
         pass
     (raft / "junk").write_text("x")
-    assert main(["quorum", "recover", "--snapshot", str(snap_path), "-c", str(cfg), "--force",
-                 "--output", "json"]) == 0
+    assert main(["quorum", "recover", "--snapshot", str(snap_path), "-c", str(cfg), "--force", "--output", "json"]) == 0
     assert not (raft / "junk").exists() and [s.base_offset for s in list_segments(mdir)] == [snap.offset + 1]
 
 
@@ -105,7 +109,7 @@ def test_quorum_that_lost_every_controller_restarts_from_a_spark_snapshot(spark,
         brokers.stop()
         brokers = None
         cluster.stop()
-        cluster.start(timeout_s=60)        # a restart: later entries are in a newer controller epoch
+        cluster.start(timeout_s=60)  # a restart: later entries are in a newer controller epoch
         brokers = FakeBrokers(cluster.controller_addresses, str(cluster.cluster_id), [1001, 1002, 1003]).start()
         with cluster.admin(request_timeout_ms=15_000) as admin:
             brokers.wait_unfenced(admin)
@@ -129,7 +133,7 @@ def test_quorum_that_lost_every_controller_restarts_from_a_spark_snapshot(spark,
         assert "before-5" not in before.topics.by_name and len(before.topics.by_name) == 6
         assert rebuilt.epoch >= 2
         assert dict(before.configs.topic_config("before-0")) == {"retention.ms": "12345"}
-        for n, spec in sorted(cluster.nodes.items()):
+        for _n, spec in sorted(cluster.nodes.items()):
             assert main(["quorum", "recover", "--snapshot", str(rebuilt.path), "-c", str(spec.config_path)]) == 0
 
         cluster.start(timeout_s=60)
@@ -147,18 +151,22 @@ def test_quorum_that_lost_every_controller_restarts_from_a_spark_snapshot(spark,
         brokers = None
 
         def logs_agree() -> bool:
-            logs = [list(read_log_dir(node_meta[n] / "__cluster_metadata-0", from_offset=rebuilt.offset + 1))
-                    for n in sorted(node_meta)]
+            logs = [
+                list(read_log_dir(node_meta[n] / "__cluster_metadata-0", from_offset=rebuilt.offset + 1))
+                for n in sorted(node_meta)
+            ]
             return bool(logs[0]) and all(x == logs[0] for x in logs)
 
         wait_until(logs_agree, 30, what="the three controllers' logs to agree")
         cluster.stop()
         entries = list(read_log_dir(node_meta[2] / "__cluster_metadata-0", from_offset=rebuilt.offset + 1))
-        assert entries[0].offset == rebuilt.offset + 1                 # the log continues the snapshot
-        assert entries[0].epoch > rebuilt.epoch                        # in a newer controller epoch
-        assert isinstance(entries[0].record, NoOpRecord)               # written by the new active controller
-        after = replay_image(node_meta[3] / "__cluster_metadata-0",
-                             base_snapshot=latest_snapshot(node_meta[3] / "__cluster_metadata-0").path)
+        assert entries[0].offset == rebuilt.offset + 1  # the log continues the snapshot
+        assert entries[0].epoch > rebuilt.epoch  # in a newer controller epoch
+        assert isinstance(entries[0].record, NoOpRecord)  # written by the new active controller
+        after = replay_image(
+            node_meta[3] / "__cluster_metadata-0",
+            base_snapshot=latest_snapshot(node_meta[3] / "__cluster_metadata-0").path,
+        )
         assert "after-recovery" in after.topics.by_name
         assert dict(after.configs.topic_config("before-0")) == {"retention.ms": "12345"}
     finally:

@@ -19,8 +19,10 @@ from pathlib import Path
 import structlog
 
 # storage logs through structlog (to stdout by default): keep stdout for the acknowledgements only
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
-                    logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+structlog.configure(
+    wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
+    logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+)
 
 from kraftlog.storage import Log, build_batch  # noqa: E402
 
@@ -47,8 +49,7 @@ def main() -> None:
         payload = []
         for _ in range(1 if rng.random() < 0.8 else rng.randrange(2, 4)):
             keys = [f"{seq}-{i}".encode() * rng.randrange(1, 40) for i in range(rng.randrange(1, 6))]
-            payload.append(build_batch([(k, value_for(k)) for k in keys],
-                                       timestamp_ms=time.time_ns() // 1_000_000))
+            payload.append(build_batch([(k, value_for(k)) for k in keys], timestamp_ms=time.time_ns() // 1_000_000))
         info = log.append_as_leader(b"".join(payload), epoch)
         out.write(f"ACK {seq} {info.last_offset}\n")
         out.flush()

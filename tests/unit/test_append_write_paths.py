@@ -31,7 +31,8 @@ def _expected(batch: bytes, base_offset: int, epoch: int) -> bytes:
 @pytest.mark.parametrize("copy_below", [0, 1 << 30], ids=["vectored", "copy"])
 @pytest.mark.parametrize("shape", [(1, 100), (3, 2000), (15, 1000), (2, 200_000)])
 def test_both_write_paths_store_the_batch_with_assigned_offset_and_epoch(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_below: int, shape: tuple[int, int]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_below: int, shape: tuple[int, int]
+) -> None:
     monkeypatch.setattr(log_module, "_COPY_BELOW_BYTES", copy_below)
     log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=0), clock_ms=lambda: NOW)
     n, value_size = shape
@@ -40,7 +41,7 @@ def test_both_write_paths_store_the_batch_with_assigned_offset_and_epoch(
     info = log.append_as_leader(batches[1] + batches[2], 5)  # two batches in one request
     assert (info.first_offset, info.last_offset, info.num_batches) == (n, 3 * n - 1, 2)
     on_disk = log.segments[0].log_path.read_bytes()
-    expected = (_expected(batches[0], 0, 4) + _expected(batches[1], n, 5) + _expected(batches[2], 2 * n, 5))
+    expected = _expected(batches[0], 0, 4) + _expected(batches[1], n, 5) + _expected(batches[2], 2 * n, 5)
     assert on_disk == expected
     for _pos, b in iter_batches(on_disk):
         b.ensure_valid()  # the CRC covers nothing the log rewrote

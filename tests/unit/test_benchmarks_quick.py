@@ -16,8 +16,14 @@ import pytest
 PERF = Path(__file__).resolve().parents[1] / "perf"
 EXPECTED_KEYS = {
     "storage_bench.py": {"append_ratio_1mib", "append_ratio_16kib", "read_ratio", "append_mb_s_1mib"},
-    "broker_bench.py": {"produce_rf1_mb_s", "produce_rf1_ratio", "consume_rf1_ratio", "produce_rf3_ratio",
-                         "e2e_p99_ms", "failover_s"},
+    "broker_bench.py": {
+        "produce_rf1_mb_s",
+        "produce_rf1_ratio",
+        "consume_rf1_ratio",
+        "produce_rf3_ratio",
+        "e2e_p99_ms",
+        "failover_s",
+    },
     "spark_bench.py": {"spark_s_1m", "replay_s_1m", "spark_s_10m", "replay_s_10m"},
     "quorum_bench.py": {"commits_per_s", "create_10k_partitions_s", "failover_median_s", "load_100k_partitions_s"},
     "cleaner_bench.py": {"compaction_s", "produce_max_ms_baseline", "produce_max_ms_compacting", "fenced_samples"},
@@ -26,8 +32,9 @@ EXPECTED_KEYS = {
 
 @pytest.mark.parametrize("script", sorted(p.name for p in PERF.glob("*.py") if not p.name.startswith("_")))
 def test_quick_variant_prints_json_last(script: str, tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(PERF / script), "--quick"], capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(PERF / script), "--quick"], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = proc.stdout.strip().splitlines()[-1]
     figures = json.loads(last)

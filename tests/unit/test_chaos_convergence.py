@@ -21,8 +21,12 @@ def _quorum(leader: int, voters: dict[int, tuple[int, int]], code: int = 0) -> a
     resp.error.code = code
     resp.error.name = "NOT_CONTROLLER" if code else "NONE"
     for vid, (fetch_ms, caught_up_ms) in voters.items():
-        resp.voters.add(replica_id=vid, log_end_offset=10, last_fetch_timestamp_ms=fetch_ms,
-                        last_caught_up_timestamp_ms=caught_up_ms)
+        resp.voters.add(
+            replica_id=vid,
+            log_end_offset=10,
+            last_fetch_timestamp_ms=fetch_ms,
+            last_caught_up_timestamp_ms=caught_up_ms,
+        )
     return resp
 
 
@@ -31,11 +35,14 @@ def test_a_quorum_with_every_voter_answering_and_caught_up_has_converged() -> No
     assert quorum_pending(_quorum(1, {1: (NOW_MS, NOW_MS), 2: fresh, 3: fresh})) is None
 
 
-@pytest.mark.parametrize(("voter_3", "expected"), [
-    ((-1, -1), "controller 3 is not answering"),                                    # never heard of
-    ((NOW_MS - QUORUM_STALE_MS - 1, NOW_MS - 10), "controller 3 is not answering"),  # dead, index unchanged
-    ((NOW_MS - 10, NOW_MS - QUORUM_STALE_MS - 1), "controller 3 has not caught up"),  # alive, behind
-])
+@pytest.mark.parametrize(
+    ("voter_3", "expected"),
+    [
+        ((-1, -1), "controller 3 is not answering"),  # never heard of
+        ((NOW_MS - QUORUM_STALE_MS - 1, NOW_MS - 10), "controller 3 is not answering"),  # dead, index unchanged
+        ((NOW_MS - 10, NOW_MS - QUORUM_STALE_MS - 1), "controller 3 has not caught up"),  # alive, behind
+    ],
+)
 def test_a_voter_silent_or_behind_keeps_the_quorum_pending(voter_3: tuple[int, int], expected: str) -> None:
     pending = quorum_pending(_quorum(1, {1: (NOW_MS, NOW_MS), 2: (NOW_MS, NOW_MS), 3: voter_3}))
     assert pending is not None and pending.startswith(expected)
@@ -65,7 +72,8 @@ def health_servers() -> Iterator[tuple[dict[int, list[str]], list[health.HealthS
 
 
 def test_the_probe_names_nodes_not_serving_and_unreachable(
-        health_servers: tuple[dict[int, list[str]], list[health.HealthServicer]]) -> None:
+    health_servers: tuple[dict[int, list[str]], list[health.HealthServicer]],
+) -> None:
     addresses, (one, two) = health_servers
     one.set("", health_pb2.HealthCheckResponse.SERVING)
     two.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -38,8 +38,14 @@ def test_clean_run_reports_nothing() -> None:
 
 def test_lost_duplicate_reordered_and_rewritten_offsets_are_counted() -> None:
     acks = [Ack(0, 1, 0, 1.0), Ack(0, 2, 1, 2.0), Ack(0, 3, 2, 3.0), Ack(1, 1, 0, 1.0)]
-    records = [_read(0, 0, 1), _read(0, 1, 3), _read(0, 2, 2), _read(0, 3, 2), _read(0, 4, 9),
-               ReadRecord(1, 0, b"someone else")]
+    records = [
+        _read(0, 0, 1),
+        _read(0, 1, 3),
+        _read(0, 2, 2),
+        _read(0, 3, 2),
+        _read(0, 4, 9),
+        ReadRecord(1, 0, b"someone else"),
+    ]
     report = check(acks, records)
     assert report.lost == 1 and report.lost_examples == ["partition 1 sequence 1 offset 0"]
     assert report.duplicates == 1  # sequence 2 twice
@@ -55,8 +61,13 @@ def test_longest_gap_includes_the_edges() -> None:
     assert gaps[1] == (0.0, 8.0)
 
 
-VIEW = ClusterView(controllers=[1, 2, 3], brokers=[101, 102, 103], active_controller=2,
-                   partition_leaders=[102, 103, 101], session_timeout_ms=3000)
+VIEW = ClusterView(
+    controllers=[1, 2, 3],
+    brokers=[101, 102, 103],
+    active_controller=2,
+    partition_leaders=[102, 103, 101],
+    session_timeout_ms=3000,
+)
 
 
 def test_fault_schedule_is_seeded_and_stays_a_minority() -> None:
@@ -91,9 +102,11 @@ def test_unknown_kind_is_refused() -> None:
 
 def test_systemd_target_commands() -> None:
     sent: list[list[str]] = []
-    nodes = [SystemdNode(1, "controller", "10.0.0.1", 9093, "ops@c1"),
-             SystemdNode(101, "broker", "10.0.0.11", 9092, "ops@b1"),
-             SystemdNode(102, "broker", "10.0.0.12", 9092, "ops@b2")]
+    nodes = [
+        SystemdNode(1, "controller", "10.0.0.1", 9093, "ops@c1"),
+        SystemdNode(101, "broker", "10.0.0.11", 9092, "ops@b1"),
+        SystemdNode(102, "broker", "10.0.0.12", 9092, "ops@b2"),
+    ]
     target = SystemdTarget(nodes, sent.append)
     assert target.bootstrap_servers == "10.0.0.11:9092,10.0.0.12:9092"
     assert target.controller_addresses == "10.0.0.1:9093"
@@ -102,8 +115,17 @@ def test_systemd_target_commands() -> None:
     inject(target, Fault("kill_broker", (101,), 1.0))
     assert not target.is_running(101)
     heal(target, Fault("kill_broker", (101,), 1.0))
-    assert sent[0] == ["ssh", "-o", "BatchMode=yes", "ops@b1", "sudo", "systemctl", "kill", "--signal=SIGKILL",
-                       "kraftlog-broker@101.service"]
+    assert sent[0] == [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "ops@b1",
+        "sudo",
+        "systemctl",
+        "kill",
+        "--signal=SIGKILL",
+        "kraftlog-broker@101.service",
+    ]
     assert sent[1][-2:] == ["start", "kraftlog-broker@101.service"] and target.is_running(101)
     sent.clear()
     inject(target, Fault("partition_leader", (102,), 2.0))
@@ -121,13 +143,13 @@ def test_inventory_is_validated(tmp_path: Path) -> None:
     good.write_text('[[node]]\nid = 1\nrole = "controller"\nhost = "h1"\nport = 9093\n', encoding="utf-8")
     assert load_inventory(good)[0].ssh == "h1"
     bad = tmp_path / "bad.toml"
-    bad.write_text('[[node]]\nid = 1\nrole = "controller"\nhost = "h1"\nport = 9093\ncolour = "red"\n',
-                   encoding="utf-8")
+    bad.write_text(
+        '[[node]]\nid = 1\nrole = "controller"\nhost = "h1"\nport = 9093\ncolour = "red"\n', encoding="utf-8"
+    )
     with pytest.raises(ValueError, match="colour"):
         load_inventory(bad)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200),
-                                               ("500ms", 0.5)])
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("500ms", 0.5)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration_s(text) == seconds

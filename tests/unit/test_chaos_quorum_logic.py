@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kraftlog.common import errors as kerr
 from kraftlog.deploy.chaos import (
     QUORUM_FAULT_KINDS,
     AdminOp,
@@ -36,24 +37,29 @@ from kraftlog.metadata_log import (
     TopicRecord,
 )
 from kraftlog.proto import admin_pb2
-from kraftlog.common import errors as kerr
 
 # ------------------------------------------------------------------------------ admin bookkeeping
 
 
-def op(kind: str, topic: str, outcome: str = ACKED, *, partitions: int = 0,
-       config: tuple[str, str] | None = None) -> AdminOp:
+def op(
+    kind: str, topic: str, outcome: str = ACKED, *, partitions: int = 0, config: tuple[str, str] | None = None
+) -> AdminOp:
     return AdminOp(0, kind, topic, outcome, partitions=partitions, config=config)
 
 
 def test_acknowledged_history_that_is_all_there_loses_nothing() -> None:
-    ops = [op("create", "t1", partitions=2, config=("retention.ms", "1000")),
-           op("alter_config", "t1", config=("retention.ms", "2000")),
-           op("alter_config", "t1", config=("max.message.bytes", "5000")),
-           op("create_partitions", "t1", partitions=4),
-           op("create", "t2", partitions=1), op("delete", "t2")]
-    final = {"t1": FinalTopic(4, {"retention.ms": "2000", "max.message.bytes": "5000"}),
-             "someone-elses": FinalTopic(9, {"x": "y"})}
+    ops = [
+        op("create", "t1", partitions=2, config=("retention.ms", "1000")),
+        op("alter_config", "t1", config=("retention.ms", "2000")),
+        op("alter_config", "t1", config=("max.message.bytes", "5000")),
+        op("create_partitions", "t1", partitions=4),
+        op("create", "t2", partitions=1),
+        op("delete", "t2"),
+    ]
+    final = {
+        "t1": FinalTopic(4, {"retention.ms": "2000", "max.message.bytes": "5000"}),
+        "someone-elses": FinalTopic(9, {"x": "y"}),
+    }
     report = check_admin(ops, final)
     assert (report.acked, report.lost, report.unexplained, report.in_doubt) == (6, 0, 0, 0)
 
@@ -69,8 +75,11 @@ def test_an_acknowledged_delete_whose_topic_is_still_there_is_lost() -> None:
 
 
 def test_partitions_and_configs_are_judged_by_the_last_acknowledgement() -> None:
-    ops = [op("create", "t1", partitions=1), op("create_partitions", "t1", partitions=3),
-           op("alter_config", "t1", config=("retention.ms", "7"))]
+    ops = [
+        op("create", "t1", partitions=1),
+        op("create_partitions", "t1", partitions=3),
+        op("alter_config", "t1", config=("retention.ms", "7")),
+    ]
     report = check_admin(ops, {"t1": FinalTopic(1, {"retention.ms": "7"})})
     assert report.lost == 1 and "partitions" in report.examples[0]
     report = check_admin(ops, {"t1": FinalTopic(3, {})})
@@ -88,8 +97,11 @@ def test_in_doubt_operations_may_or_may_not_have_happened(present: bool) -> None
 
 
 def test_in_doubt_config_after_an_acknowledged_one_accepts_either_value_only() -> None:
-    ops = [op("create", "t1", partitions=1), op("alter_config", "t1", config=("retention.ms", "1")),
-           op("alter_config", "t1", IN_DOUBT, config=("retention.ms", "2"))]
+    ops = [
+        op("create", "t1", partitions=1),
+        op("alter_config", "t1", config=("retention.ms", "1")),
+        op("alter_config", "t1", IN_DOUBT, config=("retention.ms", "2")),
+    ]
     for value in ("1", "2"):
         assert check_admin(ops, {"t1": FinalTopic(1, {"retention.ms": value})}).lost == 0
     assert check_admin(ops, {"t1": FinalTopic(1, {"retention.ms": "3"})}).lost == 1
@@ -104,9 +116,11 @@ def test_state_that_no_operation_explains_is_unexplained_not_lost() -> None:
 
 
 def test_a_retry_answer_that_proves_an_earlier_attempt_counts_as_acknowledged() -> None:
-    proofs = [("create", kerr.TopicAlreadyExistsError.error_code),
-              ("delete", kerr.UnknownTopicOrPartitionError.error_code),
-              ("create_partitions", kerr.InvalidPartitionsError.error_code)]
+    proofs = [
+        ("create", kerr.TopicAlreadyExistsError.error_code),
+        ("delete", kerr.UnknownTopicOrPartitionError.error_code),
+        ("create_partitions", kerr.InvalidPartitionsError.error_code),
+    ]
     for kind, code in proofs:
         assert classify(kind, code, maybe_applied_before=True) == ACKED
         assert not is_stale_answer(kind, code, maybe_applied_before=True)
@@ -134,18 +148,24 @@ def part(topic_id: str, pid: int) -> PartitionRecord:
 
 
 def test_two_topic_records_for_one_live_name_are_a_duplicate() -> None:
-    log = entries(TopicRecord(name="a", topic_id="id1"), part("id1", 0),
-                  TopicRecord(name="a", topic_id="id2"), part("id2", 0))
+    log = entries(
+        TopicRecord(name="a", topic_id="id1"), part("id1", 0), TopicRecord(name="a", topic_id="id2"), part("id2", 0)
+    )
     report = find_duplicate_records(log)
     assert report.duplicates == 1 and "offset 2" in report.examples[0] and "'a'" in report.examples[0]
 
 
 def test_recreating_a_deleted_name_is_no_duplicate_but_reusing_an_id_is() -> None:
-    log = entries(TopicRecord(name="a", topic_id="id1"), RemoveTopicRecord(topic_id="id1"),
-                  TopicRecord(name="a", topic_id="id2"), NoOpRecord())
+    log = entries(
+        TopicRecord(name="a", topic_id="id1"),
+        RemoveTopicRecord(topic_id="id1"),
+        TopicRecord(name="a", topic_id="id2"),
+        NoOpRecord(),
+    )
     assert find_duplicate_records(log).duplicates == 0
-    log = entries(TopicRecord(name="a", topic_id="id1"), RemoveTopicRecord(topic_id="id1"),
-                  TopicRecord(name="b", topic_id="id1"))
+    log = entries(
+        TopicRecord(name="a", topic_id="id1"), RemoveTopicRecord(topic_id="id1"), TopicRecord(name="b", topic_id="id1")
+    )
     assert find_duplicate_records(log).duplicates == 1
 
 
@@ -194,8 +214,11 @@ def test_divergence_is_read_from_real_segment_files(tmp_path: Path) -> None:
     same = [TopicRecord(name=f"t{i}", topic_id=f"id{i}") for i in range(8)]
     other = list(same)
     other[5] = TopicRecord(name="t5", topic_id="another-id")
-    logs = {1: read_controller_log(1, write(1, same)), 2: read_controller_log(2, write(2, same)),
-            3: read_controller_log(3, write(3, other))}
+    logs = {
+        1: read_controller_log(1, write(1, same)),
+        2: read_controller_log(2, write(2, same)),
+        3: read_controller_log(3, write(3, other)),
+    }
     assert all(log.error is None and log.last_offset == 7 for log in logs.values())
     assert len(list((tmp_path / "n1" / "__cluster_metadata-0").glob("*.log"))) > 1
     report = diverged_controllers({n: log.raw for n, log in logs.items()})
@@ -207,13 +230,22 @@ def test_divergence_is_read_from_real_segment_files(tmp_path: Path) -> None:
 
 
 def test_replay_errors_and_critical_lines_are_found_and_nothing_else() -> None:
-    lines = [json.dumps({"level": "info", "event": "controller_started"}),
-             json.dumps({"level": "critical", "event": "metadata_delivery_stopped", "reason": "x"}),
-             json.dumps({"level": "error", "event": "on_committed_failed",
-                         "exception": "metadata_log._image.MetadataReplayError: topic name 'a' is taken"}),
-             json.dumps({"level": "critical", "event": "raft_dump_load_failed"}),
-             "Traceback (most recent call last): ... MetadataReplayError: boom",
-             json.dumps({"level": "warning", "event": "metadata_stream_failed"}), "", "not json {"]
+    lines = [
+        json.dumps({"level": "info", "event": "controller_started"}),
+        json.dumps({"level": "critical", "event": "metadata_delivery_stopped", "reason": "x"}),
+        json.dumps(
+            {
+                "level": "error",
+                "event": "on_committed_failed",
+                "exception": "metadata_log._image.MetadataReplayError: topic name 'a' is taken",
+            }
+        ),
+        json.dumps({"level": "critical", "event": "raft_dump_load_failed"}),
+        "Traceback (most recent call last): ... MetadataReplayError: boom",
+        json.dumps({"level": "warning", "event": "metadata_stream_failed"}),
+        "",
+        "not json {",
+    ]
     found = replay_error_lines(lines)
     assert len(found) == 4 and all("info" not in f and "warning" not in f for f in found)
 
@@ -222,8 +254,13 @@ def test_replay_errors_and_critical_lines_are_found_and_nothing_else() -> None:
 
 
 def quorum(leader: int, fetch: dict[int, int], code: int = 0) -> admin_pb2.DescribeQuorumResponse:
-    resp = admin_pb2.DescribeQuorumResponse(leader_id=leader, voters=[
-        admin_pb2.DescribeQuorumResponse.Replica(replica_id=n, last_fetch_timestamp_ms=ts) for n, ts in fetch.items()])
+    resp = admin_pb2.DescribeQuorumResponse(
+        leader_id=leader,
+        voters=[
+            admin_pb2.DescribeQuorumResponse.Replica(replica_id=n, last_fetch_timestamp_ms=ts)
+            for n, ts in fetch.items()
+        ],
+    )
     resp.error.code = code
     return resp
 
@@ -266,10 +303,16 @@ def test_windows_the_run_held_a_majority_down_are_excused() -> None:
 
 def test_quorum_fault_schedule_is_seeded_and_aimed_at_the_quorum() -> None:
     timeouts = QuorumTimeouts(election_ms=4000, request_ms=2000)
-    seq1 = [choose_quorum_fault(r, [1, 2, 3], 2, timeouts, QUORUM_FAULT_KINDS)
-            for r in [random.Random(5)] for _ in range(300)]
-    seq2 = [choose_quorum_fault(r, [1, 2, 3], 2, timeouts, QUORUM_FAULT_KINDS)
-            for r in [random.Random(5)] for _ in range(300)]
+    seq1 = [
+        choose_quorum_fault(r, [1, 2, 3], 2, timeouts, QUORUM_FAULT_KINDS)
+        for r in [random.Random(5)]
+        for _ in range(300)
+    ]
+    seq2 = [
+        choose_quorum_fault(r, [1, 2, 3], 2, timeouts, QUORUM_FAULT_KINDS)
+        for r in [random.Random(5)]
+        for _ in range(300)
+    ]
     assert seq1 == seq2 and {f.kind for f in seq1} == set(QUORUM_FAULT_KINDS)
     for f in seq1:
         if f.kind == "pause_standbys":
@@ -282,7 +325,9 @@ def test_quorum_fault_schedule_is_seeded_and_aimed_at_the_quorum() -> None:
         if f.kind in ("pause_active_controller", "partition_active_controller"):
             assert f.hold_s > timeouts.failover_s  # long enough that the others elect a new leader
     short = QuorumTimeouts(election_ms=1000, request_ms=2000)
-    holds = [choose_quorum_fault(random.Random(i), [1, 2, 3], None, short, ["pause_standbys"]).hold_s for i in range(50)]
+    holds = [
+        choose_quorum_fault(random.Random(i), [1, 2, 3], None, short, ["pause_standbys"]).hold_s for i in range(50)
+    ]
     assert all(h > 2.0 for h in holds)
     with pytest.raises(ValueError, match="unknown quorum fault kind"):
         choose_quorum_fault(random.Random(1), [1, 2, 3], 1, short, ["unplug_the_moon"])
@@ -290,8 +335,7 @@ def test_quorum_fault_schedule_is_seeded_and_aimed_at_the_quorum() -> None:
 
 def test_config_values_are_set_removed_and_restored(tmp_path: Path) -> None:
     path = tmp_path / "node.toml"
-    original = ('"node.id" = 1\n"controller.quorum.election.timeout.ms" = 1000\n'
-                '"log.dirs" = "/d"\n[extra]\n"x" = 1\n')
+    original = '"node.id" = 1\n"controller.quorum.election.timeout.ms" = 1000\n"log.dirs" = "/d"\n[extra]\n"x" = 1\n'
     path.write_text(original, encoding="utf-8")
     keys = ["controller.quorum.election.timeout.ms", "controller.quorum.request.timeout.ms"]
     before = read_config_values(path, keys)

@@ -42,7 +42,7 @@ class Model:
         for key, value in records:
             b.append(self.clock.now if ts is None else ts, key, value)
         info = self.log.append_as_leader(b.build(), 0)
-        for off, rec in zip(range(info.first_offset, info.last_offset + 1), records):
+        for off, rec in zip(range(info.first_offset, info.last_offset + 1), records, strict=False):
             self.written[off] = rec
 
     def put(self, key: str, value: str | None = "auto", ts: int | None = None) -> int:
@@ -88,15 +88,13 @@ def check_consistent(log: Log) -> None:
         assert info.first_batch_offset == expected.base_offset, off
 
 
-def build_random(tmp_path: Path, clock: FakeClock, seed: int = 3, segments: int = 5,
-                 **cfg: object) -> Model:
+def build_random(tmp_path: Path, clock: FakeClock, seed: int = 3, segments: int = 5, **cfg: object) -> Model:
     rng = random.Random(seed)
     m = Model(tmp_path / "compacted-0", clock, **cfg)
     for s in range(segments):
         for _ in range(8):
             n = rng.randrange(1, 4)
-            m.append([(f"k{rng.randrange(8)}".encode(), f"v{s}-{rng.random():.6f}".encode())
-                      for _ in range(n)])
+            m.append([(f"k{rng.randrange(8)}".encode(), f"v{s}-{rng.random():.6f}".encode()) for _ in range(n)])
         m.seal()
     for _ in range(4):  # active segment
         m.append([(f"k{rng.randrange(8)}".encode(), b"active")])
@@ -145,8 +143,9 @@ def test_cleaned_log_survives_reopen_and_recovery(tmp_path: Path) -> None:
     leo = m.log.log_end_offset
     m.log.close()
     for clean in (True, False):
-        again = Log(m.log.dir, m.log.config, had_clean_shutdown=clean, recovery_point=leo if clean else 0,
-                    clock_ms=clock)
+        again = Log(
+            m.log.dir, m.log.config, had_clean_shutdown=clean, recovery_point=leo if clean else 0, clock_ms=clock
+        )
         assert records(again) == expected
         assert again.log_end_offset == leo
         check_consistent(again)
@@ -264,7 +263,7 @@ def test_tombstone_for_key_rewritten_later_is_dropped_with_old_values(tmp_path: 
 def test_nothing_at_or_above_high_watermark_is_cleaned(tmp_path: Path) -> None:
     clock = FakeClock()
     m = Model(tmp_path / "c-0", clock)
-    for s in range(4):
+    for _ in range(4):
         for _ in range(4):
             m.put("x")
         m.log.roll()
@@ -430,8 +429,13 @@ def test_stray_cleaned_and_deleted_files_removed_at_load(tmp_path: Path) -> None
     expected = records(m.log)
     m.log.close()
     d = m.log.dir
-    for name in (f"{0:020d}.log.cleaned", f"{0:020d}.index.cleaned", f"{0:020d}.timeindex.cleaned",
-                 f"{7:020d}.log.deleted", f"{7:020d}.index.deleted"):
+    for name in (
+        f"{0:020d}.log.cleaned",
+        f"{0:020d}.index.cleaned",
+        f"{0:020d}.timeindex.cleaned",
+        f"{7:020d}.log.deleted",
+        f"{7:020d}.index.deleted",
+    ):
         (d / name).write_bytes(b"\x00garbage" * 10)
     for clean in (True, False):
         again = Log(d, m.log.config, had_clean_shutdown=clean, recovery_point=0, clock_ms=clock)
@@ -450,8 +454,13 @@ def test_crash_between_log_and_index_final_renames(tmp_path: Path, monkeypatch) 
 
     clock = FakeClock()
     expected, expected_bases, ref_dir = _reference(tmp_path, clock)
-    ref_log = Log(ref_dir, LogConfig(cleanup_policy=COMPACT, segment_bytes=1 << 20), had_clean_shutdown=True,
-                  recovery_point=10**9, clock_ms=clock)
+    ref_log = Log(
+        ref_dir,
+        LogConfig(cleanup_policy=COMPACT, segment_bytes=1 << 20),
+        had_clean_shutdown=True,
+        recovery_point=10**9,
+        clock_ms=clock,
+    )
     ref_index = ref_log.segments[0].offset_index.items()
     ref_log.close()
     m = _build_for_swap(tmp_path / "s-0", clock)
@@ -479,4 +488,3 @@ def test_crash_between_log_and_index_final_renames(tmp_path: Path, monkeypatch) 
     check_consistent(again)
     leftovers = sorted(p.name for p in again.dir.iterdir() if ".swap" in p.name)
     assert leftovers == [], "stray index swap files are never removed"
-

@@ -32,8 +32,9 @@ def test_version_is_the_installed_distribution(capsys) -> None:
 
 @pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in this venv")
 def test_console_script_version(tmp_path: Path) -> None:
-    result = subprocess.run([str(KRAFTLOG_SCRIPT), "--version"], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [str(KRAFTLOG_SCRIPT), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"kraftlog {importlib.metadata.version('kraftlog')}\n"
 
@@ -41,8 +42,7 @@ def test_console_script_version(tmp_path: Path) -> None:
 def test_subcommand_help_exits_0(capsys) -> None:
     assert main(["dump-log", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("--deep-iteration", "--print-data-log", "--verify-index-only", "--max-bytes",
-                   "--output"):
+    for option in ("--deep-iteration", "--print-data-log", "--verify-index-only", "--max-bytes", "--output"):
         assert option in out
 
 

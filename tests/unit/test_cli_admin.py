@@ -11,16 +11,10 @@ from typing import Any
 import pytest
 import structlog
 
-import kraftlog.cli._configs
 from kraftlog import cli
-import kraftlog.cli._elect_leaders
-import kraftlog.cli._metadata
-import kraftlog.cli._quorum
-import kraftlog.cli._reassign
-import kraftlog.cli._topics
 from kraftlog.cli.__main__ import main
-from kraftlog.proto import admin_pb2, errors_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.proto import admin_pb2, errors_pb2
 
 BOOT = ["--bootstrap-server", "localhost:9093"]
 R = admin_pb2
@@ -111,31 +105,70 @@ P = R.DescribeTopicsResponse.Partition
 
 
 def describe_response() -> admin_pb2.DescribeTopicsResponse:
-    return R.DescribeTopicsResponse(topics=[
-        R.DescribeTopicsResponse.Topic(
-            name="orders", topic_id="T1", configs={"retention.ms": "1000", "cleanup.policy": "compact"},
-            partitions=[
-                P(partition_index=1, leader_id=2, replicas=[2, 3, 1], isr=[2, 3]),
-                P(partition_index=0, leader_id=1, replicas=[1, 2, 3], isr=[1, 2, 3]),
-                P(partition_index=2, leader_id=-1, replicas=[3, 1, 2], isr=[3], offline_replicas=[3]),
-            ]),
-        R.DescribeTopicsResponse.Topic(
-            name="__consumer_offsets", topic_id="T0",
-            partitions=[P(partition_index=0, leader_id=1, replicas=[1], isr=[1])]),
-        R.DescribeTopicsResponse.Topic(
-            name="moving", topic_id="T2",
-            partitions=[P(partition_index=0, leader_id=1, replicas=[1, 2, 3], isr=[1, 2, 3],
-                          adding_replicas=[3], removing_replicas=[1])]),
-    ])
+    return R.DescribeTopicsResponse(
+        topics=[
+            R.DescribeTopicsResponse.Topic(
+                name="orders",
+                topic_id="T1",
+                configs={"retention.ms": "1000", "cleanup.policy": "compact"},
+                partitions=[
+                    P(partition_index=1, leader_id=2, replicas=[2, 3, 1], isr=[2, 3]),
+                    P(partition_index=0, leader_id=1, replicas=[1, 2, 3], isr=[1, 2, 3]),
+                    P(partition_index=2, leader_id=-1, replicas=[3, 1, 2], isr=[3], offline_replicas=[3]),
+                ],
+            ),
+            R.DescribeTopicsResponse.Topic(
+                name="__consumer_offsets",
+                topic_id="T0",
+                partitions=[P(partition_index=0, leader_id=1, replicas=[1], isr=[1])],
+            ),
+            R.DescribeTopicsResponse.Topic(
+                name="moving",
+                topic_id="T2",
+                partitions=[
+                    P(
+                        partition_index=0,
+                        leader_id=1,
+                        replicas=[1, 2, 3],
+                        isr=[1, 2, 3],
+                        adding_replicas=[3],
+                        removing_replicas=[1],
+                    )
+                ],
+            ),
+        ]
+    )
 
 
 def test_topics_create(fake, capsys) -> None:
-    admin = fake(cli._topics, create_topics=R.CreateTopicsResponse(topics=[
-        R.CreateTopicsResponse.Result(name="orders", topic_id="T1", num_partitions=3, replication_factor=2)]))
-    assert main(["topics", "create", "--topic", "orders", "--partitions", "3", "--replication-factor", "2",
-                 "--config", "cleanup.policy=compact", "--config", "retention.ms=1000", *BOOT]) == 0
+    admin = fake(
+        cli._topics,
+        create_topics=R.CreateTopicsResponse(
+            topics=[R.CreateTopicsResponse.Result(name="orders", topic_id="T1", num_partitions=3, replication_factor=2)]
+        ),
+    )
+    assert (
+        main(
+            [
+                "topics",
+                "create",
+                "--topic",
+                "orders",
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "2",
+                "--config",
+                "cleanup.policy=compact",
+                "--config",
+                "retention.ms=1000",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "Created topic orders.\n"
-    (args, kwargs), = admin.called("create_topics")
+    ((args, kwargs),) = admin.called("create_topics")
     (topic,) = args[0]
     assert (topic.name, topic.num_partitions, topic.replication_factor) == ("orders", 3, 2)
     assert topic.configs == {"cleanup.policy": "compact", "retention.ms": "1000"}
@@ -144,27 +177,59 @@ def test_topics_create(fake, capsys) -> None:
 
 
 def test_topics_create_defaults_assignment_validate_only_and_json(fake, capsys) -> None:
-    admin = fake(cli._topics, create_topics=R.CreateTopicsResponse(topics=[
-        R.CreateTopicsResponse.Result(name="t", topic_id="X", num_partitions=3, replication_factor=2)]))
-    assert main(["topics", "create", "--topic", "t", "--replica-assignment", "1:2, 2:3,3:1",
-                 "--validate-only", "--request-timeout-ms", "500", *BOOT]) == 0
+    admin = fake(
+        cli._topics,
+        create_topics=R.CreateTopicsResponse(
+            topics=[R.CreateTopicsResponse.Result(name="t", topic_id="X", num_partitions=3, replication_factor=2)]
+        ),
+    )
+    assert (
+        main(
+            [
+                "topics",
+                "create",
+                "--topic",
+                "t",
+                "--replica-assignment",
+                "1:2, 2:3,3:1",
+                "--validate-only",
+                "--request-timeout-ms",
+                "500",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     assert "validate only" in capsys.readouterr().out
-    (args, kwargs), = admin.called("create_topics")
+    ((args, kwargs),) = admin.called("create_topics")
     (topic,) = args[0]
     assert topic.assignments == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
     assert (topic.num_partitions, topic.replication_factor) == (-1, -1)
     assert kwargs["validate_only"] is True and admin.timeout_ms == 500
     assert main(["topics", "create", "--topic", "t", "--output", "json", *BOOT]) == 0
     obj = json.loads(capsys.readouterr().out)
-    assert obj == {"name": "t", "topic_id": "X", "partitions": 3, "replication_factor": 2, "configs": {},
-                   "validate_only": False, "created": True}
+    assert obj == {
+        "name": "t",
+        "topic_id": "X",
+        "partitions": 3,
+        "replication_factor": 2,
+        "configs": {},
+        "validate_only": False,
+        "created": True,
+    }
     topic = admin.called("create_topics")[-1][0][0][0]
     assert (topic.num_partitions, topic.replication_factor) == (-1, -1)  # the cluster's defaults
 
 
 def test_topics_create_already_exists(fake, capsys) -> None:
-    fake(cli._topics, create_topics=R.CreateTopicsResponse(topics=[R.CreateTopicsResponse.Result(
-        name="t", error=err("TOPIC_ALREADY_EXISTS", "topic 't' already exists"))]))
+    fake(
+        cli._topics,
+        create_topics=R.CreateTopicsResponse(
+            topics=[
+                R.CreateTopicsResponse.Result(name="t", error=err("TOPIC_ALREADY_EXISTS", "topic 't' already exists"))
+            ]
+        ),
+    )
     assert main(["topics", "create", "--topic", "t", *BOOT]) == 1
     one_line_error(capsys, "TOPIC_ALREADY_EXISTS", "topic 't' already exists")
     assert main(["topics", "create", "--topic", "t", "--if-not-exists", *BOOT]) == 0
@@ -172,17 +237,20 @@ def test_topics_create_already_exists(fake, capsys) -> None:
     assert captured.out == "" and captured.err == ""
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--replica-assignment", "1:x"], "not a list of broker ids"),
-    (["--replica-assignment", "1:1"], "duplicate"),
-    (["--replica-assignment", "1:2,3"], "different replication factor"),
-    (["--replica-assignment", "1:2,,3:4"], "no replicas"),
-    (["--replica-assignment", "1:-2"], "negative"),
-    (["--replica-assignment", "1:2", "--partitions", "1"], "cannot be used with"),
-    (["--partitions", "0"], "--partitions"),
-    (["--replication-factor", "two"], "--replication-factor"),
-    (["--config", "novalue"], "key=value"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--replica-assignment", "1:x"], "not a list of broker ids"),
+        (["--replica-assignment", "1:1"], "duplicate"),
+        (["--replica-assignment", "1:2,3"], "different replication factor"),
+        (["--replica-assignment", "1:2,,3:4"], "no replicas"),
+        (["--replica-assignment", "1:-2"], "negative"),
+        (["--replica-assignment", "1:2", "--partitions", "1"], "cannot be used with"),
+        (["--partitions", "0"], "--partitions"),
+        (["--replication-factor", "two"], "--replication-factor"),
+        (["--config", "novalue"], "key=value"),
+    ],
+)
 def test_topics_create_bad_input_exits_2(fake, capsys, argv, needle) -> None:
     admin = fake(cli._topics, create_topics=AssertionError("must not be called"))
     assert main(["topics", "create", "--topic", "t", *argv, *BOOT]) == 2
@@ -190,15 +258,18 @@ def test_topics_create_bad_input_exits_2(fake, capsys, argv, needle) -> None:
     assert admin.calls == []
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["topics", "create", *BOOT], "--topic"),
-    (["topics", "create", "--topic", "t"], "--bootstrap-server"),
-    (["topics", "create", "--topic", "t", "--bootstrap-server", "nohost"], "not host:port"),
-    (["topics", "alter", "--topic", "t", *BOOT], "--partitions"),
-    (["topics", "delete", *BOOT], "--topic"),
-    (["topics"], "ACTION"),
-    (["topics", "describe", *BOOT, "--output", "yaml"], "--output"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["topics", "create", *BOOT], "--topic"),
+        (["topics", "create", "--topic", "t"], "--bootstrap-server"),
+        (["topics", "create", "--topic", "t", "--bootstrap-server", "nohost"], "not host:port"),
+        (["topics", "alter", "--topic", "t", *BOOT], "--partitions"),
+        (["topics", "delete", *BOOT], "--topic"),
+        (["topics"], "ACTION"),
+        (["topics", "describe", *BOOT, "--output", "yaml"], "--output"),
+    ],
+)
 def test_topics_missing_options_exit_2(capsys, argv, needle) -> None:
     assert main(argv) == 2
     one_line_error(capsys, needle)
@@ -236,15 +307,16 @@ def test_topics_describe_all_with_reassignment_and_filters(fake, capsys) -> None
     assert main(["topics", "describe", "--exclude-internal", *BOOT]) == 0
     out = capsys.readouterr().out
     assert "__consumer_offsets" not in out
-    assert ("Topic: moving\tTopicId: T2\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: " in out)
+    assert "Topic: moving\tTopicId: T2\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: " in out
     assert "\tAdding Replicas: 3\tRemoving Replicas: 1" in out
     assert main(["topics", "describe", "--under-replicated-partitions", *BOOT]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[2] for line in lines] == ["Partition: 1", "Partition: 2"]
     assert all("TopicId" not in line for line in lines)  # no topic lines with a filter, as Kafka
     assert main(["topics", "describe", "--unavailable-partitions", *BOOT]) == 0
-    assert capsys.readouterr().out == \
-        "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 3,1,2\tIsr: 3\tOffline: 3\n"
+    assert (
+        capsys.readouterr().out == "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 3,1,2\tIsr: 3\tOffline: 3\n"
+    )
 
 
 def test_topics_describe_json(fake, capsys) -> None:
@@ -256,13 +328,30 @@ def test_topics_describe_json(fake, capsys) -> None:
     assert orders["configs"] == {"cleanup.policy": "compact", "retention.ms": "1000"}
     assert [p["partition"] for p in orders["partitions"]] == [0, 1, 2]
     assert orders["partitions"][2] == {
-        "topic": "orders", "partition": 2, "leader": None, "leader_epoch": 0, "partition_epoch": 0,
-        "replicas": [3, 1, 2], "isr": [3], "offline": [3], "adding_replicas": [], "removing_replicas": []}
+        "topic": "orders",
+        "partition": 2,
+        "leader": None,
+        "leader_epoch": 0,
+        "partition_epoch": 0,
+        "replicas": [3, 1, 2],
+        "isr": [3],
+        "offline": [3],
+        "adding_replicas": [],
+        "removing_replicas": [],
+    }
 
 
 def test_topics_describe_unknown_topic(fake, capsys) -> None:
-    fake(cli._topics, describe_topics=R.DescribeTopicsResponse(topics=[R.DescribeTopicsResponse.Topic(
-        name="nope", error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic 'nope' does not exist"))]))
+    fake(
+        cli._topics,
+        describe_topics=R.DescribeTopicsResponse(
+            topics=[
+                R.DescribeTopicsResponse.Topic(
+                    name="nope", error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic 'nope' does not exist")
+                )
+            ]
+        ),
+    )
     assert main(["topics", "describe", "--topic", "nope", *BOOT]) == 1
     one_line_error(capsys, "UNKNOWN_TOPIC_OR_PARTITION", "does not exist")
     assert main(["topics", "describe", "--topic", "nope", "--if-exists", *BOOT]) == 0
@@ -270,9 +359,17 @@ def test_topics_describe_unknown_topic(fake, capsys) -> None:
 
 
 def test_topics_delete(fake, capsys) -> None:
-    admin = fake(cli._topics, delete_topics=R.DeleteTopicsResponse(topics=[
-        R.DeleteTopicsResponse.Result(name="a", topic_id="A"),
-        R.DeleteTopicsResponse.Result(name="b", error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic b does not exist"))]))
+    admin = fake(
+        cli._topics,
+        delete_topics=R.DeleteTopicsResponse(
+            topics=[
+                R.DeleteTopicsResponse.Result(name="a", topic_id="A"),
+                R.DeleteTopicsResponse.Result(
+                    name="b", error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic b does not exist")
+                ),
+            ]
+        ),
+    )
     assert main(["topics", "delete", "--topic", "a", "--topic", "b", *BOOT]) == 1
     captured = capsys.readouterr()
     assert captured.out == "Deleted topic a.\n"
@@ -280,41 +377,76 @@ def test_topics_delete(fake, capsys) -> None:
     assert admin.called("delete_topics")[0][0] == (["a", "b"],)
     assert main(["topics", "delete", "--topic", "a", "--topic", "b", "--if-exists", "--output", "json", *BOOT]) == 0
     obj = json.loads(capsys.readouterr().out)
-    assert obj["topics"] == [{"name": "a", "topic_id": "A", "deleted": True},
-                             {"name": "b", "deleted": False, "exists": False}]
+    assert obj["topics"] == [
+        {"name": "a", "topic_id": "A", "deleted": True},
+        {"name": "b", "deleted": False, "exists": False},
+    ]
 
 
 def test_topics_alter(fake, capsys) -> None:
-    admin = fake(cli._topics, create_partitions=R.CreatePartitionsResponse(
-        results=[R.CreatePartitionsResponse.Result(name="orders")]),
-        describe_topics=describe_response())
+    admin = fake(
+        cli._topics,
+        create_partitions=R.CreatePartitionsResponse(results=[R.CreatePartitionsResponse.Result(name="orders")]),
+        describe_topics=describe_response(),
+    )
     assert main(["topics", "alter", "--topic", "orders", "--partitions", "6", *BOOT]) == 0
     assert "Adding partitions succeeded!" in capsys.readouterr().out
-    (args, kwargs), = admin.called("create_partitions")
+    ((args, kwargs),) = admin.called("create_partitions")
     assert args == ({"orders": 6},) and kwargs["assignments"] is None
     # with an assignment of every partition, only the new ones are sent
-    assert main(["topics", "alter", "--topic", "orders", "--partitions", "5",
-                 "--replica-assignment", "1:2:3,2:3:1,3:1:2,1:3:2,2:1:3", *BOOT]) == 0
+    assert (
+        main(
+            [
+                "topics",
+                "alter",
+                "--topic",
+                "orders",
+                "--partitions",
+                "5",
+                "--replica-assignment",
+                "1:2:3,2:3:1,3:1:2,1:3:2,2:1:3",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     args, kwargs = admin.called("create_partitions")[-1]
     assert kwargs["assignments"] == {"orders": [[1, 3, 2], [2, 1, 3]]}
-    assert main(["topics", "alter", "--topic", "orders", "--partitions", "4",
-                 "--replica-assignment", "1:2", *BOOT]) == 2
+    assert (
+        main(["topics", "alter", "--topic", "orders", "--partitions", "4", "--replica-assignment", "1:2", *BOOT]) == 2
+    )
     one_line_error(capsys, "lists 1 partitions")
 
 
 def test_topics_alter_errors(fake, capsys) -> None:
-    fake(cli._topics, create_partitions=R.CreatePartitionsResponse(results=[R.CreatePartitionsResponse.Result(
-        name="orders", error=err("INVALID_PARTITIONS", "topic already has 3 partitions"))]))
+    fake(
+        cli._topics,
+        create_partitions=R.CreatePartitionsResponse(
+            results=[
+                R.CreatePartitionsResponse.Result(
+                    name="orders", error=err("INVALID_PARTITIONS", "topic already has 3 partitions")
+                )
+            ]
+        ),
+    )
     assert main(["topics", "alter", "--topic", "orders", "--partitions", "3", *BOOT]) == 1
     one_line_error(capsys, "INVALID_PARTITIONS", "already has 3 partitions")
-    fake(cli._topics, create_partitions=R.CreatePartitionsResponse(results=[R.CreatePartitionsResponse.Result(
-        name="gone", error=err("UNKNOWN_TOPIC_OR_PARTITION"))]))
+    fake(
+        cli._topics,
+        create_partitions=R.CreatePartitionsResponse(
+            results=[R.CreatePartitionsResponse.Result(name="gone", error=err("UNKNOWN_TOPIC_OR_PARTITION"))]
+        ),
+    )
     assert main(["topics", "alter", "--topic", "gone", "--partitions", "3", "--if-exists", *BOOT]) == 0
 
 
 def test_error_name_looked_up_by_code_when_missing(fake, capsys) -> None:
-    fake(cli._topics, create_topics=R.CreateTopicsResponse(topics=[R.CreateTopicsResponse.Result(
-        name="t", error=errors_pb2.Error(code=38, message="only 1 broker"))]))
+    fake(
+        cli._topics,
+        create_topics=R.CreateTopicsResponse(
+            topics=[R.CreateTopicsResponse.Result(name="t", error=errors_pb2.Error(code=38, message="only 1 broker"))]
+        ),
+    )
     assert main(["topics", "create", "--topic", "t", *BOOT]) == 1
     one_line_error(capsys, "INVALID_REPLICATION_FACTOR: only 1 broker")
 
@@ -325,15 +457,26 @@ E = R.DescribeConfigsResponse.Entry
 
 
 def configs_response(name: str, rtype: int = 2) -> admin_pb2.DescribeConfigsResponse:
-    return R.DescribeConfigsResponse(results=[R.DescribeConfigsResponse.Result(
-        resource=R.ConfigResource(resource_type=rtype, resource_name=name), configs=[
-            E(name="retention.ms", value="1000", has_value=True, source="DYNAMIC_TOPIC_CONFIG"),
-            E(name="cleanup.policy", value="delete", has_value=True, is_default=True, source="DEFAULT_CONFIG"),
-            E(name="log.cleaner.threads", value="2", has_value=True, source="DYNAMIC_BROKER_CONFIG"),
-            E(name="num.io.threads", value="16", has_value=True, source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
-            E(name="ssl.key.password", value="", has_value=False, is_sensitive=True,
-              source="DYNAMIC_BROKER_CONFIG"),
-        ])])
+    return R.DescribeConfigsResponse(
+        results=[
+            R.DescribeConfigsResponse.Result(
+                resource=R.ConfigResource(resource_type=rtype, resource_name=name),
+                configs=[
+                    E(name="retention.ms", value="1000", has_value=True, source="DYNAMIC_TOPIC_CONFIG"),
+                    E(name="cleanup.policy", value="delete", has_value=True, is_default=True, source="DEFAULT_CONFIG"),
+                    E(name="log.cleaner.threads", value="2", has_value=True, source="DYNAMIC_BROKER_CONFIG"),
+                    E(name="num.io.threads", value="16", has_value=True, source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                    E(
+                        name="ssl.key.password",
+                        value="",
+                        has_value=False,
+                        is_sensitive=True,
+                        source="DYNAMIC_BROKER_CONFIG",
+                    ),
+                ],
+            )
+        ]
+    )
 
 
 def test_configs_describe_topic(fake, capsys) -> None:
@@ -341,14 +484,36 @@ def test_configs_describe_topic(fake, capsys) -> None:
     assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "orders", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Dynamic configs for topic orders are:",
-        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}"]
+        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}",
+    ]
     assert admin.called("describe_configs")[0][0] == ([(2, "orders")],)
-    assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "orders", "--all",
-                 "--output", "json", *BOOT]) == 0
+    assert (
+        main(
+            [
+                "configs",
+                "describe",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "orders",
+                "--all",
+                "--output",
+                "json",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     obj = json.loads(capsys.readouterr().out)
     assert [c["name"] for c in obj["configs"]] == sorted(c["name"] for c in obj["configs"])
-    assert {"name": "ssl.key.password", "value": None, "source": "DYNAMIC_BROKER_CONFIG", "is_default": False,
-            "read_only": False, "is_sensitive": True} in obj["configs"]
+    assert {
+        "name": "ssl.key.password",
+        "value": None,
+        "source": "DYNAMIC_BROKER_CONFIG",
+        "is_default": False,
+        "read_only": False,
+        "is_sensitive": True,
+    } in obj["configs"]
 
 
 def test_configs_describe_brokers(fake, capsys) -> None:
@@ -357,59 +522,148 @@ def test_configs_describe_brokers(fake, capsys) -> None:
     assert capsys.readouterr().out.splitlines() == [
         "Dynamic configs for broker 1 are:",
         "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2}",
-        "  ssl.key.password=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:ssl.key.password=null}"]
+        "  ssl.key.password=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:ssl.key.password=null}",
+    ]
     assert main(["configs", "describe", "--entity-type", "brokers", "--entity-default", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Default configs for brokers in the cluster are:",
-        "  num.io.threads=16 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:num.io.threads=16}"]
+        "  num.io.threads=16 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:num.io.threads=16}",
+    ]
     assert admin.called("describe_configs")[-1][0] == ([(4, "")],)
 
 
 def test_configs_describe_error(fake, capsys) -> None:
-    fake(cli._configs, describe_configs=R.DescribeConfigsResponse(results=[R.DescribeConfigsResponse.Result(
-        error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic 'x' does not exist"))]))
+    fake(
+        cli._configs,
+        describe_configs=R.DescribeConfigsResponse(
+            results=[
+                R.DescribeConfigsResponse.Result(error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic 'x' does not exist"))
+            ]
+        ),
+    )
     assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "x", *BOOT]) == 1
     one_line_error(capsys, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
 def test_configs_alter(fake, capsys) -> None:
-    admin = fake(cli._configs, incremental_alter_configs=R.IncrementalAlterConfigsResponse(
-        results=[R.IncrementalAlterConfigsResponse.Result()]))
-    assert main(["configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
-                 "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]",
-                 "--delete-config", "segment.bytes,max.message.bytes", *BOOT]) == 0
+    admin = fake(
+        cli._configs,
+        incremental_alter_configs=R.IncrementalAlterConfigsResponse(
+            results=[R.IncrementalAlterConfigsResponse.Result()]
+        ),
+    )
+    assert (
+        main(
+            [
+                "configs",
+                "alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "orders",
+                "--add-config",
+                "retention.ms=1000,cleanup.policy=[compact,delete]",
+                "--delete-config",
+                "segment.bytes,max.message.bytes",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "Completed updating config for topic orders.\n"
-    (args, _), = admin.called("incremental_alter_configs")
-    assert args == ({(2, "orders"): [("retention.ms", 0, "1000"), ("cleanup.policy", 0, "compact,delete"),
-                                     ("segment.bytes", 1, ""), ("max.message.bytes", 1, "")]},)
-    assert main(["configs", "alter", "--entity-type", "brokers", "--entity-default",
-                 "--add-config", "num.io.threads=16", *BOOT]) == 0
+    ((args, _),) = admin.called("incremental_alter_configs")
+    assert args == (
+        {
+            (2, "orders"): [
+                ("retention.ms", 0, "1000"),
+                ("cleanup.policy", 0, "compact,delete"),
+                ("segment.bytes", 1, ""),
+                ("max.message.bytes", 1, ""),
+            ]
+        },
+    )
+    assert (
+        main(
+            [
+                "configs",
+                "alter",
+                "--entity-type",
+                "brokers",
+                "--entity-default",
+                "--add-config",
+                "num.io.threads=16",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "Completed updating default config for brokers in the cluster.\n"
     assert admin.called("incremental_alter_configs")[-1][0] == ({(4, ""): [("num.io.threads", 0, "16")]},)
-    assert main(["configs", "alter", "--entity-type", "brokers", "--entity-name", "2",
-                 "--append-config", "a=x", "--subtract-config", "b=y", "--output", "json", *BOOT]) == 0
+    assert (
+        main(
+            [
+                "configs",
+                "alter",
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                "2",
+                "--append-config",
+                "a=x",
+                "--subtract-config",
+                "b=y",
+                "--output",
+                "json",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["appended"] == {"a": "x"}
     assert admin.called("incremental_alter_configs")[-1][0] == ({(4, "2"): [("a", 2, "x"), ("b", 3, "y")]},)
 
 
 def test_configs_alter_cluster_error(fake, capsys) -> None:
-    fake(cli._configs, incremental_alter_configs=R.IncrementalAlterConfigsResponse(
-        results=[R.IncrementalAlterConfigsResponse.Result(error=err("INVALID_CONFIG", "bad retention.ms"))]))
-    assert main(["configs", "alter", "--entity-type", "topics", "--entity-name", "t",
-                 "--add-config", "retention.ms=-5", *BOOT]) == 1
+    fake(
+        cli._configs,
+        incremental_alter_configs=R.IncrementalAlterConfigsResponse(
+            results=[R.IncrementalAlterConfigsResponse.Result(error=err("INVALID_CONFIG", "bad retention.ms"))]
+        ),
+    )
+    assert (
+        main(
+            [
+                "configs",
+                "alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "t",
+                "--add-config",
+                "retention.ms=-5",
+                *BOOT,
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys, "INVALID_CONFIG: bad retention.ms")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["describe", "--entity-type", "topics"], "--entity-name is required"),
-    (["describe", "--entity-type", "users", "--entity-name", "x"], "--entity-type"),
-    (["describe", "--entity-type", "brokers", "--entity-name", "one"], "broker id"),
-    (["describe", "--entity-type", "topics", "--entity-default"], "only valid with --entity-type brokers"),
-    (["alter", "--entity-type", "topics", "--entity-name", "t"], "at least one of"),
-    (["alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "novalue"], "key=value"),
-    (["alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=1",
-      "--delete-config", "a"], "both"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["describe", "--entity-type", "topics"], "--entity-name is required"),
+        (["describe", "--entity-type", "users", "--entity-name", "x"], "--entity-type"),
+        (["describe", "--entity-type", "brokers", "--entity-name", "one"], "broker id"),
+        (["describe", "--entity-type", "topics", "--entity-default"], "only valid with --entity-type brokers"),
+        (["alter", "--entity-type", "topics", "--entity-name", "t"], "at least one of"),
+        (["alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "novalue"], "key=value"),
+        (
+            ["alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "a=1", "--delete-config", "a"],
+            "both",
+        ),
+    ],
+)
 def test_configs_bad_input_exits_2(fake, capsys, argv, needle) -> None:
     admin = fake(cli._configs)
     assert main(["configs", *argv, *BOOT]) == 2
@@ -425,8 +679,13 @@ def write_json(path: Path, obj: Any) -> str:
     return str(path)
 
 
-PLAN = {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [2, 3, 4]},
-                                     {"topic": "orders", "partition": 1, "replicas": [3, 4, 2]}]}
+PLAN = {
+    "version": 1,
+    "partitions": [
+        {"topic": "orders", "partition": 0, "replicas": [2, 3, 4]},
+        {"topic": "orders", "partition": 1, "replicas": [3, 4, 2]},
+    ],
+}
 
 
 def no_reassignments(*_a: Any, **_k: Any) -> admin_pb2.ListPartitionReassignmentsResponse:
@@ -435,32 +694,51 @@ def no_reassignments(*_a: Any, **_k: Any) -> admin_pb2.ListPartitionReassignment
 
 def test_reassign_execute(fake, tmp_path: Path, capsys) -> None:
     plan = write_json(tmp_path / "plan.json", PLAN)
-    admin = fake(cli._reassign, list_partition_reassignments=no_reassignments,
-                 describe_topics=describe_response(),
-                 alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(results=[
-                     R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=0),
-                     R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1)]))
+    admin = fake(
+        cli._reassign,
+        list_partition_reassignments=no_reassignments,
+        describe_topics=describe_response(),
+        alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
+            results=[
+                R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=0),
+                R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1),
+            ]
+        ),
+    )
     assert main(["reassign", "execute", "--reassignment-json-file", plan, *BOOT]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Current partition replica assignment"
-    assert json.loads(out[2]) == {"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any", "any", "any"]},
-        {"topic": "orders", "partition": 1, "replicas": [2, 3, 1], "log_dirs": ["any", "any", "any"]}]}
+    assert json.loads(out[2]) == {
+        "version": 1,
+        "partitions": [
+            {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "log_dirs": ["any", "any", "any"]},
+            {"topic": "orders", "partition": 1, "replicas": [2, 3, 1], "log_dirs": ["any", "any", "any"]},
+        ],
+    }
     assert out[4] == "Save this to use as the --reassignment-json-file option during rollback"
     assert out[5] == "Successfully started partition reassignments for orders-0,orders-1"
-    (args, _), = admin.called("alter_partition_reassignments")
+    ((args, _),) = admin.called("alter_partition_reassignments")
     assert args == ({("orders", 0): [2, 3, 4], ("orders", 1): [3, 4, 2]},)
 
 
 def test_reassign_execute_refuses_when_one_is_in_progress(fake, tmp_path: Path, capsys) -> None:
     plan = write_json(tmp_path / "plan.json", PLAN)
-    ongoing = R.ListPartitionReassignmentsResponse(reassignments=[
-        R.ListPartitionReassignmentsResponse.Ongoing(topic="moving", partition=0, replicas=[1, 2, 3])])
-    admin = fake(cli._reassign, list_partition_reassignments=ongoing, describe_topics=describe_response(),
-                 alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(results=[
-                     R.AlterPartitionReassignmentsResponse.PartitionResult(
-                         topic="orders", partition=0, error=err("INVALID_REPLICA_ASSIGNMENT", "broker 4 unknown")),
-                     R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1)]))
+    ongoing = R.ListPartitionReassignmentsResponse(
+        reassignments=[R.ListPartitionReassignmentsResponse.Ongoing(topic="moving", partition=0, replicas=[1, 2, 3])]
+    )
+    admin = fake(
+        cli._reassign,
+        list_partition_reassignments=ongoing,
+        describe_topics=describe_response(),
+        alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
+            results=[
+                R.AlterPartitionReassignmentsResponse.PartitionResult(
+                    topic="orders", partition=0, error=err("INVALID_REPLICA_ASSIGNMENT", "broker 4 unknown")
+                ),
+                R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1),
+            ]
+        ),
+    )
     assert main(["reassign", "execute", "--reassignment-json-file", plan, *BOOT]) == 1
     one_line_error(capsys, "REASSIGNMENT_IN_PROGRESS", "--additional", "moving-0")
     assert admin.called("alter_partition_reassignments") == []
@@ -471,31 +749,48 @@ def test_reassign_execute_refuses_when_one_is_in_progress(fake, tmp_path: Path, 
 
 
 def test_reassign_execute_unknown_topic(fake, tmp_path: Path, capsys) -> None:
-    plan = write_json(tmp_path / "plan.json", {"version": 1, "partitions": [
-        {"topic": "nope", "partition": 0, "replicas": [1]}]})
-    fake(cli._reassign, list_partition_reassignments=no_reassignments,
-         describe_topics=R.DescribeTopicsResponse(topics=[R.DescribeTopicsResponse.Topic(
-             name="nope", error=err("UNKNOWN_TOPIC_OR_PARTITION", "no such topic"))]))
+    plan = write_json(
+        tmp_path / "plan.json", {"version": 1, "partitions": [{"topic": "nope", "partition": 0, "replicas": [1]}]}
+    )
+    fake(
+        cli._reassign,
+        list_partition_reassignments=no_reassignments,
+        describe_topics=R.DescribeTopicsResponse(
+            topics=[
+                R.DescribeTopicsResponse.Topic(name="nope", error=err("UNKNOWN_TOPIC_OR_PARTITION", "no such topic"))
+            ]
+        ),
+    )
     assert main(["reassign", "execute", "--reassignment-json-file", plan, *BOOT]) == 1
     one_line_error(capsys, "UNKNOWN_TOPIC_OR_PARTITION", "nope")
 
 
-@pytest.mark.parametrize("content, needle", [
-    ("{not json", "not valid JSON"),
-    ([1, 2], "must be a JSON object"),
-    ({"version": 1}, "'partitions' must be a list"),
-    ({"version": 2, "partitions": []}, "unsupported version"),
-    ({"version": 1, "partitions": []}, "cannot be empty"),
-    ({"partitions": [{"topic": "t", "partition": 0}]}, "'replicas'"),
-    ({"partitions": [{"topic": "t", "partition": True, "replicas": [1]}]}, "'partition'"),
-    ({"partitions": [{"topic": "", "partition": 0, "replicas": [1]}]}, "'topic'"),
-    ({"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}, "cannot be empty"),
-    ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "duplicate entries"),
-    ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, "2"]}]}, "list of broker ids"),
-    ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1]},
-                     {"topic": "t", "partition": 0, "replicas": [2]}]}, "duplicate topic partitions: t-0"),
-    ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}]}, "log dirs"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("{not json", "not valid JSON"),
+        ([1, 2], "must be a JSON object"),
+        ({"version": 1}, "'partitions' must be a list"),
+        ({"version": 2, "partitions": []}, "unsupported version"),
+        ({"version": 1, "partitions": []}, "cannot be empty"),
+        ({"partitions": [{"topic": "t", "partition": 0}]}, "'replicas'"),
+        ({"partitions": [{"topic": "t", "partition": True, "replicas": [1]}]}, "'partition'"),
+        ({"partitions": [{"topic": "", "partition": 0, "replicas": [1]}]}, "'topic'"),
+        ({"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}, "cannot be empty"),
+        ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "duplicate entries"),
+        ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, "2"]}]}, "list of broker ids"),
+        (
+            {
+                "partitions": [
+                    {"topic": "t", "partition": 0, "replicas": [1]},
+                    {"topic": "t", "partition": 0, "replicas": [2]},
+                ]
+            },
+            "duplicate topic partitions: t-0",
+        ),
+        ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}]}, "log dirs"),
+    ],
+)
 def test_reassign_bad_plan_exits_2(fake, tmp_path: Path, capsys, content, needle) -> None:
     admin = fake(cli._reassign)
     plan = write_json(tmp_path / "plan.json", content)
@@ -515,20 +810,32 @@ def test_reassign_missing_file_and_options_exit_2(tmp_path: Path, capsys) -> Non
 
 
 def test_reassign_verify(fake, tmp_path: Path, capsys) -> None:
-    plan = write_json(tmp_path / "plan.json", {"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3]},   # completed
-        {"topic": "orders", "partition": 1, "replicas": [2, 3, 4]},   # in progress
-        {"topic": "orders", "partition": 2, "replicas": [3, 1, 2]}]})  # completed
-    ongoing = R.ListPartitionReassignmentsResponse(reassignments=[
-        R.ListPartitionReassignmentsResponse.Ongoing(topic="orders", partition=1, replicas=[2, 3, 1, 4],
-                                                     adding_replicas=[4], removing_replicas=[1])])
+    plan = write_json(
+        tmp_path / "plan.json",
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": "orders", "partition": 0, "replicas": [1, 2, 3]},  # completed
+                {"topic": "orders", "partition": 1, "replicas": [2, 3, 4]},  # in progress
+                {"topic": "orders", "partition": 2, "replicas": [3, 1, 2]},
+            ],
+        },
+    )  # completed
+    ongoing = R.ListPartitionReassignmentsResponse(
+        reassignments=[
+            R.ListPartitionReassignmentsResponse.Ongoing(
+                topic="orders", partition=1, replicas=[2, 3, 1, 4], adding_replicas=[4], removing_replicas=[1]
+            )
+        ]
+    )
     admin = fake(cli._reassign, list_partition_reassignments=ongoing, describe_topics=describe_response())
     assert main(["reassign", "verify", "--reassignment-json-file", plan, *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Status of partition reassignment:",
         "Reassignment of partition orders-0 is completed.",
         "Reassignment of partition orders-1 is still in progress.",
-        "Reassignment of partition orders-2 is completed."]
+        "Reassignment of partition orders-2 is completed.",
+    ]
     assert admin.called("list_partition_reassignments")[0][0] == ({"orders": [0, 1, 2]},)
     assert main(["reassign", "verify", "--reassignment-json-file", plan, "--output", "json", *BOOT]) == 0
     obj = json.loads(capsys.readouterr().out)
@@ -537,24 +844,33 @@ def test_reassign_verify(fake, tmp_path: Path, capsys) -> None:
 
 
 def test_reassign_verify_mismatch_exits_1(fake, tmp_path: Path, capsys) -> None:
-    plan = write_json(tmp_path / "plan.json", {"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "replicas": [4, 5, 6]}]})
+    plan = write_json(
+        tmp_path / "plan.json",
+        {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [4, 5, 6]}]},
+    )
     fake(cli._reassign, list_partition_reassignments=no_reassignments, describe_topics=describe_response())
     assert main(["reassign", "verify", "--reassignment-json-file", plan, *BOOT]) == 1
-    assert ("There is no active reassignment of partition orders-0, but replica set is 1,2,3 rather "
-            "than 4,5,6." in capsys.readouterr().out)
+    assert (
+        "There is no active reassignment of partition orders-0, but replica set is 1,2,3 rather "
+        "than 4,5,6." in capsys.readouterr().out
+    )
 
 
 def test_reassign_cancel(fake, tmp_path: Path, capsys) -> None:
     plan = write_json(tmp_path / "plan.json", PLAN)
-    ongoing = R.ListPartitionReassignmentsResponse(reassignments=[
-        R.ListPartitionReassignmentsResponse.Ongoing(topic="orders", partition=1, replicas=[2, 3, 1, 4])])
-    admin = fake(cli._reassign, list_partition_reassignments=ongoing,
-                 alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(results=[
-                     R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1)]))
+    ongoing = R.ListPartitionReassignmentsResponse(
+        reassignments=[R.ListPartitionReassignmentsResponse.Ongoing(topic="orders", partition=1, replicas=[2, 3, 1, 4])]
+    )
+    admin = fake(
+        cli._reassign,
+        list_partition_reassignments=ongoing,
+        alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
+            results=[R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1)]
+        ),
+    )
     assert main(["reassign", "cancel", "--reassignment-json-file", plan, *BOOT]) == 0
     assert capsys.readouterr().out == "Successfully cancelled partition reassignments for: orders-1\n"
-    (args, _), = admin.called("alter_partition_reassignments")
+    ((args, _),) = admin.called("alter_partition_reassignments")
     assert args == ({("orders", 1): None},)
     fake(cli._reassign, list_partition_reassignments=no_reassignments)
     assert main(["reassign", "cancel", "--reassignment-json-file", plan, *BOOT]) == 0
@@ -563,16 +879,22 @@ def test_reassign_cancel(fake, tmp_path: Path, capsys) -> None:
 
 def cluster_response(racks: dict[int, str] | None = None) -> admin_pb2.DescribeClusterResponse:
     racks = racks or {}
-    return R.DescribeClusterResponse(cluster_id="CID", controller_id=3000, brokers=[
-        R.DescribeClusterResponse.Broker(broker_id=b, host=f"h{b}", port=9092, rack=racks.get(b, ""),
-                                         broker_epoch=10 + b) for b in (1, 2, 3, 4)])
+    return R.DescribeClusterResponse(
+        cluster_id="CID",
+        controller_id=3000,
+        brokers=[
+            R.DescribeClusterResponse.Broker(
+                broker_id=b, host=f"h{b}", port=9092, rack=racks.get(b, ""), broker_epoch=10 + b
+            )
+            for b in (1, 2, 3, 4)
+        ],
+    )
 
 
 def test_reassign_generate(fake, tmp_path: Path, capsys) -> None:
     topics = write_json(tmp_path / "topics.json", {"version": 1, "topics": [{"topic": "orders"}]})
     fake(cli._reassign, describe_topics=describe_response(), describe_cluster=cluster_response())
-    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3,4",
-                 *BOOT]) == 0
+    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3,4", *BOOT]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Current partition replica assignment"
     assert lines[3] == "Proposed partition reassignment configuration"
@@ -582,22 +904,49 @@ def test_reassign_generate(fake, tmp_path: Path, capsys) -> None:
         assert sorted(p["replicas"]) == [2, 3, 4] and p["log_dirs"] == ["any"] * 3
     # the proposal is a valid plan for execute
     assert cli._reassign.parse_plan(proposed)
-    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,9",
-                 *BOOT]) == 2
+    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,9", *BOOT]) == 2
     one_line_error(capsys, "unknown broker id(s) in --broker-list: 9")
-    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3",
-                 "--output", "json", *BOOT]) == 2  # replication factor 3 on 2 brokers
+    assert (
+        main(
+            [
+                "reassign",
+                "generate",
+                "--topics-to-move-json-file",
+                topics,
+                "--broker-list",
+                "2,3",
+                "--output",
+                "json",
+                *BOOT,
+            ]
+        )
+        == 2
+    )  # replication factor 3 on 2 brokers
     one_line_error(capsys, "cannot place topic 'orders'")
 
 
 def test_reassign_generate_mixed_racks(fake, tmp_path: Path, capsys) -> None:
     topics = write_json(tmp_path / "topics.json", {"version": 1, "topics": [{"topic": "orders"}]})
     fake(cli._reassign, describe_topics=describe_response(), describe_cluster=cluster_response({1: "a"}))
-    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3",
-                 *BOOT]) == 2
+    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3", *BOOT]) == 2
     one_line_error(capsys, "--disable-rack-aware")
-    assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3",
-                 "--disable-rack-aware", "--output", "json", *BOOT]) == 0
+    assert (
+        main(
+            [
+                "reassign",
+                "generate",
+                "--topics-to-move-json-file",
+                topics,
+                "--broker-list",
+                "1,2,3",
+                "--disable-rack-aware",
+                "--output",
+                "json",
+                *BOOT,
+            ]
+        )
+        == 0
+    )
     obj = json.loads(capsys.readouterr().out)
     assert len(obj["proposed"]["partitions"]) == 3 and len(obj["current"]["partitions"]) == 3
 
@@ -608,12 +957,14 @@ PR = R.ElectLeadersResponse.PartitionResult
 
 
 def election_response() -> admin_pb2.ElectLeadersResponse:
-    return R.ElectLeadersResponse(results=[
-        PR(topic="orders", partition=1),
-        PR(topic="orders", partition=0),
-        PR(topic="orders", partition=2, error=err("ELECTION_NOT_NEEDED", "the preferred replica already leads")),
-        PR(topic="gone", partition=0, error=err("UNKNOWN_TOPIC_OR_PARTITION", "unknown topic or partition")),
-    ])
+    return R.ElectLeadersResponse(
+        results=[
+            PR(topic="orders", partition=1),
+            PR(topic="orders", partition=0),
+            PR(topic="orders", partition=2, error=err("ELECTION_NOT_NEEDED", "the preferred replica already leads")),
+            PR(topic="gone", partition=0, error=err("UNKNOWN_TOPIC_OR_PARTITION", "unknown topic or partition")),
+        ]
+    )
 
 
 def test_elect_leaders_output(fake, capsys) -> None:
@@ -622,11 +973,14 @@ def test_elect_leaders_output(fake, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
         "Successfully completed leader election (PREFERRED) for partitions orders-0, orders-1",
-        "Valid replica already elected for partitions orders-2"]
-    assert ("Error completing leader election (PREFERRED) for partition: gone-0: "
-            "UNKNOWN_TOPIC_OR_PARTITION: unknown topic or partition") in captured.err
+        "Valid replica already elected for partitions orders-2",
+    ]
+    assert (
+        "Error completing leader election (PREFERRED) for partition: gone-0: "
+        "UNKNOWN_TOPIC_OR_PARTITION: unknown topic or partition"
+    ) in captured.err
     assert "1 replica(s) could not be elected" in captured.err
-    (args, _), = admin.called("elect_leaders")
+    ((args, _),) = admin.called("elect_leaders")
     assert args == (0, None)
 
 
@@ -635,32 +989,44 @@ def test_elect_leaders_selections(fake, tmp_path: Path, capsys) -> None:
     assert main(["elect-leaders", "--election-type", "UNCLEAN", "--topic", "t", "--partition", "3", *BOOT]) == 0
     assert capsys.readouterr().out == "Successfully completed leader election (UNCLEAN) for partitions t-3\n"
     assert admin.called("elect_leaders")[-1][0] == (1, {"t": [3]})
-    path = write_json(tmp_path / "p.json", {"partitions": [{"topic": "t", "partition": 3},
-                                                          {"topic": "u", "partition": 0}]})
-    assert main(["elect-leaders", "--election-type", "PREFERRED", "--path-to-json-file", path,
-                 "--output", "json", *BOOT]) == 0
+    path = write_json(
+        tmp_path / "p.json", {"partitions": [{"topic": "t", "partition": 3}, {"topic": "u", "partition": 0}]}
+    )
+    assert (
+        main(["elect-leaders", "--election-type", "PREFERRED", "--path-to-json-file", path, "--output", "json", *BOOT])
+        == 0
+    )
     assert admin.called("elect_leaders")[-1][0] == (0, {"t": [3], "u": [0]})
-    assert json.loads(capsys.readouterr().out) == {"election_type": "PREFERRED", "results": [
-        {"topic": "t", "partition": 3, "status": "elected", "error": None}]}
+    assert json.loads(capsys.readouterr().out) == {
+        "election_type": "PREFERRED",
+        "results": [{"topic": "t", "partition": 3, "status": "elected", "error": None}],
+    }
 
 
 def test_elect_leaders_top_level_error(fake, capsys) -> None:
-    fake(cli._elect_leaders, elect_leaders=R.ElectLeadersResponse(
-        error=err("CLUSTER_AUTHORIZATION_FAILED", "not allowed")))
+    fake(
+        cli._elect_leaders,
+        elect_leaders=R.ElectLeadersResponse(error=err("CLUSTER_AUTHORIZATION_FAILED", "not allowed")),
+    )
     assert main(["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", *BOOT]) == 1
     one_line_error(capsys, "CLUSTER_AUTHORIZATION_FAILED: not allowed")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--election-type", "PREFERRED"], "exactly one of"),
-    (["--election-type", "PREFERRED", "--all-topic-partitions", "--topic", "t", "--partition", "0"],
-     "exactly one of"),
-    (["--election-type", "PREFERRED", "--topic", "t"], "--topic needs --partition"),
-    (["--election-type", "PREFERRED", "--partition", "1"], "--partition needs --topic"),
-    (["--election-type", "RANDOM", "--all-topic-partitions"], "PREFERRED or UNCLEAN"),
-    (["--all-topic-partitions"], "--election-type"),
-    (["--election-type", "PREFERRED", "--topic", "t", "--partition", "-1"], "negative"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--election-type", "PREFERRED"], "exactly one of"),
+        (
+            ["--election-type", "PREFERRED", "--all-topic-partitions", "--topic", "t", "--partition", "0"],
+            "exactly one of",
+        ),
+        (["--election-type", "PREFERRED", "--topic", "t"], "--topic needs --partition"),
+        (["--election-type", "PREFERRED", "--partition", "1"], "--partition needs --topic"),
+        (["--election-type", "RANDOM", "--all-topic-partitions"], "PREFERRED or UNCLEAN"),
+        (["--all-topic-partitions"], "--election-type"),
+        (["--election-type", "PREFERRED", "--topic", "t", "--partition", "-1"], "negative"),
+    ],
+)
 def test_elect_leaders_bad_input_exits_2(fake, capsys, argv, needle) -> None:
     admin = fake(cli._elect_leaders, elect_leaders=election_response())
     assert main(["elect-leaders", *argv, *BOOT]) == 2
@@ -668,13 +1034,16 @@ def test_elect_leaders_bad_input_exits_2(fake, capsys, argv, needle) -> None:
     assert admin.calls == []
 
 
-@pytest.mark.parametrize("content, needle", [
-    ("[]", "'partitions' list"),
-    ({"partitions": [{"topic": "t"}]}, "'partition'"),
-    ({"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}, "duplicate partitions: t-0"),
-    ({"partitions": []}, "empty"),
-    ("nope", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("[]", "'partitions' list"),
+        ({"partitions": [{"topic": "t"}]}, "'partition'"),
+        ({"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}, "duplicate partitions: t-0"),
+        ({"partitions": []}, "empty"),
+        ("nope", "not valid JSON"),
+    ],
+)
 def test_elect_leaders_bad_json_file(tmp_path: Path, capsys, content, needle) -> None:
     path = write_json(tmp_path / "p.json", content)
     assert main(["elect-leaders", "--election-type", "PREFERRED", "--path-to-json-file", path, *BOOT]) == 2
@@ -688,17 +1057,39 @@ QR = R.DescribeQuorumResponse.Replica
 
 def quorum_response() -> admin_pb2.DescribeQuorumResponse:
     return R.DescribeQuorumResponse(
-        leader_id=3001, leader_epoch=7, high_watermark=120,
-        voters=[QR(replica_id=3000, log_end_offset=118, last_fetch_timestamp_ms=1_000_500,
-                   last_caught_up_timestamp_ms=999_000),
-                QR(replica_id=3001, log_end_offset=125, last_fetch_timestamp_ms=1_001_000,
-                   last_caught_up_timestamp_ms=1_001_000),
-                QR(replica_id=3002, log_end_offset=125, last_fetch_timestamp_ms=1_000_900,
-                   last_caught_up_timestamp_ms=1_000_900)],
-        observers=[QR(replica_id=2, log_end_offset=100, last_fetch_timestamp_ms=-1,
-                      last_caught_up_timestamp_ms=-1),
-                   QR(replica_id=1, log_end_offset=125, last_fetch_timestamp_ms=1_000_950,
-                      last_caught_up_timestamp_ms=1_000_950)])
+        leader_id=3001,
+        leader_epoch=7,
+        high_watermark=120,
+        voters=[
+            QR(
+                replica_id=3000,
+                log_end_offset=118,
+                last_fetch_timestamp_ms=1_000_500,
+                last_caught_up_timestamp_ms=999_000,
+            ),
+            QR(
+                replica_id=3001,
+                log_end_offset=125,
+                last_fetch_timestamp_ms=1_001_000,
+                last_caught_up_timestamp_ms=1_001_000,
+            ),
+            QR(
+                replica_id=3002,
+                log_end_offset=125,
+                last_fetch_timestamp_ms=1_000_900,
+                last_caught_up_timestamp_ms=1_000_900,
+            ),
+        ],
+        observers=[
+            QR(replica_id=2, log_end_offset=100, last_fetch_timestamp_ms=-1, last_caught_up_timestamp_ms=-1),
+            QR(
+                replica_id=1,
+                log_end_offset=125,
+                last_fetch_timestamp_ms=1_000_950,
+                last_caught_up_timestamp_ms=1_000_950,
+            ),
+        ],
+    )
 
 
 def test_quorum_status(fake, capsys) -> None:
@@ -712,18 +1103,31 @@ def test_quorum_status(fake, capsys) -> None:
         "MaxFollowerLag:         7",
         "MaxFollowerLagTimeMs:   2000",
         "CurrentVoters:          [3000,3001,3002]",
-        "CurrentObservers:       [1,2]"]
+        "CurrentObservers:       [1,2]",
+    ]
     assert main(["quorum", "describe", "--status", "--output", "json", *BOOT]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "cluster_id": "CID", "leader_id": 3001, "leader_epoch": 7, "high_watermark": 120,
-        "max_follower_lag": 7, "max_follower_lag_time_ms": 2000,
-        "current_voters": [3000, 3001, 3002], "current_observers": [1, 2]}
+        "cluster_id": "CID",
+        "leader_id": 3001,
+        "leader_epoch": 7,
+        "high_watermark": 120,
+        "max_follower_lag": 7,
+        "max_follower_lag_time_ms": 2000,
+        "current_voters": [3000, 3001, 3002],
+        "current_observers": [1, 2],
+    }
 
 
 def test_quorum_status_caught_up_has_no_lag_time() -> None:
-    q = R.DescribeQuorumResponse(leader_id=1, leader_epoch=1, high_watermark=5, voters=[
-        QR(replica_id=0, log_end_offset=5, last_caught_up_timestamp_ms=10),
-        QR(replica_id=1, log_end_offset=5, last_caught_up_timestamp_ms=50)])
+    q = R.DescribeQuorumResponse(
+        leader_id=1,
+        leader_epoch=1,
+        high_watermark=5,
+        voters=[
+            QR(replica_id=0, log_end_offset=5, last_caught_up_timestamp_ms=10),
+            QR(replica_id=1, log_end_offset=5, last_caught_up_timestamp_ms=50),
+        ],
+    )
     status = cli._quorum.quorum_status(q, None)
     assert status["max_follower_lag"] == 0 and status["max_follower_lag_time_ms"] == 0
 
@@ -732,18 +1136,31 @@ def test_quorum_replication(fake, capsys) -> None:
     fake(cli._quorum, describe_quorum=quorum_response())
     assert main(["quorum", "replication", *BOOT]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-                                "LastCaughtUpTimestamp", "Status"]
+    assert lines[0].split() == [
+        "NodeId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    ]
     assert [line.split() for line in lines[1:]] == [
         ["3001", "125", "0", "1001000", "1001000", "Leader"],
         ["3000", "118", "7", "1000500", "999000", "Follower"],
         ["3002", "125", "0", "1000900", "1000900", "Follower"],
         ["1", "125", "0", "1000950", "1000950", "Observer"],
-        ["2", "100", "25", "-1", "-1", "Observer"]]
+        ["2", "100", "25", "-1", "-1", "Observer"],
+    ]
     assert main(["quorum", "describe", "--replication", "--output", "json", *BOOT]) == 0
     rows = json.loads(capsys.readouterr().out)["replicas"]
-    assert rows[1] == {"node_id": 3000, "log_end_offset": 118, "lag": 7, "last_fetch_timestamp": 1_000_500,
-                       "last_caught_up_timestamp": 999_000, "status": "Follower"}
+    assert rows[1] == {
+        "node_id": 3000,
+        "log_end_offset": 118,
+        "lag": 7,
+        "last_fetch_timestamp": 1_000_500,
+        "last_caught_up_timestamp": 999_000,
+        "status": "Follower",
+    }
 
 
 def test_quorum_errors(fake, capsys) -> None:
@@ -760,24 +1177,48 @@ def test_quorum_errors(fake, capsys) -> None:
 
 
 def test_metadata_tree_online(fake, capsys) -> None:
-    broker_configs = R.DescribeConfigsResponse(results=[
-        R.DescribeConfigsResponse.Result(resource=R.ConfigResource(resource_type=4, resource_name="1"), configs=[
-            E(name="log.cleaner.threads", value="2", has_value=True, source="DYNAMIC_BROKER_CONFIG"),
-            E(name="num.io.threads", value="8", has_value=True, source="DEFAULT_CONFIG")]),
-        R.DescribeConfigsResponse.Result(resource=R.ConfigResource(resource_type=4, resource_name=""), configs=[
-            E(name="num.io.threads", value="16", has_value=True, source="DYNAMIC_DEFAULT_BROKER_CONFIG")])])
-    admin = fake(cli._metadata, describe_cluster=cluster_response({1: "r1"}), describe_quorum=quorum_response(),
-                 describe_topics=describe_response(), describe_configs=broker_configs)
+    broker_configs = R.DescribeConfigsResponse(
+        results=[
+            R.DescribeConfigsResponse.Result(
+                resource=R.ConfigResource(resource_type=4, resource_name="1"),
+                configs=[
+                    E(name="log.cleaner.threads", value="2", has_value=True, source="DYNAMIC_BROKER_CONFIG"),
+                    E(name="num.io.threads", value="8", has_value=True, source="DEFAULT_CONFIG"),
+                ],
+            ),
+            R.DescribeConfigsResponse.Result(
+                resource=R.ConfigResource(resource_type=4, resource_name=""),
+                configs=[E(name="num.io.threads", value="16", has_value=True, source="DYNAMIC_DEFAULT_BROKER_CONFIG")],
+            ),
+        ]
+    )
+    admin = fake(
+        cli._metadata,
+        describe_cluster=cluster_response({1: "r1"}),
+        describe_quorum=quorum_response(),
+        describe_topics=describe_response(),
+        describe_configs=broker_configs,
+    )
     assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 0
     nodes = json.loads(capsys.readouterr().out)["nodes"]
     assert nodes["/controller"] == {"controller_id": 3001}
     assert nodes["/controller_epoch"] == 7
     assert nodes["/cluster/id"] == {"version": "1", "id": "CID"}
-    assert nodes["/brokers/ids/1"] == {"endpoints": ["h1:9092"], "rack": "r1", "epoch": 11, "fenced": False,
-                                       "in_controlled_shutdown": False}
+    assert nodes["/brokers/ids/1"] == {
+        "endpoints": ["h1:9092"],
+        "rack": "r1",
+        "epoch": 11,
+        "fenced": False,
+        "in_controlled_shutdown": False,
+    }
     assert nodes["/brokers/topics/orders"]["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1], "2": [3, 1, 2]}
     assert nodes["/brokers/topics/orders/partitions/2/state"] == {
-        "controller_epoch": None, "leader": -1, "leader_epoch": 0, "isr": [3], "partition_epoch": 0}
+        "controller_epoch": None,
+        "leader": -1,
+        "leader_epoch": 0,
+        "isr": [3],
+        "partition_epoch": 0,
+    }
     assert nodes["/config/topics/orders"] == {"cleanup.policy": "compact", "retention.ms": "1000"}
     assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
     assert nodes["/config/brokers/<default>"] == {"num.io.threads": "16"}

@@ -54,10 +54,19 @@ def _records() -> list[tuple[int, object]]:
     """(epoch, record) in log order: three brokers, two topics, configs, a reassignment."""
     out: list[tuple[int, object]] = [(1, NoOpRecord())]
     for b in (1, 2, 3):
-        out.append((1, RegisterBrokerRecord(
-            broker_id=b, incarnation_id=f"inc-{b}", broker_epoch=10 + b,
-            endpoints=(BrokerEndpoint("PLAINTEXT", f"host{b}", 9092),),
-            rack=f"rack-{b % 2}", fenced=True)))
+        out.append(
+            (
+                1,
+                RegisterBrokerRecord(
+                    broker_id=b,
+                    incarnation_id=f"inc-{b}",
+                    broker_epoch=10 + b,
+                    endpoints=(BrokerEndpoint("PLAINTEXT", f"host{b}", 9092),),
+                    rack=f"rack-{b % 2}",
+                    fenced=True,
+                ),
+            )
+        )
         out.append((1, UnfenceBrokerRecord(broker_id=b, broker_epoch=10 + b)))
     out += [
         (1, TopicRecord(name="orders", topic_id=ORDERS)),
@@ -71,8 +80,12 @@ def _records() -> list[tuple[int, object]]:
         (2, ConfigRecord(resource_type=4, resource_name="", name="num.io.threads", value="16")),
         (2, ProducerIdsRecord(broker_id=1, broker_epoch=11, next_producer_id=1000)),
         # a reassignment of orders-0 from [1,2] to [2,3]: 3 is being added, 1 removed
-        (2, PartitionChangeRecord(partition_id=0, topic_id=ORDERS, replicas=(1, 2, 3),
-                                  adding_replicas=(3,), removing_replicas=(1,))),
+        (
+            2,
+            PartitionChangeRecord(
+                partition_id=0, topic_id=ORDERS, replicas=(1, 2, 3), adding_replicas=(3,), removing_replicas=(1,)
+            ),
+        ),
         (2, PartitionChangeRecord(partition_id=1, topic_id=ORDERS, isr=(2,))),
     ]
     return out
@@ -125,8 +138,9 @@ def test_dump_segment_lines(log_dir: Path, capsys) -> None:
     assert len(lines) == len(_records())
     assert lines[0] == f"offset: 0 epoch: 1 timestamp: {TS} NoOpRecord {{}}"
     topic_line = next(line for line in lines if "TopicRecord" in line)
-    assert topic_line == (f"offset: 7 epoch: 1 timestamp: {TS + 7} TopicRecord "
-                          f'{{"name":"orders","topic_id":"{ORDERS}"}}')
+    assert topic_line == (
+        f'offset: 7 epoch: 1 timestamp: {TS + 7} TopicRecord {{"name":"orders","topic_id":"{ORDERS}"}}'
+    )
     register = next(line for line in lines if "RegisterBrokerRecord" in line)
     assert '"endpoints":[{"name":"PLAINTEXT","host":"host1","port":9092' in register
     assert out.count("Dumping ") == len(segments)
@@ -174,8 +188,12 @@ def test_dump_snapshot(tmp_path: Path, capsys) -> None:
     assert main(["metadata", "dump", "--output", "json", str(snap)]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["type"] == "snapshot" and obj["offset"] == image.offset and obj["record_count"] == n
-    assert {r["record_type"] for r in obj["records"]} >= {"TopicRecord", "PartitionRecord", "ConfigRecord",
-                                                          "ProducerIdsRecord"}
+    assert {r["record_type"] for r in obj["records"]} >= {
+        "TopicRecord",
+        "PartitionRecord",
+        "ConfigRecord",
+        "ProducerIdsRecord",
+    }
 
 
 def test_dump_directory_dumps_every_file(log_dir: Path, capsys) -> None:
@@ -221,30 +239,56 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
     assert nodes["/controller_epoch"] == 2
     assert "/controller" not in nodes  # offline: who leads now is unknown
     assert nodes["/brokers/ids/1"] == {
-        "endpoints": ["PLAINTEXT://host1:9092"], "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "rack": "rack-1", "epoch": 11, "fenced": False, "in_controlled_shutdown": False,
-        "incarnation_id": "inc-1"}
+        "endpoints": ["PLAINTEXT://host1:9092"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "rack": "rack-1",
+        "epoch": 11,
+        "fenced": False,
+        "in_controlled_shutdown": False,
+        "incarnation_id": "inc-1",
+    }
     assert nodes["/brokers/topics/orders"] == {
-        "topic_id": ORDERS, "partitions": {"0": [1, 2, 3], "1": [2, 3]},
-        "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
+        "topic_id": ORDERS,
+        "partitions": {"0": [1, 2, 3], "1": [2, 3]},
+        "adding_replicas": {"0": [3]},
+        "removing_replicas": {"0": [1]},
+    }
     assert nodes["/brokers/topics/orders/partitions/0/state"] == {
-        "controller_epoch": 2, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "partition_epoch": 1}
+        "controller_epoch": 2,
+        "leader": 1,
+        "leader_epoch": 0,
+        "isr": [1, 2],
+        "partition_epoch": 1,
+    }
     assert nodes["/brokers/topics/orders/partitions/1/state"] == {
-        "controller_epoch": 2, "leader": 2, "leader_epoch": 0, "isr": [2], "partition_epoch": 1}
+        "controller_epoch": 2,
+        "leader": 2,
+        "leader_epoch": 0,
+        "isr": [2],
+        "partition_epoch": 1,
+    }
     assert nodes["/brokers/topics/payments/partitions/0/state"]["controller_epoch"] == 2
     assert nodes["/config/topics/orders"] == {"cleanup.policy": "compact"}
     assert nodes["/config/topics/payments"] == {}
     assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
     assert nodes["/config/brokers/<default>"] == {"num.io.threads": "16"}
     assert nodes["/latest_producer_id_block"] == {"next_producer_id": 1000}
-    assert nodes["/admin/reassign_partitions"] == {"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3], "target_replicas": [2, 3],
-         "adding_replicas": [3],
-         "removing_replicas": [1]}]}
+    assert nodes["/admin/reassign_partitions"] == {
+        "version": 1,
+        "partitions": [
+            {
+                "topic": "orders",
+                "partition": 0,
+                "replicas": [1, 2, 3],
+                "target_replicas": [2, 3],
+                "adding_replicas": [3],
+                "removing_replicas": [1],
+            }
+        ],
+    }
     # tree order: /admin before /brokers before /cluster ...; partitions numerically
     paths = list(nodes)
-    assert paths == sorted(paths, key=lambda p: [(0, int(c), "") if c.isdigit() else (1, 0, c)
-                                                  for c in p.split("/")])
+    assert paths == sorted(paths, key=lambda p: [(0, int(c), "") if c.isdigit() else (1, 0, c) for c in p.split("/")])
 
 
 def test_tree_accepts_the_partition_dir_itself(log_dir: Path, capsys) -> None:
@@ -263,7 +307,12 @@ def test_tree_as_of_offset(log_dir: Path, capsys) -> None:
     assert "/brokers/topics/payments" not in nodes
     assert "/admin/reassign_partitions" not in nodes
     assert nodes["/brokers/topics/orders/partitions/0/state"] == {
-        "controller_epoch": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "partition_epoch": 0}
+        "controller_epoch": 1,
+        "leader": 1,
+        "leader_epoch": 0,
+        "isr": [1, 2],
+        "partition_epoch": 0,
+    }
     assert nodes["/controller_epoch"] == 1
     assert "/latest_producer_id_block" not in nodes
     # past the end: the whole log, with a warning
@@ -283,20 +332,23 @@ def test_tree_json(log_dir: Path, capsys) -> None:
 def test_tree_path_filter(log_dir: Path, capsys) -> None:
     assert main(["metadata", "tree", "--log-dir", str(log_dir), "--path", "/brokers/topics/orders"]) == 0
     nodes = _tree_lines(capsys.readouterr().out)
-    assert set(nodes) == {"/brokers/topics/orders", "/brokers/topics/orders/partitions/0/state",
-                          "/brokers/topics/orders/partitions/1/state"}
+    assert set(nodes) == {
+        "/brokers/topics/orders",
+        "/brokers/topics/orders/partitions/0/state",
+        "/brokers/topics/orders/partitions/1/state",
+    }
 
 
 def test_tree_from_snapshot_alone_and_with_the_log(tmp_path: Path, capsys) -> None:
     entries = _entries()
     cut = 13  # snapshot through offset 13 (payments exists, broker configs not yet)
-    image = _image(entries[:cut + 1])
+    image = _image(entries[: cut + 1])
     root = tmp_path / "meta"
     mdir = root / PART_DIR
     snap = write_snapshot(mdir, image.offset, image.epoch, image.timestamp_ms, image.to_records())
     with MetadataLogWriter(mdir, segment_bytes=1 << 20, fsync=False) as w:
         assert w.next_offset == cut + 1  # the log continues after the snapshot (older segments gone)
-        w.append(entries[cut + 1:])
+        w.append(entries[cut + 1 :])
 
     assert main(["metadata", "tree", "--snapshot", str(snap)]) == 0
     out = capsys.readouterr().out
@@ -312,8 +364,9 @@ def test_tree_from_snapshot_alone_and_with_the_log(tmp_path: Path, capsys) -> No
     assert "/admin/reassign_partitions" in nodes
 
     # explicit snapshot + log dir, and --as-of-offset between them
-    assert main(["metadata", "tree", "--snapshot", str(snap), "--log-dir", str(root),
-                 "--as-of-offset", str(cut + 1)]) == 0
+    assert (
+        main(["metadata", "tree", "--snapshot", str(snap), "--log-dir", str(root), "--as-of-offset", str(cut + 1)]) == 0
+    )
     nodes = _tree_lines(capsys.readouterr().out)
     assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
     assert "/config/brokers/<default>" not in nodes
@@ -337,14 +390,15 @@ def test_tree_after_topic_deletion(tmp_path: Path, capsys) -> None:
 
 
 def test_tree_argument_errors(log_dir: Path, tmp_path: Path, capsys) -> None:
-    for argv in (["metadata", "tree"],
-                 ["metadata", "tree", "--snapshot", str(tmp_path / "x.checkpoint"),
-                  "--as-of-offset", "3"],
-                 ["metadata", "tree", "--log-dir", str(log_dir), "--bootstrap-server", "localhost:9093"],
-                 ["metadata", "tree", "--log-dir", str(tmp_path / "nowhere")],
-                 ["metadata", "tree", "--snapshot", str(tmp_path / "missing.checkpoint")],
-                 ["metadata", "tree", "--log-dir", str(log_dir), "--path", "brokers"],
-                 ["metadata", "tree", "--log-dir", str(log_dir), "--as-of-offset", "-1"]):
+    for argv in (
+        ["metadata", "tree"],
+        ["metadata", "tree", "--snapshot", str(tmp_path / "x.checkpoint"), "--as-of-offset", "3"],
+        ["metadata", "tree", "--log-dir", str(log_dir), "--bootstrap-server", "localhost:9093"],
+        ["metadata", "tree", "--log-dir", str(tmp_path / "nowhere")],
+        ["metadata", "tree", "--snapshot", str(tmp_path / "missing.checkpoint")],
+        ["metadata", "tree", "--log-dir", str(log_dir), "--path", "brokers"],
+        ["metadata", "tree", "--log-dir", str(log_dir), "--as-of-offset", "-1"],
+    ):
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.count("\n") == 1, (argv, captured.err)

@@ -28,26 +28,27 @@ def test_common_imports_no_other_kraftlog_package() -> None:
                 assert name.startswith("kraftlog.common"), f"{path.name} imports {name}"
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("a:1, b:2,", ["a:1", "b:2"]),
-    (["a:1,b:2", "c:3"], ["a:1", "b:2", "c:3"]),
-    ("[::1]:9092", ["[::1]:9092"]),
-    ("host:65535", ["host:65535"]),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("a:1, b:2,", ["a:1", "b:2"]),
+        (["a:1,b:2", "c:3"], ["a:1", "b:2", "c:3"]),
+        ("[::1]:9092", ["[::1]:9092"]),
+        ("host:65535", ["host:65535"]),
+    ],
+)
 def test_bootstrap_servers_accepted(value: str | list[str], expected: list[str]) -> None:
     assert parse_bootstrap_servers(value) == expected
 
 
-@pytest.mark.parametrize("value", ["", " , ", "host", "host:", ":9092", "host:0", "host:65536", "host:x",
-                                   "::1:9092"])
+@pytest.mark.parametrize("value", ["", " , ", "host", "host:", ":9092", "host:0", "host:65536", "host:x", "::1:9092"])
 def test_bootstrap_servers_refused_with_the_entry_named(value: str) -> None:
     with pytest.raises(ValueError, match="bootstrap server|no bootstrap"):
         parse_bootstrap_servers(value)
 
 
 def test_backoff_grows_exponentially_is_capped_and_jittered() -> None:
-    assert [backoff_ms(a, base_ms=100, max_ms=1000, jitter=0) for a in range(6)] == [
-        100, 200, 400, 800, 1000, 1000]
+    assert [backoff_ms(a, base_ms=100, max_ms=1000, jitter=0) for a in range(6)] == [100, 200, 400, 800, 1000, 1000]
     rng = random.Random(7)
     waits = [backoff_ms(2, base_ms=100, max_ms=1000, rng=rng) for _ in range(200)]
     assert min(waits) >= 320 and max(waits) <= 480 and len(set(waits)) > 100

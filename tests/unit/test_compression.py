@@ -10,9 +10,18 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
-from hypothesis import assume, given, settings, strategies as st
-from kafka.codec import gzip_decode, gzip_encode, lz4_decode, lz4_encode, snappy_decode, \
-    snappy_encode, zstd_decode, zstd_encode
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from kafka.codec import (
+    gzip_decode,
+    gzip_encode,
+    lz4_decode,
+    lz4_encode,
+    snappy_decode,
+    snappy_encode,
+    zstd_decode,
+    zstd_encode,
+)
 
 from kraftlog.common.compression import CompressionType, compress, decompress
 from kraftlog.storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
@@ -52,8 +61,9 @@ def make_data(seed: int, size: int, kind: str) -> bytes:
 
 data_st = st.one_of(
     st.binary(max_size=2048),
-    st.builds(make_data, st.integers(0, 2**32), st.integers(0, 300 * 1024),
-              st.sampled_from(["random", "text", "repeat"])),
+    st.builds(
+        make_data, st.integers(0, 2**32), st.integers(0, 300 * 1024), st.sampled_from(["random", "text", "repeat"])
+    ),
 )
 
 
@@ -74,8 +84,9 @@ def test_every_codec_round_trips(codec: CompressionType, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("codec", ALL_CODECS)
-@pytest.mark.parametrize("size", [0, 1, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024,
-                                  64 * 1024 + 1, 150 * 1024, 1024 * 1024 + 3])
+@pytest.mark.parametrize(
+    "size", [0, 1, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024, 64 * 1024 + 1, 150 * 1024, 1024 * 1024 + 3]
+)
 def test_round_trip_at_block_boundaries(codec: CompressionType, size: int) -> None:
     for kind in ("random", "text"):
         data = make_data(size, size, kind)
@@ -115,7 +126,7 @@ def parse_xerial(packed: bytes) -> list[bytes]:
     while pos < len(packed):
         (size,) = struct.unpack_from(">i", packed, pos)
         pos += 4
-        blocks.append(packed[pos:pos + size])
+        blocks.append(packed[pos : pos + size])
         pos += size
     assert pos == len(packed)
     return blocks
@@ -199,8 +210,9 @@ def test_zstd_decoder_reads_streaming_frames_without_content_size() -> None:
 
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS)
-@pytest.mark.parametrize("garbage", [b"garbage!" * 4, b"\xff" * 64, bytes(range(256)),
-                                     b"\x1f\x8b\x08\x00garbage-after-a-gzip-magic"])
+@pytest.mark.parametrize(
+    "garbage", [b"garbage!" * 4, b"\xff" * 64, bytes(range(256)), b"\x1f\x8b\x08\x00garbage-after-a-gzip-magic"]
+)
 def test_garbage_raises_corrupt_record_error(codec: CompressionType, garbage: bytes) -> None:
     with pytest.raises(CorruptRecordError):
         decompress(codec, garbage)
@@ -223,8 +235,7 @@ def test_truncated_stream_raises(codec: CompressionType) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(codec=st.sampled_from(COMPRESSED_CODECS), data=st.data())
-def test_damaged_stream_raises_only_corrupt_record_error(codec: CompressionType,
-                                                         data: st.DataObject) -> None:
+def test_damaged_stream_raises_only_corrupt_record_error(codec: CompressionType, data: st.DataObject) -> None:
     packed = bytearray(compress(codec, make_data(7, 5000, "text")))
     pos = data.draw(st.integers(0, len(packed) - 1), label="pos")
     packed[pos] ^= data.draw(st.integers(1, 255), label="mask")
@@ -265,12 +276,19 @@ def test_xerial_header_only_is_empty() -> None:
 # codec names and ids
 
 
-@pytest.mark.parametrize(("name", "codec"), [
-    ("none", CompressionType.NONE), ("gzip", CompressionType.GZIP),
-    ("snappy", CompressionType.SNAPPY), ("lz4", CompressionType.LZ4),
-    ("zstd", CompressionType.ZSTD), ("GZIP", CompressionType.GZIP),
-    ("Zstd", CompressionType.ZSTD), (" lz4 ", CompressionType.LZ4),
-])
+@pytest.mark.parametrize(
+    ("name", "codec"),
+    [
+        ("none", CompressionType.NONE),
+        ("gzip", CompressionType.GZIP),
+        ("snappy", CompressionType.SNAPPY),
+        ("lz4", CompressionType.LZ4),
+        ("zstd", CompressionType.ZSTD),
+        ("GZIP", CompressionType.GZIP),
+        ("Zstd", CompressionType.ZSTD),
+        (" lz4 ", CompressionType.LZ4),
+    ],
+)
 def test_from_name(name: str, codec: CompressionType) -> None:
     assert CompressionType.from_name(name) is codec
 

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from kraftlog.common import config as common_config
-
 from kraftlog import storage
+from kraftlog.common import config as common_config
 
 VOTERS = {"node.id": 1, "process.roles": "broker,controller", "controller.quorum.voters": "1@127.0.0.1:9093"}
 
@@ -16,14 +15,16 @@ def test_default_topic_config_equals_log_config_defaults() -> None:
 
 
 def test_broker_log_keys_reach_the_log_config() -> None:
-    cfg = common_config.NodeConfig.from_mapping({
-        **VOTERS,
-        "log.segment.bytes": "1048576",
-        "log.retention.hours": "1",
-        "log.index.interval.bytes": "128",
-        "log.cleanup.policy": "compact",
-        "log.message.timestamp.type": "LogAppendTime",
-    })
+    cfg = common_config.NodeConfig.from_mapping(
+        {
+            **VOTERS,
+            "log.segment.bytes": "1048576",
+            "log.retention.hours": "1",
+            "log.index.interval.bytes": "128",
+            "log.cleanup.policy": "compact",
+            "log.message.timestamp.type": "LogAppendTime",
+        }
+    )
     lc = storage.LogConfig.from_properties(cfg.topic_defaults())
     assert lc.segment_bytes == 1048576
     assert lc.retention_ms == 3_600_000

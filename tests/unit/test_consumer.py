@@ -11,13 +11,19 @@ import time
 from typing import Any
 
 import pytest
+from test_producer import FakeCluster
 
-from kraftlog.client import Consumer, ConsumerRecord, NoOffsetForPartitionError, OffsetAndTimestamp, TopicPartition
-from kraftlog.client import consumer_config_from_properties
+from kraftlog.client import (
+    Consumer,
+    ConsumerRecord,
+    NoOffsetForPartitionError,
+    OffsetAndTimestamp,
+    TopicPartition,
+    consumer_config_from_properties,
+)
 from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
-from test_producer import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,8 +46,17 @@ def make_consumer(cluster: FakeCluster, **config: Any) -> Consumer:
     return Consumer(cluster.bootstrap, **config)
 
 
-def write(cluster: FakeCluster, topic: str, partition: int, n: int, *, start: int = 0, ts: int = TS,
-          codec: CompressionType = CompressionType.NONE, **builder: Any) -> None:
+def write(
+    cluster: FakeCluster,
+    topic: str,
+    partition: int,
+    n: int,
+    *,
+    start: int = 0,
+    ts: int = TS,
+    codec: CompressionType = CompressionType.NONE,
+    **builder: Any,
+) -> None:
     """One batch of ``n`` records ``k<i>``/``v<i>`` (timestamps ts + 10*i) at the partition's end."""
     b = RecordBatchBuilder(compression=codec, **builder)
     for i in range(start, start + n):
@@ -68,8 +83,15 @@ def test_poll_from_the_beginning_returns_every_field(cluster) -> None:
         assert consumer.highwater(TP) == 10
     assert [r.offset for r in records] == list(range(10))
     r = records[3]
-    assert (r.topic, r.partition, r.key, r.value, r.timestamp, r.headers, r.timestamp_type) == \
-        ("t", 0, b"k3", b"v3", TS + 30, [("h", b"3")], 0)
+    assert (r.topic, r.partition, r.key, r.value, r.timestamp, r.headers, r.timestamp_type) == (
+        "t",
+        0,
+        b"k3",
+        b"v3",
+        TS + 30,
+        [("h", b"3")],
+        0,
+    )
     assert r.leader_epoch == 0
 
 
@@ -291,14 +313,26 @@ def test_corrupt_batch_is_reported(cluster) -> None:
 def test_read_committed_drops_aborted_transactions_and_control_batches(cluster) -> None:
     cluster.create_topic("t", 1)
     write(cluster, "t", 0, 2)  # offsets 0-1: plain
-    write(cluster, "t", 0, 2, start=2, producer_id=7, producer_epoch=0, base_sequence=0,
-          is_transactional=True)  # 2-3: aborted below
-    write(cluster, "t", 0, 2, start=4, producer_id=8, producer_epoch=0, base_sequence=0,
-          is_transactional=True)  # 4-5: committed below
-    cluster.append("t", 0, build_control_batch(ControlRecordType.ABORT, producer_id=7, producer_epoch=0,
-                                               coordinator_epoch=0, timestamp_ms=TS))  # 6
-    cluster.append("t", 0, build_control_batch(ControlRecordType.COMMIT, producer_id=8, producer_epoch=0,
-                                               coordinator_epoch=0, timestamp_ms=TS))  # 7
+    write(
+        cluster, "t", 0, 2, start=2, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )  # 2-3: aborted below
+    write(
+        cluster, "t", 0, 2, start=4, producer_id=8, producer_epoch=0, base_sequence=0, is_transactional=True
+    )  # 4-5: committed below
+    cluster.append(
+        "t",
+        0,
+        build_control_batch(
+            ControlRecordType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp_ms=TS
+        ),
+    )  # 6
+    cluster.append(
+        "t",
+        0,
+        build_control_batch(
+            ControlRecordType.COMMIT, producer_id=8, producer_epoch=0, coordinator_epoch=0, timestamp_ms=TS
+        ),
+    )  # 7
     write(cluster, "t", 0, 1, start=8)  # 8
     cluster.partition("t").aborted = [(7, 2)]
     # read_committed is refused as a setting until brokers have transactions; the decoder that
@@ -345,8 +379,12 @@ def test_assign_keeps_positions_and_unassigned_partitions_are_refused(cluster) -
 def test_deserializers(cluster) -> None:
     cluster.create_topic("t", 1)
     write(cluster, "t", 0, 1)
-    with make_consumer(cluster, auto_offset_reset="earliest", key_deserializer=lambda b: b.decode(),
-                       value_deserializer=lambda b: b.decode().upper()) as consumer:
+    with make_consumer(
+        cluster,
+        auto_offset_reset="earliest",
+        key_deserializer=lambda b: b.decode(),
+        value_deserializer=lambda b: b.decode().upper(),
+    ) as consumer:
         consumer.assign([TP])
         (r,) = poll_until(consumer, 1)
     assert (r.key, r.value) == ("k0", "V0")
@@ -369,9 +407,9 @@ def test_closed_consumer_refuses_poll(cluster) -> None:
 
 
 def test_consumer_config_from_properties() -> None:
-    config, unknown = consumer_config_from_properties({
-        "fetch.min.bytes": "10", "auto.offset.reset": "earliest", "x.y": "z", "client.id": "c",
-        "check.crcs": "false"})
+    config, unknown = consumer_config_from_properties(
+        {"fetch.min.bytes": "10", "auto.offset.reset": "earliest", "x.y": "z", "client.id": "c", "check.crcs": "false"}
+    )
     assert config == {"fetch_min_bytes": 10, "auto_offset_reset": "earliest", "check_crcs": False}
     assert unknown == ["x.y"]
     with pytest.raises(ValueError):
@@ -417,9 +455,13 @@ def test_settings_of_missing_features_are_refused_not_ignored() -> None:
         Consumer("127.0.0.1:1", group_id="g")
     with pytest.raises(ValueError, match="without a group.id"):
         Consumer("127.0.0.1:1", enable_auto_commit=True)
-    accepted = {"isolation.level": "read_uncommitted", "group.id": "g", "enable.auto.commit": "false",
-                "security.protocol": "PLAINTEXT",
-                "key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer"}
+    accepted = {
+        "isolation.level": "read_uncommitted",
+        "group.id": "g",
+        "enable.auto.commit": "false",
+        "security.protocol": "PLAINTEXT",
+        "key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+    }
     config, unknown = consumer_config_from_properties(accepted)
     assert not unknown
     Consumer("127.0.0.1:1", **config).close()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_consumer import TP, cluster, make_consumer, poll_until, write  # noqa: F401 - fixture
 
 from kraftlog.common import errors as kerr
-from test_consumer import TP, cluster, make_consumer, poll_until, write  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.timeout(60)
 

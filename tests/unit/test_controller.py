@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pytest
 
@@ -64,8 +65,9 @@ class Harness:
     replays records as log entries at the next offsets, the only way the image changes.
     """
 
-    def __init__(self, settings: dict[str, object] | None = None, *, seed: int = 7,
-                 image: MetadataImage = MetadataImage.EMPTY) -> None:
+    def __init__(
+        self, settings: dict[str, object] | None = None, *, seed: int = 7, image: MetadataImage = MetadataImage.EMPTY
+    ) -> None:
         self.config = NodeConfig.from_mapping({**BASE_CONFIG, **(settings or {})})
         self.image = image
         self.rng = random.Random(seed)
@@ -84,8 +86,9 @@ class Harness:
         return self.image.offset + 1
 
     def ctx(self) -> ControllerContext:
-        return ControllerContext(cluster_id=CLUSTER_ID, config=self.config, now_ms=self.now, rng=self.rng,
-                                 next_offset=self.next_offset)
+        return ControllerContext(
+            cluster_id=CLUSTER_ID, config=self.config, now_ms=self.now, rng=self.rng, next_offset=self.next_offset
+        )
 
     def commit(self, records: Iterable[MetadataRecord]) -> MetadataImage:
         records = list(records)
@@ -99,8 +102,9 @@ class Harness:
         self.image = delta.apply()
         return self.image
 
-    def run(self, handler: Callable[..., tuple[list[MetadataRecord], Any]], req: Any, *extra: Any,
-            commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def run(
+        self, handler: Callable[..., tuple[list[MetadataRecord], Any]], req: Any, *extra: Any, commit: bool = True
+    ) -> tuple[list[MetadataRecord], Any]:
         before = self.image
         records, resp = handler(self.image, req, self.ctx(), *extra)
         assert self.image is before, "a handler must not replace the image"
@@ -110,27 +114,56 @@ class Harness:
 
     # ---- brokers
 
-    def register(self, broker_id: int, *, rack: str | None = None, incarnation: str | None = None,
-                 cluster_id: str = CLUSTER_ID, commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def register(
+        self,
+        broker_id: int,
+        *,
+        rack: str | None = None,
+        incarnation: str | None = None,
+        cluster_id: str = CLUSTER_ID,
+        commit: bool = True,
+    ) -> tuple[list[MetadataRecord], Any]:
         req = controller_pb2.RegisterBrokerRequest(
-            broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation or f"incarnation-{broker_id}",
-            listeners=[controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=9100 + broker_id,
-                                               security_protocol="PLAINTEXT"),
-                       controller_pb2.Endpoint(name="EXTERNAL", host=f"broker{broker_id}.example",
-                                               port=19100 + broker_id, security_protocol="PLAINTEXT")],
-            rack=rack or "", log_dirs=[f"/var/lib/kraftlog/{broker_id}"], previous_broker_epoch=-1)
+            broker_id=broker_id,
+            cluster_id=cluster_id,
+            incarnation_id=incarnation or f"incarnation-{broker_id}",
+            listeners=[
+                controller_pb2.Endpoint(
+                    name="BROKER", host="127.0.0.1", port=9100 + broker_id, security_protocol="PLAINTEXT"
+                ),
+                controller_pb2.Endpoint(
+                    name="EXTERNAL",
+                    host=f"broker{broker_id}.example",
+                    port=19100 + broker_id,
+                    security_protocol="PLAINTEXT",
+                ),
+            ],
+            rack=rack or "",
+            log_dirs=[f"/var/lib/kraftlog/{broker_id}"],
+            previous_broker_epoch=-1,
+        )
         records, resp = self.run(ctl.register_broker, req, self.heartbeats, commit=commit)
         if resp.error.code == 0:
             self.epochs[broker_id] = resp.broker_epoch
         return records, resp
 
-    def heartbeat(self, broker_id: int, *, offset: int | None = None, epoch: int | None = None,
-                  want_shutdown: bool = False, want_fence: bool = False,
-                  commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def heartbeat(
+        self,
+        broker_id: int,
+        *,
+        offset: int | None = None,
+        epoch: int | None = None,
+        want_shutdown: bool = False,
+        want_fence: bool = False,
+        commit: bool = True,
+    ) -> tuple[list[MetadataRecord], Any]:
         req = controller_pb2.BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=self.epochs.get(broker_id, 0) if epoch is None else epoch,
+            broker_id=broker_id,
+            broker_epoch=self.epochs.get(broker_id, 0) if epoch is None else epoch,
             current_metadata_offset=self.image.offset if offset is None else offset,
-            want_fence=want_fence, want_shutdown=want_shutdown)
+            want_fence=want_fence,
+            want_shutdown=want_shutdown,
+        )
         return self.run(ctl.broker_heartbeat, req, self.heartbeats, commit=commit)
 
     def start_brokers(self, ids: Sequence[int], racks: Sequence[str | None] | None = None) -> None:
@@ -159,13 +192,24 @@ class Harness:
 
     # ---- topics
 
-    def create(self, name: str, partitions: int = -1, rf: int = -1, *,
-               assignments: Sequence[Sequence[int]] | dict[int, Sequence[int]] | None = None,
-               configs: dict[str, str] | None = None, validate_only: bool = False,
-               commit: bool = True, expect: str | None = "NONE") -> tuple[list[MetadataRecord], Any]:
+    def create(
+        self,
+        name: str,
+        partitions: int = -1,
+        rf: int = -1,
+        *,
+        assignments: Sequence[Sequence[int]] | dict[int, Sequence[int]] | None = None,
+        configs: dict[str, str] | None = None,
+        validate_only: bool = False,
+        commit: bool = True,
+        expect: str | None = "NONE",
+    ) -> tuple[list[MetadataRecord], Any]:
         """CreateTopics for one topic; asserts the outcome is ``expect`` unless that is None."""
-        records, resp = self.run(ctl.create_topics, create_request(
-            (name, partitions, rf, assignments, configs), validate_only=validate_only), commit=commit)
+        records, resp = self.run(
+            ctl.create_topics,
+            create_request((name, partitions, rf, assignments, configs), validate_only=validate_only),
+            commit=commit,
+        )
         assert len(resp.topics) == 1
         if expect is not None:
             assert resp.topics[0].error.name == expect, resp.topics[0].error
@@ -181,59 +225,100 @@ class Harness:
         assert part is not None
         return part
 
-    def alter_isr(self, name: str, pid: int, new_isr: Sequence[int], *, broker: int | None = None,
-                  leader_epoch: int | None = None, partition_epoch: int | None = None,
-                  broker_epoch: int | None = None, topic_id: str | None = None,
-                  commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def alter_isr(
+        self,
+        name: str,
+        pid: int,
+        new_isr: Sequence[int],
+        *,
+        broker: int | None = None,
+        leader_epoch: int | None = None,
+        partition_epoch: int | None = None,
+        broker_epoch: int | None = None,
+        topic_id: str | None = None,
+        commit: bool = True,
+    ) -> tuple[list[MetadataRecord], Any]:
         """AlterPartition from ``broker`` (the current leader by default) with the current epochs."""
         part = self.part(name, pid) if topic_id is None else None
         broker = part.leader if broker is None else broker
         req = controller_pb2.AlterPartitionRequest(
             broker_id=broker,
             broker_epoch=self.epochs.get(broker, 0) if broker_epoch is None else broker_epoch,
-            topics=[controller_pb2.AlterPartitionRequest.TopicData(
-                topic_id=topic_id or self.topic(name).topic_id,
-                partitions=[controller_pb2.AlterPartitionRequest.PartitionData(
-                    partition_index=pid,
-                    leader_epoch=(part.leader_epoch if part else 0) if leader_epoch is None else leader_epoch,
-                    partition_epoch=(part.partition_epoch if part else 0) if partition_epoch is None
-                    else partition_epoch,
-                    new_isr=list(new_isr))])])
+            topics=[
+                controller_pb2.AlterPartitionRequest.TopicData(
+                    topic_id=topic_id or self.topic(name).topic_id,
+                    partitions=[
+                        controller_pb2.AlterPartitionRequest.PartitionData(
+                            partition_index=pid,
+                            leader_epoch=(part.leader_epoch if part else 0) if leader_epoch is None else leader_epoch,
+                            partition_epoch=(part.partition_epoch if part else 0)
+                            if partition_epoch is None
+                            else partition_epoch,
+                            new_isr=list(new_isr),
+                        )
+                    ],
+                )
+            ],
+        )
         return self.run(ctl.alter_partition, req, commit=commit)
 
     def set_leader(self, name: str, pid: int, leader: int) -> None:
         """Move a leadership by committing a hand-written change (a test shortcut)."""
         self.commit([PartitionChangeRecord(partition_id=pid, topic_id=self.topic(name).topic_id, leader=leader)])
 
-    def elect(self, election_type: int, *targets: tuple[str, Sequence[int]],
-              commit: bool = True) -> tuple[list[MetadataRecord], Any]:
-        req = admin_pb2.ElectLeadersRequest(election_type=election_type, topic_partitions=[
-            admin_pb2.TopicPartitions(topic=t, partitions=list(ps)) for t, ps in targets])
+    def elect(
+        self, election_type: int, *targets: tuple[str, Sequence[int]], commit: bool = True
+    ) -> tuple[list[MetadataRecord], Any]:
+        req = admin_pb2.ElectLeadersRequest(
+            election_type=election_type,
+            topic_partitions=[admin_pb2.TopicPartitions(topic=t, partitions=list(ps)) for t, ps in targets],
+        )
         return self.run(ctl.elect_leaders, req, commit=commit)
 
-    def reassign(self, name: str, pid: int, replicas: Sequence[int] | None,
-                 commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def reassign(
+        self, name: str, pid: int, replicas: Sequence[int] | None, commit: bool = True
+    ) -> tuple[list[MetadataRecord], Any]:
         P = admin_pb2.AlterPartitionReassignmentsRequest.Partition
-        part = P(partition_index=pid, cancel=True) if replicas is None else P(partition_index=pid,
-                                                                               replicas=list(replicas))
-        req = admin_pb2.AlterPartitionReassignmentsRequest(topics=[
-            admin_pb2.AlterPartitionReassignmentsRequest.Topic(name=name, partitions=[part])])
+        part = (
+            P(partition_index=pid, cancel=True) if replicas is None else P(partition_index=pid, replicas=list(replicas))
+        )
+        req = admin_pb2.AlterPartitionReassignmentsRequest(
+            topics=[admin_pb2.AlterPartitionReassignmentsRequest.Topic(name=name, partitions=[part])]
+        )
         return self.run(ctl.alter_partition_reassignments, req, commit=commit)
 
-    def alter_configs(self, *resources: tuple[int, str, Sequence[tuple[str, int, str]]],
-                      validate_only: bool = False, commit: bool = True) -> tuple[list[MetadataRecord], Any]:
+    def alter_configs(
+        self,
+        *resources: tuple[int, str, Sequence[tuple[str, int, str]]],
+        validate_only: bool = False,
+        commit: bool = True,
+    ) -> tuple[list[MetadataRecord], Any]:
         Req = admin_pb2.IncrementalAlterConfigsRequest
-        req = Req(validate_only=validate_only, resources=[
-            Req.Resource(resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=rname),
-                         configs=[Req.Op(name=k, op=op, value=v) for k, op, v in ops])
-            for rtype, rname, ops in resources])
+        req = Req(
+            validate_only=validate_only,
+            resources=[
+                Req.Resource(
+                    resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=rname),
+                    configs=[Req.Op(name=k, op=op, value=v) for k, op, v in ops],
+                )
+                for rtype, rname, ops in resources
+            ],
+        )
         return self.run(ctl.incremental_alter_configs, req, commit=commit)
 
     def describe_configs(self, rtype: int, name: str, keys: Sequence[str] = ()) -> Any:
         Req = admin_pb2.DescribeConfigsRequest
-        _, resp = self.run(ctl.describe_configs, Req(resources=[Req.Resource(
-            resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=name),
-            config_names=list(keys))]))
+        _, resp = self.run(
+            ctl.describe_configs,
+            Req(
+                resources=[
+                    Req.Resource(
+                        resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=name),
+                        config_names=list(keys),
+                    )
+                ]
+            ),
+        )
         assert len(resp.results) == 1
         return resp.results[0]
 
@@ -247,9 +332,15 @@ def create_request(*topics: tuple, validate_only: bool = False) -> admin_pb2.Cre
             items = list(assignments.items())
         else:
             items = list(enumerate(assignments or []))
-        out.append(T(name=name, num_partitions=partitions, replication_factor=rf, configs=configs or {},
-                     assignments=[admin_pb2.ReplicaAssignment(partition_index=i, broker_ids=list(b))
-                                  for i, b in items]))
+        out.append(
+            T(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=rf,
+                configs=configs or {},
+                assignments=[admin_pb2.ReplicaAssignment(partition_index=i, broker_ids=list(b)) for i, b in items],
+            )
+        )
     return admin_pb2.CreateTopicsRequest(topics=out, timeout_ms=30_000, validate_only=validate_only)
 
 
@@ -265,8 +356,9 @@ def changes_by_partition(records: Iterable[MetadataRecord]) -> dict[int, Partiti
     return out
 
 
-def cluster(n: int = 3, settings: dict[str, object] | None = None, *, seed: int = 7,
-            racks: Sequence[str | None] | None = None) -> Harness:
+def cluster(
+    n: int = 3, settings: dict[str, object] | None = None, *, seed: int = 7, racks: Sequence[str | None] | None = None
+) -> Harness:
     h = Harness(settings, seed=seed)
     h.start_brokers(list(range(1, n + 1)), racks)
     return h
@@ -444,8 +536,8 @@ def test_heartbeat_answer_carries_the_committed_metadata_offset() -> None:
 def test_unfencing_elects_leaders_for_offline_partitions_it_is_in_the_isr_of() -> None:
     h = cluster(3)
     h.create("t", assignments=[[1, 2], [3, 1], [2, 3]])
-    h.alter_isr("t", 0, [1])     # leader 1 alone in the ISR
-    h.alter_isr("t", 1, [3])     # leader 3 alone; 1 out of the ISR
+    h.alter_isr("t", 0, [1])  # leader 1 alone in the ISR
+    h.alter_isr("t", 1, [3])  # leader 3 alone; 1 out of the ISR
     h.tick(SESSION_MS + 1)
     h.keep_alive([2])
     h.fence_expired()
@@ -487,8 +579,7 @@ def test_controlled_shutdown_moves_leaderships_and_leaves_isrs() -> None:
     untouched = h.part("u")
     records, resp = h.heartbeat(1, want_shutdown=True)
     assert resp.error.name == "NONE"
-    assert records[0] == BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=h.epochs[1],
-                                                        in_controlled_shutdown=1)
+    assert records[0] == BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=h.epochs[1], in_controlled_shutdown=1)
     assert not resp.should_shutdown  # it led partitions in the image the heartbeat was judged on
     reg = h.broker(1)
     assert reg.in_controlled_shutdown and not reg.fenced
@@ -616,12 +707,15 @@ def test_partition_whose_only_isr_member_is_fenced_goes_offline_keeping_it() -> 
     assert desc.leader_id == -1 and list(desc.isr) == [1] and list(desc.offline_replicas) == [1]
 
 
-@pytest.mark.parametrize("node_unclean, topic_unclean, elected", [
-    (False, None, False),
-    (True, None, True),
-    (False, "true", True),
-    (True, "false", False),  # the topic config wins over the node's
-])
+@pytest.mark.parametrize(
+    "node_unclean, topic_unclean, elected",
+    [
+        (False, None, False),
+        (True, None, True),
+        (False, "true", True),
+        (True, "false", False),  # the topic config wins over the node's
+    ],
+)
 def test_unclean_election_on_fencing(node_unclean: bool, topic_unclean: str | None, elected: bool) -> None:
     h = cluster(2, {"unclean.leader.election.enable": node_unclean})
     configs = {} if topic_unclean is None else {"unclean.leader.election.enable": topic_unclean}
@@ -678,10 +772,23 @@ def test_heartbeat_table_basics() -> None:
 # ================================================================================ create_topics
 
 
-@pytest.mark.parametrize("name", [
-    "", ".", "..", "a" * 250, "has space", "slash/name", "colon:name", "ünïcödé", "topic\n", "tab\tname",
-    "star*", "comma,name",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        ".",
+        "..",
+        "a" * 250,
+        "has space",
+        "slash/name",
+        "colon:name",
+        "ünïcödé",
+        "topic\n",
+        "tab\tname",
+        "star*",
+        "comma,name",
+    ],
+)
 def test_illegal_topic_names_are_invalid_topic_exception(name: str) -> None:
     h = cluster(1)
     records, res = h.create(name, 1, 1, expect=None)
@@ -708,17 +815,23 @@ def test_dot_underscore_collision_is_refused() -> None:
     records, resp = h.run(ctl.create_topics, create_request(("x.y", 1, 1, None, None), ("x_y", 1, 1, None, None)))
     assert [t.error.name for t in resp.topics] == ["NONE", "INVALID_TOPIC_EXCEPTION"]
     # and validate_only judges the request the same way
-    _, resp = h.run(ctl.create_topics, create_request(("p.q", 1, 1, None, None), ("p_q", 1, 1, None, None),
-                                                     validate_only=True))
+    _, resp = h.run(
+        ctl.create_topics, create_request(("p.q", 1, 1, None, None), ("p_q", 1, 1, None, None), validate_only=True)
+    )
     assert [t.error.name for t in resp.topics] == ["NONE", "INVALID_TOPIC_EXCEPTION"]
 
 
 def test_duplicate_names_in_one_request_are_invalid_request() -> None:
     h = cluster(1)
-    records, resp = h.run(ctl.create_topics, create_request(
-        ("dup", 1, 1, None, None), ("ok", 1, 1, None, None), ("dup", 2, 1, None, None)))
+    records, resp = h.run(
+        ctl.create_topics,
+        create_request(("dup", 1, 1, None, None), ("ok", 1, 1, None, None), ("dup", 2, 1, None, None)),
+    )
     assert [(t.name, t.error.name) for t in resp.topics] == [
-        ("dup", "INVALID_REQUEST"), ("ok", "NONE"), ("dup", "INVALID_REQUEST")]
+        ("dup", "INVALID_REQUEST"),
+        ("ok", "NONE"),
+        ("dup", "INVALID_REQUEST"),
+    ]
     assert [r.name for r in of_type(records, TopicRecord)] == ["ok"]
 
 
@@ -780,7 +893,8 @@ def test_created_topic_records_and_partition_state() -> None:
     assert [p.partition_id for p in parts] == list(range(8))
     assert of_type(records, ConfigRecord) == [
         ConfigRecord(resource_type=TOPIC, resource_name="orders", name="cleanup.policy", value="compact"),
-        ConfigRecord(resource_type=TOPIC, resource_name="orders", name="retention.ms", value="3600000")]
+        ConfigRecord(resource_type=TOPIC, resource_name="orders", name="retention.ms", value="3600000"),
+    ]
     topic = h.topic("orders")
     assert topic.topic_id == res.topic_id
     for p in topic.partitions.values():
@@ -831,7 +945,10 @@ def test_explicit_assignment() -> None:
     records, res = h.create("t", assignments=[[3, 1], [1, 4], [4, 2]])
     assert res.error.name == "NONE" and (res.num_partitions, res.replication_factor) == (3, 2)
     assert [(p.replicas, p.isr, p.leader) for p in of_type(records, PartitionRecord)] == [
-        ((3, 1), (3, 1), 3), ((1, 4), (1, 4), 1), ((4, 2), (4, 2), 4)]
+        ((3, 1), (3, 1), 3),
+        ((1, 4), (1, 4), 1),
+        ((4, 2), (4, 2), 4),
+    ]
 
 
 def test_explicit_assignment_with_a_fenced_broker_leaves_it_out_of_the_isr() -> None:
@@ -844,21 +961,32 @@ def test_explicit_assignment_with_a_fenced_broker_leaves_it_out_of_the_isr() -> 
     assert records == [] and res.error.name == "INVALID_REPLICA_ASSIGNMENT"
 
 
-@pytest.mark.parametrize("assignments", [
-    {0: [1, 2], 2: [2, 3]},           # not consecutive
-    {1: [1, 2], 2: [2, 3]},           # not 0-based
-    [[1, 1]],                         # a broker twice
-    [[1, 9]],                         # an unregistered broker
-    [[1, 2], [3]],                    # inconsistent replication factor
-    [[]],                             # empty replica list
-    [(0, [1, 2]), (0, [2, 3])],       # the same partition twice
-])
+@pytest.mark.parametrize(
+    "assignments",
+    [
+        {0: [1, 2], 2: [2, 3]},  # not consecutive
+        {1: [1, 2], 2: [2, 3]},  # not 0-based
+        [[1, 1]],  # a broker twice
+        [[1, 9]],  # an unregistered broker
+        [[1, 2], [3]],  # inconsistent replication factor
+        [[]],  # empty replica list
+        [(0, [1, 2]), (0, [2, 3])],  # the same partition twice
+    ],
+)
 def test_bad_explicit_assignments_are_invalid_replica_assignment(assignments: Any) -> None:
     h = cluster(3)
     if isinstance(assignments, list) and assignments and isinstance(assignments[0], tuple):
         T = admin_pb2.CreateTopicsRequest.CreatableTopic
-        req = admin_pb2.CreateTopicsRequest(topics=[T(name="t", num_partitions=-1, replication_factor=-1, assignments=[
-            admin_pb2.ReplicaAssignment(partition_index=i, broker_ids=b) for i, b in assignments])])
+        req = admin_pb2.CreateTopicsRequest(
+            topics=[
+                T(
+                    name="t",
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=[admin_pb2.ReplicaAssignment(partition_index=i, broker_ids=b) for i, b in assignments],
+                )
+            ]
+        )
         records, resp = h.run(ctl.create_topics, req)
         res = resp.topics[0]
     else:
@@ -887,15 +1015,18 @@ def test_validate_only_writes_nothing_but_answers_like_a_real_create() -> None:
     assert h.image.topics.topic_count == 0
 
 
-@pytest.mark.parametrize("configs", [
-    {"retention.ms": "a week"},
-    {"cleanup.policy": "shred"},
-    {"min.insync.replicas": "0"},
-    {"no.such.config": "1"},
-    {"log.retention.ms": "1000"},  # a broker key, not a topic key
-    {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
-    {"cleanup.policy": ""},  # the log accepts no topic without a cleanup policy
-])
+@pytest.mark.parametrize(
+    "configs",
+    [
+        {"retention.ms": "a week"},
+        {"cleanup.policy": "shred"},
+        {"min.insync.replicas": "0"},
+        {"no.such.config": "1"},
+        {"log.retention.ms": "1000"},  # a broker key, not a topic key
+        {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+        {"cleanup.policy": ""},  # the log accepts no topic without a cleanup policy
+    ],
+)
 def test_bad_topic_configs_are_invalid_config(configs: dict[str, str]) -> None:
     h = cluster(1)
     records, res = h.create("t", 1, 1, configs=configs, expect=None)
@@ -905,8 +1036,9 @@ def test_bad_topic_configs_are_invalid_config(configs: dict[str, str]) -> None:
 
 def test_one_failed_topic_does_not_stop_the_others() -> None:
     h = cluster(2)
-    records, resp = h.run(ctl.create_topics, create_request(
-        ("a", 1, 1, None, None), ("b", 1, 5, None, None), ("c", 2, 2, None, None)))
+    records, resp = h.run(
+        ctl.create_topics, create_request(("a", 1, 1, None, None), ("b", 1, 5, None, None), ("c", 2, 2, None, None))
+    )
     assert [t.error.name for t in resp.topics] == ["NONE", "INVALID_REPLICATION_FACTOR", "NONE"]
     assert sorted(h.image.topics.by_name) == ["a", "c"]
 
@@ -935,8 +1067,10 @@ def test_delete_topic_by_id() -> None:
 
 def test_delete_unknown_topics() -> None:
     h = cluster(1)
-    records, resp = h.run(ctl.delete_topics, admin_pb2.DeleteTopicsRequest(
-        names=["nope"], topic_ids=["00000000-0000-4000-8000-000000000000"]))
+    records, resp = h.run(
+        ctl.delete_topics,
+        admin_pb2.DeleteTopicsRequest(names=["nope"], topic_ids=["00000000-0000-4000-8000-000000000000"]),
+    )
     assert records == []
     assert [r.error.name for r in resp.topics] == ["UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID"]
 
@@ -964,7 +1098,10 @@ def test_a_name_repeated_in_one_delete_request_is_invalid_request() -> None:
     h.create("u", 1, 1)
     records, resp = h.run(ctl.delete_topics, admin_pb2.DeleteTopicsRequest(names=["t", "u", "t"]))
     assert [(r.name, r.error.name) for r in resp.topics] == [
-        ("t", "INVALID_REQUEST"), ("u", "NONE"), ("t", "INVALID_REQUEST")]
+        ("t", "INVALID_REQUEST"),
+        ("u", "NONE"),
+        ("t", "INVALID_REQUEST"),
+    ]
     assert len(records) == 1 and h.image.topics.get_by_name("t") is not None
 
 
@@ -980,12 +1117,20 @@ def test_recreated_topic_gets_a_new_id_and_default_configs() -> None:
 # ================================================================================ create_partitions
 
 
-def grow(h: Harness, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None,
-         validate_only: bool = False) -> tuple[list[MetadataRecord], Any]:
+def grow(
+    h: Harness, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None, validate_only: bool = False
+) -> tuple[list[MetadataRecord], Any]:
     T = admin_pb2.CreatePartitionsRequest.Topic
-    req = admin_pb2.CreatePartitionsRequest(validate_only=validate_only, topics=[T(
-        name=name, count=count, assignments=[admin_pb2.ReplicaAssignment(broker_ids=list(b))
-                                             for b in assignments or []])])
+    req = admin_pb2.CreatePartitionsRequest(
+        validate_only=validate_only,
+        topics=[
+            T(
+                name=name,
+                count=count,
+                assignments=[admin_pb2.ReplicaAssignment(broker_ids=list(b)) for b in assignments or []],
+            )
+        ],
+    )
     records, resp = h.run(ctl.create_partitions, req)
     assert len(resp.results) == 1
     return records, resp.results[0]
@@ -1037,13 +1182,16 @@ def test_growing_with_explicit_assignments() -> None:
     assert [(p.partition_id, p.replicas) for p in of_type(records, PartitionRecord)] == [(1, (2, 3)), (2, (3, 1))]
 
 
-@pytest.mark.parametrize("assignments", [
-    [[2, 3]],                 # one assignment for two new partitions
-    [[2, 3], [3, 3]],         # a broker twice
-    [[2, 3], [3, 9]],         # unregistered broker
-    [[2, 3, 1], [3, 1, 2]],   # not the topic's replication factor
-    [[2], [3]],               # not the topic's replication factor either
-])
+@pytest.mark.parametrize(
+    "assignments",
+    [
+        [[2, 3]],  # one assignment for two new partitions
+        [[2, 3], [3, 3]],  # a broker twice
+        [[2, 3], [3, 9]],  # unregistered broker
+        [[2, 3, 1], [3, 1, 2]],  # not the topic's replication factor
+        [[2], [3]],  # not the topic's replication factor either
+    ],
+)
 def test_bad_growth_assignments_are_invalid_replica_assignment(assignments: list[list[int]]) -> None:
     h = cluster(3)
     h.create("t", assignments=[[1, 2]])
@@ -1105,10 +1253,11 @@ def test_deposed_leader_is_fenced_by_its_leader_epoch(three: Harness) -> None:
     h = three
     stale = h.part("t")
     h.heartbeat(1, want_fence=True)  # leadership moves to 2
-    h.heartbeat(1)                   # 1 comes back (unfenced, not in the ISR, not leader)
+    h.heartbeat(1)  # 1 comes back (unfenced, not in the ISR, not leader)
     assert h.part("t").leader == 2 and not h.broker(1).fenced
-    records, resp = h.alter_isr("t", 0, [1, 3], broker=1, leader_epoch=stale.leader_epoch,
-                                partition_epoch=stale.partition_epoch)
+    records, resp = h.alter_isr(
+        "t", 0, [1, 3], broker=1, leader_epoch=stale.leader_epoch, partition_epoch=stale.partition_epoch
+    )
     assert records == [] and resp.topics[0].partitions[0].error.name == "FENCED_LEADER_EPOCH"
     # the new leader with the old leader epoch too
     records, resp = h.alter_isr("t", 0, [2, 3], leader_epoch=stale.leader_epoch)
@@ -1162,15 +1311,22 @@ def test_alter_partition_handles_several_partitions_independently() -> None:
     h.create("t", assignments=[[1, 2], [1, 3], [2, 1]])
     topic = h.topic("t")
     PD = controller_pb2.AlterPartitionRequest.PartitionData
-    req = controller_pb2.AlterPartitionRequest(broker_id=1, broker_epoch=h.epochs[1], topics=[
-        controller_pb2.AlterPartitionRequest.TopicData(topic_id=topic.topic_id, partitions=[
-            PD(partition_index=0, leader_epoch=0, partition_epoch=0, new_isr=[1]),
-            PD(partition_index=1, leader_epoch=0, partition_epoch=3, new_isr=[1]),
-            PD(partition_index=2, leader_epoch=0, partition_epoch=0, new_isr=[1]),
-        ])])
+    req = controller_pb2.AlterPartitionRequest(
+        broker_id=1,
+        broker_epoch=h.epochs[1],
+        topics=[
+            controller_pb2.AlterPartitionRequest.TopicData(
+                topic_id=topic.topic_id,
+                partitions=[
+                    PD(partition_index=0, leader_epoch=0, partition_epoch=0, new_isr=[1]),
+                    PD(partition_index=1, leader_epoch=0, partition_epoch=3, new_isr=[1]),
+                    PD(partition_index=2, leader_epoch=0, partition_epoch=0, new_isr=[1]),
+                ],
+            )
+        ],
+    )
     records, resp = h.run(ctl.alter_partition, req)
-    assert [p.error.name for p in resp.topics[0].partitions] == [
-        "NONE", "NOT_CONTROLLER", "NOT_LEADER_OR_FOLLOWER"]
+    assert [p.error.name for p in resp.topics[0].partitions] == ["NONE", "NOT_CONTROLLER", "NOT_LEADER_OR_FOLLOWER"]
     assert len(records) == 1 and h.part("t", 0).isr == (1,)
 
 
@@ -1227,8 +1383,10 @@ def test_election_on_unknown_topics_and_partitions(three: Harness) -> None:
     records, resp = three.elect(0, ("t", [4]), ("ghost", [0]), ("phantom", []))
     assert records == []
     assert [(r.topic, r.partition, r.error.name) for r in resp.results] == [
-        ("t", 4, "UNKNOWN_TOPIC_OR_PARTITION"), ("ghost", 0, "UNKNOWN_TOPIC_OR_PARTITION"),
-        ("phantom", -1, "UNKNOWN_TOPIC_OR_PARTITION")]
+        ("t", 4, "UNKNOWN_TOPIC_OR_PARTITION"),
+        ("ghost", 0, "UNKNOWN_TOPIC_OR_PARTITION"),
+        ("phantom", -1, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
 
 
 def test_unknown_election_type_is_invalid_request(three: Harness) -> None:
@@ -1296,12 +1454,15 @@ def four() -> Harness:
 
 
 def ongoing(h: Harness, *topics: tuple[str, Sequence[int]]) -> list[tuple[str, int, list[int], list[int], list[int]]]:
-    req = admin_pb2.ListPartitionReassignmentsRequest(topics=[
-        admin_pb2.TopicPartitions(topic=t, partitions=list(ps)) for t, ps in topics])
+    req = admin_pb2.ListPartitionReassignmentsRequest(
+        topics=[admin_pb2.TopicPartitions(topic=t, partitions=list(ps)) for t, ps in topics]
+    )
     records, resp = h.run(ctl.list_partition_reassignments, req)
     assert records == [] and resp.error.name == "NONE"
-    return [(o.topic, o.partition, list(o.replicas), list(o.adding_replicas), list(o.removing_replicas))
-            for o in resp.reassignments]
+    return [
+        (o.topic, o.partition, list(o.replicas), list(o.adding_replicas), list(o.removing_replicas))
+        for o in resp.reassignments
+    ]
 
 
 def test_reassignment_adding_a_broker_then_completing(four: Harness) -> None:
@@ -1451,8 +1612,12 @@ def test_complete_reassignments_sweeps_every_partition() -> None:
     h.reassign("t", 1, [2, 4])
     # a hand-written ISR change (as a replayed AlterPartition would leave it) without completion
     topic_id = h.topic("t").topic_id
-    h.commit([PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=(1, 2, 4)),
-              PartitionChangeRecord(partition_id=1, topic_id=topic_id, isr=(2, 3, 4))])
+    h.commit(
+        [
+            PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=(1, 2, 4)),
+            PartitionChangeRecord(partition_id=1, topic_id=topic_id, isr=(2, 3, 4)),
+        ]
+    )
     records = ctl.complete_reassignments(h.image, h.ctx())
     assert sorted(changes_by_partition(records)) == [0, 1]
     h.commit(records)
@@ -1476,8 +1641,9 @@ def test_list_partition_reassignments_filters() -> None:
 
 
 def allocate(h: Harness, broker: int, epoch: int | None = None) -> tuple[list[MetadataRecord], Any]:
-    req = controller_pb2.AllocateProducerIdsRequest(broker_id=broker,
-                                                    broker_epoch=h.epochs.get(broker, 0) if epoch is None else epoch)
+    req = controller_pb2.AllocateProducerIdsRequest(
+        broker_id=broker, broker_epoch=h.epochs.get(broker, 0) if epoch is None else epoch
+    )
     return h.run(ctl.allocate_producer_ids, req)
 
 
@@ -1487,8 +1653,11 @@ def test_producer_id_blocks_are_consecutive_and_disjoint() -> None:
     for broker in (1, 2, 1):
         records, resp = allocate(h, broker)
         assert resp.error.name == "NONE" and resp.producer_id_len == ctl.PRODUCER_ID_BLOCK_SIZE == 1000
-        assert records == [ProducerIdsRecord(broker_id=broker, broker_epoch=h.epochs[broker],
-                                             next_producer_id=resp.producer_id_start + 1000)]
+        assert records == [
+            ProducerIdsRecord(
+                broker_id=broker, broker_epoch=h.epochs[broker], next_producer_id=resp.producer_id_start + 1000
+            )
+        ]
         blocks.append(resp.producer_id_start)
     assert blocks == [0, 1000, 2000]
     assert h.image.producer_ids.next_producer_id == 3000
@@ -1515,8 +1684,10 @@ def test_set_and_delete_topic_configs() -> None:
     h.create("t", 1, 1)
     records, resp = h.alter_configs((TOPIC, "t", [("retention.ms", SET, "1000"), ("segment.bytes", SET, "1048576")]))
     assert [r.error.name for r in resp.results] == ["NONE"]
-    assert records == [ConfigRecord(TOPIC, "t", "retention.ms", "1000"),
-                       ConfigRecord(TOPIC, "t", "segment.bytes", "1048576")]
+    assert records == [
+        ConfigRecord(TOPIC, "t", "retention.ms", "1000"),
+        ConfigRecord(TOPIC, "t", "segment.bytes", "1048576"),
+    ]
     assert config_of(h, "t") == {"retention.ms": "1000", "segment.bytes": "1048576"}
     records, resp = h.alter_configs((TOPIC, "t", [("retention.ms", DELETE, "")]))
     assert records == [ConfigRecord(TOPIC, "t", "retention.ms", None)]
@@ -1543,13 +1714,16 @@ def test_append_and_subtract_on_list_configs() -> None:
     assert records == [] and resp.results[0].error.name == "INVALID_CONFIG"  # not a LIST key
 
 
-@pytest.mark.parametrize("ops", [
-    [("retention.ms", SET, "1000"), ("no.such.key", SET, "1")],
-    [("retention.ms", SET, "1000"), ("cleanup.policy", SET, "shred")],
-    [("min.insync.replicas", SET, "zero")],
-    [("retention.ms", 9, "1")],
-    [("cleanup.policy", SET, " , ")],
-])
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [("retention.ms", SET, "1000"), ("no.such.key", SET, "1")],
+        [("retention.ms", SET, "1000"), ("cleanup.policy", SET, "shred")],
+        [("min.insync.replicas", SET, "zero")],
+        [("retention.ms", 9, "1")],
+        [("cleanup.policy", SET, " , ")],
+    ],
+)
 def test_bad_config_changes_write_nothing(ops: list[tuple[str, int, str]]) -> None:
     h = cluster(1)
     h.create("t", 1, 1)
@@ -1582,26 +1756,36 @@ def test_resources_are_judged_independently() -> None:
     h = cluster(1)
     h.create("a", 1, 1)
     h.create("b", 1, 1)
-    records, resp = h.alter_configs((TOPIC, "a", [("retention.ms", SET, "x")]),
-                                    (TOPIC, "b", [("retention.ms", SET, "5")]))
+    records, resp = h.alter_configs(
+        (TOPIC, "a", [("retention.ms", SET, "x")]), (TOPIC, "b", [("retention.ms", SET, "5")])
+    )
     assert [r.error.name for r in resp.results] == ["INVALID_CONFIG", "NONE"]
     assert records == [ConfigRecord(TOPIC, "b", "retention.ms", "5")]
 
 
 def test_broker_level_dynamic_configs() -> None:
     h = cluster(2)
-    records, resp = h.alter_configs((BROKER, "", [("log.retention.ms", SET, "60000")]),
-                                    (BROKER, "1", [("log.cleanup.policy", SET, "compact")]))
+    records, resp = h.alter_configs(
+        (BROKER, "", [("log.retention.ms", SET, "60000")]), (BROKER, "1", [("log.cleanup.policy", SET, "compact")])
+    )
     assert [r.error.name for r in resp.results] == ["NONE", "NONE"]
-    assert records == [ConfigRecord(BROKER, "", "log.retention.ms", "60000"),
-                       ConfigRecord(BROKER, "1", "log.cleanup.policy", "compact")]
+    assert records == [
+        ConfigRecord(BROKER, "", "log.retention.ms", "60000"),
+        ConfigRecord(BROKER, "1", "log.cleanup.policy", "compact"),
+    ]
     assert dict(h.image.configs.broker_config("")) == {"log.retention.ms": "60000"}
-    records, resp = h.alter_configs((BROKER, "", [("num.io.threads", SET, "16")]),
-                                    (BROKER, "", [("no.such.key", SET, "1")]),
-                                    (BROKER, "2", [("log.retention.ms", SET, "soon")]),
-                                    (BROKER, "9", [("log.retention.ms", SET, "1")]))
+    records, resp = h.alter_configs(
+        (BROKER, "", [("num.io.threads", SET, "16")]),
+        (BROKER, "", [("no.such.key", SET, "1")]),
+        (BROKER, "2", [("log.retention.ms", SET, "soon")]),
+        (BROKER, "9", [("log.retention.ms", SET, "1")]),
+    )
     assert [r.error.name for r in resp.results] == [
-        "INVALID_REQUEST", "INVALID_REQUEST", "INVALID_CONFIG", "INVALID_REQUEST"]  # "" named twice
+        "INVALID_REQUEST",
+        "INVALID_REQUEST",
+        "INVALID_CONFIG",
+        "INVALID_REQUEST",
+    ]  # "" named twice
     records, resp = h.alter_configs((BROKER, "", [("num.io.threads", SET, "16")]))
     assert records == [] and resp.results[0].error.name == "INVALID_CONFIG"
     records, resp = h.alter_configs((BROKER, "", [("no.such.key", SET, "1")]))
@@ -1646,7 +1830,9 @@ def test_describe_broker_configs() -> None:
     assert (by_name["num.io.threads"].value, by_name["num.io.threads"].source) == ("16", "STATIC_BROKER_CONFIG")
     assert (by_name["num.network.threads"].value, by_name["num.network.threads"].source) == ("3", "DEFAULT_CONFIG")
     assert (by_name["log.retention.ms"].value, by_name["log.retention.ms"].source) == (
-        "60000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        "60000",
+        "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    )
     secret = by_name["controller.quorum.raft.password"]
     assert secret.is_sensitive and not secret.has_value and secret.value == ""
 
@@ -1663,7 +1849,8 @@ def test_describe_cluster() -> None:
     assert [(b.broker_id, b.host, b.port, b.rack, b.fenced, b.broker_epoch) for b in resp.brokers] == [
         (1, "127.0.0.1", 9101, "r1", False, h.epochs[1]),
         (2, "127.0.0.1", 9102, "", False, h.epochs[2]),
-        (3, "127.0.0.1", 9103, "", True, h.epochs[3])]
+        (3, "127.0.0.1", 9103, "", True, h.epochs[3]),
+    ]
     external = ctl.describe_cluster(h.image, h.ctx(), controller_id=1, listener="EXTERNAL")
     assert [(b.host, b.port) for b in external.brokers][0] == ("broker1.example", 19101)
     h.heartbeat(1, want_shutdown=True)
@@ -1683,7 +1870,12 @@ def test_describe_topics() -> None:
     assert dict(t.configs) == {"retention.ms": "1000"}
     p0, p1 = t.partitions
     assert (p0.partition_index, p0.leader_id, list(p0.replicas), list(p0.isr), list(p0.offline_replicas)) == (
-        0, 1, [1, 2, 3], [1, 3], [2])
+        0,
+        1,
+        [1, 2, 3],
+        [1, 3],
+        [2],
+    )
     assert (p0.leader_epoch, p0.partition_epoch) == (0, 1)
     assert (p1.leader_id, list(p1.isr), list(p1.offline_replicas)) == (3, [3, 1], [2])
     every = ctl.describe_topics(h.image, admin_pb2.DescribeTopicsRequest())
@@ -1719,8 +1911,10 @@ def test_same_image_request_and_seed_give_identical_records() -> None:
     assert other != first  # topic ids and placement come from the rng
     h = cluster(5)
     req = create_request(("x", 10, 3, None, None))
+
     def fresh() -> ControllerContext:
         return ControllerContext(CLUSTER_ID, h.config, h.now, random.Random(3), h.next_offset)
+
     r1, resp1 = ctl.create_topics(h.image, req, fresh())
     r2, resp2 = ctl.create_topics(h.image, req, fresh())
     assert r1 == r2 and resp1 == resp2
@@ -1737,6 +1931,7 @@ def test_error_pb() -> None:
     ok = ctl.error_pb()
     assert (ok.code, ok.name) == (0, "NONE")
     from kraftlog.common import errors as kerr
+
     err = ctl.error_pb(kerr.InvalidPartitionsError, "nope")
     assert (err.code, err.name, err.message) == (37, "INVALID_PARTITIONS", "nope")
 
@@ -1758,8 +1953,15 @@ def test_records_of_a_long_scenario_always_replay(seed: int) -> None:
             continue
         if action == "tick":
             h.tick(rng.choice([1000, SESSION_MS + 1]))
-            h.keep_alive([b for b in range(1, 6) if b != broker and not h.broker(b).in_controlled_shutdown
-                          and h.broker(b).broker_epoch == h.epochs[b]])
+            h.keep_alive(
+                [
+                    b
+                    for b in range(1, 6)
+                    if b != broker
+                    and not h.broker(b).in_controlled_shutdown
+                    and h.broker(b).broker_epoch == h.epochs[b]
+                ]
+            )
             h.fence_expired()
         elif action == "fence":
             h.heartbeat(broker, want_fence=True)
@@ -1774,7 +1976,7 @@ def test_records_of_a_long_scenario_always_replay(seed: int) -> None:
             if part.leader == NO_LEADER:
                 continue
             live = [r for r in part.replicas if h.image.cluster.is_unfenced(r)]
-            keep = [r for r in live if r != part.leader and (action == "expand" or rng.random() < .5)]
+            keep = [r for r in live if r != part.leader and (action == "expand" or rng.random() < 0.5)]
             new_isr = [part.leader] + keep
             h.alter_isr(name, pid, new_isr)
         elif action == "reassign":

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from kraftlog.common import errors as kerr
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log._records import LogEntry, MetadataRecord, RegisterBrokerRecord, TopicRecord
 from kraftlog.proto import admin_pb2, controller_pb2
-from kraftlog.common import errors as kerr
 from kraftlog.quorum._server import ControllerServer, _AdminService, _ControllerService
 
 pytestmark = pytest.mark.timeout(60)
@@ -31,8 +31,16 @@ REQUEST_TIMEOUT_MS = 150
 class ScriptedQuorum:
     """The Raft seam's contract without Raft (see the module docstring)."""
 
-    def __init__(self, *, node_id: int, loop: asyncio.AbstractEventLoop, on_committed: Callable[..., Any],
-                 on_leader_change: Callable[..., Any], last_durable_offset: int = -1, **_: Any) -> None:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        loop: asyncio.AbstractEventLoop,
+        on_committed: Callable[..., Any],
+        on_leader_change: Callable[..., Any],
+        last_durable_offset: int = -1,
+        **_: Any,
+    ) -> None:
         self.node_id = node_id
         self._loop = loop
         self._on_committed = on_committed
@@ -77,7 +85,7 @@ class ScriptedQuorum:
             self.commit_queued()
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise kerr.RequestTimedOutError("not committed in time; outcome unknown") from None
 
     def commit_queued(self) -> None:
@@ -98,13 +106,16 @@ class ScriptedQuorum:
 
 
 def _config(tmp_path: Path) -> NodeConfig:
-    return NodeConfig.from_mapping({
-        "node.id": 1, "process.roles": "controller",
-        "controller.quorum.voters": "1@127.0.0.1:19093",
-        "metadata.log.dir": str(tmp_path / "meta"),
-        "controller.quorum.request.timeout.ms": REQUEST_TIMEOUT_MS,
-        "controller.quorum.raft.password": "unused-by-the-scripted-quorum",
-    })
+    return NodeConfig.from_mapping(
+        {
+            "node.id": 1,
+            "process.roles": "controller",
+            "controller.quorum.voters": "1@127.0.0.1:19093",
+            "metadata.log.dir": str(tmp_path / "meta"),
+            "controller.quorum.request.timeout.ms": REQUEST_TIMEOUT_MS,
+            "controller.quorum.raft.password": "unused-by-the-scripted-quorum",
+        }
+    )
 
 
 async def _eventually(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
@@ -136,24 +147,36 @@ async def _active_server(tmp_path: Path) -> tuple[ControllerServer, ScriptedQuor
 
 def _register(broker_id: int) -> controller_pb2.RegisterBrokerRequest:
     return controller_pb2.RegisterBrokerRequest(
-        broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=f"incarnation-{broker_id}",
-        listeners=[controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=9100 + broker_id,
-                                           security_protocol="PLAINTEXT")],
-        log_dirs=["/tmp/kraftlog"], previous_broker_epoch=-1)
+        broker_id=broker_id,
+        cluster_id=CLUSTER_ID,
+        incarnation_id=f"incarnation-{broker_id}",
+        listeners=[
+            controller_pb2.Endpoint(
+                name="BROKER", host="127.0.0.1", port=9100 + broker_id, security_protocol="PLAINTEXT"
+            )
+        ],
+        log_dirs=["/tmp/kraftlog"],
+        previous_broker_epoch=-1,
+    )
 
 
 async def _unfenced_broker(server: ControllerServer, broker_id: int) -> None:
     svc = _ControllerService(server)
     resp = await svc.RegisterBroker(_register(broker_id), None)
     assert resp.error.code == 0, resp.error
-    beat = await svc.BrokerHeartbeat(controller_pb2.BrokerHeartbeatRequest(
-        broker_id=broker_id, broker_epoch=resp.broker_epoch, current_metadata_offset=server.image.offset), None)
+    beat = await svc.BrokerHeartbeat(
+        controller_pb2.BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=resp.broker_epoch, current_metadata_offset=server.image.offset
+        ),
+        None,
+    )
     assert beat.error.code == 0 and not beat.is_fenced, beat
 
 
 def _create(name: str) -> admin_pb2.CreateTopicsRequest:
-    return admin_pb2.CreateTopicsRequest(topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1)])
+    return admin_pb2.CreateTopicsRequest(
+        topics=[admin_pb2.CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)]
+    )
 
 
 def test_retried_create_topics_after_a_timeout_never_commits_a_second_topic_record(tmp_path: Path) -> None:
@@ -186,7 +209,8 @@ async def _retried_create_topics(tmp_path: Path) -> None:
 
 
 def test_a_record_that_does_not_replay_is_refused_before_it_is_proposed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     asyncio.run(_unreplayable_record(tmp_path, monkeypatch))
 
 
@@ -236,7 +260,7 @@ async def _grouped_registrations(tmp_path: Path) -> None:
         epochs = [r.broker_epoch for r in responses]
         assert all(r.error.code == 0 for r in responses), responses
         assert len(set(epochs)) == 4, epochs
-        for broker_id, epoch in zip((1, 2, 3, 4), epochs):
+        for broker_id, epoch in zip((1, 2, 3, 4), epochs, strict=False):
             reg = server.image.cluster.broker(broker_id)
             assert reg is not None and reg.broker_epoch == epoch
         offsets = {}
@@ -267,9 +291,11 @@ async def _become_active_retries(tmp_path: Path) -> None:
     briefly lost its majority, a timeout); the leader of that epoch must retry, not give up."""
     server, quorum = await _server(tmp_path)
     try:
-        quorum.failures = [kerr.NotControllerError("no majority for a moment", leader_id=1),
-                           kerr.RequestTimedOutError("outcome unknown"),
-                           kerr.NotControllerError("no majority for a moment", leader_id=1)]
+        quorum.failures = [
+            kerr.NotControllerError("no majority for a moment", leader_id=1),
+            kerr.RequestTimedOutError("outcome unknown"),
+            kerr.NotControllerError("no majority for a moment", leader_id=1),
+        ]
         quorum.elect(1, 1)
         await _eventually(lambda: server.is_active, "the controller to become active")
         assert quorum.failures == []

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from kraftlog.storage import (
+    MAX_TIMESTAMP,
     Log,
     LogConfig,
-    MAX_TIMESTAMP,
     OffsetIndex,
     RecordBatchBuilder,
     TimeIndex,
@@ -94,8 +94,14 @@ def index_items_on_disk(seg) -> tuple[list, list]:
 def test_sigkill_during_appends(tmp_path: Path, acks_before_kill: int, seed: int) -> None:
     d = tmp_path / "crash-0"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(d), str(seed), "60"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(WRITER), str(d), str(seed), "60"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     acks: list[tuple[int, int]] = []
     reached = threading.Event()
 
@@ -126,8 +132,7 @@ def test_sigkill_during_appends(tmp_path: Path, acks_before_kill: int, seed: int
     last_seq, last_offset = acks[-1]
     assert [s for s, _o in acks] == list(range(len(acks)))
 
-    log = Log(d, LogConfig(**WRITER_CONFIG), recovery_point=0, had_clean_shutdown=False,
-              clock_ms=FakeClock(2**40))
+    log = Log(d, LogConfig(**WRITER_CONFIG), recovery_point=0, had_clean_shutdown=False, clock_ms=FakeClock(2**40))
     # the page cache survives a process kill: every acknowledged append is there
     assert log.log_end_offset >= last_offset + 1
     assert len(log.segments) > 1
@@ -186,14 +191,16 @@ def good_log(tmp_path_factory: pytest.TempPathFactory) -> dict:
         i += 1
     segs = []
     for seg in log.segments:
-        segs.append({
-            "base": seg.base_offset,
-            "name": seg.log_path.name,
-            "size": seg.size,
-            "batches": list(seg.batches_from(0)),
-            "offset_index": seg.offset_index.items(),
-            "time_index": seg.time_index.items(),
-        })
+        segs.append(
+            {
+                "base": seg.base_offset,
+                "name": seg.log_path.name,
+                "size": seg.size,
+                "batches": list(seg.batches_from(0)),
+                "offset_index": seg.offset_index.items(),
+                "time_index": seg.time_index.items(),
+            }
+        )
     all_bytes = [b.to_bytes() for b in log.batches()]
     leo = log.log_end_offset
     log.close()
@@ -218,7 +225,7 @@ def _expected_after_cut(seg: dict, cut: int) -> int:
 
 def _check_prefix(log: Log, good: dict) -> None:
     got = [b.to_bytes() for b in log.batches()]
-    assert got == good["batches"][:len(got)]
+    assert got == good["batches"][: len(got)]
     for seg in log.segments:
         info = next(s for s in good["segments"] if s["base"] == seg.base_offset)
         want_oi = [e for e in info["offset_index"] if e[0] < log.log_end_offset]
@@ -235,8 +242,7 @@ def _cut_and_reopen(good: dict, dest: Path, seg_idx: int, cut: int) -> tuple[Log
     d = _copy(good, dest)
     seg = good["segments"][seg_idx]
     os.truncate(d / seg["name"], cut)
-    log = Log(d, LogConfig(**GOOD_CONFIG), recovery_point=0, had_clean_shutdown=False,
-              clock_ms=FakeClock())
+    log = Log(d, LogConfig(**GOOD_CONFIG), recovery_point=0, had_clean_shutdown=False, clock_ms=FakeClock())
     return log, _expected_after_cut(seg, cut)
 
 
@@ -275,10 +281,9 @@ def test_truncated_middle_segment_drops_later_segments(good_log: dict, tmp_path:
             try:
                 assert want == loc.base_offset
                 assert log.log_end_offset == want, f"segment {seg_idx} cut at byte {cut}"
-                assert [s.base_offset for s in log.segments] == [
-                    s["base"] for s in good_log["segments"][:seg_idx + 1]]
+                assert [s.base_offset for s in log.segments] == [s["base"] for s in good_log["segments"][: seg_idx + 1]]
                 names = {p.name for p in log.dir.iterdir()}
-                for later in good_log["segments"][seg_idx + 1:]:
+                for later in good_log["segments"][seg_idx + 1 :]:
                     stem = later["name"][:-4]
                     assert not {stem + ".log", stem + ".index", stem + ".timeindex"} & names
                 check_log(log)
@@ -318,8 +323,7 @@ def test_flipped_bytes_in_active_segment(good_log: dict, tmp_path: Path) -> None
         (d / active["name"]).write_bytes(bytes(data))
         first_bad = active["batches"][hit[0]]
         rp = 0 if k % 3 == 0 else active["base"]
-        log = Log(d, LogConfig(**GOOD_CONFIG), recovery_point=rp, had_clean_shutdown=False,
-                  clock_ms=FakeClock())
+        log = Log(d, LogConfig(**GOOD_CONFIG), recovery_point=rp, had_clean_shutdown=False, clock_ms=FakeClock())
         try:
             assert log.log_end_offset == first_bad.base_offset, (k, hit)
             assert log.active_segment.size == first_bad.position
@@ -379,8 +383,13 @@ def _damage_and_reopen(index_log: dict, dest: Path, damage) -> Log:
     d = dest / "idx-0"
     shutil.copytree(index_log["dir"], d)
     damage(d, index_log["old"])
-    return Log(d, LogConfig(segment_bytes=1500, index_interval_bytes=0), recovery_point=index_log["leo"],
-               had_clean_shutdown=True, clock_ms=FakeClock())
+    return Log(
+        d,
+        LogConfig(segment_bytes=1500, index_interval_bytes=0),
+        recovery_point=index_log["leo"],
+        had_clean_shutdown=True,
+        clock_ms=FakeClock(),
+    )
 
 
 def _check_index_log(log: Log, index_log: dict) -> None:
@@ -405,6 +414,7 @@ def _check_rebuilt(log: Log, index_log: dict) -> None:
 def _unlink(suffix: str):
     def damage(d: Path, stem: str) -> None:
         (d / f"{stem}{suffix}").unlink()
+
     return damage
 
 
@@ -412,6 +422,7 @@ def _append(suffix: str, junk: bytes):
     def damage(d: Path, stem: str) -> None:
         with open(d / f"{stem}{suffix}", "ab") as fh:
             fh.write(junk)
+
     return damage
 
 
@@ -421,6 +432,7 @@ def _overwrite_last_offset_entry(rel_offset: int, position: int):
         data = bytearray(p.read_bytes())
         struct.pack_into(">ii", data, len(data) - 8, rel_offset, position)
         p.write_bytes(bytes(data))
+
     return damage
 
 
@@ -482,8 +494,15 @@ def test_checkpointed_offsets_past_recovered_end(good_log: dict, tmp_path: Path)
     d = _copy(good_log, tmp_path / "hw")
     os.truncate(d / last["name"], cut)
     want = _expected_after_cut(last, cut)
-    log = Log(d, LogConfig(**GOOD_CONFIG), recovery_point=last["base"], high_watermark=good_log["leo"],
-              log_start_offset=10, had_clean_shutdown=False, clock_ms=FakeClock())
+    log = Log(
+        d,
+        LogConfig(**GOOD_CONFIG),
+        recovery_point=last["base"],
+        high_watermark=good_log["leo"],
+        log_start_offset=10,
+        had_clean_shutdown=False,
+        clock_ms=FakeClock(),
+    )
     assert log.log_end_offset == want
     assert log.high_watermark == want, "the HW never exceeds the log end"
     assert log.log_start_offset == 10
@@ -492,8 +511,14 @@ def test_checkpointed_offsets_past_recovered_end(good_log: dict, tmp_path: Path)
     # a log start checkpoint past everything that survived: the log restarts empty there
     d2 = _copy(good_log, tmp_path / "start")
     os.truncate(d2 / last["name"], cut)
-    log = Log(d2, LogConfig(**GOOD_CONFIG), recovery_point=0, log_start_offset=want + 7,
-              had_clean_shutdown=False, clock_ms=FakeClock())
+    log = Log(
+        d2,
+        LogConfig(**GOOD_CONFIG),
+        recovery_point=0,
+        log_start_offset=want + 7,
+        had_clean_shutdown=False,
+        clock_ms=FakeClock(),
+    )
     assert (log.log_start_offset, log.log_end_offset) == (want + 7, want + 7)
     assert [s.base_offset for s in log.segments] == [want + 7]
     assert log.epoch_cache.entries == []

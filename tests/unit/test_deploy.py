@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from kraftlog.common import config as common_config
-
 from kraftlog.node import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,8 +93,14 @@ def cluster_id_for_dry_run() -> str:
 
 
 def run_install(*args: str, user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*(user or []), "bash", str(INSTALL), *args], capture_output=True, text=True,
-                          timeout=120, cwd="/", stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*(user or []), "bash", str(INSTALL), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def heredoc(out: str, dest: str) -> str:
@@ -137,13 +142,27 @@ def test_unit_has_the_required_directives(role: str) -> None:
     assert head["AssertPathExists"] == [config]
 
     single = {
-        "Type": "notify", "NotifyAccess": "main", "User": "kraftlog", "Group": "kraftlog",
-        "Restart": "on-failure", "LimitNOFILE": "100000", "KillSignal": "SIGTERM",
-        "StandardOutput": "journal", "StandardError": "journal",
-        "ProtectSystem": "strict", "ProtectHome": "true", "PrivateTmp": "true", "NoNewPrivileges": "true",
-        "PrivateDevices": "true", "ProtectKernelTunables": "true", "ProtectKernelModules": "true",
-        "ProtectControlGroups": "true", "RestrictNamespaces": "true", "RestrictSUIDSGID": "true",
-        "LockPersonality": "true", "CapabilityBoundingSet": "",
+        "Type": "notify",
+        "NotifyAccess": "main",
+        "User": "kraftlog",
+        "Group": "kraftlog",
+        "Restart": "on-failure",
+        "LimitNOFILE": "100000",
+        "KillSignal": "SIGTERM",
+        "StandardOutput": "journal",
+        "StandardError": "journal",
+        "ProtectSystem": "strict",
+        "ProtectHome": "true",
+        "PrivateTmp": "true",
+        "NoNewPrivileges": "true",
+        "PrivateDevices": "true",
+        "ProtectKernelTunables": "true",
+        "ProtectKernelModules": "true",
+        "ProtectControlGroups": "true",
+        "RestrictNamespaces": "true",
+        "RestrictSUIDSGID": "true",
+        "LockPersonality": "true",
+        "CapabilityBoundingSet": "",
     }
     for key, value in single.items():
         assert service.get(key) == [value], f"{UNITS[role].name}: {key}={service.get(key)}, want {value}"
@@ -178,8 +197,10 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     """Both templates, instantiated, alone and with the drop-in install.sh writes (custom --prefix)."""
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd; "
-                    "`make test` installs it when run as root)")
+        pytest.skip(
+            "systemd-analyze is not installed (Debian: apt-get install systemd; "
+            "`make test` installs it when run as root)"
+        )
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     # verify checks that ExecStart's program exists: point it at a stand-in.
@@ -198,17 +219,22 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         instances.append(instance)
         if path.name not in ("controller-1.toml", "broker-101.toml"):
             continue
-        out = run_install("--dry-run", "--config", str(path), "--prefix", str(prefix),
-                          "--cluster-id", cluster_id_for_dry_run())
+        out = run_install(
+            "--dry-run", "--config", str(path), "--prefix", str(prefix), "--cluster-id", cluster_id_for_dry_run()
+        )
         assert out.returncode == 0, out.stderr
         dropin = heredoc(out.stdout, f"/etc/systemd/system/{instance}.d/50-install.conf")
         assert f"ExecStart={prefix}/venv/bin/kraftlog serve" in dropin
         (unit_dir / f"{instance}.d").mkdir()
         (unit_dir / f"{instance}.d" / "50-install.conf").write_text(dropin + "\n")
 
-    proc = subprocess.run([analyze, "verify", "--man=no", *(str(unit_dir / i) for i in instances)],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER=""))
+    proc = subprocess.run(
+        [analyze, "verify", "--man=no", *(str(unit_dir / i) for i in instances)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER=""),
+    )
     output = proc.stdout + proc.stderr
     ours = [line for line in output.splitlines() if "kraftlog" in line or str(tmp_path) in line]
     assert proc.returncode == 0, output
@@ -301,16 +327,24 @@ def test_install_script_is_shellcheck_clean() -> None:
     shellcheck = shutil.which("shellcheck")
     if shellcheck is None:
         pytest.skip("shellcheck is not installed")
-    proc = subprocess.run([shellcheck, str(INSTALL), str(DEPLOY / "scripts" / "system-deps.sh")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [shellcheck, str(INSTALL), str(DEPLOY / "scripts" / "system-deps.sh")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout
 
 
 def _touched_paths(name: str, unit: str, prefix: Path) -> list[Path]:
-    return [prefix, Path("/etc/kraftlog"), Path(f"/etc/kraftlog/{name}.toml"), Path(DATA_ROOT),
-            Path(f"{DATA_ROOT}/{name}"), Path("/etc/systemd/system/kraftlog-broker@.service"),
-            Path("/etc/systemd/system/kraftlog-controller@.service"), Path(f"/etc/systemd/system/{unit}.d"),
-            Path(f"/etc/systemd/system/multi-user.target.wants/{unit}")]
+    return [
+        prefix,
+        Path("/etc/kraftlog"),
+        Path(f"/etc/kraftlog/{name}.toml"),
+        Path(DATA_ROOT),
+        Path(f"{DATA_ROOT}/{name}"),
+        Path("/etc/systemd/system/kraftlog-broker@.service"),
+        Path("/etc/systemd/system/kraftlog-controller@.service"),
+        Path(f"/etc/systemd/system/{unit}.d"),
+        Path(f"/etc/systemd/system/multi-user.target.wants/{unit}"),
+    ]
 
 
 def _user_exists() -> bool:
@@ -336,8 +370,17 @@ def test_dry_run_prints_every_step_and_changes_nothing(config: Path, tmp_path: P
     deploy_before = tree_snapshot(DEPLOY)
     build_before = (REPO / "build").exists()
 
-    proc = run_install("--dry-run", "--config", str(config), "--prefix", str(prefix),
-                       "--cluster-id", cluster_id, "--raft-password-file", str(password_file))
+    proc = run_install(
+        "--dry-run",
+        "--config",
+        str(config),
+        "--prefix",
+        str(prefix),
+        "--cluster-id",
+        cluster_id,
+        "--raft-password-file",
+        str(password_file),
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     q = shlex.quote
@@ -346,13 +389,17 @@ def test_dry_run_prints_every_step_and_changes_nothing(config: Path, tmp_path: P
 
     # Every step, as the exact command, in this order.
     expected = [
-        (r"\+ useradd --system --user-group --home-dir /var/lib/kraftlog --no-create-home "
-         r"--shell /usr/sbin/nologin --comment 'kraftlog node' kraftlog"
-         if not user_before else r"# user kraftlog already exists"),
+        (
+            r"\+ useradd --system --user-group --home-dir /var/lib/kraftlog --no-create-home "
+            r"--shell /usr/sbin/nologin --comment 'kraftlog node' kraftlog"
+            if not user_before
+            else r"# user kraftlog already exists"
+        ),
         rf"\+ \S+ -m venv {re.escape(q(str(prefix)))}/venv",
         rf"\+ {re.escape(q(str(prefix)))}/venv/bin/pip install .*--upgrade {re.escape(q(str(REPO)))}",
-        re.escape(f"+ install -d -m 0750 -o kraftlog -g kraftlog {DATA_ROOT} "
-                  + " ".join(q(d) for d in node_dirs(cfg))),
+        re.escape(
+            f"+ install -d -m 0750 -o kraftlog -g kraftlog {DATA_ROOT} " + " ".join(q(d) for d in node_dirs(cfg))
+        ),
         re.escape("+ install -d -m 0750 -o root -g kraftlog /etc/kraftlog"),
     ]
     if cfg.is_controller:
@@ -364,10 +411,10 @@ def test_dry_run_prints_every_step_and_changes_nothing(config: Path, tmp_path: P
     else:
         expected.append(re.escape(f"+ install -m 0640 -o root -g kraftlog {q(str(config))} {etc_config}"))
     expected += [
-        re.escape(f"+ runuser -u kraftlog -- {q(exe)} storage format -t {q(cluster_id)} -c {etc_config} "
-                  "--ignore-formatted"),
-        re.escape(f"+ install -m 0644 {q(str(UNITS['controller']))} {q(str(UNITS['broker']))} "
-                  "/etc/systemd/system/"),
+        re.escape(
+            f"+ runuser -u kraftlog -- {q(exe)} storage format -t {q(cluster_id)} -c {etc_config} --ignore-formatted"
+        ),
+        re.escape(f"+ install -m 0644 {q(str(UNITS['controller']))} {q(str(UNITS['broker']))} /etc/systemd/system/"),
         re.escape(f"+ install -d -m 0755 /etc/systemd/system/{unit}.d"),
         re.escape(f"+ install -m 0644 -o root -g root /dev/stdin /etc/systemd/system/{unit}.d/50-install.conf"),
         re.escape("+ systemctl daemon-reload"),
@@ -409,29 +456,40 @@ def test_dry_run_by_node_id_uses_the_example_config_and_default_prefix() -> None
     assert "ExecStart" not in dropin
 
 
-@pytest.mark.skipif(SAVED_CLUSTER_ID.exists() or Path("/etc/kraftlog/raft-password").exists(),
-                    reason="this host already has a kraftlog install, whose saved id and password are reused")
+@pytest.mark.skipif(
+    SAVED_CLUSTER_ID.exists() or Path("/etc/kraftlog/raft-password").exists(),
+    reason="this host already has a kraftlog install, whose saved id and password are reused",
+)
 def test_dry_run_shows_how_a_new_cluster_id_and_password_would_be_made() -> None:
     proc = run_install("--dry-run", "--node-id", "3")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert f"+ {DEFAULT_EXEC} storage random-uuid | install -m 0640 -o root -g kraftlog /dev/stdin " \
-           "/etc/kraftlog/cluster-id" in out
-    assert re.search(r"^\+ \S+ -c 'import secrets; print\(secrets.token_urlsafe\(32\)\)' \| "
-                     r"install -m 0600 -o root -g root /dev/stdin /etc/kraftlog/raft-password$", out, re.M), out
+    assert (
+        f"+ {DEFAULT_EXEC} storage random-uuid | install -m 0640 -o root -g kraftlog /dev/stdin "
+        "/etc/kraftlog/cluster-id" in out
+    )
+    assert re.search(
+        r"^\+ \S+ -c 'import secrets; print\(secrets.token_urlsafe\(32\)\)' \| "
+        r"install -m 0600 -o root -g root /dev/stdin /etc/kraftlog/raft-password$",
+        out,
+        re.M,
+    ), out
     assert '-t "$(cat /etc/kraftlog/cluster-id)"' in out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--node-id", "101", "--config", str(DEPLOY / "config" / "broker-102.toml")], "does not match node.id 102"),
-    (["--node-id", "7"], "no single example config for node 7"),
-    (["--node-id", "x"], "--node-id must be a non-negative integer"),
-    (["--node-id", "101", "--cluster-id", "not-a-cluster-id"], "invalid --cluster-id"),
-    (["--node-id", "101", "--prefix", "opt/kraftlog"], "--prefix must be an absolute path"),
-    (["--node-id", "101", "--bogus"], "unknown argument: --bogus"),
-    (["--node-id"], "--node-id needs a value"),
-    ([], "give --config FILE or --node-id N"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--node-id", "101", "--config", str(DEPLOY / "config" / "broker-102.toml")], "does not match node.id 102"),
+        (["--node-id", "7"], "no single example config for node 7"),
+        (["--node-id", "x"], "--node-id must be a non-negative integer"),
+        (["--node-id", "101", "--cluster-id", "not-a-cluster-id"], "invalid --cluster-id"),
+        (["--node-id", "101", "--prefix", "opt/kraftlog"], "--prefix must be an absolute path"),
+        (["--node-id", "101", "--bogus"], "unknown argument: --bogus"),
+        (["--node-id"], "--node-id needs a value"),
+        ([], "give --config FILE or --node-id N"),
+    ],
+)
 def test_dry_run_refuses_bad_arguments_before_any_step(args: list[str], message: str) -> None:
     proc = run_install("--dry-run", *args)
     assert proc.returncode != 0
@@ -456,8 +514,9 @@ def test_dry_run_refuses_a_bad_config_naming_the_key(tmp_path: Path) -> None:
 def test_dry_run_refuses_a_weak_password_file(tmp_path: Path) -> None:
     weak = tmp_path / "pw"
     weak.write_text("short\n")
-    proc = run_install("--dry-run", "--node-id", "1", "--cluster-id", cluster_id_for_dry_run(),
-                       "--raft-password-file", str(weak))
+    proc = run_install(
+        "--dry-run", "--node-id", "1", "--cluster-id", cluster_id_for_dry_run(), "--raft-password-file", str(weak)
+    )
     assert proc.returncode != 0 and "at least 16" in proc.stderr
 
 
@@ -474,9 +533,24 @@ def test_real_install_refuses_to_run_without_root() -> None:
             script = Path(tmp) / "install.sh"
             shutil.copy(INSTALL, script)
             script.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-            proc = subprocess.run([setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                                   "bash", str(script), "--node-id", "101"],
-                                  capture_output=True, text=True, timeout=60, cwd="/")
+            proc = subprocess.run(
+                [
+                    setpriv,
+                    "--reuid",
+                    "65534",
+                    "--regid",
+                    "65534",
+                    "--clear-groups",
+                    "bash",
+                    str(script),
+                    "--node-id",
+                    "101",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd="/",
+            )
     assert proc.returncode == 1
     assert "must run as root" in proc.stderr
     assert "## step" not in proc.stdout

@@ -69,32 +69,43 @@ class BuiltLog:
 def _data_batches() -> list[tuple[bytes, str, int, AppendOrigin]]:
     """(batch bytes, codec name, max timestamp, origin) in append order."""
     out: list[tuple[bytes, str, int, AppendOrigin]] = []
-    a = build_batch([(b"k0", b"v0", [Header("h1", b"x"), Header("h2", None)]),
-                     (b"k1", b"v1"), (b"k2", b"v2")], timestamp_ms=TS)
+    a = build_batch(
+        [(b"k0", b"v0", [Header("h1", b"x"), Header("h2", None)]), (b"k1", b"v1"), (b"k2", b"v2")], timestamp_ms=TS
+    )
     out.append((a, "none", TS, AppendOrigin.CLIENT))
-    b = build_batch([(None, b"no-key"), (b"k4", b"v4")], timestamp_ms=TS + 1,
-                    compression=CompressionType.GZIP)
+    b = build_batch([(None, b"no-key"), (b"k4", b"v4")], timestamp_ms=TS + 1, compression=CompressionType.GZIP)
     out.append((b, "gzip", TS + 1, AppendOrigin.CLIENT))
-    c = build_batch([(b"k5", None), (b"k6", b"v6")], timestamp_ms=TS + 2,
-                    compression=CompressionType.SNAPPY)
+    c = build_batch([(b"k5", None), (b"k6", b"v6")], timestamp_ms=TS + 2, compression=CompressionType.SNAPPY)
     out.append((c, "snappy", TS + 2, AppendOrigin.CLIENT))
-    d = build_batch([(b"k7", b"v7"), (b"k8", b"v8")], timestamp_ms=TS + 3,
-                    compression=CompressionType.LZ4)
+    d = build_batch([(b"k7", b"v7"), (b"k8", b"v8")], timestamp_ms=TS + 3, compression=CompressionType.LZ4)
     out.append((d, "lz4", TS + 3, AppendOrigin.CLIENT))
-    e = build_batch([(b"k9", b"\xff\xfe"), (b"k10", b"v10")], timestamp_ms=TS + 4,
-                    compression=CompressionType.ZSTD)
+    e = build_batch([(b"k9", b"\xff\xfe"), (b"k10", b"v10")], timestamp_ms=TS + 4, compression=CompressionType.ZSTD)
     out.append((e, "zstd", TS + 4, AppendOrigin.CLIENT))
-    f = build_batch([(b"t1", b"txn-a"), (b"t2", b"txn-b")], timestamp_ms=TS + 5,
-                    producer_id=PRODUCER_ID, producer_epoch=1, base_sequence=5, is_transactional=True)
+    f = build_batch(
+        [(b"t1", b"txn-a"), (b"t2", b"txn-b")],
+        timestamp_ms=TS + 5,
+        producer_id=PRODUCER_ID,
+        producer_epoch=1,
+        base_sequence=5,
+        is_transactional=True,
+    )
     out.append((f, "none", TS + 5, AppendOrigin.CLIENT))
-    g = build_control_batch(ControlRecordType.COMMIT, producer_id=PRODUCER_ID, producer_epoch=1,
-                            coordinator_epoch=7, timestamp_ms=TS + 6)
+    g = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=PRODUCER_ID, producer_epoch=1, coordinator_epoch=7, timestamp_ms=TS + 6
+    )
     out.append((g, "none", TS + 6, AppendOrigin.COORDINATOR))
-    h = build_batch([(b"t3", b"txn-c")], timestamp_ms=TS + 7, producer_id=PRODUCER_ID,
-                    producer_epoch=1, base_sequence=7, is_transactional=True)
+    h = build_batch(
+        [(b"t3", b"txn-c")],
+        timestamp_ms=TS + 7,
+        producer_id=PRODUCER_ID,
+        producer_epoch=1,
+        base_sequence=7,
+        is_transactional=True,
+    )
     out.append((h, "none", TS + 7, AppendOrigin.CLIENT))
-    i = build_control_batch(ControlRecordType.ABORT, producer_id=PRODUCER_ID, producer_epoch=1,
-                            coordinator_epoch=8, timestamp_ms=TS + 8)
+    i = build_control_batch(
+        ControlRecordType.ABORT, producer_id=PRODUCER_ID, producer_epoch=1, coordinator_epoch=8, timestamp_ms=TS + 8
+    )
     out.append((i, "none", TS + 8, AppendOrigin.COORDINATOR))
     return out
 
@@ -107,8 +118,7 @@ def _build_log(directory: Path) -> BuiltLog:
     try:
         for data, codec, max_ts, origin in _data_batches():
             info = log.append_as_leader(data, 0, origin=origin)
-            written.append(Written(info.first_offset, info.last_offset, position, info.valid_bytes,
-                                   codec, max_ts))
+            written.append(Written(info.first_offset, info.last_offset, position, info.valid_bytes, codec, max_ts))
             position += info.valid_bytes
     finally:
         log.close()
@@ -151,7 +161,7 @@ def test_shallow_dump_prints_every_batch_with_kafka_fields(built: BuiltLog, caps
     batches = _batch_lines(lines)
     assert len(batches) == len(built.batches) == len(lines) - 2
     assert not _record_lines(lines)
-    for line, w in zip(batches, built.batches):
+    for line, w in zip(batches, built.batches, strict=False):
         assert _field(line, "baseOffset") == str(w.first)
         assert _field(line, "lastOffset") == str(w.last)
         assert _field(line, "count") == str(w.last - w.first + 1)
@@ -166,10 +176,26 @@ def test_shallow_dump_prints_every_batch_with_kafka_fields(built: BuiltLog, caps
         assert int(_field(line, "crc")) >= 0
     # the field order is Kafka's
     names = re.findall(r"(\w+): ", batches[0])
-    assert names == ["baseOffset", "lastOffset", "count", "baseSequence", "lastSequence",
-                     "producerId", "producerEpoch", "partitionLeaderEpoch", "isTransactional",
-                     "isControl", "deleteHorizonMs", "position", "CreateTime", "size", "magic",
-                     "compresscodec", "crc", "isvalid"]
+    assert names == [
+        "baseOffset",
+        "lastOffset",
+        "count",
+        "baseSequence",
+        "lastSequence",
+        "producerId",
+        "producerEpoch",
+        "partitionLeaderEpoch",
+        "isTransactional",
+        "isControl",
+        "deleteHorizonMs",
+        "position",
+        "CreateTime",
+        "size",
+        "magic",
+        "compresscodec",
+        "crc",
+        "isvalid",
+    ]
     plain, txn, commit = batches[0], batches[5], batches[6]
     assert "producerId: -1 producerEpoch: -1" in plain
     assert "isTransactional: false isControl: false" in plain
@@ -183,10 +209,8 @@ def test_deep_iteration_prints_records_without_data(built: BuiltLog, capsys) -> 
     assert code == 0
     records = _record_lines(lines)
     assert len(records) == built.batches[-1].last + 1
-    assert records[0] == (f"| offset: 0 CreateTime: {TS} keySize: 2 valueSize: 2 sequence: -1 "
-                          f"headerKeys: [h1,h2]")
-    assert records[3] == (f"| offset: 3 CreateTime: {TS + 1} keySize: -1 valueSize: 6 "
-                          f"sequence: -1 headerKeys: []")
+    assert records[0] == (f"| offset: 0 CreateTime: {TS} keySize: 2 valueSize: 2 sequence: -1 headerKeys: [h1,h2]")
+    assert records[3] == (f"| offset: 3 CreateTime: {TS + 1} keySize: -1 valueSize: 6 sequence: -1 headerKeys: []")
     assert "keySize: 2 valueSize: -1" in records[5]  # the tombstone
     assert [_field(r, "sequence") for r in records[11:13]] == ["5", "6"]
     assert not any("payload:" in r for r in records)
@@ -198,7 +222,7 @@ def test_deep_iteration_prints_records_without_data(built: BuiltLog, capsys) -> 
     for w in built.batches:
         while not lines[i].startswith("baseOffset:"):
             i += 1
-        following = lines[i + 1:i + 1 + (w.last - w.first + 1)]
+        following = lines[i + 1 : i + 1 + (w.last - w.first + 1)]
         assert [int(_field(r, "offset")) for r in following] == list(range(w.first, w.last + 1))
         i += 1
 
@@ -221,8 +245,7 @@ def test_dump_of_a_later_segment_starts_at_its_base_offset(tmp_path: Path, capsy
     try:
         log.append_as_leader(build_batch([(b"a", b"1"), (b"b", b"2")], timestamp_ms=TS), 3)
         log.roll()
-        log.append_as_leader(build_batch([(b"c", b"3")], timestamp_ms=TS + 1,
-                                         compression=CompressionType.GZIP), 4)
+        log.append_as_leader(build_batch([(b"c", b"3")], timestamp_ms=TS + 1, compression=CompressionType.GZIP), 4)
         second = log.segments[1].log_path
     finally:
         log.close()
@@ -244,15 +267,19 @@ def test_torn_tail_is_reported_not_raised(built: BuiltLog, capsys) -> None:
     assert code == 0, err
     assert len(_batch_lines(lines)) == len(built.batches)
     assert lines[-1].startswith(
-        f"Found {len(torn)} invalid bytes at the end of {SEGMENT}.log "
-        f"(valid data ends at position {built.log_size}")
+        f"Found {len(torn)} invalid bytes at the end of {SEGMENT}.log (valid data ends at position {built.log_size}"
+    )
 
 
-@pytest.mark.parametrize("tail", [
-    b"\x00" * 30,  # zero-filled space, as a crash on some file systems leaves
-    b"\x00\x01\x02",  # too short for a batch header
-    b"\x00" * 8 + struct.pack(">i", 5) + b"z" * 60,  # a length below the header size
-], ids=["zeros", "short", "bad-length"])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\x00" * 30,  # zero-filled space, as a crash on some file systems leaves
+        b"\x00\x01\x02",  # too short for a batch header
+        b"\x00" * 8 + struct.pack(">i", 5) + b"z" * 60,  # a length below the header size
+    ],
+    ids=["zeros", "short", "bad-length"],
+)
 def test_garbage_tail_is_reported(built: BuiltLog, capsys, tail: bytes) -> None:
     with open(built.log, "ab") as fh:
         fh.write(tail)
@@ -288,8 +315,9 @@ def test_max_bytes_limits_the_read(built: BuiltLog, capsys) -> None:
 
 @pytest.mark.parametrize("chunk", [61, 150, 400])
 @pytest.mark.parametrize("flags", [[], ["--print-data-log"]], ids=["shallow", "deep"])
-def test_small_read_chunks_give_the_same_output(built: BuiltLog, capsys, monkeypatch,
-                                                chunk: int, flags: list[str]) -> None:
+def test_small_read_chunks_give_the_same_output(
+    built: BuiltLog, capsys, monkeypatch, chunk: int, flags: list[str]
+) -> None:
     with open(built.log, "ab") as fh:
         fh.write(b"\x00\x00\x00")  # a torn tail too, to cross the end in every chunking
     _code, expected, _err = _dump(capsys, *flags, built.log)
@@ -303,7 +331,10 @@ def test_several_files_in_one_call(built: BuiltLog, capsys) -> None:
     code, lines, _err = _dump(capsys, built.log, built.index, built.timeindex)
     assert code == 0
     assert [line for line in lines if line.startswith("Dumping")] == [
-        f"Dumping {built.log}", f"Dumping {built.index}", f"Dumping {built.timeindex}"]
+        f"Dumping {built.log}",
+        f"Dumping {built.index}",
+        f"Dumping {built.timeindex}",
+    ]
 
 
 # ----------------------------------------------------------------------------------- indexes
@@ -356,8 +387,10 @@ def test_verify_tampered_offset_index(built: BuiltLog, capsys) -> None:
     assert lines[0] == f"Dumping {built.index}"
     assert f"Mismatches in :{built.index}" in lines
     assert f"  Index offset: {built.batches[1].last}, log offset: {built.batches[0].last}" in lines
-    assert (f"  Index offset: {built.batches[3].last}, log offset: -1 (position "
-            f"{built.batches[3].position + 5}: position is not the start of a batch)") in lines
+    assert (
+        f"  Index offset: {built.batches[3].last}, log offset: -1 (position "
+        f"{built.batches[3].position + 5}: position is not the start of a batch)"
+    ) in lines
     assert not any("consistent" in line for line in lines)
 
 
@@ -409,8 +442,7 @@ def test_torn_index_is_an_error_line(built: BuiltLog, capsys) -> None:
 def test_json_output_parses(built: BuiltLog, capsys) -> None:
     with open(built.log, "ab") as fh:
         fh.write(b"\x00" * 7)
-    code, lines, _err = _dump(capsys, "--output", "json", "--print-data-log",
-                              built.log, built.index, built.timeindex)
+    code, lines, _err = _dump(capsys, "--output", "json", "--print-data-log", built.log, built.index, built.timeindex)
     assert code == 0
     assert len(lines) == 3  # one object per file, one per line
     log_obj, index_obj, time_obj = (json.loads(line) for line in lines)
@@ -424,20 +456,26 @@ def test_json_output_parses(built: BuiltLog, capsys) -> None:
     assert [b["compresscodec"] for b in log_obj["batches"]] == [w.codec for w in built.batches]
     assert [b["position"] for b in log_obj["batches"]] == [w.position for w in built.batches]
     rec = first["records"][0]
-    assert rec == {"offset": 0, "timestamp_type": "CreateTime", "timestamp": TS, "key_size": 2,
-                   "value_size": 2, "sequence": -1, "header_keys": ["h1", "h2"], "key": "k0",
-                   "payload": "v0"}
+    assert rec == {
+        "offset": 0,
+        "timestamp_type": "CreateTime",
+        "timestamp": TS,
+        "key_size": 2,
+        "value_size": 2,
+        "sequence": -1,
+        "header_keys": ["h1", "h2"],
+        "key": "k0",
+        "payload": "v0",
+    }
     assert log_obj["batches"][2]["records"][0]["payload"] is None  # tombstone
     assert log_obj["batches"][6]["records"][0]["end_txn_marker"] == "COMMIT"
     assert log_obj["batches"][6]["records"][0]["coordinator_epoch"] == 7
     assert log_obj["invalid_bytes"] == 7 and log_obj["valid_bytes"] == built.log_size
 
     assert index_obj["type"] == "offset_index"
-    assert index_obj["entries"] == [{"offset": w.last, "position": w.position}
-                                    for w in built.batches[1:]]
+    assert index_obj["entries"] == [{"offset": w.last, "position": w.position} for w in built.batches[1:]]
     assert time_obj["type"] == "time_index"
-    assert time_obj["entries"] == [{"timestamp": w.max_timestamp, "offset": w.last}
-                                   for w in built.batches[1:]]
+    assert time_obj["entries"] == [{"timestamp": w.max_timestamp, "offset": w.last} for w in built.batches[1:]]
 
 
 def test_json_verify(built: BuiltLog, capsys) -> None:

@@ -15,6 +15,7 @@ from kraftlog import storage
 from kraftlog.broker._alter_partition import AlterPartitionManager
 from kraftlog.broker._fetcher import ReplicaFetcherManager
 from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     BrokerEndpoint,
     ConfigRecord,
@@ -27,7 +28,6 @@ from kraftlog.metadata_log import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2, controller_pb2
 from kraftlog.quorum import _controller as ctl
 
@@ -36,8 +36,7 @@ VOTERS = "100@127.0.0.1:9999"
 
 
 def batch(n: int, tag: str) -> bytes:
-    return storage.build_batch([(None, f"{tag}-{i}".encode()) for i in range(n)],
-                               timestamp_ms=int(time.time() * 1000))
+    return storage.build_batch([(None, f"{tag}-{i}".encode()) for i in range(n)], timestamp_ms=int(time.time() * 1000))
 
 
 def values(data: bytes) -> list[tuple[int, bytes]]:
@@ -54,15 +53,27 @@ class Node:
         self.alive = True
         self.reachable = True
         self.image = MetadataImage.EMPTY
-        cfg = NodeConfig.from_mapping({
-            "node.id": bid, "process.roles": "broker", "controller.quorum.voters": VOTERS,
-            "log.dirs": str(cluster.tmp / f"node{bid}"), "replica.lag.time.max.ms": 10_000,
-            "replica.fetch.wait.max.ms": 100})
+        cfg = NodeConfig.from_mapping(
+            {
+                "node.id": bid,
+                "process.roles": "broker",
+                "controller.quorum.voters": VOTERS,
+                "log.dirs": str(cluster.tmp / f"node{bid}"),
+                "replica.lag.time.max.ms": 10_000,
+                "replica.fetch.wait.max.ms": 100,
+            }
+        )
         self.apm = AlterPartitionManager(bid, lambda: self.epoch, cluster.alter_partition, retry_backoff_ms=10)
         self.rm = ReplicaManager.create(bid, cfg, self.apm)
         self.rm.startup()
-        self.fm = ReplicaFetcherManager(self.rm, fetch=cluster.fetch, offset_for_leader_epoch=cluster.ofle,
-                                        broker_epoch=lambda: self.epoch, max_wait_ms=100, backoff_ms=20)
+        self.fm = ReplicaFetcherManager(
+            self.rm,
+            fetch=cluster.fetch,
+            offset_for_leader_epoch=cluster.ofle,
+            broker_epoch=lambda: self.epoch,
+            max_wait_ms=100,
+            backoff_ms=20,
+        )
         self.rm.fetcher_manager = self.fm
 
     @property
@@ -70,10 +81,13 @@ class Node:
         return f"host{self.bid}:{9090 + self.bid}"
 
     def register_record(self, fenced: bool) -> RegisterBrokerRecord:
-        return RegisterBrokerRecord(broker_id=self.bid, incarnation_id=f"inc-{self.bid}-{self.epoch}",
-                                    broker_epoch=self.epoch,
-                                    endpoints=(BrokerEndpoint("PLAINTEXT", f"host{self.bid}", 9090 + self.bid),),
-                                    fenced=fenced)
+        return RegisterBrokerRecord(
+            broker_id=self.bid,
+            incarnation_id=f"inc-{self.bid}-{self.epoch}",
+            broker_epoch=self.epoch,
+            endpoints=(BrokerEndpoint("PLAINTEXT", f"host{self.bid}", 9090 + self.bid),),
+            fenced=fenced,
+        )
 
 
 class Cluster:
@@ -88,8 +102,14 @@ class Cluster:
         self.alter_answers: list[tuple[int, str]] = []  # (broker, partition-level error name)
         self.changed = asyncio.Condition()
         self.next_epoch = 10
-        ccfg = NodeConfig.from_mapping({"node.id": 100, "process.roles": "controller",
-                                        "controller.quorum.voters": VOTERS, "log.dirs": str(tmp / "ctl")})
+        ccfg = NodeConfig.from_mapping(
+            {
+                "node.id": 100,
+                "process.roles": "controller",
+                "controller.quorum.voters": VOTERS,
+                "log.dirs": str(tmp / "ctl"),
+            }
+        )
         self.ctx = ctl.ControllerContext(cluster_id="c", config=ccfg, now_ms=0, rng=random.Random(7))
 
     def add_node(self, bid: int) -> Node:
@@ -113,15 +133,15 @@ class Cluster:
             raise ConnectionError(f"{address} went away")  # a dead broker's answer never arrives
         return resp
 
-    async def ofle(self, address: str, req: broker_pb2.OffsetForLeaderEpochRequest
-                   ) -> broker_pb2.OffsetForLeaderEpochResponse:
+    async def ofle(
+        self, address: str, req: broker_pb2.OffsetForLeaderEpochRequest
+    ) -> broker_pb2.OffsetForLeaderEpochResponse:
         node = self.by_address(address)
         if not (node.alive and node.reachable):
             raise ConnectionError(f"{address} unreachable")
         return node.rm.offset_for_leader_epoch(req)
 
-    async def alter_partition(self, req: controller_pb2.AlterPartitionRequest
-                              ) -> controller_pb2.AlterPartitionResponse:
+    async def alter_partition(self, req: controller_pb2.AlterPartitionRequest) -> controller_pb2.AlterPartitionResponse:
         sender = self.nodes.get(req.broker_id)
         if sender is None or not sender.alive:
             raise ConnectionError("controller unreachable")
@@ -161,6 +181,7 @@ class Cluster:
         async def waiter() -> None:
             async with self.changed:
                 await self.changed.wait_for(predicate)
+
         await asyncio.wait_for(waiter(), timeout)
 
     def fence(self, bid: int) -> None:
@@ -169,8 +190,7 @@ class Cluster:
 
     def unfence(self, bid: int) -> None:
         unfence = UnfenceBrokerRecord(broker_id=bid, broker_epoch=self.nodes[bid].epoch)
-        self.commit(unfence, *ctl._elect_offline_partitions(ctl.apply_records(self.image, [unfence]),
-                                                            self.ctx, {bid}))
+        self.commit(unfence, *ctl._elect_offline_partitions(ctl.apply_records(self.image, [unfence]), self.ctx, {bid}))
 
     def part(self, pid: int):  # type: ignore[no-untyped-def]
         return self.image.topics.get_by_id(TOPIC_ID).partition(pid)
@@ -199,11 +219,17 @@ class Cluster:
                 await node.rm.shutdown()
 
 
-async def produce(node: Node, pid: int, data: bytes, acks: int = -1, timeout_ms: int = 5000
-                  ) -> broker_pb2.ProduceResponse.PartitionResponse:
+async def produce(
+    node: Node, pid: int, data: bytes, acks: int = -1, timeout_ms: int = 5000
+) -> broker_pb2.ProduceResponse.PartitionResponse:
     R = broker_pb2.ProduceRequest
-    resp = await node.rm.produce(R(acks=acks, timeout_ms=timeout_ms, topics=[
-        R.TopicData(name="t", partitions=[R.PartitionData(index=pid, records=data)])]))
+    resp = await node.rm.produce(
+        R(
+            acks=acks,
+            timeout_ms=timeout_ms,
+            topics=[R.TopicData(name="t", partitions=[R.PartitionData(index=pid, records=data)])],
+        )
+    )
     return resp.topics[0].partitions[0]
 
 
@@ -212,18 +238,21 @@ def log_bytes(node: Node, pid: int) -> bytes:
     return log.read(log.log_start_offset, 1 << 30, min_one_message=True).records
 
 
-async def start_cluster(tmp: Path, ids: tuple[int, ...], assignments: list[tuple[int, ...]],
-                        min_isr: int) -> Cluster:
+async def start_cluster(tmp: Path, ids: tuple[int, ...], assignments: list[tuple[int, ...]], min_isr: int) -> Cluster:
     c = Cluster(tmp)
     for bid in ids:
         c.add_node(bid)
     recs: list[object] = [c.nodes[b].register_record(fenced=False) for b in ids]
     recs.append(TopicRecord(name="t", topic_id=TOPIC_ID))
-    recs.append(ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="t",
-                             name="min.insync.replicas", value=str(min_isr)))
+    recs.append(
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC, resource_name="t", name="min.insync.replicas", value=str(min_isr)
+        )
+    )
     for pid, replicas in enumerate(assignments):
-        recs.append(PartitionRecord(partition_id=pid, topic_id=TOPIC_ID, replicas=replicas, isr=replicas,
-                                    leader=replicas[0]))
+        recs.append(
+            PartitionRecord(partition_id=pid, topic_id=TOPIC_ID, replicas=replicas, isr=replicas, leader=replicas[0])
+        )
     c.commit(*recs)
     return c
 
@@ -255,12 +284,14 @@ def test_follower_behind_leader_log_start_truncates_fully(tmp_path: Path) -> Non
         n2.reachable = False  # 2 is cut off; the leader drops it from the ISR
         records = [r for r in c.part(0).isr if r != 2]
         from kraftlog.metadata_log import PartitionChangeRecord
+
         c.commit(PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=tuple(records)))
         for i in range(4):
             assert (await produce(n1, 0, batch(2, f"x{i}"))).error.code == 0
         D = broker_pb2.DeleteRecordsRequest
-        resp = await n1.rm.delete_records(D(timeout_ms=1000, topics=[D.Topic(name="t", partitions=[
-            D.Partition(partition_index=0, offset=6)])]))
+        resp = await n1.rm.delete_records(
+            D(timeout_ms=1000, topics=[D.Topic(name="t", partitions=[D.Partition(partition_index=0, offset=6)])])
+        )
         assert resp.topics[0].partitions[0].error.code == 0
         # 2 comes back at offset 0 < leader log start 6: OFFSET_OUT_OF_RANGE -> start over at 6
         n2.reachable = True
@@ -364,9 +395,26 @@ def test_three_replicas_failover_keeps_every_acknowledged_record(tmp_path: Path)
         # a consumer reads every acknowledged record, in order, from the current leader
         for pid in (0, 1):
             F = broker_pb2.FetchRequest
-            resp = await leader(pid).rm.fetch(F(replica_id=-1, max_bytes=1 << 20, topics=[F.FetchTopic(
-                topic="t", partitions=[F.FetchPartition(partition=pid, fetch_offset=0, current_leader_epoch=-1,
-                                                        last_fetched_epoch=-1, partition_max_bytes=1 << 20)])]))
+            resp = await leader(pid).rm.fetch(
+                F(
+                    replica_id=-1,
+                    max_bytes=1 << 20,
+                    topics=[
+                        F.FetchTopic(
+                            topic="t",
+                            partitions=[
+                                F.FetchPartition(
+                                    partition=pid,
+                                    fetch_offset=0,
+                                    current_leader_epoch=-1,
+                                    last_fetched_epoch=-1,
+                                    partition_max_bytes=1 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
             assert values(resp.responses[0].partitions[0].records) == sorted(acked[pid])
         assert n1.rm.get_partition("t", 0).log.recovery_point <= n1.rm.get_partition("t", 0).log_end_offset
         await c.shutdown()

@@ -12,7 +12,8 @@ import dataclasses
 from types import MappingProxyType
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kraftlog.metadata_log._image import (
     BrokerRegistration,
@@ -56,26 +57,46 @@ TOPIC = ConfigResourceType.TOPIC
 BROKER = ConfigResourceType.BROKER
 
 
-def register(broker_id: int, epoch: int = 10, *, fenced: bool = False, rack: str | None = None,
-             shutdown: bool = False) -> RegisterBrokerRecord:
+def register(
+    broker_id: int, epoch: int = 10, *, fenced: bool = False, rack: str | None = None, shutdown: bool = False
+) -> RegisterBrokerRecord:
     return RegisterBrokerRecord(
-        broker_id=broker_id, incarnation_id=f"inc-{broker_id}-{epoch}", broker_epoch=epoch,
-        endpoints=(BrokerEndpoint("PLAINTEXT", f"host{broker_id}", 9092),), rack=rack,
-        fenced=fenced, in_controlled_shutdown=shutdown, log_dirs=(f"/data/{broker_id}",))
+        broker_id=broker_id,
+        incarnation_id=f"inc-{broker_id}-{epoch}",
+        broker_epoch=epoch,
+        endpoints=(BrokerEndpoint("PLAINTEXT", f"host{broker_id}", 9092),),
+        rack=rack,
+        fenced=fenced,
+        in_controlled_shutdown=shutdown,
+        log_dirs=(f"/data/{broker_id}",),
+    )
 
 
-def partition(topic_id: str, pid: int, replicas: tuple[int, ...], leader: int | None = None,
-              isr: tuple[int, ...] | None = None, **kw: object) -> PartitionRecord:
-    return PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=replicas,
-                           isr=replicas if isr is None else isr,
-                           leader=replicas[0] if leader is None else leader, **kw)  # type: ignore[arg-type]
+def partition(
+    topic_id: str,
+    pid: int,
+    replicas: tuple[int, ...],
+    leader: int | None = None,
+    isr: tuple[int, ...] | None = None,
+    **kw: object,
+) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=pid,
+        topic_id=topic_id,
+        replicas=replicas,
+        isr=replicas if isr is None else isr,
+        leader=replicas[0] if leader is None else leader,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def cluster_records() -> list[MetadataRecord]:
     """Three unfenced brokers; topic "orders" (2 partitions) and "logs" (1), one topic config."""
     return [
         FeatureLevelRecord("metadata.version", 7),
-        register(1), register(2), register(3),
+        register(1),
+        register(2),
+        register(3),
         TopicRecord("orders", "id-orders"),
         partition("id-orders", 0, (1, 2, 3)),
         partition("id-orders", 1, (2, 3, 1)),
@@ -144,8 +165,9 @@ def test_hand_built_images_copy_plain_dicts() -> None:
 
 def test_register_broker(base: MetadataImage) -> None:
     reg = base.cluster.broker(1)
-    assert reg == BrokerRegistration(1, "inc-1-10", 10, (BrokerEndpoint("PLAINTEXT", "host1", 9092),),
-                                     None, False, False, ("/data/1",))
+    assert reg == BrokerRegistration(
+        1, "inc-1-10", 10, (BrokerEndpoint("PLAINTEXT", "host1", 9092),), None, False, False, ("/data/1",)
+    )
     assert reg.endpoint("PLAINTEXT") == BrokerEndpoint("PLAINTEXT", "host1", 9092)
     assert reg.endpoint("SSL") is None
     assert base.cluster.unfenced_broker_ids() == [1, 2, 3]
@@ -158,8 +180,9 @@ def test_register_broker(base: MetadataImage) -> None:
 
 
 def test_register_defaults_to_fenced_and_list_fields_become_tuples() -> None:
-    img = replay_all(MetadataImage.EMPTY, RegisterBrokerRecord(
-        4, "x", 1, endpoints=[BrokerEndpoint("A", "h", 1)], log_dirs=["/d"]))  # type: ignore[arg-type]
+    img = replay_all(
+        MetadataImage.EMPTY, RegisterBrokerRecord(4, "x", 1, endpoints=[BrokerEndpoint("A", "h", 1)], log_dirs=["/d"])
+    )  # type: ignore[arg-type]
     reg = img.cluster.broker(4)
     assert reg.fenced and not img.cluster.is_unfenced(4)
     assert reg.endpoints == (BrokerEndpoint("A", "h", 1),) and reg.log_dirs == ("/d",)
@@ -201,9 +224,11 @@ def test_broker_registration_change(base: MetadataImage) -> None:
     assert reg.in_controlled_shutdown and not reg.fenced
     img = replay_all(img, BrokerRegistrationChangeRecord(1, 10, fenced=FencingChange.FENCE))
     assert img.cluster.broker(1).in_controlled_shutdown  # unchanged when not named
-    for bad in (BrokerRegistrationChangeRecord(1, 10, fenced=2),
-                BrokerRegistrationChangeRecord(1, 10, in_controlled_shutdown=5),
-                BrokerRegistrationChangeRecord(1, 11, fenced=FencingChange.FENCE)):
+    for bad in (
+        BrokerRegistrationChangeRecord(1, 10, fenced=2),
+        BrokerRegistrationChangeRecord(1, 10, in_controlled_shutdown=5),
+        BrokerRegistrationChangeRecord(1, 11, fenced=FencingChange.FENCE),
+    ):
         with pytest.raises(MetadataReplayError):
             replay_all(base, bad)
 
@@ -225,23 +250,25 @@ def test_topic_and_partition_records(base: MetadataImage) -> None:
 
 
 def test_partition_record_replaces_whole_partition(base: MetadataImage) -> None:
-    img = replay_all(base, partition("id-orders", 0, (3, 2), leader=2, isr=(2,), leader_epoch=7,
-                                     partition_epoch=9))
+    img = replay_all(base, partition("id-orders", 0, (3, 2), leader=2, isr=(2,), leader_epoch=7, partition_epoch=9))
     assert img.topics.partition("id-orders", 0) == PartitionRegistration((3, 2), (2,), 2, 7, 9)
 
 
-@pytest.mark.parametrize("bad", [
-    partition("id-orders", 4, (1, 1)),                       # duplicate replica
-    partition("id-orders", 4, (), leader=-1),                # no replica
-    partition("id-orders", 4, (1, 2), leader=3),             # leader not a replica
-    partition("id-orders", 4, (1, 2), isr=(1, 3)),           # isr not a subset
-    partition("id-orders", 4, (1, 2), isr=(1, 1)),           # duplicate isr
-    partition("id-orders", 4, (1, 2), adding_replicas=(3,)),  # adding not a replica
-    partition("id-orders", 4, (1, 2), adding_replicas=(2,), removing_replicas=(2,)),
-    partition("id-orders", 4, (1, 2), leader_recovery_state=5),
-    partition("id-orders", -1, (1, 2)),
-    partition("id-unknown", 0, (1, 2)),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        partition("id-orders", 4, (1, 1)),  # duplicate replica
+        partition("id-orders", 4, (), leader=-1),  # no replica
+        partition("id-orders", 4, (1, 2), leader=3),  # leader not a replica
+        partition("id-orders", 4, (1, 2), isr=(1, 3)),  # isr not a subset
+        partition("id-orders", 4, (1, 2), isr=(1, 1)),  # duplicate isr
+        partition("id-orders", 4, (1, 2), adding_replicas=(3,)),  # adding not a replica
+        partition("id-orders", 4, (1, 2), adding_replicas=(2,), removing_replicas=(2,)),
+        partition("id-orders", 4, (1, 2), leader_recovery_state=5),
+        partition("id-orders", -1, (1, 2)),
+        partition("id-unknown", 0, (1, 2)),
+    ],
+)
 def test_impossible_partition_records_raise(base: MetadataImage, bad: PartitionRecord) -> None:
     with pytest.raises(MetadataReplayError):
         replay_all(base, bad)
@@ -266,8 +293,10 @@ def test_partition_change_is_partial(base: MetadataImage) -> None:
     assert (p.leader, p.leader_epoch, p.partition_epoch, p.has_leader) == (-1, 3, 4, False)
     assert p.isr == () and p.replicas == (1, 2, 3)
 
-    img = replay_all(img, PartitionChangeRecord(
-        0, "id-orders", leader=3, isr=(3,), leader_recovery_state=LeaderRecoveryState.RECOVERING))
+    img = replay_all(
+        img,
+        PartitionChangeRecord(0, "id-orders", leader=3, isr=(3,), leader_recovery_state=LeaderRecoveryState.RECOVERING),
+    )
     p = img.topics.partition("id-orders", 0)
     assert (p.leader, p.leader_recovery_state) == (3, LeaderRecoveryState.RECOVERING)
     img = replay_all(img, PartitionChangeRecord(0, "id-orders", isr=(3, 1)))
@@ -277,27 +306,37 @@ def test_partition_change_is_partial(base: MetadataImage) -> None:
 def test_partition_change_reassignment(base: MetadataImage) -> None:
     # move orders-1 from [2,3,1] to [2,3,4]: add 4, remove 1, then complete
     img = replay_all(base, register(4))
-    img = replay_all(img, PartitionChangeRecord(1, "id-orders", replicas=(2, 3, 1, 4),
-                                                adding_replicas=(4,), removing_replicas=(1,)))
+    img = replay_all(
+        img, PartitionChangeRecord(1, "id-orders", replicas=(2, 3, 1, 4), adding_replicas=(4,), removing_replicas=(1,))
+    )
     p = img.topics.partition("id-orders", 1)
     assert p.is_reassigning and p.replicas == (2, 3, 1, 4) and p.isr == (2, 3, 1)
-    img = replay_all(img, PartitionChangeRecord(1, "id-orders", replicas=(2, 3, 4), isr=(2, 3, 4),
-                                                adding_replicas=(), removing_replicas=()))
+    img = replay_all(
+        img,
+        PartitionChangeRecord(
+            1, "id-orders", replicas=(2, 3, 4), isr=(2, 3, 4), adding_replicas=(), removing_replicas=()
+        ),
+    )
     p = img.topics.partition("id-orders", 1)
     assert not p.is_reassigning and p.replicas == (2, 3, 4) and p.partition_epoch == 2
     assert p.leader_epoch == 0
     # shrinking replicas without clearing removing_replicas is impossible
-    mid = replay_all(base, register(4), PartitionChangeRecord(
-        1, "id-orders", replicas=(2, 3, 1, 4), adding_replicas=(4,), removing_replicas=(1,)))
+    mid = replay_all(
+        base,
+        register(4),
+        PartitionChangeRecord(1, "id-orders", replicas=(2, 3, 1, 4), adding_replicas=(4,), removing_replicas=(1,)),
+    )
     with pytest.raises(MetadataReplayError):
         replay_all(mid, PartitionChangeRecord(1, "id-orders", replicas=(2, 3, 4), isr=(2, 3)))
 
 
 def test_partition_change_errors(base: MetadataImage) -> None:
-    for bad in (PartitionChangeRecord(0, "id-unknown", isr=(1,)),
-                PartitionChangeRecord(7, "id-orders", isr=(1,)),
-                PartitionChangeRecord(0, "id-orders", leader=9),
-                PartitionChangeRecord(0, "id-orders", isr=(1, 9))):
+    for bad in (
+        PartitionChangeRecord(0, "id-unknown", isr=(1,)),
+        PartitionChangeRecord(7, "id-orders", isr=(1,)),
+        PartitionChangeRecord(0, "id-orders", leader=9),
+        PartitionChangeRecord(0, "id-orders", isr=(1, 9)),
+    ):
         with pytest.raises(MetadataReplayError):
             replay_all(base, bad)
     with pytest.raises(MetadataReplayError, match="unknown topic"):
@@ -305,9 +344,15 @@ def test_partition_change_errors(base: MetadataImage) -> None:
 
 
 def test_partition_change_within_one_delta_on_a_new_topic() -> None:
-    img = replay_all(MetadataImage.EMPTY, register(1), register(2), TopicRecord("t", "id-t"),
-                     partition("id-t", 0, (1, 2)), PartitionChangeRecord(0, "id-t", leader=2),
-                     PartitionChangeRecord(0, "id-t", isr=(2,)))
+    img = replay_all(
+        MetadataImage.EMPTY,
+        register(1),
+        register(2),
+        TopicRecord("t", "id-t"),
+        partition("id-t", 0, (1, 2)),
+        PartitionChangeRecord(0, "id-t", leader=2),
+        PartitionChangeRecord(0, "id-t", isr=(2,)),
+    )
     assert img.topics.partition("id-t", 0) == PartitionRegistration((1, 2), (2,), 2, 1, 2)
 
 
@@ -334,9 +379,12 @@ def test_remove_topic_deletes_topic_and_its_configs(base: MetadataImage) -> None
 
 def test_topic_recreated_under_same_name_in_one_delta(base: MetadataImage) -> None:
     delta = MetadataDelta(base)
-    for r in (RemoveTopicRecord("id-orders"), TopicRecord("orders", "id-orders-2"),
-              partition("id-orders-2", 0, (3,)),
-              ConfigRecord(TOPIC, "orders", "cleanup.policy", "compact")):
+    for r in (
+        RemoveTopicRecord("id-orders"),
+        TopicRecord("orders", "id-orders-2"),
+        partition("id-orders-2", 0, (3,)),
+        ConfigRecord(TOPIC, "orders", "cleanup.policy", "compact"),
+    ):
         delta.replay(r)
     img = delta.apply()
     orders = img.topics.get_by_name("orders")
@@ -358,8 +406,12 @@ def test_topic_recreated_across_deltas(base: MetadataImage) -> None:
 
 def test_topic_created_and_deleted_in_one_delta_leaves_no_trace(base: MetadataImage) -> None:
     delta = MetadataDelta(base)
-    for r in (TopicRecord("tmp", "id-tmp"), partition("id-tmp", 0, (1,)),
-              ConfigRecord(TOPIC, "tmp", "a", "1"), RemoveTopicRecord("id-tmp")):
+    for r in (
+        TopicRecord("tmp", "id-tmp"),
+        partition("id-tmp", 0, (1,)),
+        ConfigRecord(TOPIC, "tmp", "a", "1"),
+        RemoveTopicRecord("id-tmp"),
+    ):
         delta.replay(r)
     assert delta.deleted_topics == {} and delta.changed_topic_ids == set()
     assert delta.changed_partitions == {}
@@ -369,8 +421,12 @@ def test_topic_created_and_deleted_in_one_delta_leaves_no_trace(base: MetadataIm
 
 def test_deleted_base_topic_id_may_be_reused(base: MetadataImage) -> None:
     delta = MetadataDelta(base)
-    for r in (RemoveTopicRecord("id-logs"), TopicRecord("logs2", "id-logs"),
-              partition("id-logs", 0, (2,)), RemoveTopicRecord("id-logs")):
+    for r in (
+        RemoveTopicRecord("id-logs"),
+        TopicRecord("logs2", "id-logs"),
+        partition("id-logs", 0, (2,)),
+        RemoveTopicRecord("id-logs"),
+    ):
         delta.replay(r)
     assert delta.deleted_topics["id-logs"] is base.topics.get_by_id("id-logs")
     img = delta.apply()
@@ -381,8 +437,11 @@ def test_deleted_base_topic_id_may_be_reused(base: MetadataImage) -> None:
 
 
 def test_config_set_overwrite_delete(base: MetadataImage) -> None:
-    img = replay_all(base, ConfigRecord(TOPIC, "orders", "retention.ms", "2000"),
-                     ConfigRecord(TOPIC, "orders", "segment.bytes", "1024"))
+    img = replay_all(
+        base,
+        ConfigRecord(TOPIC, "orders", "retention.ms", "2000"),
+        ConfigRecord(TOPIC, "orders", "segment.bytes", "1024"),
+    )
     assert img.configs.topic_config("orders") == {"retention.ms": "2000", "segment.bytes": "1024"}
     img = replay_all(img, ConfigRecord(TOPIC, "orders", "retention.ms", None))
     assert img.configs.topic_config("orders") == {"segment.bytes": "1024"}
@@ -474,9 +533,13 @@ def test_failed_replay_leaves_the_delta_unchanged(base: MetadataImage) -> None:
     delta = MetadataDelta(base)
     delta.replay(PartitionChangeRecord(0, "id-orders", isr=(1, 2)))
     before = delta.apply()
-    for bad in (PartitionChangeRecord(1, "id-orders", leader=9),
-                PartitionRecord(0, "id-logs", (1, 1), (1,), 1),
-                TopicRecord("logs", "id-x"), FenceBrokerRecord(1, 3), ProducerIdsRecord(1, 1, -5)):
+    for bad in (
+        PartitionChangeRecord(1, "id-orders", leader=9),
+        PartitionRecord(0, "id-logs", (1, 1), (1,), 1),
+        TopicRecord("logs", "id-x"),
+        FenceBrokerRecord(1, 3),
+        ProducerIdsRecord(1, 1, -5),
+    ):
         with pytest.raises(MetadataReplayError):
             delta.replay(bad)
     assert delta.changed_topic_ids == {"id-orders"} and delta.changed_broker_ids == set()
@@ -530,15 +593,26 @@ def test_apply_twice_and_replay_after_apply_do_not_leak(base: MetadataImage) -> 
 
 def test_change_sets_for_brokers(base: MetadataImage) -> None:
     delta = MetadataDelta(base)
-    assert (delta.changed_topic_ids, delta.deleted_topics, delta.changed_partitions,
-            delta.changed_broker_ids) == (set(), {}, {}, set())
-    for r in (PartitionChangeRecord(0, "id-orders", leader=2),
-              PartitionChangeRecord(0, "id-orders", isr=(2, 3)),
-              TopicRecord("new", "id-new"), partition("id-new", 0, (1,)), partition("id-new", 1, (2,)),
-              RemoveTopicRecord("id-logs"),
-              FenceBrokerRecord(1, 10), register(6), UnregisterBrokerRecord(2, 10),
-              ConfigRecord(TOPIC, "new", "a", "b"), FeatureLevelRecord("f", 1),
-              ProducerIdsRecord(1, 10, 5000)):
+    assert (delta.changed_topic_ids, delta.deleted_topics, delta.changed_partitions, delta.changed_broker_ids) == (
+        set(),
+        {},
+        {},
+        set(),
+    )
+    for r in (
+        PartitionChangeRecord(0, "id-orders", leader=2),
+        PartitionChangeRecord(0, "id-orders", isr=(2, 3)),
+        TopicRecord("new", "id-new"),
+        partition("id-new", 0, (1,)),
+        partition("id-new", 1, (2,)),
+        RemoveTopicRecord("id-logs"),
+        FenceBrokerRecord(1, 10),
+        register(6),
+        UnregisterBrokerRecord(2, 10),
+        ConfigRecord(TOPIC, "new", "a", "b"),
+        FeatureLevelRecord("f", 1),
+        ProducerIdsRecord(1, 10, 5000),
+    ):
         delta.replay(r)
     assert delta.changed_topic_ids == {"id-orders", "id-new"}
     assert delta.created_topic_ids == {"id-new"}
@@ -560,12 +634,16 @@ def test_change_sets_for_brokers(base: MetadataImage) -> None:
 
 def test_queries(base: MetadataImage) -> None:
     img = replay_all(base, PartitionChangeRecord(1, "id-orders", leader=3), FenceBrokerRecord(2, 10))
-    assert img.topics.partitions_led_by(3) == [TopicIdPartition("id-logs", "logs", 0),
-                                               TopicIdPartition("id-orders", "orders", 1)]
+    assert img.topics.partitions_led_by(3) == [
+        TopicIdPartition("id-logs", "logs", 0),
+        TopicIdPartition("id-orders", "orders", 1),
+    ]
     assert img.topics.partitions_led_by(1) == [TopicIdPartition("id-orders", "orders", 0)]
     assert img.topics.partitions_led_by(2) == []
-    assert img.topics.partitions_with_replica(2) == [TopicIdPartition("id-orders", "orders", 0),
-                                                     TopicIdPartition("id-orders", "orders", 1)]
+    assert img.topics.partitions_with_replica(2) == [
+        TopicIdPartition("id-orders", "orders", 0),
+        TopicIdPartition("id-orders", "orders", 1),
+    ]
     assert img.topics.partitions_with_replica(9) == []
     p = img.topics.partition("id-orders", 0)
     assert p.offline_replicas(img.cluster) == (2,)
@@ -589,29 +667,56 @@ def test_partition_to_record_round_trip() -> None:
 
 
 def test_to_records_order(base: MetadataImage) -> None:
-    img = replay_all(base, FeatureLevelRecord("a.feature", 2), ProducerIdsRecord(1, 10, 3000),
-                     ConfigRecord(TOPIC, "logs", "z", "1"), ConfigRecord(TOPIC, "logs", "a", "2"))
+    img = replay_all(
+        base,
+        FeatureLevelRecord("a.feature", 2),
+        ProducerIdsRecord(1, 10, 3000),
+        ConfigRecord(TOPIC, "logs", "z", "1"),
+        ConfigRecord(TOPIC, "logs", "a", "2"),
+    )
     recs = img.to_records()
     kinds = [type(r).__name__ for r in recs]
-    assert kinds == ["FeatureLevelRecord", "FeatureLevelRecord",
-                     "RegisterBrokerRecord", "RegisterBrokerRecord", "RegisterBrokerRecord",
-                     "ProducerIdsRecord",
-                     "TopicRecord", "PartitionRecord",                       # logs
-                     "TopicRecord", "PartitionRecord", "PartitionRecord",    # orders
-                     "ConfigRecord", "ConfigRecord", "ConfigRecord", "ConfigRecord"]
+    assert kinds == [
+        "FeatureLevelRecord",
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "RegisterBrokerRecord",
+        "RegisterBrokerRecord",
+        "ProducerIdsRecord",
+        "TopicRecord",
+        "PartitionRecord",  # logs
+        "TopicRecord",
+        "PartitionRecord",
+        "PartitionRecord",  # orders
+        "ConfigRecord",
+        "ConfigRecord",
+        "ConfigRecord",
+        "ConfigRecord",
+    ]
     assert [r.name for r in recs[:2]] == ["a.feature", "metadata.version"]
     assert [r.broker_id for r in recs[2:5]] == [1, 2, 3]
     assert recs[5] == ProducerIdsRecord(-1, -1, 3000)
     assert [(r.name if isinstance(r, TopicRecord) else r.partition_id) for r in recs[6:11]] == [
-        "logs", 0, "orders", 0, 1]
+        "logs",
+        0,
+        "orders",
+        0,
+        1,
+    ]
     assert [(r.resource_type, r.resource_name, r.name) for r in recs[11:]] == [
-        (TOPIC, "logs", "a"), (TOPIC, "logs", "z"), (TOPIC, "orders", "retention.ms"),
-        (BROKER, "", "log.retention.hours")]
+        (TOPIC, "logs", "a"),
+        (TOPIC, "logs", "z"),
+        (TOPIC, "orders", "retention.ms"),
+        (BROKER, "", "log.retention.hours"),
+    ]
 
 
 def test_to_records_carries_broker_flags_and_epochs(base: MetadataImage) -> None:
-    img = replay_all(base, BrokerRegistrationChangeRecord(2, 10, fenced=1, in_controlled_shutdown=1),
-                     PartitionChangeRecord(0, "id-orders", leader=3))
+    img = replay_all(
+        base,
+        BrokerRegistrationChangeRecord(2, 10, fenced=1, in_controlled_shutdown=1),
+        PartitionChangeRecord(0, "id-orders", leader=3),
+    )
     again = MetadataImage.from_records(img.to_records(), img.offset, img.epoch, img.timestamp_ms)
     assert again == img
     assert again.cluster.broker(2).fenced and again.cluster.broker(2).in_controlled_shutdown
@@ -644,29 +749,55 @@ _OPT_SUBSET = st.none() | st.lists(st.integers(0, 3), max_size=3, unique=True).m
 def _partition_records(draw: st.DrawFn) -> PartitionRecord:
     replicas = draw(_REPLICAS)
     isr = tuple(draw(st.lists(st.sampled_from(replicas), unique=True)))
-    return PartitionRecord(draw(_PIDS), draw(_TOPIC_IDS), replicas, isr,
-                           draw(st.sampled_from((-1,) + replicas)), draw(st.integers(0, 5)),
-                           draw(st.integers(0, 5)), leader_recovery_state=draw(st.sampled_from((0, 1))))
+    return PartitionRecord(
+        draw(_PIDS),
+        draw(_TOPIC_IDS),
+        replicas,
+        isr,
+        draw(st.sampled_from((-1,) + replicas)),
+        draw(st.integers(0, 5)),
+        draw(st.integers(0, 5)),
+        leader_recovery_state=draw(st.sampled_from((0, 1))),
+    )
 
 
 _RECORDS = st.one_of(
-    st.builds(RegisterBrokerRecord, _BROKERS, st.sampled_from(["x", "y"]), _EPOCHS,
-              st.sampled_from([(), (BrokerEndpoint("PLAINTEXT", "h", 1),)]),
-              st.sampled_from([None, "r1", "r2"]), st.booleans(), st.booleans(),
-              st.sampled_from([(), ("/d",)])),
+    st.builds(
+        RegisterBrokerRecord,
+        _BROKERS,
+        st.sampled_from(["x", "y"]),
+        _EPOCHS,
+        st.sampled_from([(), (BrokerEndpoint("PLAINTEXT", "h", 1),)]),
+        st.sampled_from([None, "r1", "r2"]),
+        st.booleans(),
+        st.booleans(),
+        st.sampled_from([(), ("/d",)]),
+    ),
     st.builds(UnregisterBrokerRecord, _BROKERS, _EPOCHS),
     st.builds(FenceBrokerRecord, _BROKERS, _EPOCHS),
     st.builds(UnfenceBrokerRecord, _BROKERS, _EPOCHS),
-    st.builds(BrokerRegistrationChangeRecord, _BROKERS, _EPOCHS, st.sampled_from([-1, 0, 1]),
-              st.sampled_from([0, 1])),
+    st.builds(BrokerRegistrationChangeRecord, _BROKERS, _EPOCHS, st.sampled_from([-1, 0, 1]), st.sampled_from([0, 1])),
     st.builds(TopicRecord, _NAMES, _TOPIC_IDS),
     _partition_records(),
-    st.builds(PartitionChangeRecord, _PIDS, _TOPIC_IDS, _OPT_SUBSET,
-              st.sampled_from([-2, -2, -1, 0, 1, 2, 3]), _OPT_SUBSET, st.none() | st.just(()),
-              st.none() | st.just(()), st.sampled_from([-1, -1, 0, 1])),
+    st.builds(
+        PartitionChangeRecord,
+        _PIDS,
+        _TOPIC_IDS,
+        _OPT_SUBSET,
+        st.sampled_from([-2, -2, -1, 0, 1, 2, 3]),
+        _OPT_SUBSET,
+        st.none() | st.just(()),
+        st.none() | st.just(()),
+        st.sampled_from([-1, -1, 0, 1]),
+    ),
     st.builds(RemoveTopicRecord, _TOPIC_IDS),
-    st.builds(ConfigRecord, st.sampled_from([TOPIC, BROKER]), st.sampled_from(["a", "b", "", "1"]),
-              st.sampled_from(["k1", "k2"]), st.sampled_from([None, "v1", "v2"])),
+    st.builds(
+        ConfigRecord,
+        st.sampled_from([TOPIC, BROKER]),
+        st.sampled_from(["a", "b", "", "1"]),
+        st.sampled_from(["k1", "k2"]),
+        st.sampled_from([None, "v1", "v2"]),
+    ),
     st.builds(ProducerIdsRecord, _BROKERS, _EPOCHS, st.integers(0, 3000)),
     st.builds(FeatureLevelRecord, st.sampled_from(["f1", "f2"]), st.integers(0, 3)),
     st.just(NoOpRecord()),
@@ -678,8 +809,11 @@ def _targeted_record(draw: st.DrawFn, image: MetadataImage) -> MetadataRecord:
     """A record aimed at what ``image`` holds (existing brokers at their epoch, existing
     partitions), so that long sequences reach deep states instead of being mostly rejected."""
     brokers = sorted(image.cluster.brokers.values(), key=lambda b: b.broker_id)
-    parts = [(t.topic_id, pid, reg) for t in sorted(image.topics.by_id.values(), key=lambda t: t.name)
-             for pid, reg in sorted(t.partitions.items())]
+    parts = [
+        (t.topic_id, pid, reg)
+        for t in sorted(image.topics.by_id.values(), key=lambda t: t.name)
+        for pid, reg in sorted(t.partitions.items())
+    ]
     topics = sorted(image.topics.by_id)
     kinds = ["random", "topic"]
     if brokers:
@@ -691,13 +825,18 @@ def _targeted_record(draw: st.DrawFn, image: MetadataImage) -> MetadataRecord:
     kind = draw(st.sampled_from(kinds))
     if kind == "broker":
         b = draw(st.sampled_from(brokers))
-        return draw(st.sampled_from([
-            FenceBrokerRecord(b.broker_id, b.broker_epoch),
-            UnfenceBrokerRecord(b.broker_id, b.broker_epoch),
-            UnregisterBrokerRecord(b.broker_id, b.broker_epoch),
-            BrokerRegistrationChangeRecord(b.broker_id, b.broker_epoch, draw(st.sampled_from([-1, 0, 1])),
-                                           draw(st.sampled_from([0, 1]))),
-        ]))
+        return draw(
+            st.sampled_from(
+                [
+                    FenceBrokerRecord(b.broker_id, b.broker_epoch),
+                    UnfenceBrokerRecord(b.broker_id, b.broker_epoch),
+                    UnregisterBrokerRecord(b.broker_id, b.broker_epoch),
+                    BrokerRegistrationChangeRecord(
+                        b.broker_id, b.broker_epoch, draw(st.sampled_from([-1, 0, 1])), draw(st.sampled_from([0, 1]))
+                    ),
+                ]
+            )
+        )
     if kind == "topic":
         return TopicRecord(draw(_NAMES), f"id-{draw(st.integers(0, 30))}")
     if kind == "partition":
@@ -715,15 +854,20 @@ def _targeted_record(draw: st.DrawFn, image: MetadataImage) -> MetadataRecord:
             if extra and not reg.is_reassigning:
                 replicas, adding, removing = replicas + extra, extra, replicas[:1]
             else:
-                replicas, adding, removing = (tuple(r for r in replicas if r not in reg.removing_replicas),
-                                              (), ())
+                replicas, adding, removing = (tuple(r for r in replicas if r not in reg.removing_replicas), (), ())
         in_set = [r for r in replicas]
         isr = draw(st.none() | st.lists(st.sampled_from(in_set), unique=True).map(tuple))
         leader = draw(st.sampled_from([-2, -2, -1] + in_set))
-        return PartitionChangeRecord(pid, topic_id, isr=isr, leader=leader,
-                                     replicas=None if adding is None else replicas,
-                                     adding_replicas=adding, removing_replicas=removing,
-                                     leader_recovery_state=draw(st.sampled_from([-1, -1, 0, 1])))
+        return PartitionChangeRecord(
+            pid,
+            topic_id,
+            isr=isr,
+            leader=leader,
+            replicas=None if adding is None else replicas,
+            adding_replicas=adding,
+            removing_replicas=removing,
+            leader_recovery_state=draw(st.sampled_from([-1, -1, 0, 1])),
+        )
     return draw(_RECORDS)
 
 
@@ -742,8 +886,7 @@ def _record_sequences(draw: st.DrawFn, max_size: int = 40) -> list[MetadataRecor
     return out
 
 
-def _replay_valid(image: MetadataImage, records: list[MetadataRecord]) -> tuple[
-        MetadataImage, list[MetadataRecord]]:
+def _replay_valid(image: MetadataImage, records: list[MetadataRecord]) -> tuple[MetadataImage, list[MetadataRecord]]:
     """Replay what replays; check that each rejected record left the delta as it was."""
     delta = MetadataDelta(image)
     accepted = []
@@ -756,8 +899,7 @@ def _replay_valid(image: MetadataImage, records: list[MetadataRecord]) -> tuple[
     return delta.apply(), accepted
 
 
-_SETTINGS = settings(max_examples=100, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
@@ -776,14 +918,13 @@ def test_to_records_round_trip(records: list[MetadataRecord]) -> None:
 
 @_SETTINGS
 @given(_record_sequences(), st.lists(st.integers(0, 50), max_size=4))
-def test_replay_is_deterministic_and_chunking_does_not_matter(
-        records: list[MetadataRecord], cuts: list[int]) -> None:
+def test_replay_is_deterministic_and_chunking_does_not_matter(records: list[MetadataRecord], cuts: list[int]) -> None:
     image, accepted = _replay_valid(MetadataImage.EMPTY, records)
     assert replay_all(MetadataImage.EMPTY, *accepted) == image  # same records -> equal image
     # the accepted records, replayed through several deltas, give the same image
     bounds = sorted({0, len(accepted), *[min(c, len(accepted)) for c in cuts]})
     chained = MetadataImage.EMPTY
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         chained = replay_all(chained, *accepted[lo:hi])
     assert chained == image
     # and continuing from a snapshot of the first chunk gives the same image too
@@ -800,15 +941,24 @@ def test_rejected_records_leave_no_trace(records: list[MetadataRecord]) -> None:
     delta = MetadataDelta(MetadataImage.EMPTY)
     for record in records:
         before = delta.apply()
-        sets = (delta.changed_topic_ids, dict(delta.deleted_topics), delta.changed_partitions,
-                delta.changed_broker_ids, delta.changed_config_resources)
+        sets = (
+            delta.changed_topic_ids,
+            dict(delta.deleted_topics),
+            delta.changed_partitions,
+            delta.changed_broker_ids,
+            delta.changed_config_resources,
+        )
         try:
             delta.replay(record)
         except MetadataReplayError:
             assert delta.apply() == before
-            assert sets == (delta.changed_topic_ids, dict(delta.deleted_topics),
-                            delta.changed_partitions, delta.changed_broker_ids,
-                            delta.changed_config_resources)
+            assert sets == (
+                delta.changed_topic_ids,
+                dict(delta.deleted_topics),
+                delta.changed_partitions,
+                delta.changed_broker_ids,
+                delta.changed_config_resources,
+            )
 
 
 @_SETTINGS

@@ -271,13 +271,14 @@ def _single_size(ts: int = NOW) -> int:
 def test_file_names_are_zero_padded_base_offsets(tmp_path: Path) -> None:
     size = _single_size()
     log = open_log(tmp_path, segment_bytes=size * 3)
-    for i in range(10):
+    for _i in range(10):
         log.append_as_leader(one_record(NOW), 0)
     bases = [s.base_offset for s in log.segments]
     assert bases == [0, 3, 6, 9]
     log.close()
-    names = sorted(p.name for p in (tmp_path / "topic-0").iterdir()
-                   if re.fullmatch(r"\d{20}\.(log|index|timeindex)", p.name))
+    names = sorted(
+        p.name for p in (tmp_path / "topic-0").iterdir() if re.fullmatch(r"\d{20}\.(log|index|timeindex)", p.name)
+    )
     expected = sorted(f"{b:020d}.{sfx}" for b in bases for sfx in ("log", "index", "timeindex"))
     assert names == expected
     assert f"{9:020d}.log" == "00000000000000000009.log"

@@ -13,18 +13,19 @@ from pathlib import Path
 import pytest
 
 from kraftlog import storage
+from kraftlog.common.records import crc32c
 from kraftlog.storage import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     AppendOrigin,
     CompressionType,
     ControlRecordType,
     CorruptRecordError,
-    EARLIEST_TIMESTAMP,
     InvalidRecordError,
     InvalidTimestampError,
-    LATEST_TIMESTAMP,
     Log,
     LogConfig,
-    MAX_TIMESTAMP,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatch,
@@ -37,7 +38,6 @@ from kraftlog.storage import (
     build_control_batch,
     iter_batches,
 )
-from kraftlog.common.records import crc32c
 
 NOW = 1_700_000_000_000
 DAY = 24 * 3600 * 1000
@@ -51,14 +51,14 @@ class FakeClock:
         return self.now
 
 
-def make_log(tmp_path: Path, clock: FakeClock | None = None, *, name: str = "topic-0",
-             **cfg: object) -> Log:
+def make_log(tmp_path: Path, clock: FakeClock | None = None, *, name: str = "topic-0", **cfg: object) -> Log:
     return Log(tmp_path / name, LogConfig(**cfg), clock_ms=clock or FakeClock())
 
 
 def batch_of(n: int, ts: int = NOW, *, prefix: str = "k", value_size: int = 20, **kw: object) -> bytes:
-    return build_batch([(f"{prefix}{i}".encode(), bytes([65 + i % 26]) * value_size) for i in range(n)],
-                       timestamp_ms=ts, **kw)
+    return build_batch(
+        [(f"{prefix}{i}".encode(), bytes([65 + i % 26]) * value_size) for i in range(n)], timestamp_ms=ts, **kw
+    )
 
 
 def batch_ts(timestamps: list[int], **kw: object) -> bytes:
@@ -80,9 +80,14 @@ def log_files_digest(log: Log) -> tuple:
 
 
 def state(log: Log) -> tuple:
-    return (log.log_end_offset, log.log_start_offset, log.high_watermark,
-            [(s.base_offset, s.size) for s in log.segments], log.epoch_cache.entries,
-            log_files_digest(log))
+    return (
+        log.log_end_offset,
+        log.log_start_offset,
+        log.high_watermark,
+        [(s.base_offset, s.size) for s in log.segments],
+        log.epoch_cache.entries,
+        log_files_digest(log),
+    )
 
 
 def all_records(log: Log) -> list:
@@ -122,8 +127,12 @@ def test_offsets_dense_and_only_offset_and_epoch_bytes_change(tmp_path: Path) ->
         payload = []
         for _ in range(nbatches):
             n = rng.randrange(1, 6)
-            b = batch_of(n, NOW + i, value_size=rng.randrange(1, 60),
-                         compression=rng.choice([CompressionType.NONE, CompressionType.GZIP]))
+            b = batch_of(
+                n,
+                NOW + i,
+                value_size=rng.randrange(1, 60),
+                compression=rng.choice([CompressionType.NONE, CompressionType.GZIP]),
+            )
             payload.append(b)
         info = log.append_as_leader(b"".join(payload), epoch)
         assert info.first_offset == next_offset
@@ -135,7 +144,7 @@ def test_offsets_dense_and_only_offset_and_epoch_bytes_change(tmp_path: Path) ->
     assert len(log.segments) > 3
     stored = log.batches()
     assert len(stored) == len(produced)
-    for sb, (pb, base, epoch) in zip(stored, produced):
+    for sb, (pb, base, epoch) in zip(stored, produced, strict=False):
         raw = sb.to_bytes()
         assert len(raw) == len(pb)
         assert raw[8:12] == pb[8:12] and raw[16:] == pb[16:], "only baseOffset/epoch may change"
@@ -186,7 +195,8 @@ def test_topic_compression_recompresses(tmp_path: Path, producer_codec: Compress
     assert b.is_valid()
     assert (b.base_offset, b.last_offset, b.partition_leader_epoch) == (1, 4, 3)
     assert [(r.offset, r.key, r.value) for r in b.records()] == [
-        (1 + i, f"k{i}".encode(), bytes([65 + i]) * 20) for i in range(4)]
+        (1 + i, f"k{i}".encode(), bytes([65 + i]) * 20) for i in range(4)
+    ]
 
 
 def test_producer_compression_kept_byte_for_byte(tmp_path: Path) -> None:
@@ -201,8 +211,7 @@ def test_recompression_that_grows_past_max_message_bytes_is_refused(tmp_path: Pa
     # Kafka re-checks max.message.bytes after re-compression (UnifiedLog.append,
     # "re-validate message sizes if there's a possibility that they have changed")
     log = make_log(tmp_path, compression_type="uncompressed", max_message_bytes=2000)
-    payload = build_batch([(b"k", b"\0" * 1000)] * 10, timestamp_ms=NOW,
-                          compression=CompressionType.GZIP)
+    payload = build_batch([(b"k", b"\0" * 1000)] * 10, timestamp_ms=NOW, compression=CompressionType.GZIP)
     assert len(payload) < 2000
     before = state(log)
     with pytest.raises(RecordTooLargeError):
@@ -249,17 +258,21 @@ BAD_INPUTS = [
     ("truncated_header", lambda: batch_of(3)[:30], CorruptRecordError, "CORRUPT_MESSAGE"),
     ("count", _count_mismatch, InvalidRecordError, "INVALID_RECORD"),
     ("delta", _delta_mismatch, InvalidRecordError, "INVALID_RECORD"),
-    ("control", lambda: build_control_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=0,
-                                            coordinator_epoch=1, timestamp_ms=NOW),
-     InvalidRecordError, "INVALID_RECORD"),
+    (
+        "control",
+        lambda: build_control_batch(
+            ControlRecordType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=1, timestamp_ms=NOW
+        ),
+        InvalidRecordError,
+        "INVALID_RECORD",
+    ),
     ("future", lambda: batch_of(2, NOW + 3_600_001), InvalidTimestampError, "INVALID_TIMESTAMP"),
 ]
 
 
 @pytest.mark.parametrize("name,make,err,err_name", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 @pytest.mark.parametrize("after_good", [False, True], ids=["alone", "after_good_batch"])
-def test_bad_input_rejected_and_log_unchanged(tmp_path: Path, name, make, err, err_name,
-                                              after_good: bool) -> None:
+def test_bad_input_rejected_and_log_unchanged(tmp_path: Path, name, make, err, err_name, after_good: bool) -> None:
     log = make_log(tmp_path)
     log.append_as_leader(batch_of(4), 0)
     before = state(log)
@@ -319,8 +332,9 @@ def test_keyless_record_to_compacted_topic(tmp_path: Path) -> None:
 
 def test_control_batch_from_coordinator_is_accepted(tmp_path: Path) -> None:
     log = make_log(tmp_path)
-    marker = build_control_batch(ControlRecordType.ABORT, producer_id=7, producer_epoch=0,
-                                 coordinator_epoch=1, timestamp_ms=NOW)
+    marker = build_control_batch(
+        ControlRecordType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=1, timestamp_ms=NOW
+    )
     info = log.append_as_leader(marker, 0, origin=AppendOrigin.COORDINATOR)
     assert info.first_offset == 0
     assert log.batches()[0].is_control
@@ -352,9 +366,11 @@ def test_follower_append_refuses_offsets_going_backwards(tmp_path: Path) -> None
     log = make_log(tmp_path)
     log.append_as_follower(b"".join(leader_batches(0, [(3, 0), (3, 0)])))
     before = state(log)
-    for bad in (leader_batches(5, [(2, 0)]),  # overlaps the log end
-                leader_batches(0, [(2, 0)]),
-                leader_batches(6, [(2, 0)]) + leader_batches(7, [(1, 0)])):  # 2nd goes back
+    for bad in (
+        leader_batches(5, [(2, 0)]),  # overlaps the log end
+        leader_batches(0, [(2, 0)]),
+        leader_batches(6, [(2, 0)]) + leader_batches(7, [(1, 0)]),
+    ):  # 2nd goes back
         with pytest.raises(OffsetsOutOfOrderError) as info:
             log.append_as_follower(b"".join(bad))
         assert info.value.error_name == "INVALID_RECORD"
@@ -561,8 +577,7 @@ def test_offset_for_timestamp_after_reopen(ts_log: Log) -> None:
     expected = [log.offset_for_timestamp(NOW - 100_000 + 37 * k) for k in range(0, 90)]
     mx = log.offset_for_timestamp(MAX_TIMESTAMP)
     log.close()
-    again = Log(log.dir, log.config, had_clean_shutdown=True, recovery_point=log.log_end_offset,
-                clock_ms=FakeClock())
+    again = Log(log.dir, log.config, had_clean_shutdown=True, recovery_point=log.log_end_offset, clock_ms=FakeClock())
     assert [again.offset_for_timestamp(NOW - 100_000 + 37 * k) for k in range(0, 90)] == expected
     assert again.offset_for_timestamp(MAX_TIMESTAMP) == mx
 
@@ -844,7 +859,7 @@ def test_delete_records_by_log_start_offset(tmp_path: Path) -> None:
 
 def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
     log = make_log(tmp_path, flush_messages=5)
-    for i in range(4):
+    for _i in range(4):
         log.append_as_leader(batch_of(1), 0)
         assert log.recovery_point == 0
     log.append_as_leader(batch_of(1), 0)
@@ -898,8 +913,7 @@ def test_recovery_point_moves_after_roll(tmp_path: Path) -> None:
 # ============================================================================ read against a model
 
 
-def _model_read(seg_batches: list[list[RecordBatch]], start: int, max_bytes: int, max_offset,
-                min_one: bool):
+def _model_read(seg_batches: list[list[RecordBatch]], start: int, max_bytes: int, max_offset, min_one: bool):
     """What a fetch must return: whole batches of one segment, from the first batch ending at or
     after ``start``, within ``max_bytes`` (at least one with ``min_one``), none ending at or past
     ``max_offset``. Returns (list of batch bytes, first base offset or -1)."""
@@ -958,8 +972,7 @@ def test_read_matches_model(tmp_path: Path, interval: int) -> None:
 
 def _big_batch(n: int, value_size: int, ts: int = NOW, tag: int = 0) -> bytes:
     rng = random.Random(tag)
-    return build_batch([(f"big{tag}-{i}".encode(), rng.randbytes(value_size)) for i in range(n)],
-                       timestamp_ms=ts)
+    return build_batch([(f"big{tag}-{i}".encode(), rng.randbytes(value_size)) for i in range(n)], timestamp_ms=ts)
 
 
 @pytest.mark.parametrize("shape", ["one_300k_batch", "three_120k_batches", "1100_small_batches"])
@@ -984,7 +997,7 @@ def test_large_append_stored_exactly(tmp_path: Path, shape: str) -> None:
         stored = log.batches(first)
         assert len(stored) == len(batches)
         off = first
-        for sb, pb in zip(stored, batches):
+        for sb, pb in zip(stored, batches, strict=False):
             raw = sb.to_bytes()
             assert raw[8:12] == pb[8:12] and raw[16:] == pb[16:]
             assert (sb.base_offset, sb.partition_leader_epoch) == (off, 7)
@@ -1058,7 +1071,7 @@ def test_concurrent_appends_reads_and_flushes(tmp_path: Path) -> None:
     assert not errors, errors
     ranges = sorted(r for rs in acked for r in rs)
     assert ranges[0][0] == 0
-    for (_a, b), (c, _d) in zip(ranges, ranges[1:]):
+    for (_a, b), (c, _d) in zip(ranges, ranges[1:], strict=False):
         assert c == b + 1, "acknowledged offset ranges are dense and disjoint"
     assert ranges[-1][1] + 1 == log.log_end_offset
     # each writer's records are in its own order, with the offsets it was told

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cleaner import FakeClock, Model, _one, build_random, check_consistent, latest_per_key, records
 
 import kraftlog.storage._cleaner as cleaner_module
 from kraftlog.storage import Log, LogConfig, LogManager, RecordBatchBuilder, clean_log
 from kraftlog.storage._log_cleaner import Throttler
-from test_cleaner import FakeClock, Model, _one, build_random, check_consistent, latest_per_key, records
 
 COMPACT = frozenset({"compact"})
 
@@ -62,8 +62,11 @@ def test_cleaner_threads_compact_every_dirty_log_in_the_background(tmp_path: Pat
         threads = [t for t in threading.enumerate() if t in cleaner._threads]
         assert sorted(t.name for t in threads) == ["kafka-log-cleaner-thread-0", "kafka-log-cleaner-thread-1"]
         logs = [lm.get_log(t, 0) for t in ("a", "b", "c")]
-        wait_for(lambda: all(log.cleaner_checkpoint == log.active_segment.base_offset for log in logs), 10,
-                 "every log cleaned")
+        wait_for(
+            lambda: all(log.cleaner_checkpoint == log.active_segment.base_offset for log in logs),
+            10,
+            "every log cleaned",
+        )
         for log in logs:
             kept = [r.key for b in log.batches() for r in b.records() if r.offset < log.cleaner_checkpoint]
             assert sorted(kept) == [b"k0", b"k1", b"k2"]
@@ -133,8 +136,11 @@ def test_retention_runs_on_its_own_thread_and_never_overlaps(tmp_path: Path) -> 
         assert lm.submit_retention()
         wait_for(lambda: log.log_start_offset == 30, 10, "retention to delete the old segments")
         # the files go after the lock is released: wait for them, bounded
-        wait_for(lambda: not [p for p in log.dir.iterdir() if p.name.endswith(".deleted")], 10,
-                 "the deleted segments' files to be removed")
+        wait_for(
+            lambda: not [p for p in log.dir.iterdir() if p.name.endswith(".deleted")],
+            10,
+            "the deleted segments' files to be removed",
+        )
         assert sorted(p.name for p in log.dir.iterdir() if p.name.endswith(".log")) == [f"{30:020d}.log"]
         wait_for(lambda: lm.submit_retention(), 10, "the previous run to finish")
     finally:

@@ -22,8 +22,7 @@ from kraftlog.storage import (
 )
 
 NOW = 1_700_000_000_000
-CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-               "replication-offset-checkpoint")
+CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint")
 
 
 class FakeClock:
@@ -85,9 +84,15 @@ def test_shutdown_writes_checkpoints_and_marker(tmp_path: Path) -> None:
     lm.shutdown()
     assert (d / CLEAN_SHUTDOWN_FILE).exists()
     assert parse_checkpoint(d / "recovery-point-offset-checkpoint") == {
-        ("orders", 0): 6, ("orders", 1): 10, ("my-topic", 2): 2}
+        ("orders", 0): 6,
+        ("orders", 1): 10,
+        ("my-topic", 2): 2,
+    }
     assert parse_checkpoint(d / "replication-offset-checkpoint") == {
-        ("orders", 0): 4, ("orders", 1): 10, ("my-topic", 2): 0}
+        ("orders", 0): 4,
+        ("orders", 1): 10,
+        ("my-topic", 2): 0,
+    }
     starts = parse_checkpoint(d / "log-start-offset-checkpoint")
     assert starts.get(("orders", 1)) == 6
     assert starts.get(("orders", 0), 0) == 0 and starts.get(("my-topic", 2), 0) == 0
@@ -107,16 +112,30 @@ def test_restart_after_clean_shutdown_keeps_everything(tmp_path: Path) -> None:
     lm.get_log("t", 0).update_high_watermark(14)
     lm.get_log("t", 0).maybe_increment_log_start_offset(7)
     lm.get_log("t", 1).update_high_watermark(5)
-    before = {tp: (log.log_end_offset, log.log_start_offset, log.high_watermark,
-                   [b.to_bytes() for b in log.batches()], log.epoch_cache.entries)
-              for tp, log in lm.all_logs().items()}
+    before = {
+        tp: (
+            log.log_end_offset,
+            log.log_start_offset,
+            log.high_watermark,
+            [b.to_bytes() for b in log.batches()],
+            log.epoch_cache.entries,
+        )
+        for tp, log in lm.all_logs().items()
+    }
     lm.shutdown()
     lm2 = new_manager([d], **cfg)
     assert lm2.had_clean_shutdown == {d: True}
     assert not (d / CLEAN_SHUTDOWN_FILE).exists(), "the marker is removed once the logs are loaded"
-    after = {tp: (log.log_end_offset, log.log_start_offset, log.high_watermark,
-                  [b.to_bytes() for b in log.batches()], log.epoch_cache.entries)
-             for tp, log in lm2.all_logs().items()}
+    after = {
+        tp: (
+            log.log_end_offset,
+            log.log_start_offset,
+            log.high_watermark,
+            [b.to_bytes() for b in log.batches()],
+            log.epoch_cache.entries,
+        )
+        for tp, log in lm2.all_logs().items()
+    }
     assert after == before
     assert before[("t", 0)][:3] == (20, 7, 14)
     for log in lm2.all_logs().values():
@@ -135,8 +154,10 @@ def test_restart_without_marker_recovers(tmp_path: Path) -> None:
     t0.update_high_watermark(12)
     t0.flush(8)
     lm.checkpoint()
-    good = {tp: (log.log_end_offset, [b.to_bytes() for b in log.batches()], log.active_segment.size)
-            for tp, log in lm.all_logs().items()}
+    good = {
+        tp: (log.log_end_offset, [b.to_bytes() for b in log.batches()], log.active_segment.size)
+        for tp, log in lm.all_logs().items()
+    }
     # crash: nothing closed cleanly, and a torn write at the end of each active segment
     for log in lm.all_logs().values():
         path = log.active_segment.log_path
@@ -167,8 +188,7 @@ def test_partitions_spread_over_log_dirs(tmp_path: Path) -> None:
     fill(lm, {("u", 0): 1})
     per_dir = {d: sorted(p.name for p in d.iterdir() if p.is_dir()) for d in dirs}
     assert sorted(len(v) for v in per_dir.values()) == [2, 2, 3]
-    assert sorted(n for v in per_dir.values() for n in v) == sorted(
-        [f"t-{p}" for p in range(6)] + ["u-0"])
+    assert sorted(n for v in per_dir.values() for n in v) == sorted([f"t-{p}" for p in range(6)] + ["u-0"])
     lm.shutdown()
     for d in dirs:
         on_disk = {(n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1])) for n in per_dir[d]}
@@ -176,7 +196,7 @@ def test_partitions_spread_over_log_dirs(tmp_path: Path) -> None:
         assert (d / CLEAN_SHUTDOWN_FILE).exists()
     lm2 = new_manager(dirs)
     assert set(lm2.all_logs()) == {("t", p) for p in range(6)} | {("u", 0)}
-    for tp, log in lm2.all_logs().items():
+    for _tp, log in lm2.all_logs().items():
         assert log.log_end_offset == 2
         assert log.dir.parent in dirs
     # a new partition goes to a dir with the fewest partitions
@@ -238,8 +258,9 @@ def test_meta_properties_round_trip(tmp_path: Path) -> None:
     write_meta_properties(d, meta)
     text = (d / "meta.properties").read_text()
     lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
-    assert sorted(lines) == sorted(["version=1", "cluster.id=MkU3OEVBNTcwNTJENDM2Qg", "node.id=3",
-                                    "directory.id=dir-uuid-1"])
+    assert sorted(lines) == sorted(
+        ["version=1", "cluster.id=MkU3OEVBNTcwNTJENDM2Qg", "node.id=3", "directory.id=dir-uuid-1"]
+    )
     assert read_meta_properties(d) == meta
     write_meta_properties(d, MetaProperties(cluster_id="c2", node_id=4))
     assert read_meta_properties(d) == MetaProperties(cluster_id="c2", node_id=4)

@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from kraftlog.broker._lifecycle import BrokerLifecycle
 from kraftlog.broker import _metadata_follower as mf
+from kraftlog.broker._lifecycle import BrokerLifecycle
 from kraftlog.metadata_log import LogEntry, NoOpRecord, TopicRecord, encode_entry
 from kraftlog.proto import controller_pb2
 
@@ -41,8 +41,14 @@ def entries(*names: str, start: int = 0, epoch: int = 3) -> list[bytes]:
 
 
 def batch(*, leader: int, epoch: int, hw: int, raw: list[bytes] = ()) -> controller_pb2.MetadataBatch:
-    return controller_pb2.MetadataBatch(entries=list(raw), snapshot_offset=-1, high_watermark=hw,
-                                        leader_id=leader, leader_epoch=epoch, keep_alive=not raw)
+    return controller_pb2.MetadataBatch(
+        entries=list(raw),
+        snapshot_offset=-1,
+        high_watermark=hw,
+        leader_id=leader,
+        leader_epoch=epoch,
+        keep_alive=not raw,
+    )
 
 
 # ---------------------------------------------------------------- SourceMonitor: the rules alone
@@ -167,8 +173,13 @@ class FakeController:
     """A FetchMetadata stream: scripted batches (or callables run at that point), then endless
     keep-alives from ``keepalive()``; every read advances the clock by one keep-alive interval."""
 
-    def __init__(self, clock: Clock, script: list[Any], keepalive: Callable[[], controller_pb2.MetadataBatch],
-                 limit: int = 10_000) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        script: list[Any],
+        keepalive: Callable[[], controller_pb2.MetadataBatch],
+        limit: int = 10_000,
+    ) -> None:
         self.clock = clock
         self.script = list(script)
         self.keepalive = keepalive
@@ -192,8 +203,12 @@ class NoShuffle(random.Random):
         pass
 
 
-def run_follower(controllers: dict[str, FakeController], clock: Clock, until: Callable[[mf.MetadataFollower], bool],
-                 before: Callable[[mf.MetadataFollower], None] = lambda f: None) -> mf.MetadataFollower:
+def run_follower(
+    controllers: dict[str, FakeController],
+    clock: Clock,
+    until: Callable[[mf.MetadataFollower], bool],
+    before: Callable[[mf.MetadataFollower], None] = lambda f: None,
+) -> mf.MetadataFollower:
     @contextlib.asynccontextmanager
     async def open_stream(address: str, request: controller_pb2.FetchMetadataRequest) -> AsyncIterator[Any]:
         controllers[address].requests.append(request)
@@ -206,9 +221,15 @@ def run_follower(controllers: dict[str, FakeController], clock: Clock, until: Ca
             if until(follower):
                 done.set()
 
-        follower = mf.MetadataFollower(list(controllers), broker_id=101, listener=listener,
-                                    fetch_timeout_ms=int(F * 1000), open_stream=open_stream, clock=clock,
-                                    rng=NoShuffle())
+        follower = mf.MetadataFollower(
+            list(controllers),
+            broker_id=101,
+            listener=listener,
+            fetch_timeout_ms=int(F * 1000),
+            open_stream=open_stream,
+            clock=clock,
+            rng=NoShuffle(),
+        )
         before(follower)
         follower.start()
         try:
@@ -225,13 +246,20 @@ def test_follower_leaves_a_cut_off_standby_that_still_names_the_leader() -> None
     quorum committed up to offset 2; the standby stays at 1."""
     clock = Clock()
     follower_box: list[mf.MetadataFollower] = []
-    standby = FakeController(clock, [batch(leader=1, epoch=3, hw=1, raw=entries("a")),
-                                     lambda: follower_box[0].note_quorum_high_watermark(2)],
-                             keepalive=lambda: batch(leader=1, epoch=3, hw=1))
-    leader = FakeController(clock, [batch(leader=1, epoch=3, hw=2, raw=entries("a", "b"))],
-                            keepalive=lambda: batch(leader=1, epoch=3, hw=2))
-    follower = run_follower({"standby": standby, "leader": leader}, clock,
-                            until=lambda f: "b" in f.image.topics.by_name, before=follower_box.append)
+    standby = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=1, raw=entries("a")), lambda: follower_box[0].note_quorum_high_watermark(2)],
+        keepalive=lambda: batch(leader=1, epoch=3, hw=1),
+    )
+    leader = FakeController(
+        clock, [batch(leader=1, epoch=3, hw=2, raw=entries("a", "b"))], keepalive=lambda: batch(leader=1, epoch=3, hw=2)
+    )
+    follower = run_follower(
+        {"standby": standby, "leader": leader},
+        clock,
+        until=lambda f: "b" in f.image.topics.by_name,
+        before=follower_box.append,
+    )
     assert follower.image.offset == 2
     assert leader.requests[0].from_offset == 2  # resumed after what the standby had served
     # left after a quarter fetch timeout of lag (plus the read that noticed it), long before 2 x F
@@ -244,12 +272,17 @@ def test_follower_leaves_a_campaigning_standby_and_accepts_the_lower_epoch_leade
     leader (and its term climbs); the follower moves on and takes the real leader's epoch 3."""
     clock = Clock()
     terms = iter(range(4, 1000))
-    standby = FakeController(clock, [batch(leader=1, epoch=3, hw=1, raw=entries("a"))],
-                             keepalive=lambda: batch(leader=-1, epoch=next(terms), hw=1))
-    leader = FakeController(clock, [batch(leader=1, epoch=3, hw=2, raw=entries("a", "b"))],
-                            keepalive=lambda: batch(leader=1, epoch=3, hw=2))
-    follower = run_follower({"standby": standby, "leader": leader}, clock,
-                            until=lambda f: "b" in f.image.topics.by_name)
+    standby = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=1, raw=entries("a"))],
+        keepalive=lambda: batch(leader=-1, epoch=next(terms), hw=1),
+    )
+    leader = FakeController(
+        clock, [batch(leader=1, epoch=3, hw=2, raw=entries("a", "b"))], keepalive=lambda: batch(leader=1, epoch=3, hw=2)
+    )
+    follower = run_follower(
+        {"standby": standby, "leader": leader}, clock, until=lambda f: "b" in f.image.topics.by_name
+    )
     assert follower.image.offset == 2 and follower.highest_epoch_seen == 3
     assert standby.reads <= 4
 
@@ -263,13 +296,13 @@ def test_follower_stays_on_a_healthy_standby() -> None:
         # the quorum commits one more topic every few keep-alives; the standby serves it at once
         hw[0] += 1
         follower_box[0].note_quorum_high_watermark(hw[0])
-        return batch(leader=1, epoch=3, hw=hw[0],
-                     raw=[entries(*(f"t{i}" for i in range(1, hw[0] + 1)))[hw[0]]])
+        return batch(leader=1, epoch=3, hw=hw[0], raw=[entries(*(f"t{i}" for i in range(1, hw[0] + 1)))[hw[0]]])
 
     standby = FakeController(clock, [batch(leader=1, epoch=3, hw=1, raw=entries("t1"))], keepalive=commit_more)
     leader = FakeController(clock, [], keepalive=lambda: batch(leader=1, epoch=3, hw=hw[0]))
-    follower = run_follower({"standby": standby, "leader": leader}, clock,
-                            until=lambda f: f.image.offset >= 30, before=follower_box.append)
+    follower = run_follower(
+        {"standby": standby, "leader": leader}, clock, until=lambda f: f.image.offset >= 30, before=follower_box.append
+    )
     assert leader.requests == []
     assert follower.source == "standby"
 
@@ -290,9 +323,17 @@ def test_heartbeat_answers_feed_the_quorum_high_watermark(error_code: int, expec
     seen: list[int] = []
     resp = controller_pb2.BrokerHeartbeatResponse(metadata_high_watermark=42, is_fenced=False)
     resp.error.code = error_code
-    lifecycle = BrokerLifecycle(FakeChannel(resp), broker_id=101, cluster_id="c", listeners=[], rack=None,
-                                log_dirs=[], heartbeat_interval_ms=2000, metadata_offset=lambda: 0,
-                                on_quorum_high_watermark=seen.append)
+    lifecycle = BrokerLifecycle(
+        FakeChannel(resp),
+        broker_id=101,
+        cluster_id="c",
+        listeners=[],
+        rack=None,
+        log_dirs=[],
+        heartbeat_interval_ms=2000,
+        metadata_offset=lambda: 0,
+        on_quorum_high_watermark=seen.append,
+    )
     lifecycle.broker_epoch = 7
     asyncio.run(lifecycle._heartbeat())
     assert seen == expected

@@ -14,7 +14,8 @@ from pathlib import Path
 import crc32c
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from kraftlog.metadata_log import _log_files as lf
@@ -71,13 +72,18 @@ from kraftlog.metadata_log._records import (
 TOPIC_ID = "b5cUNJ2bQ0qGx5Hq8W0FJw"
 
 ALL_RECORDS: list[MetadataRecord] = [
-    RegisterBrokerRecord(1, "inc-1", 10, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092),
-                                          BrokerEndpoint("SSL", "h", 9093, "SSL")),
-                         rack="r1", fenced=True, log_dirs=("/a", "/b")),
+    RegisterBrokerRecord(
+        1,
+        "inc-1",
+        10,
+        (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092), BrokerEndpoint("SSL", "h", 9093, "SSL")),
+        rack="r1",
+        fenced=True,
+        log_dirs=("/a", "/b"),
+    ),
     UnregisterBrokerRecord(2, 11),
     TopicRecord("orders", TOPIC_ID),
-    PartitionRecord(0, TOPIC_ID, (1, 2, 3), (1, 2), 1, leader_epoch=4, partition_epoch=5,
-                    adding_replicas=(3,)),
+    PartitionRecord(0, TOPIC_ID, (1, 2, 3), (1, 2), 1, leader_epoch=4, partition_epoch=5, adding_replicas=(3,)),
     ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "1000"),
     ConfigRecord(ConfigResourceType.BROKER, "", "log.retention.hours", None),
     PartitionChangeRecord(0, TOPIC_ID, isr=(1,), leader=NO_LEADER),
@@ -103,8 +109,9 @@ def make_entries(start: int, count: int, epoch: int = 1) -> list[LogEntry]:
 def uniform_entries(start: int, count: int) -> list[LogEntry]:
     """Entries whose frames all have the same size (offsets < 128 stay msgpack fixints)."""
     assert start + count <= 128
-    return [LogEntry(i, 1, 1_700_000_000_000, TopicRecord(f"topic-{i:04d}", TOPIC_ID))
-            for i in range(start, start + count)]
+    return [
+        LogEntry(i, 1, 1_700_000_000_000, TopicRecord(f"topic-{i:04d}", TOPIC_ID)) for i in range(start, start + count)
+    ]
 
 
 def frame_size(entry: LogEntry) -> int:
@@ -238,7 +245,7 @@ def test_rolls_at_segment_bytes(tmp_path: Path) -> None:
     limit = max(sizes) * 2
     with MetadataLogWriter(tmp_path, segment_bytes=limit, fsync=False) as w:
         for i in range(0, 30, 4):  # several calls, rolling inside calls too
-            w.append(entries[i:i + 4])
+            w.append(entries[i : i + 4])
         assert w.active_segment == list_segments(tmp_path)[-1].path
     segments = list_segments(tmp_path)
     assert len(segments) >= 6
@@ -362,8 +369,9 @@ def test_crc_valid_but_wrong_offset_is_not_truncated(tmp_path: Path) -> None:
 
 def test_crc_valid_undecodable_payload_raises(tmp_path: Path) -> None:
     path = seg_path(tmp_path, 0)
-    path.write_bytes(encode_frame(msgpack.packb({"offset": 0, "epoch": 1, "timestamp_ms": 0,
-                                                 "record": {"type": 999, "version": 0}})))
+    path.write_bytes(
+        encode_frame(msgpack.packb({"offset": 0, "epoch": 1, "timestamp_ms": 0, "record": {"type": 999, "version": 0}}))
+    )
     with pytest.raises(MetadataRecordError, match="position 0"):
         read_segment(path)
     # the writer only needs offsets, so it opens a log holding record types it does not know
@@ -384,7 +392,7 @@ def test_gap_between_segments_is_reported(tmp_path: Path) -> None:
     with pytest.raises(MetadataLogGapError) as err:
         for e in it:
             got.append(e)
-    assert got == entries[:missing.base_offset]
+    assert got == entries[: missing.base_offset]
     assert err.value.expected_offset == missing.base_offset
     assert err.value.found_offset == segments[2].base_offset
 
@@ -405,7 +413,7 @@ def test_truncate_after(tmp_path: Path) -> None:
         bases = [s.base_offset for s in list_segments(tmp_path)]
         w.truncate_after(bases[2])  # first offset of a segment
         assert w.next_offset == bases[2] + 1
-        assert list(read_log_dir(tmp_path)) == entries[:bases[2] + 1]
+        assert list(read_log_dir(tmp_path)) == entries[: bases[2] + 1]
         w.truncate_after(bases[2] - 1)  # exactly the end of the previous segment
         assert [s.base_offset for s in list_segments(tmp_path)] == bases[:2]
         assert w.next_offset == bases[2]
@@ -516,10 +524,14 @@ def test_every_record_type_round_trips_through_snapshots(tmp_path: Path) -> None
     assert not list(tmp_path.glob("*.part"))
     # documented layout: header, one bare record per frame, footer
     payloads = [p for _, p in frames_of(path)]
-    assert msgpack.unpackb(payloads[0]) == {"kind": "snapshot_header", "version": 0,
-                                            "last_contained_offset": 123, "epoch": 4,
-                                            "timestamp_ms": 1_700_000_000_000,
-                                            "record_count": len(ALL_RECORDS)}
+    assert msgpack.unpackb(payloads[0]) == {
+        "kind": "snapshot_header",
+        "version": 0,
+        "last_contained_offset": 123,
+        "epoch": 4,
+        "timestamp_ms": 1_700_000_000_000,
+        "record_count": len(ALL_RECORDS),
+    }
     assert payloads[1:-1] == [encode_record(r) for r in ALL_RECORDS]
     assert msgpack.unpackb(payloads[-1]) == {"kind": "snapshot_footer", "record_count": len(ALL_RECORDS)}
 
@@ -540,7 +552,7 @@ def test_partial_snapshot_raises_at_every_cut(tmp_path: Path) -> None:
 def test_missing_footer_raises(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path, 9, 2, 0, ALL_RECORDS[:4])
     frames = frames_of(path)
-    path.write_bytes(path.read_bytes()[:frames[-1][0]])  # whole frames, footer dropped
+    path.write_bytes(path.read_bytes()[: frames[-1][0]])  # whole frames, footer dropped
     with pytest.raises(MetadataLogCorruptError, match="footer missing"):
         read_snapshot(path)
 
@@ -560,7 +572,7 @@ def test_snapshot_corruptions_raise(tmp_path: Path) -> None:
     with pytest.raises(MetadataLogCorruptError, match="after the snapshot footer"):
         read_snapshot(path)
 
-    wrong_count = full[:frames[-1][0]] + encode_frame(msgpack.packb({"kind": "snapshot_footer", "record_count": 3}))
+    wrong_count = full[: frames[-1][0]] + encode_frame(msgpack.packb({"kind": "snapshot_footer", "record_count": 3}))
     path.write_bytes(wrong_count)
     with pytest.raises(MetadataLogCorruptError, match="record count"):
         read_snapshot(path)
@@ -577,7 +589,7 @@ def test_snapshot_corruptions_raise(tmp_path: Path) -> None:
 
     header = msgpack.unpackb(frames[0][1])
     header["version"] = 1
-    path.write_bytes(encode_frame(msgpack.packb(header)) + full[frames[1][0]:])
+    path.write_bytes(encode_frame(msgpack.packb(header)) + full[frames[1][0] :])
     with pytest.raises(MetadataRecordError, match="newer"):
         read_snapshot(path)
 
@@ -644,7 +656,7 @@ def test_retention_deletes_only_covered_segments(tmp_path: Path) -> None:
     result = delete_covered_segments(tmp_path, snap_offset, 0)
     assert [p.name for p in result.deleted_segments] == [segment_file_name(b) for b in bases[:4]]
     assert oldest_available_offset(tmp_path) == bases[4]
-    assert list(read_log_dir(tmp_path, bases[4])) == entries[bases[4]:]
+    assert list(read_log_dir(tmp_path, bases[4])) == entries[bases[4] :]
     with pytest.raises(MetadataLogGapError) as err:
         list(read_log_dir(tmp_path))
     assert err.value.found_offset == bases[4]
@@ -712,12 +724,32 @@ _names = st.text(min_size=0, max_size=20)
 _int_tuples = st.lists(st.integers(min_value=0, max_value=1000), max_size=5).map(tuple)
 _endpoints = st.builds(BrokerEndpoint, _names, _names, st.integers(min_value=0, max_value=65535), _names)
 _records = st.one_of(
-    st.builds(RegisterBrokerRecord, _ids, _names, _ids, st.lists(_endpoints, max_size=3).map(tuple),
-              st.none() | _names, st.booleans(), st.booleans(), st.lists(_names, max_size=3).map(tuple)),
+    st.builds(
+        RegisterBrokerRecord,
+        _ids,
+        _names,
+        _ids,
+        st.lists(_endpoints, max_size=3).map(tuple),
+        st.none() | _names,
+        st.booleans(),
+        st.booleans(),
+        st.lists(_names, max_size=3).map(tuple),
+    ),
     st.builds(UnregisterBrokerRecord, _ids, _ids),
     st.builds(TopicRecord, _names, _names),
-    st.builds(PartitionRecord, _ids, _names, _int_tuples, _int_tuples, _ids, _ids, _ids, _int_tuples,
-              _int_tuples, st.sampled_from([0, 1])),
+    st.builds(
+        PartitionRecord,
+        _ids,
+        _names,
+        _int_tuples,
+        _int_tuples,
+        _ids,
+        _ids,
+        _ids,
+        _int_tuples,
+        _int_tuples,
+        st.sampled_from([0, 1]),
+    ),
     st.builds(ConfigRecord, st.sampled_from([2, 4, 8]), _names, _names, st.none() | _names),
     st.builds(PartitionChangeRecord, _ids, _names, st.none() | _int_tuples, _ids, st.none() | _int_tuples),
     st.builds(FenceBrokerRecord, _ids, _ids),
@@ -731,13 +763,18 @@ _records = st.one_of(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(records=st.lists(st.tuples(_records, st.integers(min_value=0, max_value=2**31),
-                                  st.integers(min_value=0, max_value=2**62)), max_size=40),
-       start=st.integers(min_value=0, max_value=10**12),
-       segment_bytes=st.integers(min_value=40, max_value=4000),
-       split=st.integers(min_value=0, max_value=40))
-def test_random_entries_round_trip(records: list[tuple[MetadataRecord, int, int]], start: int,
-                                   segment_bytes: int, split: int) -> None:
+@given(
+    records=st.lists(
+        st.tuples(_records, st.integers(min_value=0, max_value=2**31), st.integers(min_value=0, max_value=2**62)),
+        max_size=40,
+    ),
+    start=st.integers(min_value=0, max_value=10**12),
+    segment_bytes=st.integers(min_value=40, max_value=4000),
+    split=st.integers(min_value=0, max_value=40),
+)
+def test_random_entries_round_trip(
+    records: list[tuple[MetadataRecord, int, int]], start: int, segment_bytes: int, split: int
+) -> None:
     entries = [LogEntry(start + i, epoch, ts, r) for i, (r, epoch, ts) in enumerate(records)]
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -32,7 +32,8 @@ from test_replica_manager import setup as rm_setup
 
 from kraftlog.broker._alter_partition import AlterPartitionResult
 from kraftlog.broker._metrics import BrokerStateCollector, BrokerTopicMetrics
-from kraftlog.node._metrics import RpcMetricsInterceptor, metrics_host, response_errors
+from kraftlog.common import errors as kerr
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     FenceBrokerRecord,
     MetadataImage,
@@ -41,9 +42,8 @@ from kraftlog.metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from kraftlog.common.config import NodeConfig
+from kraftlog.node._metrics import RpcMetricsInterceptor, metrics_host, response_errors
 from kraftlog.proto import admin_pb2, broker_pb2, errors_pb2
-from kraftlog.common import errors as kerr
 from kraftlog.quorum._metrics import ControllerStateCollector, cluster_counts
 
 
@@ -133,29 +133,51 @@ def test_broker_gauges_follow_isr_leadership_and_metadata(tmp_path: Path) -> Non
     async def main() -> None:
         rm, meta = rm_setup(tmp_path, replicas=(1, 2, 3), partitions=2, configs={"min.insync.replicas": "2"})
         # a partition led elsewhere, hosted here as a follower, and one not hosted here at all
-        meta.commit(PartitionRecord(partition_id=2, topic_id=TOPIC_ID, replicas=(2, 1), isr=(2, 1), leader=2),
-                    PartitionRecord(partition_id=3, topic_id=TOPIC_ID, replicas=(3,), isr=(3,), leader=3))
+        meta.commit(
+            PartitionRecord(partition_id=2, topic_id=TOPIC_ID, replicas=(2, 1), isr=(2, 1), leader=2),
+            PartitionRecord(partition_id=3, topic_id=TOPIC_ID, replicas=(3,), isr=(3,), leader=3),
+        )
         follower = FakeFollower(meta.image, high_watermark=meta.image.offset)
         reg = CollectorRegistry()
         reg.register(BrokerStateCollector(rm.partitions, lambda: follower.image, lambda: follower.high_watermark))
 
         def gauges() -> dict[str, float | None]:
-            names = ["partitions", "leader_partitions", "under_replicated_partitions",
-                     "under_min_isr_partitions", "offline_partitions", "metadata_lag"]
+            names = [
+                "partitions",
+                "leader_partitions",
+                "under_replicated_partitions",
+                "under_min_isr_partitions",
+                "offline_partitions",
+                "metadata_lag",
+            ]
             return {n: value(reg, f"kraftlog_broker_{n}") for n in names}
 
-        assert gauges() == {"partitions": 3, "leader_partitions": 2, "under_replicated_partitions": 0,
-                            "under_min_isr_partitions": 0, "offline_partitions": 0, "metadata_lag": 0}
+        assert gauges() == {
+            "partitions": 3,
+            "leader_partitions": 2,
+            "under_replicated_partitions": 0,
+            "under_min_isr_partitions": 0,
+            "offline_partitions": 0,
+            "metadata_lag": 0,
+        }
         assert value(reg, "kraftlog_broker_metadata_last_applied_offset") == meta.image.offset
 
         # broker 3 drops out of one ISR, then out of the other's down to below min.insync
-        meta.commit(PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=(1, 2)),
-                    PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, isr=(1,)),
-                    PartitionChangeRecord(partition_id=3, topic_id=TOPIC_ID, leader=-1, isr=(3,)))
+        meta.commit(
+            PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=(1, 2)),
+            PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, isr=(1,)),
+            PartitionChangeRecord(partition_id=3, topic_id=TOPIC_ID, leader=-1, isr=(3,)),
+        )
         follower.image = meta.image
         follower.high_watermark = meta.image.offset + 4  # the controller committed 4 more
-        assert gauges() == {"partitions": 3, "leader_partitions": 2, "under_replicated_partitions": 2,
-                            "under_min_isr_partitions": 1, "offline_partitions": 1, "metadata_lag": 4}
+        assert gauges() == {
+            "partitions": 3,
+            "leader_partitions": 2,
+            "under_replicated_partitions": 2,
+            "under_min_isr_partitions": 1,
+            "offline_partitions": 1,
+            "metadata_lag": 4,
+        }
         await rm.shutdown()
 
     run(main)
@@ -192,29 +214,44 @@ class FakeQuorum:
 
 def controller_image() -> MetadataImage:
     meta = Meta()
-    meta.commit(broker(1), broker(2), broker(3), TopicRecord(name="t", topic_id=TOPIC_ID),
-                PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1, 2), leader=1),
-                PartitionRecord(partition_id=1, topic_id=TOPIC_ID, replicas=(3,), isr=(3,), leader=3),
-                FenceBrokerRecord(broker_id=3, broker_epoch=13),
-                PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=-1, isr=(3,)))
+    meta.commit(
+        broker(1),
+        broker(2),
+        broker(3),
+        TopicRecord(name="t", topic_id=TOPIC_ID),
+        PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1, 2), leader=1),
+        PartitionRecord(partition_id=1, topic_id=TOPIC_ID, replicas=(3,), isr=(3,), leader=3),
+        FenceBrokerRecord(broker_id=3, broker_epoch=13),
+        PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=-1, isr=(3,)),
+    )
     return meta.image
 
 
 def test_controller_gauges() -> None:
     image = controller_image()
-    assert cluster_counts(image) == {"topics": 1, "partitions": 2, "offline": 1, "registered": 3, "fenced": 1,
-                                     "active": 2}
+    assert cluster_counts(image) == {
+        "topics": 1,
+        "partitions": 2,
+        "offline": 1,
+        "registered": 3,
+        "fenced": 1,
+        "active": 2,
+    }
     server = SimpleNamespace(image=image, is_active=True, quorum=FakeQuorum(7, image.offset, 2))
     reg = CollectorRegistry()
     reg.register(ControllerStateCollector(server))
     expected = {
-        "kraftlog_controller_active_controllers": 1, "kraftlog_controller_offline_partitions": 1,
-        "kraftlog_controller_global_topics": 1, "kraftlog_controller_global_partitions": 2,
-        "kraftlog_controller_registered_brokers": 3, "kraftlog_controller_fenced_brokers": 1,
+        "kraftlog_controller_active_controllers": 1,
+        "kraftlog_controller_offline_partitions": 1,
+        "kraftlog_controller_global_topics": 1,
+        "kraftlog_controller_global_partitions": 2,
+        "kraftlog_controller_registered_brokers": 3,
+        "kraftlog_controller_fenced_brokers": 1,
         "kraftlog_controller_active_brokers": 2,
         "kraftlog_controller_last_applied_record_offset": image.offset,
         "kraftlog_controller_last_committed_record_offset": image.offset,
-        "kraftlog_raft_current_epoch": 7, "kraftlog_raft_current_leader": 2,
+        "kraftlog_raft_current_epoch": 7,
+        "kraftlog_raft_current_leader": 2,
         "kraftlog_raft_high_watermark": image.offset + 1,
     }
     assert {name: value(reg, name) for name in expected} == expected
@@ -234,10 +271,21 @@ def err(cls: type[kerr.KafkaError]) -> errors_pb2.Error:
 
 def test_response_errors_finds_every_nested_error() -> None:
     R = broker_pb2.ProduceResponse
-    resp = R(error=errors_pb2.Error(code=0, name="NONE"), topics=[
-        R.TopicResponse(name="a", partitions=[R.PartitionResponse(index=0, error=err(kerr.NotLeaderOrFollowerError)),
-                                              R.PartitionResponse(index=1)]),
-        R.TopicResponse(name="b", partitions=[R.PartitionResponse(index=0, error=err(kerr.NotEnoughReplicasError))])])
+    resp = R(
+        error=errors_pb2.Error(code=0, name="NONE"),
+        topics=[
+            R.TopicResponse(
+                name="a",
+                partitions=[
+                    R.PartitionResponse(index=0, error=err(kerr.NotLeaderOrFollowerError)),
+                    R.PartitionResponse(index=1),
+                ],
+            ),
+            R.TopicResponse(
+                name="b", partitions=[R.PartitionResponse(index=0, error=err(kerr.NotEnoughReplicasError))]
+            ),
+        ],
+    )
     assert sorted(response_errors(resp)) == ["NOT_ENOUGH_REPLICAS", "NOT_LEADER_OR_FOLLOWER"]
     top = admin_pb2.DescribeQuorumResponse(error=err(kerr.NotControllerError))
     assert response_errors(top) == ["NOT_CONTROLLER"]
@@ -255,8 +303,13 @@ def test_interceptor_wrapper_times_calls_and_counts_errors() -> None:
         if request == "bug":
             raise RuntimeError("a bug")
         R = broker_pb2.ProduceResponse
-        return R(topics=[R.TopicResponse(name="t", partitions=[
-            R.PartitionResponse(index=0, error=err(kerr.NotLeaderOrFollowerError))])])
+        return R(
+            topics=[
+                R.TopicResponse(
+                    name="t", partitions=[R.PartitionResponse(index=0, error=err(kerr.NotLeaderOrFollowerError))]
+                )
+            ]
+        )
 
     measured = interceptor.wrap("Produce", produce)
 
@@ -283,12 +336,16 @@ def test_interceptor_wraps_only_unary_kraftlog_methods_once() -> None:
 
     unary = grpc.unary_unary_rpc_method_handler(behavior)
     stream = grpc.unary_stream_rpc_method_handler(behavior)
-    handlers = {"/kraftlog.v1.AdminService/DescribeQuorum": unary, "/grpc.health.v1.Health/Check": unary,
-                "/kraftlog.v1.ControllerService/FetchMetadata": stream}
+    handlers = {
+        "/kraftlog.v1.AdminService/DescribeQuorum": unary,
+        "/grpc.health.v1.Health/Check": unary,
+        "/kraftlog.v1.ControllerService/FetchMetadata": stream,
+    }
 
     async def intercept(method: str) -> Any:
         async def continuation(details: Any) -> Any:
             return handlers.get(details.method)
+
         return await interceptor.intercept_service(continuation, SimpleNamespace(method=method))
 
     async def main() -> None:
@@ -307,9 +364,15 @@ def test_interceptor_wraps_only_unary_kraftlog_methods_once() -> None:
 
 def test_metrics_bind_to_the_first_listener_host() -> None:
     def cfg(listeners: str) -> NodeConfig:
-        return NodeConfig.from_mapping({"node.id": 1, "process.roles": "broker", "listeners": listeners,
-                                        "controller.quorum.voters": "9@127.0.0.1:9999", "log.dirs": "/tmp/x"})
+        return NodeConfig.from_mapping(
+            {
+                "node.id": 1,
+                "process.roles": "broker",
+                "listeners": listeners,
+                "controller.quorum.voters": "9@127.0.0.1:9999",
+                "log.dirs": "/tmp/x",
+            }
+        )
 
     assert metrics_host(cfg("BROKER://10.1.2.3:9092,CONTROLLER://10.9.9.9:9093")) == "10.1.2.3"
     assert metrics_host(cfg("PLAINTEXT://:9092")) == "0.0.0.0"
-

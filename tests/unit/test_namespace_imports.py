@@ -29,42 +29,58 @@ ni = _load()
 RW = ni.Rewriter(ni.DEFAULT_PACKAGES)
 
 PYTHON_CASES = [
-    ("from proto import errors_pb2 as proto_dot_errors__pb2\n",
-     "from kraftlog.proto import errors_pb2 as proto_dot_errors__pb2\n"),
+    (
+        "from proto import errors_pb2 as proto_dot_errors__pb2\n",
+        "from kraftlog.proto import errors_pb2 as proto_dot_errors__pb2\n",
+    ),
     ("from storage._log import Log\n", "from kraftlog.storage._log import Log\n"),
-    ("    from metadata_log import (\n        A,\n    )\n",
-     "    from kraftlog.metadata_log import (\n        A,\n    )\n"),
+    (
+        "    from metadata_log import (\n        A,\n    )\n",
+        "    from kraftlog.metadata_log import (\n        A,\n    )\n",
+    ),
     ("import storage\n", "from kraftlog import storage\n"),
     ("    import metadata_log  # lazily\n", "    from kraftlog import metadata_log  # lazily\n"),
     ("import proto.errors as errors\n", "import kraftlog.proto.errors as errors\n"),
     ("import cli.__main__ as cli_main\n", "import kraftlog.cli.__main__ as cli_main\n"),
-    ("import cli._configs\nimport cli._topics\n",
-     "import kraftlog.cli._configs\nfrom kraftlog import cli\nimport kraftlog.cli._topics\n"),
-    ("def f():\n    import cli._a\n    import cli._b\n",
-     "def f():\n    import kraftlog.cli._a\n    from kraftlog import cli\n"
-     "    import kraftlog.cli._b\n    from kraftlog import cli\n"),
+    (
+        "import cli._configs\nimport cli._topics\n",
+        "import kraftlog.cli._configs\nfrom kraftlog import cli\nimport kraftlog.cli._topics\n",
+    ),
+    (
+        "def f():\n    import cli._a\n    import cli._b\n",
+        "def f():\n    import kraftlog.cli._a\n    from kraftlog import cli\n"
+        "    import kraftlog.cli._b\n    from kraftlog import cli\n",
+    ),
     ("import os, storage\n", "import os\nfrom kraftlog import storage\n"),
-    ('subprocess.run([sys.executable, "-m", "cli", "serve"])\n',
-     'subprocess.run([sys.executable, "-m", "kraftlog.cli", "serve"])\n'),
+    (
+        'subprocess.run([sys.executable, "-m", "cli", "serve"])\n',
+        'subprocess.run([sys.executable, "-m", "kraftlog.cli", "serve"])\n',
+    ),
     ('[python,\n "-m",\n "cli.x"]\n', '[python,\n "-m",\n "kraftlog.cli.x"]\n'),
     ('monkeypatch.setattr("quorum._raft.random", r)\n', 'monkeypatch.setattr("kraftlog.quorum._raft.random", r)\n'),
-    ("monkeypatch.setitem(sys.modules, 'cli._logging', None)\n",
-     "monkeypatch.setitem(sys.modules, 'kraftlog.cli._logging', None)\n"),
+    (
+        "monkeypatch.setitem(sys.modules, 'cli._logging', None)\n",
+        "monkeypatch.setitem(sys.modules, 'kraftlog.cli._logging', None)\n",
+    ),
     ('m = pytest.importorskip("storage._errors")\n', 'm = pytest.importorskip("kraftlog.storage._errors")\n'),
     ('importlib.import_module("broker")\n', 'importlib.import_module("kraftlog.broker")\n'),
     ('sys.modules["client"]\n', 'sys.modules["kraftlog.client"]\n'),
-    ('x = __import__("proto.errors").errors.TopicAuthorizationFailedError\n',
-     'x = __import__("kraftlog.proto.errors").proto.errors.TopicAuthorizationFailedError\n'),
-    ('_COMMAND_MODULES: tuple[str, ...] = ("cli._serve",\n    "cli._local")\n',
-     '_COMMAND_MODULES: tuple[str, ...] = ("kraftlog.cli._serve",\n    "kraftlog.cli._local")\n'),
+    (
+        'x = __import__("proto.errors").errors.TopicAuthorizationFailedError\n',
+        'x = __import__("kraftlog.proto.errors").proto.errors.TopicAuthorizationFailedError\n',
+    ),
+    (
+        '_COMMAND_MODULES: tuple[str, ...] = ("cli._serve",\n    "cli._local")\n',
+        '_COMMAND_MODULES: tuple[str, ...] = ("kraftlog.cli._serve",\n    "kraftlog.cli._local")\n',
+    ),
     ('"""Run it with ``python -m cli serve``."""\n', '"""Run it with ``python -m kraftlog.cli serve``."""\n'),
 ]
 
 UNTOUCHED = [
-    'cfg["broker.session.timeout.ms"]\n',                       # config keys look like module paths
+    'cfg["broker.session.timeout.ms"]\n',  # config keys look like module paths
     'log.info("quorum.started")\n',
-    '_log = structlog.get_logger("deploy.chaos")\n',            # a logger name, not an import
-    'CHOICES = ("cli._serve",)\n',                              # not a *_MODULES tuple
+    '_log = structlog.get_logger("deploy.chaos")\n',  # a logger name, not an import
+    'CHOICES = ("cli._serve",)\n',  # not a *_MODULES tuple
     "import os\nfrom kraftlog import storage\n",
     "from protocols import x\nimport clients\nimport storage_extra\n",  # other names that share a prefix
     "# import storage in a comment\n",
@@ -89,21 +105,29 @@ def test_leaves_other_text_alone(text: str) -> None:
 
 
 def test_proto_imports() -> None:
-    before = 'syntax = "proto3";\nimport "proto/errors.proto";\nimport public "proto/x.proto";\n' \
-             'import "google/protobuf/empty.proto";\n'
-    after = 'syntax = "proto3";\nimport "kraftlog/proto/errors.proto";\nimport public "kraftlog/proto/x.proto";\n' \
-            'import "google/protobuf/empty.proto";\n'
+    before = (
+        'syntax = "proto3";\nimport "proto/errors.proto";\nimport public "proto/x.proto";\n'
+        'import "google/protobuf/empty.proto";\n'
+    )
+    after = (
+        'syntax = "proto3";\nimport "kraftlog/proto/errors.proto";\nimport public "kraftlog/proto/x.proto";\n'
+        'import "google/protobuf/empty.proto";\n'
+    )
     assert RW.proto(before) == after
     assert RW.proto(after) == after
 
 
 def test_pyproject_entry_points_only() -> None:
-    before = ('[project]\nname = "kraftlog"\n[project.scripts]\nkraftlog = "cli.__main__:main"\n'
-              '[project.entry-points."x.plugins"]\np = "broker._server"\n'
-              '[tool.setuptools.package-data]\nproto = "cli.x"\n')
-    after = ('[project]\nname = "kraftlog"\n[project.scripts]\nkraftlog = "kraftlog.cli.__main__:main"\n'
-             '[project.entry-points."x.plugins"]\np = "kraftlog.broker._server"\n'
-             '[tool.setuptools.package-data]\nproto = "cli.x"\n')
+    before = (
+        '[project]\nname = "kraftlog"\n[project.scripts]\nkraftlog = "cli.__main__:main"\n'
+        '[project.entry-points."x.plugins"]\np = "broker._server"\n'
+        '[tool.setuptools.package-data]\nproto = "cli.x"\n'
+    )
+    after = (
+        '[project]\nname = "kraftlog"\n[project.scripts]\nkraftlog = "kraftlog.cli.__main__:main"\n'
+        '[project.entry-points."x.plugins"]\np = "kraftlog.broker._server"\n'
+        '[tool.setuptools.package-data]\nproto = "cli.x"\n'
+    )
     assert RW.pyproject(before) == after
     assert RW.pyproject(after) == after
 
@@ -111,7 +135,8 @@ def test_pyproject_entry_points_only() -> None:
 def test_packages_from_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.setuptools.package-dir]\n"kraftlog" = "src/kraftlog"\n"kraftlog.common" = "common"\n'
-        '"kraftlog.storage" = "storage"\n"kraftlog.common.x" = "common/x"\n')
+        '"kraftlog.storage" = "storage"\n"kraftlog.common.x" = "common/x"\n'
+    )
     assert ni.packages_of(tmp_path) == (*ni.DEFAULT_PACKAGES, "common")
 
 

@@ -64,15 +64,19 @@ def test_floors_admit_the_generated_grpc_modules() -> None:
     """A floor below what proto/*_pb2*.py check at import would install and then fail with a
     RuntimeError (grpcio) or VersionError (protobuf) on the first import."""
     floors = _floors()
-    grpc_needed = {Version(m) for f in (ROOT / "proto").glob("*_pb2_grpc.py")
-                   for m in re.findall(r"^GRPC_GENERATED_VERSION = '([^']+)'", f.read_text(), re.M)}
-    protobuf_needed = {Version(".".join(m)) for f in (ROOT / "proto").glob("*_pb2.py")
-                       for m in re.findall(r"ValidateProtobufRuntimeVersion\(\s*\S+,\s*(\d+),\s*(\d+),\s*(\d+),",
-                                           f.read_text())}
+    grpc_needed = {
+        Version(m)
+        for f in (ROOT / "proto").glob("*_pb2_grpc.py")
+        for m in re.findall(r"^GRPC_GENERATED_VERSION = '([^']+)'", f.read_text(), re.M)
+    }
+    protobuf_needed = {
+        Version(".".join(m))
+        for f in (ROOT / "proto").glob("*_pb2.py")
+        for m in re.findall(r"ValidateProtobufRuntimeVersion\(\s*\S+,\s*(\d+),\s*(\d+),\s*(\d+),", f.read_text())
+    }
     assert grpc_needed and protobuf_needed, "no version checks found in proto/"
     assert floors["grpcio"] >= max(grpc_needed), f"grpcio floor {floors['grpcio']} < {max(grpc_needed)}"
-    assert floors["protobuf"] >= max(protobuf_needed), \
-        f"protobuf floor {floors['protobuf']} < {max(protobuf_needed)}"
+    assert floors["protobuf"] >= max(protobuf_needed), f"protobuf floor {floors['protobuf']} < {max(protobuf_needed)}"
     assert floors["grpcio-tools"] == max(grpc_needed), "make proto must use the grpcio-tools the modules name"
 
 

@@ -12,10 +12,9 @@ import pytest
 from kraftlog import storage
 from kraftlog.broker._alter_partition import AlterPartitionManager, AlterPartitionResult
 from kraftlog.broker._partition import Partition
-from kraftlog.metadata_log import PartitionRegistration
-from kraftlog.proto import controller_pb2
 from kraftlog.common import errors as kerr
-from kraftlog.proto import errors_pb2
+from kraftlog.metadata_log import PartitionRegistration
+from kraftlog.proto import controller_pb2, errors_pb2
 
 
 class Clock:
@@ -34,8 +33,9 @@ class FakeSender:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, int, int, tuple[int, ...], asyncio.Future[AlterPartitionResult]]] = []
 
-    def submit(self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
-               new_isr: tuple[int, ...]) -> asyncio.Future[AlterPartitionResult]:
+    def submit(
+        self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+    ) -> asyncio.Future[AlterPartitionResult]:
         fut: asyncio.Future[AlterPartitionResult] = asyncio.get_running_loop().create_future()
         self.calls.append((topic_id, partition, leader_epoch, partition_epoch, tuple(new_isr), fut))
         return fut
@@ -60,18 +60,41 @@ def reg(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, le: int, p
     return PartitionRegistration(replicas=replicas, isr=isr, leader=leader, leader_epoch=le, partition_epoch=pe)
 
 
-def new_partition(tmp_path: Path, clock: Clock, sender: FakeSender, *, min_isr: int = 1, lag_ms: int = 1000,
-                  eligible: dict[int, bool] | None = None, local: int = 1) -> Partition:
+def new_partition(
+    tmp_path: Path,
+    clock: Clock,
+    sender: FakeSender,
+    *,
+    min_isr: int = 1,
+    lag_ms: int = 1000,
+    eligible: dict[int, bool] | None = None,
+    local: int = 1,
+) -> Partition:
     log = storage.Log(tmp_path / f"t-{local}" / "t-0", storage.LogConfig())
     elig = eligible if eligible is not None else {}
-    return Partition("t", 0, "tid-1", local_broker_id=local, log=log, alter_partition=sender, clock_ms=clock,
-                     replica_lag_time_max_ms=lag_ms, min_insync_replicas=min_isr,
-                     is_replica_eligible=lambda b, _e: elig.get(b, True), alter_partition_retry_ms=10)
+    return Partition(
+        "t",
+        0,
+        "tid-1",
+        local_broker_id=local,
+        log=log,
+        alter_partition=sender,
+        clock_ms=clock,
+        replica_lag_time_max_ms=lag_ms,
+        min_insync_replicas=min_isr,
+        is_replica_eligible=lambda b, _e: elig.get(b, True),
+        alter_partition_retry_ms=10,
+    )
 
 
 def follower_fetch(p: Partition, replica: int, offset: int, *, epoch: int = -1) -> None:
-    p.fetch_records(fetch_offset=offset, max_bytes=1 << 20, replica_id=replica, last_fetched_epoch=epoch,
-                    current_leader_epoch=p.leader_epoch)
+    p.fetch_records(
+        fetch_offset=offset,
+        max_bytes=1 << 20,
+        replica_id=replica,
+        last_fetched_epoch=epoch,
+        current_leader_epoch=p.leader_epoch,
+    )
 
 
 def run(coro_fn) -> None:  # type: ignore[no-untyped-def]
@@ -149,7 +172,9 @@ def test_not_enough_replicas_after_append_when_isr_shrinks_while_waiting(tmp_pat
         assert p.isr == (1,)
         assert p.high_watermark == 2
         assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (
-            True, kerr.NotEnoughReplicasAfterAppendError)
+            True,
+            kerr.NotEnoughReplicasAfterAppendError,
+        )
 
     run(main)
 
@@ -158,6 +183,7 @@ def test_after_append_check_counts_the_maximal_isr(tmp_path: Path) -> None:
     """Kafka judges NOT_ENOUGH_REPLICAS_AFTER_APPEND against the maximal ISR: a replica whose
     expansion is in flight already holds the records (it counts for the HW), so the write is as
     safe as min.insync.replicas asks."""
+
     async def main() -> None:
         clock, sender = Clock(), FakeSender()
         p = new_partition(tmp_path, clock, sender, min_isr=3)
@@ -179,8 +205,7 @@ def test_after_append_check_counts_the_maximal_isr(tmp_path: Path) -> None:
         sender.fail_last(kerr.IneligibleReplicaError)
         await asyncio.sleep(0)
         assert p.maximal_isr == (1, 2)
-        assert p.check_enough_replicas_reach_offset(required, 1) == (
-            True, kerr.NotEnoughReplicasAfterAppendError)
+        assert p.check_enough_replicas_reach_offset(required, 1) == (True, kerr.NotEnoughReplicasAfterAppendError)
 
     run(main)
 
@@ -264,11 +289,20 @@ def test_state_of_a_restarted_replica_holds_the_high_watermark(tmp_path: Path) -
     """KIP-903: what the leader learnt from a replica's previous incarnation (its LEO) no longer
     counts for the HW once the metadata registers the replica again with a newer broker epoch:
     it may have lost unflushed records when it restarted."""
+
     async def main() -> None:
         epochs = {2: 12, 3: 13}
         log = storage.Log(tmp_path / "t-0", storage.LogConfig())
-        p = Partition("t", 0, "tid-1", local_broker_id=1, log=log, alter_partition=FakeSender(),
-                      clock_ms=Clock(), registered_broker_epoch=lambda b: epochs.get(b, -1))
+        p = Partition(
+            "t",
+            0,
+            "tid-1",
+            local_broker_id=1,
+            log=log,
+            alter_partition=FakeSender(),
+            clock_ms=Clock(),
+            registered_broker_epoch=lambda b: epochs.get(b, -1),
+        )
         p.make_leader(reg((1, 2, 3), (1, 2, 3), 1, 1, 1))
         p.append_records_to_leader(batch(4), 1)
         p.fetch_records(fetch_offset=4, max_bytes=1 << 20, replica_id=2, replica_epoch=12)
@@ -352,16 +386,14 @@ def test_losing_leadership_fails_pending_acks_and_does_not_truncate(tmp_path: Pa
         info = p.append_records_to_leader(batch(3), -1)
         assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (False, None)
         assert p.make_follower(reg((1, 2), (2,), 2, 2, 2))
-        assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (
-            True, kerr.NotLeaderOrFollowerError)
+        assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (True, kerr.NotLeaderOrFollowerError)
         assert p.log_end_offset == 3  # becoming follower never truncates blindly
         with pytest.raises(kerr.NotLeaderOrFollowerError) as exc:
             p.append_records_to_leader(batch(1), 1)
         assert exc.value.leader_id == 2 and exc.value.leader_epoch == 2
         # re-elected in a later epoch: appends made in epoch 1 are still not acknowledged
         p.make_leader(reg((1, 2), (1, 2), 1, 3, 3))
-        assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (
-            True, kerr.NotLeaderOrFollowerError)
+        assert p.check_enough_replicas_reach_offset(info.last_offset + 1, 1) == (True, kerr.NotLeaderOrFollowerError)
 
     run(main)
 
@@ -392,9 +424,9 @@ def test_leader_answers_diverging_epoch(tmp_path: Path) -> None:
     async def main() -> None:
         p = new_partition(tmp_path, Clock(), FakeSender())
         p.make_leader(reg((1, 2), (1, 2), 1, 1, 1))
-        p.append_records_to_leader(batch(3), 1)   # epoch 1: offsets 0..2
+        p.append_records_to_leader(batch(3), 1)  # epoch 1: offsets 0..2
         p.make_leader(reg((1, 2), (1, 2), 1, 3, 2))
-        p.append_records_to_leader(batch(2), 1)   # epoch 3: offsets 3..4
+        p.append_records_to_leader(batch(2), 1)  # epoch 3: offsets 3..4
         assert p.log.epoch_cache.entries == [(1, 0), (3, 3)]
         # a follower that wrote offsets 3.. in epoch 2 (never the leader's) diverges at 3
         r = p.fetch_records(fetch_offset=6, max_bytes=1 << 20, replica_id=2, last_fetched_epoch=2)
@@ -432,14 +464,30 @@ def test_follower_high_watermark_and_log_start(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ AlterPartitionManager
 
 
-def _ok_response(req: controller_pb2.AlterPartitionRequest, epoch_bump: int = 1) -> controller_pb2.AlterPartitionResponse:
+def _ok_response(
+    req: controller_pb2.AlterPartitionRequest, epoch_bump: int = 1
+) -> controller_pb2.AlterPartitionResponse:
     R = controller_pb2.AlterPartitionResponse
-    return R(error=errors_pb2.Error(code=0, name="NONE"), topics=[
-        R.TopicData(topic_id=t.topic_id, partitions=[
-            R.PartitionData(partition_index=p.partition_index, error=errors_pb2.Error(code=0, name="NONE"),
-                            leader_id=req.broker_id, leader_epoch=p.leader_epoch, isr=list(p.new_isr),
-                            partition_epoch=p.partition_epoch + epoch_bump) for p in t.partitions])
-        for t in req.topics])
+    return R(
+        error=errors_pb2.Error(code=0, name="NONE"),
+        topics=[
+            R.TopicData(
+                topic_id=t.topic_id,
+                partitions=[
+                    R.PartitionData(
+                        partition_index=p.partition_index,
+                        error=errors_pb2.Error(code=0, name="NONE"),
+                        leader_id=req.broker_id,
+                        leader_epoch=p.leader_epoch,
+                        isr=list(p.new_isr),
+                        partition_epoch=p.partition_epoch + epoch_bump,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
 
 
 def test_alter_partition_manager_batches_and_answers() -> None:
@@ -476,8 +524,7 @@ def test_alter_partition_manager_retries_and_one_in_flight_per_partition() -> No
             if mode["n"] == 1:
                 raise ConnectionError("controller down")
             if mode["n"] == 2:
-                return controller_pb2.AlterPartitionResponse(
-                    error=errors_pb2.Error(code=41, name="NOT_CONTROLLER"))
+                return controller_pb2.AlterPartitionResponse(error=errors_pb2.Error(code=41, name="NOT_CONTROLLER"))
             if mode["n"] == 3:
                 await gate.wait()
             return _ok_response(req)
@@ -514,9 +561,20 @@ def test_partition_level_errors_are_returned() -> None:
     async def main() -> None:
         async def send(req: controller_pb2.AlterPartitionRequest) -> controller_pb2.AlterPartitionResponse:
             R = controller_pb2.AlterPartitionResponse
-            return R(error=errors_pb2.Error(code=0, name="NONE"), topics=[R.TopicData(
-                topic_id="a", partitions=[R.PartitionData(partition_index=0, error=errors_pb2.Error(
-                    code=95, name="INVALID_UPDATE_VERSION", message="stale"))])])
+            return R(
+                error=errors_pb2.Error(code=0, name="NONE"),
+                topics=[
+                    R.TopicData(
+                        topic_id="a",
+                        partitions=[
+                            R.PartitionData(
+                                partition_index=0,
+                                error=errors_pb2.Error(code=95, name="INVALID_UPDATE_VERSION", message="stale"),
+                            )
+                        ],
+                    )
+                ],
+            )
 
         m = AlterPartitionManager(1, lambda: 1, send)
         r = await m.submit("a", 0, 1, 1, (1,))

@@ -12,7 +12,8 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KpPartitioner
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
@@ -77,7 +78,7 @@ def test_kafka_pythons_partitioner_object_agrees_for_keyed_records() -> None:
     kp = KpPartitioner()
     ours = DefaultPartitioner()
     for i in range(2000):
-        key = ("user-%d" % i).encode()
+        key = f"user-{i}".encode()
         assert ours.partition("t", key, 12, list(range(12))) == kp.partition("t", key, key, None, None, Cluster())
 
 

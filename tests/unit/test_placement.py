@@ -11,7 +11,8 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
 from kraftlog.metadata_log._placement import (
@@ -28,21 +29,29 @@ from kraftlog.metadata_log._placement import (
     rack_alternated_broker_list,
 )
 
-
 # ---- fixed examples
 
 
 def test_seed_worked_example() -> None:
     # seed 002 §2.3.5.3: brokers [1,2,3,4], partition 0, 4 replicas, start index 2, shift 2
     assert assign_replicas([1, 2, 3, 4], 1, 4, start_index=2, replica_shift=2) == {0: [3, 2, 4, 1]}
-    assert assign_replicas_rack_unaware([4, 3, 2, 1], 1, 4, start_index=2, replica_shift=2) == {
-        0: [3, 2, 4, 1]}
+    assert assign_replicas_rack_unaware([4, 3, 2, 1], 1, 4, start_index=2, replica_shift=2) == {0: [3, 2, 4, 1]}
 
 
 def test_kafka_rack_unaware_reference_assignment() -> None:
     # Kafka's AdminTest.testReplicaAssignment: 5 brokers, 10 partitions, RF 3, fixed start 0
-    expected = {0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
-                5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
+    expected = {
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
+    }
     assert assign_replicas(range(5), 10, 3, start_index=0) == expected
 
 
@@ -52,18 +61,24 @@ def test_kafka_rack_alternated_list_and_rack_aware_reference_assignment() -> Non
     assert rack_alternated_broker_list(racks) == [0, 3, 1, 5, 4, 2]
     assert rack_alternated_broker_list({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
     assert assign_replicas(racks, 7, 3, start_index=0) == {
-        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3],
-        6: [0, 4, 2]}
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+        6: [0, 4, 2],
+    }
 
 
 def test_rack_alternated_list_interleaves_uneven_racks() -> None:
-    assert rack_alternated_broker_list({0: "a", 1: "a", 2: "a", 3: "b", 4: "c", 5: "c"}) == [
-        0, 3, 4, 1, 5, 2]
+    assert rack_alternated_broker_list({0: "a", 1: "a", 2: "a", 3: "b", 4: "c", 5: "c"}) == [0, 3, 4, 1, 5, 2]
 
 
 def test_start_index_alone_fixes_the_shift_like_kafka() -> None:
     assert assign_replicas(range(4), 8, 3, start_index=1) == assign_replicas(
-        range(4), 8, 3, start_index=1, replica_shift=1)
+        range(4), 8, 3, start_index=1, replica_shift=1
+    )
 
 
 def test_shift_grows_every_n_partitions() -> None:
@@ -125,22 +140,22 @@ def test_mixed_racks_refused_unless_rack_awareness_is_relaxed() -> None:
     assert InvalidReplicaAssignmentError.error_code == 39
     unaware = assign_replicas(range(3), 3, 2, start_index=0)
     assert assign_replicas(brokers, 3, 2, start_index=0, rack_aware_mode=RackAwareMode.SAFE) == unaware
-    assert assign_replicas(brokers, 3, 2, start_index=0,
-                           rack_aware_mode=RackAwareMode.DISABLED) == unaware
+    assert assign_replicas(brokers, 3, 2, start_index=0, rack_aware_mode=RackAwareMode.DISABLED) == unaware
     with pytest.raises(InvalidReplicaAssignmentError):
         assign_replicas_rack_aware(brokers, 3, 2, start_index=0, replica_shift=0)  # type: ignore[arg-type]
 
 
 def test_disabled_mode_ignores_racks() -> None:
     racks = {0: "a", 1: "a", 2: "b", 3: "b"}
-    assert assign_replicas(racks, 4, 2, start_index=0, rack_aware_mode=RackAwareMode.DISABLED) == \
-        assign_replicas(range(4), 4, 2, start_index=0)
+    assert assign_replicas(racks, 4, 2, start_index=0, rack_aware_mode=RackAwareMode.DISABLED) == assign_replicas(
+        range(4), 4, 2, start_index=0
+    )
 
 
 def test_placement_brokers_skips_fenced_and_shutting_down() -> None:
     def reg(b: int, fenced: bool = False, shutdown: bool = False) -> BrokerRegistration:
-        return BrokerRegistration(b, f"i{b}", 1, rack=f"r{b % 2}", fenced=fenced,
-                                  in_controlled_shutdown=shutdown)
+        return BrokerRegistration(b, f"i{b}", 1, rack=f"r{b % 2}", fenced=fenced, in_controlled_shutdown=shutdown)
+
     cluster = ClusterImage({0: reg(0), 1: reg(1, fenced=True), 2: reg(2, shutdown=True), 3: reg(3)})
     assert placement_brokers(cluster) == {0: "r0", 3: "r1"}
     with pytest.raises(InvalidReplicationFactorError):
@@ -159,8 +174,7 @@ def test_expand_3_to_6_equals_placing_6_at_once(num_brokers: int) -> None:
     for start in range(num_brokers):
         whole = assign_replicas(brokers, 6, rf, start_index=start)
         first3 = {p: whole[p] for p in range(3)}
-        assert expand_assignment(first3, 6, brokers, random.Random(99)) == {
-            p: whole[p] for p in range(3, 6)}
+        assert expand_assignment(first3, 6, brokers, random.Random(99)) == {p: whole[p] for p in range(3, 6)}
 
 
 def test_expand_rack_aware_continues_the_alternated_walk() -> None:
@@ -264,8 +278,7 @@ def test_rack_aware_balanced_racks_spread_evenly(num_racks: int, per_rack: int, 
 
 @settings(max_examples=80, deadline=None)
 @given(placements(), st.integers(1, 12), st.integers(1, 12))
-def test_expand_matches_placing_at_once(case: tuple[int, int, int, int, int], have: int,
-                                        more: int) -> None:
+def test_expand_matches_placing_at_once(case: tuple[int, int, int, int, int], have: int, more: int) -> None:
     n, rf, _k, start, _shift = case
     brokers = list(range(0, 2 * n, 2))
     whole = assign_replicas(brokers, have + more, rf, start_index=start)

@@ -10,7 +10,6 @@ import gzip
 import time
 from pathlib import Path
 
-from kraftlog import storage
 from test_replica_manager import (
     batch,
     count_records,
@@ -22,6 +21,8 @@ from test_replica_manager import (
     setup,
 )
 from test_validator import raw_batch, record
+
+from kraftlog import storage
 
 
 def now_ms() -> int:
@@ -38,8 +39,10 @@ def test_refused_batches_name_their_records_and_leave_the_log_unchanged(tmp_path
         keyless = storage.build_batch([(b"a", b"1"), (None, b"2")], timestamp_ms=now)
         resp = await rm.produce(produce_req({0: too_few, 1: out_of_order, 2: no_inflate, 3: keyless}, acks=1))
         p0, p1, p2, p3 = (presp(resp, i) for i in range(4))
-        assert (p0.error.name, [(e.batch_index, e.message) for e in p0.record_errors]) == \
-            ("INVALID_RECORD", [(2, "the batch declares 3 records but holds 2")])
+        assert (p0.error.name, [(e.batch_index, e.message) for e in p0.record_errors]) == (
+            "INVALID_RECORD",
+            [(2, "the batch declares 3 records but holds 2")],
+        )
         assert "record 2 does not decode" in p0.error.message
         assert p1.error.name == "INVALID_RECORD" and [e.batch_index for e in p1.record_errors] == [1]
         assert p2.error.name == "CORRUPT_MESSAGE" and not p2.record_errors and "gzip" in p2.error.message

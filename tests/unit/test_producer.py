@@ -27,11 +27,11 @@ from kraftlog.client import (
     partition_for_key,
     producer_config_from_properties,
 )
-from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from kraftlog.common import errors as kerr
+from kraftlog.common.records import RecordBatch, rewrite_offset_and_epoch
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, StorageError
 from kraftlog.storage._record_set import validate_record_set
-from kraftlog.common.records import RecordBatch, rewrite_offset_and_epoch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -86,8 +86,9 @@ class FakePartition:
             rewrite_offset_and_epoch(buf, h.position, self.next_offset, self.epoch)
             if self.log_append_time:
                 from kraftlog.common.records import set_log_append_time
+
                 set_log_append_time(buf, h.position, h.size, now)
-            self.batches.append((self.next_offset, bytes(buf[h.position:h.position + h.size])))
+            self.batches.append((self.next_offset, bytes(buf[h.position : h.position + h.size])))
             self.next_offset += h.last_offset_delta + 1
         return base, (now if self.log_append_time else -1)
 
@@ -110,7 +111,7 @@ class FakePartition:
 
 
 class _Servicer(broker_pb2_grpc.BrokerServiceServicer):
-    def __init__(self, cluster: "FakeCluster", node_id: int) -> None:
+    def __init__(self, cluster: FakeCluster, node_id: int) -> None:
         self.cluster = cluster
         self.node_id = node_id
 
@@ -232,13 +233,23 @@ class FakeCluster:
                 out = []
                 for p in parts:
                     leader, epoch = (self.frozen or {}).get((name, p.index), (p.leader, p.epoch))
-                    out.append(B.MetadataResponse.Partition(
-                        error=_err(None), partition_index=p.index, leader_id=leader, leader_epoch=epoch,
-                        replica_nodes=[leader], isr_nodes=[leader]))
+                    out.append(
+                        B.MetadataResponse.Partition(
+                            error=_err(None),
+                            partition_index=p.index,
+                            leader_id=leader,
+                            leader_epoch=epoch,
+                            replica_nodes=[leader],
+                            isr_nodes=[leader],
+                        )
+                    )
                 topics.append(B.MetadataResponse.Topic(name=name, error=_err(None), partitions=out))
             return B.MetadataResponse(
-                brokers=[self._endpoint(n) for n in sorted(self.ports)], cluster_id="fake-cluster",
-                controller_id=1, topics=topics)
+                brokers=[self._endpoint(n) for n in sorted(self.ports)],
+                cluster_id="fake-cluster",
+                controller_id=1,
+                topics=topics,
+            )
 
     def produce(self, node_id: int, request: Any) -> Any:
         with self.cond:
@@ -264,8 +275,7 @@ class FakeCluster:
                 for pd in t.partitions:
                     key = (t.name, pd.index)
                     p = self.partitions.get(key)
-                    res = B.ProduceResponse.PartitionResponse(index=pd.index, base_offset=-1,
-                                                              log_append_time_ms=-1)
+                    res = B.ProduceResponse.PartitionResponse(index=pd.index, base_offset=-1, log_append_time_ms=-1)
                     injected = self.produce_errors.get(key)
                     if p is None:
                         res.error.CopyFrom(_err(kerr.UnknownTopicOrPartitionError))
@@ -273,14 +283,16 @@ class FakeCluster:
                         cls = injected.pop(0)
                         res.error.CopyFrom(_err(cls, "injected"))
                     elif p.leader != node_id:
-                        res.error.CopyFrom(_err(kerr.NotLeaderOrFollowerError,
-                                                f"broker {node_id} does not lead {t.name}-{pd.index}"))
+                        res.error.CopyFrom(
+                            _err(kerr.NotLeaderOrFollowerError, f"broker {node_id} does not lead {t.name}-{pd.index}")
+                        )
                         hint = self._hint(p)
                         if hint is not None:
                             res.current_leader.CopyFrom(hint)
                             endpoints.add(p.leader)
-                    elif any(h.size > self.message_max_bytes
-                             for h in validate_record_set(pd.records, from_client=True)):
+                    elif any(
+                        h.size > self.message_max_bytes for h in validate_record_set(pd.records, from_client=True)
+                    ):
                         res.error.CopyFrom(_err(kerr.MessageTooLargeError))
                     else:
                         try:
@@ -318,8 +330,9 @@ class FakeCluster:
             for fp in t.partitions:
                 key = (t.topic, fp.partition)
                 p = self.partitions.get(key)
-                data = B.FetchResponse.PartitionData(partition_index=fp.partition, high_watermark=-1,
-                                                     last_stable_offset=-1, log_start_offset=-1)
+                data = B.FetchResponse.PartitionData(
+                    partition_index=fp.partition, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1
+                )
                 injected = self.fetch_errors.get(key)
                 if p is None:
                     data.error.CopyFrom(_err(kerr.UnknownTopicOrPartitionError))
@@ -332,8 +345,11 @@ class FakeCluster:
                         data.current_leader.CopyFrom(hint)
                         endpoints.add(p.leader)
                 elif fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.epoch:
-                    cls = kerr.FencedLeaderEpochError if fp.current_leader_epoch < p.epoch \
+                    cls = (
+                        kerr.FencedLeaderEpochError
+                        if fp.current_leader_epoch < p.epoch
                         else kerr.UnknownLeaderEpochError
+                    )
                     data.error.CopyFrom(_err(cls))
                 elif fp.fetch_offset < p.log_start or fp.fetch_offset > p.next_offset:
                     data.error.CopyFrom(_err(kerr.OffsetOutOfRangeError))
@@ -352,8 +368,9 @@ class FakeCluster:
                     errors = True
                 parts.append(data)
             topics.append(B.FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts))
-        response = B.FetchResponse(error=_err(None), responses=topics,
-                                   node_endpoints=[self._endpoint(n) for n in sorted(endpoints)])
+        response = B.FetchResponse(
+            error=_err(None), responses=topics, node_endpoints=[self._endpoint(n) for n in sorted(endpoints)]
+        )
         return response, total, errors
 
     def offset_for_leader_epoch(self, node_id: int, request: Any) -> Any:
@@ -371,8 +388,13 @@ class FakeCluster:
                     elif p.leader != node_id:
                         out.error.CopyFrom(_err(kerr.NotLeaderOrFollowerError))
                     elif rp.current_leader_epoch >= 0 and rp.current_leader_epoch != p.epoch:
-                        out.error.CopyFrom(_err(kerr.FencedLeaderEpochError if rp.current_leader_epoch < p.epoch
-                                                else kerr.UnknownLeaderEpochError))
+                        out.error.CopyFrom(
+                            _err(
+                                kerr.FencedLeaderEpochError
+                                if rp.current_leader_epoch < p.epoch
+                                else kerr.UnknownLeaderEpochError
+                            )
+                        )
                     else:
                         out.error.CopyFrom(_err(None))
                         out.leader_epoch, out.end_offset = p.end_offset_for(rp.leader_epoch)
@@ -388,8 +410,9 @@ class FakeCluster:
                 parts = []
                 for lp in t.partitions:
                     p = self.partitions.get((t.name, lp.partition_index))
-                    out = B.ListOffsetsResponse.Partition(partition_index=lp.partition_index, timestamp=-1,
-                                                          offset=-1, leader_epoch=-1)
+                    out = B.ListOffsetsResponse.Partition(
+                        partition_index=lp.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
+                    )
                     if p is None:
                         out.error.CopyFrom(_err(kerr.UnknownTopicOrPartitionError))
                     elif p.leader != node_id:
@@ -426,8 +449,9 @@ def make_producer(cluster: FakeCluster, **config: Any) -> Producer:
     config.setdefault("max_block_ms", 5000)
     config.setdefault("retry_backoff_ms", 20)
     config.setdefault("request_timeout_ms", 5000)
-    config.setdefault("delivery_timeout_ms",
-                      max(20_000, config["request_timeout_ms"] + config.get("linger_ms", 5) + 1000))
+    config.setdefault(
+        "delivery_timeout_ms", max(20_000, config["request_timeout_ms"] + config.get("linger_ms", 5) + 1000)
+    )
     return Producer(cluster.bootstrap, **config)
 
 
@@ -437,26 +461,31 @@ def make_producer(cluster: FakeCluster, **config: Any) -> Producer:
 def test_send_returns_futures_with_offsets_and_the_broker_stores_the_records(cluster) -> None:
     cluster.create_topic("t", 1)
     with make_producer(cluster, linger_ms=0) as producer:
-        futures = [producer.send("t", b"v%d" % i, key=b"k%d" % i, headers=[("h", b"x"), ("n", None)],
-                                 timestamp_ms=1_700_000_000_000 + i) for i in range(5)]
+        futures = [
+            producer.send(
+                "t", b"v%d" % i, key=b"k%d" % i, headers=[("h", b"x"), ("n", None)], timestamp_ms=1_700_000_000_000 + i
+            )
+            for i in range(5)
+        ]
         metas = [f.result(10) for f in futures]
     assert [m.offset for m in metas] == [0, 1, 2, 3, 4]
     assert all(isinstance(m, RecordMetadata) and m.topic == "t" and m.partition == 0 for m in metas)
     assert [m.timestamp for m in metas] == [1_700_000_000_000 + i for i in range(5)]
     stored = cluster.partition("t").records()
-    assert [(r.offset, r.key, r.value, r.timestamp_ms) for r in stored] == \
-        [(i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(5)]
+    assert [(r.offset, r.key, r.value, r.timestamp_ms) for r in stored] == [
+        (i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(5)
+    ]
     assert [tuple(h) for h in stored[0].headers] == [("h", b"x"), ("n", None)]
 
 
 def test_str_values_dict_headers_and_serializers(cluster) -> None:
     cluster.create_topic("t", 1)
-    with make_producer(cluster, key_serializer=lambda k: k.upper().encode(),
-                       value_serializer=lambda v: repr(v).encode()) as producer:
+    with make_producer(
+        cluster, key_serializer=lambda k: k.upper().encode(), value_serializer=lambda v: repr(v).encode()
+    ) as producer:
         producer.send_sync("t", {"a": 1}, key="key", headers={"x": "ü"})
     rec = cluster.partition("t").records()[0]
-    assert (rec.key, rec.value, [tuple(h) for h in rec.headers]) == \
-        (b"KEY", b"{'a': 1}", [("x", "ü".encode())])
+    assert (rec.key, rec.value, [tuple(h) for h in rec.headers]) == (b"KEY", b"{'a': 1}", [("x", "ü".encode())])
     with make_producer(cluster) as producer:
         with pytest.raises(TypeError):
             producer.send("t", 12345)
@@ -522,7 +551,7 @@ def test_records_without_key_stick_to_one_partition_per_batch(cluster) -> None:
             later.append({f.result().partition for f in futures})
     assert all(len(s) == 1 for s in later)
     sequence = [first.pop()] + [s.pop() for s in later]
-    assert all(a != b for a, b in zip(sequence, sequence[1:]))  # a new batch moves to another partition
+    assert all(a != b for a, b in zip(sequence, sequence[1:], strict=False))  # a new batch moves to another partition
 
 
 def test_explicit_partition_and_unknown_partition(cluster) -> None:
@@ -663,8 +692,9 @@ def _stream_until_stored_at(cluster: FakeCluster, producer: Producer, node_id: i
     while time.monotonic() < deadline:
         producer.send("t", b"x%d" % sent)
         sent += 1
-        if any(r.value.startswith(b"x") for r in cluster.partition("t").records()) \
-                and cluster.count("Produce", node_id):
+        if any(r.value.startswith(b"x") for r in cluster.partition("t").records()) and cluster.count(
+            "Produce", node_id
+        ):
             return sent
         time.sleep(0.005)
     raise AssertionError(f"no acks=0 record reached broker {node_id} within {timeout_s} s ({sent} sent)")
@@ -712,8 +742,9 @@ def test_compression_codecs_reach_the_broker(cluster, codec: str) -> None:
 def test_message_too_large_splits_the_batch(cluster, in_flight: int) -> None:
     cluster.create_topic("t", 1)
     cluster.message_max_bytes = 700
-    with make_producer(cluster, linger_ms=100, batch_size=1 << 20,
-                       max_in_flight_requests_per_connection=in_flight) as producer:
+    with make_producer(
+        cluster, linger_ms=100, batch_size=1 << 20, max_in_flight_requests_per_connection=in_flight
+    ) as producer:
         futures = [producer.send("t", b"%03d" % i + b"-" * 100) for i in range(20)]
         producer.flush()
         metas = [f.result() for f in futures]
@@ -844,6 +875,7 @@ def test_metadata_max_age_refreshes_metadata(cluster) -> None:
 def test_many_threads_share_a_producer(cluster) -> None:
     cluster.create_topic("t", 3)
     with make_producer(cluster, linger_ms=2) as producer:
+
         def work(n: int) -> list[concurrent.futures.Future]:
             return [producer.send("t", b"%d-%d" % (n, i), key=b"%d" % i) for i in range(200)]
 
@@ -883,9 +915,16 @@ def test_custom_partitioner_callable(cluster) -> None:
 
 
 def test_producer_config_from_properties() -> None:
-    config, unknown = producer_config_from_properties({
-        "acks": "1", "linger.ms": "7", "batch.size": "100", "compression.type": "lz4",
-        "client.id": "x", "foo.bar": "1"})
+    config, unknown = producer_config_from_properties(
+        {
+            "acks": "1",
+            "linger.ms": "7",
+            "batch.size": "100",
+            "compression.type": "lz4",
+            "client.id": "x",
+            "foo.bar": "1",
+        }
+    )
     assert config == {"acks": "1", "linger_ms": 7, "batch_size": 100, "compression_type": "lz4"}
     assert unknown == ["foo.bar"]
     with pytest.raises(ValueError):
@@ -897,10 +936,14 @@ def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
     error naming the setting; the values that keep Kafka's meaning without them pass."""
     from kraftlog.client import UnsupportedConfigError
 
-    refused = [{"enable.idempotence": "true"}, {"transactional.id": "tx-1"}, {"security.protocol": "SASL_SSL"},
-               {"partitioner.ignore.keys": "true"},
-               {"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
-               {"value.serializer": "org.apache.kafka.common.serialization.LongSerializer"}]
+    refused = [
+        {"enable.idempotence": "true"},
+        {"transactional.id": "tx-1"},
+        {"security.protocol": "SASL_SSL"},
+        {"partitioner.ignore.keys": "true"},
+        {"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
+        {"value.serializer": "org.apache.kafka.common.serialization.LongSerializer"},
+    ]
     for props in refused:
         with pytest.raises(UnsupportedConfigError) as info:
             config, _unknown = producer_config_from_properties(props)
@@ -911,9 +954,14 @@ def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
         Producer(cluster.bootstrap, enable_idempotence=True)
     with pytest.raises(UnsupportedConfigError, match="transactional.id"):
         Producer(cluster.bootstrap, transactional_id="tx")
-    config, unknown = producer_config_from_properties({
-        "enable.idempotence": "false", "security.protocol": "plaintext", "partitioner.ignore.keys": "false",
-        "key.serializer": "org.apache.kafka.common.serialization.StringSerializer"})
+    config, unknown = producer_config_from_properties(
+        {
+            "enable.idempotence": "false",
+            "security.protocol": "plaintext",
+            "partitioner.ignore.keys": "false",
+            "key.serializer": "org.apache.kafka.common.serialization.StringSerializer",
+        }
+    )
     assert config == {"enable_idempotence": False} and not unknown
     Producer(cluster.bootstrap, **config).close()
 
@@ -933,10 +981,25 @@ def test_invalid_settings_are_refused(cluster) -> None:
 def _metadata_response(epoch: int, leader: int = 1, topic_id: str = "id-1") -> Any:
     return B.MetadataResponse(
         brokers=[B.NodeEndpoint(node_id=1, host="h1", port=1), B.NodeEndpoint(node_id=2, host="h2", port=2)],
-        topics=[B.MetadataResponse.Topic(name="t", topic_id=topic_id, error=_err(None), partitions=[
-            B.MetadataResponse.Partition(error=_err(None), partition_index=0, leader_id=leader, leader_epoch=epoch,
-                                         replica_nodes=[1, 2], isr_nodes=[1, 2]),
-            B.MetadataResponse.Partition(error=_err(None), partition_index=1, leader_id=-1, leader_epoch=epoch)])])
+        topics=[
+            B.MetadataResponse.Topic(
+                name="t",
+                topic_id=topic_id,
+                error=_err(None),
+                partitions=[
+                    B.MetadataResponse.Partition(
+                        error=_err(None),
+                        partition_index=0,
+                        leader_id=leader,
+                        leader_epoch=epoch,
+                        replica_nodes=[1, 2],
+                        isr_nodes=[1, 2],
+                    ),
+                    B.MetadataResponse.Partition(error=_err(None), partition_index=1, leader_id=-1, leader_epoch=epoch),
+                ],
+            )
+        ],
+    )
 
 
 def test_metadata_cache_never_goes_back_in_leader_epoch() -> None:
@@ -996,8 +1059,9 @@ def test_unknown_topic_is_dropped_from_the_cache() -> None:
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=1))
-    md._apply(B.MetadataResponse(topics=[B.MetadataResponse.Topic(
-        name="t", error=_err(kerr.UnknownTopicOrPartitionError))]))
+    md._apply(
+        B.MetadataResponse(topics=[B.MetadataResponse.Topic(name="t", error=_err(kerr.UnknownTopicOrPartitionError))])
+    )
     assert md.partitions_for_topic("t") is None
     assert md.topic_error("t") == kerr.UnknownTopicOrPartitionError.error_code
     assert md.brokers()  # an answer without brokers keeps the known ones
@@ -1014,8 +1078,9 @@ def test_bootstrap_servers_parsing() -> None:
 
 
 def test_no_broker_reachable_times_out() -> None:
-    with Producer("127.0.0.1:1", max_block_ms=300, request_timeout_ms=200, delivery_timeout_ms=1000,
-                  retry_backoff_ms=20) as producer:
+    with Producer(
+        "127.0.0.1:1", max_block_ms=300, request_timeout_ms=200, delivery_timeout_ms=1000, retry_backoff_ms=20
+    ) as producer:
         future = producer.send("t", b"v")
         with pytest.raises(kerr.UnknownTopicOrPartitionError):
             future.result(5)

@@ -22,8 +22,16 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
     each other as `kraftlog.proto.*` and register `kraftlog/proto/*.proto` in the descriptor pool;
     protoc writes them under kraftlog/proto/ of the output dir, the Makefile copies them to proto/."""
     pytest.importorskip("grpc_tools")
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_IMPORT_ROOT}=proto", f"--python_out={tmp_path}",
-           f"--grpc_python_out={tmp_path}", f"--pyi_out={tmp_path}", *PROTOS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpc_tools.protoc",
+        f"-I{PROTO_IMPORT_ROOT}=proto",
+        f"--python_out={tmp_path}",
+        f"--grpc_python_out={tmp_path}",
+        f"--pyi_out={tmp_path}",
+        *PROTOS,
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     out = tmp_path / PROTO_IMPORT_ROOT
     generated = sorted(p.name for p in out.iterdir()) if out.is_dir() else []

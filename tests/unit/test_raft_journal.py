@@ -19,13 +19,13 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
+import pysyncobj.serializer as pysyncobj_serializer
 import pytest
 from pysyncobj import FAIL_REASON
 from pysyncobj.journal import FileJournal, MemoryJournal
 from pysyncobj.node import TCPNode
 from pysyncobj.serializer import Serializer
 from pysyncobj.transport import Transport
-import pysyncobj.serializer as pysyncobj_serializer
 
 from kraftlog.metadata_log._records import ConfigRecord, decode_record, encode_record
 from kraftlog.quorum._journal import JournalCorruptError, RaftJournal
@@ -47,7 +47,7 @@ def fill(journal: Any, terms: list[int]) -> None:
 
 
 def indexes(journal: Any) -> list[tuple[int, int]]:
-    return [(e[1], e[2]) for e in journal[0:len(journal)]]
+    return [(e[1], e[2]) for e in journal[0 : len(journal)]]
 
 
 @pytest.fixture
@@ -208,7 +208,7 @@ def test_stock_journal_deletes_acknowledged_entries_on_a_stale_append(tmp_path: 
     stock = FileJournal(str(tmp_path / "stock"))
     fill(stock, [0, 1, 1, 1, 1])  # the follower acknowledged up to index 5
     stale_append(stock, 1, [(cmd(3), 3, 1)])  # duplicate of an old message: prev=2, entries=[3]
-    assert [e[1] for e in stock[0:len(stock)]] == [1, 2, 3], "stock pysyncobj drops acked 4 and 5"
+    assert [e[1] for e in stock[0 : len(stock)]] == [1, 2, 3], "stock pysyncobj drops acked 4 and 5"
     stock._destroy()
 
 
@@ -310,8 +310,9 @@ def test_align_with_dump_after_a_crash_between_dump_and_compaction(tmp_path: Pat
 # ------------------------------------------------------------------------------- full dump
 
 
-def test_serializer_fsyncs_before_rename_and_never_forks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         fsyncs: list[str]) -> None:
+def test_serializer_fsyncs_before_rename_and_never_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsyncs: list[str]
+) -> None:
     def no_fork() -> int:
         raise AssertionError("os.fork must never be called")
 
@@ -330,7 +331,7 @@ def test_serializer_fsyncs_before_rename_and_never_forks(tmp_path: Path, monkeyp
     dump_path = tmp_path / "raft.dump"
     ours = DumpSerializer(dump_path, state_provider=sm.to_state, state_loader=sm.from_state)
     # pysyncobj's own Serializer, asked to fork: the custom serializer turns fork off.
-    ser = Serializer(str(dump_path), 2 ** 16, True, ours.serialize, ours.deserialize, None)
+    ser = Serializer(str(dump_path), 2**16, True, ours.serialize, ours.deserialize, None)
     last, prev = (b"\x00x", 3, 1), (b"\x01", 2, 1)
     ser.serialize((None, last, prev, {TCPNode("127.0.0.1:1"), TCPNode("127.0.0.1:2")}), 2)
     state, serialized_id = ser.checkSerializing()
@@ -346,7 +347,7 @@ def test_serializer_fsyncs_before_rename_and_never_forks(tmp_path: Path, monkeyp
 
     restored = MetadataStateMachine()
     loader = DumpSerializer(dump_path, state_provider=restored.to_state, state_loader=restored.from_state)
-    data = Serializer(str(dump_path), 2 ** 16, True, loader.serialize, loader.deserialize, None).deserialize()
+    data = Serializer(str(dump_path), 2**16, True, loader.serialize, loader.deserialize, None).deserialize()
     assert data[0] is None and data[1] == last and data[2] == prev
     assert data[3] == {TCPNode("127.0.0.1:1"), TCPNode("127.0.0.1:2")}
     assert restored.next_offset == 2
@@ -463,13 +464,25 @@ class Cluster:
             sm = MetadataStateMachine()
             ser = DumpSerializer(d / "raft.dump", state_provider=sm.to_state, state_loader=sm.from_state)
             journal: Any = MemoryJournal() if stock else RaftJournal(d / "raft.journal", sync_on_add=False)
-            conf = build_syncobj_conf(election_timeout_ms=1_000_000, journal_file=d / "raft.journal",
-                                      dump_file=d / "raft.dump", serializer=ser, compaction_entries=10_000,
-                                      compaction_interval_s=10_000, auto_tick=False)
-            self.nodes[addr] = _RaftNode(self_address=addr, other_addresses=[a for a in ADDRS if a != addr],
-                                         conf=conf, journal=journal, state_machine=sm,
-                                         sink=self.delivered[addr].extend, node_id=n,
-                                         transport_class=self.net.transport_class())
+            conf = build_syncobj_conf(
+                election_timeout_ms=1_000_000,
+                journal_file=d / "raft.journal",
+                dump_file=d / "raft.dump",
+                serializer=ser,
+                compaction_entries=10_000,
+                compaction_interval_s=10_000,
+                auto_tick=False,
+            )
+            self.nodes[addr] = _RaftNode(
+                self_address=addr,
+                other_addresses=[a for a in ADDRS if a != addr],
+                conf=conf,
+                journal=journal,
+                state_machine=sm,
+                sink=self.delivered[addr].extend,
+                node_id=n,
+                transport_class=self.net.transport_class(),
+            )
 
     def live(self) -> list[_RaftNode]:
         return [node for addr, node in self.nodes.items() if addr not in self.net.dead]
@@ -493,9 +506,12 @@ class Cluster:
     def propose(self, addr: str, value: str) -> list[Any]:
         node = self.nodes[addr]
         result: list[Any] = []
-        node._kl_append(node.raftCurrentTerm, 1_700_000_000_000,
-                        [encode_record(ConfigRecord(2, "t", "k", value))],
-                        callback=lambda res, err: result.append((res, err)))
+        node._kl_append(
+            node.raftCurrentTerm,
+            1_700_000_000_000,
+            [encode_record(ConfigRecord(2, "t", "k", value))],
+            callback=lambda res, err: result.append((res, err)),
+        )
         self.pump()
         return result
 
@@ -514,8 +530,11 @@ def run_stale_duplicate_scenario(tmp_path: Path, *, stock: bool) -> Cluster:
     assert cl.propose(a, "X") == [((APPLY_OK, 0, 0), FAIL_REASON.SUCCESS)], "X is acknowledged"
     assert cl.values_at(a) == {0: "X"}
     # A stale duplicate of the last heartbeat a sent b *before* X (prevLogIdx = 2, no entries).
-    stale = next(m for m in reversed(cl.net.history[(a, b)][:sent_before])
-                 if decode_message(m)["type"] == "append_entries" and not decode_message(m).get("entries"))
+    stale = next(
+        m
+        for m in reversed(cl.net.history[(a, b)][:sent_before])
+        if decode_message(m)["type"] == "append_entries" and not decode_message(m).get("entries")
+    )
     assert decode_message(stale)["prevLogIdx"] == 2
     cl.net.inject(a, b, stale)
     # a dies; c comes back.
@@ -542,7 +561,8 @@ def test_stale_append_entries_loses_a_committed_record_with_the_stock_journal(tm
 
 
 def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The harness's timers are 1000 s; take the jitter before a refuser's own campaign out of them.
     monkeypatch.setattr("kraftlog.quorum._raft.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
     cl = run_stale_duplicate_scenario(tmp_path, stock=False)
@@ -555,7 +575,8 @@ def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
 
 
 def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both survivors campaign in the same term and vote for themselves: neither can win. Each must
     re-campaign after a short random delay, not after a whole new election timeout (1000 s here)."""
     delays = iter([0.0, 1.0])  # the first rival re-campaigns at once, the second one later

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
 from kraftlog.common.errors import NotControllerError, RequestTimedOutError
+from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
 from kraftlog.quorum._raft import MetadataQuorum, QuorumConfigError
 
 PASSWORD = "test-raft-secret"
@@ -78,12 +78,19 @@ class Controller:
 
     def _make(self, **kw: Any) -> MetadataQuorum:
         return MetadataQuorum(
-            node_id=self.node_id, voters=self.voters, data_dir=self.base / f"n{self.node_id}",
-            password=PASSWORD, cluster_id=CLUSTER_ID, election_timeout_ms=ELECTION_MS,
+            node_id=self.node_id,
+            voters=self.voters,
+            data_dir=self.base / f"n{self.node_id}",
+            password=PASSWORD,
+            cluster_id=CLUSTER_ID,
+            election_timeout_ms=ELECTION_MS,
             loop=asyncio.get_running_loop(),
-            on_committed=self._committed, on_leader_change=self._leader_change,
+            on_committed=self._committed,
+            on_leader_change=self._leader_change,
             leader_endpoints={i: f"127.0.0.1:{9090 + i}" for i in self.voters},
-            on_gap=lambda a, b: self.gaps.append((a, b)), **kw)
+            on_gap=lambda a, b: self.gaps.append((a, b)),
+            **kw,
+        )
 
     def _committed(self, entries: list[LogEntry]) -> None:
         offsets = [e.offset for e in entries]
@@ -108,8 +115,11 @@ async def start_cluster(tmp_path: Path, **kw: Any) -> dict[int, Controller]:
     cluster = {i: Controller(i, voters, tmp_path, **kw) for i in voters}
     await asyncio.gather(*(c.q.start() for c in cluster.values()))
     await wait_until(lambda: leader_of(cluster) is not None, timeout=10, what="a leader")
-    await wait_until(lambda: len({c.q.leader_id for c in cluster.values()}) == 1, timeout=10,
-                     what="every controller to know the leader")
+    await wait_until(
+        lambda: len({c.q.leader_id for c in cluster.values()}) == 1,
+        timeout=10,
+        what="every controller to know the leader",
+    )
     return cluster
 
 
@@ -149,8 +159,15 @@ def values(entries: list[LogEntry]) -> list[tuple[int, int, str]]:
 
 def test_password_is_required_unless_explicitly_waived(tmp_path: Path) -> None:
     async def body() -> None:
-        kw: dict[str, Any] = dict(node_id=1, voters={1: ("127.0.0.1", 1)}, data_dir=tmp_path,
-                                  cluster_id=CLUSTER_ID, loop=asyncio.get_running_loop(), on_committed=print, on_leader_change=print)
+        kw: dict[str, Any] = dict(
+            node_id=1,
+            voters={1: ("127.0.0.1", 1)},
+            data_dir=tmp_path,
+            cluster_id=CLUSTER_ID,
+            loop=asyncio.get_running_loop(),
+            on_committed=print,
+            on_leader_change=print,
+        )
         with pytest.raises(QuorumConfigError, match="password is required"):
             MetadataQuorum(password=None, **kw)
         MetadataQuorum(password=None, allow_unauthenticated=True, **kw)
@@ -171,11 +188,15 @@ def test_three_controllers_commit_the_same_entries_in_order(tmp_path: Path) -> N
             last = await leader.q.propose([TopicRecord("orders", "tid-1"), config(0)], epoch=epoch, timeout_s=5)
             assert last == 1
             assert [e.offset for e in leader.entries] == [0, 1], "on_committed ran before propose returned"
-            results = await asyncio.gather(*(
-                leader.q.propose([config(i)], epoch=epoch, timeout_s=5) for i in range(1, 41)))
+            results = await asyncio.gather(
+                *(leader.q.propose([config(i)], epoch=epoch, timeout_s=5) for i in range(1, 41))
+            )
             assert sorted(results) == list(range(2, 42))
-            await wait_until(lambda: all(len(c.entries) == 42 for c in cluster.values()), timeout=5,
-                             what="all controllers to receive 42 entries")
+            await wait_until(
+                lambda: all(len(c.entries) == 42 for c in cluster.values()),
+                timeout=5,
+                what="all controllers to receive 42 entries",
+            )
             reference = cluster[1].entries
             assert [e.offset for e in reference] == list(range(42))
             assert all(e.epoch == epoch for e in reference)
@@ -188,8 +209,11 @@ def test_three_controllers_commit_the_same_entries_in_order(tmp_path: Path) -> N
             assert sum(resent.values()) <= 5, resent
             status = leader.q.status()
             assert status.leader_id == leader.node_id and status.high_watermark == 42 and status.is_leader
-            await wait_until(lambda: all(v.log_end_offset == 42 for v in leader.q.status().voters),
-                             timeout=5, what="followers caught up in DescribeQuorum")
+            await wait_until(
+                lambda: all(v.log_end_offset == 42 for v in leader.q.status().voters),
+                timeout=5,
+                what="followers caught up in DescribeQuorum",
+            )
             assert all(v.last_caught_up_timestamp_ms > 0 for v in leader.q.status().voters)
             follower = next(c for c in cluster.values() if c is not leader)
             fstatus = follower.q.status()
@@ -238,6 +262,7 @@ def test_lost_quorum_times_out_then_refuses(tmp_path: Path) -> None:
                 def block() -> None:
                     frozen.add(node_id)
                     release.wait(15)
+
                 return block
 
             for c in cluster.values():
@@ -250,8 +275,9 @@ def test_lost_quorum_times_out_then_refuses(tmp_path: Path) -> None:
                 await leader.q.propose([config(1)], epoch=epoch, timeout_s=0.3)
             assert loop.time() - started < 0.3 + 0.2, "the proposal's own timeout fired"
             # Without answers the leader steps down after leaderFallbackTimeout (= election timeout).
-            await wait_until(lambda: not leader.q.is_leader, timeout=3 * ELECTION_MS / 1000,
-                             what="the isolated leader to step down")
+            await wait_until(
+                lambda: not leader.q.is_leader, timeout=3 * ELECTION_MS / 1000, what="the isolated leader to step down"
+            )
             with pytest.raises(NotControllerError):
                 await leader.q.propose([config(2)], epoch=epoch, timeout_s=1)
             assert [e.offset for e in leader.entries] == [0]
@@ -263,8 +289,9 @@ def test_lost_quorum_times_out_then_refuses(tmp_path: Path) -> None:
             new = leader_of(cluster)
             assert new is not None
             await new.q.propose([config(3)], epoch=new.q.epoch, timeout_s=5)
-            await wait_until(lambda: len({tuple(values(c.entries)) for c in cluster.values()}) == 1,
-                             timeout=5, what="identical logs")
+            await wait_until(
+                lambda: len({tuple(values(c.entries)) for c in cluster.values()}) == 1, timeout=5, what="identical logs"
+            )
             # config(1) timed out with an unknown outcome: it may or may not be there, never twice.
             got = [v for _o, _e, v in values(new.entries)]
             assert got[0] == "0" and got[-1] == "3" and got.count("1") <= 1 and "2" not in got
@@ -330,8 +357,7 @@ def test_restart_delivers_only_what_the_consumer_lacks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("retain, expect_gap", [(1000, False), (3, True)])
-def test_lagging_follower_catches_up_from_a_compacted_leader(tmp_path: Path, retain: int,
-                                                             expect_gap: bool) -> None:
+def test_lagging_follower_catches_up_from_a_compacted_leader(tmp_path: Path, retain: int, expect_gap: bool) -> None:
     """A follower that missed more than the leader's journal holds gets pysyncobj's snapshot (our dump).
 
     With a retained window that covers its lag it receives every entry; otherwise ``on_gap`` names
@@ -350,8 +376,9 @@ def test_lagging_follower_catches_up_from_a_compacted_leader(tmp_path: Path, ret
             await lagging.q.stop()
             for i in range(5, 80):
                 await leader.q.propose([config(i)], epoch=leader.q.epoch, timeout_s=5)
-            await wait_until(lambda: (leader.q._journal.first_index or 0) > 20, timeout=10,
-                             what="the leader to compact its journal")
+            await wait_until(
+                lambda: (leader.q._journal.first_index or 0) > 20, timeout=10, what="the leader to compact its journal"
+            )
             assert leader.q._serializer.serialized >= 1
             await lagging.restart(last_durable_offset=4)
             await wait_until(lambda: lagging.q.committed_offset == 79, timeout=10, what="catch-up")
@@ -382,8 +409,11 @@ def test_compacted_node_restarts_from_its_dump(tmp_path: Path) -> None:
             for i in range(40):
                 await leader.q.propose([config(i)], epoch=leader.q.epoch, timeout_s=5)
             node = next(c for c in cluster.values() if c is not leader)
-            await wait_until(lambda: node.q.delivered_offset == 39 and (node.q._journal.first_index or 0) > 10,
-                             timeout=10, what="follower to compact")
+            await wait_until(
+                lambda: node.q.delivered_offset == 39 and (node.q._journal.first_index or 0) > 10,
+                timeout=10,
+                what="follower to compact",
+            )
             node.entries = []
             await node.restart(last_durable_offset=39)
             assert node.q._serializer.deserialized == 0  # loaded on pysyncobj's first tick
@@ -419,12 +449,14 @@ def test_consumer_failure_stops_delivery_instead_of_leaving_a_hole(tmp_path: Pat
             follower.q._on_committed = flaky
             for i in range(4):
                 await leader.q.propose([config(i)], epoch=leader.q.epoch, timeout_s=5)
-            await wait_until(lambda: follower.q.status().delivery_error is not None, timeout=5,
-                             what="delivery to stop")
+            await wait_until(lambda: follower.q.status().delivery_error is not None, timeout=5, what="delivery to stop")
             assert "disk full" in (follower.q.status().delivery_error or "")
             assert follower.q.delivered_offset < 2 and all(e.offset < 2 for e in follower.entries)
-            await wait_until(lambda: follower.q.committed_offset == 3, timeout=5,
-                             what="Raft to keep applying while delivery is stopped")
+            await wait_until(
+                lambda: follower.q.committed_offset == 3,
+                timeout=5,
+                what="Raft to keep applying while delivery is stopped",
+            )
             assert follower.q.delivered_offset < 2
         finally:
             await stop_all(cluster)
@@ -455,14 +487,18 @@ def test_a_leader_whose_fsync_hangs_stops_acting_as_leader_within_the_fetch_time
 
             journal.sync = hung_sync  # type: ignore[method-assign]
             hung_at = asyncio.get_running_loop().time()
-            await wait_until(lambda: not leader.q.is_leader, timeout=fetch_timeout_ms / 1000 + 2.0,
-                             what="the hung leader to stop acting as leader")
+            await wait_until(
+                lambda: not leader.q.is_leader,
+                timeout=fetch_timeout_ms / 1000 + 2.0,
+                what="the hung leader to stop acting as leader",
+            )
             assert asyncio.get_running_loop().time() - hung_at <= fetch_timeout_ms / 1000 + 1.0
             with pytest.raises(NotControllerError):
                 await leader.q.propose([config(1)], epoch=leader.q.epoch, timeout_s=1)
             others = [c for c in cluster.values() if c is not leader]
-            await wait_until(lambda: any(c.q.is_leader for c in others), timeout=10,
-                             what="another controller to take over")
+            await wait_until(
+                lambda: any(c.q.is_leader for c in others), timeout=10, what="another controller to take over"
+            )
             release.set()
             journal.sync = real_sync  # type: ignore[method-assign]
         finally:
@@ -500,8 +536,11 @@ def test_a_stalled_leader_keeps_asking_to_hand_over_until_someone_takes_it(tmp_p
             leader.q._on_committed = broken
             await leader.q.propose([config(0)], epoch=leader.q.epoch, timeout_s=5)
             others = [c for c in cluster.values() if c is not leader]
-            await wait_until(lambda: any(c.q.is_leader for c in others), timeout=10,
-                             what="a healthy controller to take over from the stalled leader")
+            await wait_until(
+                lambda: any(c.q.is_leader for c in others),
+                timeout=10,
+                what="a healthy controller to take over from the stalled leader",
+            )
             assert len(refused) == 2
             assert not leader.q.is_leader
         finally:
@@ -526,8 +565,11 @@ def test_entries_around_64_kib_replicate(tmp_path: Path) -> None:
                 record = ConfigRecord(resource_type=2, resource_name="orders", name="x", value="v" * size)
                 last = await propose_on_leader(cluster, record)
                 # each entry alone: a later entry would carry a stuck one along in a batch
-                await wait_until(lambda: all(c.q.delivered_offset == last for c in cluster.values()),
-                                 timeout=5, what=f"the entry of {size} value bytes on every controller")
+                await wait_until(
+                    lambda: all(c.q.delivered_offset == last for c in cluster.values()),
+                    timeout=5,
+                    what=f"the entry of {size} value bytes on every controller",
+                )
             sizes = {len(e.record.value) for c in cluster.values() for e in c.entries}
             assert len(sizes) == len(SIZES_AROUND_64_KIB)
         finally:
@@ -537,7 +579,8 @@ def test_entries_around_64_kib_replicate(tmp_path: Path) -> None:
 
 
 def test_a_dump_received_from_the_leader_is_durable_before_it_replaces_the_old_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """pysyncobj renamed a streamed dump over the old one without any fsync: a crash right after
     could leave a torn dump beside a journal that no longer covers it."""
     import pysyncobj.serializer as pysyncobj_serializer
@@ -574,19 +617,21 @@ def test_a_dump_received_from_the_leader_is_durable_before_it_replaces_the_old_o
             await lagging.q.stop()
             for i in range(60):
                 await leader.q.propose([config(i)], epoch=leader.q.epoch, timeout_s=5)
-            await wait_until(lambda: (leader.q._journal.first_index or 0) > 20, timeout=10,
-                             what="the leader to compact its journal")
+            await wait_until(
+                lambda: (leader.q._journal.first_index or 0) > 20, timeout=10, what="the leader to compact its journal"
+            )
             await lagging.restart()
             await wait_until(lambda: lagging.q.committed_offset == 59, timeout=10, what="catch-up")
             assert lagging.q._serializer.deserialized >= 1, "caught up through the leader's dump"
             dump = str((tmp_path / f"n{lagging.node_id}" / "raft.dump").resolve())
-            installs = [i for i, e in enumerate(events) if e[0] == "rename" and e[2] == dump
-                        and e[1].endswith(".1.tmp")]
+            installs = [
+                i for i, e in enumerate(events) if e[0] == "rename" and e[2] == dump and e[1].endswith(".1.tmp")
+            ]
             assert installs, "the streamed dump was never installed"
             for i in installs:
                 src = events[i][1]
                 assert ("fsync", src, "") in events[:i], "the received dump was renamed before it was fsynced"
-                assert ("fsync", os.path.dirname(dump), "") in events[i + 1:], "the rename was not made durable"
+                assert ("fsync", os.path.dirname(dump), "") in events[i + 1 :], "the rename was not made durable"
         finally:
             await stop_all(cluster)
 

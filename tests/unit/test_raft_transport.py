@@ -53,15 +53,16 @@ def nonces(seed: int) -> Any:
     return lambda n: bytes(rng.randrange(256) for _ in range(n))
 
 
-def initiator(*, key: bytes = KEY, cluster: str = CLUSTER, me: Any = 3, peer: int = 1, seed: int = 1
-              ) -> InitiatorHandshake:
+def initiator(
+    *, key: bytes = KEY, cluster: str = CLUSTER, me: Any = 3, peer: int = 1, seed: int = 1
+) -> InitiatorHandshake:
     return InitiatorHandshake(auth_key=key, cluster_id=cluster, node_id=me, peer_id=peer, nonce=nonces(seed))
 
 
-def responder(*, key: bytes = KEY, me: int = 1, initiators: frozenset[int] = frozenset({2, 3}), seed: int = 2
-              ) -> ResponderHandshake:
-    return ResponderHandshake(auth_key=key, cluster_id=CLUSTER, node_id=me, initiators=initiators,
-                              nonce=nonces(seed))
+def responder(
+    *, key: bytes = KEY, me: int = 1, initiators: frozenset[int] = frozenset({2, 3}), seed: int = 2
+) -> ResponderHandshake:
+    return ResponderHandshake(auth_key=key, cluster_id=CLUSTER, node_id=me, initiators=initiators, nonce=nonces(seed))
 
 
 def handshake(i: InitiatorHandshake, r: ResponderHandshake) -> tuple[Session, Session]:
@@ -95,7 +96,7 @@ def test_frames_come_out_whole_however_the_bytes_are_cut() -> None:
         reader = FrameReader(MAX_FRAME_BYTES)
         got: list[bytes] = []
         for pos in range(0, len(stream), cut):
-            got += reader.feed(stream[pos:pos + cut])
+            got += reader.feed(stream[pos : pos + cut])
         assert got == bodies and reader.buffered == 0
 
 
@@ -125,14 +126,26 @@ def test_the_reader_asks_for_no_more_than_the_current_frame() -> None:
 
 def test_frame_limits_fit_the_largest_message_pysyncobj_is_configured_to_send(tmp_path: Path) -> None:
     ser = DumpSerializer(tmp_path / "d", state_provider=dict, state_loader=lambda s: None)
-    conf = build_syncobj_conf(election_timeout_ms=1000, journal_file=tmp_path / "j", dump_file=tmp_path / "d",
-                              serializer=ser, compaction_entries=10, compaction_interval_s=10)
+    conf = build_syncobj_conf(
+        election_timeout_ms=1000,
+        journal_file=tmp_path / "j",
+        dump_file=tmp_path / "d",
+        serializer=ser,
+        compaction_entries=10,
+        compaction_interval_s=10,
+    )
     # one entry never reaches the batch size: pysyncobj's pickled "transmission" path is never taken
     assert conf.appendEntriesBatchSizeBytes > MAX_COMMAND_BYTES
     # a batch ends with the entry that crosses the size: less than two maximal commands
     largest = [(b"\x00" + b"x" * (MAX_COMMAND_BYTES - 1), 10**12, 10**6)] * 2
-    msg = {"type": "append_entries", "term": 10**6, "commit_index": 10**12, "entries": largest,
-           "prevLogIdx": 10**12, "prevLogTerm": 10**6}
+    msg = {
+        "type": "append_entries",
+        "term": 10**6,
+        "commit_index": 10**12,
+        "entries": largest,
+        "prevLogIdx": 10**12,
+        "prevLogTerm": 10**6,
+    }
     assert len(encode_message(msg)) + 16 <= MAX_FRAME_BYTES
     assert conf.logCompactionBatchSize * 2 < MAX_FRAME_BYTES
 
@@ -207,19 +220,36 @@ def test_a_peer_of_another_cluster_is_refused_at_its_hello() -> None:
         r.receive(hello_with(cluster="SomeOtherCluster000000"))
 
 
-@pytest.mark.parametrize("fields", [
-    {"from": 99}, {"from": 1}, {"from": 4}, {"to": 2},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"from": 99},
+        {"from": 1},
+        {"from": 4},
+        {"to": 2},
+    ],
+)
 def test_unknown_self_or_non_dialling_voter_ids_are_refused(fields: dict[str, Any]) -> None:
     with pytest.raises(InconsistentVoterSetError):
         responder(initiators=frozenset({3})).receive(hello_with(**fields))
 
 
-@pytest.mark.parametrize("fields", [
-    {"from": "readonly"}, {"from": -1}, {"from": True}, {"from": 2**40}, {"nonce": b"short"},
-    {"cluster": ""}, {"cluster": "x" * 100}, {"cluster": 7}, {"extra": 1}, {"nonce": _DROP},
-    {"proto": "pysyncobj"},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"from": "readonly"},
+        {"from": -1},
+        {"from": True},
+        {"from": 2**40},
+        {"nonce": b"short"},
+        {"cluster": ""},
+        {"cluster": "x" * 100},
+        {"cluster": 7},
+        {"extra": 1},
+        {"nonce": _DROP},
+        {"proto": "pysyncobj"},
+    ],
+)
 def test_malformed_hellos_are_refused(fields: dict[str, Any]) -> None:
     with pytest.raises(CorruptMessageError):
         responder().receive(hello_with(**fields))
@@ -238,8 +268,15 @@ def test_pickles_and_garbage_are_refused_without_running_anything(tmp_path: Path
         def __reduce__(self) -> tuple[Any, ...]:
             return (os.mkdir, (str(marker),))
 
-    payloads = [pickle.dumps(RunsCode()), pickle.dumps("readonly"), pickle.dumps(["status"]), b"",
-                b"\xc1", os.urandom(64), msgpack.packb([1, 2, 3])]
+    payloads = [
+        pickle.dumps(RunsCode()),
+        pickle.dumps("readonly"),
+        pickle.dumps(["status"]),
+        b"",
+        b"\xc1",
+        os.urandom(64),
+        msgpack.packb([1, 2, 3]),
+    ]
     for body in payloads:
         with pytest.raises(CorruptMessageError):
             responder().receive(body)
@@ -286,8 +323,14 @@ CMD = b"\x00" + encode_append_command(3, 1_700_000_000_000, [b"rec1", b"rec2"])
 
 #: Every message kind pysyncobj 0.3.17 sends with kraftlog's configuration, as it builds them.
 PYSYNCOBJ_MESSAGES: list[dict[str, Any]] = [
-    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [(NOOP, 10, 3), (CMD, 11, 3)],
-     "prevLogIdx": 9, "prevLogTerm": 2},
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "entries": [(NOOP, 10, 3), (CMD, 11, 3)],
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    },
     {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [], "prevLogIdx": 11, "prevLogTerm": 3},
     {"type": "append_entries", "term": 3, "commit_index": 9, "serialized": (b"KLRAFTD1...", True, False)},
     {"type": "append_entries", "term": 3, "commit_index": 9, "serialized": None},
@@ -314,16 +357,40 @@ def test_every_message_pysyncobj_sends_round_trips_with_its_python_types(message
 
 
 BAD_MESSAGES: list[dict[str, Any]] = [
-    {"type": "append_entries", "term": 3, "commit_index": 9, "transmission": "finish", "data": b"x",
-     "prevLogIdx": 9, "prevLogTerm": 2},  # pysyncobj's chunked form: pickled on arrival
-    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [(b"\x02pickle", 10, 3)],
-     "prevLogIdx": 9, "prevLogTerm": 2},  # a membership command (a pickle) in the log
-    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [(b"", 10, 3)],
-     "prevLogIdx": 9, "prevLogTerm": 2},
-    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [(CMD, 10)],
-     "prevLogIdx": 9, "prevLogTerm": 2},
-    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [("text", 10, 3)],
-     "prevLogIdx": 9, "prevLogTerm": 2},
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "transmission": "finish",
+        "data": b"x",
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    },  # pysyncobj's chunked form: pickled on arrival
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "entries": [(b"\x02pickle", 10, 3)],
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    },  # a membership command (a pickle) in the log
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "entries": [(b"", 10, 3)],
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    },
+    {"type": "append_entries", "term": 3, "commit_index": 9, "entries": [(CMD, 10)], "prevLogIdx": 9, "prevLogTerm": 2},
+    {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "entries": [("text", 10, 3)],
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    },
     {"type": "append_entries", "term": 3, "commit_index": 9, "entries": (), "prevLogIdx": 9},
     {"type": "append_entries", "term": 3, "commit_index": 9, "serialized": False},
     {"type": "append_entries", "term": 3, "commit_index": 9, "serialized": (b"x", 1, 0)},
@@ -360,8 +427,14 @@ def test_a_message_with_a_type_msgpack_lacks_is_not_sent() -> None:
 
 def test_a_large_append_entries_splits_into_consecutive_ones() -> None:
     entries = [(NOOP, idx, 3) for idx in range(10, 15)]
-    msg = {"type": "append_entries", "term": 3, "commit_index": 9, "entries": entries,
-           "prevLogIdx": 9, "prevLogTerm": 2}
+    msg = {
+        "type": "append_entries",
+        "term": 3,
+        "commit_index": 9,
+        "entries": entries,
+        "prevLogIdx": 9,
+        "prevLogTerm": 2,
+    }
     head, tail = split_append_entries(msg)  # type: ignore[misc]
     assert head["entries"] + tail["entries"] == entries
     assert (head["prevLogIdx"], head["prevLogTerm"]) == (9, 2)
@@ -377,9 +450,14 @@ def test_append_commands_round_trip() -> None:
     cmd = decode_command(CMD)
     assert cmd is not None and (cmd.epoch, cmd.timestamp_ms, cmd.records) == (3, 1_700_000_000_000, [b"rec1", b"rec2"])
     assert decode_command(NOOP) is None
-    for bad in (b"", b"\x03" + pickle.dumps(1), b"\x00" + msgpack.packb([2, 3, 4, []]),
-                b"\x00" + msgpack.packb([1, 3, 4, ["text"]]), b"\x00" + msgpack.packb([1, "3", 4, []]),
-                b"\x00" + msgpack.packb([True, 3, 4, []])):
+    for bad in (
+        b"",
+        b"\x03" + pickle.dumps(1),
+        b"\x00" + msgpack.packb([2, 3, 4, []]),
+        b"\x00" + msgpack.packb([1, 3, 4, ["text"]]),
+        b"\x00" + msgpack.packb([1, "3", 4, []]),
+        b"\x00" + msgpack.packb([True, 3, 4, []]),
+    ):
         with pytest.raises(CorruptMessageError):
             decode_command(bad)
 
@@ -394,12 +472,25 @@ class _Offline(Transport):
 def _offline_node(tmp_path: Path) -> _RaftNode:
     sm = MetadataStateMachine()
     ser = DumpSerializer(tmp_path / "raft.dump", state_provider=sm.to_state, state_loader=sm.from_state)
-    conf = build_syncobj_conf(election_timeout_ms=1_000_000, journal_file=tmp_path / "raft.journal",
-                              dump_file=tmp_path / "raft.dump", serializer=ser, compaction_entries=10_000,
-                              compaction_interval_s=10_000, auto_tick=False)
-    return _RaftNode(self_address="10.0.0.1:1", other_addresses=["10.0.0.2:1", "10.0.0.3:1"], conf=conf,
-                     journal=MemoryJournal(), state_machine=sm, sink=lambda entries: None, node_id=1,
-                     transport_class=_Offline)
+    conf = build_syncobj_conf(
+        election_timeout_ms=1_000_000,
+        journal_file=tmp_path / "raft.journal",
+        dump_file=tmp_path / "raft.dump",
+        serializer=ser,
+        compaction_entries=10_000,
+        compaction_interval_s=10_000,
+        auto_tick=False,
+    )
+    return _RaftNode(
+        self_address="10.0.0.1:1",
+        other_addresses=["10.0.0.2:1", "10.0.0.3:1"],
+        conf=conf,
+        journal=MemoryJournal(),
+        state_machine=sm,
+        sink=lambda entries: None,
+        node_id=1,
+        transport_class=_Offline,
+    )
 
 
 def test_a_committed_pickle_is_refused_at_apply_and_runs_nothing(tmp_path: Path) -> None:
@@ -411,8 +502,11 @@ def test_a_committed_pickle_is_refused_at_apply_and_runs_nothing(tmp_path: Path)
 
     node = _offline_node(tmp_path)
     try:
-        for command in (b"\x00" + pickle.dumps(RunsCode()), b"\x02" + pickle.dumps(RunsCode()),
-                        b"\x03" + pickle.dumps(RunsCode())):
+        for command in (
+            b"\x00" + pickle.dumps(RunsCode()),
+            b"\x02" + pickle.dumps(RunsCode()),
+            b"\x03" + pickle.dumps(RunsCode()),
+        ):
             result = node._SyncObj__doApplyCommand(command)  # type: ignore[attr-defined]
             assert result[0] == APPLY_INVALID
         assert node._SyncObj__doApplyCommand(NOOP) is None  # type: ignore[attr-defined]
@@ -450,8 +544,12 @@ def test_refusals_are_rate_limited_and_count_what_was_suppressed() -> None:
     assert results == [True] * 3 + [False] * 7
     clock_value[0] = 1.0  # two tokens later
     assert log(peer="10.0.0.9:99", reason="malformed_frame")
-    assert lines.lines[-1] == {"event": "raft_peer_refused", "peer": "10.0.0.9:99", "reason": "malformed_frame",
-                         "suppressed": 7}
+    assert lines.lines[-1] == {
+        "event": "raft_peer_refused",
+        "peer": "10.0.0.9:99",
+        "reason": "malformed_frame",
+        "suppressed": 7,
+    }
     assert log(peer="10.0.0.9:100", reason="malformed_frame")
     assert "suppressed" not in lines.lines[-1]
 
@@ -479,9 +577,16 @@ def test_a_journal_with_pickled_commands_is_refused_at_start(tmp_path: Path) -> 
     journal.close()
 
     async def body() -> None:
-        quorum = MetadataQuorum(node_id=1, voters={1: ("127.0.0.1", 1)}, data_dir=raft_dir, password="pw",
-                                cluster_id=CLUSTER, loop=asyncio.get_running_loop(),
-                                on_committed=lambda entries: None, on_leader_change=lambda leader, epoch: None)
+        quorum = MetadataQuorum(
+            node_id=1,
+            voters={1: ("127.0.0.1", 1)},
+            data_dir=raft_dir,
+            password="pw",
+            cluster_id=CLUSTER,
+            loop=asyncio.get_running_loop(),
+            on_committed=lambda entries: None,
+            on_leader_change=lambda leader, epoch: None,
+        )
         with pytest.raises(QuorumConfigError, match="raft index 3"):
             await quorum.start()
 
@@ -496,6 +601,5 @@ def test_importing_the_transport_leaves_socket_inet_ntop_working() -> None:
     import pysyncobj.tcp_connection  # noqa: F401 - the import that replaced it
 
     import kraftlog.quorum._transport  # noqa: F401 - the import that must put it back
-    from kraftlog import quorum
 
     assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"

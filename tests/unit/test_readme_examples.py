@@ -7,7 +7,6 @@ from pathlib import Path
 
 from kraftlog.common import config as common_config
 
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 

@@ -11,7 +11,8 @@ import struct
 
 import cramjam
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 import kraftlog.client._fetched as fetched
@@ -36,8 +37,7 @@ PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCh
 blob = st.binary(max_size=300)
 maybe_blob = st.none() | blob
 header_st = st.tuples(st.text(max_size=10), maybe_blob)
-record_st = st.tuples(maybe_blob, maybe_blob, st.lists(header_st, max_size=3),
-                      st.integers(0, 2**41))
+record_st = st.tuples(maybe_blob, maybe_blob, st.lists(header_st, max_size=3), st.integers(0, 2**41))
 records_st = st.lists(record_st, min_size=1, max_size=20)
 
 
@@ -76,17 +76,29 @@ def test_round_trip(codec: CompressionType, records: list) -> None:
 
 @pytest.mark.parametrize("codec", ALL)
 def test_kafka_python_reads_ours_and_we_read_theirs(codec: CompressionType) -> None:
-    records = [(b"key-%d" % i if i % 3 else None, b"value %d " % i * 20 if i % 5 else None,
-                [("trace", b"t%d" % i), ("null", None)] if i % 2 else [], 1_700_000_000_000 + i * 7)
-               for i in range(40)]
+    records = [
+        (
+            b"key-%d" % i if i % 3 else None,
+            b"value %d " % i * 20 if i % 5 else None,
+            [("trace", b"t%d" % i), ("null", None)] if i % 2 else [],
+            1_700_000_000_000 + i * 7,
+        )
+        for i in range(40)
+    ]
     raw = ours(codec, records)
     theirs = DefaultRecordBatch(raw)
     assert theirs.validate_crc() and theirs.compression_type == int(codec)
-    assert [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in theirs] == \
-        expected(records)
+    assert [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in theirs] == expected(records)
 
-    kb = DefaultRecordBatchBuilder(magic=2, compression_type=int(codec), is_transactional=False,
-                                   producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=2**30)
+    kb = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=int(codec),
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=2**30,
+    )
     for i, (key, value, headers, ts) in enumerate(records):
         kb.append(i, ts, key, value, headers)
     ((_pos, batch),) = list(iter_batches(bytes(kb.build())))
@@ -95,8 +107,9 @@ def test_kafka_python_reads_ours_and_we_read_theirs(codec: CompressionType) -> N
 
 
 def test_control_batches_are_flagged() -> None:
-    raw = build_control_batch(ControlRecordType.COMMIT, producer_id=9, producer_epoch=1, coordinator_epoch=2,
-                              timestamp_ms=5, base_offset=42)
+    raw = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=9, producer_epoch=1, coordinator_epoch=2, timestamp_ms=5, base_offset=42
+    )
     ((_pos, batch),) = list(iter_batches(raw))
     assert batch.is_control and batch.is_transactional and batch.control_type() == 1
     plain = RecordBatch(ours(CompressionType.NONE, [(None, b"v", [], 1)]))
@@ -115,8 +128,9 @@ def test_bare_raw_snappy_is_accepted() -> None:
 
 
 def test_client_config_names_and_bad_codecs() -> None:
-    assert {c.name.lower(): CompressionType.of(c.name.lower()) for c in CompressionType} == \
-        {c.name.lower(): c for c in CompressionType}
+    assert {c.name.lower(): CompressionType.of(c.name.lower()) for c in CompressionType} == {
+        c.name.lower(): c for c in CompressionType
+    }
     assert CompressionType.of("GZIP") == 1 and CompressionType.of(None) == 0
     assert CompressionType.of(CompressionType.ZSTD) == 4 and CompressionType.of(3) == 3
     with pytest.raises(kerr.UnsupportedCompressionTypeError):
@@ -167,6 +181,7 @@ def test_size_bound_and_offset_deltas() -> None:
     key, value, headers = b"k" * 100, b"v" * 1000, [("h" * 5, b"x" * 50), ("n", None)]
     assert b.append(2**40, key, value, headers) == 0
     assert b.append(2**40, None, b"x") == 1
-    assert len(b.build()) - HEADER_SIZE <= record_size_upper_bound(key, value, headers) + \
-        record_size_upper_bound(None, b"x")
+    assert len(b.build()) - HEADER_SIZE <= record_size_upper_bound(key, value, headers) + record_size_upper_bound(
+        None, b"x"
+    )
     assert b.estimated_size_bytes == len(b.build())

@@ -9,7 +9,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import (
     ControlRecord,
     DefaultRecordBatch,
@@ -19,14 +20,6 @@ from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
 from kraftlog.common.compression import CompressionType, compress
-from kraftlog.storage._record_set import split_batches
-from kraftlog.storage._errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    StorageError,
-    UnsupportedCompressionTypeError,
-    UnsupportedForMessageFormatError,
-)
 from kraftlog.common.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -52,6 +45,14 @@ from kraftlog.common.records import (
     varint_size,
     write_varint,
 )
+from kraftlog.storage._errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    StorageError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
+from kraftlog.storage._record_set import split_batches
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -67,8 +68,9 @@ LAST_OFFSET_DELTA_AT = 23
 RECORDS_COUNT_AT = 57
 
 ALL_CODECS = list(CompressionType)
-PROPS = settings(max_examples=150, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,11 +96,14 @@ def with_records_section(batch: bytes, section: bytes, *, count: int | None = No
 
 
 def sample_batch(codec: CompressionType = CompressionType.NONE, n: int = 5, **kwargs: object) -> bytes:
-    builder = RecordBatchBuilder(base_offset=kwargs.pop("base_offset", 100), compression=codec,
-                                 **kwargs)  # type: ignore[arg-type]
+    builder = RecordBatchBuilder(base_offset=kwargs.pop("base_offset", 100), compression=codec, **kwargs)  # type: ignore[arg-type]
     for i in range(n):
-        builder.append(1_700_000_000_000 + i * 7, b"key-%d" % i if i % 2 else None,
-                       b"value-%d " % i * 20, [Header("h\u00e9", b"v%d" % i), Header("n", None)])
+        builder.append(
+            1_700_000_000_000 + i * 7,
+            b"key-%d" % i if i % 2 else None,
+            b"value-%d " % i * 20,
+            [Header("h\u00e9", b"v%d" % i), Header("n", None)],
+        )
     return builder.build()
 
 
@@ -108,7 +113,8 @@ def sample_batch(codec: CompressionType = CompressionType.NONE, n: int = 5, **kw
 keys_st = st.none() | st.binary(max_size=40)
 values_st = st.none() | st.binary(max_size=200)
 headers_st = st.lists(
-    st.builds(Header, st.text(max_size=12), st.none() | st.binary(max_size=24)), max_size=4,
+    st.builds(Header, st.text(max_size=12), st.none() | st.binary(max_size=24)),
+    max_size=4,
 ).map(tuple)
 timestamps_st = st.one_of(
     st.integers(0, INT64_MAX),
@@ -116,18 +122,19 @@ timestamps_st = st.one_of(
     st.sampled_from([0, 1, 2**31, 2**32, INT64_MAX]),
 )
 gaps_st = st.integers(1, 3) | st.integers(1, 2**24)
-record_specs_st = st.lists(st.tuples(keys_st, values_st, headers_st, timestamps_st, gaps_st),
-                           min_size=1, max_size=20)
-batch_params_st = st.fixed_dictionaries({
-    "base_offset": st.integers(0, 2**62),
-    "compression": st.sampled_from(ALL_CODECS),
-    "timestamp_type": st.sampled_from(list(TimestampType)),
-    "producer_id": st.just(NO_PRODUCER_ID) | st.integers(0, INT64_MAX),
-    "producer_epoch": st.integers(-1, 2**15 - 1),
-    "base_sequence": st.integers(-1, INT32_MAX),
-    "is_transactional": st.booleans(),
-    "partition_leader_epoch": st.integers(-1, INT32_MAX),
-})
+record_specs_st = st.lists(st.tuples(keys_st, values_st, headers_st, timestamps_st, gaps_st), min_size=1, max_size=20)
+batch_params_st = st.fixed_dictionaries(
+    {
+        "base_offset": st.integers(0, 2**62),
+        "compression": st.sampled_from(ALL_CODECS),
+        "timestamp_type": st.sampled_from(list(TimestampType)),
+        "producer_id": st.just(NO_PRODUCER_ID) | st.integers(0, INT64_MAX),
+        "producer_epoch": st.integers(-1, 2**15 - 1),
+        "base_sequence": st.integers(-1, INT32_MAX),
+        "is_transactional": st.booleans(),
+        "partition_leader_epoch": st.integers(-1, INT32_MAX),
+    }
+)
 
 
 def build_from_specs(params: dict, specs: list, explicit_offsets: bool) -> tuple[bytes, list[tuple]]:
@@ -152,11 +159,22 @@ def build_from_specs(params: dict, specs: list, explicit_offsets: bool) -> tuple
 
 
 KAFKA_VARINT_VECTORS = [
-    (0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"), (300, "d804"),
-    (150, "ac02"), (-65, "8101"), (8191, "fe7f"), (8192, "808001"),
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (63, "7e"),
+    (-64, "7f"),
+    (64, "8001"),
+    (300, "d804"),
+    (150, "ac02"),
+    (-65, "8101"),
+    (8191, "fe7f"),
+    (8192, "808001"),
     # Kafka's ByteUtilsTest vectors for the int32 / int64 extremes
-    (INT32_MAX, "feffffff0f"), (-(2**31), "ffffffff0f"),
-    (INT64_MAX, "feffffffffffffffff01"), (INT64_MIN, "ffffffffffffffffff01"),
+    (INT32_MAX, "feffffff0f"),
+    (-(2**31), "ffffffff0f"),
+    (INT64_MAX, "feffffffffffffffff01"),
+    (INT64_MIN, "ffffffffffffffffff01"),
 ]
 
 
@@ -170,8 +188,7 @@ def test_varint_known_encodings(value: int, encoded: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=st.integers(INT64_MIN, INT64_MAX), prefix=st.binary(max_size=5),
-       suffix=st.binary(max_size=5))
+@given(value=st.integers(INT64_MIN, INT64_MAX), prefix=st.binary(max_size=5), suffix=st.binary(max_size=5))
 def test_varint_round_trip_full_int64_range(value: int, prefix: bytes, suffix: bytes) -> None:
     out = bytearray(prefix)
     write_varint(out, value)
@@ -184,7 +201,7 @@ def test_varint_round_trip_full_int64_range(value: int, prefix: bytes, suffix: b
     # same bytes as kafka-python's independent encoder
     theirs = bytearray()
     kp_encode_varint(value, theirs.append)
-    assert bytes(out[len(prefix):]) == bytes(theirs)
+    assert bytes(out[len(prefix) :]) == bytes(theirs)
 
 
 @settings(max_examples=200, deadline=None)
@@ -263,7 +280,7 @@ def check_batch_against(buf: bytes, params: dict, expected: list[tuple]) -> Reco
     assert list(batch) == records
     assert len(records) == count
     log_append = params["timestamp_type"] == TimestampType.LOG_APPEND_TIME
-    for rec, (offset, ts, key, value, headers) in zip(records, expected):
+    for rec, (offset, ts, key, value, headers) in zip(records, expected, strict=False):
         assert isinstance(rec, Record)
         assert rec.offset == offset
         assert rec.timestamp_ms == (max(timestamps) if log_append else ts)
@@ -310,10 +327,12 @@ def test_builder_size_estimate_and_buffer_types(params: dict, specs: list) -> No
     assert builder.estimated_size_bytes == len(buf)
     max_ts = max(s[3] for s in specs)
     log_append = params["timestamp_type"] == TimestampType.LOG_APPEND_TIME
-    expected = [(params["base_offset"] + i, max_ts if log_append else s[3], s[0], s[1], tuple(s[2]))
-                for i, s in enumerate(specs)]
+    expected = [
+        (params["base_offset"] + i, max_ts if log_append else s[3], s[0], s[1], tuple(s[2]))
+        for i, s in enumerate(specs)
+    ]
     # a batch decodes the same from bytes, bytearray and a memoryview into a larger buffer
-    for view in (buf, bytearray(buf), memoryview(b"xx" + buf + b"yy")[2:2 + len(buf)]):
+    for view in (buf, bytearray(buf), memoryview(b"xx" + buf + b"yy")[2 : 2 + len(buf)]):
         batch = RecordBatch(view)
         batch.ensure_valid()
         assert [(r.offset, r.timestamp_ms, r.key, r.value, r.headers) for r in batch.records()] == expected
@@ -433,9 +452,16 @@ def test_explicit_base_timestamp() -> None:
 
 @pytest.mark.parametrize("codec", ALL_CODECS)
 def test_build_batch_helper(codec: CompressionType) -> None:
-    buf = build_batch([(b"k1", b"v1"), (None, b"v2", [Header("h", b"x")]), (b"k3", None)],
-                      timestamp_ms=1234, base_offset=9, compression=codec, producer_id=5,
-                      producer_epoch=2, base_sequence=40, partition_leader_epoch=3)
+    buf = build_batch(
+        [(b"k1", b"v1"), (None, b"v2", [Header("h", b"x")]), (b"k3", None)],
+        timestamp_ms=1234,
+        base_offset=9,
+        compression=codec,
+        producer_id=5,
+        producer_epoch=2,
+        base_sequence=40,
+        partition_leader_epoch=3,
+    )
     batch = RecordBatch(buf)
     batch.ensure_valid()
     batch.ensure_producer_batch_valid()
@@ -472,12 +498,24 @@ def test_negative_timestamps_max_timestamp_is_consistent() -> None:
 # 2. interop with kafka-python
 
 
-def kp_build(codec: int, specs: list, *, transactional: bool = False, producer_id: int = -1,
-             producer_epoch: int = -1, base_sequence: int = -1) -> tuple[bytes, list[tuple]]:
+def kp_build(
+    codec: int,
+    specs: list,
+    *,
+    transactional: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> tuple[bytes, list[tuple]]:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=int(codec), is_transactional=transactional,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        batch_size=2**30)
+        magic=2,
+        compression_type=int(codec),
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=2**30,
+    )
     expected = []
     delta = -1
     for key, value, headers, ts, gap in specs:
@@ -489,18 +527,38 @@ def kp_build(codec: int, specs: list, *, transactional: bool = False, producer_i
 
 
 @PROPS
-@given(codec=st.sampled_from(ALL_CODECS), specs=record_specs_st, dense=st.booleans(),
-       transactional=st.booleans(), producer_id=st.just(-1) | st.integers(0, INT64_MAX),
-       producer_epoch=st.integers(-1, 2**15 - 1), base_sequence=st.integers(-1, INT32_MAX),
-       base_offset=st.integers(0, 2**62), leader_epoch=st.integers(-1, INT32_MAX))
-def test_kafka_python_batches_decode_with_ours(codec: CompressionType, specs: list, dense: bool,
-                                               transactional: bool, producer_id: int,
-                                               producer_epoch: int, base_sequence: int,
-                                               base_offset: int, leader_epoch: int) -> None:
+@given(
+    codec=st.sampled_from(ALL_CODECS),
+    specs=record_specs_st,
+    dense=st.booleans(),
+    transactional=st.booleans(),
+    producer_id=st.just(-1) | st.integers(0, INT64_MAX),
+    producer_epoch=st.integers(-1, 2**15 - 1),
+    base_sequence=st.integers(-1, INT32_MAX),
+    base_offset=st.integers(0, 2**62),
+    leader_epoch=st.integers(-1, INT32_MAX),
+)
+def test_kafka_python_batches_decode_with_ours(
+    codec: CompressionType,
+    specs: list,
+    dense: bool,
+    transactional: bool,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    base_offset: int,
+    leader_epoch: int,
+) -> None:
     if dense:
         specs = [s[:4] + (1,) for s in specs]
-    buf, expected = kp_build(codec, specs, transactional=transactional, producer_id=producer_id,
-                             producer_epoch=producer_epoch, base_sequence=base_sequence)
+    buf, expected = kp_build(
+        codec,
+        specs,
+        transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
     used_codec = CompressionType(buf[ATTRIBUTES_AT + 1] & 0x07)  # kafka-python skips useless compression
     assert used_codec in (codec, CompressionType.NONE)
     batch = RecordBatch(buf)
@@ -510,8 +568,11 @@ def test_kafka_python_batches_decode_with_ours(codec: CompressionType, specs: li
     assert batch.is_transactional == transactional
     assert not batch.is_control
     assert batch.timestamp_type == TimestampType.CREATE_TIME
-    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == \
-        (producer_id, producer_epoch, base_sequence)
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    )
     assert batch.records_count == len(expected)
     assert batch.last_offset_delta == expected[-1][0]
     assert batch.base_timestamp == expected[0][1]
@@ -537,8 +598,7 @@ def test_kafka_python_compressed_batches_every_codec(codec: CompressionType, var
     specs = []
     for i in range(50):
         key = (b"key-%03d" % i) if variant != "plain" else None
-        headers = (Header("trace-\u00fc", b"abc" * (i % 3)), Header("none", None)) \
-            if variant != "plain" else ()
+        headers = (Header("trace-\u00fc", b"abc" * (i % 3)), Header("none", None)) if variant != "plain" else ()
         specs.append((key, b"the same compressible value " * 8, headers, 1_700_000_000_000 + (i * 37) % 11, 1))
     kwargs = {}
     if variant == "idempotent":
@@ -591,7 +651,7 @@ def test_our_batches_decode_with_kafka_python(params: dict, specs: list, explici
     assert theirs.max_timestamp == max(e[1] for e in expected)
     log_append = params["timestamp_type"] == TimestampType.LOG_APPEND_TIME
     assert len(records) == len(expected)
-    for rec, (offset, ts, key, value, headers) in zip(records, expected):
+    for rec, (offset, ts, key, value, headers) in zip(records, expected, strict=False):
         assert rec.offset == offset
         assert rec.timestamp == (theirs.max_timestamp if log_append else ts)
         assert rec.key == key
@@ -601,21 +661,29 @@ def test_our_batches_decode_with_kafka_python(params: dict, specs: list, explici
 
 @pytest.mark.parametrize("codec", ALL_CODECS)
 def test_our_compressed_batches_decode_with_kafka_python(codec: CompressionType) -> None:
-    buf = sample_batch(codec, n=40, producer_id=77, producer_epoch=1, base_sequence=5,
-                       is_transactional=True, partition_leader_epoch=12)
+    buf = sample_batch(
+        codec, n=40, producer_id=77, producer_epoch=1, base_sequence=5, is_transactional=True, partition_leader_epoch=12
+    )
     theirs, records = kp_records(buf)
     assert theirs.compression_type == int(codec)
     assert theirs.is_transactional and theirs.producer_id == 77
     ours = RecordBatch(buf).records()
-    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == \
-        [(r.offset, r.timestamp_ms, r.key, r.value, [tuple(h) for h in r.headers]) for r in ours]
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == [
+        (r.offset, r.timestamp_ms, r.key, r.value, [tuple(h) for h in r.headers]) for r in ours
+    ]
 
 
 @pytest.mark.parametrize("marker", list(ControlRecordType))
 def test_control_batch_interop(marker: ControlRecordType) -> None:
-    buf = build_control_batch(marker, producer_id=4242, producer_epoch=9, coordinator_epoch=17,
-                              timestamp_ms=1_700_000_000_123, base_offset=300,
-                              partition_leader_epoch=6)
+    buf = build_control_batch(
+        marker,
+        producer_id=4242,
+        producer_epoch=9,
+        coordinator_epoch=17,
+        timestamp_ms=1_700_000_000_123,
+        base_offset=300,
+        partition_leader_epoch=6,
+    )
     ours = RecordBatch(buf)
     ours.ensure_valid()
     assert ours.is_control and ours.is_transactional
@@ -652,8 +720,7 @@ def test_control_type_of_unknown_marker_is_a_storage_error() -> None:
     Kafka's ControlRecordType.parse maps unknown ids to UNKNOWN; here the caller, which catches
     StorageError to turn it into an error code, gets an unexpected ValueError instead.
     """
-    builder = RecordBatchBuilder(is_control=True, is_transactional=True, producer_id=1,
-                                 producer_epoch=0)
+    builder = RecordBatchBuilder(is_control=True, is_transactional=True, producer_id=1, producer_epoch=0)
     builder.append(5, struct.pack(">hh", 0, 7), struct.pack(">hi", 0, 3))
     batch = RecordBatch(builder.build())
     batch.ensure_valid()
@@ -665,8 +732,7 @@ def test_control_type_of_unknown_marker_is_a_storage_error() -> None:
 
 def test_control_batch_with_short_key_is_corrupt() -> None:
     for key in (None, b"", b"\x00\x00\x01"):
-        builder = RecordBatchBuilder(is_control=True, is_transactional=True, producer_id=1,
-                                     producer_epoch=0)
+        builder = RecordBatchBuilder(is_control=True, is_transactional=True, producer_id=1, producer_epoch=0)
         builder.append(5, key, b"")
         with pytest.raises(CorruptRecordError):
             RecordBatch(builder.build()).control_type()
@@ -675,14 +741,12 @@ def test_control_batch_with_short_key_is_corrupt() -> None:
 # ---------------------------------------------------------------------------------------------
 # 3. corruption
 
-SAMPLE_BATCHES = {codec: sample_batch(codec, producer_id=3, producer_epoch=1, base_sequence=0)
-                  for codec in ALL_CODECS}
+SAMPLE_BATCHES = {codec: sample_batch(codec, producer_id=3, producer_epoch=1, base_sequence=0) for codec in ALL_CODECS}
 
 
 @settings(max_examples=200, deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), data=st.data(), mask=st.integers(1, 255))
-def test_any_flipped_byte_in_crc_range_is_detected(codec: CompressionType, data: st.DataObject,
-                                                   mask: int) -> None:
+def test_any_flipped_byte_in_crc_range_is_detected(codec: CompressionType, data: st.DataObject, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
     pos = data.draw(st.integers(ATTRIBUTES_AT, len(buf) - 1), label="pos")
     buf[pos] ^= mask
@@ -693,8 +757,7 @@ def test_any_flipped_byte_in_crc_range_is_detected(codec: CompressionType, data:
 
 
 @settings(max_examples=100, deadline=None)
-@given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(CRC_AT, ATTRIBUTES_AT - 1),
-       mask=st.integers(1, 255))
+@given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(CRC_AT, ATTRIBUTES_AT - 1), mask=st.integers(1, 255))
 def test_flipped_crc_byte_is_detected(codec: CompressionType, pos: int, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
     buf[pos] ^= mask
@@ -703,8 +766,7 @@ def test_flipped_crc_byte_is_detected(codec: CompressionType, pos: int, mask: in
 
 
 @settings(max_examples=100, deadline=None)
-@given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(LENGTH_AT, EPOCH_AT - 1),
-       mask=st.integers(1, 255))
+@given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(LENGTH_AT, EPOCH_AT - 1), mask=st.integers(1, 255))
 def test_flipped_length_byte_is_detected(codec: CompressionType, pos: int, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
     buf[pos] ^= mask
@@ -713,9 +775,11 @@ def test_flipped_length_byte_is_detected(codec: CompressionType, pos: int, mask:
 
 
 @settings(max_examples=100, deadline=None)
-@given(codec=st.sampled_from(ALL_CODECS),
-       pos=st.integers(BASE_OFFSET_AT, LENGTH_AT - 1) | st.integers(EPOCH_AT, MAGIC_AT - 1),
-       mask=st.integers(1, 255))
+@given(
+    codec=st.sampled_from(ALL_CODECS),
+    pos=st.integers(BASE_OFFSET_AT, LENGTH_AT - 1) | st.integers(EPOCH_AT, MAGIC_AT - 1),
+    mask=st.integers(1, 255),
+)
 def test_base_offset_and_epoch_are_outside_the_crc(codec: CompressionType, pos: int, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
     buf[pos] ^= mask
@@ -772,8 +836,9 @@ def test_split_batches_returns_each_batch() -> None:
     assert [b.base_offset for b in split_batches(bytearray(parts[0]))] == [0]
 
 
-@pytest.mark.parametrize("garbage", [b"\x00", b"\x00" * 11, b"\x00" * 12, b"\x00" * 61,
-                                     struct.pack(">qi", 0, 1000) + b"\x00" * 49])
+@pytest.mark.parametrize(
+    "garbage", [b"\x00", b"\x00" * 11, b"\x00" * 12, b"\x00" * 61, struct.pack(">qi", 0, 1000) + b"\x00" * 49]
+)
 def test_split_batches_refuses_trailing_garbage(garbage: bytes) -> None:
     payload = SAMPLE_BATCHES[CompressionType.NONE] + SAMPLE_BATCHES[CompressionType.LZ4] + garbage
     with pytest.raises(CorruptRecordError):
@@ -840,8 +905,9 @@ def test_ensure_producer_batch_valid_refusals() -> None:
         RecordBatch(bytes(buf)).ensure_producer_batch_valid()
 
     # control batches
-    control = build_control_batch(ControlRecordType.COMMIT, producer_id=1, producer_epoch=0,
-                                  coordinator_epoch=0, timestamp_ms=0)
+    control = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0
+    )
     with pytest.raises(InvalidRecordError):
         RecordBatch(control).ensure_producer_batch_valid()
 
@@ -850,8 +916,9 @@ def test_ensure_producer_batch_valid_refusals() -> None:
     assert RecordBatch(txn).is_transactional and RecordBatch(txn).producer_id == NO_PRODUCER_ID
     with pytest.raises(InvalidRecordError):
         RecordBatch(txn).ensure_producer_batch_valid()
-    RecordBatch(sample_batch(is_transactional=True, producer_id=0, producer_epoch=0,
-                             base_sequence=0)).ensure_producer_batch_valid()
+    RecordBatch(
+        sample_batch(is_transactional=True, producer_id=0, producer_epoch=0, base_sequence=0)
+    ).ensure_producer_batch_valid()
 
 
 @pytest.mark.parametrize("codec_id", [5, 6, 7])
@@ -929,13 +996,14 @@ def test_negative_header_count_and_null_header_key_are_corrupt() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), data=st.data())
-def test_mangled_records_section_raises_only_corrupt_record_error(codec: CompressionType,
-                                                                  data: st.DataObject) -> None:
+def test_mangled_records_section_raises_only_corrupt_record_error(codec: CompressionType, data: st.DataObject) -> None:
     """Whatever a (CRC-valid) records section holds, decoding succeeds or raises CorruptRecordError."""
     good = SAMPLE_BATCHES[codec]
     section = bytearray(RecordBatch(good).records_section())
-    edits = data.draw(st.lists(st.tuples(st.integers(0, len(section) - 1), st.integers(0, 255)),
-                               min_size=1, max_size=4), label="edits")
+    edits = data.draw(
+        st.lists(st.tuples(st.integers(0, len(section) - 1), st.integers(0, 255)), min_size=1, max_size=4),
+        label="edits",
+    )
     for pos, byte in edits:
         section[pos] = byte
     cut = data.draw(st.integers(0, len(section)), label="cut")
@@ -949,8 +1017,9 @@ def test_mangled_records_section_raises_only_corrupt_record_error(codec: Compres
 
 @settings(max_examples=200, deadline=None)
 @given(codec=st.sampled_from([c for c in ALL_CODECS if c != CompressionType.NONE]), data=st.data())
-def test_mangled_compressed_payload_raises_only_corrupt_record_error(codec: CompressionType,
-                                                                     data: st.DataObject) -> None:
+def test_mangled_compressed_payload_raises_only_corrupt_record_error(
+    codec: CompressionType, data: st.DataObject
+) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
     pos = data.draw(st.integers(HEADER_SIZE, len(buf) - 1), label="pos")
     buf[pos] ^= data.draw(st.integers(1, 255), label="mask")
@@ -968,21 +1037,20 @@ def test_mangled_compressed_payload_raises_only_corrupt_record_error(codec: Comp
 
 
 @settings(max_examples=100, deadline=None)
-@given(codec=st.sampled_from(ALL_CODECS), base_offset=st.integers(0, 2**62),
-       epoch=st.integers(-1, INT32_MAX))
+@given(codec=st.sampled_from(ALL_CODECS), base_offset=st.integers(0, 2**62), epoch=st.integers(-1, INT32_MAX))
 def test_rewrite_offset_and_epoch_keeps_crc(codec: CompressionType, base_offset: int, epoch: int) -> None:
     first, second = SAMPLE_BATCHES[CompressionType.NONE], SAMPLE_BATCHES[codec]
     buf = bytearray(first + second)
     crc_before = RecordBatch(second).crc
     rewrite_offset_and_epoch(buf, len(first), base_offset, epoch)
-    assert bytes(buf[:len(first)]) == first  # the other batch is untouched
-    batch = RecordBatch(bytes(buf[len(first):]))
+    assert bytes(buf[: len(first)]) == first  # the other batch is untouched
+    batch = RecordBatch(bytes(buf[len(first) :]))
     batch.ensure_valid()
     assert batch.crc == crc_before
     assert batch.base_offset == base_offset and batch.partition_leader_epoch == epoch
     assert batch.last_offset == base_offset + 4
     assert [r.offset for r in batch.records()] == [base_offset + i for i in range(5)]
-    assert DefaultRecordBatch(bytes(buf[len(first):])).validate_crc()
+    assert DefaultRecordBatch(bytes(buf[len(first) :])).validate_crc()
 
 
 @settings(max_examples=100, deadline=None)
@@ -991,7 +1059,7 @@ def test_set_log_append_time(codec: CompressionType, append_time: int) -> None:
     first, second = SAMPLE_BATCHES[CompressionType.NONE], SAMPLE_BATCHES[codec]
     buf = bytearray(first + second + first)
     set_log_append_time(buf, len(first), len(second), append_time)
-    assert bytes(buf[:len(first)]) == first and bytes(buf[-len(first):]) == first
+    assert bytes(buf[: len(first)]) == first and bytes(buf[-len(first) :]) == first
     batches = split_batches(buf)
     for b in batches:
         b.ensure_valid()
@@ -1016,8 +1084,12 @@ def test_error_codes_match_kafka() -> None:
     assert (CorruptRecordError.error_code, CorruptRecordError.error_name) == (2, "CORRUPT_MESSAGE")
     assert CorruptRecordError.retriable
     assert (InvalidRecordError.error_code, InvalidRecordError.error_name) == (87, "INVALID_RECORD")
-    assert (UnsupportedForMessageFormatError.error_code,
-            UnsupportedForMessageFormatError.error_name) == (43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
-    assert (UnsupportedCompressionTypeError.error_code,
-            UnsupportedCompressionTypeError.error_name) == (76, "UNSUPPORTED_COMPRESSION_TYPE")
+    assert (UnsupportedForMessageFormatError.error_code, UnsupportedForMessageFormatError.error_name) == (
+        43,
+        "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+    )
+    assert (UnsupportedCompressionTypeError.error_code, UnsupportedCompressionTypeError.error_name) == (
+        76,
+        "UNSUPPORTED_COMPRESSION_TYPE",
+    )
     assert not issubclass(InvalidRecordError, CorruptRecordError)

@@ -13,6 +13,7 @@ import pytest
 from kraftlog import storage
 from kraftlog.broker._alter_partition import AlterPartitionResult
 from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     BrokerEndpoint,
     ConfigRecord,
@@ -25,7 +26,6 @@ from kraftlog.metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2
 
 TOPIC_ID = "00000000-0000-4000-8000-000000000001"
@@ -45,8 +45,9 @@ class FakeSender:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, int, int, tuple[int, ...], asyncio.Future[AlterPartitionResult]]] = []
 
-    def submit(self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
-               new_isr: tuple[int, ...]) -> asyncio.Future[AlterPartitionResult]:
+    def submit(
+        self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+    ) -> asyncio.Future[AlterPartitionResult]:
         fut: asyncio.Future[AlterPartitionResult] = asyncio.get_running_loop().create_future()
         self.calls.append((topic_id, partition, leader_epoch, partition_epoch, tuple(new_isr), fut))
         return fut
@@ -72,14 +73,24 @@ class Meta:
 
 
 def broker(bid: int, epoch: int | None = None) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(broker_id=bid, incarnation_id=f"inc-{bid}", broker_epoch=epoch or 10 + bid,
-                                endpoints=(BrokerEndpoint("PLAINTEXT", f"host{bid}", 9090 + bid),), fenced=False)
+    return RegisterBrokerRecord(
+        broker_id=bid,
+        incarnation_id=f"inc-{bid}",
+        broker_epoch=epoch or 10 + bid,
+        endpoints=(BrokerEndpoint("PLAINTEXT", f"host{bid}", 9090 + bid),),
+        fenced=False,
+    )
 
 
 def node_config(node_id: int, log_dir: Path, **extra: object) -> NodeConfig:
-    settings: dict[str, object] = {"node.id": node_id, "process.roles": "broker",
-                                   "controller.quorum.voters": "100@127.0.0.1:9999", "log.dirs": str(log_dir),
-                                   "replica.lag.time.max.ms": 1000, "replica.fetch.wait.max.ms": 100}
+    settings: dict[str, object] = {
+        "node.id": node_id,
+        "process.roles": "broker",
+        "controller.quorum.voters": "100@127.0.0.1:9999",
+        "log.dirs": str(log_dir),
+        "replica.lag.time.max.ms": 1000,
+        "replica.fetch.wait.max.ms": 100,
+    }
     settings.update(extra)
     return NodeConfig.from_mapping(settings)
 
@@ -89,17 +100,25 @@ def batch(n: int, tag: str = "v", ts: int | None = None) -> bytes:
     return storage.build_batch([(None, f"{tag}{i}".encode()) for i in range(n)], timestamp_ms=now)
 
 
-def new_rm(tmp_path: Path, node_id: int = 1, clock: Clock | None = None, sender: FakeSender | None = None,
-           **extra: object) -> ReplicaManager:
+def new_rm(
+    tmp_path: Path, node_id: int = 1, clock: Clock | None = None, sender: FakeSender | None = None, **extra: object
+) -> ReplicaManager:
     cfg = node_config(node_id, tmp_path / f"node{node_id}", **extra)
     rm = ReplicaManager.create(node_id, cfg, sender or FakeSender(), clock_ms=clock)
     rm.startup()
     return rm
 
 
-def setup(tmp_path: Path, *, replicas: tuple[int, ...] = (1,), isr: tuple[int, ...] | None = None,
-          partitions: int = 1, configs: dict[str, str] | None = None, clock: Clock | None = None,
-          sender: FakeSender | None = None) -> tuple[ReplicaManager, Meta]:
+def setup(
+    tmp_path: Path,
+    *,
+    replicas: tuple[int, ...] = (1,),
+    isr: tuple[int, ...] | None = None,
+    partitions: int = 1,
+    configs: dict[str, str] | None = None,
+    clock: Clock | None = None,
+    sender: FakeSender | None = None,
+) -> tuple[ReplicaManager, Meta]:
     rm = new_rm(tmp_path, 1, clock, sender)
     meta = Meta()
     meta.rms.append(rm)
@@ -108,29 +127,70 @@ def setup(tmp_path: Path, *, replicas: tuple[int, ...] = (1,), isr: tuple[int, .
     for k, v in (configs or {}).items():
         recs.append(ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="t", name=k, value=v))
     for pid in range(partitions):
-        recs.append(PartitionRecord(partition_id=pid, topic_id=TOPIC_ID, replicas=replicas,
-                                    isr=isr or replicas, leader=replicas[0], leader_epoch=0, partition_epoch=0))
+        recs.append(
+            PartitionRecord(
+                partition_id=pid,
+                topic_id=TOPIC_ID,
+                replicas=replicas,
+                isr=isr or replicas,
+                leader=replicas[0],
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        )
     meta.commit(*recs)
     return rm, meta
 
 
-def produce_req(parts: dict[int, bytes], acks: int = -1, timeout_ms: int = 2000,
-                topic: str = "t") -> broker_pb2.ProduceRequest:
+def produce_req(
+    parts: dict[int, bytes], acks: int = -1, timeout_ms: int = 2000, topic: str = "t"
+) -> broker_pb2.ProduceRequest:
     R = broker_pb2.ProduceRequest
-    return R(acks=acks, timeout_ms=timeout_ms, topics=[R.TopicData(name=topic, partitions=[
-        R.PartitionData(index=i, records=r) for i, r in parts.items()])])
+    return R(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topics=[R.TopicData(name=topic, partitions=[R.PartitionData(index=i, records=r) for i, r in parts.items()])],
+    )
 
 
-def fetch_req(parts: dict[int, int], *, replica_id: int = -1, max_wait_ms: int = 0, min_bytes: int = 1,
-              max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20, current_leader_epoch: int = -1,
-              last_fetched_epoch: int = -1, log_start_offset: int = -1, topic: str = "t",
-              replica_epoch: int = -1) -> broker_pb2.FetchRequest:
+def fetch_req(
+    parts: dict[int, int],
+    *,
+    replica_id: int = -1,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+    current_leader_epoch: int = -1,
+    last_fetched_epoch: int = -1,
+    log_start_offset: int = -1,
+    topic: str = "t",
+    replica_epoch: int = -1,
+) -> broker_pb2.FetchRequest:
     R = broker_pb2.FetchRequest
-    return R(replica_id=replica_id, replica_epoch=replica_epoch, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-             max_bytes=max_bytes, topics=[R.FetchTopic(topic=topic, partitions=[
-                 R.FetchPartition(partition=p, fetch_offset=o, current_leader_epoch=current_leader_epoch,
-                                  last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
-                                  partition_max_bytes=partition_max_bytes) for p, o in parts.items()])])
+    return R(
+        replica_id=replica_id,
+        replica_epoch=replica_epoch,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        topics=[
+            R.FetchTopic(
+                topic=topic,
+                partitions=[
+                    R.FetchPartition(
+                        partition=p,
+                        fetch_offset=o,
+                        current_leader_epoch=current_leader_epoch,
+                        last_fetched_epoch=last_fetched_epoch,
+                        log_start_offset=log_start_offset,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                    for p, o in parts.items()
+                ],
+            )
+        ],
+    )
 
 
 def presp(resp: broker_pb2.ProduceResponse, pid: int = 0) -> broker_pb2.ProduceResponse.PartitionResponse:
@@ -163,16 +223,35 @@ def test_apply_delta_creates_leader_and_follower_partitions(tmp_path: Path) -> N
         rm = new_rm(tmp_path, 2)
         meta = Meta()
         meta.rms.append(rm)
-        (changes,) = meta.commit(broker(1), broker(2), broker(3), TopicRecord(name="t", topic_id=TOPIC_ID),
-                                 PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1, 2),
-                                                 leader=1, leader_epoch=4, partition_epoch=5),
-                                 PartitionRecord(partition_id=1, topic_id=TOPIC_ID, replicas=(2, 3), isr=(2, 3),
-                                                 leader=2, leader_epoch=1, partition_epoch=1),
-                                 PartitionRecord(partition_id=2, topic_id=TOPIC_ID, replicas=(1, 3), isr=(1, 3),
-                                                 leader=1))
+        (changes,) = meta.commit(
+            broker(1),
+            broker(2),
+            broker(3),
+            TopicRecord(name="t", topic_id=TOPIC_ID),
+            PartitionRecord(
+                partition_id=0,
+                topic_id=TOPIC_ID,
+                replicas=(1, 2),
+                isr=(1, 2),
+                leader=1,
+                leader_epoch=4,
+                partition_epoch=5,
+            ),
+            PartitionRecord(
+                partition_id=1,
+                topic_id=TOPIC_ID,
+                replicas=(2, 3),
+                isr=(2, 3),
+                leader=2,
+                leader_epoch=1,
+                partition_epoch=1,
+            ),
+            PartitionRecord(partition_id=2, topic_id=TOPIC_ID, replicas=(1, 3), isr=(1, 3), leader=1),
+        )
         assert changes.leaders == [("t", 1)]
         assert [(f.tp, f.leader_id, f.leader_epoch, f.address) for f in changes.followers] == [
-            (("t", 0), 1, 4, "host1:9091")]
+            (("t", 0), 1, 4, "host1:9091")
+        ]
         assert set(rm.partitions()) == {("t", 0), ("t", 1)}
         p0 = rm.get_partition("t", 0)
         assert not p0.is_leader and p0.leader_epoch == 4
@@ -184,9 +263,15 @@ def test_apply_delta_creates_leader_and_follower_partitions(tmp_path: Path) -> N
         # the same partition epoch twice changes nothing; a leader endpoint change re-targets
         (changes,) = meta.commit(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, leader=3))
         assert [(f.tp, f.leader_id, f.leader_epoch) for f in changes.followers] == [(("t", 1), 3, 2)]
-        (changes,) = meta.commit(RegisterBrokerRecord(
-            broker_id=3, incarnation_id="inc-3b", broker_epoch=99,
-            endpoints=(BrokerEndpoint("PLAINTEXT", "elsewhere", 7000),), fenced=False))
+        (changes,) = meta.commit(
+            RegisterBrokerRecord(
+                broker_id=3,
+                incarnation_id="inc-3b",
+                broker_epoch=99,
+                endpoints=(BrokerEndpoint("PLAINTEXT", "elsewhere", 7000),),
+                fenced=False,
+            )
+        )
         assert [(f.tp, f.address) for f in changes.followers] == [(("t", 1), "elsewhere:7000")]
         await rm.shutdown()
 
@@ -206,8 +291,10 @@ def test_topic_deletion_removes_files_and_other_incarnation_is_replaced(tmp_path
         old = rm.log_manager.get_or_create_log("t", 0, None, "11111111-0000-4000-8000-000000000000")
         old.append_as_leader(batch(2), 0)
         new_id = "22222222-0000-4000-8000-000000000000"
-        meta.commit(TopicRecord(name="t", topic_id=new_id),
-                    PartitionRecord(partition_id=0, topic_id=new_id, replicas=(1,), isr=(1,), leader=1))
+        meta.commit(
+            TopicRecord(name="t", topic_id=new_id),
+            PartitionRecord(partition_id=0, topic_id=new_id, replicas=(1,), isr=(1,), leader=1),
+        )
         p = rm.get_partition("t", 0)
         assert p.topic_id == new_id and p.log.read_partition_metadata() == new_id and p.log_end_offset == 0
         await rm.shutdown()
@@ -302,8 +389,7 @@ def test_leader_that_loses_leadership_fails_pending_acks_all(tmp_path: Path) -> 
 def test_produce_errors_are_per_partition(tmp_path: Path) -> None:
     async def main() -> None:
         rm, meta = setup(tmp_path, partitions=3, configs={"max.message.bytes": "300"})
-        meta.commit(PartitionChangeRecord(partition_id=2, topic_id=TOPIC_ID, leader=2, replicas=(1, 2),
-                                          isr=(2,)))
+        meta.commit(PartitionChangeRecord(partition_id=2, topic_id=TOPIC_ID, leader=2, replicas=(1, 2), isr=(2,)))
         corrupt = bytearray(batch(2))
         corrupt[-1] ^= 0xFF
         big = batch(1, tag="x" * 400)
@@ -329,8 +415,7 @@ def test_produce_errors_are_per_partition(tmp_path: Path) -> None:
 
 def test_not_enough_replicas_and_request_timeout(tmp_path: Path) -> None:
     async def main() -> None:
-        rm, meta = setup(tmp_path, replicas=(1, 2), isr=(1,), partitions=2,
-                         configs={"min.insync.replicas": "2"})
+        rm, meta = setup(tmp_path, replicas=(1, 2), isr=(1,), partitions=2, configs={"min.insync.replicas": "2"})
         resp = await rm.produce(produce_req({0: batch(1), 1: batch(1)}, acks=-1))
         assert presp(resp, 0).error.name == "NOT_ENOUGH_REPLICAS"
         assert rm.get_partition("t", 0).log_end_offset == 0  # checked before the append
@@ -463,9 +548,9 @@ def test_fetch_max_bytes_and_partition_max_bytes(tmp_path: Path) -> None:
 def test_replica_divergence_answer(tmp_path: Path) -> None:
     async def main() -> None:
         rm, meta = setup(tmp_path, replicas=(1, 2))
-        await rm.produce(produce_req({0: batch(3)}, acks=1))        # epoch 0: 0..2
+        await rm.produce(produce_req({0: batch(3)}, acks=1))  # epoch 0: 0..2
         meta.commit(PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, leader=1))  # epoch 1
-        await rm.produce(produce_req({0: batch(2)}, acks=1))        # epoch 1: 3..4
+        await rm.produce(produce_req({0: batch(2)}, acks=1))  # epoch 1: 3..4
         pd = fresp(await rm.fetch(fetch_req({0: 5}, replica_id=2, last_fetched_epoch=0, current_leader_epoch=1)))
         assert pd.error.code == 0 and pd.HasField("diverging_epoch")
         assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 3) and pd.records == b""
@@ -483,14 +568,20 @@ def test_list_offsets_and_offset_for_leader_epoch(tmp_path: Path) -> None:
     async def main() -> None:
         rm, meta = setup(tmp_path, replicas=(1, 2))
         base = int(time.time() * 1000) - 10_000
-        for i, ts in enumerate([base, base + 500, base + 100]):
+        for _i, ts in enumerate([base, base + 500, base + 100]):
             await rm.produce(produce_req({0: batch(2, ts=ts)}, acks=1))
         await rm.fetch(fetch_req({0: 4}, replica_id=2))  # HW = 4
         L = broker_pb2.ListOffsetsRequest
 
         def lo(ts: int, replica_id: int = -1, epoch: int = -1) -> broker_pb2.ListOffsetsResponse.Partition:
-            req = L(replica_id=replica_id, topics=[L.Topic(name="t", partitions=[
-                L.Partition(partition_index=0, timestamp=ts, current_leader_epoch=epoch)])])
+            req = L(
+                replica_id=replica_id,
+                topics=[
+                    L.Topic(
+                        name="t", partitions=[L.Partition(partition_index=0, timestamp=ts, current_leader_epoch=epoch)]
+                    )
+                ],
+            )
             return rm.list_offsets(req).topics[0].partitions[0]
 
         assert lo(-2).offset == 0
@@ -507,11 +598,20 @@ def test_list_offsets_and_offset_for_leader_epoch(tmp_path: Path) -> None:
         assert lo(-1, epoch=0).error.name == "FENCED_LEADER_EPOCH"
         # new epoch started at 6 while the HW is 4: "latest" is not available to consumers yet
         assert lo(-1).error.name == "OFFSET_NOT_AVAILABLE"
-        O = broker_pb2.OffsetForLeaderEpochRequest
-        req = O(replica_id=2, topics=[O.Topic(topic="t", partitions=[
-            O.Partition(partition=0, current_leader_epoch=1, leader_epoch=0),
-            O.Partition(partition=0, current_leader_epoch=1, leader_epoch=1),
-            O.Partition(partition=0, current_leader_epoch=0, leader_epoch=1)])])
+        OFL = broker_pb2.OffsetForLeaderEpochRequest
+        req = OFL(
+            replica_id=2,
+            topics=[
+                OFL.Topic(
+                    topic="t",
+                    partitions=[
+                        OFL.Partition(partition=0, current_leader_epoch=1, leader_epoch=0),
+                        OFL.Partition(partition=0, current_leader_epoch=1, leader_epoch=1),
+                        OFL.Partition(partition=0, current_leader_epoch=0, leader_epoch=1),
+                    ],
+                )
+            ],
+        )
         parts = rm.offset_for_leader_epoch(req).topics[0].partitions
         assert [(p.leader_epoch, p.end_offset) for p in parts[:2]] == [(0, 6), (1, 7)]
         assert parts[2].error.name == "FENCED_LEADER_EPOCH"
@@ -528,8 +628,10 @@ def test_delete_records_waits_for_the_low_watermark(tmp_path: Path) -> None:
         D = broker_pb2.DeleteRecordsRequest
 
         def req(offset: int, timeout_ms: int = 5000) -> broker_pb2.DeleteRecordsRequest:
-            return D(timeout_ms=timeout_ms, topics=[D.Topic(name="t", partitions=[
-                D.Partition(partition_index=0, offset=offset)])])
+            return D(
+                timeout_ms=timeout_ms,
+                topics=[D.Topic(name="t", partitions=[D.Partition(partition_index=0, offset=offset)])],
+            )
 
         assert (await rm.delete_records(req(9))).topics[0].partitions[0].error.name == "OFFSET_OUT_OF_RANGE"
         task = asyncio.create_task(rm.delete_records(req(3)))
@@ -594,6 +696,7 @@ def test_fetch_with_a_stale_broker_epoch_counts_for_nothing(tmp_path: Path) -> N
     incarnation (epoch 5, still in flight) may overstate what its log holds now. It must neither
     move the HW (and so acknowledge acks=all) nor keep 2 in the ISR; it is answered
     NOT_LEADER_OR_FOLLOWER, as Kafka does."""
+
     async def main() -> None:
         clock, sender = Clock(), FakeSender()
         rm, _meta = setup(tmp_path, replicas=(1, 2), clock=clock, sender=sender)

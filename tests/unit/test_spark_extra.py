@@ -41,11 +41,13 @@ def test_rebuild_without_pyspark_exits_1_with_one_line(no_pyspark: None, tmp_pat
 
 def test_the_cli_does_not_import_pyspark() -> None:
     """Every command module loads (``kraftlog --help``) on a host without pyspark."""
-    code = ("import sys; sys.modules['pyspark'] = None\n"
-            "from kraftlog.cli.__main__ import build_parser\n"
-            "build_parser()\n"
-            "import kraftlog.broker, kraftlog.quorum, kraftlog.client, kraftlog.metadata_log\n"
-            "print(sorted(m for m in sys.modules if m.startswith('pyspark')))")
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "from kraftlog.cli.__main__ import build_parser\n"
+        "build_parser()\n"
+        "import kraftlog.broker, kraftlog.quorum, kraftlog.client, kraftlog.metadata_log\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['pyspark']"  # only the blocked entry: nothing imported it
@@ -58,7 +60,13 @@ def test_executor_zip_holds_the_namespaced_package(tmp_path: Path) -> None:
         names = set(zf.namelist())
     assert {"kraftlog/__init__.py", "kraftlog/metadata_log/__init__.py", "kraftlog/metadata_log/_spark.py"} <= names
     code = "import kraftlog.metadata_log._records as r; print(r.__file__)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(target))

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from kraftlog import storage
-from kraftlog.common import config as common_config
 from kraftlog.cli.__main__ import main
-from kraftlog.node import NodeStartupError
-from kraftlog.node import check_formatted, new_cluster_id
+from kraftlog.common import config as common_config
+from kraftlog.node import NodeStartupError, check_formatted, new_cluster_id
 
 
 def _config(tmp_path: Path, node_id: int = 1) -> Path:
@@ -20,7 +19,8 @@ def _config(tmp_path: Path, node_id: int = 1) -> Path:
         f"node.id={node_id}\nprocess.roles=broker,controller\n"
         f"controller.quorum.voters={node_id}@127.0.0.1:19093\n"
         f"log.dirs={tmp_path}/data{node_id}a,{tmp_path}/data{node_id}b\n"
-        f"metadata.log.dir={tmp_path}/meta{node_id}\n")
+        f"metadata.log.dir={tmp_path}/meta{node_id}\n"
+    )
     return path
 
 
@@ -68,8 +68,10 @@ def test_bad_cluster_id_and_bad_config_are_user_errors(tmp_path: Path, capsys: p
     cfg_path = _config(tmp_path)
     assert main(["storage", "format", "-t", "not-a-uuid", "-c", str(cfg_path)]) == 2
     assert "invalid cluster id" in capsys.readouterr().err
-    assert main(["storage", "format", "-t", new_cluster_id(), "-c", str(cfg_path),
-                 "--override", "log.segment.byte=5"]) == 2
+    assert (
+        main(["storage", "format", "-t", new_cluster_id(), "-c", str(cfg_path), "--override", "log.segment.byte=5"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "log.segment.byte" in err and "log.segment.bytes" in err
 

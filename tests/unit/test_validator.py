@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from kraftlog.common.compression import compress, decompress
+from kraftlog.common.records import HEADER_SIZE, crc32c, write_varint
 from kraftlog.storage import (
     CompressionType,
     CorruptRecordError,
@@ -25,8 +27,6 @@ from kraftlog.storage import (
     TimestampType,
     build_batch,
 )
-from kraftlog.common.compression import compress, decompress
-from kraftlog.common.records import HEADER_SIZE, crc32c, write_varint
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -45,8 +45,7 @@ def make_log(tmp_path: Path, **cfg: object) -> Log:
     return Log(tmp_path / "topic-0", LogConfig(**cfg), clock_ms=FakeClock())
 
 
-def record(offset_delta: int, key: bytes | None = b"k", value: bytes | None = b"value", *,
-           ts_delta: int = 0) -> bytes:
+def record(offset_delta: int, key: bytes | None = b"k", value: bytes | None = b"value", *, ts_delta: int = 0) -> bytes:
     """One v2 record, encoded here independently of the builder so tests can break its fields."""
     body = bytearray(b"\x00")
     write_varint(body, ts_delta)
@@ -63,13 +62,38 @@ def record(offset_delta: int, key: bytes | None = b"k", value: bytes | None = b"
     return bytes(out + body)
 
 
-def raw_batch(section: bytes, *, count: int, last_offset_delta: int | None = None, attributes: int = 0,
-              base_ts: int = NOW, max_ts: int = NOW, producer_id: int = -1, producer_epoch: int = -1,
-              base_sequence: int = -1, base_offset: int = 0) -> bytes:
+def raw_batch(
+    section: bytes,
+    *,
+    count: int,
+    last_offset_delta: int | None = None,
+    attributes: int = 0,
+    base_ts: int = NOW,
+    max_ts: int = NOW,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    base_offset: int = 0,
+) -> bytes:
     """A batch around ``section`` with any header values, and a correct length and CRC."""
     lod = count - 1 if last_offset_delta is None else last_offset_delta
-    header = bytearray(_HEADER.pack(base_offset, HEADER_SIZE - 12 + len(section), -1, 2, 0, attributes, lod,
-                                    base_ts, max_ts, producer_id, producer_epoch, base_sequence, count))
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            HEADER_SIZE - 12 + len(section),
+            -1,
+            2,
+            0,
+            attributes,
+            lod,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
     struct.pack_into(">I", header, 17, crc32c(bytes(header[21:]) + section))
     return bytes(header) + section
 
@@ -107,7 +131,7 @@ def test_gzip_body_that_does_not_inflate_is_refused(tmp_path: Path) -> None:
     broken = good[:10] + bytes(b ^ 0x5A for b in good[10:-8]) + good[-8:]
     err = refuse(log, raw_batch(broken, count=2, attributes=int(CompressionType.GZIP)), CorruptRecordError)
     assert err.error_name == "CORRUPT_MESSAGE"
-    truncated = good[:len(good) // 2]
+    truncated = good[: len(good) // 2]
     refuse(log, raw_batch(truncated, count=2, attributes=int(CompressionType.GZIP)), CorruptRecordError)
 
 
@@ -128,7 +152,7 @@ def test_offset_deltas_out_of_order_are_refused(tmp_path: Path) -> None:
 def patched(rec: bytes, at: int, value: bytes) -> bytes:
     """``rec`` with byte ``at`` replaced by ``value`` (layout: length, attributes, timestamp delta,
     offset delta, key length at 4, ...)."""
-    return rec[:at] + value + rec[at + 1:]
+    return rec[:at] + value + rec[at + 1 :]
 
 
 def framed(body: bytes) -> bytes:
@@ -137,14 +161,17 @@ def framed(body: bytes) -> bytes:
     return bytes(out) + body
 
 
-@pytest.mark.parametrize("section,index,what", [
-    (record(0) + record(1) + b"\x00\x01", 1, "bytes follow the last"),
-    (record(0) + record(1)[:-3], 1, "runs 3 bytes past the end"),
-    (record(0) + framed(b"\x00\x00\x82\x80\x80\x80\x80\x00\x01\x01\x00"), 1, "varint longer than 5 bytes"),
-    (patched(record(0, key=b"abc"), 4, b"\x7e") + record(1), 0, "invalid key length 63"),
-    (record(0) + patched(record(1, key=None, value=None), 5, b"\x03"), 1, "invalid value length -2"),
-    (record(0) + framed(record(1)[1:] + b"\x00"), 1, "record of declared length 13 spans 12 bytes"),
-])
+@pytest.mark.parametrize(
+    "section,index,what",
+    [
+        (record(0) + record(1) + b"\x00\x01", 1, "bytes follow the last"),
+        (record(0) + record(1)[:-3], 1, "runs 3 bytes past the end"),
+        (record(0) + framed(b"\x00\x00\x82\x80\x80\x80\x80\x00\x01\x01\x00"), 1, "varint longer than 5 bytes"),
+        (patched(record(0, key=b"abc"), 4, b"\x7e") + record(1), 0, "invalid key length 63"),
+        (record(0) + patched(record(1, key=None, value=None), 5, b"\x03"), 1, "invalid value length -2"),
+        (record(0) + framed(record(1)[1:] + b"\x00"), 1, "record of declared length 13 spans 12 bytes"),
+    ],
+)
 def test_records_that_do_not_decode_are_refused(tmp_path: Path, section: bytes, index: int, what: str) -> None:
     log = make_log(tmp_path)
     err = refuse(log, raw_batch(section, count=2), InvalidRecordError)
@@ -315,4 +342,5 @@ def test_batches_written_by_this_process_are_not_rescanned(tmp_path: Path, monke
 
 def _batches(data: bytes) -> list:
     from kraftlog.storage import iter_batches
+
     return list(iter_batches(data))
