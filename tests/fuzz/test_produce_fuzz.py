@@ -25,6 +25,7 @@ import time
 
 import grpc
 import pytest
+from _oracle import kafka_python_can_judge
 from kafka.record.default_records import DefaultRecordBatch
 
 from kraftlog import storage
@@ -190,9 +191,10 @@ def _same_batch(sent: bytes, stored: bytes) -> None:
     records = b.records()
     assert len(records) == b.records_count
     assert b.max_timestamp == max(r.timestamp_ms for r in records)
-    theirs = DefaultRecordBatch(stored)  # an independent decoder (kafka-python) reads the same
-    assert theirs.validate_crc()
-    assert [(r.offset, r.key, r.value) for r in theirs] == [(r.offset, r.key, r.value) for r in records]
+    if kafka_python_can_judge(b, records):
+        theirs = DefaultRecordBatch(stored)  # an independent decoder (kafka-python) reads the same
+        assert theirs.validate_crc()
+        assert [(r.offset, r.key, r.value) for r in theirs] == [(r.offset, r.key, r.value) for r in records]
     assert [(r.key, r.value, r.headers) for r in records] == [
         (r.key, r.value, r.headers) for r in storage.RecordBatch(sent).records()
     ]

@@ -25,6 +25,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from _oracle import kafka_python_can_judge
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
@@ -185,6 +186,8 @@ def _accepted_batches_decode(buf: bytes) -> None:
         check_stored_batch(b)  # what a follower and a fetch check
         records = b.records()
         assert [r.offset for r in records] == list(range(b.base_offset, b.next_offset))
+        if not kafka_python_can_judge(b, records):
+            continue
         theirs = DefaultRecordBatch(b.to_bytes())
         assert theirs.validate_crc()
         assert [(r.offset, r.key, r.value, r.timestamp) for r in theirs] == [
