@@ -103,7 +103,7 @@ def _raft_port_in_use(host: str, port: int) -> bool:
 
 def _existing_state(mdir: Path, raft_dir: Path) -> list[Path]:
     from kraftlog import metadata_log
-    from kraftlog.metadata_log._log_files import PARTIAL_SUFFIX
+    from kraftlog.common import PARTIAL_SUFFIX
 
     found: list[Path] = []
     for seg in metadata_log.list_segments(mdir):
@@ -156,7 +156,8 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
 
 def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path:
     """Copy the snapshot bytes under their canonical name: .part, fsync, rename, fsync the dir."""
-    from kraftlog.metadata_log._log_files import PARTIAL_SUFFIX, snapshot_file_name
+    from kraftlog.common import PARTIAL_SUFFIX
+    from kraftlog.metadata_log._log_files import snapshot_file_name
 
     final = mdir / snapshot_file_name(offset, epoch)
     part = final.with_name(final.name + PARTIAL_SUFFIX)

@@ -92,22 +92,17 @@ from crc32c import crc32c
 
 from kraftlog.common import METADATA_PARTITION_DIR
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
-from kraftlog.metadata_log._log_files import (
+from kraftlog.metadata_log._log_frames import (
     _FRAME_HEADER,
     FRAME_HEADER_SIZE,
     MetadataLogCorruptError,
     MetadataLogGapError,
-    _check_header,
     _crc_problem,
     _frame_problem,
-    _snapshot_map,
     _torn_header,
     iter_frames,
-    parse_segment_file_name,
-    parse_snapshot_frames,
-    snapshot_file_name,
-    write_snapshot_payloads,
 )
+from kraftlog.metadata_log._log_names import parse_segment_file_name, snapshot_file_name
 from kraftlog.metadata_log._records import (
     RECORD_TYPES,
     BrokerEndpoint,
@@ -129,6 +124,12 @@ from kraftlog.metadata_log._records import (
     UnregisterBrokerRecord,
     decode_entry,
     encode_record,
+)
+from kraftlog.metadata_log._snapshots import (
+    _check_header,
+    _snapshot_map,
+    parse_snapshot_frames,
+    write_snapshot_payloads,
 )
 
 __all__ = [

@@ -476,7 +476,7 @@ class FsyncCounter:
             self.calls.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else str(fd))
             real(fd)
 
-        monkeypatch.setattr(lf.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)
 
 
 def test_fsync_before_append_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
