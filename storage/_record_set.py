@@ -11,16 +11,16 @@ from typing import NamedTuple
 
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import (
-    _COMPRESSION_MASK,
-    _CONTROL_FLAG,
-    _HEADER,
-    _OFFSET_LENGTH,
     ATTRIBUTES_POS,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
+    OFFSET_LENGTH_STRUCT,
     RecordBatch,
-    _check_producer_fields,
+    check_producer_fields,
     crc32c,
 )
 
@@ -42,11 +42,11 @@ class BatchHeader(NamedTuple):
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_FLAG)
+        return bool(self.attributes & CONTROL_FLAG)
 
     @property
     def compression_id(self) -> int:
-        return self.attributes & _COMPRESSION_MASK
+        return self.attributes & COMPRESSION_MASK
 
 
 def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: bool) -> list[BatchHeader]:
@@ -64,7 +64,7 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
         raise InvalidRecordError("empty record set")
     out: list[BatchHeader] = []
     pos = 0
-    unpack = _HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
     while pos < end:
         if pos + HEADER_SIZE > end:
             raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
@@ -86,15 +86,15 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
         if from_client:
             if base != 0:  # Kafka's UnifiedLog: a producer's v2 batch starts at offset 0
                 raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {base}")
-            if attrs & _CONTROL_FLAG:
+            if attrs & CONTROL_FLAG:
                 raise InvalidRecordError("clients may not produce control batches")
             if count <= 0 or lod + 1 != count:
                 raise InvalidRecordError(
                     f"record count {count} does not match the offset range (lastOffsetDelta {lod})"
                 )
-            _check_producer_fields(attrs, pid, pe, seq)
-            if attrs & _COMPRESSION_MASK > 4:
-                CompressionType.from_id(attrs & _COMPRESSION_MASK)
+            check_producer_fields(attrs, pid, pe, seq)
+            if attrs & COMPRESSION_MASK > 4:
+                CompressionType.from_id(attrs & COMPRESSION_MASK)
         out.append(BatchHeader(pos, size, lod, base_ts, max_ts, count, attrs))
         pos += size
     return out
@@ -111,7 +111,7 @@ def split_batches(buffer: bytes | bytearray | memoryview) -> list[RecordBatch]:
     while pos < end:
         if pos + LOG_OVERHEAD > end:
             raise CorruptRecordError(f"{end - pos} trailing bytes are not a record batch")
-        _base, length = _OFFSET_LENGTH.unpack_from(view, pos)
+        _base, length = OFFSET_LENGTH_STRUCT.unpack_from(view, pos)
         size = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"batch length {length} at byte {pos} is below the minimum")
