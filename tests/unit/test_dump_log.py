@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import kraftlog.cli._dump_log as dump_log
+import kraftlog.cli._dump_log_scan as dump_log_scan
 from kraftlog.cli.__main__ import main
 from kraftlog.storage import (
     AppendOrigin,
@@ -321,7 +321,7 @@ def test_small_read_chunks_give_the_same_output(
     with open(built.log, "ab") as fh:
         fh.write(b"\x00\x00\x00")  # a torn tail too, to cross the end in every chunking
     _code, expected, _err = _dump(capsys, *flags, built.log)
-    monkeypatch.setattr(dump_log, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(dump_log_scan, "_CHUNK_BYTES", chunk)
     code, lines, _err = _dump(capsys, *flags, built.log)
     assert code == 0
     assert lines == expected
