@@ -15,14 +15,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from kraftlog.cli._common import EXIT_OK, UserError, print_json
-from kraftlog.cli._topics import (
+from kraftlog.cli._admin_command import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
     raise_if_error,
     run_with_admin,
 )
+from kraftlog.cli._common import EXIT_OK, UserError, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_config_list", "parse_name_list"]
 

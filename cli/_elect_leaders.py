@@ -12,8 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, non_negative_int, print_json
-from kraftlog.cli._topics import (
+from kraftlog.cli._admin_command import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     add_admin_options,
     error_failed,
@@ -26,6 +25,7 @@ from kraftlog.cli._topics import (
     run_with_admin,
     tp_name,
 )
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, non_negative_int, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_partitions_file", "ELECTION_TYPES"]
 

@@ -98,7 +98,7 @@ _LAYOUT_KEYS = frozenset(
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> settings for every node, each checked against the node config schema
     now, so a typo fails before anything is formatted, with the key named."""
-    from kraftlog.cli._topics import parse_key_values
+    from kraftlog.cli._admin_command import parse_key_values
     from kraftlog.common import config as common_config
 
     settings: dict[str, Any] = {}

@@ -24,6 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftlog.cli._admin_command import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    add_admin_options,
+    error_failed,
+    error_name,
+    raise_if_error,
+    report_error,
+    run_with_admin,
+)
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -33,15 +42,6 @@ from kraftlog.cli._common import (
     non_negative_int,
     print_json,
     print_table,
-)
-from kraftlog.cli._topics import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
-    add_admin_options,
-    error_failed,
-    error_name,
-    raise_if_error,
-    report_error,
-    run_with_admin,
 )
 from kraftlog.common import LOG_SUFFIX as _LOG_SUFFIX
 from kraftlog.common import METADATA_PARTITION_DIR, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX

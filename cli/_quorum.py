@@ -18,8 +18,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from kraftlog.cli._common import EXIT_OK, UserError, print_json, print_table
-from kraftlog.cli._topics import (
+from kraftlog.cli._admin_command import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
@@ -28,6 +27,7 @@ from kraftlog.cli._topics import (
     raise_if_error,
     run_with_admin,
 )
+from kraftlog.cli._common import EXIT_OK, UserError, print_json, print_table
 
 __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replication"]
 

@@ -22,8 +22,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, json_dumps, print_json
-from kraftlog.cli._topics import (
+from kraftlog.cli._admin_command import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
@@ -38,6 +37,7 @@ from kraftlog.cli._topics import (
     run_with_admin,
     tp_name,
 )
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, json_dumps, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_plan", "parse_topics_to_move", "plan_json", "PlanEntry"]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from kraftlog import cli
+from kraftlog.cli import _configs, _elect_leaders, _metadata, _quorum, _reassign, _topics
 from kraftlog.cli.__main__ import main
 from kraftlog.common import errors as kerr
 from kraftlog.proto import admin_pb2, errors_pb2
@@ -142,7 +142,7 @@ def describe_response() -> admin_pb2.DescribeTopicsResponse:
 
 def test_topics_create(fake, capsys) -> None:
     admin = fake(
-        cli._topics,
+        _topics,
         create_topics=R.CreateTopicsResponse(
             topics=[R.CreateTopicsResponse.Result(name="orders", topic_id="T1", num_partitions=3, replication_factor=2)]
         ),
@@ -178,7 +178,7 @@ def test_topics_create(fake, capsys) -> None:
 
 def test_topics_create_defaults_assignment_validate_only_and_json(fake, capsys) -> None:
     admin = fake(
-        cli._topics,
+        _topics,
         create_topics=R.CreateTopicsResponse(
             topics=[R.CreateTopicsResponse.Result(name="t", topic_id="X", num_partitions=3, replication_factor=2)]
         ),
@@ -223,7 +223,7 @@ def test_topics_create_defaults_assignment_validate_only_and_json(fake, capsys) 
 
 def test_topics_create_already_exists(fake, capsys) -> None:
     fake(
-        cli._topics,
+        _topics,
         create_topics=R.CreateTopicsResponse(
             topics=[
                 R.CreateTopicsResponse.Result(name="t", error=err("TOPIC_ALREADY_EXISTS", "topic 't' already exists"))
@@ -252,7 +252,7 @@ def test_topics_create_already_exists(fake, capsys) -> None:
     ],
 )
 def test_topics_create_bad_input_exits_2(fake, capsys, argv, needle) -> None:
-    admin = fake(cli._topics, create_topics=AssertionError("must not be called"))
+    admin = fake(_topics, create_topics=AssertionError("must not be called"))
     assert main(["topics", "create", "--topic", "t", *argv, *BOOT]) == 2
     one_line_error(capsys, needle)
     assert admin.calls == []
@@ -276,13 +276,13 @@ def test_topics_missing_options_exit_2(capsys, argv, needle) -> None:
 
 
 def test_topics_timeout_is_exit_1(fake, capsys) -> None:
-    fake(cli._topics, describe_topics=kerr.RequestTimedOutError("DescribeTopics: no controller answered"))
+    fake(_topics, describe_topics=kerr.RequestTimedOutError("DescribeTopics: no controller answered"))
     assert main(["topics", "list", *BOOT]) == 1
     one_line_error(capsys, "REQUEST_TIMED_OUT", "no controller answered")
 
 
 def test_topics_list(fake, capsys) -> None:
-    fake(cli._topics, describe_topics=describe_response())
+    fake(_topics, describe_topics=describe_response())
     assert main(["topics", "list", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == ["__consumer_offsets", "moving", "orders"]
     assert main(["topics", "list", "--exclude-internal", "--output", "json", *BOOT]) == 0
@@ -290,7 +290,7 @@ def test_topics_list(fake, capsys) -> None:
 
 
 def test_topics_describe_kafka_format(fake, capsys) -> None:
-    admin = fake(cli._topics, describe_topics=describe_response())
+    admin = fake(_topics, describe_topics=describe_response())
     assert main(["topics", "describe", "--topic", "orders", *BOOT]) == 0
     assert admin.called("describe_topics")[0][0] == (["orders"],)
     assert capsys.readouterr().out.splitlines() == [
@@ -303,7 +303,7 @@ def test_topics_describe_kafka_format(fake, capsys) -> None:
 
 
 def test_topics_describe_all_with_reassignment_and_filters(fake, capsys) -> None:
-    fake(cli._topics, describe_topics=describe_response())
+    fake(_topics, describe_topics=describe_response())
     assert main(["topics", "describe", "--exclude-internal", *BOOT]) == 0
     out = capsys.readouterr().out
     assert "__consumer_offsets" not in out
@@ -320,7 +320,7 @@ def test_topics_describe_all_with_reassignment_and_filters(fake, capsys) -> None
 
 
 def test_topics_describe_json(fake, capsys) -> None:
-    fake(cli._topics, describe_topics=describe_response())
+    fake(_topics, describe_topics=describe_response())
     assert main(["topics", "describe", "--output", "json", *BOOT]) == 0
     obj = json.loads(capsys.readouterr().out)
     orders = next(t for t in obj["topics"] if t["name"] == "orders")
@@ -343,7 +343,7 @@ def test_topics_describe_json(fake, capsys) -> None:
 
 def test_topics_describe_unknown_topic(fake, capsys) -> None:
     fake(
-        cli._topics,
+        _topics,
         describe_topics=R.DescribeTopicsResponse(
             topics=[
                 R.DescribeTopicsResponse.Topic(
@@ -360,7 +360,7 @@ def test_topics_describe_unknown_topic(fake, capsys) -> None:
 
 def test_topics_delete(fake, capsys) -> None:
     admin = fake(
-        cli._topics,
+        _topics,
         delete_topics=R.DeleteTopicsResponse(
             topics=[
                 R.DeleteTopicsResponse.Result(name="a", topic_id="A"),
@@ -385,7 +385,7 @@ def test_topics_delete(fake, capsys) -> None:
 
 def test_topics_alter(fake, capsys) -> None:
     admin = fake(
-        cli._topics,
+        _topics,
         create_partitions=R.CreatePartitionsResponse(results=[R.CreatePartitionsResponse.Result(name="orders")]),
         describe_topics=describe_response(),
     )
@@ -420,7 +420,7 @@ def test_topics_alter(fake, capsys) -> None:
 
 def test_topics_alter_errors(fake, capsys) -> None:
     fake(
-        cli._topics,
+        _topics,
         create_partitions=R.CreatePartitionsResponse(
             results=[
                 R.CreatePartitionsResponse.Result(
@@ -432,7 +432,7 @@ def test_topics_alter_errors(fake, capsys) -> None:
     assert main(["topics", "alter", "--topic", "orders", "--partitions", "3", *BOOT]) == 1
     one_line_error(capsys, "INVALID_PARTITIONS", "already has 3 partitions")
     fake(
-        cli._topics,
+        _topics,
         create_partitions=R.CreatePartitionsResponse(
             results=[R.CreatePartitionsResponse.Result(name="gone", error=err("UNKNOWN_TOPIC_OR_PARTITION"))]
         ),
@@ -442,7 +442,7 @@ def test_topics_alter_errors(fake, capsys) -> None:
 
 def test_error_name_looked_up_by_code_when_missing(fake, capsys) -> None:
     fake(
-        cli._topics,
+        _topics,
         create_topics=R.CreateTopicsResponse(
             topics=[R.CreateTopicsResponse.Result(name="t", error=errors_pb2.Error(code=38, message="only 1 broker"))]
         ),
@@ -480,7 +480,7 @@ def configs_response(name: str, rtype: int = 2) -> admin_pb2.DescribeConfigsResp
 
 
 def test_configs_describe_topic(fake, capsys) -> None:
-    admin = fake(cli._configs, describe_configs=configs_response("orders"))
+    admin = fake(_configs, describe_configs=configs_response("orders"))
     assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "orders", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Dynamic configs for topic orders are:",
@@ -517,7 +517,7 @@ def test_configs_describe_topic(fake, capsys) -> None:
 
 
 def test_configs_describe_brokers(fake, capsys) -> None:
-    admin = fake(cli._configs, describe_configs=configs_response("1", 4))
+    admin = fake(_configs, describe_configs=configs_response("1", 4))
     assert main(["configs", "describe", "--entity-type", "brokers", "--entity-name", "1", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Dynamic configs for broker 1 are:",
@@ -534,7 +534,7 @@ def test_configs_describe_brokers(fake, capsys) -> None:
 
 def test_configs_describe_error(fake, capsys) -> None:
     fake(
-        cli._configs,
+        _configs,
         describe_configs=R.DescribeConfigsResponse(
             results=[
                 R.DescribeConfigsResponse.Result(error=err("UNKNOWN_TOPIC_OR_PARTITION", "topic 'x' does not exist"))
@@ -547,7 +547,7 @@ def test_configs_describe_error(fake, capsys) -> None:
 
 def test_configs_alter(fake, capsys) -> None:
     admin = fake(
-        cli._configs,
+        _configs,
         incremental_alter_configs=R.IncrementalAlterConfigsResponse(
             results=[R.IncrementalAlterConfigsResponse.Result()]
         ),
@@ -625,7 +625,7 @@ def test_configs_alter(fake, capsys) -> None:
 
 def test_configs_alter_cluster_error(fake, capsys) -> None:
     fake(
-        cli._configs,
+        _configs,
         incremental_alter_configs=R.IncrementalAlterConfigsResponse(
             results=[R.IncrementalAlterConfigsResponse.Result(error=err("INVALID_CONFIG", "bad retention.ms"))]
         ),
@@ -665,7 +665,7 @@ def test_configs_alter_cluster_error(fake, capsys) -> None:
     ],
 )
 def test_configs_bad_input_exits_2(fake, capsys, argv, needle) -> None:
-    admin = fake(cli._configs)
+    admin = fake(_configs)
     assert main(["configs", *argv, *BOOT]) == 2
     one_line_error(capsys, needle)
     assert admin.calls == []
@@ -695,7 +695,7 @@ def no_reassignments(*_a: Any, **_k: Any) -> admin_pb2.ListPartitionReassignment
 def test_reassign_execute(fake, tmp_path: Path, capsys) -> None:
     plan = write_json(tmp_path / "plan.json", PLAN)
     admin = fake(
-        cli._reassign,
+        _reassign,
         list_partition_reassignments=no_reassignments,
         describe_topics=describe_response(),
         alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
@@ -727,7 +727,7 @@ def test_reassign_execute_refuses_when_one_is_in_progress(fake, tmp_path: Path, 
         reassignments=[R.ListPartitionReassignmentsResponse.Ongoing(topic="moving", partition=0, replicas=[1, 2, 3])]
     )
     admin = fake(
-        cli._reassign,
+        _reassign,
         list_partition_reassignments=ongoing,
         describe_topics=describe_response(),
         alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
@@ -753,7 +753,7 @@ def test_reassign_execute_unknown_topic(fake, tmp_path: Path, capsys) -> None:
         tmp_path / "plan.json", {"version": 1, "partitions": [{"topic": "nope", "partition": 0, "replicas": [1]}]}
     )
     fake(
-        cli._reassign,
+        _reassign,
         list_partition_reassignments=no_reassignments,
         describe_topics=R.DescribeTopicsResponse(
             topics=[
@@ -792,7 +792,7 @@ def test_reassign_execute_unknown_topic(fake, tmp_path: Path, capsys) -> None:
     ],
 )
 def test_reassign_bad_plan_exits_2(fake, tmp_path: Path, capsys, content, needle) -> None:
-    admin = fake(cli._reassign)
+    admin = fake(_reassign)
     plan = write_json(tmp_path / "plan.json", content)
     for action in ("execute", "verify", "cancel"):
         assert main(["reassign", action, "--reassignment-json-file", plan, *BOOT]) == 2
@@ -828,7 +828,7 @@ def test_reassign_verify(fake, tmp_path: Path, capsys) -> None:
             )
         ]
     )
-    admin = fake(cli._reassign, list_partition_reassignments=ongoing, describe_topics=describe_response())
+    admin = fake(_reassign, list_partition_reassignments=ongoing, describe_topics=describe_response())
     assert main(["reassign", "verify", "--reassignment-json-file", plan, *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "Status of partition reassignment:",
@@ -848,7 +848,7 @@ def test_reassign_verify_mismatch_exits_1(fake, tmp_path: Path, capsys) -> None:
         tmp_path / "plan.json",
         {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [4, 5, 6]}]},
     )
-    fake(cli._reassign, list_partition_reassignments=no_reassignments, describe_topics=describe_response())
+    fake(_reassign, list_partition_reassignments=no_reassignments, describe_topics=describe_response())
     assert main(["reassign", "verify", "--reassignment-json-file", plan, *BOOT]) == 1
     assert (
         "There is no active reassignment of partition orders-0, but replica set is 1,2,3 rather "
@@ -862,7 +862,7 @@ def test_reassign_cancel(fake, tmp_path: Path, capsys) -> None:
         reassignments=[R.ListPartitionReassignmentsResponse.Ongoing(topic="orders", partition=1, replicas=[2, 3, 1, 4])]
     )
     admin = fake(
-        cli._reassign,
+        _reassign,
         list_partition_reassignments=ongoing,
         alter_partition_reassignments=R.AlterPartitionReassignmentsResponse(
             results=[R.AlterPartitionReassignmentsResponse.PartitionResult(topic="orders", partition=1)]
@@ -872,7 +872,7 @@ def test_reassign_cancel(fake, tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().out == "Successfully cancelled partition reassignments for: orders-1\n"
     ((args, _),) = admin.called("alter_partition_reassignments")
     assert args == ({("orders", 1): None},)
-    fake(cli._reassign, list_partition_reassignments=no_reassignments)
+    fake(_reassign, list_partition_reassignments=no_reassignments)
     assert main(["reassign", "cancel", "--reassignment-json-file", plan, *BOOT]) == 0
     assert capsys.readouterr().out == "None of the specified partition reassignments are active.\n"
 
@@ -893,7 +893,7 @@ def cluster_response(racks: dict[int, str] | None = None) -> admin_pb2.DescribeC
 
 def test_reassign_generate(fake, tmp_path: Path, capsys) -> None:
     topics = write_json(tmp_path / "topics.json", {"version": 1, "topics": [{"topic": "orders"}]})
-    fake(cli._reassign, describe_topics=describe_response(), describe_cluster=cluster_response())
+    fake(_reassign, describe_topics=describe_response(), describe_cluster=cluster_response())
     assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3,4", *BOOT]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Current partition replica assignment"
@@ -903,7 +903,7 @@ def test_reassign_generate(fake, tmp_path: Path, capsys) -> None:
     for p in proposed["partitions"]:
         assert sorted(p["replicas"]) == [2, 3, 4] and p["log_dirs"] == ["any"] * 3
     # the proposal is a valid plan for execute
-    assert cli._reassign.parse_plan(proposed)
+    assert _reassign.parse_plan(proposed)
     assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "2,9", *BOOT]) == 2
     one_line_error(capsys, "unknown broker id(s) in --broker-list: 9")
     assert (
@@ -927,7 +927,7 @@ def test_reassign_generate(fake, tmp_path: Path, capsys) -> None:
 
 def test_reassign_generate_mixed_racks(fake, tmp_path: Path, capsys) -> None:
     topics = write_json(tmp_path / "topics.json", {"version": 1, "topics": [{"topic": "orders"}]})
-    fake(cli._reassign, describe_topics=describe_response(), describe_cluster=cluster_response({1: "a"}))
+    fake(_reassign, describe_topics=describe_response(), describe_cluster=cluster_response({1: "a"}))
     assert main(["reassign", "generate", "--topics-to-move-json-file", topics, "--broker-list", "1,2,3", *BOOT]) == 2
     one_line_error(capsys, "--disable-rack-aware")
     assert (
@@ -968,7 +968,7 @@ def election_response() -> admin_pb2.ElectLeadersResponse:
 
 
 def test_elect_leaders_output(fake, capsys) -> None:
-    admin = fake(cli._elect_leaders, elect_leaders=election_response())
+    admin = fake(_elect_leaders, elect_leaders=election_response())
     assert main(["elect-leaders", "--election-type", "preferred", "--all-topic-partitions", *BOOT]) == 1
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
@@ -985,7 +985,7 @@ def test_elect_leaders_output(fake, capsys) -> None:
 
 
 def test_elect_leaders_selections(fake, tmp_path: Path, capsys) -> None:
-    admin = fake(cli._elect_leaders, elect_leaders=R.ElectLeadersResponse(results=[PR(topic="t", partition=3)]))
+    admin = fake(_elect_leaders, elect_leaders=R.ElectLeadersResponse(results=[PR(topic="t", partition=3)]))
     assert main(["elect-leaders", "--election-type", "UNCLEAN", "--topic", "t", "--partition", "3", *BOOT]) == 0
     assert capsys.readouterr().out == "Successfully completed leader election (UNCLEAN) for partitions t-3\n"
     assert admin.called("elect_leaders")[-1][0] == (1, {"t": [3]})
@@ -1005,7 +1005,7 @@ def test_elect_leaders_selections(fake, tmp_path: Path, capsys) -> None:
 
 def test_elect_leaders_top_level_error(fake, capsys) -> None:
     fake(
-        cli._elect_leaders,
+        _elect_leaders,
         elect_leaders=R.ElectLeadersResponse(error=err("CLUSTER_AUTHORIZATION_FAILED", "not allowed")),
     )
     assert main(["elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", *BOOT]) == 1
@@ -1028,7 +1028,7 @@ def test_elect_leaders_top_level_error(fake, capsys) -> None:
     ],
 )
 def test_elect_leaders_bad_input_exits_2(fake, capsys, argv, needle) -> None:
-    admin = fake(cli._elect_leaders, elect_leaders=election_response())
+    admin = fake(_elect_leaders, elect_leaders=election_response())
     assert main(["elect-leaders", *argv, *BOOT]) == 2
     one_line_error(capsys, needle)
     assert admin.calls == []
@@ -1093,7 +1093,7 @@ def quorum_response() -> admin_pb2.DescribeQuorumResponse:
 
 
 def test_quorum_status(fake, capsys) -> None:
-    fake(cli._quorum, describe_quorum=quorum_response(), describe_cluster=cluster_response())
+    fake(_quorum, describe_quorum=quorum_response(), describe_cluster=cluster_response())
     assert main(["quorum", "status", *BOOT]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "ClusterId:              CID",
@@ -1128,12 +1128,12 @@ def test_quorum_status_caught_up_has_no_lag_time() -> None:
             QR(replica_id=1, log_end_offset=5, last_caught_up_timestamp_ms=50),
         ],
     )
-    status = cli._quorum.quorum_status(q, None)
+    status = _quorum.quorum_status(q, None)
     assert status["max_follower_lag"] == 0 and status["max_follower_lag_time_ms"] == 0
 
 
 def test_quorum_replication(fake, capsys) -> None:
-    fake(cli._quorum, describe_quorum=quorum_response())
+    fake(_quorum, describe_quorum=quorum_response())
     assert main(["quorum", "replication", *BOOT]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == [
@@ -1164,7 +1164,7 @@ def test_quorum_replication(fake, capsys) -> None:
 
 
 def test_quorum_errors(fake, capsys) -> None:
-    fake(cli._quorum, describe_quorum=R.DescribeQuorumResponse(error=err("NOT_CONTROLLER", "no leader yet")))
+    fake(_quorum, describe_quorum=R.DescribeQuorumResponse(error=err("NOT_CONTROLLER", "no leader yet")))
     assert main(["quorum", "status", *BOOT]) == 1
     one_line_error(capsys, "NOT_CONTROLLER: no leader yet")
     assert main(["quorum", "describe", *BOOT]) == 2
@@ -1193,7 +1193,7 @@ def test_metadata_tree_online(fake, capsys) -> None:
         ]
     )
     admin = fake(
-        cli._metadata,
+        _metadata,
         describe_cluster=cluster_response({1: "r1"}),
         describe_quorum=quorum_response(),
         describe_topics=describe_response(),
@@ -1229,13 +1229,13 @@ def test_metadata_tree_online(fake, capsys) -> None:
 
 
 def test_metadata_tree_online_error(fake, capsys) -> None:
-    fake(cli._metadata, describe_cluster=kerr.RequestTimedOutError("DescribeCluster: no controller answered"))
+    fake(_metadata, describe_cluster=kerr.RequestTimedOutError("DescribeCluster: no controller answered"))
     assert main(["metadata", "tree", *BOOT]) == 1
     one_line_error(capsys, "REQUEST_TIMED_OUT")
 
 
 def test_every_admin_command_has_its_own_factory() -> None:
-    for module in (cli._topics, cli._configs, cli._reassign, cli._elect_leaders, cli._quorum, cli._metadata):
+    for module in (_topics, _configs, _reassign, _elect_leaders, _quorum, _metadata):
         admin = module.make_admin(["localhost:1"], request_timeout_ms=1234)  # no connection is made
         try:
             assert admin.servers == ["localhost:1"] and admin.request_timeout_ms == 1234
