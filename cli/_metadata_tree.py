@@ -1,0 +1,344 @@
+"""``kraftlog metadata tree``: the metadata image laid out as the ZooKeeper tree it replaces, built
+from a controller (online) or from log segments and snapshots on disk (offline, also as of an
+earlier offset); see `cli._metadata` for the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftlog.cli._admin_command import (
+    error_failed,
+    error_name,
+    raise_if_error,
+    report_error,
+)
+from kraftlog.cli._common import (
+    UserError,
+)
+from kraftlog.common import METADATA_PARTITION_DIR
+from kraftlog.metadata_log import ConfigResourceType
+
+
+@dataclass
+class TreeImage:
+    """What the tree is drawn from, offline or online, in one shape.
+
+    Offline it is filled from a replayed `MetadataImage`; online from admin responses. Fields that
+    one side cannot know stay None (offline: the current controller; online: producer ids).
+    """
+
+    source: str
+    offset: int | None = None
+    epoch: int | None = None
+    timestamp_ms: int | None = None
+    cluster_id: str | None = None
+    controller_id: int | None = None
+    controller_epoch: int | None = None
+    brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # name -> {"topic_id": str, "partitions": {pid: state dict with replicas/adding/removing}}
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
+    next_producer_id: int | None = None
+
+
+def _endpoint_text(ep: Any) -> str:
+    return f"{ep.name}://{ep.host}:{ep.port}"
+
+
+def _tree_from_image(
+    image: Any, partition_controller_epochs: dict[tuple[str, int], int], source: str, cluster_id: str | None
+) -> TreeImage:
+    tree = TreeImage(
+        source=source,
+        offset=image.offset,
+        epoch=image.epoch,
+        timestamp_ms=image.timestamp_ms,
+        cluster_id=cluster_id,
+        controller_epoch=image.epoch if image.epoch >= 0 else None,
+    )
+    for bid in sorted(image.cluster.brokers):
+        reg = image.cluster.brokers[bid]
+        tree.brokers[bid] = {
+            "endpoints": [_endpoint_text(ep) for ep in reg.endpoints],
+            "listener_security_protocol_map": {ep.name: ep.security_protocol for ep in reg.endpoints},
+            "rack": reg.rack,
+            "epoch": reg.broker_epoch,
+            "fenced": reg.fenced,
+            "in_controlled_shutdown": reg.in_controlled_shutdown,
+            "incarnation_id": reg.incarnation_id,
+        }
+    for name in sorted(image.topics.by_name):
+        topic = image.topics.by_name[name]
+        parts = {}
+        for pid in sorted(topic.partitions):
+            p = topic.partitions[pid]
+            parts[pid] = {
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
+                "controller_epoch": partition_controller_epochs.get((topic.topic_id, pid)),
+            }
+        tree.topics[name] = {"topic_id": topic.topic_id, "partitions": parts}
+    for (rtype, rname), values in image.configs.resources.items():
+        if rtype == ConfigResourceType.TOPIC:
+            tree.topic_configs[rname] = dict(values)
+        elif rtype == ConfigResourceType.BROKER:
+            tree.broker_configs[rname] = dict(values)
+    if image.producer_ids.next_producer_id > 0:
+        tree.next_producer_id = image.producer_ids.next_producer_id
+    return tree
+
+
+def _path_order(path: str) -> tuple[Any, ...]:
+    """Sort key: path components, numbers numerically (partition 10 after 9)."""
+    return tuple((0, int(c), "") if c.isdigit() else (1, 0, c) for c in path.split("/"))
+
+
+def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
+    """The ZooKeeper nodes of ``tree`` as ``(path, data)``, in tree order."""
+    nodes: list[tuple[str, Any]] = []
+    reassigning = []
+    for name, topic in tree.topics.items():
+        for pid, p in topic["partitions"].items():
+            if p["adding_replicas"] or p["removing_replicas"]:
+                reassigning.append(
+                    {
+                        "topic": name,
+                        "partition": pid,
+                        "replicas": p["replicas"],
+                        "target_replicas": [r for r in p["replicas"] if r not in p["removing_replicas"]],
+                        "adding_replicas": p["adding_replicas"],
+                        "removing_replicas": p["removing_replicas"],
+                    }
+                )
+    if reassigning:
+        reassigning.sort(key=lambda r: (r["topic"], r["partition"]))
+        nodes.append(("/admin/reassign_partitions", {"version": 1, "partitions": reassigning}))
+    for bid, data in tree.brokers.items():
+        nodes.append((f"/brokers/ids/{bid}", data))
+    for name, topic in tree.topics.items():
+        parts = topic["partitions"]
+        data = {
+            "topic_id": topic["topic_id"],
+            "partitions": {str(pid): p["replicas"] for pid, p in parts.items()},
+            "adding_replicas": {str(pid): p["adding_replicas"] for pid, p in parts.items() if p["adding_replicas"]},
+            "removing_replicas": {
+                str(pid): p["removing_replicas"] for pid, p in parts.items() if p["removing_replicas"]
+            },
+        }
+        nodes.append((f"/brokers/topics/{name}", data))
+        for pid, p in parts.items():
+            nodes.append(
+                (
+                    f"/brokers/topics/{name}/partitions/{pid}/state",
+                    {
+                        "controller_epoch": p["controller_epoch"],
+                        "leader": p["leader"],
+                        "leader_epoch": p["leader_epoch"],
+                        "isr": p["isr"],
+                        "partition_epoch": p["partition_epoch"],
+                    },
+                )
+            )
+    if tree.cluster_id:
+        nodes.append(("/cluster/id", {"version": "1", "id": tree.cluster_id}))
+    for name in tree.topics:  # every topic has a config node, as in ZooKeeper (empty: defaults)
+        nodes.append((f"/config/topics/{name}", dict(sorted(tree.topic_configs.get(name, {}).items()))))
+    for rname, values in tree.broker_configs.items():
+        if values:
+            nodes.append((f"/config/brokers/{rname or '<default>'}", dict(sorted(values.items()))))
+    if tree.controller_id is not None:
+        nodes.append(("/controller", {"controller_id": tree.controller_id}))
+    if tree.controller_epoch is not None:
+        nodes.append(("/controller_epoch", tree.controller_epoch))
+    if tree.next_producer_id is not None:
+        nodes.append(("/latest_producer_id_block", {"next_producer_id": tree.next_producer_id}))
+    nodes.sort(key=lambda n: _path_order(n[0]))
+    return nodes
+
+
+def _metadata_dir(text: str) -> Path:
+    d = Path(text)
+    if not d.exists():
+        raise UserError(f"--log-dir {d}: no such directory")
+    if not d.is_dir():
+        raise UserError(f"--log-dir {d}: not a directory")
+    return d / METADATA_PARTITION_DIR if (d / METADATA_PARTITION_DIR).is_dir() else d
+
+
+def _cluster_id_near(*dirs: Path) -> str | None:
+    """The cluster id of the ``meta.properties`` in one of ``dirs`` (or their parents), if any."""
+    try:
+        from kraftlog import storage
+    except ImportError:
+        return None
+    seen: set[Path] = set()
+    for d in dirs:
+        for candidate in (d, d.parent):
+            if candidate in seen:
+                continue
+            seen.add(candidate)
+            try:
+                meta = storage.read_meta_properties(candidate)
+            except Exception:  # a damaged meta.properties does not stop the tree
+                meta = None
+            if meta is not None:
+                return meta.cluster_id
+    return None
+
+
+def image_from_files(
+    snapshot: str | None, log_dir: str | None, as_of_offset: int | None = None
+) -> tuple[Any, dict[tuple[str, int], int], list[str]]:
+    """Replay a snapshot and/or a metadata log dir offline.
+
+    Returns the image, the controller epoch that last wrote each partition (ZooKeeper's
+    ``controller_epoch`` of the partition state; a snapshot's own epoch for partitions it holds),
+    and notes for stderr (torn tails, a log that ends before ``as_of_offset``). Raises UserError for
+    bad arguments and lets the readers' errors (corrupt files, gaps) through.
+    """
+    from kraftlog import metadata_log
+
+    notes: list[str] = []
+    part_epochs: dict[tuple[str, int], int] = {}
+    mdir = _metadata_dir(log_dir) if log_dir is not None else None
+    if (
+        mdir is not None
+        and snapshot is None
+        and not metadata_log.list_segments(mdir)
+        and not metadata_log.list_snapshots(mdir)
+    ):
+        raise UserError(
+            f"--log-dir {log_dir}: no metadata log segments or snapshots there (give the "
+            f"node's metadata.log.dir or its {METADATA_PARTITION_DIR} directory)"
+        )
+    snap = None
+    if snapshot is not None:
+        p = Path(snapshot)
+        if not p.is_file():
+            raise UserError(f"--snapshot {p}: no such file")
+        snap = metadata_log.read_snapshot(p)
+        if as_of_offset is not None and as_of_offset < snap.offset:
+            raise UserError(f"--as-of-offset {as_of_offset} is before the snapshot's offset {snap.offset}")
+    elif mdir is not None:
+        candidates = sorted(metadata_log.list_snapshots(mdir), key=lambda s: s.offset)
+        if as_of_offset is not None:
+            candidates = [s for s in candidates if s.offset <= as_of_offset]
+        if candidates:
+            snap = metadata_log.read_snapshot(candidates[-1].path)
+    image = metadata_log.MetadataImage.EMPTY
+    start = 0
+    if snap is not None:
+        image = metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
+        for r in snap.records:
+            if isinstance(r, metadata_log.PartitionRecord):
+                part_epochs[(r.topic_id, r.partition_id)] = snap.epoch
+        start = snap.offset + 1
+    if mdir is None:
+        return image, part_epochs, notes
+
+    def on_torn(path: Path, bad: Any) -> None:
+        notes.append(f"torn tail in {path} at position {bad.position} ({bad.reason}); the entries after it are ignored")
+
+    delta = metadata_log.MetadataDelta(image)
+    replayed = 0
+    for entry in metadata_log.read_log_dir(mdir, from_offset=start, on_torn=on_torn):
+        if as_of_offset is not None and entry.offset > as_of_offset:
+            break
+        delta.replay(entry)
+        replayed += 1
+        record = entry.record
+        if isinstance(record, (metadata_log.PartitionRecord, metadata_log.PartitionChangeRecord)):
+            part_epochs[(record.topic_id, record.partition_id)] = entry.epoch
+        elif isinstance(record, metadata_log.RemoveTopicRecord):
+            for key in [k for k in part_epochs if k[0] == record.topic_id]:
+                del part_epochs[key]
+    if replayed:
+        image = delta.apply()
+    if as_of_offset is not None and image.offset < as_of_offset:
+        notes.append(f"the metadata log ends at offset {image.offset}, before --as-of-offset {as_of_offset}")
+    return image, part_epochs, notes
+
+
+def _offline_tree(args: argparse.Namespace) -> TreeImage:
+    image, part_epochs, notes = image_from_files(args.snapshot, args.log_dir, args.as_of_offset)
+    for note in notes:
+        print(f"kraftlog metadata: warning: {note}", file=sys.stderr)
+    sources = []
+    dirs: list[Path] = []
+    if args.snapshot is not None:
+        sources.append(f"snapshot {args.snapshot}")
+        dirs.append(Path(args.snapshot).resolve().parent)
+    if args.log_dir is not None:
+        sources.append(f"log dir {args.log_dir}")
+        d = Path(args.log_dir).resolve()
+        dirs += [d, d / METADATA_PARTITION_DIR]
+    return _tree_from_image(image, part_epochs, " + ".join(sources), _cluster_id_near(*dirs))
+
+
+def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
+    cluster = admin.describe_cluster()
+    raise_if_error(cluster.error)
+    quorum = admin.describe_quorum()
+    raise_if_error(quorum.error)
+    topics = admin.describe_topics([])
+    tree = TreeImage(
+        source="cluster " + ",".join(args.bootstrap_server),
+        cluster_id=cluster.cluster_id or None,
+        controller_id=quorum.leader_id if quorum.leader_id >= 0 else None,
+        controller_epoch=quorum.leader_epoch,
+    )
+    for b in sorted(cluster.brokers, key=lambda b: b.broker_id):
+        tree.brokers[b.broker_id] = {
+            "endpoints": [f"{b.host}:{b.port}"] if b.host else [],
+            "rack": b.rack or None,
+            "epoch": b.broker_epoch,
+            "fenced": b.fenced,
+            "in_controlled_shutdown": b.in_controlled_shutdown,
+        }
+    for t in sorted(topics.topics, key=lambda t: t.name):
+        raise_if_error(t.error)
+        parts = {}
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            parts[p.partition_index] = {
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "leader": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
+                "controller_epoch": None,
+            }  # not served over the admin API
+        tree.topics[t.name] = {"topic_id": t.topic_id, "partitions": parts}
+        if t.configs:
+            tree.topic_configs[t.name] = dict(t.configs)
+    resources = [(ConfigResourceType.BROKER, str(bid)) for bid in tree.brokers] + [(ConfigResourceType.BROKER, "")]
+    configs = admin.describe_configs(resources)
+    for result in configs.results:
+        if error_failed(result.error):
+            report_error(
+                args,
+                f"configs of broker {result.resource.resource_name or '<default>'}: "
+                f"{error_name(result.error)}: {result.error.message}",
+            )
+            continue
+        wanted = "DYNAMIC_BROKER_CONFIG" if result.resource.resource_name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        values = {
+            e.name: (e.value if e.has_value and not e.is_sensitive else None)
+            for e in result.configs
+            if e.source == wanted
+        }
+        if values:
+            tree.broker_configs[result.resource.resource_name] = values
+    return tree
