@@ -564,7 +564,7 @@ def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The harness's timers are 1000 s; take the jitter before a refuser's own campaign out of them.
-    monkeypatch.setattr("kraftlog.quorum._raft.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
+    monkeypatch.setattr("kraftlog.quorum._raft_node.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
     cl = run_stale_duplicate_scenario(tmp_path, stock=False)
     b, c = ADDRS[1], ADDRS[2]
     assert cl.nodes[b]._isLeader(), "b kept X, so only b could win the election"
@@ -580,7 +580,9 @@ def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout
     """Both survivors campaign in the same term and vote for themselves: neither can win. Each must
     re-campaign after a short random delay, not after a whole new election timeout (1000 s here)."""
     delays = iter([0.0, 1.0])  # the first rival re-campaigns at once, the second one later
-    monkeypatch.setattr("kraftlog.quorum._raft.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays)))
+    monkeypatch.setattr(
+        "kraftlog.quorum._raft_node.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays))
+    )
     a, b, c = ADDRS
     cl = Cluster(tmp_path, stock=False)
     cl.elect(a)
