@@ -411,6 +411,15 @@ class LocalCluster:
 
         return wait_until(ready, timeout_s, interval_s=0.1, what="an active controller")
 
+    def wait_unfenced_brokers(self, count: int = 1, timeout_s: float = 60.0) -> None:
+        """Wait until at least ``count`` brokers are registered and unfenced (ready to lead)."""
+        with self.admin(request_timeout_ms=20_000) as admin:
+            wait_until(
+                lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) >= count,
+                timeout_s,
+                what=f"{count} unfenced broker(s)",
+            )
+
     def status(self) -> dict[str, Any]:
         return {
             "base_dir": str(self.base_dir),

@@ -71,10 +71,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     )
     cluster.start(timeout_s=90)
     try:
+        cluster.wait_unfenced_brokers()
         with cluster.admin(request_timeout_ms=20_000) as admin:
-            wait_until(
-                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
-            )
             assert admin.create_topics([NewTopic("fuzz", 1, 1)]).topics[0].error.code == 0
         address = f"127.0.0.1:{cluster.nodes[1].broker_port}"
         with grpc.insecure_channel(address) as channel:

@@ -25,10 +25,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     )
     c.start(timeout_s=90)
     try:
-        with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(
-                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
-            )
+        c.wait_unfenced_brokers()
         yield c
     finally:
         c.stop()

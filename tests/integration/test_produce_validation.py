@@ -60,10 +60,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     )
     c.start(timeout_s=90)
     try:
+        c.wait_unfenced_brokers()
         with c.admin(request_timeout_ms=20_000) as admin:
-            wait_until(
-                lambda: any(not b.fenced for b in admin.describe_cluster().brokers), 60, what="an unfenced broker"
-            )
             for topic in ("checked", "ondisk"):
                 assert admin.create_topics([NewTopic(topic, 1, 1)]).topics[0].error.code == 0
         yield c
