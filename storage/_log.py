@@ -17,19 +17,13 @@ Ordering rules this class keeps:
 
 from __future__ import annotations
 
-import bisect
-import enum
 import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
-
-import structlog
 
 from kraftlog.common.records import (
     CONTROL_FLAG as _CONTROL_FLAG,
@@ -43,22 +37,35 @@ from kraftlog.common.records import (
     set_log_append_time,
     set_max_timestamp,
 )
+from kraftlog.storage._log_read import _LogReads
+from kraftlog.storage._log_recovery import _LogRecovery
+from kraftlog.storage._log_retention import _LogRetention
+from kraftlog.storage._log_types import (
+    _INT32_MAX,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    PARTITION_METADATA_FILE,
+    AppendOrigin,
+    FetchDataInfo,
+    LogAppendInfo,
+    TimestampAndOffset,
+    _log,
+    _wall_clock_ms,
+    parse_topic_partition,
+    partition_dir_name,
+)
 
 from ._config import LogConfig
 from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ._errors import (
-    CorruptRecordError,
-    InvalidRecordError,
     KafkaStorageError,
-    OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
-    UnsupportedForMessageFormatError,
 )
-from ._index import IndexCorruptError
 from ._record_set import validate_record_set
-from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
+from ._segment import BatchLocation, LogSegment
 from ._validator import (
     VerifiedRanges,
     check_stored_batch,
@@ -81,14 +88,6 @@ __all__ = [
     "PARTITION_METADATA_FILE",
 ]
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-PARTITION_METADATA_FILE = "partition.metadata"
-_INT32_MAX = 2**31 - 1
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
 
 # Below this many bytes, patching one copy of the payload is cheaper than a vectored write of two
 # pieces per batch. Measured (CPU time per append, storage_bench.py batches): the vector saves
@@ -100,70 +99,11 @@ _pack_prefix = _PREFIX.pack
 _pack_int64 = struct.Struct(">q").pack_into
 _pack_int32 = struct.Struct(">i").pack_into
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__ (hot path)
-_log = structlog.get_logger(__name__)
 # Rolled segments are fsynced off the append path, as Kafka's scheduler does after a roll.
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class AppendOrigin(enum.Enum):
-    """Who is appending: clients get the full producer checks; coordinators may write control
-    batches; replication appends the leader's batches unchanged."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
-
-
-class LogAppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int
-    log_start_offset: int
-    num_batches: int
-    num_records: int
-    valid_bytes: int
-
-
-class FetchDataInfo(NamedTuple):
-    """Bytes of whole batches plus the offsets a fetch response reports.
-
-    ``next_offset`` is the offset after the last batch returned (where the next read starts), or
-    the requested offset when nothing was returned.
-    """
-
-    records: bytes
-    first_batch_offset: int
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-class TimestampAndOffset(NamedTuple):
-    timestamp: int
-    offset: int
-    leader_epoch: int
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_topic_partition(name: str) -> tuple[str, int]:
-    """``"orders-3"`` -> ``("orders", 3)``; the topic itself may contain dashes."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise KafkaStorageError(f"{name!r} is not a partition directory name (topic-partition)")
-    return topic, int(part)
-
-
-class Log:
+class Log(_LogRecovery, _LogReads, _LogRetention):
     """A partition's log in one directory ``{topic}-{partition}``.
 
     Thread-safe: every public method holds the log's lock. Reads return copies of file bytes, so a
@@ -211,133 +151,6 @@ class Log:
         self._load(had_clean_shutdown)
 
     # ================================================================== loading and recovery
-
-    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment(
-            self.dir,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            created_ms=self._clock_ms(),
-            suffix=suffix,
-        )
-
-    def _load(self, had_clean_shutdown: bool) -> None:
-        self._complete_or_discard_swaps()
-        bases = sorted(
-            int(p.name[:20])
-            for p in self.dir.iterdir()
-            if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
-        )
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # indexes whose log is gone
-            for p in self.dir.glob(f"*{suffix}"):
-                if p.name[:20].isdigit() and int(p.name[:20]) not in bases:
-                    p.unlink(missing_ok=True)
-        self._segments = [self._new_segment(b) for b in bases]
-        self._bases = list(bases)
-        recovered_any = False
-        if not self._segments:
-            self._add_segment(self._new_segment(self._log_start_offset))
-        else:
-            needs_recovery_from = None if had_clean_shutdown else self._recovery_point
-            i = 0
-            while i < len(self._segments):
-                seg = self._segments[i]
-                next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
-                must_recover = needs_recovery_from is not None and (
-                    next_base is None or next_base > needs_recovery_from
-                )
-                if not must_recover:
-                    try:
-                        seg.sanity_check()
-                        seg.load_time_state()
-                    except IndexCorruptError as err:
-                        self._bound.warning("rebuilding_index", segment=str(seg.log_path), reason=str(err))
-                        must_recover = True
-                if must_recover:
-                    recovered_any = True
-                    truncated = seg.recover(
-                        max(self.config.max_message_bytes, self.config.segment_bytes) + 1,
-                        self._assign_epoch_on_recovery,
-                    )
-                    if truncated:
-                        self._bound.warning(
-                            "truncated_invalid_tail", segment=str(seg.log_path), bytes_truncated=truncated
-                        )
-                        for later in self._segments[i + 1 :]:
-                            later.delete()
-                        del self._segments[i + 1 :]
-                        del self._bases[i + 1 :]
-                i += 1
-        active = self._segments[-1]
-        self._log_end_offset = active.read_next_offset()
-        if self._log_end_offset < self._log_start_offset:
-            # every byte up to the checkpointed start offset is gone: start there
-            self._truncate_fully_locked(self._log_start_offset)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.epoch_cache.truncate_from_end(self._log_end_offset)
-        self.epoch_cache.truncate_from_start(self._log_start_offset)
-        if recovered_any or self._recovery_point > self._log_end_offset:
-            self._recovery_point = self._log_end_offset
-        self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
-        self._unverified_end = self._log_end_offset
-        self._bound.debug(
-            "log_loaded",
-            segments=len(self._segments),
-            log_start_offset=self._log_start_offset,
-            log_end_offset=self._log_end_offset,
-            recovered=recovered_any,
-        )
-
-    def _assign_epoch_on_recovery(self, loc: BatchLocation) -> None:
-        if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
-            self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
-
-    def _complete_or_discard_swaps(self) -> None:
-        """Finish what a crash interrupted: drop half-written ``.cleaned`` and ``.deleted`` files,
-        and install ``.swap`` segments (complete cleaner output) over the segments they replace."""
-        swaps = []
-        index_swaps = []
-        for p in list(self.dir.iterdir()):
-            if p.name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp", ".corrupt")):
-                p.unlink(missing_ok=True)
-            elif p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                swaps.append(p)
-            elif p.name.endswith(SWAP_SUFFIX):
-                index_swaps.append(p)
-        for p in index_swaps:
-            # an index swap whose log swap was already installed: drop it; the segment's sanity
-            # check finds the index missing and rebuilds it from the log
-            if not (self.dir / (p.name[:20] + LOG_SUFFIX + SWAP_SUFFIX)).exists():
-                p.unlink(missing_ok=True)
-        for swap in sorted(swaps):
-            base = int(swap.name[:20])
-            # the swap covers its own offsets up to the next swap or log segment it replaces
-            seg = LogSegment(
-                self.dir,
-                base,
-                index_interval_bytes=self.config.index_interval_bytes,
-                max_index_size=self.config.segment_index_bytes,
-                created_ms=self._clock_ms(),
-                suffix=SWAP_SUFFIX,
-            )
-            last = seg.last_batch()
-            end = base if last is None else last.last_offset + 1
-            seg.close_without_flush()
-            for p in self.dir.glob(f"*{LOG_SUFFIX}"):
-                if p.name[:20].isdigit() and base <= int(p.name[:20]) < end:
-                    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        (self.dir / (p.name[:20] + sfx)).unlink(missing_ok=True)
-            for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                src = self.dir / (swap.name[:20] + sfx + SWAP_SUFFIX)
-                if src.exists():
-                    os.replace(src, self.dir / (swap.name[:20] + sfx))
-                elif sfx != LOG_SUFFIX:
-                    (self.dir / (swap.name[:20] + sfx)).unlink(missing_ok=True)
-
-    def _add_segment(self, seg: LogSegment) -> None:
-        self._segments.append(seg)
-        self._bases.append(seg.base_offset)
 
     # ================================================================== properties
 
@@ -662,320 +475,11 @@ class Log:
 
     # ================================================================== read
 
-    def read(
-        self,
-        start_offset: int,
-        max_bytes: int,
-        *,
-        max_offset: int | None = None,
-        min_one_message: bool = True,
-        verify: bool = True,
-    ) -> FetchDataInfo:
-        """Whole batches from the one holding ``start_offset``, up to ``max_bytes``.
-
-        ``max_offset`` (exclusive) bounds what a consumer may see: the high watermark. Raises
-        `OffsetOutOfRangeError` outside [log start offset, log end offset]. Batches that were on
-        disk when the log was loaded are checked once (``verify``, see `_verify_read`): the read
-        ends before a corrupt one, and raises `CorruptRecordError` naming its offset when the
-        corrupt batch is the first one read.
-        """
-        info = self._read(start_offset, max_bytes, max_offset, min_one_message)
-        if verify and info.records and info.first_batch_offset < self._unverified_end:
-            return self._verify_read(info)
-        return info
-
-    def _verify_read(self, info: FetchDataInfo) -> FetchDataInfo:
-        """Check the batches of a read that an earlier process wrote (`check_stored_batch`),
-        outside the lock; remember the checked range so the next read of it skips the scan."""
-        first = last = -1
-        for pos, b in iter_batches(info.records):
-            if b.base_offset >= self._unverified_end:
-                break
-            if not self._verified.covers(b.base_offset, b.next_offset):
-                try:
-                    check_stored_batch(b)
-                except (CorruptRecordError, UnsupportedForMessageFormatError) as err:
-                    if b.base_offset not in self._reported_corrupt:
-                        self._reported_corrupt.add(b.base_offset)
-                        self._bound.error("corrupt_batch_on_disk", offset=b.base_offset, error=str(err))
-                    if pos == 0:
-                        raise CorruptRecordError(f"{self.topic}-{self.partition}: {err}") from None
-                    info = info._replace(records=info.records[:pos], next_offset=b.base_offset)
-                    break
-            if first < 0:
-                first = b.base_offset
-            last = b.next_offset
-        if first >= 0:
-            with self._lock:
-                self._verified.add(first, last)
-        return info
-
-    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
-        with self._lock:
-            self._ensure_open()
-            leo = self._log_end_offset
-            if start_offset < self._log_start_offset or start_offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
-                    f"of {self.topic}-{self.partition}"
-                )
-            empty = FetchDataInfo(b"", -1, start_offset, self._high_watermark, self._log_start_offset, leo)
-            if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
-                return empty
-            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            while i < len(self._segments):
-                res = self._segments[i].read(
-                    start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
-                )
-                if res is not None:
-                    data, first_base, next_offset = res
-                    return FetchDataInfo(
-                        data, first_base if data else -1, next_offset, self._high_watermark, self._log_start_offset, leo
-                    )
-                i += 1
-            return empty
-
-    def batches(self, start_offset: int | None = None) -> list[RecordBatch]:
-        """Every batch from ``start_offset`` (default: log start), decoded shallowly and not
-        checked (a dump shows corrupt batches too). For tools and tests; the fetch path uses
-        `read`."""
-        out: list[RecordBatch] = []
-        offset = self._log_start_offset if start_offset is None else start_offset
-        while offset < self._log_end_offset:
-            info = self.read(offset, 8 * 1024 * 1024, verify=False)
-            if not info.records:
-                break
-            out.extend(b for _pos, b in iter_batches(info.records))
-            offset = info.next_offset
-        return out
-
-    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: the first offset whose record timestamp is >= ``timestamp``.
-
-        ``EARLIEST_TIMESTAMP`` (-2) gives the log start, ``LATEST_TIMESTAMP`` (-1) the log end and
-        ``MAX_TIMESTAMP`` (-3) the record with the largest timestamp.
-        """
-        with self._lock:
-            self._ensure_open()
-            if timestamp == EARLIEST_TIMESTAMP:
-                return TimestampAndOffset(
-                    -1, self._log_start_offset, self.epoch_cache.epoch_for_offset(self._log_start_offset)
-                )
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_end_offset, self.epoch_cache.latest_epoch)
-            if timestamp == MAX_TIMESTAMP:
-                return self._max_timestamp_offset()
-            if timestamp < 0:
-                raise InvalidRecordError(f"invalid target timestamp {timestamp}")
-            start = self._log_start_offset
-            for seg in self._segments:
-                if seg.largest_timestamp < timestamp:
-                    continue
-                # a batch whose max timestamp qualifies may hold the matching records only below
-                # the log start (after DeleteRecords): keep searching the batches after it
-                for loc in seg.batches_from_timestamp(timestamp, start):
-                    for rec in seg.read_batch(loc).records():
-                        if rec.timestamp_ms >= timestamp and rec.offset >= start:
-                            return TimestampAndOffset(rec.timestamp_ms, rec.offset, loc.partition_leader_epoch)
-            return None
-
-    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
-        best: tuple[LogSegment, int] | None = None
-        for seg in self._segments:
-            if (
-                seg.size
-                and seg.max_timestamp_so_far >= 0
-                and (best is None or seg.max_timestamp_so_far > best[0].max_timestamp_so_far)
-            ):
-                best = (seg, seg.max_timestamp_so_far)
-        if best is None:
-            return None
-        seg, ts = best
-        for loc in seg.batches_from_timestamp(ts, self._log_start_offset):
-            for rec in seg.read_batch(loc).records():
-                if rec.timestamp_ms == ts and rec.offset >= self._log_start_offset:
-                    return TimestampAndOffset(ts, rec.offset, loc.partition_leader_epoch)
-        return None
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: ``(epoch, end_offset)`` as the leader-epoch cache answers it."""
-        with self._lock:
-            return self.epoch_cache.end_offset_for(epoch, self._log_end_offset)
-
     # ================================================================== truncation
-
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every batch at or past ``offset``; returns True if anything was removed.
-
-        Used by a follower whose log diverged from the leader's. The whole batch that holds
-        ``offset`` is removed, so the new log end may fall below ``offset`` if it was mid-batch.
-        """
-        if offset < 0:
-            raise OffsetOutOfRangeError(f"cannot truncate to negative offset {offset}")
-        with self._lock:
-            self._ensure_open()
-            if offset >= self._log_end_offset:
-                return False
-            if offset < self._segments[0].base_offset:
-                self._truncate_fully_locked(offset)
-                return True
-            self._structure_version += 1
-            while len(self._segments) > 1 and self._bases[-1] > offset:
-                seg = self._segments.pop()
-                self._bases.pop()
-                seg.delete()
-            seg = self.active_segment
-            seg.truncate_to(offset)
-            self._log_end_offset = seg.read_next_offset()
-            if seg.size == 0 and self._log_end_offset != offset and len(self._segments) == 1:
-                self._log_end_offset = seg.base_offset
-            self.epoch_cache.truncate_from_end(self._log_end_offset)
-            self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._unverified_end = min(self._unverified_end, self._log_end_offset)
-            if self._log_start_offset > self._log_end_offset:
-                self._log_start_offset = self._log_end_offset
-            self._bound.info("truncated", to_offset=offset, log_end_offset=self._log_end_offset)
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and restart empty at ``offset`` (a follower far behind the leader's
-        log start)."""
-        with self._lock:
-            self._ensure_open()
-            self._truncate_fully_locked(offset)
-
-    def _truncate_fully_locked(self, offset: int) -> None:
-        self._structure_version += 1
-        for seg in self._segments:
-            seg.delete()
-        self._segments, self._bases = [], []
-        self._add_segment(self._new_segment(offset))
-        self._log_end_offset = offset
-        self._log_start_offset = offset
-        self._high_watermark = offset
-        self._recovery_point = offset
-        self._unverified_end = min(self._unverified_end, offset)
-        self.cleaner_checkpoint = offset
-        self.epoch_cache.clear()
-        self._bound.info("truncated_fully", start_offset=offset)
 
     # ================================================================== retention
 
-    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
-        """DeleteRecords: advance the log start offset (never past the high watermark)."""
-        with self._lock:
-            self._ensure_open()
-            if new_start > self._high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot move log start offset to {new_start}, past the high watermark {self._high_watermark}"
-                )
-            if new_start <= self._log_start_offset:
-                return False
-            self._log_start_offset = new_start
-            self.epoch_cache.truncate_from_start(new_start)
-            self.cleaner_checkpoint = max(self.cleaner_checkpoint, new_start)
-            return True
-
-    def delete_old_segments(self) -> int:
-        """Apply retention: by time and size when ``cleanup.policy`` has ``delete``, and by the log
-        start offset always. Only segments wholly below the high watermark go. Returns how many
-        segments were deleted.
-
-        The lock is held only to take the segments out of the log (renamed ``.deleted``); their
-        files are removed after it is released, so appends and reads wait for no unlink."""
-        doomed: list[LogSegment] = []
-        with self._lock:
-            self._ensure_open()
-            now = self._clock_ms()
-            cfg = self.config
-            if cfg.delete and cfg.retention_ms >= 0:
-                doomed += self._delete_segments(
-                    lambda seg, _next: now - seg.largest_timestamp > cfg.retention_ms, "retention_ms"
-                )
-            if cfg.delete and cfg.retention_bytes >= 0:
-                excess = [sum(s.size for s in self._segments) - cfg.retention_bytes]
-
-                def over_size(seg: LogSegment, _next: int) -> bool:
-                    if excess[0] - seg.size >= 0:
-                        excess[0] -= seg.size
-                        return True
-                    return False
-
-                doomed += self._delete_segments(over_size, "retention_bytes")
-            doomed += self._delete_segments(lambda _seg, nxt: nxt <= self._log_start_offset, "log_start_offset")
-        for seg in doomed:
-            seg.delete()
-        return len(doomed)
-
-    def _delete_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> list[LogSegment]:
-        """Take the leading segments matching ``predicate`` out of the log (renamed ``.deleted``);
-        the caller deletes their files once the lock is released."""
-        doomed: list[LogSegment] = []
-        for i, seg in enumerate(self._segments):
-            is_active = i == len(self._segments) - 1
-            upper = self._log_end_offset if is_active else self._bases[i + 1]
-            if self._high_watermark < upper or (is_active and seg.size == 0):
-                break
-            if not predicate(seg, upper):
-                break
-            doomed.append(seg)
-        if not doomed:
-            return []
-        if doomed[-1] is self.active_segment:
-            self._roll_locked(self._log_end_offset)
-        self._structure_version += 1
-        for seg in doomed:
-            self._segments.remove(seg)
-            self._bases.remove(seg.base_offset)
-            seg.rename_for_deletion(DELETED_SUFFIX)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.epoch_cache.truncate_from_start(self._log_start_offset)
-        self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
-        self._bound.info("deleted_segments", reason=reason, count=len(doomed), log_start_offset=self._log_start_offset)
-        return doomed
-
     # ================================================================== compaction support
-
-    def replace_segments(
-        self, new_segment: LogSegment, old: list[LogSegment], *, expected_version: int | None = None
-    ) -> bool:
-        """Install a cleaned segment (written with suffix ``.cleaned``) in place of ``old``;
-        returns False (and changes nothing) when the log moved on since the pass was planned:
-        it was closed, ``expected_version`` is no longer `structure_version`, or an old segment
-        is no longer in the log.
-
-        Readers never see a half-swapped log: the list changes in one step under the lock. Only
-        renames happen under it (the caller flushed the new segment before); the old files are
-        deleted after it is released. Crash-safe order: ``.cleaned`` -> ``.swap`` (complete), old
-        files renamed ``.deleted``, ``.swap`` -> final name; `_complete_or_discard_swaps` finishes
-        an interrupted swap at the next load.
-        """
-        with self._lock:
-            if expected_version is not None and (
-                self._closed
-                or expected_version != self._structure_version
-                or any(seg not in self._segments for seg in old)
-            ):
-                return False
-            new_segment.flush()
-            new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
-            for seg in old:
-                self._segments.remove(seg)
-                self._bases.remove(seg.base_offset)
-                seg.rename_for_deletion(DELETED_SUFFIX)
-            new_segment.rename_all(SWAP_SUFFIX, "")
-            i = bisect.bisect_left(self._bases, new_segment.base_offset)
-            self._segments.insert(i, new_segment)
-            self._bases.insert(i, new_segment.base_offset)
-        for seg in old:
-            seg.delete()
-        return True
-
-    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
-        seg = self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
-        seg.created_ms = self._clock_ms()
-        return seg
 
     @property
     def lock(self) -> threading.RLock:

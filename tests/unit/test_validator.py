@@ -320,7 +320,7 @@ def test_read_stops_before_a_corrupt_batch_on_disk_and_names_its_offset(tmp_path
 
 
 def test_batches_written_by_this_process_are_not_rescanned(tmp_path: Path, monkeypatch) -> None:
-    import kraftlog.storage._log as log_module
+    import kraftlog.storage._log_read as log_module
 
     calls: list[int] = []
     real = log_module.check_stored_batch
