@@ -1,0 +1,328 @@
+"""The broker's data requests against its replicas: Produce (acks and purgatory), Fetch (consumers
+and followers), ListOffsets, OffsetForLeaderEpoch, DeleteRecords (part of
+`broker._replica_manager.ReplicaManager`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kraftlog.broker._replica_types import (
+    _LEADER_HINT_CODES,
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    _DeleteStatus,
+    _FetchResult,
+    _ProduceStatus,
+)
+from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
+
+from ._partition import (
+    error_pb,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class _ReplicaRequests:
+    """The data requests: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+
+    async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+        """Produce: append each partition's batches to its leader log, then answer by ``acks``.
+
+        acks=0 and acks=1 are answered once the records are in the log; acks=-1 waits (up to
+        ``timeout_ms``) until the HW passed every appended batch. A partition that fails (unknown,
+        not leader, too few in-sync replicas, corrupt or too large batch, storage error) gets its
+        own error and does not fail the others. Any other acks value: INVALID_REQUIRED_ACKS.
+        """
+        R = broker_pb2.ProduceResponse
+        resp = R()
+        hinted: set[int] = set()
+        acks = req.acks
+        if acks not in (-1, 0, 1):
+            err = error_pb(kerr.InvalidRequiredAcksError, f"acks must be -1, 0 or 1, not {acks}")
+            resp.error.CopyFrom(err)
+            for t in req.topics:
+                resp.topics.append(
+                    R.TopicResponse(
+                        name=t.name,
+                        partitions=[
+                            R.PartitionResponse(
+                                index=p.index, error=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                )
+            return resp
+        resp.error.CopyFrom(error_pb())
+        statuses: list[_ProduceStatus] = []
+        for t in req.topics:
+            tr = resp.topics.add(name=t.name)
+            appended_bytes = appended_records = 0
+            for p in t.partitions:
+                pr = tr.partitions.add(index=p.index)
+                try:
+                    part = self._leader_partition(t.name, p.index)
+                    info = part.append_records_to_leader(p.records, acks)
+                except Exception as exc:
+                    self._set_produce_error(pr, exc, t.name, p.index, hinted)
+                    continue
+                appended_bytes += info.valid_bytes
+                appended_records += info.num_records
+                pr.error.CopyFrom(error_pb())
+                pr.base_offset = info.first_offset
+                pr.log_append_time_ms = info.log_append_time_ms
+                pr.log_start_offset = info.log_start_offset
+                if acks == -1:
+                    statuses.append(
+                        _ProduceStatus((t.name, p.index), part, info.last_offset + 1, part.leader_epoch, pr)
+                    )
+            if appended_records:
+                self.metrics.record_produce(t.name, appended_bytes, appended_records)
+        if statuses:
+            op = DelayedProduce(req.timeout_ms, statuses, self)
+            if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+                await op.future
+            for st in statuses:
+                if st.error is not None:
+                    self._set_produce_error(st.response, st.error, st.tp[0], st.tp[1], hinted, keep_offsets=True)
+        if hinted:
+            resp.node_endpoints.extend(self._node_endpoints(hinted))
+        return resp
+
+    def _set_produce_error(
+        self,
+        pr: broker_pb2.ProduceResponse.PartitionResponse,
+        exc: BaseException | type[kerr.KafkaError],
+        topic: str,
+        pid: int,
+        hinted: set[int],
+        *,
+        keep_offsets: bool = False,
+    ) -> None:
+        err = self._error(exc, "produce")
+        pr.error.CopyFrom(err)
+        # INVALID_RECORD / INVALID_TIMESTAMP from the validator name the refused records (Kafka's
+        # RecordErrors); error.message carries Kafka's ErrorMessage
+        for rec_err in getattr(exc, "record_errors", ()):
+            pr.record_errors.add(batch_index=rec_err.batch_index, message=rec_err.message)
+        if not keep_offsets:
+            pr.base_offset = -1
+            pr.log_append_time_ms = -1
+            pr.log_start_offset = -1
+        if err.code in _LEADER_HINT_CODES:
+            hint = self._leader_hint(topic, pid)
+            leader, epoch = hint if hint is not None else (-1, -1)
+            pr.current_leader.CopyFrom(broker_pb2.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch))
+            if leader >= 0:
+                hinted.add(leader)
+
+    async def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """Fetch for consumers (``replica_id`` -1: up to the HW) and followers (up to the LEO).
+
+        Answered at once when ``max_wait_ms`` <= 0, when ``min_bytes`` are readable, or when a
+        partition has an error or a diverging epoch; otherwise parked in the fetch purgatory until
+        new data, a leadership change, or ``max_wait_ms``. The answer is read when the request
+        resumes, so it reflects the newest state. A follower fetch updates the follower's state
+        (and may advance the HW and expand the ISR) each time it is read.
+        """
+        results = self._read_fetch(req, update_fetch_state=True)
+        if req.max_wait_ms > 0 and results:
+            total = 0
+            immediate = False
+            for r in results:
+                if r.error is not None or (r.read is not None and r.read.diverging_epoch is not None):
+                    immediate = True
+                    break
+                if r.read is not None:
+                    total += len(r.read.records)
+            if not immediate and total < req.min_bytes:
+                parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
+                op = DelayedFetch(req.max_wait_ms, req, self, parts)
+                if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
+                    await op.future
+                results = self._read_fetch(req, update_fetch_state=True)
+        self._count_fetched(results, replica=req.replica_id >= 0)
+        return self._fetch_response(results)
+
+    def _count_fetched(self, results: list[_FetchResult], *, replica: bool) -> None:
+        """Bytes out per topic of the answer actually sent (one counter step per topic)."""
+        totals: dict[str, int] = {}
+        for r in results:
+            if r.read is not None and r.read.records:
+                totals[r.topic] = totals.get(r.topic, 0) + len(r.read.records)
+        for topic, num_bytes in totals.items():
+            self.metrics.record_fetch(topic, num_bytes, replica=replica)
+
+    def _read_fetch(self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool) -> list[_FetchResult]:
+        is_replica = req.replica_id >= 0
+        if req.max_bytes > 0:
+            limit = req.max_bytes
+        else:
+            key = "replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"
+            limit = int(self.config[key])
+        min_one = True
+        out: list[_FetchResult] = []
+        for t in req.topics:
+            for p in t.partitions:
+                res = _FetchResult(t.topic, p.partition)
+                out.append(res)
+                try:
+                    part = self._hosted_partition(t.topic, p.partition)
+                    res.part = part
+                    pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
+                    res.read = part.fetch_records(
+                        fetch_offset=p.fetch_offset,
+                        max_bytes=min(pmax, limit),
+                        min_one_message=min_one,
+                        current_leader_epoch=p.current_leader_epoch,
+                        replica_id=req.replica_id,
+                        replica_epoch=req.replica_epoch,
+                        last_fetched_epoch=p.last_fetched_epoch,
+                        follower_log_start_offset=p.log_start_offset,
+                        update_fetch_state=update_fetch_state,
+                    )
+                except Exception as exc:
+                    res.error = exc
+                    continue
+                n = len(res.read.records)
+                if n:
+                    limit = max(0, limit - n)
+                    min_one = False
+        return out
+
+    def _fetch_response(self, results: list[_FetchResult]) -> broker_pb2.FetchResponse:
+        R = broker_pb2.FetchResponse
+        resp = R(error=error_pb())
+        by_topic: dict[str, broker_pb2.FetchResponse.FetchableTopicResponse] = {}
+        hinted: set[int] = set()
+        for r in results:
+            tr = by_topic.get(r.topic)
+            if tr is None:
+                tr = resp.responses.add(topic=r.topic)
+                by_topic[r.topic] = tr
+            pd = tr.partitions.add(partition_index=r.partition, preferred_read_replica=-1)
+            if r.read is not None:
+                rd = r.read
+                pd.error.CopyFrom(error_pb())
+                pd.high_watermark = rd.high_watermark
+                pd.last_stable_offset = rd.high_watermark
+                pd.log_start_offset = rd.log_start_offset
+                pd.records = rd.records
+                if rd.diverging_epoch is not None:
+                    pd.diverging_epoch.CopyFrom(
+                        broker_pb2.EpochEndOffset(epoch=rd.diverging_epoch[0], end_offset=rd.diverging_epoch[1])
+                    )
+                continue
+            assert r.error is not None
+            err = self._error(r.error, "fetch")
+            pd.error.CopyFrom(err)
+            if r.part is not None and not r.part.stopped:
+                log = r.part.log
+                pd.high_watermark = log.high_watermark
+                pd.last_stable_offset = log.high_watermark
+                pd.log_start_offset = log.log_start_offset
+            else:
+                pd.high_watermark = pd.last_stable_offset = pd.log_start_offset = -1
+            if err.code in _LEADER_HINT_CODES:
+                hint = self._leader_hint(r.topic, r.partition)
+                leader, epoch = hint if hint is not None else (-1, -1)
+                pd.current_leader.CopyFrom(broker_pb2.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch))
+                if leader >= 0:
+                    hinted.add(leader)
+        if hinted:
+            resp.node_endpoints.extend(self._node_endpoints(hinted))
+        return resp
+
+    def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
+        """ListOffsets: earliest (-2), latest (-1: the HW for consumers, the LEO for replicas),
+        max timestamp (-3), or the first offset with a timestamp >= the one given. Not found:
+        offset and timestamp -1. Served by the leader (a ``replica_id`` of -2, Kafka's debug id,
+        may read a follower)."""
+        R = broker_pb2.ListOffsetsResponse
+        resp = R()
+        is_consumer = req.replica_id < 0
+        require_leader = req.replica_id != -2
+        for t in req.topics:
+            tr = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                pr = tr.partitions.add(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+                try:
+                    part = self._hosted_partition(t.name, p.partition_index)
+                    found = part.fetch_offset_for_timestamp(
+                        p.timestamp,
+                        current_leader_epoch=p.current_leader_epoch,
+                        is_consumer=is_consumer,
+                        require_leader=require_leader,
+                    )
+                except Exception as exc:
+                    pr.error.CopyFrom(self._error(exc, "list_offsets"))
+                    continue
+                pr.error.CopyFrom(error_pb())
+                if found is not None:
+                    pr.timestamp = found.timestamp
+                    pr.offset = found.offset
+                    pr.leader_epoch = found.leader_epoch
+        return resp
+
+    def offset_for_leader_epoch(
+        self, req: broker_pb2.OffsetForLeaderEpochRequest
+    ) -> broker_pb2.OffsetForLeaderEpochResponse:
+        """OffsetForLeaderEpoch: the largest epoch <= the one asked and its end offset, from the
+        leader's epoch cache (followers use it to truncate, consumers to validate positions)."""
+        R = broker_pb2.OffsetForLeaderEpochResponse
+        resp = R()
+        require_leader = req.replica_id != -2
+        for t in req.topics:
+            tr = resp.topics.add(topic=t.topic)
+            for p in t.partitions:
+                pr = tr.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
+                try:
+                    part = self._hosted_partition(t.topic, p.partition)
+                    epoch, end = part.last_offset_for_leader_epoch(
+                        p.current_leader_epoch, p.leader_epoch, require_leader=require_leader
+                    )
+                except Exception as exc:
+                    pr.error.CopyFrom(self._error(exc, "offset_for_leader_epoch"))
+                    continue
+                pr.error.CopyFrom(error_pb())
+                pr.leader_epoch = epoch
+                pr.end_offset = end
+        return resp
+
+    async def delete_records(self, req: broker_pb2.DeleteRecordsRequest) -> broker_pb2.DeleteRecordsResponse:
+        """DeleteRecords: the leader moves its log start offset to the requested offset (-1: the HW;
+        past the HW: OFFSET_OUT_OF_RANGE), then the request waits (up to ``timeout_ms``) until the
+        low watermark — the smallest log start offset over the leader and the ISR followers that
+        reported one in their fetches — reaches it. Followers move their own log start when the
+        leader's fetch answers carry it."""
+        R = broker_pb2.DeleteRecordsResponse
+        resp = R()
+        statuses: list[_DeleteStatus] = []
+        for t in req.topics:
+            tr = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                pr = tr.partitions.add(partition_index=p.partition_index, low_watermark=-1)
+                try:
+                    part = self._leader_partition(t.name, p.partition_index)
+                    target = part.high_watermark if p.offset == -1 else p.offset
+                    pr.low_watermark = part.delete_records_on_leader(p.offset)
+                except Exception as exc:
+                    pr.error.CopyFrom(self._error(exc, "delete_records"))
+                    continue
+                pr.error.CopyFrom(error_pb())
+                statuses.append(_DeleteStatus((t.name, p.partition_index), part, target, pr))
+                # long polls below the new log start answer OFFSET_OUT_OF_RANGE now
+                self.fetch_purgatory.check_and_complete((t.name, p.partition_index))
+        if statuses:
+            op = DelayedDeleteRecords(req.timeout_ms, statuses, self)
+            if not self.delete_records_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+                await op.future
+            for st in statuses:
+                if st.error is not None:
+                    st.response.error.CopyFrom(self._error(st.error, "delete_records"))
+        return resp

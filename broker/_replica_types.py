@@ -1,0 +1,224 @@
+"""What the replica manager hands out and waits on: the results of applying a metadata delta
+(`ReplicaChanges`, `FollowTarget`) and the delayed produce, fetch and delete-records operations of
+its purgatories (see `broker._replica_manager`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
+
+from ._partition import (
+    Partition,
+    PartitionRead,
+    TopicPartition,
+)
+from ._purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from kraftlog.broker._replica_manager import ReplicaManager
+
+_log = structlog.get_logger(__name__)
+
+
+_LONG_MAX = 2**63 - 1
+
+
+_LEADER_HINT_CODES = frozenset({kerr.NotLeaderOrFollowerError.error_code, kerr.FencedLeaderEpochError.error_code})
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FollowTarget:
+    """A partition this broker follows, and where its leader is (``address`` = ``host:port``)."""
+
+    topic: str
+    partition: int
+    topic_id: str
+    leader_id: int
+    leader_epoch: int
+    address: str
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass
+class ReplicaChanges:
+    """What one `ReplicaManager.apply_delta` did, for the fetcher and for logs/tests.
+
+    - ``leaders``: partitions this broker now leads (stop fetching them);
+    - ``followers``: partitions to (re)start fetching from their leader;
+    - ``stopped_fetching``: followers without a reachable leader (NO_LEADER, unknown endpoint);
+    - ``stopped``: replicas no longer hosted here (deleted topic, reassigned away, re-created);
+    - ``deleted``: partitions whose files were removed.
+    """
+
+    leaders: list[TopicPartition] = field(default_factory=list)
+    followers: list[FollowTarget] = field(default_factory=list)
+    stopped_fetching: list[TopicPartition] = field(default_factory=list)
+    stopped: list[TopicPartition] = field(default_factory=list)
+    deleted: list[TopicPartition] = field(default_factory=list)
+
+    @property
+    def not_fetching(self) -> list[TopicPartition]:
+        """Every partition the fetchers must drop."""
+        return [*self.leaders, *self.stopped_fetching, *self.stopped]
+
+    def __bool__(self) -> bool:
+        return bool(self.leaders or self.followers or self.stopped_fetching or self.stopped or self.deleted)
+
+
+@dataclass(slots=True)
+class _ProduceStatus:
+    tp: TopicPartition
+    partition: Partition
+    required_offset: int
+    leader_epoch: int
+    response: broker_pb2.ProduceResponse.PartitionResponse
+    pending: bool = True
+    error: type[kerr.KafkaError] | None = None
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: done when, for every partition, the HW passed the batch or an error is known
+    (no longer leader of the append's epoch, ISR below min.insync after the append); on timeout
+    the pending partitions get REQUEST_TIMED_OUT."""
+
+    def __init__(self, delay_ms: int, statuses: list[_ProduceStatus], rm: ReplicaManager) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self._rm = rm
+
+    def try_complete(self) -> bool:
+        pending = False
+        for st in self.statuses:
+            if not st.pending:
+                continue
+            part = self._rm._partitions.get(st.tp)
+            if part is not st.partition:
+                done, err = True, kerr.NotLeaderOrFollowerError
+            else:
+                done, err = part.check_enough_replicas_reach_offset(st.required_offset, st.leader_epoch)
+            if done:
+                st.pending = False
+                st.error = err
+            else:
+                pending = True
+        if pending:
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        for st in self.statuses:
+            if st.pending:
+                st.pending = False
+                st.error = kerr.RequestTimedOutError
+
+
+class DelayedFetch(DelayedOperation):
+    """A long poll: done when the readable bytes reach ``min_bytes``, or when a partition's
+    situation changed so that the answer is an error (leadership, epoch, offset out of range);
+    on timeout it answers with what there is."""
+
+    def __init__(
+        self, delay_ms: int, req: broker_pb2.FetchRequest, rm: ReplicaManager, parts: dict[TopicPartition, Partition]
+    ) -> None:
+        super().__init__(delay_ms)
+        self.req = req
+        self._rm = rm
+        self._parts = parts
+
+    def try_complete(self) -> bool:
+        req = self.req
+        is_replica = req.replica_id >= 0
+        min_bytes = req.min_bytes
+        accumulated = 0
+        for t in req.topics:
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                part = self._rm._partitions.get(tp)
+                if part is None or part is not self._parts.get(tp) or not part.is_leader:
+                    return self.force_complete()
+                if 0 <= p.current_leader_epoch != part.leader_epoch:
+                    return self.force_complete()
+                log = part.log
+                if p.fetch_offset < log.log_start_offset or p.fetch_offset > log.log_end_offset:
+                    return self.force_complete()
+                end = log.log_end_offset if is_replica else log.high_watermark
+                if p.fetch_offset >= end:
+                    continue
+                if min_bytes <= 1:
+                    return self.force_complete()
+                pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else min_bytes
+                try:
+                    info = log.read(p.fetch_offset, pmax, max_offset=None if is_replica else end, min_one_message=True)
+                except Exception:
+                    return self.force_complete()
+                accumulated += len(info.records)
+                if accumulated >= min_bytes:
+                    return self.force_complete()
+        return False
+
+
+@dataclass(slots=True)
+class _DeleteStatus:
+    tp: TopicPartition
+    partition: Partition
+    required_offset: int
+    response: broker_pb2.DeleteRecordsResponse.Partition
+    pending: bool = True
+    error: type[kerr.KafkaError] | None = None
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords: done when the low watermark (min log start offset over the leader and the
+    ISR followers that reported one) reached the requested offset, for every partition."""
+
+    def __init__(self, delay_ms: int, statuses: list[_DeleteStatus], rm: ReplicaManager) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self._rm = rm
+
+    def try_complete(self) -> bool:
+        pending = False
+        for st in self.statuses:
+            if not st.pending:
+                continue
+            part = self._rm._partitions.get(st.tp)
+            if part is not st.partition or not part.is_leader:
+                st.pending, st.error = False, kerr.NotLeaderOrFollowerError
+                continue
+            low = part.low_watermark()
+            st.response.low_watermark = low
+            if low >= st.required_offset:
+                st.pending = False
+            else:
+                pending = True
+        if pending:
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        for st in self.statuses:
+            if st.pending:
+                st.pending, st.error = False, kerr.RequestTimedOutError
+
+
+@dataclass(slots=True)
+class _FetchResult:
+    topic: str
+    partition: int
+    read: PartitionRead | None = None
+    error: BaseException | None = None
+    part: Partition | None = None
