@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 import kraftlog.client._fetched as fetched
-import kraftlog.client._producer as producer
+import kraftlog.client._producer_types as producer
 import kraftlog.storage as storage
 from kraftlog.common import errors as kerr
 from kraftlog.common import records as codec_module
