@@ -982,17 +982,23 @@ def _raise(error: tuple[Any, ...]) -> None:
 
 def _metadata_package_zip(tmp_dir: Path) -> Path:
     """kraftlog.metadata_log as a zip for executors that do not have kraftlog installed: the
-    namespace root ``kraftlog/__init__.py`` and the package, under the names they are imported by."""
+    namespace root ``kraftlog/__init__.py``, the package and the ground floor it imports
+    (``kraftlog.common``), under the names they are imported by."""
     import zipfile
 
     import kraftlog
+    import kraftlog.common
 
-    pkg = Path(__file__).resolve().parent
+    packages = {
+        "metadata_log": Path(__file__).resolve().parent,
+        "common": Path(kraftlog.common.__file__).resolve().parent,
+    }
     target = tmp_dir / "kraftlog_metadata_log.zip"
     with zipfile.ZipFile(target, "w") as zf:
         zf.write(Path(kraftlog.__file__).resolve(), "kraftlog/__init__.py")
-        for f in sorted(pkg.glob("*.py")):
-            zf.write(f, f"kraftlog/metadata_log/{f.name}")
+        for name, pkg in packages.items():
+            for f in sorted(pkg.glob("*.py")):
+                zf.write(f, f"kraftlog/{name}/{f.name}")
     return target
 
 

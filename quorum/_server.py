@@ -37,36 +37,41 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
-import structlog
 from prometheus_client import CollectorRegistry
 
 from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, backoff_ms
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import (
-    LogEntry,
     MetadataDelta,
     MetadataImage,
     MetadataLogWriter,
     MetadataRecord,
     NoOpRecord,
-    decode_entry,
-    decode_record,
-    encode_entry,
     encode_record,
     latest_snapshot,
-    oldest_available_offset,
     read_log_dir,
     read_snapshot,
-    write_snapshot,
 )
-from kraftlog.metadata_log._image import MetadataReplayError
-from kraftlog.metadata_log._log_files import delete_covered_segments
-from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from kraftlog.quorum._controller_log import _ControllerLog
+from kraftlog.quorum._controller_services import (
+    _FENCE_CHECK_S,
+    _GROUP_COMMIT_MAX,
+    _STOP_TASKS_S,
+    MetadataReplayFailure,
+    _AdminService,
+    _AppliedWatch,
+    _ControllerService,
+    _log,
+    _wall_ms,
+    _with_error,
+    raft_address,
+)
 
 from . import _controller as ctl
 from ._metrics import ControllerStateCollector
@@ -74,68 +79,8 @@ from ._raft import MAX_PROPOSAL_BYTES
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
-_TAIL_ENTRIES = 50_000  # committed entries kept in memory for FetchMetadata
-_STREAM_BATCH = 2_000  # entries per MetadataBatch
-_KEEPALIVE_S = 1.0
-_FENCE_CHECK_S = 0.25
-_GROUP_COMMIT_MAX = 500  # requests folded into one proposal
-_STOP_TASKS_S = 5.0  # cancelled tasks get this long to finish at stop
 
-_log = structlog.get_logger(__name__)
-
-
-def raft_address(host: str, port: int, offset: int) -> tuple[str, int]:
-    """The pysyncobj transport of a voter listens next to its gRPC port."""
-    return host, port + offset
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class MetadataReplayFailure(Exception):
-    """A committed metadata record that this controller cannot replay: the node must stop.
-
-    The message names the offset, the record type and the reason; it is what the node's last log
-    line and its exit status report.
-    """
-
-    def __init__(self, offset: int, record_type: str, reason: str) -> None:
-        super().__init__(f"cannot replay the committed metadata record at offset {offset} ({record_type}): {reason}")
-        self.offset = offset
-        self.record_type = record_type
-        self.reason = reason
-
-
-class _AppliedWatch:
-    """Wakes coroutines waiting for the image to move. Lock-free on purpose: waiters hold nothing
-    while they wait, so a cancelled waiter (stream closed, shutdown) can never keep another from
-    waking up or the stop path from finishing."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def advance(self) -> None:
-        event, self._event = self._event, asyncio.Event()
-        event.set()
-
-    async def wait(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        """True once ``predicate()`` holds, False when ``timeout_s`` passed first."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not predicate():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            event = self._event
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                return predicate()
-        return True
-
-
-class ControllerServer:
+class ControllerServer(_ControllerLog):
     """Controller role of a node: quorum member, metadata log keeper, and (when active) decider."""
 
     def __init__(
@@ -274,118 +219,6 @@ class ControllerServer:
         )
 
     # ------------------------------------------------------------------ committed entries
-
-    def _remember(self, entry: LogEntry) -> bytes:
-        data = encode_entry(entry)
-        self._tail.append((entry.offset, data))
-        while len(self._tail) > _TAIL_ENTRIES:
-            self._tail.popleft()
-        return data
-
-    def _replay_or_fail(self, delta: MetadataDelta, entry: LogEntry) -> None:
-        """Replay one committed entry; a record that does not replay stops the node (never skipped)."""
-        try:
-            delta.replay(entry)
-        except MetadataReplayError as err:
-            failure = MetadataReplayFailure(entry.offset, type(entry.record).__name__, str(err))
-            self._log.critical(
-                "metadata_replay_failed",
-                offset=entry.offset,
-                epoch=entry.epoch,
-                record_type=failure.record_type,
-                reason=failure.reason,
-                remedy="kraftlog quorum check / kraftlog quorum repair",
-            )
-            self.fatal_error = failure
-            self.fatal.set()
-            raise failure from err
-
-    def _on_committed(self, entries: list[LogEntry]) -> None:
-        """Replay, write, announce -- each entry once (the Raft journal replays old entries at every
-        restart: anything at or below the image offset is already here). Replay comes first so that
-        a record the image refuses never reaches the segment files: the node stops instead."""
-        if self.fatal_error is not None:
-            raise self.fatal_error
-        fresh = [e for e in entries if e.offset > self.image.offset]
-        if not fresh:
-            return
-        assert self._writer is not None
-        delta = MetadataDelta(self.image)
-        for e in fresh:
-            self._replay_or_fail(delta, e)
-        self._writer.append(fresh)
-        for e in fresh:
-            self._bytes_since_snapshot += len(self._remember(e))
-        self.image = delta.apply()
-        self._applied.advance()
-        if self._bytes_since_snapshot >= self.config["metadata.log.max.record.bytes.between.snapshots"]:
-            self.take_snapshot()
-
-    async def _on_gap(self, first_missing: int, first_available: int) -> None:
-        """Entries this controller never received were compacted out of the Raft log (it was down
-        while the others moved far ahead): fetch them, or a snapshot covering them, from another
-        controller's metadata log over FetchMetadata, then let the quorum continue.
-
-        Runs on the event loop without blocking it (the quorum holds delivery until it returns);
-        each attempt is bounded by the request timeout, and the quorum retries a failed fill."""
-        target = first_available - 1
-        errors = []
-        for vid, (host, port) in sorted(self.voters.items()):
-            if vid == self.node_id or self._stopping:
-                continue
-            try:
-                async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
-                    stub = controller_pb2_grpc.ControllerServiceStub(channel)
-                    call = stub.FetchMetadata(
-                        controller_pb2.FetchMetadataRequest(from_offset=self.image.offset + 1, broker_id=-1)
-                    )
-                    try:
-                        while self.image.offset < target:
-                            batch = await asyncio.wait_for(call.read(), max(self.request_timeout_s, _KEEPALIVE_S * 2))
-                            if batch is grpc.aio.EOF or batch.keep_alive:
-                                break
-                            if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
-                                self._install_snapshot(
-                                    [decode_record(r) for r in batch.snapshot_records],
-                                    batch.snapshot_offset,
-                                    batch.snapshot_epoch,
-                                    batch.snapshot_timestamp_ms,
-                                )
-                            if batch.entries:
-                                self._on_committed([decode_entry(e) for e in batch.entries])
-                    finally:
-                        call.cancel()
-            except (TimeoutError, grpc.aio.AioRpcError) as err:
-                errors.append(f"{vid}: {err.code().name if isinstance(err, grpc.aio.AioRpcError) else 'TIMEOUT'}")
-                continue
-            if self.image.offset >= target:
-                self._log.warning(
-                    "metadata_gap_filled", first_missing=first_missing, first_available=first_available, source=vid
-                )
-                return
-        raise RuntimeError(f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
-
-    def _install_snapshot(self, records: list[MetadataRecord], offset: int, epoch: int, timestamp_ms: int) -> None:
-        """Replace the local metadata log with a snapshot from another controller (persist first)."""
-        assert self._writer is not None
-        write_snapshot(self.metadata_dir, offset, epoch, timestamp_ms, records)
-        self._writer.truncate_fully_and_start_at(offset + 1)
-        self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
-        self._tail.clear()
-        self._applied.advance()
-        self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
-
-    def take_snapshot(self) -> Path | None:
-        """Write a snapshot of the current image and delete segments it covers beyond retention."""
-        if self.image.offset < 0:
-            return None
-        path = write_snapshot(
-            self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
-        )
-        self._bytes_since_snapshot = 0
-        delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
-        self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
-        return path
 
     def _on_leader_change(self, leader_id: int | None, epoch: int) -> None:
         self._active_epoch = None
@@ -607,65 +440,6 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ FetchMetadata
 
-    def entries_from(self, offset: int, limit: int) -> list[bytes]:
-        """Committed entries from ``offset`` (memory first, then the segment files)."""
-        if self._tail and self._tail[0][0] <= offset:
-            first = self._tail[0][0]
-            out = []
-            for i in range(offset - first, len(self._tail)):
-                out.append(self._tail[i][1])
-                if len(out) >= limit:
-                    break
-            return out
-        out = []
-        for entry in read_log_dir(self.metadata_dir, from_offset=offset):
-            if entry.offset > self.image.offset:
-                break
-            out.append(encode_entry(entry))
-            if len(out) >= limit:
-                break
-        return out
-
-    async def stream_metadata(
-        self, request: controller_pb2.FetchMetadataRequest
-    ) -> AsyncIterator[controller_pb2.MetadataBatch]:
-        """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
-        keep-alives when caught up. Every batch carries this controller's committed offset and the
-        leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
-        Keep-alives come every fetch timeout / 4 at most, so a broker that leaves a silent source
-        after one fetch timeout never leaves a healthy one."""
-        keepalive_s = min(_KEEPALIVE_S, self.config["controller.quorum.fetch.timeout.ms"] / 4000.0)
-        offset = max(request.from_offset, 0)
-        oldest = oldest_available_offset(self.metadata_dir)
-        if offset <= self.image.offset and (oldest is None or offset < oldest):
-            snap = latest_snapshot(self.metadata_dir)
-            if snap is not None:
-                s = read_snapshot(snap.path)
-                yield self._batch(
-                    snapshot_records=[encode_record(r) for r in s.records],
-                    snapshot_offset=s.offset,
-                    snapshot_epoch=s.epoch,
-                    snapshot_timestamp_ms=s.timestamp_ms,
-                )
-                offset = s.offset + 1
-        while not self._stopping:
-            if offset <= self.image.offset:
-                entries = self.entries_from(offset, _STREAM_BATCH)
-                if entries:
-                    offset += len(entries)
-                    yield self._batch(entries=entries)
-                    continue
-            await self._applied.wait(lambda offset=offset: self.image.offset >= offset or self._stopping, keepalive_s)
-            if self.image.offset < offset:
-                yield self._batch(keep_alive=True)
-
-    def _batch(self, **kwargs: Any) -> controller_pb2.MetadataBatch:
-        hint = self.hint()
-        kwargs.setdefault("snapshot_offset", -1)
-        return controller_pb2.MetadataBatch(
-            high_watermark=self.image.offset, leader_id=hint.leader_id, leader_epoch=hint.leader_epoch, **kwargs
-        )
-
     # ------------------------------------------------------------------ gRPC
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
@@ -692,121 +466,4 @@ class ControllerServer:
             high_watermark=status.committed_offset,
             voters=voters,
             controller=self.hint(),
-        )
-
-
-def _with_error(
-    response: Any, err: type[kerr.KafkaError], message: str, hint: controller_pb2.ControllerHint, request: Any = None
-) -> Any:
-    """Put ``err`` wherever the response type carries errors — the top-level error, or one result
-    per item of the request for responses that only have per-item errors — plus the hint."""
-    e = errors_pb2.Error(code=err.error_code, name=err.error_name, message=message)
-    fields = response.DESCRIPTOR.fields_by_name
-    if "error" in fields:
-        response.error.CopyFrom(e)
-    if "controller" in fields:
-        response.controller.CopyFrom(hint)
-    if request is None:
-        return response
-    if isinstance(response, admin_pb2.CreateTopicsResponse):
-        response.topics.extend(response.Result(name=t.name, error=e) for t in request.topics)
-    elif isinstance(response, admin_pb2.DeleteTopicsResponse):
-        response.topics.extend(
-            [response.Result(name=n, error=e) for n in request.names]
-            + [response.Result(topic_id=i, error=e) for i in request.topic_ids]
-        )
-    elif isinstance(response, admin_pb2.CreatePartitionsResponse):
-        response.results.extend(response.Result(name=t.name, error=e) for t in request.topics)
-    elif isinstance(response, (admin_pb2.IncrementalAlterConfigsResponse, admin_pb2.DescribeConfigsResponse)):
-        response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
-    elif isinstance(response, admin_pb2.DescribeTopicsResponse):
-        response.topics.extend(response.Topic(name=n, error=e) for n in request.names)
-    return response
-
-
-class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
-    def __init__(self, server: ControllerServer) -> None:
-        self.s = server
-
-    async def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
-        return await self.s.run_write(
-            ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
-        )
-
-    async def BrokerHeartbeat(self, request, context):  # noqa: N802
-        return await self.s.run_write(
-            ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
-        )
-
-    async def AlterPartition(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
-
-    async def AllocateProducerIds(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
-
-    async def FetchMetadata(self, request, context):  # noqa: N802
-        async for batch in self.s.stream_metadata(request):
-            yield batch
-
-
-class _AdminService(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, server: ControllerServer) -> None:
-        self.s = server
-
-    async def CreateTopics(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
-
-    async def DeleteTopics(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
-
-    async def CreatePartitions(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
-
-    async def ElectLeaders(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
-
-    async def AlterPartitionReassignments(self, request, context):  # noqa: N802
-        return await self.s.run_write(
-            ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
-        )
-
-    async def ListPartitionReassignments(self, request, context):  # noqa: N802
-        return await self.s.run_read(
-            lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
-            admin_pb2.ListPartitionReassignmentsResponse,
-        )
-
-    async def DescribeConfigs(self, request, context):  # noqa: N802
-        return await self.s.run_read(
-            lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
-            admin_pb2.DescribeConfigsResponse,
-            request,
-        )
-
-    async def IncrementalAlterConfigs(self, request, context):  # noqa: N802
-        return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
-
-    async def DescribeCluster(self, request, context):  # noqa: N802
-        return await self.s.run_read(
-            lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
-            admin_pb2.DescribeClusterResponse,
-        )
-
-    async def DescribeQuorum(self, request, context):  # noqa: N802
-        return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
-
-    async def CreateMetadataSnapshot(self, request, context):  # noqa: N802
-        path = self.s.take_snapshot()
-        image = self.s.image
-        return admin_pb2.CreateMetadataSnapshotResponse(
-            error=ctl.error_pb(),
-            node_id=self.s.node_id,
-            snapshot_offset=image.offset if path else -1,
-            snapshot_epoch=image.epoch if path else -1,
-            path=str(path) if path else "",
-        )
-
-    async def DescribeTopics(self, request, context):  # noqa: N802
-        return await self.s.run_read(
-            lambda: ctl.describe_topics(self.s.image, request), admin_pb2.DescribeTopicsResponse, request
         )

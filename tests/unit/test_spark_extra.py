@@ -58,7 +58,13 @@ def test_executor_zip_holds_the_namespaced_package(tmp_path: Path) -> None:
     target = _spark._metadata_package_zip(tmp_path)
     with zipfile.ZipFile(target) as zf:
         names = set(zf.namelist())
-    assert {"kraftlog/__init__.py", "kraftlog/metadata_log/__init__.py", "kraftlog/metadata_log/_spark.py"} <= names
+    assert {
+        "kraftlog/__init__.py",
+        "kraftlog/metadata_log/__init__.py",
+        "kraftlog/metadata_log/_spark.py",
+        "kraftlog/common/__init__.py",
+        "kraftlog/common/records.py",
+    } <= names
     code = "import kraftlog.metadata_log._records as r; print(r.__file__)"
     result = subprocess.run(
         [sys.executable, "-c", code],

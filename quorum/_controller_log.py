@@ -1,0 +1,211 @@
+"""The controller's side of the metadata log: replaying committed entries (and stopping the node on one
+it cannot replay), filling gaps, snapshots, and the FetchMetadata stream brokers follow (part of
+`quorum._server.ControllerServer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from kraftlog.metadata_log import (
+    LogEntry,
+    MetadataDelta,
+    MetadataImage,
+    MetadataRecord,
+    decode_entry,
+    decode_record,
+    encode_entry,
+    encode_record,
+    latest_snapshot,
+    oldest_available_offset,
+    read_log_dir,
+    read_snapshot,
+    write_snapshot,
+)
+from kraftlog.metadata_log._image import MetadataReplayError
+from kraftlog.metadata_log._log_files import delete_covered_segments
+from kraftlog.proto import controller_pb2, controller_pb2_grpc
+from kraftlog.quorum._controller_services import _KEEPALIVE_S, _STREAM_BATCH, _TAIL_ENTRIES, MetadataReplayFailure
+
+if TYPE_CHECKING:
+    pass
+
+
+class _ControllerLog:
+    """Committed entries: replay, gaps, snapshots, and serving them to brokers (FetchMetadata)."""
+
+    def _remember(self, entry: LogEntry) -> bytes:
+        data = encode_entry(entry)
+        self._tail.append((entry.offset, data))
+        while len(self._tail) > _TAIL_ENTRIES:
+            self._tail.popleft()
+        return data
+
+    def _replay_or_fail(self, delta: MetadataDelta, entry: LogEntry) -> None:
+        """Replay one committed entry; a record that does not replay stops the node (never skipped)."""
+        try:
+            delta.replay(entry)
+        except MetadataReplayError as err:
+            failure = MetadataReplayFailure(entry.offset, type(entry.record).__name__, str(err))
+            self._log.critical(
+                "metadata_replay_failed",
+                offset=entry.offset,
+                epoch=entry.epoch,
+                record_type=failure.record_type,
+                reason=failure.reason,
+                remedy="kraftlog quorum check / kraftlog quorum repair",
+            )
+            self.fatal_error = failure
+            self.fatal.set()
+            raise failure from err
+
+    def _on_committed(self, entries: list[LogEntry]) -> None:
+        """Replay, write, announce -- each entry once (the Raft journal replays old entries at every
+        restart: anything at or below the image offset is already here). Replay comes first so that
+        a record the image refuses never reaches the segment files: the node stops instead."""
+        if self.fatal_error is not None:
+            raise self.fatal_error
+        fresh = [e for e in entries if e.offset > self.image.offset]
+        if not fresh:
+            return
+        assert self._writer is not None
+        delta = MetadataDelta(self.image)
+        for e in fresh:
+            self._replay_or_fail(delta, e)
+        self._writer.append(fresh)
+        for e in fresh:
+            self._bytes_since_snapshot += len(self._remember(e))
+        self.image = delta.apply()
+        self._applied.advance()
+        if self._bytes_since_snapshot >= self.config["metadata.log.max.record.bytes.between.snapshots"]:
+            self.take_snapshot()
+
+    async def _on_gap(self, first_missing: int, first_available: int) -> None:
+        """Entries this controller never received were compacted out of the Raft log (it was down
+        while the others moved far ahead): fetch them, or a snapshot covering them, from another
+        controller's metadata log over FetchMetadata, then let the quorum continue.
+
+        Runs on the event loop without blocking it (the quorum holds delivery until it returns);
+        each attempt is bounded by the request timeout, and the quorum retries a failed fill."""
+        target = first_available - 1
+        errors = []
+        for vid, (host, port) in sorted(self.voters.items()):
+            if vid == self.node_id or self._stopping:
+                continue
+            try:
+                async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+                    stub = controller_pb2_grpc.ControllerServiceStub(channel)
+                    call = stub.FetchMetadata(
+                        controller_pb2.FetchMetadataRequest(from_offset=self.image.offset + 1, broker_id=-1)
+                    )
+                    try:
+                        while self.image.offset < target:
+                            batch = await asyncio.wait_for(call.read(), max(self.request_timeout_s, _KEEPALIVE_S * 2))
+                            if batch is grpc.aio.EOF or batch.keep_alive:
+                                break
+                            if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
+                                self._install_snapshot(
+                                    [decode_record(r) for r in batch.snapshot_records],
+                                    batch.snapshot_offset,
+                                    batch.snapshot_epoch,
+                                    batch.snapshot_timestamp_ms,
+                                )
+                            if batch.entries:
+                                self._on_committed([decode_entry(e) for e in batch.entries])
+                    finally:
+                        call.cancel()
+            except (TimeoutError, grpc.aio.AioRpcError) as err:
+                errors.append(f"{vid}: {err.code().name if isinstance(err, grpc.aio.AioRpcError) else 'TIMEOUT'}")
+                continue
+            if self.image.offset >= target:
+                self._log.warning(
+                    "metadata_gap_filled", first_missing=first_missing, first_available=first_available, source=vid
+                )
+                return
+        raise RuntimeError(f"no controller could serve metadata offsets {first_missing}..{target}: {errors}")
+
+    def _install_snapshot(self, records: list[MetadataRecord], offset: int, epoch: int, timestamp_ms: int) -> None:
+        """Replace the local metadata log with a snapshot from another controller (persist first)."""
+        assert self._writer is not None
+        write_snapshot(self.metadata_dir, offset, epoch, timestamp_ms, records)
+        self._writer.truncate_fully_and_start_at(offset + 1)
+        self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
+        self._tail.clear()
+        self._applied.advance()
+        self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
+
+    def take_snapshot(self) -> Path | None:
+        """Write a snapshot of the current image and delete segments it covers beyond retention."""
+        if self.image.offset < 0:
+            return None
+        path = write_snapshot(
+            self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
+        )
+        self._bytes_since_snapshot = 0
+        delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
+        self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
+        return path
+
+    def entries_from(self, offset: int, limit: int) -> list[bytes]:
+        """Committed entries from ``offset`` (memory first, then the segment files)."""
+        if self._tail and self._tail[0][0] <= offset:
+            first = self._tail[0][0]
+            out = []
+            for i in range(offset - first, len(self._tail)):
+                out.append(self._tail[i][1])
+                if len(out) >= limit:
+                    break
+            return out
+        out = []
+        for entry in read_log_dir(self.metadata_dir, from_offset=offset):
+            if entry.offset > self.image.offset:
+                break
+            out.append(encode_entry(entry))
+            if len(out) >= limit:
+                break
+        return out
+
+    async def stream_metadata(
+        self, request: controller_pb2.FetchMetadataRequest
+    ) -> AsyncIterator[controller_pb2.MetadataBatch]:
+        """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
+        keep-alives when caught up. Every batch carries this controller's committed offset and the
+        leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
+        Keep-alives come every fetch timeout / 4 at most, so a broker that leaves a silent source
+        after one fetch timeout never leaves a healthy one."""
+        keepalive_s = min(_KEEPALIVE_S, self.config["controller.quorum.fetch.timeout.ms"] / 4000.0)
+        offset = max(request.from_offset, 0)
+        oldest = oldest_available_offset(self.metadata_dir)
+        if offset <= self.image.offset and (oldest is None or offset < oldest):
+            snap = latest_snapshot(self.metadata_dir)
+            if snap is not None:
+                s = read_snapshot(snap.path)
+                yield self._batch(
+                    snapshot_records=[encode_record(r) for r in s.records],
+                    snapshot_offset=s.offset,
+                    snapshot_epoch=s.epoch,
+                    snapshot_timestamp_ms=s.timestamp_ms,
+                )
+                offset = s.offset + 1
+        while not self._stopping:
+            if offset <= self.image.offset:
+                entries = self.entries_from(offset, _STREAM_BATCH)
+                if entries:
+                    offset += len(entries)
+                    yield self._batch(entries=entries)
+                    continue
+            await self._applied.wait(lambda offset=offset: self.image.offset >= offset or self._stopping, keepalive_s)
+            if self.image.offset < offset:
+                yield self._batch(keep_alive=True)
+
+    def _batch(self, **kwargs: Any) -> controller_pb2.MetadataBatch:
+        hint = self.hint()
+        kwargs.setdefault("snapshot_offset", -1)
+        return controller_pb2.MetadataBatch(
+            high_watermark=self.image.offset, leader_id=hint.leader_id, leader_epoch=hint.leader_epoch, **kwargs
+        )

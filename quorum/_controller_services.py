@@ -1,0 +1,208 @@
+"""The controller's gRPC services (ControllerService, AdminService) over `ControllerServer`, and the
+small pieces the server's modules share (see `quorum._server`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
+
+from . import _controller as ctl
+
+if TYPE_CHECKING:
+    from kraftlog.quorum._server import ControllerServer
+
+_TAIL_ENTRIES = 50_000  # committed entries kept in memory for FetchMetadata
+
+
+_STREAM_BATCH = 2_000  # entries per MetadataBatch
+
+
+_KEEPALIVE_S = 1.0
+
+
+_FENCE_CHECK_S = 0.25
+
+
+_GROUP_COMMIT_MAX = 500  # requests folded into one proposal
+
+
+_STOP_TASKS_S = 5.0  # cancelled tasks get this long to finish at stop
+
+
+_log = structlog.get_logger(__name__)
+
+
+def raft_address(host: str, port: int, offset: int) -> tuple[str, int]:
+    """The pysyncobj transport of a voter listens next to its gRPC port."""
+    return host, port + offset
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MetadataReplayFailure(Exception):
+    """A committed metadata record that this controller cannot replay: the node must stop.
+
+    The message names the offset, the record type and the reason; it is what the node's last log
+    line and its exit status report.
+    """
+
+    def __init__(self, offset: int, record_type: str, reason: str) -> None:
+        super().__init__(f"cannot replay the committed metadata record at offset {offset} ({record_type}): {reason}")
+        self.offset = offset
+        self.record_type = record_type
+        self.reason = reason
+
+
+class _AppliedWatch:
+    """Wakes coroutines waiting for the image to move. Lock-free on purpose: waiters hold nothing
+    while they wait, so a cancelled waiter (stream closed, shutdown) can never keep another from
+    waking up or the stop path from finishing."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def advance(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """True once ``predicate()`` holds, False when ``timeout_s`` passed first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            event = self._event
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                return predicate()
+        return True
+
+
+def _with_error(
+    response: Any, err: type[kerr.KafkaError], message: str, hint: controller_pb2.ControllerHint, request: Any = None
+) -> Any:
+    """Put ``err`` wherever the response type carries errors — the top-level error, or one result
+    per item of the request for responses that only have per-item errors — plus the hint."""
+    e = errors_pb2.Error(code=err.error_code, name=err.error_name, message=message)
+    fields = response.DESCRIPTOR.fields_by_name
+    if "error" in fields:
+        response.error.CopyFrom(e)
+    if "controller" in fields:
+        response.controller.CopyFrom(hint)
+    if request is None:
+        return response
+    if isinstance(response, admin_pb2.CreateTopicsResponse):
+        response.topics.extend(response.Result(name=t.name, error=e) for t in request.topics)
+    elif isinstance(response, admin_pb2.DeleteTopicsResponse):
+        response.topics.extend(
+            [response.Result(name=n, error=e) for n in request.names]
+            + [response.Result(topic_id=i, error=e) for i in request.topic_ids]
+        )
+    elif isinstance(response, admin_pb2.CreatePartitionsResponse):
+        response.results.extend(response.Result(name=t.name, error=e) for t in request.topics)
+    elif isinstance(response, (admin_pb2.IncrementalAlterConfigsResponse, admin_pb2.DescribeConfigsResponse)):
+        response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
+    elif isinstance(response, admin_pb2.DescribeTopicsResponse):
+        response.topics.extend(response.Topic(name=n, error=e) for n in request.names)
+    return response
+
+
+class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, server: ControllerServer) -> None:
+        self.s = server
+
+    async def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
+        return await self.s.run_write(
+            ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
+        )
+
+    async def BrokerHeartbeat(self, request, context):  # noqa: N802
+        return await self.s.run_write(
+            ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
+        )
+
+    async def AlterPartition(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
+
+    async def AllocateProducerIds(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
+
+    async def FetchMetadata(self, request, context):  # noqa: N802
+        async for batch in self.s.stream_metadata(request):
+            yield batch
+
+
+class _AdminService(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, server: ControllerServer) -> None:
+        self.s = server
+
+    async def CreateTopics(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
+
+    async def DeleteTopics(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
+
+    async def CreatePartitions(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
+
+    async def ElectLeaders(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
+
+    async def AlterPartitionReassignments(self, request, context):  # noqa: N802
+        return await self.s.run_write(
+            ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
+        )
+
+    async def ListPartitionReassignments(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
+            admin_pb2.ListPartitionReassignmentsResponse,
+        )
+
+    async def DescribeConfigs(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
+            admin_pb2.DescribeConfigsResponse,
+            request,
+        )
+
+    async def IncrementalAlterConfigs(self, request, context):  # noqa: N802
+        return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
+
+    async def DescribeCluster(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
+            admin_pb2.DescribeClusterResponse,
+        )
+
+    async def DescribeQuorum(self, request, context):  # noqa: N802
+        return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
+
+    async def CreateMetadataSnapshot(self, request, context):  # noqa: N802
+        path = self.s.take_snapshot()
+        image = self.s.image
+        return admin_pb2.CreateMetadataSnapshotResponse(
+            error=ctl.error_pb(),
+            node_id=self.s.node_id,
+            snapshot_offset=image.offset if path else -1,
+            snapshot_epoch=image.epoch if path else -1,
+            path=str(path) if path else "",
+        )
+
+    async def DescribeTopics(self, request, context):  # noqa: N802
+        return await self.s.run_read(
+            lambda: ctl.describe_topics(self.s.image, request), admin_pb2.DescribeTopicsResponse, request
+        )
