@@ -325,30 +325,30 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, server: BrokerServer) -> None:
         self.s = server
 
-    async def Produce(self, request, context):  # noqa: N802 - gRPC method names
+    async def Produce(self, request, context):
         return await self.s.replicas.produce(request)
 
-    async def Fetch(self, request, context):  # noqa: N802
+    async def Fetch(self, request, context):
         return await self.s.replicas.fetch(request)
 
-    async def ListOffsets(self, request, context):  # noqa: N802
+    async def ListOffsets(self, request, context):
         return await _maybe_await(self.s.replicas.list_offsets(request))
 
-    async def OffsetForLeaderEpoch(self, request, context):  # noqa: N802
+    async def OffsetForLeaderEpoch(self, request, context):
         return await _maybe_await(self.s.replicas.offset_for_leader_epoch(request))
 
-    async def Metadata(self, request, context):  # noqa: N802
+    async def Metadata(self, request, context):
         return await self.s.metadata(request)
 
-    async def DeleteRecords(self, request, context):  # noqa: N802
+    async def DeleteRecords(self, request, context):
         return await _maybe_await(self.s.replicas.delete_records(request))
 
 
 class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
-    async def Echo(self, request, context):  # noqa: N802
+    async def Echo(self, request, context):
         return diagnostics_pb2.EchoResponse(payload=request.payload)
 
-    async def EchoStream(self, request_iterator, context):  # noqa: N802
+    async def EchoStream(self, request_iterator, context):
         async for req in request_iterator:
             yield diagnostics_pb2.EchoResponse(payload=req.payload)
 

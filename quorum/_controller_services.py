@@ -124,23 +124,23 @@ class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
-    async def RegisterBroker(self, request, context):  # noqa: N802 - gRPC method names
+    async def RegisterBroker(self, request, context):
         return await self.s.run_write(
             ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
         )
 
-    async def BrokerHeartbeat(self, request, context):  # noqa: N802
+    async def BrokerHeartbeat(self, request, context):
         return await self.s.run_write(
             ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
         )
 
-    async def AlterPartition(self, request, context):  # noqa: N802
+    async def AlterPartition(self, request, context):
         return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
 
-    async def AllocateProducerIds(self, request, context):  # noqa: N802
+    async def AllocateProducerIds(self, request, context):
         return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
 
-    async def FetchMetadata(self, request, context):  # noqa: N802
+    async def FetchMetadata(self, request, context):
         async for batch in self.s.stream_metadata(request):
             yield batch
 
@@ -149,49 +149,49 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
-    async def CreateTopics(self, request, context):  # noqa: N802
+    async def CreateTopics(self, request, context):
         return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
 
-    async def DeleteTopics(self, request, context):  # noqa: N802
+    async def DeleteTopics(self, request, context):
         return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
 
-    async def CreatePartitions(self, request, context):  # noqa: N802
+    async def CreatePartitions(self, request, context):
         return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
 
-    async def ElectLeaders(self, request, context):  # noqa: N802
+    async def ElectLeaders(self, request, context):
         return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
 
-    async def AlterPartitionReassignments(self, request, context):  # noqa: N802
+    async def AlterPartitionReassignments(self, request, context):
         return await self.s.run_write(
             ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
         )
 
-    async def ListPartitionReassignments(self, request, context):  # noqa: N802
+    async def ListPartitionReassignments(self, request, context):
         return await self.s.run_read(
             lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
             admin_pb2.ListPartitionReassignmentsResponse,
         )
 
-    async def DescribeConfigs(self, request, context):  # noqa: N802
+    async def DescribeConfigs(self, request, context):
         return await self.s.run_read(
             lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
             admin_pb2.DescribeConfigsResponse,
             request,
         )
 
-    async def IncrementalAlterConfigs(self, request, context):  # noqa: N802
+    async def IncrementalAlterConfigs(self, request, context):
         return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
 
-    async def DescribeCluster(self, request, context):  # noqa: N802
+    async def DescribeCluster(self, request, context):
         return await self.s.run_read(
             lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
             admin_pb2.DescribeClusterResponse,
         )
 
-    async def DescribeQuorum(self, request, context):  # noqa: N802
+    async def DescribeQuorum(self, request, context):
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
 
-    async def CreateMetadataSnapshot(self, request, context):  # noqa: N802
+    async def CreateMetadataSnapshot(self, request, context):
         path = self.s.take_snapshot()
         image = self.s.image
         return admin_pb2.CreateMetadataSnapshotResponse(
@@ -202,7 +202,7 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             path=str(path) if path else "",
         )
 
-    async def DescribeTopics(self, request, context):  # noqa: N802
+    async def DescribeTopics(self, request, context):
         return await self.s.run_read(
             lambda: ctl.describe_topics(self.s.image, request), admin_pb2.DescribeTopicsResponse, request
         )

@@ -430,12 +430,12 @@ class RaftJournal(Journal):
         self._resolve()
         self._pending_clear = True
 
-    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 (pysyncobj's name)
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
         self._resolve()
         if entryFrom < len(self._entries):
             self._pending_cut = max(entryFrom, 0)
 
-    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802
+    def deleteEntriesTo(self, entryTo: int) -> None:
         """Drop entries before position ``entryTo`` (log compaction, after a full dump was written)."""
         self._resolve()
         if entryTo <= 0:
@@ -471,15 +471,15 @@ class RaftJournal(Journal):
         self._resolve()
         self.sync()
 
-    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         self._resolve()
         self._commit_index = raftCommitIndex
 
-    def getRaftCommitIndex(self) -> int:  # noqa: N802
+    def getRaftCommitIndex(self) -> int:
         self._resolve()
         return self._commit_index
 
-    def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:  # noqa: N802
+    def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
         """Persist term and vote (fsynced) before returning: Raft needs both durable before a vote."""
         self._resolve()
         self.sync()
@@ -487,15 +487,15 @@ class RaftJournal(Journal):
         self._voted_for = votedForNodeId
         self._store_meta()
 
-    def getCurrentTerm(self) -> int:  # noqa: N802
+    def getCurrentTerm(self) -> int:
         self._resolve()
         return self._term
 
-    def getVotedForNodeId(self) -> Any:  # noqa: N802
+    def getVotedForNodeId(self) -> Any:
         self._resolve()
         return self._voted_for
 
-    def onOneSecondTimer(self) -> None:  # noqa: N802
+    def onOneSecondTimer(self) -> None:
         self._resolve()
         if self._commit_index != self._stored_commit_index:
             self.sync()  # the hint must never point past durable entries

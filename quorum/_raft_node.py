@@ -78,7 +78,7 @@ def _journal_installed(journal: Journal, journal_file: str | None) -> Iterator[N
     with _FACTORY_LOCK:
         original = _syncobj_module.createJournal
 
-        def factory(journalFile: str | None = None) -> Journal:  # noqa: N803 (pysyncobj's name)
+        def factory(journalFile: str | None = None) -> Journal:
             if journalFile == journal_file:
                 return journal
             return original(journalFile)
@@ -99,7 +99,7 @@ def _durable_transport_class(base: type[Transport]) -> type[Transport]:
     """
 
     class DurableTransport(base):  # type: ignore[valid-type,misc]
-        def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803
+        def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
             self._kl_owner = syncObj
             syncObj._kl_transport = self
             super().__init__(syncObj, selfNode, otherNodes)
@@ -152,7 +152,7 @@ class _RaftNode(SyncObj):
         if sync is not None:
             sync()
 
-    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802,N803
+    def _onTick(self, timeToWait: float = 0.0) -> None:
         # Barrier: whatever the previous tick appended is durable before this tick counts this
         # node towards a commit (leader) or applies anything.
         self._kl_sync()
@@ -161,7 +161,7 @@ class _RaftNode(SyncObj):
             self._SyncObj__raftElectionDeadline = float("inf")
         super()._onTick(timeToWait)
 
-    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         """pysyncobj's message handler, minus one regression of the leader's ``nextIndex``.
 
         On a successful acknowledgement pysyncobj sets ``nextIndex = acknowledged + 1`` even when
@@ -275,7 +275,7 @@ class _RaftNode(SyncObj):
             )
         self._applyCommand(payload, callback, _COMMAND_TYPE.REGULAR)
 
-    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:
         """pysyncobj's apply of one committed entry, without unpickling anything.
 
         Overrides the name-mangled private method: pysyncobj's version ``pickle.loads`` the entry
@@ -292,7 +292,7 @@ class _RaftNode(SyncObj):
             return None
         return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
 
-    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:  # noqa: N802
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:
         """Membership changes are pickles in pysyncobj and the voter set is static: there are none."""
         return None
 

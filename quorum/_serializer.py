@@ -219,7 +219,7 @@ class DumpSerializer:
         try:
             if is_first:
                 self._close_incoming()
-                self._incoming = open(tmp, "wb")  # noqa: SIM115 - lives across chunks
+                self._incoming = open(tmp, "wb")
             elif self._incoming is None:
                 return False
             self._incoming.write(chunk)

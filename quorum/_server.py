@@ -151,7 +151,7 @@ class ControllerServer(_ControllerLog):
         password = self.config["controller.quorum.raft.password"]
         factory = self._quorum_factory
         if factory is None:
-            from ._raft import MetadataQuorum as factory  # noqa: N813 - a class used as factory
+            from ._raft import MetadataQuorum as factory
         self._quorum = factory(
             node_id=self.node_id,
             voters=raft_voters,

@@ -110,7 +110,7 @@ class RaftTransport(Transport):
 
     SETTINGS: ClassVar[TransportSettings]
 
-    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803 (pysyncobj's names)
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         super().__init__(syncObj, selfNode, otherNodes)
         settings = self.SETTINGS
         if selfNode is None:
@@ -151,10 +151,10 @@ class RaftTransport(Transport):
     def ready(self) -> bool:
         return self._ready
 
-    def tryGetReady(self) -> None:  # noqa: N802 (pysyncobj's API)
+    def tryGetReady(self) -> None:
         self._maybe_bind()
 
-    def waitReady(self) -> None:  # noqa: N802
+    def waitReady(self) -> None:
         self._bind_over.wait()
         if not self._ready:
             raise TransportNotReadyError
@@ -379,10 +379,10 @@ class RaftTransport(Transport):
             return False
         return conn.send_message(message)
 
-    def addNode(self, node: Any) -> None:  # noqa: N802
+    def addNode(self, node: Any) -> None:
         raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
 
-    def dropNode(self, node: Any) -> None:  # noqa: N802
+    def dropNode(self, node: Any) -> None:
         raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
 
     def destroy(self) -> None:

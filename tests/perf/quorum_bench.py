@@ -44,7 +44,7 @@ def echo_baseline(threads: int, seconds: float) -> float:
     """Round trips per second of a tiny unary gRPC call at the same concurrency."""
 
     class Echo(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
-        def Echo(self, request, context):  # noqa: N802
+        def Echo(self, request, context):
             return diagnostics_pb2.EchoResponse(payload=request.payload)
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))

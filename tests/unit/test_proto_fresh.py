@@ -72,7 +72,7 @@ def test_echo_service_round_trip() -> None:
     from kraftlog.proto import diagnostics_pb2, diagnostics_pb2_grpc
 
     class Echo(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
-        def Echo(self, request, context):  # noqa: N802 - gRPC method name
+        def Echo(self, request, context):
             return diagnostics_pb2.EchoResponse(payload=request.payload)
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

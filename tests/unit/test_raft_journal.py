@@ -423,7 +423,7 @@ class MemNet:
 class MemTransport(Transport):
     NET: MemNet
 
-    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         super().__init__(syncObj, selfNode, otherNodes)
         self._me = selfNode.id
         self._others = list(otherNodes)
@@ -434,7 +434,7 @@ class MemTransport(Transport):
     def ready(self) -> bool:
         return self._ready
 
-    def tryGetReady(self) -> None:  # noqa: N802
+    def tryGetReady(self) -> None:
         self._ready = True
         for node in self._others:
             self._onNodeConnected(node)
