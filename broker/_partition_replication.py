@@ -6,15 +6,11 @@ advance the high watermark, and expand or shrink the ISR through AlterPartition 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from kraftlog.broker._partition_types import IsrState, PartitionRead, ReplicaState, _not_leader
 from kraftlog.common import errors as kerr
 
 from ._alter_partition import AlterPartitionResult
-
-if TYPE_CHECKING:
-    pass
 
 
 class _LeaderReplication:

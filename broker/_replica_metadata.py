@@ -4,8 +4,6 @@ stray logs, topic configs (part of `broker._replica_manager.ReplicaManager`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraftlog import storage
 from kraftlog.broker._replica_types import FollowTarget, ReplicaChanges
 from kraftlog.metadata_log import (
@@ -21,9 +19,6 @@ from ._partition import (
     Partition,
     TopicPartition,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class _ReplicaMetadata:

@@ -5,8 +5,6 @@ and followers), ListOffsets, OffsetForLeaderEpoch, DeleteRecords (part of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kraftlog.broker._replica_types import (
     _LEADER_HINT_CODES,
     DelayedDeleteRecords,
@@ -22,9 +20,6 @@ from kraftlog.proto import broker_pb2
 from ._partition import (
     error_pb,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class _ReplicaRequests:

@@ -92,10 +92,14 @@ class OffsetLookups:
             attempt += 1
             if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
                 refresh = False
+                budget_ms = max(1, int((deadline - time.monotonic()) * 1000))
                 try:
-                    self._metadata.update(timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
+                    self._metadata.update(timeout_ms=budget_ms)
                 except kerr.RequestTimedOutError as err:
-                    last_error = err
+                    # A refresh cut short by this lookup's own deadline says nothing new: keep the
+                    # error an earlier, complete answer gave (UNKNOWN_TOPIC_OR_PARTITION, ...).
+                    if last_error is None or budget_ms >= self.request_timeout_ms:
+                        last_error = err
                     continue
             by_node: dict[int, list[TopicPartition]] = {}
             for tp in remaining:
@@ -126,12 +130,14 @@ class OffsetLookups:
                     topics=[broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()],
                 )
                 timeout = max(0.001, min(deadline - time.monotonic(), self.request_timeout_ms / 1000.0))
-                futures.append((node_id, self._pool.stub(broker.address).ListOffsets.future(request, timeout=timeout)))
-            for node_id, future in futures:
+                call = self._pool.stub(broker.address).ListOffsets.future(request, timeout=timeout)
+                futures.append((node_id, call, timeout < self.request_timeout_ms / 1000.0))
+            for node_id, future, cut_short in futures:
                 try:
                     response = future.result()
                 except grpc.RpcError as err:
-                    last_error = grpc_error(err, f"ListOffsets to broker {node_id}")
+                    if not (cut_short and last_error is not None and err.code() == grpc.StatusCode.DEADLINE_EXCEEDED):
+                        last_error = grpc_error(err, f"ListOffsets to broker {node_id}")
                     refresh = True
                     continue
                 for topic in response.topics:

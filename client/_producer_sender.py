@@ -8,7 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -27,9 +27,6 @@ from kraftlog.common.records import RecordBatch
 from kraftlog.proto import broker_pb2
 
 from ._metadata import TopicPartition, grpc_error
-
-if TYPE_CHECKING:
-    pass
 
 
 class _ProducerSender:

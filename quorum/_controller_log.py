@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -31,9 +31,6 @@ from kraftlog.metadata_log._image import MetadataReplayError
 from kraftlog.metadata_log._log_files import delete_covered_segments
 from kraftlog.proto import controller_pb2, controller_pb2_grpc
 from kraftlog.quorum._controller_services import _KEEPALIVE_S, _STREAM_BATCH, _TAIL_ENTRIES, MetadataReplayFailure
-
-if TYPE_CHECKING:
-    pass
 
 
 class _ControllerLog:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pysyncobj.monotonic import monotonic as _raft_monotonic
 from pysyncobj.syncobj import _RAFT_STATE
@@ -21,9 +21,6 @@ from kraftlog.quorum._raft_state import (
     RawEntry,
 )
 from kraftlog.quorum._raft_view import _View
-
-if TYPE_CHECKING:
-    pass
 
 
 class _QuorumDelivery:

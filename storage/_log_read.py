@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
 
 from kraftlog.common.records import (
     RecordBatch,
@@ -27,9 +26,6 @@ from ._segment import LogSegment
 from ._validator import (
     check_stored_batch,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class _LogReads:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
 from ._index import IndexCorruptError
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
-
-if TYPE_CHECKING:
-    pass
 
 
 class _LogRecovery:

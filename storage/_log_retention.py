@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
@@ -14,9 +13,6 @@ from ._errors import (
     OffsetOutOfRangeError,
 )
 from ._segment import LogSegment
-
-if TYPE_CHECKING:
-    pass
 
 
 class _LogRetention:

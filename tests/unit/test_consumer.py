@@ -398,6 +398,16 @@ def test_unknown_partition_lookups_time_out(cluster) -> None:
             consumer.beginning_offsets([("nope", 0)], timeout_ms=2000)
 
 
+def test_lookup_timeout_keeps_the_error_that_explains_it(cluster) -> None:
+    # Slow Metadata answers: the last refresh before the deadline is cut short by the lookup's own
+    # deadline. Its DEADLINE_EXCEEDED says nothing about the partition and must not hide the
+    # UNKNOWN_TOPIC_OR_PARTITION the earlier, complete answers gave (CI run of 10b8617 hit this).
+    cluster.metadata_delay = 0.3
+    with make_consumer(cluster, auto_offset_reset="earliest", retry_backoff_ms=50) as consumer:
+        with pytest.raises(kerr.RequestTimedOutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            consumer.beginning_offsets([("nope", 0)], timeout_ms=1000)
+
+
 def test_closed_consumer_refuses_poll(cluster) -> None:
     consumer = make_consumer(cluster)
     consumer.close()

@@ -142,6 +142,7 @@ class FakeCluster:
         self.produce_errors: dict[tuple[str, int], list[type[kerr.KafkaError]]] = {}
         self.fetch_errors: dict[tuple[str, int], list[type[kerr.KafkaError]]] = {}
         self.produce_delay = 0.0
+        self.metadata_delay = 0.0
         self.hints = True
         self.frozen: dict[tuple[str, int], tuple[int, int]] | None = None
         self.message_max_bytes = 1 << 30
@@ -217,6 +218,8 @@ class FakeCluster:
     # ---------------------------------------------------------------- RPCs
 
     def metadata(self, node_id: int, request: Any) -> Any:
+        if self.metadata_delay:
+            time.sleep(self.metadata_delay)
         with self.cond:
             self.calls.append((node_id, "Metadata", request))
             names = sorted({t for t, _p in self.partitions}) if request.all_topics else list(request.topics)
