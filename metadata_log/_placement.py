@@ -316,24 +316,16 @@ def expand_assignment(
 ) -> dict[int, list[int]]:
     """Replicas for partitions ``len(existing) .. new_total - 1`` of a topic being expanded.
 
-    Continues the topic's assignment the way ZooKeeper-mode Kafka's createPartitions did: the
-    replication factor is partition 0's, the start index is the position of partition 0's first
-    replica in the list the placement walks (the first broker with a larger id if it is gone), the
-    shift is fixed from that same index, and numbering starts at the existing count. A topic placed
-    with ``start_index == replica_shift`` (always so when Kafka fixed the start) therefore gets
-    exactly what placing all ``new_total`` partitions at once would have given it.
+    Kafka's addPartitions: the replication factor is partition 0's; the start index is the
+    position, in the id-sorted brokers, of the first broker whose id is at least that of partition
+    0's first replica (0 when there is none); the replica shift is fixed to that same index; and
+    numbering continues at the existing count. This is not what placing all ``new_total``
+    partitions at once would give: the shift misses the bumps that walk made at partitions
+    ``n, 2n, ...`` below the count, and under rack-aware placement the index (taken in the
+    id-sorted list) walks the rack-alternated list, both exactly as Kafka does.
 
     Only the new partitions are returned. ``rng`` is accepted for symmetry with `assign_replicas`
     but never drawn from: the continuation is fully determined by ``existing``.
-
-    Deviations from Kafka, both so that the continuation really is the same walk:
-
-    * the shift passed on is ``start_index + (count - 1) // n``, i.e. it includes the bumps the
-      original walk made at partitions ``n, 2n, ... < count``. Kafka passes ``start_index`` alone,
-      which differs from placing all at once as soon as the topic already has more than ``n``
-      partitions;
-    * for rack-aware placement the index is taken in the rack-alternated list (Kafka takes it in
-      the id-sorted list, which does not index the list the rack-aware walk uses).
     """
     del rng  # determined by `existing`; see the docstring
     count = len(existing)
@@ -352,24 +344,16 @@ def expand_assignment(
     replication_factor = len(first_replicas)
     racks = _broker_racks(brokers)
     _check_counts(new_total - count, replication_factor, len(racks))
-    leader = first_replicas[0]
-    if _use_racks(racks, rack_aware_mode):
-        arranged = rack_alternated_broker_list(racks)  # type: ignore[arg-type]
-        start_index = arranged.index(leader) if leader in racks else 0
-    else:
-        ordered = sorted(racks)
-        start_index = bisect_left(ordered, leader)  # Kafka: first broker with id >= leader
-        if start_index == len(ordered):
-            start_index = 0
-    # The walk bumps the shift at every partition id that is a positive multiple of n; starting
-    # at `count`, it would miss the bumps of partitions n, 2n, ... below count: add them here.
-    replica_shift = start_index + (count - 1) // len(racks)
+    ordered = sorted(racks)
+    start_index = bisect_left(ordered, first_replicas[0])  # the first broker with id >= the leader's
+    if start_index == len(ordered):
+        start_index = 0
     return assign_replicas(
         racks,
         new_total - count,
         replication_factor,
         start_index=start_index,
-        replica_shift=replica_shift,
+        replica_shift=start_index,
         start_partition_id=count,
         rack_aware_mode=rack_aware_mode,
     )

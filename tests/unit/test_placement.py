@@ -167,22 +167,32 @@ def test_placement_brokers_skips_fenced_and_shutting_down() -> None:
 # ---- expansion
 
 
+def test_expand_continues_as_kafka_add_partitions_not_as_placing_all_at_once() -> None:
+    # Kafka's addPartitions: start index = position of partition 0's leader in the id-sorted
+    # brokers, the replica shift fixed to that same index, numbering from the existing count. With
+    # more partitions than brokers the shift differs from what one walk over all 6 would have had
+    # (that walk bumps it at partition 3): p4 = [1, 2, 0], not [1, 0, 2].
+    existing = assign_replicas([0, 1, 2], 4, 3, start_index=0)
+    assert expand_assignment(existing, 6, [0, 1, 2]) == {4: [1, 2, 0], 5: [2, 0, 1]}
+    assert assign_replicas([0, 1, 2], 6, 3, start_index=0)[4] == [1, 0, 2]
+
+
+def test_expand_rack_aware_takes_the_index_in_the_id_sorted_list() -> None:
+    # Kafka finds partition 0's leader (2) in the id-sorted list (index 2) and walks the rack-
+    # alternated list [0, 2, 1, 3] from that index: p2 leads on broker 0, p3 on broker 2.
+    racks = {0: "a", 1: "a", 2: "b", 3: "b"}
+    assert expand_assignment({0: [2, 1], 1: [1, 3]}, 4, racks) == {2: [0, 3], 3: [2, 0]}
+
+
 @pytest.mark.parametrize("num_brokers", [2, 3, 4, 5])
-def test_expand_3_to_6_equals_placing_6_at_once(num_brokers: int) -> None:
+def test_expand_is_the_fixed_start_walk_from_partition_zero(num_brokers: int) -> None:
     brokers = [100 + b for b in range(num_brokers)]
     rf = min(3, num_brokers)
     for start in range(num_brokers):
-        whole = assign_replicas(brokers, 6, rf, start_index=start)
-        first3 = {p: whole[p] for p in range(3)}
-        assert expand_assignment(first3, 6, brokers, random.Random(99)) == {p: whole[p] for p in range(3, 6)}
-
-
-def test_expand_rack_aware_continues_the_alternated_walk() -> None:
-    racks = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
-    for start in range(6):
-        whole = assign_replicas(racks, 12, 3, start_index=start)
-        got = expand_assignment({p: whole[p] for p in range(5)}, 12, racks)
-        assert got == {p: whole[p] for p in range(5, 12)}
+        existing = assign_replicas(brokers, 7, rf, start_index=start)
+        got = expand_assignment(existing, 10, brokers, random.Random(99))
+        leader_index = brokers.index(existing[0][0])
+        assert got == assign_replicas(brokers, 3, rf, start_index=leader_index, start_partition_id=7)
 
 
 def test_expand_when_partition_zero_leader_is_gone_uses_next_larger_id() -> None:
@@ -278,9 +288,11 @@ def test_rack_aware_balanced_racks_spread_evenly(num_racks: int, per_rack: int, 
 
 @settings(max_examples=80, deadline=None)
 @given(placements(), st.integers(1, 12), st.integers(1, 12))
-def test_expand_matches_placing_at_once(case: tuple[int, int, int, int, int], have: int, more: int) -> None:
+def test_expand_is_kafkas_fixed_start_walk(case: tuple[int, int, int, int, int], have: int, more: int) -> None:
     n, rf, _k, start, _shift = case
     brokers = list(range(0, 2 * n, 2))
     whole = assign_replicas(brokers, have + more, rf, start_index=start)
     got = expand_assignment({p: whole[p] for p in range(have)}, have + more, brokers)
-    assert got == {p: whole[p] for p in range(have, have + more)}
+    assert got == assign_replicas(brokers, more, rf, start_index=start, start_partition_id=have)
+    if have <= n:  # the walk over all partitions made no shift bump below `have`: the same result
+        assert got == {p: whole[p] for p in range(have, have + more)}
