@@ -51,9 +51,16 @@ def _endpoint_text(ep: Any) -> str:
     return f"{ep.name}://{ep.host}:{ep.port}"
 
 
-def _tree_from_image(
-    image: Any, partition_controller_epochs: dict[tuple[str, int], int], source: str, cluster_id: str | None
-) -> TreeImage:
+def _zk_host_port(endpoints: Any) -> tuple[str | None, int]:
+    """ZooKeeper's top-level ``host``/``port`` of a broker: its first PLAINTEXT endpoint, else
+    null and -1 (as Kafka wrote them since listeners arrived)."""
+    for ep in endpoints:
+        if ep.security_protocol == "PLAINTEXT":
+            return ep.host, ep.port
+    return None, -1
+
+
+def _tree_from_image(image: Any, provenance: Any, source: str, cluster_id: str | None) -> TreeImage:
     tree = TreeImage(
         source=source,
         offset=image.offset,
@@ -64,7 +71,11 @@ def _tree_from_image(
     )
     for bid in sorted(image.cluster.brokers):
         reg = image.cluster.brokers[bid]
+        host, port = _zk_host_port(reg.endpoints)
         tree.brokers[bid] = {
+            "host": host,
+            "port": port,
+            "timestamp": provenance.broker_registered_ms.get(bid),
             "endpoints": [_endpoint_text(ep) for ep in reg.endpoints],
             "listener_security_protocol_map": {ep.name: ep.security_protocol for ep in reg.endpoints},
             "rack": reg.rack,
@@ -86,7 +97,7 @@ def _tree_from_image(
                 "partition_epoch": p.partition_epoch,
                 "adding_replicas": list(p.adding_replicas),
                 "removing_replicas": list(p.removing_replicas),
-                "controller_epoch": partition_controller_epochs.get((topic.topic_id, pid)),
+                "controller_epoch": provenance.partition_epochs.get((topic.topic_id, pid)),
             }
         tree.topics[name] = {"topic_id": topic.topic_id, "partitions": parts}
     for (rtype, rname), values in image.configs.resources.items():
@@ -102,6 +113,17 @@ def _tree_from_image(
 def _path_order(path: str) -> tuple[Any, ...]:
     """Sort key: path components, numbers numerically (partition 10 after 9)."""
     return tuple((0, int(c), "") if c.isdigit() else (1, 0, c) for c in path.split("/"))
+
+
+# ZooKeeper's data versions of the nodes drawn here, as Kafka 3.x wrote them: broker registration
+# v5 (with features), topic assignment v3 (with topic_id); partition state, config and producer-id
+# block nodes are version 1.
+_ZK_BROKER_VERSION = 5
+_ZK_TOPIC_VERSION = 3
+
+
+def _config_node(values: dict[str, Any]) -> dict[str, Any]:
+    return {"version": 1, "config": dict(sorted(values.items()))}
 
 
 def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
@@ -125,10 +147,22 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
         reassigning.sort(key=lambda r: (r["topic"], r["partition"]))
         nodes.append(("/admin/reassign_partitions", {"version": 1, "partitions": reassigning}))
     for bid, data in tree.brokers.items():
-        nodes.append((f"/brokers/ids/{bid}", data))
+        registered_ms = data.get("timestamp")
+        nodes.append(
+            (
+                f"/brokers/ids/{bid}",
+                {
+                    "version": _ZK_BROKER_VERSION,
+                    **data,
+                    "timestamp": None if registered_ms is None else str(registered_ms),
+                    "jmx_port": -1,
+                },
+            )
+        )
     for name, topic in tree.topics.items():
         parts = topic["partitions"]
         data = {
+            "version": _ZK_TOPIC_VERSION,
             "topic_id": topic["topic_id"],
             "partitions": {str(pid): p["replicas"] for pid, p in parts.items()},
             "adding_replicas": {str(pid): p["adding_replicas"] for pid, p in parts.items() if p["adding_replicas"]},
@@ -142,6 +176,7 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
                 (
                     f"/brokers/topics/{name}/partitions/{pid}/state",
                     {
+                        "version": 1,
                         "controller_epoch": p["controller_epoch"],
                         "leader": p["leader"],
                         "leader_epoch": p["leader_epoch"],
@@ -153,16 +188,20 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
     if tree.cluster_id:
         nodes.append(("/cluster/id", {"version": "1", "id": tree.cluster_id}))
     for name in tree.topics:  # every topic has a config node, as in ZooKeeper (empty: defaults)
-        nodes.append((f"/config/topics/{name}", dict(sorted(tree.topic_configs.get(name, {}).items()))))
+        nodes.append((f"/config/topics/{name}", _config_node(tree.topic_configs.get(name, {}))))
     for rname, values in tree.broker_configs.items():
         if values:
-            nodes.append((f"/config/brokers/{rname or '<default>'}", dict(sorted(values.items()))))
+            nodes.append((f"/config/brokers/{rname or '<default>'}", _config_node(values)))
     if tree.controller_id is not None:
-        nodes.append(("/controller", {"controller_id": tree.controller_id}))
+        # the shape a KRaft controller writes to /controller during a ZooKeeper migration
+        controller = {"version": 2, "brokerid": tree.controller_id}
+        if tree.controller_epoch is not None:
+            controller["kraftControllerEpoch"] = tree.controller_epoch
+        nodes.append(("/controller", controller))
     if tree.controller_epoch is not None:
         nodes.append(("/controller_epoch", tree.controller_epoch))
     if tree.next_producer_id is not None:
-        nodes.append(("/latest_producer_id_block", {"next_producer_id": tree.next_producer_id}))
+        nodes.append(("/latest_producer_id_block", {"version": 1, "next_producer_id": tree.next_producer_id}))
     nodes.sort(key=lambda n: _path_order(n[0]))
     return nodes
 
@@ -199,18 +238,18 @@ def _cluster_id_near(*dirs: Path) -> str | None:
 
 def image_from_files(
     snapshot: str | None, log_dir: str | None, as_of_offset: int | None = None
-) -> tuple[Any, dict[tuple[str, int], int], list[str]]:
+) -> tuple[Any, Any, list[str]]:
     """Replay a snapshot and/or a metadata log dir offline.
 
-    Returns the image, the controller epoch that last wrote each partition (ZooKeeper's
-    ``controller_epoch`` of the partition state; a snapshot's own epoch for partitions it holds),
-    and notes for stderr (torn tails, a log that ends before ``as_of_offset``). Raises UserError for
+    Returns the image, its `MetadataProvenance` (the controller epoch that last wrote each
+    partition, ZooKeeper's ``controller_epoch`` of the partition state, and each broker's
+    registration time), and notes for stderr (torn tails, a log that ends before ``as_of_offset``). Raises UserError for
     bad arguments and lets the readers' errors (corrupt files, gaps) through.
     """
     from kraftlog import metadata_log
 
     notes: list[str] = []
-    part_epochs: dict[tuple[str, int], int] = {}
+    provenance = metadata_log.MetadataProvenance()
     mdir = _metadata_dir(log_dir) if log_dir is not None else None
     if (
         mdir is not None
@@ -240,12 +279,10 @@ def image_from_files(
     start = 0
     if snap is not None:
         image = metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
-        for r in snap.records:
-            if isinstance(r, metadata_log.PartitionRecord):
-                part_epochs[(r.topic_id, r.partition_id)] = snap.epoch
+        provenance = metadata_log.MetadataProvenance.from_snapshot(snap.records, snap.epoch, snap.timestamp_ms)
         start = snap.offset + 1
     if mdir is None:
-        return image, part_epochs, notes
+        return image, provenance, notes
 
     def on_torn(path: Path, bad: Any) -> None:
         notes.append(f"torn tail in {path} at position {bad.position} ({bad.reason}); the entries after it are ignored")
@@ -256,22 +293,17 @@ def image_from_files(
         if as_of_offset is not None and entry.offset > as_of_offset:
             break
         delta.replay(entry)
+        provenance.observe(entry)
         replayed += 1
-        record = entry.record
-        if isinstance(record, (metadata_log.PartitionRecord, metadata_log.PartitionChangeRecord)):
-            part_epochs[(record.topic_id, record.partition_id)] = entry.epoch
-        elif isinstance(record, metadata_log.RemoveTopicRecord):
-            for key in [k for k in part_epochs if k[0] == record.topic_id]:
-                del part_epochs[key]
     if replayed:
         image = delta.apply()
     if as_of_offset is not None and image.offset < as_of_offset:
         notes.append(f"the metadata log ends at offset {image.offset}, before --as-of-offset {as_of_offset}")
-    return image, part_epochs, notes
+    return image, provenance, notes
 
 
 def _offline_tree(args: argparse.Namespace) -> TreeImage:
-    image, part_epochs, notes = image_from_files(args.snapshot, args.log_dir, args.as_of_offset)
+    image, provenance, notes = image_from_files(args.snapshot, args.log_dir, args.as_of_offset)
     for note in notes:
         print(f"kraftlog metadata: warning: {note}", file=sys.stderr)
     sources = []
@@ -283,7 +315,7 @@ def _offline_tree(args: argparse.Namespace) -> TreeImage:
         sources.append(f"log dir {args.log_dir}")
         d = Path(args.log_dir).resolve()
         dirs += [d, d / METADATA_PARTITION_DIR]
-    return _tree_from_image(image, part_epochs, " + ".join(sources), _cluster_id_near(*dirs))
+    return _tree_from_image(image, provenance, " + ".join(sources), _cluster_id_near(*dirs))
 
 
 def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
@@ -299,8 +331,12 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
         controller_epoch=quorum.leader_epoch,
     )
     for b in sorted(cluster.brokers, key=lambda b: b.broker_id):
+        plaintext = b.security_protocol == "PLAINTEXT"
         tree.brokers[b.broker_id] = {
-            "endpoints": [f"{b.host}:{b.port}"] if b.host else [],
+            "host": b.host if b.host and plaintext else None,
+            "port": b.port if b.host and plaintext else -1,
+            "timestamp": b.registration_timestamp_ms if b.HasField("registration_timestamp_ms") else None,
+            "endpoints": [f"{b.security_protocol or 'PLAINTEXT'}://{b.host}:{b.port}"] if b.host else [],
             "rack": b.rack or None,
             "epoch": b.broker_epoch,
             "fenced": b.fenced,
@@ -318,8 +354,8 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
                 "partition_epoch": p.partition_epoch,
                 "adding_replicas": list(p.adding_replicas),
                 "removing_replicas": list(p.removing_replicas),
-                "controller_epoch": None,
-            }  # not served over the admin API
+                "controller_epoch": p.controller_epoch if p.HasField("controller_epoch") else None,
+            }
         tree.topics[t.name] = {"topic_id": t.topic_id, "partitions": parts}
         if t.configs:
             tree.topic_configs[t.name] = dict(t.configs)

@@ -42,6 +42,7 @@ from kraftlog.metadata_log._placement import (
     expand_assignment,
     placement_brokers,
 )
+from kraftlog.metadata_log._provenance import MetadataProvenance
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -78,6 +79,7 @@ __all__ = [
     "FeaturesImage",
     "MetadataDelta",
     "MetadataImage",
+    "MetadataProvenance",
     "MetadataReplayError",
     "PartitionRegistration",
     "ProducerIdsImage",

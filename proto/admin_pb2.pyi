@@ -350,7 +350,7 @@ class DescribeClusterRequest(_message.Message):
 class DescribeClusterResponse(_message.Message):
     __slots__ = ("error", "cluster_id", "controller_id", "brokers", "controller")
     class Broker(_message.Message):
-        __slots__ = ("broker_id", "host", "port", "rack", "fenced", "in_controlled_shutdown", "broker_epoch")
+        __slots__ = ("broker_id", "host", "port", "rack", "fenced", "in_controlled_shutdown", "broker_epoch", "registration_timestamp_ms", "security_protocol")
         BROKER_ID_FIELD_NUMBER: _ClassVar[int]
         HOST_FIELD_NUMBER: _ClassVar[int]
         PORT_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +358,8 @@ class DescribeClusterResponse(_message.Message):
         FENCED_FIELD_NUMBER: _ClassVar[int]
         IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
         BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        REGISTRATION_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+        SECURITY_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
         broker_id: int
         host: str
         port: int
@@ -365,7 +367,9 @@ class DescribeClusterResponse(_message.Message):
         fenced: bool
         in_controlled_shutdown: bool
         broker_epoch: int
-        def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+        registration_timestamp_ms: int
+        security_protocol: str
+        def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., broker_epoch: _Optional[int] = ..., registration_timestamp_ms: _Optional[int] = ..., security_protocol: _Optional[str] = ...) -> None: ...
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -420,7 +424,7 @@ class DescribeTopicsRequest(_message.Message):
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics", "controller", "error")
     class Partition(_message.Message):
-        __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas", "adding_replicas", "removing_replicas")
+        __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas", "adding_replicas", "removing_replicas", "controller_epoch")
         PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
         LEADER_ID_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +434,7 @@ class DescribeTopicsResponse(_message.Message):
         OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
         partition_index: int
         leader_id: int
         leader_epoch: int
@@ -439,7 +444,8 @@ class DescribeTopicsResponse(_message.Message):
         offline_replicas: _containers.RepeatedScalarFieldContainer[int]
         adding_replicas: _containers.RepeatedScalarFieldContainer[int]
         removing_replicas: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+        controller_epoch: int
+        def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
     class Topic(_message.Message):
         __slots__ = ("name", "topic_id", "error", "partitions", "configs")
         class ConfigsEntry(_message.Message):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataImage
+from kraftlog.metadata_log._provenance import MetadataProvenance
 from kraftlog.metadata_log._records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -165,9 +166,16 @@ def fence_expired_brokers(image: MetadataImage, ctx: ControllerContext, heartbea
 
 
 def describe_cluster(
-    image: MetadataImage, ctx: ControllerContext, controller_id: int, listener: str | None = None
+    image: MetadataImage,
+    ctx: ControllerContext,
+    controller_id: int,
+    listener: str | None = None,
+    provenance: MetadataProvenance | None = None,
 ) -> admin_pb2.DescribeClusterResponse:
+    """The registered brokers at ``listener`` (default: each one's first); with ``provenance``,
+    each one's registration time."""
     R = admin_pb2.DescribeClusterResponse
+    registered_ms = provenance.broker_registered_ms if provenance is not None else {}
     brokers = []
     for bid in image.cluster.broker_ids():
         reg = image.cluster.broker(bid)
@@ -182,6 +190,8 @@ def describe_cluster(
                 fenced=reg.fenced,
                 in_controlled_shutdown=reg.in_controlled_shutdown,
                 broker_epoch=reg.broker_epoch,
+                registration_timestamp_ms=registered_ms.get(bid),
+                security_protocol=ep.security_protocol if ep else "",
             )
         )
     return R(error=error_pb(), cluster_id=ctx.cluster_id, controller_id=controller_id, brokers=brokers)

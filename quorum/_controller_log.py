@@ -16,6 +16,7 @@ from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
     MetadataImage,
+    MetadataProvenance,
     MetadataRecord,
     decode_entry,
     decode_record,
@@ -74,6 +75,8 @@ class _ControllerLog:
         delta = MetadataDelta(self.image)
         for e in fresh:
             self._replay_or_fail(delta, e)
+        for e in fresh:
+            self.provenance.observe(e)
         self._writer.append(fresh)
         for e in fresh:
             self._bytes_since_snapshot += len(self._remember(e))
@@ -132,6 +135,7 @@ class _ControllerLog:
         write_snapshot(self.metadata_dir, offset, epoch, timestamp_ms, records)
         self._writer.truncate_fully_and_start_at(offset + 1)
         self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
+        self.provenance = MetadataProvenance.from_snapshot(records, epoch, timestamp_ms)
         self._tail.clear()
         self._applied.advance()
         self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)

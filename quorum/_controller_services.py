@@ -184,7 +184,7 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
 
     async def DescribeCluster(self, request, context):
         return await self.s.run_read(
-            lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id),
+            lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id, provenance=self.s.provenance),
             admin_pb2.DescribeClusterResponse,
         )
 
@@ -204,5 +204,7 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
 
     async def DescribeTopics(self, request, context):
         return await self.s.run_read(
-            lambda: ctl.describe_topics(self.s.image, request), admin_pb2.DescribeTopicsResponse, request
+            lambda: ctl.describe_topics(self.s.image, request, self.s.provenance),
+            admin_pb2.DescribeTopicsResponse,
+            request,
         )

@@ -50,6 +50,7 @@ from kraftlog.metadata_log import (
     MetadataDelta,
     MetadataImage,
     MetadataLogWriter,
+    MetadataProvenance,
     MetadataRecord,
     NoOpRecord,
     encode_record,
@@ -105,6 +106,7 @@ class ControllerServer(_ControllerLog):
         self.address = f"{host}:{port}"
         self.metadata_dir = Path(config.metadata_log_dir) / METADATA_PARTITION_DIR
         self.image = MetadataImage.EMPTY
+        self.provenance = MetadataProvenance()  # facts about the entries behind the image (metadata tree)
         self._tail: deque[tuple[int, bytes]] = deque()
         self._writer: MetadataLogWriter | None = None
         self._quorum: Any = None
@@ -203,11 +205,13 @@ class ControllerServer(_ControllerLog):
         if snap is not None:
             s = read_snapshot(snap.path)
             image = MetadataImage.from_records(s.records, s.offset, s.epoch, s.timestamp_ms)
+            self.provenance = MetadataProvenance.from_snapshot(s.records, s.epoch, s.timestamp_ms)
             start = s.offset + 1
         delta = MetadataDelta(image)
         count = 0
         for entry in read_log_dir(self.metadata_dir, from_offset=start):
             self._replay_or_fail(delta, entry)
+            self.provenance.observe(entry)
             self._remember(entry)
             count += 1
         self.image = delta.apply() if count else image

@@ -9,6 +9,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, validate_topic_configs
 from kraftlog.metadata_log import _placement as placement
 from kraftlog.metadata_log._image import MetadataImage, PartitionRegistration, TopicImage
+from kraftlog.metadata_log._provenance import MetadataProvenance
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     ConfigRecord,
@@ -354,8 +355,12 @@ def create_partitions(
     return records, admin_pb2.CreatePartitionsResponse(results=results)
 
 
-def describe_topics(image: MetadataImage, req: admin_pb2.DescribeTopicsRequest) -> admin_pb2.DescribeTopicsResponse:
+def describe_topics(
+    image: MetadataImage, req: admin_pb2.DescribeTopicsRequest, provenance: MetadataProvenance | None = None
+) -> admin_pb2.DescribeTopicsResponse:
+    """Topics as the image has them; with ``provenance``, each partition's ``controller_epoch``."""
     R = admin_pb2.DescribeTopicsResponse
+    partition_epochs = provenance.partition_epochs if provenance is not None else {}
     out = []
     names = list(req.names) or sorted(image.topics.by_name)
     for name in names:
@@ -380,6 +385,7 @@ def describe_topics(image: MetadataImage, req: admin_pb2.DescribeTopicsRequest) 
                     offline_replicas=offline,
                     adding_replicas=list(p.adding_replicas),
                     removing_replicas=list(p.removing_replicas),
+                    controller_epoch=partition_epochs.get((topic.topic_id, pid)),
                 )
             )
         out.append(

@@ -79,6 +79,17 @@ def test_quorum_status_and_metadata_tree(cluster: LocalCluster, tmp_path: Path) 
     meta_dir = Path(cluster.nodes[1].dir) / "metadata"
     tree = kraftlog("metadata", "tree", "--log-dir", str(meta_dir)).stdout
     assert "/brokers/topics/tree-topic" in tree and "/brokers/ids/1" in tree
+    # online (the active controller's provenance) and offline (node 1's files) agree on the fields
+    # the ZooKeeper nodes had: the controller epoch of a partition's state, a broker's registration time
+    state = "/brokers/topics/tree-topic/partitions/0/state"
+    online = json.loads(kraftlog("metadata", "tree", *bs, "--output", "json").stdout)["nodes"]
+    assert online[state]["version"] == 1 and online[state]["controller_epoch"] >= 1
+    assert online["/brokers/ids/1"]["version"] == 5 and int(online["/brokers/ids/1"]["timestamp"]) > 0
+    assert online["/brokers/ids/1"]["host"] == "127.0.0.1" and online["/brokers/ids/1"]["port"] > 0
+    offline = json.loads(kraftlog("metadata", "tree", "--log-dir", str(meta_dir), "--output", "json").stdout)["nodes"]
+    assert offline[state]["controller_epoch"] == online[state]["controller_epoch"]
+    assert offline["/brokers/ids/1"]["timestamp"] == online["/brokers/ids/1"]["timestamp"]
+    assert offline["/config/topics/tree-topic"] == {"version": 1, "config": {}}
     dump = kraftlog("metadata", "dump", str(meta_dir / "__cluster_metadata-0")).stdout
     assert "TopicRecord" in dump and "RegisterBrokerRecord" in dump
 

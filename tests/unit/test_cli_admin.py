@@ -114,7 +114,14 @@ def describe_response() -> admin_pb2.DescribeTopicsResponse:
                 partitions=[
                     P(partition_index=1, leader_id=2, replicas=[2, 3, 1], isr=[2, 3]),
                     P(partition_index=0, leader_id=1, replicas=[1, 2, 3], isr=[1, 2, 3]),
-                    P(partition_index=2, leader_id=-1, replicas=[3, 1, 2], isr=[3], offline_replicas=[3]),
+                    P(
+                        partition_index=2,
+                        leader_id=-1,
+                        replicas=[3, 1, 2],
+                        isr=[3],
+                        offline_replicas=[3],
+                        controller_epoch=6,
+                    ),
                 ],
             ),
             R.DescribeTopicsResponse.Topic(
@@ -884,7 +891,13 @@ def cluster_response(racks: dict[int, str] | None = None) -> admin_pb2.DescribeC
         controller_id=3000,
         brokers=[
             R.DescribeClusterResponse.Broker(
-                broker_id=b, host=f"h{b}", port=9092, rack=racks.get(b, ""), broker_epoch=10 + b
+                broker_id=b,
+                host=f"h{b}",
+                port=9092,
+                rack=racks.get(b, ""),
+                broker_epoch=10 + b,
+                security_protocol="PLAINTEXT",
+                registration_timestamp_ms=1_700_000_000_000 + b,
             )
             for b in (1, 2, 3, 4)
         ],
@@ -1201,27 +1214,38 @@ def test_metadata_tree_online(fake, capsys) -> None:
     )
     assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 0
     nodes = json.loads(capsys.readouterr().out)["nodes"]
-    assert nodes["/controller"] == {"controller_id": 3001}
+    # what a KRaft controller writes to /controller in a ZooKeeper migration
+    assert nodes["/controller"] == {"version": 2, "brokerid": 3001, "kraftControllerEpoch": 7}
     assert nodes["/controller_epoch"] == 7
     assert nodes["/cluster/id"] == {"version": "1", "id": "CID"}
     assert nodes["/brokers/ids/1"] == {
-        "endpoints": ["h1:9092"],
+        "version": 5,
+        "host": "h1",
+        "port": 9092,
+        "timestamp": "1700000000001",
+        "jmx_port": -1,
+        "endpoints": ["PLAINTEXT://h1:9092"],
         "rack": "r1",
         "epoch": 11,
         "fenced": False,
         "in_controlled_shutdown": False,
     }
     assert nodes["/brokers/topics/orders"]["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1], "2": [3, 1, 2]}
+    assert nodes["/brokers/topics/orders/partitions/0/state"]["controller_epoch"] is None  # not served
     assert nodes["/brokers/topics/orders/partitions/2/state"] == {
-        "controller_epoch": None,
+        "version": 1,
+        "controller_epoch": 6,
         "leader": -1,
         "leader_epoch": 0,
         "isr": [3],
         "partition_epoch": 0,
     }
-    assert nodes["/config/topics/orders"] == {"cleanup.policy": "compact", "retention.ms": "1000"}
-    assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
-    assert nodes["/config/brokers/<default>"] == {"num.io.threads": "16"}
+    assert nodes["/config/topics/orders"] == {
+        "version": 1,
+        "config": {"cleanup.policy": "compact", "retention.ms": "1000"},
+    }
+    assert nodes["/config/brokers/1"] == {"version": 1, "config": {"log.cleaner.threads": "2"}}
+    assert nodes["/config/brokers/<default>"] == {"version": 1, "config": {"num.io.threads": "16"}}
     assert nodes["/admin/reassign_partitions"]["partitions"][0]["topic"] == "moving"
     assert "/latest_producer_id_block" not in nodes
     assert admin.called("describe_configs")[0][0] == ([(4, "1"), (4, "2"), (4, "3"), (4, "4"), (4, "")],)

@@ -238,7 +238,13 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
     assert nodes["/cluster/id"] == {"version": "1", "id": CLUSTER_ID}
     assert nodes["/controller_epoch"] == 2
     assert "/controller" not in nodes  # offline: who leads now is unknown
+    # ZooKeeper's broker node v5: host/port of the PLAINTEXT endpoint, registration time as a string
     assert nodes["/brokers/ids/1"] == {
+        "version": 5,
+        "host": "host1",
+        "port": 9092,
+        "timestamp": str(TS + 1),
+        "jmx_port": -1,
         "endpoints": ["PLAINTEXT://host1:9092"],
         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
         "rack": "rack-1",
@@ -248,12 +254,14 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
         "incarnation_id": "inc-1",
     }
     assert nodes["/brokers/topics/orders"] == {
+        "version": 3,
         "topic_id": ORDERS,
         "partitions": {"0": [1, 2, 3], "1": [2, 3]},
         "adding_replicas": {"0": [3]},
         "removing_replicas": {"0": [1]},
     }
     assert nodes["/brokers/topics/orders/partitions/0/state"] == {
+        "version": 1,
         "controller_epoch": 2,
         "leader": 1,
         "leader_epoch": 0,
@@ -261,6 +269,7 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
         "partition_epoch": 1,
     }
     assert nodes["/brokers/topics/orders/partitions/1/state"] == {
+        "version": 1,
         "controller_epoch": 2,
         "leader": 2,
         "leader_epoch": 0,
@@ -268,11 +277,11 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
         "partition_epoch": 1,
     }
     assert nodes["/brokers/topics/payments/partitions/0/state"]["controller_epoch"] == 2
-    assert nodes["/config/topics/orders"] == {"cleanup.policy": "compact"}
-    assert nodes["/config/topics/payments"] == {}
-    assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
-    assert nodes["/config/brokers/<default>"] == {"num.io.threads": "16"}
-    assert nodes["/latest_producer_id_block"] == {"next_producer_id": 1000}
+    assert nodes["/config/topics/orders"] == {"version": 1, "config": {"cleanup.policy": "compact"}}
+    assert nodes["/config/topics/payments"] == {"version": 1, "config": {}}
+    assert nodes["/config/brokers/1"] == {"version": 1, "config": {"log.cleaner.threads": "2"}}
+    assert nodes["/config/brokers/<default>"] == {"version": 1, "config": {"num.io.threads": "16"}}
+    assert nodes["/latest_producer_id_block"] == {"version": 1, "next_producer_id": 1000}
     assert nodes["/admin/reassign_partitions"] == {
         "version": 1,
         "partitions": [
@@ -307,6 +316,7 @@ def test_tree_as_of_offset(log_dir: Path, capsys) -> None:
     assert "/brokers/topics/payments" not in nodes
     assert "/admin/reassign_partitions" not in nodes
     assert nodes["/brokers/topics/orders/partitions/0/state"] == {
+        "version": 1,
         "controller_epoch": 1,
         "leader": 1,
         "leader_epoch": 0,
@@ -360,7 +370,7 @@ def test_tree_from_snapshot_alone_and_with_the_log(tmp_path: Path, capsys) -> No
     # --log-dir alone starts from the dir's latest snapshot and replays the rest
     assert main(["metadata", "tree", "--log-dir", str(root)]) == 0
     nodes = _tree_lines(capsys.readouterr().out)
-    assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
+    assert nodes["/config/brokers/1"] == {"version": 1, "config": {"log.cleaner.threads": "2"}}
     assert "/admin/reassign_partitions" in nodes
 
     # explicit snapshot + log dir, and --as-of-offset between them
@@ -368,7 +378,7 @@ def test_tree_from_snapshot_alone_and_with_the_log(tmp_path: Path, capsys) -> No
         main(["metadata", "tree", "--snapshot", str(snap), "--log-dir", str(root), "--as-of-offset", str(cut + 1)]) == 0
     )
     nodes = _tree_lines(capsys.readouterr().out)
-    assert nodes["/config/brokers/1"] == {"log.cleaner.threads": "2"}
+    assert nodes["/config/brokers/1"] == {"version": 1, "config": {"log.cleaner.threads": "2"}}
     assert "/config/brokers/<default>" not in nodes
 
     # an offset before the snapshot cannot be rebuilt from this dir: the log does not reach back
