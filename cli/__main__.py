@@ -28,7 +28,10 @@ from kraftlog.cli._common import (
     KraftlogArgumentParser,
     LateStderr,
     UserError,
+    report_failure,
+    wants_json,
 )
+from kraftlog.common import errors as kerr
 from kraftlog.node._errors import NodeStartupError
 
 __all__ = ["main", "build_parser"]
@@ -141,19 +144,28 @@ def _exit_code(code: object) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``kraftlog`` with ``argv`` (default: the process arguments); returns the exit code."""
+    arguments = list(argv) if argv is not None else sys.argv[1:]
+    KraftlogArgumentParser.json_errors = wants_json(arguments)
     parser = build_parser()
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = parser.parse_args(arguments)
     except SystemExit as exit_:  # --help, or a usage error already printed by the parser
         return _exit_code(exit_.code)
     _configure_logging(args.log_level)
     run: Callable[[argparse.Namespace], int] = args._run
+    as_json = getattr(args, "output", None) == "json"
     _log.debug("command_started", command=args.command)
     try:
         return run(args)
-    except (UserError, NodeStartupError) as err:
-        print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
+    except UserError as err:
+        report_failure(args.command, str(err), err.error, as_json=as_json)
         return EXIT_USAGE
+    except NodeStartupError as err:
+        report_failure(args.command, str(err), type(err), as_json=as_json)
+        return EXIT_USAGE
+    except kerr.KafkaError as err:  # the cluster or the client gave up: Kafka's name, no traceback
+        report_failure(args.command, f"{err.error_name}: {err.message}", type(err), as_json=as_json)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -169,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except OSError as err:
         # The environment failed (disk full, permission denied): a report, not a stack trace.
-        print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
+        error = kerr.NetworkError if isinstance(err, ConnectionError) else kerr.KafkaStorageError
+        report_failure(args.command, str(err), error, as_json=as_json)
         return EXIT_FAILURE
 
 

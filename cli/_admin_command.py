@@ -17,6 +17,7 @@ from kraftlog.cli._common import (
     UserError,
     add_bootstrap_server_option,
     add_output_option,
+    report_failure,
 )
 
 _PROG = "kraftlog"
@@ -71,6 +72,15 @@ def _error_name(err: Any) -> str:
         return f"ERROR_{err.code}"
 
 
+def _error_class(name: str) -> type[Any]:
+    from kraftlog.common import errors as kerr
+
+    try:
+        return kerr.error_for_name(name)
+    except (KeyError, ValueError):  # a name this version does not know still fails the command
+        return kerr.UnknownServerError
+
+
 def error_name(err: Any) -> str:
     """Kafka's error name of an ``Error`` message (looked up by code when the name is empty)."""
     return _error_name(err)
@@ -115,14 +125,15 @@ def run_with_admin(args: argparse.Namespace, factory: AdminFactory, body: Callab
     """
     from kraftlog.common import errors as kerr
 
+    as_json = getattr(args, "output", None) == "json"
     admin = factory(args.bootstrap_server, request_timeout_ms=args.request_timeout_ms)
     try:
         return body(admin)
     except ClusterError as err:
-        report_error(args, str(err))
+        report_failure(args.command, str(err), _error_class(err.name), as_json=as_json)
         return EXIT_FAILURE
     except kerr.KafkaError as err:
-        report_error(args, f"{err.error_name}: {err.message}")
+        report_failure(args.command, f"{err.error_name}: {err.message}", type(err), as_json=as_json)
         return EXIT_FAILURE
     finally:
         close = getattr(admin, "close", None)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
+from kraftlog.common import errors as kerr
 from kraftlog.common import parse_bootstrap_servers
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "UserError",
     "JsonObjectStream",
     "add_bootstrap_server_option",
+    "report_failure",
+    "wants_json",
     "add_output_option",
     "format_table",
     "json_dumps",
@@ -46,8 +49,36 @@ COMMAND_METAVAR = "COMMAND"  # how the subcommand argument is named in usage and
 class UserError(Exception):
     """Bad input from the user: `main` prints the message as one line on stderr and exits 2.
 
-    Raised instead of letting an exception escape so that a typo never ends in a traceback.
+    Raised instead of letting an exception escape so that a typo never ends in a traceback. Under
+    ``--output json`` it is reported as Kafka's ``error`` (INVALID_REQUEST unless the raiser names
+    a closer one, such as INVALID_CONFIG for a bad config file).
     """
+
+    def __init__(self, message: str, *, error: type[kerr.KafkaError] = kerr.InvalidRequestError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+_PROG = "kraftlog"
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for ``--output json``: read before parsing, so that even a usage error
+    the parser reports reaches a script as JSON."""
+    for i, arg in enumerate(argv):
+        if arg == "--output=json" or (arg == "--output" and i + 1 < len(argv) and argv[i + 1] == "json"):
+            return True
+    return False
+
+
+def report_failure(command: str | None, message: str, error: type[kerr.KafkaError], *, as_json: bool) -> None:
+    """Report why a command failed: always one line on stderr (for people); under ``--output json``
+    also one object ``{"error": {"name", "code", "message"}}`` on stdout, Kafka's error name and
+    code, so that a script reading stdout sees the failure and not silence."""
+    where = f"{_PROG} {command}" if command else _PROG
+    print(f"{where}: error: {message}", file=sys.stderr)
+    if as_json:
+        print_json({"error": {"name": error.error_name, "code": error.error_code, "message": message}})
 
 
 class KraftlogArgumentParser(argparse.ArgumentParser):
@@ -58,10 +89,17 @@ class KraftlogArgumentParser(argparse.ArgumentParser):
     away, and the line names the command so the user knows which ``--help`` to run.
     """
 
+    json_errors = False  # set by `main` from `wants_json` before parsing
+
     def error(self, message: str) -> NoReturn:
         prefix = f"argument {COMMAND_METAVAR}: invalid choice:"
         if message.startswith(prefix):
             message = "unknown command" + message[len(prefix) - 1 :]
+        if KraftlogArgumentParser.json_errors:
+            error = kerr.InvalidRequestError
+            print_json(
+                {"error": {"name": error.error_name, "code": error.error_code, "message": f"{self.prog}: {message}"}}
+            )
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 

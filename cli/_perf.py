@@ -5,13 +5,16 @@
 records/s (-1: as fast as possible), and prints Kafka's lines: every 5 s (``--reporting-interval``)
 ``N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max latency.`` and at the end
 the totals with the 50th, 95th, 99th and 99.9th latency percentiles; then one JSON line with the
-same figures for scripts. Latency is from ``send`` to the acknowledgement. ``--producer-props``
-takes Kafka's producer configs (``acks=1 linger.ms=5 batch.size=...``).
+same figures for scripts (``--output json``: only that line). Latency is from ``send`` to the
+acknowledgement. ``--producer-props`` takes Kafka's producer configs (``acks=1 linger.ms=5 batch.size=...``).
 
 ``perf consume`` is ``kafka-consumer-perf-test`` without groups: it reads every partition of the
 topic from the beginning (``--from-latest``: from the end) until ``--messages`` records arrived or
 none came for ``--timeout`` ms, and prints Kafka's header and figures line (``start.time, end.time,
-data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...``), then a JSON line.
+data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...``), then a JSON line
+(``--output json``: only that line).
+
+Both show a progress bar on stderr while they run, when stderr is a terminal.
 
 Exit status 1 when records failed or the consumer stopped short of ``--messages``.
 """
@@ -32,6 +35,7 @@ from kraftlog.cli._common import (
     EXIT_OK,
     UserError,
     add_bootstrap_server_option,
+    add_output_option,
     json_dumps,
     non_negative_int,
 )
@@ -105,6 +109,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="MS",
         help="interval between progress lines (default: 5000, as Kafka's)",
     )
+    add_output_option(prod)
 
     cons = sub.add_parser(
         "consume",
@@ -128,6 +133,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     cons.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS")
     cons.add_argument("--consumer-property", action="append", default=[], metavar="NAME=VALUE")
     cons.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE")
+    add_output_option(cons)
     return parser
 
 
@@ -143,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
 class ProduceStats:
     """Kafka's ``ProducerPerformance.Stats``: windowed progress lines and sampled latencies."""
 
-    def __init__(self, num_records: int, reporting_interval_ms: int) -> None:
+    def __init__(self, num_records: int, reporting_interval_ms: int, *, quiet: bool = False) -> None:
+        self.quiet = quiet  # --output json: no lines for people on stdout
         self.start = time.monotonic()
         self.window_start = self.start
         self.sampling = max(1, num_records // min(num_records, 500_000))
@@ -178,6 +185,8 @@ class ProduceStats:
                 self.window_count = self.window_bytes = self.window_total_latency = self.window_max_latency = 0
 
     def _print_window(self, now: float) -> None:
+        if self.quiet:
+            return
         elapsed_ms = max((now - self.window_start) * 1000.0, 1e-9)
         print(
             "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency."
@@ -215,6 +224,8 @@ class ProduceStats:
 
     def print_total(self) -> dict[str, Any]:
         t = self.totals()
+        if self.quiet:
+            return t
         print(
             "%d records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "
             "%d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th."
@@ -251,6 +262,7 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
 def _produce(args: argparse.Namespace) -> int:
     from kraftlog.client import producer_config_from_properties
     from kraftlog.common import errors as kerr
+    from kraftlog.common import progress
 
     if args.throughput == 0 or args.throughput < -1:
         raise UserError("--throughput must be a positive number of records/s, or -1 for no limit")
@@ -272,13 +284,16 @@ def _produce(args: argparse.Namespace) -> int:
         producer = make_producer(bootstrap, **config)
     except (ValueError, kerr.KafkaError) as err:
         raise UserError(str(err)) from None
-    stats = ProduceStats(args.num_records, args.reporting_interval)
+    stats = ProduceStats(args.num_records, args.reporting_interval, quiet=args.output == "json")
     errors: list[BaseException] = []
     rng = random.Random()
+    # Acknowledgements advance the bar from the producer's sender thread (rich locks its own state);
+    # all of them arrive inside the `with` below, since closing the producer waits for them.
 
     def on_done(iteration: int, start: float, size: int):
         def callback(metadata: Any, error: BaseException | None) -> None:
             now = time.monotonic()
+            acknowledged.advance()
             if error is not None:
                 with stats._lock:
                     stats.failed += 1
@@ -290,18 +305,19 @@ def _produce(args: argparse.Namespace) -> int:
 
         return callback
 
-    try:
-        begin = time.monotonic()
-        for i in range(args.num_records):
-            payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
-            sent_at = time.monotonic()
-            producer.send(args.topic, payload, callback=on_done(i, sent_at, len(payload)))
-            if args.throughput > 0:
-                ahead = begin + (i + 1) / args.throughput - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
-    finally:
-        producer.close()
+    with progress("producing", total=args.num_records) as acknowledged:
+        try:
+            begin = time.monotonic()
+            for i in range(args.num_records):
+                payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
+                sent_at = time.monotonic()
+                producer.send(args.topic, payload, callback=on_done(i, sent_at, len(payload)))
+                if args.throughput > 0:
+                    ahead = begin + (i + 1) / args.throughput - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)
+        finally:
+            producer.close()
     totals = stats.print_total()
     print(json_dumps({"test": "produce", "topic": args.topic, **{k: _round(v) for k, v in totals.items()}}))
     return EXIT_FAILURE if stats.failed else EXIT_OK
@@ -355,6 +371,9 @@ def _figures(start_ms: float, end_ms: float, nbytes: int, count: int) -> tuple[s
 def _consume(args: argparse.Namespace) -> int:
     from kraftlog.cli._consume import consumer_settings
     from kraftlog.common import errors as kerr
+    from kraftlog.common import progress
+
+    people = args.output != "json"  # --output json: only the JSON line on stdout
 
     config: dict[str, Any] = {"auto_offset_reset": "latest" if args.from_latest else "earliest"}
     if args.fetch_size:
@@ -383,29 +402,32 @@ def _consume(args: argparse.Namespace) -> int:
         start_ms = time.time() * 1000
         last = time.monotonic()
         window_start_ms, window_count, window_bytes = start_ms, 0, 0
-        if args.show_detailed_stats and not args.hide_header:
+        if people and args.show_detailed_stats and not args.hide_header:
             print(
                 "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
                 "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
             )
-        while count < args.messages:
-            left = args.timeout / 1000.0 - (time.monotonic() - last)
-            if left <= 0:
-                timed_out = True
-                break
-            records = consumer.poll(max(1, int(min(left, 1.0) * 1000)))
-            if records:
-                last = time.monotonic()
-            for r in records:
-                if count >= args.messages:
+        with progress("consuming", total=args.messages) as consumed:
+            while count < args.messages:
+                left = args.timeout / 1000.0 - (time.monotonic() - last)
+                if left <= 0:
+                    timed_out = True
                     break
-                count += 1
-                size = (len(r.key) if r.key is not None else 0) + (len(r.value) if r.value is not None else 0)
-                nbytes += size
-                window_count += 1
-                window_bytes += size
-            now_ms = time.time() * 1000
-            if args.show_detailed_stats and now_ms - window_start_ms >= args.reporting_interval:
+                records = consumer.poll(max(1, int(min(left, 1.0) * 1000)))
+                if records:
+                    last = time.monotonic()
+                for r in records:
+                    if count >= args.messages:
+                        break
+                    count += 1
+                    size = (len(r.key) if r.key is not None else 0) + (len(r.value) if r.value is not None else 0)
+                    nbytes += size
+                    window_count += 1
+                    window_bytes += size
+                consumed.update(completed=count)
+                now_ms = time.time() * 1000
+                if not (people and args.show_detailed_stats and now_ms - window_start_ms >= args.reporting_interval):
+                    continue
                 elapsed = max((now_ms - window_start_ms) / 1000.0, 1e-9)
                 print(
                     "%s, 0, %.4f, %.4f, %d, %.4f, 0, %d, %.4f, %.4f"
@@ -432,9 +454,10 @@ def _consume(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     line, figures = _figures(start_ms, end_ms, nbytes, count)
-    if not args.hide_header:
-        print(_HEADER)
-    print(line)
+    if people:
+        if not args.hide_header:
+            print(_HEADER)
+        print(line)
     print(
         json_dumps(
             {"test": "consume", "topic": args.topic, **figures, "expected": args.messages, "timed_out": timed_out}

@@ -1272,3 +1272,43 @@ def test_help_lists_the_admin_commands(capsys) -> None:
     out = capsys.readouterr().out
     for command in ("topics", "configs", "reassign", "elect-leaders", "quorum", "metadata"):
         assert command in out
+
+
+# ================================================================================ --output json errors
+
+
+def _only_json(out: str) -> dict[str, Any]:
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, f"stdout must be one JSON object, got {out!r}"
+    return json.loads(lines[0])
+
+
+def test_json_error_when_the_cluster_does_not_answer(fake, capsys) -> None:
+    fake(_topics, describe_topics=kerr.RequestTimedOutError("no controller answered in 300 ms"))
+    assert main(["topics", "describe", *BOOT, "--output", "json"]) == 1
+    captured = capsys.readouterr()
+    assert _only_json(captured.out) == {
+        "error": {"name": "REQUEST_TIMED_OUT", "code": 7, "message": "REQUEST_TIMED_OUT: no controller answered in 300 ms"}
+    }
+    assert "REQUEST_TIMED_OUT" in captured.err  # and the line for people, on stderr
+
+
+def test_json_error_for_a_cluster_error_answer(fake, capsys) -> None:
+    fake(_metadata, describe_cluster=R.DescribeClusterResponse(error=err("NOT_CONTROLLER", "ask 3001")))
+    assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 1
+    error = _only_json(capsys.readouterr().out)["error"]
+    assert (error["name"], error["code"]) == ("NOT_CONTROLLER", 41) and "ask 3001" in error["message"]
+
+
+def test_json_error_for_bad_input_and_bad_arguments(capsys) -> None:
+    assert main(["metadata", "tree", "--output", "json"]) == 2  # no source named
+    error = _only_json(capsys.readouterr().out)["error"]
+    assert (error["name"], error["code"]) == ("INVALID_REQUEST", 42) and "--bootstrap-server" in error["message"]
+    assert main(["topics", "describe", *BOOT, "--output=json", "--no-such-option"]) == 2
+    captured = capsys.readouterr()
+    error = _only_json(captured.out)["error"]
+    assert error["name"] == "INVALID_REQUEST" and "--no-such-option" in error["message"]
+    assert "--no-such-option" in captured.err
+    # without --output json the failure stays one line on stderr and stdout stays empty
+    assert main(["topics", "describe", *BOOT, "--no-such-option"]) == 2
+    assert capsys.readouterr().out == ""

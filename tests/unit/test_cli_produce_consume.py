@@ -590,6 +590,18 @@ def test_perf_consume_prints_kafkas_figures_and_json(cluster, capsys) -> None:
     assert figures["records"] == 1000 and figures["bytes"] == 99_000 and not figures["timed_out"]
 
 
+def test_perf_output_json_prints_only_the_figures(cluster, capsys) -> None:
+    cluster.create_topic("t", 1)
+    produce = ["perf", "produce", *boot(cluster), "--topic", "t", "--num-records", "200", "--record-size", "10"]
+    assert main([*produce, "--throughput", "-1", "--reporting-interval", "1", "--output", "json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()  # no periodic or total lines for people
+    assert json.loads(line)["records"] == 200
+    consume = ["perf", "consume", *boot(cluster), "--topic", "t", "--messages", "200", "--show-detailed-stats"]
+    assert main([*consume, "--reporting-interval", "1", "--output", "json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["records"] == 200
+
+
 def test_perf_consume_stops_short_after_timeout(cluster, capsys) -> None:
     cluster.create_topic("t", 1)
     write(cluster, "t", 0, [(None, b"v", [])])
