@@ -1,16 +1,21 @@
-"""``kraftlog local start|stop|status``: a local multi-process cluster on 127.0.0.1.
+"""``kraftlog local start|stop|restart|status``: a local multi-process cluster on 127.0.0.1.
 
 The same launcher the integration tests and the chaos scripts use (`deploy._cluster.LocalCluster`),
-not a second copy of it. ``start`` formats and starts the nodes (or restarts a cluster already laid
-out in ``--dir``), waits until every broker is unfenced, and prints the addresses; with
-``--foreground`` it stays until Ctrl-C and then stops every node cleanly. ``make run`` runs
+not a second copy of it. ``start`` formats and starts the nodes (or starts again those of a cluster
+already laid out in ``--dir`` that are not running), waits until every broker is unfenced, and
+prints the addresses; with ``--foreground`` it stays until Ctrl-C and then stops every node
+cleanly. ``--node N`` makes ``start``, ``stop`` and ``restart`` act on one node of the cluster.
+``status`` tells a running node from a paused, exited or zombie one. ``make run`` runs
 ``local start --foreground --demo``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -61,14 +66,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a node config key set on every node, e.g. broker.session.timeout.ms=2000 "
         "(repeatable; applies when the cluster is first laid out in --dir)",
     )
+    _add_node_option(start, "start only this node of a cluster laid out already")
     add_output_option(start)
-    stop = sub.add_parser("stop", help="stop every node of the cluster in --dir")
+    stop = sub.add_parser("stop", help="stop every node of the cluster in --dir (or one, with --node)")
     stop.add_argument("--dir", default=DEFAULT_DIR)
+    _add_node_option(stop, "stop only this node")
     add_output_option(stop)
+    restart = sub.add_parser("restart", help="stop and start one node (--node) or every node")
+    restart.add_argument("--dir", default=DEFAULT_DIR)
+    _add_node_option(restart, "restart only this node")
+    restart.add_argument("--timeout-s", type=float, default=120.0, help="how long to wait for readiness")
+    add_output_option(restart)
     status = sub.add_parser("status", help="addresses and processes of the cluster in --dir")
     status.add_argument("--dir", default=DEFAULT_DIR)
     add_output_option(status)
     return parser
+
+
+def _add_node_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--node", type=int, default=None, metavar="N", help=f"{what} (its node id)")
 
 
 def _load(directory: str) -> Any:
@@ -114,23 +130,61 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return settings
 
 
-def run(args: argparse.Namespace) -> int:
-    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster, wait_until
+def _chosen(cluster: Any, node: int | None) -> list[int]:
+    if node is None:
+        return sorted(cluster.nodes)
+    if node not in cluster.nodes:
+        raise UserError(f"--node {node}: the cluster has nodes {', '.join(map(str, sorted(cluster.nodes)))}")
+    return [node]
 
-    if args.local_command == "stop":
-        cluster = _load(args.dir)
-        cluster.stop()
-        if args.output == "json":
-            print_json(
-                {
-                    "dir": str(args.dir),
-                    "stopped": sorted(cluster.nodes),
-                    "running": sorted(n for n in cluster.nodes if cluster.is_running(n)),
-                }
-            )
-        else:
-            print(f"stopped the cluster in {args.dir}")
-        return 0
+
+def _wait_up(cluster: Any, started: list[int], timeout_s: float) -> None:
+    """Until an active controller answers and every running broker is unfenced; a node started
+    here that exits instead fails the command with its log named."""
+    from kraftlog.common import errors as kerr
+    from kraftlog.common import progress
+    from kraftlog.deploy._cluster import wait_until
+    from kraftlog.node._errors import NodeStartupError
+
+    brokers = {nid for nid, spec in cluster.nodes.items() if spec.broker_port and cluster.is_running(nid)}
+    with progress(f"waiting for {len(brokers)} broker(s) to be unfenced", total=len(brokers)) as shown:
+        with cluster.admin(request_timeout_ms=2_000) as admin:
+
+            def ready() -> bool:
+                for nid in started:
+                    if not cluster.is_running(nid):
+                        raise NodeStartupError(f"node {nid} exited: see {cluster.nodes[nid].log_path}")
+                try:
+                    described = admin.describe_cluster()
+                except kerr.KafkaError:  # no active controller yet
+                    return False
+                unfenced = {b.broker_id for b in described.brokers if not b.fenced} & brokers
+                shown.update(completed=len(unfenced))
+                return unfenced == brokers
+
+            wait_until(ready, timeout_s, interval_s=0.2, what=f"{len(brokers)} unfenced brokers")
+
+
+def _report(args: argparse.Namespace, cluster: Any, action: str, nodes: list[int]) -> None:
+    if args.output == "json" and action == "stopped":
+        status = cluster.status()
+        running = sorted(int(n) for n, alive in status["running"].items() if alive)
+        print_json({"dir": str(args.dir), "stopped": nodes, "running": running, "state": status["state"]})
+    elif args.output == "json":
+        print_json(cluster.status())
+    elif action == "stopped":
+        print(f"stopped {_nodes_text(nodes, cluster)} of the cluster in {args.dir}")
+    else:
+        _print_status(cluster.status())
+
+
+def _nodes_text(nodes: list[int], cluster: Any) -> str:
+    return "every node" if len(nodes) == len(cluster.nodes) else "node " + ", ".join(map(str, nodes))
+
+
+def run(args: argparse.Namespace) -> int:
+    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
+
     if args.local_command == "status":
         status = _load(args.dir).status()
         if args.output == "json":
@@ -138,19 +192,41 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_status(status)
         return 0
+    if args.local_command == "stop":
+        cluster = _load(args.dir)
+        nodes = _chosen(cluster, args.node)
+        if args.node is None:
+            cluster.stop()
+        else:
+            cluster.stop_node(args.node)
+        _report(args, cluster, "stopped", nodes)
+        return 0
+    if args.local_command == "restart":
+        cluster = _load(args.dir)
+        nodes = _chosen(cluster, args.node)
+        cluster.enter_network()
+        for nid in nodes:
+            cluster.restart_node(nid)
+        _wait_up(cluster, nodes, args.timeout_s)
+        _report(args, cluster, "restarted", nodes)
+        return 0
     if args.controllers < 1 or args.brokers < 0:
         raise UserError("--controllers must be >= 1 and --brokers >= 0")
     overrides = parse_overrides(args.override)
     if (Path(args.dir) / STATE_FILE).exists():
         cluster = LocalCluster.load(args.dir)
-        if any(cluster.is_running(n) for n in cluster.nodes):
-            raise UserError(f"the cluster in {args.dir} is already running (kraftlog local status --dir {args.dir})")
         if overrides:
             raise UserError(
                 f"--override applies when a cluster is first laid out; {args.dir} already has one "
                 f"(edit its nodes' config.toml, or remove the directory)"
             )
+        to_start = [n for n in _chosen(cluster, args.node) if not cluster.is_running(n)]
+        if not to_start:
+            what = f"node {args.node} of the cluster" if args.node is not None else "every node of the cluster"
+            raise UserError(f"{what} in {args.dir} is already running (kraftlog local status --dir {args.dir})")
     else:
+        if args.node is not None:
+            raise UserError(f"--node {args.node}: there is no cluster in {args.dir} yet; start it whole first")
         cluster = LocalCluster(
             Path(args.dir),
             controllers=args.controllers,
@@ -165,18 +241,12 @@ def run(args: argparse.Namespace) -> int:
             why = unavailable_reason()
             if why is not None:
                 raise UserError(f"--network netns: {why}")
-    if not cluster.nodes:
         cluster.plan()
+        to_start = sorted(cluster.nodes)
     cluster.enter_network()  # before the first connection (a netns cluster is reachable from its hub only)
-    cluster.start(timeout_s=args.timeout_s)
-    expected = sum(1 for n in cluster.nodes.values() if n.broker_port)
-    with cluster.admin(request_timeout_ms=20_000) as admin:
-        wait_until(
-            lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) >= expected,
-            args.timeout_s,
-            interval_s=0.2,
-            what=f"{expected} unfenced brokers",
-        )
+    for nid in to_start:
+        cluster.start_node(nid)
+    _wait_up(cluster, to_start, args.timeout_s)
     status = cluster.status()
     if args.output == "json" and not args.foreground:
         print_json(status)
@@ -204,20 +274,39 @@ def _print_status(status: dict[str, Any]) -> None:
     print(f"  brokers (bootstrap servers): {bs}")
     print(f"  controllers:                 {status['controllers']}")
     for node, pid in sorted(status["pids"].items(), key=lambda kv: int(kv[0])):
-        state = "running" if status["running"][node] else "stopped"
-        print(f"  node {node}: pid {pid} ({state})")
+        print(f"  node {node}: pid {pid} ({status['state'][node]})")
     first = bs.split(",")[0] if bs else status["controllers"].split(",")[0]
     ctl = status["controllers"]
     hub = status.get("netns_hub")
+    kl = kraftlog_command()
     if hub:
-        print(f"  network namespaces: run clients inside the hub, e.g. ip netns exec {hub} kraftlog ...")
+        print(f"  network namespaces: run clients inside the hub, e.g. ip netns exec {hub} {kl} ...")
     print("\ntry:")
-    print(f"  kraftlog topics list --bootstrap-server {ctl}")
-    print(f"  kraftlog topics describe --bootstrap-server {ctl} --topic demo")
-    print(f"  echo hello | kraftlog produce --bootstrap-server {first} --topic demo")
-    print(f"  kraftlog consume --bootstrap-server {first} --topic demo --from-beginning --max-messages 5")
-    print(f"  kraftlog quorum status --bootstrap-server {ctl}")
-    print(f"  kraftlog metadata tree --bootstrap-server {ctl}")
+    print(f"  {kl} topics list --bootstrap-server {ctl}")
+    print(f"  {kl} topics describe --bootstrap-server {ctl} --topic demo")
+    print(f"  echo hello | {kl} produce --bootstrap-server {first} --topic demo")
+    print(f"  {kl} consume --bootstrap-server {first} --topic demo --from-beginning --max-messages 5")
+    print(f"  {kl} quorum status --bootstrap-server {ctl}")
+    print(f"  {kl} metadata tree --bootstrap-server {ctl}")
+    print(f"  {kl} local stop --dir {shlex.quote(status['base_dir'])} --node 1")
+
+
+def kraftlog_command() -> str:
+    """How the user's shell reaches this very installation of kraftlog, for commands we print.
+
+    ``kraftlog`` when the one on PATH is ours; else the script of our environment (relative to
+    the working directory when below it, e.g. ``.venv/bin/kraftlog`` after ``make run``); else
+    ``python -m kraftlog.cli`` with this interpreter."""
+    script = Path(sys.executable).parent / "kraftlog"
+    on_path = shutil.which("kraftlog")
+    if on_path is not None and script.exists() and Path(on_path).resolve() == script.resolve():
+        return "kraftlog"
+    if script.exists():
+        try:
+            return shlex.quote(str(script.relative_to(Path.cwd())))
+        except ValueError:
+            return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m kraftlog.cli"
 
 
 def _demo(cluster: Any) -> None:

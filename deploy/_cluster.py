@@ -291,17 +291,31 @@ class LocalCluster:
         return proc.pid
 
     def is_running(self, node_id: int) -> bool:
+        """Whether the node's process is alive (running or paused); a zombie has exited."""
+        return self.node_state(node_id) in ("running", "paused")
+
+    def node_state(self, node_id: int) -> str:
+        """``running``, ``paused`` (SIGSTOP), ``zombie`` (exited, not yet reaped by the process that
+        started it), ``exited``, or ``not started``.
+
+        ``os.kill(pid, 0)`` succeeds for a zombie, and for an unrelated process that reused the pid;
+        /proc tells them apart: the state letter, and a command line naming this node's config.
+        """
+        spec = self.nodes[node_id]
         proc = self._procs.get(node_id)
-        if proc is not None:
-            return proc.poll() is None
-        pid = self.nodes[node_id].pid
+        if proc is not None and proc.poll() is not None:
+            return "exited"  # our own child, now reaped
+        pid = spec.pid
         if not pid:
-            return False
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
+            return "not started"
+        state = _proc_state(pid)
+        if state is None:
+            return "exited"
+        if state in "ZX":
+            return "zombie"
+        if proc is None and str(spec.config_path) not in _proc_cmdline(pid):
+            return "exited"  # the pid now belongs to another process
+        return "paused" if state in "Tt" else "running"
 
     def signal(self, node_id: int, sig: int) -> None:
         pid = self.nodes[node_id].pid
@@ -430,7 +444,26 @@ class LocalCluster:
             "controllers": ",".join(self.controller_addresses),
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
             "running": {str(k): self.is_running(k) for k in self.nodes},
+            "state": {str(k): self.node_state(k) for k in self.nodes},
         }
+
+
+def _proc_state(pid: int) -> str | None:
+    """The state letter of ``/proc/<pid>/stat`` (R, S, D, T, Z, ...), None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # "pid (comm) S ...": comm may hold spaces and parentheses, so split after the last ')'
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return fields[0] if fields else None
+
+
+def _proc_cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _toml_value(value: Any) -> str:

@@ -146,7 +146,7 @@ class Node:
             self._ready_task.cancel()
         if self.broker is not None:
             session_s = self.config["broker.session.timeout.ms"] / 1000.0
-            await _bounded(self.broker.stop(), session_s + 10.0, "broker")
+            await _bounded(self.broker.stop(controlled=self._quorum_can_act()), session_s + 10.0, "broker")
         for server in self.servers:
             await _bounded(server.stop(grace=1.0), 5.0, "grpc_server")
         if self.controller is not None:
@@ -155,6 +155,16 @@ class Node:
             # last: scrapes see the shutdown
             await _bounded(asyncio.to_thread(self.metrics_endpoint.stop), 5.0, "metrics")
         _log.info("node_stopped")
+
+    def _quorum_can_act(self) -> bool:
+        """Whether a controlled shutdown can be granted at all. A combined node that sees no majority
+        of the voters (the last controller of a cluster being stopped) knows no controller can
+        commit the leadership moves: asking would only wait out the whole session timeout."""
+        quorum = self.controller.quorum if self.controller is not None else None
+        if quorum is None or quorum.majority_connected:
+            return True
+        _log.info("controlled_shutdown_skipped", reason="no majority of the controller quorum is reachable")
+        return False
 
 
 async def _bounded(step: Any, timeout_s: float, name: str) -> None:

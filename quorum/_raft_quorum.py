@@ -319,6 +319,12 @@ class MetadataQuorum(_QuorumDelivery):
         )
 
     @property
+    def majority_connected(self) -> bool:
+        """Whether this node is connected to a majority of the voters (itself included): without
+        that no controller can commit anything, here or elsewhere, until peers come back."""
+        return len(self._view.connected) > len(self._addresses) // 2  # `connected` holds this node
+
+    @property
     def committed_offset(self) -> int:
         """Last metadata offset committed and applied on this node; -1 when none."""
         return self._sm.next_offset - 1

@@ -49,6 +49,24 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
         # admin calls sent to brokers are forwarded to the active controller
         listed = kraftlog("topics", "list", "--bootstrap-server", info["bootstrap_servers"])
         assert listed.returncode == 0 and "auto-created" in listed.stdout.split(), listed.stderr
+        # one node at a time, in a running cluster
+        one = kraftlog("local", "stop", "--dir", d, "--node", "2", "--output", "json")
+        assert one.returncode == 0, one.stderr
+        assert json.loads(one.stdout)["stopped"] == [2]
+        status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
+        # exited, or a zombie where nothing reaps orphans (PID 1 of many containers): never "running"
+        assert status["state"]["1"] == status["state"]["3"] == "running"
+        assert status["state"]["2"] in ("exited", "zombie") and not status["running"]["2"]
+        back = kraftlog("local", "start", "--dir", d, "--node", "2", "--output", "json")
+        assert back.returncode == 0, back.stderr  # returns once broker 2 is unfenced again
+        assert json.loads(back.stdout)["state"]["2"] == "running"
+        pid_before = json.loads(back.stdout)["pids"]["3"]
+        restarted = kraftlog("local", "restart", "--dir", d, "--node", "3", "--output", "json")
+        assert restarted.returncode == 0, restarted.stderr
+        after = json.loads(restarted.stdout)
+        assert after["pids"]["3"] != pid_before and all(s == "running" for s in after["state"].values())
+        unknown = kraftlog("local", "stop", "--dir", d, "--node", "7")
+        assert unknown.returncode == 2 and "--node 7" in unknown.stderr
     finally:
         stopped = kraftlog("local", "stop", "--dir", d, "--output", "json")
     assert stopped.returncode == 0, stopped.stderr
@@ -56,6 +74,10 @@ def test_local_start_status_stop(tmp_path: Path) -> None:
     assert report["stopped"] and report["running"] == []
     status = json.loads(kraftlog("local", "status", "--dir", d, "--output", "json").stdout)
     assert not any(status["running"].values())
+    # the last node stopped (3) saw no majority of the quorum left: it did not wait out a session
+    # timeout for a controlled shutdown no controller could grant
+    last_log = (Path(d) / "node3" / "node.log").read_text()
+    assert "controlled_shutdown_skipped" in last_log and "controlled_shutdown_timed_out" not in last_log
 
 
 def _namespaces() -> set[str]:

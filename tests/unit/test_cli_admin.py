@@ -1287,9 +1287,8 @@ def test_json_error_when_the_cluster_does_not_answer(fake, capsys) -> None:
     fake(_topics, describe_topics=kerr.RequestTimedOutError("no controller answered in 300 ms"))
     assert main(["topics", "describe", *BOOT, "--output", "json"]) == 1
     captured = capsys.readouterr()
-    assert _only_json(captured.out) == {
-        "error": {"name": "REQUEST_TIMED_OUT", "code": 7, "message": "REQUEST_TIMED_OUT: no controller answered in 300 ms"}
-    }
+    message = "REQUEST_TIMED_OUT: no controller answered in 300 ms"
+    assert _only_json(captured.out) == {"error": {"name": "REQUEST_TIMED_OUT", "code": 7, "message": message}}
     assert "REQUEST_TIMED_OUT" in captured.err  # and the line for people, on stderr
 
 

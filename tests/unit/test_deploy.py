@@ -572,3 +572,43 @@ def test_make_test_installs_systemd_analyze_but_make_run_does_not() -> None:
     assert not any("system-deps.sh test" in step for step in recipes["run"] + recipes["system-deps"])
     script = (DEPLOY / "scripts" / "system-deps.sh").read_text()
     assert 'optional+=("systemd")' in script and "systemd-analyze" in script
+
+
+# ------------------------------------------------------------------------------ local cluster process states
+
+
+def test_node_state_tells_a_zombie_and_a_reused_pid_from_a_running_node(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from kraftlog.deploy._cluster import LocalCluster, NodeSpec, _proc_cmdline, _proc_state, wait_until
+
+    spec = NodeSpec(node_id=1, roles=["controller"], controller_port=1, broker_port=None, dir=str(tmp_path))
+    cluster = LocalCluster(tmp_path, controllers=1, nodes={1: spec})
+    assert cluster.node_state(1) == "not started"
+    # a child that exits and is not waited for stays a zombie; os.kill(pid, 0) would call it alive
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        spec.pid = exited.pid
+        wait_until(lambda: _proc_state(exited.pid) == "Z", 30, what="the child to exit")
+        assert cluster.node_state(1) == "zombie" and not cluster.is_running(1)
+    finally:
+        exited.wait()
+    assert cluster.node_state(1) == "exited"
+    # a live process whose command line does not name this node's config is someone else's
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        spec.pid = other.pid
+        wait_until(lambda: "time.sleep" in _proc_cmdline(other.pid), 30, what="the child to exec")
+        assert cluster.node_state(1) == "exited"
+    finally:
+        other.kill()
+        other.wait()
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(spec.config_path)])
+    try:
+        spec.pid = mine.pid
+        wait_until(lambda: "time.sleep" in _proc_cmdline(mine.pid), 30, what="the child to exec")
+        assert cluster.node_state(1) == "running" and cluster.is_running(1)
+    finally:
+        mine.kill()
+        mine.wait()
