@@ -1,4 +1,4 @@
-"""``kraftlog chaos run``: the seeded chaos run of `deploy.chaos` against a cluster.
+"""``kraftlog chaos run``: a seeded chaos run against a cluster, with a checker.
 
 Targets, one of:
 
@@ -35,7 +35,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_OK, UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "parse_duration_s", "run"]
 
@@ -85,19 +85,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "chaos",
         help="seeded fault injection with a checker",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     sub = parser.add_subparsers(dest="chaos_command", metavar="ACTION")
     sub.required = True
     run_p = sub.add_parser(
         "run",
         help="run faults under an acks=all workload, then check",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     where = run_p.add_mutually_exclusive_group()
-    where.add_argument("--dir", help="a cluster started by `kraftlog local start --dir D`")
+    where.add_argument("--dir", help="a cluster started by 'kraftlog local start --dir D'")
     where.add_argument("--inventory", help="TOML inventory of a systemd cluster")
     run_p.add_argument(
         "--profile",

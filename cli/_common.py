@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
@@ -31,6 +32,7 @@ __all__ = [
     "report_failure",
     "wants_json",
     "add_output_option",
+    "described",
     "format_table",
     "json_dumps",
     "non_negative_int",
@@ -122,6 +124,23 @@ class LateStderr:
             return sys.stderr.isatty()
         except (AttributeError, ValueError):
             return False
+
+
+_LITERAL = re.compile(r"``(.+?)``|`([^`]+)`|\*\*(.+?)\*\*", re.S)
+
+
+def plain_text(doc: str) -> str:
+    """A module docstring as ``--help`` shows it: the same paragraphs and bullets, without the
+    reST markup (double backquotes, single backquotes, bold, ``::`` before a literal block) that
+    reads well in the source and as noise in a terminal."""
+    text = _LITERAL.sub(lambda m: next(g for g in m.groups() if g is not None), doc.strip())
+    return re.sub(r"::$", ":", text, flags=re.M)
+
+
+def described(doc: str | None) -> dict[str, Any]:
+    """``add_parser`` keywords for a command described by its module docstring: plain text, with
+    its paragraphs and bullets kept as written (argparse would run them together)."""
+    return {"description": plain_text(doc or ""), "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 def add_output_option(parser: argparse.ArgumentParser) -> None:

@@ -1,12 +1,11 @@
 """``kraftlog local start|stop|restart|status``: a local multi-process cluster on 127.0.0.1.
 
-The same launcher the integration tests and the chaos scripts use (`deploy._cluster.LocalCluster`),
-not a second copy of it. ``start`` formats and starts the nodes (or starts again those of a cluster
-already laid out in ``--dir`` that are not running), waits until every broker is unfenced, and
-prints the addresses; with ``--foreground`` it stays until Ctrl-C and then stops every node
-cleanly. ``--node N`` makes ``start``, ``stop`` and ``restart`` act on one node of the cluster.
-``status`` tells a running node from a paused, exited or zombie one. ``make run`` runs
-``local start --foreground --demo``.
+The same launcher the integration tests and the chaos runs use. ``start`` formats and starts the
+nodes (or starts again those of a cluster already laid out in ``--dir`` that are not running),
+waits until every broker is unfenced, and prints the addresses; with ``--foreground`` it stays
+until Ctrl-C and then stops every node cleanly. ``--node N`` makes ``start``, ``stop`` and
+``restart`` act on one node of the cluster. ``status`` tells a running node from a paused, exited
+or zombie one. ``make run`` runs ``local start --foreground --demo``.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import UserError, add_output_option, print_json
+from kraftlog.cli._common import UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "run"]
 
@@ -30,7 +29,7 @@ DEFAULT_DIR = ".kraftlog/cluster"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "local", help="start, stop or inspect a local multi-process cluster", description=__doc__
+        "local", help="start, stop or inspect a local multi-process cluster", **described(__doc__)
     )
     sub = parser.add_subparsers(dest="local_command", metavar="ACTION")
     sub.required = True
@@ -55,8 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=("loopback", "netns"),
         default="loopback",
         help="loopback (default): every node on 127.0.0.1; netns (root, iproute2): each node in "
-        "its own network namespace, so `kraftlog chaos run` can cut and heal its links; "
-        "reach such a cluster with `ip netns exec <prefix>-hub ...`",
+        "its own network namespace, so 'kraftlog chaos run' can cut and heal its links; "
+        "reach such a cluster with 'ip netns exec <prefix>-hub ...'",
     )
     start.add_argument(
         "--override",

@@ -1,4 +1,4 @@
-"""``kraftlog metadata``: read the metadata log that replaced ZooKeeper (DESIGN.md §3).
+"""``kraftlog metadata``: read the metadata log that replaced ZooKeeper.
 
 * ``dump FILE...`` prints the entries of metadata log segments (``*.log``) and the records of
   snapshots (``*.checkpoint``), one line each::
@@ -8,7 +8,7 @@
   A torn tail (a crash in the middle of a write) is reported with its position; a directory
   argument dumps every segment and snapshot in it. Offline: reads the files, never a server.
 
-* ``tree`` prints the metadata image as the ZooKeeper tree the seed documents describe
+* ``tree`` prints the metadata image as the ZooKeeper tree it replaced
   (``/brokers/ids/1``, ``/brokers/topics/t/partitions/0/state``, ``/config/topics/t``, ...), one
   ``path: data`` line per node. The image comes from files (``--snapshot FILE`` and/or
   ``--log-dir DIR``, replayed offline, optionally only up to ``--as-of-offset N``) or from a
@@ -34,6 +34,7 @@ from kraftlog.cli._common import (
     EXIT_OK,
     UserError,
     add_output_option,
+    described,
     json_dumps,
     non_negative_int,
     print_json,
@@ -78,8 +79,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "metadata",
         help="dump metadata log files; print the metadata image as a ZooKeeper tree",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     sub = parser.add_subparsers(dest="metadata_command", metavar="ACTION")
     sub.required = True
@@ -93,8 +93,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     tree = sub.add_parser(
         "tree",
         help="print the metadata image as the ZooKeeper tree",
-        description="Print the metadata image as the ZooKeeper tree of "
-        "DESIGN.md §3, built offline from a snapshot and/or the log "
+        description="Print the metadata image as the ZooKeeper tree it replaced, "
+        "built offline from a snapshot and/or the log "
         "files of a metadata log dir, or read from a running cluster.",
     )
     tree.add_argument("--snapshot", default=None, metavar="FILE", help="start from this snapshot (.checkpoint) file")

@@ -7,7 +7,7 @@
   Observer);
 * ``recover --snapshot FILE --config NODE_CONFIG`` (offline, on a stopped controller): install a
   snapshot as the node's whole metadata state, to restart a quorum that lost every controller's
-  state; run it on every controller with the same file (see `cli._quorum_recover`).
+  state; run it on every controller with the same file (see ``kraftlog quorum recover --help``).
 
 From DescribeQuorum, plus DescribeCluster for the cluster id. Unknown timestamps are -1, as in Kafka.
 """
@@ -27,7 +27,7 @@ from kraftlog.cli._admin_command import (
     raise_if_error,
     run_with_admin,
 )
-from kraftlog.cli._common import EXIT_OK, UserError, print_json, print_table
+from kraftlog.cli._common import EXIT_OK, UserError, described, print_json, print_table
 
 __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replication"]
 
@@ -43,8 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "quorum",
         help="describe the controller quorum (kafka-metadata-quorum); check, repair or recover its metadata log",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     sub = parser.add_subparsers(dest="quorum_command", metavar="ACTION")
     sub.required = True

@@ -8,12 +8,12 @@ every controller with this command. On the node named by ``--config`` (it must b
    (``kraftlog storage format`` with the cluster's id first if ``meta.properties`` was lost too);
 2. replaces ``<metadata.log.dir>/__cluster_metadata-0/``: removes its segments and snapshots,
    installs the snapshot under its canonical name ``{offset:020d}-{epoch:010d}.checkpoint`` and an
-   empty segment ``{offset+1:020d}.log``, so the controller loads the image from the snapshot
-   (``ControllerServer._load_image``) and `MetadataLogWriter` continues at offset + 1;
+   empty segment ``{offset+1:020d}.log``, so the controller loads its image from the snapshot and
+   continues the log at offset + 1;
 3. clears ``<metadata.log.dir>/raft/`` and seeds it with a Raft journal and full dump that say
    "nothing applied yet, the next metadata offset is snapshot offset + 1, term = snapshot epoch".
    A fresh Raft state alone is not enough: its state machine would number new entries from offset
-   0 again, and every controller would skip them as already durable (``last_durable_offset``); and
+   0 again, and every controller would skip them as already durable; and
    an election in a term below the snapshot's epoch would write entries whose epoch goes back.
 
 Run it on **every** controller with **the same** snapshot file before starting any of them: the
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, described, print_json
 from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, fsync_directory
 
 __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft_state"]
@@ -48,8 +48,7 @@ def add_recover_parser(sub: Any) -> argparse.ArgumentParser:
     recover = sub.add_parser(
         "recover",
         help="install a (Spark-rebuilt) snapshot as this controller's whole metadata state",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     recover.add_argument(
         "--snapshot",

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, described, print_json
 from kraftlog.common import METADATA_PARTITION_DIR
 
 __all__ = ["add_check_parser", "add_repair_parser", "check_metadata_log", "run_check", "run_repair"]
@@ -37,8 +37,7 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="replay this controller's metadata log offline; name the first bad record",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     add_config_options(check)
     add_output_option(check)
@@ -51,8 +50,7 @@ def add_repair_parser(sub: Any) -> argparse.ArgumentParser:
     repair = sub.add_parser(
         "repair",
         help="rebuild this controller's metadata state from the entries before an offset",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     repair.add_argument(
         "--before",

@@ -37,7 +37,7 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
     tp_name,
 )
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, json_dumps, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, described, json_dumps, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_plan", "parse_topics_to_move", "plan_json", "PlanEntry"]
 
@@ -184,8 +184,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "reassign",
         help="move partition replicas between brokers (kafka-reassign-partitions)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     sub = parser.add_subparsers(dest="reassign_command", metavar="ACTION")
     sub.required = True

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kraftlog.cli._common import UserError
+from kraftlog.cli._common import UserError, described
 from kraftlog.cli._storage import add_config_options, load_config_args
 from kraftlog.node import NodeStartupError, serve
 
@@ -21,7 +21,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)", description=__doc__)
+    parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)", **described(__doc__))
     add_config_options(parser)
     return parser
 

@@ -1,7 +1,7 @@
 """``kraftlog snapshot``: build metadata snapshots offline with Spark, and compare snapshots.
 
 * ``rebuild --log PATH --out FILE [--base-snapshot FILE] [--as-of-offset N | --as-of-time TIME]
-  [--master URL]`` runs the Spark job of `metadata_log._spark`: it reads the metadata log segments
+  [--master URL]`` runs a Spark job: it reads the metadata log segments
   under PATH (a controller's ``metadata.log.dir``, its ``__cluster_metadata-0`` dir, a glob, or an
   archive of segments; any path Spark reads: local, ``hdfs://``, ``s3a://`` when configured),
   folds every record up to the cut and writes the snapshot a controller would have written at that
@@ -12,7 +12,7 @@
   reported with file and position; a gap in offsets before the cut stops the job (nothing is
   written) and names the missing offsets. ``--master`` takes any Spark master (default
   ``local[*]``); on a cluster every executor needs kraftlog's dependencies (msgpack, crc32c,
-  structlog), the job ships the ``kraftlog.metadata_log`` package itself. Spark is an extra:
+  structlog), the job ships kraftlog's own code itself. Spark is an extra:
   ``pip install 'kraftlog[spark]'`` (and a Java runtime); without it ``rebuild`` says so and exits 1.
 
 * ``diff A B`` tells where two snapshots disagree, entity by entity (features, brokers, producer
@@ -35,6 +35,7 @@ from kraftlog.cli._common import (
     EXIT_OK,
     UserError,
     add_output_option,
+    described,
     non_negative_int,
     print_json,
     print_table,
@@ -47,8 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "snapshot",
         help="rebuild metadata snapshots from log segments with Spark; diff two snapshots",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **described(__doc__),
     )
     sub = parser.add_subparsers(dest="snapshot_command", metavar="ACTION")
     sub.required = True

@@ -3,7 +3,7 @@
 ``format`` writes ``meta.properties`` (cluster id, node id, a directory id per dir) into every log dir
 and the metadata log dir of the node's config. The cluster id replaces ZooKeeper's ``/cluster/id``:
 every node of a cluster is formatted with the same one, and a node refuses to start unformatted or
-with another cluster's id. The work is `kraftlog.node`'s (`format_node_dirs`); this is the command.
+with another cluster's id.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from kraftlog import storage
-from kraftlog.cli._common import UserError, add_output_option, print_json, print_table
+from kraftlog.cli._common import UserError, add_output_option, described, print_json, print_table
 from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
 __all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
@@ -41,7 +41,7 @@ def load_config_args(args: argparse.Namespace) -> Any:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "storage", help="format and inspect a node's storage directories", description=__doc__
+        "storage", help="format and inspect a node's storage directories", **described(__doc__)
     )
     sub = parser.add_subparsers(dest="storage_command", metavar="ACTION")
     sub.required = True
