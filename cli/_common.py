@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 
 from kraftlog.common import errors as kerr
-from kraftlog.common import parse_bootstrap_servers
+from kraftlog.common import kafka_uuid, parse_bootstrap_servers, parse_uuid
 
 __all__ = [
     "EXIT_OK",
@@ -33,6 +33,8 @@ __all__ = [
     "wants_json",
     "add_output_option",
     "described",
+    "topic_id_arg",
+    "topic_id_text",
     "format_table",
     "json_dumps",
     "non_negative_int",
@@ -170,6 +172,26 @@ def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bo
 def _bootstrap_servers(text: str) -> list[str]:
     try:
         return parse_bootstrap_servers(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def topic_id_text(value: str | None) -> str | None:
+    """A topic id as Kafka's tools show it (22-character URL-safe base64); None for none. An id that
+    is not a UUID at all is shown as it came rather than hidden."""
+    if not value:
+        return None
+    try:
+        return kafka_uuid(value)
+    except ValueError:
+        return value
+
+
+def topic_id_arg(text: str) -> str:
+    """argparse type for a topic id: Kafka's base64 form or the hex form, kept in the canonical form
+    the cluster speaks."""
+    try:
+        return str(parse_uuid(text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

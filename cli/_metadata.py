@@ -39,6 +39,7 @@ from kraftlog.cli._common import (
     non_negative_int,
     print_json,
     print_table,
+    topic_id_text,
 )
 from kraftlog.cli._metadata_tree import (
     TreeImage,
@@ -199,7 +200,12 @@ def record_fields(record: Any) -> dict[str, Any]:
     wire = record.to_wire()
     wire.pop("type", None)
     wire.pop("version", None)
+    for key in _UUID_FIELDS & wire.keys():  # shown as Kafka's metadata shell shows them
+        wire[key] = topic_id_text(wire[key])
     return wire
+
+
+_UUID_FIELDS = frozenset({"topic_id", "incarnation_id"})
 
 
 def _record_json(record: Any) -> dict[str, Any]:

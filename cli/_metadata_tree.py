@@ -19,6 +19,7 @@ from kraftlog.cli._admin_command import (
 )
 from kraftlog.cli._common import (
     UserError,
+    topic_id_text,
 )
 from kraftlog.common import METADATA_PARTITION_DIR
 from kraftlog.metadata_log import ConfigResourceType
@@ -82,7 +83,7 @@ def _tree_from_image(image: Any, provenance: Any, source: str, cluster_id: str |
             "epoch": reg.broker_epoch,
             "fenced": reg.fenced,
             "in_controlled_shutdown": reg.in_controlled_shutdown,
-            "incarnation_id": reg.incarnation_id,
+            "incarnation_id": topic_id_text(reg.incarnation_id),
         }
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
@@ -99,7 +100,7 @@ def _tree_from_image(image: Any, provenance: Any, source: str, cluster_id: str |
                 "removing_replicas": list(p.removing_replicas),
                 "controller_epoch": provenance.partition_epochs.get((topic.topic_id, pid)),
             }
-        tree.topics[name] = {"topic_id": topic.topic_id, "partitions": parts}
+        tree.topics[name] = {"topic_id": topic_id_text(topic.topic_id), "partitions": parts}
     for (rtype, rname), values in image.configs.resources.items():
         if rtype == ConfigResourceType.TOPIC:
             tree.topic_configs[rname] = dict(values)
@@ -356,7 +357,7 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
                 "removing_replicas": list(p.removing_replicas),
                 "controller_epoch": p.controller_epoch if p.HasField("controller_epoch") else None,
             }
-        tree.topics[t.name] = {"topic_id": t.topic_id, "partitions": parts}
+        tree.topics[t.name] = {"topic_id": topic_id_text(t.topic_id), "partitions": parts}
         if t.configs:
             tree.topic_configs[t.name] = dict(t.configs)
     resources = [(ConfigResourceType.BROKER, str(bid)) for bid in tree.brokers] + [(ConfigResourceType.BROKER, "")]

@@ -39,6 +39,7 @@ from kraftlog.cli._common import (
     non_negative_int,
     print_json,
     print_table,
+    topic_id_text,
 )
 
 __all__ = ["add_parser", "run", "Difference", "diff_images", "diff_snapshots"]
@@ -335,19 +336,26 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
         if y is None:
             out.append(
                 Difference(
-                    "removed", "topic", name, {"topic_id": (x.topic_id, None), "partitions": (x.partition_count, None)}
+                    "removed",
+                    "topic",
+                    name,
+                    {"topic_id": (topic_id_text(x.topic_id), None), "partitions": (x.partition_count, None)},
                 )
             )
             continue
         if x is None:
             out.append(
                 Difference(
-                    "added", "topic", name, {"topic_id": (None, y.topic_id), "partitions": (None, y.partition_count)}
+                    "added",
+                    "topic",
+                    name,
+                    {"topic_id": (None, topic_id_text(y.topic_id)), "partitions": (None, y.partition_count)},
                 )
             )
             continue
         if x.topic_id != y.topic_id:
-            out.append(Difference("changed", "topic", name, {"topic_id": (x.topic_id, y.topic_id)}))
+            ids = (topic_id_text(x.topic_id), topic_id_text(y.topic_id))
+            out.append(Difference("changed", "topic", name, {"topic_id": ids}))
         for pid in sorted(set(x.partitions) | set(y.partitions)):
             p, q = x.partitions.get(pid), y.partitions.get(pid)
             entity = f"{name}-{pid}"

@@ -42,6 +42,8 @@ from kraftlog.cli._common import (
     EXIT_OK,
     UserError,
     print_json,
+    topic_id_arg,
+    topic_id_text,
 )
 
 __all__ = [
@@ -135,6 +137,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a topic to describe (repeatable; default: every topic)",
     )
     describe.add_argument(
+        "--topic-id",
+        action="append",
+        default=[],
+        type=topic_id_arg,
+        metavar="ID",
+        help="a topic to describe by its id, as Kafka shows ids (repeatable)",
+    )
+    describe.add_argument(
         "--under-replicated-partitions",
         action="store_true",
         help="only partitions whose ISR is smaller than their replica set",
@@ -151,8 +161,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_admin_options(describe)
 
     delete = sub.add_parser("delete", help="delete topics")
+    delete.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="a topic to delete (repeatable)")
     delete.add_argument(
-        "--topic", action="append", required=True, metavar="TOPIC", help="a topic to delete (repeatable)"
+        "--topic-id",
+        action="append",
+        default=[],
+        type=topic_id_arg,
+        metavar="ID",
+        help="a topic to delete by its id, as Kafka shows ids (repeatable)",
     )
     delete.add_argument("--if-exists", action="store_true", help="succeed quietly for topics that do not exist")
     add_admin_options(delete)
@@ -240,7 +256,7 @@ def _create(args: argparse.Namespace) -> int:
             print_json(
                 {
                     "name": result.name,
-                    "topic_id": result.topic_id or None,
+                    "topic_id": topic_id_text(result.topic_id),
                     "partitions": result.num_partitions,
                     "replication_factor": result.replication_factor,
                     "configs": configs,
@@ -321,7 +337,7 @@ def format_topic_line(topic: Any) -> str:
     parts = sorted(topic.partitions, key=lambda p: p.partition_index)
     rf = _replication_factor(parts[0]) if parts else 0
     return (
-        f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(parts)}\t"
+        f"Topic: {topic.name}\tTopicId: {topic_id_text(topic.topic_id) or ''}\tPartitionCount: {len(parts)}\t"
         f"ReplicationFactor: {rf}\tConfigs: {_format_configs(topic.configs)}"
     )
 
@@ -341,11 +357,28 @@ def format_partition_line(topic: str, p: Any) -> str:
 
 def _describe(admin: Any, args: argparse.Namespace) -> int:
     wanted = list(dict.fromkeys(args.topic))  # keep the order, drop repeats
-    response = admin.describe_topics(wanted)
-    filtering = args.under_replicated_partitions or args.unavailable_partitions
     status = EXIT_OK
     out: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    if args.topic_id:  # DescribeTopics names topics: find the names of the ids first
+        names_by_id = {t.topic_id: t.name for t in admin.describe_topics([]).topics if not error_failed(t.error)}
+        for topic_id in dict.fromkeys(args.topic_id):
+            name = names_by_id.get(topic_id)
+            if name is not None:
+                wanted += [name] if name not in wanted else []
+                continue
+            if args.if_exists:
+                continue
+            shown = topic_id_text(topic_id)
+            report_error(args, f"topic id {shown}: UNKNOWN_TOPIC_ID: no topic has this id")
+            errors.append({"topic_id": shown, "error": {"code": 100, "name": "UNKNOWN_TOPIC_ID", "message": ""}})
+            status = EXIT_FAILURE
+        if not wanted:
+            if args.output == "json":
+                print_json({"topics": [], **({"errors": errors} if errors else {})})
+            return status
+    response = admin.describe_topics(wanted)
+    filtering = args.under_replicated_partitions or args.unavailable_partitions
     if wanted:  # in the order asked for
         by_name = {t.name: t for t in response.topics}
         topics = [by_name[n] for n in wanted if n in by_name]
@@ -374,7 +407,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             out.append(
                 {
                     "name": topic.name,
-                    "topic_id": topic.topic_id,
+                    "topic_id": topic_id_text(topic.topic_id),
                     "partition_count": len(all_parts),
                     "replication_factor": (
                         _replication_factor(min(all_parts, key=lambda p: p.partition_index)) if all_parts else 0
@@ -401,11 +434,14 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.topic))
-    response = admin.delete_topics(names, timeout_ms=args.request_timeout_ms)
+    ids = list(dict.fromkeys(args.topic_id))
+    if not names and not ids:
+        raise UserError("name the topics to delete with --topic or --topic-id")
+    response = admin.delete_topics(names, ids, timeout_ms=args.request_timeout_ms)
     status = EXIT_OK
     results = []
     for result in response.topics:
-        name = result.name or result.topic_id
+        name = result.name or topic_id_text(result.topic_id)
         if error_failed(result.error):
             if args.if_exists and _error_name(result.error) == "UNKNOWN_TOPIC_OR_PARTITION":
                 results.append({"name": name, "deleted": False, "exists": False})
@@ -414,7 +450,7 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
             results.append({"name": name, "deleted": False, "error": error_json(result.error)})
             status = EXIT_FAILURE
             continue
-        results.append({"name": name, "topic_id": result.topic_id or None, "deleted": True})
+        results.append({"name": name, "topic_id": topic_id_text(result.topic_id), "deleted": True})
         if args.output != "json":
             print(f"Deleted topic {name}.")
     if args.output == "json":

@@ -28,6 +28,7 @@ from kraftlog.common._names import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
+from kraftlog.common._uuid import kafka_uuid, parse_uuid
 
 if TYPE_CHECKING:
     from kraftlog.common._progress import Progress, progress
@@ -51,7 +52,9 @@ __all__ = [
     "backoff_ms",
     "fsync_directory",
     "fsync_file",
+    "kafka_uuid",
     "parse_bootstrap_servers",
+    "parse_uuid",
     "progress",
 ]
 

@@ -8,13 +8,13 @@ another node's dirs or with another cluster's id (`check_formatted`).
 
 from __future__ import annotations
 
-import base64
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kraftlog import storage
+from kraftlog.common import kafka_uuid, parse_uuid
 from kraftlog.node._errors import NodeStartupError
 
 __all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id", "node_dirs"]
@@ -27,16 +27,20 @@ def new_cluster_id() -> str:
     an option.
     """
     while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        cid = kafka_uuid(uuid.uuid4())
         if not cid.startswith("-"):
             return cid
 
 
 def is_valid_cluster_id(value: str) -> bool:
-    try:
-        return len(base64.urlsafe_b64decode(value + "==")) == 16
-    except (ValueError, TypeError):
+    """Whether ``value`` is a UUID in Kafka's 22-character form (the form ``meta.properties`` holds)."""
+    if len(value) != 22:
         return False
+    try:
+        parse_uuid(value)
+    except ValueError:
+        return False
+    return True
 
 
 def node_dirs(cfg: Any) -> list[Path]:

@@ -381,13 +381,48 @@ def test_topics_delete(fake, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out == "Deleted topic a.\n"
     assert "UNKNOWN_TOPIC_OR_PARTITION" in captured.err
-    assert admin.called("delete_topics")[0][0] == (["a", "b"],)
+    assert admin.called("delete_topics")[0][0] == (["a", "b"], [])
     assert main(["topics", "delete", "--topic", "a", "--topic", "b", "--if-exists", "--output", "json", *BOOT]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["topics"] == [
         {"name": "a", "topic_id": "A", "deleted": True},
         {"name": "b", "deleted": False, "exists": False},
     ]
+
+
+ORDERS_ID = "6f1c0b8e-3c1a-4a53-9d2e-0b6c1e2f3a4b"
+ORDERS_KAFKA_ID = "bxwLjjwaSlOdLgtsHi86Sw"  # the same 16 bytes in Kafka's URL-safe base64
+
+
+def test_topic_ids_are_shown_and_accepted_in_kafkas_form(fake, capsys) -> None:
+    topics = R.DescribeTopicsResponse(
+        topics=[
+            R.DescribeTopicsResponse.Topic(
+                name="orders", topic_id=ORDERS_ID, partitions=[P(partition_index=0, leader_id=1, replicas=[1], isr=[1])]
+            )
+        ]
+    )
+    admin = fake(_topics, describe_topics=topics)
+    assert main(["topics", "describe", "--topic", "orders", *BOOT]) == 0
+    assert f"TopicId: {ORDERS_KAFKA_ID}\t" in capsys.readouterr().out
+    # by id, in Kafka's form or the hex form
+    for given in (ORDERS_KAFKA_ID, ORDERS_ID):
+        assert main(["topics", "describe", "--topic-id", given, "--output", "json", *BOOT]) == 0
+        described = json.loads(capsys.readouterr().out)["topics"]
+        assert [(t["name"], t["topic_id"]) for t in described] == [("orders", ORDERS_KAFKA_ID)]
+    assert admin.called("describe_topics")[-1][0] == (["orders"],)
+    assert main(["topics", "describe", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAA", *BOOT]) == 1
+    assert "UNKNOWN_TOPIC_ID" in capsys.readouterr().err
+    assert main(["topics", "describe", "--topic-id", "not-an-id", *BOOT]) == 2
+    assert "not a UUID" in capsys.readouterr().err
+    deleting = fake(
+        _topics,
+        delete_topics=R.DeleteTopicsResponse(topics=[R.DeleteTopicsResponse.Result(name="orders", topic_id=ORDERS_ID)]),
+    )
+    assert main(["topics", "delete", "--topic-id", ORDERS_KAFKA_ID, "--output", "json", *BOOT]) == 0
+    assert json.loads(capsys.readouterr().out)["topics"][0]["topic_id"] == ORDERS_KAFKA_ID
+    assert deleting.called("delete_topics")[0][0] == ([], [ORDERS_ID])  # the cluster gets the canonical form
+    assert main(["topics", "delete", *BOOT]) == 2
 
 
 def test_topics_alter(fake, capsys) -> None:

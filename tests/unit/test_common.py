@@ -69,3 +69,17 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     common.atomic_write(target, b"new content", fsync=True)
     assert target.read_bytes() == b"new content"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_kafka_uuid_text_round_trips_and_names_bad_input() -> None:
+    import uuid
+
+    from kraftlog.common import kafka_uuid, parse_uuid
+
+    u = uuid.UUID("6f1c0b8e-3c1a-4a53-9d2e-0b6c1e2f3a4b")
+    assert kafka_uuid(u) == kafka_uuid(str(u)) == "bxwLjjwaSlOdLgtsHi86Sw"
+    assert parse_uuid("bxwLjjwaSlOdLgtsHi86Sw") == parse_uuid(str(u)) == u
+    assert kafka_uuid("bxwLjjwaSlOdLgtsHi86Sw") == "bxwLjjwaSlOdLgtsHi86Sw"
+    for bad in ("", "bxwLjjwaSlOdLgtsHi86S", "bxwLjjwaSlOdLgtsHi86S!", "not-a-uuid"):
+        with pytest.raises(ValueError, match="is not a UUID"):
+            parse_uuid(bad)
