@@ -55,16 +55,25 @@ def _err(cls: type[kerr.KafkaError] | None = None, message: str = "") -> errors_
     return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
 
 
-def broker_listener(config: Any) -> tuple[str, int]:
-    """The address clients and replicas use: the BROKER listener (or the first non-controller one)."""
-    raw = config["listeners"]
+def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:
+    """The broker's address in ``key``: its BROKER listener (or the first non-controller one)."""
+    raw = config[key]
     listeners = parse_listeners(raw if isinstance(raw, str) else ",".join(raw))
     if BROKER_LISTENER in listeners:
         return listeners[BROKER_LISTENER]
     for name, addr in listeners.items():
         if name != "CONTROLLER":
             return addr
-    raise ValueError("no broker listener in 'listeners'")
+    raise ValueError(f"no broker listener in '{key}'")
+
+
+def advertised_broker_listener(config: Any) -> tuple[str, int]:
+    """The address clients and other brokers are told to use (registered with the controller):
+    from ``advertised.listeners`` when set (behind NAT or in a container it differs from the bound
+    one), else the bound ``listeners`` address, as Kafka does."""
+    if not config["advertised.listeners"]:
+        return broker_listener(config)
+    return broker_listener(config, "advertised.listeners")  # hosts checked when the config loaded
 
 
 def metadata_response(
@@ -144,7 +153,8 @@ class BrokerServer:
         self.broker_id: int = config.node_id
         self._clock_ms = clock_ms
         self._log = structlog.get_logger(__name__).bind(node_id=self.broker_id, role="broker")
-        self.host, self.port = broker_listener(config)
+        self.host, self.port = broker_listener(config)  # where this broker listens
+        self.advertised_host, self.advertised_port = advertised_broker_listener(config)
         controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
         max_bytes = config["grpc.max.message.bytes"]
         self.grpc_options = [
@@ -166,7 +176,10 @@ class BrokerServer:
             cluster_id=cluster_id,
             listeners=[
                 controller_pb2.Endpoint(
-                    name=BROKER_LISTENER, host=self.host, port=self.port, security_protocol="PLAINTEXT"
+                    name=BROKER_LISTENER,
+                    host=self.advertised_host,
+                    port=self.advertised_port,
+                    security_protocol="PLAINTEXT",
                 )
             ],
             rack=config["broker.rack"],

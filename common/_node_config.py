@@ -12,6 +12,7 @@ from typing import final
 from kraftlog.common._config_def import LONG_MAX, ConfigError
 from kraftlog.common._config_parse import _escape_properties, _split_override, _voters, read_config_file
 from kraftlog.common._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common._config_support import check_supported
 
 # ---------------------------------------------------------------------------------------------
 # NodeConfig
@@ -39,6 +40,7 @@ class NodeConfig(Mapping[str, object]):
         values = NODE_CONFIG_DEFS.defaults()
         values.update(parsed)
         voters = _check_node(values)
+        check_supported(values, parsed)
         object.__setattr__(self, "_values", MappingProxyType(values))
         object.__setattr__(self, "_originals", MappingProxyType(parsed))
         object.__setattr__(self, "_voters", MappingProxyType(voters))

@@ -44,6 +44,7 @@ from kraftlog.common._config_parse import (
     read_config_file,
 )
 from kraftlog.common._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
 from kraftlog.common._node_config import NodeConfig, load_node_config, validate_topic_configs
 
 __all__ = [
@@ -62,6 +63,9 @@ __all__ = [
     "Password",
     "NO_DEFAULT",
     "NODE_CONFIG_DEFS",
+    "NOT_SUPPORTED",
+    "WITHOUT_EFFECT",
+    "keys_without_effect",
     "TOPIC_CONFIG_DEFS",
     "TOPIC_SYNONYMS",
     "NodeConfig",

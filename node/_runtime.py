@@ -55,7 +55,8 @@ class Node:
         max_bytes = self.config["grpc.max.message.bytes"]
         options = [
             ("grpc.max_send_message_length", max_bytes),
-            ("grpc.max_receive_message_length", max_bytes),
+            # Kafka's socket.request.max.bytes: the largest request this node's servers accept
+            ("grpc.max_receive_message_length", min(max_bytes, self.config["socket.request.max.bytes"])),
             ("grpc.so_reuseport", 0),
         ]
         metrics_port = self.config["metrics.port"]
@@ -247,9 +248,12 @@ def serve(config: Any, *, log_level: str = "info") -> int:
     Order: logging with the node's id and roles bound, the formatted-dirs check (`NodeStartupError`
     when a dir is not the node's), then `Node.start`.
     """
+    from kraftlog.common.config import keys_without_effect
     from kraftlog.node._format import check_formatted
     from kraftlog.node._logging import configure_logging
 
     configure_logging(node_id=config.node_id, role="+".join(config.roles), level=log_level)
+    for key, why in keys_without_effect(config.originals):
+        _log.warning("config_key_without_effect", key=key, value=config[key], reason=why)
     cluster_id = check_formatted(config)
     return asyncio.run(_serve(config, cluster_id))

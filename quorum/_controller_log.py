@@ -6,6 +6,7 @@ it cannot replay), filling gaps, snapshots, and the FetchMetadata stream brokers
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,13 @@ class _ControllerLog:
         self._applied.advance()
         self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
 
+    def _snapshot_if_due(self, now: float) -> None:
+        """Kafka's ``metadata.log.max.snapshot.interval.ms``: records committed since the last
+        snapshot get one at the latest that long after it (0 turns the timer off)."""
+        interval_ms = self.config["metadata.log.max.snapshot.interval.ms"]
+        if interval_ms > 0 and self._bytes_since_snapshot > 0 and now - self._last_snapshot_at >= interval_ms / 1000:
+            self.take_snapshot()
+
     def take_snapshot(self) -> Path | None:
         """Write a snapshot of the current image and delete segments it covers beyond retention."""
         if self.image.offset < 0:
@@ -148,6 +156,7 @@ class _ControllerLog:
             self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
         )
         self._bytes_since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()
         delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
         self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
         return path

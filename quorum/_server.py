@@ -124,6 +124,7 @@ class ControllerServer(_ControllerLog):
         self._heartbeats = ctl.BrokerHeartbeats()
         self._tasks: list[asyncio.Task[Any]] = []
         self._bytes_since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()  # or the start: metadata.log.max.snapshot.interval.ms
         self._stopping = False
         self.request_timeout_s = config["controller.quorum.request.timeout.ms"] / 1000.0
         # the gauges read this server's state at scrape time; a private registry when the node
@@ -407,11 +408,13 @@ class ControllerServer(_ControllerLog):
         return fn()
 
     async def _periodic(self) -> None:
-        """Active-controller duties on a timer: fence silent brokers, rebalance preferred leaders,
-        finish reassignments."""
+        """Duties on a timer: every controller snapshots records older than
+        ``metadata.log.max.snapshot.interval.ms``; the active one fences silent brokers,
+        rebalances preferred leaders and finishes reassignments."""
         last_rebalance = time.monotonic()
         while not self._stopping:
             await asyncio.sleep(_FENCE_CHECK_S)
+            self._snapshot_if_due(time.monotonic())
             if not self.is_active:
                 continue
             try:

@@ -508,3 +508,85 @@ def test_to_properties_round_trips(tmp_path: Path) -> None:
     assert dict(again.originals) == dict(cfg.originals)
     full = cfg.to_properties(include_defaults=True, mask_passwords=False)
     assert load_node_config(_write(tmp_path, "full.properties", full)) == cfg
+
+
+# ------------------------------------------------------------------------------ keys without effect
+
+_BROKER = {
+    "node.id": 1,
+    "process.roles": "broker",
+    "controller.quorum.voters": "2@127.0.0.1:9093",
+    "log.dirs": "/tmp/kraftlog-test",
+}
+
+
+def test_every_accepted_key_works_or_is_classified() -> None:
+    from kraftlog.common.config import NOT_SUPPORTED, WITHOUT_EFFECT
+
+    assert not set(WITHOUT_EFFECT) & set(NOT_SUPPORTED)
+    for key in [*WITHOUT_EFFECT, *NOT_SUPPORTED]:
+        NODE_CONFIG_DEFS[key]  # every classified key is one the schema defines
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("metadata.max.idle.interval.ms", "100"),
+        ("metadata.max.retention.ms", "1000"),
+        ("metadata.log.segment.ms", "60000"),
+        ("controller.listener.names", "CTRL"),
+        ("listener.security.protocol.map", "PLAINTEXT:SSL"),
+        ("advertised.listeners", "BROKER://0.0.0.0:9092"),
+    ],
+)
+def test_a_value_kraftlog_would_ignore_is_refused_naming_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        NodeConfig({**_BROKER, key: value})
+    assert info.value.key == key
+
+
+def test_values_kraftlog_behaves_as_are_accepted() -> None:
+    for key, value in [
+        ("metadata.max.idle.interval.ms", "0"),
+        ("metadata.max.retention.ms", "-1"),
+        ("metadata.max.idle.interval.ms", "500"),  # Kafka's default: a dumped config loads again
+        ("controller.listener.names", "CONTROLLER"),
+        ("listener.security.protocol.map", "BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+        ("advertised.listeners", "BROKER://broker-1.example:19092"),
+    ]:
+        NodeConfig({**_BROKER, key: value})
+
+
+def test_keys_without_effect_are_reported_for_the_start_up_warning() -> None:
+    from kraftlog.common.config import keys_without_effect
+
+    cfg = NodeConfig(
+        {**_BROKER, "num.io.threads": "16", "metadata.max.idle.interval.ms": "500", "log.segment.bytes": 1 << 20}
+    )
+    reported = dict(keys_without_effect(cfg.originals))
+    assert set(reported) == {"num.io.threads", "metadata.max.idle.interval.ms"}
+    assert "thread pools" in reported["num.io.threads"]
+
+
+def test_advertised_listeners_are_what_the_broker_registers() -> None:
+    from kraftlog.broker._server import advertised_broker_listener, broker_listener
+
+    cfg = NodeConfig(
+        {
+            **_BROKER,
+            "listeners": "BROKER://0.0.0.0:9092",
+            "advertised.listeners": "BROKER://broker-1.example:19092",
+        }
+    )
+    assert broker_listener(cfg) == ("0.0.0.0", 9092)  # where it binds
+    assert advertised_broker_listener(cfg) == ("broker-1.example", 19092)  # what clients are told
+    plain = NodeConfig({**_BROKER, "listeners": "BROKER://127.0.0.1:9092"})
+    assert advertised_broker_listener(plain) == ("127.0.0.1", 9092)
+
+
+def test_the_readme_lists_every_key_without_effect_and_every_refused_one() -> None:
+    from kraftlog.common.config import NOT_SUPPORTED, WITHOUT_EFFECT
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    missing = [key for key in [*WITHOUT_EFFECT, *NOT_SUPPORTED] if f"`{key}`" not in readme]
+    assert missing == []

@@ -10,6 +10,7 @@ as a leader does whose followers are paused. No sockets, no processes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -301,5 +302,28 @@ async def _become_active_retries(tmp_path: Path) -> None:
         assert quorum.failures == []
         quorum.elect(2, 2)  # leadership moved: no more attempts in epoch 1
         assert not server.is_active
+    finally:
+        await server.stop()
+
+
+def test_records_older_than_the_snapshot_interval_get_a_snapshot(tmp_path: Path) -> None:
+    asyncio.run(_snapshot_interval(tmp_path))
+
+
+async def _snapshot_interval(tmp_path: Path) -> None:
+    from kraftlog.metadata_log import list_snapshots
+
+    server, _quorum = await _active_server(tmp_path)
+    try:
+        server.config = NodeConfig.from_mapping(
+            {**server.config.originals, "metadata.log.max.snapshot.interval.ms": 300}
+        )
+        server._last_snapshot_at = time.monotonic()
+        assert list_snapshots(server.metadata_dir) == []
+        await _unfenced_broker(server, 1)  # a few hundred bytes: far below the size trigger
+        offset = server.image.offset
+        await _eventually(lambda: bool(list_snapshots(server.metadata_dir)), "a snapshot by time", timeout_s=10)
+        assert max(s.offset for s in list_snapshots(server.metadata_dir)) >= offset
+        assert server._bytes_since_snapshot == 0
     finally:
         await server.stop()

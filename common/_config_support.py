@@ -1,0 +1,146 @@
+"""Which of Kafka's node config keys kraftlog accepts without giving them an effect, and what it does
+with a value set for one: an option that is accepted either works or says so.
+
+* `WITHOUT_EFFECT`: keys that tune machinery kraftlog does not have (thread pools, socket buffers,
+  the cleaner's fixed buffers) or that belong to features not built yet (consumer groups,
+  transactions). A value set for one is accepted, because a Kafka config file carries them, and
+  logged once at start as a warning naming the key and the reason.
+* `NOT_SUPPORTED`: keys whose value would change what the user gets if kraftlog ignored it. A node
+  whose config sets one to anything but the value kraftlog behaves as refuses to start, naming the
+  key (`ConfigError`); the value it behaves as is accepted.
+
+The README lists both. Keys in neither table work as Kafka documents them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from kraftlog.common._config_def import ConfigError
+from kraftlog.common._config_schema import NODE_CONFIG_DEFS
+
+__all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
+
+_NO_POOLS = "requests are served by one asyncio gRPC server per listener, not by thread pools"
+_NO_GROUPS = "kraftlog has no consumer groups or committed offsets yet"
+_NO_TRANSACTIONS = "kraftlog has no transactions or idempotent producers yet"
+_CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of living in fixed buffers"
+
+WITHOUT_EFFECT: Final[Mapping[str, str]] = {
+    "background.threads": _NO_POOLS,
+    "num.io.threads": _NO_POOLS,
+    "num.network.threads": _NO_POOLS,
+    "queued.max.requests": _NO_POOLS,
+    "socket.send.buffer.bytes": "gRPC sizes its sockets' buffers itself",
+    "socket.receive.buffer.bytes": "gRPC sizes its sockets' buffers itself",
+    "num.recovery.threads.per.data.dir": "logs are recovered one after another at start",
+    "num.replica.fetchers": "a follower runs one fetch stream per leader broker",
+    "replica.socket.timeout.ms": "a follower's fetch is bounded by replica.fetch.wait.max.ms and the request timeout",
+    "log.cleaner.dedupe.buffer.size": _CLEANER_BUFFERS,
+    "log.cleaner.io.buffer.size": _CLEANER_BUFFERS,
+    "log.cleaner.io.buffer.load.factor": _CLEANER_BUFFERS,
+    "log.flush.start.offset.checkpoint.interval.ms": (
+        "log start offsets are checkpointed with the recovery points, every log.flush.offset.checkpoint.interval.ms"
+    ),
+    "controller.quorum.append.linger.ms": "the active controller commits what one event-loop turn produced at once",
+    "controller.quorum.election.backoff.max.ms": "elections back off by the randomized election timeout",
+    "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
+    "group.initial.rebalance.delay.ms": _NO_GROUPS,
+    "offsets.commit.timeout.ms": _NO_GROUPS,
+    "offsets.load.buffer.size": _NO_GROUPS,
+    "offsets.retention.check.interval.ms": _NO_GROUPS,
+    "offsets.retention.minutes": _NO_GROUPS,
+    "offsets.topic.num.partitions": _NO_GROUPS,
+    "offsets.topic.replication.factor": _NO_GROUPS,
+    "offsets.topic.segment.bytes": _NO_GROUPS,
+    "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
+    "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
+    "producer.id.expiration.ms": _NO_TRANSACTIONS,
+    "transactional.id.expiration.ms": _NO_TRANSACTIONS,
+    "transaction.state.log.min.isr": _NO_TRANSACTIONS,
+    "transaction.state.log.num.partitions": _NO_TRANSACTIONS,
+    "transaction.state.log.replication.factor": _NO_TRANSACTIONS,
+    "transaction.state.log.segment.bytes": _NO_TRANSACTIONS,
+}
+
+
+def _only(*accepted: object) -> Callable[[object], bool]:
+    return lambda value: value in accepted
+
+
+#: key -> (what kraftlog does instead, whether a value is one kraftlog behaves as)
+NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
+    "metadata.log.segment.ms": (
+        "metadata log segments roll by size only (metadata.log.segment.bytes)",
+        _only(None),
+    ),
+    "metadata.max.retention.ms": (
+        "metadata snapshots and segments are kept by size only (metadata.max.retention.bytes); -1 is accepted",
+        _only(-1),
+    ),
+    "metadata.max.idle.interval.ms": (
+        "the active controller appends no idle no-op records (brokers learn the committed offset from "
+        "heartbeat answers); 0 is accepted",
+        _only(0),
+    ),
+    "controller.listener.names": (
+        "the controller listener is the one named CONTROLLER",
+        lambda value: value is None or value == ["CONTROLLER"],
+    ),
+}
+
+
+def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]) -> None:
+    """Refuse an explicitly set key whose value kraftlog would not honour (`ConfigError` names it).
+
+    Kafka's default value is let through (with the start-up warning of `keys_without_effect`): a
+    config dump that includes defaults must load again, and it changes nothing kraftlog does."""
+    for key, (instead, accepted) in NOT_SUPPORTED.items():
+        if key in explicit and not accepted(values[key]) and values[key] != _default(key):
+            raise ConfigError(f"'{key}' = {values[key]!r} is not supported: {instead}", key=key, value=values[key])
+    for entry in values.get("advertised.listeners") or []:
+        host = str(entry).split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host in ("", "0.0.0.0", "::"):
+            raise ConfigError(
+                f"'advertised.listeners' entry {entry!r} must name a host clients can reach",
+                key="advertised.listeners",
+                value=values["advertised.listeners"],
+            )
+    protocols = _protocol_map(explicit.get("listener.security.protocol.map"))
+    for listener in values.get("listeners") or []:
+        name = str(listener).split("://", 1)[0].upper()
+        protocol = protocols.get(name, "PLAINTEXT")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"listener {name} maps to {protocol} in 'listener.security.protocol.map': not supported yet, "
+                "kraftlog's listeners speak PLAINTEXT only",
+                key="listener.security.protocol.map",
+                value=explicit.get("listener.security.protocol.map"),
+            )
+
+
+def _protocol_map(items: object) -> dict[str, str]:
+    if not isinstance(items, list):
+        return {}
+    pairs = (str(item).split(":", 1) for item in items)
+    return {name.strip().upper(): protocol.strip().upper() for name, protocol in pairs}
+
+
+def keys_without_effect(explicit: Mapping[str, object]) -> list[tuple[str, str]]:
+    """``(key, why)`` for each explicitly set key that kraftlog accepts without effect, for the one
+    warning a node logs at start: those of `WITHOUT_EFFECT`, and those of `NOT_SUPPORTED` set to
+    Kafka's default."""
+    out = []
+    for key in sorted(explicit):
+        if key in WITHOUT_EFFECT:
+            out.append((key, WITHOUT_EFFECT[key]))
+        elif key in NOT_SUPPORTED:
+            instead, accepted = NOT_SUPPORTED[key]
+            if not accepted(explicit[key]):
+                out.append((key, instead))
+    return out
+
+
+def _default(key: str) -> object:
+    return NODE_CONFIG_DEFS[key].default
