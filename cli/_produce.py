@@ -66,24 +66,22 @@ def parse_properties(items: Iterable[str], option: str) -> dict[str, str]:
 
 
 def read_properties_file(path: str, what: str) -> dict[str, str]:
-    """A Java ``.properties`` file of ``key=value`` lines (``#`` and ``!`` start comments)."""
+    """A Java ``.properties`` file (``--producer.config``, ``--consumer.config``), read as
+    ``java.util.Properties.load`` reads it."""
+    from kraftlog.common import errors as kerr
+    from kraftlog.common.config import ConfigError
+    from kraftlog.common.config import parse_properties as parse_properties_text
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{what} {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{what} {path}: cannot read it: {getattr(err, 'strerror', None) or err}") from None
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            out[line] = ""
-        else:
-            out[line[:sep].strip()] = line[sep + 1 :].strip()
-    return out
+    try:
+        return parse_properties_text(text)
+    except ConfigError as err:
+        raise UserError(f"{what} {path}: {err}", error=kerr.InvalidConfigError) from None
 
 
 def _true(value: str | None) -> bool:

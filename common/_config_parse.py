@@ -190,6 +190,10 @@ def _split_key_value(line: str) -> tuple[str, str]:
 def parse_properties(text: str) -> dict[str, str]:
     """Parse Java ``.properties`` text the way ``java.util.Properties.load`` does.
 
+    Written by hand, not with javaproperties, for one reason: the ground floor imports the standard
+    library only, because ``deploy/install.sh`` validates a node's config with the system Python
+    before any venv exists. tests/unit/test_config.py holds it to javaproperties as an oracle.
+
     Handles ``key=value``, ``key: value`` and ``key value``; ``#`` and ``!`` comments; backslash
     line continuation (leading blanks of the next line dropped); and ``\\t \\n \\r \\f \\uXXXX``
     escapes (any other escaped character stands for itself). The last duplicate wins.

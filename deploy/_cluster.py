@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
 NETWORKS = ("loopback", "netns")
@@ -203,8 +205,7 @@ class LocalCluster:
             listeners.append(f"CONTROLLER://{spec.host}:{spec.controller_port}")
         settings["listeners"] = ",".join(listeners)
         settings.update(self.overrides)
-        lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
-        spec.config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        spec.config_path.write_text(tomli_w.dumps(settings), encoding="utf-8")
 
     def _format(self, spec: NodeSpec) -> None:
         proc = subprocess.run(
@@ -464,13 +465,3 @@ def _proc_cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))

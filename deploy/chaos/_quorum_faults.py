@@ -9,7 +9,6 @@ run excuses those windows from ``max_no_active_controller_s`` and measures from 
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import signal
@@ -18,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 from kraftlog.deploy.chaos._faults import Fault
 
@@ -143,7 +144,7 @@ def write_config_values(path: Path, values: Mapping[str, Any]) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     kept = [line for line in lines if _line_key(line) not in values]
     first_table = next((i for i, line in enumerate(kept) if line.lstrip().startswith("[")), len(kept))
-    new = [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in values.items() if v is not None]
+    new = [tomli_w.dumps({k: v}).strip() for k, v in values.items() if v is not None]
     out = kept[:first_table] + new + kept[first_table:]
     tmp = path.with_suffix(path.suffix + ".chaos-tmp")
     tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
