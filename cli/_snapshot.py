@@ -153,7 +153,7 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 
 def _rebuild(args: argparse.Namespace) -> int:
     from kraftlog import metadata_log
-    from kraftlog.metadata_log import _spark
+    from kraftlog import spark as _spark
 
     as_of_time_ms = None
     if args.as_of_time is not None:

@@ -2,7 +2,7 @@
 
 Record types, the immutable `MetadataImage` with its one mutable `MetadataDelta`, the on-disk segment
 and snapshot files, and Kafka's replica placement (the config schema is `kraftlog.common.config`). Imports no
-other kraftlog package; the Spark job lives in its own module and is not imported here.
+other kraftlog package; the Spark job that folds it offline is the package kraftlog.spark.
 """
 
 from kraftlog.metadata_log._image import (

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from kraftlog.metadata_log._image_base import _EMPTY_MAP, _frozen_map
+from kraftlog.metadata_log._image_base import _EMPTY_MAP, MetadataReplayError, _frozen_map
 from kraftlog.metadata_log._records import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    FencingChange,
     RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+#: the records that change one broker's registration (`next_broker_registration`)
+BrokerRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
 )
 
 
@@ -62,6 +76,51 @@ class BrokerRegistration:
             if ep.name == listener_name:
                 return ep
         return None
+
+
+def next_broker_registration(current: BrokerRegistration | None, record: BrokerRecord) -> BrokerRegistration | None:
+    """One broker's registration after ``record``; None once it is unregistered.
+
+    The one place these transitions live: `MetadataDelta` replays them, and the Spark job folds
+    each broker's records with it. Every record but a registration names the broker epoch it was
+    decided against and is refused (`MetadataReplayError`) for another registration, or none.
+    """
+    if isinstance(record, RegisterBrokerRecord):
+        return BrokerRegistration.from_record(record)
+    what = {
+        UnregisterBrokerRecord: "unregister",
+        FenceBrokerRecord: "fence",
+        UnfenceBrokerRecord: "unfence",
+        BrokerRegistrationChangeRecord: "change",
+    }[type(record)]
+    if current is None:
+        raise MetadataReplayError(f"cannot {what} broker {record.broker_id}: it is not registered")
+    if current.broker_epoch != record.broker_epoch:
+        raise MetadataReplayError(
+            f"cannot {what} broker {record.broker_id} at epoch {record.broker_epoch}: "
+            f"its registration has epoch {current.broker_epoch}"
+        )
+    if isinstance(record, UnregisterBrokerRecord):
+        return None
+    if isinstance(record, FenceBrokerRecord):
+        return replace(current, fenced=True)
+    if isinstance(record, UnfenceBrokerRecord):
+        return replace(current, fenced=False)
+    if record.fenced == FencingChange.FENCE:
+        fenced = True
+    elif record.fenced == FencingChange.UNFENCE:
+        fenced = False
+    elif record.fenced == FencingChange.NONE:
+        fenced = current.fenced
+    else:
+        raise MetadataReplayError(f"unknown fencing change {record.fenced}")
+    if record.in_controlled_shutdown == 1:
+        shutting_down = True
+    elif record.in_controlled_shutdown == 0:
+        shutting_down = current.in_controlled_shutdown
+    else:
+        raise MetadataReplayError(f"unknown controlled-shutdown change {record.in_controlled_shutdown}")
+    return replace(current, fenced=fenced, in_controlled_shutdown=shutting_down)
 
 
 @dataclass(frozen=True, slots=True)

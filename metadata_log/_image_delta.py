@@ -17,7 +17,12 @@ from kraftlog.metadata_log._image_base import (
     MetadataReplayError,
     ProducerIdsImage,
 )
-from kraftlog.metadata_log._image_cluster import BrokerRegistration, ClusterImage
+from kraftlog.metadata_log._image_cluster import (
+    BrokerRecord,
+    BrokerRegistration,
+    ClusterImage,
+    next_broker_registration,
+)
 from kraftlog.metadata_log._image_topics import PartitionRegistration, TopicImage, TopicsImage
 from kraftlog.metadata_log._records import (
     BrokerRegistrationChangeRecord,
@@ -25,7 +30,6 @@ from kraftlog.metadata_log._records import (
     ConfigResourceType,
     FeatureLevelRecord,
     FenceBrokerRecord,
-    FencingChange,
     LogEntry,
     MetadataRecord,
     NoOpRecord,
@@ -276,49 +280,9 @@ class MetadataDelta:
             return self._brokers[broker_id]
         return self._image.cluster.brokers.get(broker_id)
 
-    def _broker_at_epoch(self, broker_id: int, broker_epoch: int, what: str) -> BrokerRegistration:
-        reg = self._broker(broker_id)
-        if reg is None:
-            raise MetadataReplayError(f"cannot {what} broker {broker_id}: it is not registered")
-        if reg.broker_epoch != broker_epoch:
-            raise MetadataReplayError(
-                f"cannot {what} broker {broker_id} at epoch {broker_epoch}: "
-                f"its registration has epoch {reg.broker_epoch}"
-            )
-        return reg
-
-    def _replay_register_broker(self, record: RegisterBrokerRecord) -> None:
-        self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
-
-    def _replay_unregister_broker(self, record: UnregisterBrokerRecord) -> None:
-        self._broker_at_epoch(record.broker_id, record.broker_epoch, "unregister")
-        self._brokers[record.broker_id] = _DELETED
-
-    def _replay_fence_broker(self, record: FenceBrokerRecord) -> None:
-        reg = self._broker_at_epoch(record.broker_id, record.broker_epoch, "fence")
-        self._brokers[record.broker_id] = replace(reg, fenced=True)
-
-    def _replay_unfence_broker(self, record: UnfenceBrokerRecord) -> None:
-        reg = self._broker_at_epoch(record.broker_id, record.broker_epoch, "unfence")
-        self._brokers[record.broker_id] = replace(reg, fenced=False)
-
-    def _replay_broker_registration_change(self, record: BrokerRegistrationChangeRecord) -> None:
-        reg = self._broker_at_epoch(record.broker_id, record.broker_epoch, "change")
-        if record.fenced == FencingChange.FENCE:
-            fenced = True
-        elif record.fenced == FencingChange.UNFENCE:
-            fenced = False
-        elif record.fenced == FencingChange.NONE:
-            fenced = reg.fenced
-        else:
-            raise MetadataReplayError(f"unknown fencing change {record.fenced}")
-        if record.in_controlled_shutdown == 1:
-            shutting_down = True
-        elif record.in_controlled_shutdown == 0:
-            shutting_down = reg.in_controlled_shutdown
-        else:
-            raise MetadataReplayError(f"unknown controlled-shutdown change {record.in_controlled_shutdown}")
-        self._brokers[record.broker_id] = replace(reg, fenced=fenced, in_controlled_shutdown=shutting_down)
+    def _replay_broker_record(self, record: BrokerRecord) -> None:
+        reg = next_broker_registration(self._broker(record.broker_id), record)
+        self._brokers[record.broker_id] = _DELETED if reg is None else reg
 
     # topics
 
@@ -506,11 +470,11 @@ MetadataImage.EMPTY = MetadataImage()
 
 
 MetadataDelta._DISPATCH = {
-    RegisterBrokerRecord: MetadataDelta._replay_register_broker,
-    UnregisterBrokerRecord: MetadataDelta._replay_unregister_broker,
-    FenceBrokerRecord: MetadataDelta._replay_fence_broker,
-    UnfenceBrokerRecord: MetadataDelta._replay_unfence_broker,
-    BrokerRegistrationChangeRecord: MetadataDelta._replay_broker_registration_change,
+    RegisterBrokerRecord: MetadataDelta._replay_broker_record,
+    UnregisterBrokerRecord: MetadataDelta._replay_broker_record,
+    FenceBrokerRecord: MetadataDelta._replay_broker_record,
+    UnfenceBrokerRecord: MetadataDelta._replay_broker_record,
+    BrokerRegistrationChangeRecord: MetadataDelta._replay_broker_record,
     TopicRecord: MetadataDelta._replay_topic,
     PartitionRecord: MetadataDelta._replay_partition,
     PartitionChangeRecord: MetadataDelta._replay_partition_change,

@@ -155,7 +155,7 @@ def test_huge_declared_length_fails_fast(header: bytes) -> None:
 def test_spark_fast_entry_agrees_with_decode_entry(data: bytes) -> None:
     """The Spark job decodes entries through a fast path that must give what `decode_entry` gives,
     and fall back to it (for its error) on anything else."""
-    from kraftlog.metadata_log._spark import _fast_entry, _slow_entry
+    from kraftlog.spark._decode import _fast_entry, _slow_entry
 
     try:
         fast = _fast_entry(msgpack.unpackb(data, raw=False, strict_map_key=False))

@@ -6,7 +6,7 @@ names, the table says which sizes ran), generated with the tests' generator (eve
 
 - in-process replay: what a controller does to rebuild its image from the segments and write the
   snapshot (``read_log_dir`` -> ``MetadataDelta.replay`` -> ``write_snapshot``), one core;
-- the Spark job (``metadata_log._spark.rebuild_snapshot``) on ``local[*]``, after a warm-up run on a
+- the Spark job (``kraftlog.spark.rebuild_snapshot``) on ``local[*]``, after a warm-up run on a
   small log (the SparkSession start is reported separately);
 
 and checks that both write byte-identical snapshots. Records/s for both, the Spark/replay ratio,
@@ -97,7 +97,7 @@ def main() -> int:
             figures[f"records_{label}"] = n
             figures[f"log_mib_{label}"] = round(size / 2**20, 1)
 
-        from kraftlog.metadata_log._spark import rebuild_snapshot, spark_session
+        from kraftlog.spark import rebuild_snapshot, spark_session
 
         started = time.perf_counter()
         spark = spark_session(args.master, app_name="kraftlog-spark-bench")

@@ -23,7 +23,8 @@ from kraftlog.metadata_log import (
     read_snapshot,
     write_snapshot,
 )
-from kraftlog.metadata_log._spark import _SPECS, _fast_entry, _fields, format_time_ms, parse_time_ms
+from kraftlog.spark import format_time_ms, parse_time_ms
+from kraftlog.spark._decode import _SPECS, _fast_entry, _fields
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

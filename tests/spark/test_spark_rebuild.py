@@ -43,7 +43,7 @@ from kraftlog.metadata_log import (
     read_snapshot,
 )
 from kraftlog.metadata_log._log_files import encode_frame
-from kraftlog.metadata_log._spark import SnapshotRebuildError, rebuild_snapshot
+from kraftlog.spark import SnapshotRebuildError, rebuild_snapshot
 
 
 def _same_as_replay(spark, log_dir: Path, tmp_path: Path, name: str, **cut) -> tuple[object, Path]:

@@ -19,10 +19,10 @@ from kraftlog.metadata_log import (
     read_log_dir,
     read_snapshot,
 )
-from kraftlog.metadata_log._spark import rebuild_snapshot
 from kraftlog.node import new_cluster_id
 from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
 from kraftlog.quorum._serializer import read_dump
+from kraftlog.spark import rebuild_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kraftlog import spark as _spark
 from kraftlog.cli.__main__ import main
-from kraftlog.metadata_log import _spark
 
 
 @pytest.fixture
@@ -54,18 +54,19 @@ def test_the_cli_does_not_import_pyspark() -> None:
 
 
 def test_executor_zip_holds_the_namespaced_package(tmp_path: Path) -> None:
-    """What a non-local Spark master ships to executors imports as kraftlog.metadata_log."""
-    target = _spark._metadata_package_zip(tmp_path)
+    """What a non-local Spark master ships to executors imports as kraftlog.spark and its floors."""
+    target = _spark._session._metadata_package_zip(tmp_path)
     with zipfile.ZipFile(target) as zf:
         names = set(zf.namelist())
     assert {
         "kraftlog/__init__.py",
         "kraftlog/metadata_log/__init__.py",
-        "kraftlog/metadata_log/_spark.py",
+        "kraftlog/spark/__init__.py",
+        "kraftlog/spark/_fold.py",
         "kraftlog/common/__init__.py",
         "kraftlog/common/records.py",
     } <= names
-    code = "import kraftlog.metadata_log._records as r; print(r.__file__)"
+    code = "import kraftlog.spark._fold as f; print(f.__file__)"
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
