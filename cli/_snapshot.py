@@ -11,8 +11,9 @@
   Look at the result with ``kraftlog metadata tree --snapshot FILE``. Torn segment tails are
   reported with file and position; a gap in offsets before the cut stops the job (nothing is
   written) and names the missing offsets. ``--master`` takes any Spark master (default
-  ``local[*]``); on a cluster every executor needs kraftlog's dependencies (msgpack, crc32c,
-  structlog), the job ships kraftlog's own code itself. Spark is an extra:
+  ``local[*]``) and ``--conf KEY=VALUE`` any Spark setting; on a cluster the job ships kraftlog's own
+  code and, packed from this virtual environment, its dependencies (``--environment-archive``).
+  Spark is an extra:
   ``pip install 'kraftlog[spark]'`` (and a Java runtime); without it ``rebuild`` says so and exits 1.
 
 * ``diff A B`` tells where two snapshots disagree, entity by entity (features, brokers, producer
@@ -106,6 +107,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="extra Spark configuration, repeatable (e.g. spark.hadoop.fs.s3a.endpoint=...)",
     )
     rebuild.add_argument(
+        "--environment-archive",
+        default="auto",
+        metavar="auto|none|FILE",
+        help="how executors of a non-local master get kraftlog's Python dependencies: auto (default) packs "
+        "this virtual environment and ships it with spark.archives; FILE ships that packed environment "
+        "(venv-pack or conda-pack); none ships nothing",
+    )
+    rebuild.add_argument(
         "--partitions",
         type=non_negative_int,
         default=None,
@@ -176,7 +185,9 @@ def _rebuild(args: argparse.Namespace) -> int:
 
     owned = SparkContext._active_spark_context is None  # an embedding program's session is not ours to stop
     try:
-        spark = _spark.spark_session(args.master, conf=conf)
+        spark = _spark.spark_session(args.master, conf=conf, environment=args.environment_archive)
+    except _spark.SnapshotRebuildError as err:
+        raise UserError(str(err)) from err
     except Exception as err:  # no Java, a bad master URL, ...
         print(f"kraftlog snapshot: error: cannot start Spark ({args.master}): {err}", file=sys.stderr)
         return EXIT_FAILURE

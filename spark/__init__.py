@@ -74,6 +74,7 @@ from kraftlog.spark._rebuild import (
     rebuild_snapshot,
 )
 from kraftlog.spark._session import (
+    environment_archive,
     spark_session,
 )
 from kraftlog.spark._types import (
@@ -88,7 +89,6 @@ from kraftlog.spark._types import (
 )
 
 __all__ = [
-    "METADATA_PARTITION_DIR",
     "RebuildResult",
     "TornTail",
     "SnapshotRebuildError",
@@ -96,6 +96,7 @@ __all__ = [
     "require_pyspark",
     "rebuild_snapshot",
     "spark_session",
+    "environment_archive",
     "parse_time_ms",
     "SPARK_EXTRA",
     "format_time_ms",

@@ -119,5 +119,5 @@ def test_console_script_and_spark_extra() -> None:
     runtime = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     assert "pyspark" not in runtime, "a broker or controller host must not need pyspark"
     extras = project["optional-dependencies"]
-    assert [Requirement(r).name for r in extras["spark"]] == ["pyspark"]
+    assert [Requirement(r).name for r in extras["spark"]] == ["pyspark", "venv-pack"]
     assert any(Requirement(r).name == NAMESPACE and "spark" in Requirement(r).extras for r in extras["dev"])

@@ -77,3 +77,12 @@ def test_executor_zip_holds_the_namespaced_package(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(target))
+
+
+def test_an_environment_archive_that_does_not_exist_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    missing = tmp_path / "env.tar.gz"
+    with pytest.raises(_spark.SnapshotRebuildError, match="no such file"):
+        _spark.spark_session("spark://127.0.0.1:1", environment=str(missing))
+    args = ["snapshot", "rebuild", "--log", str(tmp_path), "--out", str(tmp_path / "s.checkpoint")]
+    assert main([*args, "--master", "spark://127.0.0.1:1", "--environment-archive", str(missing)]) == 2
