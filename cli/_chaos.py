@@ -31,6 +31,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,11 @@ def run(args: argparse.Namespace) -> int:
         target = LocalTarget(own_cluster)
         session_ms = args.session_timeout_ms or int(overrides["broker.session.timeout.ms"])
         out(f"started a local cluster ({network}) in {base / 'cluster'}")
+    progress_stop = threading.Event()
+    progress_thread = threading.Thread(
+        target=_show_progress, args=(args.duration, seed, progress_stop), name="chaos-progress", daemon=True
+    )
+    progress_thread.start()
     try:
         if quorum:
             from kraftlog.deploy.chaos import QuorumSettings, run_quorum_chaos
@@ -264,11 +270,27 @@ def run(args: argparse.Namespace) -> int:
                 stop=stop,
             )
     finally:
+        progress_stop.set()
+        progress_thread.join()
         if own_cluster is not None:
             own_cluster.stop()
         if tmp is not None:
             tmp.cleanup()
     return EXIT_OK if result["ok"] else 1
+
+
+def _show_progress(duration_s: float, seed: int, done: threading.Event) -> None:
+    """The run's time as a bar on stderr (a terminal only), then the convergence check after it."""
+    from kraftlog.common import progress
+
+    started = time.monotonic()
+    with progress(f"chaos run, seed {seed}", total=round(duration_s)) as shown:
+        while not done.wait(0.5):
+            elapsed = time.monotonic() - started
+            if elapsed < duration_s:
+                shown.update(completed=round(elapsed))
+            else:
+                shown.update(completed=round(duration_s), description="healing and checking convergence")
 
 
 def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,10 @@ from kraftlog.cli._common import (
     non_negative_int,
     print_json,
     print_table,
+    report_failure,
     topic_id_text,
 )
+from kraftlog.common import errors as kerr
 
 __all__ = ["add_parser", "run", "Difference", "diff_images", "diff_snapshots"]
 
@@ -160,6 +165,40 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
     return conf
 
 
+@contextmanager
+def _stage_progress(sc: Any) -> Iterator[None]:
+    """Spark's stages as a progress bar on stderr (a terminal only): the running stage's name and
+    its tasks done out of all, polled from the status tracker by a daemon thread."""
+    from kraftlog.common import progress
+
+    with progress("starting Spark") as shown:
+        if not shown.enabled:
+            yield
+            return
+        stop = threading.Event()
+
+        def poll() -> None:
+            tracker = sc.statusTracker()
+            while not stop.wait(0.25):
+                for stage_id in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage_id)
+                    if info is not None:
+                        shown.update(
+                            description=f"stage {stage_id} ({info.name.split(' at ')[0]})",
+                            completed=info.numCompletedTasks,
+                            total=info.numTasks,
+                        )
+                        break
+
+        thread = threading.Thread(target=poll, name="spark-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+
 def _rebuild(args: argparse.Namespace) -> int:
     from kraftlog import metadata_log
     from kraftlog import spark as _spark
@@ -192,22 +231,21 @@ def _rebuild(args: argparse.Namespace) -> int:
         print(f"kraftlog snapshot: error: cannot start Spark ({args.master}): {err}", file=sys.stderr)
         return EXIT_FAILURE
     try:
-        result = _spark.rebuild_snapshot(
-            spark,
-            args.log,
-            out,
-            base_snapshot=args.base_snapshot,
-            as_of_offset=args.as_of_offset,
-            as_of_time_ms=as_of_time_ms,
-            partitions=args.partitions or None,
-        )
+        with _stage_progress(spark.sparkContext):
+            result = _spark.rebuild_snapshot(
+                spark,
+                args.log,
+                out,
+                base_snapshot=args.base_snapshot,
+                as_of_offset=args.as_of_offset,
+                as_of_time_ms=as_of_time_ms,
+                partitions=args.partitions or None,
+            )
     except FileNotFoundError as err:
         raise UserError(str(err)) from err
     except (metadata_log.MetadataRecordError, metadata_log.MetadataReplayError, _spark.SnapshotRebuildError) as err:
         # gaps, corrupt frames, records replay rejects: nothing was written
-        print(f"kraftlog snapshot: error: {err}", file=sys.stderr)
-        if args.output == "json":
-            print_json({"error": type(err).__name__, "message": str(err)})
+        report_failure(args.command, str(err), kerr.CorruptMessageError, as_json=args.output == "json")
         return EXIT_FAILURE
     finally:
         if owned:

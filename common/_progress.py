@@ -85,6 +85,9 @@ def progress(
         TimeElapsedColumn(),
         console=Console(file=out),
         transient=True,
+        # rich would route print() through the display, i.e. move a command's stdout to stderr
+        redirect_stdout=False,
+        redirect_stderr=False,
     )
     with rich_progress:
         task = rich_progress.add_task(description, total=total)

@@ -5,7 +5,9 @@ The CLI runs in this process, so it finds the tests' SparkSession and leaves it 
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import msgpack
@@ -102,6 +104,9 @@ def test_rebuild_table_output_and_gap_error(spark, log_copy: Path, tmp_path: Pat
     assert code == 1 and not (tmp_path / "gap.checkpoint").exists()
     assert "refusing to write a snapshot past a gap in offsets" in stderr
     assert f"offsets {segs[2].base_offset} to {segs[3].base_offset - 1} are missing" in stderr
+    code, stdout, _ = _run(capsys, "snapshot", "rebuild", "--log", str(log_copy), "--out", str(out), "--output", "json")
+    error = json.loads(stdout)["error"]
+    assert code == 1 and (error["name"], error["code"]) == ("CORRUPT_MESSAGE", 2) and "gap" in error["message"]
     code, _, stderr = _run(capsys, "snapshot", "rebuild", "--log", str(tmp_path / "nowhere"), "--out", str(out))
     assert code == 2 and "no such file or directory" in stderr
     code, _, stderr = _run(
@@ -200,3 +205,16 @@ def test_time_parsing() -> None:
     assert parse_time_ms(str(START_MS)) == START_MS
     with pytest.raises(ValueError):
         parse_time_ms("03:00 yesterday")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rebuild_shows_spark_stages_on_a_terminal(spark, small_log, tmp_path: Path, monkeypatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    out = tmp_path / "s.checkpoint"
+    assert main(["snapshot", "rebuild", "--log", str(small_log.directory), "--out", str(out), "--output", "json"]) == 0
+    assert "stage" in terminal.getvalue()  # drawn on stderr (a terminal), erased at the end
