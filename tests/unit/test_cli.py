@@ -32,15 +32,6 @@ def test_version_is_the_installed_distribution(capsys) -> None:
     assert capsys.readouterr().out == f"kraftlog {importlib.metadata.version('kraftlog')}\n"
 
 
-@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in this venv")
-def test_console_script_version(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [str(KRAFTLOG_SCRIPT), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == f"kraftlog {importlib.metadata.version('kraftlog')}\n"
-
-
 def test_subcommand_help_exits_0(capsys) -> None:
     assert main(["dump-log", "--help"]) == 0
     out = capsys.readouterr().out
@@ -120,30 +111,6 @@ def segment(tmp_path: Path) -> Path:
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
-
-
-def test_python_dash_m_cli(segment: Path) -> None:
-    result = _run([sys.executable, "-m", "kraftlog.cli", "dump-log", "--print-data-log", str(segment)])
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == f"Dumping {segment}"
-    assert "key: k payload: hello" in result.stdout
-
-
-def test_python_dash_m_cli_user_error_has_no_traceback(tmp_path: Path) -> None:
-    result = _run([sys.executable, "-m", "kraftlog.cli", "dump-log", str(tmp_path / "missing.log")])
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
-
-
-@pytest.mark.skipif(not KRAFTLOG_SCRIPT.exists(), reason="console script not installed in this venv")
-def test_console_script(segment: Path) -> None:
-    result = _run([str(KRAFTLOG_SCRIPT), "dump-log", "--output", "json", str(segment)])
-    assert result.returncode == 0, result.stderr
-    obj = json.loads(result.stdout)
-    assert obj["batches"][0]["count"] == 1
-    help_result = _run([str(KRAFTLOG_SCRIPT), "--help"])
-    assert help_result.returncode == 0 and "dump-log" in help_result.stdout
 
 
 # ------------------------------------------------------------------------------ help texts

@@ -21,6 +21,8 @@ from kraftlog.common.errors import NotControllerError, RequestTimedOutError
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
 from kraftlog.quorum._raft import MetadataQuorum, QuorumConfigError
 
+pytestmark = pytest.mark.integration
+
 PASSWORD = "test-raft-secret"
 ELECTION_MS = 400
 CLUSTER_ID = "SeamTestCluster0000000A"

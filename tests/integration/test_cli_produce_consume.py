@@ -10,14 +10,15 @@ import sys
 
 import pytest
 import structlog
-from test_producer import FakeCluster
 
 from kraftlog.cli.__main__ import main
 from kraftlog.cli._common import UserError
 from kraftlog.cli._produce import LineReader
 from kraftlog.common.records import Header, RecordBatchBuilder
 
-pytestmark = pytest.mark.timeout(60)
+from .test_producer import FakeCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 TS = 1_700_000_000_000
 
 

@@ -33,7 +33,7 @@ from kraftlog.proto import broker_pb2, broker_pb2_grpc, errors_pb2
 from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, StorageError
 from kraftlog.storage._record_set import validate_record_set
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 B = broker_pb2
 

@@ -30,6 +30,8 @@ from kraftlog.storage import (
     iter_batches,
 )
 
+pytestmark = pytest.mark.integration
+
 NOW = 1_700_000_000_000
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

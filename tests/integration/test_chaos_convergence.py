@@ -13,6 +13,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kraftlog.deploy.chaos import QUORUM_STALE_MS, HealthProbe, quorum_pending
 from kraftlog.proto import admin_pb2
 
+pytestmark = pytest.mark.integration
+
 NOW_MS = 1_800_000_000_000
 
 

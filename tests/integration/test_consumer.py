@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import pytest
-from test_producer import FakeCluster
 
 from kraftlog.client import (
     Consumer,
@@ -25,7 +24,9 @@ from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
 
-pytestmark = pytest.mark.timeout(60)
+from .test_producer import FakeCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 TS = 1_700_000_000_000
 TP = ("t", 0)

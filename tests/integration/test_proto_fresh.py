@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "proto").glob("*.proto"))
 PROTO_IMPORT_ROOT = "kraftlog/proto"  # what protoc sees proto/ as (the Makefile's -Ikraftlog/proto=proto)

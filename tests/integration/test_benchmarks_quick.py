@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 PERF = Path(__file__).resolve().parents[1] / "perf"
 EXPECTED_KEYS = {
     "storage_bench.py": {"append_ratio_1mib", "append_ratio_16kib", "read_ratio", "append_mb_s_1mib"},

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_consumer import TP, cluster, make_consumer, poll_until, write  # noqa: F401 - fixture
 
 from kraftlog.common import errors as kerr
 
-pytestmark = pytest.mark.timeout(60)
+from .test_consumer import TP, cluster, make_consumer, poll_until, write  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 def test_corrupt_message_from_the_broker_is_raised_at_the_offset(cluster) -> None:  # noqa: F811

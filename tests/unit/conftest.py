@@ -1,0 +1,39 @@
+"""Unit tests start no process and open no socket: those are integration tests (tests/integration).
+
+Every test here runs with the ways out of the process closed: binding or connecting a socket,
+gRPC servers and channels, and starting a process raise, naming the rule. An event loop's own
+socketpair stays allowed (asyncio needs it to wake itself)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+
+_RULE = "a unit test opens no socket and starts no process: put it under tests/integration"
+
+
+def _refuse(*_args: Any, **_kwargs: Any) -> Any:
+    raise AssertionError(_RULE)
+
+
+@pytest.fixture(autouse=True)
+def _no_sockets_and_no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("bind", "connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, _refuse)
+    monkeypatch.setattr(socket, "create_connection", _refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, _refuse)
+    for module, names in (
+        (grpc, ("server", "insecure_channel", "secure_channel")),
+        (grpc.aio, ("server", "insecure_channel", "secure_channel")),
+    ):
+        for name in names:
+            monkeypatch.setattr(module, name, _refuse)
