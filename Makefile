@@ -58,17 +58,20 @@ lint: $(STAMP_DEV)
 	$(PY) deploy/scripts/lint.py
 
 # The floors in pyproject are true: a wheel install of '.[dev]' with every direct dependency pinned at
-# its floor (constraints/floors.txt) into its own venv, then tests/unit there (about 4 minutes on 2
-# cores; the first run also builds pyspark's sdist). The venv is kept; kraftlog is reinstalled each run.
+# its floor (constraints/floors.txt) into its own venv, then tests/unit there, plus the client's tests
+# against its in-process gRPC brokers (real channels at the grpcio floor) (about 4 minutes on 2 cores;
+# the first run also builds pyspark's sdist). The venv is kept; kraftlog is reinstalled each run.
+FLOORS_CLIENT_TESTS := tests/integration/test_producer.py tests/integration/test_consumer.py \
+	tests/integration/test_consumer_corrupt.py
 test-floors: system-deps
 	test -x $(FLOORS_VENV)/bin/python || { $(PYTHON) -m venv $(FLOORS_VENV) && \
 		$(FLOORS_VENV)/bin/pip install --quiet --upgrade pip; }
 	$(FLOORS_VENV)/bin/pip install --quiet -c $(FLOORS) '.[dev]'
 	$(FLOORS_VENV)/bin/pip install --quiet --no-deps --force-reinstall .
 	$(FLOORS_VENV)/bin/pip check
-	$(FLOORS_VENV)/bin/python -m pytest tests/unit -q -p no:cacheprovider
+	$(FLOORS_VENV)/bin/python -m pytest tests/unit $(FLOORS_CLIENT_TESTS) -q -p no:cacheprovider
 
-# One target generates every gRPC module; tests/unit/test_proto_fresh.py fails when they are stale.
+# One target generates every gRPC module; tests/integration/test_proto_fresh.py fails when they are stale.
 # protoc sees proto/ as kraftlog/proto/ (the .proto files import "kraftlog/proto/x.proto"), so the
 # modules import each other as kraftlog.proto.x and register kraftlog/proto/x.proto in the
 # descriptor pool; it writes them under kraftlog/proto/ of its output dir, copied here to proto/.

@@ -30,7 +30,7 @@ is left alone (this script, and tests whose inputs are the old forms).
 
 The serialized descriptors inside ``*_pb2.py`` name their ``.proto`` files; text edits cannot fix
 those, so after a run that changed ``.proto`` files regenerate them with ``make proto``
-(``tests/unit/test_proto_fresh.py`` fails until then).
+(``tests/integration/test_proto_fresh.py`` fails until then).
 
 Usage: ``python deploy/scripts/namespace_imports.py [--check] [ROOT]``; prints each changed file,
 ``--check`` changes nothing and exits 1 when a file would change.

@@ -4,7 +4,7 @@
 # Modes: `run` (default, make run): the venv module only; a broker or controller host needs no JRE,
 # pyspark is the [spark] extra. `spark`: plus the JRE, for hosts that run `kraftlog snapshot rebuild`.
 # `test` (make test, which installs '.[dev]' and so pyspark): the JRE too, and the optional tools below.
-# `system-deps.sh test` (make test) also wants systemd-analyze, which tests/unit/test_deploy.py runs on
+# `system-deps.sh test` (make test) also wants systemd-analyze, which tests/integration/test_deploy_scripts.py runs on
 # the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
 # without root its test is skipped, so it is never a reason to fail here; likewise iproute2 for the chaos
 # test's network partitions. `make run` never installs either.

@@ -1,5 +1,9 @@
 """Unit tests start no process and open no socket: those are integration tests (tests/integration).
 
+tests/unit mirrors the packages (tests/unit/storage tests kraftlog.storage, ...). Test modules share
+helpers by name (``from test_replica_manager import setup``), so every package folder is put on
+sys.path here, whichever file pytest is asked to run.
+
 Every test here runs with the ways out of the process closed: binding or connecting a socket,
 gRPC servers and channels, and starting a process raise, naming the rule. An event loop's own
 socketpair stays allowed (asyncio needs it to wake itself)."""
@@ -9,11 +13,17 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
 import pytest
+
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and not _folder.name.startswith(("_", ".")) and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 _RULE = "a unit test opens no socket and starts no process: put it under tests/integration"
 

@@ -20,7 +20,7 @@ import pytest
 from kraftlog.common import config as common_config
 from kraftlog.node import new_cluster_id
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
 INSTALL = DEPLOY / "install.sh"
 UNITS = {role: DEPLOY / "systemd" / f"kraftlog-{role}@.service" for role in ("controller", "broker")}

@@ -17,7 +17,7 @@ import pytest
 from kraftlog.cli.__main__ import main
 from kraftlog.storage import Log, LogConfig, build_batch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 KRAFTLOG_SCRIPT = Path(sys.executable).with_name("kraftlog")  # the console script of this venv
 
 

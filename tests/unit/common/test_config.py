@@ -589,7 +589,7 @@ def test_advertised_listeners_are_what_the_broker_registers() -> None:
 def test_the_readme_lists_every_key_without_effect_and_every_refused_one() -> None:
     from kraftlog.common.config import NOT_SUPPORTED, WITHOUT_EFFECT
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     missing = [key for key in [*WITHOUT_EFFECT, *NOT_SUPPORTED] if f"`{key}`" not in readme]
     assert missing == []
 
