@@ -52,8 +52,8 @@ test: system-deps $(STAMP_DEV)
 	@$(MAKE) --no-print-directory test-floors
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Static checks: ruff check, ruff format --check, import-linter (deploy/scripts/lint.py; settings in
-# pyproject.toml). `$(PY) deploy/scripts/lint.py mypy` runs mypy, not yet part of the gate.
+# Static checks: ruff check, ruff format --check, mypy on the packages it gates, import-linter
+# (deploy/scripts/lint.py; settings in pyproject.toml). `$(PY) deploy/scripts/lint.py mypy` checks all.
 lint: $(STAMP_DEV)
 	$(PY) deploy/scripts/lint.py
 

@@ -36,6 +36,8 @@ from kraftlog.common._config_schema_topic import (
     TOPIC_CONFIG_DEFS,
 )
 
+__all__ = ["NODE_CONFIG_DEFS", "TOPIC_CONFIG_DEFS", "TOPIC_SYNONYMS"]
+
 # ---------------------------------------------------------------------------------------------
 # Node-level keys (Kafka's KafkaConfig in KRaft mode, plus kraftlog's own)
 # ---------------------------------------------------------------------------------------------

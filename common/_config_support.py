@@ -99,7 +99,7 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
     for key, (instead, accepted) in NOT_SUPPORTED.items():
         if key in explicit and not accepted(values[key]) and values[key] != _default(key):
             raise ConfigError(f"'{key}' = {values[key]!r} is not supported: {instead}", key=key, value=values[key])
-    for entry in values.get("advertised.listeners") or []:
+    for entry in _items(values.get("advertised.listeners")):
         host = str(entry).split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
         if host in ("", "0.0.0.0", "::"):
             raise ConfigError(
@@ -108,7 +108,7 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
                 value=values["advertised.listeners"],
             )
     protocols = _protocol_map(explicit.get("listener.security.protocol.map"))
-    for listener in values.get("listeners") or []:
+    for listener in _items(values.get("listeners")):
         name = str(listener).split("://", 1)[0].upper()
         protocol = protocols.get(name, "PLAINTEXT")
         if protocol != "PLAINTEXT":
@@ -118,6 +118,10 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
                 key="listener.security.protocol.map",
                 value=explicit.get("listener.security.protocol.map"),
             )
+
+
+def _items(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def _protocol_map(items: object) -> dict[str, str]:

@@ -164,7 +164,7 @@ def _default_message(cls: type[KafkaError]) -> str:
     """The first line of the nearest docstring: the one place each error's meaning is written."""
     for klass in cls.__mro__:
         doc = klass.__dict__.get("__doc__")
-        if doc:
+        if isinstance(doc, str) and doc.strip():
             return doc.strip().splitlines()[0].strip()
     return cls.error_name
 

@@ -61,6 +61,21 @@ class RecordBatch:
         "records_count",
     )
 
+    buffer: bytes | bytearray | memoryview
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
     def __init__(self, buffer: bytes | bytearray | memoryview) -> None:
         if len(buffer) < HEADER_SIZE:
             raise CorruptRecordError(

@@ -205,7 +205,8 @@ def compress(codec: CompressionType, data: bytes | memoryview) -> bytes:
     if codec == CompressionType.SNAPPY:
         return _snappy_encode(data)
     if codec == CompressionType.LZ4:
-        return lz4.frame.compress(bytes(data), block_linked=False, content_checksum=False)
+        compressed: bytes = lz4.frame.compress(bytes(data), block_linked=False, content_checksum=False)
+        return compressed
     if codec == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise UnsupportedCompressionTypeError(f"unknown compression codec {codec!r}")

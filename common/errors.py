@@ -17,6 +17,7 @@ use it without loading grpc. The classes are in `_error_table`, the base and reg
 
 from __future__ import annotations
 
+import types
 from typing import Any, NoReturn
 
 from kraftlog.common._error_base import (
@@ -352,7 +353,9 @@ def _make_unknown_code_class(code: int) -> type[KafkaError]:
         "__module__": __name__,
         "_dynamic": True,
     }
-    cls = type(f"UnknownErrorCode{suffix}Error", (UnknownServerError,), namespace)
+    cls: type[KafkaError] = types.new_class(
+        f"UnknownErrorCode{suffix}Error", (UnknownServerError,), {}, lambda ns: ns.update(namespace)
+    )
     # Keep UNKNOWN_SERVER_ERROR as the name: that is how Kafka itself reports an unmapped code.
     cls.error_code = code
     return cls

@@ -4,10 +4,10 @@ replicas, ISR) (see `metadata_log._image`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol
 
 from kraftlog.metadata_log._image_base import _EMPTY_MAP, MetadataReplayError, _frozen_map
 from kraftlog.metadata_log._image_cluster import BrokerRegistration, ClusterImage
@@ -16,7 +16,6 @@ from kraftlog.metadata_log._records import (
     NO_LEADER_CHANGE,
     LeaderRecoveryState,
     MetadataRecord,
-    PartitionChangeRecord,
     PartitionRecord,
     TopicRecord,
 )
@@ -28,6 +27,24 @@ class TopicIdPartition(NamedTuple):
     topic_id: str
     topic_name: str
     partition_id: int
+
+
+class PartitionChange(Protocol):
+    """What `PartitionRegistration.merge` reads of a change: a `PartitionChangeRecord`, or the
+    Spark job's lighter tuple of the same fields."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def replicas(self) -> Sequence[int] | None: ...
+    @property
+    def isr(self) -> Sequence[int] | None: ...
+    @property
+    def removing_replicas(self) -> Sequence[int] | None: ...
+    @property
+    def adding_replicas(self) -> Sequence[int] | None: ...
+    @property
+    def leader_recovery_state(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +92,7 @@ class PartitionRegistration:
             leader_recovery_state=self.leader_recovery_state,
         )
 
-    def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
+    def merge(self, change: PartitionChange) -> PartitionRegistration:
         """Apply a partial `PartitionChangeRecord` (KRaft's PartitionRegistration.merge).
 
         Fields left at their "unchanged" marker (None, ``NO_LEADER_CHANGE``,

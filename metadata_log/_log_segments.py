@@ -201,7 +201,8 @@ def _skip_below(
         try:
             _pos, entry = next(gen)
         except StopIteration as stop:
-            return stop.value
+            end: _SegmentEnd = stop.value
+            return end
         if entry.offset >= from_offset:
             yield entry
 
@@ -213,9 +214,10 @@ def _payload_offset(path: Path, position: int, payload: bytes) -> int:
         d = msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except Exception as err:  # msgpack raises several unrelated types
         raise MetadataLogCorruptError(f"{path} position {position}: undecodable entry: {err}") from err
-    if not isinstance(d, dict) or not isinstance(d.get("offset"), int):
+    offset = d.get("offset") if isinstance(d, dict) else None
+    if not isinstance(offset, int):
         raise MetadataLogCorruptError(f"{path} position {position}: entry without an integer offset")
-    return d["offset"]
+    return offset
 
 
 class MetadataLogWriter:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import dataclasses
 import gc
 import zlib
-from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import structlog
@@ -100,7 +99,18 @@ _MISSING = dataclasses.MISSING
 
 # What `PartitionRegistration.merge` reads of a PartitionChangeRecord (its attributes), as a plain
 # named tuple: building the frozen dataclass for every change costs more than the merge itself.
-_Change = namedtuple("_Change", [f.name for f in dataclasses.fields(PartitionChangeRecord)])  # type: ignore[misc]
+class _Change(NamedTuple):
+    partition_id: int
+    topic_id: str
+    isr: tuple[int, ...] | None
+    leader: int
+    replicas: tuple[int, ...] | None
+    removing_replicas: tuple[int, ...] | None
+    adding_replicas: tuple[int, ...] | None
+    leader_recovery_state: int
+
+
+assert _Change._fields == tuple(f.name for f in dataclasses.fields(PartitionChangeRecord)), "out of step"
 
 
 # type id -> (supported version, ((field name, default or MISSING), ...)): what from_wire reads

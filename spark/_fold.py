@@ -56,7 +56,8 @@ def _merge_values(items: Iterable[tuple[Any, list[Any]]]) -> dict[Any, list[Any]
 
 
 def _by_position(value: tuple[Any, ...]) -> int:
-    return value[0]
+    position: int = value[0]
+    return position
 
 
 def _collect_summaries(items: Iterable[tuple[Any, Any]]) -> Iterator[Any]:

@@ -118,16 +118,13 @@ def rebuild_snapshot(
     # ---- which segment files to read (names give base offsets; skip what cannot matter)
     listed = hadoop.list_files(log_path)
     segments = sorted(
-        (
-            (parse_segment_file_name(name), uri, size)
-            for uri, name, size in listed
-            if parse_segment_file_name(name) is not None
-        ),
-        key=lambda s: s[0],
+        (base_offset, uri, size)
+        for uri, name, size in listed
+        if (base_offset := parse_segment_file_name(name)) is not None
     )
     if not segments and base is None:
         raise SnapshotRebuildError(f"{log_path}: no metadata log segments ({{offset:020d}}.log) there")
-    wanted = []
+    wanted: list[tuple[int, str, int]] = []
     for i, (seg_base, uri, size) in enumerate(segments):
         next_base = segments[i + 1][0] if i + 1 < len(segments) else None
         if next_base is not None and next_base - 1 <= skip_through:

@@ -140,7 +140,7 @@ class _Hadoop:
 
     def qualify(self, text: str) -> str:
         p, fs = self._path(text)
-        return fs.makeQualified(p).toString()
+        return str(fs.makeQualified(p).toString())
 
 
 def _metadata_package_zip(tmp_dir: Path) -> Path:

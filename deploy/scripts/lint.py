@@ -25,10 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / "build" / "typecheck"
 NAMESPACE = "kraftlog"
-CHECKS = ("ruff", "format", "mypy", "imports")
-#: What `make lint` (and so `make test`) runs. mypy is not in it yet: it still reports ~175 errors
-#: (strict for common, storage, metadata_log, quorum, broker); run `lint.py mypy` to see them.
-GATING = ("ruff", "format", "imports")
+CHECKS = ("ruff", "format", "mypy-gate", "mypy", "imports")
+#: The packages mypy gates (strict per pyproject for common and metadata_log): they must stay clean.
+#: The others are type-checked by `lint.py mypy` and still report errors (storage, quorum, broker,
+#: client, cli: see the closing notes); each joins this list once it is clean.
+MYPY_GATED = ("kraftlog.common", "kraftlog.metadata_log", "kraftlog.spark")
+#: What `make lint` (and so `make test`) runs.
+GATING = ("ruff", "format", "mypy-gate", "imports")
 
 __all__ = ["build_tree", "main"]
 
@@ -81,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run("ruff", [python, "-m", "ruff", "check", "."])
     if "format" in args.checks:
         ok &= _run("ruff format", [python, "-m", "ruff", "format", "--check", "."])
-    if "mypy" in args.checks or "imports" in args.checks:
+    if {"mypy", "mypy-gate", "imports"} & set(args.checks):
         tree = build_tree()
         env = dict(os.environ, MYPYPATH=str(tree), PYTHONPATH=str(tree))
+        if "mypy-gate" in args.checks:
+            # errors of the modules they import (not gated yet) are not theirs: followed silently
+            gated = [a for p in MYPY_GATED for a in ("-p", p)]
+            ok &= _run("mypy (gated packages)", [python, "-m", "mypy", "--follow-imports=silent", *gated], env)
         if "mypy" in args.checks:
             ok &= _run("mypy", [python, "-m", "mypy", *[a for p in _packages() for a in ("-p", p)]], env)
         if "imports" in args.checks:
