@@ -189,11 +189,11 @@ class LogConfig:
 
 
 def _parse(key: str, raw: Any, type_name: Any) -> Any:
-    text = str(raw).strip() if not isinstance(raw, (list, tuple, set, frozenset)) else raw
+    if key == "cleanup.policy":  # a list, or its comma-separated text
+        items = raw if isinstance(raw, (list, tuple, set, frozenset)) else str(raw).split(",")
+        return frozenset(str(i).strip().lower() for i in items if str(i).strip())
+    text = str(raw).strip()
     try:
-        if key == "cleanup.policy":
-            items = text if not isinstance(text, str) else text.split(",")
-            return frozenset(str(i).strip().lower() for i in items if str(i).strip())
         if key == "message.timestamp.type":
             if text == "CreateTime":
                 return TimestampType.CREATE_TIME

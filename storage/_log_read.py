@@ -8,6 +8,7 @@ from kraftlog.common.records import (
     RecordBatch,
     iter_batches,
 )
+from kraftlog.storage._log_state import _LogState
 from kraftlog.storage._log_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -28,7 +29,7 @@ from ._validator import (
 )
 
 
-class _LogReads:
+class _LogReads(_LogState):
     """Reads: fetches by offset, lookups by timestamp and by leader epoch."""
 
     def read(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 
+from kraftlog.storage._log_state import _LogState
 from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
 from ._index import IndexCorruptError
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
 
 
-class _LogRecovery:
+class _LogRecovery(_LogState):
     """Opening a partition log: load its segments, finish or undo interrupted swaps, recover after a crash."""
 
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
+from kraftlog.storage._log_state import _LogState
 from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
 from ._errors import (
@@ -15,7 +16,7 @@ from ._errors import (
 from ._segment import LogSegment
 
 
-class _LogRetention:
+class _LogRetention(_LogState):
     """Truncation, retention and the segment swaps of compaction."""
 
     def truncate_to(self, offset: int) -> bool:
