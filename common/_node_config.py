@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import final
+from typing import Any, final
 
 from kraftlog.common._config_def import LONG_MAX, ConfigError
 from kraftlog.common._config_parse import _escape_properties, _split_override, _voters, read_config_file
@@ -20,7 +20,7 @@ from kraftlog.common._config_support import check_supported
 
 
 @final
-class NodeConfig(Mapping[str, object]):
+class NodeConfig(Mapping[str, Any]):
     """The validated, immutable configuration of one node.
 
     ``cfg[key]`` returns the typed value, or Kafka's default when the key was not set (``None`` for
@@ -60,7 +60,9 @@ class NodeConfig(Mapping[str, object]):
     def __delattr__(self, name: str) -> None:
         raise AttributeError("NodeConfig is immutable")
 
-    def __getitem__(self, key: str) -> object:
+    def __getitem__(self, key: str) -> Any:
+        # Any, not object: the schema checked each value's type at load, and the key says which
+        # (``cfg["broker.session.timeout.ms"]`` is an int); callers use it as that type.
         try:
             return self._values[key]
         except KeyError:

@@ -49,6 +49,7 @@ def describe_configs(
             dynamic = image.configs.topic_config(name)
             cluster_dynamic = image.configs.broker_config("")
             defaults = ctx.config.topic_defaults()
+            value: str | None
             for key in sorted(TOPIC_CONFIG_DEFS):
                 if wanted and key not in wanted:
                     continue

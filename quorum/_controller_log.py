@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
     MetadataImage,
+    MetadataLogWriter,
     MetadataProvenance,
     MetadataRecord,
     decode_entry,
@@ -32,11 +36,42 @@ from kraftlog.metadata_log import (
 from kraftlog.metadata_log._image import MetadataReplayError
 from kraftlog.metadata_log._log_files import delete_covered_segments
 from kraftlog.proto import controller_pb2, controller_pb2_grpc
-from kraftlog.quorum._controller_services import _KEEPALIVE_S, _STREAM_BATCH, _TAIL_ENTRIES, MetadataReplayFailure
+from kraftlog.quorum._controller_services import (
+    _KEEPALIVE_S,
+    _STREAM_BATCH,
+    _TAIL_ENTRIES,
+    MetadataReplayFailure,
+    _AppliedWatch,
+)
 
 
 class _ControllerLog:
     """Committed entries: replay, gaps, snapshots, and serving them to brokers (FetchMetadata)."""
+
+    # The server's fields and methods this part uses (set in ControllerServer.__init__).
+    config: NodeConfig
+    node_id: int
+    voters: dict[int, tuple[str, int]]
+    metadata_dir: Path
+    image: MetadataImage
+    provenance: MetadataProvenance
+    fatal_error: MetadataReplayFailure | None
+    fatal: asyncio.Event
+    request_timeout_s: float
+    _log: Any
+    _tail: deque[tuple[int, bytes]]
+    _writer: MetadataLogWriter | None
+    _applied: _AppliedWatch
+    _bytes_since_snapshot: int
+    _last_snapshot_at: float
+    _stopping: bool
+
+    if TYPE_CHECKING:
+
+        def hint(self) -> controller_pb2.ControllerHint: ...
+
+    def _caught_up(self, offset: int) -> bool:
+        return self.image.offset >= offset or self._stopping
 
     def _remember(self, entry: LogEntry) -> bytes:
         data = encode_entry(entry)
@@ -209,7 +244,7 @@ class _ControllerLog:
                     offset += len(entries)
                     yield self._batch(entries=entries)
                     continue
-            await self._applied.wait(lambda offset=offset: self.image.offset >= offset or self._stopping, keepalive_s)
+            await self._applied.wait(partial(self._caught_up, offset), keepalive_s)
             if self.image.offset < offset:
                 yield self._batch(keep_alive=True)
 

@@ -113,7 +113,9 @@ def _with_error(
         )
     elif isinstance(response, admin_pb2.CreatePartitionsResponse):
         response.results.extend(response.Result(name=t.name, error=e) for t in request.topics)
-    elif isinstance(response, (admin_pb2.IncrementalAlterConfigsResponse, admin_pb2.DescribeConfigsResponse)):
+    elif isinstance(response, admin_pb2.IncrementalAlterConfigsResponse):
+        response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
+    elif isinstance(response, admin_pb2.DescribeConfigsResponse):
         response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
     elif isinstance(response, admin_pb2.DescribeTopicsResponse):
         response.topics.extend(response.Topic(name=n, error=e) for n in request.names)
@@ -124,23 +126,23 @@ class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
-    async def RegisterBroker(self, request, context):
+    async def RegisterBroker(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(
             ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
         )
 
-    async def BrokerHeartbeat(self, request, context):
+    async def BrokerHeartbeat(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(
             ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
         )
 
-    async def AlterPartition(self, request, context):
+    async def AlterPartition(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
 
-    async def AllocateProducerIds(self, request, context):
+    async def AllocateProducerIds(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
 
-    async def FetchMetadata(self, request, context):
+    async def FetchMetadata(self, request: Any, context: Any) -> Any:
         async for batch in self.s.stream_metadata(request):
             yield batch
 
@@ -149,49 +151,49 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
-    async def CreateTopics(self, request, context):
+    async def CreateTopics(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
 
-    async def DeleteTopics(self, request, context):
+    async def DeleteTopics(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
 
-    async def CreatePartitions(self, request, context):
+    async def CreatePartitions(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
 
-    async def ElectLeaders(self, request, context):
+    async def ElectLeaders(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
 
-    async def AlterPartitionReassignments(self, request, context):
+    async def AlterPartitionReassignments(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(
             ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
         )
 
-    async def ListPartitionReassignments(self, request, context):
+    async def ListPartitionReassignments(self, request: Any, context: Any) -> Any:
         return await self.s.run_read(
             lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
             admin_pb2.ListPartitionReassignmentsResponse,
         )
 
-    async def DescribeConfigs(self, request, context):
+    async def DescribeConfigs(self, request: Any, context: Any) -> Any:
         return await self.s.run_read(
             lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
             admin_pb2.DescribeConfigsResponse,
             request,
         )
 
-    async def IncrementalAlterConfigs(self, request, context):
+    async def IncrementalAlterConfigs(self, request: Any, context: Any) -> Any:
         return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
 
-    async def DescribeCluster(self, request, context):
+    async def DescribeCluster(self, request: Any, context: Any) -> Any:
         return await self.s.run_read(
             lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id, provenance=self.s.provenance),
             admin_pb2.DescribeClusterResponse,
         )
 
-    async def DescribeQuorum(self, request, context):
+    async def DescribeQuorum(self, request: Any, context: Any) -> Any:
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
 
-    async def CreateMetadataSnapshot(self, request, context):
+    async def CreateMetadataSnapshot(self, request: Any, context: Any) -> Any:
         path = self.s.take_snapshot()
         image = self.s.image
         return admin_pb2.CreateMetadataSnapshotResponse(
@@ -202,7 +204,7 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             path=str(path) if path else "",
         )
 
-    async def DescribeTopics(self, request, context):
+    async def DescribeTopics(self, request: Any, context: Any) -> Any:
         return await self.s.run_read(
             lambda: ctl.describe_topics(self.s.image, request, self.s.provenance),
             admin_pb2.DescribeTopicsResponse,

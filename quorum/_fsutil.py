@@ -18,7 +18,7 @@ __all__ = ["FRAME", "frame", "crc"]
 FRAME: Final = struct.Struct("<II")
 
 
-def crc(data: bytes) -> int:
+def crc(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli), the checksum Kafka uses for record batches."""
     return crc32c.crc32c(data) & 0xFFFFFFFF
 

@@ -159,7 +159,7 @@ def _targets(
             for t in sorted(image.topics.by_id.values(), key=lambda t: t.name)
             for pid in sorted(t.partitions)
         ]
-    out = []
+    out: list[tuple[str, int, TopicImage | None]] = []
     for tp in topic_partitions:
         topic = image.topics.get_by_name(tp.topic)
         if topic is None and not tp.partitions:
@@ -314,7 +314,7 @@ def alter_partition_reassignments(
                     adding=(),
                     removing=(),
                 )
-                step = [rec] if rec else []
+                step: Records = [rec] if rec else []
             else:
                 target = list(p.replicas)
                 problem = None

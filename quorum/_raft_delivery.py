@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+import random
+import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pysyncobj.monotonic import monotonic as _raft_monotonic
+from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _RAFT_STATE
 
 from kraftlog.common import backoff_ms
 from kraftlog.metadata_log._records import LogEntry, MetadataRecordError, decode_record
+from kraftlog.quorum._journal import RaftJournal
 from kraftlog.quorum._raft_node import _RaftNode
 from kraftlog.quorum._raft_state import (
+    MetadataStateMachine,
     RawEntry,
 )
 from kraftlog.quorum._raft_view import _View
@@ -25,6 +30,41 @@ from kraftlog.quorum._raft_view import _View
 
 class _QuorumDelivery:
     """The two threads' halves: pysyncobj's thread observes and hands over; the loop delivers in order."""
+
+    # MetadataQuorum's fields this part uses (set in MetadataQuorum.__init__).
+    node_id: int
+    _addresses: dict[int, str]
+    _addr_to_id: dict[str, int]
+    _raft_nodes: dict[int, TCPNode]
+    _election_timeout_ms: int
+    _fetch_timeout_s: float
+    _loop: asyncio.AbstractEventLoop
+    _on_committed: Callable[[list[LogEntry]], None]
+    _on_leader_change: Callable[[int | None, int], None]
+    _on_gap: Callable[[int, int], Awaitable[None]] | None
+    _clock: Callable[[], float]
+    _wall_clock: Callable[[], float]
+    _log: Any
+    _sm: MetadataStateMachine
+    _node: _RaftNode | None
+    _journal: RaftJournal | None
+    _view: _View
+    _last_emitted: tuple[int | None, int] | None
+    _progress_at: float
+    _caught_up_ms: dict[int, int]
+    _progress_term: int
+    _pending: list[RawEntry]
+    _pending_lock: threading.Lock
+    _drain_scheduled: bool
+    _delivered: int
+    _delivery_error: str | None
+    _gap_task: asyncio.Task[None] | None
+    _resign_requested: bool
+    _resign_since: float | None
+    _resign_attempts: int
+    _resign_next_at: float
+    _rng: random.Random
+    _closed: bool
 
     def _call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         try:

@@ -98,7 +98,7 @@ def _durable_transport_class(base: type[Transport]) -> type[Transport]:
     durability is what the tick-start barrier guarantees before it counts itself for a commit.
     """
 
-    class DurableTransport(base):  # type: ignore[valid-type,misc]
+    class DurableTransport(base):
         def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
             self._kl_owner = syncObj
             syncObj._kl_transport = self
@@ -248,14 +248,15 @@ class _RaftNode(SyncObj):
     def _kl_term_of(self, raft_index: int) -> int | None:
         term_of = getattr(self._kl_journal, "term_of", None)
         if term_of is not None:
-            return term_of(raft_index)
+            term: int | None = term_of(raft_index)
+            return term
         journal = self._kl_journal  # a stock pysyncobj journal (tests)
         pos = raft_index - journal[0][1]
         return journal[pos][2] if 0 <= pos < len(journal) else None
 
     def _kl_term_start_applied(self) -> bool:
         """True when the last applied entry is of the current term (so all earlier ones are)."""
-        return self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm
+        return bool(self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm)
 
     def _kl_append(
         self, epoch: int, timestamp_ms: int, records: list[bytes], *, callback: Callable[[Any, int], None] | None = None

@@ -152,9 +152,13 @@ class ControllerServer(_ControllerLog):
         offset = self.config["controller.quorum.raft.port.offset"]
         raft_voters = {vid: raft_address(h, p, offset) for vid, (h, p) in self.voters.items()}
         password = self.config["controller.quorum.raft.password"]
-        factory = self._quorum_factory
-        if factory is None:
-            from ._raft import MetadataQuorum as factory
+        factory: Callable[..., Any]
+        if self._quorum_factory is not None:
+            factory = self._quorum_factory
+        else:
+            from ._raft import MetadataQuorum
+
+            factory = MetadataQuorum
         self._quorum = factory(
             node_id=self.node_id,
             voters=raft_voters,
@@ -275,7 +279,7 @@ class ControllerServer(_ControllerLog):
         if not await self._applied.wait(lambda: self.image.offset >= last or self._stopping, self.request_timeout_s):
             self._uncertain_epoch = epoch
             raise kerr.RequestTimedOutError("metadata records were committed but not applied in time")
-        return last
+        return int(last)
 
     async def _settle(self, epoch: int) -> None:
         """Before deciding in ``epoch``: if an earlier proposal's outcome is unknown, commit a NoOp

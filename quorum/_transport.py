@@ -202,7 +202,7 @@ class RaftTransport(Transport):
         self.poller.subscribe(self._server_fd, self._on_accept, _R)
         self.log.info(
             "raft_transport_listening",
-            address=f"{address[0]}:{address[1]}",
+            address=":".join(str(part) for part in address[:2]),
             backlog=self.SETTINGS.backlog,
             max_unauthenticated=self.SETTINGS.max_unauthenticated,
             handshake_timeout_s=self.SETTINGS.handshake_timeout_s,

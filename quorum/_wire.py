@@ -474,6 +474,7 @@ def _apply_command(m: dict[str, Any]) -> None:
 
 def _apply_command_response(m: dict[str, Any]) -> None:
     keys = frozenset(m)
+    values: tuple[Any, ...]
     if keys == frozenset({"type", "request_id", "error"}):
         values = (m["request_id"], m["error"])
     elif keys == frozenset({"type", "request_id", "log_idx", "log_term"}):
