@@ -235,12 +235,13 @@ class AlterPartitionManager:
             for p in t.partitions:
                 answered[(t.topic_id, p.partition_index)] = p
         for item in live:
-            p = answered.get((item.topic_id, item.partition))
-            if p is None:
+            answer = answered.get((item.topic_id, item.partition))
+            if answer is None:
                 item.future.set_exception(
                     kerr.UnknownServerError(f"the controller did not answer for {item.topic_id}/{item.partition}")
                 )
                 continue
+            p = answer
             if p.error.code != 0:
                 result = AlterPartitionResult(
                     kerr.error_for_code(p.error.code),

@@ -6,8 +6,19 @@ advance the high watermark, and expand or shrink the ISR through AlterPartition 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from kraftlog.broker._partition_types import IsrState, PartitionRead, ReplicaState, _not_leader
+from kraftlog import storage
+from kraftlog.broker._partition_types import (
+    AlterPartitionSender,
+    IsrState,
+    PartitionListener,
+    PartitionRead,
+    ReplicaState,
+    TopicPartition,
+    _not_leader,
+)
 from kraftlog.common import errors as kerr
 
 from ._alter_partition import AlterPartitionResult
@@ -15,6 +26,39 @@ from ._alter_partition import AlterPartitionResult
 
 class _LeaderReplication:
     """The leader's view of its followers: fetches, their state, the high watermark and ISR changes."""
+
+    # Partition's fields and methods this part uses (set in Partition.__init__).
+    topic: str
+    partition_id: int
+    topic_id: str
+    tp: TopicPartition
+    local_broker_id: int
+    log: storage.Log
+    min_insync_replicas: int
+    replica_lag_time_max_ms: int
+    _alter: AlterPartitionSender
+    _clock_ms: Callable[[], int]
+    _listener: PartitionListener
+    _eligible: Callable[[int, int], bool]
+    _registered_broker_epoch: Callable[[int], int]
+    _alter_retry_ms: int
+    _leader_id: int
+    _leader_epoch: int
+    _partition_epoch: int
+    _replicas: tuple[int, ...]
+    _isr_state: IsrState
+    _remote: dict[int, ReplicaState]
+    _leader_epoch_start_offset: int | None
+    _log: Any
+
+    if TYPE_CHECKING:
+
+        @property
+        def is_leader(self) -> bool: ...
+
+        def is_under_min_isr(self) -> bool: ...
+
+        def check_leader_epoch(self, current_leader_epoch: int, *, require_leader: bool = True) -> None: ...
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (the leader counts with its own LEO); forward only.

@@ -129,7 +129,7 @@ class DelayedOperations:
     def complete_all(self, key: Hashable | None = None) -> int:
         """Force-complete every operation watching ``key`` (every operation when None)."""
         if key is None:
-            ops = {id(op): op for lst in self._watchers.values() for op in lst}.values()
+            ops = list({id(op): op for lst in self._watchers.values() for op in lst}.values())
         else:
             ops = list(self._watchers.get(key, ()))
         n = 0

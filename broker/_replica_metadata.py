@@ -4,7 +4,10 @@ stray logs, topic configs (part of `broker._replica_manager.ReplicaManager`).
 
 from __future__ import annotations
 
+from typing import cast
+
 from kraftlog import storage
+from kraftlog.broker._replica_state import _ReplicaManagerState
 from kraftlog.broker._replica_types import FollowTarget, ReplicaChanges
 from kraftlog.metadata_log import (
     NO_LEADER,
@@ -19,9 +22,10 @@ from ._partition import (
     Partition,
     TopicPartition,
 )
+from ._partition_types import PartitionListener
 
 
-class _ReplicaMetadata:
+class _ReplicaMetadata(_ReplicaManagerState):
     """Applying metadata deltas: become leader or follower, create and delete logs, follow targets."""
 
     def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> ReplicaChanges:
@@ -112,7 +116,8 @@ class _ReplicaMetadata:
 
     def _min_isr(self, topic: str) -> int:
         try:
-            return max(1, int(self._topic_props(topic).get("min.insync.replicas", 1)))
+            raw = self._topic_props(topic).get("min.insync.replicas", 1)
+            return max(1, int(raw if isinstance(raw, (int, str)) else 1))
         except (TypeError, ValueError):
             return 1
 
@@ -159,7 +164,7 @@ class _ReplicaMetadata:
                 clock_ms=self.clock_ms,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 min_insync_replicas=self._min_isr(topic.name),
-                listener=self,
+                listener=cast("PartitionListener", self),
                 is_replica_eligible=self._is_replica_eligible,
                 registered_broker_epoch=self._registered_broker_epoch,
             )

@@ -5,6 +5,9 @@ and followers), ListOffsets, OffsetForLeaderEpoch, DeleteRecords (part of
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+from kraftlog.broker._replica_state import _ReplicaManagerState
 from kraftlog.broker._replica_types import (
     _LEADER_HINT_CODES,
     DelayedDeleteRecords,
@@ -21,9 +24,16 @@ from ._partition import (
     error_pb,
 )
 
+if TYPE_CHECKING:
+    from kraftlog.broker._replica_manager import ReplicaManager
 
-class _ReplicaRequests:
+
+class _ReplicaRequests(_ReplicaManagerState):
     """The data requests: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+
+    def _manager(self) -> ReplicaManager:
+        """This object as the `ReplicaManager` it is part of (what the delayed operations watch)."""
+        return cast("ReplicaManager", self)
 
     async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
         """Produce: append each partition's batches to its leader log, then answer by ``acks``.
@@ -79,7 +89,7 @@ class _ReplicaRequests:
             if appended_records:
                 self.metrics.record_produce(t.name, appended_bytes, appended_records)
         if statuses:
-            op = DelayedProduce(req.timeout_ms, statuses, self)
+            op = DelayedProduce(req.timeout_ms, statuses, self._manager())
             if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
                 await op.future
             for st in statuses:
@@ -137,7 +147,7 @@ class _ReplicaRequests:
                     total += len(r.read.records)
             if not immediate and total < req.min_bytes:
                 parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
-                op = DelayedFetch(req.max_wait_ms, req, self, parts)
+                op = DelayedFetch(req.max_wait_ms, req, self._manager(), parts)
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
                 results = self._read_fetch(req, update_fetch_state=True)
@@ -314,7 +324,7 @@ class _ReplicaRequests:
                 # long polls below the new log start answer OFFSET_OUT_OF_RANGE now
                 self.fetch_purgatory.check_and_complete((t.name, p.partition_index))
         if statuses:
-            op = DelayedDeleteRecords(req.timeout_ms, statuses, self)
+            op = DelayedDeleteRecords(req.timeout_ms, statuses, self._manager())
             if not self.delete_records_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
                 await op.future
             for st in statuses:

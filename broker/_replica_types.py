@@ -105,6 +105,7 @@ class DelayedProduce(DelayedOperation):
         for st in self.statuses:
             if not st.pending:
                 continue
+            err: type[kerr.KafkaError] | None
             part = self._rm._partitions.get(st.tp)
             if part is not st.partition:
                 done, err = True, kerr.NotLeaderOrFollowerError

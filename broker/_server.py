@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import grpc
@@ -83,7 +84,7 @@ def metadata_response(
     cluster_id: str,
     controller_id: int,
     listener: str = BROKER_LISTENER,
-    auto_created: set[str] = frozenset(),
+    auto_created: AbstractSet[str] = frozenset(),
 ) -> broker_pb2.MetadataResponse:
     """Kafka's MetadataResponse from the broker's image: unfenced brokers' endpoints, and for each
     topic its partitions with leader, epochs, replicas, ISR and offline replicas."""
@@ -263,7 +264,10 @@ class BrokerServer:
     async def _send_alter_partition(
         self, request: controller_pb2.AlterPartitionRequest
     ) -> controller_pb2.AlterPartitionResponse:
-        return await self.channel.call("controller", "AlterPartition", request, timeout_s=10.0)
+        response: controller_pb2.AlterPartitionResponse = await self.channel.call(
+            "controller", "AlterPartition", request, timeout_s=10.0
+        )
+        return response
 
     def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
         ch = self._peer_channels.get(address)
@@ -274,12 +278,16 @@ class BrokerServer:
 
     async def _peer_fetch(self, address: str, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         timeout = request.max_wait_ms / 1000.0 + 10.0
-        return await self._peer(address).Fetch(request, timeout=timeout)
+        response: broker_pb2.FetchResponse = await self._peer(address).Fetch(request, timeout=timeout)
+        return response
 
     async def _peer_offset_for_leader_epoch(
         self, address: str, request: broker_pb2.OffsetForLeaderEpochRequest
     ) -> broker_pb2.OffsetForLeaderEpochResponse:
-        return await self._peer(address).OffsetForLeaderEpoch(request, timeout=10.0)
+        response: broker_pb2.OffsetForLeaderEpochResponse = await self._peer(address).OffsetForLeaderEpoch(
+            request, timeout=10.0
+        )
+        return response
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
         """Every applied metadata batch; a snapshot (no delta) makes the replica manager reconcile
@@ -338,30 +346,30 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, server: BrokerServer) -> None:
         self.s = server
 
-    async def Produce(self, request, context):
+    async def Produce(self, request: Any, context: Any) -> Any:
         return await self.s.replicas.produce(request)
 
-    async def Fetch(self, request, context):
+    async def Fetch(self, request: Any, context: Any) -> Any:
         return await self.s.replicas.fetch(request)
 
-    async def ListOffsets(self, request, context):
+    async def ListOffsets(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.list_offsets(request))
 
-    async def OffsetForLeaderEpoch(self, request, context):
+    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.offset_for_leader_epoch(request))
 
-    async def Metadata(self, request, context):
+    async def Metadata(self, request: Any, context: Any) -> Any:
         return await self.s.metadata(request)
 
-    async def DeleteRecords(self, request, context):
+    async def DeleteRecords(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.delete_records(request))
 
 
 class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
-    async def Echo(self, request, context):
+    async def Echo(self, request: Any, context: Any) -> Any:
         return diagnostics_pb2.EchoResponse(payload=request.payload)
 
-    async def EchoStream(self, request_iterator, context):
+    async def EchoStream(self, request_iterator: Any, context: Any) -> Any:
         async for req in request_iterator:
             yield diagnostics_pb2.EchoResponse(payload=req.payload)
 
@@ -382,4 +390,5 @@ def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServi
     cls = type(
         "_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,), {m.name: make(m.name) for m in methods}
     )
-    return cls()
+    servicer: admin_pb2_grpc.AdminServiceServicer = cls()
+    return servicer

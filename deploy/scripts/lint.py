@@ -26,10 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / "build" / "typecheck"
 NAMESPACE = "kraftlog"
 CHECKS = ("ruff", "format", "mypy-gate", "mypy", "imports")
-#: The packages mypy gates (strict per pyproject for common, storage, metadata_log, quorum): they stay clean.
+#: The packages mypy gates (strict per pyproject for all but spark): they stay clean.
 #: The others are type-checked by `lint.py mypy` and still report errors (storage, quorum, broker,
 #: client, cli: see the closing notes); each joins this list once it is clean.
-MYPY_GATED = ("kraftlog.common", "kraftlog.storage", "kraftlog.metadata_log", "kraftlog.quorum", "kraftlog.spark")
+MYPY_GATED = (
+    "kraftlog.common",
+    "kraftlog.storage",
+    "kraftlog.metadata_log",
+    "kraftlog.quorum",
+    "kraftlog.broker",
+    "kraftlog.spark",
+)
 #: What `make lint` (and so `make test`) runs.
 GATING = ("ruff", "format", "mypy-gate", "imports")
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kraftlog.common.config import (
@@ -610,13 +611,11 @@ def test_properties_reader_agrees_with_javaproperties(text: str) -> None:
         with pytest.raises(ConfigError):
             parse_properties(text)
         return
-    got = parse_properties(text)
-    if got.get("") == "" and "" not in expected:
-        # a lone backslash continuing into the end of the text: java.util.Properties.load stores an
-        # empty key with an empty value (its LineReader returns a 0-length line); javaproperties
-        # drops it. We follow Java.
-        del got[""]
-    assert got == dict(expected)
+    # A line that is only a backslash continuing into the end of the text: java.util.Properties.load
+    # stores an empty key with an empty value (its LineReader returns a 0-length line), javaproperties
+    # drops the line. We follow Java; that one shape is no test of agreement.
+    assume(re.search(r"(?:\A|[\r\n])[ \t\f]*\\\Z", text) is None)
+    assert parse_properties(text) == dict(expected)
 
 
 @settings(max_examples=200, deadline=None)
