@@ -3,11 +3,9 @@ installed console script run as a real subprocess."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,23 +67,3 @@ def test_console_script(segment: Path) -> None:
     assert obj["batches"][0]["count"] == 1
     help_result = _run([str(KRAFTLOG_SCRIPT), "--help"])
     assert help_result.returncode == 0 and "dump-log" in help_result.stdout
-
-
-# ------------------------------------------------------------------------------ help texts
-
-_NOT_FOR_USERS = re.compile(
-    r"``|`[^`]+`|\*\*|:(?:func|class|mod|meth):"  # reST markup
-    r"|\b(?:cli|deploy|broker|quorum|storage|metadata_log|common|node|client)\._[a-z_]+"  # private modules
-    r"|\bkraftlog\.[a-z_]+|DESIGN\.md|seed doc"  # module paths, documents a user does not have
-)
-
-
-def _help_texts(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, str]]:
-    texts = [(f"{path} description", parser.description or ""), (f"{path} epilog", parser.epilog or "")]
-    for action in parser._actions:
-        texts.append((f"{path} {'/'.join(action.option_strings) or action.dest}", action.help or ""))
-        if isinstance(action, argparse._SubParsersAction):
-            texts += [(f"{path} {c.dest}", c.help or "") for c in action._choices_actions]
-            for name, sub in action.choices.items():
-                texts += _help_texts(sub, f"{path} {name}")
-    return texts

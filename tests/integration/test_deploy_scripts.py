@@ -17,7 +17,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -45,24 +44,6 @@ STOP_MARGIN_S = 10
 # ------------------------------------------------------------------------------------------------
 
 
-def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
-    """A unit file as section -> key -> every value in order (keys such as After= may repeat)."""
-    sections: dict[str, dict[str, list[str]]] = {}
-    current: dict[str, list[str]] | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], defaultdict(list))
-            continue
-        assert current is not None, f"directive outside a section: {line!r}"
-        key, sep, value = line.partition("=")
-        assert sep, f"not key=value: {line!r}"
-        current[key.strip()].append(value.strip())
-    return sections
-
-
 def seconds(value: str) -> float:
     """systemd time spans used here: '60', '60s', '10min', '500ms', '1h', '1min 30s'."""
     units = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "": 1}
@@ -70,10 +51,6 @@ def seconds(value: str) -> float:
     for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value):
         total += float(number) * units[unit]
     return total
-
-
-def words(values: list[str]) -> list[str]:
-    return [word for value in values for word in value.split()]
 
 
 def role_of(cfg: common_config.NodeConfig) -> str:
@@ -117,10 +94,6 @@ def fake_executable(path: Path) -> Path:
     path.write_text("#!/bin/sh\nexit 0\n")
     path.chmod(0o755)
     return path
-
-
-def load_examples() -> dict[str, common_config.NodeConfig]:
-    return {path.name: common_config.load_node_config(path) for path in CONFIGS}
 
 
 def tree_snapshot(root: Path) -> dict[str, float]:

@@ -15,14 +15,6 @@ from kraftlog import spark as _spark
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def no_pyspark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `import pyspark` fail as it does where the extra is not installed."""
-    for name in [m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "pyspark", None)
-
-
 def test_the_cli_does_not_import_pyspark() -> None:
     """Every command module loads (``kraftlog --help``) on a host without pyspark."""
     code = (

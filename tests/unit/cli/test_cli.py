@@ -6,19 +6,11 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from kraftlog.cli.__main__ import main
-from kraftlog.storage import Log, LogConfig, build_batch
-
-REPO = Path(__file__).resolve().parents[3]
-KRAFTLOG_SCRIPT = Path(sys.executable).with_name("kraftlog")  # the console script of this venv
 
 
 def test_help_exits_0(capsys) -> None:
@@ -95,22 +87,6 @@ def test_demo_into_a_file_is_a_user_error(tmp_path: Path, capsys) -> None:
     assert main(["demo", "--dir", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a directory" in err
-
-
-@pytest.fixture
-def segment(tmp_path: Path) -> Path:
-    log = Log(tmp_path / "t-0", LogConfig())
-    try:
-        log.append_as_leader(build_batch([(b"k", b"hello")], timestamp_ms=1_700_000_000_000), 0)
-        path = log.segments[0].log_path
-    finally:
-        log.close()
-    return path
-
-
-def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
 
 
 # ------------------------------------------------------------------------------ help texts

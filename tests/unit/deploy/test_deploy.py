@@ -9,26 +9,21 @@ configs by kraftlog's own loader plus the cross-node rules of one cluster.
 
 from __future__ import annotations
 
-import pwd
 import re
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from kraftlog.common import config as common_config
-from kraftlog.node import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
-INSTALL = DEPLOY / "install.sh"
 UNITS = {role: DEPLOY / "systemd" / f"kraftlog-{role}@.service" for role in ("controller", "broker")}
 CONFIGS = sorted((DEPLOY / "config").glob("*.toml"))
 PLACEHOLDER = "@RAFT_PASSWORD@"
 DEFAULT_EXEC = "/opt/kraftlog/venv/bin/kraftlog"
 DATA_ROOT = "/var/lib/kraftlog"
-SAVED_CLUSTER_ID = Path("/etc/kraftlog/cluster-id")
 # Margin the stop timeout must leave over the broker's controlled shutdown (broker.session.timeout.ms).
 STOP_MARGIN_S = 10
 
@@ -80,44 +75,8 @@ def node_dirs(cfg: common_config.NodeConfig) -> list[str]:
     return dirs
 
 
-def cluster_id_for_dry_run() -> str:
-    """install.sh refuses an id other than the one this host was installed with, if it was."""
-    if SAVED_CLUSTER_ID.is_file():
-        return SAVED_CLUSTER_ID.read_text().strip()
-    return new_cluster_id()
-
-
-def run_install(*args: str, user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*(user or []), "bash", str(INSTALL), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd="/",
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def heredoc(out: str, dest: str) -> str:
-    """The content install.sh --dry-run shows for ``install ... /dev/stdin DEST <<'EOF'``."""
-    match = re.search(rf"/dev/stdin {re.escape(dest)} <<'EOF'\n(.*?)\nEOF\n", out, re.S)
-    assert match, f"no here-document for {dest} in:\n{out}"
-    return match.group(1)
-
-
-def fake_executable(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\nexit 0\n")
-    path.chmod(0o755)
-    return path
-
-
 def load_examples() -> dict[str, common_config.NodeConfig]:
     return {path.name: common_config.load_node_config(path) for path in CONFIGS}
-
-
-def tree_snapshot(root: Path) -> dict[str, float]:
-    return {str(p.relative_to(root)): p.stat().st_mtime for p in root.rglob("*")}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -260,28 +219,6 @@ def test_only_controllers_carry_the_password_placeholder() -> None:
 # ------------------------------------------------------------------------------------------------
 # install.sh
 # ------------------------------------------------------------------------------------------------
-
-
-def _touched_paths(name: str, unit: str, prefix: Path) -> list[Path]:
-    return [
-        prefix,
-        Path("/etc/kraftlog"),
-        Path(f"/etc/kraftlog/{name}.toml"),
-        Path(DATA_ROOT),
-        Path(f"{DATA_ROOT}/{name}"),
-        Path("/etc/systemd/system/kraftlog-broker@.service"),
-        Path("/etc/systemd/system/kraftlog-controller@.service"),
-        Path(f"/etc/systemd/system/{unit}.d"),
-        Path(f"/etc/systemd/system/multi-user.target.wants/{unit}"),
-    ]
-
-
-def _user_exists() -> bool:
-    try:
-        pwd.getpwnam("kraftlog")
-    except KeyError:
-        return False
-    return True
 
 
 def test_make_test_installs_systemd_analyze_but_make_run_does_not() -> None:
