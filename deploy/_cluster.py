@@ -31,6 +31,7 @@ import tomli_w
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
 NETWORKS = ("loopback", "netns")
+_ALIVE = ("running", "paused")  # the node states of a live process (`LocalCluster.node_state`)
 
 STATE_FILE = "cluster.json"
 _RAFT_PORT_OFFSET = 1
@@ -293,7 +294,7 @@ class LocalCluster:
 
     def is_running(self, node_id: int) -> bool:
         """Whether the node's process is alive (running or paused); a zombie has exited."""
-        return self.node_state(node_id) in ("running", "paused")
+        return self.node_state(node_id) in _ALIVE
 
     def node_state(self, node_id: int) -> str:
         """``running``, ``paused`` (SIGSTOP), ``zombie`` (exited, not yet reaped by the process that
@@ -436,6 +437,7 @@ class LocalCluster:
             )
 
     def status(self) -> dict[str, Any]:
+        states = {str(k): self.node_state(k) for k in self.nodes}
         return {
             "base_dir": str(self.base_dir),
             "cluster_id": self.cluster_id,
@@ -444,8 +446,8 @@ class LocalCluster:
             "bootstrap_servers": self.bootstrap_servers,
             "controllers": ",".join(self.controller_addresses),
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
-            "running": {str(k): self.is_running(k) for k in self.nodes},
-            "state": {str(k): self.node_state(k) for k in self.nodes},
+            "running": {k: state in _ALIVE for k, state in states.items()},
+            "state": states,
         }
 
 
