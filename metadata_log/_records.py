@@ -328,7 +328,8 @@ def record_from_wire(d: Any) -> MetadataRecord:
 
 
 def encode_record(record: MetadataRecord) -> bytes:
-    return msgpack.packb(record.to_wire(), use_bin_type=True)
+    packed: bytes = msgpack.packb(record.to_wire(), use_bin_type=True)
+    return packed
 
 
 def decode_record(data: bytes) -> MetadataRecord:
@@ -340,7 +341,8 @@ def decode_record(data: bytes) -> MetadataRecord:
 
 
 def encode_entry(entry: LogEntry) -> bytes:
-    return msgpack.packb(entry.to_wire(), use_bin_type=True)
+    packed: bytes = msgpack.packb(entry.to_wire(), use_bin_type=True)
+    return packed
 
 
 def decode_entry(data: bytes) -> LogEntry:

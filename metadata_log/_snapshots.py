@@ -43,7 +43,8 @@ class Snapshot:
 
 
 def _pack(d: dict[str, Any]) -> bytes:
-    return msgpack.packb(d, use_bin_type=True)
+    packed: bytes = msgpack.packb(d, use_bin_type=True)
+    return packed
 
 
 def write_snapshot(

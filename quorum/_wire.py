@@ -218,7 +218,10 @@ def _map(value: Any, keys: frozenset[str], what: str) -> dict[str, Any]:
 
 
 def _transcript(cluster_id: str, initiator: int, responder: int, nonce_i: bytes, nonce_r: bytes) -> bytes:
-    return msgpack.packb([PROTOCOL_VERSION, cluster_id, initiator, responder, nonce_i, nonce_r], use_bin_type=True)
+    packed: bytes = msgpack.packb(
+        [PROTOCOL_VERSION, cluster_id, initiator, responder, nonce_i, nonce_r], use_bin_type=True
+    )
+    return packed
 
 
 def _mac(key: bytes, label: bytes, transcript: bytes) -> bytes:
@@ -254,7 +257,7 @@ class InitiatorHandshake:
         self._done = False
 
     def hello(self) -> bytes:
-        return msgpack.packb(
+        packed: bytes = msgpack.packb(
             {
                 "proto": PROTOCOL_NAME,
                 "v": PROTOCOL_VERSION,
@@ -265,6 +268,7 @@ class InitiatorHandshake:
             },
             use_bin_type=True,
         )
+        return packed
 
     def receive(self, body: bytes) -> tuple[bytes | None, Session | None]:
         if self._done:
@@ -398,7 +402,8 @@ class Session:
 def encode_message(message: dict[str, Any]) -> bytes:
     """msgpack of a pysyncobj message; raises ``CorruptMessageError`` for a type msgpack lacks."""
     try:
-        return msgpack.packb(message, use_bin_type=True)
+        packed: bytes = msgpack.packb(message, use_bin_type=True)
+        return packed
     except (TypeError, ValueError, OverflowError) as err:
         raise CorruptMessageError(f"cannot encode a {message.get('type')!r} message: {err}") from None
 
@@ -524,7 +529,8 @@ class AppendCommand:
 
 def encode_append_command(epoch: int, timestamp_ms: int, records: list[bytes]) -> bytes:
     """The REGULAR command payload (without pysyncobj's type byte) for one metadata batch."""
-    return msgpack.packb([_OP_APPEND, epoch, timestamp_ms, list(records)], use_bin_type=True)
+    packed: bytes = msgpack.packb([_OP_APPEND, epoch, timestamp_ms, list(records)], use_bin_type=True)
+    return packed
 
 
 def decode_command(command: bytes) -> AppendCommand | None:
