@@ -87,7 +87,7 @@ class FakeBrokers:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                resp = admin.describe_cluster()  # type: ignore[attr-defined]
+                resp = admin.describe_cluster()
                 live = {b.broker_id for b in resp.brokers if not b.fenced}
                 if set(self.broker_ids) <= live:
                     return

@@ -62,7 +62,7 @@ async def wait_until(predicate: Callable[[], bool], *, timeout: float, what: str
 
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(coro_fn())  # type: ignore[arg-type]
+    return asyncio.run(coro_fn())
 
 
 class Controller:
@@ -487,7 +487,7 @@ def test_a_leader_whose_fsync_hangs_stops_acting_as_leader_within_the_fetch_time
                 release.wait(30)
                 real_sync()
 
-            journal.sync = hung_sync  # type: ignore[method-assign]
+            journal.sync = hung_sync
             hung_at = asyncio.get_running_loop().time()
             await wait_until(
                 lambda: not leader.q.is_leader,
@@ -502,7 +502,7 @@ def test_a_leader_whose_fsync_hangs_stops_acting_as_leader_within_the_fetch_time
                 lambda: any(c.q.is_leader for c in others), timeout=10, what="another controller to take over"
             )
             release.set()
-            journal.sync = real_sync  # type: ignore[method-assign]
+            journal.sync = real_sync
         finally:
             release.set()
             await stop_all(cluster)
@@ -530,7 +530,7 @@ def test_a_stalled_leader_keeps_asking_to_hand_over_until_someone_takes_it(tmp_p
                     return
                 real_transfer(*args, **kwargs)
 
-            node.transferLeadership = refuse_twice  # type: ignore[method-assign]
+            node.transferLeadership = refuse_twice
 
             def broken(entries: list[LogEntry]) -> None:
                 raise OSError("disk full")

@@ -50,7 +50,7 @@ OVERRIDES = {
 TARGET_MAX_MS = 200.0
 
 
-def keyed_batches(total_bytes: int, seed: int = 7):  # type: ignore[no-untyped-def]
+def keyed_batches(total_bytes: int, seed: int = 7):
     """~1 MiB batches of 900 records with 1 KiB values; keys drawn from half as many keys as
     records, so about half of the records are superseded and rewritten batches are the rule."""
     records = total_bytes // 1024

@@ -156,7 +156,7 @@ class Cluster:
     def commit(self, *records: object) -> None:
         delta = MetadataDelta(self.image)
         for r in records:
-            delta.replay(r)  # type: ignore[arg-type]
+            delta.replay(r)
         image = delta.apply()
         self.image = image
         for node in self.nodes.values():
@@ -192,7 +192,7 @@ class Cluster:
         unfence = UnfenceBrokerRecord(broker_id=bid, broker_epoch=self.nodes[bid].epoch)
         self.commit(unfence, *ctl._elect_offline_partitions(ctl.apply_records(self.image, [unfence]), self.ctx, {bid}))
 
-    def part(self, pid: int):  # type: ignore[no-untyped-def]
+    def part(self, pid: int):
         return self.image.topics.get_by_id(TOPIC_ID).partition(pid)
 
     async def crash(self, bid: int) -> None:

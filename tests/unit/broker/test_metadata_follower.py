@@ -199,7 +199,7 @@ class FakeController:
 
 
 class NoShuffle(random.Random):
-    def shuffle(self, x: Any) -> None:  # type: ignore[override]
+    def shuffle(self, x: Any) -> None:
         pass
 
 

@@ -97,7 +97,7 @@ def follower_fetch(p: Partition, replica: int, offset: int, *, epoch: int = -1) 
     )
 
 
-def run(coro_fn) -> None:  # type: ignore[no-untyped-def]
+def run(coro_fn) -> None:
     asyncio.run(coro_fn())
 
 

@@ -63,12 +63,12 @@ class Meta:
     def commit(self, *records: object) -> list[object]:
         delta = MetadataDelta(self.image)
         for r in records:
-            delta.replay(r)  # type: ignore[arg-type]
+            delta.replay(r)
         image = delta.apply()
         self.image = image
         return [rm.apply_delta(delta, image) for rm in self.rms]
 
-    def partition(self, topic: str, pid: int):  # type: ignore[no-untyped-def]
+    def partition(self, topic: str, pid: int):
         return self.image.topics.get_by_name(topic).partition(pid)
 
 
@@ -205,7 +205,7 @@ def count_records(data: bytes) -> int:
     return sum(b.records_count for _pos, b in storage.iter_batches(data))
 
 
-def run(coro_fn) -> None:  # type: ignore[no-untyped-def]
+def run(coro_fn) -> None:
     asyncio.run(coro_fn())
 
 

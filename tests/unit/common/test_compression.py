@@ -313,6 +313,6 @@ def test_codec_ids_are_kafkas() -> None:
 @pytest.mark.parametrize("bad", [5, 7])
 def test_compress_and_decompress_refuse_unknown_codec(bad: int) -> None:
     with pytest.raises(UnsupportedCompressionTypeError):
-        compress(bad, b"abc")  # type: ignore[arg-type]
+        compress(bad, b"abc")
     with pytest.raises(UnsupportedCompressionTypeError):
-        decompress(bad, b"abc")  # type: ignore[arg-type]
+        decompress(bad, b"abc")

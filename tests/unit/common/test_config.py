@@ -235,11 +235,11 @@ def test_every_broker_log_key_names_an_existing_topic_key() -> None:
 def test_config_is_immutable() -> None:
     cfg = NodeConfig(BASE)
     with pytest.raises(AttributeError):
-        cfg.node_id = 5  # type: ignore[misc]
+        cfg.node_id = 5
     with pytest.raises(TypeError):
-        cfg["num.partitions"] = 5  # type: ignore[index]
+        cfg["num.partitions"] = 5
     with pytest.raises(TypeError):
-        cfg.originals["num.partitions"] = 5  # type: ignore[index]
+        cfg.originals["num.partitions"] = 5
     dirs = cfg.log_dirs
     dirs.append("/elsewhere")
     assert cfg.log_dirs == ["/tmp/kafka-logs"]

@@ -42,7 +42,7 @@ records_st = st.lists(record_st, min_size=1, max_size=20)
 
 
 def ours(codec: CompressionType, records: list, **kwargs: object) -> bytes:
-    b = RecordBatchBuilder(compression=codec, **kwargs)  # type: ignore[arg-type]
+    b = RecordBatchBuilder(compression=codec, **kwargs)
     for key, value, headers, ts in records:
         b.append(ts, key, value, headers)
     return b.build()

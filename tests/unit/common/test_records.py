@@ -96,7 +96,7 @@ def with_records_section(batch: bytes, section: bytes, *, count: int | None = No
 
 
 def sample_batch(codec: CompressionType = CompressionType.NONE, n: int = 5, **kwargs: object) -> bytes:
-    builder = RecordBatchBuilder(base_offset=kwargs.pop("base_offset", 100), compression=codec, **kwargs)  # type: ignore[arg-type]
+    builder = RecordBatchBuilder(base_offset=kwargs.pop("base_offset", 100), compression=codec, **kwargs)
     for i in range(n):
         builder.append(
             1_700_000_000_000 + i * 7,

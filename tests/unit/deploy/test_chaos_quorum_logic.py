@@ -140,7 +140,7 @@ def test_a_retry_answer_that_proves_an_earlier_attempt_counts_as_acknowledged() 
 
 
 def entries(*records: object, start: int = 0) -> list[LogEntry]:
-    return [LogEntry(start + i, 1, 1_000 + i, r) for i, r in enumerate(records)]  # type: ignore[arg-type]
+    return [LogEntry(start + i, 1, 1_000 + i, r) for i, r in enumerate(records)]
 
 
 def part(topic_id: str, pid: int) -> PartitionRecord:

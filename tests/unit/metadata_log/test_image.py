@@ -87,7 +87,7 @@ def partition(
         isr=replicas if isr is None else isr,
         leader=replicas[0] if leader is None else leader,
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 def cluster_records() -> list[MetadataRecord]:
@@ -137,17 +137,17 @@ def test_empty_image() -> None:
 
 def test_images_are_immutable(base: MetadataImage) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        base.offset = 5  # type: ignore[misc]
+        base.offset = 5
     with pytest.raises(dataclasses.FrozenInstanceError):
-        base.topics.get_by_name("orders").name = "x"  # type: ignore[union-attr,misc]
+        base.topics.get_by_name("orders").name = "x"
     with pytest.raises(TypeError):
-        base.topics.by_name["x"] = base.topics.by_name["orders"]  # type: ignore[index]
+        base.topics.by_name["x"] = base.topics.by_name["orders"]
     with pytest.raises(TypeError):
-        base.cluster.brokers[9] = base.cluster.brokers[1]  # type: ignore[index]
+        base.cluster.brokers[9] = base.cluster.brokers[1]
     with pytest.raises(TypeError):
-        base.configs.topic_config("orders")["x"] = "y"  # type: ignore[index]
+        base.configs.topic_config("orders")["x"] = "y"
     with pytest.raises(TypeError):
-        base.topics.by_id["id-orders"].partitions[5] = None  # type: ignore[index]
+        base.topics.by_id["id-orders"].partitions[5] = None
 
 
 def test_hand_built_images_copy_plain_dicts() -> None:
@@ -182,7 +182,7 @@ def test_register_broker(base: MetadataImage) -> None:
 def test_register_defaults_to_fenced_and_list_fields_become_tuples() -> None:
     img = replay_all(
         MetadataImage.EMPTY, RegisterBrokerRecord(4, "x", 1, endpoints=[BrokerEndpoint("A", "h", 1)], log_dirs=["/d"])
-    )  # type: ignore[arg-type]
+    )
     reg = img.cluster.broker(4)
     assert reg.fenced and not img.cluster.is_unfenced(4)
     assert reg.endpoints == (BrokerEndpoint("A", "h", 1),) and reg.log_dirs == ("/d",)
@@ -525,7 +525,7 @@ def test_unknown_record_type_raises() -> None:
     with pytest.raises(MetadataReplayError):
         delta.replay(LogEntry(0, 0, 0, MysteryRecord()))
     with pytest.raises(MetadataReplayError):
-        delta.replay({"type": 2})  # type: ignore[arg-type]
+        delta.replay({"type": 2})
     assert issubclass(MetadataReplayError, ValueError)
 
 

@@ -142,7 +142,7 @@ def test_mixed_racks_refused_unless_rack_awareness_is_relaxed() -> None:
     assert assign_replicas(brokers, 3, 2, start_index=0, rack_aware_mode=RackAwareMode.SAFE) == unaware
     assert assign_replicas(brokers, 3, 2, start_index=0, rack_aware_mode=RackAwareMode.DISABLED) == unaware
     with pytest.raises(InvalidReplicaAssignmentError):
-        assign_replicas_rack_aware(brokers, 3, 2, start_index=0, replica_shift=0)  # type: ignore[arg-type]
+        assign_replicas_rack_aware(brokers, 3, 2, start_index=0, replica_shift=0)
 
 
 def test_disabled_mode_ignores_racks() -> None:

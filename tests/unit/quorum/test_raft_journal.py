@@ -516,7 +516,7 @@ class Cluster:
         return result
 
     def values_at(self, addr: str) -> dict[int, str]:
-        return {e.offset: decode_record(e.record).value for e in self.delivered[addr]}  # type: ignore[attr-defined]
+        return {e.offset: decode_record(e.record).value for e in self.delivered[addr]}
 
 
 def run_stale_duplicate_scenario(tmp_path: Path, *, stock: bool) -> Cluster:

@@ -211,7 +211,7 @@ def test_a_responder_that_cannot_prove_the_password_gets_no_session() -> None:
     fresh.hello()
     fresh.receive(challenge)  # the fake replays the old challenge too
     with pytest.raises(SaslAuthenticationFailedError):
-        fresh.receive(old_confirm)  # type: ignore[arg-type]
+        fresh.receive(old_confirm)
 
 
 def test_a_peer_of_another_cluster_is_refused_at_its_hello() -> None:
@@ -435,7 +435,7 @@ def test_a_large_append_entries_splits_into_consecutive_ones() -> None:
         "prevLogIdx": 9,
         "prevLogTerm": 2,
     }
-    head, tail = split_append_entries(msg)  # type: ignore[misc]
+    head, tail = split_append_entries(msg)
     assert head["entries"] + tail["entries"] == entries
     assert (head["prevLogIdx"], head["prevLogTerm"]) == (9, 2)
     assert (tail["prevLogIdx"], tail["prevLogTerm"]) == (head["entries"][-1][1], head["entries"][-1][2])
@@ -507,9 +507,9 @@ def test_a_committed_pickle_is_refused_at_apply_and_runs_nothing(tmp_path: Path)
             b"\x02" + pickle.dumps(RunsCode()),
             b"\x03" + pickle.dumps(RunsCode()),
         ):
-            result = node._SyncObj__doApplyCommand(command)  # type: ignore[attr-defined]
+            result = node._SyncObj__doApplyCommand(command)
             assert result[0] == APPLY_INVALID
-        assert node._SyncObj__doApplyCommand(NOOP) is None  # type: ignore[attr-defined]
+        assert node._SyncObj__doApplyCommand(NOOP) is None
         assert node._kl_sm.next_offset == 0, "a refused entry takes no offset"
         assert not marker.exists()
     finally:

@@ -19,7 +19,7 @@ from kraftlog.storage._log_cleaner import Throttler
 COMPACT = frozenset({"compact"})
 
 
-def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -81,7 +81,7 @@ def test_deleting_a_log_aborts_the_pass_on_it(tmp_path: Path, monkeypatch) -> No
     paused, resume = threading.Event(), threading.Event()
     original = cleaner_module._filter_batch
 
-    def filter_and_pause(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def filter_and_pause(*args, **kwargs):
         paused.set()
         resume.wait(10)
         return original(*args, **kwargs)
@@ -106,7 +106,7 @@ def test_a_failing_log_is_marked_uncleanable_and_the_others_go_on(tmp_path: Path
     lm = new_manager(tmp_path)
     original = cleaner_module.clean_log
 
-    def broken_for_bad(log, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def broken_for_bad(log, *args, **kwargs):
         if log.topic == "bad":
             raise OSError("disk says no")
         return original(log, *args, **kwargs)
@@ -180,7 +180,7 @@ class _PausedPass:
         self.paused, self.resume = threading.Event(), threading.Event()
         original = cleaner._filter_batch
 
-        def filter_and_pause(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def filter_and_pause(*args, **kwargs):
             if not self.paused.is_set():
                 self.paused.set()
                 assert self.resume.wait(20), "the test never released the pass"
@@ -205,7 +205,7 @@ class _PausedPass:
         return self.result[0]
 
 
-def _in_thread_within(fn, timeout_s: float) -> object:  # type: ignore[no-untyped-def]
+def _in_thread_within(fn, timeout_s: float) -> object:
     """Run ``fn`` in a thread; its result, or AssertionError if it did not finish in time."""
     import threading
 
