@@ -10,7 +10,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from kraftlog.metadata_log._records import (
+    ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
+    ProducerIdsRecord,
 )
 
 ConfigResource = tuple[int, str]
@@ -81,6 +84,33 @@ class ConfigurationsImage:
 
 
 ConfigurationsImage.EMPTY = ConfigurationsImage()
+
+
+# ---- the transitions of the small entities: `MetadataDelta` replays them, and the Spark job folds
+# each entity's records with the same functions (`next_broker_registration` and
+# `PartitionRegistration.merge` are the brokers' and partitions').
+
+
+def apply_config(values: dict[str, str], record: ConfigRecord) -> None:
+    """One resource's dynamic configs after ``record``: a value sets the key, None deletes it."""
+    if record.value is None:
+        values.pop(record.name, None)
+    else:
+        values[record.name] = record.value
+
+
+def next_producer_id(current: int, record: ProducerIdsRecord) -> int:
+    """The next producer id after ``record``; it never goes back (a block is never handed out twice)."""
+    if record.next_producer_id < current:
+        raise MetadataReplayError(f"next producer id {record.next_producer_id} goes back from {current}")
+    return record.next_producer_id
+
+
+def feature_level(record: FeatureLevelRecord) -> int:
+    """The finalized level ``record`` sets (0 disables the feature; negative is refused)."""
+    if record.feature_level < 0:
+        raise MetadataReplayError(f"negative level {record.feature_level} for feature {record.name!r}")
+    return record.feature_level
 
 
 @dataclass(frozen=True, slots=True)

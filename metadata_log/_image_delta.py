@@ -16,6 +16,9 @@ from kraftlog.metadata_log._image_base import (
     FeaturesImage,
     MetadataReplayError,
     ProducerIdsImage,
+    apply_config,
+    feature_level,
+    next_producer_id,
 )
 from kraftlog.metadata_log._image_cluster import (
     BrokerRecord,
@@ -375,23 +378,16 @@ class MetadataDelta:
                 return  # deleting an unset key changes nothing; leave the resource untouched
             values = dict(self._image.configs.config(*resource))
             self._configs[resource] = values
-        if record.value is None:
-            values.pop(record.name, None)
-        else:
-            values[record.name] = record.value
+        apply_config(values, record)
 
     def _replay_producer_ids(self, record: ProducerIdsRecord) -> None:
         current = (
             self._image.producer_ids.next_producer_id if self._next_producer_id is None else self._next_producer_id
         )
-        if record.next_producer_id < current:
-            raise MetadataReplayError(f"next producer id {record.next_producer_id} goes back from {current}")
-        self._next_producer_id = record.next_producer_id
+        self._next_producer_id = next_producer_id(current, record)
 
     def _replay_feature_level(self, record: FeatureLevelRecord) -> None:
-        if record.feature_level < 0:
-            raise MetadataReplayError(f"negative level {record.feature_level} for feature {record.name!r}")
-        self._features[record.name] = record.feature_level
+        self._features[record.name] = feature_level(record)
 
     def _replay_no_op(self, record: NoOpRecord) -> None:
         """Nothing to change: the entry's provenance is the point (a new epoch's first commit)."""

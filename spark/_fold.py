@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
+from kraftlog.metadata_log._image_base import apply_config, feature_level, next_producer_id
 from kraftlog.metadata_log._image_cluster import next_broker_registration
 from kraftlog.metadata_log._records import (
     BrokerRegistrationChangeRecord,
@@ -232,11 +233,7 @@ def _fold_config(
         while r < len(removals) and removals[r] < position:
             current.clear()  # the topic of this name was removed: its configs went with it
             r += 1
-        name, value = fields[2], fields[3]
-        if value is None:
-            current.pop(name, None)
-        else:
-            current[name] = value
+        apply_config(current, ConfigRecord(*fields))
     while r < len(removals) and removals[r] <= cut:
         current.clear()
         r += 1
@@ -258,11 +255,11 @@ def _fold_producer_ids(values: list[Any], cut: int, out: list[Any], errors: list
     for position, _type_id, fields in values:
         if position > cut:
             break
-        next_id = fields[2]
-        if next_id < current:
-            errors.append(_err(position, "MetadataReplayError", f"next producer id {next_id} goes back from {current}"))
+        try:
+            current = next_producer_id(current, ProducerIdsRecord(*fields))
+        except MetadataReplayError as err:
+            errors.append(_err(position, "MetadataReplayError", str(err)))
             return
-        current = next_id
     if current > 0:
         out.append(
             (
@@ -278,9 +275,10 @@ def _fold_feature(key: tuple[Any, ...], values: list[Any], cut: int, out: list[A
     for position, _type_id, fields in values:
         if position > cut:
             break
-        if fields[1] < 0:
-            errors.append(_err(position, "MetadataReplayError", f"negative level {fields[1]} for feature {name!r}"))
+        try:
+            level = feature_level(FeatureLevelRecord(*fields))
+        except MetadataReplayError as err:
+            errors.append(_err(position, "MetadataReplayError", str(err)))
             return
-        level = fields[1]
     if level != 0:
         out.append(((_S_FEATURE, name), encode_record(FeatureLevelRecord(name=name, feature_level=level))))
