@@ -52,8 +52,8 @@ test: system-deps $(STAMP_DEV)
 	@$(MAKE) --no-print-directory test-floors
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Static checks: ruff check, ruff format --check, mypy on the packages it gates, import-linter
-# (deploy/scripts/lint.py; settings in pyproject.toml). `$(PY) deploy/scripts/lint.py mypy` checks all.
+# Static checks: ruff check, ruff format --check, mypy (every package; strict for the server side and
+# the ground floor), import-linter (deploy/scripts/lint.py; settings in pyproject.toml).
 lint: $(STAMP_DEV)
 	$(PY) deploy/scripts/lint.py
 

@@ -98,13 +98,14 @@ def _configure_logging(level: str) -> None:
     Imported lazily so that a half-written or missing logging module cannot break the CLI's
     offline tools; the fallback keeps the promise that logs never mix with command output.
     """
+    configure: Callable[..., None] | None
     try:
-        from kraftlog.node._logging import configure_logging
+        from kraftlog.node._logging import configure_logging as configure
     except ImportError:
-        configure_logging = None
-    if configure_logging is not None:
+        configure = None
+    if configure is not None:
         try:
-            configure_logging(node_id=None, role="cli", level=level, stream=LateStderr())
+            configure(node_id=None, role="cli", level=level, stream=LateStderr())
             return
         except Exception as err:  # a bug in the logging setup must not stop the tool
             print(f"{_PROG}: warning: logging setup failed ({err}); using plain stderr logging", file=sys.stderr)

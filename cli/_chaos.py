@@ -36,7 +36,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_OK, UserError, add_output_option, described, print_json
+from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "parse_duration_s", "run"]
 
@@ -82,7 +82,7 @@ def _interval(text: str) -> tuple[float, float]:
     return pair
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "chaos",
         help="seeded fault injection with a checker",

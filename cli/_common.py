@@ -13,7 +13,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from kraftlog.common import errors as kerr
 from kraftlog.common import kafka_uuid, parse_bootstrap_servers, parse_uuid
@@ -28,6 +28,7 @@ __all__ = [
     "LateStderr",
     "UserError",
     "JsonObjectStream",
+    "Subparsers",
     "add_bootstrap_server_option",
     "report_failure",
     "wants_json",
@@ -41,6 +42,11 @@ __all__ = [
     "print_json",
     "print_table",
 ]
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction  # what add_subparsers returns, given to each command
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the command ran and found a problem (a mismatch, an unreadable file)

@@ -22,7 +22,7 @@ from kraftlog.cli._admin_command import (
     raise_if_error,
     run_with_admin,
 )
-from kraftlog.cli._common import EXIT_OK, UserError, print_json
+from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_config_list", "parse_name_list"]
 
@@ -41,7 +41,9 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 
 
 def _split_outside_brackets(text: str) -> list[str]:
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1
@@ -88,7 +90,7 @@ def parse_name_list(texts: Sequence[str], option: str) -> list[str]:
     return names
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "configs",
         help="describe and alter topic and broker configs (kafka-configs)",

@@ -23,7 +23,14 @@ import time
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
+from kraftlog.cli._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    Subparsers,
+    UserError,
+    add_bootstrap_server_option,
+    non_negative_int,
+)
 from kraftlog.cli._produce import parse_properties, read_properties_file
 
 __all__ = ["add_parser", "run", "make_consumer", "MessageFormatter", "consumer_settings"]
@@ -89,7 +96,7 @@ class MessageFormatter:
         return self.key_separator.join(fields) + self.line_separator
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "consume",
         help="print the records of a topic (kafka-console-consumer)",

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from kraftlog.cli._common import EXIT_FAILURE, UserError, add_output_option, print_json, print_table
+from kraftlog.cli._common import EXIT_FAILURE, Subparsers, UserError, add_output_option, print_json, print_table
 from kraftlog.cli._dump_log import DumpOptions, dump_files
 from kraftlog.storage import (
     AppendOrigin,
@@ -43,7 +43,7 @@ _COORDINATOR_EPOCH = 3
 _log = structlog.get_logger(__name__)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "demo",
         help="write, read and roll a demo partition log on local disk, then dump it",

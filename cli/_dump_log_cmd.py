@@ -13,6 +13,7 @@ from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     JsonObjectStream,
+    Subparsers,
     UserError,
     add_output_option,
     non_negative_int,
@@ -39,7 +40,7 @@ from kraftlog.storage import (
 )
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "dump-log",
         help="print the batches of .log segments and the entries of .index/.timeindex files",

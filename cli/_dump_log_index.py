@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def _dump_time_index(path: Path, options: DumpOptions) -> bool:
 _Problem = tuple[str, dict[str, Any]]
 
 
-def _log_batches(log_path: Path) -> Iterator[_ScannedBatch]:
+def _log_batches(log_path: Path) -> Generator[_ScannedBatch, None, None]:
     """Headers of every batch of ``log_path`` up to where valid data ends (no CRC check: an index
     entry is about where batches are, not whether their bytes are intact)."""
     if not log_path.is_file():

@@ -25,7 +25,7 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
     tp_name,
 )
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, described, non_negative_int, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, described, non_negative_int, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_partitions_file", "ELECTION_TYPES"]
 
@@ -71,7 +71,7 @@ def parse_partitions_file(obj: Any, path: str = "the partitions file") -> dict[s
     return out
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "elect-leaders",
         help="run preferred or unclean leader elections (kafka-leader-election)",

@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import UserError, add_output_option, described, print_json
+from kraftlog.cli._common import Subparsers, UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "run"]
 
 DEFAULT_DIR = ".kraftlog/cluster"
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "local", help="start, stop or inspect a local multi-process cluster", **described(__doc__)
     )

@@ -32,6 +32,7 @@ from kraftlog.cli._admin_command import (
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
+    Subparsers,
     UserError,
     add_output_option,
     described,
@@ -76,7 +77,7 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
 # ============================================================================== parser
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "metadata",
         help="dump metadata log files; print the metadata image as a ZooKeeper tree",
@@ -197,7 +198,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 def record_fields(record: Any) -> dict[str, Any]:
     """A record's fields as JSON-ready values (without its type id and version)."""
-    wire = record.to_wire()
+    wire: dict[str, Any] = record.to_wire()
     wire.pop("type", None)
     wire.pop("version", None)
     for key in _UUID_FIELDS & wire.keys():  # shown as Kafka's metadata shell shows them

@@ -44,7 +44,7 @@ class TreeImage:
     # name -> {"topic_id": str, "partitions": {pid: state dict with replicas/adding/removing}}
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
+    broker_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # "" = cluster default
     next_producer_id: int | None = None
 
 
@@ -371,7 +371,7 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
             )
             continue
         wanted = "DYNAMIC_BROKER_CONFIG" if result.resource.resource_name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
-        values = {
+        values: dict[str, str | None] = {
             e.name: (e.value if e.has_value and not e.is_sensitive else None)
             for e in result.configs
             if e.source == wanted

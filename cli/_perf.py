@@ -26,6 +26,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
+    Subparsers,
     UserError,
     add_bootstrap_server_option,
     add_output_option,
@@ -69,7 +71,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "perf",
         help="producer and consumer performance tests (kafka-*-perf-test)",
@@ -290,7 +292,7 @@ def _produce(args: argparse.Namespace) -> int:
     # Acknowledgements advance the bar from the producer's sender thread (rich locks its own state);
     # all of them arrive inside the `with` below, since closing the producer waits for them.
 
-    def on_done(iteration: int, start: float, size: int):
+    def on_done(iteration: int, start: float, size: int) -> Callable[[Any, BaseException | None], None]:
         def callback(metadata: Any, error: BaseException | None) -> None:
             now = time.monotonic()
             acknowledged.advance()

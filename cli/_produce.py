@@ -28,7 +28,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_bootstrap_server_option, non_negative_int
+from kraftlog.cli._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    Subparsers,
+    UserError,
+    add_bootstrap_server_option,
+    non_negative_int,
+)
 
 __all__ = [
     "add_parser",
@@ -152,7 +159,7 @@ class LineReader:
 # ------------------------------------------------------------------------- the command
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "produce",
         help="send lines from stdin to a topic (kafka-console-producer)",

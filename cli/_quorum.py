@@ -27,7 +27,7 @@ from kraftlog.cli._admin_command import (
     raise_if_error,
     run_with_admin,
 )
-from kraftlog.cli._common import EXIT_OK, UserError, described, print_json, print_table
+from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, described, print_json, print_table
 
 __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replication"]
 
@@ -39,7 +39,7 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "quorum",
         help="describe the controller quorum (kafka-metadata-quorum); check, repair or recover its metadata log",
@@ -89,7 +89,7 @@ def _leader(quorum: Any) -> Any | None:
 
 def _leader_leo(quorum: Any) -> int:
     leader = _leader(quorum)
-    return leader.log_end_offset if leader is not None else quorum.high_watermark
+    return int(leader.log_end_offset if leader is not None else quorum.high_watermark)
 
 
 def quorum_status(quorum: Any, cluster_id: str | None) -> dict[str, Any]:

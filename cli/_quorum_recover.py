@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, described, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, add_output_option, described, print_json
 from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, fsync_directory
 
 __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft_state"]
@@ -42,7 +42,7 @@ __all__ = ["add_recover_parser", "run_recover", "recover_controller", "seed_raft
 _NOOP_COMMAND = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
 
 
-def add_recover_parser(sub: Any) -> argparse.ArgumentParser:
+def add_recover_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
     recover = sub.add_parser(

@@ -25,13 +25,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, add_output_option, described, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, add_output_option, described, print_json
 from kraftlog.common import METADATA_PARTITION_DIR
 
 __all__ = ["add_check_parser", "add_repair_parser", "check_metadata_log", "run_check", "run_repair"]
 
 
-def add_check_parser(sub: Any) -> argparse.ArgumentParser:
+def add_check_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
     check = sub.add_parser(
@@ -44,7 +44,7 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
     return check
 
 
-def add_repair_parser(sub: Any) -> argparse.ArgumentParser:
+def add_repair_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from kraftlog.cli._storage import add_config_options
 
     repair = sub.add_parser(

@@ -37,7 +37,7 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
     tp_name,
 )
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, UserError, described, json_dumps, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, described, json_dumps, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_plan", "parse_topics_to_move", "plan_json", "PlanEntry"]
 
@@ -90,7 +90,7 @@ def parse_plan(obj: Any, path: str = "the plan") -> list[PlanEntry]:
         topic, partition, replicas = item.get("topic"), item.get("partition"), item.get("replicas")
         if not isinstance(topic, str) or not topic:
             raise UserError(f"{where}: 'topic' must be a non-empty string")
-        if not _is_int(partition) or partition < 0:
+        if not isinstance(partition, int) or not _is_int(partition) or partition < 0:
             raise UserError(f"{where}: 'partition' must be a non-negative integer")
         if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
             raise UserError(f"{where}: 'replicas' must be a list of broker ids")
@@ -180,7 +180,7 @@ def _broker_list(text: str) -> list[int]:
 # ---------------------------------------------------------------------------- parser
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "reassign",
         help="move partition replicas between brokers (kafka-reassign-partitions)",

@@ -11,16 +11,15 @@ it cannot replay stops the node with exit status 1 (``kraftlog quorum check`` sh
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from kraftlog.cli._common import UserError, described
+from kraftlog.cli._common import Subparsers, UserError, described
 from kraftlog.cli._storage import add_config_options, load_config_args
 from kraftlog.node import NodeStartupError, serve
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("serve", help="run a kraftlog node (controller and/or broker)", **described(__doc__))
     add_config_options(parser)
     return parser

@@ -37,6 +37,7 @@ from typing import Any
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
+    Subparsers,
     UserError,
     add_output_option,
     described,
@@ -51,7 +52,7 @@ from kraftlog.common import errors as kerr
 __all__ = ["add_parser", "run", "Difference", "diff_images", "diff_snapshots"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "snapshot",
         help="rebuild metadata snapshots from log segments with Spark; diff two snapshots",

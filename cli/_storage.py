@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from kraftlog import storage
-from kraftlog.cli._common import UserError, add_output_option, described, print_json, print_table
+from kraftlog.cli._common import Subparsers, UserError, add_output_option, described, print_json, print_table
 from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
 __all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
@@ -39,7 +39,7 @@ def load_config_args(args: argparse.Namespace) -> Any:
         raise UserError(f"config file not found: {args.config}") from err
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "storage", help="format and inspect a node's storage directories", **described(__doc__)
     )
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        for d in result.written:
-            print(f"Formatting {d} with cluster.id {args.cluster_id} node.id {cfg.node_id}")
-        for d in result.already_formatted:
-            print(f"{d} is already formatted with cluster.id {args.cluster_id}")
+        for written in result.written:
+            print(f"Formatting {written} with cluster.id {args.cluster_id} node.id {cfg.node_id}")
+        for formatted in result.already_formatted:
+            print(f"{formatted} is already formatted with cluster.id {args.cluster_id}")
     return 0

@@ -40,6 +40,7 @@ from kraftlog.cli._admin_command import (
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
+    Subparsers,
     UserError,
     print_json,
     topic_id_arg,
@@ -68,7 +69,7 @@ def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DE
     return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "topics",
         help="create, list, describe, delete and alter topics (kafka-topics)",

@@ -199,16 +199,18 @@ class Admin:
         req = admin_pb2.CreateTopicsRequest(
             topics=[t.to_pb() for t in topics], timeout_ms=timeout_ms, validate_only=validate_only
         )
-        return self.call("CreateTopics", req, timeout_ms=timeout_ms)
+        response: admin_pb2.CreateTopicsResponse = self.call("CreateTopics", req, timeout_ms=timeout_ms)
+        return response
 
     def delete_topics(
         self, names: Iterable[str] = (), topic_ids: Iterable[str] = (), *, timeout_ms: int = 30_000
     ) -> admin_pb2.DeleteTopicsResponse:
-        return self.call(
+        response: admin_pb2.DeleteTopicsResponse = self.call(
             "DeleteTopics",
             admin_pb2.DeleteTopicsRequest(names=list(names), topic_ids=list(topic_ids), timeout_ms=timeout_ms),
             timeout_ms=timeout_ms,
         )
+        return response
 
     def create_partitions(
         self,
@@ -222,33 +224,40 @@ class Admin:
         for name, count in counts.items():
             assign = [admin_pb2.ReplicaAssignment(broker_ids=list(b)) for b in (assignments or {}).get(name, [])]
             topics.append(admin_pb2.CreatePartitionsRequest.Topic(name=name, count=count, assignments=assign))
-        return self.call(
+        response: admin_pb2.CreatePartitionsResponse = self.call(
             "CreatePartitions",
             admin_pb2.CreatePartitionsRequest(topics=topics, timeout_ms=timeout_ms, validate_only=validate_only),
             timeout_ms=timeout_ms,
         )
+        return response
 
     def describe_topics(self, names: Iterable[str] = ()) -> admin_pb2.DescribeTopicsResponse:
-        return self.call("DescribeTopics", admin_pb2.DescribeTopicsRequest(names=list(names)))
+        response: admin_pb2.DescribeTopicsResponse = self.call(
+            "DescribeTopics", admin_pb2.DescribeTopicsRequest(names=list(names))
+        )
+        return response
 
     def list_topics(self) -> list[str]:
         return [t.name for t in self.describe_topics().topics]
 
     def describe_cluster(self) -> admin_pb2.DescribeClusterResponse:
-        return self.call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+        response: admin_pb2.DescribeClusterResponse = self.call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+        return response
 
     def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
-        return self.call("DescribeQuorum", admin_pb2.DescribeQuorumRequest())
+        response: admin_pb2.DescribeQuorumResponse = self.call("DescribeQuorum", admin_pb2.DescribeQuorumRequest())
+        return response
 
     def elect_leaders(
         self, election_type: int = 0, partitions: Mapping[str, Sequence[int]] | None = None, *, timeout_ms: int = 30_000
     ) -> admin_pb2.ElectLeadersResponse:
         tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
-        return self.call(
+        response: admin_pb2.ElectLeadersResponse = self.call(
             "ElectLeaders",
             admin_pb2.ElectLeadersRequest(election_type=election_type, topic_partitions=tps, timeout_ms=timeout_ms),
             timeout_ms=timeout_ms,
         )
+        return response
 
     def alter_partition_reassignments(
         self, plan: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int = 30_000
@@ -267,13 +276,19 @@ class Admin:
             ],
             timeout_ms=timeout_ms,
         )
-        return self.call("AlterPartitionReassignments", req, timeout_ms=timeout_ms)
+        response: admin_pb2.AlterPartitionReassignmentsResponse = self.call(
+            "AlterPartitionReassignments", req, timeout_ms=timeout_ms
+        )
+        return response
 
     def list_partition_reassignments(
         self, partitions: Mapping[str, Sequence[int]] | None = None
     ) -> admin_pb2.ListPartitionReassignmentsResponse:
         tps = [admin_pb2.TopicPartitions(topic=t, partitions=list(p)) for t, p in (partitions or {}).items()]
-        return self.call("ListPartitionReassignments", admin_pb2.ListPartitionReassignmentsRequest(topics=tps))
+        response: admin_pb2.ListPartitionReassignmentsResponse = self.call(
+            "ListPartitionReassignments", admin_pb2.ListPartitionReassignmentsRequest(topics=tps)
+        )
+        return response
 
     def describe_configs(
         self, resources: Iterable[tuple[int, str]], names: Iterable[str] = ()
@@ -286,7 +301,8 @@ class Admin:
                 for t, n in resources
             ]
         )
-        return self.call("DescribeConfigs", req)
+        response: admin_pb2.DescribeConfigsResponse = self.call("DescribeConfigs", req)
+        return response
 
     def incremental_alter_configs(
         self, changes: Mapping[tuple[int, str], Sequence[tuple[str, int, str]]], *, validate_only: bool = False
@@ -303,7 +319,8 @@ class Admin:
                 for (t, n), ops in changes.items()
             ],
         )
-        return self.call("IncrementalAlterConfigs", req)
+        response: admin_pb2.IncrementalAlterConfigsResponse = self.call("IncrementalAlterConfigs", req)
+        return response
 
     def wait_for(self, predicate: Callable[[Admin], bool], timeout_s: float = 30.0, interval_s: float = 0.1) -> bool:
         """Poll ``predicate(self)`` until it holds or the timeout passes (for tools and tests)."""

@@ -388,10 +388,10 @@ class Consumer(_ConsumerFetches):
             return
         found = self._offsets.list_offsets(pending, None, deadline=deadline)
         for tp, (offset, _ts, _epoch) in found.items():
-            state = self._assignment.get(tp)
-            if state is not None and state.position is None and state.reset == pending[tp]:
-                state.seek(offset)  # no epoch: a looked-up position needs no validation (Kafka)
-                state.leader_epoch = self._metadata.leader_epoch(tp)
+            found_state = self._assignment.get(tp)
+            if found_state is not None and found_state.position is None and found_state.reset == pending[tp]:
+                found_state.seek(offset)  # no epoch: a looked-up position needs no validation (Kafka)
+                found_state.leader_epoch = self._metadata.leader_epoch(tp)
                 _log.debug("consumer_reset_offset", tp=str(tp), offset=offset)
 
     # ================================================================= poll

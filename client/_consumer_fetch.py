@@ -5,9 +5,11 @@ partitions it leads, responses turned into buffered records, position errors and
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
@@ -15,14 +17,41 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
 
-from ._fetched import decode_partition
-from ._metadata import TopicPartition, grpc_error
+from ._fetched import CompletedFetch, decode_partition
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
+from ._positions import PartitionState
 
 _log = structlog.get_logger("kraftlog.client._consumer")  # one logger name for the consumer's lines
 
 
 class _ConsumerFetches:
     """Fetch requests and responses; state lives on the Consumer."""
+
+    # Consumer's fields and methods this part uses (set in Consumer.__init__).
+    fetch_min_bytes: int
+    fetch_max_wait_ms: int
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+    isolation_level: int
+    auto_offset_reset: str
+    check_crcs: bool
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    client_rack: str
+    _key_deserializer: Callable[[bytes | None], Any] | None
+    _value_deserializer: Callable[[bytes | None], Any] | None
+    _pool: ChannelPool
+    _cond: threading.Condition
+    _metadata: ClusterMetadata
+    _assignment: dict[TopicPartition, PartitionState]
+    _buffer: deque[CompletedFetch]
+    _in_flight: dict[int, Any]  # node id -> grpc future of its Fetch
+    _responses: deque[tuple[int, dict[TopicPartition, int], Any]]
+    _closed: bool
+
+    if TYPE_CHECKING:
+
+        def _default_reset(self) -> int | None: ...
 
     def _fetchable(self, now: float) -> dict[int, list[TopicPartition]]:
         buffered = {c.tp for c in self._buffer}

@@ -228,12 +228,12 @@ class OffsetLookups:
             for t in response.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.topic, p.partition)
-                    state = assignment.get(tp)
+                    answered_state = assignment.get(tp)
                     if (
                         tp not in items
-                        or state is None
-                        or not state.awaiting_validation
-                        or state.position != positions[tp]
+                        or answered_state is None
+                        or not answered_state.awaiting_validation
+                        or answered_state.position != positions[tp]
                     ):
                         continue  # moved (seek, unassign) while the request was out
                     if p.error.code:
@@ -245,7 +245,7 @@ class OffsetLookups:
                         continue
                     self._complete_validation(
                         tp,
-                        state,
+                        answered_state,
                         items[tp][0],
                         p.leader_epoch,
                         p.end_offset,

@@ -98,9 +98,10 @@ class DefaultPartitioner:
             elif len(candidates) == 1:
                 new = candidates[0]
             else:
-                new = old
-                while new is None or new == old:
-                    new = self._rng.choice(candidates)
+                choice: int | None = old
+                while choice is None or choice == old:
+                    choice = self._rng.choice(candidates)
+                new = choice
             self._sticky[topic] = new
             return new
 

@@ -209,7 +209,7 @@ class Producer(_ProducerSender):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         callback: Callback | None = None,
-    ) -> concurrent.futures.Future:
+    ) -> concurrent.futures.Future[RecordMetadata]:
         """Queue a record; returns a future of its `RecordMetadata`.
 
         Blocks only while the topic's metadata is unknown or ``buffer_memory`` is used up (at most
@@ -222,7 +222,7 @@ class Producer(_ProducerSender):
         key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
         value_bytes = _to_bytes(self._value_serializer(value) if self._value_serializer else value, "value")
         hdrs = _headers(headers)
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
         try:
             self._do_send(topic, key_bytes, value_bytes, hdrs, partition, timestamp_ms, future, callback)
         except kerr.KafkaError as err:
@@ -238,7 +238,7 @@ class Producer(_ProducerSender):
         headers: list[tuple[str, bytes | None]],
         partition: int | None,
         timestamp_ms: int | None,
-        future: concurrent.futures.Future,
+        future: concurrent.futures.Future[RecordMetadata],
         callback: Callback | None,
     ) -> None:
         deadline = time.monotonic() + self.max_block_ms / 1000.0
@@ -335,7 +335,7 @@ class Producer(_ProducerSender):
         value: bytes | None,
         headers: list[tuple[str, bytes | None]],
         size: int,
-        future: concurrent.futures.Future,
+        future: concurrent.futures.Future[RecordMetadata],
         callback: Callback | None,
         *,
         abort_on_new_batch: bool,
@@ -379,7 +379,8 @@ class Producer(_ProducerSender):
     ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement (raises the typed error on failure)."""
         future = self.send(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
-        return future.result(timeout)
+        metadata: RecordMetadata = future.result(timeout)
+        return metadata
 
     async def send_async(
         self,
@@ -456,7 +457,7 @@ async def _send_from_loop(
     partition: int | None,
     timestamp_ms: int | None,
     callback: Callback | None,
-) -> concurrent.futures.Future:
+) -> concurrent.futures.Future[RecordMetadata]:
     """`Producer.send` without blocking the event loop: directly when the topic's metadata is known
     and memory is free, else in the default executor."""
     parts = producer.metadata.partitions_for_topic(topic)
@@ -501,7 +502,7 @@ class AsyncProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         callback: Callback | None = None,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[RecordMetadata]:
         future = await _send_from_loop(self._producer, topic, value, key, headers, partition, timestamp_ms, callback)
         return asyncio.wrap_future(future)
 
@@ -515,7 +516,8 @@ class AsyncProducer:
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
         future = await self.send(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
-        return await future
+        metadata: RecordMetadata = await future
+        return metadata
 
     async def partitions_for(self, topic: str) -> list[int]:
         return await asyncio.get_running_loop().run_in_executor(None, self._producer.partitions_for, topic)

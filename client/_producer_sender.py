@@ -6,6 +6,8 @@ Produce requests, retries with back-off, splitting a batch that is too large, co
 from __future__ import annotations
 
 import concurrent.futures
+import random
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -23,14 +25,46 @@ from kraftlog.client._producer_types import (
 )
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import RecordBatch
 from kraftlog.proto import broker_pb2
 
-from ._metadata import TopicPartition, grpc_error
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
 
 
 class _ProducerSender:
     """The sender thread: drain ready batches per leader, send, handle answers, retry, split, finish."""
+
+    # Producer's fields this part uses (set in Producer.__init__).
+    acks: int
+    batch_size: int
+    linger_s: float
+    codec: CompressionType
+    max_in_flight: int
+    retries: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    delivery_timeout_s: float
+    request_timeout_ms: int
+    max_request_size: int
+    _rng: random.Random
+    _pool: ChannelPool
+    _metadata: ClusterMetadata
+    _lock: threading.Condition
+    _batches: dict[TopicPartition, deque[_Batch]]
+    _incomplete: set[_Batch]
+    _in_flight: dict[int, int]
+    _muted: set[TopicPartition]
+    _unreachable: dict[int, tuple[int, float]]
+    _completions: deque[tuple[int, list[_Batch], Any]]
+    _drain_start: dict[int, int]
+    _buffer_used: int
+    _memory_waiters: int
+    _flushing: int
+    _woken: bool
+    _closing: bool
+    _forced: bool
+    _sender_done: bool
 
     def _wake(self) -> None:
         with self._lock:
@@ -414,7 +448,7 @@ class _ProducerSender:
             self._lock.notify_all()
         tp = batch.tp
         for future, callback, delta, ts in batch.thunks:
-            metadata = None
+            metadata: RecordMetadata | None = None
             if error is None:
                 metadata = RecordMetadata(
                     tp.topic,
@@ -423,7 +457,7 @@ class _ProducerSender:
                     log_append_time if log_append_time != _NO_TIMESTAMP else ts,
                 )
             try:
-                if error is None:
+                if metadata is not None:
                     future.set_result(metadata)
                 else:
                     future.set_exception(error)

@@ -197,7 +197,7 @@ class _Batch:
     def __init__(self, tp: TopicPartition, codec: CompressionType, now: float) -> None:
         self.tp = tp
         self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=codec)
-        self.thunks: list[tuple[concurrent.futures.Future, Callback | None, int, int]] = []
+        self.thunks: list[tuple[concurrent.futures.Future[RecordMetadata], Callback | None, int, int]] = []
         self.created = now
         self.attempts = 0
         self.last_attempt = now
@@ -223,7 +223,7 @@ class _Batch:
         headers: list[tuple[str, bytes | None]],
         size: int,
         batch_size: int,
-        future: concurrent.futures.Future,
+        future: concurrent.futures.Future[RecordMetadata],
         callback: Callback | None,
     ) -> bool:
         builder = self.builder

@@ -71,7 +71,7 @@ def free_port_pair(taken: set[int]) -> int:
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            port: int = s.getsockname()[1]
         if port + 1 < 65535 and port not in taken and port + 1 not in taken and _port_free(port + 1):
             taken.update((port, port + 1))
             return port
@@ -425,7 +425,8 @@ class LocalCluster:
                     raise RuntimeError(f"node {nid} exited: see {self.nodes[nid].log_path}")
             return self.active_controller()
 
-        return wait_until(ready, timeout_s, interval_s=0.1, what="an active controller")
+        leader: int = wait_until(ready, timeout_s, interval_s=0.1, what="an active controller")
+        return leader
 
     def wait_unfenced_brokers(self, count: int = 1, timeout_s: float = 60.0) -> None:
         """Wait until at least ``count`` brokers are registered and unfenced (ready to lead)."""

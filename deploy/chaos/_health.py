@@ -66,7 +66,7 @@ class HealthProbe:
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, health_pb2_grpc.HealthStub] = {}
 
-    def _stub(self, address: str) -> health_pb2_grpc.HealthStub:
+    def _stub(self, address: str) -> Any:  # a HealthStub (its stubs do not declare the methods)
         stub = self._stubs.get(address)
         if stub is None:
             channel = grpc.insecure_channel(address, options=list(RECONNECT_OPTIONS))

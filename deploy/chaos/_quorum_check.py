@@ -361,7 +361,7 @@ def voter_rejoined(response: Any, node_id: int, since_ms: int) -> bool:
         return False
     for v in response.voters:
         if v.replica_id == node_id:
-            return v.last_fetch_timestamp_ms >= since_ms and v.last_caught_up_timestamp_ms >= since_ms
+            return bool(v.last_fetch_timestamp_ms >= since_ms and v.last_caught_up_timestamp_ms >= since_ms)
     return False
 
 
