@@ -206,12 +206,18 @@ def parse_properties(text: str) -> dict[str, str]:
         index += 1
         if not line or line[0] in "#!":
             continue
+        continued_into_end = False
         while _odd_trailing_backslashes(line):
             line = line[:-1]
             if index >= len(lines):
+                continued_into_end = True
                 break
             line += lines[index].lstrip(_PROPERTIES_WS)
             index += 1
+        if not line and not continued_into_end:
+            # a continuation that ends in an empty line: Java's LineReader drops a 0-length line,
+            # except at the very end of the input, where it still returns the empty one
+            continue
         key, value = _split_key_value(line)
         result[_unescape(key)] = _unescape(value)
     return result
