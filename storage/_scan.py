@@ -16,6 +16,12 @@ lengths, no headers) — common for producer batches — verifying a whole run a
 strided slices (``data[start::record_size]``), one per byte column of the layout. Runs are grown
 by doubling and a broken run is bisected, so mixed batches cost little more than the generic loop;
 after runs keep failing, the scan backs off from trying them.
+
+Where the install compiled `storage/_cscan.c` (a C compiler was at hand), `scan_records` asks it
+first: it applies the same rules in one pass and answers only "well formed, with these figures" or
+"not", so on a malformed section the Python scan runs to name the record and the reason. At 16 KiB
+batches of 1 KiB records that takes the leader's validation from ~6 us to well under 1 us per
+batch (issue 12 §3); the Python run scan stays the fallback and the plain loop the reference.
 """
 
 from __future__ import annotations
@@ -23,6 +29,11 @@ from __future__ import annotations
 import functools
 import sys
 from typing import NamedTuple
+
+try:
+    from . import _cscan
+except ImportError:  # built without a C compiler: the Python scan alone
+    _cscan = None  # type: ignore[assignment]
 
 __all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields"]
 
@@ -328,6 +339,10 @@ def scan_records(
     if count < 0:
         raise Malformed(0, f"invalid record count {count}")
     end = len(data) if end is None else end
+    if runs and _cscan is not None:
+        figures = _cscan.scan(data, start, end, count, dense, last_offset_delta)
+        if figures is not None:
+            return RecordsScan(*figures)
     stats = [_INT64_MAX + 1, _INT64_MIN - 1, 0]  # min ts delta, max ts delta, null keys
     if not runs:
         pos, _od = _plain(data, start, end, 0, count, count, dense, -1, last_offset_delta, stats)

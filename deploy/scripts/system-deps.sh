@@ -35,9 +35,24 @@ if ! "$python_bin" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) els
   echo "kraftlog needs Python >= 3.11, found $("$python_bin" --version)" >&2
   exit 1
 fi
+ver=$("$python_bin" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
-  ver=$("$python_bin" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   missing+=("python${ver}-venv")
+fi
+# The compiled records scan (storage/_cscan.c) needs a C compiler and Python's headers at install.
+# Without them the install goes on with the pure-Python scan (slower produce validation), so `run`
+# only asks for them; `test` requires them (tests/fuzz/test_fuzz_cscan.py checks the module is built).
+compiler=()
+if ! command -v cc >/dev/null 2>&1; then
+  compiler+=("gcc")
+fi
+if ! "$python_bin" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  compiler+=("python${ver}-dev")
+fi
+if [ "$purpose" = "test" ]; then
+  missing+=("${compiler[@]}")
+else
+  optional+=("${compiler[@]}")
 fi
 if [ "$purpose" != "run" ] && ! command -v java >/dev/null 2>&1; then
   missing+=("default-jre-headless")
@@ -53,7 +68,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends "${packages[@]}"
 elif [ ${#missing[@]} -eq 0 ]; then
   echo "note: without ${optional[*]} (sudo apt-get install -y ${optional[*]}) the systemd unit check or the" \
-       "chaos test's network partitions are skipped" >&2
+       "chaos test's network partitions are skipped, or produce validation runs the slower pure-Python scan" >&2
 else
   echo "missing system packages: ${missing[*]}" >&2
   echo "install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2
