@@ -262,9 +262,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
             # partitionLeaderEpoch, magic) plus the untouched rest of the caller's buffer, so a
             # 1 MiB batch is never copied in memory. LogAppendTime also changes attributes,
             # maxTimestamp and the CRC, so that case always patches a copy.
-            rewrite = not log_append and any(
-                m != h.max_timestamp for m, h in zip(max_timestamps, headers, strict=False)
-            )
+            rewrite = not log_append and max_timestamps != [h.max_timestamp for h in headers]
             copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append or rewrite else None
             iov: list[bytes | bytearray | memoryview] = [copy] if copy is not None else []
             max_ts, offset_of_max_ts, num_records = -1, offset, 0

@@ -28,6 +28,8 @@ from ._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessa
 
 __all__ = ["BatchHeader", "validate_record_set", "split_batches"]
 
+_new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__ (once per appended batch)
+
 
 class BatchHeader(NamedTuple):
     """Header fields of a validated batch and its byte position in the produce payload."""
@@ -95,7 +97,7 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
             check_producer_fields(attrs, pid, pe, seq)
             if attrs & COMPRESSION_MASK > 4:
                 CompressionType.from_id(attrs & COMPRESSION_MASK)
-        out.append(BatchHeader(pos, size, lod, base_ts, max_ts, count, attrs))
+        out.append(_new_tuple(BatchHeader, (pos, size, lod, base_ts, max_ts, count, attrs)))
         pos += size
     return out
 
