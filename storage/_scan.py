@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import NamedTuple
 
+#: the compiled scan (storage/_cscan.c) when the install built it, else None
+compiled_scan: Callable[[bytes | bytearray | memoryview, int, int, int, bool, int], tuple[int, int, int] | None] | None
 try:
-    from . import _cscan
+    from ._cscan import scan as compiled_scan
 except ImportError:  # built without a C compiler: the Python scan alone
-    _cscan = None  # type: ignore[assignment]
+    compiled_scan = None
 
-__all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields"]
+__all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields", "compiled_scan"]
 
 _LOW = bytes(range(0x80))  # deleting these leaves the bytes with the high bit set
 _HIGH = bytes(range(0x80, 0x100))  # deleting these leaves the bytes with the high bit clear
@@ -339,8 +342,8 @@ def scan_records(
     if count < 0:
         raise Malformed(0, f"invalid record count {count}")
     end = len(data) if end is None else end
-    if runs and _cscan is not None:
-        figures = _cscan.scan(data, start, end, count, dense, last_offset_delta)
+    if runs and compiled_scan is not None:
+        figures = compiled_scan(data, start, end, count, dense, last_offset_delta)
         if figures is not None:
             return RecordsScan(*figures)
     stats = [_INT64_MAX + 1, _INT64_MIN - 1, 0]  # min ts delta, max ts delta, null keys

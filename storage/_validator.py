@@ -49,7 +49,7 @@ from ._errors import (
     UnsupportedForMessageFormatError,
 )
 from ._record_set import BatchHeader
-from ._scan import Malformed, _cscan, record_fields, scan_records
+from ._scan import Malformed, compiled_scan, record_fields, scan_records
 
 __all__ = [
     "validate_leader_batches",
@@ -125,7 +125,7 @@ def validate_leader_batches(
             data, start, end = buffer, h.position + HEADER_SIZE, h.position + h.size
         # the compiled scan directly (the common case, its figures as a plain tuple); scan_records
         # when there is none or it refuses, so that the refusal names the record
-        figures = _cscan.scan(data, start, end, count, True, count - 1) if _cscan is not None else None
+        figures = compiled_scan(data, start, end, count, True, count - 1) if compiled_scan is not None else None
         if figures is None:
             try:
                 figures = scan_records(data, count, last_offset_delta=count - 1, dense=True, start=start, end=end)

@@ -19,9 +19,11 @@ from _decoder_fuzz import FUZZ, INTERESTING_INTS, TIMEOUT, mutated
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftlog.common.records import HEADER_SIZE, RecordBatchBuilder
-from kraftlog.storage import _scan
+from kraftlog.common.records import HEADER_SIZE, RecordBatchBuilder, crc32c
+from kraftlog.storage import LogConfig, StorageError, _scan, _validator
+from kraftlog.storage._record_set import validate_record_set
 from kraftlog.storage._scan import Malformed, RecordsScan, scan_records
+from kraftlog.storage._validator import validate_leader_batches
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 
@@ -35,7 +37,7 @@ def _compiled() -> Any:
 
 
 def test_the_compiled_scan_is_built() -> None:
-    assert _scan._cscan is not None, "kraftlog.storage._cscan was not built (no C compiler at install?)"
+    assert _scan.compiled_scan is not None, "kraftlog.storage._cscan was not built (no C compiler at install?)"
     assert _compiled().scan(b"", 0, 0, 0, True, -1) == (0, 0, 0)
 
 
@@ -47,14 +49,14 @@ def _reference(data: bytes, count: int, lod: int, dense: bool, start: int, end: 
 
 
 def _python_runs(data: bytes, count: int, lod: int, dense: bool, start: int, end: int) -> Any:
-    saved = _scan._cscan
-    _scan._cscan = None
+    saved = _scan.compiled_scan
+    _scan.compiled_scan = None
     try:
         return scan_records(data, count, last_offset_delta=lod, dense=dense, start=start, end=end)
     except Malformed:
         return None
     finally:
-        _scan._cscan = saved
+        _scan.compiled_scan = saved
 
 
 def _check(data: bytes, count: int, lod: int, dense: bool, start: int = 0, end: int | None = None) -> None:
@@ -132,3 +134,46 @@ def test_bad_windows_are_refused_not_read() -> None:
     assert _compiled().scan(data, 5, 20, 1, True, 0) is None
     assert _compiled().scan(data, 6, 5, 1, True, 0) is None
     assert _compiled().scan(data, -1, 5, 1, True, 0) is None
+
+
+def _leader_outcome(buf: bytes, config: LogConfig) -> Any:
+    try:
+        headers = validate_record_set(buf, from_client=True)
+        return validate_leader_batches(buf, headers, config=config, now=NOW, from_client=True)
+    except StorageError as err:
+        return (type(err).__name__, str(err), getattr(err, "record_errors", None))
+
+
+@st.composite
+def produce_payloads(draw: st.DrawFn) -> bytes:
+    """One or two uncompressed producer batches (CRC recomputed after a mutation of the records)."""
+    out = b""
+    for _ in range(draw(st.integers(1, 2))):
+        section, count = draw(sections())
+        if not count:
+            continue
+        section = draw(st.just(section) | mutated(section))
+        builder = RecordBatchBuilder()
+        for i in range(count):
+            builder.append(NOW + i, b"k", b"v")
+        head = bytearray(builder.build()[:HEADER_SIZE])
+        head[8:12] = (HEADER_SIZE - 12 + len(section)).to_bytes(4, "big")
+        body = bytes(head[21:]) + section
+        head[17:21] = crc32c(body).to_bytes(4, "big")
+        out += bytes(head[:21]) + body
+    return out or RecordBatchBuilder().build()
+
+
+@FUZZ
+@given(produce_payloads(), st.sampled_from(("delete", "compact")))
+def test_the_leader_decides_alike_with_and_without_the_compiled_scan(buf: bytes, policy: str) -> None:
+    """The validator calls the compiled scan itself: without it (an install with no C compiler)
+    every payload gets the same answer, refusals word for word."""
+    config = LogConfig(cleanup_policy=frozenset({policy}), message_timestamp_before_max_ms=10_000)
+    with_compiled = _leader_outcome(buf, config)
+    saved = _validator.compiled_scan
+    _validator.compiled_scan = None
+    try:
+        assert _leader_outcome(buf, config) == with_compiled
+    finally:
+        _validator.compiled_scan = saved
