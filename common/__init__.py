@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
 from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
+from kraftlog.common._java import coordinator_partition, java_abs, java_string_hash, java_string_key
 from kraftlog.common._names import (
     CLEANER_OFFSET_CHECKPOINT,
     INDEX_SUFFIX,
@@ -50,8 +51,12 @@ __all__ = [
     "Progress",
     "atomic_write",
     "backoff_ms",
+    "coordinator_partition",
     "fsync_directory",
     "fsync_file",
+    "java_abs",
+    "java_string_hash",
+    "java_string_key",
     "kafka_uuid",
     "parse_bootstrap_servers",
     "parse_uuid",
