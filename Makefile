@@ -33,11 +33,11 @@ $(VENV)/bin/python: | system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml storage/_cscan.c $(VENV)/bin/python
+$(STAMP_RUN): pyproject.toml setup.py storage/_cscan.c $(VENV)/bin/python
 	$(PIP) install --quiet -e .
 	@touch $@
 
-$(STAMP_DEV): pyproject.toml storage/_cscan.c $(VENV)/bin/python
+$(STAMP_DEV): pyproject.toml setup.py storage/_cscan.c $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
 	@touch $@ $(STAMP_RUN)
 
