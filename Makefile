@@ -13,7 +13,7 @@ PROTO_OUT := build/proto
 FLOORS_VENV := .venv-floors
 FLOORS := constraints/floors.txt
 
-.PHONY: run test test-floors lint proto system-deps venv clean bench fuzz help
+.PHONY: run test test-floors lint proto system-deps system-deps-test venv clean bench fuzz help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
@@ -37,8 +37,13 @@ $(STAMP_RUN): pyproject.toml setup.py storage/_cscan.c $(VENV)/bin/python
 	$(PIP) install --quiet -e .
 	@touch $@
 
+# The dev install must carry the compiled record scan (tests check it): without it the stamp is not
+# written, so the next make installs again once a C compiler is there.
 $(STAMP_DEV): pyproject.toml setup.py storage/_cscan.c $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
+	@ls storage/_cscan*.so >/dev/null 2>&1 || { echo "the compiled record scan (storage/_cscan.c) was not" \
+		"built: install a C compiler and Python's headers (see deploy/scripts/system-deps.sh), then run make again" >&2; \
+		exit 1; }
 	@touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_RUN)
@@ -46,8 +51,11 @@ venv: $(STAMP_RUN)
 run: system-deps $(STAMP_RUN)
 	$(VENV)/bin/kraftlog local start --dir .kraftlog/cluster --foreground --demo
 
-test: system-deps $(STAMP_DEV)
+# system-deps-test before the dev install: it provides the C compiler the install needs
+system-deps-test:
 	@bash deploy/scripts/system-deps.sh test
+
+test: system-deps system-deps-test $(STAMP_DEV)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from kraftlog.common import java_string_key
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 #: topic -> one entry per partition (index = partition id): the racks of that partition's replicas
-PartitionRacks = Mapping[str, Sequence[Collection[str]]]
+PartitionRacks: TypeAlias = Mapping[str, Sequence[Collection[str]]]
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,36 @@ class Subscription:
     rack_id: str | None = None
     generation_id: int = -1
 
+    def __post_init__(self) -> None:
+        if isinstance(self.topics, str):  # a str is a Sequence[str] too: "ab" would be topics a and b
+            raise TypeError("Subscription.topics is a sequence of topic names, not one string")
+
 
 class PartitionAssignor(Protocol):
     """An assignor the group leader runs: ``name`` is what JoinGroup advertises
-    (``partition.assignment.strategy``)."""
+    (``partition.assignment.strategy``). Every member also calls ``subscription_user_data`` before
+    it joins and ``on_assignment`` when SyncGroup hands it its partitions (Kafka's
+    ``ConsumerPartitionAssignor``)."""
 
     name: str
 
     def assign(
         self, partitions: PartitionRacks, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, list[TopicPartition]]: ...
+
+    def subscription_user_data(self) -> bytes | None: ...
+
+    def on_assignment(self, partitions: Sequence[TopicPartition], generation: int) -> None: ...
+
+
+class _StatelessAssignor:
+    """An assignor that keeps nothing between rebalances and sends no user data."""
+
+    def subscription_user_data(self) -> bytes | None:
+        return None
+
+    def on_assignment(self, partitions: Sequence[TopicPartition], generation: int) -> None:
+        return None
 
 
 def partitions_without_racks(partition_counts: Mapping[str, int]) -> dict[str, list[frozenset[str]]]:
@@ -142,7 +162,7 @@ class _TopicState:
             del self.unassigned[tp]
 
 
-class RangeAssignor:
+class RangeAssignor(_StatelessAssignor):
     """Kafka's ``range`` assignor (the default ``partition.assignment.strategy``)."""
 
     name = "range"
@@ -228,7 +248,7 @@ class RangeAssignor:
 # ======================================================================================= roundrobin
 
 
-class RoundRobinAssignor:
+class RoundRobinAssignor(_StatelessAssignor):
     """Kafka's ``roundrobin`` assignor."""
 
     name = "roundrobin"

@@ -23,11 +23,21 @@ consumer builds its map from that response).
 
 ``cooperative-sticky`` then withholds every partition that changes owner: the previous owner must
 revoke it first, and a follow-up rebalance hands it over (KIP-429).
+
+Where Java fails, this does not: when Java's steps throw (a NullPointerException on a previous owner
+that was set aside) or end in an invalid assignment (a partition twice or past its topic's end, from
+owned partitions past the end; a partition of a topic its member no longer subscribes to, handed back
+to a previous owner), the same steps run again with guards: owned partitions past their topic's end
+are ignored, and a previous owner that cannot take a partition back is passed over. Every valid
+Java assignment is given exactly. One Java quirk is kept because Java's assignment is valid by its
+own rule: when the first member walked has an empty subscription, the group counts as "all
+subscriptions equal" and that member may be given partitions of the others' topics.
 """
 
 from __future__ import annotations
 
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
 from kraftlog.common import java_string_hash
@@ -50,7 +60,7 @@ __all__ = [
 # =============================================================================== assignors
 
 
-class _AbstractSticky:
+class _AbstractSticky(ABC):
     """What both sticky assignors share; ``member_data`` says where a member's history comes from."""
 
     name = ""
@@ -60,8 +70,9 @@ class _AbstractSticky:
         self.max_generation = DEFAULT_GENERATION
         self.partitions_transferring: dict[TopicPartition, str] | None = None
 
+    @abstractmethod
     def member_data(self, subscription: Subscription) -> MemberData:
-        raise NotImplementedError
+        """The member's previously owned partitions and generation, as this assignor reads them."""
 
     def assign(
         self, partitions: PartitionRacks, subscriptions: Mapping[str, Subscription]
@@ -70,12 +81,26 @@ class _AbstractSticky:
         partitions = {t: racks for t, racks in partitions.items() if t in subscribed and racks}
         if not subscriptions:
             return {}
+        # Java's steps exactly; where they fail or give an invalid assignment (a partition twice, of
+        # a topic the member did not subscribe to, or past its topic's end), the same steps again
+        # with the guards that Java lacks
+        try:
+            result = self._assign_once(partitions, subscriptions, guarded=False)
+            if _valid(partitions, subscriptions, result):
+                return result
+        except (KeyError, IndexError, RuntimeError):
+            pass
+        return self._assign_once(partitions, subscriptions, guarded=True)
+
+    def _assign_once(
+        self, partitions: PartitionRacks, subscriptions: Mapping[str, Subscription], *, guarded: bool
+    ) -> dict[str, list[TopicPartition]]:
         order = java_hashmap_order(list(subscriptions), java_string_hash)
         ordered = {m: subscriptions[m] for m in order}
         data = {m: self.member_data(s) for m, s in ordered.items()}
         owned: dict[str, list[TopicPartition]] = {}
         multi_owned: set[TopicPartition] = set()
-        all_equal = self._collect_owned(partitions, ordered, data, owned, multi_owned)
+        all_equal = self._collect_owned(partitions, ordered, data, owned, multi_owned, guarded)
         racks = RackInfo(partitions, ordered)
         if all_equal:
             constrained = ConstrainedBuilder(partitions, racks, owned, multi_owned)
@@ -83,7 +108,8 @@ class _AbstractSticky:
             self.partitions_transferring = constrained.transferring
         else:
             self.partitions_transferring = None
-            result = GeneralBuilder(partitions, racks, owned, ordered, data, self.max_generation).build()
+            general = GeneralBuilder(partitions, racks, owned, ordered, data, self.max_generation, guarded=guarded)
+            result = general.build()
         return {m: sorted(result.get(m, []), key=tp_java_order) for m in subscriptions}
 
     def _collect_owned(
@@ -93,6 +119,7 @@ class _AbstractSticky:
         data: dict[str, MemberData],
         owned: dict[str, list[TopicPartition]],
         multi_owned: set[TopicPartition],
+        guarded: bool,
     ) -> bool:
         equal = True
         topics: set[str] = set()
@@ -108,7 +135,11 @@ class _AbstractSticky:
             mine: list[TopicPartition] = []
             owned[consumer] = mine
             for tp in data[consumer].partitions:
+                # Java checks only the topic; guarded, a partition number past the topic's end (a
+                # leader with stale metadata, bad user data) is ignored too
                 if tp.topic not in partitions:
+                    continue
+                if guarded and not 0 <= tp.partition < len(partitions[tp.topic]):
                     continue
                 other = owner_of.get(tp)
                 if other is None:
@@ -129,6 +160,20 @@ class _AbstractSticky:
                         owned[other].remove(tp)
                     owner_of[tp] = consumer
         return equal
+
+
+def _valid(
+    partitions: PartitionRacks, subscriptions: Mapping[str, Subscription], result: dict[str, list[TopicPartition]]
+) -> bool:
+    """No partition twice, none of a topic its member did not subscribe to, none past its topic."""
+    seen: set[TopicPartition] = set()
+    for member, tps in result.items():
+        topics = subscriptions[member].topics
+        for tp in tps:
+            if tp in seen or tp.topic not in topics or not 0 <= tp.partition < len(partitions.get(tp.topic, ())):
+                return False
+            seen.add(tp)
+    return True
 
 
 # Struct encodings of the assignors' user data, as Kafka's protocol types write them: INT16 string

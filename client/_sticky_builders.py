@@ -262,6 +262,8 @@ class GeneralBuilder:
         subscriptions: dict[str, Subscription],
         member_data: dict[str, MemberData],
         max_generation: int,
+        *,
+        guarded: bool = False,
     ) -> None:
         self.partitions = partitions
         self.racks = racks
@@ -269,6 +271,7 @@ class GeneralBuilder:
         self.subscriptions = subscriptions  # in Java's HashMap order
         self.member_data = member_data
         self.max_generation = max_generation
+        self.guarded = guarded
         self.total = sum(len(v) for v in partitions.values())
         self.topic_consumers: dict[str, list[str]] = {t: [] for t in partitions}
         self.consumer_topics: dict[str, list[str]] = {}
@@ -430,7 +433,13 @@ class GeneralBuilder:
                     break
                 consumer = self.partition_consumer[tp]
                 prior = previous.get(tp)
-                if prior is not None and len(self.current[consumer]) > len(self.current[prior[0]]) + 1:
+                # guarded (see _sticky.py): a previous owner that was set aside (Java throws a
+                # NullPointerException) or no longer subscribes to the topic is passed over
+                if (
+                    prior is not None
+                    and (not self.guarded or (prior[0] in self.current and tp.topic in self.consumer_topics[prior[0]]))
+                    and len(self.current[consumer]) > len(self.current[prior[0]]) + 1
+                ):
                     self._reassign(tp, prior[0])
                     performed = modified = True
                     continue

@@ -4,7 +4,7 @@
  * 1 KiB records the Python scan cost as much as the write itself (issue 12 section 3). This
  * module answers only "well formed, and these are its figures" or "not well formed": on any
  * failure it returns None and the caller runs the Python scan, which names the record and the
- * reason. tests/unit/storage/test_cscan.py holds the two to the same verdict and figures.
+ * reason. tests/fuzz/test_fuzz_cscan.py holds the two to the same verdict and figures.
  *
  * scan(data, start, end, count, dense, last_offset_delta) -> (min_ts_delta, max_ts_delta,
  * null_keys) | None, with the rules of _scan.scan_records:

@@ -45,6 +45,8 @@ _HIGH = bytes(range(0x80, 0x100))  # deleting these leaves the bytes with the hi
 # 1-byte zig-zag varint -> its value + 64 (0..127), an order-preserving map for min/max
 _ZZ1_ORDER = bytes(((z >> 1) ^ -(z & 1)) + 64 if z < 0x80 else 0 for z in range(256))
 _INT64_MIN = -(2**63)
+#: the compiled scan takes header fields (int32); anything wider is the Python scan's to judge
+_INT32_RANGE = range(-(2**31), 2**31).__contains__
 _INT64_MAX = 2**63 - 1
 _FIRST_RUN = 8  # records in the first probe of a run
 _MAX_PROBE = 1 << 16  # records in one probe at most (bounds the cached offset-delta columns)
@@ -342,7 +344,7 @@ def scan_records(
     if count < 0:
         raise Malformed(0, f"invalid record count {count}")
     end = len(data) if end is None else end
-    if runs and compiled_scan is not None:
+    if runs and compiled_scan is not None and _INT32_RANGE(count) and _INT32_RANGE(last_offset_delta):
         figures = compiled_scan(data, start, end, count, dense, last_offset_delta)
         if figures is not None:
             return RecordsScan(*figures)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs what pip cannot: the venv module (Debian splits it out of python3) and, for Spark only, a
-# headless JRE. Installs through apt only when running as root; otherwise says exactly what to install.
+# Installs what pip cannot: the venv module (Debian splits it out of python3), for tests a C compiler
+# and Python's headers (the compiled record scan, storage/_cscan.c) and, for Spark only, a headless JRE.
+# Installs through apt only when running as root; otherwise says exactly what to install.
 # Modes: `run` (default, make run): the venv module only; a broker or controller host needs no JRE,
-# pyspark is the [spark] extra. `spark`: plus the JRE, for hosts that run `kraftlog snapshot rebuild`.
-# `test` (make test, which installs '.[dev]' and so pyspark): the JRE too, and the optional tools below.
+# pyspark is the [spark] extra; without a C compiler it only notes that produce validation will use the
+# slower pure-Python scan. `spark`: plus the JRE, for hosts that run `kraftlog snapshot rebuild`.
+# `test` (make test, which installs '.[dev]' and so pyspark): the JRE, the C compiler and headers, and
+# the optional tools below.
 # `system-deps.sh test` (make test) also wants systemd-analyze, which tests/integration/test_deploy_scripts.py runs on
 # the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
 # without root its test is skipped, so it is never a reason to fail here; likewise iproute2 for the chaos
@@ -41,7 +44,7 @@ if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 # The compiled records scan (storage/_cscan.c) needs a C compiler and Python's headers at install.
 # Without them the install goes on with the pure-Python scan (slower produce validation), so `run`
-# only asks for them; `test` requires them (tests/fuzz/test_fuzz_cscan.py checks the module is built).
+# only notes it; `test` requires them (tests/fuzz/test_fuzz_cscan.py checks the module is built).
 compiler=()
 if ! command -v cc >/dev/null 2>&1; then
   compiler+=("gcc")
@@ -51,8 +54,9 @@ if ! "$python_bin" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os
 fi
 if [ "$purpose" = "test" ]; then
   missing+=("${compiler[@]}")
-else
-  optional+=("${compiler[@]}")
+elif [ ${#compiler[@]} -gt 0 ]; then
+  echo "note: without ${compiler[*]} kraftlog installs with the pure-Python record scan (slower produce" \
+       "validation); install them before pip installs kraftlog to get the compiled one" >&2
 fi
 if [ "$purpose" != "run" ] && ! command -v java >/dev/null 2>&1; then
   missing+=("default-jre-headless")
@@ -68,7 +72,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends "${packages[@]}"
 elif [ ${#missing[@]} -eq 0 ]; then
   echo "note: without ${optional[*]} (sudo apt-get install -y ${optional[*]}) the systemd unit check or the" \
-       "chaos test's network partitions are skipped, or produce validation runs the slower pure-Python scan" >&2
+       "chaos test's network partitions are skipped" >&2
 else
   echo "missing system packages: ${missing[*]}" >&2
   echo "install them first, e.g.: sudo apt-get install -y ${missing[*]}" >&2

@@ -180,3 +180,46 @@ def test_cooperative_rounds_converge_without_double_ownership() -> None:
             owned = {m: list(v) for m, v in got.items()}
             generation += 1
         _check_valid(parts, subs, owned)
+
+
+# ============================================================ where Java fails, this does not
+
+
+@pytest.mark.parametrize("assignor", [StickyAssignor, CooperativeStickyAssignor])
+def test_previous_owner_that_cannot_take_back_is_passed_over(assignor: type) -> None:
+    """Java throws NullPointerException here (m1 owned t0-0 in an older generation, then switched
+    to t1 and was set aside): the rebalance must still produce a valid assignment."""
+    parts = partitions_without_racks({"t0": 2, "t1": 1})
+    subs = {
+        "m0": _v2(["t0"], [tp("t0", 0), tp("t0", 1)], 2),
+        "m1": _v2(["t1"], [tp("t0", 0)], 1),
+        "m2": _v2(["t0"], [], 1),
+    }
+    if assignor is StickyAssignor:
+        subs = {
+            m: Subscription(s.topics, encode_sticky_user_data(s.owned_partitions, s.generation_id))
+            for m, s in subs.items()
+        }
+    got = assignor().assign(parts, subs)
+    if assignor is StickyAssignor:
+        _check_valid(parts, subs, got)
+    else:  # cooperative-sticky may withhold what changes owner, but never doubles or strays
+        held = [p for v in got.values() for p in v]
+        assert len(held) == len(set(held))
+        assert all(p.topic in subs[m].topics for m, v in got.items() for p in v)
+    assert got["m1"] == [tp("t1", 0)]
+    assert all(p.topic == "t0" for m in ("m0", "m2") for p in got[m])
+
+
+@pytest.mark.parametrize("owned", [[tp("a", 3), tp("b", 0)], [tp("a", -1), tp("a", 0)]])
+def test_owned_partitions_past_the_topic_are_ignored(owned: list[TopicPartition]) -> None:
+    """Java gave b-0 to two members (and a nonexistent a-3 to one), or failed, on these."""
+    parts = partitions_without_racks({"a": 2, "b": 2, "c": 1})
+    subs = {"m1": _v2(["a", "b", "c"], owned, 4), "m2": _v2(["a", "b"], [tp("a", 0)], 4)}
+    for subscriptions in (subs, {m: _v2(["a", "b", "c"], s.owned_partitions, 4) for m, s in subs.items()}):
+        _check_valid(parts, subscriptions, StickyAssignor().assign(parts, subscriptions))
+
+
+def test_subscription_topics_must_not_be_one_string() -> None:
+    with pytest.raises(TypeError):
+        Subscription("ab")

@@ -233,7 +233,13 @@ def test_make_test_installs_systemd_analyze_but_make_run_does_not() -> None:
             recipes[target] = []
         else:
             target = None
-    assert any("deploy/scripts/system-deps.sh test" in step for step in recipes["test"])
+    # `make test` runs `system-deps.sh test` first (a prerequisite: the dev install needs its C compiler)
+    assert any("deploy/scripts/system-deps.sh test" in step for step in recipes["system-deps-test"])
+    test_prerequisites = re.search(r"^test:(.*)$", makefile, re.M)
+    assert test_prerequisites is not None
+    assert test_prerequisites.group(1).split().index("system-deps-test") < test_prerequisites.group(1).split().index(
+        "$(STAMP_DEV)"
+    )
     assert not any("system-deps.sh test" in step for step in recipes["run"] + recipes["system-deps"])
     script = (DEPLOY / "scripts" / "system-deps.sh").read_text()
     assert 'optional+=("systemd")' in script and "systemd-analyze" in script
