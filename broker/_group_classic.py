@@ -33,6 +33,7 @@ reproduces it.
 
 from __future__ import annotations
 
+import random
 import uuid
 
 from kraftlog.common import errors as kerr
@@ -40,13 +41,16 @@ from kraftlog.common import errors as kerr
 from ._group_classic_base import ClassicGroupBase, Outcome, Record, append_error
 from ._group_classic_types import (
     UNKNOWN_MEMBER_ID,
+    ClassicGroupConfig,
     ClassicMember,
     GroupState,
     JoinRequest,
     JoinResponse,
+    Protocol,
     SyncRequest,
     SyncResponse,
 )
+from ._group_records import GroupMetadataValue
 
 __all__ = ["ClassicGroup", "Outcome"]
 
@@ -371,3 +375,73 @@ class ClassicGroup(ClassicGroupBase):
     @property
     def is_empty(self) -> bool:
         return not self._members and not self._pending_join
+
+    # ============================================================ offsets and loading
+
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
+    ) -> type[kerr.KafkaError] | None:
+        """Kafka's ClassicGroup.validateOffsetCommit: who may commit in which state. A valid commit
+        from a member of a Stable or rebalancing group also counts as its heartbeat."""
+        if self.state is GroupState.DEAD:
+            return kerr.CoordinatorNotAvailableError
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return None  # an admin client or a consumer without group management
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._validate_member(member_id, group_instance_id)
+            if error is not None:
+                return error
+            if generation_id != self.generation_id:
+                return kerr.IllegalGenerationError
+        elif self.state is not GroupState.EMPTY:
+            return kerr.UnknownMemberIdError
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return kerr.RebalanceInProgressError
+        if self.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self._heartbeat_deadline(self._members[member_id], now_ms)
+        return None
+
+    @classmethod
+    def from_record(
+        cls, group_id: str, value: GroupMetadataValue, config: ClassicGroupConfig, rng: random.Random, now_ms: int
+    ) -> ClassicGroup:
+        """A group as its last GroupMetadata record left it (loading a coordinator partition):
+        Empty without members, else Stable with every member's assignment; sessions start at
+        `start_sessions`."""
+        group = cls(group_id, config, rng, now_ms)
+        group.generation_id = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.state_timestamp_ms = value.current_state_timestamp_ms if value.current_state_timestamp_ms >= 0 else now_ms
+        for m in value.members:
+            protocols = (Protocol(value.protocol or "", m.subscription),)
+            member = ClassicMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                value.protocol_type,
+                protocols,
+                m.assignment,
+            )
+            group._add(member, None)
+        group.leader_id = value.leader if value.leader in group._members else group.leader_id
+        if group._members:
+            group.previous_state, group.state = GroupState.EMPTY, GroupState.STABLE
+        return group
+
+    def start_sessions(self, now_ms: int) -> None:
+        """After loading: every member's session starts now (Kafka reschedules every heartbeat)."""
+        for m in self.members:
+            self._heartbeat_deadline(m, now_ms)
+
+    def mark_dead(self, now_ms: int) -> Outcome:
+        """The group was deleted (or its partition moved away): parked requests learn it."""
+        for m in self.members:
+            self._complete_join(m, JoinResponse(kerr.CoordinatorNotAvailableError, m.member_id))
+            self._complete_sync(m, SyncResponse(kerr.CoordinatorNotAvailableError))
+        self._timers.clear()
+        self._transition(GroupState.DEAD, now_ms)
+        return self._take()

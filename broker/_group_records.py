@@ -31,6 +31,8 @@ __all__ = [
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberMetadata",
+    "GroupKey",
+    "GroupValue",
     "UnknownGroupRecordError",
     "encode_key",
     "encode_value",

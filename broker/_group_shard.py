@@ -1,0 +1,439 @@
+"""One partition of ``__consumer_offsets`` as its coordinator sees it: the groups it coordinates and
+their committed offsets (Kafka's ``GroupCoordinatorShard``, classic groups).
+
+Pure, like `ClassicGroup`: every call takes ``now_ms`` and returns an `Outcome` of answers and
+records; the records of one call are appended together (acks=all) and `GroupShard.on_append` then
+runs what waited on them. Offsets are applied when their records are committed, so OffsetFetch
+never shows an offset that could still be lost. `replay` rebuilds the shard from the partition's
+records when a broker becomes its leader; `loaded` then starts the members' sessions.
+
+Requests are checked here for what does not depend on a group (group id, session timeout bounds,
+metadata size) and handed to the group; a group unknown to this shard is UNKNOWN_MEMBER_ID for
+SyncGroup, Heartbeat and LeaveGroup, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kraftlog.common import errors as kerr
+
+from ._group_classic import ClassicGroup
+from ._group_classic_base import Outcome, append_error
+from ._group_classic_types import ClassicGroupConfig, GroupState, JoinRequest, JoinResponse, SyncRequest, SyncResponse
+from ._group_records import (
+    GroupKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    GroupValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+
+__all__ = [
+    "GroupShard",
+    "GroupShardConfig",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "CommittedOffset",
+    "GroupListing",
+    "GroupDescription",
+    "ShardOutcome",
+]
+
+Error = type[kerr.KafkaError] | None
+INVALID_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class GroupShardConfig:
+    classic: ClassicGroupConfig = ClassicGroupConfig()
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (10080)
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+
+
+@dataclass(frozen=True)
+class OffsetCommitRequest:
+    group_id: str
+    offsets: tuple[tuple[str, int, int, int, str], ...]  # topic, partition, offset, leader epoch, metadata
+    member_id: str = ""
+    group_instance_id: str | None = None
+    generation_id: int = -1
+    retention_ms: int = -1  # OffsetCommit v2-v4's retention time; -1: the broker's
+
+
+@dataclass(frozen=True)
+class OffsetCommitResponse:
+    partitions: tuple[tuple[str, int, Error], ...]
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int  # -1: none committed
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[tuple[str, str | None, str, str, bytes, bytes], ...]  # id, instance, client, host, meta, assignment
+
+
+ShardResponse = JoinResponse | SyncResponse | OffsetCommitResponse | tuple[tuple[str, Error], ...]
+
+
+@dataclass
+class ShardOutcome:
+    responses: list[tuple[object, ShardResponse]] = field(default_factory=list)
+    records: list[tuple[GroupKey, GroupValue | None]] = field(default_factory=list)
+    append_id: int | None = None
+
+
+class GroupShard:
+    """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
+
+    def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
+        self.partition = partition
+        self.config = config
+        self._rng = rng
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        self._appends: dict[int, Callable[[Error, int], ShardOutcome]] = {}
+        self._next_append = 0
+        self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
+
+    # ================================================================== plumbing
+
+    def _wrap(self, group: ClassicGroup, out: Outcome) -> ShardOutcome:
+        """A group's outcome as the shard's: its append becomes one of the shard's."""
+        shard = ShardOutcome(list(out.responses), list(out.records))
+        if out.append_id is not None:
+            group_append = out.append_id
+            shard.append_id = self._register(lambda err, t: self._wrap(group, group.on_append(group_append, err, t)))
+        return shard
+
+    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
+        self._next_append += 1
+        self._appends[self._next_append] = then
+        return self._next_append
+
+    def on_append(self, append_id: int, error: Error, now_ms: int) -> ShardOutcome:
+        then = self._appends.pop(append_id, None)
+        return then(error, now_ms) if then is not None else ShardOutcome()
+
+    def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.config.classic, self._rng, now_ms)
+        self.groups[group_id] = group
+        return group
+
+    # ============================================================ membership calls
+
+    def join(self, request: JoinRequest, token: object, now_ms: int) -> ShardOutcome:
+        if not request.group_id:
+            return ShardOutcome([(token, JoinResponse(kerr.InvalidGroupIdError, request.member_id))])
+        cfg = self.config.classic
+        if not cfg.min_session_timeout_ms <= request.session_timeout_ms <= cfg.max_session_timeout_ms:
+            return ShardOutcome([(token, JoinResponse(kerr.InvalidSessionTimeoutError, request.member_id))])
+        group = self.groups.get(request.group_id)
+        is_new = group is None
+        if group is None:
+            if request.member_id:  # a member id for a group this coordinator does not know
+                return ShardOutcome([(token, JoinResponse(kerr.UnknownMemberIdError, request.member_id))])
+            group = self._new_group(request.group_id, now_ms)
+        out = self._wrap(group, group.join(request, token, now_ms))
+        if is_new and not out.records:  # Kafka stores the new (empty) group at once
+            out.records.append(group.new_group_record())
+
+            def failed(error: Error, _t: int) -> ShardOutcome:
+                if error is None:
+                    return ShardOutcome()
+                return ShardOutcome([(token, JoinResponse(append_error(error), request.member_id))])
+
+            out.append_id = self._register(failed)
+        return out
+
+    def sync(self, request: SyncRequest, token: object, now_ms: int) -> ShardOutcome:
+        group = self.groups.get(request.group_id)
+        if group is None or (group.state is GroupState.EMPTY and not group.members):
+            return ShardOutcome([(token, SyncResponse(kerr.UnknownMemberIdError))])
+        return self._wrap(group, group.sync(request, token, now_ms))
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
+    ) -> Error:
+        group = self.groups.get(group_id)
+        if group is None:
+            return kerr.UnknownMemberIdError
+        return group.heartbeat(member_id, group_instance_id, generation_id, now_ms)
+
+    def leave(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> tuple[Error, list[tuple[str, str | None, Error]], ShardOutcome]:
+        """LeaveGroup: the request's error (the group is unknown), each member's, and the outcome."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return kerr.UnknownMemberIdError, [], ShardOutcome()
+        results, out = group.leave(members, now_ms)
+        return None, results, self._wrap(group, out)
+
+    # ====================================================================== offsets
+
+    def commit_offsets(self, request: OffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
+        """OffsetCommit: validated against the group, answered once the records are committed."""
+        if not request.group_id:
+            errors = tuple((t, p, kerr.InvalidGroupIdError) for t, p, *_rest in request.offsets)
+            return ShardOutcome([(token, OffsetCommitResponse(errors))])
+        group = self.groups.get(request.group_id)
+        error: Error = None
+        out = ShardOutcome()
+        if group is None:
+            if request.generation_id < 0:  # a "simple" group: committing is all it does
+                group = self._new_group(request.group_id, now_ms)
+                group.protocol_type = None
+            else:
+                error = kerr.IllegalGenerationError  # Kafka's answer before OffsetCommit v9
+        if group is not None and error is None:
+            error = group.validate_offset_commit(
+                request.member_id, request.group_instance_id, request.generation_id, now_ms
+            )
+        if error is not None:
+            refused = tuple((t, p, error) for t, p, *_rest in request.offsets)
+            out.responses.append((token, OffsetCommitResponse(refused)))
+            return out
+        expire = now_ms + request.retention_ms if request.retention_ms >= 0 else -1
+        results: list[tuple[str, int, Error]] = []
+        records: list[tuple[GroupKey, GroupValue | None]] = []
+        for topic, partition, offset, leader_epoch, metadata in request.offsets:
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results.append((topic, partition, kerr.OffsetMetadataTooLargeError))
+                continue
+            value = OffsetCommitValue(offset, metadata, now_ms, leader_epoch, expire)
+            records.append((OffsetCommitKey(request.group_id, topic, partition), value))
+            results.append((topic, partition, None))
+        if not records:
+            out.responses.append((token, OffsetCommitResponse(tuple(results))))
+            return out
+        group_id = request.group_id
+
+        def committed(append_error_: Error, _t: int) -> ShardOutcome:
+            if append_error_ is not None:
+                failed = append_error(append_error_)
+                answer = tuple((t, p, e if e is not None else failed) for t, p, e in results)
+                return ShardOutcome([(token, OffsetCommitResponse(answer))])
+            for key, value in records:
+                assert isinstance(key, OffsetCommitKey) and isinstance(value, OffsetCommitValue)
+                self.offsets.setdefault(group_id, {})[(key.topic, key.partition)] = value
+            return ShardOutcome([(token, OffsetCommitResponse(tuple(results)))])
+
+        out.records.extend(records)
+        if out.append_id is not None:  # chain the group's own continuation before ours
+            earlier = self._appends.pop(out.append_id)
+
+            def both(err: Error, t: int) -> ShardOutcome:
+                first, second = earlier(err, t), committed(err, t)
+                first.responses.extend(second.responses)
+                return first
+
+            out.append_id = self._register(both)
+        else:
+            out.append_id = self._register(committed)
+        return out
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+    ) -> tuple[Error, list[CommittedOffset]]:
+        """OffsetFetch: the committed offsets of ``partitions`` (-1 where none), or of every partition
+        the group committed for (``partitions`` None)."""
+        group = self.groups.get(group_id)
+        dead = group is not None and group.state is GroupState.DEAD
+        stored = {} if dead else self.offsets.get(group_id, {})
+        if partitions is None:
+            keys: Iterable[tuple[str, int]] = sorted(stored)
+        else:
+            keys = partitions
+        result = []
+        for topic, partition in keys:
+            v = stored.get((topic, partition))
+            if v is None:
+                result.append(CommittedOffset(topic, partition, INVALID_OFFSET))
+            else:
+                result.append(CommittedOffset(topic, partition, v.offset, v.leader_epoch, v.metadata))
+        return None, result
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]], token: object, now_ms: int
+    ) -> tuple[Error, ShardOutcome]:
+        """OffsetDelete: only for a group with no members (NON_EMPTY_GROUP otherwise)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return kerr.GroupIdNotFoundError, ShardOutcome()
+        if group.state is not GroupState.EMPTY:
+            return kerr.NonEmptyGroupError, ShardOutcome()
+        stored = self.offsets.get(group_id, {})
+        keys = [(t, p) for t, p in partitions if (t, p) in stored]
+        return None, self._tombstones(group_id, keys, token, delete_group=False)
+
+    def _tombstones(
+        self, group_id: str, keys: list[tuple[str, int]], token: object, *, delete_group: bool
+    ) -> ShardOutcome:
+        records: list[tuple[GroupKey, GroupValue | None]] = [(OffsetCommitKey(group_id, t, p), None) for t, p in keys]
+        if delete_group:
+            records.append((GroupMetadataKey(group_id), None))
+        if not records:
+            return ShardOutcome([(token, ())])
+
+        def applied(error: Error, t: int) -> ShardOutcome:
+            if error is not None:
+                return ShardOutcome([(token, ((group_id, error),))])
+            stored = self.offsets.get(group_id, {})
+            for k in keys:
+                stored.pop(k, None)
+            if not stored:
+                self.offsets.pop(group_id, None)
+            out = ShardOutcome([(token, ((group_id, None),))])
+            if delete_group and group_id in self.groups:
+                dead = self.groups.pop(group_id).mark_dead(t)
+                out.responses.extend(dead.responses)
+            return out
+
+        return ShardOutcome(records=records, append_id=self._register(applied))
+
+    # ======================================================================= groups
+
+    def list_groups(self, states: set[str] | None = None) -> list[GroupListing]:
+        out = []
+        for group_id, g in sorted(self.groups.items()):
+            if g.state is GroupState.DEAD or (states and g.state.value.lower() not in {s.lower() for s in states}):
+                continue
+            out.append(GroupListing(group_id, g.protocol_type or "", g.state.value))
+        return out
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        g = self.groups.get(group_id)
+        if g is None:
+            return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
+        stable = g.state is GroupState.STABLE
+        with_metadata = g.protocol_name is not None and g.state is not GroupState.PREPARING_REBALANCE
+        members = tuple(
+            (
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(g.protocol_name) if with_metadata and g.protocol_name else b"",
+                m.assignment if stable else b"",
+            )
+            for m in g.members
+        )
+        return GroupDescription(group_id, g.state.value, g.protocol_type or "", g.protocol_name or "", members)
+
+    def delete_group(self, group_id: str, token: object, now_ms: int) -> tuple[Error, ShardOutcome]:
+        """DeleteGroups for one group: its offsets and its metadata get tombstones."""
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            return kerr.GroupIdNotFoundError, ShardOutcome()
+        if g.state is not GroupState.EMPTY:
+            return kerr.NonEmptyGroupError, ShardOutcome()
+        keys = sorted(self.offsets.get(group_id, {}))
+        return None, self._tombstones(group_id, keys, token, delete_group=True)
+
+    # ============================================================ time and loading
+
+    def poll(self, now_ms: int) -> ShardOutcome:
+        """Every group's due timers, and the offsets retention check when it is due."""
+        out = ShardOutcome()
+        for group in list(self.groups.values()):
+            sub = self._wrap(group, group.poll(now_ms))
+            self._merge(out, sub)
+        if now_ms >= self._next_expiry_ms:
+            self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
+            self._merge(out, self._expire_offsets(now_ms))
+        return out
+
+    def _merge(self, into: ShardOutcome, other: ShardOutcome) -> None:
+        into.responses.extend(other.responses)
+        if other.records:
+            into.records.extend(other.records)
+            first, second = into.append_id, other.append_id
+            if first is None:
+                into.append_id = second
+            elif second is not None:
+                a, b = self._appends.pop(first), self._appends.pop(second)
+
+                def both(err: Error, t: int) -> ShardOutcome:
+                    x = a(err, t)
+                    self._merge(x, b(err, t))
+                    return x
+
+                into.append_id = self._register(both)
+
+    def _expire_offsets(self, now_ms: int) -> ShardOutcome:
+        """Kafka's offsets retention: an Empty group's offsets go once the group has been empty for
+        the retention time (or, with no record of when, since the commit); a simple group's (no
+        protocol) since each commit; an offset with its own expire timestamp at that time. A group
+        with no members and no offsets left is deleted."""
+        out = ShardOutcome()
+        retention = self.config.offsets_retention_ms
+        for group_id, stored in sorted(self.offsets.items()):
+            group = self.groups.get(group_id)
+            if group is None or group.state is not GroupState.EMPTY:
+                continue
+            expired = []
+            for key, v in sorted(stored.items()):
+                if v.expire_timestamp_ms >= 0:
+                    gone = now_ms >= v.expire_timestamp_ms
+                else:
+                    base = group.state_timestamp_ms if group.protocol_type is not None else v.commit_timestamp_ms
+                    gone = now_ms - base >= retention
+                if gone:
+                    expired.append(key)
+            if expired:
+                delete_group = len(expired) == len(stored) and not group.members
+                self._merge(out, self._tombstones(group_id, expired, None, delete_group=delete_group))
+        out.responses = [(t, r) for t, r in out.responses if t is not None]
+        return out
+
+    def replay(self, key: GroupKey, value: GroupValue | None, now_ms: int) -> None:
+        """One record of the partition, in log order (loading): the last value of a key wins."""
+        if isinstance(key, OffsetCommitKey):
+            if value is None:
+                stored = self.offsets.get(key.group, {})
+                stored.pop((key.topic, key.partition), None)
+                if not stored:
+                    self.offsets.pop(key.group, None)
+            else:
+                assert isinstance(value, OffsetCommitValue)
+                self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+            return
+        if value is None:
+            self.groups.pop(key.group, None)
+        else:
+            assert isinstance(value, GroupMetadataValue)
+            self.groups[key.group] = ClassicGroup.from_record(key.group, value, self.config.classic, self._rng, now_ms)
+
+    def loaded(self, now_ms: int) -> None:
+        """Loading is done: members' sessions start now; offsets of groups that were not stored
+        get a simple group to hang on (Kafka creates one for them)."""
+        for group in self.groups.values():
+            group.start_sessions(now_ms)
+        for group_id in self.offsets:
+            if group_id not in self.groups:
+                group = self._new_group(group_id, now_ms)
+                group.protocol_type = None
+        self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
