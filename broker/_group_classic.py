@@ -62,14 +62,9 @@ class ClassicGroup(ClassicGroupBase):
 
     def poll(self, now_ms: int) -> Outcome:
         """Fire every timer due by ``now_ms`` (session and rebalance timeouts, the initial delay), in
-        deadline order, each at its own deadline: a late poll changes nothing but the latency."""
-        while True:
-            due = [(d, seq, key) for key, (d, seq, _a) in self._timers.items() if d <= now_ms]
-            if not due:
-                return self._take()
-            deadline, _seq, key = min(due)
-            _d, _s, action = self._timers.pop(key)
-            action(deadline)
+        deadline order, each at its own deadline; requests do the same before they are handled."""
+        self._fire_due(now_ms)
+        return self._take()
 
     def on_append(self, append_id: int, error: type[kerr.KafkaError] | None, now_ms: int) -> Outcome:
         """The records of ``append_id`` were committed (``error`` None) or not."""
@@ -80,6 +75,7 @@ class ClassicGroup(ClassicGroupBase):
 
     def join(self, request: JoinRequest, token: object, now_ms: int) -> Outcome:
         """JoinGroup (validated by the coordinator for group id and session timeout)."""
+        self._fire_due(now_ms)
         member_id = request.member_id
         if not self._accepts(member_id):
             self._remove(member_id)
@@ -150,7 +146,8 @@ class ClassicGroup(ClassicGroupBase):
             return
         if member_id in self._pending_join:
             if request.group_instance_id is not None:  # a KIP-394 id is only ever handed to dynamic members
-                self._answer(token, JoinResponse(kerr.UnknownMemberIdError, member_id))
+                # Kafka throws IllegalStateException here, which its service answers as
+                self._answer(token, JoinResponse(kerr.UnknownServerError, UNKNOWN_MEMBER_ID))
                 return
             self._add_member(request, member_id, token, now_ms)
             return
@@ -225,12 +222,15 @@ class ClassicGroup(ClassicGroupBase):
 
             def then(error: type[kerr.KafkaError] | None, t: int) -> None:
                 if error is not None:  # undo: the old member id stands again, and this join fails
-                    self._count_protocols(member, -1)
-                    member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = before
-                    self._count_protocols(member, +1)
-                    member.join_waiter = None
-                    restored = self._swap_static(instance_id, new_id, old_id)
-                    self._heartbeat_deadline(restored, t)
+                    # Kafka's undo throws (swallowed) when the new id is gone or replaced again in
+                    # the meantime; then only the answer is left to give
+                    if self._members.get(new_id) is member and old_id not in self._members:
+                        self._count_protocols(member, -1)
+                        member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = before
+                        self._count_protocols(member, +1)
+                        member.join_waiter = None
+                        restored = self._swap_static(instance_id, new_id, old_id)
+                        self._heartbeat_deadline(restored, t)
                     failed = JoinResponse(
                         append_error(error),
                         UNKNOWN_MEMBER_ID,
@@ -242,6 +242,10 @@ class ClassicGroup(ClassicGroupBase):
                     self._answer(token, failed)
                     return
                 is_leader = new_id == self.leader_id
+                if is_leader and self.state in (GroupState.PREPARING_REBALANCE, GroupState.DEAD):
+                    # Kafka cannot list the members now (its callback throws): the JoinGroup stays
+                    # parked and is answered when the rebalance completes
+                    return
                 if request.supports_skip_assignment:
                     response = self._join_response(new_id, with_members=is_leader, skip=is_leader)
                 else:
@@ -258,6 +262,7 @@ class ClassicGroup(ClassicGroupBase):
 
     def sync(self, request: SyncRequest, token: object, now_ms: int) -> Outcome:
         """SyncGroup: the leader hands in the assignment; everyone gets its part once it is stored."""
+        self._fire_due(now_ms)
         error = self._validate_sync(request)
         if error is not None:
             self._answer(token, SyncResponse(error))
@@ -281,12 +286,12 @@ class ClassicGroup(ClassicGroupBase):
                     if error is not None:
                         for m in self._members.values():
                             m.assignment = b""
-                        self._propagate_assignment(append_error(error))
+                        self._propagate_assignment(append_error(error), t)
                         self._maybe_prepare_or_complete(t)
                     else:
                         for m in self._members.values():
                             m.assignment = assignment.get(m.member_id, b"")
-                        self._propagate_assignment(None)
+                        self._propagate_assignment(None, t)
                         self._transition(GroupState.STABLE, t)
 
                 self._append([self.metadata_record(assignment)], then)
@@ -308,8 +313,15 @@ class ClassicGroup(ClassicGroupBase):
             return error
         if request.generation_id != self.generation_id:
             return kerr.IllegalGenerationError
-        if (request.protocol_type is not None and request.protocol_type != self.protocol_type) or (
-            request.protocol_name is not None and request.protocol_name != self.protocol_name
+        # Kafka's isProtocolInconsistent: only when both sides name one
+        if (
+            request.protocol_type is not None
+            and self.protocol_type is not None
+            and request.protocol_type != self.protocol_type
+        ) or (
+            request.protocol_name is not None
+            and self.protocol_name is not None
+            and request.protocol_name != self.protocol_name
         ):
             return kerr.InconsistentGroupProtocolError
         return None
@@ -317,7 +329,9 @@ class ClassicGroup(ClassicGroupBase):
     def heartbeat(
         self, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
     ) -> type[kerr.KafkaError] | None:
-        """Heartbeat: the member's error (None: carry on)."""
+        """Heartbeat: the member's error (None: carry on). Answers that due timers produced stay
+        for the next `poll`."""
+        self._fire_due(now_ms)
         if self.state is GroupState.DEAD:
             return kerr.CoordinatorNotAvailableError
         error = self._validate_member(member_id, group_instance_id)
@@ -335,6 +349,7 @@ class ClassicGroup(ClassicGroupBase):
     ) -> tuple[list[tuple[str, str | None, type[kerr.KafkaError] | None]], Outcome]:
         """LeaveGroup for ``(member_id, group_instance_id)`` pairs: each one's error, and what the
         departure set off (a rebalance, answers to parked requests)."""
+        self._fire_due(now_ms)
         if self.state is GroupState.DEAD:
             return [(m, i, kerr.CoordinatorNotAvailableError) for m, i in members], self._take()
         results: list[tuple[str, str | None, type[kerr.KafkaError] | None]] = []
@@ -383,6 +398,7 @@ class ClassicGroup(ClassicGroupBase):
     ) -> type[kerr.KafkaError] | None:
         """Kafka's ClassicGroup.validateOffsetCommit: who may commit in which state. A valid commit
         from a member of a Stable or rebalancing group also counts as its heartbeat."""
+        self._fire_due(now_ms)
         if self.state is GroupState.DEAD:
             return kerr.CoordinatorNotAvailableError
         if generation_id < 0 and self.state is GroupState.EMPTY:

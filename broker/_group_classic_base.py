@@ -100,6 +100,18 @@ class ClassicGroupBase:
 
     # ================================================================= internals
 
+    def _fire_due(self, now_ms: int) -> None:
+        """Run every timer due by ``now_ms``, each at its own deadline, in deadline order. Every
+        request calls this first, so it sees the group as Kafka's timers would have left it even
+        when the shell's poll is late; their answers go out with the request's outcome."""
+        while True:
+            due = [(d, seq, key) for key, (d, seq, _a) in self._timers.items() if d <= now_ms]
+            if not due:
+                return
+            deadline, _seq, key = min(due)
+            _d, _s, action = self._timers.pop(key)
+            action(deadline)
+
     def _take(self) -> Outcome:
         out, self._out = self._out, Outcome()
         return out
@@ -139,8 +151,8 @@ class ClassicGroupBase:
         )
 
     def _count_protocols(self, member: ClassicMember, delta: int) -> None:
-        for p in {p.name for p in member.protocols}:
-            self._supported[p] = self._supported.get(p, 0) + delta
+        for p in member.protocols:  # per entry, as Kafka counts (a name listed twice counts twice)
+            self._supported[p.name] = self._supported.get(p.name, 0) + delta
 
     def _add(self, member: ClassicMember, token: object | None) -> None:
         if member.group_instance_id is not None:
@@ -268,7 +280,9 @@ class ClassicGroupBase:
         if self.state is GroupState.COMPLETING_REBALANCE:  # the assignment in flight is void
             for m in self._members.values():
                 m.assignment = b""
-            self._propagate_assignment(kerr.RebalanceInProgressError)
+            self._propagate_assignment(kerr.RebalanceInProgressError, now_ms)
+        self._pending_sync.clear()  # Kafka's removeSyncExpiration
+        self._cancel(("sync",))
         initial = self.state is GroupState.EMPTY
         if initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -352,8 +366,12 @@ class ClassicGroupBase:
                 self._cancel(("hb", member_id))
             self._prepare_rebalance(now_ms)
 
-    def _propagate_assignment(self, error: type[kerr.KafkaError] | None) -> None:
+    def _propagate_assignment(self, error: type[kerr.KafkaError] | None, now_ms: int) -> None:
+        """Answer every parked SyncGroup; each answered member's session starts again (Kafka's
+        propagateAssignment: a member whose deadline passed while it waited is not forgotten)."""
         for m in self.members:
+            if m.sync_waiter is None:
+                continue
             self._complete_sync(
                 m,
                 SyncResponse(
@@ -363,6 +381,7 @@ class ClassicGroupBase:
                     m.assignment,
                 ),
             )
+            self._heartbeat_deadline(m, now_ms)
 
     def _expire_heartbeat(self, member_id: str, now_ms: int) -> None:
         if self.state is GroupState.DEAD:

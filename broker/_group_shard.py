@@ -176,11 +176,13 @@ class GroupShard:
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
-    ) -> Error:
+    ) -> tuple[Error, ShardOutcome]:
+        """Heartbeat: the member's error, and what timers that came due on the way set off."""
         group = self.groups.get(group_id)
         if group is None:
-            return kerr.UnknownMemberIdError
-        return group.heartbeat(member_id, group_instance_id, generation_id, now_ms)
+            return kerr.UnknownMemberIdError, ShardOutcome()
+        error = group.heartbeat(member_id, group_instance_id, generation_id, now_ms)
+        return error, self._wrap(group, group.poll(now_ms))
 
     def leave(
         self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
@@ -212,6 +214,7 @@ class GroupShard:
             error = group.validate_offset_commit(
                 request.member_id, request.group_instance_id, request.generation_id, now_ms
             )
+            out = self._wrap(group, group.poll(now_ms))  # what timers that came due on the way set off
         if error is not None:
             refused = tuple((t, p, error) for t, p, *_rest in request.offsets)
             out.responses.append((token, OffsetCommitResponse(refused)))
@@ -354,6 +357,11 @@ class GroupShard:
         return None, self._tombstones(group_id, keys, token, delete_group=True)
 
     # ============================================================ time and loading
+
+    def next_deadline(self) -> int:
+        """When `poll` has something to do next: a group's timer or the retention check."""
+        group_deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
+        return min([self._next_expiry_ms, *group_deadlines])
 
     def poll(self, now_ms: int) -> ShardOutcome:
         """Every group's due timers, and the offsets retention check when it is due."""

@@ -35,11 +35,14 @@ from kraftlog.proto import (
     diagnostics_pb2,
     diagnostics_pb2_grpc,
     errors_pb2,
+    group_pb2_grpc,
 )
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
 from ._fetcher import ReplicaFetcherManager
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
@@ -196,6 +199,13 @@ class BrokerServer:
         )
         self.replicas: Any = None
         self.fetchers: Any = None
+        self.groups = GroupCoordinator(
+            self.broker_id,
+            config,
+            replicas=lambda: self.replicas,
+            create_offsets_topic=self._create_offsets_topic,
+            clock_ms=clock_ms,
+        )
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -225,6 +235,7 @@ class BrokerServer:
             broker_epoch=lambda: self.lifecycle.broker_epoch,
         )
         self.replicas.fetcher_manager = self.fetchers
+        self.groups.start()
         self.follower.start()
         self.lifecycle.start()
         self._tasks.append(
@@ -251,6 +262,7 @@ class BrokerServer:
             await self.lifecycle.controlled_shutdown(timeout_s)
         for t in self._tasks:
             t.cancel()
+        await self.groups.stop()
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:
@@ -295,11 +307,15 @@ class BrokerServer:
         if self.replicas is None:
             return
         self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)
+        self.groups.on_metadata(image)
 
     # ------------------------------------------------------------------ gRPC
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(_BrokerService(self), server)
+        group_pb2_grpc.add_GroupServiceServicer_to_server(
+            GroupService(self.groups, lambda: self.follower.image, BROKER_LISTENER, self._clock_ms), server
+        )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
 
@@ -315,6 +331,28 @@ class BrokerServer:
             controller_id=self.follower.leader_id,
             auto_created=self._auto_created,
         )
+
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+        """``__consumer_offsets`` at the first FindCoordinator, through the active controller."""
+        req = admin_pb2.CreateTopicsRequest(
+            topics=[
+                admin_pb2.CreateTopicsRequest.CreatableTopic(
+                    name=OFFSETS_TOPIC,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    configs=configs,
+                )
+            ],
+            timeout_ms=5000,
+        )
+        try:
+            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
+        except kerr.KafkaError as err:
+            self._log.info("offsets_topic_create_failed", error=str(err))
+            return
+        for t in resp.topics:
+            if t.error.code not in (0, kerr.TopicAlreadyExistsError.error_code):
+                self._log.warning("offsets_topic_create_failed", error=t.error.name, message=t.error.message)
 
     async def _auto_create(self, names: list[str]) -> None:
         """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client

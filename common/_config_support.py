@@ -23,7 +23,6 @@ from kraftlog.common._config_schema import NODE_CONFIG_DEFS
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
 
 _NO_POOLS = "requests are served by one asyncio gRPC server per listener, not by thread pools"
-_NO_GROUPS = "kraftlog has no consumer groups or committed offsets yet"
 _NO_TRANSACTIONS = "kraftlog has no transactions or idempotent producers yet"
 _CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of living in fixed buffers"
 
@@ -46,14 +45,6 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "controller.quorum.append.linger.ms": "the active controller commits what one event-loop turn produced at once",
     "controller.quorum.election.backoff.max.ms": "elections back off by the randomized election timeout",
     "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
-    "group.initial.rebalance.delay.ms": _NO_GROUPS,
-    "offsets.commit.timeout.ms": _NO_GROUPS,
-    "offsets.load.buffer.size": _NO_GROUPS,
-    "offsets.retention.check.interval.ms": _NO_GROUPS,
-    "offsets.retention.minutes": _NO_GROUPS,
-    "offsets.topic.num.partitions": _NO_GROUPS,
-    "offsets.topic.replication.factor": _NO_GROUPS,
-    "offsets.topic.segment.bytes": _NO_GROUPS,
     "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
     "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
     "producer.id.expiration.ms": _NO_TRANSACTIONS,

@@ -252,3 +252,104 @@ def test_pending_member_id_expires_after_the_session_timeout(silent_ms: int) -> 
         assert late is None  # accepted, waiting in the rebalance
     else:
         assert late is not None and late.error is kerr.UnknownMemberIdError
+
+
+# ======================================================================= Kafka's exact behaviour
+
+
+def _stable_pair(d: Driver) -> tuple[str, str]:
+    """Two dynamic members (no KIP-394 round), joined; the group waits for SyncGroup."""
+    d.join("a", req(requires_known_member_id=False))
+    d.join("b", req(requires_known_member_id=False))
+    d.advance(6000)
+    a, b = d.first("a"), d.first("b")
+    follower = b.member_id if b.member_id != a.leader else a.member_id
+    return a.leader, follower
+
+
+def test_answered_sync_restarts_the_session() -> None:
+    """Kafka's propagateAssignment restarts the session of every member whose SyncGroup it answers:
+    a follower whose deadline passed while it waited is removed once it then stays silent."""
+    d = Driver()
+    leader, follower = _stable_pair(d)
+    d.sync("sf", SyncRequest("g", follower, 1))
+    d.advance(5000)
+    assert d.group.heartbeat(leader, None, 1, d.now) is None
+    d.advance(6000)  # the follower's deadline passes while its SyncGroup is parked: no removal
+    d.sync("sl", SyncRequest("g", leader, 1, assignments=((leader, b"L"), (follower, b"F"))))
+    assert d.group.state is GroupState.STABLE and d.answers["sf"][0].error is None
+    for _ in range(6):
+        d.advance(3000)
+        d.group.heartbeat(leader, None, 1, d.now)
+    assert d.group.member(follower) is None and d.group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_a_request_sees_timers_that_came_due_before_it() -> None:
+    d = Driver()
+    leader, follower = _stable_pair(d)
+    d.sync("sl", SyncRequest("g", leader, 1, assignments=()))
+    d.sync("sf", SyncRequest("g", follower, 1))
+    # the follower's session ended 10 s after the sync; its heartbeat comes 2 s later, before any poll
+    assert d.group.heartbeat(follower, None, 1, d.now + 12_000) is kerr.UnknownMemberIdError
+
+
+def test_failed_static_write_after_a_second_restart_only_answers() -> None:
+    d = Driver()
+    d.join("a", req(instance="i1"))
+    d.advance(3000)
+    old = d.first("a").member_id
+    d.sync("s", SyncRequest("g", old, 1, group_instance_id="i1", assignments=((old, b"A"),)))
+    pending: list[int] = []
+    out1 = d.group.join(req(instance="i1"), "r1", d.now)
+    out2 = d.group.join(req(instance="i1"), "r2", d.now)
+    d.absorb(Outcome(out1.responses + out2.responses))
+    pending = [out1.append_id, out2.append_id]  # type: ignore[list-item]
+    assert d.first("r1").error is kerr.FencedInstanceIdError  # the second restart fenced the first
+    failed = d.group.on_append(pending[0], kerr.NotLeaderOrFollowerError, d.now)
+    assert [r.error for _t, r in failed.responses] == [kerr.NotCoordinatorError]
+    d.absorb(d.group.on_append(pending[1], None, d.now))
+    assert d.first("r2").error is None
+
+
+def test_static_leader_replaced_during_a_rebalance_waits_for_it() -> None:
+    d = Driver()
+    d.join("l", req(instance="i1"))
+    d.join("f1", req(requires_known_member_id=False))
+    d.join("f2", req(requires_known_member_id=False))  # does not rejoin below: the rebalance stays open
+    d.advance(6000)  # members arrived during the initial delay: it ran twice
+    lid, f1 = d.first("l").member_id, d.first("f1").member_id
+    assert d.first("l").leader == lid
+    d.sync("sl", SyncRequest("g", lid, 1, group_instance_id="i1", assignments=()))
+    out = d.group.join(req(instance="i1"), "l2", d.now)  # the leader restarts: its write is pending
+    d.join("f1b", req(f1, protocols=("range", "roundrobin")))  # a protocol change starts a rebalance
+    assert d.group.state is GroupState.PREPARING_REBALANCE
+    assert out.append_id is not None
+    d.absorb(d.group.on_append(out.append_id, None, d.now))
+    assert "l2" not in d.answers  # parked until the rebalance completes, as in Kafka
+
+
+def test_pending_member_id_with_an_instance_id_is_a_server_error() -> None:
+    d = Driver()
+    first = d.join("a", req())
+    assert first is not None
+    got = d.join("b", req(first.member_id, instance="i1"))
+    assert got == JoinResponse(kerr.UnknownServerError, "")
+
+
+def test_sync_protocol_is_only_checked_against_a_known_one() -> None:
+    d = Driver()
+    d.join("a", req(requires_known_member_id=False))
+    mid = d.group.members[0].member_id
+    got = d.sync("s", SyncRequest("g", mid, 0, protocol_type="consumer", protocol_name="range"))
+    assert got is not None and got.error is kerr.RebalanceInProgressError
+
+
+def test_a_new_rebalance_cancels_the_sync_deadline() -> None:
+    d = Driver()
+    leader, follower = _stable_pair(d)
+    d.advance(1000)
+    results, out = d.group.leave([(follower, None)], d.now)
+    d.absorb(out)
+    d.join("x", req(requires_known_member_id=False))
+    assert d.group.state is GroupState.PREPARING_REBALANCE
+    assert ("sync",) not in d.group._timers and not d.group._pending_sync  # Kafka's removeSyncExpiration

@@ -81,7 +81,7 @@ def test_join_checks_group_id_and_session_timeout() -> None:
     unknown = JoinRequest("g", "m-1", "consumer", (Protocol("range", b""),), 10_000, 30_000)
     d.absorb(d.shard.join(unknown, "c", 0))
     assert d.answer("c") == JoinResponse(kerr.UnknownMemberIdError, "m-1")
-    assert d.shard.heartbeat("nope", "m", None, 0, 0) is kerr.UnknownMemberIdError
+    assert d.shard.heartbeat("nope", "m", None, 0, 0)[0] is kerr.UnknownMemberIdError
 
 
 def test_new_group_is_stored_at_once() -> None:

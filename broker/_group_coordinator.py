@@ -1,0 +1,293 @@
+"""The group coordinator of a broker: the I/O shell around `GroupShard`s (issue 14).
+
+Every partition of ``__consumer_offsets`` this broker leads has a shard. The shell
+
+- follows leadership from the metadata image: a partition it now leads is *loaded* (its log read
+  from the start to the log end and every record replayed; requests meanwhile get
+  COORDINATOR_LOAD_IN_PROGRESS), one it no longer leads is dropped (its parked requests answered
+  NOT_COORDINATOR, later ones told NOT_COORDINATOR too);
+- appends each call's records to the partition through the replica manager with acks=all and
+  ``offsets.commit.timeout.ms``, and only then lets the shard finish what waited on them, so an
+  answered commit or assignment is on a majority of the partition's replicas;
+- fires the shards' timers (sessions, rebalance and sync timeouts, offsets retention) at their
+  deadlines from one task;
+- creates ``__consumer_offsets`` on the first FindCoordinator (compacted, ``offsets.topic.*``), as
+  Kafka does.
+
+All of it runs on the broker's event loop: a shard is only touched between awaits, so it needs no
+lock. A parked request's token is its ``asyncio.Future``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from kraftlog.common import coordinator_partition
+from kraftlog.common import errors as kerr
+from kraftlog.common.records import RecordBatchBuilder, iter_batches
+from kraftlog.metadata_log import MetadataImage
+from kraftlog.proto import broker_pb2
+
+from ._group_classic_types import ClassicGroupConfig
+from ._group_records import UnknownGroupRecordError, decode_key, decode_value, encode_key, encode_value
+from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
+
+__all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "ShardUnavailable"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+_log = structlog.get_logger(__name__)
+
+
+class ShardUnavailable(Exception):
+    """This broker cannot serve the group now: ``error`` says why (NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS)."""
+
+    def __init__(self, error: type[kerr.KafkaError]) -> None:
+        super().__init__(error.error_name)
+        self.error = error
+
+
+def shard_config(config: Any) -> GroupShardConfig:
+    """The shard settings from the broker config (Kafka's key names)."""
+    return GroupShardConfig(
+        classic=ClassicGroupConfig(
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_size=config["group.max.size"],
+        ),
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+    )
+
+
+class GroupCoordinator:
+    """Shards of the ``__consumer_offsets`` partitions this broker leads (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: Any,
+        *,
+        replicas: Callable[[], Any],
+        create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[None]],
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._replicas = replicas
+        self._create_topic = create_offsets_topic
+        self._clock_ms = clock_ms
+        self._rng = rng or random.Random()
+        self._shard_config = shard_config(config)
+        self._shards: dict[int, GroupShard] = {}
+        self._epochs: dict[int, int] = {}  # partition -> leader epoch the shard was loaded for
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._ticker: asyncio.Task[None] | None = None
+        self._creating = False
+        self._log = _log.bind(node_id=broker_id)
+
+    # ================================================================ leadership
+
+    def start(self) -> None:
+        self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="group-coordinator")
+
+    async def stop(self) -> None:
+        for task in [*self._loading.values(), *([self._ticker] if self._ticker else [])]:
+            task.cancel()
+        for partition in list(self._shards):
+            self._drop(partition)
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """Load the partitions of ``__consumer_offsets`` this broker now leads, drop the others."""
+        topic = image.topics.get_by_name(OFFSETS_TOPIC)
+        led: dict[int, int] = {}
+        if topic is not None:
+            for pid, p in topic.partitions.items():
+                if p.leader == self.broker_id:
+                    led[pid] = p.leader_epoch
+        for pid in [p for p in self._epochs if led.get(p) != self._epochs[p]]:
+            self._drop(pid)
+        for pid, epoch in led.items():
+            if pid not in self._epochs:
+                self._epochs[pid] = epoch
+                self._loading[pid] = asyncio.get_running_loop().create_task(
+                    self._load(pid, epoch), name=f"group-load-{pid}"
+                )
+
+    def _drop(self, partition: int) -> None:
+        self._epochs.pop(partition, None)
+        task = self._loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        shard = self._shards.pop(partition, None)
+        if shard is not None:
+            now = self._clock_ms()
+            for group in list(shard.groups.values()):
+                for token, _response in group.mark_dead(now).responses:
+                    self._fail(token, kerr.NotCoordinatorError)
+            self._log.info("group_partition_unloaded", partition=partition)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        """Replay the partition from its log start to its log end, then serve it."""
+        started = self._clock_ms()
+        shard = GroupShard(partition, self._shard_config, self._rng, started)
+        records = 0
+        replicas = self._replicas()
+        p = replicas.get_partition(OFFSETS_TOPIC, partition) if replicas is not None else None
+        while p is None or not p.is_leader or p.leader_epoch < epoch:  # the replica manager catches up
+            await asyncio.sleep(0.05)
+            replicas = self._replicas()
+            p = replicas.get_partition(OFFSETS_TOPIC, partition) if replicas is not None else None
+        offset, end = p.log_start_offset, p.log_end_offset
+        now = self._clock_ms()
+        while offset < end:
+            info = p.log.read(offset, self.config["offsets.load.buffer.size"], max_offset=end)
+            if not info.records:
+                break
+            for _pos, batch in iter_batches(bytes(info.records)):
+                if not batch.is_control:
+                    for record in batch.records():
+                        records += 1
+                        self._replay(shard, record.key, record.value, now)
+                offset = max(offset, batch.last_offset + 1)
+            await asyncio.sleep(0)  # let requests in between chunks
+        shard.loaded(self._clock_ms())
+        if self._epochs.get(partition) != epoch:
+            return
+        self._shards[partition] = shard
+        self._loading.pop(partition, None)
+        self._wake.set()
+        self._log.info(
+            "group_partition_loaded",
+            partition=partition,
+            epoch=epoch,
+            records=records,
+            groups=len(shard.groups),
+            ms=self._clock_ms() - started,
+        )
+
+    def _replay(self, shard: GroupShard, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+        if key is None:
+            return
+        try:
+            k = decode_key(key)
+            shard.replay(k, decode_value(k, value), now_ms)
+        except UnknownGroupRecordError:
+            pass  # a record type of a newer version (KIP-848): skipped, as Kafka's loader does
+        except kerr.CorruptMessageError as err:
+            self._log.warning("group_record_skipped", partition=shard.partition, error=str(err))
+
+    # ================================================================== requests
+
+    def shards(self) -> list[GroupShard]:
+        """The loaded shards (ListGroups asks each)."""
+        return list(self._shards.values())
+
+    def partition_count(self, image: MetadataImage) -> int:
+        topic = image.topics.get_by_name(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        n: int = self.config["offsets.topic.num.partitions"]
+        return n
+
+    def shard_for(self, group_id: str, image: MetadataImage) -> GroupShard:
+        """The shard of ``group_id`` on this broker, or `ShardUnavailable`."""
+        partition = coordinator_partition(group_id, self.partition_count(image))
+        shard = self._shards.get(partition)
+        if shard is not None:
+            return shard
+        if partition in self._loading:
+            raise ShardUnavailable(kerr.CoordinatorLoadInProgressError)
+        raise ShardUnavailable(kerr.NotCoordinatorError)
+
+    async def ensure_offsets_topic(self, image: MetadataImage) -> None:
+        """Create ``__consumer_offsets`` (once) when it does not exist yet."""
+        if image.topics.get_by_name(OFFSETS_TOPIC) is not None or self._creating:
+            return
+        self._creating = True
+        try:
+            await self._create_topic(
+                self.config["offsets.topic.num.partitions"],
+                self.config["offsets.topic.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                    "compression.type": "producer",
+                },
+            )
+        finally:
+            self._creating = False
+
+    async def run(self, shard: GroupShard, call: Callable[[], ShardOutcome]) -> None:
+        """Run one shard call and carry out its outcome: answers, then appends and what follows."""
+        await self._execute(shard, call())
+
+    async def _execute(self, shard: GroupShard, out: ShardOutcome) -> None:
+        for token, response in out.responses:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_result(response)
+        if out.records:
+            assert out.append_id is not None
+            error = await self._append(shard.partition, out.records)
+            if self._shards.get(shard.partition) is not shard:  # dropped meanwhile
+                error = kerr.NotCoordinatorError
+            await self._execute(shard, shard.on_append(out.append_id, error, self._clock_ms()))
+        self._wake.set()
+
+    async def _append(self, partition: int, records: list[Any]) -> type[kerr.KafkaError] | None:
+        now = self._clock_ms()
+        builder = RecordBatchBuilder()
+        for key, value in records:
+            builder.append(now, encode_key(key), None if value is None else encode_value(value))
+        request = broker_pb2.ProduceRequest(
+            acks=-1,
+            timeout_ms=self.config["offsets.commit.timeout.ms"],
+            topics=[
+                broker_pb2.ProduceRequest.TopicData(
+                    name=OFFSETS_TOPIC,
+                    partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=builder.build())],
+                )
+            ],
+        )
+        try:
+            response = await self._replicas().produce(request)
+        except kerr.KafkaError as err:
+            return type(err)
+        code = response.topics[0].partitions[0].error.code
+        return None if code == 0 else kerr.error_for_code(code)
+
+    def _fail(self, token: object, error: type[kerr.KafkaError]) -> None:
+        if isinstance(token, asyncio.Future) and not token.done():
+            token.set_exception(ShardUnavailable(error))
+
+    # ===================================================================== timers
+
+    def _next_deadline(self) -> int | None:
+        deadlines = [d for s in self._shards.values() if (d := s.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    async def _tick(self) -> None:
+        while True:
+            self._wake.clear()
+            deadline = self._next_deadline()
+            timeout = None if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000.0)
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            now = self._clock_ms()
+            for shard in list(self._shards.values()):
+                out = shard.poll(now)
+                if out.responses or out.records:
+                    asyncio.get_running_loop().create_task(self._execute(shard, out))

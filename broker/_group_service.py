@@ -1,0 +1,300 @@
+"""``GroupService`` (proto/group.proto): the group coordinator's requests over gRPC, translated to and
+from the `GroupShard` calls. FindCoordinator creates ``__consumer_offsets`` on first use."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kraftlog.common import coordinator_partition
+from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import MetadataImage
+from kraftlog.proto import errors_pb2, group_pb2, group_pb2_grpc
+
+from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
+
+__all__ = ["GroupService"]
+
+Error = type[kerr.KafkaError] | None
+
+
+def _error(cls: Error, message: str = "") -> errors_pb2.Error:
+    if cls is None:
+        return errors_pb2.Error(code=0, name="NONE")
+    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
+
+
+class GroupService(group_pb2_grpc.GroupServiceServicer):
+    """The servicer; ``image`` gives the broker's current metadata image, ``listener`` the name of
+    the endpoint FindCoordinator names."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        image: Callable[[], MetadataImage],
+        listener: str,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.c = coordinator
+        self.image = image
+        self.listener = listener
+        self.clock_ms = clock_ms
+
+    # ------------------------------------------------------------------ helpers
+
+    def _shard(self, group_id: str) -> GroupShard:
+        return self.c.shard_for(group_id, self.image())
+
+    async def _parked(self, shard: GroupShard, call: Callable[[object], ShardOutcome]) -> Any:
+        """Run a call whose answer may come later (parked under a future as its token)."""
+        token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().create_task(self.c.run(shard, lambda: call(token)))
+        return await token
+
+    # ------------------------------------------------------------------ RPCs
+
+    async def FindCoordinator(self, request: Any, context: Any) -> Any:
+        R = group_pb2.FindCoordinatorResponse
+        image = self.image()
+        if image.topics.get_by_name(OFFSETS_TOPIC) is None:
+            await self.c.ensure_offsets_topic(image)
+        topic = image.topics.get_by_name(OFFSETS_TOPIC)
+        out = []
+        for key in request.keys:
+            if request.key_type != 0:
+                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "only group coordinators")))
+                continue
+            if not key:
+                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "empty group id")))
+                continue
+            if topic is None:
+                out.append(R.Coordinator(key=key, error=_error(kerr.CoordinatorNotAvailableError, "being created")))
+                continue
+            p = topic.partitions.get(coordinator_partition(key, len(topic.partitions)))
+            leader = p.leader if p is not None else -1
+            reg = image.cluster.broker(leader) if leader >= 0 else None
+            ep = None if reg is None or reg.fenced else (reg.endpoint(self.listener) or (reg.endpoints or [None])[0])
+            if ep is None:
+                out.append(R.Coordinator(key=key, error=_error(kerr.CoordinatorNotAvailableError, "no leader")))
+                continue
+            out.append(R.Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error=_error(None)))
+        return R(coordinators=out)
+
+    async def JoinGroup(self, request: Any, context: Any) -> Any:
+        req = JoinRequest(
+            request.group_id,
+            request.member_id,
+            request.protocol_type,
+            tuple(Protocol(p.name, p.metadata) for p in request.protocols),
+            request.session_timeout_ms,
+            request.rebalance_timeout_ms,
+            group_instance_id=request.group_instance_id if request.HasField("group_instance_id") else None,
+            client_id=request.client_id,
+            client_host=_peer_host(context),
+        )
+        try:
+            shard = self._shard(request.group_id)
+            response: JoinResponse = await self._parked(shard, lambda t: shard.join(req, t, self.clock_ms()))
+        except ShardUnavailable as err:
+            return group_pb2.JoinGroupResponse(error=_error(err.error), member_id=request.member_id)
+        return group_pb2.JoinGroupResponse(
+            error=_error(response.error),
+            generation_id=response.generation_id,
+            protocol_type=response.protocol_type or "",
+            protocol_name=response.protocol_name or "",
+            leader=response.leader,
+            skip_assignment=response.skip_assignment,
+            member_id=response.member_id,
+            members=[
+                group_pb2.JoinGroupResponse.Member(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+                )
+                for m in response.members
+            ],
+        )
+
+    async def SyncGroup(self, request: Any, context: Any) -> Any:
+        req = SyncRequest(
+            request.group_id,
+            request.member_id,
+            request.generation_id,
+            group_instance_id=request.group_instance_id if request.HasField("group_instance_id") else None,
+            protocol_type=request.protocol_type if request.HasField("protocol_type") else None,
+            protocol_name=request.protocol_name if request.HasField("protocol_name") else None,
+            assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
+        )
+        try:
+            shard = self._shard(request.group_id)
+            response: SyncResponse = await self._parked(shard, lambda t: shard.sync(req, t, self.clock_ms()))
+        except ShardUnavailable as err:
+            return group_pb2.SyncGroupResponse(error=_error(err.error))
+        return group_pb2.SyncGroupResponse(
+            error=_error(response.error),
+            protocol_type=response.protocol_type or "",
+            protocol_name=response.protocol_name or "",
+            assignment=response.assignment,
+        )
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
+        try:
+            shard = self._shard(request.group_id)
+        except ShardUnavailable as err:
+            return group_pb2.HeartbeatResponse(error=_error(err.error))
+        instance = request.group_instance_id if request.HasField("group_instance_id") else None
+        error, out = shard.heartbeat(
+            request.group_id, request.member_id, instance, request.generation_id, self.clock_ms()
+        )
+        if out.responses or out.records:
+            asyncio.get_running_loop().create_task(self.c.run(shard, lambda: out))
+        return group_pb2.HeartbeatResponse(error=_error(error))
+
+    async def LeaveGroup(self, request: Any, context: Any) -> Any:
+        try:
+            shard = self._shard(request.group_id)
+        except ShardUnavailable as err:
+            return group_pb2.LeaveGroupResponse(error=_error(err.error))
+        members = [
+            (m.member_id, m.group_instance_id if m.HasField("group_instance_id") else None) for m in request.members
+        ]
+        error, results, out = shard.leave(request.group_id, members, self.clock_ms())
+        await self.c.run(shard, lambda: out)
+        return group_pb2.LeaveGroupResponse(
+            error=_error(error),
+            members=[
+                group_pb2.LeaveGroupResponse.Member(member_id=m, group_instance_id=i, error=_error(e))
+                for m, i, e in results
+            ],
+        )
+
+    async def OffsetCommit(self, request: Any, context: Any) -> Any:
+        R = group_pb2.OffsetCommitResponse
+        req = OffsetCommitRequest(
+            request.group_id,
+            tuple(
+                (t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                for t in request.topics
+                for p in t.partitions
+            ),
+            request.member_id,
+            request.group_instance_id if request.HasField("group_instance_id") else None,
+            request.generation_id,
+        )
+        try:
+            shard = self._shard(request.group_id)
+            response: OffsetCommitResponse = await self._parked(
+                shard, lambda t: shard.commit_offsets(req, t, self.clock_ms())
+            )
+            results = response.partitions
+        except ShardUnavailable as err:
+            results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition, error in results:
+            by_topic.setdefault(topic, []).append(R.Partition(partition_index=partition, error=_error(error)))
+        return R(topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def OffsetFetch(self, request: Any, context: Any) -> Any:
+        R = group_pb2.OffsetFetchResponse
+        try:
+            shard = self._shard(request.group_id)
+        except ShardUnavailable as err:
+            return R(error=_error(err.error))
+        wanted = None if request.all_topics else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        error, offsets = shard.fetch_offsets(request.group_id, wanted)
+        by_topic: dict[str, list[Any]] = {}
+        for o in offsets:
+            by_topic.setdefault(o.topic, []).append(
+                R.Partition(
+                    partition_index=o.partition,
+                    committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                    error=_error(None),
+                )
+            )
+        return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def ListGroups(self, request: Any, context: Any) -> Any:
+        R = group_pb2.ListGroupsResponse
+        states = set(request.states_filter) or None
+        groups = [g for shard in self.c.shards() for g in shard.list_groups(states)]
+        return R(
+            error=_error(None),
+            groups=[R.Group(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state) for g in groups],
+        )
+
+    async def DescribeGroups(self, request: Any, context: Any) -> Any:
+        R = group_pb2.DescribeGroupsResponse
+        out = []
+        for group_id in request.groups:
+            try:
+                d = self._shard(group_id).describe_group(group_id)
+            except ShardUnavailable as err:
+                out.append(R.Group(error=_error(err.error), group_id=group_id))
+                continue
+            out.append(
+                R.Group(
+                    error=_error(None),
+                    group_id=group_id,
+                    group_state=d.state,
+                    protocol_type=d.protocol_type,
+                    protocol_data=d.protocol,
+                    members=[
+                        R.Member(
+                            member_id=m[0],
+                            group_instance_id=m[1],
+                            client_id=m[2],
+                            client_host=m[3],
+                            member_metadata=m[4],
+                            member_assignment=m[5],
+                        )
+                        for m in d.members
+                    ],
+                )
+            )
+        return R(groups=out)
+
+    async def DeleteGroups(self, request: Any, context: Any) -> Any:
+        R = group_pb2.DeleteGroupsResponse
+        results = []
+        for group_id in request.groups:
+            try:
+                shard = self._shard(group_id)
+                token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                error, out = shard.delete_group(group_id, token, self.clock_ms())
+                if error is None:
+                    await self.c.run(shard, lambda out=out: out)  # type: ignore[misc]
+                    answered = await token
+                    error = answered[0][1] if answered else None
+            except ShardUnavailable as err:
+                error = err.error
+            results.append(R.Result(group_id=group_id, error=_error(error)))
+        return R(results=results)
+
+    async def OffsetDelete(self, request: Any, context: Any) -> Any:
+        R = group_pb2.OffsetDeleteResponse
+        partitions = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        try:
+            shard = self._shard(request.group_id)
+            token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            error, out = shard.delete_offsets(request.group_id, partitions, token, self.clock_ms())
+            if error is None:
+                await self.c.run(shard, lambda: out)
+                answered = await token
+                error = answered[0][1] if answered else None
+        except ShardUnavailable as err:
+            error = err.error
+        by_topic: dict[str, list[Any]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
+        return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _peer_host(context: Any) -> str:
+    """Kafka's client host, e.g. ``/127.0.0.1``, from gRPC's ``ipv4:127.0.0.1:5678``."""
+    peer = str(context.peer()) if context is not None else ""
+    kind, _, rest = peer.partition(":")
+    host = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else rest
+    return "/" + host.strip("[]")

@@ -1,0 +1,402 @@
+from kraftlog.proto import errors_pb2 as _errors_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("key_type", "keys")
+    KEY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    key_type: int
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key_type: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("coordinators",)
+    class Coordinator(_message.Message):
+        __slots__ = ("key", "node_id", "host", "port", "error")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        NODE_ID_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        PORT_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        node_id: int
+        host: str
+        port: int
+        error: _errors_pb2.Error
+        def __init__(self, key: _Optional[str] = ..., node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinators: _containers.RepeatedCompositeFieldContainer[FindCoordinatorResponse.Coordinator]
+    def __init__(self, coordinators: _Optional[_Iterable[_Union[FindCoordinatorResponse.Coordinator, _Mapping]]] = ...) -> None: ...
+
+class JoinGroupRequest(_message.Message):
+    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "reason", "client_id")
+    class Protocol(_message.Message):
+        __slots__ = ("name", "metadata")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        METADATA_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        metadata: bytes
+        def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str
+    protocol_type: str
+    protocols: _containers.RepeatedCompositeFieldContainer[JoinGroupRequest.Protocol]
+    reason: str
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupRequest.Protocol, _Mapping]]] = ..., reason: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class JoinGroupResponse(_message.Message):
+    __slots__ = ("error", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members")
+    class Member(_message.Message):
+        __slots__ = ("member_id", "group_instance_id", "metadata")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+        METADATA_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        group_instance_id: str
+        metadata: bytes
+        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    SKIP_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader: str
+    skip_assignment: bool
+    member_id: str
+    members: _containers.RepeatedCompositeFieldContainer[JoinGroupResponse.Member]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., skip_assignment: _Optional[bool] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupResponse.Member, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "protocol_type", "protocol_name", "assignments")
+    class Assignment(_message.Message):
+        __slots__ = ("member_id", "assignment")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        assignment: bytes
+        def __init__(self, member_id: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    protocol_type: str
+    protocol_name: str
+    assignments: _containers.RepeatedCompositeFieldContainer[SyncGroupRequest.Assignment]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[SyncGroupRequest.Assignment, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupResponse(_message.Message):
+    __slots__ = ("error", "protocol_type", "protocol_name", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    protocol_type: str
+    protocol_name: str
+    assignment: bytes
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class LeaveGroupRequest(_message.Message):
+    __slots__ = ("group_id", "members")
+    class Member(_message.Message):
+        __slots__ = ("member_id", "group_instance_id", "reason")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+        REASON_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        group_instance_id: str
+        reason: str
+        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupRequest.Member]
+    def __init__(self, group_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[LeaveGroupRequest.Member, _Mapping]]] = ...) -> None: ...
+
+class LeaveGroupResponse(_message.Message):
+    __slots__ = ("error", "members")
+    class Member(_message.Message):
+        __slots__ = ("member_id", "group_instance_id", "error")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        group_instance_id: str
+        error: _errors_pb2.Error
+        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupResponse.Member]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., members: _Optional[_Iterable[_Union[LeaveGroupResponse.Member, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitRequest(_message.Message):
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_METADATA_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        committed_metadata: str
+        def __init__(self, partition_index: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., committed_metadata: _Optional[str] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitRequest.Partition, _Mapping]]] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest.Topic]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitResponse(_message.Message):
+    __slots__ = ("topics",)
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "error")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        error: _errors_pb2.Error
+        def __init__(self, partition_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitResponse.Partition, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class OffsetFetchRequest(_message.Message):
+    __slots__ = ("group_id", "topics", "all_topics", "require_stable")
+    class Topic(_message.Message):
+        __slots__ = ("name", "partition_indexes")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partition_indexes: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_STABLE_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetFetchRequest.Topic]
+    all_topics: bool
+    require_stable: bool
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchRequest.Topic, _Mapping]]] = ..., all_topics: _Optional[bool] = ..., require_stable: _Optional[bool] = ...) -> None: ...
+
+class OffsetFetchResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        METADATA_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str
+        error: _errors_pb2.Error
+        def __init__(self, partition_index: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetFetchResponse.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetFetchResponse.Partition, _Mapping]]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetFetchResponse.Topic]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ("states_filter",)
+    STATES_FILTER_FIELD_NUMBER: _ClassVar[int]
+    states_filter: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("error", "groups")
+    class Group(_message.Message):
+        __slots__ = ("group_id", "protocol_type", "group_state")
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+        GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+        group_id: str
+        protocol_type: str
+        group_state: str
+        def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., group_state: _Optional[str] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    groups: _containers.RepeatedCompositeFieldContainer[ListGroupsResponse.Group]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[ListGroupsResponse.Group, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupsRequest(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    class Member(_message.Message):
+        __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+        MEMBER_METADATA_FIELD_NUMBER: _ClassVar[int]
+        MEMBER_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        group_instance_id: str
+        client_id: str
+        client_host: str
+        member_metadata: bytes
+        member_assignment: bytes
+        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_metadata: _Optional[bytes] = ..., member_assignment: _Optional[bytes] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("error", "group_id", "group_state", "protocol_type", "protocol_data", "members")
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+        PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+        PROTOCOL_DATA_FIELD_NUMBER: _ClassVar[int]
+        MEMBERS_FIELD_NUMBER: _ClassVar[int]
+        error: _errors_pb2.Error
+        group_id: str
+        group_state: str
+        protocol_type: str
+        protocol_data: str
+        members: _containers.RepeatedCompositeFieldContainer[DescribeGroupsResponse.Member]
+        def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribeGroupsResponse.Member, _Mapping]]] = ...) -> None: ...
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribeGroupsResponse.Group]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribeGroupsResponse.Group, _Mapping]]] = ...) -> None: ...
+
+class DeleteGroupsRequest(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteGroupsResponse(_message.Message):
+    __slots__ = ("results",)
+    class Result(_message.Message):
+        __slots__ = ("group_id", "error")
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        group_id: str
+        error: _errors_pb2.Error
+        def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeleteGroupsResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class OffsetDeleteRequest(_message.Message):
+    __slots__ = ("group_id", "topics")
+    class Topic(_message.Message):
+        __slots__ = ("name", "partition_indexes")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partition_indexes: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteRequest.Topic]
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class OffsetDeleteResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "error")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        error: _errors_pb2.Error
+        def __init__(self, partition_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetDeleteResponse.Partition, _Mapping]]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Topic]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
