@@ -1,6 +1,9 @@
-"""`Consumer`: assign partitions, seek, and poll records from their leaders (no groups yet).
+"""`Consumer`: assign partitions (or subscribe as a member of a group), seek, and poll records from
+their leaders.
 
-Like Kafka's Java consumer with manual assignment:
+With ``group_id`` and `subscribe`, the group hands out the partitions (`kraftlog.client._consumer_groups`:
+rebalances from `poll`, positions from committed offsets, auto commit, `commit`, `committed`).
+Either way, as Kafka's Java consumer:
 
 - each assigned partition has a *position* (the offset of the next record to return). A new
   assignment, `seek_to_beginning`, `seek_to_end` and an out-of-range fetch leave it unset; it is
@@ -12,8 +15,8 @@ Like Kafka's Java consumer with manual assignment:
   ``max_poll_records`` records; records before the position in the first batch (the broker returns
   whole batches) and control batches are skipped (the decoder can also drop aborted transactions,
   for ``read_committed``, which is refused until transactions exist);
-- settings of features that do not exist yet (``isolation_level="read_committed"``,
-  ``enable_auto_commit`` with a ``group_id``) raise `UnsupportedConfigError` instead of pretending;
+- settings of features that do not exist yet (``isolation_level="read_committed"``) raise
+  `UnsupportedConfigError` instead of pretending;
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
@@ -33,6 +36,8 @@ from typing import Any, NamedTuple
 import structlog
 
 from kraftlog.client._consumer_fetch import _ConsumerFetches
+from kraftlog.client._consumer_group import GroupMembership
+from kraftlog.client._consumer_groups import OffsetAndMetadata, _ConsumerGroups, make_assignors
 from kraftlog.common import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
@@ -46,6 +51,7 @@ __all__ = [
     "ConsumerRecord",
     "LogTruncationError",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "consumer_config_from_properties",
 ]
@@ -86,6 +92,13 @@ _CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
     "group.id": ("group_id", lambda v: v.strip() or None),
     "enable.auto.commit": ("enable_auto_commit", lambda v: parse_bool(v, "enable.auto.commit")),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", int),
+    "group.instance.id": ("group_instance_id", lambda v: v.strip() or None),
+    "partition.assignment.strategy": ("partition_assignment_strategy", str),
+    "client.id": ("client_id", str),
 }
 #: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
 _UNSUPPORTED_CONSUMER_PROPERTIES = {
@@ -93,9 +106,9 @@ _UNSUPPORTED_CONSUMER_PROPERTIES = {
     "key.deserializer": BYTES_DESERIALIZER,
     "value.deserializer": BYTES_DESERIALIZER,
 }
-#: Accepted and ignored: they change nothing a user of this client can observe (auto commits are
-#: refused, so their interval never matters).
-_IGNORED_CONSUMER_PROPERTIES = {"client.id", "auto.commit.interval.ms", "receive.buffer.bytes", "send.buffer.bytes"}
+#: Accepted and ignored: they change nothing a user of this client can observe (gRPC sizes its
+#: sockets' buffers itself).
+_IGNORED_CONSUMER_PROPERTIES = {"receive.buffer.bytes", "send.buffer.bytes"}
 
 
 def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
@@ -117,8 +130,9 @@ def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str,
     return out, unknown
 
 
-class Consumer(_ConsumerFetches):
-    """A consumer of explicitly assigned partitions; see the module docstring."""
+class Consumer(_ConsumerFetches, _ConsumerGroups):
+    """A consumer of assigned partitions, or of a group's (``group_id`` and `subscribe`); see the
+    module docstring."""
 
     def __init__(
         self,
@@ -141,6 +155,13 @@ class Consumer(_ConsumerFetches):
         allow_auto_topic_creation: bool = True,
         group_id: str | None = None,
         enable_auto_commit: bool | None = None,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        group_instance_id: str | None = None,
+        partition_assignment_strategy: str | Sequence[str] = "range,cooperative-sticky",
+        client_id: str = "kraftlog-consumer",
         key_deserializer: Callable[[bytes | None], Any] | None = None,
         value_deserializer: Callable[[bytes | None], Any] | None = None,
     ) -> None:
@@ -187,6 +208,29 @@ class Consumer(_ConsumerFetches):
         self._in_flight: dict[int, Any] = {}  # node id -> grpc future of its Fetch
         self._responses: deque[tuple[int, dict[TopicPartition, int], Any]] = deque()
         self._closed = False
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self._subscription: set[str] | None = None
+        self._pattern = None
+        self._listener = None
+        self._pattern_refresh = 0.0
+        self._next_auto_commit = time.monotonic() + auto_commit_interval_ms / 1000.0
+        self._group: GroupMembership | None = None
+        if group_id is not None:
+            self._group = GroupMembership(
+                group_id,
+                self._pool,
+                self._metadata,
+                make_assignors(partition_assignment_strategy),
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                group_instance_id=group_instance_id,
+                client_id=client_id,
+                client_rack=client_rack,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+            )
 
     @staticmethod
     def _isolation(value: str | int) -> int:
@@ -214,23 +258,15 @@ class Consumer(_ConsumerFetches):
 
     @staticmethod
     def _check_group_settings(group_id: str | None, enable_auto_commit: bool | None) -> tuple[str | None, bool]:
-        """Kafka's rules for ``group.id`` / ``enable.auto.commit`` on a consumer of assigned
-        partitions: auto commit defaults to on with a group id and off without one, and cannot be
-        on without a group. There are no consumer groups yet, so auto commit on is refused; a
-        group id with auto commit off changes nothing (no group can have committed offsets for
-        positions to start from) and is accepted."""
+        """Kafka's rules: auto commit defaults to on with a group id and off without one, and
+        cannot be on without a group; an empty group id is no group."""
+        if group_id is not None and not group_id.strip():
+            raise kerr.InvalidGroupIdError("group.id must not be empty (leave it unset for no group)")
         if enable_auto_commit is None:
             enable_auto_commit = group_id is not None
         if enable_auto_commit and group_id is None:
             raise ValueError("enable.auto.commit cannot be true without a group.id (as in Kafka)")
-        if enable_auto_commit:
-            raise refuse(
-                "enable.auto.commit",
-                "true",
-                f"kraftlog has no consumer groups yet (group.id={group_id})",
-                "set enable.auto.commit=false (positions then follow auto.offset.reset), or leave group.id unset",
-            )
-        return group_id, False
+        return group_id, enable_auto_commit
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -250,6 +286,8 @@ class Consumer(_ConsumerFetches):
         """Consume exactly ``partitions`` (replacing any previous assignment). Positions of
         partitions already assigned are kept; new ones start per ``auto_offset_reset``."""
         wanted = [TopicPartition(t, p) for t, p in partitions]
+        if self._subscription is not None:
+            raise RuntimeError("Subscription to topics, partitions and pattern are mutually exclusive")
         old = self._assignment
         self._assignment = {tp: old.get(tp) or PartitionState() for tp in wanted}
         for _tp, state in self._assignment.items():
@@ -262,7 +300,17 @@ class Consumer(_ConsumerFetches):
         return set(self._assignment)
 
     def unsubscribe(self) -> None:
-        self.assign([])
+        """Stop consuming: a group member gives its partitions up and leaves the group."""
+        if self._subscription is not None and self._group is not None:
+            owned = set(self._assignment)
+            self._before_revoke(owned)
+            if self._listener is not None and owned:
+                self._listener.on_partitions_revoked(owned)
+            self._group._leave("the consumer unsubscribed")
+            self._group.owned = []
+            self._subscription, self._pattern = None, None
+        self._assignment = {}
+        self._buffer.clear()
 
     def _default_reset(self) -> int | None:
         return {"earliest": EARLIEST, "latest": LATEST}.get(self.auto_offset_reset)
@@ -401,6 +449,8 @@ class Consumer(_ConsumerFetches):
         if self._closed:
             raise RuntimeError("This consumer has already been closed.")
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
+        self._maybe_rebalance()
+        self._maybe_auto_commit()
         while True:
             self._process_responses()
             unset = [tp for tp, s in self._assignment.items() if s.position is None]
@@ -466,6 +516,7 @@ class Consumer(_ConsumerFetches):
         if self._closed:
             return
         self._closed = True
+        self._close_group()
         for future in list(self._in_flight.values()):
             future.cancel()
         self._in_flight.clear()

@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2_grpc
 
 __all__ = [
     "BrokerMetadata",
@@ -145,6 +145,12 @@ class ChannelPool:
                     stub = broker_pb2_grpc.BrokerServiceStub(channel)
                     self._stubs[address] = stub
         return stub
+
+    def group_stub(self, address: str) -> group_pb2_grpc.GroupServiceStub:
+        """GroupService on the same channel as `stub` (a consumer's group coordinator)."""
+        self.stub(address)
+        with self._lock:
+            return group_pb2_grpc.GroupServiceStub(self._channels[address])
 
     def close(self) -> None:
         with self._lock:
@@ -288,6 +294,11 @@ class ClusterMetadata:
         )
 
     # ------------------------------------------------------------------ refreshing
+
+    def candidates(self) -> list[str]:
+        """Broker addresses to ask, known brokers and bootstrap servers shuffled, the ones that
+        failed lately last."""
+        return self._candidates()
 
     def _candidates(self) -> list[str]:
         known = [b.address for b in self._brokers.values()]

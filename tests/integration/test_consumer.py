@@ -421,7 +421,7 @@ def test_consumer_config_from_properties() -> None:
     config, unknown = consumer_config_from_properties(
         {"fetch.min.bytes": "10", "auto.offset.reset": "earliest", "x.y": "z", "client.id": "c", "check.crcs": "false"}
     )
-    assert config == {"fetch_min_bytes": 10, "auto_offset_reset": "earliest", "check_crcs": False}
+    assert config == {"fetch_min_bytes": 10, "auto_offset_reset": "earliest", "check_crcs": False, "client_id": "c"}
     assert unknown == ["x.y"]
     with pytest.raises(ValueError):
         Consumer("127.0.0.1:1", auto_offset_reset="smallest")
@@ -443,14 +443,13 @@ def test_list_offsets_follows_a_moved_leader(cluster) -> None:
 
 
 def test_settings_of_missing_features_are_refused_not_ignored() -> None:
-    """Issue 12: no consumer groups and no transactions yet, so a setting that asks for them is
-    refused with an error naming it; the values that keep Kafka's meaning without them pass."""
+    """Issue 12: no transactions yet, so a setting that asks for them is refused with an error
+    naming it; the values that keep Kafka's meaning without them pass. (Consumer groups exist since
+    issue 14: group.id with auto commit is accepted.)"""
     from kraftlog.client import UnsupportedConfigError
 
     refused = [
         {"isolation.level": "read_committed"},
-        {"group.id": "g"},  # Kafka's default enable.auto.commit with a group is true
-        {"group.id": "g", "enable.auto.commit": "true"},
         {"security.protocol": "SSL"},
         {"value.deserializer": "org.apache.kafka.common.serialization.IntegerDeserializer"},
     ]
@@ -462,8 +461,9 @@ def test_settings_of_missing_features_are_refused_not_ignored() -> None:
         assert "not supported yet" in str(info.value)
     with pytest.raises(UnsupportedConfigError, match="isolation.level=read_committed"):
         Consumer("127.0.0.1:1", isolation_level="read_committed")
-    with pytest.raises(UnsupportedConfigError, match="enable.auto.commit=true"):
-        Consumer("127.0.0.1:1", group_id="g")
+    grouped = Consumer("127.0.0.1:1", group_id="g")
+    assert grouped.enable_auto_commit  # Kafka's default with a group
+    grouped.close()
     with pytest.raises(ValueError, match="without a group.id"):
         Consumer("127.0.0.1:1", enable_auto_commit=True)
     accepted = {

@@ -1,0 +1,458 @@
+"""A consumer's membership in a group (the classic protocol, as Kafka's ``ConsumerCoordinator``).
+
+The poll thread drives the rebalance (`GroupMembership.ensure_active_group`): find the coordinator
+(FindCoordinator on any broker), JoinGroup (a new member first gets its id, KIP-394), and the
+leader computes every member's partitions with the assignor the group chose and hands them in with
+SyncGroup; each member then learns its own. A heartbeat thread keeps the membership alive between
+polls every ``heartbeat_interval_ms``: REBALANCE_IN_PROGRESS there marks the group for a rejoin at
+the next poll, an unknown member or stale generation resets the membership, and a poll interval
+longer than ``max_poll_interval_ms`` makes the member leave the group (Kafka's poll timeout), so a
+stuck consumer does not hold partitions.
+
+Eager assignors (range, roundrobin, sticky) give up every partition before joining; with
+cooperative-sticky only the partitions taken away are revoked, and a member that lost some rejoins
+at once so that they can be handed over (KIP-429).
+
+Committed offsets: `commit` (OffsetCommit with the member's generation; a rebalance in between
+raises `CommitFailedError`, as Kafka), `committed` (OffsetFetch).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import group_pb2, group_pb2_grpc
+
+from ._assignors import PartitionAssignor, Subscription
+from ._consumer_protocol import decode_assignment, decode_subscription, encode_assignment, encode_subscription
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+
+__all__ = ["GroupMembership", "CommitFailedError", "RebalanceListener"]
+
+_log = structlog.get_logger(__name__)
+
+_COORDINATOR_ERRORS = {
+    kerr.NotCoordinatorError,
+    kerr.CoordinatorNotAvailableError,
+    kerr.CoordinatorLoadInProgressError,
+}
+
+
+class CommitFailedError(kerr.KafkaError):
+    """The commit cannot be completed: the group rebalanced and gave the partitions to another
+    member (or this member's generation is stale). Kafka's ``CommitFailedException``."""
+
+
+class RebalanceListener:
+    """Callbacks around a rebalance, run in the poll thread (Kafka's ConsumerRebalanceListener)."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        return None
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.on_partitions_revoked(lost)
+
+
+def _raise_for(error: Any, what: str) -> None:
+    if error.code:
+        raise kerr.error_for_code(error.code)(f"{what}: {error.name} {error.message}".strip())
+
+
+class GroupMembership:
+    """One member's view of its group (see the module docstring). Not for use by several threads
+    at once, except the heartbeat thread it runs itself."""
+
+    def __init__(
+        self,
+        group_id: str,
+        pool: ChannelPool,
+        metadata: ClusterMetadata,
+        assignors: Sequence[PartitionAssignor],
+        *,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        group_instance_id: str | None = None,
+        client_id: str = "kraftlog",
+        client_rack: str = "",
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        if not assignors:
+            raise ValueError("partition.assignment.strategy names no assignor")
+        self.group_id = group_id
+        self._pool = pool
+        self._metadata = metadata
+        self.assignors = list(assignors)
+        self.cooperative = all(a.name == "cooperative-sticky" for a in self.assignors)
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_rack = client_rack
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.owned: list[TopicPartition] = []
+        self._coordinator: str | None = None
+        self._rejoin = True
+        self._lock = threading.Lock()
+        self._last_poll = time.monotonic()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{group_id}", daemon=True)
+        self._heartbeat.start()
+
+    # ================================================================ coordinator
+
+    def _stub(self) -> group_pb2_grpc.GroupServiceStub:
+        if self._coordinator is None:
+            self._find_coordinator()
+        assert self._coordinator is not None
+        return self._pool.group_stub(self._coordinator)
+
+    def _find_coordinator(self) -> None:
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        last: Exception | None = None
+        while time.monotonic() < deadline and not self._stop.is_set():
+            for address in self._metadata.candidates():
+                try:
+                    r = self._pool.group_stub(address).FindCoordinator(
+                        group_pb2.FindCoordinatorRequest(keys=[self.group_id]), timeout=5.0
+                    )
+                except grpc.RpcError as err:
+                    last = err
+                    continue
+                c = r.coordinators[0]
+                if c.error.code == 0:
+                    host = f"[{c.host}]" if ":" in c.host else c.host
+                    self._coordinator = f"{host}:{c.port}"
+                    return
+                last = kerr.error_for_code(c.error.code)(c.error.message)
+            time.sleep(self.retry_backoff_ms / 1000.0)
+        raise kerr.CoordinatorNotAvailableError(f"no coordinator found for group {self.group_id!r}: {last}")
+
+    def _call(self, method: str, request: Any, timeout_s: float) -> Any:
+        """One RPC to the coordinator; a lost coordinator is looked up again next time."""
+        try:
+            return getattr(self._stub(), method)(request, timeout=timeout_s)
+        except grpc.RpcError as err:
+            self._coordinator = None
+            raise kerr.CoordinatorNotAvailableError(f"{method} to the group coordinator failed: {err.code()}") from err
+
+    def _coordinator_lost(self, code: int) -> bool:
+        if code and kerr.error_for_code(code) in _COORDINATOR_ERRORS:
+            self._coordinator = None
+            return True
+        return False
+
+    # ================================================================== rebalance
+
+    @property
+    def needs_rejoin(self) -> bool:
+        return self._rejoin or not self.member_id or self.generation < 0
+
+    def note_poll(self) -> None:
+        self._last_poll = time.monotonic()
+
+    def ensure_active_group(
+        self, topics: set[str], listener: RebalanceListener | None, on_revoke: Callable[[set[TopicPartition]], None]
+    ) -> tuple[set[TopicPartition], set[TopicPartition]] | None:
+        """Rejoin when needed; returns ``(assigned, revoked)`` when the assignment changed.
+        ``on_revoke`` runs before partitions are given up (the consumer commits there)."""
+        if not self.needs_rejoin:
+            return None
+        revoked: set[TopicPartition] = set()
+        if not self.cooperative and self.owned:  # eager: give everything up before joining
+            revoked = set(self.owned)
+            on_revoke(revoked)
+            if listener is not None:
+                listener.on_partitions_revoked(revoked)
+            self.owned = []
+        while True:
+            assigned = self._join_and_sync(topics)
+            old = set(self.owned)
+            now = set(assigned)
+            lost = old - now if self.cooperative else set()
+            if lost:
+                on_revoke(lost)
+                if listener is not None:
+                    listener.on_partitions_revoked(lost)
+                revoked |= lost
+            self.owned = list(assigned)
+            added = now - old
+            if listener is not None:
+                listener.on_partitions_assigned(added)
+            if not lost:
+                return now, revoked
+            self._rejoin = True  # cooperative: hand the revoked partitions over in a second round
+
+    def _join_and_sync(self, topics: set[str]) -> list[TopicPartition]:
+        while not self._stop.is_set():
+            with self._lock:
+                self._rejoin = False
+            joined = self._join(topics)
+            if joined is None:
+                continue
+            assignment = self._sync(joined, topics)
+            if assignment is not None:
+                return assignment
+        raise kerr.KafkaError("the consumer was closed during a rebalance")
+
+    def _subscription(self, assignor: PartitionAssignor, topics: set[str]) -> bytes:
+        owned = self.owned if self.cooperative else []
+        sub = Subscription(
+            sorted(topics),
+            assignor.subscription_user_data(),
+            owned,
+            rack_id=self.client_rack or None,
+            generation_id=self.generation,
+        )
+        return encode_subscription(sub)
+
+    def _join(self, topics: set[str]) -> Any | None:
+        request = group_pb2.JoinGroupRequest(
+            group_id=self.group_id,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.max_poll_interval_ms,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type="consumer",
+            protocols=[
+                group_pb2.JoinGroupRequest.Protocol(name=a.name, metadata=self._subscription(a, topics))
+                for a in self.assignors
+            ],
+            client_id=self.client_id,
+        )
+        timeout = (self.max_poll_interval_ms + 5000 + self.request_timeout_ms) / 1000.0
+        try:
+            r = self._call("JoinGroup", request, timeout)
+        except kerr.CoordinatorNotAvailableError:
+            time.sleep(self.retry_backoff_ms / 1000.0)
+            return None
+        code = r.error.code
+        if code == kerr.MemberIdRequiredError.error_code:
+            self.member_id = r.member_id
+            return None
+        if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
+            self.member_id, self.generation = "", -1
+            return None
+        if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
+            time.sleep(self.retry_backoff_ms / 1000.0)
+            return None
+        _raise_for(r.error, f"JoinGroup of group {self.group_id!r}")
+        self.member_id, self.generation, self.protocol = r.member_id, r.generation_id, r.protocol_name
+        return r
+
+    def _assignor(self) -> PartitionAssignor:
+        for a in self.assignors:
+            if a.name == self.protocol:
+                return a
+        raise kerr.InconsistentGroupProtocolError(f"the group chose {self.protocol!r}, which this consumer lacks")
+
+    def _lead(self, joined: Any) -> list[group_pb2.SyncGroupRequest.Assignment]:
+        """The leader's part: every member's partitions, by the chosen assignor."""
+        subscriptions: dict[str, Subscription] = {}
+        for m in joined.members:  # in the order the coordinator gave (Java's HashMap order there)
+            sub = decode_subscription(m.metadata)
+            subscriptions[m.member_id] = Subscription(
+                sub.topics,
+                sub.user_data,
+                sub.owned_partitions,
+                m.group_instance_id if m.HasField("group_instance_id") else None,
+                sub.rack_id,
+                sub.generation_id,
+            )
+        wanted = {t for s in subscriptions.values() for t in s.topics}
+        self._metadata.add_topics(wanted)
+        self._metadata.update(wanted, self.request_timeout_ms)
+        racks = {b.node_id: b.rack for b in self._metadata.brokers()}
+        partitions: dict[str, list[frozenset[str]]] = {}
+        for topic in sorted(wanted):
+            ids = self._metadata.partitions_for_topic(topic)
+            if ids:
+                partitions[topic] = [self._replica_racks(TopicPartition(topic, i), racks) for i in range(max(ids) + 1)]
+        result = self._assignor().assign(partitions, subscriptions)
+        return [
+            group_pb2.SyncGroupRequest.Assignment(member_id=m, assignment=encode_assignment(tps))
+            for m, tps in result.items()
+        ]
+
+    def _replica_racks(self, tp: TopicPartition, racks: Mapping[int, str]) -> frozenset[str]:
+        p = self._metadata.partition(tp)
+        return frozenset(r for rid in (p.replicas if p is not None else []) if (r := racks.get(rid)))
+
+    def _sync(self, joined: Any, topics: set[str]) -> list[TopicPartition] | None:
+        assignments = self._lead(joined) if joined.leader == self.member_id else []
+        request = group_pb2.SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type="consumer",
+            protocol_name=self.protocol,
+            assignments=assignments,
+        )
+        try:
+            r = self._call("SyncGroup", request, (self.max_poll_interval_ms + self.request_timeout_ms) / 1000.0)
+        except kerr.CoordinatorNotAvailableError:
+            return None
+        code = r.error.code
+        if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
+            self.member_id, self.generation = (
+                ("", -1)
+                if code == kerr.UnknownMemberIdError.error_code
+                else (
+                    self.member_id,
+                    -1,
+                )
+            )
+            return None
+        if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
+            return None
+        _raise_for(r.error, f"SyncGroup of group {self.group_id!r}")
+        partitions, _user_data = decode_assignment(r.assignment)
+        self._assignor().on_assignment(partitions, self.generation)
+        _log.info(
+            "group_joined",
+            group=self.group_id,
+            member=self.member_id,
+            generation=self.generation,
+            partitions=len(partitions),
+        )
+        return partitions
+
+    # ================================================================== heartbeat
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval_ms / 1000.0):
+            if self.needs_rejoin or self._coordinator is None:
+                continue
+            if (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
+                _log.warning("consumer_poll_timeout", group=self.group_id, member=self.member_id)
+                self._leave("consumer poll timeout has expired")
+                continue
+            request = group_pb2.HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+            )
+            try:
+                r = self._call("Heartbeat", request, self.request_timeout_ms / 1000.0)
+            except kerr.KafkaError:
+                continue
+            code = r.error.code
+            if code == 0:
+                continue
+            with self._lock:
+                if code == kerr.RebalanceInProgressError.error_code:
+                    self._rejoin = True
+                elif code in (kerr.UnknownMemberIdError.error_code, kerr.FencedInstanceIdError.error_code):
+                    self.member_id, self.generation, self._rejoin = "", -1, True
+                elif code == kerr.IllegalGenerationError.error_code:
+                    self.generation, self._rejoin = -1, True
+                else:
+                    self._coordinator_lost(code)
+
+    # ============================================================ offsets and leaving
+
+    def commit(self, offsets: Mapping[TopicPartition, tuple[int, int, str]], timeout_s: float) -> None:
+        """OffsetCommit of ``tp -> (offset, leader epoch, metadata)`` under this member's generation."""
+        if not offsets:
+            return
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (offset, epoch, metadata) in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                group_pb2.OffsetCommitRequest.Partition(
+                    partition_index=tp.partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=epoch,
+                    committed_metadata=metadata,
+                )
+            )
+        request = group_pb2.OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            topics=[group_pb2.OffsetCommitRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = self._call("OffsetCommit", request, max(0.1, deadline - time.monotonic()))
+            codes = {p.error.code for t in r.topics for p in t.partitions} - {0}
+            if not codes:
+                return
+            code = next(iter(codes))
+            if self._coordinator_lost(code) and time.monotonic() < deadline:
+                time.sleep(self.retry_backoff_ms / 1000.0)
+                continue
+            if code in (
+                kerr.UnknownMemberIdError.error_code,
+                kerr.IllegalGenerationError.error_code,
+                kerr.FencedInstanceIdError.error_code,
+            ):
+                self._rejoin = True
+                raise CommitFailedError(
+                    "Commit cannot be completed since the group has already rebalanced and assigned the "
+                    "partitions to another member"
+                )
+            if code == kerr.RebalanceInProgressError.error_code:
+                self._rejoin = True
+                raise kerr.RebalanceInProgressError("the group is rebalancing: poll, then commit again")
+            raise kerr.error_for_code(code)(f"OffsetCommit of group {self.group_id!r} failed")
+
+    def committed(self, tps: Iterable[TopicPartition], timeout_s: float) -> dict[TopicPartition, tuple[int, int, str]]:
+        """Committed ``(offset, leader epoch, metadata)`` per partition; offset -1 when none."""
+        wanted: dict[str, list[int]] = {}
+        for tp in tps:
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+        request = group_pb2.OffsetFetchRequest(
+            group_id=self.group_id,
+            topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in wanted.items()],
+            require_stable=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            r = self._call("OffsetFetch", request, max(0.1, deadline - time.monotonic()))
+            if self._coordinator_lost(r.error.code) and time.monotonic() < deadline:
+                time.sleep(self.retry_backoff_ms / 1000.0)
+                continue
+            _raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
+            return {
+                TopicPartition(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+                for t in r.topics
+                for p in t.partitions
+            }
+
+    def _leave(self, reason: str) -> None:
+        if self.member_id and self.group_instance_id is None and self._coordinator is not None:
+            request = group_pb2.LeaveGroupRequest(
+                group_id=self.group_id,
+                members=[group_pb2.LeaveGroupRequest.Member(member_id=self.member_id, reason=reason)],
+            )
+            try:
+                self._call("LeaveGroup", request, self.request_timeout_ms / 1000.0)
+            except kerr.KafkaError as err:
+                _log.info("leave_group_failed", group=self.group_id, error=str(err))
+        with self._lock:
+            self.member_id, self.generation, self._rejoin = "", -1, True
+
+    def close(self) -> None:
+        """Leave the group (a static member stays: its session keeps its partitions, KIP-345)."""
+        self._stop.set()
+        self._leave("the consumer is being closed")
+        self._heartbeat.join(timeout=5.0)

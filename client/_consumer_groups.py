@@ -1,0 +1,288 @@
+"""The consumer's group side (a mixin of `kraftlog.client.Consumer`): `subscribe` with a listener,
+rebalances driven from `poll`, positions starting from committed offsets, `commit`,
+`commit_async`, `committed`, and auto commit every ``auto_commit_interval_ms`` (and before
+partitions are given up, and on close), as Kafka's consumer does with a ``group.id``."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
+
+from ._assignors import PartitionAssignor, RangeAssignor, RoundRobinAssignor
+from ._consumer_group import CommitFailedError, GroupMembership, RebalanceListener
+from ._fetched import CompletedFetch
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from ._positions import PartitionState
+from ._sticky import CooperativeStickyAssignor, StickyAssignor
+
+__all__ = ["_ConsumerGroups", "OffsetAndMetadata", "make_assignors", "ASSIGNOR_NAMES"]
+
+_log = structlog.get_logger("kraftlog.client._consumer")
+
+#: ``partition.assignment.strategy`` values: Kafka's short names and its class names
+ASSIGNOR_NAMES: dict[str, Callable[[], PartitionAssignor]] = {
+    "range": RangeAssignor,
+    "roundrobin": RoundRobinAssignor,
+    "sticky": StickyAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+    "org.apache.kafka.clients.consumer.RangeAssignor": RangeAssignor,
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": RoundRobinAssignor,
+    "org.apache.kafka.clients.consumer.StickyAssignor": StickyAssignor,
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": CooperativeStickyAssignor,
+}
+
+
+def make_assignors(strategy: str | Iterable[str]) -> list[PartitionAssignor]:
+    """Assignors for ``partition.assignment.strategy`` (a comma-separated string or names), in
+    preference order; an unknown name is refused naming it."""
+    names = [n.strip() for n in strategy.split(",")] if isinstance(strategy, str) else [n.strip() for n in strategy]
+    out: list[PartitionAssignor] = []
+    for name in filter(None, names):
+        factory = ASSIGNOR_NAMES.get(name)
+        if factory is None:
+            raise ValueError(
+                f"partition.assignment.strategy: unknown assignor {name!r} (one of range, roundrobin, sticky, "
+                "cooperative-sticky)"
+            )
+        out.append(factory())
+    if not out:
+        raise ValueError("partition.assignment.strategy names no assignor")
+    return out
+
+
+class OffsetAndMetadata(tuple[int, str, int]):
+    """A committed offset: ``offset``, ``metadata``, ``leader_epoch`` (-1: unknown)."""
+
+    __slots__ = ()
+
+    def __new__(cls, offset: int, metadata: str = "", leader_epoch: int = -1) -> OffsetAndMetadata:
+        return super().__new__(cls, (offset, metadata, leader_epoch))
+
+    @property
+    def offset(self) -> int:
+        return self[0]
+
+    @property
+    def metadata(self) -> str:
+        return self[1]
+
+    @property
+    def leader_epoch(self) -> int:
+        return self[2]
+
+
+class _ConsumerGroups:
+    """Group membership and committed offsets; state lives on the Consumer."""
+
+    group_id: str | None
+    enable_auto_commit: bool
+    auto_commit_interval_ms: int
+    default_api_timeout_ms: int
+    metadata_max_age_ms: int
+    _pool: ChannelPool
+    _metadata: ClusterMetadata
+    _assignment: dict[TopicPartition, PartitionState]
+    _buffer: deque[CompletedFetch]
+    _group: GroupMembership | None
+    _subscription: set[str] | None
+    _pattern: re.Pattern[str] | None
+    _listener: RebalanceListener | None
+    _next_auto_commit: float
+    _pattern_refresh: float
+
+    if TYPE_CHECKING:
+
+        def _default_reset(self) -> int | None: ...
+
+        def _timeout(self, timeout_ms: int | None) -> int: ...
+
+    # ================================================================ subscribing
+
+    def subscribe(
+        self, topics: Iterable[str] | str | re.Pattern[str], listener: RebalanceListener | None = None
+    ) -> None:
+        """Join the group for ``topics`` (names, or a regex pattern matched against every topic);
+        partitions come from the group at the next `poll`."""
+        if self._group is None:
+            raise kerr.InvalidGroupIdError("subscribe needs a group_id (group.id)")
+        if self._assignment and self._subscription is None and self._pattern is None:
+            raise RuntimeError("Subscription to topics, partitions and pattern are mutually exclusive")
+        if isinstance(topics, re.Pattern):
+            self._pattern, self._subscription = topics, set()
+            self._pattern_refresh = 0.0
+        elif isinstance(topics, str):
+            raise TypeError("subscribe takes a list of topic names or a compiled pattern, not one string")
+        else:
+            self._pattern, self._subscription = None, set(topics)
+            self._metadata.add_topics(self._subscription)
+        self._listener = listener
+        self._group.note_poll()
+        self._group._rejoin = True
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription or ())
+
+    def _subscribed_topics(self) -> set[str]:
+        if self._pattern is None:
+            return set(self._subscription or ())
+        now = time.monotonic()
+        if now >= self._pattern_refresh:
+            self._pattern_refresh = now + self.metadata_max_age_ms / 1000.0
+            matched = {t for t in self._all_topics() if self._pattern.fullmatch(t) and not t.startswith("__")}
+            if matched != self._subscription:
+                self._subscription = matched
+                self._metadata.add_topics(matched)
+                if self._group is not None:
+                    self._group._rejoin = True
+        return set(self._subscription or ())
+
+    def _all_topics(self) -> list[str]:
+        for address in self._metadata.candidates():
+            try:
+                r = self._pool.stub(address).Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10.0)
+            except Exception:  # noqa: BLE001 - an unreachable broker: ask the next one
+                continue
+            return [t.name for t in r.topics if t.error.code == 0]
+        return []
+
+    # ================================================================ rebalancing
+
+    def _maybe_rebalance(self) -> None:
+        """From `poll`: rejoin when the group needs it, then start new partitions at their
+        committed offsets (``auto_offset_reset`` where none)."""
+        group = self._group
+        if group is None or (self._subscription is None and self._pattern is None):
+            return
+        group.note_poll()
+        topics = self._subscribed_topics()
+        if not group.needs_rejoin:
+            return
+        changed = group.ensure_active_group(topics, self._listener, self._before_revoke)
+        if changed is None:
+            return
+        assigned, _revoked = changed
+        old = self._assignment
+        self._assignment = {tp: old.get(tp) or PartitionState() for tp in sorted(assigned)}
+        self._buffer = deque(c for c in self._buffer if c.tp in self._assignment)
+        fresh = [tp for tp, s in self._assignment.items() if s.position is None and s.reset is None]
+        if fresh:
+            committed = group.committed(fresh, self.default_api_timeout_ms / 1000.0)
+            for tp in fresh:
+                offset, epoch, _meta = committed.get(tp, (-1, -1, ""))
+                state = self._assignment[tp]
+                if offset >= 0:
+                    state.seek(offset, epoch=epoch if epoch >= 0 else None)
+                else:
+                    state.reset = self._default_reset()
+
+    def _before_revoke(self, partitions: set[TopicPartition]) -> None:
+        """Partitions are about to be given up: commit their positions first (auto commit)."""
+        if self.enable_auto_commit:
+            positions = self._positions_of(partitions)
+            try:
+                self._commit_now(positions, self.default_api_timeout_ms / 1000.0)
+            except (CommitFailedError, kerr.KafkaError) as err:
+                _log.warning("auto_commit_failed", group=self.group_id, error=str(err))
+
+    def _maybe_auto_commit(self) -> None:
+        if not self.enable_auto_commit or self._group is None or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000.0
+        try:
+            self._commit_now(self._positions_of(self._assignment), self.default_api_timeout_ms / 1000.0)
+        except (CommitFailedError, kerr.KafkaError) as err:
+            _log.warning("auto_commit_failed", group=self.group_id, error=str(err))
+
+    # ================================================================ committed offsets
+
+    def _positions_of(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for tp in tps:
+            state = self._assignment.get(tp)
+            if state is not None and state.position is not None:
+                out[tp] = OffsetAndMetadata(state.position, "", state.offset_epoch or -1)
+        return out
+
+    def _commit_now(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_s: float) -> None:
+        if self._group is None:
+            raise kerr.InvalidGroupIdError("committing offsets needs a group_id (group.id)")
+        payload = {
+            tp: (o.offset, o.leader_epoch, o.metadata) if isinstance(o, OffsetAndMetadata) else (int(o), -1, "")
+            for tp, o in offsets.items()
+        }
+        self._group.commit(payload, timeout_s)
+
+    def commit(
+        self, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int] | None = None, timeout_ms: int | None = None
+    ) -> None:
+        """Commit ``offsets`` (default: the positions of every assigned partition) and wait for it.
+        Raises `CommitFailedError` when the group rebalanced meanwhile."""
+        if offsets is None:
+            chosen: Mapping[TopicPartition, Any] = self._positions_of(self._assignment)
+        else:
+            chosen = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        self._commit_now(
+            {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o) for tp, o in chosen.items()},
+            self._timeout(timeout_ms) / 1000.0,
+        )
+
+    def commit_async(
+        self,
+        offsets: Mapping[tuple[str, int], OffsetAndMetadata | int] | None = None,
+        callback: Callable[[Mapping[tuple[str, int], Any], BaseException | None], None] | None = None,
+    ) -> threading.Thread:
+        """Commit in the background; ``callback(offsets, error)`` runs when it is done."""
+        if offsets is None:
+            chosen: dict[tuple[str, int], Any] = {tp: o for tp, o in self._positions_of(self._assignment).items()}
+        else:
+            chosen = {TopicPartition(*tp): o for tp, o in offsets.items()}
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                self.commit(chosen)
+            except BaseException as err:  # noqa: BLE001 - handed to the callback, as Kafka's commitAsync
+                error = err
+            if callback is not None:
+                callback(chosen, error)
+
+        thread = threading.Thread(target=run, name="commit-async", daemon=True)
+        thread.start()
+        return thread
+
+    def committed(self, partitions: tuple[str, int] | Iterable[tuple[str, int]], timeout_ms: int | None = None) -> Any:
+        """The group's committed offset: for one partition an `OffsetAndMetadata` or None, for
+        several a dict of them (None where nothing is committed)."""
+        if self._group is None:
+            raise kerr.InvalidGroupIdError("committed offsets need a group_id (group.id)")
+        single = isinstance(partitions, tuple) and len(partitions) == 2 and isinstance(partitions[0], str)
+        if single:
+            one = cast(tuple[str, int], partitions)
+            tps = [TopicPartition(one[0], one[1])]
+        else:
+            tps = [TopicPartition(t, p) for t, p in cast(Iterable[tuple[str, int]], partitions)]
+        found = self._group.committed(tps, self._timeout(timeout_ms) / 1000.0)
+        result: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for tp in tps:
+            offset, epoch, metadata = found.get(tp, (-1, -1, ""))
+            result[tp] = OffsetAndMetadata(offset, metadata, epoch) if offset >= 0 else None
+        return result[tps[0]] if single else result
+
+    def _close_group(self) -> None:
+        if self._group is None:
+            return
+        if self.enable_auto_commit and self._assignment:
+            try:
+                self._commit_now(self._positions_of(self._assignment), self.default_api_timeout_ms / 1000.0)
+            except (CommitFailedError, kerr.KafkaError) as err:
+                _log.warning("auto_commit_failed", group=self.group_id, error=str(err))
+        self._group.close()
