@@ -53,6 +53,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "kraftlog.cli._snapshot",
     "kraftlog.cli._produce",
     "kraftlog.cli._consume",
+    "kraftlog.cli._consumer_groups",
     "kraftlog.cli._perf",
 )
 _LOG_LEVELS = ("debug", "info", "warning", "error")

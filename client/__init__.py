@@ -8,9 +8,12 @@ from kraftlog.client._consumer import (
     ConsumerRecord,
     LogTruncationError,
     NoOffsetForPartitionError,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     consumer_config_from_properties,
 )
+from kraftlog.client._consumer_group import CommitFailedError, RebalanceListener
+from kraftlog.client._group_admin import GroupAdmin
 from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
 from kraftlog.client._partitioner import DefaultPartitioner, murmur2, partition_for_key
 from kraftlog.client._producer import (
@@ -36,6 +39,10 @@ __all__ = [
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
+    "OffsetAndMetadata",
+    "CommitFailedError",
+    "RebalanceListener",
+    "GroupAdmin",
     "consumer_config_from_properties",
     "BrokerMetadata",
     "ClusterMetadata",

@@ -141,3 +141,45 @@ def test_committed_offsets_carry_a_group_across_restarts(cluster: LocalCluster) 
         while time.monotonic() < deadline and len(later) < 12:
             later.extend(r.value for r in again.poll(200))
         assert sorted(later) == sorted(f"v{i}".encode() for i in range(1000, 1012))  # only what came after
+
+
+def test_consumer_groups_command(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kraftlog consumer-groups`` as an operator runs it (kafka-consumer-groups)."""
+    import json
+
+    from kraftlog.cli.__main__ import main
+
+    boot = ["--bootstrap-server", cluster.bootstrap_servers]
+    with Consumer(cluster.bootstrap_servers, group_id="ops", auto_offset_reset="earliest") as c:
+        c.subscribe([TOPIC])
+        wait_until(lambda: bool(c.poll(100)) or len(c.assignment()) == PARTITIONS, 60, what="a member")
+        c.commit()
+        capsys.readouterr()  # the consumer's own log lines, before the command configures logging
+        assert main(["consumer-groups", "--describe", "--group", "ops", "--members", *boot, "--output", "json"]) == 0
+        members = json.loads(capsys.readouterr().out)["members"]
+        assert len(members) == 1 and len(members[0]["partitions"]) == PARTITIONS
+    assert main(["consumer-groups", "--list", *boot, "--output", "json"]) == 0
+    listed = {g["group"]: g["state"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert listed["ops"] == "Empty"
+    assert main(["consumer-groups", "--describe", "--group", "ops", *boot, "--output", "json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert len(described["partitions"]) == PARTITIONS
+    assert all(p["lag"] == p["log_end_offset"] - p["current_offset"] for p in described["partitions"])
+    reset = ["consumer-groups", "--reset-offsets", "--group", "ops", "--topic", TOPIC, "--to-earliest", *boot]
+    assert main([*reset, "--output", "json"]) == 0  # a dry run by default
+    plan = json.loads(capsys.readouterr().out)
+    assert not plan["executed"] and {o["new_offset"] for o in plan["offsets"]} == {0}
+    assert main([*reset, "--execute"]) == 0
+    capsys.readouterr()
+    assert main(["consumer-groups", "--describe", "--group", "ops", *boot, "--output", "json"]) == 0
+    after = json.loads(capsys.readouterr().out)["partitions"]
+    assert {p["current_offset"] for p in after} == {0}
+    assert main(["consumer-groups", "--delete-offsets", "--group", "ops", "--topic", f"{TOPIC}:0", *boot]) == 0
+    capsys.readouterr()
+    assert main(["consumer-groups", "--describe", "--group", "ops", *boot, "--output", "json"]) == 0
+    assert 0 not in {p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]}
+    assert main(["consumer-groups", "--delete", "--group", "ops", *boot]) == 0
+    capsys.readouterr()
+    assert main(["consumer-groups", "--list", *boot, "--output", "json"]) == 0
+    assert "ops" not in {g["group"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert main(["consumer-groups", "--describe", *boot]) == 2  # no --group: bad input

@@ -1,0 +1,229 @@
+"""`GroupAdmin`: consumer groups as an operator sees them (Kafka's Admin group calls), over the
+brokers' GroupService: list every group of the cluster, describe one, read, reset and delete its
+committed offsets, delete it. Each call goes to the group's coordinator (found with
+FindCoordinator, found again after NOT_COORDINATOR or a load in progress) until
+``request_timeout_ms`` runs out; errors are raised as Kafka's typed errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import group_pb2
+
+from ._consumer_protocol import decode_assignment
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+
+__all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
+
+_RETRY = {
+    kerr.NotCoordinatorError.error_code,
+    kerr.CoordinatorNotAvailableError.error_code,
+    kerr.CoordinatorLoadInProgressError.error_code,
+}
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    assignment_strategy: str
+    coordinator: int
+    members: tuple[MemberDescription, ...]
+
+
+class GroupAdmin:
+    """Group administration through the brokers (``bootstrap_servers`` are broker addresses)."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self._pool = ChannelPool()
+        self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
+
+    def close(self) -> None:
+        self._metadata.close()
+        self._pool.close()
+
+    def __enter__(self) -> GroupAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _coordinator(self, group_id: str, deadline: float) -> tuple[int, str]:
+        last = ""
+        while time.monotonic() < deadline:
+            for address in self._metadata.candidates():
+                try:
+                    r = self._pool.group_stub(address).FindCoordinator(
+                        group_pb2.FindCoordinatorRequest(keys=[group_id]), timeout=5.0
+                    )
+                except grpc.RpcError as err:
+                    last = str(err.code())
+                    continue
+                c = r.coordinators[0]
+                if c.error.code == 0:
+                    host = f"[{c.host}]" if ":" in c.host else c.host
+                    return c.node_id, f"{host}:{c.port}"
+                if c.error.code not in _RETRY:
+                    kerr.raise_for_code(c.error.code, c.error.message or c.error.name)
+                last = c.error.name
+            time.sleep(0.1)
+        raise kerr.CoordinatorNotAvailableError(f"no coordinator for group {group_id!r} ({last})")
+
+    def _call(self, group_id: str, method: str, request: Any, errors_of: Any = None) -> tuple[int, Any]:
+        """Call the group's coordinator; returns ``(coordinator id, response)``."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        while True:
+            node, address = self._coordinator(group_id, deadline)
+            try:
+                response = getattr(self._pool.group_stub(address), method)(request, timeout=10.0)
+            except grpc.RpcError as err:
+                if time.monotonic() >= deadline:
+                    raise kerr.RequestTimedOutError(f"{method}: {err.code()}") from err
+                time.sleep(0.1)
+                continue
+            codes = errors_of(response) if errors_of is not None else [response.error.code]
+            if any(c in _RETRY for c in codes) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            return node, response
+
+    # ------------------------------------------------------------------ groups
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group of the cluster (each broker lists the groups it coordinates)."""
+        self._metadata.update(timeout_ms=self.request_timeout_ms)
+        out: dict[str, GroupListing] = {}
+        for broker in self._metadata.brokers():
+            try:
+                r = self._pool.group_stub(broker.address).ListGroups(
+                    group_pb2.ListGroupsRequest(states_filter=list(states)), timeout=10.0
+                )
+            except grpc.RpcError as err:
+                raise kerr.CoordinatorNotAvailableError(f"broker {broker.node_id} did not list its groups") from err
+            for g in r.groups:
+                out[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state, broker.node_id)
+        return [out[k] for k in sorted(out)]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        node, r = self._call(
+            group_id,
+            "DescribeGroups",
+            group_pb2.DescribeGroupsRequest(groups=[group_id]),
+            lambda resp: [g.error.code for g in resp.groups],
+        )
+        g = r.groups[0]
+        if g.error.code:
+            kerr.raise_for_code(g.error.code, g.error.message or g.error.name)
+        members = []
+        for m in g.members:
+            try:
+                assigned = tuple(decode_assignment(m.member_assignment)[0]) if g.protocol_type == "consumer" else ()
+            except kerr.KafkaError:
+                assigned = ()
+            members.append(
+                MemberDescription(
+                    m.member_id,
+                    m.group_instance_id if m.HasField("group_instance_id") else None,
+                    m.client_id,
+                    m.client_host,
+                    assigned,
+                )
+            )
+        return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node, tuple(members))
+
+    def delete_group(self, group_id: str) -> None:
+        _node, r = self._call(
+            group_id,
+            "DeleteGroups",
+            group_pb2.DeleteGroupsRequest(groups=[group_id]),
+            lambda resp: [x.error.code for x in resp.results],
+        )
+        for result in r.results:
+            if result.error.code:
+                kerr.raise_for_code(result.error.code, result.error.message or result.error.name)
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[TopicPartition, int]:
+        """The group's committed offsets (of ``partitions``, else of every partition it committed)."""
+        if partitions is None:
+            request = group_pb2.OffsetFetchRequest(group_id=group_id, all_topics=True)
+        else:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            request = group_pb2.OffsetFetchRequest(
+                group_id=group_id,
+                topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+            )
+        _node, r = self._call(group_id, "OffsetFetch", request)
+        if r.error.code:
+            kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions}
+
+    def alter_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Set committed offsets, as an admin does: only while the group has no active members."""
+        by_topic: dict[str, list[Any]] = {}
+        for (t, p), offset in offsets.items():
+            by_topic.setdefault(t, []).append(
+                group_pb2.OffsetCommitRequest.Partition(partition_index=p, committed_offset=offset)
+            )
+        request = group_pb2.OffsetCommitRequest(
+            group_id=group_id,
+            generation_id=-1,
+            topics=[group_pb2.OffsetCommitRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        _node, r = self._call(group_id, "OffsetCommit", request, _partition_codes)
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error.code == kerr.UnknownMemberIdError.error_code:
+                    raise kerr.UnknownMemberIdError(
+                        f"group {group_id!r} has active members: offsets can only be reset while it is empty"
+                    )
+                if p.error.code:
+                    kerr.raise_for_code(p.error.code, p.error.message or p.error.name)
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        request = group_pb2.OffsetDeleteRequest(
+            group_id=group_id,
+            topics=[group_pb2.OffsetDeleteRequest.Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+        )
+        _node, r = self._call(group_id, "OffsetDelete", request)
+        if r.error.code:
+            kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+
+
+def _partition_codes(response: Any) -> list[int]:
+    return [p.error.code for t in response.topics for p in t.partitions]
