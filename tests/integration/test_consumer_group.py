@@ -183,3 +183,71 @@ def test_consumer_groups_command(cluster: LocalCluster, capsys: pytest.CaptureFi
     assert main(["consumer-groups", "--list", *boot, "--output", "json"]) == 0
     assert "ops" not in {g["group"] for g in json.loads(capsys.readouterr().out)["groups"]}
     assert main(["consumer-groups", "--describe", *boot]) == 2  # no --group: bad input
+
+
+CONSUMER_PROCESS = """
+import sys
+from kraftlog.client import Consumer
+c = Consumer(sys.argv[1], group_id=sys.argv[2], session_timeout_ms=3000, heartbeat_interval_ms=300,
+             auto_offset_reset="earliest", client_id="victim")
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(100)
+    print("OWNED", len(c.assignment()), flush=True)
+"""
+
+
+def test_a_member_killed_9_is_replaced_within_its_session(cluster: LocalCluster) -> None:
+    import subprocess
+    import sys
+
+    members = [Member(cluster, "g3", f"k{i}") for i in range(2)]
+    victim = subprocess.Popen(
+        [sys.executable, "-c", CONSUMER_PROCESS, cluster.bootstrap_servers, "g3", TOPIC],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        owned_by_victim = [0]
+
+        def read_victim() -> None:
+            assert victim.stdout is not None
+            for line in victim.stdout:  # the client's own log lines go there too
+                if line.startswith("OWNED "):
+                    owned_by_victim[0] = int(line.split()[1])
+
+        threading.Thread(target=read_victim, daemon=True).start()
+        for m in members:
+            m.start()
+
+        def three_way() -> bool:
+            mine = [m.owned for m in members]
+            return (
+                all(mine)
+                and owned_by_victim[0] > 0
+                and len(set().union(*mine)) + owned_by_victim[0] == PARTITIONS
+                and sum(len(o) for o in mine) + owned_by_victim[0] == PARTITIONS
+            )
+
+        wait_until(three_way, 60, what="two threads and one process sharing the partitions")
+        victim.kill()  # kill -9: no LeaveGroup, the session must expire
+        victim.wait(10)
+        killed_at = time.monotonic()
+        wait_until(
+            lambda: (
+                len(set().union(*(m.owned for m in members))) == PARTITIONS
+                and sum(len(m.owned) for m in members) == PARTITIONS
+            ),
+            30,
+            what="the survivors taking the killed member's partitions",
+        )
+        # session.timeout.ms 3 s, then one rebalance (heartbeats every 300 ms)
+        assert time.monotonic() - killed_at < 15
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        for m in members:
+            m.stop.set()
+            m.join(30)
+    assert all(m.error is None for m in members)
