@@ -11,7 +11,10 @@
   ``--by-duration PnDTnHnMnS``, and ``--dry-run`` (the default: print the plan) or ``--execute``;
   only while the group has no active members, as in Kafka;
 - ``--delete --group G``: the group and its committed offsets (only an empty group);
-- ``--delete-offsets --group G --topic T[:P,...]``: some committed offsets of an empty group.
+- ``--delete-offsets --group G --topic T[:P,...]``: some committed offsets of an empty group;
+- ``--tree [--group G]``: the groups as the ZooKeeper era kept them, beside ``metadata tree``:
+  ``/consumers/<group>/offsets/<topic>/<partition>`` (the committed offset), ``.../owners/<topic>/
+  <partition>`` (the member owning it) and ``.../ids/<member>`` (its subscription).
 
 Tables are for people; ``--output json`` prints one JSON object. Exit codes: 0 success, 1 the
 cluster answered with an error (Kafka's error named on stderr), 2 bad input.
@@ -60,6 +63,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     action.add_argument("--reset-offsets", action="store_true", help="reset a group's committed offsets")
     action.add_argument("--delete", action="store_true", help="delete a group and its committed offsets")
     action.add_argument("--delete-offsets", action="store_true", help="delete some committed offsets of a group")
+    action.add_argument("--tree", action="store_true", help="the groups as the ZooKeeper-era /consumers tree")
     parser.add_argument("--group", metavar="GROUP", help="the group")
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="describe: offsets and lag per partition (default)")
@@ -113,7 +117,7 @@ def _duration_ms(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.list and not args.group:
+    if not (args.list or args.tree) and not args.group:
         raise UserError("--group is required with --describe, --reset-offsets, --delete and --delete-offsets")
     if args.reset_offsets and not (args.topic or args.all_topics):
         raise UserError("--reset-offsets needs --topic or --all-topics")
@@ -171,7 +175,37 @@ def _act(args: argparse.Namespace, admin: Any, topics: list[tuple[str, list[int]
         return EXIT_OK
     if args.reset_offsets:
         return _reset(args, admin, topics, as_json)
+    if args.tree:
+        return _tree(args, admin, as_json)
     return _describe(args, admin, as_json)
+
+
+def _tree(args: argparse.Namespace, admin: Any, as_json: bool) -> int:
+    from kraftlog.cli._common import json_dumps
+
+    groups = [args.group] if args.group else [g.group_id for g in admin.list_groups()]
+    nodes: list[tuple[str, Any]] = []
+    for group in groups:
+        d = admin.describe_group(group)
+        for m in d.members:
+            subscription = {t: 1 for t in m.topics}  # ZooKeeper's ids node: topic -> stream count
+            nodes.append(
+                (
+                    f"/consumers/{group}/ids/{m.member_id}",
+                    {"version": 1, "subscription": subscription, "pattern": "static"},
+                )
+            )
+            for tp in m.assignment:
+                nodes.append((f"/consumers/{group}/owners/{tp.topic}/{tp.partition}", m.member_id))
+        for tp, offset in sorted(admin.list_offsets(group).items()):
+            nodes.append((f"/consumers/{group}/offsets/{tp.topic}/{tp.partition}", offset))
+    nodes.sort(key=lambda n: tuple((0, int(c), "") if c.isdigit() else (1, 0, c) for c in n[0].split("/")))
+    if as_json:
+        print_json({"nodes": dict(nodes)})
+    else:
+        for path, data in nodes:
+            print(f"{path}: {json_dumps(data)}")
+    return EXIT_OK
 
 
 def _partitions(consumer: Any, topics: list[tuple[str, list[int] | None]]) -> list[tuple[str, int]]:

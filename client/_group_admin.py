@@ -16,7 +16,7 @@ import grpc
 from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 
-from ._consumer_protocol import decode_assignment
+from ._consumer_protocol import decode_assignment, decode_subscription
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 
 __all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
@@ -43,6 +43,7 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    topics: tuple[str, ...] = ()  # what the member subscribed to (consumer groups)
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,14 @@ class GroupAdmin:
             kerr.raise_for_code(g.error.code, g.error.message or g.error.name)
         members = []
         for m in g.members:
-            try:
-                assigned = tuple(decode_assignment(m.member_assignment)[0]) if g.protocol_type == "consumer" else ()
-            except kerr.KafkaError:
-                assigned = ()
+            assigned: tuple[TopicPartition, ...] = ()
+            topics: tuple[str, ...] = ()
+            if g.protocol_type == "consumer":
+                try:
+                    assigned = tuple(decode_assignment(m.member_assignment)[0])
+                    topics = tuple(decode_subscription(m.member_metadata).topics) if m.member_metadata else ()
+                except kerr.KafkaError:
+                    pass
             members.append(
                 MemberDescription(
                     m.member_id,
@@ -154,6 +159,7 @@ class GroupAdmin:
                     m.client_id,
                     m.client_host,
                     assigned,
+                    topics,
                 )
             )
         return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node, tuple(members))

@@ -158,6 +158,14 @@ def test_consumer_groups_command(cluster: LocalCluster, capsys: pytest.CaptureFi
         assert main(["consumer-groups", "--describe", "--group", "ops", "--members", *boot, "--output", "json"]) == 0
         members = json.loads(capsys.readouterr().out)["members"]
         assert len(members) == 1 and len(members[0]["partitions"]) == PARTITIONS
+        assert main(["consumer-groups", "--tree", "--group", "ops", *boot, "--output", "json"]) == 0
+        tree = json.loads(capsys.readouterr().out)["nodes"]
+        member_id = members[0]["member_id"]
+        assert tree[f"/consumers/ops/ids/{member_id}"]["subscription"] == {TOPIC: 1}
+        assert tree[f"/consumers/ops/owners/{TOPIC}/0"] == member_id
+        assert {p for p in tree if p.startswith(f"/consumers/ops/offsets/{TOPIC}/")} == {
+            f"/consumers/ops/offsets/{TOPIC}/{i}" for i in range(PARTITIONS)
+        }
     assert main(["consumer-groups", "--list", *boot, "--output", "json"]) == 0
     listed = {g["group"]: g["state"] for g in json.loads(capsys.readouterr().out)["groups"]}
     assert listed["ops"] == "Empty"
