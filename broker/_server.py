@@ -42,6 +42,7 @@ from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
 from ._fetcher import ReplicaFetcherManager
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from ._group_lag import GroupLag
 from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
@@ -206,6 +207,7 @@ class BrokerServer:
             create_offsets_topic=self._create_offsets_topic,
             clock_ms=clock_ms,
         )
+        self.group_lag = GroupLag(self.groups, self._leader_of, self._list_offsets_on)
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -218,6 +220,7 @@ class BrokerServer:
                 metadata_high_watermark=lambda: self.follower.high_watermark,
             )
         )
+        self.metrics.registry.register(self.group_lag)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -236,6 +239,7 @@ class BrokerServer:
         )
         self.replicas.fetcher_manager = self.fetchers
         self.groups.start()
+        self.group_lag.start()
         self.follower.start()
         self.lifecycle.start()
         self._tasks.append(
@@ -262,6 +266,7 @@ class BrokerServer:
             await self.lifecycle.controlled_shutdown(timeout_s)
         for t in self._tasks:
             t.cancel()
+        await self.group_lag.stop()
         await self.groups.stop()
         await self.lifecycle.stop()
         await self.follower.stop()
@@ -300,6 +305,27 @@ class BrokerServer:
             request, timeout=10.0
         )
         return response
+
+    def _leader_of(self, topic: str, partition: int) -> int:
+        t = self.follower.image.topics.get_by_name(topic)
+        p = t.partitions.get(partition) if t is not None else None
+        return p.leader if p is not None else -1
+
+    async def _list_offsets_on(
+        self, node_id: int, request: broker_pb2.ListOffsetsRequest
+    ) -> broker_pb2.ListOffsetsResponse:
+        """ListOffsets on ``node_id``: answered here when it is this broker."""
+        if node_id == self.broker_id:
+            response: broker_pb2.ListOffsetsResponse = await _maybe_await(self.replicas.list_offsets(request))
+            return response
+        reg = self.follower.image.cluster.broker(node_id)
+        ep = reg.endpoint(BROKER_LISTENER) if reg is not None else None
+        if ep is None:
+            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no {BROKER_LISTENER} endpoint")
+        remote: broker_pb2.ListOffsetsResponse = await self._peer(f"{ep.host}:{ep.port}").ListOffsets(
+            request, timeout=5.0
+        )
+        return remote
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
         """Every applied metadata batch; a snapshot (no delta) makes the replica manager reconcile

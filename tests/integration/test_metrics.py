@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraftlog.client import NewTopic, Producer
+from kraftlog.client import GroupAdmin, NewTopic, Producer
 from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
 from kraftlog.node import NodeStartupError
 from kraftlog.node._metrics import MetricsEndpoint
@@ -30,6 +30,7 @@ OVERRIDES = {
     "broker.heartbeat.interval.ms": 500,
     "replica.lag.time.max.ms": 3000,
     "controller.quorum.election.timeout.ms": 1000,
+    "offsets.topic.num.partitions": 1,  # __consumer_offsets, created for the lag check
 }
 TOPIC = "metered"
 PARTITIONS = 3
@@ -121,6 +122,24 @@ def test_metrics_of_a_live_cluster(metered: tuple[LocalCluster, dict[int, int]])
         for p, leader in leaders.items()
         for f in (Path(cluster.nodes[leader].dir) / "data" / f"{TOPIC}-{p}").glob("*.log")
     )
+    # consumer lag, on the group's coordinator: 30 records per partition, offset 10 committed
+    with GroupAdmin(cluster.bootstrap_servers) as groups:
+        groups.alter_offsets("metered-group", {(TOPIC, 0): 10})
+
+    def lag_exported() -> bool:
+        now = scrape_all(cluster, ports)
+        lags = [
+            total(s, "kraftlog_consumer_group_lag", group="metered-group", topic=TOPIC, partition="0")
+            for s in now.values()
+        ]
+        committed = [
+            total(s, "kraftlog_consumer_group_committed_offset", group="metered-group", topic=TOPIC, partition="0")
+            for s in now.values()
+        ]
+        return sorted(lags) == [0, 0, 20] and sorted(committed) == [0, 0, 10]
+
+    wait_until(lag_exported, 30, interval_s=0.5, what="the group's lag on its coordinator")
+
     nodes = scrape_all(cluster, ports)
     assert len(nodes) == 3
     messages_in = sum(total(s, "kraftlog_broker_topic_messages_in_total", topic=TOPIC) for s in nodes.values())
@@ -141,7 +160,8 @@ def test_metrics_of_a_live_cluster(metered: tuple[LocalCluster, dict[int, int]])
 
     def isr_full() -> bool:
         now = scrape_all(cluster, ports)
-        return sum(total(s, "kraftlog_broker_leader_partitions") for s in now.values()) == PARTITIONS and all(
+        led = sum(total(s, "kraftlog_broker_leader_partitions") for s in now.values())
+        return led == PARTITIONS + 1 and all(  # and the one partition of __consumer_offsets
             total(s, "kraftlog_broker_under_replicated_partitions") == 0 for s in now.values()
         )
 
