@@ -175,3 +175,98 @@ def test_group_joins_commits_and_survives_its_coordinator(cluster: LocalCluster)
     assert beat.error.code == 0  # the member carries on with the new coordinator
     listed = groups.call("ListGroups", group_pb2.ListGroupsRequest())
     assert [(g.group_id, g.group_state) for g in listed.groups] == [(GROUP, "Stable")]
+
+
+def test_offsets_survive_a_restart_of_every_broker(cluster: LocalCluster) -> None:
+    groups = Groups(cluster)
+    wait_until(lambda: groups.coordinator() is not None, 40, what="a coordinator for the group")
+    commit = group_pb2.OffsetCommitRequest(
+        group_id=GROUP,
+        generation_id=-1,  # a consumer without group management: the group stays empty
+        topics=[
+            group_pb2.OffsetCommitRequest.Topic(
+                name="orders",
+                partitions=[
+                    group_pb2.OffsetCommitRequest.Partition(partition_index=p, committed_offset=100 + p)
+                    for p in range(3)
+                ],
+            )
+        ],
+    )
+    assert _error_name(groups.call("OffsetCommit", commit)) == "NONE"
+    for nid in sorted(cluster.nodes):  # every node down (kill -9), then all up again
+        cluster.kill(nid)
+    for nid in sorted(cluster.nodes):
+        cluster.start_node(nid)
+    fetched = groups.call(
+        "OffsetFetch",
+        group_pb2.OffsetFetchRequest(
+            group_id=GROUP, topics=[group_pb2.OffsetFetchRequest.Topic(name="orders", partition_indexes=[0, 1, 2])]
+        ),
+        timeout_s=90,
+    )
+    assert {p.partition_index: p.committed_offset for t in fetched.topics for p in t.partitions} == {
+        0: 100,
+        1: 101,
+        2: 102,
+    }
+
+
+def test_a_rebalance_completes_across_a_coordinator_failover(cluster: LocalCluster) -> None:
+    """Members of a real client group; the coordinator dies while a second member is joining:
+    both end up in one generation sharing the topic's partitions."""
+    import threading
+
+    from kraftlog.client import Consumer, NewTopic
+
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])
+    groups = Groups(cluster)
+    wait_until(lambda: groups.coordinator() is not None, 40, what="a coordinator for the group")
+    stop = threading.Event()
+    consumers: list[Consumer] = []
+    errors: list[BaseException] = []
+
+    def member(name: str) -> None:
+        c = Consumer(
+            cluster.bootstrap_servers,
+            group_id=GROUP,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            max_poll_interval_ms=20_000,
+            client_id=name,
+        )
+        consumers.append(c)
+        c.subscribe(["orders"])
+        try:
+            while not stop.is_set():
+                c.poll(100)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+        finally:
+            c.close()
+
+    first = threading.Thread(target=member, args=("a",), daemon=True)
+    first.start()
+    wait_until(lambda: consumers and len(consumers[0].assignment()) == 6, 60, what="the first member owning all")
+    coordinator = groups.coordinator()
+    second = threading.Thread(target=member, args=("b",), daemon=True)
+    second.start()
+    wait_until(lambda: len(consumers) == 2, 10, what="the second member started")
+    assert coordinator is not None
+    cluster.kill(coordinator)  # while the second member's join is in flight
+    try:
+        wait_until(
+            lambda: (
+                len(consumers[0].assignment() | consumers[1].assignment()) == 6
+                and len(consumers[0].assignment()) == 3
+                and len(consumers[1].assignment()) == 3
+            ),
+            90,
+            what="both members sharing the partitions under the new coordinator",
+        )
+    finally:
+        stop.set()
+        first.join(30)
+        second.join(30)
+    assert not errors, errors
