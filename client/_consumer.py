@@ -214,6 +214,9 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         self._pattern = None
         self._listener = None
         self._pattern_refresh = 0.0
+        self._assigned_counts: dict[str, int] = {}
+        self._awaiting_committed: set[TopicPartition] = set()
+        self._async_commits = None
         self._next_auto_commit = time.monotonic() + auto_commit_interval_ms / 1000.0
         self._group: GroupMembership | None = None
         if group_id is not None:
@@ -451,9 +454,12 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         deadline = time.monotonic() + max(0, timeout_ms) / 1000.0
         self._maybe_rebalance()
         self._maybe_auto_commit()
+        self._run_commit_callbacks()
+        self._fetch_committed(max(0.5, deadline - time.monotonic()))  # positions of new partitions
         while True:
             self._process_responses()
-            unset = [tp for tp, s in self._assignment.items() if s.position is None]
+            waiting = self._awaiting_committed
+            unset = [tp for tp, s in self._assignment.items() if s.position is None and tp not in waiting]
             if unset:
                 try:
                     self._reset_positions(unset, max(deadline, time.monotonic() + 1.0))

@@ -15,13 +15,21 @@ at once so that they can be handed over (KIP-429).
 
 Committed offsets: `commit` (OffsetCommit with the member's generation; a rebalance in between
 raises `CommitFailedError`, as Kafka), `committed` (OffsetFetch).
+
+Threads: the JoinGroup/SyncGroup round of a rebalance runs on a worker thread, so `poll` keeps to
+its timeout (the consumer applies the result at a later poll); the heartbeat thread only beats in a
+stable generation and only acts on an answer for the generation it asked about (an answer about an
+older one, after a rebalance, changes nothing). Fields the threads share are set under ``_lock``.
+A member the coordinator no longer knows (UNKNOWN_MEMBER_ID, a stale generation, its poll timeout)
+has *lost* its partitions: the consumer tells the listener `on_partitions_lost` and commits nothing
+for them. FENCED_INSTANCE_ID is fatal, as in Kafka: the next `poll` raises it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -106,24 +114,31 @@ class GroupMembership:
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
+        self.leader = False
         self.owned: list[TopicPartition] = []
+        self.state = "UNJOINED"  # UNJOINED, REBALANCING, STABLE (Kafka's MemberState)
         self._coordinator: str | None = None
         self._rejoin = True
-        self._lock = threading.Lock()
+        self._lost = False
+        self._fatal: BaseException | None = None
+        self._lock = threading.RLock()
         self._last_poll = time.monotonic()
         self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._worker_result: list[TopicPartition] | None = None
+        self._worker_error: BaseException | None = None
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{group_id}", daemon=True)
         self._heartbeat.start()
 
     # ================================================================ coordinator
 
     def _stub(self) -> group_pb2_grpc.GroupServiceStub:
-        if self._coordinator is None:
-            self._find_coordinator()
-        assert self._coordinator is not None
-        return self._pool.group_stub(self._coordinator)
+        address = self._coordinator
+        if address is None:
+            address = self._find_coordinator()
+        return self._pool.group_stub(address)
 
-    def _find_coordinator(self) -> None:
+    def _find_coordinator(self) -> str:
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         last: Exception | None = None
         while time.monotonic() < deadline and not self._stop.is_set():
@@ -138,8 +153,9 @@ class GroupMembership:
                 c = r.coordinators[0]
                 if c.error.code == 0:
                     host = f"[{c.host}]" if ":" in c.host else c.host
-                    self._coordinator = f"{host}:{c.port}"
-                    return
+                    address = f"{host}:{c.port}"
+                    self._coordinator = address
+                    return address
                 last = kerr.error_for_code(c.error.code)(c.error.message)
             time.sleep(self.retry_backoff_ms / 1000.0)
         raise kerr.CoordinatorNotAvailableError(f"no coordinator found for group {self.group_id!r}: {last}")
@@ -164,46 +180,81 @@ class GroupMembership:
     def needs_rejoin(self) -> bool:
         return self._rejoin or not self.member_id or self.generation < 0
 
+    @property
+    def rebalancing(self) -> bool:
+        return self.state == "REBALANCING"
+
+    def request_rejoin(self) -> None:
+        with self._lock:
+            self._rejoin = True
+
     def note_poll(self) -> None:
         self._last_poll = time.monotonic()
 
-    def ensure_active_group(
-        self, topics: set[str], listener: RebalanceListener | None, on_revoke: Callable[[set[TopicPartition]], None]
-    ) -> tuple[set[TopicPartition], set[TopicPartition]] | None:
-        """Rejoin when needed; returns ``(assigned, revoked)`` when the assignment changed.
-        ``on_revoke`` runs before partitions are given up (the consumer commits there)."""
-        if not self.needs_rejoin:
-            return None
-        revoked: set[TopicPartition] = set()
-        if not self.cooperative and self.owned:  # eager: give everything up before joining
-            revoked = set(self.owned)
-            on_revoke(revoked)
-            if listener is not None:
-                listener.on_partitions_revoked(revoked)
-            self.owned = []
-        while True:
-            assigned = self._join_and_sync(topics)
-            old = set(self.owned)
-            now = set(assigned)
-            lost = old - now if self.cooperative else set()
-            if lost:
-                on_revoke(lost)
-                if listener is not None:
-                    listener.on_partitions_revoked(lost)
-                revoked |= lost
-            self.owned = list(assigned)
-            added = now - old
-            if listener is not None:
-                listener.on_partitions_assigned(added)
-            if not lost:
-                return now, revoked
-            self._rejoin = True  # cooperative: hand the revoked partitions over in a second round
+    def check_fatal(self) -> None:
+        """Raise what the heartbeat thread found fatal (FENCED_INSTANCE_ID)."""
+        if self._fatal is not None:
+            raise self._fatal
 
-    def _join_and_sync(self, topics: set[str]) -> list[TopicPartition]:
-        while not self._stop.is_set():
+    def take_lost(self) -> bool:
+        """Whether the member was thrown out since the last call (its partitions are lost)."""
+        with self._lock:
+            lost, self._lost = self._lost, False
+            return lost
+
+    def _reset(self, *, member: bool) -> None:
+        """The coordinator no longer knows this generation (or member): partitions held are lost."""
+        with self._lock:
+            if member:
+                self.member_id = ""
+            self.generation = -1
+            self._rejoin = True
+            if self.state == "STABLE" and self.owned:
+                self._lost = True
+            self.state = "UNJOINED"
+
+    def start_rebalance(self, topics: set[str]) -> None:
+        """JoinGroup and SyncGroup on a worker thread; `finished` tells when it is done."""
+        with self._lock:
+            self.state = "REBALANCING"
+            self._rejoin = False
+            self._worker_result, self._worker_error = None, None
+        owned = list(self.owned)
+
+        def work() -> None:
+            try:
+                result = self._join_and_sync(topics, owned)
+            except BaseException as err:  # noqa: BLE001 - handed to the poll thread
+                with self._lock:
+                    self._worker_error = err
+                    self._rejoin = True
+                return
             with self._lock:
-                self._rejoin = False
-            joined = self._join(topics)
+                self._worker_result = result
+
+        self._worker = threading.Thread(target=work, name=f"rebalance-{self.group_id}", daemon=True)
+        self._worker.start()
+
+    def finished(self) -> list[TopicPartition] | None:
+        """The new assignment once the rebalance is done (None while it runs); raises what ended
+        it (a fatal group error), leaving the member to rejoin at the next poll."""
+        worker = self._worker
+        if worker is None or worker.is_alive():
+            return None
+        self._worker = None
+        with self._lock:
+            if self._worker_error is not None:
+                self.state = "UNJOINED"
+                error, self._worker_error = self._worker_error, None
+                raise error
+            result = self._worker_result or []
+            self.state = "STABLE"
+            self._last_poll = time.monotonic()  # the poll interval starts again after a rebalance
+            return result
+
+    def _join_and_sync(self, topics: set[str], owned: list[TopicPartition]) -> list[TopicPartition]:
+        while not self._stop.is_set():
+            joined = self._join(topics, owned)
             if joined is None:
                 continue
             assignment = self._sync(joined, topics)
@@ -211,18 +262,18 @@ class GroupMembership:
                 return assignment
         raise kerr.KafkaError("the consumer was closed during a rebalance")
 
-    def _subscription(self, assignor: PartitionAssignor, topics: set[str]) -> bytes:
-        owned = self.owned if self.cooperative else []
+    def _subscription(self, assignor: PartitionAssignor, topics: set[str], owned: list[TopicPartition]) -> bytes:
+        mine = sorted(owned) if self.cooperative else []
         sub = Subscription(
             sorted(topics),
             assignor.subscription_user_data(),
-            owned,
+            mine,
             rack_id=self.client_rack or None,
             generation_id=self.generation,
         )
         return encode_subscription(sub)
 
-    def _join(self, topics: set[str]) -> Any | None:
+    def _join(self, topics: set[str], owned: list[TopicPartition]) -> Any | None:
         request = group_pb2.JoinGroupRequest(
             group_id=self.group_id,
             session_timeout_ms=self.session_timeout_ms,
@@ -231,7 +282,7 @@ class GroupMembership:
             group_instance_id=self.group_instance_id,
             protocol_type="consumer",
             protocols=[
-                group_pb2.JoinGroupRequest.Protocol(name=a.name, metadata=self._subscription(a, topics))
+                group_pb2.JoinGroupRequest.Protocol(name=a.name, metadata=self._subscription(a, topics, owned))
                 for a in self.assignors
             ],
             client_id=self.client_id,
@@ -247,13 +298,16 @@ class GroupMembership:
             self.member_id = r.member_id
             return None
         if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
-            self.member_id, self.generation = "", -1
+            with self._lock:
+                self.member_id, self.generation = "", -1
             return None
         if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
             time.sleep(self.retry_backoff_ms / 1000.0)
             return None
         _raise_for(r.error, f"JoinGroup of group {self.group_id!r}")
-        self.member_id, self.generation, self.protocol = r.member_id, r.generation_id, r.protocol_name
+        with self._lock:
+            self.member_id, self.generation, self.protocol = r.member_id, r.generation_id, r.protocol_name
+            self.leader = r.leader == r.member_id
         return r
 
     def _assignor(self) -> PartitionAssignor:
@@ -295,7 +349,8 @@ class GroupMembership:
         return frozenset(r for rid in (p.replicas if p is not None else []) if (r := racks.get(rid)))
 
     def _sync(self, joined: Any, topics: set[str]) -> list[TopicPartition] | None:
-        assignments = self._lead(joined) if joined.leader == self.member_id else []
+        leads = joined.leader == self.member_id and not joined.skip_assignment  # KIP-814: a static leader keeps
+        assignments = self._lead(joined) if leads else []
         request = group_pb2.SyncGroupRequest(
             group_id=self.group_id,
             generation_id=self.generation,
@@ -338,34 +393,45 @@ class GroupMembership:
 
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_interval_ms / 1000.0):
-            if self.needs_rejoin or self._coordinator is None:
-                continue
-            if (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
-                _log.warning("consumer_poll_timeout", group=self.group_id, member=self.member_id)
-                self._leave("consumer poll timeout has expired")
-                continue
-            request = group_pb2.HeartbeatRequest(
-                group_id=self.group_id,
-                generation_id=self.generation,
-                member_id=self.member_id,
-                group_instance_id=self.group_instance_id,
-            )
             try:
-                r = self._call("Heartbeat", request, self.request_timeout_ms / 1000.0)
-            except kerr.KafkaError:
-                continue
-            code = r.error.code
-            if code == 0:
-                continue
-            with self._lock:
-                if code == kerr.RebalanceInProgressError.error_code:
-                    self._rejoin = True
-                elif code in (kerr.UnknownMemberIdError.error_code, kerr.FencedInstanceIdError.error_code):
-                    self.member_id, self.generation, self._rejoin = "", -1, True
-                elif code == kerr.IllegalGenerationError.error_code:
-                    self.generation, self._rejoin = -1, True
-                else:
-                    self._coordinator_lost(code)
+                self._heartbeat_once()
+            except Exception as err:  # noqa: BLE001 - the thread must outlive any one failure
+                _log.warning("heartbeat_failed", group=self.group_id, error=repr(err))
+
+    def _heartbeat_once(self) -> None:
+        with self._lock:
+            if self.state != "STABLE" or self.needs_rejoin or self._coordinator is None:
+                return
+            member, generation = self.member_id, self.generation
+        if (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
+            _log.warning("consumer_poll_timeout", group=self.group_id, member=member)
+            self._leave("consumer poll timeout has expired")
+            return
+        request = group_pb2.HeartbeatRequest(
+            group_id=self.group_id, generation_id=generation, member_id=member, group_instance_id=self.group_instance_id
+        )
+        try:
+            r = self._call("Heartbeat", request, self.request_timeout_ms / 1000.0)
+        except kerr.KafkaError:
+            return
+        code = r.error.code
+        if code == 0:
+            return
+        with self._lock:
+            if self.state != "STABLE" or (self.member_id, self.generation) != (member, generation):
+                return  # an answer about a generation that is already gone
+            if code == kerr.RebalanceInProgressError.error_code:
+                self._rejoin = True
+            elif code == kerr.UnknownMemberIdError.error_code:
+                self._reset(member=True)
+            elif code == kerr.IllegalGenerationError.error_code:
+                self._reset(member=False)
+            elif code == kerr.FencedInstanceIdError.error_code:
+                self._fatal = kerr.FencedInstanceIdError(
+                    f"another consumer joined with group.instance.id {self.group_instance_id!r}"
+                )
+            else:
+                self._coordinator_lost(code)
 
     # ============================================================ offsets and leaving
 
@@ -385,14 +451,28 @@ class GroupMembership:
             )
         request = group_pb2.OffsetCommitRequest(
             group_id=self.group_id,
-            generation_id=self.generation,
-            member_id=self.member_id,
             group_instance_id=self.group_instance_id,
             topics=[group_pb2.OffsetCommitRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         deadline = time.monotonic() + timeout_s
         while True:
-            r = self._call("OffsetCommit", request, max(0.1, deadline - time.monotonic()))
+            with self._lock:
+                if self.state == "REBALANCING":
+                    raise kerr.RebalanceInProgressError(
+                        "Offset commit cannot be completed since the consumer is undergoing a rebalance"
+                    )
+                if self.state != "STABLE" or self.generation < 0:
+                    raise CommitFailedError(
+                        "Commit cannot be completed since the consumer is not part of an active group"
+                    )
+                request.generation_id, request.member_id = self.generation, self.member_id
+            try:
+                r = self._call("OffsetCommit", request, max(0.1, deadline - time.monotonic()))
+            except kerr.CoordinatorNotAvailableError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.retry_backoff_ms / 1000.0)
+                continue
             codes = {p.error.code for t in r.topics for p in t.partitions} - {0}
             if not codes:
                 return
@@ -400,18 +480,16 @@ class GroupMembership:
             if self._coordinator_lost(code) and time.monotonic() < deadline:
                 time.sleep(self.retry_backoff_ms / 1000.0)
                 continue
-            if code in (
-                kerr.UnknownMemberIdError.error_code,
-                kerr.IllegalGenerationError.error_code,
-                kerr.FencedInstanceIdError.error_code,
-            ):
-                self._rejoin = True
+            if code == kerr.FencedInstanceIdError.error_code:
+                raise kerr.FencedInstanceIdError(f"group.instance.id {self.group_instance_id!r} was fenced")
+            if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
+                self._reset(member=code == kerr.UnknownMemberIdError.error_code)
                 raise CommitFailedError(
                     "Commit cannot be completed since the group has already rebalanced and assigned the "
                     "partitions to another member"
                 )
             if code == kerr.RebalanceInProgressError.error_code:
-                self._rejoin = True
+                self.request_rejoin()
                 raise kerr.RebalanceInProgressError("the group is rebalancing: poll, then commit again")
             raise kerr.error_for_code(code)(f"OffsetCommit of group {self.group_id!r} failed")
 
@@ -427,11 +505,20 @@ class GroupMembership:
         )
         deadline = time.monotonic() + timeout_s
         while True:
-            r = self._call("OffsetFetch", request, max(0.1, deadline - time.monotonic()))
+            try:
+                r = self._call("OffsetFetch", request, max(0.1, deadline - time.monotonic()))
+            except kerr.CoordinatorNotAvailableError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.retry_backoff_ms / 1000.0)
+                continue
             if self._coordinator_lost(r.error.code) and time.monotonic() < deadline:
                 time.sleep(self.retry_backoff_ms / 1000.0)
                 continue
             _raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
+            for t in r.topics:
+                for p in t.partitions:
+                    _raise_for(p.error, f"OffsetFetch of {t.name}-{p.partition_index}")
             return {
                 TopicPartition(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
                 for t in r.topics
@@ -448,8 +535,7 @@ class GroupMembership:
                 self._call("LeaveGroup", request, self.request_timeout_ms / 1000.0)
             except kerr.KafkaError as err:
                 _log.info("leave_group_failed", group=self.group_id, error=str(err))
-        with self._lock:
-            self.member_id, self.generation, self._rejoin = "", -1, True
+        self._reset(member=True)
 
     def close(self) -> None:
         """Leave the group (a static member stays: its session keeps its partitions, KIP-345)."""

@@ -5,6 +5,7 @@ partitions are given up, and on close), as Kafka's consumer does with a ``group.
 
 from __future__ import annotations
 
+import queue
 import re
 import threading
 import time
@@ -98,12 +99,17 @@ class _ConsumerGroups:
     _listener: RebalanceListener | None
     _next_auto_commit: float
     _pattern_refresh: float
+    _assigned_counts: dict[str, int]
+    _awaiting_committed: set[TopicPartition]
+    _async_commits: Any
 
     if TYPE_CHECKING:
 
         def _default_reset(self) -> int | None: ...
 
         def _timeout(self, timeout_ms: int | None) -> int: ...
+
+    request_timeout_ms: int
 
     # ================================================================ subscribing
 
@@ -137,7 +143,7 @@ class _ConsumerGroups:
         now = time.monotonic()
         if now >= self._pattern_refresh:
             self._pattern_refresh = now + self.metadata_max_age_ms / 1000.0
-            matched = {t for t in self._all_topics() if self._pattern.fullmatch(t) and not t.startswith("__")}
+            matched = {t for t in self._all_topics() if self._pattern.fullmatch(t)}
             if matched != self._subscription:
                 self._subscription = matched
                 self._metadata.add_topics(matched)
@@ -151,38 +157,97 @@ class _ConsumerGroups:
                 r = self._pool.stub(address).Metadata(broker_pb2.MetadataRequest(all_topics=True), timeout=10.0)
             except Exception:  # noqa: BLE001 - an unreachable broker: ask the next one
                 continue
-            return [t.name for t in r.topics if t.error.code == 0]
+            return [t.name for t in r.topics if t.error.code == 0 and not t.is_internal]  # as Kafka, no internals
         return []
 
     # ================================================================ rebalancing
 
     def _maybe_rebalance(self) -> None:
-        """From `poll`: rejoin when the group needs it, then start new partitions at their
-        committed offsets (``auto_offset_reset`` where none)."""
+        """From `poll`: lost partitions told as lost, a rebalance started when the group needs one
+        (eager assignors give everything up first) and, once it is done, its assignment applied:
+        partitions taken away revoked, new ones started at their committed offsets, the listener
+        told after the consumer holds them (so it may seek there)."""
         group = self._group
         if group is None or (self._subscription is None and self._pattern is None):
             return
+        group.check_fatal()
         group.note_poll()
         topics = self._subscribed_topics()
+        if group.rebalancing:
+            assigned = group.finished()
+            if assigned is not None:
+                self._apply_assignment(set(assigned))
+            return
+        if group.take_lost():
+            lost = set(self._assignment)
+            self._drop_partitions(lost)
+            if self._listener is not None and lost:
+                self._listener.on_partitions_lost(lost)
+        if not group.needs_rejoin and group.leader and self._partition_counts(topics) != self._assigned_counts:
+            group.request_rejoin()  # the leader saw partitions added: the group needs a new assignment
         if not group.needs_rejoin:
             return
-        changed = group.ensure_active_group(topics, self._listener, self._before_revoke)
-        if changed is None:
-            return
-        assigned, _revoked = changed
-        old = self._assignment
-        self._assignment = {tp: old.get(tp) or PartitionState() for tp in sorted(assigned)}
+        if not group.cooperative and self._assignment:  # eager: give everything up before joining
+            revoked = set(self._assignment)
+            self._before_revoke(revoked)
+            if self._listener is not None:
+                self._listener.on_partitions_revoked(revoked)
+            self._drop_partitions(revoked)
+        self._assigned_counts = self._partition_counts(topics)
+        group.start_rebalance(topics)
+
+    def _partition_counts(self, topics: set[str]) -> dict[str, int]:
+        return {t: len(self._metadata.partitions_for_topic(t) or []) for t in sorted(topics)}
+
+    def _drop_partitions(self, tps: set[TopicPartition]) -> None:
+        for tp in tps:
+            self._assignment.pop(tp, None)
+            self._awaiting_committed.discard(tp)
         self._buffer = deque(c for c in self._buffer if c.tp in self._assignment)
-        fresh = [tp for tp, s in self._assignment.items() if s.position is None and s.reset is None]
-        if fresh:
-            committed = group.committed(fresh, self.default_api_timeout_ms / 1000.0)
-            for tp in fresh:
-                offset, epoch, _meta = committed.get(tp, (-1, -1, ""))
-                state = self._assignment[tp]
-                if offset >= 0:
-                    state.seek(offset, epoch=epoch if epoch >= 0 else None)
-                else:
-                    state.reset = self._default_reset()
+        if self._group is not None:
+            self._group.owned = sorted(self._assignment)
+
+    def _apply_assignment(self, assigned: set[TopicPartition]) -> None:
+        assert self._group is not None
+        old = set(self._assignment)
+        revoked = old - assigned  # cooperative: what moves away now (eager held nothing)
+        if revoked:
+            self._before_revoke(revoked)
+            if self._listener is not None:
+                self._listener.on_partitions_revoked(revoked)
+            self._drop_partitions(revoked)
+        for tp in sorted(assigned - old):
+            self._assignment[tp] = PartitionState()
+            self._awaiting_committed.add(tp)
+        self._group.owned = sorted(self._assignment)
+        self._metadata.add_topics({tp.topic for tp in assigned})
+        self._fetch_committed(self.default_api_timeout_ms / 1000.0)
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(assigned - old)
+        if revoked and self._group.cooperative:
+            self._group.request_rejoin()  # KIP-429: the second round hands the revoked ones over
+
+    def _fetch_committed(self, timeout_s: float) -> None:
+        """Positions of newly assigned partitions from the group's committed offsets; a failed
+        lookup is tried again at the next poll (the partitions wait, unfetched)."""
+        if not self._awaiting_committed or self._group is None:
+            return
+        wanted = sorted(self._awaiting_committed)
+        try:
+            committed = self._group.committed(wanted, timeout_s)
+        except kerr.KafkaError as err:
+            _log.info("committed_offsets_lookup_failed", group=self.group_id, error=str(err))
+            return
+        for tp in wanted:
+            state = self._assignment.get(tp)
+            self._awaiting_committed.discard(tp)
+            if state is None:
+                continue
+            offset, epoch, _meta = committed.get(tp, (-1, -1, ""))
+            if offset >= 0:
+                state.seek(offset, epoch=epoch if epoch >= 0 else None)
+            else:
+                state.seek(None, reset=self._default_reset())
 
     def _before_revoke(self, partitions: set[TopicPartition]) -> None:
         """Partitions are about to be given up: commit their positions first (auto commit)."""
@@ -209,7 +274,8 @@ class _ConsumerGroups:
         for tp in tps:
             state = self._assignment.get(tp)
             if state is not None and state.position is not None:
-                out[tp] = OffsetAndMetadata(state.position, "", state.offset_epoch or -1)
+                epoch = state.offset_epoch if state.offset_epoch is not None else -1
+                out[tp] = OffsetAndMetadata(state.position, "", epoch)
         return out
 
     def _commit_now(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_s: float) -> None:
@@ -239,25 +305,20 @@ class _ConsumerGroups:
         self,
         offsets: Mapping[tuple[str, int], OffsetAndMetadata | int] | None = None,
         callback: Callable[[Mapping[tuple[str, int], Any], BaseException | None], None] | None = None,
-    ) -> threading.Thread:
-        """Commit in the background; ``callback(offsets, error)`` runs when it is done."""
+    ) -> None:
+        """Commit without waiting: commits go out in order from one worker, and ``callback(offsets,
+        error)`` runs in a later `poll` (or `close`), as Kafka's commitAsync."""
         if offsets is None:
             chosen: dict[tuple[str, int], Any] = {tp: o for tp, o in self._positions_of(self._assignment).items()}
         else:
             chosen = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        if self._async_commits is None:
+            self._async_commits = _AsyncCommits(self.commit)
+        self._async_commits.submit(chosen, callback)
 
-        def run() -> None:
-            error: BaseException | None = None
-            try:
-                self.commit(chosen)
-            except BaseException as err:  # noqa: BLE001 - handed to the callback, as Kafka's commitAsync
-                error = err
-            if callback is not None:
-                callback(chosen, error)
-
-        thread = threading.Thread(target=run, name="commit-async", daemon=True)
-        thread.start()
-        return thread
+    def _run_commit_callbacks(self) -> None:
+        if self._async_commits is not None:
+            self._async_commits.run_callbacks()
 
     def committed(self, partitions: tuple[str, int] | Iterable[tuple[str, int]], timeout_ms: int | None = None) -> Any:
         """The group's committed offset: for one partition an `OffsetAndMetadata` or None, for
@@ -280,9 +341,55 @@ class _ConsumerGroups:
     def _close_group(self) -> None:
         if self._group is None:
             return
+        if self._async_commits is not None:
+            self._async_commits.close()
+        if self._listener is not None and self._assignment:
+            self._listener.on_partitions_revoked(set(self._assignment))  # Kafka's onLeavePrepare
         if self.enable_auto_commit and self._assignment:
             try:
                 self._commit_now(self._positions_of(self._assignment), self.default_api_timeout_ms / 1000.0)
             except (CommitFailedError, kerr.KafkaError) as err:
                 _log.warning("auto_commit_failed", group=self.group_id, error=str(err))
         self._group.close()
+
+
+class _AsyncCommits:
+    """commitAsync's queue: one worker sends the commits in order; finished ones wait for the
+    poll thread to run their callbacks."""
+
+    def __init__(self, commit: Callable[..., None]) -> None:
+        self._commit = commit
+        self._queue: queue.Queue[tuple[Any, Any] | None] = queue.Queue()
+        self._done: queue.Queue[tuple[Any, Any, BaseException | None]] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="commit-async", daemon=True)
+        self._thread.start()
+
+    def submit(self, offsets: Any, callback: Any) -> None:
+        self._queue.put((offsets, callback))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            offsets, callback = item
+            error: BaseException | None = None
+            try:
+                self._commit(offsets)
+            except Exception as err:  # noqa: BLE001 - handed to the callback
+                error = err
+            self._done.put((offsets, callback, error))
+
+    def run_callbacks(self) -> None:
+        while True:
+            try:
+                offsets, callback, error = self._done.get_nowait()
+            except queue.Empty:
+                return
+            if callback is not None:
+                callback(offsets, error)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+        self.run_callbacks()
