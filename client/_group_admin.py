@@ -184,12 +184,12 @@ class GroupAdmin:
         if partitions is None:
             request = group_pb2.OffsetFetchRequest(group_id=group_id, all_topics=True)
         else:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
             request = group_pb2.OffsetFetchRequest(
                 group_id=group_id,
-                topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                topics=[
+                    group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps)
+                    for t, ps in _by_topic(partitions).items()
+                ],
             )
         _node, r = self._call(group_id, "OffsetFetch", request)
         if r.error.code:
@@ -219,16 +219,24 @@ class GroupAdmin:
                     kerr.raise_for_code(p.error.code, p.error.message or p.error.name)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in partitions:
-            by_topic.setdefault(t, []).append(p)
         request = group_pb2.OffsetDeleteRequest(
             group_id=group_id,
-            topics=[group_pb2.OffsetDeleteRequest.Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+            topics=[
+                group_pb2.OffsetDeleteRequest.Topic(name=t, partition_indexes=ps)
+                for t, ps in _by_topic(partitions).items()
+            ],
         )
         _node, r = self._call(group_id, "OffsetDelete", request)
         if r.error.code:
             kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+
+
+def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """Partition numbers grouped by topic, in the order given (the shape of Kafka's requests)."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 def _partition_codes(response: Any) -> list[int]:
