@@ -104,12 +104,22 @@ class ClassicGroupBase:
         """Run every timer due by ``now_ms``, each at its own deadline, in deadline order. Every
         request calls this first, so it sees the group as Kafka's timers would have left it even
         when the shell's poll is late; their answers go out with the request's outcome."""
+        # A timer set while this round fires runs in it only if time moved on (its deadline is past
+        # the one that fired last): a join phase that waits another rebalance timeout of 0 ms waits
+        # for the next round, as Kafka's timer would, instead of firing here forever.
+        horizon = self._timer_seq
+        last = None
         while True:
-            due = [(d, seq, key) for key, (d, seq, _a) in self._timers.items() if d <= now_ms]
+            due = [
+                (d, seq, key)
+                for key, (d, seq, _a) in self._timers.items()
+                if d <= now_ms and (seq <= horizon or (last is not None and d > last))
+            ]
             if not due:
                 return
             deadline, _seq, key = min(due)
             _d, _s, action = self._timers.pop(key)
+            last = deadline
             action(deadline)
 
     def _take(self) -> Outcome:

@@ -16,6 +16,11 @@ Every partition of ``__consumer_offsets`` this broker leads has a shard. The she
 
 All of it runs on the broker's event loop: a shard is only touched between awaits, so it needs no
 lock. A parked request's token is its ``asyncio.Future``.
+
+Ordering: a shard call and the queuing of its records happen in the same loop step (`run` is not a
+coroutine), and one appender task per shard writes what is queued, in that order, batched into one
+produce, then runs the continuations in order. So the log holds the records in the order the shard
+changed, and a record is never written for a shard that was dropped (checked before every write).
 """
 
 from __future__ import annotations
@@ -95,6 +100,9 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._creating = False
+        self._stopped = False
+        self._queues: dict[int, list[ShardOutcome]] = {}  # partition -> outcomes waiting to be written
+        self._appenders: dict[int, asyncio.Task[None]] = {}
         self._log = _log.bind(node_id=broker_id)
 
     # ================================================================ leadership
@@ -103,13 +111,18 @@ class GroupCoordinator:
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="group-coordinator")
 
     async def stop(self) -> None:
-        for task in [*self._loading.values(), *([self._ticker] if self._ticker else [])]:
+        self._stopped = True
+        for task in [*self._loading.values(), *self._appenders.values()]:
             task.cancel()
-        for partition in list(self._shards):
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for partition in list(self._epochs):
             self._drop(partition)
 
     def on_metadata(self, image: MetadataImage) -> None:
         """Load the partitions of ``__consumer_offsets`` this broker now leads, drop the others."""
+        if self._stopped:
+            return
         topic = image.topics.get_by_name(OFFSETS_TOPIC)
         led: dict[int, int] = {}
         if topic is not None:
@@ -137,9 +150,36 @@ class GroupCoordinator:
                 for token, _response in group.mark_dead(now).responses:
                     self._fail(token, kerr.NotCoordinatorError)
             self._log.info("group_partition_unloaded", partition=partition)
+        # what was queued for it is never written; its appender finds the shard gone and fails it
 
     async def _load(self, partition: int, epoch: int) -> None:
-        """Replay the partition from its log start to its log end, then serve it."""
+        """Replay the partition from its log start to its log end, then serve it; a load that fails
+        is logged and tried again after a second while this broker still leads the partition."""
+        while not self._stopped and self._epochs.get(partition) == epoch:
+            try:
+                shard, records, started = await self._read_partition(partition, epoch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # noqa: BLE001 - a corrupt or unreadable log: retried, not hung
+                self._log.error("group_partition_load_failed", partition=partition, epoch=epoch, error=repr(err))
+                await asyncio.sleep(1.0)
+                continue
+            if self._epochs.get(partition) != epoch:
+                return
+            self._shards[partition] = shard
+            self._loading.pop(partition, None)
+            self._wake.set()
+            self._log.info(
+                "group_partition_loaded",
+                partition=partition,
+                epoch=epoch,
+                records=records,
+                groups=len(shard.groups),
+                ms=self._clock_ms() - started,
+            )
+            return
+
+    async def _read_partition(self, partition: int, epoch: int) -> tuple[GroupShard, int, int]:
         started = self._clock_ms()
         shard = GroupShard(partition, self._shard_config, self._rng, started)
         records = 0
@@ -163,19 +203,7 @@ class GroupCoordinator:
                 offset = max(offset, batch.last_offset + 1)
             await asyncio.sleep(0)  # let requests in between chunks
         shard.loaded(self._clock_ms())
-        if self._epochs.get(partition) != epoch:
-            return
-        self._shards[partition] = shard
-        self._loading.pop(partition, None)
-        self._wake.set()
-        self._log.info(
-            "group_partition_loaded",
-            partition=partition,
-            epoch=epoch,
-            records=records,
-            groups=len(shard.groups),
-            ms=self._clock_ms() - started,
-        )
+        return shard, records, started
 
     def _replay(self, shard: GroupShard, key: bytes | None, value: bytes | None, now_ms: int) -> None:
         if key is None:
@@ -229,34 +257,75 @@ class GroupCoordinator:
         finally:
             self._creating = False
 
-    async def run(self, shard: GroupShard, call: Callable[[], ShardOutcome]) -> None:
-        """Run one shard call and carry out its outcome: answers, then appends and what follows."""
-        await self._execute(shard, call())
+    def run(self, shard: GroupShard, call: Callable[[], ShardOutcome]) -> None:
+        """Run one shard call and carry out its outcome: answers now, records queued for the
+        shard's appender in this same step. A shard that was dropped gets no call (the caller's
+        token, if any, is answered NOT_COORDINATOR by the caller); a call that raises is a bug in
+        the core, logged, and what it parked answers UNKNOWN_SERVER_ERROR."""
+        if self._shards.get(shard.partition) is not shard:
+            raise ShardUnavailable(kerr.NotCoordinatorError)
+        try:
+            out = call()
+        except (ShardUnavailable, kerr.KafkaError):
+            raise
+        except Exception as err:
+            self._log.error("group_call_failed", partition=shard.partition, error=repr(err))
+            raise ShardUnavailable(kerr.UnknownServerError) from err
+        self._execute(shard, out)
 
-    async def _execute(self, shard: GroupShard, out: ShardOutcome) -> None:
+    def _execute(self, shard: GroupShard, out: ShardOutcome) -> None:
         for token, response in out.responses:
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(response)
         if out.records:
             assert out.append_id is not None
-            error = await self._append(shard.partition, out.records)
-            if self._shards.get(shard.partition) is not shard:  # dropped meanwhile
-                error = kerr.NotCoordinatorError
-            await self._execute(shard, shard.on_append(out.append_id, error, self._clock_ms()))
+            self._queues.setdefault(shard.partition, []).append(out)
+            appender = self._appenders.get(shard.partition)
+            if appender is None or appender.done():
+                self._appenders[shard.partition] = asyncio.get_running_loop().create_task(
+                    self._append_loop(shard), name=f"group-append-{shard.partition}"
+                )
         self._wake.set()
+
+    async def _append_loop(self, shard: GroupShard) -> None:
+        """Write what is queued for ``shard``, oldest first, one produce per round, then let the
+        shard finish each outcome in order (which may queue more)."""
+        partition = shard.partition
+        while self._queues.get(partition):
+            batch, self._queues[partition] = self._queues[partition], []
+            if self._shards.get(partition) is not shard:
+                error: type[kerr.KafkaError] | None = kerr.NotCoordinatorError
+            else:
+                error = await self._append(partition, [r for out in batch for r in out.records])
+                if self._shards.get(partition) is not shard:
+                    error = kerr.NotCoordinatorError
+            now = self._clock_ms()
+            for out in batch:
+                assert out.append_id is not None
+                try:
+                    follow = shard.on_append(out.append_id, error, now)
+                except Exception as err:  # noqa: BLE001 - a core bug: logged, the rest carry on
+                    self._log.error("group_append_continuation_failed", partition=partition, error=repr(err))
+                    continue
+                self._execute(shard, follow)
 
     async def _append(self, partition: int, records: list[Any]) -> type[kerr.KafkaError] | None:
         now = self._clock_ms()
-        builder = RecordBatchBuilder()
-        for key, value in records:
-            builder.append(now, encode_key(key), None if value is None else encode_value(value))
+        try:
+            builder = RecordBatchBuilder()
+            for key, value in records:
+                builder.append(now, encode_key(key), None if value is None else encode_value(value))
+            payload = builder.build()
+        except (ValueError, kerr.KafkaError) as err:  # e.g. a name longer than a Kafka string may be
+            self._log.warning("group_records_not_encodable", partition=partition, error=str(err))
+            return kerr.InvalidRequestError
         request = broker_pb2.ProduceRequest(
             acks=-1,
             timeout_ms=self.config["offsets.commit.timeout.ms"],
             topics=[
                 broker_pb2.ProduceRequest.TopicData(
                     name=OFFSETS_TOPIC,
-                    partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=builder.build())],
+                    partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=payload)],
                 )
             ],
         )
@@ -264,6 +333,9 @@ class GroupCoordinator:
             response = await self._replicas().produce(request)
         except kerr.KafkaError as err:
             return type(err)
+        except Exception as err:  # noqa: BLE001 - a storage failure: the writes fail, the shard goes on
+            self._log.error("group_append_failed", partition=partition, error=repr(err))
+            return kerr.UnknownServerError
         code = response.topics[0].partitions[0].error.code
         return None if code == 0 else kerr.error_for_code(code)
 
@@ -288,6 +360,7 @@ class GroupCoordinator:
                 pass
             now = self._clock_ms()
             for shard in list(self._shards.values()):
-                out = shard.poll(now)
-                if out.responses or out.records:
-                    asyncio.get_running_loop().create_task(self._execute(shard, out))
+                try:
+                    self._execute(shard, shard.poll(now))
+                except Exception as err:  # noqa: BLE001 - one shard's bug must not stop every timer
+                    self._log.error("group_timers_failed", partition=shard.partition, error=repr(err))

@@ -12,6 +12,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import errors_pb2, group_pb2, group_pb2_grpc
 
+from ._group_classic_base import append_error
 from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
@@ -51,7 +52,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     async def _parked(self, shard: GroupShard, call: Callable[[object], ShardOutcome]) -> Any:
         """Run a call whose answer may come later (parked under a future as its token)."""
         token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().create_task(self.c.run(shard, lambda: call(token)))
+        self.c.run(shard, lambda: call(token))
         return await token
 
     # ------------------------------------------------------------------ RPCs
@@ -148,7 +149,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             request.group_id, request.member_id, instance, request.generation_id, self.clock_ms()
         )
         if out.responses or out.records:
-            asyncio.get_running_loop().create_task(self.c.run(shard, lambda: out))
+            try:
+                self.c.run(shard, lambda: out)
+            except ShardUnavailable:
+                pass  # the partition moved away meanwhile: what the timers set off is moot
         return group_pb2.HeartbeatResponse(error=_error(error))
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:
@@ -160,7 +164,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             (m.member_id, m.group_instance_id if m.HasField("group_instance_id") else None) for m in request.members
         ]
         error, results, out = shard.leave(request.group_id, members, self.clock_ms())
-        await self.c.run(shard, lambda: out)
+        try:
+            self.c.run(shard, lambda: out)
+        except ShardUnavailable as err:
+            return group_pb2.LeaveGroupResponse(error=_error(err.error))
         return group_pb2.LeaveGroupResponse(
             error=_error(error),
             members=[
@@ -265,9 +272,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 error, out = shard.delete_group(group_id, token, self.clock_ms())
                 if error is None:
-                    await self.c.run(shard, lambda out=out: out)  # type: ignore[misc]
+                    self.c.run(shard, lambda out=out: out)  # type: ignore[misc]
                     answered = await token
-                    error = answered[0][1] if answered else None
+                    error = append_error(answered[0][1]) if answered and answered[0][1] else None
             except ShardUnavailable as err:
                 error = err.error
             results.append(R.Result(group_id=group_id, error=_error(error)))
@@ -281,14 +288,15 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             error, out = shard.delete_offsets(request.group_id, partitions, token, self.clock_ms())
             if error is None:
-                await self.c.run(shard, lambda: out)
+                self.c.run(shard, lambda: out)
                 answered = await token
-                error = answered[0][1] if answered else None
+                error = append_error(answered[0][1]) if answered and answered[0][1] else None
         except ShardUnavailable as err:
             error = err.error
         by_topic: dict[str, list[Any]] = {}
-        for topic, p in partitions:
-            by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
+        if error is None:
+            for topic, p in partitions:
+                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
         return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 

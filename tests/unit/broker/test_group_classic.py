@@ -353,3 +353,30 @@ def test_a_new_rebalance_cancels_the_sync_deadline() -> None:
     d.join("x", req(requires_known_member_id=False))
     assert d.group.state is GroupState.PREPARING_REBALANCE
     assert ("sync",) not in d.group._timers and not d.group._pending_sync  # Kafka's removeSyncExpiration
+
+
+def test_a_zero_rebalance_timeout_does_not_spin() -> None:
+    """A join phase that no member rejoined waits another rebalance timeout; one of 0 ms must wait
+    for the next round of timers, not fire again and again in this one (it froze the event loop)."""
+    d = Driver()
+
+    def static(instance: str, rebalance_timeout_ms: int) -> JoinRequest:
+        protocols = (Protocol("range", b"s"),)
+        return JoinRequest("g", "", "consumer", protocols, SESSION, rebalance_timeout_ms, group_instance_id=instance)
+
+    d.join("a", static("A", REBALANCE))
+    d.join("c", static("C", REBALANCE))
+    d.advance(6000)
+    ra, rc = d.first("a"), d.first("c")
+    d.sync("sa", SyncRequest("g", ra.member_id, ra.generation_id, group_instance_id="A"))
+    d.sync("sc", SyncRequest("g", rc.member_id, rc.generation_id, group_instance_id="C"))
+    assert d.group.state is GroupState.STABLE
+    a2, c2 = d.join("a2", static("A", 0)), d.join("c2", static("C", 0))  # restarts: no rebalance
+    assert a2 is not None and c2 is not None and d.group.state is GroupState.STABLE
+    results, out = d.group.leave([(c2.member_id, "C")], d.now)  # a rebalance nobody rejoins
+    d.absorb(out)
+    d.now += 1
+    assert d.group.heartbeat(a2.member_id, "A", a2.generation_id, d.now) is kerr.RebalanceInProgressError
+    d.advance(1)
+    d.advance(1)  # each round moves on; nothing loops
+    assert d.group.state is GroupState.PREPARING_REBALANCE
