@@ -101,8 +101,9 @@ class GroupCoordinator:
         self._ticker: asyncio.Task[None] | None = None
         self._creating = False
         self._stopped = False
-        self._queues: dict[int, list[ShardOutcome]] = {}  # partition -> outcomes waiting to be written
-        self._appenders: dict[int, asyncio.Task[None]] = {}
+        # by shard, not partition: a reloaded partition is a new shard with its own queue
+        self._queues: dict[GroupShard, list[ShardOutcome]] = {}  # outcomes waiting to be written
+        self._appenders: dict[GroupShard, asyncio.Task[None]] = {}
         self._log = _log.bind(node_id=broker_id)
 
     # ================================================================ leadership
@@ -279,10 +280,10 @@ class GroupCoordinator:
                 token.set_result(response)
         if out.records:
             assert out.append_id is not None
-            self._queues.setdefault(shard.partition, []).append(out)
-            appender = self._appenders.get(shard.partition)
+            self._queues.setdefault(shard, []).append(out)
+            appender = self._appenders.get(shard)
             if appender is None or appender.done():
-                self._appenders[shard.partition] = asyncio.get_running_loop().create_task(
+                self._appenders[shard] = asyncio.get_running_loop().create_task(
                     self._append_loop(shard), name=f"group-append-{shard.partition}"
                 )
         self._wake.set()
@@ -291,8 +292,8 @@ class GroupCoordinator:
         """Write what is queued for ``shard``, oldest first, one produce per round, then let the
         shard finish each outcome in order (which may queue more)."""
         partition = shard.partition
-        while self._queues.get(partition):
-            batch, self._queues[partition] = self._queues[partition], []
+        while self._queues.get(shard):
+            batch, self._queues[shard] = self._queues[shard], []
             if self._shards.get(partition) is not shard:
                 error: type[kerr.KafkaError] | None = kerr.NotCoordinatorError
             else:
@@ -308,6 +309,9 @@ class GroupCoordinator:
                     self._log.error("group_append_continuation_failed", partition=partition, error=repr(err))
                     continue
                 self._execute(shard, follow)
+        self._queues.pop(shard, None)
+        if self._appenders.get(shard) is asyncio.current_task():
+            del self._appenders[shard]
 
     async def _append(self, partition: int, records: list[Any]) -> type[kerr.KafkaError] | None:
         now = self._clock_ms()
