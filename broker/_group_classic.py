@@ -387,10 +387,6 @@ class ClassicGroup(ClassicGroupBase):
         """The record a brand-new group writes (Kafka stores an empty group at its first join)."""
         return self.metadata_record({})
 
-    @property
-    def is_empty(self) -> bool:
-        return not self._members and not self._pending_join
-
     # ============================================================ offsets and loading
 
     def validate_offset_commit(

@@ -244,18 +244,8 @@ class GroupShard:
                 self.offsets.setdefault(group_id, {})[(key.topic, key.partition)] = value
             return ShardOutcome([(token, OffsetCommitResponse(tuple(results)))])
 
-        out.records.extend(records)
-        if out.append_id is not None:  # chain the group's own continuation before ours
-            earlier = self._appends.pop(out.append_id)
-
-            def both(err: Error, t: int) -> ShardOutcome:
-                first, second = earlier(err, t), committed(err, t)
-                first.responses.extend(second.responses)
-                return first
-
-            out.append_id = self._register(both)
-        else:
-            out.append_id = self._register(committed)
+        # after whatever the group's due timers wrote, in one append
+        self._merge(out, ShardOutcome(records=records, append_id=self._register(committed)))
         return out
 
     def fetch_offsets(
