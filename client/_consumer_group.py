@@ -40,7 +40,7 @@ from kraftlog.proto import group_pb2, group_pb2_grpc
 
 from ._assignors import PartitionAssignor, Subscription
 from ._consumer_protocol import decode_assignment, decode_subscription, encode_assignment, encode_subscription
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
 
 __all__ = ["GroupMembership", "CommitFailedError", "RebalanceListener"]
 
@@ -495,9 +495,7 @@ class GroupMembership:
 
     def committed(self, tps: Iterable[TopicPartition], timeout_s: float) -> dict[TopicPartition, tuple[int, int, str]]:
         """Committed ``(offset, leader epoch, metadata)`` per partition; offset -1 when none."""
-        wanted: dict[str, list[int]] = {}
-        for tp in tps:
-            wanted.setdefault(tp.topic, []).append(tp.partition)
+        wanted = partitions_by_topic(tps)
         request = group_pb2.OffsetFetchRequest(
             group_id=self.group_id,
             topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in wanted.items()],

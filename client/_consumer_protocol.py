@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from kraftlog.common import errors as kerr
 
 from ._assignors import Subscription
-from ._metadata import TopicPartition
+from ._metadata import TopicPartition, partitions_by_topic
 
 __all__ = ["encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment", "VERSION"]
 
@@ -36,9 +36,7 @@ def _bytes(value: bytes | None) -> bytes:
 
 
 def _partitions(tps: Sequence[TopicPartition]) -> bytes:
-    by_topic: dict[str, list[int]] = {}
-    for tp in tps:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    by_topic = partitions_by_topic(tps)
     out = bytearray(_I32.pack(len(by_topic)))
     for topic, ps in by_topic.items():
         out += _string(topic) + _I32.pack(len(ps)) + b"".join(_I32.pack(p) for p in ps)

@@ -17,7 +17,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 
 from ._consumer_protocol import decode_assignment, decode_subscription
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
 
 __all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
 
@@ -188,7 +188,7 @@ class GroupAdmin:
                 group_id=group_id,
                 topics=[
                     group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps)
-                    for t, ps in _by_topic(partitions).items()
+                    for t, ps in partitions_by_topic(partitions).items()
                 ],
             )
         _node, r = self._call(group_id, "OffsetFetch", request)
@@ -223,20 +223,12 @@ class GroupAdmin:
             group_id=group_id,
             topics=[
                 group_pb2.OffsetDeleteRequest.Topic(name=t, partition_indexes=ps)
-                for t, ps in _by_topic(partitions).items()
+                for t, ps in partitions_by_topic(partitions).items()
             ],
         )
         _node, r = self._call(group_id, "OffsetDelete", request)
         if r.error.code:
             kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
-
-
-def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
-    """Partition numbers grouped by topic, in the order given (the shape of Kafka's requests)."""
-    out: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        out.setdefault(topic, []).append(partition)
-    return out
 
 
 def _partition_codes(response: Any) -> list[int]:

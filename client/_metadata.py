@@ -54,6 +54,14 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+def partitions_by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """Partition numbers grouped by topic, in the order given (the shape of Kafka's requests)."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
 @dataclass(frozen=True)
 class BrokerMetadata:
     node_id: int

@@ -44,7 +44,7 @@ from kraftlog.common import java_string_hash
 from kraftlog.common._java import java_hashmap_order
 
 from ._assignors import PartitionRacks, Subscription
-from ._metadata import TopicPartition
+from ._metadata import TopicPartition, partitions_by_topic
 from ._sticky_builders import ConstrainedBuilder, GeneralBuilder
 from ._sticky_common import DEFAULT_GENERATION, MemberData, RackInfo, tp_java_order
 
@@ -184,9 +184,7 @@ _I32 = struct.Struct(">i")
 
 def encode_sticky_user_data(partitions: Sequence[TopicPartition], generation: int | None) -> bytes:
     """StickyAssignorUserData v1 (v0 without the generation): (topic, [partition]) per topic."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    by_topic = partitions_by_topic(partitions)
     out = bytearray(_I32.pack(len(by_topic)))
     # topics in the order Java's groupPartitionsByTopic (a HashMap) writes them: the same bytes
     for topic in java_hashmap_order(list(by_topic), java_string_hash):
