@@ -17,9 +17,16 @@ calls that time out and are retried, part of the run with the election timeout a
 timeout, and checks the metadata log itself (local clusters only: it reads the nodes' files; its
 own cluster is 3 controllers and 1 broker).
 
+Workloads of the data profile: ``--workload data`` (the default) is the acks=all producers alone;
+``--workload group`` adds ``--group-members`` consumers (default 3) of one group that read the topic
+under the faults, commit after processing and restart at seeded times, then drain it to the end.
+Its checks: every acknowledged record consumed by the group (consumed_missing), no committed offset
+moving backwards (commit_regressions, also the group's final committed offsets), no partition
+owned by two members in one generation (double_owners); duplicates are counted, not failed.
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
 exit code is 0 when the profile's checks pass (data: nothing acknowledged lost and the cluster
-converged), else 1.
+converged, and with the group workload its three figures 0), else 1.
 """
 
 from __future__ import annotations
@@ -57,7 +64,14 @@ QUORUM_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
     "broker.session.timeout.ms": 6000,
     "broker.heartbeat.interval.ms": 500,
 }
+# the group workload's own cluster: new members join without the initial delay, and fewer
+# __consumer_offsets partitions than Kafka's 50 (RF 3 on one machine) to load after each fault
+GROUP_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 6,
+}
 PROFILES = ("data", "quorum")
+WORKLOADS = ("data", "group")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -104,6 +118,17 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default="data",
         help="data (default): acks=all produce workload, broker and controller faults; quorum: "
         "admin workload with timed-out retried calls, controller quorum faults, metadata log checks",
+    )
+    run_p.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="data",
+        help="data profile only. data (default): acks=all producers; group: also consumers of one "
+        "group, checked for records never consumed, committed offsets moving backwards and "
+        "partitions owned twice in a generation",
+    )
+    run_p.add_argument(
+        "--group-members", type=int, default=3, help="consumers in the group of --workload group (default 3)"
     )
     run_p.add_argument("--dry-run", action="store_true", help="with --inventory: print remote commands only")
     run_p.add_argument("--duration", type=parse_duration_s, default=600.0, help="e.g. 90s, 10m, 30m (default 10m)")
@@ -178,6 +203,11 @@ def run(args: argparse.Namespace) -> int:
     interval = args.interval or ((6.0, 12.0) if quorum else (5.0, 10.0))
     if args.partitions < 1:
         raise UserError("--partitions must be >= 1")
+    group = args.workload == "group"
+    if quorum and group:
+        raise UserError("--workload group belongs to the data profile (the quorum profile has its admin workload)")
+    if args.group_members < 1:
+        raise UserError("--group-members must be >= 1")
     seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
     quiet = args.output == "json"
 
@@ -198,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         target: Any = SystemdTarget(nodes, runner) if runner else SystemdTarget(nodes)
         session_ms = args.session_timeout_ms or 9000
         if args.dry_run:
-            return _dry_run(target, seed, kinds, session_ms, args.duration, interval)
+            return _dry_run(target, seed, kinds, session_ms, args.duration, interval, args.workload)
     elif args.dir:
         from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
 
@@ -228,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
             tmp = tempfile.TemporaryDirectory(prefix="kraftlog-chaos-")
             base = Path(tmp.name)
         overrides = QUORUM_OWN_CLUSTER_OVERRIDES if quorum else OWN_CLUSTER_OVERRIDES
+        if group:
+            overrides = {**overrides, **GROUP_OWN_CLUSTER_OVERRIDES}
         own_cluster = LocalCluster(
             base / "cluster", controllers=3, brokers=1 if quorum else 3, network=network, overrides=overrides
         )
@@ -265,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
                     partitions=args.partitions,
                     session_timeout_ms=session_ms,
                     kinds=kinds,
+                    workload=args.workload,
+                    group_members=args.group_members,
                 ),
                 out=out,
                 stop=stop,
@@ -308,7 +342,13 @@ def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:
 
 
 def _dry_run(
-    target: Any, seed: int, kinds: tuple[str, ...], session_ms: int, duration_s: float, interval: tuple[float, float]
+    target: Any,
+    seed: int,
+    kinds: tuple[str, ...],
+    session_ms: int,
+    duration_s: float,
+    interval: tuple[float, float],
+    workload: str = "data",
 ) -> int:
     """Print the schedule a run with this seed starts with, and the commands of each fault."""
     import random
@@ -324,5 +364,5 @@ def _dry_run(
         inject(target, fault)
         heal(target, fault)
         elapsed += rng.uniform(*interval)
-    print_json({"seed": seed, "dry_run": True}, file=sys.stdout)
+    print_json({"seed": seed, "dry_run": True, "workload": workload}, file=sys.stdout)
     return EXIT_OK

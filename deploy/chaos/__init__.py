@@ -1,5 +1,6 @@
 """Chaos scripts: seeded faults (kill -9, SIGSTOP/SIGCONT, clean restarts, minority kills, network
-partitions) against a local or systemd cluster under an acks=all workload, then a checker; and the
+partitions) against a local or systemd cluster under an acks=all workload (with ``--workload group``
+also consumer members of one group, checked by `deploy.chaos._group_check`), then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
@@ -8,6 +9,18 @@ Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 
 from kraftlog.deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._group_check import (
+    AssignmentEvent,
+    CommitRecord,
+    ConsumedRecord,
+    GroupReport,
+    check_group,
+    commit_regressions,
+    consumed_missing,
+    double_owners,
+    final_commit_regressions,
+)
+from kraftlog.deploy.chaos._group_workload import GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
 from kraftlog.deploy.chaos._quorum_check import (
     AdminOp,
@@ -21,7 +34,7 @@ from kraftlog.deploy.chaos._quorum_check import (
 )
 from kraftlog.deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
 from kraftlog.deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
-from kraftlog.deploy.chaos._runner import ChaosSettings, FaultRecord, converged, run_chaos
+from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, FaultRecord, converged, run_chaos
 from kraftlog.deploy.chaos._targets import ChaosTarget, LocalTarget, SystemdNode, SystemdTarget, load_inventory
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
@@ -39,6 +52,18 @@ __all__ = [
     "choose_fault",
     "heal",
     "inject",
+    "AssignmentEvent",
+    "CommitRecord",
+    "ConsumedRecord",
+    "GroupReport",
+    "check_group",
+    "commit_regressions",
+    "consumed_missing",
+    "double_owners",
+    "final_commit_regressions",
+    "GroupOutcome",
+    "GroupWorkload",
+    "WORKLOADS",
     "QUORUM_STALE_MS",
     "HealthProbe",
     "quorum_pending",

@@ -21,11 +21,16 @@ import structlog
 from kraftlog.client import Admin, NewTopic
 from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._group_check import check_group
+from kraftlog.deploy.chaos._group_workload import GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
-__all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged"]
+__all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"]
+
+#: data: acks=all producers only; group: also consumer members of one group (`deploy.chaos._group_workload`)
+WORKLOADS = ("data", "group")
 
 _log = structlog.get_logger("deploy.chaos")
 
@@ -40,6 +45,8 @@ class ChaosSettings:
     converge_timeout_s: float = 60.0
     records_per_s_per_partition: float = 50.0
     kinds: tuple[str, ...] = FAULT_KINDS
+    workload: str = "data"
+    group_members: int = 3
 
 
 @dataclass
@@ -146,11 +153,15 @@ def run_chaos(
         out(f"skipping network partitions: {reason}")
     if not kinds:
         raise ValueError("no fault kind left to run")
+    if settings.workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {settings.workload!r}; one of {', '.join(WORKLOADS)}")
     brokers = target.brokers()
     admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50, retry_backoff_max_ms=250)
     topic = f"chaos-{settings.seed}-{int(time.time())}"
     probe = HealthProbe(target.health_addresses())
     run = _Run()
+    group: GroupWorkload | None = None
+    outcome: GroupOutcome | None = None
     try:
         _wait(
             lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start"
@@ -178,6 +189,8 @@ def run_chaos(
             60,
             "the first acknowledgement of every partition",
         )
+        if settings.workload == "group":
+            group = _start_group(target, topic, settings, admin, brokers, probe)
         started = run.started_s = time.monotonic()
         out(
             f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
@@ -233,12 +246,16 @@ def run_chaos(
             _log.warning("chaos_no_acks_after_convergence", error=str(err))
         ended = time.monotonic()
         workload.stop()
+        if group is not None:
+            outcome = group.finish()
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
         _attribute_gaps(run.faults, ack_times, started, ended)
         records = read_back(target.bootstrap_servers, topic, settings.partitions)
         report = check(workload.acks, records)
     finally:
+        if group is not None:
+            group.stop()
         admin.close()
         probe.close()
     max_outage = max((b - a for a, b in gaps.values()), default=0.0)
@@ -279,6 +296,9 @@ def run_chaos(
     }
     if converge_s is None:
         result["not_converged"] = pending
+    result["workload"] = settings.workload
+    if group is not None and outcome is not None:
+        _add_group_result(result, group, outcome, workload.acks)
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
     _print_table(result, run, out)
@@ -343,7 +363,84 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
         ("reordered within a partition", result["reordered"]),
         ("produce requests failed (unacknowledged)", result["produce_failures"]),
         ("longest window without a produce (s)", result["max_outage_s"]),
+    ]
+    if result["workload"] == "group":
+        rows += [
+            ("group: records consumed", result["consumed"]),
+            ("group: acknowledged, never consumed", result["consumed_missing"]),
+            ("group: consumed more than once", result["consumed_duplicates"]),
+            ("group: commits acknowledged (failed)", f"{result['commits']} ({result['commit_failures']})"),
+            ("group: committed offset moved backwards", result["commit_regressions"]),
+            ("group: partition owned twice in a generation", result["double_owners"]),
+            ("group: generations (member restarts)", f"{result['group_generations']} ({result['member_restarts']})"),
+            ("group: drained to the log end (s)", result["group_drain_s"] if result["group_drained"] else "NO"),
+        ]
+    rows += [
         ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
         ("verdict", "PASS" if result["ok"] else "FAIL"),
     ]
     print_verdict(rows, result, out, label_width=44, value_width=14)
+
+
+def _start_group(
+    target: ChaosTarget, topic: str, settings: ChaosSettings, admin: Admin, brokers: list[int], probe: HealthProbe
+) -> GroupWorkload:
+    """Start the group's members; return once the group consumes every partition and the cluster
+    converged again (the first FindCoordinator created ``__consumer_offsets``)."""
+    group = GroupWorkload(
+        target.bootstrap_servers, topic, settings.partitions, members=settings.group_members, seed=settings.seed
+    )
+    group.start()
+    try:
+        _wait(
+            lambda: group.consumed_partitions() >= set(range(settings.partitions)),
+            90,
+            "the group consuming every partition",
+        )
+        _wait(
+            lambda: converged(admin, brokers, probe) is None,
+            settings.converge_timeout_s,
+            "__consumer_offsets to be fully replicated",
+        )
+    except BaseException:
+        group.stop()
+        raise
+    return group
+
+
+def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: GroupOutcome, acks: list[Any]) -> None:
+    consumed, commits, events = group.snapshot()
+    final = dict(outcome.final_committed)
+    g = check_group(acks, consumed, commits, events, final)
+    result.update(
+        {
+            "group_members": group.members,
+            "consumed": g.consumed,
+            "consumed_missing": g.consumed_missing,
+            "consumed_duplicates": g.consumed_duplicates,
+            "commits": g.commits,
+            "commit_failures": group.commit_failures,
+            "commit_regressions": g.commit_regressions + g.final_commit_regressions,
+            "final_commit_regressions": g.final_commit_regressions,
+            "double_owners": g.double_owners,
+            "group_generations": g.generations,
+            "group_rebalances": max(0, g.generations - 1),
+            "group_assignments": g.assignments,
+            "member_restarts": group.restarts,
+            "group_poll_failures": group.poll_failures,
+            "group_drained": outcome.drained,
+            "group_drain_s": round(outcome.drain_s, 3),
+            "group_end_offsets": {str(p): o for p, o in sorted(outcome.end_offsets.items())},
+            "group_final_committed": {str(p): o for p, o in sorted(final.items())},
+        }
+    )
+    if outcome.error:
+        result["group_error"] = outcome.error
+    for key, shown in (
+        ("consumed_missing_examples", g.missing_examples),
+        ("commit_regression_examples", g.regression_examples),
+        ("double_owner_examples", g.double_owner_examples),
+    ):
+        if shown:
+            result[key] = shown
+    result["ok"] = result["ok"] and g.ok

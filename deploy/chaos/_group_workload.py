@@ -1,0 +1,305 @@
+"""The chaos run's group workload (``kraftlog chaos run --workload group``): consumer members of one
+group read the produce workload's topic under the faults, and record what the group checker
+(`deploy.chaos._group_check`) needs.
+
+Each member is a thread with its own `Consumer` (``enable_auto_commit`` off): it polls, records
+every record it was given, and commits the offsets after the last record of each partition in the
+batch synchronously (at least once). Its rebalance listener records each assignment with the
+member id and generation it was made in (the whole assignment, so cooperative assignors are covered
+too), commits what is pending before partitions are revoked, and drops it when they are lost. Each
+member closes its consumer and starts a new one at seeded intervals (a consumer restart: the group
+rebalances under the faults too), until `GroupWorkload.finish` lets the group drain up to the log
+end offsets, stops the members and reads the group's final committed offsets.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from kraftlog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
+from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
+
+__all__ = ["GroupWorkload", "GroupOutcome"]
+
+_log = structlog.get_logger("deploy.chaos")
+
+#: seconds between a member's consumer restarts (seeded per member)
+RESTART_INTERVAL_S = (12.0, 25.0)
+#: a consumer that failed this many polls in a row is replaced by a new one
+MAX_POLL_FAILURES = 20
+
+
+@dataclass
+class GroupOutcome:
+    drained: bool
+    drain_s: float
+    end_offsets: dict[int, int]
+    final_committed: dict[int, int]
+    error: str | None = None
+
+
+class GroupWorkload:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        partitions: int,
+        *,
+        members: int = 3,
+        seed: int = 0,
+        group_id: str | None = None,
+        restarts: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.partitions = partitions
+        self.group_id = group_id or f"{topic}-group"
+        self.members = members
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._restarts_allowed = threading.Event()
+        if restarts:
+            self._restarts_allowed.set()
+        self.consumed: list[ConsumedRecord] = []
+        self.commits: list[CommitRecord] = []
+        self.events: list[AssignmentEvent] = []
+        self.commit_failures = 0
+        self.poll_failures = 0
+        self.restarts = 0
+        self._members = [_Member(self, f"member-{i}", random.Random(seed * 1009 + i)) for i in range(members)]
+
+    # ------------------------------------------------------------------ recording (member threads)
+
+    def _record_consumed(self, records: list[ConsumedRecord]) -> None:
+        with self._lock:
+            self.consumed.extend(records)
+
+    def _record_commit(self, commit: CommitRecord) -> None:
+        with self._lock:
+            self.commits.append(commit)
+
+    def _record_event(self, event: AssignmentEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+        _log.info(
+            "chaos_group_event",
+            consumer=event.consumer,
+            member=event.member_id,
+            generation=event.generation,
+            kind=event.kind,
+            partitions=list(event.partitions),
+        )
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            setattr(self, what, getattr(self, what) + 1)
+
+    # ------------------------------------------------------------------ the run
+
+    def start(self) -> None:
+        for m in self._members:
+            m.start()
+
+    def consumed_partitions(self) -> set[int]:
+        with self._lock:
+            return {r.partition for r in self.consumed}
+
+    def highest_commits(self) -> dict[int, int]:
+        with self._lock:
+            out: dict[int, int] = {}
+            for c in self.commits:
+                for p, o in c.offsets.items():
+                    out[p] = max(o, out.get(p, -1))
+            return out
+
+    def snapshot(self) -> tuple[list[ConsumedRecord], list[CommitRecord], list[AssignmentEvent]]:
+        with self._lock:
+            return list(self.consumed), list(self.commits), list(self.events)
+
+    def finish(self, timeout_s: float = 90.0) -> GroupOutcome:
+        """After the producers stopped: no more restarts; wait (bounded) until the group committed
+        up to every partition's log end offset; stop the members; read the final committed offsets."""
+        self._restarts_allowed.clear()
+        started = time.monotonic()
+        ends: dict[int, int] = {}
+        error: str | None = None
+        drained = False
+        try:
+            ends = _end_offsets(self.bootstrap_servers, self.topic, self.partitions)
+            deadline = started + timeout_s
+            while time.monotonic() < deadline:
+                highest = self.highest_commits()
+                if all(highest.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                    drained = True
+                    break
+                time.sleep(0.2)
+        except Exception as err:  # reported; the checker shows what the group missed
+            error = repr(err)
+            _log.warning("chaos_group_drain_failed", error=error)
+        drain_s = time.monotonic() - started
+        self.stop()
+        final: dict[int, int] = {}
+        try:
+            with GroupAdmin(self.bootstrap_servers, request_timeout_ms=30_000) as admin:
+                offsets = admin.list_offsets(self.group_id, [(self.topic, p) for p in range(self.partitions)])
+            final = {tp.partition: off for tp, off in offsets.items()}
+        except Exception as err:
+            error = (error + "; " if error else "") + f"final committed offsets: {err!r}"
+            _log.warning("chaos_group_final_offsets_failed", error=repr(err))
+        return GroupOutcome(drained, drain_s, ends, final, error)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout_s
+        for m in self._members:
+            m.join(max(0.0, deadline - time.monotonic()))
+
+
+def _end_offsets(bootstrap_servers: str, topic: str, partitions: int) -> dict[int, int]:
+    with Consumer(bootstrap_servers, request_timeout_ms=10_000) as consumer:
+        tps = [(topic, p) for p in range(partitions)]
+        return {tp.partition: off for tp, off in consumer.end_offsets(tps, timeout_ms=30_000).items()}
+
+
+class _Listener(RebalanceListener):
+    def __init__(self, member: _Member, consumer: Consumer) -> None:
+        self.member = member
+        self.consumer = consumer
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.member.commit_pending(self.consumer, {tp.partition for tp in revoked}, why="revoke")
+        self.member.event(self.consumer, "revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.member.event(self.consumer, "assigned", self.consumer.assignment())
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.member.drop_pending({tp.partition for tp in lost})
+        self.member.event(self.consumer, "lost", lost)
+
+
+def _membership(consumer: Consumer) -> tuple[str, int]:
+    """The member id and generation of ``consumer``'s group membership. The client has no public
+    accessor for them yet (Kafka's ``groupMetadata()``), so this reads its membership object."""
+    group: Any = getattr(consumer, "_group", None)
+    if group is None:
+        return "", -1
+    return str(group.member_id), int(group.generation)
+
+
+class _Member(threading.Thread):
+    def __init__(self, workload: GroupWorkload, name: str, rng: random.Random) -> None:
+        super().__init__(name=f"chaos-{name}", daemon=True)
+        self.workload = workload
+        self.member_name = name
+        self.rng = rng
+        self.pending: dict[int, int] = {}  # partition -> next offset, consumed but not committed
+
+    def _consumer(self) -> Consumer:
+        w = self.workload
+        consumer = Consumer(
+            w.bootstrap_servers,
+            group_id=w.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=500,
+            max_poll_interval_ms=30_000,
+            max_poll_records=200,
+            request_timeout_ms=5_000,
+            default_api_timeout_ms=15_000,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=250,
+            client_id=f"chaos-{self.member_name}",
+        )
+        consumer.subscribe([w.topic], listener=_Listener(self, consumer))
+        return consumer
+
+    def run(self) -> None:
+        w = self.workload
+        while not w._stop.is_set():
+            self.pending.clear()
+            try:
+                consumer = self._consumer()
+            except Exception as err:
+                _log.warning("chaos_group_consumer_failed", member=self.member_name, error=repr(err))
+                w._stop.wait(1.0)
+                continue
+            restart_at = time.monotonic() + self.rng.uniform(*RESTART_INTERVAL_S)
+            try:
+                self._consume(consumer, restart_at)
+            finally:
+                try:
+                    consumer.close()
+                except Exception as err:  # noqa: BLE001 - a close under faults may fail; the group expels it
+                    _log.info("chaos_group_close_failed", member=self.member_name, error=repr(err))
+            if not w._stop.is_set():
+                w._count("restarts")
+                _log.info("chaos_group_member_restart", member=self.member_name)
+
+    def _consume(self, consumer: Consumer, restart_at: float) -> None:
+        w = self.workload
+        failures = 0
+        while not w._stop.is_set():
+            if w._restarts_allowed.is_set() and time.monotonic() >= restart_at:
+                return
+            try:
+                batch = consumer.poll(200)
+            except Exception as err:  # retriable under faults; a consumer failing for long is replaced
+                w._count("poll_failures")
+                failures += 1
+                _log.info("chaos_group_poll_failed", member=self.member_name, error=repr(err))
+                if failures >= MAX_POLL_FAILURES:
+                    return
+                w._stop.wait(0.2)
+                continue
+            failures = 0
+            if not batch:
+                if self.pending:
+                    self.commit_pending(consumer, set(self.pending), why="retry")
+                continue
+            w._record_consumed([ConsumedRecord(self.member_name, r.partition, r.offset, r.value) for r in batch])
+            for r in batch:
+                self.pending[r.partition] = max(r.offset + 1, self.pending.get(r.partition, 0))
+            self.commit_pending(consumer, set(self.pending), why="batch")
+
+    def commit_pending(self, consumer: Consumer, partitions: set[int], *, why: str) -> None:
+        """Commit the pending offsets of ``partitions`` (sync); recorded only when acknowledged."""
+        w = self.workload
+        offsets = {p: o for p, o in self.pending.items() if p in partitions}
+        if not offsets:
+            return
+        member_id, generation = _membership(consumer)
+        sent = w._clock()
+        try:
+            consumer.commit({(w.topic, p): o for p, o in offsets.items()}, timeout_ms=10_000)
+        except Exception as err:  # not acknowledged: the records are consumed again later (at least once)
+            w._count("commit_failures")
+            _log.info("chaos_group_commit_failed", member=self.member_name, why=why, error=repr(err))
+            if why == "revoke":
+                self.drop_pending(partitions)
+            return
+        w._record_commit(CommitRecord(self.member_name, member_id, generation, offsets, sent, w._clock()))
+        for p, o in offsets.items():
+            if self.pending.get(p) == o:
+                del self.pending[p]
+
+    def drop_pending(self, partitions: set[int]) -> None:
+        for p in partitions:
+            self.pending.pop(p, None)
+
+    def event(self, consumer: Consumer, kind: str, partitions: set[TopicPartition]) -> None:
+        member_id, generation = _membership(consumer)
+        parts = tuple(sorted(tp.partition for tp in partitions if tp.topic == self.workload.topic))
+        self.workload._record_event(
+            AssignmentEvent(self.member_name, member_id, generation, kind, parts, self.workload._clock())
+        )
