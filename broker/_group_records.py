@@ -13,17 +13,31 @@ partitions and an operator's knowledge applies:
 
 Written as Kafka 4.x writes them: OffsetCommitValue v3 (v1 when an expire timestamp is set),
 GroupMetadataValue v3 — the highest non-flexible versions. Read: every version; tagged fields of the
-flexible versions are skipped. Key versions this code does not know (KIP-848's consumer-group
-records, 3 and up) raise `UnknownGroupRecordError`, which a loader skips, as Kafka's does.
+flexible versions are skipped. KIP-848's consumer-group records (key versions 3-8) are in
+`_group_records_consumer`. Key versions this code does not know (share groups, 9 and up) raise
+`UnknownGroupRecordError`, which a loader skips, as Kafka's does.
 Malformed bytes raise `CorruptMessageError` (CORRUPT_MESSAGE); nothing else escapes.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from kraftlog.common.errors import CorruptMessageError
+
+from ._group_records_consumer import (
+    CONSUMER_KEY_VERSIONS,
+    ConsumerKey,
+    ConsumerValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
+from ._group_wire import I16 as _I16
+from ._group_wire import I32 as _I32
+from ._group_wire import I64 as _I64
+from ._group_wire import Reader, bytes_, string
 
 __all__ = [
     "OffsetCommitKey",
@@ -39,10 +53,6 @@ __all__ = [
     "decode_key",
     "decode_value",
 ]
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class UnknownGroupRecordError(CorruptMessageError):
@@ -87,41 +97,32 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberMetadata, ...]
 
 
-GroupKey = OffsetCommitKey | GroupMetadataKey
-GroupValue = OffsetCommitValue | GroupMetadataValue
+GroupKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+GroupValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 
 # ================================================================================= encoding
 
 
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return _I16.pack(-1)
-    raw = value.encode()
-    if len(raw) > 0x7FFF:
-        raise ValueError(f"string of {len(raw)} bytes is longer than a Kafka string may be")
-    return _I16.pack(len(raw)) + raw
-
-
-def _bytes(value: bytes) -> bytes:
-    return _I32.pack(len(value)) + value
-
-
 def encode_key(key: GroupKey) -> bytes:
     """The record key: its version, then its fields (OffsetCommitKey v1, GroupMetadataKey v2)."""
+    if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
+        return encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
-        return _I16.pack(1) + _string(key.group) + _string(key.topic) + _I32.pack(key.partition)
-    return _I16.pack(2) + _string(key.group)
+        return _I16.pack(1) + string(key.group) + string(key.topic) + _I32.pack(key.partition)
+    return _I16.pack(2) + string(key.group)
 
 
 def encode_value(value: GroupValue) -> bytes:
     """The record value, in the version Kafka 4.x writes (see the module docstring)."""
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp_ms >= 0:  # v1: no leader epoch, an expire timestamp
             return (
                 _I16.pack(1)
                 + _I64.pack(value.offset)
-                + _string(value.metadata)
+                + string(value.metadata)
                 + _I64.pack(value.commit_timestamp_ms)
                 + _I64.pack(value.expire_timestamp_ms)
             )
@@ -129,28 +130,28 @@ def encode_value(value: GroupValue) -> bytes:
             _I16.pack(3)
             + _I64.pack(value.offset)
             + _I32.pack(value.leader_epoch)
-            + _string(value.metadata)
+            + string(value.metadata)
             + _I64.pack(value.commit_timestamp_ms)
         )
     parts = [
         _I16.pack(3),
-        _string(value.protocol_type),
+        string(value.protocol_type),
         _I32.pack(value.generation),
-        _string(value.protocol),
-        _string(value.leader),
+        string(value.protocol),
+        string(value.leader),
         _I64.pack(value.current_state_timestamp_ms),
         _I32.pack(len(value.members)),
     ]
     for m in value.members:
         parts += [
-            _string(m.member_id),
-            _string(m.group_instance_id),
-            _string(m.client_id),
-            _string(m.client_host),
+            string(m.member_id),
+            string(m.group_instance_id),
+            string(m.client_id),
+            string(m.client_host),
             _I32.pack(m.rebalance_timeout_ms),
             _I32.pack(m.session_timeout_ms),
-            _bytes(m.subscription),
-            _bytes(m.assignment),
+            bytes_(m.subscription),
+            bytes_(m.assignment),
         ]
     return b"".join(parts)
 
@@ -158,91 +159,16 @@ def encode_value(value: GroupValue) -> bytes:
 # ================================================================================= decoding
 
 
-class _Reader:
-    """Kafka's primitive types off one buffer; any overrun or bad length is CORRUPT_MESSAGE."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = data
-        self.pos = 0
-        self.what = what
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise CorruptMessageError(f"{self.what} ends {self.pos + n - len(self.data)} bytes early")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def int64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        for _ in range(5):
-            (b,) = self._take(1)
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result
-            shift += 7
-        raise CorruptMessageError(f"{self.what} has a varint longer than 5 bytes")
-
-    def _text(self, raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as err:
-            raise CorruptMessageError(f"{self.what} has a string that is not UTF-8") from err
-
-    def string(self, flexible: bool, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if flexible else self.int16()
-        if n < 0:
-            if n == -1 and nullable:
-                return None
-            raise CorruptMessageError(f"{self.what} has a null or negative-length string where one is required")
-        return self._text(self._take(n))
-
-    def required_string(self, flexible: bool) -> str:
-        value = self.string(flexible)
-        assert value is not None
-        return value
-
-    def bytes_(self, flexible: bool) -> bytes:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        if n < 0:
-            raise CorruptMessageError(f"{self.what} has null bytes where bytes are required")
-        return self._take(n)
-
-    def array_length(self, flexible: bool) -> int:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        if n < 0:
-            raise CorruptMessageError(f"{self.what} has a null array where one is required")
-        if n > len(self.data) - self.pos:  # every element takes at least a byte
-            raise CorruptMessageError(f"{self.what} claims {n} elements in {len(self.data) - self.pos} bytes")
-        return n
-
-    def tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-    def end(self) -> None:
-        if self.pos != len(self.data):
-            raise CorruptMessageError(f"{self.what} has {len(self.data) - self.pos} bytes after its last field")
-
-
 def decode_key(data: bytes) -> GroupKey:
-    """A ``__consumer_offsets`` key; `UnknownGroupRecordError` for key versions past 2."""
-    r = _Reader(data, "__consumer_offsets key")
+    """A ``__consumer_offsets`` key; `UnknownGroupRecordError` for key versions past 8."""
+    r = Reader(data, "__consumer_offsets key")
     version = r.int16()
     if version in (0, 1):
         key: GroupKey = OffsetCommitKey(r.required_string(False), r.required_string(False), r.int32())
     elif version == 2:
         key = GroupMetadataKey(r.required_string(False))
+    elif version in CONSUMER_KEY_VERSIONS:
+        key = decode_consumer_key(version, r)
     else:
         raise UnknownGroupRecordError(f"__consumer_offsets key version {version} is not one this broker reads")
     r.end()
@@ -255,11 +181,13 @@ def decode_value(key: GroupKey, data: bytes | None) -> GroupValue | None:
         return None
     if isinstance(key, OffsetCommitKey):
         return _decode_offset_commit(data)
-    return _decode_group_metadata(data)
+    if isinstance(key, GroupMetadataKey):
+        return _decode_group_metadata(data)
+    return decode_consumer_value(key, data)
 
 
 def _decode_offset_commit(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data, "OffsetCommitValue")
+    r = Reader(data, "OffsetCommitValue")
     version = r.int16()
     if not 0 <= version <= 4:
         raise CorruptMessageError(f"OffsetCommitValue version {version} is unknown")
@@ -276,7 +204,7 @@ def _decode_offset_commit(data: bytes) -> OffsetCommitValue:
 
 
 def _decode_group_metadata(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data, "GroupMetadataValue")
+    r = Reader(data, "GroupMetadataValue")
     version = r.int16()
     if not 0 <= version <= 4:
         raise CorruptMessageError(f"GroupMetadataValue version {version} is unknown")

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from kraftlog.common import errors as kerr
 
 from ._group_classic import ClassicGroup
 from ._group_classic_base import Outcome, append_error
-from ._group_classic_types import ClassicGroupConfig, GroupState, JoinRequest, JoinResponse, SyncRequest, SyncResponse
+from ._group_classic_types import GroupState, JoinRequest, JoinResponse, SyncRequest, SyncResponse
+from ._group_consumer import ConsumerGroup
+from ._group_consumer_types import ConsumerGroupState
 from ._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -30,6 +31,18 @@ from ._group_records import (
     GroupValue,
     OffsetCommitKey,
     OffsetCommitValue,
+)
+from ._group_records_consumer import CONSUMER_KEY_TYPES
+from ._group_shard_consumer import ConsumerShardMixin
+from ._group_shard_types import (
+    CommittedOffset,
+    Error,
+    GroupDescription,
+    GroupListing,
+    GroupShardConfig,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    ShardOutcome,
 )
 
 __all__ = [
@@ -43,69 +56,10 @@ __all__ = [
     "ShardOutcome",
 ]
 
-Error = type[kerr.KafkaError] | None
 INVALID_OFFSET = -1
 
 
-@dataclass(frozen=True)
-class GroupShardConfig:
-    classic: ClassicGroupConfig = ClassicGroupConfig()
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (10080)
-    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
-    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
-
-
-@dataclass(frozen=True)
-class OffsetCommitRequest:
-    group_id: str
-    offsets: tuple[tuple[str, int, int, int, str], ...]  # topic, partition, offset, leader epoch, metadata
-    member_id: str = ""
-    group_instance_id: str | None = None
-    generation_id: int = -1
-    retention_ms: int = -1  # OffsetCommit v2-v4's retention time; -1: the broker's
-
-
-@dataclass(frozen=True)
-class OffsetCommitResponse:
-    partitions: tuple[tuple[str, int, Error], ...]
-
-
-@dataclass(frozen=True)
-class CommittedOffset:
-    topic: str
-    partition: int
-    offset: int  # -1: none committed
-    leader_epoch: int = -1
-    metadata: str = ""
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[tuple[str, str | None, str, str, bytes, bytes], ...]  # id, instance, client, host, meta, assignment
-
-
-ShardResponse = JoinResponse | SyncResponse | OffsetCommitResponse | tuple[tuple[str, Error], ...]
-
-
-@dataclass
-class ShardOutcome:
-    responses: list[tuple[object, ShardResponse]] = field(default_factory=list)
-    records: list[tuple[GroupKey, GroupValue | None]] = field(default_factory=list)
-    append_id: int | None = None
-
-
-class GroupShard:
+class GroupShard(ConsumerShardMixin):
     """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
 
     def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
@@ -113,6 +67,8 @@ class GroupShard:
         self.config = config
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self._consumer_config = config.consumer
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._appends: dict[int, Callable[[Error, int], ShardOutcome]] = {}
         self._next_append = 0
@@ -137,6 +93,15 @@ class GroupShard:
         then = self._appends.pop(append_id, None)
         return then(error, now_ms) if then is not None else ShardOutcome()
 
+    def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return False, []
+        if group.members or group.state is not GroupState.EMPTY:
+            return True, []
+        del self.groups[group_id]
+        return False, [(GroupMetadataKey(group_id), None)]
+
     def _new_group(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, self.config.classic, self._rng, now_ms)
         self.groups[group_id] = group
@@ -150,6 +115,14 @@ class GroupShard:
         cfg = self.config.classic
         if not cfg.min_session_timeout_ms <= request.session_timeout_ms <= cfg.max_session_timeout_ms:
             return ShardOutcome([(token, JoinResponse(kerr.InvalidSessionTimeoutError, request.member_id))])
+        prelude: list[tuple[GroupKey, GroupValue | None]] = []
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            if consumer.members:
+                refused = JoinResponse(kerr.InconsistentGroupProtocolError, request.member_id)
+                return ShardOutcome([(token, refused)])
+            del self.consumer_groups[request.group_id]  # an empty consumer group becomes a classic one
+            prelude = list(consumer.delete_records())
         group = self.groups.get(request.group_id)
         is_new = group is None
         if group is None:
@@ -166,6 +139,13 @@ class GroupShard:
                 return ShardOutcome([(token, JoinResponse(append_error(error), request.member_id))])
 
             out.append_id = self._register(failed)
+        if prelude:
+            self._merge(
+                out,
+                ShardOutcome(
+                    records=prelude, append_id=self._register(lambda e, _t: ShardOutcome(reload=e is not None))
+                ),
+            )
         return out
 
     def sync(self, request: SyncRequest, token: object, now_ms: int) -> ShardOutcome:
@@ -201,6 +181,13 @@ class GroupShard:
         if not request.group_id:
             errors = tuple((t, p, kerr.InvalidGroupIdError) for t, p, *_rest in request.offsets)
             return ShardOutcome([(token, OffsetCommitResponse(errors))])
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            refused_by = consumer.validate_offset_commit(request.member_id, request.generation_id)
+            if refused_by is not None:
+                refused = tuple((t, p, type(refused_by)) for t, p, *_rest in request.offsets)
+                return ShardOutcome([(token, OffsetCommitResponse(refused))])
+            return self._write_offsets(request, token, now_ms, ShardOutcome())
         group = self.groups.get(request.group_id)
         error: Error = None
         out = ShardOutcome()
@@ -219,6 +206,12 @@ class GroupShard:
             refused = tuple((t, p, error) for t, p, *_rest in request.offsets)
             out.responses.append((token, OffsetCommitResponse(refused)))
             return out
+        return self._write_offsets(request, token, now_ms, out)
+
+    def _write_offsets(
+        self, request: OffsetCommitRequest, token: object, now_ms: int, out: ShardOutcome
+    ) -> ShardOutcome:
+        """The commit's records, after what ``out`` writes already; applied once committed."""
         expire = now_ms + request.retention_ms if request.retention_ms >= 0 else -1
         results: list[tuple[str, int, Error]] = []
         records: list[tuple[GroupKey, GroupValue | None]] = []
@@ -272,7 +265,15 @@ class GroupShard:
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]], token: object, now_ms: int
     ) -> tuple[Error, ShardOutcome]:
-        """OffsetDelete: only for a group with no members (NON_EMPTY_GROUP otherwise)."""
+        """OffsetDelete: for a classic group only while it has no members (NON_EMPTY_GROUP); for a
+        consumer group only of topics no member is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            if any(consumer.is_subscribed_to(t) for t, _p in partitions):
+                return kerr.GroupSubscribedToTopicError, ShardOutcome()
+            stored = self.offsets.get(group_id, {})
+            keys = [(t, p) for t, p in partitions if (t, p) in stored]
+            return None, self._tombstones(group_id, keys, token, delete_group=False)
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return kerr.GroupIdNotFoundError, ShardOutcome()
@@ -286,7 +287,10 @@ class GroupShard:
         self, group_id: str, keys: list[tuple[str, int]], token: object, *, delete_group: bool
     ) -> ShardOutcome:
         records: list[tuple[GroupKey, GroupValue | None]] = [(OffsetCommitKey(group_id, t, p), None) for t, p in keys]
-        if delete_group:
+        consumer = self.consumer_groups.get(group_id)
+        if delete_group and consumer is not None:
+            records.extend(consumer.delete_records())
+        elif delete_group:
             records.append((GroupMetadataKey(group_id), None))
         if not records:
             return ShardOutcome([(token, ())])
@@ -303,6 +307,8 @@ class GroupShard:
             if delete_group and group_id in self.groups:
                 dead = self.groups.pop(group_id).mark_dead(t)
                 out.responses.extend(dead.responses)
+            if delete_group and group_id in self.consumer_groups and not self.consumer_groups[group_id].members:
+                del self.consumer_groups[group_id]
             return out
 
         return ShardOutcome(records=records, append_id=self._register(applied))
@@ -315,7 +321,12 @@ class GroupShard:
             if g.state is GroupState.DEAD or (states and g.state.value.lower() not in {s.lower() for s in states}):
                 continue
             out.append(GroupListing(group_id, g.protocol_type or "", g.state.value))
-        return out
+        wanted = {s.lower() for s in states} if states else None
+        for group_id, c in sorted(self.consumer_groups.items()):
+            if c.dead or (wanted and c.state.value.lower() not in wanted):
+                continue
+            out.append(GroupListing(group_id, c.protocol_type, c.state.value))
+        return sorted(out, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> GroupDescription:
         g = self.groups.get(group_id)
@@ -338,6 +349,12 @@ class GroupShard:
 
     def delete_group(self, group_id: str, token: object, now_ms: int) -> tuple[Error, ShardOutcome]:
         """DeleteGroups for one group: its offsets and its metadata get tombstones."""
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return kerr.NonEmptyGroupError, ShardOutcome()
+            keys = sorted(self.offsets.get(group_id, {}))
+            return None, self._tombstones(group_id, keys, token, delete_group=True)
         g = self.groups.get(group_id)
         if g is None or g.state is GroupState.DEAD:
             return kerr.GroupIdNotFoundError, ShardOutcome()
@@ -351,7 +368,8 @@ class GroupShard:
     def next_deadline(self) -> int:
         """When `poll` has something to do next: a group's timer or the retention check."""
         group_deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        return min([self._next_expiry_ms, *group_deadlines])
+        consumer = self._consumer_deadline()
+        return min([self._next_expiry_ms, *group_deadlines, *([consumer] if consumer is not None else [])])
 
     def poll(self, now_ms: int) -> ShardOutcome:
         """Every group's due timers, and the offsets retention check when it is due."""
@@ -359,6 +377,9 @@ class GroupShard:
         for group in list(self.groups.values()):
             sub = self._wrap(group, group.poll(now_ms))
             self._merge(out, sub)
+        fenced, append_id = self._consumer_poll(now_ms)
+        if fenced:
+            self._merge(out, ShardOutcome(records=list(fenced), append_id=append_id))
         if now_ms >= self._next_expiry_ms:
             self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
             self._merge(out, self._expire_offsets(now_ms))
@@ -366,6 +387,7 @@ class GroupShard:
 
     def _merge(self, into: ShardOutcome, other: ShardOutcome) -> None:
         into.responses.extend(other.responses)
+        into.reload = into.reload or other.reload
         if other.records:
             into.records.extend(other.records)
             first, second = into.append_id, other.append_id
@@ -389,6 +411,10 @@ class GroupShard:
         out = ShardOutcome()
         retention = self.config.offsets_retention_ms
         for group_id, stored in sorted(self.offsets.items()):
+            consumer = self.consumer_groups.get(group_id)
+            if consumer is not None:
+                self._expire_consumer_offsets(consumer, stored, now_ms, out)
+                continue
             group = self.groups.get(group_id)
             if group is None or group.state is not GroupState.EMPTY:
                 continue
@@ -407,8 +433,30 @@ class GroupShard:
         out.responses = [(t, r) for t, r in out.responses if t is not None]
         return out
 
+    def _expire_consumer_offsets(
+        self, group: ConsumerGroup, stored: dict[tuple[str, int], OffsetCommitValue], now_ms: int, out: ShardOutcome
+    ) -> None:
+        """Kafka's rule for a consumer group: an offset expires a retention time after its commit
+        (or at its own expire timestamp) unless a member is subscribed to its topic."""
+        expired = []
+        for (topic, partition), v in sorted(stored.items()):
+            if group.is_subscribed_to(topic):
+                continue
+            if v.expire_timestamp_ms >= 0:
+                gone = now_ms >= v.expire_timestamp_ms
+            else:
+                gone = now_ms - v.commit_timestamp_ms >= self.config.offsets_retention_ms
+            if gone:
+                expired.append((topic, partition))
+        if expired:
+            delete_group = len(expired) == len(stored) and group.state is ConsumerGroupState.EMPTY
+            self._merge(out, self._tombstones(group.group_id, expired, None, delete_group=delete_group))
+
     def replay(self, key: GroupKey, value: GroupValue | None, now_ms: int) -> None:
         """One record of the partition, in log order (loading): the last value of a key wins."""
+        if isinstance(key, CONSUMER_KEY_TYPES):
+            self._consumer_replay(key, value)  # type: ignore[arg-type]
+            return
         if isinstance(key, OffsetCommitKey):
             if value is None:
                 stored = self.offsets.get(key.group, {})
@@ -430,8 +478,10 @@ class GroupShard:
         get a simple group to hang on (Kafka creates one for them)."""
         for group in self.groups.values():
             group.start_sessions(now_ms)
+        for consumer in self.consumer_groups.values():
+            consumer.start_sessions(now_ms)
         for group_id in self.offsets:
-            if group_id not in self.groups:
+            if group_id not in self.groups and group_id not in self.consumer_groups:
                 group = self._new_group(group_id, now_ms)
                 group.protocol_type = None
         self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms

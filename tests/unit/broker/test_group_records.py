@@ -111,7 +111,7 @@ def test_group_metadata_v0_and_v4_read() -> None:
 
 def test_unknown_key_versions_are_their_own_error() -> None:
     with pytest.raises(UnknownGroupRecordError):
-        decode_key(b"\x00\x03" + s16("g"))  # KIP-848's ConsumerGroupMetadataKey
+        decode_key(b"\x00\x0b" + s16("g"))  # a share group's ShareGroupMetadataKey
     assert issubclass(UnknownGroupRecordError, CorruptMessageError)
 
 

@@ -1,0 +1,225 @@
+"""The consumer groups (KIP-848) of one ``__consumer_offsets`` partition: the part of `GroupShard`
+that serves ConsumerGroupHeartbeat and ConsumerGroupDescribe, runs the members' timers and loads
+the groups' records.
+
+Unlike a classic group, a consumer group changes only by replaying its records: a heartbeat's
+records are replayed at once (the next request sees them, as in Kafka, whose in-memory state runs
+ahead of the log) and the answer waits until they are committed. Should the append fail, the state
+has run ahead of the log: the answer is the append's error and the shard asks to be reloaded from
+the log (``reload``), which is what Kafka's reverting its timeline to the committed offset amounts
+to.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kraftlog.common import errors as kerr
+
+from ._group_classic_base import append_error
+from ._group_consumer import ConsumerGroup, Record, TopicLookup
+from ._group_consumer_types import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroupConfig,
+    ConsumerGroupState,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
+from ._group_records import GroupKey, GroupValue
+from ._group_records_consumer import Assignment, ConsumerGroupMetadataKey, ConsumerKey, ConsumerValue
+from ._group_shard_types import ShardOutcome
+
+__all__ = ["ConsumerShardMixin", "ConsumerGroupDescription", "ConsumerMemberDescription", "validate_heartbeat"]
+
+Error = type[kerr.KafkaError] | None
+
+
+@dataclass(frozen=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: Assignment
+    target_assignment: Assignment
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    error: Error
+    state: str = ConsumerGroupState.DEAD.value
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str = ""
+    members: tuple[ConsumerMemberDescription, ...] = ()
+
+
+def validate_heartbeat(req: HeartbeatRequest, assignors: tuple[str, ...]) -> kerr.KafkaError | None:
+    """Kafka's checks of a ConsumerGroupHeartbeat that depend on no group."""
+    if not req.group_id:
+        return kerr.InvalidRequestError("GroupId can't be empty.")
+    if req.instance_id == "":
+        return kerr.InvalidRequestError("InstanceId can't be empty.")
+    if req.rack_id == "":
+        return kerr.InvalidRequestError("RackId can't be empty.")
+    if req.subscribed_topic_regex is not None:
+        return kerr.InvalidRequestError("SubscribedTopicRegex is not supported; subscribe to topic names")
+    if req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
+        if not req.member_id:
+            return kerr.InvalidRequestError("MemberId can't be empty.")
+    elif req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            return kerr.InvalidRequestError("RebalanceTimeoutMs must be provided in first request.")
+        if req.owned is None or req.owned:
+            return kerr.InvalidRequestError("TopicPartitions must be empty when (re-)joining.")
+        if not req.subscribed_topic_names:
+            return kerr.InvalidRequestError("SubscribedTopicNames must be set in first request.")
+    elif req.member_epoch == STATIC_LEAVE_EPOCH:
+        if not req.member_id:
+            return kerr.InvalidRequestError("MemberId can't be empty.")
+        if req.instance_id is None:
+            return kerr.InvalidRequestError("InstanceId can't be null.")
+    else:
+        return kerr.InvalidRequestError("MemberEpoch is invalid.")
+    if req.server_assignor is not None and req.server_assignor not in assignors:
+        return kerr.UnsupportedAssignorError(
+            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(assignors)}."
+        )
+    return None
+
+
+class ConsumerShardMixin:
+    """Consumer-group calls of `GroupShard` (which provides the plumbing named below)."""
+
+    consumer_groups: dict[str, ConsumerGroup]
+    _rng: random.Random
+    _consumer_config: ConsumerGroupConfig
+
+    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
+        raise NotImplementedError  # GroupShard's
+
+    def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
+        """Whether a classic group of that id keeps a consumer group from being made (it has
+        members); else the empty classic group is dropped and these records delete it. GroupShard's."""
+        raise NotImplementedError
+
+    def consumer_heartbeat(
+        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
+    ) -> ShardOutcome:
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
+        config = self._consumer_config
+        refused = validate_heartbeat(req, config.assignors)
+        if refused is not None:
+            return ShardOutcome([(token, _failed(req, refused))])
+        group = self.consumer_groups.get(req.group_id)
+        prelude: list[tuple[GroupKey, GroupValue | None]] = []
+        if group is None:
+            if req.member_epoch != 0:
+                error: kerr.KafkaError = kerr.UnknownMemberIdError(
+                    f"group {req.group_id} has no member {req.member_id}"
+                )
+                if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                    error = kerr.GroupIdNotFoundError(f"group {req.group_id} is not a consumer group")
+                return ShardOutcome([(token, _failed(req, error))])
+            blocked, prelude = self._classic_blocks(req.group_id)  # an empty classic group is replaced
+            if blocked:
+                error = kerr.GroupIdNotFoundError(f"group {req.group_id} is a classic group with members")
+                return ShardOutcome([(token, _failed(req, error))])
+            group = ConsumerGroup(req.group_id, config, self._rng)
+        try:
+            records, response = group.heartbeat(req, now_ms, lookup)
+        except kerr.KafkaError as err:
+            return ShardOutcome([(token, _failed(req, err))])
+        self.consumer_groups[req.group_id] = group
+        for key, value in records:
+            group.replay(key, value)
+        written: list[tuple[GroupKey, GroupValue | None]] = [*prelude, *records]
+        if not written:
+            return ShardOutcome([(token, response)])
+        return ShardOutcome([], written, self._register(self._answer_after(token, req, response)))
+
+    def _answer_after(
+        self, token: object, req: HeartbeatRequest, response: HeartbeatResponse
+    ) -> Callable[[Error, int], ShardOutcome]:
+        def then(error: Error, _t: int) -> ShardOutcome:
+            if error is None:
+                return ShardOutcome([(token, response)])
+            failed = append_error(error)("the group's records were not written")
+            return ShardOutcome([(token, _failed(req, failed))], reload=True)
+
+        return then
+
+    def _consumer_poll(self, now_ms: int) -> tuple[list[Record], int | None]:
+        """Fence the members whose session or rebalance timeout ran out; their records (replayed
+        already) and the append continuation that reloads the shard should they not be written."""
+        records: list[Record] = []
+        for group in list(self.consumer_groups.values()):
+            for member_id in group.expired_members(now_ms):
+                fenced = group.fence(member_id)
+                for key, value in fenced:
+                    group.replay(key, value)
+                records.extend(fenced)
+        if not records:
+            return [], None
+
+        def then(error: Error, _t: int) -> ShardOutcome:
+            return ShardOutcome(reload=error is not None)
+
+        return records, self._register(then)
+
+    def _consumer_deadline(self) -> int | None:
+        return min((d for g in self.consumer_groups.values() if (d := g.next_deadline()) is not None), default=None)
+
+    def _consumer_replay(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
+        """Loading: one consumer group record in log order."""
+        group = self.consumer_groups.get(key.group)
+        if group is None:
+            if value is None:
+                return
+            group = ConsumerGroup(key.group, self._consumer_config, self._rng)
+            self.consumer_groups[key.group] = group
+        group.replay(key, value)
+        if isinstance(key, ConsumerGroupMetadataKey) and value is None:
+            del self.consumer_groups[key.group]
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe of one group (GROUP_ID_NOT_FOUND when it is not a consumer group)."""
+        g = self.consumer_groups.get(group_id)
+        if g is None or g.dead:
+            return ConsumerGroupDescription(group_id, kerr.GroupIdNotFoundError)
+        members = tuple(
+            ConsumerMemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                m.member_epoch,
+                m.client_id,
+                m.client_host,
+                m.subscribed_topic_names,
+                m.subscribed_topic_regex,
+                m.assigned,
+                g.target.get(m.member_id, ()),
+            )
+            for _id, m in sorted(g.members.items())
+        )
+        return ConsumerGroupDescription(
+            group_id,
+            None,
+            g.state.value,
+            g.group_epoch,
+            g.assignment_epoch,
+            g.preferred_assignor(g.members),
+            members,
+        )
+
+
+def _failed(req: HeartbeatRequest, error: kerr.KafkaError) -> HeartbeatResponse:
+    return HeartbeatResponse(type(error), str(error), req.member_id, req.member_epoch)
