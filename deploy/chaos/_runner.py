@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from kraftlog.client import Admin, NewTopic
+from kraftlog.common import coordinator_partition
 from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from kraftlog.deploy.chaos._group_check import check_group
@@ -33,6 +34,8 @@ __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"
 WORKLOADS = ("data", "group")
 
 _log = structlog.get_logger("deploy.chaos")
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class FaultRecord:
     outage_partition: int = -1
     recovery_s: float | None = None  # from the heal until every partition was led with a full ISR again
     pending_at_injection: str | None = None  # the cluster had not recovered from the previous fault
+    group_coordinator: int | None = None  # group workload: the broker coordinating the group then
     error: str | None = None
 
 
@@ -202,6 +206,8 @@ def run_chaos(
             view = _view(admin, target, topic, settings.session_timeout_ms, probe)
             fault = choose_fault(rng, view, kinds)
             record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
+            if group is not None:
+                record.group_coordinator = _group_coordinator(admin, group.group_id)
             try:
                 inject(target, fault)
                 stop.wait(fault.hold_s)
@@ -299,6 +305,9 @@ def run_chaos(
     result["workload"] = settings.workload
     if group is not None and outcome is not None:
         _add_group_result(result, group, outcome, workload.acks)
+        result["coordinator_faults"] = sum(1 for r in run.faults if r.group_coordinator in r.fault.nodes)
+        for entry, r in zip(result["fault_log"], run.faults, strict=True):
+            entry["group_coordinator"] = r.group_coordinator
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
     _print_table(result, run, out)
@@ -372,6 +381,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
             ("group: commits acknowledged (failed)", f"{result['commits']} ({result['commit_failures']})"),
             ("group: committed offset moved backwards", result["commit_regressions"]),
             ("group: partition owned twice in a generation", result["double_owners"]),
+            ("group: faults on the group's coordinator", result["coordinator_faults"]),
             ("group: generations (member restarts)", f"{result['group_generations']} ({result['member_restarts']})"),
             ("group: drained to the log end (s)", result["group_drain_s"] if result["group_drained"] else "NO"),
         ]
@@ -406,6 +416,20 @@ def _start_group(
         group.stop()
         raise
     return group
+
+
+def _group_coordinator(admin: Admin, group_id: str) -> int | None:
+    """The broker leading the group's ``__consumer_offsets`` partition (None when not known)."""
+    try:
+        for t in admin.describe_topics([OFFSETS_TOPIC]).topics:
+            if t.error.code == 0 and t.partitions:
+                index = coordinator_partition(group_id, len(t.partitions))
+                leaders = {p.partition_index: p.leader_id for p in t.partitions}
+                leader = leaders.get(index, -1)
+                return leader if leader >= 0 else None
+    except Exception as err:  # a hint for the report only
+        _log.info("chaos_group_coordinator_unknown", error=repr(err))
+    return None
 
 
 def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: GroupOutcome, acks: list[Any]) -> None:
