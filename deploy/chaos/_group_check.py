@@ -2,8 +2,8 @@
 what the producers were told. Pure: no I/O, so every verdict is unit-tested.
 
 * ``consumed_missing``: an acknowledged record (partition, sequence) that no member of the group ever
-  consumed. Duplicates are allowed (the group commits after processing: at least once), counted as
-  ``consumed_duplicates`` only.
+  consumed. Redeliveries are allowed (the group commits after processing: at least once), counted
+  as ``consumed_duplicates`` (an offset consumed more than once) only.
 * ``commit_regressions``: an acknowledged commit of a partition whose offset is below one acknowledged
   before it was sent. Commits that overlap in time are not ordered (either may land first), so only a
   commit sent after another's acknowledgement is compared with it. The run resets no offsets, so a
@@ -100,9 +100,12 @@ def consumed_missing(
     acks: Iterable[Ack], consumed: Iterable[ConsumedRecord], *, examples: int = 5
 ) -> tuple[int, int, list[str]]:
     """``(missing, duplicates, examples)``: acknowledged records never consumed by any member, and
-    extra deliveries of a (partition, sequence) beyond the first (counted over workload records)."""
+    redeliveries: deliveries of a (partition, offset) beyond its first (a copy the producer wrote
+    twice is the data checker's ``duplicates``, not a redelivery)."""
     seen: Counter[tuple[int, int]] = Counter()
+    deliveries: Counter[tuple[int, int]] = Counter()
     for rec in consumed:
+        deliveries[(rec.partition, rec.offset)] += 1
         decoded = decode_value(rec.value) if rec.value is not None else None
         if decoded is not None and decoded[0] == rec.partition:
             seen[(rec.partition, decoded[1])] += 1
@@ -113,7 +116,7 @@ def consumed_missing(
             missing += 1
             if len(shown) < examples:
                 shown.append(f"partition {ack.partition} sequence {ack.sequence} offset {ack.offset}")
-    duplicates = sum(n - 1 for n in seen.values() if n > 1)
+    duplicates = sum(n - 1 for n in deliveries.values() if n > 1)
     return missing, duplicates, shown
 
 

@@ -377,7 +377,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
         rows += [
             ("group: records consumed", result["consumed"]),
             ("group: acknowledged, never consumed", result["consumed_missing"]),
-            ("group: consumed more than once", result["consumed_duplicates"]),
+            ("group: offsets consumed again (redelivered)", result["consumed_duplicates"]),
             ("group: commits acknowledged (failed)", f"{result['commits']} ({result['commit_failures']})"),
             ("group: committed offset moved backwards", result["commit_regressions"]),
             ("group: partition owned twice in a generation", result["double_owners"]),

@@ -49,12 +49,14 @@ def test_missing_and_duplicates_are_counted_apart() -> None:
         _consumed(0, 0, 1, "m1"),  # redelivered after a rebalance: at least once
         _consumed(0, 1, 2, "m1"),
         _consumed(0, 2, 3, "m1"),  # not acknowledged (its produce failed): neither missing nor duplicate
+        _consumed(0, 3, 2, "m1"),  # the producer wrote sequence 2 twice: the log's duplicate, no redelivery
         ConsumedRecord("m1", 1, 1, b"foreign"),
         ConsumedRecord("m1", 1, 2, None),
+        ConsumedRecord("m0", 1, 2, None),  # redelivered too
         _consumed(1, 3, 9),
     ]
     missing, duplicates, examples = consumed_missing(acks, consumed)
-    assert (missing, duplicates) == (1, 1)
+    assert (missing, duplicates) == (1, 2)
     assert examples == ["partition 1 sequence 1 offset 0"]
 
 
