@@ -237,6 +237,9 @@ class _Member(threading.Thread):
             restart_at = time.monotonic() + self.rng.uniform(*RESTART_INTERVAL_S)
             try:
                 self._consume(consumer, restart_at)
+            except Exception:  # a member must outlive any one failure: a new consumer takes over
+                _log.warning("chaos_group_member_failed", member=self.member_name, exc_info=True)
+                w._stop.wait(0.5)
             finally:
                 try:
                     consumer.close()
