@@ -40,6 +40,7 @@ from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2
 
 from ._group_classic_types import ClassicGroupConfig
+from ._group_consumer_types import ConsumerGroupConfig
 from ._group_records import UnknownGroupRecordError, decode_key, decode_value, encode_key, encode_value
 from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
 
@@ -67,6 +68,12 @@ def shard_config(config: Any) -> GroupShardConfig:
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
+        ),
+        consumer=ConsumerGroupConfig(
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(config["group.consumer.assignors"]) or ("uniform",),
         ),
         offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
@@ -153,6 +160,20 @@ class GroupCoordinator:
             self._log.info("group_partition_unloaded", partition=partition)
         # what was queued for it is never written; its appender finds the shard gone and fails it
 
+    def _reload(self, shard: GroupShard) -> None:
+        """The shard's state ran ahead of a write that failed: serve the partition again from
+        what its log holds (as Kafka reverts to the last committed state)."""
+        partition = shard.partition
+        epoch = self._epochs.get(partition)
+        if self._shards.get(partition) is not shard or epoch is None or self._stopped:
+            return
+        self._log.warning("group_partition_reload", partition=partition, epoch=epoch)
+        self._drop(partition)
+        self._epochs[partition] = epoch
+        self._loading[partition] = asyncio.get_running_loop().create_task(
+            self._load(partition, epoch), name=f"group-load-{partition}"
+        )
+
     async def _load(self, partition: int, epoch: int) -> None:
         """Replay the partition from its log start to its log end, then serve it; a load that fails
         is logged and tried again after a second while this broker still leads the partition."""
@@ -230,6 +251,16 @@ class GroupCoordinator:
         n: int = self.config["offsets.topic.num.partitions"]
         return n
 
+    @staticmethod
+    def topic_lookup(image: MetadataImage) -> Callable[[str], tuple[str, int] | None]:
+        """Topic name -> (topic id, partition count) in ``image``, for consumer-group assignors."""
+
+        def lookup(name: str) -> tuple[str, int] | None:
+            topic = image.topics.get_by_name(name)
+            return None if topic is None else (topic.topic_id, len(topic.partitions))
+
+        return lookup
+
     def shard_for(self, group_id: str, image: MetadataImage) -> GroupShard:
         """The shard of ``group_id`` on this broker, or `ShardUnavailable`."""
         partition = coordinator_partition(group_id, self.partition_count(image))
@@ -278,6 +309,9 @@ class GroupCoordinator:
         for token, response in out.responses:
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(response)
+        if out.reload:
+            self._reload(shard)
+            return
         if out.records:
             assert out.append_id is not None
             self._queues.setdefault(shard, []).append(out)

@@ -14,7 +14,9 @@ from kraftlog.proto import errors_pb2, group_pb2, group_pb2_grpc
 
 from ._group_classic_base import append_error
 from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
+from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 
 __all__ = ["GroupService"]
@@ -226,10 +228,16 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     async def ListGroups(self, request: Any, context: Any) -> Any:
         R = group_pb2.ListGroupsResponse
         states = set(request.states_filter) or None
-        groups = [g for shard in self.c.shards() for g in shard.list_groups(states)]
+        types = set(request.types_filter) or None
+        groups = [g for shard in self.c.shards() for g in shard.list_groups(states, types)]
         return R(
             error=_error(None),
-            groups=[R.Group(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state) for g in groups],
+            groups=[
+                R.Group(
+                    group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type
+                )
+                for g in groups
+            ],
         )
 
     async def DescribeGroups(self, request: Any, context: Any) -> Any:
@@ -298,6 +306,104 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             for topic, p in partitions:
                 by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
         return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def ConsumerGroupHeartbeat(self, request: Any, context: Any) -> Any:
+        R = group_pb2.ConsumerGroupHeartbeatResponse
+        if "consumer" not in self.c.config["group.coordinator.rebalance.protocols"]:
+            refused = _error(kerr.UnsupportedVersionError, "the consumer group protocol is not enabled")
+            return R(error=refused, member_id=request.member_id, member_epoch=request.member_epoch)
+        req = HeartbeatRequest(
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            instance_id=request.instance_id if request.HasField("instance_id") else None,
+            rack_id=request.rack_id if request.HasField("rack_id") else None,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=(
+                tuple(request.subscribed_topic_names.names) if request.HasField("subscribed_topic_names") else None
+            ),
+            subscribed_topic_regex=request.subscribed_topic_regex
+            if request.HasField("subscribed_topic_regex")
+            else None,
+            server_assignor=request.server_assignor if request.HasField("server_assignor") else None,
+            owned=_assignment_in(request.topic_partitions) if request.HasField("topic_partitions") else None,
+            client_id=request.client_id,
+            client_host=_peer_host(context),
+        )
+        try:
+            shard = self._shard(request.group_id)
+            lookup = self.c.topic_lookup(self.image())
+            response: HeartbeatResponse = await self._parked(
+                shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup)
+            )
+        except ShardUnavailable as err:
+            return R(error=_error(err.error), member_id=request.member_id, member_epoch=request.member_epoch)
+        out = R(
+            error=_error(response.error, response.message),
+            member_id=response.member_id,
+            member_epoch=response.member_epoch,
+            heartbeat_interval_ms=response.heartbeat_interval_ms,
+        )
+        if response.assignment is not None:
+            out.assignment.CopyFrom(_assignment_out(response.assignment))
+        return out
+
+    async def ConsumerGroupDescribe(self, request: Any, context: Any) -> Any:
+        R = group_pb2.ConsumerGroupDescribeResponse
+        image = self.image()
+        out = []
+        for group_id in request.group_ids:
+            try:
+                d = self._shard(group_id).describe_consumer_group(group_id)
+            except ShardUnavailable as err:
+                out.append(R.Group(error=_error(err.error), group_id=group_id))
+                continue
+            if d.error is not None:
+                out.append(R.Group(error=_error(d.error, f"{group_id} is not a consumer group"), group_id=group_id))
+                continue
+            out.append(
+                R.Group(
+                    error=_error(None),
+                    group_id=group_id,
+                    group_state=d.state,
+                    group_epoch=d.group_epoch,
+                    assignment_epoch=d.assignment_epoch,
+                    assignor_name=d.assignor_name,
+                    members=[
+                        R.Member(
+                            member_id=m.member_id,
+                            instance_id=m.instance_id,
+                            rack_id=m.rack_id,
+                            member_epoch=m.member_epoch,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=m.subscribed_topic_names,
+                            subscribed_topic_regex=m.subscribed_topic_regex,
+                            assignment=_assignment_out(m.assignment, image),
+                            target_assignment=_assignment_out(m.target_assignment, image),
+                        )
+                        for m in d.members
+                    ],
+                )
+            )
+        return R(groups=out)
+
+
+def _assignment_in(message: Any) -> Assignment:
+    merged: dict[str, set[int]] = {}
+    for t in message.topics:
+        merged.setdefault(t.topic_id, set()).update(t.partitions)
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(merged.items()))
+
+
+def _assignment_out(assignment: Assignment, image: MetadataImage | None = None) -> Any:
+    """An assignment as the proto carries it; with ``image``, each topic's name too."""
+    topics = []
+    for topic_id, partitions in assignment:
+        topic = image.topics.get_by_id(topic_id) if image is not None else None
+        name = topic.name if topic is not None else ""
+        topics.append(group_pb2.GroupTopicPartitions(topic_id=topic_id, partitions=partitions, topic_name=name))
+    return group_pb2.TopicAssignment(topics=topics)
 
 
 def _peer_host(context: Any) -> str:

@@ -315,18 +315,26 @@ class GroupShard(ConsumerShardMixin):
 
     # ======================================================================= groups
 
-    def list_groups(self, states: set[str] | None = None) -> list[GroupListing]:
-        out = []
-        for group_id, g in sorted(self.groups.items()):
-            if g.state is GroupState.DEAD or (states and g.state.value.lower() not in {s.lower() for s in states}):
-                continue
-            out.append(GroupListing(group_id, g.protocol_type or "", g.state.value))
-        wanted = {s.lower() for s in states} if states else None
-        for group_id, c in sorted(self.consumer_groups.items()):
-            if c.dead or (wanted and c.state.value.lower() not in wanted):
-                continue
-            out.append(GroupListing(group_id, c.protocol_type, c.state.value))
-        return sorted(out, key=lambda g: g.group_id)
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None) -> list[GroupListing]:
+        """ListGroups: every live group, filtered by state and by type (case-insensitive, as Kafka)."""
+        wanted_states = {s.lower() for s in states} if states else None
+        wanted_types = {t.lower() for t in types} if types else None
+        found: list[GroupListing] = []
+        for group_id, g in self.groups.items():
+            if g.state is not GroupState.DEAD:
+                found.append(GroupListing(group_id, g.protocol_type or "", g.state.value, "classic"))
+        for group_id, c in self.consumer_groups.items():
+            if not c.dead:
+                found.append(GroupListing(group_id, c.protocol_type, c.state.value, "consumer"))
+        return sorted(
+            (
+                g
+                for g in found
+                if (wanted_states is None or g.state.lower() in wanted_states)
+                and (wanted_types is None or g.group_type in wanted_types)
+            ),
+            key=lambda g: g.group_id,
+        )
 
     def describe_group(self, group_id: str) -> GroupDescription:
         g = self.groups.get(group_id)

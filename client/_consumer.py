@@ -38,6 +38,7 @@ import structlog
 from kraftlog.client._consumer_fetch import _ConsumerFetches
 from kraftlog.client._consumer_group import GroupMembership
 from kraftlog.client._consumer_groups import OffsetAndMetadata, _ConsumerGroups, make_assignors
+from kraftlog.client._consumer_membership import ConsumerProtocolMembership
 from kraftlog.common import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
@@ -98,6 +99,8 @@ _CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.poll.interval.ms": ("max_poll_interval_ms", int),
     "group.instance.id": ("group_instance_id", lambda v: v.strip() or None),
     "partition.assignment.strategy": ("partition_assignment_strategy", str),
+    "group.protocol": ("group_protocol", str),
+    "group.remote.assignor": ("group_remote_assignor", lambda v: v.strip() or None),
     "client.id": ("client_id", str),
 }
 #: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
@@ -156,11 +159,13 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         group_id: str | None = None,
         enable_auto_commit: bool | None = None,
         auto_commit_interval_ms: int = 5000,
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 3_000,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
         max_poll_interval_ms: int = 300_000,
         group_instance_id: str | None = None,
-        partition_assignment_strategy: str | Sequence[str] = "range,cooperative-sticky",
+        partition_assignment_strategy: str | Sequence[str] | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         client_id: str = "kraftlog-consumer",
         key_deserializer: Callable[[bytes | None], Any] | None = None,
         value_deserializer: Callable[[bytes | None], Any] | None = None,
@@ -218,15 +223,41 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         self._awaiting_committed: set[TopicPartition] = set()
         self._async_commits = None
         self._next_auto_commit = time.monotonic() + auto_commit_interval_ms / 1000.0
-        self._group: GroupMembership | None = None
-        if group_id is not None:
+        self._group: GroupMembership | ConsumerProtocolMembership | None = None
+        protocol = group_protocol.strip().lower()
+        if protocol not in ("classic", "consumer"):
+            raise ValueError(f"group_protocol must be classic or consumer, not {group_protocol!r}")
+        if protocol == "consumer":
+            for key, value in (
+                ("partition.assignment.strategy", partition_assignment_strategy),
+                ("session.timeout.ms", session_timeout_ms),
+                ("heartbeat.interval.ms", heartbeat_interval_ms),
+            ):
+                if value is not None:  # as Kafka: the coordinator decides these under KIP-848
+                    raise ValueError(f"{key} is not supported with group.protocol=consumer (the coordinator sets it)")
+        elif group_remote_assignor is not None:
+            raise ValueError("group.remote.assignor is only for group.protocol=consumer")
+        if group_id is not None and protocol == "consumer":
+            self._group = ConsumerProtocolMembership(
+                group_id,
+                self._pool,
+                self._metadata,
+                server_assignor=group_remote_assignor,
+                max_poll_interval_ms=max_poll_interval_ms,
+                group_instance_id=group_instance_id,
+                client_id=client_id,
+                client_rack=client_rack,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+            )
+        elif group_id is not None:
             self._group = GroupMembership(
                 group_id,
                 self._pool,
                 self._metadata,
-                make_assignors(partition_assignment_strategy),
-                session_timeout_ms=session_timeout_ms,
-                heartbeat_interval_ms=heartbeat_interval_ms,
+                make_assignors(partition_assignment_strategy or "range,cooperative-sticky"),
+                session_timeout_ms=session_timeout_ms if session_timeout_ms is not None else 45_000,
+                heartbeat_interval_ms=heartbeat_interval_ms if heartbeat_interval_ms is not None else 3_000,
                 max_poll_interval_ms=max_poll_interval_ms,
                 group_instance_id=group_instance_id,
                 client_id=client_id,
@@ -309,7 +340,7 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
             self._before_revoke(owned)
             if self._listener is not None and owned:
                 self._listener.on_partitions_revoked(owned)
-            self._group._leave("the consumer unsubscribed")
+            self._group.leave("the consumer unsubscribed")
             self._group.owned = []
             self._subscription, self._pattern = None, None
         self._assignment = {}

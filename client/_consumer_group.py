@@ -29,28 +29,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import grpc
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.proto import group_pb2, group_pb2_grpc
+from kraftlog.proto import group_pb2
 
 from ._assignors import PartitionAssignor, Subscription
 from ._consumer_protocol import decode_assignment, decode_subscription, encode_assignment, encode_subscription
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
+from ._group_client import GroupClient, raise_for
+from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 
 __all__ = ["GroupMembership", "CommitFailedError", "RebalanceListener"]
 
 _log = structlog.get_logger(__name__)
-
-_COORDINATOR_ERRORS = {
-    kerr.NotCoordinatorError,
-    kerr.CoordinatorNotAvailableError,
-    kerr.CoordinatorLoadInProgressError,
-}
 
 
 class CommitFailedError(kerr.KafkaError):
@@ -71,12 +65,7 @@ class RebalanceListener:
         self.on_partitions_revoked(lost)
 
 
-def _raise_for(error: Any, what: str) -> None:
-    if error.code:
-        raise kerr.error_for_code(error.code)(f"{what}: {error.name} {error.message}".strip())
-
-
-class GroupMembership:
+class GroupMembership(GroupClient):
     """One member's view of its group (see the module docstring). Not for use by several threads
     at once, except the heartbeat thread it runs itself."""
 
@@ -129,50 +118,6 @@ class GroupMembership:
         self._worker_error: BaseException | None = None
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{group_id}", daemon=True)
         self._heartbeat.start()
-
-    # ================================================================ coordinator
-
-    def _stub(self) -> group_pb2_grpc.GroupServiceStub:
-        address = self._coordinator
-        if address is None:
-            address = self._find_coordinator()
-        return self._pool.group_stub(address)
-
-    def _find_coordinator(self) -> str:
-        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
-        last: Exception | None = None
-        while time.monotonic() < deadline and not self._stop.is_set():
-            for address in self._metadata.candidates():
-                try:
-                    r = self._pool.group_stub(address).FindCoordinator(
-                        group_pb2.FindCoordinatorRequest(keys=[self.group_id]), timeout=5.0
-                    )
-                except grpc.RpcError as err:
-                    last = err
-                    continue
-                c = r.coordinators[0]
-                if c.error.code == 0:
-                    host = f"[{c.host}]" if ":" in c.host else c.host
-                    address = f"{host}:{c.port}"
-                    self._coordinator = address
-                    return address
-                last = kerr.error_for_code(c.error.code)(c.error.message)
-            time.sleep(self.retry_backoff_ms / 1000.0)
-        raise kerr.CoordinatorNotAvailableError(f"no coordinator found for group {self.group_id!r}: {last}")
-
-    def _call(self, method: str, request: Any, timeout_s: float) -> Any:
-        """One RPC to the coordinator; a lost coordinator is looked up again next time."""
-        try:
-            return getattr(self._stub(), method)(request, timeout=timeout_s)
-        except grpc.RpcError as err:
-            self._coordinator = None
-            raise kerr.CoordinatorNotAvailableError(f"{method} to the group coordinator failed: {err.code()}") from err
-
-    def _coordinator_lost(self, code: int) -> bool:
-        if code and kerr.error_for_code(code) in _COORDINATOR_ERRORS:
-            self._coordinator = None
-            return True
-        return False
 
     # ================================================================== rebalance
 
@@ -304,7 +249,7 @@ class GroupMembership:
         if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
             time.sleep(self.retry_backoff_ms / 1000.0)
             return None
-        _raise_for(r.error, f"JoinGroup of group {self.group_id!r}")
+        raise_for(r.error, f"JoinGroup of group {self.group_id!r}")
         with self._lock:
             self.member_id, self.generation, self.protocol = r.member_id, r.generation_id, r.protocol_name
             self.leader = r.leader == r.member_id
@@ -377,7 +322,7 @@ class GroupMembership:
             return None
         if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
             return None
-        _raise_for(r.error, f"SyncGroup of group {self.group_id!r}")
+        raise_for(r.error, f"SyncGroup of group {self.group_id!r}")
         partitions, _user_data = decode_assignment(r.assignment)
         self._assignor().on_assignment(partitions, self.generation)
         _log.info(
@@ -433,95 +378,27 @@ class GroupMembership:
             else:
                 self._coordinator_lost(code)
 
-    # ============================================================ offsets and leaving
-
-    def commit(self, offsets: Mapping[TopicPartition, tuple[int, int, str]], timeout_s: float) -> None:
-        """OffsetCommit of ``tp -> (offset, leader epoch, metadata)`` under this member's generation."""
-        if not offsets:
-            return
-        by_topic: dict[str, list[Any]] = {}
-        for tp, (offset, epoch, metadata) in offsets.items():
-            by_topic.setdefault(tp.topic, []).append(
-                group_pb2.OffsetCommitRequest.Partition(
-                    partition_index=tp.partition,
-                    committed_offset=offset,
-                    committed_leader_epoch=epoch,
-                    committed_metadata=metadata,
+    def _commit_identity(self) -> tuple[int, str]:
+        with self._lock:
+            if self.state == "REBALANCING":
+                raise kerr.RebalanceInProgressError(
+                    "Offset commit cannot be completed since the consumer is undergoing a rebalance"
                 )
+            if self.state != "STABLE" or self.generation < 0:
+                raise CommitFailedError("Commit cannot be completed since the consumer is not part of an active group")
+            return self.generation, self.member_id
+
+    def _commit_refused(self, code: int, generation: int) -> bool:
+        if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
+            self._reset(member=code == kerr.UnknownMemberIdError.error_code)
+            raise CommitFailedError(
+                "Commit cannot be completed since the group has already rebalanced and assigned the "
+                "partitions to another member"
             )
-        request = group_pb2.OffsetCommitRequest(
-            group_id=self.group_id,
-            group_instance_id=self.group_instance_id,
-            topics=[group_pb2.OffsetCommitRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
-        )
-        deadline = time.monotonic() + timeout_s
-        while True:
-            with self._lock:
-                if self.state == "REBALANCING":
-                    raise kerr.RebalanceInProgressError(
-                        "Offset commit cannot be completed since the consumer is undergoing a rebalance"
-                    )
-                if self.state != "STABLE" or self.generation < 0:
-                    raise CommitFailedError(
-                        "Commit cannot be completed since the consumer is not part of an active group"
-                    )
-                request.generation_id, request.member_id = self.generation, self.member_id
-            try:
-                r = self._call("OffsetCommit", request, max(0.1, deadline - time.monotonic()))
-            except kerr.CoordinatorNotAvailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            codes = {p.error.code for t in r.topics for p in t.partitions} - {0}
-            if not codes:
-                return
-            code = next(iter(codes))
-            if self._coordinator_lost(code) and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if code == kerr.FencedInstanceIdError.error_code:
-                raise kerr.FencedInstanceIdError(f"group.instance.id {self.group_instance_id!r} was fenced")
-            if code in (kerr.UnknownMemberIdError.error_code, kerr.IllegalGenerationError.error_code):
-                self._reset(member=code == kerr.UnknownMemberIdError.error_code)
-                raise CommitFailedError(
-                    "Commit cannot be completed since the group has already rebalanced and assigned the "
-                    "partitions to another member"
-                )
-            if code == kerr.RebalanceInProgressError.error_code:
-                self.request_rejoin()
-                raise kerr.RebalanceInProgressError("the group is rebalancing: poll, then commit again")
-            raise kerr.error_for_code(code)(f"OffsetCommit of group {self.group_id!r} failed")
-
-    def committed(self, tps: Iterable[TopicPartition], timeout_s: float) -> dict[TopicPartition, tuple[int, int, str]]:
-        """Committed ``(offset, leader epoch, metadata)`` per partition; offset -1 when none."""
-        wanted = partitions_by_topic(tps)
-        request = group_pb2.OffsetFetchRequest(
-            group_id=self.group_id,
-            topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in wanted.items()],
-            require_stable=True,
-        )
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                r = self._call("OffsetFetch", request, max(0.1, deadline - time.monotonic()))
-            except kerr.CoordinatorNotAvailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if self._coordinator_lost(r.error.code) and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            _raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
-            for t in r.topics:
-                for p in t.partitions:
-                    _raise_for(p.error, f"OffsetFetch of {t.name}-{p.partition_index}")
-            return {
-                TopicPartition(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
-                for t in r.topics
-                for p in t.partitions
-            }
+        if code == kerr.RebalanceInProgressError.error_code:
+            self.request_rejoin()
+            raise kerr.RebalanceInProgressError("the group is rebalancing: poll, then commit again")
+        return False
 
     def _leave(self, reason: str) -> None:
         if self.member_id and self.group_instance_id is None and self._coordinator is not None:
@@ -534,6 +411,10 @@ class GroupMembership:
             except kerr.KafkaError as err:
                 _log.info("leave_group_failed", group=self.group_id, error=str(err))
         self._reset(member=True)
+
+    def leave(self, reason: str) -> None:
+        """Leave the group now (unsubscribe); a later subscribe joins again."""
+        self._leave(reason)
 
     def close(self) -> None:
         """Leave the group (a static member stays: its session keeps its partitions, KIP-345)."""

@@ -20,6 +20,7 @@ from kraftlog.proto import broker_pb2
 
 from ._assignors import PartitionAssignor, RangeAssignor, RoundRobinAssignor
 from ._consumer_group import CommitFailedError, GroupMembership, RebalanceListener
+from ._consumer_membership import ConsumerProtocolMembership
 from ._fetched import CompletedFetch
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 from ._positions import PartitionState
@@ -93,7 +94,7 @@ class _ConsumerGroups:
     _metadata: ClusterMetadata
     _assignment: dict[TopicPartition, PartitionState]
     _buffer: deque[CompletedFetch]
-    _group: GroupMembership | None
+    _group: GroupMembership | ConsumerProtocolMembership | None
     _subscription: set[str] | None
     _pattern: re.Pattern[str] | None
     _listener: RebalanceListener | None
@@ -132,7 +133,7 @@ class _ConsumerGroups:
             self._metadata.add_topics(self._subscription)
         self._listener = listener
         self._group.note_poll()
-        self._group._rejoin = True
+        self._group.request_rejoin()
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())
@@ -148,7 +149,7 @@ class _ConsumerGroups:
                 self._subscription = matched
                 self._metadata.add_topics(matched)
                 if self._group is not None:
-                    self._group._rejoin = True
+                    self._group.request_rejoin()
         return set(self._subscription or ())
 
     def _all_topics(self) -> list[str]:
@@ -173,6 +174,9 @@ class _ConsumerGroups:
         group.check_fatal()
         group.note_poll()
         topics = self._subscribed_topics()
+        if isinstance(group, ConsumerProtocolMembership):
+            self._follow_coordinator(group, topics)
+            return
         if group.rebalancing:
             assigned = group.finished()
             if assigned is not None:
@@ -195,6 +199,21 @@ class _ConsumerGroups:
             self._drop_partitions(revoked)
         self._assigned_counts = self._partition_counts(topics)
         group.start_rebalance(topics)
+
+    def _follow_coordinator(self, group: ConsumerProtocolMembership, topics: set[str]) -> None:
+        """The consumer protocol (KIP-848): the coordinator assigns. Partitions of a fenced member
+        are lost (the listener hears so before the member rejoins); a new assignment is applied
+        (revocations first) and the coordinator is told at once what the consumer owns now."""
+        group.set_subscription(topics)
+        if group.take_lost():
+            lost = set(self._assignment)
+            self._drop_partitions(lost)
+            if self._listener is not None and lost:
+                self._listener.on_partitions_lost(lost)
+        assigned = group.take_assignment()
+        if assigned is not None:
+            self._apply_assignment(assigned)
+            group.acknowledge()
 
     def _partition_counts(self, topics: set[str]) -> dict[str, int]:
         return {t: len(self._metadata.partitions_for_topic(t) or []) for t in sorted(topics)}

@@ -258,6 +258,17 @@ class ClusterMetadata:
         meta = self.partition(tp)
         return meta.leader_epoch if meta is not None else -1
 
+    def topic_id(self, topic: str) -> str | None:
+        """The id of ``topic`` (canonical uuid text) once metadata named it."""
+        return self._topic_ids.get(topic)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        """The name of the topic with id ``topic_id``, once metadata named it."""
+        for name, known in list(self._topic_ids.items()):
+            if known == topic_id:
+                return name
+        return None
+
     def topic_error(self, topic: str) -> int:
         """The error code of the last answer about ``topic`` (0 when fine or not asked)."""
         return self._topic_errors.get(topic, 0)

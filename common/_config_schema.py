@@ -512,6 +512,38 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     .define("group.min.session.timeout.ms", _I, 6000, None, "Smallest session timeout a member may ask for.")
     .define("group.max.session.timeout.ms", _I, 1_800_000, None, "Largest session timeout a member may ask for.")
     .define("group.max.size", _I, INT_MAX, Range(1), "Maximum members of one group.")
+    .define(
+        "group.coordinator.rebalance.protocols",
+        _LS,
+        ["classic", "consumer"],
+        Custom(
+            lambda v: set(v) <= {"classic", "consumer"} and "classic" in v,
+            "a comma-separated list from [classic, consumer] that includes classic",
+        ),
+        "Group protocols the coordinator serves; without consumer, ConsumerGroupHeartbeat is UNSUPPORTED_VERSION.",
+    )
+    .define(
+        "group.consumer.session.timeout.ms",
+        _I,
+        45_000,
+        Range(1),
+        "Session timeout of consumer-protocol (KIP-848) group members.",
+    )
+    .define(
+        "group.consumer.heartbeat.interval.ms",
+        _I,
+        5_000,
+        Range(1),
+        "Heartbeat interval the coordinator gives consumer-protocol (KIP-848) group members.",
+    )
+    .define("group.consumer.max.size", _I, INT_MAX, Range(1), "Maximum members of one consumer-protocol group.")
+    .define(
+        "group.consumer.assignors",
+        _LS,
+        ["uniform", "range"],
+        OneOf("uniform", "range"),
+        "Server-side assignors of consumer-protocol groups; the first is the default.",
+    )
     # --- kraftlog's own keys
     .define(
         "controller.quorum.fsync",

@@ -281,22 +281,26 @@ class OffsetFetchResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchResponse.Topic, _Mapping]]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
-    __slots__ = ("states_filter",)
+    __slots__ = ("states_filter", "types_filter")
     STATES_FILTER_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FILTER_FIELD_NUMBER: _ClassVar[int]
     states_filter: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
+    types_filter: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, states_filter: _Optional[_Iterable[str]] = ..., types_filter: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error", "groups")
     class Group(_message.Message):
-        __slots__ = ("group_id", "protocol_type", "group_state")
+        __slots__ = ("group_id", "protocol_type", "group_state", "group_type")
         GROUP_ID_FIELD_NUMBER: _ClassVar[int]
         PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
         GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+        GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
         group_id: str
         protocol_type: str
         group_state: str
-        def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., group_state: _Optional[str] = ...) -> None: ...
+        group_type: str
+        def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., group_state: _Optional[str] = ..., group_type: _Optional[str] = ...) -> None: ...
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.Error
@@ -400,3 +404,117 @@ class OffsetDeleteResponse(_message.Message):
     error: _errors_pb2.Error
     topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Topic]
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class GroupTopicPartitions(_message.Message):
+    __slots__ = ("topic_id", "partitions", "topic_name")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    topic_id: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    topic_name: str
+    def __init__(self, topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., topic_name: _Optional[str] = ...) -> None: ...
+
+class TopicAssignment(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[GroupTopicPartitions]
+    def __init__(self, topics: _Optional[_Iterable[_Union[GroupTopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class TopicNames(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    rack_id: str
+    rebalance_timeout_ms: int
+    subscribed_topic_names: TopicNames
+    subscribed_topic_regex: str
+    server_assignor: str
+    topic_partitions: TopicAssignment
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., subscribed_topic_names: _Optional[_Union[TopicNames, _Mapping]] = ..., subscribed_topic_regex: _Optional[str] = ..., server_assignor: _Optional[str] = ..., topic_partitions: _Optional[_Union[TopicAssignment, _Mapping]] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: TopicAssignment
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TopicAssignment, _Mapping]] = ...) -> None: ...
+
+class ConsumerGroupDescribeRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConsumerGroupDescribeResponse(_message.Message):
+    __slots__ = ("groups",)
+    class Member(_message.Message):
+        __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+        RACK_ID_FIELD_NUMBER: _ClassVar[int]
+        MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+        SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+        SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        TARGET_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        instance_id: str
+        rack_id: str
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
+        subscribed_topic_regex: str
+        assignment: TopicAssignment
+        target_assignment: TopicAssignment
+        def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Union[TopicAssignment, _Mapping]] = ..., target_assignment: _Optional[_Union[TopicAssignment, _Mapping]] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("error", "group_id", "group_state", "group_epoch", "assignment_epoch", "assignor_name", "members")
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+        GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNOR_NAME_FIELD_NUMBER: _ClassVar[int]
+        MEMBERS_FIELD_NUMBER: _ClassVar[int]
+        error: _errors_pb2.Error
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: _containers.RepeatedCompositeFieldContainer[ConsumerGroupDescribeResponse.Member]
+        def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ConsumerGroupDescribeResponse.Member, _Mapping]]] = ...) -> None: ...
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ConsumerGroupDescribeResponse.Group]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupDescribeResponse.Group, _Mapping]]] = ...) -> None: ...

@@ -89,6 +89,16 @@ class GroupServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_group__pb2.OffsetDeleteRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_group__pb2.OffsetDeleteResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/kraftlog.v1.GroupService/ConsumerGroupHeartbeat',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.ConsumerGroupDescribe = channel.unary_unary(
+                '/kraftlog.v1.GroupService/ConsumerGroupDescribe',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
+                _registered_method=True)
 
 
 class GroupServiceServicer:
@@ -160,6 +170,18 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +239,16 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.OffsetDelete,
                     request_deserializer=kraftlog_dot_proto_dot_group__pb2.OffsetDeleteRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_group__pb2.OffsetDeleteResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
+            ),
+            'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupDescribe,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +548,60 @@ class GroupService:
             '/kraftlog.v1.GroupService/OffsetDelete',
             kraftlog_dot_proto_dot_group__pb2.OffsetDeleteRequest.SerializeToString,
             kraftlog_dot_proto_dot_group__pb2.OffsetDeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/ConsumerGroupHeartbeat',
+            kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.ConsumerGroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/ConsumerGroupDescribe',
+            kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.broker._group_consumer_types import ConsumerGroupConfig, HeartbeatRequest, HeartbeatResponse
+from kraftlog.broker._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from kraftlog.broker._group_records import decode_key, decode_value, encode_key, encode_value
 from kraftlog.broker._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, OffsetCommitResponse
 from kraftlog.broker._group_shard_types import ShardOutcome
