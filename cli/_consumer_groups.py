@@ -65,6 +65,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     action.add_argument("--delete-offsets", action="store_true", help="delete some committed offsets of a group")
     action.add_argument("--tree", action="store_true", help="the groups as the ZooKeeper-era /consumers tree")
     parser.add_argument("--group", metavar="GROUP", help="the group")
+    parser.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        choices=["classic", "consumer"],
+        help="list: only groups of this protocol (classic, or consumer for KIP-848), and show each group's type",
+    )
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="describe: offsets and lag per partition (default)")
     view.add_argument("--members", action="store_true", help="describe: the members")
@@ -148,11 +155,18 @@ def run(args: argparse.Namespace) -> int:
 def _act(args: argparse.Namespace, admin: Any, topics: list[tuple[str, list[int] | None]]) -> int:
     as_json = args.output == "json"
     if args.list:
-        groups = admin.list_groups()
+        groups = admin.list_groups(types=args.type)
         if as_json:
             print_json(
-                {"groups": [{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in groups]}
+                {
+                    "groups": [
+                        {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "type": g.group_type}
+                        for g in groups
+                    ]
+                }
             )
+        elif args.type:
+            print_table(["GROUP", "TYPE"], [(g.group_id, g.group_type.capitalize()) for g in groups])
         else:
             for g in groups:
                 print(g.group_id)
@@ -217,6 +231,7 @@ def _partitions(consumer: Any, topics: list[tuple[str, list[int] | None]]) -> li
 
 def _describe(args: argparse.Namespace, admin: Any, as_json: bool) -> int:
     d = admin.describe_group(args.group)
+    modern = d.group_type == "consumer"
     if args.state:
         row = {
             "group": d.group_id,
@@ -224,9 +239,17 @@ def _describe(args: argparse.Namespace, admin: Any, as_json: bool) -> int:
             "assignment_strategy": d.assignment_strategy,
             "state": d.state,
             "members": len(d.members),
+            "type": d.group_type,
         }
+        if modern:
+            row |= {"group_epoch": d.group_epoch, "target_assignment_epoch": d.assignment_epoch}
         if as_json:
             print_json(row)
+        elif modern:  # as Kafka 4 shows a consumer-protocol group
+            header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH"]
+            header += ["TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+            values = (d.group_id, d.coordinator, d.assignment_strategy, d.state, d.group_epoch)
+            print_table(header, [(*values, d.assignment_epoch, len(d.members))])
         else:
             print_table(
                 ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
@@ -248,9 +271,22 @@ def _describe(args: argparse.Namespace, admin: Any, as_json: bool) -> int:
                             "client_id": m.client_id,
                             "partitions": [f"{tp.topic}-{tp.partition}" for tp in m.assignment],
                         }
+                        | (
+                            {
+                                "member_epoch": m.member_epoch,
+                                "target_partitions": [f"{tp.topic}-{tp.partition}" for tp in m.target_assignment],
+                            }
+                            if modern
+                            else {}
+                        )
                         for m in d.members
                     ],
                 }
+            )
+        elif modern:
+            print_table(
+                ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH"],
+                [(*row, m.member_epoch) for row, m in zip(member_rows, d.members, strict=True)],
             )
         else:
             print_table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"], member_rows)

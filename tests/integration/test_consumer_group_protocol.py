@@ -219,3 +219,38 @@ def test_protocols_do_not_mix_and_bad_settings_are_refused(cluster: LocalCluster
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 wrong.poll(100)
+
+
+def test_consumer_groups_command_shows_a_consumer_protocol_group(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from kraftlog.cli.__main__ import main
+
+    boot = ["--bootstrap-server", cluster.bootstrap_servers]
+    with Consumer(
+        cluster.bootstrap_servers, group_id="n6", group_protocol="consumer", auto_offset_reset="earliest"
+    ) as c:
+        c.subscribe([TOPIC])
+        wait_until(lambda: bool(c.poll(100)) or len(c.assignment()) == PARTITIONS, 60, what="a member")
+        wait_until(lambda: len(c.assignment()) == PARTITIONS and not c.poll(50), 60, what="all partitions")
+        c.commit()
+        capsys.readouterr()
+        assert main(["consumer-groups", "--describe", "--group", "n6", "--state", *boot, "--output", "json"]) == 0
+        state = json.loads(capsys.readouterr().out)
+        assert state["type"] == "consumer" and state["assignment_strategy"] == "uniform"
+        assert state["state"] == "Stable" and state["group_epoch"] == state["target_assignment_epoch"] >= 1
+        assert main(["consumer-groups", "--describe", "--group", "n6", "--members", *boot, "--output", "json"]) == 0
+        (member,) = json.loads(capsys.readouterr().out)["members"]
+        assert len(member["partitions"]) == PARTITIONS and member["target_partitions"] == member["partitions"]
+        assert member["member_epoch"] == state["group_epoch"]
+        assert main(["consumer-groups", "--describe", "--group", "n6", *boot, "--output", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["partitions"]
+        assert len(rows) == PARTITIONS and all(r["consumer_id"] == member["member_id"] for r in rows)
+        assert main(["consumer-groups", "--list", "--type", "consumer", *boot, "--output", "json"]) == 0
+        listed = json.loads(capsys.readouterr().out)["groups"]
+        assert "n6" in {g["group"] for g in listed} and {g["type"] for g in listed} == {"consumer"}
+        assert main(["consumer-groups", "--delete", "--group", "n6", *boot]) == 1  # NON_EMPTY_GROUP: a member
+        capsys.readouterr()
+    assert main(["consumer-groups", "--delete", "--group", "n6", *boot]) == 0
