@@ -6,8 +6,10 @@ One combined node (``group.initial.rebalance.delay.ms=0``, so the figure is the 
 and not Kafka's deliberate wait for more members). Then:
 
 1. rebalance: M consumers (threads, the kraftlog client) subscribe to a topic of P partitions in a
-   new group; the time from the last member's first JoinGroup to every member holding a disjoint
-   share of all P partitions (classic protocol, ``range``), median of R groups;
+   new group; the time from the last member's subscribe to every member holding a disjoint share
+   of all P partitions, median of R groups: once with the classic protocol (``range``, heartbeats
+   every 200 ms) and once with KIP-848's (``group.protocol=consumer``, the coordinator's ``uniform``
+   assignor, ``group.consumer.heartbeat.interval.ms=200``);
 2. commits: one member commits one partition's offset per OffsetCommit, synchronously (acks=all on
    ``__consumer_offsets``), for S seconds.
 
@@ -16,7 +18,6 @@ Baseline: the round trip and rate of a small gRPC Echo to the same broker, one t
     python tests/perf/group_bench.py [--quick]
 
 Full: 10 members x 100 partitions, 3 groups, 5 s of commits; ``--quick``: 5 x 20, 1 group, 2 s.
-The KIP-848 protocol (``group.protocol=consumer``) is not built yet, so there is no figure for it.
 The last line printed is one JSON object of the figures.
 """
 
@@ -44,6 +45,7 @@ OVERRIDES = {
     "offsets.topic.replication.factor": 1,
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 1000,
+    "group.consumer.heartbeat.interval.ms": 200,
 }
 
 
@@ -62,16 +64,19 @@ def echo(address: str, seconds: float) -> tuple[float, float]:
     return statistics.median(times) * 1000, rate
 
 
-def rebalance_s(cluster: LocalCluster, topic: str, partitions: int, members: int, group: str) -> float:
+def rebalance_s(cluster: LocalCluster, topic: str, partitions: int, members: int, group: str, protocol: str) -> float:
+    settings: dict[str, object] = (
+        {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 200, "partition_assignment_strategy": "range"}
+        if protocol == "classic"
+        else {"group_protocol": "consumer"}
+    )
     consumers = [
         Consumer(
             cluster.bootstrap_servers,
             group_id=group,
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=200,
             enable_auto_commit=False,
-            partition_assignment_strategy="range",
             client_id=f"{group}-{i}",
+            **settings,  # type: ignore[arg-type]
         )
         for i in range(members)
     ]
@@ -137,18 +142,23 @@ def main(argv: list[str] | None = None) -> int:
             admin.create_topics([NewTopic("bench", num_partitions=partitions, replication_factor=1)])
         address = cluster.bootstrap_servers.split(",")[0]
         echo_ms, echo_per_s = echo(address, 1.0 if args.quick else 3.0)
-        times = [rebalance_s(cluster, "bench", partitions, members, f"bench-{i}") for i in range(groups)]
+        times = [rebalance_s(cluster, "bench", partitions, members, f"bench-{i}", "classic") for i in range(groups)]
+        modern = [rebalance_s(cluster, "bench", partitions, members, f"kip848-{i}", "consumer") for i in range(groups)]
         commit_rate = commits_per_s(cluster, "bench", commit_s)
     finally:
         cluster.stop()
     rebalance = statistics.median(times)
+    rebalance_modern = statistics.median(modern)
     print(f"group benchmark ({'quick' if args.quick else 'full'}): {members} members x {partitions} partitions")
     print(f"{'measurement':<44}{'figure':>12}")
     print(f"{'gRPC echo round trip (ms), baseline':<44}{echo_ms:>12.2f}")
     print(f"{'gRPC echo calls/s, baseline':<44}{echo_per_s:>12.0f}")
     print(f"{'rebalance, classic protocol (s)':<44}{rebalance:>12.3f}  ({rebalance * 1000 / echo_ms:.0f} echo trips)")
     print(f"{'offset commits/s (sync, one partition)':<44}{commit_rate:>12.0f}  ({commit_rate / echo_per_s:.2f}x echo)")
-    print(f"{'rebalance, KIP-848 consumer protocol (s)':<44}{'not built':>12}")
+    print(
+        f"{'rebalance, KIP-848 consumer protocol (s)':<44}{rebalance_modern:>12.3f}"
+        f"  ({rebalance_modern * 1000 / echo_ms:.0f} echo trips)"
+    )
     print(
         json.dumps(
             {
@@ -157,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 "echo_round_trip_ms": round(echo_ms, 3),
                 "echo_calls_per_s": round(echo_per_s),
                 "rebalance_classic_s": round(rebalance, 3),
+                "rebalance_consumer_protocol_s": round(rebalance_modern, 3),
                 "offset_commits_per_s": round(commit_rate),
             }
         )
