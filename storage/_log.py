@@ -37,6 +37,7 @@ from kraftlog.common.records import (
     set_log_append_time,
     set_max_timestamp,
 )
+from kraftlog.storage._log_producers import _LogProducers
 from kraftlog.storage._log_read import _LogReads
 from kraftlog.storage._log_recovery import _LogRecovery
 from kraftlog.storage._log_retention import _LogRetention
@@ -64,6 +65,7 @@ from ._errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from ._producer_state import ProducerStateManager
 from ._record_set import validate_record_set
 from ._segment import BatchLocation, LogSegment
 from ._validator import (
@@ -103,7 +105,7 @@ _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
 
 
-class Log(_LogRecovery, _LogReads, _LogRetention):
+class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
     """A partition's log in one directory ``{topic}-{partition}``.
 
     Thread-safe: every public method holds the log's lock. Reads return copies of file bytes, so a
@@ -120,6 +122,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
         high_watermark: int = 0,
         had_clean_shutdown: bool = False,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         self.dir = Path(directory)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -148,7 +151,9 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
         except OSError as err:
             raise KafkaStorageError(f"cannot create log dir {self.dir}: {err}") from err
         self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(self.dir, expiration_ms=producer_id_expiration_ms)
         self._load(had_clean_shutdown)
+        self._rebuild_producer_state()
 
     # ================================================================== loading and recovery
 
@@ -255,6 +260,22 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
         with self._lock:
             if self._closed:
                 self._ensure_open()
+            duplicate = self._check_producers(headers) if from_client else None
+            if duplicate is not None:  # a retry of a batch already written: its offsets, nothing written
+                return _new_tuple(
+                    LogAppendInfo,
+                    (
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        duplicate.timestamp,
+                        duplicate.last_offset,
+                        -1,
+                        self._log_start_offset,
+                        0,
+                        0,
+                        0,
+                    ),
+                )
             offset = first_offset = self._log_end_offset
             locs: list[BatchLocation] = []
             # Small appends: one copy, patched in place, one pwrite. Large ones: a vectored write
@@ -290,6 +311,10 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             self._append_locked(iov, locs, num_records, max_ts, total)
+            if any(h.producer_id >= 0 for h in headers):
+                self._record_producers(headers, [loc.base_offset for loc in locs], [loc.max_timestamp for loc in locs])
+            else:
+                self.producer_state.advance(self._log_end_offset)
             return _new_tuple(
                 LogAppendInfo,
                 (
@@ -351,6 +376,22 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
             self._append_locked([view[:end]], locs, num_records, max_ts, end)
+            self._record_replicated(
+                [
+                    (
+                        b.producer_id,
+                        b.producer_epoch,
+                        b.base_sequence,
+                        b.records_count,
+                        b.base_offset,
+                        b.last_offset,
+                        b.max_timestamp,
+                        b.is_control,
+                    )
+                    for _pos, b in batches
+                    if b.producer_id >= 0
+                ]
+            )
             return LogAppendInfo(
                 locs[0].base_offset,
                 locs[-1].last_offset,
@@ -419,6 +460,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
             return self._roll_locked(self._log_end_offset)
 
     def _roll_locked(self, new_base: int) -> LogSegment:
+        self._producer_snapshot()  # Kafka's: the producers as of the new segment's base offset
         old = self.active_segment
         old.offset_index.flush()  # index files complete on disk; fsync of the log follows below
         old.time_index.flush()
@@ -520,6 +562,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention):
                 return
             self._structure_version += 1
             self._flush_locked(self._log_end_offset)
+            self._producer_snapshot()  # a clean shutdown: the next load replays nothing
             for seg in self._segments:
                 seg.flush()
                 seg.close()

@@ -50,6 +50,8 @@ class _LogRetention(_LogState):
             self._unverified_end = min(self._unverified_end, self._log_end_offset)
             if self._log_start_offset > self._log_end_offset:
                 self._log_start_offset = self._log_end_offset
+            self.producer_state.delete_snapshots_from(self._log_end_offset + 1)
+            self._rebuild_producer_state()  # the producers of the shorter log
             self._bound.info("truncated", to_offset=offset, log_end_offset=self._log_end_offset)
             return True
 
@@ -73,6 +75,8 @@ class _LogRetention(_LogState):
         self._unverified_end = min(self._unverified_end, offset)
         self.cleaner_checkpoint = offset
         self.epoch_cache.clear()
+        self.producer_state.delete_snapshots_from(0)
+        self.producer_state.clear(offset)
         self._bound.info("truncated_fully", start_offset=offset)
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
@@ -87,6 +91,7 @@ class _LogRetention(_LogState):
                 return False
             self._log_start_offset = new_start
             self.epoch_cache.truncate_from_start(new_start)
+            self.producer_state.truncate_head(new_start)
             self.cleaner_checkpoint = max(self.cleaner_checkpoint, new_start)
             return True
 
@@ -144,6 +149,7 @@ class _LogRetention(_LogState):
             seg.rename_for_deletion(DELETED_SUFFIX)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.truncate_head(self._log_start_offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, self._log_start_offset)
         self._bound.info("deleted_segments", reason=reason, count=len(doomed), log_start_offset=self._log_start_offset)
         return doomed

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import LogConfig
 from ._epoch_cache import LeaderEpochCache
+from ._producer_state import ProducerStateManager
 from ._segment import LogSegment
 from ._validator import VerifiedRanges
 
@@ -25,6 +26,7 @@ class _LogState:
     partition: int
     config: LogConfig
     epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
     _clock_ms: Callable[[], int]
     _lock: threading.RLock
     _bound: Any  # structlog's bound logger
@@ -54,3 +56,5 @@ class _LogState:
         def _add_segment(self, seg: LogSegment) -> None: ...
 
         def _truncate_fully_locked(self, offset: int) -> None: ...
+
+        def _rebuild_producer_state(self) -> None: ...

@@ -41,6 +41,9 @@ class BatchHeader(NamedTuple):
     max_timestamp: int
     records_count: int
     attributes: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
 
     @property
     def is_control(self) -> bool:
@@ -97,7 +100,7 @@ def validate_record_set(buffer: bytes | bytearray | memoryview, *, from_client: 
             check_producer_fields(attrs, pid, pe, seq)
             if attrs & COMPRESSION_MASK > 4:
                 CompressionType.from_id(attrs & COMPRESSION_MASK)
-        out.append(_new_tuple(BatchHeader, (pos, size, lod, base_ts, max_ts, count, attrs)))
+        out.append(_new_tuple(BatchHeader, (pos, size, lod, base_ts, max_ts, count, attrs, pid, pe, seq)))
         pos += size
     return out
 

@@ -1,0 +1,289 @@
+"""Producer state of one partition (KIP-98 idempotence): per producer id, its epoch and the
+sequence ranges and offsets of its last five batches, so that the leader can tell a retried batch
+(answered with the offsets it was first written at) from a gap in the sequence
+(OUT_OF_ORDER_SEQUENCE_NUMBER) and a producer that an epoch bump retired (INVALID_PRODUCER_EPOCH).
+
+Kafka's ``ProducerStateManager``, minus transactions (kept: ``coordinator_epoch`` and
+``current_txn_first_offset`` in the entries and the snapshot file, for the transactions to come):
+
+- the leader checks a batch (`check`) before it is written and records it (`update`) after; a
+  follower only records what it replicates, so a new leader knows the same producers;
+- snapshots ``{offset:020d}.snapshot`` in the partition's directory, Kafka's file format
+  (version 1, CRC-32C, one entry per producer with its last batch), written when a segment rolls
+  and at a clean shutdown; loading takes the newest snapshot at or below the log end and replays
+  the batches after it (the log does the replay: `Log` reads them);
+- ``producer.id.expiration.ms``: a producer silent that long is forgotten (`remove_expired`);
+  producers whose last write fell below the log start offset are dropped (`truncate_head`).
+
+Pure: no locks (the log's lock is held), time comes in as arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraftlog.common import errors as kerr
+from kraftlog.common.records import crc32c
+
+__all__ = [
+    "BatchMetadata",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "SNAPSHOT_SUFFIX",
+    "CorruptSnapshotError",
+    "NO_PRODUCER_ID",
+    "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE",
+]
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+_CACHED_BATCHES = 5  # Kafka's NUM_BATCHES_TO_RETAIN: what max.in.flight.requests.per.connection may reach
+
+_VERSION = 1
+_HEAD = struct.Struct(">hIi")  # version, crc, entry count
+_ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, last seq, last offset, offset delta, timestamp, coord epoch, txn
+
+
+class CorruptSnapshotError(kerr.CorruptMessageError):
+    """A producer snapshot that cannot be read (it is deleted and the state rebuilt from the log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+    @property
+    def offset_delta(self) -> int:
+        return self.last_offset - self.first_offset
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=_CACHED_BATCHES))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """The producers of one partition (see the module docstring)."""
+
+    def __init__(self, directory: Path, *, expiration_ms: int = 86_400_000) -> None:
+        self.dir = Path(directory)
+        self.expiration_ms = expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # the state covers the log below this offset
+
+    # ================================================================ the leader
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """A client's batch, before it is written: the batch it duplicates (answer with its
+        offsets, write nothing), or None to write it; raises OUT_OF_ORDER_SEQUENCE_NUMBER or
+        INVALID_PRODUCER_EPOCH. Kafka's ``ProducerAppendInfo`` checks, for a non-transactional
+        batch."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.producer_epoch == NO_PRODUCER_EPOCH:
+            return None  # unknown (or expired, or below the log start): any sequence is accepted
+        if epoch < entry.producer_epoch:
+            raise kerr.InvalidProducerEpochError(
+                f"producer {producer_id}'s epoch {epoch} is older than the partition's {entry.producer_epoch}"
+            )
+        if epoch > entry.producer_epoch:
+            if first_seq != 0:
+                raise kerr.OutOfOrderSequenceNumberError(
+                    f"producer {producer_id} starts its new epoch {epoch} at sequence {first_seq}, not 0"
+                )
+            return None
+        duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
+        if duplicate is not None:
+            return duplicate
+        if not _in_sequence(entry.last_seq, first_seq):
+            raise kerr.OutOfOrderSequenceNumberError(
+                f"producer {producer_id} sent sequence {first_seq} after {entry.last_seq} (epoch {epoch})"
+            )
+        return None
+
+    # ============================================================ every replica
+
+    def update(
+        self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int, ts: int
+    ) -> None:
+        """A batch written to the log (by the leader after `check`, or replicated, or replayed at
+        load): it becomes the producer's latest. A new epoch forgets the old one's batches."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = epoch
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
+        entry.last_timestamp = max(entry.last_timestamp, ts)
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def advance(self, end_offset: int) -> None:
+        """Batches without a producer id up to ``end_offset`` were written too."""
+        self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    # ================================================================ forgetting
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers silent for ``producer.id.expiration.ms``; how many went."""
+        gone = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= self.expiration_ms
+        ]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """The log start moved: producers whose last write is gone are forgotten, and so are the
+        snapshots below it."""
+        for pid in [p for p, e in self.producers.items() if e.last_data_offset < log_start_offset]:
+            del self.producers[pid]
+        for offset, path in self.snapshot_files():
+            if offset < log_start_offset:
+                path.unlink(missing_ok=True)
+
+    def clear(self, end_offset: int) -> None:
+        """Forget everything (the state will be rebuilt from the log starting at ``end_offset``)."""
+        self.producers.clear()
+        self.map_end_offset = end_offset
+
+    # ================================================================ snapshots
+
+    def snapshot_files(self) -> list[tuple[int, Path]]:
+        out = []
+        try:
+            entries = list(self.dir.iterdir())
+        except FileNotFoundError:
+            return []
+        for p in entries:
+            stem = p.name[: -len(SNAPSHOT_SUFFIX)]
+            if p.name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+                out.append((int(stem), p))
+        return sorted(out)
+
+    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+        """Write the state as of ``map_end_offset`` (once per offset); its path, or None."""
+        path = self.dir / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
+        if path.exists():
+            return None
+        body = [struct.pack(">i", len(self.producers))]
+        for pid, e in sorted(self.producers.items()):
+            last = e.batches[-1] if e.batches else None
+            body.append(
+                _ENTRY.pack(
+                    pid,
+                    e.producer_epoch,
+                    last.last_seq if last else NO_SEQUENCE,
+                    last.last_offset if last else -1,
+                    last.offset_delta if last else 0,
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
+            )
+        entries = b"".join(body)
+        data = struct.pack(">hI", _VERSION, crc32c(entries)) + entries
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+        """The entries of one snapshot file; CorruptSnapshotError when it does not check out."""
+        data = path.read_bytes()
+        if len(data) < _HEAD.size:
+            raise CorruptSnapshotError(f"producer snapshot {path.name} is {len(data)} bytes long")
+        version, crc, count = _HEAD.unpack_from(data, 0)
+        if version != _VERSION:
+            raise CorruptSnapshotError(f"producer snapshot {path.name} has unknown version {version}")
+        if crc32c(memoryview(data)[6:]) != crc:
+            raise CorruptSnapshotError(f"producer snapshot {path.name} fails its CRC")
+        if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+            raise CorruptSnapshotError(f"producer snapshot {path.name} claims {count} entries in {len(data)} bytes")
+        out = []
+        for i in range(count):
+            pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _ENTRY.unpack_from(
+                data, _HEAD.size + i * _ENTRY.size
+            )
+            entry = ProducerStateEntry(
+                pid, epoch, last_timestamp=ts, coordinator_epoch=coord, current_txn_first_offset=txn
+            )
+            if last_offset >= 0:
+                entry.batches.append(BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset, ts))
+            out.append(entry)
+        return out
+
+    def load_snapshot(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
+        """Load the newest readable snapshot at or below ``log_end_offset`` (newer ones, from a
+        longer log, are deleted; unreadable ones too). Returns the offset the log must replay
+        from to bring the state to its end."""
+        self.producers.clear()
+        for offset, path in reversed(self.snapshot_files()):
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                entries = self.read_snapshot(path)
+            except (CorruptSnapshotError, OSError):
+                path.unlink(missing_ok=True)
+                continue
+            for e in entries:
+                if now_ms - e.last_timestamp < self.expiration_ms and e.last_data_offset >= log_start_offset:
+                    self.producers[e.producer_id] = e
+            self.map_end_offset = max(offset, log_start_offset)
+            return self.map_end_offset
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def delete_snapshots_from(self, offset: int) -> None:
+        """Snapshots at or past ``offset`` describe a log that is gone (truncation)."""
+        for o, path in self.snapshot_files():
+            if o >= offset:
+                path.unlink(missing_ok=True)
