@@ -13,6 +13,7 @@ from kraftlog.client._consumer import (
     consumer_config_from_properties,
 )
 from kraftlog.client._consumer_group import CommitFailedError, RebalanceListener
+from kraftlog.client._consumer_groups import ConsumerGroupMetadata
 from kraftlog.client._group_admin import GroupAdmin
 from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
 from kraftlog.client._partitioner import DefaultPartitioner, murmur2, partition_for_key
@@ -40,6 +41,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "OffsetAndMetadata",
+    "ConsumerGroupMetadata",
     "CommitFailedError",
     "RebalanceListener",
     "GroupAdmin",

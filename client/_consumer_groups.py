@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import structlog
 
@@ -59,6 +59,17 @@ def make_assignors(strategy: str | Iterable[str]) -> list[PartitionAssignor]:
     if not out:
         raise ValueError("partition.assignment.strategy names no assignor")
     return out
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """Who this consumer is in its group right now (Kafka's ``ConsumerGroupMetadata``): what
+    ``send_offsets_to_transaction`` needs, and what a caller needs to tell generations apart.
+    ``generation_id`` is the classic protocol's generation, or the member's epoch under KIP-848."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 class OffsetAndMetadata(tuple[int, str, int]):
@@ -134,6 +145,14 @@ class _ConsumerGroups:
         self._listener = listener
         self._group.note_poll()
         self._group.request_rejoin()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The consumer's group, generation (or member epoch) and member id, as Kafka's
+        ``groupMetadata()``; generation -1 and no member id outside a group."""
+        group = self._group
+        if group is None:
+            raise kerr.InvalidGroupIdError("group_metadata needs a group_id (group.id)")
+        return ConsumerGroupMetadata(group.group_id, group.generation, group.member_id, group.group_instance_id)
 
     def subscription(self) -> set[str]:
         return set(self._subscription or ())

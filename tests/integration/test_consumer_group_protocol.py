@@ -254,3 +254,12 @@ def test_consumer_groups_command_shows_a_consumer_protocol_group(
         assert main(["consumer-groups", "--delete", "--group", "n6", *boot]) == 1  # NON_EMPTY_GROUP: a member
         capsys.readouterr()
     assert main(["consumer-groups", "--delete", "--group", "n6", *boot]) == 0
+
+
+def test_group_metadata_names_the_member_and_its_epoch(cluster: LocalCluster) -> None:
+    with Consumer(cluster.bootstrap_servers, group_id="n7", group_protocol="consumer") as c:
+        c.subscribe([TOPIC])
+        wait_until(lambda: bool(c.poll(100)) or len(c.assignment()) == PARTITIONS, 60, what="a member")
+        meta = c.group_metadata()
+        assert meta.group_id == "n7" and meta.member_id and meta.generation_id >= 1
+        assert meta.group_instance_id is None
