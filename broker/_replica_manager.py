@@ -132,7 +132,12 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
     ) -> ReplicaManager:
         """A replica manager with a `LogManager` over ``config.log_dirs`` and the topic defaults."""
         default = storage.LogConfig.from_properties(config.topic_defaults())
-        lm = storage.LogManager(config.log_dirs, default, clock_ms=clock_ms)
+        lm = storage.LogManager(
+            config.log_dirs,
+            default,
+            clock_ms=clock_ms,
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+        )
         return cls(node_id, config, lm, alter_partition, clock_ms=clock_ms, metrics=metrics)
 
     # ============================================================== lifecycle
@@ -295,7 +300,8 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
         - recovery-point / log-start checkpoints every ``log.flush.offset.checkpoint.interval.ms``;
         - retention every ``log.retention.check.interval.ms``, handed to the log manager's
           retention thread (this method does not wait for it; 1 when a run was started);
-        - ``flush.ms`` checks every ``log.flush.scheduler.interval.ms`` (when set).
+        - ``flush.ms`` checks every ``log.flush.scheduler.interval.ms`` (when set);
+        - idle producers forgotten every ``producer.id.expiration.check.interval.ms``.
 
         Compaction is not here: the cleaner threads started by `startup` run it on their own
         (``log.cleaner.backoff.ms`` between idle rounds), never on the event loop. The first call
@@ -315,6 +321,8 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
             ran["retention"] = int(self.log_manager.submit_retention())
         if self._due("flush", self._cfg_int("log.flush.scheduler.interval.ms"), now):
             ran["flush"] = self.log_manager.flush_dirty_logs()
+        if self._due("producer_expiration", self._cfg_int("producer.id.expiration.check.interval.ms"), now):
+            ran["producer_expiration"] = self.log_manager.remove_expired_producers()
         return ran
 
     async def run_scheduler(self, tick_ms: int = 100) -> None:

@@ -299,6 +299,32 @@ class _ReplicaRequests(_ReplicaManagerState):
                 pr.end_offset = end
         return resp
 
+    def describe_producers(self, req: broker_pb2.DescribeProducersRequest) -> broker_pb2.DescribeProducersResponse:
+        """DescribeProducers: the producers each partition's leader knows (its producer state)."""
+        R = broker_pb2.DescribeProducersResponse
+        resp = R()
+        for t in req.topics:
+            tr = resp.topics.add(name=t.name)
+            for index in t.partition_indexes:
+                pr = tr.partitions.add(partition_index=index)
+                try:
+                    part = self._leader_partition(t.name, index)
+                    producers = part.log.active_producers()
+                except Exception as exc:
+                    pr.error.CopyFrom(self._error(exc, "describe_producers"))
+                    continue
+                pr.error.CopyFrom(error_pb())
+                for e in producers:
+                    pr.active_producers.add(
+                        producer_id=e.producer_id,
+                        producer_epoch=e.producer_epoch,
+                        last_sequence=e.last_seq,
+                        last_timestamp=e.last_timestamp,
+                        coordinator_epoch=e.coordinator_epoch,
+                        current_txn_start_offset=e.current_txn_first_offset,
+                    )
+        return resp
+
     async def delete_records(self, req: broker_pb2.DeleteRecordsRequest) -> broker_pb2.DeleteRecordsResponse:
         """DeleteRecords: the leader moves its log start offset to the requested offset (-1: the HW;
         past the HW: OFFSET_OUT_OF_RANGE), then the request waits (up to ``timeout_ms``) until the

@@ -47,6 +47,7 @@ from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
+from ._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
 from ._replica_manager import ReplicaManager
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
@@ -208,6 +209,9 @@ class BrokerServer:
             clock_ms=clock_ms,
         )
         self.group_lag = GroupLag(self.groups, self._leader_of, self._list_offsets_on)
+        self.producer_ids = ProducerIdManager(
+            lambda: allocate_from_controller(self.channel.call, self.broker_id, lambda: self.lifecycle.broker_epoch)
+        )
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -427,6 +431,12 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
 
     async def DeleteRecords(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.delete_records(request))
+
+    async def InitProducerId(self, request: Any, context: Any) -> Any:
+        return await init_producer_id(self.s.producer_ids, request)
+
+    async def DescribeProducers(self, request: Any, context: Any) -> Any:
+        return self.s.replicas.describe_producers(request)
 
 
 class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):

@@ -27,12 +27,14 @@ A failed record's future raises the typed `common.errors` exception (``err.retri
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
 sender thread once the record is done, as Java's ``Callback.onCompletion``.
 
-Without idempotence (a later issue; ``enable_idempotence=True`` and a ``transactional_id`` are refused
-with `UnsupportedConfigError` until then) a retry after a lost response can write a batch twice. With more
-than one request in flight per broker, a retried batch can land after a later one, and, unlike
-Kafka's one-request-at-a-time TCP connections, gRPC may hand concurrent requests to the broker in
-any order: set ``max_in_flight_requests_per_connection=1`` when the order of a partition's records
-matters, and dedupe downstream if duplicates do.
+Idempotence (``enable_idempotence``, on by default as in Kafka 3+ whenever ``acks=all``,
+``retries`` > 0 and at most 5 requests in flight; see `client._producer_idempotence`): the producer
+gets a producer id from a broker (InitProducerId) and numbers each partition's batches, so the
+leader writes a retried batch once and in order, even across a leader change. Setting it
+explicitly with ``acks`` other than all, ``retries=0`` or more than 5 in flight is refused, as
+Kafka refuses it. Without it a retry after a lost response can write a batch twice, and with more
+than one request in flight a retried batch can land after a later one (gRPC may hand concurrent
+requests to the broker in any order). A ``transactional_id`` is refused until transactions exist.
 
 `AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code.
 """
@@ -48,9 +50,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kraftlog.client._producer_idempotence import IdempotenceState
 from kraftlog.client._producer_sender import _ProducerSender
 from kraftlog.client._producer_types import (
-    _NO_IDEMPOTENCE,
     _NO_TRANSACTIONS,
     Callback,
     HeadersArg,
@@ -91,6 +93,23 @@ __all__ = [
 # --------------------------------------------------------------------------------- producer
 
 
+def _idempotence(enabled: bool | None, acks: int, max_in_flight: int, retries: int) -> IdempotenceState | None:
+    """Kafka's rule: on unless turned off; a conflicting setting turns the default off, and is
+    refused when idempotence was asked for explicitly."""
+    conflicts = []
+    if acks != -1:
+        conflicts.append("acks must be all (-1)")
+    if max_in_flight > 5:
+        conflicts.append("max.in.flight.requests.per.connection must be at most 5")
+    if retries <= 0:
+        conflicts.append("retries must be greater than 0")
+    if enabled and conflicts:
+        raise ValueError(f"enable.idempotence=true: {'; '.join(conflicts)}")
+    if enabled is False or conflicts:
+        return None
+    return IdempotenceState()
+
+
 class Producer(_ProducerSender):
     """A thread-safe producer; see the module docstring. Use as a context manager or call `close`."""
 
@@ -113,19 +132,12 @@ class Producer(_ProducerSender):
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
         allow_auto_topic_creation: bool = True,
-        enable_idempotence: bool = False,
+        enable_idempotence: bool | None = None,
         transactional_id: str | None = None,
         partitioner: Any = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
     ) -> None:
-        if enable_idempotence:
-            raise refuse(
-                "enable.idempotence",
-                "true",
-                _NO_IDEMPOTENCE,
-                "use enable.idempotence=false (and max.in.flight.requests.per.connection=1 if order matters)",
-            )
         if transactional_id:
             raise refuse("transactional.id", transactional_id, _NO_TRANSACTIONS, "leave transactional.id unset")
         self.acks = _acks(acks)
@@ -136,6 +148,9 @@ class Producer(_ProducerSender):
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         self.max_in_flight = max_in_flight_requests_per_connection
         self.retries = max(0, retries)
+        self._idempotence = _idempotence(
+            enable_idempotence, self.acks, max_in_flight_requests_per_connection, self.retries
+        )
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         if delivery_timeout_ms < linger_ms + request_timeout_ms:

@@ -26,10 +26,11 @@ from kraftlog.client._producer_types import (
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
-from kraftlog.common.records import RecordBatch
+from kraftlog.common.records import RecordBatch, set_producer_fields
 from kraftlog.proto import broker_pb2
 
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
+from ._producer_idempotence import IdempotenceState, Stamp
 
 
 class _ProducerSender:
@@ -58,6 +59,7 @@ class _ProducerSender:
     _unreachable: dict[int, tuple[int, float]]
     _completions: deque[tuple[int, list[_Batch], Any]]
     _drain_start: dict[int, int]
+    _idempotence: IdempotenceState | None
     _buffer_used: int
     _memory_waiters: int
     _flushing: int
@@ -98,11 +100,12 @@ class _ProducerSender:
             self._completions.clear()
         for node_id, batches, future in completions:
             self._handle_response(node_id, batches, future)
+        id_wait = self._ensure_producer_id()
         now = time.monotonic()
         sends: list[tuple[int, list[_Batch]]] = []
         with self._lock:
             expired = self._expire(now)
-            ready, delay, unknown_leader = self._ready(now)
+            ready, delay, unknown_leader = self._ready(now) if id_wait is None else (set(), id_wait, False)
             if unknown_leader:
                 self._metadata.request_update()
             for node_id in ready:
@@ -149,6 +152,8 @@ class _ProducerSender:
                 unknown = True
                 continue
             if tp in self._muted or leader.node_id in ready:
+                continue
+            if self._idempotence is not None and not self._idempotence.may_send(tp, batch.stamp):
                 continue
             if self._awaiting_metadata(leader.node_id, now):
                 delay = min(delay, 0.02)
@@ -199,10 +204,15 @@ class _ProducerSender:
             batch = dq[0]
             if batch.retry_at > now:
                 continue
+            idem = self._idempotence
+            if idem is not None and not idem.may_send(tp, batch.stamp):
+                continue
             batch_bytes = batch.size_estimate
             if out and size + batch_bytes > self.max_request_size:
                 break
             batch.sealed = True  # encoded by `_send`, outside the lock
+            if idem is not None:
+                self._stamp(batch, idem)
             dq.popleft()
             size += batch_bytes
             out.append(batch)
@@ -230,17 +240,15 @@ class _ProducerSender:
                 batch.attempts += 1
                 batch.last_attempt = now
                 batch.in_flight = True
+                if self._idempotence is not None and batch.stamp is not None:
+                    self._idempotence.sent(batch.tp, batch.stamp)
             self._in_flight[node_id] = self._in_flight.get(node_id, 0) + 1
         try:
             if broker is None:
                 raise kerr.LeaderNotAvailableError(f"broker {node_id} is no longer in the metadata")
             future = self._pool.stub(broker.address).Produce.future(request, timeout=self.request_timeout_ms / 1000.0)
         except Exception as err:  # a closed channel or a vanished broker: handled like a failed call
-            with self._lock:
-                self._in_flight[node_id] = max(0, self._in_flight.get(node_id, 0) - 1)
-                for batch in batches:
-                    batch.in_flight = False
-                    self._muted.discard(batch.tp)
+            self._answered(node_id, batches)
             self._metadata.request_update()
             error = (
                 err if isinstance(err, kerr.KafkaError) else kerr.NetworkError(f"Produce to broker {node_id}: {err}")
@@ -259,12 +267,17 @@ class _ProducerSender:
             self._woken = True
             self._lock.notify_all()
 
-    def _handle_response(self, node_id: int, batches: list[_Batch], future: Any) -> None:
+    def _answered(self, node_id: int, batches: list[_Batch]) -> None:
         with self._lock:
             self._in_flight[node_id] = max(0, self._in_flight.get(node_id, 0) - 1)
             for batch in batches:
                 batch.in_flight = False
                 self._muted.discard(batch.tp)
+                if self._idempotence is not None and batch.stamp is not None:
+                    self._idempotence.answered(batch.tp, batch.stamp)
+
+    def _handle_response(self, node_id: int, batches: list[_Batch], future: Any) -> None:
+        self._answered(node_id, batches)
         try:
             response = future.result()
         except (grpc.RpcError, grpc.FutureCancelledError, concurrent.futures.CancelledError) as err:
@@ -319,6 +332,9 @@ class _ProducerSender:
                 continue
             code = result.error.code
             if code == 0:
+                if self._idempotence is not None and batch.stamp is not None:
+                    with self._lock:
+                        self._idempotence.acked(batch.tp, batch.stamp, batch.record_count)
                 self._finish(batch, base_offset=result.base_offset, log_append_time=result.log_append_time_ms)
                 continue
             message = result.error.message or None
@@ -378,8 +394,12 @@ class _ProducerSender:
         now = time.monotonic()
         if batch.finished:
             return
+        retriable = error.retriable
+        if self._idempotence is not None:
+            with self._lock:
+                retriable = self._idempotence.on_error(batch.tp, batch.stamp, error)
         if (
-            error.retriable
+            retriable
             and batch.attempts <= self.retries
             and not self._forced
             and now - batch.created < self.delivery_timeout_s
@@ -404,16 +424,80 @@ class _ProducerSender:
             )
             with self._lock:
                 batch.retry_at = now + delay
-                self._batches.setdefault(batch.tp, deque()).appendleft(batch)
+                self._requeue(batch)
                 self._woken = True
             return
+        if self._idempotence is not None and batch.attempts > 0:
+            with self._lock:
+                self._idempotence.failed_after_send()
         self._finish(batch, error=error)
+
+    def _requeue(self, batch: _Batch) -> None:
+        """Back to the head of its partition; stamped batches in sequence order (lock held)."""
+        dq = self._batches.setdefault(batch.tp, deque())
+        if batch.stamp is None:
+            dq.appendleft(batch)
+            return
+        i = 0
+        while i < len(dq) and dq[i].stamp is not None and dq[i].stamp.base_sequence < batch.stamp.base_sequence:
+            i += 1
+        dq.insert(i, batch)
+
+    # ================================================================ idempotence
+
+    def _stamp(self, batch: _Batch, idem: IdempotenceState) -> None:
+        """Give a drained batch its producer id, epoch and sequence (lock held); a batch from an
+        older epoch is stamped anew."""
+        stamp = idem.stamp(batch.tp, batch.stamp, batch.record_count)
+        if stamp == batch.stamp:
+            return
+        batch.stamp = stamp
+        if batch.builder is not None:
+            batch.builder.producer_id = stamp.producer_id
+            batch.builder.producer_epoch = stamp.epoch
+            batch.builder.base_sequence = stamp.base_sequence
+        elif batch.payload is not None:
+            buf = bytearray(batch.payload)
+            set_producer_fields(buf, 0, len(buf), stamp.producer_id, stamp.epoch, stamp.base_sequence)
+            batch.payload = bytes(buf)
+
+    def _ensure_producer_id(self) -> float | None:
+        """None when batches may go out; else the seconds to wait (InitProducerId failed, or an
+        epoch bump waits for what is in flight)."""
+        idem = self._idempotence
+        if idem is None:
+            return None
+        with self._lock:
+            if idem.ready:
+                return None
+            if idem.maybe_bump():
+                _log.info("producer_epoch_bumped", producer_id=idem.producer_id, epoch=idem.epoch)
+                return None
+            if not idem.new_id_needed:
+                return 0.05  # a bump waits for the batches in flight
+        request = broker_pb2.InitProducerIdRequest(producer_id=idem.producer_id, producer_epoch=idem.epoch)
+        for address in self._metadata.candidates():
+            try:
+                r = self._pool.stub(address).InitProducerId(request, timeout=self.request_timeout_ms / 1000.0)
+            except grpc.RpcError as err:
+                _log.debug("init_producer_id_failed", broker=address, error=str(err.code()))
+                continue
+            if r.error.code == 0:
+                with self._lock:
+                    idem.set_producer_id(r.producer_id, r.producer_epoch)
+                _log.info("producer_id_assigned", producer_id=r.producer_id, epoch=r.producer_epoch)
+                return None
+            error = kerr.error_for_code(r.error.code)
+            if not error.retriable:
+                self._abort_all(error(f"InitProducerId: {r.error.message or r.error.name}"))
+                return None
+        return self.retry_backoff_ms / 1000.0
 
     def _split(self, batch: _Batch) -> None:
         """MESSAGE_TOO_LARGE for a batch of several records: retry it as two halves."""
         records = RecordBatch(batch.close()).records()
         half = len(records) // 2
-        children = []
+        children: list[_Batch] = []
         for chunk, thunks in ((records[:half], batch.thunks[:half]), (records[half:], batch.thunks[half:])):
             child = _Batch(batch.tp, self.codec, batch.created)
             assert child.builder is not None
@@ -422,6 +506,12 @@ class _ProducerSender:
                 child.thunks.append((future, callback, delta, ts))
             child.parent = batch
             child.attempts = batch.attempts
+            if batch.stamp is not None:  # the halves keep the parent's sequence range, in order
+                offset = 0 if not children else half
+                child.stamp = Stamp(batch.stamp.producer_id, batch.stamp.epoch, batch.stamp.base_sequence + offset)
+                child.builder.producer_id = child.stamp.producer_id
+                child.builder.producer_epoch = child.stamp.epoch
+                child.builder.base_sequence = child.stamp.base_sequence
             children.append(child)
         children[0].reserved, batch.reserved = batch.reserved, 0
         with self._lock:

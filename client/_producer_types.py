@@ -89,11 +89,6 @@ _PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
-_NO_IDEMPOTENCE = (
-    "kraftlog has no idempotent producer yet (producer ids and sequence numbers arrive with the idempotence issue)"
-)
-
-
 _NO_TRANSACTIONS = "kraftlog has no transactions yet"
 
 
@@ -192,6 +187,7 @@ class _Batch:
         "done",
         "parent",
         "pending",
+        "stamp",
     )
 
     def __init__(self, tp: TopicPartition, codec: CompressionType, now: float) -> None:
@@ -210,6 +206,7 @@ class _Batch:
         self.done = threading.Event()
         self.parent: _Batch | None = None
         self.pending = 0  # children still running after a split
+        self.stamp: Any = None  # an idempotent producer's (producer id, epoch, base sequence)
 
     @property
     def record_count(self) -> int:

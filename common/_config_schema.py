@@ -489,6 +489,13 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         "Idle time after which an idempotent producer's state is forgotten.",
     )
     .define(
+        "producer.id.expiration.check.interval.ms",
+        _I,
+        600_000,
+        Range(1),
+        "How often brokers look for producers idle past producer.id.expiration.ms.",
+    )
+    .define(
         "share.coordinator.state.topic.replication.factor",
         _I,
         3,

@@ -23,7 +23,7 @@ from kraftlog.common._config_schema import NODE_CONFIG_DEFS
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
 
 _NO_POOLS = "requests are served by one asyncio gRPC server per listener, not by thread pools"
-_NO_TRANSACTIONS = "kraftlog has no transactions or idempotent producers yet"
+_NO_TRANSACTIONS = "kraftlog has no transactions yet"
 _CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of living in fixed buffers"
 
 WITHOUT_EFFECT: Final[Mapping[str, str]] = {
@@ -47,7 +47,6 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
     "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
     "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
-    "producer.id.expiration.ms": _NO_TRANSACTIONS,
     "transactional.id.expiration.ms": _NO_TRANSACTIONS,
     "transaction.state.log.min.isr": _NO_TRANSACTIONS,
     "transaction.state.log.num.partitions": _NO_TRANSACTIONS,

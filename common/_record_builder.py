@@ -246,6 +246,18 @@ def set_max_timestamp(buf: bytearray, pos: int, size: int, timestamp_ms: int) ->
     _UINT32.pack_into(buf, pos + CRC_POS, crc)
 
 
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+PRODUCER_ID_POS = 43
+
+
+def set_producer_fields(buf: bytearray, pos: int, size: int, producer_id: int, epoch: int, base_sequence: int) -> None:
+    """Stamp a batch with a producer id, epoch and base sequence (an idempotent producer's epoch
+    bump re-stamps the batches it still has to send), then re-CRC."""
+    _PRODUCER_FIELDS.pack_into(buf, pos + PRODUCER_ID_POS, producer_id, epoch, base_sequence)
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + size])
+    _UINT32.pack_into(buf, pos + CRC_POS, crc)
+
+
 def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp_ms: int) -> None:
     """Stamp a batch with LogAppendTime: set the type flag and maxTimestamp, then re-CRC."""
     attrs_pos = pos + ATTRIBUTES_POS

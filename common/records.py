@@ -30,6 +30,7 @@ from kraftlog.common._record_builder import (
     rewrite_offset_and_epoch,
     set_log_append_time,
     set_max_timestamp,
+    set_producer_fields,
 )
 from kraftlog.common._record_format import (
     ATTRIBUTES_POS,
@@ -98,5 +99,6 @@ __all__ = [
     "read_varint",
     "rewrite_offset_and_epoch",
     "set_max_timestamp",
+    "set_producer_fields",
     "set_log_append_time",
 ]

@@ -64,6 +64,16 @@ class BrokerServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/kraftlog.v1.BrokerService/InitProducerId',
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/kraftlog.v1.BrokerService/DescribeProducers',
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -105,6 +115,18 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeProducers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +159,16 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +333,60 @@ class BrokerService:
             '/kraftlog.v1.BrokerService/DeleteRecords',
             kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
             kraftlog_dot_proto_dot_broker__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.BrokerService/InitProducerId',
+            kraftlog_dot_proto_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.BrokerService/DescribeProducers',
+            kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -118,8 +118,10 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         clock_ms: Callable[[], int] | None = None,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         if not self.log_dirs:
             raise KafkaStorageError("no log dirs configured")
         self.default_config = default_config or LogConfig()
@@ -172,6 +174,7 @@ class LogManager:
                         high_watermark=hws.get(tp, 0),
                         had_clean_shutdown=clean,
                         clock_ms=self._clock_ms,
+                        producer_id_expiration_ms=self.producer_id_expiration_ms,
                     )
                     log.cleaner_checkpoint = max(cleaner.get(tp, 0), log.log_start_offset)
                     if tp in self._logs:
@@ -239,6 +242,7 @@ class LogManager:
                     config or self.default_config,
                     had_clean_shutdown=True,
                     clock_ms=self._clock_ms,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
                 self._logs[tp] = log
                 self._dir_of[tp] = target
@@ -301,6 +305,11 @@ class LogManager:
                 OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
                     {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
                 )
+
+    def remove_expired_producers(self) -> int:
+        """``producer.id.expiration.ms``: forget idle producers in every log; how many went."""
+        now = self._clock_ms()
+        return sum(log.remove_expired_producers(now) for log in self.all_logs().values())
 
     def flush_dirty_logs(self) -> int:
         """Flush logs whose ``flush.ms`` has elapsed; returns how many were flushed."""

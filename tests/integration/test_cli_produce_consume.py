@@ -173,14 +173,14 @@ def test_produce_bad_input_is_a_usage_error(cluster, monkeypatch, capsys) -> Non
 
 def test_settings_of_missing_features_are_usage_errors(cluster, monkeypatch, capsys) -> None:
     """Issue 12: --producer-property / --consumer-property / --isolation-level asking for
-    idempotence or transactions fail with the setting named, not silently (consumer groups exist
-    since issue 14)."""
+    transactions fail with the setting named, not silently (consumer groups exist since issue 14,
+    idempotence since issue 15)."""
     cluster.create_topic("t", 1)
     stdin(monkeypatch, "x\n")
     cases = [
         (
-            ["produce", *boot(cluster), "--topic", "t", "--producer-property", "enable.idempotence=true"],
-            "enable.idempotence=true",
+            ["produce", *boot(cluster), "--topic", "t", "--producer-property", "transactional.id=tx"],
+            "transactional.id",
         ),
         (
             [

@@ -130,6 +130,9 @@ class _Servicer(broker_pb2_grpc.BrokerServiceServicer):
     def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
         return self.cluster.offset_for_leader_epoch(self.node_id, request)
 
+    def InitProducerId(self, request: Any, context: Any) -> Any:
+        return self.cluster.init_producer_id(self.node_id, request)
+
 
 class FakeCluster:
     """Brokers 1..n on 127.0.0.1 sharing in-memory partition logs (RF=1 semantics: the high
@@ -216,6 +219,13 @@ class FakeCluster:
         return B.LeaderIdAndEpoch(leader_id=p.leader, leader_epoch=p.epoch) if self.hints else None
 
     # ---------------------------------------------------------------- RPCs
+
+    def init_producer_id(self, node_id: int, request: Any) -> Any:
+        """A fresh producer id, epoch 0 (the fake partitions keep no producer state)."""
+        with self.cond:
+            self.calls.append((node_id, "InitProducerId", request))
+            pid = 1000 + self.count("InitProducerId")
+        return B.InitProducerIdResponse(error=_err(None), producer_id=pid, producer_epoch=0)
 
     def metadata(self, node_id: int, request: Any) -> Any:
         if self.metadata_delay:
@@ -935,12 +945,12 @@ def test_producer_config_from_properties() -> None:
 
 
 def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
-    """Issue 12: no idempotence and no transactions yet, so asking for them is refused with an
-    error naming the setting; the values that keep Kafka's meaning without them pass."""
+    """Issue 12: no transactions yet, so asking for them is refused with an error naming the
+    setting; the values that keep Kafka's meaning without them pass. Idempotence (issue 15) is
+    refused only with settings it cannot work with, as Kafka refuses them."""
     from kraftlog.client import UnsupportedConfigError
 
     refused = [
-        {"enable.idempotence": "true"},
         {"transactional.id": "tx-1"},
         {"security.protocol": "SASL_SSL"},
         {"partitioner.ignore.keys": "true"},
@@ -953,8 +963,10 @@ def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
             Producer(cluster.bootstrap, **config).close()
         assert any(key in str(info.value) for key in props), info.value
         assert "not supported yet" in str(info.value)
-    with pytest.raises(UnsupportedConfigError, match="enable.idempotence=true"):
-        Producer(cluster.bootstrap, enable_idempotence=True)
+    for conflict in ({"acks": 1}, {"retries": 0}, {"max_in_flight_requests_per_connection": 6}):
+        with pytest.raises(ValueError, match="enable.idempotence=true"):
+            Producer(cluster.bootstrap, enable_idempotence=True, **conflict)  # type: ignore[arg-type]
+        Producer(cluster.bootstrap, **conflict).close()  # type: ignore[arg-type]  # the default gives way
     with pytest.raises(UnsupportedConfigError, match="transactional.id"):
         Producer(cluster.bootstrap, transactional_id="tx")
     config, unknown = producer_config_from_properties(
