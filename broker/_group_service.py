@@ -318,7 +318,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             request.member_epoch,
             instance_id=request.instance_id if request.HasField("instance_id") else None,
             rack_id=request.rack_id if request.HasField("rack_id") else None,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms if request.HasField("rebalance_timeout_ms") else -1,
             subscribed_topic_names=(
                 tuple(request.subscribed_topic_names.names) if request.HasField("subscribed_topic_names") else None
             ),

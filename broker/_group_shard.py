@@ -67,8 +67,7 @@ class GroupShard(ConsumerShardMixin):
         self.config = config
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
-        self.consumer_groups: dict[str, ConsumerGroup] = {}
-        self._consumer_config = config.consumer
+        self._init_consumer_groups(config.consumer)
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._appends: dict[int, Callable[[Error, int], ShardOutcome]] = {}
         self._next_append = 0
@@ -438,6 +437,13 @@ class GroupShard(ConsumerShardMixin):
             if expired:
                 delete_group = len(expired) == len(stored) and not group.members
                 self._merge(out, self._tombstones(group_id, expired, None, delete_group=delete_group))
+        # Kafka's cleanupGroupMetadata: an empty group with no offsets left is deleted
+        for group_id, consumer in sorted(self.consumer_groups.items()):
+            if consumer.state is ConsumerGroupState.EMPTY and not self.offsets.get(group_id):
+                self._merge(out, self._tombstones(group_id, [], None, delete_group=True))
+        for group_id, classic in sorted(self.groups.items()):
+            if classic.state is GroupState.EMPTY and not classic.members and not self.offsets.get(group_id):
+                self._merge(out, self._tombstones(group_id, [], None, delete_group=True))
         out.responses = [(t, r) for t, r in out.responses if t is not None]
         return out
 

@@ -103,6 +103,15 @@ class ConsumerShardMixin:
     _rng: random.Random
     _consumer_config: ConsumerGroupConfig
 
+    def _init_consumer_groups(self, config: ConsumerGroupConfig) -> None:
+        self.consumer_groups = {}
+        self._consumer_config = config
+        # consumer-group writes not yet committed, and the answers that wait for them: an answer
+        # that wrote nothing may still show state those writes put in memory (Kafka answers it
+        # once the last written offset is committed, too)
+        self._consumer_writes = 0
+        self._consumer_parked: list[tuple[object, HeartbeatRequest, HeartbeatResponse]] = []
+
     def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
         raise NotImplementedError  # GroupShard's
 
@@ -143,19 +152,42 @@ class ConsumerShardMixin:
             group.replay(key, value)
         written: list[tuple[GroupKey, GroupValue | None]] = [*prelude, *records]
         if not written:
+            if self._consumer_writes:
+                self._consumer_parked.append((token, req, response))
+                return ShardOutcome()
             return ShardOutcome([(token, response)])
+        self._consumer_writes += 1
         return ShardOutcome([], written, self._register(self._answer_after(token, req, response)))
 
     def _answer_after(
         self, token: object, req: HeartbeatRequest, response: HeartbeatResponse
     ) -> Callable[[Error, int], ShardOutcome]:
         def then(error: Error, _t: int) -> ShardOutcome:
+            out = self._write_done(error)
             if error is None:
-                return ShardOutcome([(token, response)])
-            failed = append_error(error)("the group's records were not written")
-            return ShardOutcome([(token, _failed(req, failed))], reload=True)
+                out.responses.insert(0, (token, response))
+            else:
+                failed = append_error(error)("the group's records were not written")
+                out.responses.insert(0, (token, _failed(req, failed)))
+            return out
 
         return then
+
+    def _write_done(self, error: Error) -> ShardOutcome:
+        """One consumer-group write finished (in order); when none is left, the parked answers go
+        (with the write's error when it failed: what they saw was never committed)."""
+        self._consumer_writes -= 1
+        out = ShardOutcome(reload=error is not None)
+        if error is not None or not self._consumer_writes:
+            parked, self._consumer_parked = self._consumer_parked, []
+            for token, req, response in parked:
+                if error is None:
+                    out.responses.append((token, response))
+                else:
+                    out.responses.append(
+                        (token, _failed(req, append_error(error)("the group's state was not written")))
+                    )
+        return out
 
     def _consumer_poll(self, now_ms: int) -> tuple[list[Record], int | None]:
         """Fence the members whose session or rebalance timeout ran out; their records (replayed
@@ -169,11 +201,8 @@ class ConsumerShardMixin:
                 records.extend(fenced)
         if not records:
             return [], None
-
-        def then(error: Error, _t: int) -> ShardOutcome:
-            return ShardOutcome(reload=error is not None)
-
-        return records, self._register(then)
+        self._consumer_writes += 1
+        return records, self._register(lambda error, _t: self._write_done(error))
 
     def _consumer_deadline(self) -> int | None:
         return min((d for g in self.consumer_groups.values() if (d := g.next_deadline()) is not None), default=None)

@@ -229,6 +229,7 @@ class _ConsumerGroups:
             self._drop_partitions(lost)
             if self._listener is not None and lost:
                 self._listener.on_partitions_lost(lost)
+            group.released()
         assigned = group.take_assignment()
         if assigned is not None:
             self._apply_assignment(assigned)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
 import structlog
@@ -83,7 +84,9 @@ class ConsumerProtocolMembership(GroupClient):
         self.client_rack = client_rack
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.member_id = ""
+        # chosen here, kept for the consumer's life (ConsumerGroupHeartbeat v1): a join whose
+        # answer is lost is retried under the same id, so it cannot leave a ghost member behind
+        self.member_id = str(uuid.uuid4())
         self.member_epoch = 0
         self.owned: list[TopicPartition] = []  # set by the poll thread: what the consumer holds
         self._coordinator: str | None = None
@@ -97,6 +100,8 @@ class ConsumerProtocolMembership(GroupClient):
         self._names: dict[str, str] = {}  # topic id -> name, as resolved
         self._lost = False
         self._releasing = False  # fenced: rejoin only once the poll thread let go of the partitions
+        self._incarnation = 0  # bumped when the member is fenced or leaves: older answers are stale
+        self._send_full = False  # after a failed heartbeat: send everything, so the answer does too
         self._poll_expired = False
         self._fatal: BaseException | None = None
         self._interval_s = 3.0
@@ -119,7 +124,14 @@ class ConsumerProtocolMembership(GroupClient):
         return self.member_epoch <= 0
 
     def set_subscription(self, topics: set[str]) -> None:
+        """The topics to heartbeat; none (a pattern that matches nothing yet) leaves the group,
+        since the coordinator takes no member without a subscription."""
         with self._lock:
+            if not topics:
+                if self._topics:
+                    self._leave_locked("the subscription matches no topic")
+                self._topics = None
+                return
             if topics != self._topics:
                 self._topics = set(topics)
                 self._wake.set()
@@ -142,18 +154,24 @@ class ConsumerProtocolMembership(GroupClient):
             raise self._fatal
 
     def take_lost(self) -> bool:
-        """Whether the member was fenced since the last call; the caller lets go of its partitions
-        now, after which the member rejoins."""
+        """Whether the member was fenced since the last call: the caller lets go of every
+        partition it holds, tells its listener, then calls `released`, and only then does the
+        member rejoin (so no other member gets them while this one still works on them)."""
         with self._lock:
             lost, self._lost = self._lost, False
+            return lost
+
+    def released(self) -> None:
+        with self._lock:
             if self._releasing:
                 self._releasing = False
                 self._wake.set()
-            return lost
 
     def take_assignment(self) -> set[TopicPartition] | None:
-        """The newest assignment not yet applied, or None."""
+        """The newest assignment not yet applied, or None (none while a fence is being handled)."""
         with self._lock:
+            if self._lost or self._releasing:
+                return None
             target, self._target = self._target, None
             return target
 
@@ -181,32 +199,39 @@ class ConsumerProtocolMembership(GroupClient):
             if self.member_epoch > 0 and (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
                 _log.warning("consumer_poll_timeout", group=self.group_id, member=self.member_id)
                 self._poll_expired = True
-                self._send_leave(_LEAVE_EPOCH)
-                self._fenced(member=False)
-                return 3600.0
-            request = self._request()
+                request = self._leave_request()
+                self._fenced()
+            else:
+                request = self._request()
+            incarnation = self._incarnation
+        if request.member_epoch < 0:  # the poll timeout's leave, sent outside the lock
+            self._send(request)
+            return 3600.0
         try:
             r = self._call("ConsumerGroupHeartbeat", request, self.request_timeout_ms / 1000.0)
         except kerr.CoordinatorNotAvailableError:
+            with self._lock:
+                self._send_full = True
             return self.retry_backoff_ms / 1000.0
-        return self._handle(request, r)
+        return self._handle(request, r, incarnation)
 
     def _request(self) -> Any:
         joining = self.member_epoch == 0
+        full = joining or self._send_full  # Kafka's full request: the answer carries the assignment
         topics = tuple(sorted(self._topics or ()))
         req = group_pb2.ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
             member_epoch=self.member_epoch,
             instance_id=self.group_instance_id,
-            rebalance_timeout_ms=self.max_poll_interval_ms if joining else -1,
+            rebalance_timeout_ms=self.max_poll_interval_ms if full else -1,
             client_id=self.client_id,
         )
         if self.client_rack:
             req.rack_id = self.client_rack
         if joining and self.server_assignor is not None:
             req.server_assignor = self.server_assignor
-        if joining or topics != self._sent_topics:
+        if full or topics != self._sent_topics:
             req.subscribed_topic_names.names.extend(topics)
         owned: dict[str, list[int]] = {}
         if not joining:
@@ -225,11 +250,16 @@ class ConsumerProtocolMembership(GroupClient):
                 return topic_id
         return self._metadata.topic_id(topic)
 
-    def _handle(self, request: Any, r: Any) -> float:
+    def _handle(self, request: Any, r: Any, incarnation: int) -> float:
         code = r.error.code
         backoff = self.retry_backoff_ms / 1000.0
         with self._lock:
+            if incarnation != self._incarnation:
+                return 0.0  # the member was fenced or left while this was on its way: moot
+            if code != 0:
+                self._send_full = True
             if code == 0:
+                self._send_full = False
                 if request.HasField("subscribed_topic_names"):
                     self._sent_topics = tuple(request.subscribed_topic_names.names)
                 self.member_id, self.member_epoch = r.member_id, r.member_epoch
@@ -242,7 +272,7 @@ class ConsumerProtocolMembership(GroupClient):
                 return self._interval_s
             if code in _FENCED:
                 _log.info("group_member_fenced", group=self.group_id, member=self.member_id, error=r.error.name)
-                self._fenced(member=code == kerr.UnknownMemberIdError.error_code)
+                self._fenced()
                 return 0.0
             error = kerr.error_for_code(code)
             if error in COORDINATOR_ERRORS:
@@ -255,47 +285,64 @@ class ConsumerProtocolMembership(GroupClient):
             return backoff
 
     def _resolve(self) -> bool:
-        """Turn the assignment's topic ids into names; True when some are not known yet."""
+        """Turn the assignment's topic ids into names; True when some are not known yet. What is
+        known is applied at once (revocations among it cannot wait); the rest once metadata names
+        it, as Kafka's reconciliation does."""
         assert self._unresolved is not None
-        missing = [t for t, _ps in self._unresolved if self._metadata.topic_name(t) is None and t not in self._names]
+        target: set[TopicPartition] = set()
+        missing = False
+        for topic_id, partitions in self._unresolved:
+            name = self._names.get(topic_id) or self._metadata.topic_name(topic_id)
+            if name is None:
+                missing = True
+                continue
+            self._names[topic_id] = name
+            target |= {TopicPartition(name, p) for p in partitions}
+        self._target = target
         if missing:
             self._metadata.request_update()
             return True
-        target: set[TopicPartition] = set()
-        for topic_id, partitions in self._unresolved:
-            name = self._names.get(topic_id) or self._metadata.topic_name(topic_id)
-            assert name is not None
-            self._names[topic_id] = name
-            target |= {TopicPartition(name, p) for p in partitions}
-        self._target, self._unresolved = target, None
+        self._unresolved = None
         return False
 
-    def _fenced(self, *, member: bool) -> None:
-        """The coordinator threw the member out: what it holds is lost; it rejoins once the poll
-        thread let go of it."""
-        if member:
-            self.member_id = ""
+    def _fenced(self) -> None:
+        """The coordinator threw the member out (or it left): whatever it holds, or is about to
+        apply, is lost; it rejoins once the poll thread let go of it (`released`)."""
         self.member_epoch = 0
+        self._incarnation += 1
         self._sent_topics = None
         self._target, self._unresolved = None, None
-        if self.owned:
-            self._lost = True
-            self._releasing = True
+        self._lost = True
+        self._releasing = True
 
-    def _send_leave(self, epoch: int) -> None:
-        if not self.member_id or self.member_epoch <= 0 or self._coordinator is None:
-            return
-        request = group_pb2.ConsumerGroupHeartbeatRequest(
+    def _leave_request(self) -> Any:
+        """The leave heartbeat: epoch -1, or -2 for a static member, which keeps its partitions
+        until its session ends (KIP-345, Kafka's leaveGroupEpoch)."""
+        epoch = _STATIC_LEAVE_EPOCH if self.group_instance_id is not None else _LEAVE_EPOCH
+        return group_pb2.ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
-            member_epoch=epoch,
+            member_epoch=epoch if self.member_id and self.member_epoch > 0 else 0,
             instance_id=self.group_instance_id,
             rebalance_timeout_ms=-1,
         )
+
+    def _send(self, request: Any) -> None:
+        if request.member_epoch >= 0 or self._coordinator is None:
+            return  # never joined: nothing to leave
         try:
             self._call("ConsumerGroupHeartbeat", request, self.request_timeout_ms / 1000.0)
         except kerr.KafkaError as err:
             _log.info("leave_group_failed", group=self.group_id, error=str(err))
+
+    def _leave_locked(self, reason: str) -> None:
+        _log.info("group_leave", group=self.group_id, member=self.member_id, reason=reason)
+        request = self._leave_request()
+        self._incarnation += 1
+        self.member_epoch = 0
+        self._topics, self._sent_topics = None, None
+        self._target, self._unresolved = None, None
+        threading.Thread(target=self._send, args=(request,), name=f"leave-{self.group_id}", daemon=True).start()
 
     # ================================================================== offsets
 
@@ -321,11 +368,7 @@ class ConsumerProtocolMembership(GroupClient):
     def leave(self, reason: str) -> None:
         """Leave the group now (unsubscribe): no heartbeats until the next subscription."""
         with self._lock:
-            _log.info("group_leave", group=self.group_id, member=self.member_id, reason=reason)
-            self._send_leave(_LEAVE_EPOCH)
-            self.member_epoch = 0
-            self._topics, self._sent_topics = None, None
-            self._target, self._unresolved = None, None
+            self._leave_locked(reason)
 
     def close(self) -> None:
         """Leave the group (a static member leaves for a while, epoch -2: it keeps its partitions
@@ -334,5 +377,7 @@ class ConsumerProtocolMembership(GroupClient):
         self._wake.set()
         self._thread.join(timeout=5.0)
         with self._lock:
-            self._send_leave(_STATIC_LEAVE_EPOCH if self.group_instance_id is not None else _LEAVE_EPOCH)
+            request = self._leave_request()
+            self._incarnation += 1
             self.member_epoch = 0
+        self._send(request)

@@ -369,3 +369,45 @@ def test_no_partition_ever_has_two_owners_and_the_group_converges(steps: list[tu
             wanted |= {(T2, p) for p in range(2)}
         assert covered == wanted
         assert d.shard.consumer_groups["g"].state.value == "Stable"
+
+
+def test_an_answer_that_wrote_nothing_waits_for_the_writes_before_it() -> None:
+    d = Driver()
+    a = Member(d, group="h")
+    a.beat()
+    join = HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("orders",), owned=())
+    pending = d.shard.consumer_heartbeat(join, "join-b", d.now, d.topics.get)  # its write is in flight
+    assert pending.records and not pending.responses
+    plain = d.shard.consumer_heartbeat(
+        HeartbeatRequest("h", a.member_id, a.epoch, owned=a.owned), "beat-a", d.now, d.topics.get
+    )
+    assert not plain.responses and not plain.records  # parked until what was written before it is
+    assert pending.append_id is not None
+    done = d.shard.on_append(pending.append_id, None, d.now)
+    assert [t for t, _r in done.responses] == ["join-b", "beat-a"]
+
+
+def test_a_failed_write_fails_the_answers_parked_behind_it() -> None:
+    d = Driver()
+    a = Member(d, group="h")
+    a.beat()
+    join = HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("orders",), owned=())
+    pending = d.shard.consumer_heartbeat(join, "join-b", d.now, d.topics.get)
+    d.shard.consumer_heartbeat(
+        HeartbeatRequest("h", a.member_id, a.epoch, owned=a.owned), "beat-a", d.now, d.topics.get
+    )
+    assert pending.append_id is not None
+    done = d.shard.on_append(pending.append_id, kerr.NotLeaderOrFollowerError, d.now)
+    assert done.reload
+    errors = {t: r.error for t, r in done.responses}  # type: ignore[attr-defined]
+    assert errors == {"join-b": kerr.NotCoordinatorError, "beat-a": kerr.NotCoordinatorError}
+
+
+def test_an_empty_group_without_offsets_is_deleted_at_the_retention_check() -> None:
+    d = Driver()
+    a = Member(d)
+    a.beat()
+    a.leave()
+    d.advance(600_000)  # offsets.retention.check.interval.ms
+    assert "g" not in d.shard.consumer_groups
+    assert "g" not in d.reloaded().consumer_groups
