@@ -68,14 +68,22 @@ def _log_failure(task: asyncio.Task[tuple[int, int]]) -> None:
 
 
 async def allocate_from_controller(
-    call: Callable[..., Awaitable[Any]], broker_id: int, broker_epoch: Callable[[], int]
+    call: Callable[..., Awaitable[Any]], broker_id: int, broker_epoch: Callable[[], int], timeout_s: float = 10.0
 ) -> tuple[int, int]:
-    """AllocateProducerIds on the active controller (``call`` is the controller channel's)."""
-    request = controller_pb2.AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch())
-    response = await call("controller", "AllocateProducerIds", request, timeout_s=10.0)
-    if response.error.code:
-        raise kerr.error_for_code(response.error.code)(response.error.message or response.error.name)
-    return response.producer_id_start, response.producer_id_len
+    """AllocateProducerIds on the active controller (``call`` is the controller channel's). A
+    stale broker epoch (the broker is re-registering) is asked again with the current one until
+    ``timeout_s`` passes."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        request = controller_pb2.AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch())
+        response = await call("controller", "AllocateProducerIds", request, timeout_s=timeout_s)
+        code = response.error.code
+        if not code:
+            return response.producer_id_start, response.producer_id_len
+        error = kerr.error_for_code(code)
+        if error is not kerr.StaleBrokerEpochError or asyncio.get_running_loop().time() >= deadline:
+            raise error(response.error.message or response.error.name)
+        await asyncio.sleep(0.2)
 
 
 def _error(cls: type[kerr.KafkaError] | None, message: str = "") -> errors_pb2.Error:

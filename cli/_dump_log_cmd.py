@@ -31,6 +31,7 @@ from kraftlog.cli._dump_log_scan import (
     _LogScanner,
     _ScannedBatch,
 )
+from kraftlog.cli._dump_log_snapshot import SNAPSHOT_SUFFIX, dump_producer_snapshot
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.storage import (
     ControlRecordType,
@@ -49,7 +50,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "no broker is needed.",
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="segment or index files to dump (.log, .index, .timeindex)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="segment, index or producer snapshot files to dump (.log, .index, .timeindex, .snapshot)",
     )
     parser.add_argument("--deep-iteration", action="store_true", help="also print every record of each batch")
     parser.add_argument(
@@ -99,6 +103,8 @@ def dump_files(paths: list[Path], options: DumpOptions) -> int:
                 ok = _dump_log_file(path, options)
             elif path.name.endswith(INDEX_SUFFIX):
                 ok = _dump_offset_index(path, options)
+            elif path.name.endswith(SNAPSHOT_SUFFIX):
+                ok = dump_producer_snapshot(path, options)
             else:
                 ok = _dump_time_index(path, options)
         except BrokenPipeError:
@@ -121,13 +127,13 @@ def _reason(err: BaseException) -> str:
 
 
 def _check_path(path: Path) -> None:
-    if not path.name.endswith(_SUFFIXES):
-        raise UserError(f"{path}: unsupported file type (expected a .log, .index or .timeindex file)")
+    if not path.name.endswith((*_SUFFIXES, SNAPSHOT_SUFFIX)):
+        raise UserError(f"{path}: unsupported file type (expected a .log, .index, .timeindex or .snapshot file)")
     if not path.exists():
         raise UserError(f"{path}: no such file")
     if path.is_dir():
         raise UserError(f"{path}: is a directory")
-    if not path.name.endswith(LOG_SUFFIX) and _base_offset_from_name(path) is None:
+    if not path.name.endswith((LOG_SUFFIX, SNAPSHOT_SUFFIX)) and _base_offset_from_name(path) is None:
         raise UserError(
             f"{path}: cannot tell the segment's base offset: index files are named "
             f"<base offset>{INDEX_SUFFIX} or <base offset>{TIME_INDEX_SUFFIX}"

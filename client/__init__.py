@@ -24,6 +24,7 @@ from kraftlog.client._producer import (
     RecordMetadata,
     producer_config_from_properties,
 )
+from kraftlog.client._transaction_admin import ProducerState, TransactionAdmin
 
 __all__ = [
     "Admin",
@@ -45,6 +46,8 @@ __all__ = [
     "CommitFailedError",
     "RebalanceListener",
     "GroupAdmin",
+    "TransactionAdmin",
+    "ProducerState",
     "consumer_config_from_properties",
     "BrokerMetadata",
     "ClusterMetadata",

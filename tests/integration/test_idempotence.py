@@ -83,9 +83,17 @@ def produce(cluster: LocalCluster, node: int, records: bytes) -> broker_pb2.Prod
 
 
 def init_producer_id(cluster: LocalCluster, node: int) -> tuple[int, int]:
-    r = stub(cluster, node).InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1))
-    assert r.error.code == 0, r.error
-    return r.producer_id, r.producer_epoch
+    """As a client does it: COORDINATOR_NOT_AVAILABLE (no id block yet) is retried."""
+
+    def once() -> tuple[int, int] | None:
+        r = stub(cluster, node).InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1))
+        if r.error.name == "COORDINATOR_NOT_AVAILABLE":
+            return None
+        assert r.error.code == 0, r.error
+        return r.producer_id, r.producer_epoch
+
+    result: tuple[int, int] = wait_until(once, 30, what="a producer id")
+    return result
 
 
 def values(cluster: LocalCluster) -> list[bytes]:
@@ -184,3 +192,22 @@ def test_the_client_is_idempotent_by_default_and_writes_in_order(cluster: LocalC
         )
     )
     assert described.topics[0].partitions[0].active_producers  # the client wrote with a producer id
+
+
+def test_describe_producers_command(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kraftlog.cli.__main__ import main
+
+    node = wait_until(lambda: leader(cluster), 30, what="a leader")
+    pid, epoch = init_producer_id(cluster, node)
+    assert produce(cluster, node, batch(pid, epoch, 0, n=3, tag="d")).error.code == 0
+    capsys.readouterr()
+    args = ["transactions", "describe-producers", "--topic", TOPIC, "--partition", "0"]
+    boot = ["--bootstrap-server", cluster.bootstrap_servers]
+    assert main([*args, *boot, "--output", "json"]) == 0
+    producers = {p["producer_id"]: p for p in json.loads(capsys.readouterr().out)["producers"]}
+    assert producers[pid]["last_sequence"] == 2 and producers[pid]["current_transaction_start_offset"] == -1
+    assert main([*args, *boot]) == 0
+    assert "ProducerId" in capsys.readouterr().out
+    assert main(["transactions", "describe-producers", "--topic", "nope", "--partition", "0", *boot]) == 1

@@ -539,3 +539,27 @@ def test_log_with_unparseable_name_uses_its_first_batch(tmp_path: Path, built: B
 def test_negative_max_bytes_is_a_usage_error(built: BuiltLog, capsys) -> None:
     code, _lines, err = _dump(capsys, "--max-bytes", "-1", built.log)
     assert code == 2 and "--max-bytes" in err and err.count("\n") == 1
+
+
+def test_a_producer_snapshot_dumps_each_producer_as_kafka_does(tmp_path: Path, capsys) -> None:
+    from kraftlog.storage import Log, LogConfig, build_batch
+
+    log = Log(tmp_path / "t-0", LogConfig())
+    for seq in (0, 2):
+        log.append_as_leader(
+            build_batch(
+                [(b"k", b"a"), (b"k", b"b")], timestamp_ms=1, producer_id=42, producer_epoch=3, base_sequence=seq
+            ),
+            0,
+        )
+    log.close()
+    (snap,) = (tmp_path / "t-0").glob("*.snapshot")
+    assert main(["dump-log", str(snap)]) == 0
+    out = capsys.readouterr().out
+    assert "producerId: 42 producerEpoch: 3 coordinatorEpoch: -1 currentTxnFirstOffset: None" in out
+    assert "firstSequence: 2 lastSequence: 3 lastOffset: 3 offsetDelta: 1" in out
+    assert main(["dump-log", str(snap), "--output", "json"]) == 0
+    (producer,) = json.loads(capsys.readouterr().out)["producers"]
+    assert producer["producer_id"] == 42 and producer["last_sequence"] == 3
+    snap.write_bytes(snap.read_bytes()[:-2])
+    assert main(["dump-log", str(snap)]) == 1  # a corrupt snapshot is reported, not raised
