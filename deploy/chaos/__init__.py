@@ -14,11 +14,14 @@ from kraftlog.deploy.chaos._group_check import (
     CommitRecord,
     ConsumedRecord,
     GroupReport,
+    Holding,
     check_group,
     commit_regressions,
     consumed_missing,
     double_owners,
     final_commit_regressions,
+    overlapping_owners,
+    ownership_intervals,
 )
 from kraftlog.deploy.chaos._group_workload import GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
@@ -61,6 +64,9 @@ __all__ = [
     "consumed_missing",
     "double_owners",
     "final_commit_regressions",
+    "Holding",
+    "overlapping_owners",
+    "ownership_intervals",
     "GroupOutcome",
     "GroupWorkload",
     "WORKLOADS",

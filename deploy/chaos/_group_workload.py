@@ -5,11 +5,21 @@ group read the produce workload's topic under the faults, and record what the gr
 Each member is a thread with its own `Consumer` (``enable_auto_commit`` off): it polls, records
 every record it was given, and commits the offsets after the last record of each partition in the
 batch synchronously (at least once). Its rebalance listener records each assignment with the
-member id and generation it was made in (the whole assignment, so cooperative assignors are covered
-too), commits what is pending before partitions are revoked, and drops it when they are lost. Each
-member closes its consumer and starts a new one at seeded intervals (a consumer restart: the group
-rebalances under the faults too), until `GroupWorkload.finish` lets the group drain up to the log
-end offsets, stops the members and reads the group's final committed offsets.
+member id and generation it was made in (``Consumer.group_metadata()``; the whole assignment, so
+cooperative assignors and KIP-848's incremental assignments are covered too), commits what is
+pending before partitions are revoked, and drops it when they are lost; each event carries the
+time it happened (``time.monotonic()`` of this one process), from which the checker builds every
+member's ownership intervals. Each member closes its consumer and, after a short seeded pause in
+which the others take its partitions over, starts a new one at seeded intervals (a consumer
+restart: the group rebalances under the faults too, partitions moving between members), until
+`GroupWorkload.finish` lets the group drain up to the log end offsets, stops the members and reads
+the group's final committed offsets.
+
+``protocol`` is the members' ``group.protocol``: ``classic`` (JoinGroup/SyncGroup, the client's
+assignor, the session and heartbeat below asked by the member) or ``consumer`` (KIP-848: the
+coordinator assigns, and its broker keys ``group.consumer.session.timeout.ms`` and
+``group.consumer.heartbeat.interval.ms`` set what the classic members ask for, see
+`CONSUMER_PROTOCOL_BROKER_KEYS`; the consumer refuses the classic-only settings).
 """
 
 from __future__ import annotations
@@ -26,14 +36,28 @@ import structlog
 from kraftlog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
 from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
 
-__all__ = ["GroupWorkload", "GroupOutcome"]
+__all__ = ["GroupWorkload", "GroupOutcome", "GROUP_PROTOCOLS", "CONSUMER_PROTOCOL_BROKER_KEYS"]
 
 _log = structlog.get_logger("deploy.chaos")
 
 #: seconds between a member's consumer restarts (seeded per member)
 RESTART_INTERVAL_S = (12.0, 25.0)
+#: seconds a restarting member stays away (seeded): longer than the heartbeat interval, so the
+#: others take its partitions over before its new consumer joins and takes some back; without it a
+#: KIP-848 member rejoins before anyone heard of its leaving and gets its own partitions back
+RESTART_PAUSE_S = (0.8, 2.0)
 #: a consumer that failed this many polls in a row is replaced by a new one
 MAX_POLL_FAILURES = 20
+#: the classic members' session and heartbeat (asked by each member in its JoinGroup)
+SESSION_TIMEOUT_MS = 6_000
+HEARTBEAT_INTERVAL_MS = 500
+GROUP_PROTOCOLS = ("classic", "consumer")
+#: KIP-848: the coordinator decides a member's session and heartbeat; these broker keys give the
+#: consumer-protocol members the classic members' values (the run's own cluster sets them)
+CONSUMER_PROTOCOL_BROKER_KEYS: dict[str, int] = {
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+}
 
 
 @dataclass
@@ -56,9 +80,13 @@ class GroupWorkload:
         seed: int = 0,
         group_id: str | None = None,
         restarts: bool = True,
+        protocol: str = "classic",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {protocol!r}")
         self.bootstrap_servers = bootstrap_servers
+        self.protocol = protocol
         self.topic = topic
         self.partitions = partitions
         self.group_id = group_id or f"{topic}-group"
@@ -97,6 +125,7 @@ class GroupWorkload:
             generation=event.generation,
             kind=event.kind,
             partitions=list(event.partitions),
+            at=round(event.time_s, 6),
         )
 
     def _count(self, what: str) -> None:
@@ -188,12 +217,14 @@ class _Listener(RebalanceListener):
 
 
 def _membership(consumer: Consumer) -> tuple[str, int]:
-    """The member id and generation of ``consumer``'s group membership. The client has no public
-    accessor for them yet (Kafka's ``groupMetadata()``), so this reads its membership object."""
-    group: Any = getattr(consumer, "_group", None)
-    if group is None:
+    """The member id and generation (KIP-848: the member's epoch) of ``consumer``'s membership now;
+    ``("", -1)`` when it cannot tell (a closed consumer)."""
+    try:
+        meta = consumer.group_metadata()
+    except Exception as err:  # noqa: BLE001 - only a label of the recorded event
+        _log.info("chaos_group_metadata_failed", error=repr(err))
         return "", -1
-    return str(group.member_id), int(group.generation)
+    return meta.member_id, meta.generation_id
 
 
 class _Member(threading.Thread):
@@ -206,13 +237,16 @@ class _Member(threading.Thread):
 
     def _consumer(self) -> Consumer:
         w = self.workload
+        classic: dict[str, Any] = {}
+        if w.protocol == "classic":  # KIP-848: the coordinator's keys (CONSUMER_PROTOCOL_BROKER_KEYS)
+            classic = {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS}
         consumer = Consumer(
             w.bootstrap_servers,
             group_id=w.group_id,
+            group_protocol=w.protocol,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            session_timeout_ms=6_000,
-            heartbeat_interval_ms=500,
+            **classic,
             max_poll_interval_ms=30_000,
             max_poll_records=200,
             request_timeout_ms=5_000,
@@ -245,9 +279,12 @@ class _Member(threading.Thread):
                     consumer.close()
                 except Exception as err:  # noqa: BLE001 - a close under faults may fail; the group expels it
                     _log.info("chaos_group_close_failed", member=self.member_name, error=repr(err))
+                # ends whatever the listener was not told to give up (it normally was: close revokes)
+                w._record_event(AssignmentEvent(self.member_name, "", -1, "closed", (), w._clock()))
             if not w._stop.is_set():
                 w._count("restarts")
                 _log.info("chaos_group_member_restart", member=self.member_name)
+                w._stop.wait(self.rng.uniform(*RESTART_PAUSE_S))
 
     def _consume(self, consumer: Consumer, restart_at: float) -> None:
         w = self.workload

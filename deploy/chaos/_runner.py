@@ -23,7 +23,7 @@ from kraftlog.common import coordinator_partition
 from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from kraftlog.deploy.chaos._group_check import check_group
-from kraftlog.deploy.chaos._group_workload import GroupOutcome, GroupWorkload
+from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
@@ -50,6 +50,7 @@ class ChaosSettings:
     kinds: tuple[str, ...] = FAULT_KINDS
     workload: str = "data"
     group_members: int = 3
+    group_protocol: str = "classic"  # the group workload's members: classic or consumer (KIP-848)
 
 
 @dataclass
@@ -159,6 +160,8 @@ def run_chaos(
         raise ValueError("no fault kind left to run")
     if settings.workload not in WORKLOADS:
         raise ValueError(f"unknown workload {settings.workload!r}; one of {', '.join(WORKLOADS)}")
+    if settings.group_protocol not in GROUP_PROTOCOLS:
+        raise ValueError(f"unknown group protocol {settings.group_protocol!r}; one of {', '.join(GROUP_PROTOCOLS)}")
     brokers = target.brokers()
     admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50, retry_backoff_max_ms=250)
     topic = f"chaos-{settings.seed}-{int(time.time())}"
@@ -380,9 +383,22 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
             ("group: offsets consumed again (redelivered)", result["consumed_duplicates"]),
             ("group: commits acknowledged (failed)", f"{result['commits']} ({result['commit_failures']})"),
             ("group: committed offset moved backwards", result["commit_regressions"]),
-            ("group: partition owned twice in a generation", result["double_owners"]),
+            ("group: protocol", result["group_protocol"]),
+            (
+                "group: partition owned twice in a generation"
+                if result["group_protocol"] == "classic"
+                else "group: partition owned twice (= overlapping)",
+                result["double_owners"],
+            ),
+            ("group: owners overlapping in time", result["overlapping_owners"]),
+            ("group: overlaps with a lost owner (allowed)", result["lost_overlaps"]),
             ("group: faults on the group's coordinator", result["coordinator_faults"]),
-            ("group: generations (member restarts)", f"{result['group_generations']} ({result['member_restarts']})"),
+            (
+                "group: generations (member restarts)"
+                if result["group_protocol"] == "classic"
+                else "group: member epochs seen (member restarts)",
+                f"{result['group_generations']} ({result['member_restarts']})",
+            ),
             ("group: drained to the log end (s)", result["group_drain_s"] if result["group_drained"] else "NO"),
         ]
     rows += [
@@ -398,7 +414,12 @@ def _start_group(
     """Start the group's members; return once the group consumes every partition and the cluster
     converged again (the first FindCoordinator created ``__consumer_offsets``)."""
     group = GroupWorkload(
-        target.bootstrap_servers, topic, settings.partitions, members=settings.group_members, seed=settings.seed
+        target.bootstrap_servers,
+        topic,
+        settings.partitions,
+        members=settings.group_members,
+        seed=settings.seed,
+        protocol=settings.group_protocol,
     )
     group.start()
     try:
@@ -435,9 +456,12 @@ def _group_coordinator(admin: Admin, group_id: str) -> int | None:
 def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: GroupOutcome, acks: list[Any]) -> None:
     consumed, commits, events = group.snapshot()
     final = dict(outcome.final_committed)
-    g = check_group(acks, consumed, commits, events, final)
+    # the events' times are time.monotonic() of this process: overlaps within its resolution are not ordered
+    resolution = time.get_clock_info("monotonic").resolution
+    g = check_group(acks, consumed, commits, events, final, protocol=group.protocol, tolerance_s=resolution)
     result.update(
         {
+            "group_protocol": group.protocol,
             "group_members": group.members,
             "consumed": g.consumed,
             "consumed_missing": g.consumed_missing,
@@ -447,6 +471,8 @@ def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: Gro
             "commit_regressions": g.commit_regressions + g.final_commit_regressions,
             "final_commit_regressions": g.final_commit_regressions,
             "double_owners": g.double_owners,
+            "overlapping_owners": g.overlapping_owners,
+            "lost_overlaps": g.lost_overlaps,
             "group_generations": g.generations,
             "group_rebalances": max(0, g.generations - 1),
             "group_assignments": g.assignments,
@@ -464,6 +490,8 @@ def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: Gro
         ("consumed_missing_examples", g.missing_examples),
         ("commit_regression_examples", g.regression_examples),
         ("double_owner_examples", g.double_owner_examples),
+        ("overlapping_owner_examples", g.overlap_examples),
+        ("lost_overlap_examples", g.lost_overlap_examples),
     ):
         if shown:
             result[key] = shown

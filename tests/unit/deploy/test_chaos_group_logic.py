@@ -6,18 +6,22 @@ import argparse
 
 import pytest
 
-from kraftlog.cli._chaos import add_parser
+from kraftlog.cli._chaos import add_parser, run
+from kraftlog.cli._common import UserError
 from kraftlog.deploy.chaos import (
     Ack,
     AssignmentEvent,
     CommitRecord,
     ConsumedRecord,
+    Holding,
     check_group,
     commit_regressions,
     consumed_missing,
     double_owners,
     encode_value,
     final_commit_regressions,
+    overlapping_owners,
+    ownership_intervals,
 )
 
 
@@ -146,6 +150,89 @@ def test_two_members_with_one_partition_in_one_generation_count_once_per_partiti
     assert examples == ["generation 4 partition 1: ['a', 'b', 'c']", "generation 5 partition 0: ['a', 'c']"]
 
 
+# ------------------------------------------------------------------ ownership intervals
+
+
+def _ev(consumer: str, kind: str, at: float, *partitions: int, gen: int = 1) -> AssignmentEvent:
+    return AssignmentEvent(consumer, consumer + "-id", gen, kind, tuple(partitions), at)
+
+
+def test_intervals_follow_whole_and_incremental_assignments() -> None:
+    events = [
+        _ev("a", "assigned", 1.0, 0, 1, 2),
+        _ev("a", "revoked", 2.0, 2, gen=2),  # KIP-848: one partition moves away
+        _ev("a", "assigned", 2.1, 0, 1, gen=2),  # the whole assignment again: 0 and 1 go on
+        _ev("a", "lost", 3.0, 0, 1, gen=2),
+        _ev("a", "assigned", 4.0, 1, gen=3),
+        _ev("a", "closed", 5.0, gen=-1),
+        _ev("b", "assigned", 6.0, 2),  # never given up: still held at the end
+    ]
+    got = sorted((h.consumer, h.partition, h.start_s, h.end_s, h.ended_by) for h in ownership_intervals(events))
+    assert got == [
+        ("a", 0, 1.0, 3.0, "lost"),
+        ("a", 1, 1.0, 3.0, "lost"),
+        ("a", 1, 4.0, 5.0, "closed"),
+        ("a", 2, 1.0, 2.0, "revoked"),
+        ("b", 2, 6.0, float("inf"), "open"),
+    ]
+
+
+def test_an_assignment_that_no_longer_lists_a_partition_ends_it_as_revoked() -> None:
+    holdings = ownership_intervals([_ev("a", "assigned", 1.0, 0, 1), _ev("a", "assigned", 2.0, 1)])
+    assert Holding("a", "a-id", 1, 0, 1.0, 2.0, "revoked") in holdings
+
+
+def test_a_revoke_after_a_handover_is_clean() -> None:
+    events = [
+        _ev("a", "assigned", 1.0, 0, 1),
+        _ev("a", "revoked", 2.0, 1),
+        _ev("b", "assigned", 2.5, 1, gen=2),
+        _ev("b", "revoked", 4.0, 1, gen=2),
+        _ev("a", "assigned", 4.0, 0, 1, gen=3),  # touching intervals do not overlap
+    ]
+    assert overlapping_owners(events) == (0, 0, [], [])
+
+
+def test_an_owner_assigned_before_the_old_one_revoked_overlaps() -> None:
+    events = [
+        _ev("a", "assigned", 1.0, 0),
+        _ev("b", "assigned", 2.0, 0, gen=2),
+        _ev("a", "revoked", 3.0, 0),
+        _ev("c", "assigned", 3.5, 0, gen=3),  # overlaps b (still holding): b never gave it up
+    ]
+    strict, lost, shown, lost_shown = overlapping_owners(events)
+    assert (strict, lost, lost_shown) == (2, 0, [])
+    assert shown[0] == "partition 0: a (a-id@1) 1.000-3.000 revoked and b (b-id@2) 2.000-end open"
+
+
+def test_overlaps_with_a_lost_owner_are_counted_apart() -> None:
+    events = [
+        _ev("a", "assigned", 1.0, 0, 1),
+        _ev("b", "assigned", 2.0, 0, gen=5),  # a was fenced; it hears so at its next poll
+        _ev("a", "lost", 2.5, 0, 1),
+        _ev("b", "revoked", 6.0, 0, gen=5),
+        _ev("c", "assigned", 3.0, 1, gen=6),
+        _ev("c", "revoked", 4.0, 1, gen=0),  # told "revoked" after the member was fenced: lost
+        _ev("d", "assigned", 3.9, 1, gen=7),
+        _ev("d", "closed", 9.0),
+    ]
+    strict, lost, shown, lost_shown = overlapping_owners(events)
+    assert (strict, lost, shown) == (0, 2, [])
+    assert lost_shown[0] == "partition 0: a (a-id@1) 1.000-2.500 lost and b (b-id@5) 2.000-6.000 revoked"
+
+
+def test_overlaps_within_the_clock_resolution_are_not_ordered() -> None:
+    events = [_ev("a", "assigned", 1.0, 0), _ev("a", "revoked", 2.0005, 0), _ev("b", "assigned", 2.0, 0)]
+    assert overlapping_owners(events, tolerance_s=0.001)[0] == 0
+    assert overlapping_owners(events, tolerance_s=0.0001)[0] == 1
+
+
+def test_one_consumer_never_overlaps_itself() -> None:
+    # a member thread runs one consumer at a time: a late "closed" after its next assignment is its own
+    events = [_ev("a", "assigned", 1.0, 0), _ev("a", "closed", 2.0), _ev("a", "assigned", 1.5, 0, gen=2)]
+    assert overlapping_owners(events)[0] == 0
+
+
 # ------------------------------------------------------------------ the whole report
 
 
@@ -153,7 +240,11 @@ def test_check_group_sums_up() -> None:
     acks = [Ack(0, s, s - 1, 0.0) for s in range(1, 5)]
     consumed = [_consumed(0, s - 1, s) for s in range(1, 5)] + [_consumed(0, 3, 4, "m1")]
     commits = [_commit(0, 2, 0.0, 1.0), _commit(0, 4, 2.0, 3.0, "b", 2)]
-    events = [_assigned("a", 1, 0), _assigned("b", 2, 0)]
+    events = [
+        _assigned("a", 1, 0),
+        AssignmentEvent("c-a", "a", 1, "revoked", (0,), 0.5),
+        AssignmentEvent("c-b", "b", 2, "assigned", (0,), 1.0),
+    ]
     report = check_group(acks, consumed, commits, events, {0: 4})
     assert report.ok
     assert (report.consumed, report.consumed_duplicates, report.commits, report.generations) == (5, 1, 2, 2)
@@ -161,6 +252,29 @@ def test_check_group_sums_up() -> None:
     bad = check_group(acks[:1] + [Ack(1, 1, 0, 0.0)], consumed, commits, [*events, _assigned("c", 2, 0)], {0: 3})
     assert not bad.ok
     assert (bad.consumed_missing, bad.final_commit_regressions, bad.double_owners) == (1, 1, 1)
+
+
+def test_check_group_reports_overlaps_for_both_protocols() -> None:
+    # two members in one epoch each is fine under KIP-848 (epochs are the members' own) unless they overlap
+    events = [
+        _ev("a", "assigned", 1.0, 0, gen=3),
+        _ev("a", "revoked", 2.0, 0, gen=3),
+        _ev("b", "assigned", 2.5, 0, gen=3),
+        _ev("c", "assigned", 2.6, 1, gen=4),
+        _ev("c", "lost", 5.0, 1, gen=4),
+        _ev("b", "assigned", 3.0, 0, 1, gen=5),
+    ]
+    classic = check_group([], [], [], events, {})
+    assert (classic.double_owners, classic.overlapping_owners, classic.lost_overlaps) == (1, 0, 1)
+    assert not classic.ok
+    consumer = check_group([], [], [], events, {}, protocol="consumer")
+    assert (consumer.double_owners, consumer.overlapping_owners, consumer.lost_overlaps) == (0, 0, 1)
+    assert consumer.ok and consumer.generations == 3
+    assert consumer.lost_overlap_examples == ["partition 1: c (c-id@4) 2.600-5.000 lost and b (b-id@5) 3.000-end open"]
+    events.append(_ev("d", "assigned", 4.0, 0, gen=6))
+    bad = check_group([], [], [], events, {}, protocol="consumer")
+    assert (bad.double_owners, bad.overlapping_owners) == (1, 1) and not bad.ok
+    assert bad.double_owner_examples == bad.overlap_examples
 
 
 # ------------------------------------------------------------------ the command line
@@ -178,3 +292,12 @@ def test_workload_option() -> None:
     assert (args.workload, args.group_members) == ("group", 4)
     with pytest.raises(SystemExit):
         _parse("--workload", "nonsense")
+
+
+def test_group_protocol_option() -> None:
+    assert _parse("--workload", "group").group_protocol is None  # classic unless asked
+    assert _parse("--workload", "group", "--group-protocol", "consumer").group_protocol == "consumer"
+    with pytest.raises(SystemExit):
+        _parse("--workload", "group", "--group-protocol", "eager")
+    with pytest.raises(UserError, match="--group-protocol is the group workload's"):
+        run(_parse("--group-protocol", "consumer"))
