@@ -21,6 +21,7 @@ EXPECTED_KEYS = {
     "broker_bench.py": {
         "produce_rf1_mb_s",
         "produce_rf1_ratio",
+        "idempotent_produce_ratio",
         "consume_rf1_ratio",
         "produce_rf3_ratio",
         "e2e_p99_ms",

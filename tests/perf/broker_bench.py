@@ -5,6 +5,8 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
   then fetch them back with 1 MiB fetches; then produce 1 MiB requests of 100-byte records, where
   the broker's per-record validation (issue 12) costs the most. Each produce figure sits next to an
   echo of the same payload, and the records/s are printed too.
+- Idempotence (issue 15): acks=all produce of 1 KiB records with a producer id and sequence
+  numbers against the same without, in the same run (each request's batch stamped either way).
 - RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
 - End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
   polls the partition; latency = consumed time - send time.
@@ -13,8 +15,8 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
 
     python tests/perf/broker_bench.py [--quick] [--rf1-only]
 
-Targets (issue 4, issue 12): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records) and consume
->= 0.8; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The
+Targets (issue 4, issue 12, issue 15): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records)
+and consume >= 0.8; idempotent produce >= 0.9 of plain; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The
 last line printed is one JSON object of the figures.
 """
 
@@ -34,6 +36,7 @@ import structlog
 
 from kraftlog import storage
 from kraftlog.client import NewTopic
+from kraftlog.common.records import set_producer_fields
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
 
@@ -111,6 +114,49 @@ def produce_mb_s(
                 )
                 if r.topics[0].partitions[0].error.code == 0:
                     done[i] += len(batch)
+
+    return _timed(threads, work)(done)
+
+
+def stamped_produce_mb_s(
+    address: str, topic: str, batch: bytes, count: int, seconds: float, threads: int, *, idempotent: bool
+) -> float:
+    """acks=all produce of ``batch``, each thread to its own partition; every request's batch is
+    stamped (and re-CRCed) first: with a producer id and the next sequence when ``idempotent``,
+    with none otherwise, so both runs do the same client-side work and differ only in what the
+    broker checks."""
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def work(i: int) -> None:
+        with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) as ch:
+            stub = broker_pb2_grpc.BrokerServiceStub(ch)
+            pid = -1
+            if idempotent:
+                r = stub.InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=30)
+                assert r.error.code == 0, r.error
+                pid = r.producer_id
+            buf = bytearray(batch)
+            seq = 0
+            while time.monotonic() < stop:
+                set_producer_fields(buf, 0, len(buf), pid, 0 if idempotent else -1, seq if idempotent else -1)
+                r = stub.Produce(
+                    broker_pb2.ProduceRequest(
+                        acks=-1,
+                        timeout_ms=30_000,
+                        topics=[
+                            broker_pb2.ProduceRequest.TopicData(
+                                name=topic,
+                                partitions=[broker_pb2.ProduceRequest.PartitionData(index=i, records=bytes(buf))],
+                            )
+                        ],
+                    ),
+                    timeout=60,
+                )
+                error = r.topics[0].partitions[0].error
+                assert error.code == 0, error
+                done[i] += len(batch)
+                seq += count
 
     return _timed(threads, work)(done)
 
@@ -325,6 +371,14 @@ def main(argv: list[str] | None = None) -> int:
             _nid, addr = leader_address(single, "rf1small")
             out["echo_small_mb_s"] = round(echo_mb_s(addr, small, seconds, threads), 1)
             out["produce_rf1_small_mb_s"] = round(produce_mb_s(addr, "rf1small", 2, small, 1, seconds, threads), 1)
+            with single.admin() as admin:
+                admin.create_topics([NewTopic("plain", 2, 1), NewTopic("idem", 2, 1)])
+            _nid, addr = leader_address(single, "idem")
+            plain = stamped_produce_mb_s(addr, "plain", batch, count, seconds, threads, idempotent=False)
+            idem = stamped_produce_mb_s(addr, "idem", batch, count, seconds, threads, idempotent=True)
+            out["produce_plain_acks_all_mb_s"] = round(plain, 1)
+            out["produce_idempotent_mb_s"] = round(idem, 1)
+            out["idempotent_produce_ratio"] = round(idem / plain, 3)
         finally:
             single.stop()
         out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
@@ -381,6 +435,11 @@ def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
         f"{'produce RF=1 acks=1, 100-byte recs':<36}{out['produce_rf1_small_mb_s']:>12.1f}"
         f"{out['produce_rf1_small_ratio']:>8.2f}{0.6:>8.2f}   "
         f"{out['produce_rf1_small_records_s']:,.0f} records/s"
+    )
+    print(f"{'produce RF=1 acks=all, plain (base)':<36}{out['produce_plain_acks_all_mb_s']:>12.1f}")
+    print(
+        f"{'produce RF=1 acks=all, idempotent':<36}{out['produce_idempotent_mb_s']:>12.1f}"
+        f"{out['idempotent_produce_ratio']:>8.2f}{0.9:>8.2f}   (ratio to plain)"
     )
 
 
