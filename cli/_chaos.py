@@ -28,12 +28,12 @@ committed offset moving backwards (commit_regressions, also the group's final co
 no partition owned by two members in one generation (double_owners; under KIP-848, with no group
 generation, the same as overlapping_owners), no two members holding one partition at once by
 their listeners' assigned/revoked times (overlapping_owners; overlaps with a member that was told
-its partitions were lost are Kafka's allowed window, counted as lost_overlaps and not failed);
-duplicates are counted, not failed.
+its partitions were lost are Kafka's allowed window, counted as lost_overlaps and not failed).
+The producer is idempotent, so a record written twice (duplicates) fails the run too.
 
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
-exit code is 0 when the profile's checks pass (data: nothing acknowledged lost and the cluster
-converged, and with the group workload its four figures 0), else 1.
+exit code is 0 when the profile's checks pass (data: nothing acknowledged lost or written twice and
+the cluster converged, and with the group workload its four figures 0), else 1.
 """
 
 from __future__ import annotations

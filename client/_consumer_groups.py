@@ -382,13 +382,20 @@ class _ConsumerGroups:
             return
         if self._async_commits is not None:
             self._async_commits.close()
-        if self._listener is not None and self._assignment:
-            self._listener.on_partitions_revoked(set(self._assignment))  # Kafka's onLeavePrepare
-        if self.enable_auto_commit and self._assignment:
+        held = set(self._assignment)
+        # Kafka's close: auto commit first, then onLeavePrepare, which tells the listener the
+        # partitions were lost (not revoked) when the member was already out of the group
+        in_group = self._group.generation > 0 and not self._group.take_lost()
+        if self.enable_auto_commit and held and in_group:
             try:
                 self._commit_now(self._positions_of(self._assignment), self.default_api_timeout_ms / 1000.0)
             except (CommitFailedError, kerr.KafkaError) as err:
                 _log.warning("auto_commit_failed", group=self.group_id, error=str(err))
+        if self._listener is not None and held:
+            if in_group:
+                self._listener.on_partitions_revoked(held)
+            else:
+                self._listener.on_partitions_lost(held)
         self._group.close()
 
 

@@ -3,8 +3,8 @@ finds in the log after every fault is healed. Pure: no I/O, so every verdict is 
 
 Each record's value is ``"<partition>:<sequence>"``; one producer thread per partition sends its
 sequence numbers in increasing order with one request in flight, so within a partition the log must
-hold them in increasing order (Kafka's per-partition ordering). Without idempotent producers a retry
-after a lost response may write a record twice: duplicates are counted and reported, not failed.
+hold them in increasing order (Kafka's per-partition ordering). The workload's producer is idempotent
+(issue 15): the leader writes a retried batch once, so a duplicate fails the run as a lost record does.
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing acknowledged lost (a record moved to another offset is lost from that offset)."""
-        return self.lost == 0
+        """Nothing acknowledged lost (a record moved to another offset is lost from that offset) and
+        nothing written twice (the idempotent producer's promise)."""
+        return self.lost == 0 and self.duplicates == 0
 
 
 def check(acks: Iterable[Ack], records: Iterable[ReadRecord], *, examples: int = 5) -> CheckReport:

@@ -371,7 +371,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
         ("records acknowledged", result["acknowledged"]),
         ("records lost", result["lost"]),
         ("acknowledged offset rewritten", result["offset_mismatches"]),
-        ("duplicates (no idempotent producer yet)", result["duplicates"]),
+        ("duplicates (idempotent producer: must be 0)", result["duplicates"]),
         ("reordered within a partition", result["reordered"]),
         ("produce requests failed (unacknowledged)", result["produce_failures"]),
         ("longest window without a produce (s)", result["max_outage_s"]),

@@ -50,6 +50,7 @@ def test_short_chaos_run_loses_nothing_and_converges(tmp_path: Path) -> None:
     result = json.loads(lines[-1])
     assert result["seed"] == SEED
     assert result["lost"] == 0, result.get("lost_examples")
+    assert result["duplicates"] == 0  # the idempotent producer (issue 15)
     assert result["offset_mismatches"] == 0
     assert result["reordered"] == 0
     assert result["converged"] and result["converge_s"] < 30

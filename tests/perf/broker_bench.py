@@ -16,8 +16,8 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
     python tests/perf/broker_bench.py [--quick] [--rf1-only]
 
 Targets (issue 4, issue 12, issue 15): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records)
-and consume >= 0.8; idempotent produce >= 0.9 of plain; RF=3 acks=all >= 0.25; failover < 3 s. ``--rf1-only`` skips the three-broker part. The
-last line printed is one JSON object of the figures.
+and consume >= 0.8; idempotent produce >= 0.9 of plain; RF=3 acks=all >= 0.25; failover < 3 s.
+``--rf1-only`` skips the three-broker part. The last line printed is one JSON object of the figures.
 """
 
 from __future__ import annotations

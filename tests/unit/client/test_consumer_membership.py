@@ -180,6 +180,22 @@ def test_partitions_lost_are_told_as_lost_and_never_committed() -> None:
     c.close()
 
 
+def test_close_after_the_member_was_thrown_out_tells_lost_and_commits_nothing() -> None:
+    coord = Coordinator([TP0])
+    c = consumer(coord, enable_auto_commit=True, heartbeat_interval_ms=20)
+    listener = Recorder()
+    c.subscribe(["t"], listener=listener)
+    settle(c, lambda: TP0 in c.assignment())
+    coord.handlers["Heartbeat"] = lambda r: group_pb2.HeartbeatResponse(error=ok(kerr.UnknownMemberIdError.error_code))
+    deadline = time.monotonic() + 5
+    while c._group is not None and c._group.generation > 0:  # thrown out; no poll tells it yet
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    c.close()
+    assert listener.calls[-1] == ("lost", {TP0}) and ("revoked", {TP0}) not in listener.calls
+    assert not coord.rpcs("OffsetCommit")
+
+
 def test_heartbeat_answers_about_an_older_generation_change_nothing() -> None:
     coord = Coordinator([TP0])
     gate = threading.Event()

@@ -55,6 +55,12 @@ def test_lost_duplicate_reordered_and_rewritten_offsets_are_counted() -> None:
     assert not report.ok
 
 
+def test_a_duplicate_alone_fails_the_run() -> None:
+    acks = [Ack(0, 1, 0, 1.0), Ack(0, 2, 1, 2.0)]
+    report = check(acks, [_read(0, 0, 1), _read(0, 1, 2), _read(0, 2, 2)])
+    assert report.lost == 0 and report.duplicates == 1 and not report.ok
+
+
 def test_longest_gap_includes_the_edges() -> None:
     gaps = longest_gaps({0: [1.0, 2.0, 6.5, 7.0], 1: []}, 0.0, 8.0)
     assert gaps[0] == (2.0, 6.5)
