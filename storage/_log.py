@@ -261,6 +261,8 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
             if self._closed:
                 self._ensure_open()
             duplicate = self._check_producers(headers) if from_client else None
+            if origin is AppendOrigin.COORDINATOR:
+                self._check_markers(view, headers)
             if duplicate is not None:  # a retry of a batch already written: its offsets, nothing written
                 return _new_tuple(
                     LogAppendInfo,
@@ -312,7 +314,10 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
                 self.epoch_cache.assign(leader_epoch, first_offset)
             self._append_locked(iov, locs, num_records, max_ts, total)
             if any(h.producer_id >= 0 for h in headers):
-                self._record_producers(headers, [loc.base_offset for loc in locs], [loc.max_timestamp for loc in locs])
+                written = memoryview(copy) if copy is not None else view
+                self._record_producers(
+                    written, headers, [loc.base_offset for loc in locs], [loc.max_timestamp for loc in locs]
+                )
             else:
                 self.producer_state.advance(self._log_end_offset)
             return _new_tuple(
@@ -376,22 +381,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
             self._append_locked([view[:end]], locs, num_records, max_ts, end)
-            self._record_replicated(
-                [
-                    (
-                        b.producer_id,
-                        b.producer_epoch,
-                        b.base_sequence,
-                        b.records_count,
-                        b.base_offset,
-                        b.last_offset,
-                        b.max_timestamp,
-                        b.is_control,
-                    )
-                    for _pos, b in batches
-                    if b.producer_id >= 0
-                ]
-            )
+            self._record_replicated([b for _pos, b in batches if b.producer_id >= 0])
             return LogAppendInfo(
                 locs[0].base_offset,
                 locs[-1].last_offset,

@@ -11,12 +11,28 @@ snapshot is only ever written for an offset the state covers.
 
 from __future__ import annotations
 
+import struct
+
 from kraftlog.common import errors as kerr
-from kraftlog.common.records import CONTROL_FLAG, HEADER_SIZE, HEADER_STRUCT
+from kraftlog.common.records import CONTROL_FLAG, HEADER_SIZE, HEADER_STRUCT, ControlRecordType, RecordBatch
 
 from ._log_state import _LogState
 from ._producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from ._record_set import BatchHeader
+from ._segment import LogSegment
+from ._txn_index import AbortedTxn
+
+_TRANSACTIONAL_FLAG = 0x10
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+def marker_of(batch: RecordBatch) -> tuple[ControlRecordType, int]:
+    """A control batch's marker type and the coordinator epoch in its record's value."""
+    kind = batch.control_type()
+    assert kind is not None
+    value = batch.records()[0].value
+    coordinator_epoch = _MARKER_VALUE.unpack_from(value, 0)[1] if value is not None and len(value) >= 6 else -1
+    return kind, coordinator_epoch
 
 
 class _LogProducers(_LogState):
@@ -41,10 +57,15 @@ class _LogProducers(_LogState):
                 if len(head) < HEADER_SIZE:
                     break
                 fields = HEADER_STRUCT.unpack(head)
-                pid, epoch, seq, count = fields[9], fields[10], fields[11], fields[12]
-                if pid >= 0 and not fields[5] & CONTROL_FLAG:  # control batches carry no sequence
+                attrs, pid, epoch, seq, count = fields[5], fields[9], fields[10], fields[11], fields[12]
+                if pid >= 0 and attrs & CONTROL_FLAG:
+                    self._replay_marker(seg, seg.read_batch(loc))
+                elif pid >= 0:
                     last_seq = seq + max(count, 1) - 1 if seq >= 0 else -1
-                    psm.update(pid, epoch, seq, last_seq, loc.base_offset, loc.last_offset, loc.max_timestamp)
+                    transactional = bool(attrs & _TRANSACTIONAL_FLAG)
+                    psm.update(
+                        pid, epoch, seq, last_seq, loc.base_offset, loc.last_offset, loc.max_timestamp, transactional
+                    )
                     replayed += 1
                 psm.advance(loc.last_offset + 1)
         psm.advance(self._log_end_offset)
@@ -52,6 +73,41 @@ class _LogProducers(_LogState):
             self._bound.info(
                 "producer_state_loaded", snapshot_offset=start, batches_replayed=replayed, producers=len(psm.producers)
             )
+
+    def _replay_marker(self, seg: LogSegment, batch: RecordBatch) -> None:
+        """A marker met while rebuilding the state: the transaction closes, and an abort that the
+        segment's transaction index lacks (a crash before it was flushed) is written again."""
+        kind, coordinator_epoch = marker_of(batch)
+        done = self.producer_state.complete_txn(
+            batch.producer_id, batch.producer_epoch, coordinator_epoch, batch.base_offset, batch.max_timestamp
+        )
+        if done is None or kind is not ControlRecordType.ABORT:
+            return
+        first, last = done
+        if any(t.producer_id == batch.producer_id and t.last_offset == last for t in seg.txn_index.entries):
+            return
+        unstable = self.producer_state.first_unstable_offset()
+        seg.txn_index.append(AbortedTxn(batch.producer_id, first, last, last + 1 if unstable is None else unstable))
+
+    def _complete_marker(self, batch: RecordBatch, marker_offset: int) -> None:
+        """A marker just written (by the leader or a follower): close the transaction and index an
+        abort in the active segment's transaction index (lock held)."""
+        kind, coordinator_epoch = marker_of(batch)
+        done = self.producer_state.complete_txn(
+            batch.producer_id, batch.producer_epoch, coordinator_epoch, marker_offset, batch.max_timestamp
+        )
+        if done is not None and kind is ControlRecordType.ABORT:
+            first, last = done
+            unstable = self.producer_state.first_unstable_offset()
+            lso = last + 1 if unstable is None else unstable
+            self._segments[-1].txn_index.append(AbortedTxn(batch.producer_id, first, last, lso))
+
+    def _check_markers(self, view: memoryview, headers: list[BatchHeader]) -> None:
+        """The coordinator's markers, before they are written: fenced epochs are refused."""
+        for h in headers:
+            if h.is_control and h.producer_id >= 0:
+                _kind, coordinator_epoch = marker_of(RecordBatch(view[h.position : h.position + h.size]))
+                self.producer_state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch)
 
     def _check_producers(self, headers: list[BatchHeader]) -> BatchMetadata | None:
         """The leader's idempotence check of a client's batches (lock held): the batch this append
@@ -64,27 +120,68 @@ class _LogProducers(_LogState):
             if len(headers) > 1:
                 raise kerr.InvalidRecordError("an idempotent producer sends one batch per partition per request")
             last_seq = h.base_sequence + h.records_count - 1
-            duplicate = self.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+            transactional = bool(h.attributes & _TRANSACTIONAL_FLAG)
+            duplicate = self.producer_state.check(
+                h.producer_id, h.producer_epoch, h.base_sequence, last_seq, transactional
+            )
         return duplicate
 
-    def _record_producers(self, headers: list[BatchHeader], first_offsets: list[int], timestamps: list[int]) -> None:
+    def _record_producers(
+        self, view: memoryview, headers: list[BatchHeader], first_offsets: list[int], timestamps: list[int]
+    ) -> None:
         """What the leader just wrote (lock held)."""
         psm = self.producer_state
         for h, first, ts in zip(headers, first_offsets, timestamps, strict=True):
-            if h.producer_id >= 0 and not h.is_control:
-                last_seq = h.base_sequence + h.records_count - 1
-                psm.update(
-                    h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first, first + h.last_offset_delta, ts
-                )
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                self._complete_marker(RecordBatch(view[h.position : h.position + h.size]), first)
+                continue
+            last_seq = h.base_sequence + h.records_count - 1
+            transactional = bool(h.attributes & _TRANSACTIONAL_FLAG)
+            last = first + h.last_offset_delta
+            psm.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first, last, ts, transactional)
         psm.advance(self._log_end_offset)
 
-    def _record_replicated(self, batches: list[tuple[int, int, int, int, int, int, int, bool]]) -> None:
-        """What a follower just wrote: (pid, epoch, base seq, count, first, last, max ts, control)."""
+    def _record_replicated(self, batches: list[RecordBatch]) -> None:
+        """What a follower just wrote, batches with producer ids (lock held)."""
         psm = self.producer_state
-        for pid, epoch, seq, count, first, last, ts, control in batches:
-            if pid >= 0 and not control:
-                psm.update(pid, epoch, seq, seq + count - 1 if seq >= 0 else -1, first, last, ts)
+        for b in batches:
+            if b.is_control:
+                self._complete_marker(b, b.base_offset)
+                continue
+            seq = b.base_sequence
+            last_seq = seq + b.records_count - 1 if seq >= 0 else -1
+            psm.update(
+                b.producer_id, b.producer_epoch, seq, last_seq, b.base_offset, b.last_offset, b.max_timestamp,
+                b.is_transactional,
+            )  # fmt: skip
         psm.advance(self._log_end_offset)
+
+    # ============================================================== read committed
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below this offset every transaction is decided: the high watermark, or the first offset
+        of the oldest open transaction when that is lower (what read_committed may read)."""
+        unstable = self.producer_state.first_unstable_offset()
+        return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
+
+    def collect_aborted(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_offset), from the transaction
+        indexes of the segments from the one holding ``fetch_offset`` on (Kafka's
+        collectAbortedTransactions)."""
+        with self._lock:
+            out: list[AbortedTxn] = []
+            for i, seg in enumerate(self._segments):
+                next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                if next_base is not None and next_base <= fetch_offset:
+                    continue
+                found, complete = seg.txn_index.collect(fetch_offset, upper_offset)
+                out.extend(found)
+                if complete:
+                    break
+            return out
 
     def _producer_snapshot(self) -> None:
         """Snapshot the state at the log end (a roll, a clean close); lock held."""

@@ -9,6 +9,7 @@ from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUF
 
 from ._index import IndexCorruptError
 from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
+from ._txn_index import TXN_INDEX_SUFFIX
 
 
 class _LogRecovery(_LogState):
@@ -31,7 +32,7 @@ class _LogRecovery(_LogState):
             for p in self.dir.iterdir()
             if p.name.endswith(LOG_SUFFIX) and len(p.name) == 20 + len(LOG_SUFFIX) and p.name[:20].isdigit()
         )
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # indexes whose log is gone
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):  # indexes whose log is gone
             for p in self.dir.glob(f"*{suffix}"):
                 if p.name[:20].isdigit() and int(p.name[:20]) not in bases:
                     p.unlink(missing_ok=True)
@@ -128,9 +129,9 @@ class _LogRecovery(_LogState):
             seg.close_without_flush()
             for p in self.dir.glob(f"*{LOG_SUFFIX}"):
                 if p.name[:20].isdigit() and base <= int(p.name[:20]) < end:
-                    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                         (self.dir / (p.name[:20] + sfx)).unlink(missing_ok=True)
-            for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for sfx in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 src = self.dir / (swap.name[:20] + sfx + SWAP_SUFFIX)
                 if src.exists():
                     os.replace(src, self.dir / (swap.name[:20] + sfx))

@@ -175,6 +175,11 @@ class _LogRetention(_LogState):
                 or any(seg not in self._segments for seg in old)
             ):
                 return False
+            # the aborted transactions of the segments it replaces stay findable (the cleaner keeps
+            # the batches; only read_committed fetches need the index)
+            aborted = [t for seg in old for t in seg.txn_index.entries]
+            if aborted:
+                new_segment.txn_index.replace_with(aborted)
             new_segment.flush()
             new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
             for seg in old:

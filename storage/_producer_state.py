@@ -3,8 +3,11 @@ sequence ranges and offsets of its last five batches, so that the leader can tel
 (answered with the offsets it was first written at) from a gap in the sequence
 (OUT_OF_ORDER_SEQUENCE_NUMBER) and a producer that an epoch bump retired (INVALID_PRODUCER_EPOCH).
 
-Kafka's ``ProducerStateManager``, minus transactions (kept: ``coordinator_epoch`` and
-``current_txn_first_offset`` in the entries and the snapshot file, for the transactions to come):
+Kafka's ``ProducerStateManager``, with its transactions: a producer's first transactional batch
+opens its transaction (``current_txn_first_offset``); the coordinator's COMMIT or ABORT marker
+closes it (`complete_txn`, fencing markers of an older producer or coordinator epoch); the first
+offset of the oldest open transaction is the partition's first unstable offset, below which the
+last stable offset stays. Also:
 
 - the leader checks a batch (`check`) before it is written and records it (`update`) after; a
   follower only records what it replicates, so a new leader knows the same producers;
@@ -110,16 +113,23 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> its producer id
         self.map_end_offset = 0  # the state covers the log below this offset
 
     # ================================================================ the leader
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+    def check(
+        self, producer_id: int, epoch: int, first_seq: int, last_seq: int, transactional: bool = False
+    ) -> BatchMetadata | None:
         """A client's batch, before it is written: the batch it duplicates (answer with its
-        offsets, write nothing), or None to write it; raises OUT_OF_ORDER_SEQUENCE_NUMBER or
-        INVALID_PRODUCER_EPOCH. Kafka's ``ProducerAppendInfo`` checks, for a non-transactional
-        batch."""
+        offsets, write nothing), or None to write it; raises OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE (a plain batch from a producer in the middle
+        of a transaction). Kafka's ``ProducerAppendInfo`` checks."""
         entry = self.producers.get(producer_id)
+        if entry is not None and not transactional and entry.current_txn_first_offset >= 0:
+            raise kerr.InvalidTxnStateError(
+                f"producer {producer_id} has an open transaction: its batches must be transactional"
+            )
         if entry is None or entry.producer_epoch == NO_PRODUCER_EPOCH:
             return None  # unknown (or expired, or below the log start): any sequence is accepted
         if epoch < entry.producer_epoch:
@@ -144,10 +154,19 @@ class ProducerStateManager:
     # ============================================================ every replica
 
     def update(
-        self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int, ts: int
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        ts: int,
+        transactional: bool = False,
     ) -> None:
         """A batch written to the log (by the leader after `check`, or replicated, or replayed at
-        load): it becomes the producer's latest. A new epoch forgets the old one's batches."""
+        load): it becomes the producer's latest. A new epoch forgets the old one's batches; a
+        transactional batch opens the producer's transaction if none is open."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
@@ -156,7 +175,53 @@ class ProducerStateManager:
             entry.producer_epoch = epoch
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
         entry.last_timestamp = max(entry.last_timestamp, ts)
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = producer_id
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    # ============================================================== transactions
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A transaction marker from the coordinator, before it is written: one of an older
+        producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.producer_epoch:
+            raise kerr.ProducerFencedError(
+                f"marker for producer {producer_id} at epoch {epoch}, older than the partition's {entry.producer_epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise kerr.TransactionCoordinatorFencedError(
+                f"marker from coordinator epoch {coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def complete_txn(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, marker_offset: int, ts: int
+    ) -> tuple[int, int] | None:
+        """A COMMIT or ABORT marker written at ``marker_offset``: the producer's transaction ends.
+        Returns ``(first offset, marker offset)`` of the transaction it closed, or None when none
+        was open (a marker for a partition the producer wrote nothing to)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if epoch > entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = epoch
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, ts)
+        self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(first, None)
+        return first, marker_offset
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None when none is open."""
+        return min(self.ongoing) if self.ongoing else None
 
     def advance(self, end_offset: int) -> None:
         """Batches without a producer id up to ``end_offset`` were written too."""
@@ -178,7 +243,11 @@ class ProducerStateManager:
     def truncate_head(self, log_start_offset: int) -> None:
         """The log start moved: producers whose last write is gone are forgotten, and so are the
         snapshots below it."""
-        for pid in [p for p, e in self.producers.items() if e.last_data_offset < log_start_offset]:
+        for pid in [
+            p
+            for p, e in self.producers.items()
+            if e.last_data_offset < log_start_offset and e.current_txn_first_offset < 0
+        ]:
             del self.producers[pid]
         for offset, path in self.snapshot_files():
             if offset < log_start_offset:
@@ -187,6 +256,7 @@ class ProducerStateManager:
     def clear(self, end_offset: int) -> None:
         """Forget everything (the state will be rebuilt from the log starting at ``end_offset``)."""
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = end_offset
 
     # ================================================================ snapshots
@@ -265,6 +335,7 @@ class ProducerStateManager:
         longer log, are deleted; unreadable ones too). Returns the offset the log must replay
         from to bring the state to its end."""
         self.producers.clear()
+        self.ongoing.clear()
         for offset, path in reversed(self.snapshot_files()):
             if offset > log_end_offset:
                 path.unlink(missing_ok=True)
@@ -275,8 +346,13 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             for e in entries:
-                if now_ms - e.last_timestamp < self.expiration_ms and e.last_data_offset >= log_start_offset:
+                open_txn = e.current_txn_first_offset >= 0
+                if open_txn or (
+                    now_ms - e.last_timestamp < self.expiration_ms and e.last_data_offset >= log_start_offset
+                ):
                     self.producers[e.producer_id] = e
+                    if open_txn:
+                        self.ongoing[e.current_txn_first_offset] = e.producer_id
             self.map_end_offset = max(offset, log_start_offset)
             return self.map_end_offset
         self.map_end_offset = log_start_offset

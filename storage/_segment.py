@@ -20,6 +20,7 @@ from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 
 from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
 from ._index import IndexCorruptError, OffsetIndex, TimeIndex
+from ._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX"]
 
@@ -82,6 +83,7 @@ class LogSegment:
         self.time_index = self._open_index(
             TimeIndex, directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), max_index_size
         )
+        self.txn_index = TransactionIndex(directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         if self.index_problem is None and self.size > 0 and (self.offset_index.missing or self.time_index.missing):
             self.index_problem = "index file missing"
         self.created_ms = created_ms
@@ -423,6 +425,7 @@ class LogSegment:
         removed = self.size - loc.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._truncate_file(loc.position)
         self.next_offset_hint = None
         self.load_time_state()
@@ -439,6 +442,7 @@ class LogSegment:
                 self._dirty = False
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as err:
             raise KafkaStorageError(f"cannot flush {self.log_path}: {err}") from err
 
@@ -465,6 +469,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def read_only_view(self) -> LogSegment:
         """This segment as a reader outside the log's lock sees it (the cleaner threads): the same
@@ -490,7 +495,7 @@ class LogSegment:
         except FileNotFoundError:
             pass
         self.log_path = new_log
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(index.path.with_name(index.path.name + suffix))
 
     def rename_all(self, suffix_from: str, suffix_to: str) -> None:
@@ -507,6 +512,8 @@ class LogSegment:
         self.time_index.flush()
         self.offset_index.rename(_swap(self.offset_index.path))
         self.time_index.rename(_swap(self.time_index.path))
+        self.txn_index.flush()
+        self.txn_index.rename(_swap(self.txn_index.path))
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
