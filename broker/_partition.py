@@ -330,7 +330,9 @@ class Partition(_LeaderReplication):
 
     # ============================================================== leader: produce
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> storage.LogAppendInfo:
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, origin: storage.AppendOrigin = storage.AppendOrigin.CLIENT
+    ) -> storage.LogAppendInfo:
         """Append a produce payload as leader.
 
         With acks=-1 the committed ISR must hold at least ``min.insync.replicas`` replicas before
@@ -350,7 +352,7 @@ class Partition(_LeaderReplication):
                 f"the ISR {list(self._isr_state.isr)} of {self.topic}-{self.partition_id} is smaller than "
                 f"min.insync.replicas={self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self._leader_epoch)
+        info = self.log.append_as_leader(records, self._leader_epoch, origin=origin)
         self._listener.on_records_appended(self.tp)
         self.maybe_increment_high_watermark()
         return info
@@ -388,14 +390,24 @@ class Partition(_LeaderReplication):
         return self.log.end_offset_for_epoch(leader_epoch)
 
     def fetch_offset_for_timestamp(
-        self, timestamp: int, *, current_leader_epoch: int = -1, is_consumer: bool = True, require_leader: bool = True
+        self,
+        timestamp: int,
+        *,
+        current_leader_epoch: int = -1,
+        is_consumer: bool = True,
+        require_leader: bool = True,
+        isolation_level: int = 0,
     ) -> storage.TimestampAndOffset | None:
-        """ListOffsets. Consumers see offsets below the HW only (the "latest" offset is the HW);
-        replicas see the LEO. A new leader whose HW is still below the start of its epoch answers
-        OFFSET_NOT_AVAILABLE to consumers for "latest" (KIP-207)."""
+        """ListOffsets. Consumers see offsets below the HW only (the "latest" offset is the HW, or
+        the last stable offset for read_committed, ``isolation_level`` 1); replicas see the LEO. A
+        new leader whose HW is still below the start of its epoch answers OFFSET_NOT_AVAILABLE to
+        consumers for "latest" (KIP-207)."""
         self.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         log = self.log
-        last_fetchable = log.high_watermark if is_consumer else log.log_end_offset
+        if not is_consumer:
+            last_fetchable = log.log_end_offset
+        else:
+            last_fetchable = log.last_stable_offset if isolation_level == 1 else log.high_watermark
         start = self._leader_epoch_start_offset
         lagging_hw = is_consumer and start is not None and start > log.high_watermark
         if timestamp == storage.LATEST_TIMESTAMP:

@@ -112,8 +112,11 @@ class _LeaderReplication:
         last_fetched_epoch: int = -1,
         follower_log_start_offset: int = -1,
         update_fetch_state: bool = True,
+        isolation_level: int = 0,
     ) -> PartitionRead:
-        """Read for a consumer (``replica_id`` < 0: up to the HW) or a follower (up to the LEO).
+        """Read for a consumer (``replica_id`` < 0: up to the HW, or with ``isolation_level`` 1,
+        read_committed, up to the last stable offset, with the aborted transactions of what it
+        read) or a follower (up to the LEO).
 
         A follower fetch names the epoch of its last fetched batch; when its log departs from the
         leader's (the leader's end offset for that epoch is below ``fetch_offset``, or the leader
@@ -159,17 +162,24 @@ class _LeaderReplication:
                 )
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return PartitionRead(b"", log.high_watermark, log.log_start_offset, leo, (epoch, end))
+        committed = not is_replica and isolation_level == 1
+        lso = log.last_stable_offset
         info = log.read(
             fetch_offset,
             max_bytes,
-            max_offset=None if is_replica else log.high_watermark,
+            max_offset=None if is_replica else (lso if committed else log.high_watermark),
             min_one_message=min_one_message,
         )
         if is_replica and update_fetch_state:
             self.update_follower_fetch_state(
                 replica_id, fetch_offset, follower_log_start_offset, self._clock_ms(), leo, replica_epoch
             )
-        return PartitionRead(info.records, log.high_watermark, log.log_start_offset, log.log_end_offset)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if committed and info.records:
+            aborted = tuple((t.producer_id, t.first_offset) for t in log.collect_aborted(fetch_offset, lso))
+        return PartitionRead(
+            info.records, log.high_watermark, log.log_start_offset, log.log_end_offset, None, lso, aborted
+        )
 
     def update_follower_fetch_state(
         self,

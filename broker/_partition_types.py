@@ -123,6 +123,8 @@ class PartitionRead(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None
+    last_stable_offset: int = -1  # -1: the high watermark (a read_uncommitted or replica fetch)
+    aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset) of aborts
 
 
 def _not_leader(message: str, leader_id: int = -1, leader_epoch: int = -1) -> kerr.NotLeaderOrFollowerError:

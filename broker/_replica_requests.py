@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from kraftlog import storage
 from kraftlog.broker._replica_state import _ReplicaManagerState
 from kraftlog.broker._replica_types import (
     _LEADER_HINT_CODES,
@@ -94,6 +95,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 await op.future
             for st in statuses:
                 if st.error is not None:
+                    assert isinstance(st.response, broker_pb2.ProduceResponse.PartitionResponse)
                     self._set_produce_error(st.response, st.error, st.tp[0], st.tp[1], hinted, keep_offsets=True)
         if hinted:
             resp.node_endpoints.extend(self._node_endpoints(hinted))
@@ -190,6 +192,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                         last_fetched_epoch=p.last_fetched_epoch,
                         follower_log_start_offset=p.log_start_offset,
                         update_fetch_state=update_fetch_state,
+                        isolation_level=req.isolation_level,
                     )
                 except Exception as exc:
                     res.error = exc
@@ -215,9 +218,11 @@ class _ReplicaRequests(_ReplicaManagerState):
                 rd = r.read
                 pd.error.CopyFrom(error_pb())
                 pd.high_watermark = rd.high_watermark
-                pd.last_stable_offset = rd.high_watermark
+                pd.last_stable_offset = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
                 pd.log_start_offset = rd.log_start_offset
                 pd.records = rd.records
+                for pid, first in rd.aborted:
+                    pd.aborted_transactions.add(producer_id=pid, first_offset=first)
                 if rd.diverging_epoch is not None:
                     pd.diverging_epoch.CopyFrom(
                         broker_pb2.EpochEndOffset(epoch=rd.diverging_epoch[0], end_offset=rd.diverging_epoch[1])
@@ -229,7 +234,7 @@ class _ReplicaRequests(_ReplicaManagerState):
             if r.part is not None and not r.part.stopped:
                 log = r.part.log
                 pd.high_watermark = log.high_watermark
-                pd.last_stable_offset = log.high_watermark
+                pd.last_stable_offset = log.last_stable_offset
                 pd.log_start_offset = log.log_start_offset
             else:
                 pd.high_watermark = pd.last_stable_offset = pd.log_start_offset = -1
@@ -263,6 +268,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                         current_leader_epoch=p.current_leader_epoch,
                         is_consumer=is_consumer,
                         require_leader=require_leader,
+                        isolation_level=req.isolation_level,
                     )
                 except Exception as exc:
                     pr.error.CopyFrom(self._error(exc, "list_offsets"))
@@ -297,6 +303,45 @@ class _ReplicaRequests(_ReplicaManagerState):
                 pr.error.CopyFrom(error_pb())
                 pr.leader_epoch = epoch
                 pr.end_offset = end
+        return resp
+
+    async def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers: each partition's leader appends the COMMIT or ABORT marker (a control
+        batch, origin coordinator: fenced producer or coordinator epochs are refused) and answers
+        once it is replicated to the ISR (acks=all, up to ``timeout_ms``)."""
+        R = broker_pb2.WriteTxnMarkersResponse
+        resp = R()
+        statuses: list[_ProduceStatus] = []
+        now = self.clock_ms()
+        for m in req.markers:
+            kind = storage.ControlRecordType.COMMIT if m.transaction_result else storage.ControlRecordType.ABORT
+            batch = storage.build_control_batch(
+                kind,
+                producer_id=m.producer_id,
+                producer_epoch=m.producer_epoch,
+                coordinator_epoch=m.coordinator_epoch,
+                timestamp_ms=now,
+            )
+            mr = resp.markers.add(producer_id=m.producer_id)
+            for t in m.topics:
+                tr = mr.topics.add(name=t.name)
+                for index in t.partition_indexes:
+                    pr = tr.partitions.add(partition_index=index)
+                    try:
+                        part = self._leader_partition(t.name, index)
+                        info = part.append_records_to_leader(batch, -1, storage.AppendOrigin.COORDINATOR)
+                    except Exception as exc:
+                        pr.error.CopyFrom(self._error(exc, "write_txn_markers"))
+                        continue
+                    pr.error.CopyFrom(error_pb())
+                    statuses.append(_ProduceStatus((t.name, index), part, info.last_offset + 1, part.leader_epoch, pr))
+        if statuses:
+            op = DelayedProduce(req.timeout_ms or 30_000, statuses, self._manager())
+            if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+                await op.future
+            for st in statuses:
+                if st.error is not None:
+                    st.response.error.CopyFrom(self._error(st.error, "write_txn_markers"))
         return resp
 
     def describe_producers(self, req: broker_pb2.DescribeProducersRequest) -> broker_pb2.DescribeProducersResponse:

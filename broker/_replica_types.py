@@ -85,7 +85,8 @@ class _ProduceStatus:
     partition: Partition
     required_offset: int
     leader_epoch: int
-    response: broker_pb2.ProduceResponse.PartitionResponse
+    # where the caller puts the answer (a produce's, or a WriteTxnMarkers partition's)
+    response: broker_pb2.ProduceResponse.PartitionResponse | broker_pb2.WriteTxnMarkersResponse.Partition
     pending: bool = True
     error: type[kerr.KafkaError] | None = None
 
@@ -156,7 +157,10 @@ class DelayedFetch(DelayedOperation):
                 log = part.log
                 if p.fetch_offset < log.log_start_offset or p.fetch_offset > log.log_end_offset:
                     return self.force_complete()
-                end = log.log_end_offset if is_replica else log.high_watermark
+                if is_replica:
+                    end = log.log_end_offset
+                else:  # read_committed waits for the last stable offset, as Kafka's DelayedFetch
+                    end = log.last_stable_offset if req.isolation_level == 1 else log.high_watermark
                 if p.fetch_offset >= end:
                     continue
                 if min_bytes <= 1:

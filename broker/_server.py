@@ -438,6 +438,9 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
     async def DescribeProducers(self, request: Any, context: Any) -> Any:
         return self.s.replicas.describe_producers(request)
 
+    async def WriteTxnMarkers(self, request: Any, context: Any) -> Any:
+        return await self.s.replicas.write_txn_markers(request)
+
 
 class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
     async def Echo(self, request: Any, context: Any) -> Any:

@@ -149,7 +149,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--isolation-level",
         choices=("read_uncommitted", "read_committed"),
         default="read_uncommitted",
-        help="read_committed is refused until kraftlog has transactions",
+        help="read_committed: only records of committed transactions, up to the last stable offset",
     )
     parser.add_argument(
         "--consumer-property",

@@ -13,9 +13,10 @@ Either way, as Kafka's Java consumer:
   ``fetch_max_wait_ms`` long polling, ``fetch_max_bytes`` and ``max_partition_fetch_bytes``),
   keeps at most one fetch in flight per broker across polls, and returns up to
   ``max_poll_records`` records; records before the position in the first batch (the broker returns
-  whole batches) and control batches are skipped (the decoder can also drop aborted transactions,
-  for ``read_committed``, which is refused until transactions exist);
-- settings of features that do not exist yet (``isolation_level="read_committed"``) raise
+  whole batches) and control batches are skipped; with ``isolation_level="read_committed"`` the
+  brokers answer only up to the last stable offset and the records of aborted transactions are
+  dropped, by the answer's aborted-transaction list;
+- settings of features that do not exist yet (``security.protocol=SSL``) raise
   `UnsupportedConfigError` instead of pretending;
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
@@ -41,7 +42,7 @@ from kraftlog.client._consumer_groups import OffsetAndMetadata, _ConsumerGroups,
 from kraftlog.client._consumer_membership import ConsumerProtocolMembership
 from kraftlog.common import errors as kerr
 
-from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool, refuse
+from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool
 from ._fetched import CompletedFetch, ConsumerRecord
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 from ._offsets import OffsetLookups
@@ -268,27 +269,17 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
 
     @staticmethod
     def _isolation(value: str | int) -> int:
-        """``read_uncommitted`` (0). ``read_committed`` (1) is refused until transactions exist:
-        the brokers neither track a last stable offset nor list aborted transactions, so a
-        read_committed consumer would only pretend to hide them."""
+        """``read_uncommitted`` (0) or ``read_committed`` (1): the brokers then answer up to the
+        last stable offset and list the aborted transactions, whose records the consumer drops."""
         if isinstance(value, int):
             if value not in (0, 1):
                 raise ValueError("isolation_level is 0 (read_uncommitted) or 1 (read_committed)")
-            level = value
-        else:
-            names = {"read_uncommitted": 0, "read_committed": 1}
-            key = value.strip().lower()
-            if key not in names:
-                raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
-            level = names[key]
-        if level == 1:
-            raise refuse(
-                "isolation.level",
-                "read_committed",
-                "kraftlog has no transactions yet (brokers track no last stable offset)",
-                "use isolation.level=read_uncommitted",
-            )
-        return level
+            return value
+        names = {"read_uncommitted": 0, "read_committed": 1}
+        key = value.strip().lower()
+        if key not in names:
+            raise ValueError(f"isolation_level must be read_uncommitted or read_committed, not {value!r}")
+        return names[key]
 
     @staticmethod
     def _check_group_settings(group_id: str | None, enable_auto_commit: bool | None) -> tuple[str | None, bool]:

@@ -463,3 +463,58 @@ class DescribeProducersResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.Topic]
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeProducersResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(_message.Message):
+    __slots__ = ("markers", "timeout_ms")
+    class Topic(_message.Message):
+        __slots__ = ("name", "partition_indexes")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partition_indexes: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+    class Marker(_message.Message):
+        __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch")
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_RESULT_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.Topic]
+        coordinator_epoch: int
+        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., transaction_result: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.Topic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+    MARKERS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    markers: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.Marker]
+    timeout_ms: int
+    def __init__(self, markers: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.Marker, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(_message.Message):
+    __slots__ = ("markers",)
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "error")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        error: _errors_pb2.Error
+        def __init__(self, partition_index: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.Partition, _Mapping]]] = ...) -> None: ...
+    class Marker(_message.Message):
+        __slots__ = ("producer_id", "topics")
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        producer_id: int
+        topics: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.Topic]
+        def __init__(self, producer_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.Topic, _Mapping]]] = ...) -> None: ...
+    MARKERS_FIELD_NUMBER: _ClassVar[int]
+    markers: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.Marker]
+    def __init__(self, markers: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.Marker, _Mapping]]] = ...) -> None: ...

@@ -74,6 +74,11 @@ class BrokerServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/kraftlog.v1.BrokerService/WriteTxnMarkers',
+                request_serializer=kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -127,6 +132,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +180,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +403,33 @@ class BrokerService:
             '/kraftlog.v1.BrokerService/DescribeProducers',
             kraftlog_dot_proto_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
             kraftlog_dot_proto_dot_broker__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.BrokerService/WriteTxnMarkers',
+            kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            kraftlog_dot_proto_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

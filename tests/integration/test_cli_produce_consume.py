@@ -200,10 +200,6 @@ def test_settings_of_missing_features_are_usage_errors(cluster, monkeypatch, cap
             ],
             "transactional.id=tx",
         ),
-        (
-            ["consume", *boot(cluster), "--topic", "t", "--timeout-ms", "100", "--isolation-level", "read_committed"],
-            "isolation.level=read_committed",
-        ),
     ]
     for argv, named in cases:
         assert main(argv) == 2, argv

@@ -336,11 +336,8 @@ def test_read_committed_drops_aborted_transactions_and_control_batches(cluster) 
     )  # 7
     write(cluster, "t", 0, 1, start=8)  # 8
     cluster.partition("t").aborted = [(7, 2)]
-    # read_committed is refused as a setting until brokers have transactions; the decoder that
-    # drops aborted transactions is kept (and tested) for that issue
     for level, expected in ((1, [0, 1, 4, 5, 8]), (0, [0, 1, 2, 3, 4, 5, 8])):
-        with make_consumer(cluster, auto_offset_reset="earliest") as consumer:
-            consumer.isolation_level = level
+        with make_consumer(cluster, auto_offset_reset="earliest", isolation_level=level) as consumer:
             consumer.assign([TP])
             records = poll_until(consumer, len(expected))
             assert [r.offset for r in records] == expected
@@ -443,13 +440,12 @@ def test_list_offsets_follows_a_moved_leader(cluster) -> None:
 
 
 def test_settings_of_missing_features_are_refused_not_ignored() -> None:
-    """Issue 12: no transactions yet, so a setting that asks for them is refused with an error
-    naming it; the values that keep Kafka's meaning without them pass. (Consumer groups exist since
-    issue 14: group.id with auto commit is accepted.)"""
+    """Issue 12: a setting of a missing feature is refused with an error naming it; the values that
+    keep Kafka's meaning without it pass. (Consumer groups exist since issue 14: group.id with auto
+    commit is accepted; read_committed since issue 15.)"""
     from kraftlog.client import UnsupportedConfigError
 
     refused = [
-        {"isolation.level": "read_committed"},
         {"security.protocol": "SSL"},
         {"value.deserializer": "org.apache.kafka.common.serialization.IntegerDeserializer"},
     ]
@@ -459,8 +455,9 @@ def test_settings_of_missing_features_are_refused_not_ignored() -> None:
             Consumer("127.0.0.1:1", **config)
         assert any(key in str(info.value) for key in props), info.value
         assert "not supported yet" in str(info.value)
-    with pytest.raises(UnsupportedConfigError, match="isolation.level=read_committed"):
-        Consumer("127.0.0.1:1", isolation_level="read_committed")
+    committed = Consumer("127.0.0.1:1", isolation_level="read_committed")
+    assert committed.isolation_level == 1
+    committed.close()
     grouped = Consumer("127.0.0.1:1", group_id="g")
     assert grouped.enable_auto_commit  # Kafka's default with a group
     grouped.close()
