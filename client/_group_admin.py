@@ -7,7 +7,7 @@ FindCoordinator, found again after NOT_COORDINATOR or a load in progress) until
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 
 from ._consumer_protocol import decode_assignment, decode_subscription
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
+from ._metadata import BrokerAdminClient, TopicPartition, partitions_by_topic
 
 __all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
 
@@ -62,23 +62,8 @@ class GroupDescription:
     assignment_epoch: int = -1
 
 
-class GroupAdmin:
+class GroupAdmin(BrokerAdminClient):
     """Group administration through the brokers (``bootstrap_servers`` are broker addresses)."""
-
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000) -> None:
-        self.request_timeout_ms = request_timeout_ms
-        self._pool = ChannelPool()
-        self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
-
-    def close(self) -> None:
-        self._metadata.close()
-        self._pool.close()
-
-    def __enter__(self) -> GroupAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ plumbing
 

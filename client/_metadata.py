@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import grpc
 import structlog
@@ -548,3 +548,23 @@ class ClusterMetadata:
         self._closed = True
         with self._cond:
             self._cond.notify_all()
+
+
+class BrokerAdminClient:
+    """What the admin clients that talk to brokers (not the controller) share: a channel pool and
+    the brokers' metadata, closed together; a context manager."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self._pool = ChannelPool()
+        self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
+
+    def close(self) -> None:
+        self._metadata.close()
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

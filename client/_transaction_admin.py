@@ -6,7 +6,6 @@ moved) until ``request_timeout_ms`` runs out; errors are Kafka's typed errors.""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -14,7 +13,7 @@ import grpc
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
 
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from ._metadata import BrokerAdminClient, TopicPartition
 
 __all__ = ["TransactionAdmin", "ProducerState"]
 
@@ -31,23 +30,8 @@ class ProducerState:
     current_transaction_start_offset: int  # -1: no open transaction
 
 
-class TransactionAdmin:
+class TransactionAdmin(BrokerAdminClient):
     """Producer and transaction administration through the brokers."""
-
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000) -> None:
-        self.request_timeout_ms = request_timeout_ms
-        self._pool = ChannelPool()
-        self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
-
-    def close(self) -> None:
-        self._metadata.close()
-        self._pool.close()
-
-    def __enter__(self) -> TransactionAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerState]:
         """The producers the leader of ``topic``-``partition`` knows (DescribeProducers)."""
