@@ -169,7 +169,9 @@ def _spark_conf(pairs: list[str]) -> dict[str, str]:
 @contextmanager
 def _stage_progress(sc: Any) -> Iterator[None]:
     """Spark's stages as a progress bar on stderr (a terminal only): the running stage's name and
-    its tasks done out of all, polled from the status tracker by a daemon thread."""
+    its tasks done out of all, polled from the status tracker by a daemon thread. Stages can finish
+    between two polls (a small log, a warm session): at the end the last stage that ran is shown
+    with its final counts, so the bar always says what Spark did."""
     from kraftlog.common import progress
 
     with progress("starting Spark") as shown:
@@ -177,20 +179,28 @@ def _stage_progress(sc: Any) -> Iterator[None]:
             yield
             return
         stop = threading.Event()
+        tracker = sc.statusTracker()
+        seen: set[int] = set()
+
+        def show(stage_id: int) -> bool:
+            info = tracker.getStageInfo(stage_id)
+            if info is None:
+                return False
+            seen.add(stage_id)
+            shown.update(
+                description=f"stage {stage_id} ({info.name.split(' at ')[0]})",
+                completed=info.numCompletedTasks,
+                total=info.numTasks,
+            )
+            return True
 
         def poll() -> None:
-            tracker = sc.statusTracker()
-            while not stop.wait(0.25):
+            while not stop.wait(0.1):
                 for stage_id in tracker.getActiveStageIds():
-                    info = tracker.getStageInfo(stage_id)
-                    if info is not None:
-                        shown.update(
-                            description=f"stage {stage_id} ({info.name.split(' at ')[0]})",
-                            completed=info.numCompletedTasks,
-                            total=info.numTasks,
-                        )
+                    if show(stage_id):
                         break
 
+        known = set(tracker.getJobIdsForGroup(None) or ())
         thread = threading.Thread(target=poll, name="spark-progress", daemon=True)
         thread.start()
         try:
@@ -198,6 +208,10 @@ def _stage_progress(sc: Any) -> Iterator[None]:
         finally:
             stop.set()
             thread.join()
+            ran = [j for j in (tracker.getJobIdsForGroup(None) or ()) if j not in known]
+            stages = [s for j in sorted(ran) if (job := tracker.getJobInfo(j)) is not None for s in job.stageIds]
+            if stages and max(stages) not in seen:
+                show(max(stages))
 
 
 def _rebuild(args: argparse.Namespace) -> int:
