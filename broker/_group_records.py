@@ -34,10 +34,10 @@ from ._group_records_consumer import (
     encode_consumer_key,
     encode_consumer_value,
 )
-from ._group_wire import I16 as _I16
-from ._group_wire import I32 as _I32
-from ._group_wire import I64 as _I64
-from ._group_wire import Reader, bytes_, string
+from ._records_wire import I16 as _I16
+from ._records_wire import I32 as _I32
+from ._records_wire import I64 as _I64
+from ._records_wire import Reader, bytes_, string
 
 __all__ = [
     "OffsetCommitKey",

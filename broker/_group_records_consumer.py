@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from kraftlog.common.errors import CorruptMessageError
 
-from ._group_wire import I8, I16, I32, Reader, compact_array_length, compact_string, string
+from ._records_wire import I8, I16, I32, Reader, compact_array_length, compact_string, string
 
 __all__ = [
     "Assignment",

@@ -1,6 +1,7 @@
-"""Kafka's primitive types for the records of ``__consumer_offsets``: the fixed-width and
-varint numbers, strings, bytes and arrays of both the classic (non-flexible) and the flexible
-versions (compact lengths, tagged fields), uuids. Decoding errors are CORRUPT_MESSAGE."""
+"""Kafka's primitive types for the records of the internal topics (``__consumer_offsets``,
+``__transaction_state``): the fixed-width and varint numbers, strings, bytes and arrays of both
+the classic (non-flexible) and the flexible versions (compact lengths, tagged fields), uuids.
+Decoding errors are CORRUPT_MESSAGE."""
 
 from __future__ import annotations
 
@@ -128,6 +129,9 @@ class Reader:
     def end(self) -> None:
         if self.pos != len(self.data):
             raise CorruptMessageError(f"{self.what} has {len(self.data) - self.pos} bytes after its last field")
+
+    def skip(self, n: int) -> None:
+        self._take(n)
 
     def int8(self) -> int:
         return int(I8.unpack(self._take(1))[0])
