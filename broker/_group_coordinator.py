@@ -35,14 +35,13 @@ import structlog
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.common.records import RecordBatchBuilder, iter_batches
 from kraftlog.metadata_log import MetadataImage
-from kraftlog.proto import broker_pb2
 
 from ._group_classic_types import ClassicGroupConfig
 from ._group_consumer_types import ConsumerGroupConfig
 from ._group_records import UnknownGroupRecordError, decode_key, decode_value, encode_key, encode_value
 from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
+from ._internal_topic import append_records, leader_replica, read_records
 
 __all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "ShardUnavailable"]
 
@@ -205,25 +204,11 @@ class GroupCoordinator:
         started = self._clock_ms()
         shard = GroupShard(partition, self._shard_config, self._rng, started)
         records = 0
-        replicas = self._replicas()
-        p = replicas.get_partition(OFFSETS_TOPIC, partition) if replicas is not None else None
-        while p is None or not p.is_leader or p.leader_epoch < epoch:  # the replica manager catches up
-            await asyncio.sleep(0.05)
-            replicas = self._replicas()
-            p = replicas.get_partition(OFFSETS_TOPIC, partition) if replicas is not None else None
-        offset, end = p.log_start_offset, p.log_end_offset
+        p = await leader_replica(self._replicas, OFFSETS_TOPIC, partition, epoch)
         now = self._clock_ms()
-        while offset < end:
-            info = p.log.read(offset, self.config["offsets.load.buffer.size"], max_offset=end)
-            if not info.records:
-                break
-            for _pos, batch in iter_batches(bytes(info.records)):
-                if not batch.is_control:
-                    for record in batch.records():
-                        records += 1
-                        self._replay(shard, record.key, record.value, now)
-                offset = max(offset, batch.last_offset + 1)
-            await asyncio.sleep(0)  # let requests in between chunks
+        async for key, value in read_records(p, self.config["offsets.load.buffer.size"]):
+            records += 1
+            self._replay(shard, key, value, now)
         shard.loaded(self._clock_ms())
         return shard, records, started
 
@@ -348,34 +333,15 @@ class GroupCoordinator:
             del self._appenders[shard]
 
     async def _append(self, partition: int, records: list[Any]) -> type[kerr.KafkaError] | None:
-        now = self._clock_ms()
-        try:
-            builder = RecordBatchBuilder()
-            for key, value in records:
-                builder.append(now, encode_key(key), None if value is None else encode_value(value))
-            payload = builder.build()
-        except (ValueError, kerr.KafkaError) as err:  # e.g. a name longer than a Kafka string may be
-            self._log.warning("group_records_not_encodable", partition=partition, error=str(err))
-            return kerr.InvalidRequestError
-        request = broker_pb2.ProduceRequest(
-            acks=-1,
+        encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
+        return await append_records(
+            self._replicas(),
+            OFFSETS_TOPIC,
+            partition,
+            encoded,
             timeout_ms=self.config["offsets.commit.timeout.ms"],
-            topics=[
-                broker_pb2.ProduceRequest.TopicData(
-                    name=OFFSETS_TOPIC,
-                    partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=payload)],
-                )
-            ],
+            now_ms=self._clock_ms(),
         )
-        try:
-            response = await self._replicas().produce(request)
-        except kerr.KafkaError as err:
-            return type(err)
-        except Exception as err:  # noqa: BLE001 - a storage failure: the writes fail, the shard goes on
-            self._log.error("group_append_failed", partition=partition, error=repr(err))
-            return kerr.UnknownServerError
-        code = response.topics[0].partitions[0].error.code
-        return None if code == 0 else kerr.error_for_code(code)
 
     def _fail(self, token: object, error: type[kerr.KafkaError]) -> None:
         if isinstance(token, asyncio.Future) and not token.done():

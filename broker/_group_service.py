@@ -18,6 +18,7 @@ from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
 from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
+from ._txn_coordinator import TXN_TOPIC
 
 __all__ = ["GroupService"]
 
@@ -40,11 +41,13 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         image: Callable[[], MetadataImage],
         listener: str,
         clock_ms: Callable[[], int],
+        txn: Any = None,
     ) -> None:
         self.c = coordinator
         self.image = image
         self.listener = listener
         self.clock_ms = clock_ms
+        self.txn = txn  # the transaction coordinator (FindCoordinator key_type 1), when there is one
 
     # ------------------------------------------------------------------ helpers
 
@@ -60,18 +63,28 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     # ------------------------------------------------------------------ RPCs
 
     async def FindCoordinator(self, request: Any, context: Any) -> Any:
+        """Key type 0: a group's coordinator (``__consumer_offsets``); 1: a transactional id's
+        (``__transaction_state``). The topic is created at its first lookup, as Kafka does."""
         R = group_pb2.FindCoordinatorResponse
+        if request.key_type not in (0, 1) or (request.key_type == 1 and self.txn is None):
+            return R(
+                coordinators=[
+                    R.Coordinator(key=k, error=_error(kerr.InvalidRequestError, f"key type {request.key_type}"))
+                    for k in request.keys
+                ]
+            )
+        name = OFFSETS_TOPIC if request.key_type == 0 else TXN_TOPIC
         image = self.image()
-        if image.topics.get_by_name(OFFSETS_TOPIC) is None:
-            await self.c.ensure_offsets_topic(image)
-        topic = image.topics.get_by_name(OFFSETS_TOPIC)
+        if image.topics.get_by_name(name) is None:
+            if request.key_type == 0:
+                await self.c.ensure_offsets_topic(image)
+            else:
+                await self.txn.ensure_topic()
+        topic = image.topics.get_by_name(name)
         out = []
         for key in request.keys:
-            if request.key_type != 0:
-                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "only group coordinators")))
-                continue
             if not key:
-                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "empty group id")))
+                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "empty key")))
                 continue
             if topic is None:
                 out.append(R.Coordinator(key=key, error=_error(kerr.CoordinatorNotAvailableError, "being created")))

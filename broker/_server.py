@@ -36,12 +36,13 @@ from kraftlog.proto import (
     diagnostics_pb2_grpc,
     errors_pb2,
     group_pb2_grpc,
+    txn_pb2_grpc,
 )
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
 from ._fetcher import ReplicaFetcherManager
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
 from ._group_lag import GroupLag
 from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
@@ -49,6 +50,8 @@ from ._metadata_follower import MetadataFollower
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
 from ._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
 from ._replica_manager import ReplicaManager
+from ._txn_coordinator import TXN_TOPIC, TxnCoordinator
+from ._txn_service import TxnService
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
 
@@ -212,6 +215,16 @@ class BrokerServer:
         self.producer_ids = ProducerIdManager(
             lambda: allocate_from_controller(self.channel.call, self.broker_id, lambda: self.lifecycle.broker_epoch)
         )
+        self.txn = TxnCoordinator(
+            self.broker_id,
+            config,
+            replicas=lambda: self.replicas,
+            image=lambda: self.follower.image,
+            create_topic=self._create_txn_topic,
+            producer_ids=self.producer_ids,
+            send_markers=self._send_markers,
+            clock_ms=clock_ms,
+        )
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -243,6 +256,7 @@ class BrokerServer:
         )
         self.replicas.fetcher_manager = self.fetchers
         self.groups.start()
+        self.txn.start()
         self.group_lag.start()
         self.follower.start()
         self.lifecycle.start()
@@ -272,6 +286,7 @@ class BrokerServer:
             t.cancel()
         await self.group_lag.stop()
         await self.groups.stop()
+        await self.txn.stop()
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:
@@ -287,6 +302,36 @@ class BrokerServer:
     ) -> controller_pb2.AlterPartitionResponse:
         response: controller_pb2.AlterPartitionResponse = await self.channel.call(
             "controller", "AlterPartition", request, timeout_s=10.0
+        )
+        return response
+
+    async def transactional_producer_id(self, request: Any) -> broker_pb2.InitProducerIdResponse:
+        """InitProducerId with a transactional id, on the id's coordinator."""
+        R = broker_pb2.InitProducerIdResponse
+        try:
+            error, pid, epoch = await self.txn.init_producer_id(
+                request.transactional_id, request.transaction_timeout_ms
+            )
+        except ShardUnavailable as err:
+            error, pid, epoch = err.error, -1, -1
+        except kerr.KafkaError as err:
+            error, pid, epoch = type(err), -1, -1
+        return R(error=_err(error), producer_id=pid, producer_epoch=epoch)
+
+    async def _send_markers(
+        self, leader: int, request: broker_pb2.WriteTxnMarkersRequest
+    ) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers to a partition leader (this broker's own replica manager when it leads)."""
+        if leader == self.broker_id:
+            answer: broker_pb2.WriteTxnMarkersResponse = await self.replicas.write_txn_markers(request)
+            return answer
+        reg = self.follower.image.cluster.broker(leader)
+        ep = None if reg is None else (reg.endpoint(BROKER_LISTENER) or (reg.endpoints or [None])[0])
+        if ep is None:
+            raise kerr.LeaderNotAvailableError(f"broker {leader} has no endpoint")
+        host = f"[{ep.host}]" if ":" in ep.host else ep.host
+        response: broker_pb2.WriteTxnMarkersResponse = await self._peer(f"{host}:{ep.port}").WriteTxnMarkers(
+            request, timeout=request.timeout_ms / 1000.0 + 5.0
         )
         return response
 
@@ -338,14 +383,16 @@ class BrokerServer:
             return
         self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)
         self.groups.on_metadata(image)
+        self.txn.on_metadata(image)
 
     # ------------------------------------------------------------------ gRPC
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(_BrokerService(self), server)
         group_pb2_grpc.add_GroupServiceServicer_to_server(
-            GroupService(self.groups, lambda: self.follower.image, BROKER_LISTENER, self._clock_ms), server
+            GroupService(self.groups, lambda: self.follower.image, BROKER_LISTENER, self._clock_ms, self.txn), server
         )
+        txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnService(self.txn, self.groups), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
 
@@ -363,11 +410,20 @@ class BrokerServer:
         )
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        """``__consumer_offsets`` at the first FindCoordinator, through the active controller."""
+        await self._create_internal_topic(OFFSETS_TOPIC, partitions, replication_factor, configs)
+
+    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+        await self._create_internal_topic(TXN_TOPIC, partitions, replication_factor, configs)
+
+    async def _create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """``__consumer_offsets`` or ``__transaction_state`` at the first FindCoordinator, through
+        the active controller."""
         req = admin_pb2.CreateTopicsRequest(
             topics=[
                 admin_pb2.CreateTopicsRequest.CreatableTopic(
-                    name=OFFSETS_TOPIC,
+                    name=name,
                     num_partitions=partitions,
                     replication_factor=replication_factor,
                     configs=configs,
@@ -378,11 +434,13 @@ class BrokerServer:
         try:
             resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
         except kerr.KafkaError as err:
-            self._log.info("offsets_topic_create_failed", error=str(err))
+            self._log.info("internal_topic_create_failed", topic=name, error=str(err))
             return
         for t in resp.topics:
             if t.error.code not in (0, kerr.TopicAlreadyExistsError.error_code):
-                self._log.warning("offsets_topic_create_failed", error=t.error.name, message=t.error.message)
+                self._log.warning(
+                    "internal_topic_create_failed", topic=name, error=t.error.name, message=t.error.message
+                )
 
     async def _auto_create(self, names: list[str]) -> None:
         """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client
@@ -433,6 +491,8 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         return await _maybe_await(self.s.replicas.delete_records(request))
 
     async def InitProducerId(self, request: Any, context: Any) -> Any:
+        if request.HasField("transactional_id") and request.transactional_id:
+            return await self.s.transactional_producer_id(request)
         return await init_producer_id(self.s.producer_ids, request)
 
     async def DescribeProducers(self, request: Any, context: Any) -> Any:

@@ -2,8 +2,8 @@
 with a value set for one: an option that is accepted either works or says so.
 
 * `WITHOUT_EFFECT`: keys that tune machinery kraftlog does not have (thread pools, socket buffers,
-  the cleaner's fixed buffers) or that belong to features not built yet (consumer groups,
-  transactions). A value set for one is accepted, because a Kafka config file carries them, and
+  the cleaner's fixed buffers) or that belong to features not built yet (share groups). A value
+  set for one is accepted, because a Kafka config file carries them, and
   logged once at start as a warning naming the key and the reason.
 * `NOT_SUPPORTED`: keys whose value would change what the user gets if kraftlog ignored it. A node
   whose config sets one to anything but the value kraftlog behaves as refuses to start, naming the
@@ -23,7 +23,6 @@ from kraftlog.common._config_schema import NODE_CONFIG_DEFS
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
 
 _NO_POOLS = "requests are served by one asyncio gRPC server per listener, not by thread pools"
-_NO_TRANSACTIONS = "kraftlog has no transactions yet"
 _CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of living in fixed buffers"
 
 WITHOUT_EFFECT: Final[Mapping[str, str]] = {
@@ -47,11 +46,6 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
     "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
     "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
-    "transactional.id.expiration.ms": _NO_TRANSACTIONS,
-    "transaction.state.log.min.isr": _NO_TRANSACTIONS,
-    "transaction.state.log.num.partitions": _NO_TRANSACTIONS,
-    "transaction.state.log.replication.factor": _NO_TRANSACTIONS,
-    "transaction.state.log.segment.bytes": _NO_TRANSACTIONS,
 }
 
 

@@ -1,0 +1,237 @@
+"""The transaction coordinator on real brokers (issue 15), driven over gRPC as a transactional
+producer drives it: FindCoordinator (key type 1) creates ``__transaction_state``, InitProducerId
+with a transactional id, AddPartitionsToTxn, EndTxn writing COMMIT/ABORT markers into the
+partitions, a read_committed consumer seeing only the committed transaction, a zombie fenced by a
+new instance, and a coordinator killed -9 with a transaction open."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import grpc
+import pytest
+
+from kraftlog.client import Consumer, NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, group_pb2, group_pb2_grpc, txn_pb2, txn_pb2_grpc
+from kraftlog.storage import RecordBatchBuilder
+
+pytestmark = pytest.mark.integration
+
+OVERRIDES = {
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 500,
+    "replica.lag.time.max.ms": 3000,
+    "controller.quorum.election.timeout.ms": 1000,
+    "transaction.state.log.num.partitions": 3,
+}
+TOPIC = "ledger"
+RETRY = {"COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "CONCURRENT_TRANSACTIONS"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(tmp_path_factory.mktemp("txc") / "c", controllers=3, combined=True, overrides=OVERRIDES)
+    c.start(timeout_s=120)
+    try:
+        c.wait_unfenced_brokers(3)
+        with c.admin(request_timeout_ms=20_000) as admin:
+            admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=3)])
+        yield c
+    finally:
+        c.stop()
+
+
+def channel(cluster: LocalCluster, node: int) -> grpc.Channel:
+    return grpc.insecure_channel(f"127.0.0.1:{cluster.nodes[node].broker_port}")
+
+
+class TxnClient:
+    """Just enough of a transactional producer: the coordinator found again when it moves."""
+
+    def __init__(self, cluster: LocalCluster, txn_id: str) -> None:
+        self.cluster, self.txn_id = cluster, txn_id
+        self.pid, self.epoch = -1, -1
+        self.seq = {0: 0, 1: 0}
+
+    def coordinator(self) -> int | None:
+        for node in self.cluster.nodes:
+            if not self.cluster.is_running(node):
+                continue
+            try:
+                r = group_pb2_grpc.GroupServiceStub(channel(self.cluster, node)).FindCoordinator(
+                    group_pb2.FindCoordinatorRequest(key_type=1, keys=[self.txn_id]), timeout=5
+                )
+            except grpc.RpcError:
+                continue
+            c = r.coordinators[0]
+            if c.error.code == 0 and self.cluster.is_running(c.node_id):
+                return int(c.node_id)
+        return None
+
+    def _retry(self, what: str, call: Any) -> Any:
+        def once() -> Any:
+            node = self.coordinator()
+            if node is None:
+                return None
+            try:
+                r = call(node)
+            except grpc.RpcError:
+                return None
+            return None if r.error.name in RETRY else r
+
+        return wait_until(once, 60, what=what)
+
+    def init(self) -> Any:
+        r = self._retry(
+            "InitProducerId",
+            lambda n: broker_pb2_grpc.BrokerServiceStub(channel(self.cluster, n)).InitProducerId(
+                broker_pb2.InitProducerIdRequest(transactional_id=self.txn_id, transaction_timeout_ms=60_000),
+                timeout=15,
+            ),
+        )
+        assert r.error.code == 0, r.error
+        self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, {0: 0, 1: 0}
+        return r
+
+    def add(self, *partitions: int) -> Any:
+        return self._retry(
+            "AddPartitionsToTxn",
+            lambda n: txn_pb2_grpc.TxnServiceStub(channel(self.cluster, n)).AddPartitionsToTxn(
+                txn_pb2.AddPartitionsToTxnRequest(
+                    transactional_id=self.txn_id,
+                    producer_id=self.pid,
+                    producer_epoch=self.epoch,
+                    topics=[txn_pb2.AddPartitionsToTxnRequest.Topic(name=TOPIC, partitions=list(partitions))],
+                ),
+                timeout=15,
+            ),
+        )
+
+    def end(self, commit: bool, epoch: int | None = None) -> Any:
+        return self._retry(
+            "EndTxn",
+            lambda n: txn_pb2_grpc.TxnServiceStub(channel(self.cluster, n)).EndTxn(
+                txn_pb2.EndTxnRequest(
+                    transactional_id=self.txn_id,
+                    producer_id=self.pid,
+                    producer_epoch=self.epoch if epoch is None else epoch,
+                    committed=commit,
+                ),
+                timeout=15,
+            ),
+        )
+
+    def produce(self, partition: int, *values: bytes, epoch: int | None = None) -> Any:
+        b = RecordBatchBuilder(
+            producer_id=self.pid,
+            producer_epoch=self.epoch if epoch is None else epoch,
+            base_sequence=self.seq[partition],
+            is_transactional=True,
+        )
+        for v in values:
+            b.append(int(time.time() * 1000), None, v)
+        payload = b.build()
+        R = broker_pb2.ProduceRequest
+        request = R(
+            acks=-1,
+            timeout_ms=10_000,
+            topics=[R.TopicData(name=TOPIC, partitions=[R.PartitionData(index=partition, records=payload)])],
+        )
+
+        def once() -> Any:
+            for node in self.cluster.nodes:
+                if not self.cluster.is_running(node):
+                    continue
+                try:
+                    p = broker_pb2_grpc.BrokerServiceStub(channel(self.cluster, node)).Produce(request, timeout=15)
+                except grpc.RpcError:
+                    continue
+                answer = p.topics[0].partitions[0]
+                if answer.error.name != "NOT_LEADER_OR_FOLLOWER":
+                    return answer
+            return None
+
+        answer = wait_until(once, 30, what="the transactional produce")
+        if answer.error.code == 0:
+            self.seq[partition] += len(values)
+        return answer
+
+    def describe(self) -> Any:
+        return self._retry(
+            "DescribeTransactions",
+            lambda n: _described(
+                txn_pb2_grpc.TxnServiceStub(channel(self.cluster, n)).DescribeTransactions(
+                    txn_pb2.DescribeTransactionsRequest(transactional_ids=[self.txn_id]), timeout=10
+                )
+            ),
+        )
+
+
+class _described:
+    def __init__(self, r: Any) -> None:
+        self.state = r.transaction_states[0]
+        self.error = self.state.error
+
+
+def committed_values(cluster: LocalCluster) -> list[bytes]:
+    with Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest", isolation_level="read_committed") as c:
+        tps = [(TOPIC, 0), (TOPIC, 1)]
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while any(c.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+            out.extend(r.value for r in c.poll(100))
+        return sorted(out)
+
+
+def test_a_committed_and_an_aborted_transaction(cluster: LocalCluster) -> None:
+    tx = TxnClient(cluster, "orders-tx")
+    first = tx.init()
+    assert first.producer_epoch == 0
+    added = tx.add(0, 1)
+    assert added.error.code == 0 and all(p.error.code == 0 for t in added.results for p in t.partitions)
+    assert tx.produce(0, b"c-0", b"c-1").error.code == 0
+    assert tx.produce(1, b"c-2").error.code == 0
+    assert committed_values(cluster) == []  # open: nothing is stable yet
+    assert tx.end(True).error.code == 0
+    wait_until(lambda: committed_values(cluster) == [b"c-0", b"c-1", b"c-2"], 30, what="the committed records")
+    wait_until(lambda: tx.describe().state.transaction_state == "CompleteCommit", 30, what="CompleteCommit")
+    assert tx.end(True).error.code == 0  # a retry of the finished commit
+
+    tx.add(0)
+    tx.produce(0, b"a-0")
+    assert tx.end(False).error.code == 0
+    wait_until(lambda: tx.describe().state.transaction_state == "CompleteAbort", 30, what="CompleteAbort")
+    assert committed_values(cluster) == [b"c-0", b"c-1", b"c-2"]  # the aborted record never shows
+
+
+def test_a_new_instance_fences_the_zombie(cluster: LocalCluster) -> None:
+    zombie = TxnClient(cluster, "fenced-tx")
+    zombie.init()
+    zombie.add(1)
+    zombie.produce(1, b"z-0")
+    fresh = TxnClient(cluster, "fenced-tx")
+    fresh.init()  # aborts the zombie's open transaction first (CONCURRENT_TRANSACTIONS meanwhile)
+    assert fresh.pid == zombie.pid and fresh.epoch > zombie.epoch
+    assert zombie.end(True).error.name == "PRODUCER_FENCED"
+    late = zombie.produce(1, b"z-1")
+    assert late.error.name in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED")
+    assert b"z-0" not in committed_values(cluster)
+
+
+def test_the_coordinator_killed_with_a_transaction_open(cluster: LocalCluster) -> None:
+    tx = TxnClient(cluster, "moving-tx")
+    tx.init()
+    tx.add(0)
+    tx.produce(0, b"m-0")
+    coordinator = wait_until(tx.coordinator, 30, what="the coordinator")
+    cluster.kill(coordinator)
+    try:
+        assert tx.end(True).error.code == 0  # the new coordinator loaded the open transaction
+        wait_until(lambda: b"m-0" in committed_values(cluster), 40, what="the commit after the failover")
+    finally:
+        cluster.start_node(coordinator)
+        cluster.wait_unfenced_brokers(3)
