@@ -39,9 +39,17 @@ from kraftlog.metadata_log import MetadataImage
 
 from ._group_classic_types import ClassicGroupConfig
 from ._group_consumer_types import ConsumerGroupConfig
-from ._group_records import UnknownGroupRecordError, decode_key, decode_value, encode_key, encode_value
+from ._group_records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownGroupRecordError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
-from ._internal_topic import append_records, leader_replica, read_records
+from ._internal_topic import append_records, leader_replica, read_log
 
 __all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "ShardUnavailable"]
 
@@ -206,11 +214,37 @@ class GroupCoordinator:
         records = 0
         p = await leader_replica(self._replicas, OFFSETS_TOPIC, partition, epoch)
         now = self._clock_ms()
-        async for key, value in read_records(p, self.config["offsets.load.buffer.size"]):
+        async for entry in read_log(p, self.config["offsets.load.buffer.size"]):
+            if entry.marker is not None:
+                shard.complete_txn(entry.txn_producer_id, entry.marker)
+                continue
             records += 1
-            self._replay(shard, key, value, now)
+            if entry.txn_producer_id >= 0:
+                self._replay_txn(shard, entry.txn_producer_id, entry.key, entry.value)
+            else:
+                self._replay(shard, entry.key, entry.value, now)
         shard.loaded(self._clock_ms())
         return shard, records, started
+
+    def _replay_txn(self, shard: GroupShard, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        """An offset of a transactional batch (TxnOffsetCommit): pending until its marker."""
+        if key is None:
+            return
+        try:
+            k = decode_key(key)
+            v = decode_value(k, value)
+        except kerr.CorruptMessageError as err:
+            self._log.warning("group_record_skipped", partition=shard.partition, error=str(err))
+            return
+        if isinstance(k, OffsetCommitKey) and (v is None or isinstance(v, OffsetCommitValue)):
+            shard.replay_txn_offset(producer_id, k, v)
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written (and replicated) into a partition: the offsets that
+        producer committed in it there become committed, or are dropped."""
+        shard = self._shards.get(partition) if topic == OFFSETS_TOPIC else None
+        if shard is not None:
+            shard.complete_txn(producer_id, commit)
 
     def _replay(self, shard: GroupShard, key: bytes | None, value: bytes | None, now_ms: int) -> None:
         if key is None:
@@ -312,11 +346,16 @@ class GroupCoordinator:
         shard finish each outcome in order (which may queue more)."""
         partition = shard.partition
         while self._queues.get(shard):
-            batch, self._queues[shard] = self._queues[shard], []
+            queued = self._queues[shard]
+            # one append per round, of the outcomes at the head written the same way (plain, or
+            # in one producer's transaction)
+            n = next((i for i, o in enumerate(queued) if o.producer != queued[0].producer), len(queued))
+            batch, self._queues[shard] = queued[:n], queued[n:]
             if self._shards.get(partition) is not shard:
                 error: type[kerr.KafkaError] | None = kerr.NotCoordinatorError
             else:
-                error = await self._append(partition, [r for out in batch for r in out.records])
+                records = [r for out in batch for r in out.records]
+                error = await self._append(partition, records, batch[0].producer)
                 if self._shards.get(partition) is not shard:
                     error = kerr.NotCoordinatorError
             now = self._clock_ms()
@@ -332,7 +371,9 @@ class GroupCoordinator:
         if self._appenders.get(shard) is asyncio.current_task():
             del self._appenders[shard]
 
-    async def _append(self, partition: int, records: list[Any]) -> type[kerr.KafkaError] | None:
+    async def _append(
+        self, partition: int, records: list[Any], producer: tuple[int, int] | None = None
+    ) -> type[kerr.KafkaError] | None:
         encoded = [(encode_key(k), None if v is None else encode_value(v)) for k, v in records]
         return await append_records(
             self._replicas(),
@@ -341,6 +382,7 @@ class GroupCoordinator:
             encoded,
             timeout_ms=self.config["offsets.commit.timeout.ms"],
             now_ms=self._clock_ms(),
+            producer=producer,
         )
 
     def _fail(self, token: object, error: type[kerr.KafkaError]) -> None:

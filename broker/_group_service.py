@@ -18,6 +18,7 @@ from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
 from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
+from ._group_shard_txn import TxnOffsetCommitRequest
 from ._txn_coordinator import TXN_TOPIC
 
 __all__ = ["GroupService"]
@@ -224,6 +225,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         except ShardUnavailable as err:
             return R(error=_error(err.error))
         wanted = None if request.all_topics else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        if request.require_stable and shard.unstable(request.group_id, wanted):
+            return R(error=_error(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending"))
         error, offsets = shard.fetch_offsets(request.group_id, wanted)
         by_topic: dict[str, list[Any]] = {}
         for o in offsets:
@@ -319,6 +322,35 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             for topic, p in partitions:
                 by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
         return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
+        R = group_pb2.TxnOffsetCommitResponse
+        req = TxnOffsetCommitRequest(
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            tuple(
+                (t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                for t in request.topics
+                for p in t.partitions
+            ),
+            request.member_id,
+            request.group_instance_id if request.HasField("group_instance_id") else None,
+            request.generation_id,
+        )
+        try:
+            shard = self._shard(request.group_id)
+            response: OffsetCommitResponse = await self._parked(
+                shard, lambda t: shard.txn_commit_offsets(req, t, self.clock_ms())
+            )
+            results = response.partitions
+        except ShardUnavailable as err:
+            results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
+        P = group_pb2.OffsetCommitResponse
+        by_topic: dict[str, list[Any]] = {}
+        for topic, partition, error in results:
+            by_topic.setdefault(topic, []).append(P.Partition(partition_index=partition, error=_error(error)))
+        return R(topics=[P.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def ConsumerGroupHeartbeat(self, request: Any, context: Any) -> Any:
         R = group_pb2.ConsumerGroupHeartbeatResponse

@@ -34,6 +34,7 @@ from ._group_records import (
 )
 from ._group_records_consumer import CONSUMER_KEY_TYPES
 from ._group_shard_consumer import ConsumerShardMixin
+from ._group_shard_txn import TxnOffsetsMixin
 from ._group_shard_types import (
     CommittedOffset,
     Error,
@@ -59,7 +60,7 @@ __all__ = [
 INVALID_OFFSET = -1
 
 
-class GroupShard(ConsumerShardMixin):
+class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
     """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
 
     def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
@@ -68,6 +69,7 @@ class GroupShard(ConsumerShardMixin):
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self._init_consumer_groups(config.consumer)
+        self._init_txn_offsets()
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._appends: dict[int, Callable[[Error, int], ShardOutcome]] = {}
         self._next_append = 0
@@ -393,6 +395,7 @@ class GroupShard(ConsumerShardMixin):
         return out
 
     def _merge(self, into: ShardOutcome, other: ShardOutcome) -> None:
+        assert into.producer is None and other.producer is None, "transactional records are written on their own"
         into.responses.extend(other.responses)
         into.reload = into.reload or other.reload
         if other.records:

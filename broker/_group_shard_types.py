@@ -84,3 +84,4 @@ class ShardOutcome:
     records: list[tuple[GroupKey, GroupValue | None]] = field(default_factory=list)
     append_id: int | None = None
     reload: bool = False  # state ran ahead of a write that failed: reload the partition from its log
+    producer: tuple[int, int] | None = None  # (id, epoch): the records go in this producer's transaction

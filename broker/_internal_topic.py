@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.common.records import RecordBatchBuilder, iter_batches
-from kraftlog.proto import broker_pb2
+from kraftlog.common.records import ControlRecordType, RecordBatchBuilder, iter_batches
 
-__all__ = ["leader_replica", "read_records", "append_records"]
+__all__ = ["leader_replica", "read_log", "read_records", "append_records", "LogEntry"]
 
 _log = structlog.get_logger(__name__)
 
@@ -31,20 +30,41 @@ async def leader_replica(replicas: Callable[[], Any], topic: str, partition: int
         await asyncio.sleep(0.05)
 
 
-async def read_records(p: Any, chunk_bytes: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of the non-control batches of the replica's log, from its start to the
-    end it had when the read began, yielding to the event loop between chunks."""
+class LogEntry(NamedTuple):
+    """A record of an internal partition, or a transaction marker (``marker`` not None)."""
+
+    key: bytes | None
+    value: bytes | None
+    txn_producer_id: int = -1  # the producer whose transaction wrote it; -1: not transactional
+    marker: bool | None = None  # a marker of producer ``txn_producer_id``: True COMMIT, False ABORT
+
+
+async def read_log(p: Any, chunk_bytes: int) -> AsyncIterator[LogEntry]:
+    """Every record and transaction marker of the replica's log, from its start to the end it had
+    when the read began, yielding to the event loop between chunks."""
     offset, end = p.log_start_offset, p.log_end_offset
     while offset < end:
         info = p.log.read(offset, chunk_bytes, max_offset=end)
         if not info.records:
             break
         for _pos, batch in iter_batches(bytes(info.records)):
-            if not batch.is_control:
+            if batch.is_control:
+                kind = batch.control_type()
+                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    yield LogEntry(None, None, batch.producer_id, kind is ControlRecordType.COMMIT)
+            else:
+                pid = batch.producer_id if batch.is_transactional else -1
                 for record in batch.records():
-                    yield record.key, record.value
+                    yield LogEntry(record.key, record.value, pid)
             offset = max(offset, batch.last_offset + 1)
         await asyncio.sleep(0)
+
+
+async def read_records(p: Any, chunk_bytes: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
+    """The (key, value) of every record (markers left out): for partitions without transactions."""
+    async for entry in read_log(p, chunk_bytes):
+        if entry.marker is None:
+            yield entry.key, entry.value
 
 
 async def append_records(
@@ -55,32 +75,25 @@ async def append_records(
     *,
     timeout_ms: int,
     now_ms: int,
+    producer: tuple[int, int] | None = None,
 ) -> type[kerr.KafkaError] | None:
-    """Append the encoded records in one batch with acks=all; None when written and replicated,
-    else the error (the storage's, or the partition's produce error)."""
+    """Append the encoded records in one batch with acks=all (as the coordinator: no producer
+    sequence checks); None when written and replicated, else the error. With ``producer`` (id,
+    epoch) the batch is transactional: it counts once that producer's COMMIT marker follows."""
     try:
-        builder = RecordBatchBuilder()
+        if producer is None:
+            builder = RecordBatchBuilder()
+        else:
+            builder = RecordBatchBuilder(producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
         for key, value in records:
             builder.append(now_ms, key, value)
         payload = builder.build()
     except (ValueError, kerr.KafkaError) as err:
         _log.warning("internal_records_not_encodable", topic=topic, partition=partition, error=str(err))
         return kerr.InvalidRequestError
-    request = broker_pb2.ProduceRequest(
-        acks=-1,
-        timeout_ms=timeout_ms,
-        topics=[
-            broker_pb2.ProduceRequest.TopicData(
-                name=topic, partitions=[broker_pb2.ProduceRequest.PartitionData(index=partition, records=payload)]
-            )
-        ],
-    )
     try:
-        response = await replicas.produce(request)
-    except kerr.KafkaError as err:
-        return type(err)
+        error: type[kerr.KafkaError] | None = await replicas.append_internal(topic, partition, payload, timeout_ms)
     except Exception as err:  # noqa: BLE001 - a storage failure: the write fails, the coordinator goes on
         _log.error("internal_append_failed", topic=topic, partition=partition, error=repr(err))
         return kerr.UnknownServerError
-    code = response.topics[0].partitions[0].error.code
-    return None if code == 0 else kerr.error_for_code(code)
+    return error

@@ -115,6 +115,7 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
         self._partitions: dict[TopicPartition, Partition] = {}
         self._follow_targets: dict[TopicPartition, FollowTarget] = {}
         self.produce_purgatory = DelayedOperations("produce")
+        self.marker_listeners = []
         self.fetch_purgatory = DelayedOperations("fetch")
         self.delete_records_purgatory = DelayedOperations("delete_records")
         self._last_run: dict[str, int] = {}

@@ -305,6 +305,23 @@ class _ReplicaRequests(_ReplicaManagerState):
                 pr.end_offset = end
         return resp
 
+    async def append_internal(
+        self, topic: str, partition: int, records: bytes, timeout_ms: int
+    ) -> type[kerr.KafkaError] | None:
+        """A coordinator's write to its internal partition (origin coordinator: no producer
+        sequence checks), acks=all: None once replicated, else the error."""
+        try:
+            part = self._leader_partition(topic, partition)
+            info = part.append_records_to_leader(records, -1, storage.AppendOrigin.COORDINATOR)
+        except kerr.KafkaError as exc:
+            return type(exc)
+        answer = broker_pb2.ProduceResponse.PartitionResponse(index=partition)
+        status = _ProduceStatus((topic, partition), part, info.last_offset + 1, part.leader_epoch, answer)
+        op = DelayedProduce(timeout_ms, [status], self._manager())
+        if not self.produce_purgatory.try_complete_else_watch(op, [status.tp]):
+            await op.future
+        return status.error
+
     async def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
         """WriteTxnMarkers: each partition's leader appends the COMMIT or ABORT marker (a control
         batch, origin coordinator: fenced producer or coordinator epochs are refused) and answers
@@ -342,6 +359,13 @@ class _ReplicaRequests(_ReplicaManagerState):
             for st in statuses:
                 if st.error is not None:
                     st.response.error.CopyFrom(self._error(st.error, "write_txn_markers"))
+        # a marker in a coordinator's partition (TxnOffsetCommit's offsets) tells that coordinator
+        for m in req.markers:
+            for t in m.topics:
+                for index in t.partition_indexes:
+                    if any(st.tp == (t.name, index) and st.error is None for st in statuses):
+                        for listener in self.marker_listeners:
+                            listener(t.name, index, m.producer_id, m.transaction_result)
         return resp
 
     def describe_producers(self, req: broker_pb2.DescribeProducersRequest) -> broker_pb2.DescribeProducersResponse:

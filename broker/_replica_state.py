@@ -31,6 +31,8 @@ class _ReplicaManagerState:
     produce_purgatory: DelayedOperations
     fetch_purgatory: DelayedOperations
     delete_records_purgatory: DelayedOperations
+    # told (topic, partition, producer id, commit) of every transaction marker written and replicated
+    marker_listeners: list[Callable[[str, int, int, bool], None]]
     _replication_listener: str | None
     _client_listener: str | None
     _topic_defaults: dict[str, object]

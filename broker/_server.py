@@ -248,6 +248,7 @@ class BrokerServer:
             self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms, metrics=self.metrics
         )
         self.replicas.startup()
+        self.replicas.marker_listeners.append(self.groups.on_txn_marker)
         self.fetchers = ReplicaFetcherManager.from_config(
             self.replicas,
             fetch=self._peer_fetch,

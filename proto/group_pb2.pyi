@@ -405,6 +405,32 @@ class OffsetDeleteResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Topic]
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
 
+class TxnOffsetCommitRequest(_message.Message):
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest.Topic]
+    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class TxnOffsetCommitResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ...) -> None: ...
+
 class GroupTopicPartitions(_message.Message):
     __slots__ = ("topic_id", "partitions", "topic_name")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]

@@ -99,6 +99,11 @@ class GroupServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/kraftlog.v1.GroupService/TxnOffsetCommit',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
 
 
 class GroupServiceServicer:
@@ -182,6 +187,12 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +260,11 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.ConsumerGroupDescribe,
                     request_deserializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +618,33 @@ class GroupService:
             '/kraftlog.v1.GroupService/ConsumerGroupDescribe',
             kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeRequest.SerializeToString,
             kraftlog_dot_proto_dot_group__pb2.ConsumerGroupDescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/TxnOffsetCommit',
+            kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,17 @@ class TxnClient:
             ),
         )
 
+    def add_offsets(self, group: str) -> Any:
+        return self._retry(
+            "AddOffsetsToTxn",
+            lambda n: txn_pb2_grpc.TxnServiceStub(channel(self.cluster, n)).AddOffsetsToTxn(
+                txn_pb2.AddOffsetsToTxnRequest(
+                    transactional_id=self.txn_id, producer_id=self.pid, producer_epoch=self.epoch, group_id=group
+                ),
+                timeout=15,
+            ),
+        )
+
     def end(self, commit: bool, epoch: int | None = None) -> Any:
         return self._retry(
             "EndTxn",
@@ -235,3 +246,81 @@ def test_the_coordinator_killed_with_a_transaction_open(cluster: LocalCluster) -
     finally:
         cluster.start_node(coordinator)
         cluster.wait_unfenced_brokers(3)
+
+
+def _fetch_committed(cluster: LocalCluster, group: str, require_stable: bool) -> Any:
+    for node in cluster.nodes:
+        if not cluster.is_running(node):
+            continue
+        stub = group_pb2_grpc.GroupServiceStub(channel(cluster, node))
+        c = stub.FindCoordinator(group_pb2.FindCoordinatorRequest(key_type=0, keys=[group]), timeout=5).coordinators[0]
+        if c.error.code:
+            return None
+        return group_pb2_grpc.GroupServiceStub(channel(cluster, c.node_id)).OffsetFetch(
+            group_pb2.OffsetFetchRequest(
+                group_id=group,
+                topics=[group_pb2.OffsetFetchRequest.Topic(name=TOPIC, partition_indexes=[0])],
+                require_stable=require_stable,
+            ),
+            timeout=10,
+        )
+    return None
+
+
+def _txn_offset_commit(cluster: LocalCluster, tx: TxnClient, group: str, offset: int) -> Any:
+    def once() -> Any:
+        stub = group_pb2_grpc.GroupServiceStub(channel(cluster, 1))
+        c = stub.FindCoordinator(group_pb2.FindCoordinatorRequest(key_type=0, keys=[group]), timeout=5).coordinators[0]
+        if c.error.code:
+            return None
+        r = group_pb2_grpc.GroupServiceStub(channel(cluster, c.node_id)).TxnOffsetCommit(
+            group_pb2.TxnOffsetCommitRequest(
+                transactional_id=tx.txn_id,
+                group_id=group,
+                producer_id=tx.pid,
+                producer_epoch=tx.epoch,
+                generation_id=-1,
+                topics=[
+                    group_pb2.OffsetCommitRequest.Topic(
+                        name=TOPIC,
+                        partitions=[
+                            group_pb2.OffsetCommitRequest.Partition(
+                                partition_index=0, committed_offset=offset, committed_leader_epoch=-1
+                            )
+                        ],
+                    )
+                ],
+            ),
+            timeout=15,
+        )
+        error = r.topics[0].partitions[0].error
+        return None if error.name in RETRY else error
+
+    return wait_until(once, 30, what="TxnOffsetCommit")
+
+
+def test_offsets_committed_in_a_transaction_count_only_when_it_commits(cluster: LocalCluster) -> None:
+    tx = TxnClient(cluster, "eos-tx")
+    tx.init()
+    added = tx.add_offsets("readers")
+    assert added.error.code == 0
+    assert _txn_offset_commit(cluster, tx, "readers", 17).code == 0
+    pending = wait_until(lambda: _fetch_committed(cluster, "readers", True), 20, what="an OffsetFetch answer")
+    assert pending.error.name == "UNSTABLE_OFFSET_COMMIT"  # the transaction is still open
+    assert tx.end(True).error.code == 0
+
+    def committed() -> int | None:
+        r = _fetch_committed(cluster, "readers", True)
+        if r is None or r.error.code:
+            return None
+        offset = r.topics[0].partitions[0].committed_offset
+        return offset if offset >= 0 else None
+
+    assert wait_until(committed, 30, what="the offset after the commit") == 17
+
+    tx.add_offsets("readers")  # a second transaction with an offset, aborted: the committed offset stays 17
+    _txn_offset_commit(cluster, tx, "readers", 99)
+    assert tx.end(False).error.code == 0
+    wait_until(lambda: (r := _fetch_committed(cluster, "readers", True)) is not None and r.error.code == 0, 30,
+               what="a stable answer")  # fmt: skip
+    assert committed() == 17

@@ -180,3 +180,33 @@ def test_describe_and_list() -> None:
     assert [g.group_id for g in d.shard.list_groups({"stable"})] == ["g"]
     assert d.shard.list_groups({"empty"}) == []
     assert d.shard.describe_group("missing").state == "Dead"
+
+
+def test_transactional_offsets_wait_for_their_marker() -> None:
+    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+
+    d = Driver()
+    req = TxnOffsetCommitRequest("g", 77, 2, (("t", 0, 40, -1, ""),))
+    out = d.shard.txn_commit_offsets(req, "tx", d.now)
+    assert out.producer == (77, 2)  # written in the producer's transaction
+    d.absorb(out)
+    assert d.answer("tx") == OffsetCommitResponse((("t", 0, None),))
+    assert d.shard.fetch_offsets("g", [("t", 0)])[1] == [CommittedOffset("t", 0, -1)]  # pending
+    assert d.shard.unstable("g", [("t", 0)]) and not d.shard.unstable("g", [("t", 1)])
+    d.shard.complete_txn(77, commit=True)
+    assert d.shard.fetch_offsets("g", [("t", 0)])[1] == [CommittedOffset("t", 0, 40)]
+    assert not d.shard.unstable("g", None)
+    d.absorb(d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 77, 3, (("t", 0, 99, -1, ""),)), "tx2", d.now))
+    d.shard.complete_txn(77, commit=False)  # aborted: the committed offset stays
+    assert d.shard.fetch_offsets("g", [("t", 0)])[1] == [CommittedOffset("t", 0, 40)]
+
+
+def test_a_transactional_commit_checks_the_member_when_it_names_one() -> None:
+    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+
+    d = Driver()
+    d.join_group("g", "a")
+    stale = TxnOffsetCommitRequest("g", 77, 0, (("t", 0, 1, -1, ""),), member_id="nobody", generation_id=7)
+    d.absorb(d.shard.txn_commit_offsets(stale, "tx", d.now))
+    (result,) = d.answer("tx").partitions  # type: ignore[attr-defined]
+    assert result[2] in (kerr.UnknownMemberIdError, kerr.IllegalGenerationError)
