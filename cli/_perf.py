@@ -276,6 +276,8 @@ def _produce(args: argparse.Namespace) -> int:
         config, unknown = producer_config_from_properties(props)
     except ValueError as err:
         raise UserError(str(err)) from None
+    if config.get("transactional_id"):
+        raise UserError("transactional.id: perf produce sends no transactions (use the client library's Producer)")
     for name in unknown:
         print(f"WARN The configuration '{name}' was supplied but isn't a known config.", file=sys.stderr)
     bootstrap = config.pop("bootstrap_servers", None) or args.bootstrap_server

@@ -161,6 +161,9 @@ class GroupClient:
             if self._coordinator_lost(r.error.code) and time.monotonic() < deadline:
                 time.sleep(self.retry_backoff_ms / 1000.0)
                 continue
+            if r.error.code == kerr.UnstableOffsetCommitError.error_code and time.monotonic() < deadline:
+                time.sleep(self.retry_backoff_ms / 1000.0)  # a transaction's offsets are pending: wait
+                continue
             raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
             for t in r.topics:
                 for p in t.partitions:

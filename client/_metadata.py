@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2_grpc
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2_grpc, txn_pb2_grpc
 
 __all__ = [
     "BrokerMetadata",
@@ -159,6 +159,12 @@ class ChannelPool:
         self.stub(address)
         with self._lock:
             return group_pb2_grpc.GroupServiceStub(self._channels[address])
+
+    def txn_stub(self, address: str) -> txn_pb2_grpc.TxnServiceStub:
+        """TxnService on the same channel as `stub` (a producer's transaction coordinator)."""
+        self.stub(address)
+        with self._lock:
+            return txn_pb2_grpc.TxnServiceStub(self._channels[address])
 
     def close(self) -> None:
         with self._lock:

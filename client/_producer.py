@@ -34,7 +34,10 @@ leader writes a retried batch once and in order, even across a leader change. Se
 explicitly with ``acks`` other than all, ``retries=0`` or more than 5 in flight is refused, as
 Kafka refuses it. Without it a retry after a lost response can write a batch twice, and with more
 than one request in flight a retried batch can land after a later one (gRPC may hand concurrent
-requests to the broker in any order). A ``transactional_id`` is refused until transactions exist.
+requests to the broker in any order). With a ``transactional_id`` the producer is transactional
+(`client._producer_txn`): ``init_transactions``, then ``begin_transaction`` ... ``commit_transaction``
+or ``abort_transaction``; read_committed consumers see a transaction's records only once it
+commits.
 
 `AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code.
 """
@@ -52,8 +55,8 @@ from typing import Any
 
 from kraftlog.client._producer_idempotence import IdempotenceState
 from kraftlog.client._producer_sender import _ProducerSender
+from kraftlog.client._producer_txn import _ProducerTransactions
 from kraftlog.client._producer_types import (
-    _NO_TRANSACTIONS,
     Callback,
     HeadersArg,
     ProducerClosedError,
@@ -69,9 +72,6 @@ from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import HEADER_SIZE, record_size_upper_bound
 
-from ._config import (
-    refuse,
-)
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 from ._partitioner import DefaultPartitioner
 
@@ -110,7 +110,7 @@ def _idempotence(enabled: bool | None, acks: int, max_in_flight: int, retries: i
     return IdempotenceState()
 
 
-class Producer(_ProducerSender):
+class Producer(_ProducerSender, _ProducerTransactions):
     """A thread-safe producer; see the module docstring. Use as a context manager or call `close`."""
 
     def __init__(
@@ -134,12 +134,17 @@ class Producer(_ProducerSender):
         allow_auto_topic_creation: bool = True,
         enable_idempotence: bool | None = None,
         transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
         partitioner: Any = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
     ) -> None:
-        if transactional_id:
-            raise refuse("transactional.id", transactional_id, _NO_TRANSACTIONS, "leave transactional.id unset")
+        if transactional_id is not None and not transactional_id:
+            raise ValueError("transactional_id must not be empty")
+        if transactional_id and enable_idempotence is False:
+            raise ValueError("transactional.id needs enable.idempotence (a transactional producer is idempotent)")
+        self.transactional_id = transactional_id or None
+        self.transaction_timeout_ms = transaction_timeout_ms
         self.acks = _acks(acks)
         self.batch_size = max(1, int(batch_size))
         self.linger_s = max(0, linger_ms) / 1000.0
@@ -149,8 +154,14 @@ class Producer(_ProducerSender):
         self.max_in_flight = max_in_flight_requests_per_connection
         self.retries = max(0, retries)
         self._idempotence = _idempotence(
-            enable_idempotence, self.acks, max_in_flight_requests_per_connection, self.retries
+            True if self.transactional_id else enable_idempotence,
+            self.acks,
+            max_in_flight_requests_per_connection,
+            self.retries,
         )
+        if self._idempotence is not None and self.transactional_id:
+            self._idempotence.transactional = True
+        self._txn_init_fields()
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
@@ -360,6 +371,8 @@ class Producer(_ProducerSender):
         to be told first)."""
         if self._sender_done:
             raise ProducerClosedError("Cannot perform operation after producer has been closed")
+        if self.transactional_id is not None:
+            self._txn_check_send(tp)
         dq = self._batches.get(tp)
         if dq is None:
             dq = self._batches[tp] = deque()

@@ -51,6 +51,11 @@ class IdempotenceState:
     last_acked: dict[TopicPartition, int] = field(default_factory=dict)
     bump_requested: bool = False
     new_id_needed: bool = True
+    # a transactional producer: batches go out only for partitions added to the transaction, and
+    # a lost sequence is not mended by an epoch bump but fails the transaction (it must abort)
+    transactional: bool = False
+    txn_partitions: set[TopicPartition] = field(default_factory=set)
+    abortable: BaseException | None = None
 
     @property
     def ready(self) -> bool:
@@ -77,7 +82,10 @@ class IdempotenceState:
         return Stamp(self.producer_id, self.epoch, seq)
 
     def may_send(self, tp: TopicPartition, stamp: Stamp | None) -> bool:
-        """A retried batch waits while a batch before it in its partition is still in flight."""
+        """A retried batch waits while a batch before it in its partition is still in flight; a
+        transactional producer's batch waits until its partition is in the transaction."""
+        if self.transactional and tp not in self.txn_partitions:
+            return False
         if stamp is None or (stamp.producer_id, stamp.epoch) != (self.producer_id, self.epoch):
             return True
         return not any(s < stamp.base_sequence for s in self.in_flight.get(tp, ()))
@@ -103,17 +111,24 @@ class IdempotenceState:
         if isinstance(error, kerr.OutOfOrderSequenceNumberError):
             earliest = stamp.base_sequence == self.last_acked.get(tp, -1) + 1
             if earliest:
-                self.bump_requested = True
+                self._lost_sequence(error)
                 return False
             return True
         if isinstance(error, kerr.UnknownProducerIdError):
-            self.bump_requested = True
-            return True
+            self._lost_sequence(error)
+            return not self.transactional
         return error.retriable
 
-    def failed_after_send(self) -> None:
-        """A batch that went out failed for good: its outcome is unknown, so start over."""
-        self.bump_requested = True
+    def _lost_sequence(self, error: BaseException) -> None:
+        if self.transactional:
+            self.abortable = self.abortable or error
+        else:
+            self.bump_requested = True
+
+    def failed_after_send(self, error: BaseException | None = None) -> None:
+        """A batch that went out failed for good: its outcome is unknown, so start over (a
+        transactional producer's transaction can only be aborted)."""
+        self._lost_sequence(error or kerr.KafkaError("a batch of the transaction failed"))
 
     def maybe_bump(self) -> bool:
         """Bump the epoch when one was asked for and nothing is in flight; True when bumped.

@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -60,6 +60,12 @@ class _ProducerSender:
     _completions: deque[tuple[int, list[_Batch], Any]]
     _drain_start: dict[int, int]
     _idempotence: IdempotenceState | None
+
+    if TYPE_CHECKING:
+
+        def _txn_add_partitions(self) -> float | None:
+            """A transactional producer's hook (`_producer_txn`): add the partitions batches wait for."""
+
     _buffer_used: int
     _memory_waiters: int
     _flushing: int
@@ -427,9 +433,12 @@ class _ProducerSender:
                 self._requeue(batch)
                 self._woken = True
             return
-        if self._idempotence is not None and batch.attempts > 0:
+        if self._idempotence is not None:
             with self._lock:
-                self._idempotence.failed_after_send()
+                if batch.attempts > 0:
+                    self._idempotence.failed_after_send(error)
+                elif self._idempotence.transactional:  # never sent, yet part of the transaction
+                    self._idempotence.abortable = self._idempotence.abortable or error
         self._finish(batch, error=error)
 
     def _requeue(self, batch: _Batch) -> None:
@@ -456,6 +465,7 @@ class _ProducerSender:
             batch.builder.producer_id = stamp.producer_id
             batch.builder.producer_epoch = stamp.epoch
             batch.builder.base_sequence = stamp.base_sequence
+            batch.builder.is_transactional = idem.transactional
         elif batch.payload is not None:
             buf = bytearray(batch.payload)
             set_producer_fields(buf, 0, len(buf), stamp.producer_id, stamp.epoch, stamp.base_sequence)
@@ -467,6 +477,8 @@ class _ProducerSender:
         idem = self._idempotence
         if idem is None:
             return None
+        if idem.transactional:
+            return self._txn_add_partitions()  # the producer id comes from init_transactions
         with self._lock:
             if idem.ready:
                 return None

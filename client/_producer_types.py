@@ -86,10 +86,8 @@ _PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
     "enable.idempotence": ("enable_idempotence", lambda v: parse_bool(v, "enable.idempotence")),
     "transactional.id": ("transactional_id", lambda v: v.strip() or None),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
 }
-
-
-_NO_TRANSACTIONS = "kraftlog has no transactions yet"
 
 
 #: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.

@@ -945,13 +945,12 @@ def test_producer_config_from_properties() -> None:
 
 
 def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
-    """Issue 12: no transactions yet, so asking for them is refused with an error naming the
-    setting; the values that keep Kafka's meaning without them pass. Idempotence (issue 15) is
-    refused only with settings it cannot work with, as Kafka refuses them."""
+    """Issue 12: settings of missing features are refused with an error naming the setting; the
+    values that keep Kafka's meaning without them pass. Idempotence and transactions (issue 15) are
+    refused only with settings they cannot work with, as Kafka refuses them."""
     from kraftlog.client import UnsupportedConfigError
 
     refused = [
-        {"transactional.id": "tx-1"},
         {"security.protocol": "SASL_SSL"},
         {"partitioner.ignore.keys": "true"},
         {"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
@@ -967,8 +966,8 @@ def test_settings_of_missing_features_are_refused_not_ignored(cluster) -> None:
         with pytest.raises(ValueError, match="enable.idempotence=true"):
             Producer(cluster.bootstrap, enable_idempotence=True, **conflict)  # type: ignore[arg-type]
         Producer(cluster.bootstrap, **conflict).close()  # type: ignore[arg-type]  # the default gives way
-    with pytest.raises(UnsupportedConfigError, match="transactional.id"):
-        Producer(cluster.bootstrap, transactional_id="tx")
+    with pytest.raises(ValueError, match="transactional.id needs enable.idempotence"):
+        Producer(cluster.bootstrap, transactional_id="tx", enable_idempotence=False)
     config, unknown = producer_config_from_properties(
         {
             "enable.idempotence": "false",

@@ -324,3 +324,72 @@ def test_offsets_committed_in_a_transaction_count_only_when_it_commits(cluster: 
     wait_until(lambda: (r := _fetch_committed(cluster, "readers", True)) is not None and r.error.code == 0, 30,
                what="a stable answer")  # fmt: skip
     assert committed() == 17
+
+
+def test_the_transactional_client_commits_and_aborts(cluster: LocalCluster) -> None:
+    from kraftlog.client import Producer
+    from kraftlog.common import errors as kerr
+
+    with Producer(cluster.bootstrap_servers, transactional_id="client-tx", linger_ms=1) as p:
+        with pytest.raises(kerr.InvalidTxnStateError):
+            p.begin_transaction()  # before init_transactions
+        p.init_transactions()
+        outside = p.send(TOPIC, b"outside", partition=0)
+        with pytest.raises(kerr.InvalidTxnStateError):
+            outside.result(10)
+        p.begin_transaction()
+        sent = [p.send(TOPIC, b"k-0", partition=0), p.send(TOPIC, b"k-1", partition=1)]
+        p.commit_transaction(30)
+        assert all(f.result(10).offset >= 0 for f in sent)
+        p.begin_transaction()
+        p.send(TOPIC, b"x-0", partition=0)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.commit_transaction(30)  # an empty transaction: nothing to end on the coordinator
+    values = committed_values(cluster)
+    assert b"k-0" in values and b"k-1" in values and b"x-0" not in values
+
+
+def test_read_process_write_exactly_once(cluster: LocalCluster) -> None:
+    """A consumer in a group reads ``in``, a transactional producer writes each record to ``out``
+    and commits the consumer's offsets in the same transaction (send_offsets_to_transaction)."""
+    from kraftlog.client import Producer
+
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic("in", 1, 3), NewTopic("out", 1, 3)])
+    with Producer(cluster.bootstrap_servers) as plain:
+        for i in range(20):
+            plain.send("in", f"r{i}".encode(), partition=0)
+        plain.flush(30)
+    with (
+        Consumer(
+            cluster.bootstrap_servers, group_id="eos", enable_auto_commit=False, auto_offset_reset="earliest"
+        ) as c,
+        Producer(cluster.bootstrap_servers, transactional_id="eos-app") as p,
+    ):
+        p.init_transactions()
+        c.subscribe(["in"])
+        done = 0
+        deadline = time.monotonic() + 60
+        while done < 20 and time.monotonic() < deadline:
+            records = c.poll(200)
+            if not records:
+                continue
+            p.begin_transaction()
+            for r in records:
+                p.send("out", r.value.upper(), partition=0)
+            p.send_offsets_to_transaction({("in", 0): records[-1].offset + 1}, c.group_metadata())
+            p.commit_transaction(30)
+            done += len(records)
+        assert done == 20
+    with Consumer(cluster.bootstrap_servers, group_id="eos", enable_auto_commit=False) as again:
+        committed = again.committed(("in", 0))
+        assert committed is not None and committed.offset == 20
+    with Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest", isolation_level="read_committed") as r:
+        r.assign([("out", 0)])
+        end = r.end_offsets([("out", 0)])[("out", 0)]
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while r.position(("out", 0)) < end and time.monotonic() < deadline:
+            out.extend(x.value for x in r.poll(100))
+    assert sorted(out) == sorted(f"R{i}".encode() for i in range(20))
