@@ -254,7 +254,9 @@ def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError as err:
         raise UserError(str(err)) from None
     if config.get("transactional_id"):
-        raise UserError("transactional.id: the console producer sends no transactions (use the client library's Producer)")
+        raise UserError(
+            "transactional.id: the console producer sends no transactions (use the client library's Producer)"
+        )
     for name in unknown:
         print(f"WARN The configuration '{name}' was supplied but isn't a known config.", file=sys.stderr)
     config.pop("bootstrap_servers", None)
