@@ -6,16 +6,17 @@ moved) until ``request_timeout_ms`` runs out; errors are Kafka's typed errors.""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import grpc
 
 from kraftlog.common import errors as kerr
-from kraftlog.proto import broker_pb2
+from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 
 from ._metadata import BrokerAdminClient, TopicPartition
 
-__all__ = ["TransactionAdmin", "ProducerState"]
+__all__ = ["TransactionAdmin", "ProducerState", "TransactionListing", "TransactionDescription"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,26 @@ class ProducerState:
     last_timestamp: int
     coordinator_epoch: int  # -1: none
     current_transaction_start_offset: int  # -1: no open transaction
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit, ...
+    coordinator: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int  # -1: no transaction open
+    partitions: tuple[TopicPartition, ...]
 
 
 class TransactionAdmin(BrokerAdminClient):
@@ -77,3 +98,120 @@ class TransactionAdmin(BrokerAdminClient):
                 for a in p.active_producers
             ]
         raise kerr.RequestTimedOutError(f"DescribeProducers of {topic}-{partition}: no leader answered ({last})")
+
+    # ================================================================ transactions
+
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+    ) -> list[TransactionListing]:
+        """Every transactional id of the cluster (each broker lists those it coordinates)."""
+        self._metadata.update(timeout_ms=self.request_timeout_ms)
+        request = txn_pb2.ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids))
+        out: dict[str, TransactionListing] = {}
+        for broker in self._metadata.brokers():
+            try:
+                r = self._pool.txn_stub(broker.address).ListTransactions(request, timeout=10.0)
+            except grpc.RpcError as err:
+                raise kerr.CoordinatorNotAvailableError(
+                    f"broker {broker.node_id} did not list its transactions"
+                ) from err
+            for t in r.transaction_states:
+                out[t.transactional_id] = TransactionListing(
+                    t.transactional_id, t.producer_id, t.transaction_state, broker.node_id
+                )
+        return [out[k] for k in sorted(out)]
+
+    def _coordinator(self, transactional_id: str, deadline: float) -> tuple[int, str]:
+        last = ""
+        while time.monotonic() < deadline:
+            for address in self._metadata.candidates():
+                try:
+                    r = self._pool.group_stub(address).FindCoordinator(
+                        group_pb2.FindCoordinatorRequest(key_type=1, keys=[transactional_id]), timeout=5.0
+                    )
+                except grpc.RpcError as err:
+                    last = str(err.code())
+                    continue
+                c = r.coordinators[0]
+                if c.error.code == 0:
+                    host = f"[{c.host}]" if ":" in c.host else c.host
+                    return c.node_id, f"{host}:{c.port}"
+                last = c.error.name
+            time.sleep(0.1)
+        raise kerr.CoordinatorNotAvailableError(f"no coordinator for transactional id {transactional_id!r} ({last})")
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """One transactional id, from its coordinator (DescribeTransactions)."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        while True:
+            node, address = self._coordinator(transactional_id, deadline)
+            try:
+                r = self._pool.txn_stub(address).DescribeTransactions(
+                    txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=10.0
+                )
+            except grpc.RpcError as err:
+                if time.monotonic() >= deadline:
+                    raise kerr.RequestTimedOutError(f"DescribeTransactions: {err.code()}") from err
+                time.sleep(0.1)
+                continue
+            t = r.transaction_states[0]
+            if t.error.code:
+                error = kerr.error_for_code(t.error.code)
+                if error.retriable and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                raise error(t.error.message or t.error.name)
+            parts = tuple(sorted(TopicPartition(x.topic, p) for x in t.topics for p in x.partitions))
+            return TransactionDescription(
+                transactional_id,
+                node,
+                t.transaction_state,
+                t.producer_id,
+                t.producer_epoch,
+                t.transaction_timeout_ms,
+                t.transaction_start_time_ms,
+                parts,
+            )
+
+    def abort_transaction(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> None:
+        """Write an ABORT marker for a producer into one partition (kafka-transactions abort: a
+        hanging transaction whose coordinator will not end it)."""
+        tp = TopicPartition(topic, partition)
+        W = broker_pb2.WriteTxnMarkersRequest
+        request = W(
+            timeout_ms=self.request_timeout_ms,
+            markers=[
+                W.Marker(
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    transaction_result=False,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=[W.Topic(name=topic, partition_indexes=[partition])],
+                )
+            ],
+        )
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        self._metadata.add_topics([topic])
+        while True:
+            self._metadata.update([topic], self.request_timeout_ms)
+            leader = self._metadata.leader_for(tp)
+            if leader is not None:
+                try:
+                    r = self._pool.stub(leader.address).WriteTxnMarkers(
+                        request, timeout=self.request_timeout_ms / 1000.0
+                    )
+                except grpc.RpcError as err:
+                    if time.monotonic() >= deadline:
+                        raise kerr.RequestTimedOutError(f"WriteTxnMarkers: {err.code()}") from err
+                else:
+                    error = r.markers[0].topics[0].partitions[0].error
+                    if not error.code:
+                        return
+                    cls = kerr.error_for_code(error.code)
+                    if not cls.retriable or time.monotonic() >= deadline:
+                        raise cls(error.message or error.name)
+            if time.monotonic() >= deadline:
+                raise kerr.RequestTimedOutError(f"no leader of {topic}-{partition} took the marker")
+            time.sleep(0.1)

@@ -393,3 +393,36 @@ def test_read_process_write_exactly_once(cluster: LocalCluster) -> None:
         while r.position(("out", 0)) < end and time.monotonic() < deadline:
             out.extend(x.value for x in r.poll(100))
     assert sorted(out) == sorted(f"R{i}".encode() for i in range(20))
+
+
+def test_transactions_command(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kraftlog transactions list|describe|abort`` as kafka-transactions."""
+    import json
+
+    from kraftlog.cli.__main__ import main
+
+    boot = ["--bootstrap-server", cluster.bootstrap_servers]
+    tx = TxnClient(cluster, "cli-tx")
+    tx.init()
+    tx.add(1)
+    tx.produce(1, b"hanging")
+    capsys.readouterr()
+    assert main(["transactions", "list", *boot, "--output", "json"]) == 0
+    listed = {t["transactional_id"]: t for t in json.loads(capsys.readouterr().out)["transactions"]}
+    assert listed["cli-tx"]["state"] == "Ongoing" and listed["cli-tx"]["producer_id"] == tx.pid
+    assert main(["transactions", "list", "--state", "Ongoing", *boot, "--output", "json"]) == 0
+    assert {t["state"] for t in json.loads(capsys.readouterr().out)["transactions"]} == {"Ongoing"}
+    assert main(["transactions", "describe", "--transactional-id", "cli-tx", *boot, "--output", "json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["partitions"] == [f"{TOPIC}-1"] and described["start_ms"] is not None
+    args = ["--topic", TOPIC, "--partition", "1", "--producer-id", str(tx.pid), "--producer-epoch", str(tx.epoch)]
+    assert main(["transactions", "abort", *args, "--coordinator-epoch", "0", *boot]) == 0
+    capsys.readouterr()
+    assert (
+        main(["transactions", "describe-producers", "--topic", TOPIC, "--partition", "1", *boot, "--output", "json"])
+        == 0
+    )
+    producers = {p["producer_id"]: p for p in json.loads(capsys.readouterr().out)["producers"]}
+    assert producers[tx.pid]["current_transaction_start_offset"] == -1  # the hanging transaction is closed
+    assert b"hanging" not in committed_values(cluster)
+    assert main(["transactions", "describe", "--transactional-id", "nope", *boot]) == 1
