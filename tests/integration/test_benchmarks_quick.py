@@ -22,6 +22,7 @@ EXPECTED_KEYS = {
         "produce_rf1_mb_s",
         "produce_rf1_ratio",
         "idempotent_produce_ratio",
+        "txns_per_s",
         "consume_rf1_ratio",
         "produce_rf3_ratio",
         "e2e_p99_ms",

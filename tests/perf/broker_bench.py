@@ -6,7 +6,9 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
   the broker's per-record validation (issue 12) costs the most. Each produce figure sits next to an
   echo of the same payload, and the records/s are printed too.
 - Idempotence (issue 15): acks=all produce of 1 KiB records with a producer id and sequence
-  numbers against the same without, in the same run (each request's batch stamped either way).
+  numbers against the same without, in the same run (each request's batch stamped either way);
+  transactions/s of 10-partition transactions (one 100-byte record per partition, the client's
+  transactional producer) against the same sends and a flush without a transaction.
 - RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
 - End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
   polls the partition; latency = consumed time - send time.
@@ -159,6 +161,34 @@ def stamped_produce_mb_s(
                 seq += count
 
     return _timed(threads, work)(done)
+
+
+def txns_per_s(bootstrap: str, topic: str, partitions: int, seconds: float, *, transactional: bool) -> float:
+    """Rounds per second of one record to each of ``partitions`` partitions: in a transaction each
+    (begin, send, commit), or, as the baseline, the same sends and a flush with the idempotent
+    producer alone."""
+    from kraftlog.client import Producer
+
+    settings: dict[str, object] = {"linger_ms": 0}
+    if transactional:
+        settings["transactional_id"] = f"bench-{time.monotonic_ns()}"
+    with Producer(bootstrap, **settings) as p:  # type: ignore[arg-type]
+        if transactional:
+            p.init_transactions()
+        rounds = 0
+        stop = time.monotonic() + seconds
+        start = time.monotonic()
+        while time.monotonic() < stop:
+            if transactional:
+                p.begin_transaction()
+            for i in range(partitions):
+                p.send(topic, b"x" * 100, partition=i)
+            if transactional:
+                p.commit_transaction(30)
+            else:
+                p.flush(30)
+            rounds += 1
+        return rounds / (time.monotonic() - start)
 
 
 def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> float:
@@ -379,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
             out["produce_plain_acks_all_mb_s"] = round(plain, 1)
             out["produce_idempotent_mb_s"] = round(idem, 1)
             out["idempotent_produce_ratio"] = round(idem / plain, 3)
+            with single.admin() as admin:
+                admin.create_topics([NewTopic("txn", 10, 1)])
+            boot = single.bootstrap_servers
+            out["flush_rounds_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=False), 1)
+            out["txns_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=True), 1)
         finally:
             single.stop()
         out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
@@ -440,6 +475,11 @@ def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
     print(
         f"{'produce RF=1 acks=all, idempotent':<36}{out['produce_idempotent_mb_s']:>12.1f}"
         f"{out['idempotent_produce_ratio']:>8.2f}{0.9:>8.2f}   (ratio to plain)"
+    )
+    print(f"{'10 records + flush per round (base)':<36}{out['flush_rounds_per_s']:>12.1f}   rounds/s")
+    print(
+        f"{'10-partition transactions':<36}{out['txns_per_s']:>12.1f}"
+        f"{out['txns_per_s'] / out['flush_rounds_per_s']:>8.2f}   txns/s (ratio to base)"
     )
 
 
