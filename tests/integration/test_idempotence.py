@@ -82,6 +82,20 @@ def produce(cluster: LocalCluster, node: int, records: bytes) -> broker_pb2.Prod
     return r.topics[0].partitions[0]
 
 
+def produce_on_leader(cluster: LocalCluster, records: bytes) -> broker_pb2.ProduceResponse.PartitionResponse:
+    """To whichever broker leads now: after restarts leadership may still move (NOT_LEADER)."""
+
+    def once() -> broker_pb2.ProduceResponse.PartitionResponse | None:
+        node = leader(cluster)
+        if node is None:
+            return None
+        answer = produce(cluster, node, records)
+        return None if answer.error.name in ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE") else answer
+
+    result: broker_pb2.ProduceResponse.PartitionResponse = wait_until(once, 30, what="a produce to the leader")
+    return result
+
+
 def init_producer_id(cluster: LocalCluster, node: int) -> tuple[int, int]:
     """As a client does it: COORDINATOR_NOT_AVAILABLE (no id block yet) is retried."""
 
@@ -201,7 +215,7 @@ def test_describe_producers_command(cluster: LocalCluster, capsys: pytest.Captur
 
     node = wait_until(lambda: leader(cluster), 30, what="a leader")
     pid, epoch = init_producer_id(cluster, node)
-    assert produce(cluster, node, batch(pid, epoch, 0, n=3, tag="d")).error.code == 0
+    assert produce_on_leader(cluster, batch(pid, epoch, 0, n=3, tag="d")).error.code == 0
     capsys.readouterr()
     args = ["transactions", "describe-producers", "--topic", TOPIC, "--partition", "0"]
     boot = ["--bootstrap-server", cluster.bootstrap_servers]
