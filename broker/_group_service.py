@@ -10,7 +10,7 @@ from typing import Any
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import MetadataImage
-from kraftlog.proto import errors_pb2, group_pb2, group_pb2_grpc
+from kraftlog.proto import group_pb2, group_pb2_grpc
 
 from ._group_classic_base import append_error
 from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
@@ -19,17 +19,12 @@ from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailabl
 from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from ._group_shard_txn import TxnOffsetCommitRequest
+from ._partition_types import error_pb
 from ._txn_coordinator import TXN_TOPIC
 
 __all__ = ["GroupService"]
 
 Error = type[kerr.KafkaError] | None
-
-
-def _error(cls: Error, message: str = "") -> errors_pb2.Error:
-    if cls is None:
-        return errors_pb2.Error(code=0, name="NONE")
-    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
 
 
 class GroupService(group_pb2_grpc.GroupServiceServicer):
@@ -70,7 +65,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         if request.key_type not in (0, 1) or (request.key_type == 1 and self.txn is None):
             return R(
                 coordinators=[
-                    R.Coordinator(key=k, error=_error(kerr.InvalidRequestError, f"key type {request.key_type}"))
+                    R.Coordinator(key=k, error=error_pb(kerr.InvalidRequestError, f"key type {request.key_type}"))
                     for k in request.keys
                 ]
             )
@@ -85,19 +80,19 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         out = []
         for key in request.keys:
             if not key:
-                out.append(R.Coordinator(key=key, error=_error(kerr.InvalidRequestError, "empty key")))
+                out.append(R.Coordinator(key=key, error=error_pb(kerr.InvalidRequestError, "empty key")))
                 continue
             if topic is None:
-                out.append(R.Coordinator(key=key, error=_error(kerr.CoordinatorNotAvailableError, "being created")))
+                out.append(R.Coordinator(key=key, error=error_pb(kerr.CoordinatorNotAvailableError, "being created")))
                 continue
             p = topic.partitions.get(coordinator_partition(key, len(topic.partitions)))
             leader = p.leader if p is not None else -1
             reg = image.cluster.broker(leader) if leader >= 0 else None
             ep = None if reg is None or reg.fenced else (reg.endpoint(self.listener) or (reg.endpoints or [None])[0])
             if ep is None:
-                out.append(R.Coordinator(key=key, error=_error(kerr.CoordinatorNotAvailableError, "no leader")))
+                out.append(R.Coordinator(key=key, error=error_pb(kerr.CoordinatorNotAvailableError, "no leader")))
                 continue
-            out.append(R.Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error=_error(None)))
+            out.append(R.Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error=error_pb(None)))
         return R(coordinators=out)
 
     async def JoinGroup(self, request: Any, context: Any) -> Any:
@@ -116,9 +111,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             shard = self._shard(request.group_id)
             response: JoinResponse = await self._parked(shard, lambda t: shard.join(req, t, self.clock_ms()))
         except ShardUnavailable as err:
-            return group_pb2.JoinGroupResponse(error=_error(err.error), member_id=request.member_id)
+            return group_pb2.JoinGroupResponse(error=error_pb(err.error), member_id=request.member_id)
         return group_pb2.JoinGroupResponse(
-            error=_error(response.error),
+            error=error_pb(response.error),
             generation_id=response.generation_id,
             protocol_type=response.protocol_type or "",
             protocol_name=response.protocol_name or "",
@@ -147,9 +142,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             shard = self._shard(request.group_id)
             response: SyncResponse = await self._parked(shard, lambda t: shard.sync(req, t, self.clock_ms()))
         except ShardUnavailable as err:
-            return group_pb2.SyncGroupResponse(error=_error(err.error))
+            return group_pb2.SyncGroupResponse(error=error_pb(err.error))
         return group_pb2.SyncGroupResponse(
-            error=_error(response.error),
+            error=error_pb(response.error),
             protocol_type=response.protocol_type or "",
             protocol_name=response.protocol_name or "",
             assignment=response.assignment,
@@ -159,7 +154,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
-            return group_pb2.HeartbeatResponse(error=_error(err.error))
+            return group_pb2.HeartbeatResponse(error=error_pb(err.error))
         instance = request.group_instance_id if request.HasField("group_instance_id") else None
         error, out = shard.heartbeat(
             request.group_id, request.member_id, instance, request.generation_id, self.clock_ms()
@@ -169,13 +164,13 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 self.c.run(shard, lambda: out)
             except ShardUnavailable:
                 pass  # the partition moved away meanwhile: what the timers set off is moot
-        return group_pb2.HeartbeatResponse(error=_error(error))
+        return group_pb2.HeartbeatResponse(error=error_pb(error))
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
-            return group_pb2.LeaveGroupResponse(error=_error(err.error))
+            return group_pb2.LeaveGroupResponse(error=error_pb(err.error))
         members = [
             (m.member_id, m.group_instance_id if m.HasField("group_instance_id") else None) for m in request.members
         ]
@@ -183,11 +178,11 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         try:
             self.c.run(shard, lambda: out)
         except ShardUnavailable as err:
-            return group_pb2.LeaveGroupResponse(error=_error(err.error))
+            return group_pb2.LeaveGroupResponse(error=error_pb(err.error))
         return group_pb2.LeaveGroupResponse(
-            error=_error(error),
+            error=error_pb(error),
             members=[
-                group_pb2.LeaveGroupResponse.Member(member_id=m, group_instance_id=i, error=_error(e))
+                group_pb2.LeaveGroupResponse.Member(member_id=m, group_instance_id=i, error=error_pb(e))
                 for m, i, e in results
             ],
         )
@@ -215,7 +210,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
         by_topic: dict[str, list[Any]] = {}
         for topic, partition, error in results:
-            by_topic.setdefault(topic, []).append(R.Partition(partition_index=partition, error=_error(error)))
+            by_topic.setdefault(topic, []).append(R.Partition(partition_index=partition, error=error_pb(error)))
         return R(topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def OffsetFetch(self, request: Any, context: Any) -> Any:
@@ -223,10 +218,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
-            return R(error=_error(err.error))
+            return R(error=error_pb(err.error))
         wanted = None if request.all_topics else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         if request.require_stable and shard.unstable(request.group_id, wanted):
-            return R(error=_error(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending"))
+            return R(error=error_pb(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending"))
         error, offsets = shard.fetch_offsets(request.group_id, wanted)
         by_topic: dict[str, list[Any]] = {}
         for o in offsets:
@@ -236,10 +231,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                     committed_offset=o.offset,
                     committed_leader_epoch=o.leader_epoch,
                     metadata=o.metadata,
-                    error=_error(None),
+                    error=error_pb(None),
                 )
             )
-        return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def ListGroups(self, request: Any, context: Any) -> Any:
         R = group_pb2.ListGroupsResponse
@@ -247,7 +242,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         types = set(request.types_filter) or None
         groups = [g for shard in self.c.shards() for g in shard.list_groups(states, types)]
         return R(
-            error=_error(None),
+            error=error_pb(None),
             groups=[
                 R.Group(
                     group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type
@@ -263,11 +258,11 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             try:
                 d = self._shard(group_id).describe_group(group_id)
             except ShardUnavailable as err:
-                out.append(R.Group(error=_error(err.error), group_id=group_id))
+                out.append(R.Group(error=error_pb(err.error), group_id=group_id))
                 continue
             out.append(
                 R.Group(
-                    error=_error(None),
+                    error=error_pb(None),
                     group_id=group_id,
                     group_state=d.state,
                     protocol_type=d.protocol_type,
@@ -301,7 +296,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                     error = append_error(answered[0][1]) if answered and answered[0][1] else None
             except ShardUnavailable as err:
                 error = err.error
-            results.append(R.Result(group_id=group_id, error=_error(error)))
+            results.append(R.Result(group_id=group_id, error=error_pb(error)))
         return R(results=results)
 
     async def OffsetDelete(self, request: Any, context: Any) -> Any:
@@ -320,8 +315,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         by_topic: dict[str, list[Any]] = {}
         if error is None:
             for topic, p in partitions:
-                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=_error(None)))
-        return R(error=_error(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(None)))
+        return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
         R = group_pb2.TxnOffsetCommitResponse
@@ -349,13 +344,13 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         P = group_pb2.OffsetCommitResponse
         by_topic: dict[str, list[Any]] = {}
         for topic, partition, error in results:
-            by_topic.setdefault(topic, []).append(P.Partition(partition_index=partition, error=_error(error)))
+            by_topic.setdefault(topic, []).append(P.Partition(partition_index=partition, error=error_pb(error)))
         return R(topics=[P.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def ConsumerGroupHeartbeat(self, request: Any, context: Any) -> Any:
         R = group_pb2.ConsumerGroupHeartbeatResponse
         if "consumer" not in self.c.config["group.coordinator.rebalance.protocols"]:
-            refused = _error(kerr.UnsupportedVersionError, "the consumer group protocol is not enabled")
+            refused = error_pb(kerr.UnsupportedVersionError, "the consumer group protocol is not enabled")
             return R(error=refused, member_id=request.member_id, member_epoch=request.member_epoch)
         req = HeartbeatRequest(
             request.group_id,
@@ -382,9 +377,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup)
             )
         except ShardUnavailable as err:
-            return R(error=_error(err.error), member_id=request.member_id, member_epoch=request.member_epoch)
+            return R(error=error_pb(err.error), member_id=request.member_id, member_epoch=request.member_epoch)
         out = R(
-            error=_error(response.error, response.message),
+            error=error_pb(response.error, response.message),
             member_id=response.member_id,
             member_epoch=response.member_epoch,
             heartbeat_interval_ms=response.heartbeat_interval_ms,
@@ -401,14 +396,14 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             try:
                 d = self._shard(group_id).describe_consumer_group(group_id)
             except ShardUnavailable as err:
-                out.append(R.Group(error=_error(err.error), group_id=group_id))
+                out.append(R.Group(error=error_pb(err.error), group_id=group_id))
                 continue
             if d.error is not None:
-                out.append(R.Group(error=_error(d.error, f"{group_id} is not a consumer group"), group_id=group_id))
+                out.append(R.Group(error=error_pb(d.error, f"{group_id} is not a consumer group"), group_id=group_id))
                 continue
             out.append(
                 R.Group(
-                    error=_error(None),
+                    error=error_pb(None),
                     group_id=group_id,
                     group_state=d.state,
                     group_epoch=d.group_epoch,

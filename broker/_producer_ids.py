@@ -16,7 +16,9 @@ from typing import Any
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.proto import broker_pb2, controller_pb2, errors_pb2
+from kraftlog.proto import broker_pb2, controller_pb2
+
+from ._partition_types import error_pb
 
 __all__ = ["ProducerIdManager", "init_producer_id"]
 
@@ -86,23 +88,17 @@ async def allocate_from_controller(
         await asyncio.sleep(0.2)
 
 
-def _error(cls: type[kerr.KafkaError] | None, message: str = "") -> errors_pb2.Error:
-    if cls is None:
-        return errors_pb2.Error(code=0, name="NONE")
-    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
-
-
 async def init_producer_id(manager: ProducerIdManager, request: Any) -> Any:
     """InitProducerId of a producer without a transactional id: a new producer id, epoch 0."""
     R = broker_pb2.InitProducerIdResponse
     if request.HasField("transactional_id") and request.transactional_id:
         return R(
-            error=_error(kerr.UnsupportedVersionError, "transactions are not served by this broker yet"),
+            error=error_pb(kerr.UnsupportedVersionError, "transactions are not served by this broker yet"),
             producer_id=-1,
             producer_epoch=-1,
         )
     try:
         pid = await manager.generate()
     except kerr.KafkaError as err:
-        return R(error=_error(type(err), str(err)), producer_id=-1, producer_epoch=-1)
-    return R(error=_error(None), producer_id=pid, producer_epoch=0)
+        return R(error=error_pb(type(err), str(err)), producer_id=-1, producer_epoch=-1)
+    return R(error=error_pb(None), producer_id=pid, producer_epoch=0)

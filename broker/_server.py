@@ -34,7 +34,6 @@ from kraftlog.proto import (
     controller_pb2,
     diagnostics_pb2,
     diagnostics_pb2_grpc,
-    errors_pb2,
     group_pb2_grpc,
     txn_pb2_grpc,
 )
@@ -48,6 +47,7 @@ from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
 from ._metadata_follower import MetadataFollower
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
+from ._partition_types import error_pb
 from ._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
 from ._replica_manager import ReplicaManager
 from ._txn_coordinator import TXN_TOPIC, TxnCoordinator
@@ -56,12 +56,6 @@ from ._txn_service import TxnService
 __all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
 
 BROKER_LISTENER = "BROKER"
-
-
-def _err(cls: type[kerr.KafkaError] | None = None, message: str = "") -> errors_pb2.Error:
-    if cls is None:
-        return errors_pb2.Error(code=0, name="NONE")
-    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
 
 
 def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:
@@ -111,9 +105,9 @@ def metadata_response(
         topic = image.topics.get_by_name(name)
         if topic is None:
             err = (
-                _err(kerr.LeaderNotAvailableError, "topic is being created")
+                error_pb(kerr.LeaderNotAvailableError, "topic is being created")
                 if name in auto_created
-                else _err(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
+                else error_pb(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
             )
             topics.append(R.Topic(error=err, name=name))
             continue
@@ -121,7 +115,7 @@ def metadata_response(
         for pid in sorted(topic.partitions):
             p = topic.partitions[pid]
             offline = [r for r in p.replicas if not image.cluster.is_unfenced(r)]
-            perr = _err() if p.leader >= 0 else _err(kerr.LeaderNotAvailableError, "no leader")
+            perr = error_pb() if p.leader >= 0 else error_pb(kerr.LeaderNotAvailableError, "no leader")
             parts.append(
                 R.Partition(
                     error=perr,
@@ -135,7 +129,11 @@ def metadata_response(
             )
         topics.append(
             R.Topic(
-                error=_err(), name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"), partitions=parts
+                error=error_pb(),
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=name.startswith("__"),
+                partitions=parts,
             )
         )
     return R(brokers=brokers, cluster_id=cluster_id, controller_id=controller_id, topics=topics)
@@ -317,7 +315,7 @@ class BrokerServer:
             error, pid, epoch = err.error, -1, -1
         except kerr.KafkaError as err:
             error, pid, epoch = type(err), -1, -1
-        return R(error=_err(error), producer_id=pid, producer_epoch=epoch)
+        return R(error=error_pb(error), producer_id=pid, producer_epoch=epoch)
 
     async def _send_markers(
         self, leader: int, request: broker_pb2.WriteTxnMarkersRequest

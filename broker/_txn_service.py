@@ -8,20 +8,15 @@ from typing import Any
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.proto import errors_pb2, txn_pb2, txn_pb2_grpc
+from kraftlog.proto import txn_pb2, txn_pb2_grpc
 
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._partition_types import error_pb
 from ._txn_coordinator import TxnCoordinator
 
 __all__ = ["TxnService"]
 
 Error = type[kerr.KafkaError] | None
-
-
-def _error(cls: Error, message: str = "") -> errors_pb2.Error:
-    if cls is None:
-        return errors_pb2.Error(code=0, name="NONE")
-    return errors_pb2.Error(code=cls.error_code, name=cls.error_name, message=message)
 
 
 class TxnService(txn_pb2_grpc.TxnServiceServicer):
@@ -44,17 +39,17 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
         error, results = await self._add(request.transactional_id, request.producer_id, request.producer_epoch, parts)
         by_topic: dict[str, list[Any]] = {}
         for topic, index, e in results:
-            by_topic.setdefault(topic, []).append(R.Partition(partition_index=index, error=_error(e)))
-        return R(error=_error(error), results=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            by_topic.setdefault(topic, []).append(R.Partition(partition_index=index, error=error_pb(e)))
+        return R(error=error_pb(error), results=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def AddOffsetsToTxn(self, request: Any, context: Any) -> Any:
         if not request.group_id:
-            return txn_pb2.AddOffsetsToTxnResponse(error=_error(kerr.InvalidGroupIdError, "empty group id"))
+            return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.InvalidGroupIdError, "empty group id"))
         partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn._image()))
         error, _results = await self._add(
             request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]
         )
-        return txn_pb2.AddOffsetsToTxnResponse(error=_error(error))
+        return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(error))
 
     async def EndTxn(self, request: Any, context: Any) -> Any:
         txn_id = request.transactional_id
@@ -67,7 +62,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             )
         except ShardUnavailable as err:
             error = err.error
-        return txn_pb2.EndTxnResponse(error=_error(error))
+        return txn_pb2.EndTxnResponse(error=error_pb(error))
 
     async def ListTransactions(self, request: Any, context: Any) -> Any:
         R = txn_pb2.ListTransactionsResponse
@@ -75,7 +70,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
         pids = set(request.producer_id_filters) or None
         found = [m for shard in self.txn.shards() for m in shard.list_transactions(states, pids)]
         return R(
-            error=_error(None),
+            error=error_pb(None),
             transaction_states=[
                 R.TransactionState(
                     transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.kafka_name
@@ -91,17 +86,19 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             try:
                 meta = self.txn.shard_for(txn_id).txns.get(txn_id)
             except ShardUnavailable as err:
-                out.append(R.TransactionState(error=_error(err.error), transactional_id=txn_id))
+                out.append(R.TransactionState(error=error_pb(err.error), transactional_id=txn_id))
                 continue
             if meta is None:
-                out.append(R.TransactionState(error=_error(kerr.TransactionalIdNotFoundError), transactional_id=txn_id))
+                out.append(
+                    R.TransactionState(error=error_pb(kerr.TransactionalIdNotFoundError), transactional_id=txn_id)
+                )
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, index in sorted(meta.partitions):
                 by_topic.setdefault(topic, []).append(index)
             out.append(
                 R.TransactionState(
-                    error=_error(None),
+                    error=error_pb(None),
                     transactional_id=txn_id,
                     transaction_state=meta.state.kafka_name,
                     transaction_timeout_ms=meta.timeout_ms,

@@ -17,7 +17,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 
 from ._consumer_protocol import decode_assignment, decode_subscription
-from ._metadata import BrokerAdminClient, TopicPartition, partitions_by_topic
+from ._metadata import GROUP_KEY, BrokerAdminClient, TopicPartition, find_coordinator, partitions_by_topic
 
 __all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
 
@@ -68,25 +68,7 @@ class GroupAdmin(BrokerAdminClient):
     # ------------------------------------------------------------------ plumbing
 
     def _coordinator(self, group_id: str, deadline: float) -> tuple[int, str]:
-        last = ""
-        while time.monotonic() < deadline:
-            for address in self._metadata.candidates():
-                try:
-                    r = self._pool.group_stub(address).FindCoordinator(
-                        group_pb2.FindCoordinatorRequest(keys=[group_id]), timeout=5.0
-                    )
-                except grpc.RpcError as err:
-                    last = str(err.code())
-                    continue
-                c = r.coordinators[0]
-                if c.error.code == 0:
-                    host = f"[{c.host}]" if ":" in c.host else c.host
-                    return c.node_id, f"{host}:{c.port}"
-                if c.error.code not in _RETRY:
-                    kerr.raise_for_code(c.error.code, c.error.message or c.error.name)
-                last = c.error.name
-            time.sleep(0.1)
-        raise kerr.CoordinatorNotAvailableError(f"no coordinator for group {group_id!r} ({last})")
+        return find_coordinator(self._pool, self._metadata, group_id, GROUP_KEY, deadline)
 
     def _call(self, group_id: str, method: str, request: Any, errors_of: Any = None) -> tuple[int, Any]:
         """Call the group's coordinator; returns ``(coordinator id, response)``."""

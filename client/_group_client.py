@@ -15,7 +15,7 @@ import grpc
 from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2, group_pb2_grpc
 
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
+from ._metadata import GROUP_KEY, ChannelPool, ClusterMetadata, TopicPartition, find_coordinator, partitions_by_topic
 
 __all__ = ["GroupClient", "COORDINATOR_ERRORS", "raise_for"]
 
@@ -53,25 +53,17 @@ class GroupClient:
 
     def _find_coordinator(self) -> str:
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
-        last: Exception | None = None
-        while time.monotonic() < deadline and not self._stop.is_set():
-            for address in self._metadata.candidates():
-                try:
-                    r = self._pool.group_stub(address).FindCoordinator(
-                        group_pb2.FindCoordinatorRequest(keys=[self.group_id]), timeout=5.0
-                    )
-                except grpc.RpcError as err:
-                    last = err
-                    continue
-                c = r.coordinators[0]
-                if c.error.code == 0:
-                    host = f"[{c.host}]" if ":" in c.host else c.host
-                    address = f"{host}:{c.port}"
-                    self._coordinator = address
-                    return address
-                last = kerr.error_for_code(c.error.code)(c.error.message)
-            time.sleep(self.retry_backoff_ms / 1000.0)
-        raise kerr.CoordinatorNotAvailableError(f"no coordinator found for group {self.group_id!r}: {last}")
+        _node, address = find_coordinator(
+            self._pool,
+            self._metadata,
+            self.group_id,
+            GROUP_KEY,
+            deadline,
+            backoff_s=self.retry_backoff_ms / 1000.0,
+            stop=self._stop,
+        )
+        self._coordinator = address
+        return address
 
     def _call(self, method: str, request: Any, timeout_s: float) -> Any:
         """One RPC to the coordinator; a lost coordinator is looked up again next time."""

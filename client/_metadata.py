@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2_grpc, txn_pb2_grpc
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2, group_pb2_grpc, txn_pb2_grpc
 
 __all__ = [
     "BrokerMetadata",
@@ -574,3 +574,47 @@ class BrokerAdminClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+GROUP_KEY = 0  # FindCoordinator key types: a group id, a transactional id
+TRANSACTION_KEY = 1
+_COORDINATOR_RETRY = {
+    kerr.CoordinatorNotAvailableError.error_code,
+    kerr.NotCoordinatorError.error_code,
+    kerr.CoordinatorLoadInProgressError.error_code,
+}
+
+
+def find_coordinator(
+    pool: ChannelPool,
+    metadata: ClusterMetadata,
+    key: str,
+    key_type: int,
+    deadline: float,
+    *,
+    backoff_s: float = 0.1,
+    stop: threading.Event | None = None,
+) -> tuple[int, str]:
+    """``(node id, address)`` of the coordinator of a group (``key_type`` 0) or transactional id
+    (1), asking FindCoordinator of every broker in turn until one names it; a coordinator not
+    there yet (being created, loading) is asked for again until ``deadline``
+    (COORDINATOR_NOT_AVAILABLE then), any other error is raised as its type."""
+    last = ""
+    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+        for address in metadata.candidates():
+            try:
+                r = pool.group_stub(address).FindCoordinator(
+                    group_pb2.FindCoordinatorRequest(key_type=key_type, keys=[key]), timeout=5.0
+                )
+            except grpc.RpcError as err:
+                last = str(err.code())
+                continue
+            c = r.coordinators[0]
+            if c.error.code == 0:
+                host = f"[{c.host}]" if ":" in c.host else c.host
+                return c.node_id, f"{host}:{c.port}"
+            if c.error.code not in _COORDINATOR_RETRY:
+                kerr.raise_for_code(c.error.code, c.error.message or c.error.name)
+            last = c.error.name
+        time.sleep(backoff_s)
+    raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})")

@@ -25,7 +25,15 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 
-from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, partitions_by_topic
+from ._metadata import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    ChannelPool,
+    ClusterMetadata,
+    TopicPartition,
+    find_coordinator,
+    partitions_by_topic,
+)
 from ._producer_idempotence import IdempotenceState
 
 __all__ = ["_ProducerTransactions", "TxnState"]
@@ -180,7 +188,7 @@ class _ProducerTransactions:
         )
         deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
         while True:
-            coordinator = self._find_coordinator(group_id, 0, deadline)
+            coordinator = self._find_coordinator(group_id, GROUP_KEY, deadline)
             try:
                 answer = self._pool.group_stub(coordinator).TxnOffsetCommit(
                     commit, timeout=self.request_timeout_ms / 1000.0
@@ -269,7 +277,7 @@ class _ProducerTransactions:
             ],
         )
         try:
-            coordinator = self._find_coordinator(self.transactional_id or "", 1, time.monotonic() + 1.0)
+            coordinator = self._find_coordinator(self.transactional_id or "", TRANSACTION_KEY, time.monotonic() + 1.0)
             r = self._pool.txn_stub(coordinator).AddPartitionsToTxn(request, timeout=self.request_timeout_ms / 1000.0)
         except (grpc.RpcError, kerr.KafkaError) as err:
             self._txn_coordinator = None
@@ -300,36 +308,21 @@ class _ProducerTransactions:
     # ================================================================= plumbing
 
     def _find_coordinator(self, key: str, key_type: int, deadline: float) -> str:
-        if key_type == 1 and self._txn_coordinator is not None:
+        if key_type == TRANSACTION_KEY and self._txn_coordinator is not None:
             return self._txn_coordinator
-        last = ""
-        while True:
-            for address in self._metadata.candidates():
-                try:
-                    r = self._pool.group_stub(address).FindCoordinator(
-                        group_pb2.FindCoordinatorRequest(key_type=key_type, keys=[key]), timeout=5.0
-                    )
-                except grpc.RpcError as err:
-                    last = str(err.code())
-                    continue
-                c = r.coordinators[0]
-                if c.error.code == 0:
-                    host = f"[{c.host}]" if ":" in c.host else c.host
-                    found = f"{host}:{c.port}"
-                    if key_type == 1:
-                        self._txn_coordinator = found
-                    return found
-                last = c.error.name
-            if time.monotonic() >= deadline:
-                raise kerr.CoordinatorNotAvailableError(f"no coordinator for {key!r} ({last})")
-            time.sleep(self.retry_backoff_ms / 1000.0)
+        _node, address = find_coordinator(
+            self._pool, self._metadata, key, key_type, deadline, backoff_s=self.retry_backoff_ms / 1000.0
+        )
+        if key_type == TRANSACTION_KEY:
+            self._txn_coordinator = address
+        return address
 
     def _coordinator_call(self, call: Any, timeout: float | None) -> Any:
         """Call the transaction coordinator, found again and retried while it moves, loads or
         finishes a previous transaction, until ``timeout`` (default ``max_block_ms``)."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
         while True:
-            address = self._find_coordinator(self.transactional_id or "", 1, deadline)
+            address = self._find_coordinator(self.transactional_id or "", TRANSACTION_KEY, deadline)
             try:
                 r = call(address, self.request_timeout_ms / 1000.0)
             except grpc.RpcError as err:

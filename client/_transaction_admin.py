@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import grpc
 
 from kraftlog.common import errors as kerr
-from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
+from kraftlog.proto import broker_pb2, txn_pb2
 
-from ._metadata import BrokerAdminClient, TopicPartition
+from ._metadata import TRANSACTION_KEY, BrokerAdminClient, TopicPartition, find_coordinator
 
 __all__ = ["TransactionAdmin", "ProducerState", "TransactionListing", "TransactionDescription"]
 
@@ -122,23 +122,7 @@ class TransactionAdmin(BrokerAdminClient):
         return [out[k] for k in sorted(out)]
 
     def _coordinator(self, transactional_id: str, deadline: float) -> tuple[int, str]:
-        last = ""
-        while time.monotonic() < deadline:
-            for address in self._metadata.candidates():
-                try:
-                    r = self._pool.group_stub(address).FindCoordinator(
-                        group_pb2.FindCoordinatorRequest(key_type=1, keys=[transactional_id]), timeout=5.0
-                    )
-                except grpc.RpcError as err:
-                    last = str(err.code())
-                    continue
-                c = r.coordinators[0]
-                if c.error.code == 0:
-                    host = f"[{c.host}]" if ":" in c.host else c.host
-                    return c.node_id, f"{host}:{c.port}"
-                last = c.error.name
-            time.sleep(0.1)
-        raise kerr.CoordinatorNotAvailableError(f"no coordinator for transactional id {transactional_id!r} ({last})")
+        return find_coordinator(self._pool, self._metadata, transactional_id, TRANSACTION_KEY, deadline)
 
     def describe_transaction(self, transactional_id: str) -> TransactionDescription:
         """One transactional id, from its coordinator (DescribeTransactions)."""
