@@ -31,9 +31,21 @@ their listeners' assigned/revoked times (overlapping_owners; overlaps with a mem
 its partitions were lost are Kafka's allowed window, counted as lost_overlaps and not failed).
 The producer is idempotent, so a record written twice (duplicates) fails the run too.
 
+``--workload eos`` adds ``--eos-processors`` transactional processors (default 2): each reads the
+topic with a read_committed consumer of one group and, in one transaction per poll, writes every
+record to a second topic (the same partition, the value naming the input record and the
+transaction attempt) and commits the consumed offsets (``send_offsets_to_transaction``); on an
+error it aborts and seeks back to the committed offsets. About one transaction in ten is aborted
+on purpose, and each processor "crashes" at seeded times (drops its clients with a transaction
+open; its next producer, of the same transactional id, fences it). After the faults the processors
+drain the topic; the output is read with read_committed and read_uncommitted. Its checks: every
+input record in the output exactly once (eos_violations), no record of an aborted transaction
+visible (aborted_visible), no committed transaction only partly visible (partial_txns).
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
 exit code is 0 when the profile's checks pass (data: nothing acknowledged lost or written twice and
-the cluster converged, and with the group workload its four figures 0), else 1.
+the cluster converged, with the group workload its four figures 0, with the eos workload its
+three figures 0), else 1.
 """
 
 from __future__ import annotations
@@ -77,8 +89,14 @@ GROUP_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 6,
 }
+# the eos workload's own cluster: the group's settings, and fewer __transaction_state partitions
+# than Kafka's 50 too
+EOS_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
+    **GROUP_OWN_CLUSTER_OVERRIDES,
+    "transaction.state.log.num.partitions": 6,
+}
 PROFILES = ("data", "quorum")
-WORKLOADS = ("data", "group")
+WORKLOADS = ("data", "group", "eos")
 GROUP_PROTOCOLS = ("classic", "consumer")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -133,7 +151,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default="data",
         help="data profile only. data (default): acks=all producers; group: also consumers of one "
         "group, checked for records never consumed, committed offsets moving backwards and "
-        "partitions owned twice in a generation",
+        "partitions owned twice in a generation; eos: also transactional processors copying the "
+        "topic to a second one (read-process-write), checked for inputs missing or doubled in the "
+        "output, aborted records visible and committed transactions partly visible",
+    )
+    run_p.add_argument(
+        "--eos-processors",
+        type=int,
+        default=2,
+        help="transactional processors of --workload eos (default 2)",
     )
     run_p.add_argument(
         "--group-members", type=int, default=3, help="consumers in the group of --workload group (default 3)"
@@ -222,6 +248,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workload group belongs to the data profile (the quorum profile has its admin workload)")
     if args.group_members < 1:
         raise UserError("--group-members must be >= 1")
+    eos = args.workload == "eos"
+    if quorum and eos:
+        raise UserError("--workload eos belongs to the data profile (the quorum profile has its admin workload)")
+    if args.eos_processors < 1:
+        raise UserError("--eos-processors must be >= 1")
     if args.group_protocol is not None and not group:
         raise UserError(
             "--group-protocol is the group workload's (its consumers' group.protocol): add --workload group, "
@@ -289,6 +320,8 @@ def run(args: argparse.Namespace) -> int:
         overrides = QUORUM_OWN_CLUSTER_OVERRIDES if quorum else OWN_CLUSTER_OVERRIDES
         if group:
             overrides = {**overrides, **GROUP_OWN_CLUSTER_OVERRIDES}
+        if eos:
+            overrides = {**overrides, **EOS_OWN_CLUSTER_OVERRIDES}
         if group_protocol == "consumer":
             from kraftlog.deploy.chaos._group_workload import CONSUMER_PROTOCOL_BROKER_KEYS
 
@@ -339,6 +372,7 @@ def run(args: argparse.Namespace) -> int:
                     workload=args.workload,
                     group_members=args.group_members,
                     group_protocol=group_protocol,
+                    eos_processors=args.eos_processors,
                 ),
                 out=out,
                 stop=stop,

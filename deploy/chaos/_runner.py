@@ -21,6 +21,8 @@ import structlog
 from kraftlog.client import Admin, NewTopic
 from kraftlog.common import coordinator_partition
 from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
+from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, eos_rows, start_eos, txn_coordinators
+from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from kraftlog.deploy.chaos._group_check import check_group
 from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupOutcome, GroupWorkload
@@ -30,8 +32,9 @@ from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"]
 
-#: data: acks=all producers only; group: also consumer members of one group (`deploy.chaos._group_workload`)
-WORKLOADS = ("data", "group")
+#: data: acks=all producers only; group: also consumer members of one group (`deploy.chaos._group_workload`);
+#: eos: also transactional read-process-write processors from the topic to a second one (`deploy.chaos._eos_workload`)
+WORKLOADS = ("data", "group", "eos")
 
 _log = structlog.get_logger("deploy.chaos")
 
@@ -51,6 +54,7 @@ class ChaosSettings:
     workload: str = "data"
     group_members: int = 3
     group_protocol: str = "classic"  # the group workload's members: classic or consumer (KIP-848)
+    eos_processors: int = 2
 
 
 @dataclass
@@ -64,6 +68,7 @@ class FaultRecord:
     recovery_s: float | None = None  # from the heal until every partition was led with a full ISR again
     pending_at_injection: str | None = None  # the cluster had not recovered from the previous fault
     group_coordinator: int | None = None  # group workload: the broker coordinating the group then
+    txn_coordinators: tuple[int, ...] = ()  # eos workload: the brokers coordinating the processors' transactions
     error: str | None = None
 
 
@@ -169,6 +174,9 @@ def run_chaos(
     run = _Run()
     group: GroupWorkload | None = None
     outcome: GroupOutcome | None = None
+    eos: EosWorkload | None = None
+    eos_outcome: EosOutcome | None = None
+    eos_reads: Any = None
     try:
         _wait(
             lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start"
@@ -198,6 +206,8 @@ def run_chaos(
         )
         if settings.workload == "group":
             group = _start_group(target, topic, settings, admin, brokers, probe)
+        if settings.workload == "eos":
+            eos = start_eos(target.bootstrap_servers, topic, settings, admin, lambda: converged(admin, brokers, probe))
         started = run.started_s = time.monotonic()
         out(
             f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
@@ -211,6 +221,9 @@ def run_chaos(
             record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
             if group is not None:
                 record.group_coordinator = _group_coordinator(admin, group.group_id)
+            if eos is not None:
+                record.group_coordinator = _group_coordinator(admin, eos.group_id)
+                record.txn_coordinators = txn_coordinators(admin, eos.transactional_ids())
             try:
                 inject(target, fault)
                 stop.wait(fault.hold_s)
@@ -257,14 +270,20 @@ def run_chaos(
         workload.stop()
         if group is not None:
             outcome = group.finish()
+        if eos is not None:
+            eos_outcome = eos.finish()
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
         _attribute_gaps(run.faults, ack_times, started, ended)
         records = read_back(target.bootstrap_servers, topic, settings.partitions)
         report = check(workload.acks, records)
+        if eos is not None:
+            eos_reads = eos_read_back(target.bootstrap_servers, eos.output_topic, settings.partitions, records)
     finally:
         if group is not None:
             group.stop()
+        if eos is not None:
+            eos.stop()
         admin.close()
         probe.close()
     max_outage = max((b - a for a, b in gaps.values()), default=0.0)
@@ -311,6 +330,13 @@ def run_chaos(
         result["coordinator_faults"] = sum(1 for r in run.faults if r.group_coordinator in r.fault.nodes)
         for entry, r in zip(result["fault_log"], run.faults, strict=True):
             entry["group_coordinator"] = r.group_coordinator
+    if eos is not None and eos_outcome is not None:
+        add_eos_result(result, eos, eos_outcome, eos_reads)
+        result["coordinator_faults"] = sum(1 for r in run.faults if r.group_coordinator in r.fault.nodes)
+        result["txn_coordinator_faults"] = sum(1 for r in run.faults if set(r.txn_coordinators) & set(r.fault.nodes))
+        for entry, r in zip(result["fault_log"], run.faults, strict=True):
+            entry["group_coordinator"] = r.group_coordinator
+            entry["txn_coordinators"] = list(r.txn_coordinators)
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
     _print_table(result, run, out)
@@ -401,6 +427,8 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
             ),
             ("group: drained to the log end (s)", result["group_drain_s"] if result["group_drained"] else "NO"),
         ]
+    if result["workload"] == "eos":
+        rows += eos_rows(result)
     rows += [
         ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
         ("verdict", "PASS" if result["ok"] else "FAIL"),

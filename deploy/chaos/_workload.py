@@ -124,9 +124,20 @@ class Workload:
             _log.warning("chaos_consumer_stopped", exc_info=True)
 
 
-def read_back(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[ReadRecord]:
-    """Every record of the topic, from each partition's start to its end offset (bounded)."""
-    consumer = Consumer(bootstrap_servers, auto_offset_reset="earliest", request_timeout_ms=10_000)
+def read_back(
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    timeout_s: float = 60.0,
+    *,
+    isolation_level: str = "read_uncommitted",
+) -> list[ReadRecord]:
+    """Every record of the topic, from each partition's start to its end offset (bounded); with
+    ``isolation_level="read_committed"`` the records of aborted transactions are skipped, and the end
+    is the last stable offset (every transaction of the topic must have ended)."""
+    consumer = Consumer(
+        bootstrap_servers, auto_offset_reset="earliest", request_timeout_ms=10_000, isolation_level=isolation_level
+    )
     try:
         tps = [(topic, p) for p in range(partitions)]
         consumer.assign(tps)

@@ -1,7 +1,7 @@
 """The group workload's chaos runs (issue 14): ``kraftlog chaos run --workload group`` as a real
 process with its own 6-node cluster, a seeded fault every 4-7 s under the acks=all producers while
 three consumers of one group read the topic, commit, and restart at seeded times: about 1.5 minutes
-with the classic protocol, and a shorter run (about 75 s) with ``--group-protocol consumer``
+with the classic protocol, and a shorter run (about 60 s) with ``--group-protocol consumer``
 (KIP-848, the coordinator assigning).
 
 The hard verdicts are the run's own: every acknowledged record consumed by the group, no committed
@@ -82,8 +82,8 @@ def test_group_chaos_run_consumes_everything_and_keeps_commits(tmp_path: Path) -
 
 @pytest.mark.timeout(300)
 def test_consumer_protocol_group_chaos_run(tmp_path: Path) -> None:
-    """The same under KIP-848 members (``--group-protocol consumer``), 55 s of faults."""
-    result, returncode = _run(tmp_path, CONSUMER_PROTOCOL_SEED, "55s", "--group-protocol", "consumer")
+    """The same under KIP-848 members (``--group-protocol consumer``), 40 s of faults."""
+    result, returncode = _run(tmp_path, CONSUMER_PROTOCOL_SEED, "40s", "--group-protocol", "consumer")
     assert result["group_protocol"] == "consumer"
     assert result["lost"] == 0, result.get("lost_examples")
     assert result["offset_mismatches"] == 0
