@@ -84,14 +84,18 @@ class TxnOffsetsMixin:
         if not records:
             return ShardOutcome([(token, OffsetCommitResponse(()))])
 
+        # pending at once, as Kafka records them before the write: the producer's marker may
+        # follow quickly (its transaction's timeout abort), and must find them
+        for key, value in records:
+            self._pend(request.producer_id, key, value)
+
         def written(write_error: Error, _t: int) -> ShardOutcome:
             if write_error is not None:
+                for key, value in records:  # never written: not pending either
+                    self._unpend(request.producer_id, key, value)
                 failed = append_error(write_error)
-                return ShardOutcome(
-                    [(token, OffsetCommitResponse(tuple((k.topic, k.partition, failed) for k, _v in records)))]
-                )
-            for key, value in records:
-                self._pend(request.producer_id, key, value)
+                answer = tuple((k.topic, k.partition, failed) for k, _v in records)
+                return ShardOutcome([(token, OffsetCommitResponse(answer))])
             return ShardOutcome(
                 [(token, OffsetCommitResponse(tuple((k.topic, k.partition, None) for k, _v in records)))]
             )
@@ -102,6 +106,11 @@ class TxnOffsetsMixin:
 
     def _pend(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
         self.pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = value
+
+    def _unpend(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
+        pending = self.pending_txn.get(producer_id, {}).get(key.group, {})
+        if pending.get((key.topic, key.partition)) is value:
+            del pending[(key.topic, key.partition)]
 
     def complete_txn(self, producer_id: int, commit: bool) -> None:
         """The producer's transaction ended (its marker is in this partition): pending offsets

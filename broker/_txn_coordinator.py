@@ -40,7 +40,6 @@ TXN_TOPIC = "__transaction_state"
 _log = structlog.get_logger(__name__)
 _MARKER_RETRY_S = 0.2
 _APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its coordinator writes with
-_DONE_CODES = {0, kerr.UnknownTopicOrPartitionError.error_code}  # a deleted topic needs no marker
 
 
 class TxnCoordinator:
@@ -268,6 +267,9 @@ class TxnCoordinator:
         """Write the job's markers into every partition until each leader took them, then let the
         shard complete the transaction. Stops when this broker no longer coordinates the id (the
         next coordinator resumes the job from the prepared state it loads)."""
+        delay_ms = shard.retry_delay_ms(job.transactional_id, self._clock_ms())
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000.0)  # the end was just written and failed: back off
         left = set(job.partitions)
         while left and self._shards.get(shard.partition) is shard and not self._stopped:
             image = self._image()
@@ -290,7 +292,7 @@ class TxnCoordinator:
                 for m in response.markers:
                     for answered in m.topics:
                         for p in answered.partitions:
-                            if p.error.code in _DONE_CODES:
+                            if p.error.code == 0:  # a deleted topic is dropped above, from the image
                                 left.discard((answered.name, p.partition_index))
             if left:
                 await asyncio.sleep(_MARKER_RETRY_S)

@@ -33,6 +33,7 @@ __all__ = ["TxnShard", "TxnMetadata", "TxnOutcome", "MarkerJob", "TxnShardConfig
 Error = type[kerr.KafkaError] | None
 _MAX_EPOCH = 32_766
 _PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+_RETRY_MS = 1000
 _COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
 
 
@@ -115,6 +116,7 @@ class TxnShard:
         self.pending: dict[str, TxnState] = {}  # transactional id -> the state being written
         self._appends: dict[int, Callable[[Error, int], TxnOutcome]] = {}
         self._next_append = 0
+        self._retry_at: dict[str, int] = {}  # a failed write of the id is tried again from then
 
     # ================================================================ plumbing
 
@@ -197,8 +199,9 @@ class TxnShard:
         epoch = min(meta.producer_epoch + 1, _MAX_EPOCH)
         prepared = replace(meta, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms)
 
-        def then(error: Error, _t: int) -> TxnOutcome:
+        def then(error: Error, now: int) -> TxnOutcome:
             if error is not None:
+                self._retry_at[meta.transactional_id] = now + _RETRY_MS  # the timeout abort tries again then
                 return TxnOutcome()
             return TxnOutcome(markers=[self._job(prepared, commit=False)])
 
@@ -283,9 +286,12 @@ class TxnShard:
         done = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
         complete = replace(meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
 
-        def then(error: Error, _t: int) -> TxnOutcome:
-            # not written: the id stays prepared; the markers are written again at the next load
-            return TxnOutcome()
+        def then(error: Error, now: int) -> TxnOutcome:
+            if error is None or error is kerr.NotCoordinatorError:
+                return TxnOutcome()  # done, or the next coordinator resumes it from the prepared state
+            # not written (e.g. too few replicas): try the end again shortly, as Kafka retries it
+            self._retry_at[job.transactional_id] = now + _RETRY_MS
+            return TxnOutcome(markers=[job])
 
         return self._write(complete, then)
 
@@ -296,7 +302,7 @@ class TxnShard:
         past ``transactional.id.expiration.ms``."""
         out = TxnOutcome()
         for txn_id, meta in sorted(self.txns.items()):
-            if txn_id in self.pending:
+            if txn_id in self.pending or self._retry_at.get(txn_id, 0) > now_ms:
                 continue
             if meta.state is TxnState.ONGOING and now_ms - meta.start_ms > meta.timeout_ms:
                 _merge(out, self._abort_fenced(meta, now_ms), self)
@@ -319,11 +325,21 @@ class TxnShard:
         self._appends[append_id] = done
         return TxnOutcome(records=[(TransactionLogKey(txn_id), None)], append_id=append_id)
 
+    def retry_delay_ms(self, txn_id: str, now_ms: int) -> int:
+        """How long a job of ``txn_id`` should wait because a write of the id just failed."""
+        return max(0, self._retry_at.get(txn_id, 0) - now_ms)
+
     def next_deadline(self) -> int | None:
-        deadlines = [m.start_ms + m.timeout_ms + 1 for m in self.txns.values() if m.state is TxnState.ONGOING]
-        deadlines += [
-            m.last_update_ms + self.config.id_expiration_ms + 1 for m in self.txns.values() if m.state in _COMPLETE
-        ]
+        deadlines = []
+        for txn_id, m in self.txns.items():
+            if txn_id in self.pending:
+                continue  # a write is on its way: its continuation decides what comes next
+            if m.state is TxnState.ONGOING:
+                deadlines.append(max(m.start_ms + m.timeout_ms + 1, self._retry_at.get(txn_id, 0)))
+            elif m.state in _COMPLETE:
+                deadlines.append(
+                    max(m.last_update_ms + self.config.id_expiration_ms + 1, self._retry_at.get(txn_id, 0))
+                )
         return min(deadlines, default=None)
 
     # ============================================================= loading, views

@@ -103,11 +103,16 @@ class _LogProducers(_LogState):
             self._segments[-1].txn_index.append(AbortedTxn(batch.producer_id, first, last, lso))
 
     def _check_markers(self, view: memoryview, headers: list[BatchHeader]) -> None:
-        """The coordinator's markers, before they are written: fenced epochs are refused."""
+        """A coordinator's write, before it is written: markers and transactional data of a
+        fenced producer (or coordinator) epoch are refused; no sequences are checked."""
         for h in headers:
-            if h.is_control and h.producer_id >= 0:
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
                 _kind, coordinator_epoch = marker_of(RecordBatch(view[h.position : h.position + h.size]))
                 self.producer_state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch)
+            else:
+                self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
 
     def _check_producers(self, headers: list[BatchHeader]) -> BatchMetadata | None:
         """The leader's idempotence check of a client's batches (lock held): the batch this append

@@ -182,6 +182,15 @@ class ProducerStateManager:
 
     # ============================================================== transactions
 
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        """A coordinator's own transactional write for a producer (TxnOffsetCommit): only the
+        epoch is checked (no sequences), so a fenced zombie cannot open a transaction here."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.producer_epoch:
+            raise kerr.ProducerFencedError(
+                f"producer {producer_id}'s epoch {epoch} is older than the partition's {entry.producer_epoch}"
+            )
+
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """A transaction marker from the coordinator, before it is written: one of an older
         producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED."""

@@ -210,3 +210,18 @@ def test_a_transactional_commit_checks_the_member_when_it_names_one() -> None:
     d.absorb(d.shard.txn_commit_offsets(stale, "tx", d.now))
     (result,) = d.answer("tx").partitions  # type: ignore[attr-defined]
     assert result[2] in (kerr.UnknownMemberIdError, kerr.IllegalGenerationError)
+
+
+def test_transactional_offsets_are_pending_before_their_write_completes() -> None:
+    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+
+    d = Driver()
+    out = d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 77, 2, (("t", 0, 40, -1, ""),)), "tx", d.now)
+    d.shard.complete_txn(77, commit=False)  # the timeout abort's marker lands before the write is acknowledged
+    assert out.append_id is not None
+    d.absorb(d.shard.on_append(out.append_id, None, d.now))
+    assert not d.shard.unstable("g", None)  # nothing left pending for a later commit to apply
+    failed = d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 78, 0, (("t", 1, 5, -1, ""),)), "tx2", d.now)
+    assert failed.append_id is not None
+    d.absorb(d.shard.on_append(failed.append_id, kerr.NotEnoughReplicasError, d.now))
+    assert not d.shard.unstable("g", None)  # a write that failed leaves nothing pending

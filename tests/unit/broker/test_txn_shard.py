@@ -161,3 +161,34 @@ def test_list_transactions_filters_by_state_and_producer() -> None:
     assert [m.transactional_id for m in d.shard.list_transactions({"ongoing"})] == ["t1"]
     assert [m.transactional_id for m in d.shard.list_transactions(producer_ids={pid})] == ["t1"]
     assert len(d.shard.list_transactions()) == 2
+
+
+def test_a_failed_complete_write_is_tried_again_and_pending_ids_set_no_deadline() -> None:
+    d = Driver()
+    _e, pid, epoch = d.init()  # type: ignore[misc]
+    d.add(pid, epoch, ("a", 0))
+    d.end(pid, epoch, True)
+    (job,) = d.jobs
+    d.jobs = []
+    d.fail = kerr.NotEnoughReplicasError
+    d.absorb(d.shard.markers_written(job, d.now))
+    assert d.state() is TxnState.PREPARE_COMMIT and d.jobs == [job]  # the end is tried again...
+    assert d.shard.retry_delay_ms("tx", d.now) == 1000  # ...after a back-off
+    d.fail = None
+    d.finish_markers()
+    assert d.state() is TxnState.COMPLETE_COMMIT
+    out = d.shard.add_partitions("tx", pid, epoch, [("b", 0)], "p", d.now)  # its write is in flight
+    assert "tx" in d.shard.pending and d.shard.next_deadline() is None
+    d.absorb(out)
+
+
+def test_a_timed_out_abort_whose_write_failed_backs_off() -> None:
+    d = Driver()
+    _e, pid, epoch = d.init(timeout_ms=5000)  # type: ignore[misc]
+    d.add(pid, epoch, ("a", 0))
+    d.now += 5001
+    d.fail = kerr.NotEnoughReplicasError
+    d.absorb(d.shard.poll(d.now))
+    assert d.state() is TxnState.ONGOING and d.shard.next_deadline() == d.now + 1000
+    d.absorb(d.shard.poll(d.now + 10))  # not again before the back-off
+    assert not d.jobs

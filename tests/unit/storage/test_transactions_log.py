@@ -136,3 +136,17 @@ def test_truncation_removes_aborts_it_cut_off(tmp_path: Path) -> None:
     settle(log)
     assert log.collect_aborted(0, 10) == []
     assert log.last_stable_offset == 0  # the transaction is open again: its marker is gone
+
+
+def test_a_coordinator_write_of_a_fenced_producer_is_refused(tmp_path: Path) -> None:
+    """TxnOffsetCommit's records are the coordinator's, but a zombie's epoch is still fenced
+    (only the sequences are not checked), so it cannot open a transaction no marker will close."""
+    log = make(tmp_path)
+    log.append_as_leader(txn_batch(7, 0, epoch=6), 0)
+    log.append_as_leader(marker(7, ControlRecordType.ABORT, epoch=6), 0, origin=AppendOrigin.COORDINATOR)
+    zombie = RecordBatchBuilder(producer_id=7, producer_epoch=5, is_transactional=True)
+    zombie.append(NOW, b"k", b"offset")
+    with pytest.raises(kerr.ProducerFencedError):
+        log.append_as_leader(zombie.build(), 0, origin=AppendOrigin.COORDINATOR)
+    settle(log)
+    assert log.last_stable_offset == log.log_end_offset  # no transaction was opened
