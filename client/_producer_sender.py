@@ -119,13 +119,12 @@ class _ProducerSender:
                 if batches:
                     sends.append((node_id, batches))
         for batch, elapsed in expired:
-            self._finish(
-                batch,
-                error=kerr.RequestTimedOutError(
-                    f"Expiring {batch.record_count} record(s) for {batch.tp}:{elapsed:.0f} ms has passed "
-                    f"since batch creation"
-                ),
+            error = kerr.RequestTimedOutError(
+                f"Expiring {batch.record_count} record(s) for {batch.tp}:{elapsed:.0f} ms has passed "
+                "since batch creation"
             )
+            self._note_failure(batch, error)
+            self._finish(batch, error=error)
         for node_id, batches in sends:
             self._send(node_id, batches)
         delay = min(delay, self._metadata.time_to_next_update())
@@ -433,13 +432,21 @@ class _ProducerSender:
                 self._requeue(batch)
                 self._woken = True
             return
-        if self._idempotence is not None:
-            with self._lock:
-                if batch.attempts > 0:
-                    self._idempotence.failed_after_send(error)
-                elif self._idempotence.transactional:  # never sent, yet part of the transaction
-                    self._idempotence.abortable = self._idempotence.abortable or error
+        self._note_failure(batch, error)
         self._finish(batch, error=error)
+
+    def _note_failure(self, batch: _Batch, error: BaseException) -> None:
+        """A batch failed for good (an error, or its delivery timeout in the queue): after it was
+        sent its outcome is unknown, so its partition's sequence must start over (an epoch bump);
+        a transactional producer's transaction can only be aborted now."""
+        idem = self._idempotence
+        if idem is None:
+            return
+        with self._lock:
+            if batch.attempts > 0:
+                idem.failed_after_send(error)
+            elif idem.transactional:  # never sent, yet part of the transaction
+                idem.abortable = idem.abortable or error
 
     def _requeue(self, batch: _Batch) -> None:
         """Back to the head of its partition; stamped batches in sequence order (lock held)."""

@@ -74,6 +74,8 @@ class _ProducerTransactions:
     _txn_coordinator: str | None
     _txn_new: set[TopicPartition]
     _txn_started: bool
+    _txn_generation: int
+    _txn_adding: bool
 
     if TYPE_CHECKING:  # Producer's and the sender's
 
@@ -89,6 +91,8 @@ class _ProducerTransactions:
         self._txn_coordinator = None
         self._txn_new = set()  # partitions sent to in this transaction, not yet added
         self._txn_started = False  # the coordinator knows of this transaction (offsets were added)
+        self._txn_generation = 0  # bumped at every end: an AddPartitionsToTxn answer of an older one is stale
+        self._txn_adding = False  # the sender has an AddPartitionsToTxn on its way
 
     # ================================================================= the API
 
@@ -228,6 +232,7 @@ class _ProducerTransactions:
         else:
             self._txn_drop_unadded()
             self.flush(timeout)
+        self._txn_wait_adding(timeout)  # an add still on its way would reopen the transaction after EndTxn
         if idem.txn_partitions or self._txn_started:  # Kafka's: nothing sent, no EndTxn
             request = txn_pb2.EndTxnRequest(
                 transactional_id=self.transactional_id,
@@ -237,12 +242,40 @@ class _ProducerTransactions:
             )
             r = self._coordinator_call(lambda a, t: self._pool.txn_stub(a).EndTxn(request, timeout=t), timeout)
             self._raise(r.error, "EndTxn")
+        lost_sequence = idem.abortable is not None
         with self._lock:
             idem.txn_partitions.clear()
             idem.abortable = None
             self._txn_new.clear()
             self._txn_started = False
+            self._txn_generation += 1
             self._txn_state = TxnState.READY
+        if lost_sequence and not commit:
+            self._reinit(timeout)
+
+    def _txn_wait_adding(self, timeout: float | None) -> None:
+        deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
+        with self._lock:
+            while self._txn_adding:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise kerr.RequestTimedOutError("an AddPartitionsToTxn did not finish in time")
+                self._lock.wait(remaining)
+
+    def _reinit(self, timeout: float | None) -> None:
+        """After aborting a transaction in which a batch's outcome stayed unknown: a new epoch
+        from the coordinator (KIP-360), so every partition's sequence starts over."""
+        assert self._idempotence is not None
+        request = broker_pb2.InitProducerIdRequest(
+            transactional_id=self.transactional_id,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            producer_id=self._idempotence.producer_id,
+            producer_epoch=self._idempotence.epoch,
+        )
+        r = self._coordinator_call(lambda addr, t: self._pool.stub(addr).InitProducerId(request, timeout=t), timeout)
+        self._raise(r.error, "InitProducerId")
+        with self._lock:
+            self._idempotence.set_producer_id(r.producer_id, r.producer_epoch)
 
     def _txn_drop_unadded(self) -> None:
         """Abort: batches of partitions never added are failed, not sent."""
@@ -267,6 +300,16 @@ class _ProducerTransactions:
             if self._txn_state is not TxnState.IN_TRANSACTION or not self._txn_new or self._txn_fatal is not None:
                 return None
             wanted = sorted(self._txn_new)
+            generation = self._txn_generation
+            self._txn_adding = True
+        try:
+            return self._add_partitions(idem, wanted, generation)
+        finally:
+            with self._lock:
+                self._txn_adding = False
+                self._lock.notify_all()
+
+    def _add_partitions(self, idem: IdempotenceState, wanted: list[TopicPartition], generation: int) -> float | None:
         request = txn_pb2.AddPartitionsToTxnRequest(
             transactional_id=self.transactional_id,
             producer_id=idem.producer_id,
@@ -293,7 +336,10 @@ class _ProducerTransactions:
                 f"AddPartitionsToTxn: {r.error.message or r.error.name}"
             )
             return None
+        refused: list[tuple[Any, BaseException]] = []
         with self._lock:
+            if self._txn_generation != generation:
+                return None  # the transaction ended meanwhile: this answer is about an old one
             for t in r.results:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
@@ -301,8 +347,14 @@ class _ProducerTransactions:
                         idem.txn_partitions.add(tp)
                         self._txn_new.discard(tp)
                     elif p.error.code not in _RETRY:
-                        idem.abortable = idem.abortable or kerr.error_for_code(p.error.code)(f"AddPartitionsToTxn {tp}")
+                        error = kerr.error_for_code(p.error.code)(f"AddPartitionsToTxn {tp}")
+                        idem.abortable = idem.abortable or error
                         self._txn_new.discard(tp)
+                        dq = self._batches.get(tp)
+                        while dq:  # they can never go out in this transaction (Kafka's abortUndrainedBatches)
+                            refused.append((dq.popleft(), error))
+        for batch, why in refused:
+            self._finish(batch, error=why)
         return None
 
     # ================================================================= plumbing

@@ -1,0 +1,48 @@
+"""The idempotent producer's bookkeeping (issue 15): sequences per partition, retries in order,
+what a lost sequence does to an idempotent and to a transactional producer."""
+
+from __future__ import annotations
+
+from kraftlog.client._metadata import TopicPartition
+from kraftlog.client._producer_idempotence import IdempotenceState
+from kraftlog.common import errors as kerr
+
+TP = TopicPartition("t", 0)
+
+
+def test_sequences_are_stamped_in_order_and_kept_on_retries() -> None:
+    idem = IdempotenceState()
+    idem.set_producer_id(7, 0)
+    first = idem.stamp(TP, None, 3)
+    second = idem.stamp(TP, None, 2)
+    assert (first.base_sequence, second.base_sequence) == (0, 3)
+    assert idem.stamp(TP, first, 3) is first  # a retry keeps its sequence
+    idem.sent(TP, first)
+    idem.sent(TP, second)
+    idem.answered(TP, second)
+    assert not idem.may_send(TP, second)  # the earlier batch is still in flight
+    idem.answered(TP, first)
+    assert idem.may_send(TP, second)
+
+
+def test_an_out_of_order_answer_behind_an_unresolved_batch_is_retried() -> None:
+    idem = IdempotenceState()
+    idem.set_producer_id(7, 0)
+    first, second = idem.stamp(TP, None, 1), idem.stamp(TP, None, 1)
+    assert idem.on_error(TP, second, kerr.OutOfOrderSequenceNumberError("gap"))  # first is unresolved
+    assert not idem.bump_requested
+    assert not idem.on_error(TP, first, kerr.OutOfOrderSequenceNumberError("lost"))  # the earliest: lost
+    assert idem.bump_requested and idem.maybe_bump() and idem.epoch == 1
+    assert idem.stamp(TP, first, 1).base_sequence == 0  # stamped anew in the new epoch
+
+
+def test_a_transactional_producer_aborts_instead_of_bumping() -> None:
+    idem = IdempotenceState(transactional=True)
+    idem.set_producer_id(7, 0)
+    assert not idem.may_send(TP, None)  # not added to the transaction yet
+    idem.txn_partitions.add(TP)
+    assert idem.may_send(TP, None)
+    stamp = idem.stamp(TP, None, 1)
+    idem.failed_after_send(kerr.RequestTimedOutError("expired"))
+    assert idem.abortable is not None and not idem.bump_requested
+    assert not idem.on_error(TP, stamp, kerr.UnknownProducerIdError("forgotten"))
