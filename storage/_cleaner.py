@@ -3,7 +3,8 @@
 One pass over a log, as Kafka's cleaner does it:
 
 1. The cleanable range ends at the first uncleanable offset: the active segment, a segment younger
-   than ``min.compaction.lag.ms``, or anything at or past the high watermark.
+   than ``min.compaction.lag.ms``, or anything at or past the last stable offset (the high
+   watermark, or an open transaction's first offset: its outcome is not known yet).
 2. The dirty part (from the cleaner checkpoint) is scanned into a map ``key -> last offset``.
 3. Every cleanable segment is rewritten, grouped up to ``segment.bytes``, keeping a record only if
    no later offset holds its key. Tombstones (null values) stay until their batch's delete horizon
@@ -12,6 +13,10 @@ One pass over a log, as Kafka's cleaner does it:
    and last offsets, producer fields and leader epoch, so offsets never move.
 4. Each rewritten group replaces its segments through the ``.cleaned`` -> ``.swap`` protocol, and
    the cleaner checkpoint moves to the end of the cleaned range.
+
+Transactions: the batches of an aborted transaction (the segments' transaction indexes say which)
+neither count in the map (an aborted value must not hide the committed one before it) nor are
+kept; markers are kept.
 
 Only steps 1 and 4 hold the log's lock (planning, and each swap): steps 2 and 3, the expensive
 part, read the segments through descriptors of their own while appends, reads and rolls go on.
@@ -70,6 +75,7 @@ class _Plan:
     ratio: float
     log_start_offset: int
     version: int
+    aborted: dict[int, list[tuple[int, int]]]  # producer id -> (first, last offset) of its aborted transactions
 
 
 def _upper_bounds(log: Log, segments: list[LogSegment]) -> list[int]:
@@ -84,7 +90,7 @@ def _plan(log: Log, now_ms: int, force: bool) -> _Plan | None:
     uppers = _upper_bounds(log, segments)
     cleanable: list[LogSegment] = []
     for seg, upper in zip(segments[:-1], uppers[:-1], strict=False):
-        if upper > log.high_watermark:
+        if upper > log.last_stable_offset:
             break
         if now_ms - seg.largest_timestamp < cfg.min_compaction_lag_ms:
             break
@@ -107,7 +113,17 @@ def _plan(log: Log, now_ms: int, force: bool) -> _Plan | None:
     ratio = dirty_bytes / total_bytes if total_bytes else 0.0
     if not force and not overdue and ratio < cfg.min_cleanable_dirty_ratio:
         return None
-    return _Plan(cleanable, dirty, first_dirty, end, ratio, log.log_start_offset, log.structure_version)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.collect_aborted(cleanable[0].base_offset, end):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return _Plan(cleanable, dirty, first_dirty, end, ratio, log.log_start_offset, log.structure_version, aborted)
+
+
+def _is_aborted(batch: RecordBatch, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether the batch belongs to a transaction that was aborted."""
+    if not batch.is_transactional or batch.is_control:
+        return False
+    return any(first <= batch.base_offset <= last for first, last in aborted.get(batch.producer_id, ()))
 
 
 def dirty_ratio(log: Log, now_ms: int) -> float | None:
@@ -150,7 +166,9 @@ def clean_log(
     counters = {"bytes_read": 0, "bytes_written": 0, "records_read": 0, "records_retained": 0, "tombstones_removed": 0}
     check = abort or (lambda: False)
     try:
-        offset_map = _build_offset_map([by_segment[id(s)] for s in plan.dirty], plan.first_dirty, check, throttle)
+        offset_map = _build_offset_map(
+            [by_segment[id(s)] for s in plan.dirty], plan.first_dirty, check, throttle, plan.aborted
+        )
         groups = _group_segments(plan.cleanable, cfg.segment_bytes)
         for group in groups:
             out = log.new_cleaned_segment(group[0].base_offset)
@@ -161,13 +179,18 @@ def clean_log(
                     if check():
                         raise CleaningAbortedError("asked to stop")
                     counters["bytes_read"] += loc.size
-                    data = _filter_batch(
-                        view.read_batch(loc),
-                        offset_map,
-                        plan.log_start_offset,
-                        now_ms,
-                        cfg.delete_retention_ms,
-                        counters,
+                    batch = view.read_batch(loc)
+                    data = (
+                        None
+                        if _is_aborted(batch, plan.aborted)
+                        else _filter_batch(
+                            batch,
+                            offset_map,
+                            plan.log_start_offset,
+                            now_ms,
+                            cfg.delete_retention_ms,
+                            counters,
+                        )
                     )
                     if throttle is not None:
                         throttle(loc.size + (len(data) if data is not None else 0))
@@ -221,7 +244,11 @@ def clean_log(
 
 
 def _build_offset_map(
-    dirty: list[LogSegment], first_dirty: int, abort: Callable[[], bool], throttle: Callable[[int], None] | None
+    dirty: list[LogSegment],
+    first_dirty: int,
+    abort: Callable[[], bool],
+    throttle: Callable[[int], None] | None,
+    aborted: dict[int, list[tuple[int, int]]],
 ) -> dict[bytes, int]:
     """``key -> last offset`` over the dirty part of the cleanable range (read through views)."""
     offset_map: dict[bytes, int] = {}
@@ -234,7 +261,7 @@ def _build_offset_map(
             batch = seg.read_batch(loc)
             if throttle is not None:
                 throttle(loc.size)
-            if batch.is_control:
+            if batch.is_control or _is_aborted(batch, aborted):
                 continue
             for rec in batch.records():
                 if rec.offset >= first_dirty and rec.key is not None:

@@ -488,3 +488,50 @@ def test_crash_between_log_and_index_final_renames(tmp_path: Path, monkeypatch) 
     check_consistent(again)
     leftovers = sorted(p.name for p in again.dir.iterdir() if ".swap" in p.name)
     assert leftovers == [], "stray index swap files are never removed"
+
+
+def _txn(m: Model, pid: int, key: str, value: str) -> int:
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+    b.append(m.clock.now, key.encode(), value.encode())
+    return m.log.append_as_leader(b.build(), 0).first_offset
+
+
+def _marker(m: Model, pid: int, commit: bool) -> None:
+    from kraftlog.common.records import ControlRecordType
+    from kraftlog.storage import AppendOrigin, build_control_batch
+
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp_ms=m.clock.now)
+    m.log.append_as_leader(batch, 0, origin=AppendOrigin.COORDINATOR)
+
+
+def test_an_aborted_value_never_hides_the_committed_one(tmp_path: Path) -> None:
+    """Found in review: the cleaner took an aborted transaction's value as the key's latest and
+    dropped the committed one before it (read_committed readers lost the key)."""
+    clock = FakeClock()
+    m = Model(tmp_path / "t-0", clock)
+    m.put("K")  # 0: committed (no transaction)
+    _txn(m, 9, "K", "aborted")  # 1
+    _marker(m, 9, commit=False)  # 2
+    m.seal()
+    m.put("other")
+    m.seal()
+    clean_log(m.log, clock.now, force=True)
+    kept = records(m.log)
+    assert kept[0] == (b"K", b"K@0")  # the committed value stays
+    assert 1 not in kept  # the aborted record is gone
+    assert 2 in kept  # the marker is kept
+
+
+def test_an_open_transaction_is_not_cleaned(tmp_path: Path) -> None:
+    clock = FakeClock()
+    m = Model(tmp_path / "t-0", clock)
+    m.put("K")  # 0
+    _txn(m, 9, "K", "open")  # 1: still open: its outcome is unknown
+    m.seal()
+    m.put("K")  # 2
+    m.seal()
+    assert m.log.last_stable_offset == 1
+    clean_log(m.log, clock.now, force=True)
+    kept = records(m.log)
+    assert kept[0] == (b"K", b"K@0") and kept[1] == (b"K", b"open")  # nothing at or past the LSO was cleaned
