@@ -206,7 +206,7 @@ class LocalCluster:
             listeners.append(f"CONTROLLER://{spec.host}:{spec.controller_port}")
         settings["listeners"] = ",".join(listeners)
         brokers = sum(1 for n in self.nodes.values() if n.broker_port)
-        if brokers < 3:  # as Kafka's single-node configs: internal topics a small cluster can hold
+        if 0 < brokers < 3:  # as Kafka's single-node configs: internal topics a small cluster can hold
             settings["offsets.topic.replication.factor"] = brokers
             settings["transaction.state.log.replication.factor"] = brokers
             settings["transaction.state.log.min.isr"] = min(2, brokers)
