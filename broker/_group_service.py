@@ -29,7 +29,9 @@ Error = type[kerr.KafkaError] | None
 
 class GroupService(group_pb2_grpc.GroupServiceServicer):
     """The servicer; ``image`` gives the broker's current metadata image, ``listener`` the name of
-    the endpoint FindCoordinator names."""
+    the endpoint FindCoordinator names. ``any_endpoint``: a broker without that listener is named
+    by its first endpoint (the gRPC listener may have another name); the Kafka listener's
+    FindCoordinator must name an endpoint of its own protocol, so it turns this off."""
 
     def __init__(
         self,
@@ -38,7 +40,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         listener: str,
         clock_ms: Callable[[], int],
         txn: Any = None,
+        *,
+        any_endpoint: bool = True,
     ) -> None:
+        self.any_endpoint = any_endpoint
         self.c = coordinator
         self.image = image
         self.listener = listener
@@ -88,7 +93,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             p = topic.partitions.get(coordinator_partition(key, len(topic.partitions)))
             leader = p.leader if p is not None else -1
             reg = image.cluster.broker(leader) if leader >= 0 else None
-            ep = None if reg is None or reg.fenced else (reg.endpoint(self.listener) or (reg.endpoints or [None])[0])
+            ep = None if reg is None or reg.fenced else reg.endpoint(self.listener)
+            if ep is None and reg is not None and not reg.fenced and self.any_endpoint:
+                ep = (reg.endpoints or [None])[0]  # a gRPC listener of another name
             if ep is None:
                 out.append(R.Coordinator(key=key, error=error_pb(kerr.CoordinatorNotAvailableError, "no leader")))
                 continue
@@ -107,11 +114,15 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             client_id=request.client_id,
             client_host=_peer_host(context),
         )
+        return await self.join(req)
+
+    async def join(self, req: JoinRequest) -> Any:
+        """JoinGroup as both listeners serve it (the Kafka one sets the per-version flags)."""
         try:
-            shard = self._shard(request.group_id)
+            shard = self._shard(req.group_id)
             response: JoinResponse = await self._parked(shard, lambda t: shard.join(req, t, self.clock_ms()))
         except ShardUnavailable as err:
-            return group_pb2.JoinGroupResponse(error=error_pb(err.error), member_id=request.member_id)
+            return group_pb2.JoinGroupResponse(error=error_pb(err.error), member_id=req.member_id)
         return group_pb2.JoinGroupResponse(
             error=error_pb(response.error),
             generation_id=response.generation_id,

@@ -113,6 +113,7 @@ class _LeaderReplication:
         follower_log_start_offset: int = -1,
         update_fetch_state: bool = True,
         isolation_level: int = 0,
+        zero_copy: bool = False,
     ) -> PartitionRead:
         """Read for a consumer (``replica_id`` < 0: up to the HW, or with ``isolation_level`` 1,
         read_committed, up to the last stable offset, with the aborted transactions of what it
@@ -123,6 +124,9 @@ class _LeaderReplication:
         only knows an older epoch) the answer is the diverging epoch and no records (KIP-320), and
         the follower's state is not updated. Otherwise the follower's fetch offset becomes its LEO
         on the leader (which may expand the ISR and advance the HW).
+
+        ``zero_copy``: the batches come as ``region`` (the caller sends and closes it), see
+        `Log.read_region`.
 
         KIP-903: a follower fetch whose ``replica_epoch`` is older than the broker epoch the
         metadata registers for that broker comes from an earlier incarnation of the replica (sent
@@ -164,7 +168,8 @@ class _LeaderReplication:
                 return PartitionRead(b"", log.high_watermark, log.log_start_offset, leo, (epoch, end))
         committed = not is_replica and isolation_level == 1
         lso = log.last_stable_offset
-        info = log.read(
+        read = log.read_region if zero_copy else log.read
+        info = read(
             fetch_offset,
             max_bytes,
             max_offset=None if is_replica else (lso if committed else log.high_watermark),
@@ -175,10 +180,10 @@ class _LeaderReplication:
                 replica_id, fetch_offset, follower_log_start_offset, self._clock_ms(), leo, replica_epoch
             )
         aborted: tuple[tuple[int, int], ...] = ()
-        if committed and info.records:
+        if committed and info.num_bytes:
             aborted = tuple((t.producer_id, t.first_offset) for t in log.collect_aborted(fetch_offset, lso))
         return PartitionRead(
-            info.records, log.high_watermark, log.log_start_offset, log.log_end_offset, None, lso, aborted
+            info.records, log.high_watermark, log.log_start_offset, log.log_end_offset, None, lso, aborted, info.region
         )
 
     def update_follower_fetch_state(

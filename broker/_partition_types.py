@@ -12,6 +12,7 @@ import structlog
 
 from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2
+from kraftlog.storage import FileRegion
 
 from ._alter_partition import AlterPartitionResult
 
@@ -125,6 +126,11 @@ class PartitionRead(NamedTuple):
     diverging_epoch: tuple[int, int] | None = None
     last_stable_offset: int = -1  # -1: the high watermark (a read_uncommitted or replica fetch)
     aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset) of aborts
+    region: FileRegion | None = None  # a zero-copy read: the batches as a range of the segment file
+
+    @property
+    def num_bytes(self) -> int:
+        return self.region.size if self.region is not None else len(self.records)
 
 
 def _not_leader(message: str, leader_id: int = -1, leader_epoch: int = -1) -> kerr.NotLeaderOrFollowerError:

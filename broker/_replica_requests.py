@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from kraftlog.broker._replica_manager import ReplicaManager
 
 
+def close_regions(results: list[_FetchResult]) -> None:
+    """Close the file regions of zero-copy reads (after they were sent, or when they are dropped)."""
+    for r in results:
+        if r.read is not None and r.read.region is not None:
+            r.read.region.close()
+
+
 class _ReplicaRequests(_ReplicaManagerState):
     """The data requests: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
 
@@ -129,15 +136,21 @@ class _ReplicaRequests(_ReplicaManagerState):
                 hinted.add(leader)
 
     async def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
-        """Fetch for consumers (``replica_id`` -1: up to the HW) and followers (up to the LEO).
+        """Fetch for consumers (``replica_id`` -1: up to the HW) and followers (up to the LEO);
+        see `fetch_results`."""
+        return self._fetch_response(await self.fetch_results(req))
+
+    async def fetch_results(self, req: broker_pb2.FetchRequest, *, zero_copy: bool = False) -> list[_FetchResult]:
+        """Each partition's read of a fetch, in request order (what both listeners answer from).
 
         Answered at once when ``max_wait_ms`` <= 0, when ``min_bytes`` are readable, or when a
         partition has an error or a diverging epoch; otherwise parked in the fetch purgatory until
         new data, a leadership change, or ``max_wait_ms``. The answer is read when the request
         resumes, so it reflects the newest state. A follower fetch updates the follower's state
-        (and may advance the HW and expand the ISR) each time it is read.
+        (and may advance the HW and expand the ISR) each time it is read. ``zero_copy``: reads
+        carry their batches as file regions, which the caller must close (`close_regions`).
         """
-        results = self._read_fetch(req, update_fetch_state=True)
+        results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy)
         if req.max_wait_ms > 0 and results:
             total = 0
             immediate = False
@@ -146,26 +159,29 @@ class _ReplicaRequests(_ReplicaManagerState):
                     immediate = True
                     break
                 if r.read is not None:
-                    total += len(r.read.records)
+                    total += r.read.num_bytes
             if not immediate and total < req.min_bytes:
                 parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
                 op = DelayedFetch(req.max_wait_ms, req, self._manager(), parts)
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
-                results = self._read_fetch(req, update_fetch_state=True)
+                close_regions(results)
+                results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy)
         self._count_fetched(results, replica=req.replica_id >= 0)
-        return self._fetch_response(results)
+        return results
 
     def _count_fetched(self, results: list[_FetchResult], *, replica: bool) -> None:
         """Bytes out per topic of the answer actually sent (one counter step per topic)."""
         totals: dict[str, int] = {}
         for r in results:
-            if r.read is not None and r.read.records:
-                totals[r.topic] = totals.get(r.topic, 0) + len(r.read.records)
+            if r.read is not None and r.read.num_bytes:
+                totals[r.topic] = totals.get(r.topic, 0) + r.read.num_bytes
         for topic, num_bytes in totals.items():
             self.metrics.record_fetch(topic, num_bytes, replica=replica)
 
-    def _read_fetch(self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool) -> list[_FetchResult]:
+    def _read_fetch(
+        self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool, zero_copy: bool = False
+    ) -> list[_FetchResult]:
         is_replica = req.replica_id >= 0
         if req.max_bytes > 0:
             limit = req.max_bytes
@@ -193,11 +209,12 @@ class _ReplicaRequests(_ReplicaManagerState):
                         follower_log_start_offset=p.log_start_offset,
                         update_fetch_state=update_fetch_state,
                         isolation_level=req.isolation_level,
+                        zero_copy=zero_copy,
                     )
                 except Exception as exc:
                     res.error = exc
                     continue
-                n = len(res.read.records)
+                n = res.read.num_bytes
                 if n:
                     limit = max(0, limit - n)
                     min_one = False

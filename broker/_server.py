@@ -13,6 +13,7 @@ clean-shutdown marker, and close the server.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -53,21 +54,52 @@ from ._replica_manager import ReplicaManager
 from ._txn_coordinator import TXN_TOPIC, TxnCoordinator
 from ._txn_service import TxnService
 
-__all__ = ["BrokerServer", "BROKER_LISTENER", "metadata_response"]
+__all__ = ["BrokerServer", "BROKER_LISTENER", "kafka_listeners", "metadata_response"]
 
 BROKER_LISTENER = "BROKER"
 
 
-def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:
-    """The broker's address in ``key``: its BROKER listener (or the first non-controller one)."""
+def _listeners(config: Any, key: str) -> dict[str, tuple[str, int]]:
     raw = config[key]
-    listeners = parse_listeners(raw if isinstance(raw, str) else ",".join(raw))
+    if not raw:
+        return {}
+    listeners: dict[str, tuple[str, int]] = parse_listeners(raw if isinstance(raw, str) else ",".join(raw))
+    return listeners
+
+
+def _grpc_listener_name(listeners: dict[str, tuple[str, int]]) -> str | None:
+    """The broker's gRPC listener: the one named BROKER, else the first that is not CONTROLLER."""
     if BROKER_LISTENER in listeners:
-        return listeners[BROKER_LISTENER]
-    for name, addr in listeners.items():
-        if name != "CONTROLLER":
-            return addr
-    raise ValueError(f"no broker listener in '{key}'")
+        return BROKER_LISTENER
+    return next((name for name in listeners if name != "CONTROLLER"), None)
+
+
+def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:
+    """The broker's gRPC address in ``key``: its BROKER listener (or the first non-controller one)."""
+    listeners = _listeners(config, key)
+    name = _grpc_listener_name(listeners)
+    if name is None:
+        raise ValueError(f"no broker listener in '{key}'")
+    return listeners[name]
+
+
+def kafka_listeners(config: Any) -> dict[str, tuple[tuple[str, int], tuple[str, int]]]:
+    """The broker's Kafka-protocol listeners: name -> (bound address, advertised address).
+
+    Every listener of ``listeners`` other than CONTROLLER and the gRPC one (`broker_listener`)
+    speaks Kafka's wire protocol (``PLAINTEXT://:9092`` beside ``BROKER://:9091``). The advertised
+    address is the ``advertised.listeners`` entry of the same name, else the bound one (an empty
+    host advertises this host's name, as Kafka does)."""
+    bound = _listeners(config, "listeners")
+    advertised = _listeners(config, "advertised.listeners")
+    grpc_name = _grpc_listener_name(bound)
+    out = {}
+    for name, (host, port) in bound.items():
+        if name in ("CONTROLLER", grpc_name):
+            continue
+        adv_host, adv_port = advertised.get(name, (host or socket.getfqdn(), port))
+        out[name] = ((host, port), (adv_host, adv_port))
+    return out
 
 
 def advertised_broker_listener(config: Any) -> tuple[str, int]:
@@ -96,7 +128,9 @@ def metadata_response(
         reg = image.cluster.broker(bid)
         if reg is None or reg.fenced:
             continue
-        ep = reg.endpoint(listener) or (reg.endpoints[0] if reg.endpoints else None)
+        ep = reg.endpoint(listener)
+        if ep is None and listener == BROKER_LISTENER and reg.endpoints:  # a gRPC listener of another name
+            ep = reg.endpoints[0]
         if ep is not None:
             brokers.append(broker_pb2.NodeEndpoint(node_id=bid, host=ep.host, port=ep.port, rack=reg.rack or ""))
     names = sorted(image.topics.by_name) if req.all_topics or not req.topics else list(req.topics)
@@ -196,6 +230,24 @@ class BrokerServer:
             metadata_offset=lambda: self.follower.offset,
             on_quorum_high_watermark=self.follower.note_quorum_high_watermark,
         )
+        from ._kafka_apis import KafkaApis
+        from ._kafka_server import KafkaListener
+
+        self.kafka_apis = KafkaApis(self)
+        self.kafka_listeners = [
+            KafkaListener(
+                name,
+                host,
+                port,
+                supported=self.kafka_apis.supported,
+                dispatch=self.kafka_apis.dispatch,
+                unsupported=self.kafka_apis.unsupported,
+                max_request_bytes=config["socket.request.max.bytes"],
+                sendfile=config["kafka.sendfile.enable"],
+                node_id=self.broker_id,
+            )
+            for name, ((host, port), _advertised) in kafka_listeners(config).items()
+        ]
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition
@@ -257,6 +309,15 @@ class BrokerServer:
         self.groups.start()
         self.txn.start()
         self.group_lag.start()
+        advertised = kafka_listeners(self.config)
+        for kl in self.kafka_listeners:  # bound before registering: port 0 gets its real port
+            await kl.start()
+            (_host, port), (adv_host, adv_port) = advertised[kl.name]
+            self.lifecycle.listeners.append(
+                controller_pb2.Endpoint(
+                    name=kl.name, host=adv_host, port=adv_port or kl.port, security_protocol="PLAINTEXT"
+                )
+            )
         self.follower.start()
         self.lifecycle.start()
         self._tasks.append(
@@ -283,6 +344,8 @@ class BrokerServer:
             await self.lifecycle.controlled_shutdown(timeout_s)
         for t in self._tasks:
             t.cancel()
+        for kl in self.kafka_listeners:
+            await kl.stop()
         await self.group_lag.stop()
         await self.groups.stop()
         await self.txn.stop()
@@ -395,7 +458,10 @@ class BrokerServer:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
 
-    async def metadata(self, req: broker_pb2.MetadataRequest) -> broker_pb2.MetadataResponse:
+    async def metadata(
+        self, req: broker_pb2.MetadataRequest, *, listener: str = BROKER_LISTENER
+    ) -> broker_pb2.MetadataResponse:
+        """Metadata, with the brokers' endpoints on ``listener`` (the one the request came on)."""
         image = self.follower.image
         missing = [t for t in req.topics if image.topics.get_by_name(t) is None] if not req.all_topics else []
         if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
@@ -405,6 +471,7 @@ class BrokerServer:
             req,
             cluster_id=self.cluster_id,
             controller_id=self.follower.leader_id,
+            listener=listener,
             auto_created=self._auto_created,
         )
 

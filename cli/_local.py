@@ -271,6 +271,8 @@ def _print_status(status: dict[str, Any]) -> None:
     bs = status["bootstrap_servers"]
     print(f"cluster {status['cluster_id']} in {status['base_dir']}")
     print(f"  brokers (bootstrap servers): {bs}")
+    if status.get("kafka"):
+        print(f"  Kafka protocol listeners:    {status['kafka']}")
     print(f"  controllers:                 {status['controllers']}")
     for node, pid in sorted(status["pids"].items(), key=lambda kv: int(kv[0])):
         print(f"  node {node}: pid {pid} ({status['state'][node]})")
@@ -287,6 +289,8 @@ def _print_status(status: dict[str, Any]) -> None:
     print(f"  {kl} consume --bootstrap-server {first} --topic demo --from-beginning --max-messages 5")
     print(f"  {kl} quorum status --bootstrap-server {ctl}")
     print(f"  {kl} metadata tree --bootstrap-server {ctl}")
+    if status.get("kafka"):
+        print(f"  kcat -b {status['kafka'].split(',')[0]} -L")
     print(f"  {kl} local stop --dir {shlex.quote(status['base_dir'])} --node 1")
 
 

@@ -251,6 +251,9 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     )
     .define("fetch.max.bytes", _I, 57_671_680, Range(1024), "Size cap of a consumer fetch response.")
     .define(
+        "max.incremental.fetch.session.cache.slots", _I, 1000, Range(0), "Incremental fetch sessions kept (KIP-227)."
+    )
+    .define(
         "message.max.bytes",
         _I,
         1_048_588,
@@ -592,6 +595,14 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         104_857_600,
         Range(1024, INT_MAX),
         "kraftlog: largest gRPC message sent or received; the gRPC twin of socket.request.max.bytes.",
+        kraftlog_only=True,
+    )
+    .define(
+        "kafka.sendfile.enable",
+        _B,
+        True,
+        None,
+        "kraftlog: Kafka-listener fetches send record batches with sendfile (zero copy); false copies them.",
         kraftlog_only=True,
     )
 )

@@ -93,6 +93,11 @@ class NodeSpec:
         return Path(self.dir) / "node.toml"
 
     @property
+    def kafka_port(self) -> int | None:
+        """The broker's Kafka-protocol listener (PLAINTEXT): the second port of its pair."""
+        return self.broker_port + 1 if self.broker_port else None
+
+    @property
     def log_path(self) -> Path:
         return Path(self.dir) / "node.log"
 
@@ -202,6 +207,7 @@ class LocalCluster:
         listeners = []
         if spec.broker_port:
             listeners.append(f"BROKER://{spec.host}:{spec.broker_port}")
+            listeners.append(f"PLAINTEXT://{spec.host}:{spec.kafka_port}")
         if spec.controller_port:
             listeners.append(f"CONTROLLER://{spec.host}:{spec.controller_port}")
         settings["listeners"] = ",".join(listeners)
@@ -408,6 +414,13 @@ class LocalCluster:
             f"{n.host}:{n.broker_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.broker_port
         )
 
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """The brokers' Kafka-protocol listeners, for Kafka clients (kcat -b, kafka-python, ...)."""
+        return ",".join(
+            f"{n.host}:{n.kafka_port}" for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.kafka_port
+        )
+
     def admin(self, **kwargs: Any) -> Any:
         from kraftlog.client import Admin
 
@@ -450,6 +463,8 @@ class LocalCluster:
             "network": self.network,
             "netns_hub": self.netns.hub if self.netns is not None else None,
             "bootstrap_servers": self.bootstrap_servers,
+            "kafka": self.kafka_bootstrap_servers,
+            "kafka_listeners": {str(k): f"{v.host}:{v.kafka_port}" for k, v in self.nodes.items() if v.kafka_port},
             "controllers": ",".join(self.controller_addresses),
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
             "running": {k: state in _ALIVE for k, state in states.items()},

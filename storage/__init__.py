@@ -41,6 +41,7 @@ from ._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from ._file_region import FileRegion
 from ._index import IndexCorruptError, OffsetIndex, TimeIndex
 from ._log import (
     EARLIEST_TIMESTAMP,
@@ -75,6 +76,7 @@ __all__ = [
     "CorruptRecordError",
     "EARLIEST_TIMESTAMP",
     "FetchDataInfo",
+    "FileRegion",
     "HEADER_SIZE",
     "Header",
     "InconsistentTopicIdError",

@@ -54,6 +54,23 @@ class _LogReads(_LogState):
             return self._verify_read(info)
         return info
 
+    def read_region(
+        self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FetchDataInfo:
+        """`read`, but the batches come as ``region`` (a `FileRegion` of the segment file, for
+        sendfile) and ``records`` is empty. The caller closes the region. Batches that an earlier
+        process wrote and no read checked yet are read and checked as `read` does, and come back
+        as ``records`` instead: checking needs the bytes."""
+        info = self._read(start_offset, max_bytes, max_offset, min_one_message, as_region=True)
+        region = info.region
+        if region is not None and info.first_batch_offset < self._unverified_end:
+            try:
+                data = region.read()
+            finally:
+                region.close()
+            return self._verify_read(info._replace(records=data, region=None))
+        return info
+
     def _verify_read(self, info: FetchDataInfo) -> FetchDataInfo:
         """Check the batches of a read that an earlier process wrote (`check_stored_batch`),
         outside the lock; remember the checked range so the next read of it skips the scan."""
@@ -80,7 +97,15 @@ class _LogReads(_LogState):
                 self._verified.add(first, last)
         return info
 
-    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
+    def _read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_message: bool,
+        *,
+        as_region: bool = False,
+    ) -> FetchDataInfo:
         with self._lock:
             self._ensure_open()
             leo = self._log_end_offset
@@ -94,13 +119,31 @@ class _LogReads(_LogState):
                 return empty
             i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
             while i < len(self._segments):
-                res = self._segments[i].read(
+                segment = self._segments[i]
+                span = segment.read_span(
                     start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
                 )
-                if res is not None:
-                    data, first_base, next_offset = res
+                if span is not None:
+                    position, size, first_base, next_offset = span
+                    if not size:
+                        return empty._replace(next_offset=next_offset)
+                    if as_region:
+                        return FetchDataInfo(
+                            b"",
+                            first_base,
+                            next_offset,
+                            self._high_watermark,
+                            self._log_start_offset,
+                            leo,
+                            segment.region(position, size),
+                        )
                     return FetchDataInfo(
-                        data, first_base if data else -1, next_offset, self._high_watermark, self._log_start_offset, leo
+                        segment.read_at(position, size),
+                        first_base,
+                        next_offset,
+                        self._high_watermark,
+                        self._log_start_offset,
+                        leo,
                     )
                 i += 1
             return empty

@@ -13,6 +13,7 @@ import structlog
 from ._errors import (
     KafkaStorageError,
 )
+from ._file_region import FileRegion
 
 EARLIEST_TIMESTAMP = -2
 
@@ -70,7 +71,8 @@ class FetchDataInfo(NamedTuple):
     """Bytes of whole batches plus the offsets a fetch response reports.
 
     ``next_offset`` is the offset after the last batch returned (where the next read starts), or
-    the requested offset when nothing was returned.
+    the requested offset when nothing was returned. A `read_region` answer carries the batches as
+    ``region`` (a range of the segment file) and leaves ``records`` empty.
     """
 
     records: bytes
@@ -79,6 +81,11 @@ class FetchDataInfo(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    region: FileRegion | None = None
+
+    @property
+    def num_bytes(self) -> int:
+        return self.region.size if self.region is not None else len(self.records)
 
 
 class TimestampAndOffset(NamedTuple):

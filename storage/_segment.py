@@ -19,6 +19,7 @@ from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 
 from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from ._file_region import FileRegion
 from ._index import IndexCorruptError, OffsetIndex, TimeIndex
 from ._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -220,13 +221,28 @@ class LogSegment:
         returned even when it is larger than ``max_bytes``, so a consumer never stalls on a large
         batch. Returns None when this segment has no batch at or after ``start_offset``.
         """
+        span = self.read_span(start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+        if span is None:
+            return None
+        position, size, first_base, next_offset = span
+        return (self.read_at(position, size) if size else b""), first_base, next_offset
+
+    def region(self, position: int, size: int) -> FileRegion:
+        """``size`` bytes at ``position`` as a `FileRegion` (its own descriptor; for sendfile)."""
+        return FileRegion(self._fd, position, size, str(self.log_path))
+
+    def read_span(
+        self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> tuple[int, int, int, int] | None:
+        """Where `read` would read: ``(position, size, first_batch_base_offset, next_offset)``,
+        ``size`` 0 when nothing is readable; None when no batch is at or after ``start_offset``."""
         first = self.find_batch(start_offset)
         if first is None:
             return None
         if (max_offset is not None and first.last_offset >= max_offset) or (
             first.size > max_bytes and not min_one_message
         ):
-            return b"", first.base_offset, start_offset
+            return first.position, 0, first.base_offset, start_offset
         end = first.position + first.size
         next_offset = first.last_offset + 1
         limit = min(first.position + max_bytes, self.size)
@@ -247,7 +263,7 @@ class LogSegment:
             if pos > end and pos <= limit:
                 head = self.read_at(pos, LOG_OVERHEAD)
                 end, next_offset = pos, struct.unpack_from(">q", head, 0)[0]
-        return self.read_at(first.position, end - first.position), first.base_offset, next_offset
+        return first.position, end - first.position, first.base_offset, next_offset
 
     def batches_from_timestamp(self, timestamp: int, start_offset: int) -> Iterator[BatchLocation]:
         """Batches (ending at or after ``start_offset``) whose max timestamp is >= ``timestamp``,

@@ -1,0 +1,200 @@
+"""The Kafka-protocol listener's request handlers: each API translated onto what the gRPC services
+already do (the replica manager, the group and transaction coordinators, the active controller).
+
+A handler takes the decoded request (kio's entity of the version the client sent) and returns a
+version-independent description of the answer (see `_kafka_wire.build`), or None for a request
+that has no answer (Produce with acks=0). `KafkaApis.supported` is what ApiVersions advertises:
+only APIs with a handler, at the versions the handler was written and tested for.
+
+The handlers live in mixins split by area (`_kafka_data`, `_kafka_groups`, ...); this module holds
+the dispatch, ApiVersions and Metadata.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode
+
+from kraftlog.common import errors as kerr
+from kraftlog.proto import broker_pb2
+
+from ._kafka_data import _DataApis
+from ._kafka_groups import _GroupApis
+from ._kafka_server import ConnectionInfo
+from ._kafka_txn import _TxnApis
+from ._kafka_wire import ParsedRequest, UnsupportedRequest, build, encode_response, error_only_frame, response_type
+
+if TYPE_CHECKING:
+    from ._server import BrokerServer
+
+__all__ = ["KafkaApis"]
+
+Handler = Callable[[Any, ParsedRequest, ConnectionInfo], Awaitable[Any]]
+
+# api key -> (name, min version, max version, handler method name)
+_APIS: dict[int, tuple[str, int, int, str]] = {
+    0: ("Produce", 3, 11, "produce"),
+    1: ("Fetch", 4, 12, "fetch"),
+    2: ("ListOffsets", 1, 8, "list_offsets"),
+    3: ("Metadata", 0, 12, "metadata"),
+    8: ("OffsetCommit", 2, 8, "offset_commit"),
+    9: ("OffsetFetch", 1, 8, "offset_fetch"),
+    10: ("FindCoordinator", 0, 4, "find_coordinator"),
+    11: ("JoinGroup", 2, 9, "join_group"),
+    12: ("Heartbeat", 0, 4, "heartbeat"),
+    13: ("LeaveGroup", 0, 5, "leave_group"),
+    14: ("SyncGroup", 0, 5, "sync_group"),
+    15: ("DescribeGroups", 0, 5, "describe_groups"),
+    16: ("ListGroups", 0, 5, "list_groups"),
+    18: ("ApiVersions", 0, 3, "api_versions"),
+    22: ("InitProducerId", 0, 5, "init_producer_id"),
+    23: ("OffsetForLeaderEpoch", 2, 4, "offset_for_leader_epoch"),
+    24: ("AddPartitionsToTxn", 0, 3, "add_partitions_to_txn"),
+    25: ("AddOffsetsToTxn", 0, 3, "add_offsets_to_txn"),
+    26: ("EndTxn", 0, 3, "end_txn"),
+    28: ("TxnOffsetCommit", 0, 3, "txn_offset_commit"),
+    42: ("DeleteGroups", 0, 2, "delete_groups"),
+    47: ("OffsetDelete", 0, 0, "offset_delete"),
+    61: ("DescribeProducers", 0, 0, "describe_producers"),
+    65: ("DescribeTransactions", 0, 0, "describe_transactions"),
+    66: ("ListTransactions", 0, 0, "list_transactions"),
+}
+
+
+class KafkaApis(_DataApis, _GroupApis, _TxnApis):
+    """Dispatches decoded requests to their handler; one per broker, shared by its listeners."""
+
+    def __init__(self, broker: BrokerServer) -> None:
+        super().__init__(broker)
+        self._log = structlog.get_logger(__name__).bind(node_id=broker.broker_id)
+        self._supported = {key: (lo, hi) for key, (_name, lo, hi, _method) in _APIS.items()}
+
+    def supported(self) -> dict[int, tuple[int, int]]:
+        return self._supported
+
+    async def dispatch(self, request: ParsedRequest, conn: ConnectionInfo) -> Any:
+        """The kio response entity for ``request``, or None when it has no answer."""
+        name, _lo, _hi, method = _APIS[request.api_key]
+        handler = getattr(self, method)
+        try:
+            answer = await handler(request, conn)
+        except Exception as err:  # a bug in a handler answers the request, the broker keeps serving
+            self._log.exception("kafka_handler_failed", api=name, version=request.api_version)
+            answer = self.failed(request, err)
+        if answer is None:
+            return None
+        return build(response_type(request.api_key, request.api_version), answer)
+
+    def failed(self, request: ParsedRequest, err: BaseException) -> dict[str, Any]:
+        """An answer for a request whose handler raised: the request's error everywhere it fits
+        (top-level error_code; Kafka's generic error answer does the same)."""
+        code = err.error_code if isinstance(err, kerr.KafkaError) else kerr.UnknownServerError.error_code
+        return {"error_code": code}
+
+    def unsupported(self, err: UnsupportedRequest) -> bytes:
+        """The frame answering an API or version that is not served. ApiVersions gets its v0
+        answer with UNSUPPORTED_VERSION and the versions served, so the client can retry with one
+        (KIP-511); any other API gets UNSUPPORTED_VERSION where its answer begins."""
+        if err.api_key == 18:
+            response = ApiVersionsResponseV0(
+                error_code=ErrorCode.unsupported_version,
+                api_keys=tuple(
+                    ApiVersionV0(api_key=k, min_version=lo, max_version=hi)  # type: ignore[arg-type]
+                    for k, (lo, hi) in sorted(self._supported.items())
+                ),
+            )
+            chunks, _size = encode_response(err.correlation_id, response)
+            return b"".join(c for c in chunks if isinstance(c, bytes))
+        return error_only_frame(err.correlation_id, kerr.UnsupportedVersionError.error_code)
+
+    # ------------------------------------------------------------------ ApiVersions, Metadata
+
+    async def api_versions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        if request.api_version >= 3:
+            conn.client_software = (body.client_software_name, body.client_software_version)
+        return {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": key, "min_version": lo, "max_version": hi}
+                for key, (lo, hi) in sorted(self._supported.items())
+            ],
+            "throttle_time": 0,
+        }
+
+    async def metadata(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """Metadata: the brokers' endpoints on *this* listener (as Kafka answers: a client only
+        learns addresses it can use with the listener it came in on), and the topics asked for
+        (null: all; v1+ an empty list: none), by name or, v10+, by topic id."""
+        body = request.body
+        image = self.broker.follower.image
+        wanted = body.topics
+        names: list[str] = []
+        unknown_ids: list[uuid.UUID] = []
+        if wanted is not None:
+            for t in wanted:
+                name = getattr(t, "name", None)
+                if name is None:
+                    topic = image.topics.get_by_id(str(t.topic_id)) if t.topic_id is not None else None
+                    if topic is None:
+                        unknown_ids.append(t.topic_id)
+                        continue
+                    name = topic.name
+                names.append(name)
+        all_topics = wanted is None or (request.api_version == 0 and not wanted)
+        auto = bool(getattr(body, "allow_auto_topic_creation", True))
+        pb = await self.broker.metadata(
+            broker_pb2.MetadataRequest(topics=names, all_topics=all_topics, allow_auto_topic_creation=auto),
+            listener=conn.listener_name,
+        )
+        topics: list[dict[str, Any]] = []
+        if all_topics or names:
+            for t in pb.topics:
+                topics.append(
+                    {
+                        "error_code": t.error.code,
+                        "name": t.name,
+                        "topic_id": t.topic_id or None,
+                        "is_internal": t.is_internal,
+                        "partitions": [
+                            {
+                                "error_code": p.error.code,
+                                "partition_index": p.partition_index,
+                                "leader_id": p.leader_id,
+                                "leader_epoch": p.leader_epoch,
+                                "replica_nodes": list(p.replica_nodes),
+                                "isr_nodes": list(p.isr_nodes),
+                                "offline_replicas": list(p.offline_replicas),
+                            }
+                            for p in t.partitions
+                        ],
+                        "topic_authorized_operations": -2147483648,
+                    }
+                )
+        for topic_id in unknown_ids:
+            topics.append(
+                {
+                    "error_code": kerr.UnknownTopicIdError.error_code,
+                    "name": None,
+                    "topic_id": topic_id,
+                    "partitions": [],
+                }
+            )
+        return {
+            "throttle_time": 0,
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack or None} for b in pb.brokers
+            ],
+            "cluster_id": self.broker.cluster_id,
+            # KRaft: clients cannot reach the controllers; admin requests go to any broker, which
+            # forwards them, so the "controller" a client is told of is this broker
+            "controller_id": self.broker.broker_id,
+            "topics": topics,
+            "cluster_authorized_operations": -2147483648,
+        }

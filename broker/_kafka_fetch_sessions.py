@@ -1,0 +1,148 @@
+"""Incremental fetch sessions (KIP-227) for the Kafka-protocol listener.
+
+A consumer that fetches many partitions sends, after its first (full) fetch, only the partitions
+whose fetch position changed, and the broker answers only the partitions with something new
+(records, an error, or a moved high watermark, last stable offset or log start offset). The broker
+remembers the rest in a session, named by ``session_id`` and stepped by ``session_epoch``:
+
+- epoch -1: a full fetch without a session (a given session id is closed);
+- epoch 0: a full fetch that opens a new session (a given session id is closed first); when the
+  cache is full, the least recently used session idle longer than ``eviction_idle_ms`` makes room,
+  else the fetch is answered without one (session id 0), as Kafka does;
+- epoch > 0: an incremental fetch of an existing session: unknown id -> FETCH_SESSION_ID_NOT_FOUND,
+  wrong epoch -> INVALID_FETCH_SESSION_EPOCH; otherwise the request's partitions are added or
+  updated, its forgotten partitions removed, and the epoch advances.
+
+Pure logic: time and randomness are parameters.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kraftlog.common import errors as kerr
+
+__all__ = ["FetchSessionCache", "FetchSession", "SessionPartition", "SessionFetch"]
+
+TopicPartition = tuple[str, int]
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    """What the client last told of a partition, and what the broker last answered of it."""
+
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    # last answered values; -2: never answered (the first answer always includes the partition)
+    high_watermark: int = -2
+    last_stable_offset: int = -2
+    log_start_offset: int = -2
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    epoch: int  # the epoch the next incremental fetch must carry
+    partitions: OrderedDict[TopicPartition, SessionPartition] = field(default_factory=OrderedDict)
+    last_used_ms: int = 0
+
+
+@dataclass(slots=True)
+class SessionFetch:
+    """One fetch as the session layer resolved it: which partitions to read, and whether the
+    answer holds all of them (``full``) or only those with something new."""
+
+    session_id: int  # what the answer carries (0: no session)
+    partitions: OrderedDict[TopicPartition, SessionPartition]
+    full: bool
+    session: FetchSession | None = None
+
+    def include(
+        self, tp: TopicPartition, *, has_data: bool, has_error: bool, hw: int, lso: int, log_start: int
+    ) -> bool:
+        """Whether partition ``tp`` goes into the answer; remembers what was answered."""
+        sp = self.partitions[tp]
+        changed = (sp.high_watermark, sp.last_stable_offset, sp.log_start_offset) != (hw, lso, log_start)
+        sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = hw, lso, log_start
+        return self.full or has_data or has_error or changed
+
+
+class FetchSessionCache:
+    """The broker's fetch sessions (``max.incremental.fetch.session.cache.slots``)."""
+
+    def __init__(self, max_slots: int, *, rng: random.Random, eviction_idle_ms: int = 120_000) -> None:
+        self.max_slots = max_slots
+        self._rng = rng
+        self._eviction_idle_ms = eviction_idle_ms
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def resolve(
+        self,
+        session_id: int,
+        epoch: int,
+        requested: Iterable[tuple[TopicPartition, SessionPartition]],
+        forgotten: Iterable[TopicPartition],
+        now_ms: int,
+    ) -> SessionFetch:
+        """The partitions of this fetch under the session rules (module docstring); raises
+        FetchSessionIdNotFoundError / InvalidFetchSessionEpochError for a bad incremental one."""
+        if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
+            if session_id:
+                self._sessions.pop(session_id, None)
+            parts: OrderedDict[TopicPartition, SessionPartition] = OrderedDict(requested)
+            if epoch == FINAL_EPOCH or not self._make_room(now_ms):
+                return SessionFetch(0, parts, full=True)
+            session = FetchSession(self._new_id(), 1, parts, now_ms)
+            self._sessions[session.session_id] = session
+            return SessionFetch(session.session_id, parts, full=True, session=session)
+        existing = self._sessions.get(session_id)
+        if existing is None:
+            raise kerr.FetchSessionIdNotFoundError(f"fetch session {session_id} is not known to this broker")
+        session = existing
+        if epoch != session.epoch:
+            raise kerr.InvalidFetchSessionEpochError(
+                f"fetch session {session_id} expected epoch {session.epoch}, the request has {epoch}"
+            )
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
+        for tp, sp in requested:
+            old = session.partitions.get(tp)
+            if old is not None:  # keep what was last answered: only news is sent
+                sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = (
+                    old.high_watermark,
+                    old.last_stable_offset,
+                    old.log_start_offset,
+                )
+            session.partitions[tp] = sp
+        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+        session.last_used_ms = now_ms
+        self._sessions.move_to_end(session_id)
+        return SessionFetch(session_id, session.partitions, full=False, session=session)
+
+    def _make_room(self, now_ms: int) -> bool:
+        if self.max_slots <= 0:
+            return False
+        if len(self._sessions) < self.max_slots:
+            return True
+        oldest_id, oldest = next(iter(self._sessions.items()))
+        if now_ms - oldest.last_used_ms >= self._eviction_idle_ms:
+            del self._sessions[oldest_id]
+            return True
+        return False
+
+    def _new_id(self) -> int:
+        while True:
+            candidate = self._rng.randrange(1, 2**31)
+            if candidate not in self._sessions:
+                return candidate

@@ -1,0 +1,192 @@
+"""Kafka-protocol group requests: FindCoordinator, the classic group protocol (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch, OffsetDelete),
+ListGroups, DescribeGroups, DeleteGroups and KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe, each served by the broker's `GroupService` (the same code the gRPC
+listener runs), through a `GroupService` whose FindCoordinator names this listener's endpoints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kraftlog.proto import group_pb2
+
+from ._group_classic_types import JoinRequest, Protocol
+from ._group_service import GroupService
+from ._kafka_server import ConnectionInfo
+from ._kafka_translate import from_pb, to_pb
+from ._kafka_wire import ParsedRequest, ms
+
+if TYPE_CHECKING:
+    from ._server import BrokerServer
+
+__all__ = ["_GroupApis"]
+
+_UNKNOWN_OPERATIONS = -2147483648  # authorized operations not asked for / not computed
+
+
+class _Peer:
+    """The client's address as a gRPC context would tell it (``ipv4:host:port``)."""
+
+    def __init__(self, conn: ConnectionInfo) -> None:
+        self._peer = conn.peer
+
+    def peer(self) -> str:
+        return f"ipv4:{self._peer}"
+
+
+class _GroupApis:
+    """Group requests for `KafkaApis`."""
+
+    broker: BrokerServer
+
+    def _group_service(self, conn: ConnectionInfo) -> GroupService:
+        services: dict[str, GroupService] = self.__dict__.setdefault("_group_services", {})
+        service = services.get(conn.listener_name)
+        if service is None:
+            b = self.broker
+            service = GroupService(
+                b.groups, lambda: b.follower.image, conn.listener_name, b._clock_ms, b.txn, any_endpoint=False
+            )
+            services[conn.listener_name] = service
+        return service
+
+    async def find_coordinator(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v0-3 ask for one key and are answered at the top level; v4+ batch keys (KIP-699)."""
+        body = request.body
+        batched = request.api_version >= 4
+        keys = list(body.coordinator_keys) if batched else [body.key]
+        pb = group_pb2.FindCoordinatorRequest(key_type=getattr(body, "key_type", 0), keys=keys)
+        resp = await self._group_service(conn).FindCoordinator(pb, None)
+        coordinators = [from_pb(c) for c in resp.coordinators]
+        if batched:
+            return {"throttle_time": 0, "coordinators": coordinators}
+        answer = coordinators[0]
+        answer["throttle_time"] = 0
+        if answer["error_code"]:
+            answer.update(node_id=-1, host="", port=-1)
+        return answer
+
+    async def join_group(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        version = request.api_version
+        session_timeout_ms = ms(body.session_timeout)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        req = JoinRequest(
+            body.group_id,
+            body.member_id,
+            body.protocol_type,
+            tuple(Protocol(p.name, p.metadata) for p in body.protocols),
+            session_timeout_ms,
+            ms(rebalance) if rebalance is not None else session_timeout_ms,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            client_id=request.client_id or "",
+            client_host=f"/{conn.peer.rsplit(':', 1)[0]}",
+            requires_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+        )
+        answer = from_pb(await self._group_service(conn).join(req))
+        answer["throttle_time"] = 0
+        if not answer["protocol_name"] and version < 7:
+            answer["protocol_name"] = ""
+        elif not answer["protocol_name"]:
+            answer["protocol_name"] = None
+        answer["protocol_type"] = answer["protocol_type"] or None
+        return answer
+
+    async def sync_group(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.SyncGroupRequest)
+        answer = from_pb(await self._group_service(conn).SyncGroup(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        answer["protocol_type"] = answer["protocol_type"] or None
+        answer["protocol_name"] = answer["protocol_name"] or None
+        return answer
+
+    async def heartbeat(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.HeartbeatRequest)
+        answer = from_pb(await self._group_service(conn).Heartbeat(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def leave_group(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v0-2 leave one member (``member_id``); v3+ a batch (KIP-345)."""
+        body = request.body
+        if request.api_version < 3:
+            pb = group_pb2.LeaveGroupRequest(
+                group_id=body.group_id, members=[group_pb2.LeaveGroupRequest.Member(member_id=body.member_id)]
+            )
+        else:
+            pb = to_pb(body, group_pb2.LeaveGroupRequest)
+        resp = await self._group_service(conn).LeaveGroup(pb, _Peer(conn))
+        answer = from_pb(resp)
+        if request.api_version < 3 and not answer["error_code"] and resp.members:
+            answer["error_code"] = resp.members[0].error.code  # the one member's own answer
+        answer["throttle_time"] = 0
+        return answer
+
+    async def offset_commit(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.OffsetCommitRequest, {"generation_id": "generation_id_or_member_epoch"})
+        if request.api_version < 6:  # no leader epoch in these versions: unknown
+            for t in pb.topics:
+                for p in t.partitions:
+                    p.committed_leader_epoch = -1
+        answer = from_pb(await self._group_service(conn).OffsetCommit(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def offset_fetch(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v1-7 fetch one group's offsets (topics null: all); v8+ several groups (KIP-709)."""
+        body = request.body
+        service = self._group_service(conn)
+        require_stable = bool(getattr(body, "require_stable", False))
+
+        async def one(group_id: str, topics: Any) -> dict[str, Any]:
+            pb = group_pb2.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
+            if topics is None:
+                pb.all_topics = True
+            else:
+                for t in topics:
+                    pb.topics.add(name=t.name, partition_indexes=list(t.partition_indexes))
+            return from_pb(await service.OffsetFetch(pb, _Peer(conn)))
+
+        if request.api_version >= 8:
+            groups = []
+            for g in body.groups:
+                answer = await one(g.group_id, g.topics)
+                answer["group_id"] = g.group_id
+                groups.append(answer)
+            return {"throttle_time": 0, "groups": groups}
+        answer = await one(body.group_id, body.topics)
+        answer["throttle_time"] = 0
+        return answer
+
+    async def offset_delete(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = group_pb2.OffsetDeleteRequest(group_id=body.group_id)
+        for t in body.topics:
+            pb.topics.add(name=t.name, partition_indexes=[p.partition_index for p in t.partitions])
+        answer = from_pb(await self._group_service(conn).OffsetDelete(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def list_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.ListGroupsRequest)
+        answer = from_pb(await self._group_service(conn).ListGroups(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def describe_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = group_pb2.DescribeGroupsRequest(groups=list(request.body.groups))
+        answer = from_pb(await self._group_service(conn).DescribeGroups(pb, _Peer(conn)))
+        for g in answer["groups"]:
+            g["authorized_operations"] = _UNKNOWN_OPERATIONS
+            for m in g["members"]:
+                m["group_instance_id"] = m["group_instance_id"] or None
+        answer["throttle_time"] = 0
+        return answer
+
+    async def delete_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = group_pb2.DeleteGroupsRequest(groups=list(request.body.groups_names))
+        answer = from_pb(await self._group_service(conn).DeleteGroups(pb, _Peer(conn)))
+        answer["throttle_time"] = 0
+        return answer

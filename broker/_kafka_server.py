@@ -1,0 +1,184 @@
+"""The Kafka-protocol listener: a raw TCP server that speaks Kafka's wire protocol.
+
+One asyncio server per listener name, on the broker's event loop beside its gRPC server. Each
+connection is served as Kafka's network layer serves it: read one size-prefixed request, answer
+it, then read the next, so answers go out in request order (a client pipelines up to its
+``max.in.flight`` requests; they wait in the socket). A request larger than
+``socket.request.max.bytes`` or a frame that does not decode closes that connection only; an API
+or version that is not served is answered with UNSUPPORTED_VERSION and the connection stays open.
+
+Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
+regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to
+socket in the kernel). With sendfile off, or when a region cannot be sent so, the region is read
+and written as bytes (the copy path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from kraftlog.storage import FileRegion
+
+from ._kafka_wire import (
+    Chunk,
+    MalformedRequest,
+    ParsedRequest,
+    UnsupportedRequest,
+    encode_response,
+    parse_request,
+)
+
+__all__ = ["KafkaListener", "ConnectionInfo"]
+
+_SIZE = struct.Struct(">i")
+
+
+class ConnectionInfo:
+    """What a handler may know of the connection its request came on."""
+
+    __slots__ = ("listener_name", "peer", "client_software")
+
+    def __init__(self, listener_name: str, peer: str) -> None:
+        self.listener_name = listener_name
+        self.peer = peer
+        self.client_software: tuple[str, str] | None = None  # KIP-511, from ApiVersions v3+
+
+
+Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
+UnsupportedAnswer = Callable[[UnsupportedRequest], bytes]
+
+
+class KafkaListener:
+    """Serves one Kafka-protocol listener (``name``) on ``host:port`` (port 0: any free port)."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        *,
+        supported: Callable[[], dict[int, tuple[int, int]]],
+        dispatch: Dispatch,
+        unsupported: UnsupportedAnswer,
+        max_request_bytes: int,
+        sendfile: bool,
+        node_id: int,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self._supported = supported
+        self._dispatch = dispatch
+        self._unsupported = unsupported
+        self._max_request_bytes = max_request_bytes
+        self.sendfile = sendfile
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._log = structlog.get_logger(__name__).bind(node_id=node_id, listener=name)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, self.host or None, self.port, reuse_address=True, limit=1 << 20
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._log.info("kafka_listener_started", address=f"{self.host}:{self.port}")
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer_addr = writer.get_extra_info("peername")
+        peer = f"{peer_addr[0]}:{peer_addr[1]}" if peer_addr else "?"
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = ConnectionInfo(self.name, peer)
+        log = self._log.bind(peer=peer)
+        try:
+            await self._requests(reader, writer, conn, log)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except asyncio.CancelledError:
+            pass
+        except Exception as err:  # one connection's failure must not reach the server
+            log.warning("kafka_connection_failed", error=repr(err))
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _requests(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnectionInfo, log: Any
+    ) -> None:
+        while True:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size <= 0 or size > self._max_request_bytes:
+                log.warning(
+                    "kafka_request_refused",
+                    reason=f"a request of {size} bytes is outside 1..socket.request.max.bytes "
+                    f"({self._max_request_bytes}); closing the connection",
+                )
+                return
+            frame = await reader.readexactly(size)
+            try:
+                request = parse_request(frame, self._supported())
+            except UnsupportedRequest as err:
+                log.info("kafka_unsupported_version", api_key=err.api_key, api_version=err.api_version)
+                writer.write(self._unsupported(err))
+                await writer.drain()
+                continue
+            except MalformedRequest as err:
+                log.warning("kafka_malformed_request", error=str(err))
+                return
+            response = await self._dispatch(request, conn)
+            if response is None:  # Produce with acks=0 has no answer
+                continue
+            chunks, _total = encode_response(request.correlation_id, response)
+            await self._send(writer, chunks)
+
+    async def _send(self, writer: asyncio.StreamWriter, chunks: list[Chunk]) -> None:
+        """Write one answer; regions with sendfile (closed once sent, whatever happens)."""
+        loop = asyncio.get_running_loop()
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, bytes):
+                    writer.write(chunk)
+                    continue
+                if not self.sendfile:
+                    writer.write(chunk.read())
+                    continue
+                await writer.drain()
+                sent = await loop.sendfile(
+                    writer.transport,
+                    chunk,  # type: ignore[arg-type]  # what it needs of a file: fileno()
+                    chunk.position,
+                    chunk.size,
+                    fallback=True,
+                )
+                if sent != chunk.size:
+                    # the file was cut short under us: the frame's size is already on the wire
+                    raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
+            await writer.drain()
+        finally:
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    chunk.close()

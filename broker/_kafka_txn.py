@@ -1,0 +1,135 @@
+"""Kafka-protocol producer and transaction requests: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeProducers, DescribeTransactions and
+ListTransactions, served by the broker's transaction coordinator, group coordinator and replica
+manager through the same service code as the gRPC listener.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
+
+from ._kafka_server import ConnectionInfo
+from ._kafka_translate import from_pb, to_pb
+from ._kafka_wire import ParsedRequest, ms
+from ._producer_ids import init_producer_id
+from ._txn_service import TxnService
+
+if TYPE_CHECKING:
+    from ._group_service import GroupService
+    from ._server import BrokerServer
+
+__all__ = ["_TxnApis"]
+
+
+class _TxnApis:
+    """Producer and transaction requests for `KafkaApis`."""
+
+    broker: BrokerServer
+
+    if TYPE_CHECKING:
+
+        def _group_service(self, conn: ConnectionInfo) -> GroupService: ...  # `_GroupApis` has it
+
+    def _txn_service(self) -> TxnService:
+        service: TxnService | None = self.__dict__.get("_txn")
+        if service is None:
+            service = self.__dict__["_txn"] = TxnService(self.broker.txn, self.broker.groups)
+        return service
+
+    async def init_producer_id(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = broker_pb2.InitProducerIdRequest(
+            transaction_timeout_ms=ms(body.transaction_timeout),
+            producer_id=getattr(body, "producer_id", -1),
+            producer_epoch=getattr(body, "producer_epoch", -1),
+        )
+        if body.transactional_id:
+            pb.transactional_id = body.transactional_id
+            resp = await self.broker.transactional_producer_id(pb)
+        else:
+            resp = await init_producer_id(self.broker.producer_ids, pb)
+        answer = from_pb(resp)
+        answer["throttle_time"] = 0
+        return answer
+
+    async def add_partitions_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v0-3: one client's transaction (v4+ is the brokers' batched form of KIP-890)."""
+        body = request.body
+        pb = txn_pb2.AddPartitionsToTxnRequest(
+            transactional_id=body.v3_and_below_transactional_id,
+            producer_id=body.v3_and_below_producer_id,
+            producer_epoch=body.v3_and_below_producer_epoch,
+        )
+        for t in body.v3_and_below_topics:
+            pb.topics.add(name=t.name, partitions=list(t.partitions))
+        resp = await self._txn_service().AddPartitionsToTxn(pb, None)
+        results = []
+        for t in resp.results:
+            results.append(
+                {
+                    "name": t.name,
+                    "results_by_partition": [
+                        {"partition_index": p.partition_index, "partition_error_code": p.error.code or resp.error.code}
+                        for p in t.partitions
+                    ],
+                }
+            )
+        if not results and resp.error.code:  # refused as a whole: every partition gets the error
+            results = [
+                {
+                    "name": t.name,
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": resp.error.code} for p in t.partitions
+                    ],
+                }
+                for t in body.v3_and_below_topics
+            ]
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": results}
+
+    async def add_offsets_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, txn_pb2.AddOffsetsToTxnRequest)
+        answer = from_pb(await self._txn_service().AddOffsetsToTxn(pb, None))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def end_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, txn_pb2.EndTxnRequest)
+        answer = from_pb(await self._txn_service().EndTxn(pb, None))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def txn_offset_commit(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.TxnOffsetCommitRequest)
+        if request.api_version < 3:  # no group membership in these versions: not checked
+            pb.generation_id = -1
+        if request.api_version < 2:
+            for t in pb.topics:
+                for p in t.partitions:
+                    p.committed_leader_epoch = -1
+        answer = from_pb(await self._group_service(conn).TxnOffsetCommit(pb, None))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def describe_producers(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, broker_pb2.DescribeProducersRequest)
+        answer = from_pb(self.broker.replicas.describe_producers(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def describe_transactions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = txn_pb2.DescribeTransactionsRequest(transactional_ids=list(request.body.transactional_ids))
+        answer = from_pb(await self._txn_service().DescribeTransactions(pb, None))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def list_transactions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = txn_pb2.ListTransactionsRequest(
+            state_filters=list(body.state_filters), producer_id_filters=list(body.producer_id_filters)
+        )
+        answer = from_pb(await self._txn_service().ListTransactions(pb, None))
+        answer["throttle_time"] = 0
+        answer["unknown_state_filters"] = []
+        return answer
