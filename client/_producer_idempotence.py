@@ -83,12 +83,21 @@ class IdempotenceState:
 
     def may_send(self, tp: TopicPartition, stamp: Stamp | None) -> bool:
         """A retried batch waits while a batch before it in its partition is still in flight; a
-        transactional producer's batch waits until its partition is in the transaction."""
+        transactional producer's batch waits until its partition is in the transaction.
+
+        Until a partition acked a batch of this epoch, it has one batch in flight at a time: a
+        leader that does not know the producer accepts any first sequence (its state may have gone
+        with retention, as Kafka's broker does), so a later batch that overtook a failing first one
+        (NOT_LEADER_OR_FOLLOWER from a leader still being elected) would land first and the first
+        one's retry would be out of order, failing it for good."""
         if self.transactional and tp not in self.txn_partitions:
+            return False
+        in_flight = self.in_flight.get(tp, ())
+        if in_flight and tp not in self.last_acked:
             return False
         if stamp is None or (stamp.producer_id, stamp.epoch) != (self.producer_id, self.epoch):
             return True
-        return not any(s < stamp.base_sequence for s in self.in_flight.get(tp, ()))
+        return not any(s < stamp.base_sequence for s in in_flight)
 
     def sent(self, tp: TopicPartition, stamp: Stamp) -> None:
         self.in_flight.setdefault(tp, set()).add(stamp.base_sequence)

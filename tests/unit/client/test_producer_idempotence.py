@@ -46,3 +46,23 @@ def test_a_transactional_producer_aborts_instead_of_bumping() -> None:
     idem.failed_after_send(kerr.RequestTimedOutError("expired"))
     assert idem.abortable is not None and not idem.bump_requested
     assert not idem.on_error(TP, stamp, kerr.UnknownProducerIdError("forgotten"))
+
+
+def test_a_partition_sends_one_batch_until_its_first_is_acked() -> None:
+    """A leader that does not know the producer takes any first sequence (its state may be gone
+    with retention, as in Kafka), so a second batch must not overtake a first that may still fail
+    (NOT_LEADER_OR_FOLLOWER from a leader being elected on a new topic): sequences 1.. would land
+    first and the first batch's retry would be out of order, failing it for good. Seen in CI:
+    'producer 3000 sent sequence 0 after 32 (epoch 0)'."""
+    idem = IdempotenceState()
+    idem.set_producer_id(7, 0)
+    first = idem.stamp(TP, None, 3)
+    idem.sent(TP, first)
+    assert not idem.may_send(TP, None)  # nothing acked on this partition yet
+    assert idem.may_send(TopicPartition("t", 1), None)  # other partitions are not held
+    idem.answered(TP, first)
+    idem.acked(TP, first, 3)
+    second = idem.stamp(TP, None, 2)
+    idem.sent(TP, second)
+    assert idem.may_send(TP, None)  # once one batch is acked, up to max.in.flight go out
+    assert idem.on_error(TP, second, kerr.NotLeaderOrFollowerError("moved"))  # retriable as before
