@@ -61,6 +61,10 @@ fi
 if [ "$purpose" != "run" ] && ! command -v java >/dev/null 2>&1; then
   missing+=("default-jre-headless")
 fi
+# kcat: one of the real Kafka clients the Kafka listener's tests drive
+if [ "$purpose" = "test" ] && ! command -v kcat >/dev/null 2>&1; then
+  missing+=("kcat")
+fi
 if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,0 +1,437 @@
+"""Kafka clients nobody here wrote, against the brokers' Kafka-protocol listeners (issue 16).
+
+One real cluster (one combined node and two brokers, every broker with a PLAINTEXT listener):
+kcat, kafka-python, confluent-kafka (librdkafka) and aiokafka produce with every acks setting and
+compression codec they offer and read back the identical records; a consumer group of two members
+rebalances; the idempotent producer and confluent-kafka's transactions with a read_committed
+consumer; records cross between the gRPC client and the Kafka listener both ways; and the listener
+itself keeps a connection usable after an unsupported request and drops only the connection of a
+malformed or oversized frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+import subprocess
+
+import pytest
+
+from kraftlog.client import Admin, Consumer, NewTopic, Producer
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+
+pytestmark = pytest.mark.integration
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(
+        tmp_path_factory.mktemp("kafka") / "c",
+        controllers=1,
+        brokers=2,
+        combined=True,
+        overrides={"broker.heartbeat.interval.ms": 500, "group.initial.rebalance.delay.ms": 0},
+    )
+    c.start(timeout_s=120)
+    try:
+        c.wait_unfenced_brokers(count=3, timeout_s=90)
+        yield c
+    finally:
+        c.stop()
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, rf: int = 3) -> str:
+    with Admin(cluster.bootstrap_servers, request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf)])
+    wait_until(lambda: _leaders_known(cluster, name, partitions), 30, what=f"leaders of {name}")
+    return name
+
+
+def _leaders_known(cluster: LocalCluster, name: str, partitions: int) -> bool:
+    """Every broker's Kafka listener names a leader for every partition (what a client asks first)."""
+    for address in cluster.kafka_bootstrap_servers.split(","):
+        out = subprocess.run(
+            ["kcat", "-b", address, "-L", "-J", "-t", name, "-m", "5"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        topics = json.loads(out.stdout)["topics"]
+        parts = topics[0]["partitions"] if topics and "error" not in topics[0] else []
+        if len(parts) != partitions or any(p["leader"] < 0 for p in parts):
+            return False
+    return True
+
+
+def records(n: int, tag: str) -> list[tuple[bytes, bytes]]:
+    return [(f"{tag}-k{i}".encode(), f"{tag}-value-{i}-".encode() * (1 + i % 7)) for i in range(n)]
+
+
+def kafka_python_read(cluster: LocalCluster, topic: str, count: int, **kwargs) -> list[tuple[bytes, bytes]]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.kafka_bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15_000,
+        **kwargs,
+    )
+    out = []
+    try:
+        for message in consumer:
+            out.append((message.key, message.value))
+            if len(out) >= count:
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+# ---------------------------------------------------------------------------- kcat
+
+
+def test_kcat_lists_the_brokers_kafka_listeners(cluster: LocalCluster) -> None:
+    out = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap_servers.split(",")[0], "-L", "-J"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    meta = json.loads(out.stdout)
+    expected = {(n.node_id, f"{n.host}:{n.kafka_port}") for n in cluster.nodes.values() if n.kafka_port}
+    assert {(b["id"], b["name"]) for b in meta["brokers"]} == expected
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_round_trips_with_every_codec(cluster: LocalCluster, codec: str) -> None:
+    topic = create_topic(cluster, f"kcat-{codec}")
+    lines = [f"kcat-{codec}-{i}-" + "x" * (i % 50) for i in range(200)]
+    bs = cluster.kafka_bootstrap_servers
+    subprocess.run(
+        ["kcat", "-b", bs, "-t", topic, "-P", "-z", codec, "-X", "acks=all"],
+        input="\n".join(lines) + "\n",
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    out = subprocess.run(
+        ["kcat", "-b", bs, "-t", topic, "-C", "-o", "beginning", "-e", "-f", "%o %s\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    got = [line.split(" ", 1) for line in out.stdout.splitlines()]
+    assert [int(o) for o, _ in got] == list(range(len(lines)))
+    assert [v for _, v in got] == lines
+
+
+# ---------------------------------------------------------------------------- kafka-python
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_produces_with_every_acks_and_codec(cluster: LocalCluster, acks, codec: str) -> None:
+    from kafka import KafkaProducer
+
+    topic = create_topic(cluster, f"kp-{acks}-{codec}")
+    sent = records(300, f"{acks}-{codec}")
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap_servers,
+        acks=acks,
+        compression_type=None if codec == "none" else codec,
+        enable_idempotence=acks == "all",
+        linger_ms=5,
+    )
+    try:
+        futures = [producer.send(topic, key=k, value=v) for k, v in sent]
+        producer.flush(30)
+        if acks != 0:
+            assert [f.get(10).offset for f in futures] == list(range(len(sent)))
+    finally:
+        producer.close(10)
+    assert kafka_python_read(cluster, topic, len(sent)) == sent
+
+
+def test_a_group_of_two_kafka_python_consumers_rebalances(cluster: LocalCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = create_topic(cluster, "kp-group", partitions=4)
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers, acks="all")
+    for i in range(40):
+        producer.send(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
+    producer.flush(30)
+    producer.close()
+
+    def consumer() -> KafkaConsumer:
+        return KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap_servers,
+            group_id="kp-group",
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=500,
+        )
+
+    first = consumer()
+    second = None
+    try:
+        seen: set[bytes] = set()
+
+        def first_owns_all() -> bool:
+            for batch in first.poll(timeout_ms=200).values():
+                seen.update(m.value for m in batch)
+            return len(first.assignment()) == 4
+
+        wait_until(first_owns_all, 60, what="the first member owning all 4 partitions")
+        second = consumer()
+
+        def split() -> bool:
+            for c in (first, second):
+                for batch in c.poll(timeout_ms=100).values():
+                    seen.update(m.value for m in batch)
+            a, b = first.assignment(), second.assignment()
+            return len(a) == 2 and len(b) == 2 and not (a & b)
+
+        wait_until(split, 60, what="the two members splitting the partitions")
+        wait_until(lambda: split() and len(seen) == 40, 30, what="every record consumed")
+        second.close()
+        second = None
+        wait_until(first_owns_all, 60, what="the partitions coming back after a member left")
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+# ---------------------------------------------------------------------------- confluent-kafka
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_confluent_kafka_idempotent_producer_round_trips(cluster: LocalCluster, codec: str) -> None:
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+
+    topic = create_topic(cluster, f"ck-{codec}", partitions=2)
+    sent = records(500, f"ck-{codec}")
+    producer = CKProducer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "enable.idempotence": True,
+            "compression.type": codec,
+            "linger.ms": 5,
+        }
+    )
+    delivered: list[tuple[int, int]] = []
+    for k, v in sent:
+        producer.produce(
+            topic, key=k, value=v, partition=0, on_delivery=lambda e, m: delivered.append((m.partition(), m.offset()))
+        )
+    assert producer.flush(30) == 0
+    assert delivered == [(0, i) for i in range(len(sent))]
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "group.id": f"ck-{codec}-readers",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[tuple[bytes, bytes]] = []
+    try:
+        wait_until(lambda: _poll_into(consumer, got) and len(got) >= len(sent), 60, what="the records back")
+    finally:
+        consumer.close()
+    assert got == sent
+
+
+def _poll_into(consumer, out: list) -> bool:
+    for message in consumer.consume(num_messages=1000, timeout=0.5):
+        if message.error() is None:
+            out.append((message.key(), message.value()))
+    return True
+
+
+def test_confluent_kafka_transactions_and_read_committed(cluster: LocalCluster) -> None:
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+
+    topic = create_topic(cluster, "ck-txn", partitions=2)
+    producer = CKProducer(
+        {"bootstrap.servers": cluster.kafka_bootstrap_servers, "transactional.id": "ck-txn-1", "linger.ms": 1}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, key=b"c%d" % i, value=b"committed-%d" % i, partition=i % 2)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, key=b"a%d" % i, value=b"aborted-%d" % i, partition=i % 2)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"last", value=b"committed-last", partition=0)
+    producer.commit_transaction(30)
+
+    def read(isolation: str) -> list[bytes]:
+        consumer = CKConsumer(
+            {
+                "bootstrap.servers": cluster.kafka_bootstrap_servers,
+                "group.id": f"ck-txn-{isolation}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": isolation,
+            }
+        )
+        consumer.subscribe([topic])
+        got: list = []
+        try:
+            want = 11 if isolation == "read_committed" else 21
+            wait_until(lambda: _poll_into(consumer, got) and len(got) >= want, 60, what=f"{isolation} records")
+            for _ in range(4):  # nothing more arrives
+                _poll_into(consumer, got)
+        finally:
+            consumer.close()
+        return sorted(v for _k, v in got)
+
+    committed = read("read_committed")
+    assert committed == sorted([b"committed-%d" % i for i in range(10)] + [b"committed-last"])
+    assert len(read("read_uncommitted")) == 21
+
+
+# ---------------------------------------------------------------------------- aiokafka
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd", "snappy"])
+def test_aiokafka_round_trips(cluster: LocalCluster, codec: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = create_topic(cluster, f"aio-{codec}")
+    sent = records(200, f"aio-{codec}")
+
+    async def run() -> list[tuple[bytes, bytes]]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cluster.kafka_bootstrap_servers,
+            acks="all",
+            compression_type=None if codec == "none" else codec,
+            enable_idempotence=True,
+        )
+        await producer.start()
+        try:
+            for k, v in sent:
+                await producer.send(topic, key=k, value=v)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap_servers,
+            group_id=f"aio-{codec}",
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        got: list[tuple[bytes, bytes]] = []
+        try:
+            async with asyncio.timeout(60):
+                async for message in consumer:
+                    got.append((message.key, message.value))
+                    if len(got) >= len(sent):
+                        break
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == sent
+
+
+# ---------------------------------------------------------------------------- gRPC <-> Kafka
+
+
+def test_records_cross_between_the_grpc_client_and_kafka_clients(cluster: LocalCluster) -> None:
+    from confluent_kafka import Producer as CKProducer
+
+    topic = create_topic(cluster, "crossing")
+    with Producer(cluster.bootstrap_servers, acks="all") as producer:
+        for i in range(50):
+            producer.send(topic, key=b"g%d" % i, value=b"from-grpc-%d" % i, partition=0)
+        producer.flush()
+    assert kafka_python_read(cluster, topic, 50) == [(b"g%d" % i, b"from-grpc-%d" % i) for i in range(50)]
+
+    ck = CKProducer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "compression.type": "zstd"})
+    for i in range(50):
+        ck.produce(topic, key=b"k%d" % i, value=b"from-kafka-%d" % i, partition=0)
+    assert ck.flush(30) == 0
+    consumer = Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest")
+    consumer.assign([(topic, 0)])
+    got: list = []
+    try:
+        wait_until(lambda: got.extend(consumer.poll(timeout_ms=500)) or len(got) >= 100, 60, what="100 records")
+    finally:
+        consumer.close()
+    assert [(r.key, r.value) for r in got[50:100]] == [(b"k%d" % i, b"from-kafka-%d" % i) for i in range(50)]
+
+
+# ---------------------------------------------------------------------------- the listener itself
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, -1)  # v1 header, null client id
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _answer(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", _recv(sock, 4))[0]
+    return _recv(sock, size)
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _connect(cluster: LocalCluster) -> socket.socket:
+    host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def test_an_unsupported_request_is_answered_and_the_connection_stays(cluster: LocalCluster) -> None:
+    with _connect(cluster) as sock:
+        sock.sendall(_frame(9999, 0, 41))  # no such API
+        assert struct.unpack(">ih", _answer(sock)) == (41, 35)  # UNSUPPORTED_VERSION
+        sock.sendall(_frame(0, 99, 42))  # Produce v99
+        assert struct.unpack(">ih", _answer(sock)) == (42, 35)
+        sock.sendall(_frame(18, 9, 43))  # ApiVersions v9: the v0 answer lists what is served
+        answer = _answer(sock)
+        correlation_id, error_code, count = struct.unpack_from(">ihi", answer)
+        assert (correlation_id, error_code) == (43, 35) and count > 10
+        sock.sendall(_frame(18, 0, 44))  # and the connection still serves
+        correlation_id, error_code, _count = struct.unpack_from(">ihi", _answer(sock))
+        assert (correlation_id, error_code) == (44, 0)
+
+
+def test_a_malformed_or_oversized_frame_closes_only_its_connection(cluster: LocalCluster) -> None:
+    with _connect(cluster) as bad, _connect(cluster) as good:
+        bad.sendall(_frame(3, 12, 1, b"\xff\xff\xff"))  # Metadata v12 whose body does not decode
+        with pytest.raises((ConnectionError, OSError)):
+            _answer(bad)
+        good.sendall(_frame(18, 0, 2))
+        assert struct.unpack_from(">ih", _answer(good)) == (2, 0)
+    with _connect(cluster) as big:
+        big.sendall(struct.pack(">i", 200 * 1024 * 1024))  # over socket.request.max.bytes
+        with pytest.raises((ConnectionError, OSError)):
+            _answer(big)
