@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
 
+from ._kafka_admin import _AdminApis
 from ._kafka_data import _DataApis
 from ._kafka_groups import _GroupApis
 from ._kafka_server import ConnectionInfo
@@ -59,15 +60,28 @@ _APIS: dict[int, tuple[str, int, int, str]] = {
     25: ("AddOffsetsToTxn", 0, 3, "add_offsets_to_txn"),
     26: ("EndTxn", 0, 3, "end_txn"),
     28: ("TxnOffsetCommit", 0, 3, "txn_offset_commit"),
+    19: ("CreateTopics", 2, 7, "create_topics"),
+    20: ("DeleteTopics", 1, 6, "delete_topics"),
+    32: ("DescribeConfigs", 1, 4, "describe_configs"),
+    33: ("AlterConfigs", 0, 2, "alter_configs"),
+    35: ("DescribeLogDirs", 1, 4, "describe_log_dirs"),
+    37: ("CreatePartitions", 0, 3, "create_partitions"),
     42: ("DeleteGroups", 0, 2, "delete_groups"),
+    43: ("ElectLeaders", 0, 2, "elect_leaders"),
+    44: ("IncrementalAlterConfigs", 0, 1, "incremental_alter_configs"),
+    45: ("AlterPartitionReassignments", 0, 0, "alter_partition_reassignments"),
+    46: ("ListPartitionReassignments", 0, 0, "list_partition_reassignments"),
     47: ("OffsetDelete", 0, 0, "offset_delete"),
+    60: ("DescribeCluster", 0, 1, "describe_cluster"),
     61: ("DescribeProducers", 0, 0, "describe_producers"),
     65: ("DescribeTransactions", 0, 0, "describe_transactions"),
     66: ("ListTransactions", 0, 0, "list_transactions"),
+    68: ("ConsumerGroupHeartbeat", 0, 0, "consumer_group_heartbeat"),
+    69: ("ConsumerGroupDescribe", 0, 0, "consumer_group_describe"),
 }
 
 
-class KafkaApis(_DataApis, _GroupApis, _TxnApis):
+class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
     """Dispatches decoded requests to their handler; one per broker, shared by its listeners."""
 
     def __init__(self, broker: BrokerServer) -> None:

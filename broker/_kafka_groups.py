@@ -190,3 +190,58 @@ class _GroupApis:
         answer = from_pb(await self._group_service(conn).DeleteGroups(pb, _Peer(conn)))
         answer["throttle_time"] = 0
         return answer
+
+    # ------------------------------------------------------------------ KIP-848
+
+    async def consumer_group_heartbeat(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            member_epoch=body.member_epoch,
+            client_id=request.client_id or "",
+        )
+        for name in ("instance_id", "rack_id", "server_assignor", "subscribed_topic_regex"):
+            value = getattr(body, name, None)
+            if value is not None:
+                setattr(pb, name, value)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        if rebalance is not None:
+            pb.rebalance_timeout_ms = ms(rebalance)
+        if body.subscribed_topic_names is not None:
+            pb.subscribed_topic_names.names.extend(body.subscribed_topic_names)
+        if body.topic_partitions is not None:
+            pb.topic_partitions.SetInParent()
+            for tp in body.topic_partitions:
+                pb.topic_partitions.topics.add(topic_id=str(tp.topic_id), partitions=list(tp.partitions))
+        resp = await self._group_service(conn).ConsumerGroupHeartbeat(pb, _Peer(conn))
+        answer = from_pb(resp)
+        answer["throttle_time"] = 0
+        answer["member_id"] = resp.member_id or None
+        answer["assignment"] = (
+            {"topic_partitions": [_topic_partitions(t) for t in resp.assignment.topics]}
+            if resp.HasField("assignment")
+            else None
+        )
+        return answer
+
+    async def consumer_group_describe(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = group_pb2.ConsumerGroupDescribeRequest(group_ids=list(request.body.group_ids))
+        answer = from_pb(await self._group_service(conn).ConsumerGroupDescribe(pb, _Peer(conn)))
+        for g in answer["groups"]:
+            g["authorized_operations"] = _UNKNOWN_OPERATIONS
+            for m in g["members"]:
+                for key in ("assignment", "target_assignment"):
+                    topics = (m[key] or {}).get("topics", [])
+                    m[key] = {"topic_partitions": [_topic_partitions(t, with_name=True) for t in topics]}
+        answer["throttle_time"] = 0
+        return answer
+
+
+def _topic_partitions(t: Any, *, with_name: bool = False) -> dict[str, Any]:
+    """A topic's partitions of an assignment (a protobuf message or its `from_pb` description)."""
+    fields: dict[str, Any] = t if isinstance(t, dict) else {k: getattr(t, k) for k in ("topic_id", "partitions")}
+    out = {"topic_id": fields["topic_id"], "partitions": list(fields["partitions"])}
+    if with_name:
+        out["topic_name"] = fields.get("topic_name", "")
+    return out

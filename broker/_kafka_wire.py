@@ -103,10 +103,8 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Par
         body, body_size = _reader(request_type)(frame, header_size)
     except Exception as err:  # kio raises its own errors, struct errors, IndexError, UnicodeError...
         raise MalformedRequest(f"API key {api_key} v{api_version}: {err}") from err
-    if header_size + body_size != len(frame):
-        raise MalformedRequest(
-            f"API key {api_key} v{api_version}: {len(frame) - header_size - body_size} bytes after the request"
-        )
+    # Bytes after the request are ignored, as Kafka's generated readers ignore them: librdkafka
+    # 2.x sends three after an all-topics Metadata v12.
     return ParsedRequest(api_key, api_version, correlation_id, header.client_id, body)
 
 

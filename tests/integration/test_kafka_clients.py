@@ -435,3 +435,107 @@ def test_a_malformed_or_oversized_frame_closes_only_its_connection(cluster: Loca
         big.sendall(struct.pack(">i", 200 * 1024 * 1024))  # over socket.request.max.bytes
         with pytest.raises((ConnectionError, OSError)):
             _answer(big)
+
+
+# ---------------------------------------------------------------------------- admin clients
+
+
+def test_confluent_admin_client_manages_topics_and_configs(cluster: LocalCluster) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    created = admin.create_topics(
+        [NewTopic("ck-admin", num_partitions=2, replication_factor=3, config={"retention.ms": "123456"})]
+    )
+    created["ck-admin"].result(30)
+    assert created and admin.create_topics([NewTopic("ck-admin", 1, 1)])["ck-admin"].exception(30).args[0].code() == 36
+    wait_until(lambda: _leaders_known(cluster, "ck-admin", 2), 30, what="leaders")
+
+    resource = ConfigResource(ResourceType.TOPIC, "ck-admin")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "123456"
+    assert configs["retention.ms"].source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"].is_default
+
+    change = ConfigResource(
+        ResourceType.TOPIC,
+        "ck-admin",
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(30)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["cleanup.policy"].value == "compact" and configs["retention.ms"].is_default
+
+    bad = ConfigResource(
+        ResourceType.TOPIC,
+        "ck-admin",
+        incremental_configs=[ConfigEntry("retention.ms", "not-a-number", incremental_operation=AlterConfigOpType.SET)],
+    )
+    assert admin.incremental_alter_configs([bad])[bad].exception(30).args[0].code() == 40  # INVALID_CONFIG
+
+    admin.create_partitions([NewPartitions("ck-admin", 4)])["ck-admin"].result(30)
+    wait_until(lambda: _leaders_known(cluster, "ck-admin", 4), 30, what="4 partitions")
+
+    described = admin.describe_cluster().result(30)
+    assert {f"{n.host}:{n.port}" for n in described.nodes} == set(cluster.kafka_bootstrap_servers.split(","))
+
+    admin.delete_topics(["ck-admin"])["ck-admin"].result(30)
+    wait_until(lambda: "ck-admin" not in admin.list_topics(timeout=10).topics, 30, what="the topic gone")
+    assert admin.delete_topics(["ck-admin"])["ck-admin"].exception(30).args[0].code() == 3  # UNKNOWN_TOPIC
+
+
+def test_kafka_python_admin_client_reads_the_cluster(cluster: LocalCluster) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topic = create_topic(cluster, "kp-admin", partitions=2)
+    with Producer(cluster.bootstrap_servers, acks="all") as producer:
+        for i in range(20):
+            producer.send(topic, b"x" * 100, partition=i % 2)
+        producer.flush()
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=cluster.kafka_bootstrap_servers, group_id="kp-admin-g", auto_offset_reset="earliest"
+    )
+    wait_until(lambda: consumer.poll(timeout_ms=200) is not None and len(consumer.assignment()) == 2, 60, what="join")
+    consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(7, "", -1)})
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers)
+    try:
+        groups = {g["group_id"]: g for g in admin.list_groups()}
+        assert groups["kp-admin-g"]["group_state"] == "Stable"
+        described = admin.describe_groups(["kp-admin-g"])["kp-admin-g"]
+        assert described["group_state"] == "Stable" and len(described["members"]) == 1
+        offsets = admin.list_group_offsets({"kp-admin-g": None})["kp-admin-g"]
+        assert offsets[TopicPartition(topic, 0)].offset == 7
+
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.bytes": "1000000"})
+        admin.alter_configs([resource])  # AlterConfigs: the whole dynamic config
+        shown = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        assert shown["topic"][topic]["retention.bytes"]["value"] == "1000000"
+
+        sizes = {
+            (t["name"], p["partition_index"]): p["partition_size"]
+            for broker in admin.describe_log_dirs()
+            for d in broker["log_dirs"]
+            for t in d["topics"]
+            for p in t["partitions"]
+            if t["name"] == topic
+        }
+        assert set(sizes) == {(topic, 0), (topic, 1)} and all(size > 1000 for size in sizes.values())
+        assert admin.list_partition_reassignments() == {}
+        assert admin.describe_cluster()["brokers"]
+        producers = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+        assert [p.last_sequence for p in producers.active_producers] == [9]  # the gRPC client is idempotent
+    finally:
+        consumer.close()
+        admin.close()

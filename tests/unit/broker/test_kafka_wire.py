@@ -69,13 +69,18 @@ def test_a_version_not_served_is_unsupported_and_keeps_the_correlation_id() -> N
     [
         b"\x00\x12",  # shorter than a header
         _api_versions_frame()[:-3],  # cut inside the body
-        _api_versions_frame(trailing=b"\x01\x02"),  # bytes after the request
     ],
-    ids=["short", "truncated", "trailing"],
+    ids=["short", "truncated"],
 )
 def test_a_frame_that_does_not_decode_is_malformed(frame: bytes) -> None:
     with pytest.raises(MalformedRequest):
         parse_request(frame, SUPPORTED)
+
+
+def test_bytes_after_a_request_are_ignored_as_kafka_does() -> None:
+    # librdkafka 2.x sends these three after an all-topics Metadata v12
+    parsed = parse_request(_api_versions_frame(trailing=b"\x01\x00\x00"), SUPPORTED)
+    assert parsed.body.client_software_version == "1.7"
 
 
 def test_the_unsupported_answer_is_a_header_and_the_error_code() -> None:
