@@ -76,8 +76,8 @@ _APIS: dict[int, tuple[str, int, int, str]] = {
     61: ("DescribeProducers", 0, 0, "describe_producers"),
     65: ("DescribeTransactions", 0, 0, "describe_transactions"),
     66: ("ListTransactions", 0, 0, "list_transactions"),
-    68: ("ConsumerGroupHeartbeat", 0, 0, "consumer_group_heartbeat"),
-    69: ("ConsumerGroupDescribe", 0, 0, "consumer_group_describe"),
+    68: ("ConsumerGroupHeartbeat", 0, 1, "consumer_group_heartbeat"),
+    69: ("ConsumerGroupDescribe", 0, 1, "consumer_group_describe"),
 }
 
 

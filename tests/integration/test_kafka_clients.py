@@ -539,3 +539,45 @@ def test_kafka_python_admin_client_reads_the_cluster(cluster: LocalCluster) -> N
     finally:
         consumer.close()
         admin.close()
+
+
+def test_confluent_kafka_consumers_of_the_kip848_protocol_share_partitions(cluster: LocalCluster) -> None:
+    """group.protocol=consumer: ConsumerGroupHeartbeat, assignments computed by the coordinator."""
+    from confluent_kafka import Consumer as CKConsumer
+
+    topic = create_topic(cluster, "ck-848", partitions=4)
+
+    def consumer() -> CKConsumer:
+        c = CKConsumer(
+            {
+                "bootstrap.servers": cluster.kafka_bootstrap_servers,
+                "group.id": "ck-848",
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        c.subscribe([topic])
+        return c
+
+    def owned(c: CKConsumer) -> set[int]:
+        c.consume(100, 0.2)
+        return {tp.partition for tp in c.assignment()}
+
+    first = consumer()
+    second = None
+    try:
+        wait_until(lambda: owned(first) == {0, 1, 2, 3}, 60, what="one member owning every partition")
+        second = consumer()
+
+        def split() -> bool:
+            a, b = owned(first), owned(second)
+            return len(a) == 2 and len(b) == 2 and not (a & b)
+
+        wait_until(split, 60, what="two members with two partitions each")
+        second.close()
+        second = None
+        wait_until(lambda: owned(first) == {0, 1, 2, 3}, 60, what="the partitions back after a member left")
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
