@@ -31,6 +31,14 @@ EXPECTED_KEYS = {
     "spark_bench.py": {"spark_s_1m", "replay_s_1m", "spark_s_10m", "replay_s_10m"},
     "quorum_bench.py": {"commits_per_s", "create_10k_partitions_s", "failover_median_s", "load_100k_partitions_s"},
     "cleaner_bench.py": {"compaction_s", "produce_max_ms_baseline", "produce_max_ms_compacting", "fenced_samples"},
+    "kafka_bench.py": {
+        "sendfile_consume_mb_s",
+        "copy_consume_mb_s",
+        "grpc_consume_mb_s",
+        "raw_read_mb_s",
+        "produce_vs_tansu_ratio",
+        "consume_vs_tansu_ratio",
+    },
     "group_bench.py": {
         "rebalance_classic_s",
         "rebalance_consumer_protocol_s",
