@@ -98,6 +98,9 @@ EOS_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
 PROFILES = ("data", "quorum")
 WORKLOADS = ("data", "group", "eos")
 GROUP_PROTOCOLS = ("classic", "consumer")
+# deploy.chaos._kafka_clients.CLIENTS (not imported: every kraftlog command would load the chaos
+# package; tests/unit/deploy/test_chaos_clients.py keeps the two equal)
+CLIENTS = ("kraftlog", "kafka-python")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -169,6 +172,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         choices=GROUP_PROTOCOLS,
         default=None,
         help="--workload group only: the members' group.protocol, classic (default) or consumer (KIP-848)",
+    )
+    run_p.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="kraftlog",
+        help="data profile: the workload's producer and consumer, kraftlog's own (gRPC, default) or "
+        "kafka-python over the brokers' Kafka listeners (the checker reads back with kraftlog's)",
     )
     run_p.add_argument("--dry-run", action="store_true", help="with --inventory: print remote commands only")
     run_p.add_argument("--duration", type=parse_duration_s, default=600.0, help="e.g. 90s, 10m, 30m (default 10m)")
@@ -249,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
     if args.group_members < 1:
         raise UserError("--group-members must be >= 1")
     eos = args.workload == "eos"
+    if quorum and args.client != "kraftlog":
+        raise UserError("--client belongs to the data profile (the quorum profile has its admin workload)")
     if quorum and eos:
         raise UserError("--workload eos belongs to the data profile (the quorum profile has its admin workload)")
     if args.eos_processors < 1:
@@ -373,6 +385,7 @@ def run(args: argparse.Namespace) -> int:
                     group_members=args.group_members,
                     group_protocol=group_protocol,
                     eos_processors=args.eos_processors,
+                    client=args.client,
                 ),
                 out=out,
                 stop=stop,

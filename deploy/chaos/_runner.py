@@ -55,6 +55,7 @@ class ChaosSettings:
     group_members: int = 3
     group_protocol: str = "classic"  # the group workload's members: classic or consumer (KIP-848)
     eos_processors: int = 2
+    client: str = "kraftlog"  # the data workload's producer and consumer: kraftlog or kafka-python
 
 
 @dataclass
@@ -197,6 +198,8 @@ def run_chaos(
             topic,
             settings.partitions,
             records_per_s_per_partition=settings.records_per_s_per_partition,
+            client=settings.client,
+            kafka_bootstrap_servers=target.kafka_bootstrap_servers if settings.client != "kraftlog" else "",
         )
         workload.start()
         _wait(
@@ -325,6 +328,7 @@ def run_chaos(
     if converge_s is None:
         result["not_converged"] = pending
     result["workload"] = settings.workload
+    result["client"] = settings.client
     if group is not None and outcome is not None:
         _add_group_result(result, group, outcome, workload.acks)
         result["coordinator_faults"] = sum(1 for r in run.faults if r.group_coordinator in r.fault.nodes)
@@ -383,6 +387,10 @@ def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]]
                 faults[i].outage_partition = partition
 
 
+def _client_name(client: str) -> str:
+    return "kraftlog (gRPC)" if client == "kraftlog" else f"{client} (Kafka listener)"
+
+
 def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) -> None:
     out("")
     out(f"{'at (s)':>8}  {'fault':<48}{'longest produce gap (s)':>24}  {'from (s), partition'}")
@@ -394,6 +402,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
         )
     out("")
     rows = [
+        ("producer and consumer", _client_name(result["client"])),
         ("records acknowledged", result["acknowledged"]),
         ("records lost", result["lost"]),
         ("acknowledged offset rewritten", result["offset_mismatches"]),

@@ -31,6 +31,8 @@ class ChaosTarget(Protocol):
     @property
     def bootstrap_servers(self) -> str: ...
     @property
+    def kafka_bootstrap_servers(self) -> str: ...
+    @property
     def controller_addresses(self) -> str: ...
     def partitions_unavailable(self) -> str | None: ...
     def kill(self, node_id: int) -> None: ...
@@ -59,6 +61,10 @@ class LocalTarget:
     @property
     def bootstrap_servers(self) -> str:
         return str(self.cluster.bootstrap_servers)
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return str(self.cluster.kafka_bootstrap_servers)
 
     @property
     def controller_addresses(self) -> str:
@@ -116,6 +122,7 @@ class SystemdNode:
     host: str  # address the other nodes and clients use
     port: int  # the node's gRPC listener
     ssh: str  # ssh destination, e.g. "admin@10.0.0.11"
+    kafka_port: int | None = None  # a broker's Kafka-protocol listener, for --client kafka-python
 
     @property
     def unit(self) -> str:
@@ -123,11 +130,12 @@ class SystemdNode:
 
 
 def load_inventory(path: str | Path) -> list[SystemdNode]:
-    """Read an inventory TOML: ``[[node]]`` tables with ``id``, ``role``, ``host``, ``port``, ``ssh``."""
+    """Read an inventory TOML: ``[[node]]`` tables with ``id``, ``role``, ``host``, ``port``, ``ssh``
+    and, for brokers, ``kafka_port`` (their Kafka-protocol listener)."""
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     nodes = []
     for i, entry in enumerate(data.get("node", [])):
-        unknown = set(entry) - {"id", "role", "host", "port", "ssh"}
+        unknown = set(entry) - {"id", "role", "host", "port", "ssh", "kafka_port"}
         if unknown:
             raise ValueError(f"{path}: node #{i + 1}: unknown key(s) {sorted(unknown)}")
         if entry.get("role") not in ("controller", "broker"):
@@ -139,6 +147,7 @@ def load_inventory(path: str | Path) -> list[SystemdNode]:
                 str(entry["host"]),
                 int(entry["port"]),
                 str(entry.get("ssh", entry["host"])),
+                int(entry["kafka_port"]) if "kafka_port" in entry else None,
             )
         )
     if not nodes:
@@ -182,6 +191,13 @@ class SystemdTarget:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.nodes[n].host}:{self.nodes[n].port}" for n in self.brokers())
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        missing = [n for n in self.brokers() if self.nodes[n].kafka_port is None]
+        if missing:
+            raise ValueError(f"the inventory names no kafka_port for broker(s) {missing}")
+        return ",".join(f"{self.nodes[n].host}:{self.nodes[n].kafka_port}" for n in self.brokers())
 
     @property
     def controller_addresses(self) -> str:

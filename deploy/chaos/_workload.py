@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -31,7 +32,11 @@ class Workload:
         records_per_s_per_partition: float = 50.0,
         request_timeout_ms: int = 2_500,
         clock: Callable[[], float] = time.monotonic,
+        client: str = "kraftlog",
+        kafka_bootstrap_servers: str = "",
     ) -> None:
+        """``client``: kraftlog's own (gRPC, ``bootstrap_servers``) or ``kafka-python`` (the
+        brokers' Kafka listeners, ``kafka_bootstrap_servers``)."""
         self.topic = topic
         self.partitions = partitions
         self._interval_s = 1.0 / records_per_s_per_partition
@@ -41,6 +46,26 @@ class Workload:
         self.acks: list[Ack] = []
         self.failures = 0
         self.consumed = 0
+        self._producer: Any
+        self._consumer: Any
+        if client == "kafka-python":
+            from kraftlog.deploy.chaos._kafka_clients import KafkaPythonConsumer, KafkaPythonProducer
+
+            self._producer = KafkaPythonProducer(
+                kafka_bootstrap_servers, request_timeout_ms=request_timeout_ms, delivery_timeout_ms=60_000
+            )
+            self._consumer = KafkaPythonConsumer(kafka_bootstrap_servers)
+        elif client != "kraftlog":
+            raise ValueError(f"unknown client {client!r}")
+        else:
+            self._kraftlog_clients(bootstrap_servers, request_timeout_ms)
+        self._threads = [
+            threading.Thread(target=self._produce, args=(p,), name=f"chaos-produce-{p}", daemon=True)
+            for p in range(partitions)
+        ]
+        self._threads.append(threading.Thread(target=self._consume, name="chaos-consume", daemon=True))
+
+    def _kraftlog_clients(self, bootstrap_servers: str, request_timeout_ms: int) -> None:
         self._producer = Producer(
             bootstrap_servers,
             acks="all",
@@ -59,11 +84,6 @@ class Workload:
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
         )
-        self._threads = [
-            threading.Thread(target=self._produce, args=(p,), name=f"chaos-produce-{p}", daemon=True)
-            for p in range(partitions)
-        ]
-        self._threads.append(threading.Thread(target=self._consume, name="chaos-consume", daemon=True))
 
     def start(self) -> None:
         for t in self._threads:
