@@ -78,6 +78,7 @@ _APIS: dict[int, tuple[str, int, int, str]] = {
     66: ("ListTransactions", 0, 0, "list_transactions"),
     68: ("ConsumerGroupHeartbeat", 0, 1, "consumer_group_heartbeat"),
     69: ("ConsumerGroupDescribe", 0, 1, "consumer_group_describe"),
+    75: ("DescribeTopicPartitions", 0, 0, "describe_topic_partitions"),
 }
 
 
@@ -212,3 +213,62 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
             "topics": topics,
             "cluster_authorized_operations": -2147483648,
         }
+
+    async def describe_topic_partitions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """DescribeTopicPartitions (KIP-966): topics by name (none named: all) in name order, at
+        most ``response_partition_limit`` partitions per answer, paged with a cursor. kraftlog has
+        no eligible leader replicas (ELR): those fields are null."""
+        body = request.body
+        image = self.broker.follower.image
+        names = sorted({t.name for t in body.topics} if body.topics else image.topics.by_name)
+        limit = max(1, body.response_partition_limit)
+        cursor = body.cursor
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        topics: list[dict[str, Any]] = []
+        next_cursor = None
+        budget = limit
+        for name in names:
+            topic = image.topics.get_by_name(name)
+            if topic is None:
+                topics.append(
+                    {"error_code": kerr.UnknownTopicOrPartitionError.error_code, "name": name, "partitions": []}
+                )
+                continue
+            first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            if budget == 0:  # the page is full: the next one starts with this topic
+                next_cursor = {"topic_name": name, "partition_index": first}
+                break
+            partitions = []
+            for pid in sorted(p for p in topic.partitions if p >= first):
+                if budget == 0:
+                    next_cursor = {"topic_name": name, "partition_index": pid}
+                    break
+                reg = topic.partitions[pid]
+                partitions.append(
+                    {
+                        "error_code": 0 if reg.leader >= 0 else kerr.LeaderNotAvailableError.error_code,
+                        "partition_index": pid,
+                        "leader_id": reg.leader,
+                        "leader_epoch": reg.leader_epoch,
+                        "replica_nodes": list(reg.replicas),
+                        "isr_nodes": list(reg.isr),
+                        "eligible_leader_replicas": None,
+                        "last_known_elr": None,
+                        "offline_replicas": list(reg.offline_replicas(image.cluster)),
+                    }
+                )
+                budget -= 1
+            topics.append(
+                {
+                    "error_code": 0,
+                    "name": name,
+                    "topic_id": topic.topic_id,
+                    "is_internal": name.startswith("__"),
+                    "partitions": partitions,
+                    "topic_authorized_operations": -2147483648,
+                }
+            )
+            if next_cursor is not None:
+                break
+        return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}

@@ -22,7 +22,7 @@ from kraftlog.common._config_schema import NODE_CONFIG_DEFS
 
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
 
-_NO_POOLS = "requests are served by one asyncio gRPC server per listener, not by thread pools"
+_NO_POOLS = "requests are served by one asyncio server (gRPC or Kafka) per listener, not by thread pools"
 _CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of living in fixed buffers"
 
 WITHOUT_EFFECT: Final[Mapping[str, str]] = {
@@ -30,8 +30,8 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "num.io.threads": _NO_POOLS,
     "num.network.threads": _NO_POOLS,
     "queued.max.requests": _NO_POOLS,
-    "socket.send.buffer.bytes": "gRPC sizes its sockets' buffers itself",
-    "socket.receive.buffer.bytes": "gRPC sizes its sockets' buffers itself",
+    "socket.send.buffer.bytes": "the gRPC and Kafka listeners leave their sockets' buffers to gRPC and the OS",
+    "socket.receive.buffer.bytes": "the gRPC and Kafka listeners leave their sockets' buffers to gRPC and the OS",
     "num.recovery.threads.per.data.dir": "logs are recovered one after another at start",
     "num.replica.fetchers": "a follower runs one fetch stream per leader broker",
     "replica.socket.timeout.ms": "a follower's fetch is bounded by replica.fetch.wait.max.ms and the request timeout",

@@ -581,3 +581,40 @@ def test_confluent_kafka_consumers_of_the_kip848_protocol_share_partitions(clust
         first.close()
         if second is not None:
             second.close()
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(cluster: LocalCluster) -> None:
+    """DescribeTopicPartitions (KIP-966) over a raw connection: a page limit and its cursor."""
+    import io
+
+    from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
+    from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.serial import entity_reader, entity_writer
+
+    from kraftlog.broker._kafka_wire import build
+
+    create_topic(cluster, "dtp-a", partitions=3)
+    create_topic(cluster, "dtp-b", partitions=2)
+
+    def ask(cursor: dict | None) -> DescribeTopicPartitionsResponse:
+        buf = io.BytesIO()
+        header = {"request_api_key": 75, "request_api_version": 0, "correlation_id": 5, "client_id": "t"}
+        entity_writer(RequestHeader)(buf, build(RequestHeader, header))
+        body = {"topics": [{"name": "dtp-b"}, {"name": "dtp-a"}], "response_partition_limit": 4, "cursor": cursor}
+        entity_writer(DescribeTopicPartitionsRequest)(buf, build(DescribeTopicPartitionsRequest, body))
+        with _connect(cluster) as sock:
+            sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+            answer = _answer(sock)
+        return entity_reader(DescribeTopicPartitionsResponse)(answer, 5)[0]
+
+    first = ask(None)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in first.topics] == [
+        ("dtp-a", [0, 1, 2]),
+        ("dtp-b", [0]),
+    ]
+    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("dtp-b", 1)
+    rest = ask({"topic_name": "dtp-b", "partition_index": 1})
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in rest.topics] == [("dtp-b", [1])]
+    assert rest.next_cursor is None
+    assert all(p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in first.topics[0].partitions)
