@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -27,7 +28,7 @@ from kraftlog.proto import broker_pb2
 from ._kafka_admin import _AdminApis
 from ._kafka_data import _DataApis
 from ._kafka_groups import _GroupApis
-from ._kafka_server import ConnectionInfo
+from ._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from ._kafka_txn import _TxnApis
 from ._kafka_wire import ParsedRequest, UnsupportedRequest, build, encode_response, error_only_frame, response_type
 
@@ -94,23 +95,34 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         return self._supported
 
     async def dispatch(self, request: ParsedRequest, conn: ConnectionInfo) -> Any:
-        """The kio response entity for ``request``, or None when it has no answer."""
+        """The kio response entity for ``request``, None when it has no answer (Produce with
+        acks=0), or `CLOSE_CONNECTION`.
+
+        A request whose handler fails (a bug, or a request that is valid on the wire but not in
+        its content) is answered with UNKNOWN_SERVER_ERROR / the error where the answer has a
+        top-level error code; any other answer would read as a success with nothing in it (an
+        OffsetCommit the client would take as done), so the connection is closed instead, which
+        every client retries. acks=0 Produce closes the connection on any error, as Kafka does:
+        that is how such a producer learns to refresh its metadata."""
         name, _lo, _hi, method = _APIS[request.api_key]
         handler = getattr(self, method)
+        answer_type = response_type(request.api_key, request.api_version)
         try:
             answer = await handler(request, conn)
-        except Exception as err:  # a bug in a handler answers the request, the broker keeps serving
-            self._log.exception("kafka_handler_failed", api=name, version=request.api_version)
-            answer = self.failed(request, err)
-        if answer is None:
-            return None
-        return build(response_type(request.api_key, request.api_version), answer)
-
-    def failed(self, request: ParsedRequest, err: BaseException) -> dict[str, Any]:
-        """An answer for a request whose handler raised: the request's error everywhere it fits
-        (top-level error_code; Kafka's generic error answer does the same)."""
-        code = err.error_code if isinstance(err, kerr.KafkaError) else kerr.UnknownServerError.error_code
-        return {"error_code": code}
+            if answer is None or answer is CLOSE_CONNECTION:
+                return answer
+            return build(answer_type, answer)
+        except Exception as err:  # the broker keeps serving; this request gets what it can
+            if isinstance(err, kerr.InvalidRequestError):
+                self._log.info("kafka_request_refused", api=name, version=request.api_version, reason=str(err))
+            else:
+                self._log.exception("kafka_handler_failed", api=name, version=request.api_version)
+            if request.api_key == 0 and request.body.acks == 0:
+                return CLOSE_CONNECTION
+            if "error_code" not in {f.name for f in fields(answer_type)}:
+                return CLOSE_CONNECTION
+            code = err.error_code if isinstance(err, kerr.KafkaError) else kerr.UnknownServerError.error_code
+            return build(answer_type, {"error_code": code, "throttle_time": 0})
 
     def unsupported(self, err: UnsupportedRequest) -> bytes:
         """The frame answering an API or version that is not served. ApiVersions gets its v0
@@ -155,6 +167,8 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         if wanted is not None:
             for t in wanted:
                 name = getattr(t, "name", None)
+                if name is None and request.api_version < 12:
+                    raise kerr.InvalidRequestError("topic ids in a Metadata request need version 12 or later")
                 if name is None:
                     topic = image.topics.get_by_id(str(t.topic_id)) if t.topic_id is not None else None
                     if topic is None:

@@ -15,7 +15,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
 
 from ._kafka_fetch_sessions import FetchSessionCache, SessionFetch, SessionPartition
-from ._kafka_server import ConnectionInfo
+from ._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from ._kafka_wire import ParsedRequest, RegionRecords, ms
 from ._replica_requests import close_regions
 from ._replica_types import _LEADER_HINT_CODES, _FetchResult
@@ -48,7 +48,9 @@ class _DataApis:
 
     # ------------------------------------------------------------------ Produce
 
-    async def produce(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any] | None:
+    async def produce(self, request: ParsedRequest, conn: ConnectionInfo) -> Any:
+        """acks=0 has no answer; when a partition failed the connection is closed instead (Kafka's
+        way to make such a producer refresh its metadata)."""
         body = request.body
         pb = broker_pb2.ProduceRequest(
             acks=body.acks, timeout_ms=ms(body.timeout), transactional_id=body.transactional_id or ""
@@ -59,7 +61,8 @@ class _DataApis:
                 td.partitions.add(index=p.index, records=p.records or b"")
         resp = await self.broker.replicas.produce(pb)
         if body.acks == 0:
-            return None
+            failed = resp.error.code or any(p.error.code for t in resp.topics for p in t.partitions)
+            return CLOSE_CONNECTION if failed else None
         hinted: list[int] = []
         topics = []
         for t in resp.topics:
@@ -141,7 +144,7 @@ class _DataApis:
                 partition=pid,
                 current_leader_epoch=sp.current_leader_epoch,
                 fetch_offset=sp.fetch_offset,
-                last_fetched_epoch=-1,
+                last_fetched_epoch=sp.last_fetched_epoch,  # v12+: the leader reports a diverging epoch
                 log_start_offset=-1,
                 partition_max_bytes=sp.partition_max_bytes,
             )
@@ -167,7 +170,7 @@ class _DataApis:
                 lso = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
                 if not fetch.include(
                     tp,
-                    has_data=rd.num_bytes > 0,
+                    has_data=rd.num_bytes > 0 or rd.diverging_epoch is not None,
                     has_error=False,
                     hw=rd.high_watermark,
                     lso=lso,
@@ -187,6 +190,8 @@ class _DataApis:
                     ),
                     records=RegionRecords(rd.region) if rd.region is not None else rd.records,
                 )
+                if rd.diverging_epoch is not None:
+                    entry["diverging_epoch"] = {"epoch": rd.diverging_epoch[0], "end_offset": rd.diverging_epoch[1]}
             else:
                 assert r.error is not None
                 err = replicas._error(r.error, "fetch")

@@ -70,8 +70,14 @@ class SessionFetch:
     ) -> bool:
         """Whether partition ``tp`` goes into the answer; remembers what was answered."""
         sp = self.partitions[tp]
+        if has_error:  # remembered as unknown, so the partition is answered again once it recovers
+            hw = lso = log_start = -1
         changed = (sp.high_watermark, sp.last_stable_offset, sp.log_start_offset) != (hw, lso, log_start)
         sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = hw, lso, log_start
+        if has_data and self.session is not None:
+            # a partition that got records goes to the back of the session: the next fetch's
+            # byte budget reaches the others first (Kafka rotates its sessions so)
+            self.partitions.move_to_end(tp)
         return self.full or has_data or has_error or changed
 
 

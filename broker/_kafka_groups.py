@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 
 from ._group_classic_types import JoinRequest, Protocol
@@ -125,6 +126,24 @@ class _GroupApis:
         return answer
 
     async def offset_commit(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v2-4 carry a retention time; kraftlog keeps committed offsets by
+        ``offsets.retention.minutes`` only, so a commit that asks for its own retention is refused
+        (INVALID_REQUEST on each partition) rather than kept for another time than asked."""
+        retention = ms(getattr(request.body, "retention_time", None))
+        if retention != -1:
+            return {
+                "throttle_time": 0,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p.partition_index, "error_code": kerr.InvalidRequestError.error_code}
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in request.body.topics
+                ],
+            }
         pb = to_pb(request.body, group_pb2.OffsetCommitRequest, {"generation_id": "generation_id_or_member_epoch"})
         if request.api_version < 6:  # no leader epoch in these versions: unknown
             for t in pb.topics:

@@ -35,9 +35,18 @@ from ._kafka_wire import (
     parse_request,
 )
 
-__all__ = ["KafkaListener", "ConnectionInfo"]
+__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo"]
 
 _SIZE = struct.Struct(">i")
+
+
+class _Close:
+    def __repr__(self) -> str:
+        return "CLOSE_CONNECTION"
+
+
+#: what a dispatch returns for a request that must not be answered but ends its connection
+CLOSE_CONNECTION: Any = _Close()
 
 
 class ConnectionInfo:
@@ -81,28 +90,44 @@ class KafkaListener:
         self.sendfile = sendfile
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._stopping = False
         self._log = structlog.get_logger(__name__).bind(node_id=node_id, listener=name)
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Bind the socket (port 0 gets its real port, which the broker registers) without
+        accepting yet: requests are served from `start_serving`, once the broker has caught up
+        with the metadata log, as Kafka enables its request processing after the initial
+        catch-up."""
         self._server = await asyncio.start_server(
-            self._serve, self.host or None, self.port, reuse_address=True, limit=1 << 20
+            self._serve, self.host or None, self.port, reuse_address=True, limit=1 << 20, start_serving=False
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
-        self._log.info("kafka_listener_started", address=f"{self.host}:{self.port}")
+
+    async def start_serving(self) -> None:
+        if self._server is not None and not self._stopping:
+            await self._server.start_serving()
+            self._log.info("kafka_listener_started", address=f"{self.host}:{self.port}")
 
     async def stop(self) -> None:
+        """Stop accepting, end every connection (a request in progress is cancelled) and wait for
+        them, so none is still serving when the broker closes its logs."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
-            for task in list(self._connections):
-                task.cancel()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
             self._server = None
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if self._stopping:
+            writer.close()
+            return
         self._connections.add(task)
         peer_addr = writer.get_extra_info("peername")
         peer = f"{peer_addr[0]}:{peer_addr[1]}" if peer_addr else "?"
@@ -152,6 +177,9 @@ class KafkaListener:
             response = await self._dispatch(request, conn)
             if response is None:  # Produce with acks=0 has no answer
                 continue
+            if response is CLOSE_CONNECTION:
+                log.info("kafka_connection_closed", api_key=request.api_key, reason="the request failed")
+                return
             chunks, _total = encode_response(request.correlation_id, response)
             await self._send(writer, chunks)
 
@@ -167,13 +195,17 @@ class KafkaListener:
                     writer.write(chunk.read())
                     continue
                 await writer.drain()
-                sent = await loop.sendfile(
-                    writer.transport,
-                    chunk,  # type: ignore[arg-type]  # what it needs of a file: fileno()
-                    chunk.position,
-                    chunk.size,
-                    fallback=True,
-                )
+                try:
+                    sent = await loop.sendfile(
+                        writer.transport,
+                        chunk,  # type: ignore[arg-type]  # what it needs of a file: fileno()
+                        chunk.position,
+                        chunk.size,
+                        fallback=False,
+                    )
+                except asyncio.SendfileNotAvailableError:  # e.g. a file system without sendfile
+                    writer.write(chunk.read())
+                    continue
                 if sent != chunk.size:
                     # the file was cut short under us: the frame's size is already on the wire
                     raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")

@@ -14,6 +14,7 @@ from ._kafka_server import ConnectionInfo
 from ._kafka_translate import from_pb, to_pb
 from ._kafka_wire import ParsedRequest, ms
 from ._producer_ids import init_producer_id
+from ._txn_records import TxnState
 from ._txn_service import TxnService
 
 if TYPE_CHECKING:
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from ._server import BrokerServer
 
 __all__ = ["_TxnApis"]
+
+# ListTransactions names the state filters that are no state
+_TXN_STATES = frozenset(state.kafka_name for state in TxnState)
 
 
 class _TxnApis:
@@ -131,5 +135,5 @@ class _TxnApis:
         )
         answer = from_pb(await self._txn_service().ListTransactions(pb, None))
         answer["throttle_time"] = 0
-        answer["unknown_state_filters"] = []
+        answer["unknown_state_filters"] = [f for f in body.state_filters if f not in _TXN_STATES]
         return answer

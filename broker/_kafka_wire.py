@@ -311,9 +311,9 @@ def _error_code(value: Any) -> ErrorCode:
 def _datetime(value: Any, optional: bool) -> datetime.datetime | None:
     if not isinstance(value, int):
         return value  # type: ignore[no-any-return]
-    if value < 0:
-        return None if optional else _EPOCH
-    return datetime.datetime.fromtimestamp(value / 1000, _UTC)
+    if value < 0 and optional:
+        return None
+    return datetime.datetime.fromtimestamp(value / 1000, _UTC)  # -1 stays -1 on the wire
 
 
 def _uuid(value: Any) -> uuid.UUID | None:

@@ -154,7 +154,7 @@ class _LeaderReplication:
                 )
         log = self.log
         leo = log.log_end_offset
-        if is_replica and last_fetched_epoch >= 0:
+        if last_fetched_epoch >= 0:  # followers, and consumers of Fetch v12+ (KIP-320)
             epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end < 0:
                 raise kerr.OffsetOutOfRangeError(

@@ -161,11 +161,11 @@ class _ReplicaRequests(_ReplicaManagerState):
                 if r.read is not None:
                     total += r.read.num_bytes
             if not immediate and total < req.min_bytes:
+                close_regions(results)  # read again when the wait ends: no descriptor held meanwhile
                 parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
                 op = DelayedFetch(req.max_wait_ms, req, self._manager(), parts)
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
-                close_regions(results)
                 results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy)
         self._count_fetched(results, replica=req.replica_id >= 0)
         return results
@@ -183,11 +183,9 @@ class _ReplicaRequests(_ReplicaManagerState):
         self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool, zero_copy: bool = False
     ) -> list[_FetchResult]:
         is_replica = req.replica_id >= 0
-        if req.max_bytes > 0:
-            limit = req.max_bytes
-        else:
-            key = "replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"
-            limit = int(self.config[key])
+        # the request's max_bytes, never above the broker's cap (Kafka's min of the two)
+        cap = int(self.config["replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"])
+        limit = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
         min_one = True
         out: list[_FetchResult] = []
         for t in req.topics:

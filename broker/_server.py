@@ -13,7 +13,6 @@ clean-shutdown marker, and close the server.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -24,7 +23,6 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from kraftlog.common import errors as kerr
-from kraftlog.common.config import parse_listeners
 from kraftlog.metadata_log import MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
@@ -46,6 +44,7 @@ from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailabl
 from ._group_lag import GroupLag
 from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
+from ._listeners import BROKER_LISTENER, advertised_broker_listener, broker_listener, kafka_listeners
 from ._metadata_follower import MetadataFollower
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
 from ._partition_types import error_pb
@@ -55,60 +54,6 @@ from ._txn_coordinator import TXN_TOPIC, TxnCoordinator
 from ._txn_service import TxnService
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "kafka_listeners", "metadata_response"]
-
-BROKER_LISTENER = "BROKER"
-
-
-def _listeners(config: Any, key: str) -> dict[str, tuple[str, int]]:
-    raw = config[key]
-    if not raw:
-        return {}
-    listeners: dict[str, tuple[str, int]] = parse_listeners(raw if isinstance(raw, str) else ",".join(raw))
-    return listeners
-
-
-def _grpc_listener_name(listeners: dict[str, tuple[str, int]]) -> str | None:
-    """The broker's gRPC listener: the one named BROKER, else the first that is not CONTROLLER."""
-    if BROKER_LISTENER in listeners:
-        return BROKER_LISTENER
-    return next((name for name in listeners if name != "CONTROLLER"), None)
-
-
-def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:
-    """The broker's gRPC address in ``key``: its BROKER listener (or the first non-controller one)."""
-    listeners = _listeners(config, key)
-    name = _grpc_listener_name(listeners)
-    if name is None:
-        raise ValueError(f"no broker listener in '{key}'")
-    return listeners[name]
-
-
-def kafka_listeners(config: Any) -> dict[str, tuple[tuple[str, int], tuple[str, int]]]:
-    """The broker's Kafka-protocol listeners: name -> (bound address, advertised address).
-
-    Every listener of ``listeners`` other than CONTROLLER and the gRPC one (`broker_listener`)
-    speaks Kafka's wire protocol (``PLAINTEXT://:9092`` beside ``BROKER://:9091``). The advertised
-    address is the ``advertised.listeners`` entry of the same name, else the bound one (an empty
-    host advertises this host's name, as Kafka does)."""
-    bound = _listeners(config, "listeners")
-    advertised = _listeners(config, "advertised.listeners")
-    grpc_name = _grpc_listener_name(bound)
-    out = {}
-    for name, (host, port) in bound.items():
-        if name in ("CONTROLLER", grpc_name):
-            continue
-        adv_host, adv_port = advertised.get(name, (host or socket.getfqdn(), port))
-        out[name] = ((host, port), (adv_host, adv_port))
-    return out
-
-
-def advertised_broker_listener(config: Any) -> tuple[str, int]:
-    """The address clients and other brokers are told to use (registered with the controller):
-    from ``advertised.listeners`` when set (behind NAT or in a container it differs from the bound
-    one), else the bound ``listeners`` address, as Kafka does."""
-    if not config["advertised.listeners"]:
-        return broker_listener(config)
-    return broker_listener(config, "advertised.listeners")  # hosts checked when the config loaded
 
 
 def metadata_response(
@@ -311,7 +256,7 @@ class BrokerServer:
         self.group_lag.start()
         advertised = kafka_listeners(self.config)
         for kl in self.kafka_listeners:  # bound before registering: port 0 gets its real port
-            await kl.start()
+            await kl.bind()
             (_host, port), (adv_host, adv_port) = advertised[kl.name]
             self.lifecycle.listeners.append(
                 controller_pb2.Endpoint(
@@ -323,7 +268,16 @@ class BrokerServer:
         self._tasks.append(
             asyncio.get_running_loop().create_task(self.replicas.run_scheduler(), name="broker-scheduler")
         )
+        if self.kafka_listeners:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._serve_kafka(), name="kafka-listeners"))
         self._log.info("broker_started", address=f"{self.host}:{self.port}")
+
+    async def _serve_kafka(self) -> None:
+        """Open the Kafka listeners once this broker caught up with the metadata log (it is
+        unfenced then): before, its answers would come from an image missing topics and leaders."""
+        await self.lifecycle.unfenced.wait()
+        for kl in self.kafka_listeners:
+            await kl.start_serving()
 
     async def wait_ready(self, timeout_s: float) -> bool:
         try:

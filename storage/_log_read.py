@@ -63,7 +63,11 @@ class _LogReads(_LogState):
         as ``records`` instead: checking needs the bytes."""
         info = self._read(start_offset, max_bytes, max_offset, min_one_message, as_region=True)
         region = info.region
-        if region is not None and info.first_batch_offset < self._unverified_end:
+        if (
+            region is not None
+            and info.first_batch_offset < self._unverified_end
+            and not self._verified.covers(info.first_batch_offset, min(info.next_offset, self._unverified_end))
+        ):
             try:
                 data = region.read()
             finally:

@@ -16,6 +16,7 @@ import json
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -161,8 +162,45 @@ def test_kafka_python_produces_with_every_acks_and_codec(cluster: LocalCluster, 
     assert kafka_python_read(cluster, topic, len(sent)) == sent
 
 
+class _PollingMember:
+    """A kafka-python group member polled by its own thread, as an application polls: kafka-python
+    finishes a rebalance only inside poll() (a join that completes between two short polls of a
+    consumer polled in turns with another is thrown away and sent again, a rebalance storm), so
+    each member keeps polling and the test reads what it owns and saw."""
+
+    def __init__(self, cluster: LocalCluster, topic: str, group: str) -> None:
+        import threading
+
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap_servers,
+            group_id=group,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=500,
+        )
+        self.seen: set[bytes] = set()
+        self.owned: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for batch in self.consumer.poll(timeout_ms=200).values():
+                self.seen.update(m.value for m in batch)
+            self.owned = {tp.partition for tp in self.consumer.assignment()}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+
+
 def test_a_group_of_two_kafka_python_consumers_rebalances(cluster: LocalCluster) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     topic = create_topic(cluster, "kp-group", partitions=4)
     producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers, acks="all")
@@ -171,41 +209,21 @@ def test_a_group_of_two_kafka_python_consumers_rebalances(cluster: LocalCluster)
     producer.flush(30)
     producer.close()
 
-    def consumer() -> KafkaConsumer:
-        return KafkaConsumer(
-            topic,
-            bootstrap_servers=cluster.kafka_bootstrap_servers,
-            group_id="kp-group",
-            auto_offset_reset="earliest",
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=500,
-        )
-
-    first = consumer()
+    first = _PollingMember(cluster, topic, "kp-group")
     second = None
     try:
-        seen: set[bytes] = set()
-
-        def first_owns_all() -> bool:
-            for batch in first.poll(timeout_ms=200).values():
-                seen.update(m.value for m in batch)
-            return len(first.assignment()) == 4
-
-        wait_until(first_owns_all, 60, what="the first member owning all 4 partitions")
-        second = consumer()
+        wait_until(lambda: first.owned == {0, 1, 2, 3}, 60, what="the first member owning all 4 partitions")
+        second = _PollingMember(cluster, topic, "kp-group")
 
         def split() -> bool:
-            for c in (first, second):
-                for batch in c.poll(timeout_ms=100).values():
-                    seen.update(m.value for m in batch)
-            a, b = first.assignment(), second.assignment()
+            a, b = first.owned, second.owned
             return len(a) == 2 and len(b) == 2 and not (a & b)
 
         wait_until(split, 60, what="the two members splitting the partitions")
-        wait_until(lambda: split() and len(seen) == 40, 30, what="every record consumed")
+        wait_until(lambda: split() and len(first.seen | second.seen) == 40, 30, what="every record consumed")
         second.close()
         second = None
-        wait_until(first_owns_all, 60, what="the partitions coming back after a member left")
+        wait_until(lambda: first.owned == {0, 1, 2, 3}, 60, what="the partitions back after a member left")
     finally:
         first.close()
         if second is not None:
@@ -618,3 +636,60 @@ def test_describe_topic_partitions_pages_with_a_cursor(cluster: LocalCluster) ->
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in rest.topics] == [("dtp-b", [1])]
     assert rest.next_cursor is None
     assert all(p.leader_id >= 0 and len(p.isr_nodes) == 3 for p in first.topics[0].partitions)
+
+
+def test_a_failed_acks_0_produce_closes_the_connection(cluster: LocalCluster) -> None:
+    """acks=0 has no answer: a partition that refused the records closes the connection instead
+    (Kafka's way to make such a producer refresh its metadata); a good one keeps it open."""
+    import io
+
+    from kio.schema.produce.v9.request import ProduceRequest
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.serial import entity_writer
+
+    from kraftlog.broker._kafka_wire import build
+    from kraftlog.storage import build_batch
+
+    topic = create_topic(cluster, "acks0", partitions=1)
+    leader = _leader_kafka_address(cluster, topic)
+
+    records = build_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+
+    def frame(partition: int, correlation_id: int) -> bytes:
+        buf = io.BytesIO()
+        header = {"request_api_key": 0, "request_api_version": 9, "correlation_id": correlation_id, "client_id": "t"}
+        entity_writer(RequestHeader)(buf, build(RequestHeader, header))
+        body = {
+            "acks": 0,
+            "timeout": 5000,
+            "topic_data": [
+                {
+                    "name": topic,
+                    "partition_data": [{"index": partition, "records": records}],
+                }
+            ],
+        }
+        entity_writer(ProduceRequest)(buf, build(ProduceRequest, body))
+        return struct.pack(">i", len(buf.getvalue())) + buf.getvalue()
+
+    host, port = leader.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(frame(0, 1))  # accepted: no answer, the connection stays
+        sock.sendall(_frame(18, 0, 2))
+        assert struct.unpack_from(">ih", _answer(sock)) == (2, 0)
+        sock.sendall(frame(7, 3))  # no partition 7
+        with pytest.raises((ConnectionError, OSError)):
+            _answer(sock)
+
+
+def _leader_kafka_address(cluster: LocalCluster, topic: str) -> str:
+    out = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap_servers, "-L", "-J", "-t", topic],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    meta = json.loads(out.stdout)
+    leader = meta["topics"][0]["partitions"][0]["leader"]
+    return next(b["name"] for b in meta["brokers"] if b["id"] == leader)

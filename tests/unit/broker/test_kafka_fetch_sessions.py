@@ -37,8 +37,9 @@ def test_full_then_incremental_fetches_answer_only_news() -> None:
     assert answer(inc, A1, error=True)
 
     nxt = cache.resolve(full.session_id, 2, [], [B0], now_ms=2)
-    assert list(nxt.partitions) == [A0, A1]  # forgotten
-    assert not answer(nxt, A1) and not answer(nxt, A0)
+    assert list(nxt.partitions) == [A1, A0]  # B0 forgotten; A0 went to the back after its records
+    assert not answer(nxt, A0)
+    assert answer(nxt, A1)  # answered again after its error
 
 
 def test_bad_session_ids_and_epochs_are_refused() -> None:
@@ -65,3 +66,19 @@ def test_a_full_cache_evicts_only_an_idle_session() -> None:
     with pytest.raises(kerr.FetchSessionIdNotFoundError):
         cache.resolve(first.session_id, 1, [], [], now_ms=1600)
     assert FetchSessionCache(0, rng=random.Random(4)).resolve(0, 0, [(A0, sp(0))], [], now_ms=0).session_id == 0
+
+
+def test_partitions_with_records_move_to_the_back_and_errors_are_answered_again() -> None:
+    """Kafka rotates a session's partitions so that a fetch's byte budget reaches all of them; a
+    partition that failed is remembered as unknown, so its recovery is news."""
+    cache = FetchSessionCache(10, rng=random.Random(5))
+    full = cache.resolve(0, 0, [(A0, sp(0)), (A1, sp(0)), (B0, sp(0))], [], now_ms=0)
+    for tp in (A0, A1, B0):
+        answer(full, tp)
+    inc = cache.resolve(full.session_id, 1, [], [], now_ms=1)
+    assert answer(inc, A0, data=True)
+    assert list(inc.partitions) == [A1, B0, A0]
+    assert answer(inc, A1, error=True)
+    again = cache.resolve(full.session_id, 2, [], [], now_ms=2)
+    assert answer(again, A1)  # recovered with the same offsets as before the error: still news
+    assert not answer(again, B0)

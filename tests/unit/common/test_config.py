@@ -571,7 +571,7 @@ def test_keys_without_effect_are_reported_for_the_start_up_warning() -> None:
 
 
 def test_advertised_listeners_are_what_the_broker_registers() -> None:
-    from kraftlog.broker._server import advertised_broker_listener, broker_listener
+    from kraftlog.broker._listeners import advertised_broker_listener, broker_listener
 
     cfg = NodeConfig(
         {
