@@ -61,7 +61,7 @@ def _run(tmp_path: Path, seed: int, duration: str, *extra: str) -> tuple[dict[st
 
 @pytest.mark.timeout(400)
 def test_group_chaos_run_consumes_everything_and_keeps_commits(tmp_path: Path) -> None:
-    result, returncode = _run(tmp_path, SEED, "70s")
+    result, returncode = _run(tmp_path, SEED, "55s")
     assert result["group_protocol"] == "classic"
     assert result["lost"] == 0, result.get("lost_examples")
     assert result["offset_mismatches"] == 0
