@@ -19,7 +19,9 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc
+from kraftlog.common._request_context import Session, forwarding_metadata
+from kraftlog.common._tls import TlsSettings
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
 
 __all__ = ["ControllerChannel"]
 
@@ -42,12 +44,14 @@ class ControllerChannel:
         retry_backoff_ms: int = 100,
         attempt_timeout_ms: int = 1500,
         options: Sequence[tuple[str, Any]] = (),
+        tls: TlsSettings | None = None,
     ) -> None:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
         merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
-        self._channels = {a: grpc.aio.insecure_channel(a, options=merged) for a in self.controllers}
+        self._tls = tls  # the controller listener's TLS settings (None: PLAINTEXT)
+        self._channels = {a: open_aio_channel(a, options=merged, tls=tls) for a in self.controllers}
         self._active: str | None = None
         self._retry_backoff_ms = retry_backoff_ms
         # A paused or partitioned controller accepts connections and never answers: one attempt
@@ -67,7 +71,7 @@ class ControllerChannel:
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = grpc.aio.insecure_channel(address, options=list(RECONNECT_OPTIONS))
+            ch = open_aio_channel(address, options=RECONNECT_OPTIONS, tls=self._tls)
             self._channels[address] = ch
         return ch
 
@@ -78,13 +82,25 @@ class ControllerChannel:
         return admin_pb2_grpc.AdminServiceStub(self._channel(address))
 
     async def call(
-        self, service: str, method: str, request: Any, *, timeout_s: float, attempt_timeout_s: float | None = None
+        self,
+        service: str,
+        method: str,
+        request: Any,
+        *,
+        timeout_s: float,
+        attempt_timeout_s: float | None = None,
+        on_behalf_of: Session | None = None,
     ) -> Any:
         """Call ``service.method`` on the active controller; returns its response, or the last
         NOT_CONTROLLER response when no controller became active before the deadline.
 
+        ``on_behalf_of``: the session of the client whose request this forwards (KIP-590); the
+        controller authorizes that principal, trusting the broker to name it because the broker
+        itself has ClusterAction. The node's own work (internal topics) passes None.
+
         Raises `RequestTimedOutError` when no controller could be reached at all.
         """
+        metadata = forwarding_metadata(on_behalf_of) if on_behalf_of is not None else None
         deadline = time.monotonic() + timeout_s
         order = list(self.controllers)
         self._rng.shuffle(order)
@@ -99,7 +115,7 @@ class ControllerChannel:
             stub = self.controller_stub(address) if service == "controller" else self.admin_stub(address)
             try:
                 per_attempt = attempt_timeout_s or self._attempt_timeout_s
-                response = await getattr(stub, method)(request, timeout=min(remaining, per_attempt))
+                response = await getattr(stub, method)(request, timeout=min(remaining, per_attempt), metadata=metadata)
             except grpc.aio.AioRpcError as err:
                 last_err = f"{address}: {err.code().name}"
                 self._active = None

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2, group_pb2_grpc
 
@@ -25,6 +28,19 @@ from ._txn_coordinator import TXN_TOPIC
 __all__ = ["GroupService"]
 
 Error = type[kerr.KafkaError] | None
+
+_READ, _DESCRIBE, _DELETE, _WRITE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.WRITE
+_GROUP_DENIED = kerr.GroupAuthorizationFailedError
+_TOPIC_DENIED = kerr.TopicAuthorizationFailedError
+
+
+def _may(operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    """One authorization decision of the current request (both listeners set it)."""
+    return current_request().authorize(operation, resource_type, name)
+
+
+def _topics_may(operation: AclOperation, names: list[str]) -> set[str]:
+    return current_request().authorized(operation, ResourceType.TOPIC, names)
 
 
 class GroupService(group_pb2_grpc.GroupServiceServicer):
@@ -75,6 +91,10 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 ]
             )
         name = OFFSETS_TOPIC if request.key_type == 0 else TXN_TOPIC
+        # Describe on the group (key type 0) or the transactional id (1), per key
+        resource = ResourceType.GROUP if request.key_type == 0 else ResourceType.TRANSACTIONAL_ID
+        denied_error = _GROUP_DENIED if request.key_type == 0 else kerr.TransactionalIdAuthorizationFailedError
+        allowed = current_request().authorized(_DESCRIBE, resource, [k for k in request.keys if k])
         image = self.image()
         if image.topics.get_by_name(name) is None:
             if request.key_type == 0:
@@ -86,6 +106,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         for key in request.keys:
             if not key:
                 out.append(R.Coordinator(key=key, error=error_pb(kerr.InvalidRequestError, "empty key")))
+                continue
+            if key not in allowed:
+                out.append(R.Coordinator(key=key, error=error_pb(denied_error, f"not authorized for {key!r}")))
                 continue
             if topic is None:
                 out.append(R.Coordinator(key=key, error=error_pb(kerr.CoordinatorNotAvailableError, "being created")))
@@ -118,6 +141,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
 
     async def join(self, req: JoinRequest) -> Any:
         """JoinGroup as both listeners serve it (the Kafka one sets the per-version flags)."""
+        if not _may(_READ, ResourceType.GROUP, req.group_id):
+            return group_pb2.JoinGroupResponse(error=error_pb(_GROUP_DENIED), member_id=req.member_id)
         try:
             shard = self._shard(req.group_id)
             response: JoinResponse = await self._parked(shard, lambda t: shard.join(req, t, self.clock_ms()))
@@ -149,6 +174,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             protocol_name=request.protocol_name if request.HasField("protocol_name") else None,
             assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
         )
+        if not _may(_READ, ResourceType.GROUP, request.group_id):
+            return group_pb2.SyncGroupResponse(error=error_pb(_GROUP_DENIED))
         try:
             shard = self._shard(request.group_id)
             response: SyncResponse = await self._parked(shard, lambda t: shard.sync(req, t, self.clock_ms()))
@@ -162,6 +189,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         )
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
+        if not _may(_READ, ResourceType.GROUP, request.group_id):
+            return group_pb2.HeartbeatResponse(error=error_pb(_GROUP_DENIED))
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
@@ -178,6 +207,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         return group_pb2.HeartbeatResponse(error=error_pb(error))
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:
+        if not _may(_READ, ResourceType.GROUP, request.group_id):
+            return group_pb2.LeaveGroupResponse(error=error_pb(_GROUP_DENIED))
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
@@ -211,30 +242,72 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             request.group_instance_id if request.HasField("group_instance_id") else None,
             request.generation_id,
         )
-        try:
-            shard = self._shard(request.group_id)
-            response: OffsetCommitResponse = await self._parked(
-                shard, lambda t: shard.commit_offsets(req, t, self.clock_ms())
-            )
-            results = response.partitions
-        except ShardUnavailable as err:
-            results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
+        results = await self._commit(req, request.group_id, None)
         by_topic: dict[str, list[Any]] = {}
         for topic, partition, error in results:
             by_topic.setdefault(topic, []).append(R.Partition(partition_index=partition, error=error_pb(error)))
         return R(topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
+    async def _commit(
+        self, req: Any, group_id: str, transactional_id: str | None
+    ) -> tuple[tuple[str, int, Error], ...]:
+        """An offset commit (plain or transactional) after Kafka's checks: Write on the
+        transactional id, Read on the group (each failing every partition), then Read on each
+        topic (failing that topic's partitions); the allowed partitions are committed."""
+        denied: Error = None
+        if transactional_id is not None and not _may(_WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            denied = kerr.TransactionalIdAuthorizationFailedError
+        elif not _may(_READ, ResourceType.GROUP, group_id):
+            denied = _GROUP_DENIED
+        if denied is not None:
+            return tuple((topic, p, denied) for topic, p, *_rest in req.offsets)
+        readable = _topics_may(_READ, [o[0] for o in req.offsets])
+        refused = tuple((o[0], o[1], _TOPIC_DENIED) for o in req.offsets if o[0] not in readable)
+        if refused:
+            req = replace(req, offsets=tuple(o for o in req.offsets if o[0] in readable))
+            if not req.offsets:
+                return refused
+        try:
+            shard = self._shard(group_id)
+            commit = shard.commit_offsets if transactional_id is None else shard.txn_commit_offsets
+            response: OffsetCommitResponse = await self._parked(shard, lambda t: commit(req, t, self.clock_ms()))
+            results = tuple(response.partitions)
+        except ShardUnavailable as err:
+            results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
+        return results + refused
+
     async def OffsetFetch(self, request: Any, context: Any) -> Any:
         R = group_pb2.OffsetFetchResponse
+        if not _may(_DESCRIBE, ResourceType.GROUP, request.group_id):
+            return R(error=error_pb(_GROUP_DENIED))
         try:
             shard = self._shard(request.group_id)
         except ShardUnavailable as err:
             return R(error=error_pb(err.error))
         wanted = None if request.all_topics else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        # Describe on each topic: named ones the caller may not see answer TOPIC_AUTHORIZATION_FAILED,
+        # unnamed ones (all topics) are left out
+        refused: list[tuple[str, int]] = []
+        if wanted is not None:
+            describable = _topics_may(_DESCRIBE, [t for t, _p in wanted])
+            refused = [(t, p) for t, p in wanted if t not in describable]
+            wanted = [(t, p) for t, p in wanted if t in describable]
         if request.require_stable and shard.unstable(request.group_id, wanted):
             return R(error=error_pb(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending"))
-        error, offsets = shard.fetch_offsets(request.group_id, wanted)
+        error, offsets = shard.fetch_offsets(request.group_id, wanted) if wanted != [] else (None, [])
+        if request.all_topics:
+            describable = _topics_may(_DESCRIBE, [o.topic for o in offsets])
+            offsets = [o for o in offsets if o.topic in describable]
         by_topic: dict[str, list[Any]] = {}
+        for topic, partition in refused:
+            by_topic.setdefault(topic, []).append(
+                R.Partition(
+                    partition_index=partition,
+                    committed_offset=-1,
+                    committed_leader_epoch=-1,
+                    error=error_pb(_TOPIC_DENIED),
+                )
+            )
         for o in offsets:
             by_topic.setdefault(o.topic, []).append(
                 R.Partition(
@@ -252,6 +325,11 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         states = set(request.states_filter) or None
         types = set(request.types_filter) or None
         groups = [g for shard in self.c.shards() for g in shard.list_groups(states, types)]
+        # Describe on the cluster lists every group, else those the caller may describe
+        ctx = current_request()
+        if not ctx.authorize(_DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+            allowed = ctx.authorized(_DESCRIBE, ResourceType.GROUP, [g.group_id for g in groups])
+            groups = [g for g in groups if g.group_id in allowed]
         return R(
             error=error_pb(None),
             groups=[
@@ -266,6 +344,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         R = group_pb2.DescribeGroupsResponse
         out = []
         for group_id in request.groups:
+            if not _may(_DESCRIBE, ResourceType.GROUP, group_id):
+                out.append(R.Group(error=error_pb(_GROUP_DENIED), group_id=group_id))
+                continue
             try:
                 d = self._shard(group_id).describe_group(group_id)
             except ShardUnavailable as err:
@@ -297,6 +378,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         R = group_pb2.DeleteGroupsResponse
         results = []
         for group_id in request.groups:
+            if not _may(_DELETE, ResourceType.GROUP, group_id):
+                results.append(R.Result(group_id=group_id, error=error_pb(_GROUP_DENIED)))
+                continue
             try:
                 shard = self._shard(group_id)
                 token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -313,6 +397,11 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     async def OffsetDelete(self, request: Any, context: Any) -> Any:
         R = group_pb2.OffsetDeleteResponse
         partitions = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        if not _may(_DELETE, ResourceType.GROUP, request.group_id):
+            return R(error=error_pb(_GROUP_DENIED))
+        readable = _topics_may(_READ, [t for t, _p in partitions])
+        refused = [(t, p) for t, p in partitions if t not in readable]
+        partitions = [(t, p) for t, p in partitions if t in readable]
         try:
             shard = self._shard(request.group_id)
             token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -327,6 +416,8 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         if error is None:
             for topic, p in partitions:
                 by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(None)))
+            for topic, p in refused:
+                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(_TOPIC_DENIED)))
         return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
@@ -344,14 +435,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             request.group_instance_id if request.HasField("group_instance_id") else None,
             request.generation_id,
         )
-        try:
-            shard = self._shard(request.group_id)
-            response: OffsetCommitResponse = await self._parked(
-                shard, lambda t: shard.txn_commit_offsets(req, t, self.clock_ms())
-            )
-            results = response.partitions
-        except ShardUnavailable as err:
-            results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
+        results = await self._commit(req, request.group_id, request.transactional_id)
         P = group_pb2.OffsetCommitResponse
         by_topic: dict[str, list[Any]] = {}
         for topic, partition, error in results:
@@ -381,6 +465,13 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             client_id=request.client_id,
             client_host=_peer_host(context),
         )
+        if not _may(_READ, ResourceType.GROUP, request.group_id):
+            return R(error=error_pb(_GROUP_DENIED), member_id=request.member_id, member_epoch=request.member_epoch)
+        names = list(req.subscribed_topic_names or ())
+        hidden = sorted(set(names) - _topics_may(_DESCRIBE, names))
+        if hidden:
+            denied = error_pb(_TOPIC_DENIED, f"not authorized to describe the subscribed topics {hidden}")
+            return R(error=denied, member_id=request.member_id, member_epoch=request.member_epoch)
         try:
             shard = self._shard(request.group_id)
             lookup = self.c.topic_lookup(self.image())
@@ -404,6 +495,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         image = self.image()
         out = []
         for group_id in request.group_ids:
+            if not _may(_DESCRIBE, ResourceType.GROUP, group_id):
+                out.append(R.Group(error=error_pb(_GROUP_DENIED), group_id=group_id))
+                continue
             try:
                 d = self._shard(group_id).describe_consumer_group(group_id)
             except ShardUnavailable as err:

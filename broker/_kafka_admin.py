@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
 from kraftlog.proto import admin_pb2
 
 from ._kafka_server import ConnectionInfo
@@ -44,8 +46,17 @@ class _AdminApis:
 
     async def _forward(self, name: str, request: Any) -> Any:
         """``request`` to the active controller; a failed call raises its `KafkaError`."""
+        ctx = current_request()
+        ctx.delegate("the active controller")
         try:
-            return await self.broker.channel.call("admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0)
+            return await self.broker.channel.call(
+                "admin",
+                name,
+                request,
+                timeout_s=30.0,
+                attempt_timeout_s=10.0,
+                on_behalf_of=ctx.session,
+            )
         except kerr.KafkaError:
             raise
         except Exception as err:
@@ -323,7 +334,17 @@ class _AdminApis:
 
     async def describe_cluster(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """The unfenced brokers' endpoints on this listener. KIP-919's controller endpoints
-        (endpoint_type 2) are not served: kraftlog's controllers speak gRPC only."""
+        (endpoint_type 2) are not served: kraftlog's controllers speak gRPC only. Needs Describe on
+        the cluster."""
+        if not current_request().authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            return {
+                "throttle_time": 0,
+                "error_code": kerr.ClusterAuthorizationFailedError.error_code,
+                "endpoint_type": getattr(request.body, "endpoint_type", 1),
+                "cluster_id": self.broker.cluster_id,
+                "controller_id": -1,
+                "brokers": [],
+            }
         if getattr(request.body, "endpoint_type", 1) != 1:
             return {
                 "throttle_time": 0,
@@ -353,7 +374,10 @@ class _AdminApis:
 
     async def describe_log_dirs(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """This broker's log directories with the size of each partition's log (topics null:
-        every partition) and, v4+, the directory's total and usable bytes."""
+        every partition) and, v4+, the directory's total and usable bytes. Without Describe on the
+        cluster the answer is CLUSTER_AUTHORIZATION_FAILED with no directories (Kafka's answer)."""
+        if not current_request().authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            return {"throttle_time": 0, "error_code": kerr.ClusterAuthorizationFailedError.error_code, "results": []}
         wanted = request.body.topics
         selected: set[tuple[str, int]] | None = (
             None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}

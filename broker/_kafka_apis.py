@@ -23,11 +23,14 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import RequestContext, current_request, request_scope
 from kraftlog.proto import broker_pb2
 
 from ._kafka_admin import _AdminApis
 from ._kafka_data import _DataApis
 from ._kafka_groups import _GroupApis
+from ._kafka_security import _SecurityApis
 from ._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from ._kafka_txn import _TxnApis
 from ._kafka_wire import ParsedRequest, UnsupportedRequest, build, encode_response, error_only_frame, response_type
@@ -80,10 +83,15 @@ _APIS: dict[int, tuple[str, int, int, str]] = {
     68: ("ConsumerGroupHeartbeat", 0, 1, "consumer_group_heartbeat"),
     69: ("ConsumerGroupDescribe", 0, 1, "consumer_group_describe"),
     75: ("DescribeTopicPartitions", 0, 0, "describe_topic_partitions"),
+    29: ("DescribeAcls", 1, 3, "describe_acls"),
+    30: ("CreateAcls", 1, 3, "create_acls"),
+    31: ("DeleteAcls", 1, 3, "delete_acls"),
+    50: ("DescribeUserScramCredentials", 0, 0, "describe_user_scram_credentials"),
+    51: ("AlterUserScramCredentials", 0, 0, "alter_user_scram_credentials"),
 }
 
 
-class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
+class KafkaApis(_DataApis, _GroupApis, _TxnApis, _SecurityApis, _AdminApis):
     """Dispatches decoded requests to their handler; one per broker, shared by its listeners."""
 
     def __init__(self, broker: BrokerServer) -> None:
@@ -107,8 +115,13 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         name, _lo, _hi, method = _APIS[request.api_key]
         handler = getattr(self, method)
         answer_type = response_type(request.api_key, request.api_version)
+        ctx = RequestContext(conn.session, api=name, authorize_fn=self.broker.acl_gate)
         try:
-            answer = await handler(request, conn)
+            with request_scope(ctx):
+                answer = await handler(request, conn)
+            if not ctx.decided:  # a handler nobody authorized is a bug: never answer it
+                self._log.error("kafka_request_without_authorization_decision", api=name, principal=ctx.principal)
+                return CLOSE_CONNECTION
             if answer is None or answer is CLOSE_CONNECTION:
                 return answer
             return build(answer_type, answer)
@@ -143,6 +156,7 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
     # ------------------------------------------------------------------ ApiVersions, Metadata
 
     async def api_versions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        current_request().public("ApiVersions is how a client learns what it may send, before any SASL exchange")
         body = request.body
         if request.api_version >= 3:
             conn.client_software = (body.client_software_name, body.client_software_version)
@@ -163,6 +177,7 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         image = self.broker.follower.image
         wanted = body.topics
         names: list[str] = []
+        by_id: set[str] = set()  # names a topic id was resolved to: hidden again if not describable
         unknown_ids: list[uuid.UUID] = []
         if wanted is not None:
             for t in wanted:
@@ -175,6 +190,7 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
                         unknown_ids.append(t.topic_id)
                         continue
                     name = topic.name
+                    by_id.add(name)
                 names.append(name)
         all_topics = wanted is None or (request.api_version == 0 and not wanted)
         auto = bool(getattr(body, "allow_auto_topic_creation", True))
@@ -185,10 +201,11 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         topics: list[dict[str, Any]] = []
         if all_topics or names:
             for t in pb.topics:
+                hidden = t.name in by_id and t.error.code == kerr.TopicAuthorizationFailedError.error_code
                 topics.append(
                     {
                         "error_code": t.error.code,
-                        "name": t.name,
+                        "name": None if hidden else t.name,
                         "topic_id": t.topic_id or None,
                         "is_internal": t.is_internal,
                         "partitions": [
@@ -235,6 +252,9 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         body = request.body
         image = self.broker.follower.image
         names = sorted({t.name for t in body.topics} if body.topics else image.topics.by_name)
+        describable = current_request().authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        if not body.topics:
+            names = [n for n in names if n in describable]
         limit = max(1, body.response_partition_limit)
         cursor = body.cursor
         if cursor is not None:
@@ -243,11 +263,10 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _AdminApis):
         next_cursor = None
         budget = limit
         for name in names:
-            topic = image.topics.get_by_name(name)
+            topic = image.topics.get_by_name(name) if name in describable else None
             if topic is None:
-                topics.append(
-                    {"error_code": kerr.UnknownTopicOrPartitionError.error_code, "name": name, "partitions": []}
-                )
+                code = kerr.UnknownTopicOrPartitionError if name in describable else kerr.TopicAuthorizationFailedError
+                topics.append({"error_code": code.error_code, "name": name, "partitions": []})
                 continue
             first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
             if budget == 0:  # the page is full: the next one starts with this topic

@@ -24,6 +24,9 @@ from typing import Any
 
 import structlog
 
+from kraftlog.common._listener_security import ListenerSecurity
+from kraftlog.common._request_context import ANONYMOUS, Session
+from kraftlog.common._tls import peer_principal, server_context
 from kraftlog.storage import FileRegion
 
 from ._kafka_wire import (
@@ -52,12 +55,15 @@ CLOSE_CONNECTION: Any = _Close()
 class ConnectionInfo:
     """What a handler may know of the connection its request came on."""
 
-    __slots__ = ("listener_name", "peer", "client_software")
+    __slots__ = ("listener_name", "peer", "client_software", "session")
 
-    def __init__(self, listener_name: str, peer: str) -> None:
+    def __init__(self, listener_name: str, peer: str, session: Session | None = None) -> None:
         self.listener_name = listener_name
         self.peer = peer
         self.client_software: tuple[str, str] | None = None  # KIP-511, from ApiVersions v3+
+        host = peer.rsplit(":", 1)[0].strip("[]")
+        #: who is connected: User:ANONYMOUS on a PLAINTEXT listener
+        self.session = session or Session(ANONYMOUS, host, listener_name, "PLAINTEXT")
 
 
 Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
@@ -79,6 +85,7 @@ class KafkaListener:
         max_request_bytes: int,
         sendfile: bool,
         node_id: int,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -88,6 +95,11 @@ class KafkaListener:
         self._unsupported = unsupported
         self._max_request_bytes = max_request_bytes
         self.sendfile = sendfile
+        self.security = security or ListenerSecurity(name)
+        tls = self.security.tls
+        # TLS listeners (SSL, SASL_SSL): the context is built now, so a bad key fails at start
+        self._ssl_context = server_context(tls) if tls is not None else None
+        self._principal_mapper = tls.principal_mapper if tls is not None else None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -99,7 +111,13 @@ class KafkaListener:
         with the metadata log, as Kafka enables its request processing after the initial
         catch-up."""
         self._server = await asyncio.start_server(
-            self._serve, self.host or None, self.port, reuse_address=True, limit=1 << 20, start_serving=False
+            self._serve,
+            self.host or None,
+            self.port,
+            reuse_address=True,
+            limit=1 << 20,
+            start_serving=False,
+            ssl=self._ssl_context,
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -135,9 +153,9 @@ class KafkaListener:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = ConnectionInfo(self.name, peer)
         log = self._log.bind(peer=peer)
         try:
+            conn = ConnectionInfo(self.name, peer, self._session(writer, peer_addr[0] if peer_addr else "?"))
             await self._requests(reader, writer, conn, log)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -150,6 +168,15 @@ class KafkaListener:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _session(self, writer: asyncio.StreamWriter, host: str) -> Session:
+        """Who connected: the principal of its client certificate on a TLS listener (mutual TLS),
+        else User:ANONYMOUS (until a SASL exchange, on SASL listeners)."""
+        principal = ANONYMOUS
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is not None and self._principal_mapper is not None:
+            principal = peer_principal(ssl_object, self._principal_mapper)
+        return Session(principal, host, self.name, self.security.protocol)
 
     async def _requests(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnectionInfo, log: Any

@@ -13,7 +13,6 @@ from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 from ._kafka_server import ConnectionInfo
 from ._kafka_translate import from_pb, to_pb
 from ._kafka_wire import ParsedRequest, ms
-from ._producer_ids import init_producer_id
 from ._txn_records import TxnState
 from ._txn_service import TxnService
 
@@ -51,9 +50,7 @@ class _TxnApis:
         )
         if body.transactional_id:
             pb.transactional_id = body.transactional_id
-            resp = await self.broker.transactional_producer_id(pb)
-        else:
-            resp = await init_producer_id(self.broker.producer_ids, pb)
+        resp = await self.broker.init_producer_id(pb)
         answer = from_pb(resp)
         answer["throttle_time"] = 0
         return answer

@@ -8,7 +8,13 @@ from typing import Any
 
 from kraftlog.common.config import parse_listeners
 
-__all__ = ["BROKER_LISTENER", "advertised_broker_listener", "broker_listener", "kafka_listeners"]
+__all__ = [
+    "BROKER_LISTENER",
+    "advertised_broker_listener",
+    "broker_listener",
+    "broker_listener_name",
+    "kafka_listeners",
+]
 
 BROKER_LISTENER = "BROKER"
 
@@ -26,6 +32,14 @@ def _grpc_listener_name(listeners: dict[str, tuple[str, int]]) -> str | None:
     if BROKER_LISTENER in listeners:
         return BROKER_LISTENER
     return next((name for name in listeners if name != "CONTROLLER"), None)
+
+
+def broker_listener_name(config: Any) -> str:
+    """The name of the broker's gRPC listener (BROKER, or the first that is not CONTROLLER)."""
+    name = _grpc_listener_name(_listeners(config, "listeners"))
+    if name is None:
+        raise ValueError("no broker listener in 'listeners'")
+    return name
 
 
 def broker_listener(config: Any, key: str = "listeners") -> tuple[str, int]:

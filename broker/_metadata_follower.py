@@ -45,8 +45,9 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
+from kraftlog.common._tls import TlsSettings
 from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
-from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc
+from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc, open_aio_channel
 
 __all__ = ["MetadataFollower", "MetadataListener", "MetadataStream", "SourceMonitor", "StreamOpener"]
 
@@ -66,9 +67,22 @@ StreamOpener = Callable[
 """``(controller address, request)`` -> the stream, closed (call cancelled) when the context exits."""
 
 
+def grpc_stream_opener(tls: TlsSettings | None = None) -> StreamOpener:
+    """FetchMetadata streams over gRPC (TLS with ``tls``: the controller listener's settings)."""
+
+    @contextlib.asynccontextmanager
+    async def open_stream(address: str, request: controller_pb2.FetchMetadataRequest) -> AsyncIterator[MetadataStream]:
+        async with _grpc_stream(address, request, tls) as call:
+            yield call
+
+    return open_stream
+
+
 @contextlib.asynccontextmanager
-async def _grpc_stream(address: str, request: controller_pb2.FetchMetadataRequest) -> AsyncIterator[MetadataStream]:
-    async with grpc.aio.insecure_channel(address, options=list(RECONNECT_OPTIONS)) as channel:
+async def _grpc_stream(
+    address: str, request: controller_pb2.FetchMetadataRequest, tls: TlsSettings | None = None
+) -> AsyncIterator[MetadataStream]:
+    async with open_aio_channel(address, options=RECONNECT_OPTIONS, tls=tls) as channel:
         call = controller_pb2_grpc.ControllerServiceStub(channel).FetchMetadata(request)
         try:
             yield call

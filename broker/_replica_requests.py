@@ -19,6 +19,8 @@ from kraftlog.broker._replica_types import (
     _ProduceStatus,
 )
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
 from kraftlog.proto import broker_pb2
 
 from ._partition import (
@@ -27,6 +29,22 @@ from ._partition import (
 
 if TYPE_CHECKING:
     from kraftlog.broker._replica_manager import ReplicaManager
+
+
+def _topic_denied(topic: str, operation: AclOperation) -> kerr.TopicAuthorizationFailedError:
+    principal = current_request().principal
+    return kerr.TopicAuthorizationFailedError(f"{principal} may not {operation.name} topic {topic!r}")
+
+
+def _topics_allowed(operation: AclOperation, names: list[str], *, replica: bool = False) -> set[str]:
+    """The topics of a request the caller may do ``operation`` on; a replica's request (a
+    follower's fetch) needs ClusterAction instead, for all of them or none (Kafka's rule)."""
+    ctx = current_request()
+    if replica:
+        return (
+            set(names) if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster") else set()
+        )
+    return ctx.authorized(operation, ResourceType.TOPIC, names)
 
 
 def close_regions(results: list[_FetchResult]) -> None:
@@ -55,8 +73,18 @@ class _ReplicaRequests(_ReplicaManagerState):
         resp = R()
         hinted: set[int] = set()
         acks = req.acks
-        if acks not in (-1, 0, 1):
+        err = None
+        ctx = current_request()
+        if req.transactional_id and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+        ):
+            err = error_pb(
+                kerr.TransactionalIdAuthorizationFailedError,
+                f"{ctx.principal} may not WRITE transactional id {req.transactional_id!r}",
+            )
+        elif acks not in (-1, 0, 1):
             err = error_pb(kerr.InvalidRequiredAcksError, f"acks must be -1, 0 or 1, not {acks}")
+        if err is not None:
             resp.error.CopyFrom(err)
             for t in req.topics:
                 resp.topics.append(
@@ -73,12 +101,15 @@ class _ReplicaRequests(_ReplicaManagerState):
             return resp
         resp.error.CopyFrom(error_pb())
         statuses: list[_ProduceStatus] = []
+        writable = _topics_allowed(AclOperation.WRITE, [t.name for t in req.topics])
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             appended_bytes = appended_records = 0
             for p in t.partitions:
                 pr = tr.partitions.add(index=p.index)
                 try:
+                    if t.name not in writable:
+                        raise _topic_denied(t.name, AclOperation.WRITE)
                     part = self._leader_partition(t.name, p.index)
                     info = part.append_records_to_leader(p.records, acks)
                 except Exception as exc:
@@ -150,7 +181,10 @@ class _ReplicaRequests(_ReplicaManagerState):
         (and may advance the HW and expand the ISR) each time it is read. ``zero_copy``: reads
         carry their batches as file regions, which the caller must close (`close_regions`).
         """
-        results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy)
+        names = [t.topic for t in req.topics]
+        readable = _topics_allowed(AclOperation.READ, names, replica=req.replica_id >= 0)
+        denied = set(names) - readable
+        results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy, denied=denied)
         if req.max_wait_ms > 0 and results:
             total = 0
             immediate = False
@@ -166,7 +200,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 op = DelayedFetch(req.max_wait_ms, req, self._manager(), parts)
                 if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
                     await op.future
-                results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy)
+                results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy, denied=denied)
         self._count_fetched(results, replica=req.replica_id >= 0)
         return results
 
@@ -180,8 +214,15 @@ class _ReplicaRequests(_ReplicaManagerState):
             self.metrics.record_fetch(topic, num_bytes, replica=replica)
 
     def _read_fetch(
-        self, req: broker_pb2.FetchRequest, *, update_fetch_state: bool, zero_copy: bool = False
+        self,
+        req: broker_pb2.FetchRequest,
+        *,
+        update_fetch_state: bool,
+        zero_copy: bool = False,
+        denied: set[str] | frozenset[str] = frozenset(),
     ) -> list[_FetchResult]:
+        """Read each partition of a fetch; the topics in ``denied`` (not authorized) get
+        TOPIC_AUTHORIZATION_FAILED without being looked at."""
         is_replica = req.replica_id >= 0
         # the request's max_bytes, never above the broker's cap (Kafka's min of the two)
         cap = int(self.config["replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"])
@@ -193,6 +234,8 @@ class _ReplicaRequests(_ReplicaManagerState):
                 res = _FetchResult(t.topic, p.partition)
                 out.append(res)
                 try:
+                    if t.topic in denied:
+                        raise _topic_denied(t.topic, AclOperation.READ)
                     part = self._hosted_partition(t.topic, p.partition)
                     res.part = part
                     pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
@@ -272,11 +315,14 @@ class _ReplicaRequests(_ReplicaManagerState):
         resp = R()
         is_consumer = req.replica_id < 0
         require_leader = req.replica_id != -2
+        describable = _topics_allowed(AclOperation.DESCRIBE, [t.name for t in req.topics])
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
                 pr = tr.partitions.add(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
                 try:
+                    if t.name not in describable:
+                        raise _topic_denied(t.name, AclOperation.DESCRIBE)
                     part = self._hosted_partition(t.name, p.partition_index)
                     found = part.fetch_offset_for_timestamp(
                         p.timestamp,
@@ -303,11 +349,14 @@ class _ReplicaRequests(_ReplicaManagerState):
         R = broker_pb2.OffsetForLeaderEpochResponse
         resp = R()
         require_leader = req.replica_id != -2
+        allowed = _topics_allowed(AclOperation.DESCRIBE, [t.topic for t in req.topics], replica=req.replica_id >= 0)
         for t in req.topics:
             tr = resp.topics.add(topic=t.topic)
             for p in t.partitions:
                 pr = tr.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
                 try:
+                    if t.topic not in allowed:
+                        raise _topic_denied(t.topic, AclOperation.DESCRIBE)
                     part = self._hosted_partition(t.topic, p.partition)
                     epoch, end = part.last_offset_for_leader_epoch(
                         p.current_leader_epoch, p.leader_epoch, require_leader=require_leader
@@ -341,6 +390,7 @@ class _ReplicaRequests(_ReplicaManagerState):
         """WriteTxnMarkers: each partition's leader appends the COMMIT or ABORT marker (a control
         batch, origin coordinator: fenced producer or coordinator epochs are refused) and answers
         once it is replicated to the ISR (acks=all, up to ``timeout_ms``)."""
+        current_request().require_cluster(AclOperation.CLUSTER_ACTION)
         R = broker_pb2.WriteTxnMarkersResponse
         resp = R()
         statuses: list[_ProduceStatus] = []
@@ -387,11 +437,14 @@ class _ReplicaRequests(_ReplicaManagerState):
         """DescribeProducers: the producers each partition's leader knows (its producer state)."""
         R = broker_pb2.DescribeProducersResponse
         resp = R()
+        readable = _topics_allowed(AclOperation.READ, [t.name for t in req.topics])
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for index in t.partition_indexes:
                 pr = tr.partitions.add(partition_index=index)
                 try:
+                    if t.name not in readable:
+                        raise _topic_denied(t.name, AclOperation.READ)
                     part = self._leader_partition(t.name, index)
                     producers = part.log.active_producers()
                 except Exception as exc:
@@ -418,11 +471,14 @@ class _ReplicaRequests(_ReplicaManagerState):
         R = broker_pb2.DeleteRecordsResponse
         resp = R()
         statuses: list[_DeleteStatus] = []
+        deletable = _topics_allowed(AclOperation.DELETE, [t.name for t in req.topics])
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
                 pr = tr.partitions.add(partition_index=p.partition_index, low_watermark=-1)
                 try:
+                    if t.name not in deletable:
+                        raise _topic_denied(t.name, AclOperation.DELETE)
                     part = self._leader_partition(t.name, p.partition_index)
                     target = part.high_watermark if p.offset == -1 else p.offset
                     pr.low_watermark = part.delete_records_on_leader(p.offset)

@@ -23,7 +23,11 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._listener_security import ListenerSecurity
+from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataDelta, MetadataImage
+from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
@@ -34,6 +38,7 @@ from kraftlog.proto import (
     diagnostics_pb2,
     diagnostics_pb2_grpc,
     group_pb2_grpc,
+    open_aio_channel,
     txn_pb2_grpc,
 )
 
@@ -44,8 +49,14 @@ from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailabl
 from ._group_lag import GroupLag
 from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle
-from ._listeners import BROKER_LISTENER, advertised_broker_listener, broker_listener, kafka_listeners
-from ._metadata_follower import MetadataFollower
+from ._listeners import (
+    BROKER_LISTENER,
+    advertised_broker_listener,
+    broker_listener,
+    broker_listener_name,
+    kafka_listeners,
+)
+from ._metadata_follower import MetadataFollower, grpc_stream_opener
 from ._metrics import BrokerStateCollector, BrokerTopicMetrics
 from ._partition_types import error_pb
 from ._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
@@ -64,9 +75,16 @@ def metadata_response(
     controller_id: int,
     listener: str = BROKER_LISTENER,
     auto_created: AbstractSet[str] = frozenset(),
+    describable: AbstractSet[str] | None = None,
+    create_denied: AbstractSet[str] = frozenset(),
 ) -> broker_pb2.MetadataResponse:
     """Kafka's MetadataResponse from the broker's image: unfenced brokers' endpoints, and for each
-    topic its partitions with leader, epochs, replicas, ISR and offline replicas."""
+    topic its partitions with leader, epochs, replicas, ISR and offline replicas.
+
+    ``describable`` (None: all) are the topics the caller may describe: the others are left out of
+    an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named, whether they exist or
+    not, so their existence does not show. ``create_denied``: missing topics the caller asked to
+    auto-create without the right to (TOPIC_AUTHORIZATION_FAILED, as Kafka answers)."""
     R = broker_pb2.MetadataResponse
     brokers = []
     for bid in image.cluster.broker_ids():
@@ -78,9 +96,16 @@ def metadata_response(
             ep = reg.endpoints[0]
         if ep is not None:
             brokers.append(broker_pb2.NodeEndpoint(node_id=bid, host=ep.host, port=ep.port, rack=reg.rack or ""))
-    names = sorted(image.topics.by_name) if req.all_topics or not req.topics else list(req.topics)
+    every_topic = req.all_topics or not req.topics
+    names = sorted(image.topics.by_name) if every_topic else list(req.topics)
+    if every_topic and describable is not None:
+        names = [name for name in names if name in describable]
     topics = []
     for name in names:
+        if (describable is not None and name not in describable) or name in create_denied:
+            denied = error_pb(kerr.TopicAuthorizationFailedError, f"not authorized for topic {name!r}")
+            topics.append(R.Topic(error=denied, name=name))
+            continue
         topic = image.topics.get_by_name(name)
         if topic is None:
             err = (
@@ -140,6 +165,7 @@ class BrokerServer:
         self._clock_ms = clock_ms
         self._log = structlog.get_logger(__name__).bind(node_id=self.broker_id, role="broker")
         self.host, self.port = broker_listener(config)  # where this broker listens
+        self.grpc_listener_name = broker_listener_name(config)
         self.advertised_host, self.advertised_port = advertised_broker_listener(config)
         controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
         max_bytes = config["grpc.max.message.bytes"]
@@ -148,14 +174,20 @@ class BrokerServer:
             ("grpc.max_receive_message_length", max_bytes),
             *RECONNECT_OPTIONS,
         ]
-        self.channel = ControllerChannel(controllers, options=self.grpc_options)
+        # how this broker's listeners are secured, and how it reaches the controllers' listener
+        self.grpc_security = ListenerSecurity.from_config(config, self.grpc_listener_name)
+        controller_tls = ListenerSecurity.from_config(config, "CONTROLLER").tls
+        self.channel = ControllerChannel(controllers, options=self.grpc_options, tls=controller_tls)
         self.follower = MetadataFollower(
             controllers,
             broker_id=self.broker_id,
             listener=self._on_metadata,
             broker_epoch=lambda: self.lifecycle.broker_epoch,
             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+            open_stream=grpc_stream_opener(controller_tls),
         )
+        # every request of both listeners is authorized by this gate over the follower's image
+        self.acl_gate = AclGate(lambda: self.follower.image, config)
         self.lifecycle = BrokerLifecycle(
             self.channel,
             broker_id=self.broker_id,
@@ -190,6 +222,7 @@ class BrokerServer:
                 max_request_bytes=config["socket.request.max.bytes"],
                 sendfile=config["kafka.sendfile.enable"],
                 node_id=self.broker_id,
+                security=ListenerSecurity.from_config(config, name),
             )
             for name, ((host, port), _advertised) in kafka_listeners(config).items()
         ]
@@ -321,6 +354,32 @@ class BrokerServer:
         )
         return response
 
+    async def init_producer_id(self, request: Any) -> broker_pb2.InitProducerIdResponse:
+        """InitProducerId (both listeners): with a transactional id, Write on it is needed; without,
+        IdempotentWrite on the cluster or Write on some topic (Kafka's rule since KIP-679)."""
+        ctx = current_request()
+        transactional_id = request.transactional_id if request.HasField("transactional_id") else ""
+        if transactional_id:
+            if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                return broker_pb2.InitProducerIdResponse(
+                    error=error_pb(
+                        kerr.TransactionalIdAuthorizationFailedError, f"not authorized: {transactional_id!r}"
+                    ),
+                    producer_id=-1,
+                    producer_epoch=-1,
+                )
+            return await self.transactional_producer_id(request)
+        if not ctx.authorize(
+            AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, "kafka-cluster"
+        ) and not ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC):
+            return broker_pb2.InitProducerIdResponse(
+                error=error_pb(kerr.ClusterAuthorizationFailedError, "needs IdempotentWrite or Write on a topic"),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        response: broker_pb2.InitProducerIdResponse = await init_producer_id(self.producer_ids, request)
+        return response
+
     async def transactional_producer_id(self, request: Any) -> broker_pb2.InitProducerIdResponse:
         """InitProducerId with a transactional id, on the id's coordinator."""
         R = broker_pb2.InitProducerIdResponse
@@ -354,7 +413,7 @@ class BrokerServer:
     def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
         ch = self._peer_channels.get(address)
         if ch is None:
-            ch = grpc.aio.insecure_channel(address, options=self.grpc_options)
+            ch = open_aio_channel(address, options=self.grpc_options, tls=self.grpc_security.tls)
             self._peer_channels[address] = ch
         return broker_pb2_grpc.BrokerServiceStub(ch)
 
@@ -415,11 +474,24 @@ class BrokerServer:
     async def metadata(
         self, req: broker_pb2.MetadataRequest, *, listener: str = BROKER_LISTENER
     ) -> broker_pb2.MetadataResponse:
-        """Metadata, with the brokers' endpoints on ``listener`` (the one the request came on)."""
+        """Metadata, with the brokers' endpoints on ``listener`` (the one the request came on).
+
+        Only topics the caller may describe are shown; a missing topic is auto-created only for a
+        caller with Create on the cluster or on that topic (Kafka's rules)."""
         image = self.follower.image
-        missing = [t for t in req.topics if image.topics.get_by_name(t) is None] if not req.all_topics else []
+        ctx = current_request()
+        every_topic = req.all_topics or not req.topics
+        names = list(image.topics.by_name) if every_topic else list(req.topics)
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        missing = [t for t in req.topics if t in describable and image.topics.get_by_name(t) is None]
+        create_denied: set[str] = set()
         if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
-            await self._auto_create(missing)
+            if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
+                creatable = ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, missing)
+                create_denied = set(missing) - creatable
+                missing = [t for t in missing if t in creatable]
+            if missing:
+                await self._auto_create(missing)
         return metadata_response(
             image,
             req,
@@ -427,6 +499,8 @@ class BrokerServer:
             controller_id=self.follower.leader_id,
             listener=listener,
             auto_created=self._auto_created,
+            describable=describable,
+            create_denied=create_denied,
         )
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
@@ -473,7 +547,14 @@ class BrokerServer:
             timeout_ms=5000,
         )
         try:
-            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
+            resp = await self.channel.call(
+                "admin",
+                "CreateTopics",
+                req,
+                timeout_s=5.0,
+                attempt_timeout_s=5.0,
+                on_behalf_of=current_request().session,
+            )
         except kerr.KafkaError as err:
             self._log.info("auto_create_failed", topics=names, error=str(err))
             return
@@ -511,9 +592,7 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         return await _maybe_await(self.s.replicas.delete_records(request))
 
     async def InitProducerId(self, request: Any, context: Any) -> Any:
-        if request.HasField("transactional_id") and request.transactional_id:
-            return await self.s.transactional_producer_id(request)
-        return await init_producer_id(self.s.producer_ids, request)
+        return await self.s.init_producer_id(request)
 
     async def DescribeProducers(self, request: Any, context: Any) -> Any:
         return self.s.replicas.describe_producers(request)
@@ -523,10 +602,14 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
 
 
 class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
+    """Echo (the gRPC baseline of the benchmarks): Describe on the cluster, like other diagnostics."""
+
     async def Echo(self, request: Any, context: Any) -> Any:
+        current_request().require_cluster(AclOperation.DESCRIBE)
         return diagnostics_pb2.EchoResponse(payload=request.payload)
 
     async def EchoStream(self, request_iterator: Any, context: Any) -> Any:
+        current_request().require_cluster(AclOperation.DESCRIBE)
         async for req in request_iterator:
             yield diagnostics_pb2.EchoResponse(payload=req.payload)
 
@@ -539,7 +622,11 @@ def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServi
     def make(name: str) -> Callable[..., Any]:
         async def forward(self: Any, request: Any, context: Any) -> Any:
             # admin writes (CreateTopics of many topics) may take longer than a heartbeat
-            return await server.channel.call("admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0)
+            ctx = current_request()
+            ctx.delegate("the active controller")
+            return await server.channel.call(
+                "admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0, on_behalf_of=ctx.session
+            )
 
         forward.__name__ = name
         return forward

@@ -8,6 +8,8 @@ from typing import Any
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
 from kraftlog.proto import txn_pb2, txn_pb2_grpc
 
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
@@ -17,6 +19,12 @@ from ._txn_coordinator import TxnCoordinator
 __all__ = ["TxnService"]
 
 Error = type[kerr.KafkaError] | None
+_TXN_DENIED = kerr.TransactionalIdAuthorizationFailedError
+
+
+def _may_write_txn(txn_id: str) -> bool:
+    """Write on the transactional id: what every call of a transaction's producer needs."""
+    return current_request().authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
 
 
 class TxnService(txn_pb2_grpc.TxnServiceServicer):
@@ -36,15 +44,36 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
     async def AddPartitionsToTxn(self, request: Any, context: Any) -> Any:
         R = txn_pb2.AddPartitionsToTxnResponse
         parts = [(t.name, p) for t in request.topics for p in t.partitions]
-        error, results = await self._add(request.transactional_id, request.producer_id, request.producer_epoch, parts)
+        error: Error
+        results: tuple[tuple[str, int, Error], ...]
+        if not _may_write_txn(request.transactional_id):
+            error, results = _TXN_DENIED, tuple((t, p, _TXN_DENIED) for t, p in parts)
+        else:
+            # Write on every topic, or nothing is added: the denied ones say why, the others
+            # OPERATION_NOT_ATTEMPTED (Kafka's answer)
+            writable = current_request().authorized(AclOperation.WRITE, ResourceType.TOPIC, [t for t, _p in parts])
+            if any(t not in writable for t, _p in parts):
+                error = kerr.TopicAuthorizationFailedError
+                results = tuple(
+                    (t, p, kerr.OperationNotAttemptedError if t in writable else kerr.TopicAuthorizationFailedError)
+                    for t, p in parts
+                )
+            else:
+                error, results = await self._add(
+                    request.transactional_id, request.producer_id, request.producer_epoch, parts
+                )
         by_topic: dict[str, list[Any]] = {}
         for topic, index, e in results:
             by_topic.setdefault(topic, []).append(R.Partition(partition_index=index, error=error_pb(e)))
         return R(error=error_pb(error), results=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def AddOffsetsToTxn(self, request: Any, context: Any) -> Any:
+        if not _may_write_txn(request.transactional_id):
+            return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(_TXN_DENIED))
         if not request.group_id:
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.InvalidGroupIdError, "empty group id"))
+        if not current_request().authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.GroupAuthorizationFailedError))
         partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn._image()))
         error, _results = await self._add(
             request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]
@@ -53,6 +82,8 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
 
     async def EndTxn(self, request: Any, context: Any) -> Any:
         txn_id = request.transactional_id
+        if not _may_write_txn(txn_id):
+            return txn_pb2.EndTxnResponse(error=error_pb(_TXN_DENIED))
         try:
             error: Error = await self.txn.call(
                 txn_id,
@@ -69,6 +100,10 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
         states = set(request.state_filters) or None
         pids = set(request.producer_id_filters) or None
         found = [m for shard in self.txn.shards() for m in shard.list_transactions(states, pids)]
+        describable = current_request().authorized(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, [m.transactional_id for m in found]
+        )
+        found = [m for m in found if m.transactional_id in describable]
         return R(
             error=error_pb(None),
             transaction_states=[
@@ -82,7 +117,11 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
     async def DescribeTransactions(self, request: Any, context: Any) -> Any:
         R = txn_pb2.DescribeTransactionsResponse
         out = []
+        ctx = current_request()
         for txn_id in request.transactional_ids:
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+                out.append(R.TransactionState(error=error_pb(_TXN_DENIED), transactional_id=txn_id))
+                continue
             try:
                 meta = self.txn.shard_for(txn_id).txns.get(txn_id)
             except ShardUnavailable as err:
@@ -94,8 +133,10 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
                 )
                 continue
             by_topic: dict[str, list[int]] = {}
+            describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _i in meta.partitions])
             for topic, index in sorted(meta.partitions):
-                by_topic.setdefault(topic, []).append(index)
+                if topic in describable:  # the topics the caller may see, as Kafka filters them
+                    by_topic.setdefault(topic, []).append(index)
             out.append(
                 R.TransactionState(
                     error=error_pb(None),

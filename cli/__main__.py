@@ -46,6 +46,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "kraftlog.cli._demo",
     "kraftlog.cli._topics",
     "kraftlog.cli._configs",
+    "kraftlog.cli._acls",
+    "kraftlog.cli._user_scram_credentials",
     "kraftlog.cli._reassign",
     "kraftlog.cli._elect_leaders",
     "kraftlog.cli._quorum",

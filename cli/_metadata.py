@@ -203,6 +203,8 @@ def record_fields(record: Any) -> dict[str, Any]:
     wire.pop("version", None)
     for key in _UUID_FIELDS & wire.keys():  # shown as Kafka's metadata shell shows them
         wire[key] = topic_id_text(wire[key])
+    for key in getattr(record, "SENSITIVE_FIELDS", ()):  # SCRAM salts and keys are never printed
+        wire[key] = "[hidden]"
     return wire
 
 

@@ -1,12 +1,19 @@
 """``kraftlog metadata tree``: the metadata image laid out as the ZooKeeper tree it replaces, built
 from a controller (online) or from log segments and snapshots on disk (offline, also as of an
 earlier offset); see `cli._metadata` for the command.
+
+ACLs and SCRAM users are drawn offline only (the admin service has no DescribeAcls or
+DescribeUserScramCredentials yet): ``/kafka-acl/<ResourceType>/<name>`` for LITERAL ACLs and
+``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` for PREFIXED ones, as Kafka's ZooKeeper ACL
+stores laid them out, and ``/config/users/<user>`` naming each SCRAM mechanism with its iteration
+count only: salts and keys are never printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +53,10 @@ class TreeImage:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str | None]] = field(default_factory=dict)  # "" = cluster default
     next_producer_id: int | None = None
+    # ZooKeeper ACL node path -> its ACL entries; None online (not served yet)
+    acls: dict[str, list[dict[str, str]]] | None = None
+    # user -> {SCRAM mechanism name: iterations}; None online (not served yet)
+    scram_users: dict[str, dict[str, int]] | None = None
 
 
 def _endpoint_text(ep: Any) -> str:
@@ -108,7 +119,49 @@ def _tree_from_image(image: Any, provenance: Any, source: str, cluster_id: str |
             tree.broker_configs[rname] = dict(values)
     if image.producer_ids.next_producer_id > 0:
         tree.next_producer_id = image.producer_ids.next_producer_id
+    tree.acls = _acl_nodes(image.acls.acls.values())
+    tree.scram_users = {
+        user: {mechanism.mechanism_name: iterations for mechanism, iterations in image.scram.describe(user)}
+        for user in image.scram.users()
+    }
     return tree
+
+
+# Kafka's ZooKeeper ACL stores: LITERAL patterns under /kafka-acl, every other pattern type under
+# /kafka-acl-extended/<pattern type in lower case> (LiteralAclStore / ExtendedAclStore).
+_LITERAL_ACL_ROOT = "/kafka-acl"
+_EXTENDED_ACL_ROOT = "/kafka-acl-extended"
+
+
+def _acl_path(binding: Any) -> str:
+    root = _LITERAL_ACL_ROOT
+    if binding.pattern_type.name != "LITERAL":
+        root = f"{_EXTENDED_ACL_ROOT}/{binding.pattern_type.name.lower()}"
+    return f"{root}/{binding.resource_type.display_name}/{binding.resource_name}"
+
+
+def _acl_nodes(bindings: Any) -> dict[str, list[dict[str, str]]]:
+    """The ACL entries of each ZooKeeper ACL node, in Kafka's JSON shape (``AclEntry.toMap``),
+    sorted so the output is stable."""
+    nodes: dict[str, list[dict[str, str]]] = {}
+    for b in bindings:
+        nodes.setdefault(_acl_path(b), []).append(
+            {
+                "host": b.host,
+                "permissionType": b.permission_type.display_name,
+                "operation": b.operation.display_name,
+                "principal": b.principal,
+            }
+        )
+    for entries in nodes.values():
+        entries.sort(key=lambda e: (e["principal"], e["host"], e["operation"], e["permissionType"]))
+    return nodes
+
+
+def _zk_sanitize(name: str) -> str:
+    """A user name as a ZooKeeper config node name (Kafka's ``Sanitizer.sanitize``: URL encoding in
+    UTF-8 with ``%20`` for a space and ``%2A`` for ``*``; Java's encoder also encodes ``~``)."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
 
 
 def _path_order(path: str) -> tuple[Any, ...]:
@@ -203,6 +256,11 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
         nodes.append(("/controller_epoch", tree.controller_epoch))
     if tree.next_producer_id is not None:
         nodes.append(("/latest_producer_id_block", {"version": 1, "next_producer_id": tree.next_producer_id}))
+    for path, entries in (tree.acls or {}).items():
+        nodes.append((path, {"version": 1, "acls": entries}))
+    for user, mechanisms in (tree.scram_users or {}).items():
+        config = {name: f"iterations={iterations}" for name, iterations in mechanisms.items()}
+        nodes.append((f"/config/users/{_zk_sanitize(user)}", _config_node(config)))
     nodes.sort(key=lambda n: _path_order(n[0]))
     return nodes
 

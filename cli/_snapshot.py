@@ -443,6 +443,29 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
                 out.append(Difference("added", "config", entity, {"value": (None, vb[key])}))
             elif va[key] != vb[key]:
                 out.append(Difference("changed", "config", entity, {"value": (va[key], vb[key])}))
+    # ACLs (by binding: ids are handles, not content) and SCRAM credentials (iterations only, and
+    # a marker when the secret keys differ: they are never shown)
+    acls_a, acls_b = set(a.acls.acls.values()), set(b.acls.acls.values())
+    for binding in sorted(acls_a ^ acls_b, key=lambda acl: acl.sort_key()):
+        entity = (
+            f"{binding.resource_type.display_name}:{binding.resource_name} ({binding.pattern_type.name}) "
+            f"{binding.principal}@{binding.host} {binding.permission_type.name} {binding.operation.display_name}"
+        )
+        kind = "removed" if binding in acls_a else "added"
+        out.append(Difference(kind, "acl", entity, {}))
+    sa, sb = a.scram.mechanisms, b.scram.mechanisms
+    for mechanism in sorted(set(sa) | set(sb)):
+        ua, ub = sa.get(mechanism, {}), sb.get(mechanism, {})
+        for user in sorted(set(ua) | set(ub)):
+            x, y = ua.get(user), ub.get(user)
+            entity = f"{user} {mechanism.mechanism_name}"
+            if y is None:
+                out.append(Difference("removed", "scram_credential", entity, {"iterations": (x.iterations, None)}))
+            elif x is None:
+                out.append(Difference("added", "scram_credential", entity, {"iterations": (None, y.iterations)}))
+            elif x != y:
+                changed = {"iterations": (x.iterations, y.iterations), "keys": ("[hidden]", "[hidden, changed]")}
+                out.append(Difference("changed", "scram_credential", entity, changed))
     return out
 
 

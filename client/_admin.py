@@ -11,6 +11,7 @@ exceptions for callers that prefer them.
 from __future__ import annotations
 
 import random
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -20,7 +21,9 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2
+from kraftlog.common._acl import ScramMechanism
+from kraftlog.common._scram import scram_salted_password
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, security_pb2
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -320,6 +323,58 @@ class Admin:
             ],
         )
         response: admin_pb2.IncrementalAlterConfigsResponse = self.call("IncrementalAlterConfigs", req)
+        return response
+
+    # ------------------------------------------------------------------ ACLs and SCRAM credentials
+
+    def create_acls(self, bindings: Iterable[security_pb2.AclBinding]) -> security_pb2.CreateAclsResponse:
+        """Create ACLs (Kafka's CreateAcls): one result per binding, in order."""
+        response: security_pb2.CreateAclsResponse = self.call(
+            "CreateAcls", security_pb2.CreateAclsRequest(creations=list(bindings))
+        )
+        return response
+
+    def describe_acls(self, acl_filter: security_pb2.AclBindingFilter) -> security_pb2.DescribeAclsResponse:
+        """The ACLs ``acl_filter`` matches (Kafka's DescribeAcls)."""
+        response: security_pb2.DescribeAclsResponse = self.call(
+            "DescribeAcls", security_pb2.DescribeAclsRequest(filter=acl_filter)
+        )
+        return response
+
+    def delete_acls(self, filters: Iterable[security_pb2.AclBindingFilter]) -> security_pb2.DeleteAclsResponse:
+        """Delete every ACL each filter matches (Kafka's DeleteAcls): one result per filter."""
+        response: security_pb2.DeleteAclsResponse = self.call(
+            "DeleteAcls", security_pb2.DeleteAclsRequest(filters=list(filters))
+        )
+        return response
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] = ()
+    ) -> security_pb2.DescribeUserScramCredentialsResponse:
+        """Mechanisms and iterations of the users' SCRAM credentials (none named: every user)."""
+        response: security_pb2.DescribeUserScramCredentialsResponse = self.call(
+            "DescribeUserScramCredentials", security_pb2.DescribeUserScramCredentialsRequest(users=list(users))
+        )
+        return response
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[tuple[str, int, str, int]] = (),
+        deletions: Iterable[tuple[str, int]] = (),
+    ) -> security_pb2.AlterUserScramCredentialsResponse:
+        """Set ``(user, mechanism, password, iterations)`` credentials and delete ``(user,
+        mechanism)`` ones. As Kafka's Admin does, the password is salted and iterated here and only
+        the salted password travels (RFC 5802 Hi()); the controller derives the keys it stores."""
+        R = security_pb2.AlterUserScramCredentialsRequest
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            salt = secrets.token_bytes(32)
+            salted = scram_salted_password(ScramMechanism(mechanism), password, salt, iterations)
+            ups.append(
+                R.Upsertion(name=user, mechanism=mechanism, iterations=iterations, salt=salt, salted_password=salted)
+            )
+        request = R(upsertions=ups, deletions=[R.Deletion(name=u, mechanism=m) for u, m in deletions])
+        response: security_pb2.AlterUserScramCredentialsResponse = self.call("AlterUserScramCredentials", request)
         return response
 
     def wait_for(self, predicate: Callable[[Admin], bool], timeout_s: float = 30.0, interval_s: float = 0.1) -> bool:

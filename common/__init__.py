@@ -10,6 +10,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kraftlog.common._acl import (
+    CLUSTER_RESOURCE_NAME,
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+    acl_binding_problem,
+    parse_super_users,
+    supported_operations,
+    validate_acl_binding,
+)
 from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
 from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
@@ -35,6 +52,21 @@ if TYPE_CHECKING:
     from kraftlog.common._progress import Progress, progress
 
 __all__ = [
+    "CLUSTER_RESOURCE_NAME",
+    "WILDCARD_HOST",
+    "WILDCARD_PRINCIPAL",
+    "WILDCARD_RESOURCE",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "PatternType",
+    "ResourceType",
+    "ScramMechanism",
+    "acl_binding_problem",
+    "parse_super_users",
+    "supported_operations",
+    "validate_acl_binding",
     "CLEANER_OFFSET_CHECKPOINT",
     "INDEX_SUFFIX",
     "LEADER_EPOCH_CHECKPOINT",

@@ -13,7 +13,7 @@ import hmac
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol, final
 
@@ -368,6 +368,8 @@ class ConfigDef(Mapping[str, ConfigKey]):
         self._keys: dict[str, ConfigKey] = {}
         self._hints: dict[str, str] = {}
         self._frozen = False
+        #: resolves a family of prefixed names (``listener.name.<l>.ssl.client.auth``) to a key
+        self._prefix_resolver: Callable[[ConfigDef, str], ConfigKey | None] | None = None
         for key in keys:
             self.add(key)
 
@@ -405,6 +407,22 @@ class ConfigDef(Mapping[str, ConfigKey]):
             raise RuntimeError(f"{self.label} config definitions are frozen")
         self._hints[wrong] = right
 
+    def resolve_prefixes(self, resolver: Callable[[ConfigDef, str], ConfigKey | None]) -> None:
+        """Accept names outside the schema that ``resolver`` maps to a defined key (None: not one
+        of its family); such a name is parsed and validated as that key, errors naming the name."""
+        if self._frozen:
+            raise RuntimeError(f"{self.label} config definitions are frozen")
+        self._prefix_resolver = resolver
+
+    def key_for(self, name: str) -> ConfigKey | None:
+        """The definition ``name`` is parsed with: its own, or the one its prefix family maps it to."""
+        key = self._keys.get(name)
+        if key is None and self._prefix_resolver is not None:
+            base = self._prefix_resolver(self, name)
+            if base is not None:
+                key = replace(base, name=name, topic_key=None)
+        return key
+
     def freeze(self) -> None:
         """Forbid further changes: module-level schemas are shared by every thread of the process."""
         self._frozen = True
@@ -435,7 +453,7 @@ class ConfigDef(Mapping[str, ConfigKey]):
 
     def parse_value(self, name: str, raw: object) -> object:
         """Parse one value, failing on an unknown key."""
-        key = self._keys.get(name)
+        key = self.key_for(name)
         if key is None:
             raise self.unknown_key_error(name, raw)
         return key.parse(raw)

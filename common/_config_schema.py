@@ -17,11 +17,13 @@ from kraftlog.common._config_def import (
     LONG_MAX,
     NO_DEFAULT,
     ConfigDef,
+    ConfigKey,
     Custom,
     OneOf,
     Range,
 )
 from kraftlog.common._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
+from kraftlog.common._config_schema_security import define_security_keys, listener_prefixed_key
 from kraftlog.common._config_schema_topic import (
     _B,
     _CLEANUP_POLICIES,
@@ -606,6 +608,16 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         kraftlog_only=True,
     )
 )
+
+define_security_keys(NODE_CONFIG_DEFS)
+
+
+def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:
+    found = listener_prefixed_key(defs, name)
+    return None if found is None else found[1]
+
+
+NODE_CONFIG_DEFS.resolve_prefixes(_listener_key)
 
 
 def _build_synonyms() -> dict[str, tuple[str, ...]]:

@@ -19,6 +19,7 @@ from typing import Final
 
 from kraftlog.common._config_def import ConfigError
 from kraftlog.common._config_schema import NODE_CONFIG_DEFS
+from kraftlog.common._config_schema_security import listener_prefixed_key
 
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
 
@@ -46,6 +47,9 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
     "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
     "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
+    "ssl.keymanager.algorithm": "TLS keys are read from PEM (KIP-651) by OpenSSL, not by a Java key manager",
+    "ssl.trustmanager.algorithm": "TLS trust is checked by OpenSSL against the PEM trust store",
+    "ssl.secure.random.implementation": "TLS randomness comes from OpenSSL",
 }
 
 
@@ -68,6 +72,13 @@ NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
         "heartbeat answers); 0 is accepted",
         _only(0),
     ),
+    "ssl.engine.factory.class": ("TLS is OpenSSL's, configured by the ssl.* keys", _only(None)),
+    "principal.builder.class": (
+        "principals are User:<certificate subject after ssl.principal.mapping.rules> or User:<SASL name>",
+        _only(None, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
+    ),
+    "connections.max.reauth.ms": ("SASL sessions are not re-authenticated (KIP-368); 0 is accepted", _only(0)),
+    "authorizer.class.name": ("authorization is not built yet; the empty default is accepted", _only("")),
     "controller.listener.names": (
         "the controller listener is the one named CONTROLLER",
         lambda value: value is None or value == ["CONTROLLER"],
@@ -91,28 +102,42 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
                 key="advertised.listeners",
                 value=values["advertised.listeners"],
             )
-    protocols = _protocol_map(explicit.get("listener.security.protocol.map"))
-    for listener in _items(values.get("listeners")):
-        name = str(listener).split("://", 1)[0].upper()
-        protocol = protocols.get(name, "PLAINTEXT")
-        if protocol != "PLAINTEXT":
+    listener_names = {str(item).split("://", 1)[0].upper() for item in _items(values.get("listeners"))}
+    for key in explicit:
+        found = listener_prefixed_key(NODE_CONFIG_DEFS, key)
+        if found is not None and found[0] not in listener_names:
             raise ConfigError(
-                f"listener {name} maps to {protocol} in 'listener.security.protocol.map': not supported yet, "
-                "kraftlog's listeners speak PLAINTEXT only",
-                key="listener.security.protocol.map",
-                value=explicit.get("listener.security.protocol.map"),
+                f"'{key}' is set for listener {found[0]}, which is not in 'listeners'", key=key, value=explicit[key]
             )
+    super_users = values.get("super.users")
+    if isinstance(super_users, str):
+        from kraftlog.common._acl import parse_super_users
+
+        try:
+            parse_super_users(super_users)
+        except ValueError as err:
+            raise ConfigError(str(err), key="super.users", value=super_users) from None
+    for name in sorted(listener_names | {"CONTROLLER"}):  # CONTROLLER: the voters' gRPC addresses
+        _check_listener_security(values, name)
+
+
+def _check_listener_security(values: Mapping[str, object], name: str) -> None:
+    """A secured listener's keys must make sense now, not at its first connection."""
+    from kraftlog.common._listener_security import ListenerSecurity, listener_protocol
+
+    protocol = listener_protocol(values, name)
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(
+            f"listener {name} maps to {protocol} in 'listener.security.protocol.map': SASL is not built yet "
+            "(PLAINTEXT and SSL are)",
+            key="listener.security.protocol.map",
+            value=values.get("listener.security.protocol.map"),
+        )
+    ListenerSecurity.from_config(values, name)
 
 
 def _items(value: object) -> list[object]:
     return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _protocol_map(items: object) -> dict[str, str]:
-    if not isinstance(items, list):
-        return {}
-    pairs = (str(item).split(":", 1) for item in items)
-    return {name.strip().upper(): protocol.strip().upper() for name, protocol in pairs}
 
 
 def keys_without_effect(explicit: Mapping[str, object]) -> list[tuple[str, str]]:

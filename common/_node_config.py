@@ -159,7 +159,10 @@ class NodeConfig(Mapping[str, Any]):
         otherwise, because this text ends up in logs and support bundles.
         """
         lines: list[str] = []
-        for name, key in NODE_CONFIG_DEFS.items():
+        prefixed = [name for name in self._originals if name not in NODE_CONFIG_DEFS]
+        for name in [*NODE_CONFIG_DEFS, *prefixed]:
+            key = NODE_CONFIG_DEFS.key_for(name)
+            assert key is not None  # every original was parsed with a definition
             if not include_defaults and name not in self._originals:
                 continue
             value = self._values.get(name)

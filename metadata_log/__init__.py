@@ -1,11 +1,14 @@
 """metadata_log: the metadata log that replaces the ZooKeeper tree (DESIGN.md §3).
 
-Record types, the immutable `MetadataImage` with its one mutable `MetadataDelta`, the on-disk segment
-and snapshot files, and Kafka's replica placement (the config schema is `kraftlog.common.config`). Imports no
-other kraftlog package; the Spark job that folds it offline is the package kraftlog.spark.
+Record types, the immutable `MetadataImage` with its one mutable `MetadataDelta`, the `Authorizer` over
+its ACLs, the on-disk segment and snapshot files, and Kafka's replica placement (the config schema is
+`kraftlog.common.config`). Imports no other kraftlog package but `kraftlog.common`; the Spark job that
+folds it offline is the package kraftlog.spark.
 """
 
+from kraftlog.metadata_log._authorizer import Authorizer
 from kraftlog.metadata_log._image import (
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigurationsImage,
@@ -15,6 +18,8 @@ from kraftlog.metadata_log._image import (
     MetadataReplayError,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramCredential,
+    ScramImage,
     TopicIdPartition,
     TopicImage,
     TopicsImage,
@@ -47,6 +52,7 @@ from kraftlog.metadata_log._records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     RECORD_TYPES,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -62,10 +68,13 @@ from kraftlog.metadata_log._records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     decode_entry,
     decode_record,
     encode_entry,
@@ -73,6 +82,10 @@ from kraftlog.metadata_log._records import (
 )
 
 __all__ = [
+    "AclsImage",
+    "Authorizer",
+    "ScramCredential",
+    "ScramImage",
     "BrokerRegistration",
     "ClusterImage",
     "ConfigurationsImage",
@@ -108,6 +121,7 @@ __all__ = [
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "RECORD_TYPES",
+    "AccessControlEntryRecord",
     "BrokerEndpoint",
     "BrokerRegistrationChangeRecord",
     "ConfigRecord",
@@ -123,10 +137,13 @@ __all__ = [
     "PartitionRecord",
     "ProducerIdsRecord",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "decode_entry",
     "decode_record",
     "encode_entry",

@@ -24,8 +24,9 @@ topic name, producer ids going backwards, ...) raises `MetadataReplayError` and 
 exactly as it was before that record.
 
 The delta also says what changed (`changed_topic_ids`, `deleted_topics`, `changed_partitions`,
-`changed_broker_ids`, ...) so a broker can decide "become leader / follower / stop replica" from the
-delta alone instead of diffing two images.
+`changed_broker_ids`, `acls_changed`, `changed_scram_users`, ...) so a broker can decide "become
+leader / follower / stop replica" (or "rebuild the authorizer") from the delta alone instead of
+diffing two images.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ from kraftlog.metadata_log._image_delta import (
     MetadataDelta,
     MetadataImage,
 )
+from kraftlog.metadata_log._image_security import (
+    AclsImage,
+    ScramCredential,
+    ScramImage,
+)
 from kraftlog.metadata_log._image_topics import (
     PartitionRegistration,
     TopicIdPartition,
@@ -65,6 +71,9 @@ __all__ = [
     "ConfigurationsImage",
     "ProducerIdsImage",
     "FeaturesImage",
+    "AclsImage",
+    "ScramCredential",
+    "ScramImage",
     "MetadataImage",
     "MetadataDelta",
     "_frozen_map",

@@ -26,8 +26,17 @@ from kraftlog.metadata_log._image_cluster import (
     ClusterImage,
     next_broker_registration,
 )
+from kraftlog.metadata_log._image_security import (
+    AclsDelta,
+    AclsImage,
+    ScramDelta,
+    ScramImage,
+    acl_to_record,
+    credential_to_record,
+)
 from kraftlog.metadata_log._image_topics import PartitionRegistration, TopicImage, TopicsImage
 from kraftlog.metadata_log._records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -40,10 +49,13 @@ from kraftlog.metadata_log._records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -64,6 +76,8 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage.EMPTY
     configs: ConfigurationsImage = ConfigurationsImage.EMPTY
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
+    acls: AclsImage = AclsImage.EMPTY
+    scram: ScramImage = ScramImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -79,6 +93,8 @@ class MetadataImage:
             and self.topics == other.topics
             and self.configs == other.configs
             and self.producer_ids == other.producer_ids
+            and self.acls == other.acls
+            and self.scram == other.scram
         )
 
     def with_provenance(self, offset: int, epoch: int, timestamp_ms: int) -> MetadataImage:
@@ -90,7 +106,8 @@ class MetadataImage:
 
         Order: features by name; brokers by id (RegisterBrokerRecord with their flags); the producer
         id block when one was handed out; topics by name, each TopicRecord followed by its
-        PartitionRecords in partition order; ConfigRecords by (type, resource, key). Replaying them
+        PartitionRecords in partition order; ConfigRecords by (type, resource, key); ACLs by id;
+        SCRAM credentials by (mechanism, user). Replaying them
         into an empty delta gives an image with the same content. Equal images give equal lists.
         """
         out: list[MetadataRecord] = []
@@ -115,6 +132,14 @@ class MetadataImage:
                 out.append(
                     ConfigRecord(resource_type=resource[0], resource_name=resource[1], name=key, value=values[key])
                 )
+        acls = self.acls.acls
+        for acl_id in sorted(acls):
+            out.append(acl_to_record(acl_id, acls[acl_id]))
+        mechanisms = self.scram.mechanisms
+        for mechanism in sorted(mechanisms):
+            users = mechanisms[mechanism]
+            for user in sorted(users):
+                out.append(credential_to_record(users[user], user, mechanism))
         return out
 
     @classmethod
@@ -172,6 +197,8 @@ class MetadataDelta:
         "_created_names",
         "_configs",
         "_next_producer_id",
+        "_acls",
+        "_scram",
     )
 
     _DISPATCH: ClassVar[dict[type, Callable[[MetadataDelta, Any], None]]]
@@ -188,6 +215,8 @@ class MetadataDelta:
         self._created_names: dict[str, str] = {}  # name -> id, live topics created here
         self._configs: dict[ConfigResource, dict[str, str]] = {}  # touched resources, full maps
         self._next_producer_id: int | None = None
+        self._acls = AclsDelta(image.acls)
+        self._scram = ScramDelta(image.scram)
 
     # ---- provenance and change sets
 
@@ -246,6 +275,21 @@ class MetadataDelta:
     @property
     def producer_ids_changed(self) -> bool:
         return self._next_producer_id is not None
+
+    @property
+    def acls_changed(self) -> bool:
+        """ACLs were created or removed here: the authorizer must be rebuilt from the new image."""
+        return self._acls.changed
+
+    @property
+    def changed_acl_ids(self) -> set[str]:
+        """Ids of ACLs created or removed here (one created and removed here is absent)."""
+        return self._acls.changed_ids
+
+    @property
+    def changed_scram_users(self) -> set[str]:
+        """Users whose SCRAM credential for some mechanism was created, replaced or removed here."""
+        return self._scram.changed_users
 
     # ---- replay
 
@@ -389,6 +433,14 @@ class MetadataDelta:
     def _replay_feature_level(self, record: FeatureLevelRecord) -> None:
         self._features[record.name] = feature_level(record)
 
+    # security
+
+    def _replay_acl(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        self._acls.replay(record)
+
+    def _replay_scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+        self._scram.replay(record)
+
     def _replay_no_op(self, record: NoOpRecord) -> None:
         """Nothing to change: the entry's provenance is the point (a new epoch's first commit)."""
 
@@ -408,6 +460,8 @@ class MetadataDelta:
             producer_ids=(
                 base.producer_ids if self._next_producer_id is None else ProducerIdsImage(self._next_producer_id)
             ),
+            acls=self._acls.apply(),
+            scram=self._scram.apply(),
         )
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:
@@ -479,4 +533,8 @@ MetadataDelta._DISPATCH = {
     ProducerIdsRecord: MetadataDelta._replay_producer_ids,
     FeatureLevelRecord: MetadataDelta._replay_feature_level,
     NoOpRecord: MetadataDelta._replay_no_op,
+    AccessControlEntryRecord: MetadataDelta._replay_acl,
+    RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,
+    UserScramCredentialRecord: MetadataDelta._replay_scram,
+    RemoveUserScramCredentialRecord: MetadataDelta._replay_scram,
 }

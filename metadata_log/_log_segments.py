@@ -38,6 +38,10 @@ from kraftlog.metadata_log._records import (
     encode_entry,
 )
 
+#: Mode of segment files: owner read/write only, as they may hold SCRAM credentials
+#: (``UserScramCredentialRecord``). Snapshot files get the same mode (`metadata_log._snapshots`).
+SEGMENT_FILE_MODE = 0o600
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentReadResult:
@@ -310,6 +314,9 @@ class MetadataLogWriter:
             )
             os.truncate(path, frames.valid_bytes)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        if os.fstat(self._fd).st_mode & 0o777 != SEGMENT_FILE_MODE:
+            # written by an older version (0644): the entries appended from now on may be secrets
+            os.fchmod(self._fd, SEGMENT_FILE_MODE)
         if frames.bad_frame is not None and self.fsync:
             os.fsync(self._fd)
         self._active_base = base
@@ -319,7 +326,7 @@ class MetadataLogWriter:
     def _create_segment(self, base: int) -> None:
         path = self.directory / segment_file_name(base)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, SEGMENT_FILE_MODE)
         except FileExistsError as err:
             raise MetadataLogCorruptError(f"{path} already exists past the end of the log") from err
         if self.fsync:

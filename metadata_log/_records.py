@@ -5,6 +5,9 @@ a version. On disk and on the wire a record is a msgpack map ``{"type": id, "ver
 a log entry wraps it with ``offset`` (dense from 0), ``epoch`` (the controller epoch that wrote it)
 and ``timestamp_ms``.
 
+Type ids are Kafka's apiKeys for the same record wherever ours have the same meaning (ACL and SCRAM
+records: 18, 19, 11, 22 as in Kafka's ``metadata/src/main/resources/common/metadata``).
+
 Decoding is strict: an unknown type id, an unknown version, or a missing field raises
 `MetadataRecordError`. Fields a newer writer added may be ignored only when they are listed as
 optional in the record (its dataclass default), so a reader never silently drops state.
@@ -38,6 +41,10 @@ __all__ = [
     "ProducerIdsRecord",
     "FeatureLevelRecord",
     "NoOpRecord",
+    "UserScramCredentialRecord",
+    "AccessControlEntryRecord",
+    "RemoveAccessControlEntryRecord",
+    "RemoveUserScramCredentialRecord",
     "RECORD_TYPES",
     "encode_record",
     "decode_record",
@@ -101,6 +108,8 @@ class MetadataRecord:
 
     TYPE_ID: ClassVar[int] = -1
     VERSION: ClassVar[int] = 0
+    #: fields a tool must not print (secrets derived from a password); the log keeps them
+    SENSITIVE_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.TYPE_ID, "version": self.VERSION}
@@ -239,6 +248,26 @@ class ProducerIdsRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord(MetadataRecord):
+    """Create or replace the SCRAM credential of one user for one mechanism (``/config/users/[u]``).
+
+    ``mechanism`` is the `kraftlog.common.ScramMechanism` type byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
+    The record holds the salted, iterated keys of RFC 5802, never the password; whoever holds
+    ``stored_key`` and ``server_key`` can impersonate the server to that user, so they are not
+    printed (`SENSITIVE_FIELDS`) and the files holding them are mode 0600.
+    """
+
+    TYPE_ID: ClassVar[int] = 11
+    SENSITIVE_FIELDS: ClassVar[frozenset[str]] = frozenset({"salt", "stored_key", "server_key"})
+    name: str
+    mechanism: int
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistrationChangeRecord(MetadataRecord):
     TYPE_ID: ClassVar[int] = 17
     broker_id: int
@@ -248,10 +277,44 @@ class BrokerRegistrationChangeRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord(MetadataRecord):
+    """Create one ACL (``/kafka-acl/...`` in ZooKeeper mode); the codes are Kafka's (`kraftlog.common`
+    ``ResourceType``, ``PatternType``, ``AclOperation``, ``AclPermissionType``) and ``id`` is a UUID
+    the active controller chose, the handle a later `RemoveAccessControlEntryRecord` names."""
+
+    TYPE_ID: ClassVar[int] = 18
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord(MetadataRecord):
+    """Delete the ACL created under ``id``."""
+
+    TYPE_ID: ClassVar[int] = 19
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord(MetadataRecord):
     """Committed first in every new controller epoch, so a new leader knows its log is current."""
 
     TYPE_ID: ClassVar[int] = 20
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    """Delete the SCRAM credential of one user for one mechanism."""
+
+    TYPE_ID: ClassVar[int] = 22
+    name: str
+    mechanism: int
 
 
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
@@ -270,6 +333,10 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         NoOpRecord,
+        UserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 

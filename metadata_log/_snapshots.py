@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
@@ -42,6 +42,22 @@ class Snapshot:
     records: tuple[MetadataRecord, ...]
 
 
+#: Mode of snapshot files: owner read/write only, as they may hold SCRAM credentials.
+SNAPSHOT_FILE_MODE = 0o600
+
+
+def _create_private(path: Path) -> BinaryIO:
+    """Open ``path`` for writing from scratch with mode `SNAPSHOT_FILE_MODE` (a leftover file of
+    another mode, e.g. a ``.part`` of a crashed older version, is truncated and tightened)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SNAPSHOT_FILE_MODE)
+    try:
+        os.fchmod(fd, SNAPSHOT_FILE_MODE)  # also when the umask or an existing file said otherwise
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _pack(d: dict[str, Any]) -> bytes:
     packed: bytes = msgpack.packb(d, use_bin_type=True)
     return packed
@@ -53,7 +69,8 @@ def write_snapshot(
     """Write ``{offset:020d}-{epoch:010d}.checkpoint`` atomically and durably; return its path.
 
     Order: write ``.checkpoint.part`` (replacing any leftover), fsync it, rename it to the final
-    name, fsync the directory. ``offset`` is the last log offset the records contain.
+    name, fsync the directory. ``offset`` is the last log offset the records contain. The file is
+    mode 0600 (`SNAPSHOT_FILE_MODE`): it may hold SCRAM credentials.
     """
     d = Path(directory)
     final = d / snapshot_file_name(offset, epoch)
@@ -70,7 +87,7 @@ def write_snapshot(
     footer = {"kind": _FOOTER_KIND, "record_count": len(encoded)}
     d.mkdir(parents=True, exist_ok=True)
     try:
-        with open(part, "wb") as fh:
+        with _create_private(part) as fh:
             fh.write(encode_frame(_pack(header)))
             for payload in encoded:
                 fh.write(encode_frame(payload))
@@ -100,7 +117,8 @@ def write_snapshot_payloads(
 
     The bytes are exactly what `write_snapshot` writes for the same records and provenance (header,
     one frame per payload, footer); the file may have any name (e.g. a Spark-built snapshot written
-    for an operator), is written to ``<path>.part``, fsynced and renamed, and its directory fsynced.
+    for an operator), is written to ``<path>.part`` (mode 0600, as `write_snapshot`), fsynced and
+    renamed, and its directory fsynced.
     """
     final = Path(path)
     part = final.with_name(final.name + PARTIAL_SUFFIX)
@@ -116,7 +134,7 @@ def write_snapshot_payloads(
     if offset < 0 or epoch < 0:
         raise ValueError(f"snapshot offset and epoch must be >= 0, got {offset} and {epoch}")
     try:
-        with open(part, "wb") as fh:
+        with _create_private(part) as fh:
             fh.write(encode_frame(_pack(header)))
             for payload in payloads:
                 fh.write(encode_frame(payload))

@@ -67,12 +67,13 @@ class Node:
             self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
             self.metrics_endpoint.start()
 
-        def new_server(service_names: list[str], role: str) -> tuple[Any, Any]:
+        def new_server(service_names: list[str], role: str, security: Any) -> tuple[Any, Any]:
             interceptors = []
             if self.registry is not None:
                 from kraftlog.node._metrics import RpcMetricsInterceptor
 
                 interceptors.append(RpcMetricsInterceptor(self.registry, role))
+            interceptors.append(security)  # inside the metrics: refusals are measured too
             server = grpc.aio.server(options=options, interceptors=interceptors)
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
@@ -82,7 +83,11 @@ class Node:
             )
             return server, servicer
 
+        from kraftlog.common._listener_security import ListenerSecurity
+        from kraftlog.node._grpc_security import interceptor
         from kraftlog.proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+
+        controller_security = ListenerSecurity.from_config(self.config, "CONTROLLER")
 
         admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
@@ -90,11 +95,13 @@ class Node:
 
             self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
             server, self.health = new_server(
-                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name], "controller"
+                [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],
+                "controller",
+                interceptor(controller_security, self.controller.acl_gate),
             )
             self.controller.add_to_server(server)
             host, port = self.config.quorum_voters[self.config.node_id]
-            if server.add_insecure_port(f"{host}:{port}") == 0:
+            if _add_port(server, f"{host}:{port}", controller_security) == 0:
                 raise NodeStartupError(f"cannot listen on the controller address {host}:{port}")
             await self.controller.start()
             await server.start()
@@ -111,10 +118,11 @@ class Node:
                     diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
                 ],
                 "broker",
+                interceptor(self.broker.grpc_security, self.broker.acl_gate),
             )
             self.broker.add_to_server(server)
             await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
-            if server.add_insecure_port(f"{self.broker.host}:{self.broker.port}") == 0:
+            if _add_port(server, f"{self.broker.host}:{self.broker.port}", self.broker.grpc_security) == 0:
                 raise NodeStartupError(f"cannot listen on the broker address {self.broker.host}:{self.broker.port}")
             await self.broker.start()
             await server.start()
@@ -166,6 +174,23 @@ class Node:
             return True
         _log.info("controlled_shutdown_skipped", reason="no majority of the controller quorum is reachable")
         return False
+
+
+def _add_port(server: Any, address: str, security: Any) -> int:
+    """Listen on ``address`` with the listener's protocol: TLS (SSL) or plaintext."""
+    import grpc
+
+    from kraftlog.common._tls import grpc_server_credentials
+
+    if not security.uses_tls:
+        return int(server.add_insecure_port(address))
+    creds = grpc_server_credentials(security.tls)
+    credentials = grpc.ssl_server_credentials(
+        [(creds.private_key_pem, creds.certificate_chain_pem)],
+        root_certificates=creds.root_certificates_pem,
+        require_client_auth=creds.require_client_auth,
+    )
+    return int(server.add_secure_port(address, credentials))
 
 
 async def _bounded(step: Any, timeout_s: float, name: str) -> None:

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from kraftlog.proto import admin_pb2 as kraftlog_dot_proto_dot_admin__pb2
+from kraftlog.proto import security_pb2 as kraftlog_dot_proto_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -94,6 +95,31 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/kraftlog.v1.AdminService/CreateAcls',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DescribeAcls',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DeleteAcls',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DescribeUserScramCredentials',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/kraftlog.v1.AdminService/AlterUserScramCredentials',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -171,6 +197,36 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +289,31 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.CreateMetadataSnapshot,
                     request_deserializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.CreateAclsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -559,6 +640,141 @@ class AdminService:
             '/kraftlog.v1.AdminService/CreateMetadataSnapshot',
             kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotRequest.SerializeToString,
             kraftlog_dot_proto_dot_admin__pb2.CreateMetadataSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/CreateAcls',
+            kraftlog_dot_proto_dot_security__pb2.CreateAclsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DescribeAcls',
+            kraftlog_dot_proto_dot_security__pb2.DescribeAclsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DeleteAcls',
+            kraftlog_dot_proto_dot_security__pb2.DeleteAclsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DescribeUserScramCredentials',
+            kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/AlterUserScramCredentials',
+            kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from kraftlog.common._listener_security import ListenerSecurity
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     LogEntry,
@@ -35,7 +36,7 @@ from kraftlog.metadata_log import (
 )
 from kraftlog.metadata_log._image import MetadataReplayError
 from kraftlog.metadata_log._log_files import delete_covered_segments
-from kraftlog.proto import controller_pb2, controller_pb2_grpc
+from kraftlog.proto import controller_pb2, controller_pb2_grpc, open_aio_channel
 from kraftlog.quorum._controller_services import (
     _KEEPALIVE_S,
     _STREAM_BATCH,
@@ -134,7 +135,8 @@ class _ControllerLog:
             if vid == self.node_id or self._stopping:
                 continue
             try:
-                async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+                tls = ListenerSecurity.from_config(self.config, "CONTROLLER").tls
+                async with open_aio_channel(f"{host}:{port}", tls=tls) as channel:
                     stub = controller_pb2_grpc.ControllerServiceStub(channel)
                     call = stub.FetchMetadata(
                         controller_pb2.FetchMetadataRequest(from_offset=self.image.offset + 1, broker_id=-1)

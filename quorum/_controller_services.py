@@ -9,12 +9,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import grpc
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2, security_pb2
 
 from . import _controller as ctl
+from . import _security_control as sec
+from ._admin_authz import authorize_cluster, authorize_items
 
 if TYPE_CHECKING:
     from kraftlog.quorum._server import ControllerServer
@@ -122,78 +127,124 @@ def _with_error(
     return response
 
 
+def _refused(response_type: type, err: type[kerr.KafkaError], request: Any = None) -> Any:
+    """The answer to a request the caller may not make at all."""
+    return _with_error(response_type(), err, "not authorized", controller_pb2.ControllerHint(), request)
+
+
 class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
+    """The brokers' side of the quorum: every call needs ClusterAction on the cluster, which a
+    broker's principal has (a super user, or an ACL), so nobody else can register as a broker,
+    heartbeat for one, change an ISR or read the metadata log."""
+
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
     async def RegisterBroker(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(controller_pb2.RegisterBrokerResponse, err)
         return await self.s.run_write(
             ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
         )
 
     async def BrokerHeartbeat(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(controller_pb2.BrokerHeartbeatResponse, err)
         return await self.s.run_write(
             ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
         )
 
     async def AlterPartition(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(controller_pb2.AlterPartitionResponse, err)
         return await self.s.run_write(ctl.alter_partition, request, controller_pb2.AlterPartitionResponse)
 
     async def AllocateProducerIds(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(controller_pb2.AllocateProducerIdsResponse, err)
         return await self.s.run_write(ctl.allocate_producer_ids, request, controller_pb2.AllocateProducerIdsResponse)
 
     async def FetchMetadata(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{err.error_name}: ClusterAction on the cluster")
         async for batch in self.s.stream_metadata(request):
             yield batch
 
 
 class _AdminService(admin_pb2_grpc.AdminServiceServicer):
+    """Admin requests, authorized with Kafka's rules (`_admin_authz`) before the handler runs."""
+
     def __init__(self, server: ControllerServer) -> None:
         self.s = server
 
+    async def _items(self, handler: Any, request: Any, response_type: type) -> Any:
+        """A write whose items (topics, config resources) are authorized one by one."""
+        return await authorize_items(
+            self.s.image,
+            request,
+            response_type,
+            lambda allowed: self.s.run_write(handler, allowed, response_type),
+            _with_error,
+        )
+
     async def CreateTopics(self, request: Any, context: Any) -> Any:
-        return await self.s.run_write(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
+        return await self._items(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
 
     async def DeleteTopics(self, request: Any, context: Any) -> Any:
-        return await self.s.run_write(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
+        return await self._items(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
 
     async def CreatePartitions(self, request: Any, context: Any) -> Any:
-        return await self.s.run_write(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
+        return await self._items(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
 
     async def ElectLeaders(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.ElectLeadersResponse, err, request)
         return await self.s.run_write(ctl.elect_leaders, request, admin_pb2.ElectLeadersResponse)
 
     async def AlterPartitionReassignments(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.AlterPartitionReassignmentsResponse, err, request)
         return await self.s.run_write(
             ctl.alter_partition_reassignments, request, admin_pb2.AlterPartitionReassignmentsResponse
         )
 
     async def ListPartitionReassignments(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE):
+            return _refused(admin_pb2.ListPartitionReassignmentsResponse, err, request)
         return await self.s.run_read(
             lambda: ctl.list_partition_reassignments(self.s.image, request, self.s.context())[1],
             admin_pb2.ListPartitionReassignmentsResponse,
         )
 
     async def DescribeConfigs(self, request: Any, context: Any) -> Any:
-        return await self.s.run_read(
-            lambda: ctl.describe_configs(self.s.image, request, self.s.context())[1],
-            admin_pb2.DescribeConfigsResponse,
-            request,
-        )
+        async def run(allowed: Any) -> Any:
+            return await self.s.run_read(
+                lambda: ctl.describe_configs(self.s.image, allowed, self.s.context())[1],
+                admin_pb2.DescribeConfigsResponse,
+                allowed,
+            )
+
+        return await authorize_items(self.s.image, request, admin_pb2.DescribeConfigsResponse, run, _with_error)
 
     async def IncrementalAlterConfigs(self, request: Any, context: Any) -> Any:
-        return await self.s.run_write(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
+        return await self._items(ctl.incremental_alter_configs, request, admin_pb2.IncrementalAlterConfigsResponse)
 
     async def DescribeCluster(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE):
+            return _refused(admin_pb2.DescribeClusterResponse, err)
         return await self.s.run_read(
             lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id, provenance=self.s.provenance),
             admin_pb2.DescribeClusterResponse,
         )
 
     async def DescribeQuorum(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE):
+            return _refused(admin_pb2.DescribeQuorumResponse, err)
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
 
     async def CreateMetadataSnapshot(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.CreateMetadataSnapshotResponse, err)
         path = self.s.take_snapshot()
         image = self.s.image
         return admin_pb2.CreateMetadataSnapshotResponse(
@@ -204,9 +255,53 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             path=str(path) if path else "",
         )
 
-    async def DescribeTopics(self, request: Any, context: Any) -> Any:
+    # ------------------------------------------------------------------ ACLs and SCRAM credentials
+
+    async def CreateAcls(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(security_pb2.CreateAclsResponse, err)
+        return await self.s.run_write(sec.create_acls, request, security_pb2.CreateAclsResponse)
+
+    async def DescribeAcls(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE):
+            return _refused(security_pb2.DescribeAclsResponse, err)
         return await self.s.run_read(
-            lambda: ctl.describe_topics(self.s.image, request, self.s.provenance),
-            admin_pb2.DescribeTopicsResponse,
-            request,
+            lambda: sec.describe_acls(self.s.image, request), security_pb2.DescribeAclsResponse
         )
+
+    async def DeleteAcls(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(security_pb2.DeleteAclsResponse, err)
+        return await self.s.run_write(sec.delete_acls, request, security_pb2.DeleteAclsResponse)
+
+    async def DescribeUserScramCredentials(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE):
+            return _refused(security_pb2.DescribeUserScramCredentialsResponse, err)
+        return await self.s.run_read(
+            lambda: sec.describe_user_scram_credentials(self.s.image, request),
+            security_pb2.DescribeUserScramCredentialsResponse,
+        )
+
+    async def AlterUserScramCredentials(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(security_pb2.AlterUserScramCredentialsResponse, err)
+        return await self.s.run_write(
+            sec.alter_user_scram_credentials, request, security_pb2.AlterUserScramCredentialsResponse
+        )
+
+    async def DescribeTopics(self, request: Any, context: Any) -> Any:
+        async def run(allowed: Any) -> Any:
+            response = await self.s.run_read(
+                lambda: ctl.describe_topics(self.s.image, allowed, self.s.provenance),
+                admin_pb2.DescribeTopicsResponse,
+                allowed,
+            )
+            if not request.names:  # all topics: those the caller may describe
+                names = [t.name for t in response.topics]
+                shown = current_request().authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+                kept = [t for t in response.topics if t.name in shown]
+                del response.topics[:]
+                response.topics.extend(kept)
+            return response
+
+        return await authorize_items(self.s.image, request, admin_pb2.DescribeTopicsResponse, run, _with_error)

@@ -58,6 +58,7 @@ from kraftlog.metadata_log import (
     read_log_dir,
     read_snapshot,
 )
+from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from kraftlog.quorum._controller_log import _ControllerLog
 from kraftlog.quorum._controller_services import (
@@ -106,6 +107,7 @@ class ControllerServer(_ControllerLog):
         self.address = f"{host}:{port}"
         self.metadata_dir = Path(config.metadata_log_dir) / METADATA_PARTITION_DIR
         self.image = MetadataImage.EMPTY
+        self.acl_gate = AclGate(lambda: self.image, config)  # authorizes every request of its listener
         self.provenance = MetadataProvenance()  # facts about the entries behind the image (metadata tree)
         self._tail: deque[tuple[int, bytes]] = deque()
         self._writer: MetadataLogWriter | None = None

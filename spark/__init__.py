@@ -28,6 +28,8 @@ How the fold is distributed
    ConfigRecord                                    ``("c", resource_type, resource_name)``
    ProducerIdsRecord                               ``("i",)``
    FeatureLevelRecord                              ``("f", name)``
+   (Remove)AccessControlEntryRecord                ``("a", acl_id)``
+   (Remove)UserScramCredentialRecord               ``("s", mechanism, user)``
    NoOpRecord                                      none (it only moves the offset/epoch)
    ==============================================  ====================================
 
@@ -48,7 +50,8 @@ How the fold is distributed
 
 4. **Entities** (shuffle partitions ``M+1..M+N``): each key's values are merged from every file,
    sorted by position, cut, and folded with the same classes and rules as `MetadataDelta.replay`
-   (`PartitionRegistration.merge`/`validate`, `BrokerRegistration`, ...). A partition belongs to the
+   (`PartitionRegistration.merge`/`validate`, `BrokerRegistration`, `next_acl`,
+   `next_scram_credential`, ...). A partition belongs to the
    incarnation of its topic id that was live when it was written and survives only if that
    incarnation is live at the cut (a removal drops it; a new id under the same name starts empty).
    Topic configs get the removals of their topic name as tombstones with their offsets, so a

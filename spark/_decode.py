@@ -27,6 +27,7 @@ from kraftlog.metadata_log._log_frames import (
 from kraftlog.metadata_log._log_names import parse_segment_file_name
 from kraftlog.metadata_log._records import (
     RECORD_TYPES,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -38,10 +39,13 @@ from kraftlog.metadata_log._records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     decode_entry,
 )
 from kraftlog.metadata_log._snapshots import (
@@ -86,11 +90,31 @@ _CONFIG, _PRODUCER_IDS = ConfigRecord.TYPE_ID, ProducerIdsRecord.TYPE_ID
 _FEATURE, _NOOP = FeatureLevelRecord.TYPE_ID, NoOpRecord.TYPE_ID
 
 
+_ACL, _REMOVE_ACL = AccessControlEntryRecord.TYPE_ID, RemoveAccessControlEntryRecord.TYPE_ID
+
+
+_SCRAM, _REMOVE_SCRAM = UserScramCredentialRecord.TYPE_ID, RemoveUserScramCredentialRecord.TYPE_ID
+
+
 _BROKER_TYPES = frozenset((_REGISTER, _UNREGISTER, _FENCE, _UNFENCE, _REG_CHANGE))
 
 
 _KNOWN_TYPES = frozenset(
-    (*_BROKER_TYPES, _TOPIC, _REMOVE_TOPIC, _PARTITION, _PARTITION_CHANGE, _CONFIG, _PRODUCER_IDS, _FEATURE, _NOOP)
+    (
+        *_BROKER_TYPES,
+        _TOPIC,
+        _REMOVE_TOPIC,
+        _PARTITION,
+        _PARTITION_CHANGE,
+        _CONFIG,
+        _PRODUCER_IDS,
+        _FEATURE,
+        _NOOP,
+        _ACL,
+        _REMOVE_ACL,
+        _SCRAM,
+        _REMOVE_SCRAM,
+    )
 )
 
 
@@ -125,7 +149,14 @@ assert all(
 
 
 # Sort keys of snapshot records: the order of MetadataImage.to_records.
-_S_FEATURE, _S_BROKER, _S_PRODUCER_IDS, _S_TOPIC, _S_CONFIG = 0, 1, 2, 3, 4
+_S_FEATURE, _S_BROKER, _S_PRODUCER_IDS, _S_TOPIC, _S_CONFIG, _S_ACL, _S_SCRAM = 0, 1, 2, 3, 4, 5, 6
+
+
+def _key_part(value: Any) -> Any:
+    """A record field as part of a shuffle key: strings and integers as they are, anything else
+    (a malformed field of a bad record, possibly unhashable) as its repr, so the record still
+    reaches its fold, which refuses it with the replay's own error."""
+    return value if isinstance(value, (str, int)) else repr(value)
 
 
 def _stable_hash(key: tuple[Any, ...]) -> int:
@@ -165,6 +196,10 @@ def _key_of(type_id: int, rec: Any) -> tuple[Any, ...] | None:
         return ("i",)
     if type_id == _FEATURE:
         return ("f", rec.name)
+    if type_id == _ACL or type_id == _REMOVE_ACL:
+        return ("a", _key_part(rec.id))
+    if type_id == _SCRAM or type_id == _REMOVE_SCRAM:
+        return ("s", _key_part(rec.mechanism), _key_part(rec.name))
     if type_id == _NOOP:
         return None
     raise MetadataReplayError(f"cannot replay unknown record type {type(rec).__name__}")
@@ -277,6 +312,10 @@ def _key_of_fields(type_id: int, f: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return ("i",)
     if type_id == _FEATURE:
         return ("f", f[0])
+    if type_id == _ACL or type_id == _REMOVE_ACL:
+        return ("a", _key_part(f[0]))  # id is the first field of both
+    if type_id == _SCRAM or type_id == _REMOVE_SCRAM:
+        return ("s", _key_part(f[1]), _key_part(f[0]))  # name, mechanism are the first two of both
     return None  # NoOpRecord
 
 

@@ -9,10 +9,19 @@ import gc
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kraftlog.common import AclBinding
 from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
 from kraftlog.metadata_log._image_base import apply_config, feature_level, next_producer_id
 from kraftlog.metadata_log._image_cluster import next_broker_registration
+from kraftlog.metadata_log._image_security import (
+    ScramCredential,
+    acl_to_record,
+    credential_to_record,
+    next_acl,
+    next_scram_credential,
+)
 from kraftlog.metadata_log._records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -21,21 +30,28 @@ from kraftlog.metadata_log._records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     encode_record,
 )
 from kraftlog.spark._decode import (
+    _ACL,
     _FENCE,
     _PARTITION,
     _REG_CHANGE,
     _REGISTER,
+    _S_ACL,
     _S_BROKER,
     _S_CONFIG,
     _S_FEATURE,
     _S_PRODUCER_IDS,
+    _S_SCRAM,
     _S_TOPIC,
+    _SCRAM,
     _TOPIC,
     _UNFENCE,
     _UNREGISTER,
@@ -127,6 +143,10 @@ def _fold_entities(
                 _fold_producer_ids(values, cut, out, errors)
             elif kind == "f":
                 _fold_feature(key, values, cut, out, errors)
+            elif kind == "a":
+                _fold_acl(key, values, cut, out, errors)
+            elif kind == "s":
+                _fold_scram(key, values, cut, out, errors)
             else:  # pragma: no cover - keys are made by _key_of
                 raise AssertionError(f"unexpected key {key!r}")
         merged.clear()
@@ -282,3 +302,39 @@ def _fold_feature(key: tuple[Any, ...], values: list[Any], cut: int, out: list[A
             return
     if level != 0:
         out.append(((_S_FEATURE, name), encode_record(FeatureLevelRecord(name=name, feature_level=level))))
+
+
+def _fold_acl(key: tuple[Any, ...], values: list[Any], cut: int, out: list[Any], errors: list[Any]) -> None:
+    """One ACL id's records in log order, through the transitions `MetadataDelta` replays
+    (`next_acl`)."""
+    acl: AclBinding | None = None
+    for position, type_id, fields in values:
+        if position > cut:
+            break
+        record = AccessControlEntryRecord(*fields) if type_id == _ACL else RemoveAccessControlEntryRecord(*fields)
+        try:
+            acl = next_acl(acl, record)
+        except MetadataReplayError as err:
+            errors.append(_err(position, "MetadataReplayError", str(err)))
+            return
+    if acl is not None:
+        acl_id = key[1]
+        out.append(((_S_ACL, acl_id), encode_record(acl_to_record(acl_id, acl))))
+
+
+def _fold_scram(key: tuple[Any, ...], values: list[Any], cut: int, out: list[Any], errors: list[Any]) -> None:
+    """One user's records for one mechanism in log order, through the transitions `MetadataDelta`
+    replays (`next_scram_credential`)."""
+    credential: ScramCredential | None = None
+    for position, type_id, fields in values:
+        if position > cut:
+            break
+        record = UserScramCredentialRecord(*fields) if type_id == _SCRAM else RemoveUserScramCredentialRecord(*fields)
+        try:
+            credential = next_scram_credential(credential, record)
+        except MetadataReplayError as err:
+            errors.append(_err(position, "MetadataReplayError", str(err)))
+            return
+    if credential is not None:
+        _, mechanism, name = key
+        out.append(((_S_SCRAM, mechanism, name), encode_record(credential_to_record(credential, name, mechanism))))

@@ -29,6 +29,8 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.booleans()
     if hint is str:
         return _text
+    if hint is bytes:
+        return st.binary(max_size=16)
     if origin is tuple:
         return st.lists(_for_type(args[0]), max_size=4).map(tuple)
     if hint is BrokerEndpoint:

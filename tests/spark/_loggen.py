@@ -14,7 +14,8 @@ the edge cases the Spark fold must get right:
   unregistered, and re-registered with a new broker epoch;
 * configs set and deleted (topic, broker, cluster default ``""``), including deletes of unset keys;
 * ``ProducerIdsRecord`` blocks, ``FeatureLevelRecord`` (level 0 removes), ``NoOpRecord`` at every new
-  controller epoch.
+  controller epoch;
+* ACLs created and removed, SCRAM credentials set, replaced and removed.
 
 Timestamps increase by 0..``max_step_ms`` per batch from ``start_ms``, so tests can pick a time cut.
 """
@@ -47,7 +48,13 @@ from kraftlog.metadata_log import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from kraftlog.metadata_log._records import LeaderRecoveryState
+from kraftlog.metadata_log._records import (
+    AccessControlEntryRecord,
+    LeaderRecoveryState,
+    RemoveAccessControlEntryRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
 
 __all__ = ["GeneratedLog", "LogGenerator", "generate_log", "START_MS"]
 
@@ -98,6 +105,8 @@ class LogGenerator:
         self.live_partitions = 0
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
+        self.acl_ids: list[str] = []
+        self.scram: set[tuple[str, int]] = set()  # (user, mechanism) with a credential
         self.pending: list = []
 
     # ------------------------------------------------------------------ helpers
@@ -299,6 +308,46 @@ class LogGenerator:
                 ConfigRecord(ConfigResourceType.BROKER_LOGGER, f"logger-{rng.randint(0, 9)}", "kraftlog.root", None)
             )
 
+    def _security_op(self, out: list) -> None:
+        rng = self.rng
+        r = rng.random()
+        if r < 0.25 and self.acl_ids:
+            acl_id = self.acl_ids.pop(rng.randrange(len(self.acl_ids)))
+            out.append(RemoveAccessControlEntryRecord(id=acl_id))
+        elif r < 0.5:
+            acl_id = f"{rng.getrandbits(128):032x}"
+            self.acl_ids.append(acl_id)
+            prefixed = rng.random() < 0.3
+            out.append(
+                AccessControlEntryRecord(
+                    id=acl_id,
+                    resource_type=rng.choice((2, 3, 5)),  # topic, group, transactional id
+                    resource_name=rng.choice(("*", "orders", "ord", f"t-{rng.randint(0, 9)}")),
+                    pattern_type=4 if prefixed else 3,
+                    principal=rng.choice(("User:*", "User:alice", "User:CN=bob,O=kraftlog")),
+                    host=rng.choice(("*", "10.0.0.1")),
+                    operation=rng.choice((2, 3, 4, 8)),  # all, read, write, describe
+                    permission_type=rng.choice((2, 3)),
+                )
+            )
+        elif r < 0.85 or not self.scram:
+            user, mechanism = f"user-{rng.randint(0, 5)}", rng.choice((1, 2))
+            self.scram.add((user, mechanism))
+            out.append(
+                UserScramCredentialRecord(
+                    name=user,
+                    mechanism=mechanism,
+                    salt=rng.randbytes(16),
+                    stored_key=rng.randbytes(32 * mechanism),
+                    server_key=rng.randbytes(32 * mechanism),
+                    iterations=rng.choice((4096, 8192)),
+                )
+            )
+        else:
+            user, mechanism = sorted(self.scram)[rng.randrange(len(self.scram))]
+            self.scram.discard((user, mechanism))
+            out.append(RemoveUserScramCredentialRecord(name=user, mechanism=mechanism))
+
     # ------------------------------------------------------------------ batches
 
     def _batch(self) -> list:
@@ -334,6 +383,8 @@ class LogGenerator:
             self._remove_topic(out)
         elif r < 0.25 and self.live_partitions < self.max_live_partitions:
             self._add_partitions(out)
+        elif r < 0.26:
+            self._security_op(out)
         else:
             for _ in range(rng.choice((1, 1, 1, 2, 4))):
                 self._partition_change(out)

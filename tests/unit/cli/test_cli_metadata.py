@@ -12,6 +12,7 @@ import structlog
 from kraftlog import storage
 from kraftlog.cli.__main__ import main
 from kraftlog.metadata_log import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     LogEntry,
@@ -23,9 +24,11 @@ from kraftlog.metadata_log import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
     write_snapshot,
 )
 
@@ -421,3 +424,56 @@ def test_tree_corrupt_log_exits_1(tmp_path: Path, capsys) -> None:
     assert main(["metadata", "tree", "--log-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot rebuild the metadata image" in err
+
+
+def test_tree_shows_acls_and_scram_users_without_secrets(tmp_path: Path, capsys) -> None:
+    def acl(i: int, rtype: int, name: str, ptype: int, principal: str, op: int, perm: int = 3, host: str = "*"):
+        return AccessControlEntryRecord(
+            f"00000000-0000-4000-8000-{i:012d}", rtype, name, ptype, principal, host, op, perm
+        )
+
+    records = [
+        acl(1, 2, "orders", 3, "User:bob", 3),  # Topic, LITERAL, Read, Allow
+        acl(2, 2, "orders", 3, "User:alice", 4, 2, "10.0.0.1"),  # Write, Deny
+        acl(3, 2, "*", 3, "User:*", 8),  # the wildcard topic, Describe
+        acl(4, 3, "app-", 4, "User:alice", 3),  # Group, PREFIXED
+        acl(5, 4, "kafka-cluster", 3, "User:alice", 12),  # Cluster, IdempotentWrite
+        acl(6, 5, "tx-", 4, "User:alice", 2),  # TransactionalId, PREFIXED, All
+        acl(7, 2, "gone", 3, "User:bob", 3),
+        RemoveAccessControlEntryRecord("00000000-0000-4000-8000-000000000007"),
+        UserScramCredentialRecord("alice", 1, b"SECRET-salt", b"SECRET-stored", b"SECRET-server", 4096),
+        UserScramCredentialRecord("alice", 2, b"SECRET-salt", b"SECRET-stored", b"SECRET-server", 8192),
+        UserScramCredentialRecord("CN=svc one*", 2, b"SECRET-salt", b"SECRET-stored", b"SECRET-server", 4096),
+    ]
+    with MetadataLogWriter(tmp_path, segment_bytes=1 << 20, fsync=False) as w:
+        w.append([LogEntry(i, 1, TS + i, r) for i, r in enumerate(records)])
+    assert main(["metadata", "tree", "--log-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "SECRET" not in out and "salt" not in out and "stored" not in out
+    nodes = _tree_lines(out)
+    assert nodes["/kafka-acl/Topic/orders"] == {
+        "version": 1,
+        "acls": [
+            {"host": "10.0.0.1", "permissionType": "Deny", "operation": "Write", "principal": "User:alice"},
+            {"host": "*", "permissionType": "Allow", "operation": "Read", "principal": "User:bob"},
+        ],
+    }
+    assert nodes["/kafka-acl/Topic/*"]["acls"] == [
+        {"host": "*", "permissionType": "Allow", "operation": "Describe", "principal": "User:*"}
+    ]
+    assert nodes["/kafka-acl-extended/prefixed/Group/app-"]["acls"][0]["operation"] == "Read"
+    assert nodes["/kafka-acl/Cluster/kafka-cluster"]["acls"][0]["operation"] == "IdempotentWrite"
+    assert nodes["/kafka-acl-extended/prefixed/TransactionalId/tx-"]["acls"][0]["operation"] == "All"
+    assert "/kafka-acl/Topic/gone" not in nodes
+    assert nodes["/config/users/alice"] == {
+        "version": 1,
+        "config": {"SCRAM-SHA-256": "iterations=4096", "SCRAM-SHA-512": "iterations=8192"},
+    }
+    # user names are sanitized as Kafka's ZooKeeper config nodes were (URL encoding, %20, %2A)
+    assert nodes["/config/users/CN%3Dsvc%20one%2A"] == {"version": 1, "config": {"SCRAM-SHA-512": "iterations=4096"}}
+
+    assert main(["metadata", "tree", "--log-dir", str(tmp_path), "--path", "/kafka-acl-extended"]) == 0
+    assert set(_tree_lines(capsys.readouterr().out)) == {
+        "/kafka-acl-extended/prefixed/Group/app-",
+        "/kafka-acl-extended/prefixed/TransactionalId/tx-",
+    }

@@ -46,6 +46,7 @@ from kraftlog.metadata_log._log_files import (
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     RECORD_TYPES,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -61,13 +62,17 @@ from kraftlog.metadata_log._records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     encode_entry,
     encode_record,
 )
+from kraftlog.metadata_log._snapshots import write_snapshot_payloads
 
 TOPIC_ID = "b5cUNJ2bQ0qGx5Hq8W0FJw"
 
@@ -95,6 +100,10 @@ ALL_RECORDS: list[MetadataRecord] = [
     ProducerIdsRecord(1, 10, 2000),
     BrokerRegistrationChangeRecord(1, 10, fenced=FencingChange.UNFENCE, in_controlled_shutdown=1),
     NoOpRecord(),
+    UserScramCredentialRecord("alice", 2, b"\x00salt\xff", bytes(range(64)), b"\xfe" * 64, 4096),
+    AccessControlEntryRecord("5f0c6d3e-8a1b-4c2d-9e3f-001122334455", 2, "orders", 4, "User:*", "*", 4, 2),
+    RemoveAccessControlEntryRecord("5f0c6d3e-8a1b-4c2d-9e3f-001122334455"),
+    RemoveUserScramCredentialRecord("alice", 2),
 ]
 
 
@@ -614,6 +623,41 @@ def test_part_leftovers_are_ignored_and_removed(tmp_path: Path) -> None:
     assert not stale.exists() and read_snapshot(path).records == tuple(ALL_RECORDS[:1])
     with pytest.raises(ValueError):
         read_metadata_file(tmp_path / "notes.txt")
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_segments_and_snapshots_are_private(tmp_path: Path) -> None:
+    """They may hold SCRAM credentials (UserScramCredentialRecord): mode 0600 whatever the umask."""
+    old_umask = os.umask(0o002)
+    try:
+        entries = make_entries(0, 2 * len(ALL_RECORDS))
+        limit = 3 * max(frame_size(e) for e in entries)
+        with MetadataLogWriter(tmp_path, segment_bytes=limit, fsync=False) as w:
+            w.append(entries)
+        segments = [s.path for s in list_segments(tmp_path)]
+        assert len(segments) > 2 and {_mode(p) for p in segments} == {0o600}
+        snapshot = write_snapshot(tmp_path / "snaps", 5, 1, 0, ALL_RECORDS)
+        assert _mode(snapshot) == 0o600
+        # a leftover .part of another mode is tightened before the snapshot is written into it
+        stale = tmp_path / "snaps" / (snapshot_file_name(6, 1) + ".part")
+        stale.write_bytes(b"junk")
+        stale.chmod(0o644)
+        assert _mode(write_snapshot(tmp_path / "snaps", 6, 1, 0, ALL_RECORDS)) == 0o600
+        # the Spark job's writer
+        copied = write_snapshot_payloads(
+            tmp_path / "spark.checkpoint", 5, 1, 0, [encode_record(r) for r in ALL_RECORDS]
+        )
+        assert _mode(copied) == 0o600 and copied.read_bytes() == snapshot.read_bytes()
+        # an active segment an older version wrote 0644 is tightened when the writer reopens it
+        segments[-1].chmod(0o644)
+        with MetadataLogWriter(tmp_path, segment_bytes=limit, fsync=False):
+            pass
+        assert _mode(segments[-1]) == 0o600
+    finally:
+        os.umask(old_umask)
 
 
 def test_list_and_latest_snapshots_sorted(tmp_path: Path) -> None:

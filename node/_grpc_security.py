@@ -1,0 +1,224 @@
+"""Authentication and the authorization check of every gRPC call a node serves.
+
+`SecurityInterceptor` wraps every method of a node's gRPC server (kraftlog's services, health,
+reflection). For each call it:
+
+1. authenticates the caller into a `Session`: the principal of its client certificate on a TLS
+   listener with mutual TLS (``User:<subject>`` after ``ssl.principal.mapping.rules``), else
+   ``User:ANONYMOUS``; a broker forwarding a client's admin request (KIP-590) names that client
+   in the call metadata, which is believed only when the broker itself may ClusterAction;
+2. runs the handler inside a `RequestContext` (`kraftlog.common._request_context`), through which
+   the handler asks its authorization questions;
+3. fails the call closed (INTERNAL, logged as ``rpc_without_authorization_decision``) when the
+   handler reached its end without a single decision: a method nobody authorized is a bug, never
+   an open door. Authorization errors a handler raises become PERMISSION_DENIED with the Kafka
+   error's name in the details.
+
+Health checks and reflection need no authorization (systemd, load balancers and grpcurl ask them
+before any credentials exist), and say so.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+import grpc
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+from kraftlog.common._listener_security import ListenerSecurity
+from kraftlog.common._request_context import (
+    ANONYMOUS,
+    FORWARDED_HOST,
+    FORWARDED_PRINCIPAL,
+    AuthorizeFn,
+    RequestContext,
+    Session,
+    request_scope,
+)
+from kraftlog.common._tls import principal_from_certificate
+
+__all__ = ["PUBLIC_SERVICES", "SecurityInterceptor", "interceptor", "peer_host"]
+
+_log = structlog.get_logger(__name__)
+
+#: services whose calls need no authorization, and why
+PUBLIC_SERVICES: Final[dict[str, str]] = {
+    "grpc.health.v1.Health": "health checks are asked by supervisors before any credentials exist",
+    "grpc.reflection.v1alpha.ServerReflection": "reflection describes the services, not the data",
+    "grpc.reflection.v1.ServerReflection": "reflection describes the services, not the data",
+}
+
+_AUTHORIZATION_ERRORS = (
+    kerr.TopicAuthorizationFailedError,
+    kerr.GroupAuthorizationFailedError,
+    kerr.ClusterAuthorizationFailedError,
+    kerr.TransactionalIdAuthorizationFailedError,
+)
+
+PrincipalOf = Callable[[bytes], str]
+
+
+def peer_host(peer: str) -> str:
+    """The client's address of a gRPC peer string (``ipv4:10.0.0.5:51234``, ``ipv6:[::1]:5``)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    if kind == "ipv4":
+        return rest.rsplit(":", 1)[0]
+    return rest or peer
+
+
+def interceptor(security: ListenerSecurity, authorize_fn: AuthorizeFn) -> SecurityInterceptor:
+    """The interceptor of a gRPC listener secured as ``security``."""
+    principal_of = None
+    if security.tls is not None:
+        mapper = security.tls.principal_mapper
+
+        def principal_of(certificate: bytes) -> str:
+            return principal_from_certificate(certificate, mapper)
+
+    return SecurityInterceptor(
+        listener=security.name,
+        security_protocol=security.protocol,
+        authorize_fn=authorize_fn,
+        principal_of=principal_of,
+    )
+
+
+class SecurityInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates and checks the authorization of every call of one gRPC listener.
+
+    ``principal_of`` maps a client certificate (PEM) to its principal on a TLS listener (None on
+    a PLAINTEXT one); ``authorize_fn`` answers the handlers' questions (the node's authorizer over
+    its latest metadata image, which allows everything when no authorizer is configured).
+    """
+
+    def __init__(
+        self,
+        *,
+        listener: str,
+        security_protocol: str,
+        authorize_fn: AuthorizeFn,
+        principal_of: PrincipalOf | None = None,
+    ) -> None:
+        self.listener = listener
+        self.security_protocol = security_protocol
+        self.authorize_fn = authorize_fn
+        self.principal_of = principal_of
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        path = handler_call_details.method
+        cached = self._wrapped.get(path)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(path, handler)
+        self._wrapped[path] = (handler, wrapped)
+        return wrapped
+
+    # ------------------------------------------------------------------ sessions
+
+    def session(self, context: Any) -> Session:
+        """The caller of this call; raises `SaslAuthenticationFailedError` when its credentials
+        are refused (a forwarded principal from a caller that may not forward)."""
+        host = peer_host(context.peer())
+        principal = ANONYMOUS
+        if self.principal_of is not None:
+            auth = context.auth_context() or {}
+            certs = auth.get("x509_pem_cert")
+            if certs:
+                principal = self.principal_of(certs[0])
+        session = Session(principal, host, self.listener, self.security_protocol)
+        metadata = dict(context.invocation_metadata() or ())
+        forwarded = metadata.get(FORWARDED_PRINCIPAL)
+        if forwarded is None:
+            return session
+        # a broker forwarding its client's request (KIP-590): only a principal with ClusterAction
+        # (the brokers) may speak for another one
+        if not self.authorize_fn(session, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            raise kerr.ClusterAuthorizationFailedError(f"{principal} may not forward requests for other principals")
+        return Session(str(forwarded), str(metadata.get(FORWARDED_HOST, host)), self.listener, self.security_protocol)
+
+    def _context(self, path: str, context: Any) -> RequestContext:
+        service, _, method = path.lstrip("/").partition("/")
+        ctx = RequestContext(self.session(context), api=method or path, authorize_fn=self.authorize_fn)
+        public = PUBLIC_SERVICES.get(service)
+        if public is not None:
+            ctx.public(public)
+        return ctx
+
+    # ------------------------------------------------------------------ wrapping
+
+    def _wrap(self, path: str, handler: Any) -> Any:
+        kw = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(self._unary(path, handler.unary_unary), **kw)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(self._unary(path, handler.stream_unary), **kw)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(self._streaming(path, handler.unary_stream), **kw)
+        return grpc.stream_stream_rpc_method_handler(self._streaming(path, handler.stream_stream), **kw)
+
+    def _unary(self, path: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        async def checked(request: Any, context: Any) -> Any:
+            ctx = await self._enter(path, context)
+            with request_scope(ctx):
+                try:
+                    response = behavior(request, context)
+                    if inspect.isawaitable(response):
+                        response = await response
+                except _AUTHORIZATION_ERRORS as err:
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{err.error_name}: {err}")
+            await self._check_decided(path, ctx, context)
+            return response
+
+        return checked
+
+    def _streaming(self, path: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        async def checked(request: Any, context: Any) -> AsyncIterator[Any]:
+            ctx = await self._enter(path, context)
+            with request_scope(ctx):
+                try:
+                    stream = behavior(request, context)
+                    if inspect.isawaitable(stream):  # a handler that answers once (returns, not yields)
+                        stream = await stream
+                    if hasattr(stream, "__aiter__"):
+                        first = True
+                        async for item in stream:
+                            if first:
+                                await self._check_decided(path, ctx, context)
+                                first = False
+                            yield item
+                    else:
+                        for item in stream or ():
+                            await self._check_decided(path, ctx, context)
+                            yield item
+                except _AUTHORIZATION_ERRORS as err:
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{err.error_name}: {err}")
+            await self._check_decided(path, ctx, context)
+
+        return checked
+
+    async def _enter(self, path: str, context: Any) -> RequestContext:
+        try:
+            return self._context(path, context)
+        except kerr.KafkaError as err:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"{err.error_name}: {err}")
+            raise  # abort raises; this line is for type checkers
+
+    async def _check_decided(self, path: str, ctx: RequestContext, context: Any) -> None:
+        if ctx.decided:
+            return
+        _log.error("rpc_without_authorization_decision", method=path, principal=ctx.principal)
+        await context.abort(grpc.StatusCode.INTERNAL, f"{path} reached no authorization decision")

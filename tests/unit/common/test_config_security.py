@@ -1,0 +1,94 @@
+"""Security keys of a node config: Kafka's names and defaults, listener prefixes, JAAS entries."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftlog.common._config_def import ConfigError, Password
+from kraftlog.common._config_schema_security import parse_jaas_config
+from kraftlog.common._tls import listener_prefix, prefixed_setting
+from kraftlog.common.config import NodeConfig, load_node_config
+
+_BROKER = {
+    "node.id": 1,
+    "process.roles": "broker",
+    "controller.quorum.voters": "0@127.0.0.1:9093",
+    "listeners": "BROKER://:9091,PLAINTEXT://:9092",
+}
+
+
+def test_security_keys_have_kafkas_defaults() -> None:
+    cfg = NodeConfig(_BROKER)
+    assert cfg["ssl.client.auth"] == "none"
+    assert cfg["ssl.keystore.type"] == "JKS"
+    assert cfg["ssl.endpoint.identification.algorithm"] == "https"
+    assert cfg["ssl.enabled.protocols"] == ["TLSv1.2", "TLSv1.3"]
+    assert cfg["sasl.enabled.mechanisms"] == ["GSSAPI"]
+    assert cfg["authorizer.class.name"] == ""
+    assert cfg["allow.everyone.if.no.acl.found"] is False
+
+
+def test_a_listener_prefix_wins_for_its_listener_only() -> None:
+    cfg = NodeConfig({**_BROKER, "ssl.client.auth": "requested", "listener.name.plaintext.ssl.client.auth": "required"})
+    assert prefixed_setting(cfg, "ssl.client.auth", listener_prefix("PLAINTEXT")) == "required"
+    assert prefixed_setting(cfg, "ssl.client.auth", listener_prefix("BROKER")) == "requested"
+
+
+def test_a_prefixed_key_is_validated_as_its_unprefixed_twin() -> None:
+    with pytest.raises(ConfigError, match="listener.name.plaintext.ssl.client.auth") as err:
+        NodeConfig({**_BROKER, "listener.name.plaintext.ssl.client.auth": "sometimes"})
+    assert err.value.key == "listener.name.plaintext.ssl.client.auth"
+
+
+def test_a_prefix_for_an_unknown_listener_or_key_fails_at_start() -> None:
+    with pytest.raises(ConfigError, match="not in 'listeners'"):
+        NodeConfig({**_BROKER, "listener.name.external.ssl.client.auth": "required"})
+    with pytest.raises(ConfigError, match="only ssl"):
+        NodeConfig({**_BROKER, "listener.name.plaintext.log.dirs": "/tmp/x"})
+
+
+def test_a_prefixed_jaas_config_is_a_secret_in_dumps(tmp_path) -> None:
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="s3cret";'
+    cfg = NodeConfig({**_BROKER, "listener.name.plaintext.scram-sha-256.sasl.jaas.config": jaas})
+    value = cfg["listener.name.plaintext.scram-sha-256.sasl.jaas.config"]
+    assert isinstance(value, Password)
+    dumped = cfg.to_properties()
+    assert "s3cret" not in dumped and "scram-sha-256.sasl.jaas.config=[hidden]" in dumped
+    path = tmp_path / "node.properties"
+    path.write_text(cfg.to_properties(mask_passwords=False))
+    again = load_node_config(path)
+    assert again["listener.name.plaintext.scram-sha-256.sasl.jaas.config"] == value
+
+
+def test_jaas_entries_of_kafkas_password_login_modules_parse() -> None:
+    kind, options = parse_jaas_config(
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="p w\\"x";'
+    )
+    assert kind == "SCRAM" and options == {"username": "alice", "password": 'p w"x'}
+    kind, options = parse_jaas_config(
+        Password('org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="b" username=bob ;')
+    )
+    assert kind == "PLAIN" and options == {"user_bob": "b", "username": "bob"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;",
+        'org.apache.kafka.common.security.scram.ScramLoginModule optional username="a";',
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="a"',
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" !!;',
+    ],
+)
+def test_other_jaas_entries_are_refused_without_echoing_them(text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_jaas_config(Password(text), key="sasl.jaas.config")
+    assert err.value.key == "sasl.jaas.config"
+    assert 'username="a"' not in str(err.value)
+
+
+def test_keys_kraftlog_does_not_honour_are_refused() -> None:
+    with pytest.raises(ConfigError, match="connections.max.reauth.ms"):
+        NodeConfig({**_BROKER, "connections.max.reauth.ms": 60000})
+    with pytest.raises(ConfigError, match="ssl.engine.factory.class"):
+        NodeConfig({**_BROKER, "ssl.engine.factory.class": "com.example.Engine"})
