@@ -23,7 +23,9 @@ from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import ScramMechanism
 from kraftlog.common._scram import scram_salted_password
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, security_pb2
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, open_channel, security_pb2
+
+from ._security import client_tls
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -106,7 +108,12 @@ class Admin:
         retry_backoff_max_ms: int = 1000,
         attempt_timeout_ms: int = 5000,
         max_message_bytes: int = 104_857_600,
+        security_protocol: str = "PLAINTEXT",
+        **ssl: Any,
     ) -> None:
+        """``security_protocol`` and kafka-python's ``ssl_cafile``, ``ssl_certfile``,
+        ``ssl_keyfile``, ``ssl_password``, ``ssl_check_hostname`` (or a `TlsSettings` as ``tls``)
+        secure the channels (see `client_tls`)."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -118,6 +125,7 @@ class Admin:
             ("grpc.max_receive_message_length", max_message_bytes),
             *RECONNECT_OPTIONS,
         ]
+        self._tls = client_tls(security_protocol, **ssl)
         self._channels: dict[str, grpc.Channel] = {}
         self._controller: str | None = None
         self._rng = random.Random()
@@ -136,7 +144,7 @@ class Admin:
     def _stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = grpc.insecure_channel(address, options=self._options)
+            ch = open_channel(address, options=self._options, tls=self._tls)
             self._channels[address] = ch
         return admin_pb2_grpc.AdminServiceStub(ch)
 

@@ -40,6 +40,7 @@ from kraftlog.client._consumer_fetch import _ConsumerFetches
 from kraftlog.client._consumer_group import GroupMembership
 from kraftlog.client._consumer_groups import OffsetAndMetadata, _ConsumerGroups, make_assignors
 from kraftlog.client._consumer_membership import ConsumerProtocolMembership
+from kraftlog.client._security import client_tls
 from kraftlog.common import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool
@@ -170,7 +171,10 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         client_id: str = "kraftlog-consumer",
         key_deserializer: Callable[[bytes | None], Any] | None = None,
         value_deserializer: Callable[[bytes | None], Any] | None = None,
+        security_protocol: str = "PLAINTEXT",
+        **ssl: Any,
     ) -> None:
+        tls = client_tls(security_protocol, **ssl)  # kafka-python's ssl_* arguments or tls
         self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -189,7 +193,7 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         self.client_rack = client_rack
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes))
+        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes), tls=tls)
         self._cond = threading.Condition()
         self._metadata = ClusterMetadata(
             bootstrap_servers,

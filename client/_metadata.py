@@ -28,7 +28,18 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2, broker_pb2_grpc, group_pb2, group_pb2_grpc, txn_pb2_grpc
+from kraftlog.common._tls import TlsSettings
+from kraftlog.proto import (
+    RECONNECT_OPTIONS,
+    broker_pb2,
+    broker_pb2_grpc,
+    group_pb2,
+    group_pb2_grpc,
+    open_channel,
+    txn_pb2_grpc,
+)
+
+from ._security import client_tls
 
 __all__ = [
     "BrokerMetadata",
@@ -120,8 +131,9 @@ class ChannelPool:
 
     UNREACHABLE_BACKOFF_S = 5.0
 
-    def __init__(self, max_message_bytes: int = 104_857_600) -> None:
+    def __init__(self, max_message_bytes: int = 104_857_600, *, tls: TlsSettings | None = None) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
+        self.tls = tls  # None: plaintext channels
         self._options = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -148,7 +160,7 @@ class ChannelPool:
             with self._lock:
                 stub = self._stubs.get(address)
                 if stub is None:
-                    channel = grpc.insecure_channel(address, options=self._options)
+                    channel = open_channel(address, options=self._options, tls=self.tls)
                     self._channels[address] = channel
                     stub = broker_pb2_grpc.BrokerServiceStub(channel)
                     self._stubs[address] = stub
@@ -560,9 +572,18 @@ class BrokerAdminClient:
     """What the admin clients that talk to brokers (not the controller) share: a channel pool and
     the brokers' metadata, closed together; a context manager."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        security_protocol: str = "PLAINTEXT",
+        **ssl: Any,
+    ) -> None:
+        """``security_protocol`` and kafka-python's ``ssl_*`` arguments or ``tls``: see
+        `client_tls`."""
         self.request_timeout_ms = request_timeout_ms
-        self._pool = ChannelPool()
+        self._pool = ChannelPool(tls=client_tls(security_protocol, **ssl))
         self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
 
     def close(self) -> None:

@@ -68,6 +68,7 @@ from kraftlog.client._producer_types import (
     _to_bytes,
     producer_config_from_properties,
 )
+from kraftlog.client._security import client_tls
 from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import HEADER_SIZE, record_size_upper_bound
@@ -138,7 +139,10 @@ class Producer(_ProducerSender, _ProducerTransactions):
         partitioner: Any = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
+        security_protocol: str = "PLAINTEXT",
+        **ssl: Any,
     ) -> None:
+        tls = client_tls(security_protocol, **ssl)  # kafka-python's ssl_* arguments or tls
         if transactional_id is not None and not transactional_id:
             raise ValueError("transactional_id must not be empty")
         if transactional_id and enable_idempotence is False:
@@ -183,7 +187,7 @@ class Producer(_ProducerSender, _ProducerTransactions):
         self._value_serializer = value_serializer
         self._rng = random.Random()
 
-        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * max_request_size))
+        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * max_request_size), tls=tls)
         self._metadata = ClusterMetadata(
             bootstrap_servers,
             self._pool,

@@ -78,7 +78,6 @@ NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
         _only(None, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
     ),
     "connections.max.reauth.ms": ("SASL sessions are not re-authenticated (KIP-368); 0 is accepted", _only(0)),
-    "authorizer.class.name": ("authorization is not built yet; the empty default is accepted", _only("")),
     "controller.listener.names": (
         "the controller listener is the one named CONTROLLER",
         lambda value: value is None or value == ["CONTROLLER"],

@@ -37,6 +37,7 @@ __all__ = [
     "CertificateAuthority",
     "IssuedCertificate",
     "load_ca",
+    "load_issued",
     "make_ca",
     "make_certificate",
 ]
@@ -260,3 +261,11 @@ def make_certificate(
     _write(paths[2], key_pem + chain, 0o600)
     _write(paths[0], chain, 0o644)
     return IssuedCertificate(name, certificate, paths[0], paths[1], paths[2], ca.certificate_path)
+
+
+def load_issued(directory: str | os.PathLike[str], name: str) -> IssuedCertificate:
+    """The certificate `make_certificate` issued as ``name`` into ``directory`` (its files)."""
+    folder = Path(directory)
+    paths = folder / f"{name}.crt", folder / f"{name}.key", folder / f"{name}.keystore.pem"
+    certificate = x509.load_pem_x509_certificate(paths[0].read_bytes())
+    return IssuedCertificate(name, certificate, paths[0], paths[1], paths[2], folder / CA_CERT_FILE)

@@ -28,9 +28,12 @@ from typing import Any
 
 import tomli_w
 
+from kraftlog.common._config_schema_security import STANDARD_AUTHORIZER
+
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
 NETWORKS = ("loopback", "netns")
+SECURITY_MODES = ("plaintext", "tls", "mtls")
 _ALIVE = ("running", "paused")  # the node states of a live process (`LocalCluster.node_state`)
 
 STATE_FILE = "cluster.json"
@@ -118,6 +121,9 @@ class LocalCluster:
     python: str = sys.executable
     network: str = "loopback"
     netns_prefix: str | None = None
+    #: plaintext; tls (every listener TLS, no client certificates); mtls (client certificates
+    #: required, Kafka's StandardAuthorizer on, the nodes and ``User:CN=admin`` super users)
+    security: str = "plaintext"
 
     # ------------------------------------------------------------------ layout
 
@@ -128,6 +134,8 @@ class LocalCluster:
             raise ValueError(f"network must be one of {NETWORKS}, not {self.network!r}")
         if self.network == "netns" and self.netns_prefix is None:
             self.netns_prefix = "kl" + secrets.token_hex(2)
+        if self.security not in SECURITY_MODES:
+            raise ValueError(f"security must be one of {SECURITY_MODES}, not {self.security!r}")
 
     @property
     def netns(self) -> Any:
@@ -179,6 +187,8 @@ class LocalCluster:
         if self.netns is not None:
             for index, nid in enumerate(sorted(self.nodes)):
                 self.nodes[nid].host = self.netns.address_of(index)
+        if self.security != "plaintext":
+            self._make_certificates()
         for spec in self.nodes.values():
             self._write_config(spec)
             self._format(spec)
@@ -207,10 +217,12 @@ class LocalCluster:
         listeners = []
         if spec.broker_port:
             listeners.append(f"BROKER://{spec.host}:{spec.broker_port}")
-            listeners.append(f"PLAINTEXT://{spec.host}:{spec.kafka_port}")
+            listeners.append(f"{self.kafka_listener_name}://{spec.host}:{spec.kafka_port}")
         if spec.controller_port:
             listeners.append(f"CONTROLLER://{spec.host}:{spec.controller_port}")
         settings["listeners"] = ",".join(listeners)
+        if self.security != "plaintext":
+            settings.update(self._security_settings(spec))
         brokers = sum(1 for n in self.nodes.values() if n.broker_port)
         if 0 < brokers < 3:  # as Kafka's single-node configs: internal topics a small cluster can hold
             settings["offsets.topic.replication.factor"] = brokers
@@ -249,6 +261,7 @@ class LocalCluster:
             "combined": self.combined,
             "network": self.network,
             "netns_prefix": self.netns_prefix,
+            "security": self.security,
             "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
         }
         tmp = self.base_dir / (STATE_FILE + ".tmp")
@@ -268,6 +281,7 @@ class LocalCluster:
             password=state["password"],
             network=state.get("network", "loopback"),
             netns_prefix=state.get("netns_prefix"),
+            security=state.get("security", "plaintext"),
         )
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster
@@ -424,7 +438,70 @@ class LocalCluster:
     def admin(self, **kwargs: Any) -> Any:
         from kraftlog.client import Admin
 
-        return Admin(",".join(self.controller_addresses), **kwargs)
+        return Admin(",".join(self.controller_addresses), **{**self.client_security(), **kwargs})
+
+    # ------------------------------------------------------------------ security
+
+    @property
+    def tls_dir(self) -> Path:
+        """The throw-away CA and the certificates of a tls/mtls cluster."""
+        return self.base_dir / "tls"
+
+    @property
+    def kafka_listener_name(self) -> str:
+        """The name (and protocol) of the brokers' Kafka listener: PLAINTEXT, or SSL when secured."""
+        return "PLAINTEXT" if self.security == "plaintext" else "SSL"
+
+    def _make_certificates(self) -> None:
+        from kraftlog.deploy._certs import make_ca, make_certificate
+
+        ca = make_ca(self.tls_dir, f"kraftlog local cluster {self.cluster_id}")
+        for spec in self.nodes.values():
+            make_certificate(ca, self.tls_dir, f"node-{spec.node_id}", [spec.host, "localhost", "127.0.0.1"])
+        make_certificate(ca, self.tls_dir, "admin", client=True)
+
+    def _security_settings(self, spec: NodeSpec) -> dict[str, Any]:
+        from kraftlog.deploy._certs import load_issued
+
+        settings: dict[str, Any] = {
+            "listener.security.protocol.map": "BROKER:SSL,SSL:SSL,CONTROLLER:SSL",
+            **load_issued(self.tls_dir, f"node-{spec.node_id}").ssl_config(),
+        }
+        if self.security == "mtls":
+            nodes = ";".join(f"User:CN=node-{nid}" for nid in sorted(self.nodes))
+            settings.update(
+                {
+                    "ssl.client.auth": "required",
+                    "authorizer.class.name": STANDARD_AUTHORIZER,
+                    "super.users": f"{nodes};User:CN=admin",
+                }
+            )
+        return settings
+
+    def client_security(self, name: str = "admin") -> dict[str, Any]:
+        """kafka-python's arguments for a client of this cluster (``name``'s certificate under
+        mtls: ``admin`` is a super user), for `Admin`, `Producer`, `Consumer` and Kafka clients."""
+        if self.security == "plaintext":
+            return {}
+        ca = str(self.tls_dir / "ca.crt")
+        if self.security == "tls":
+            return {"security_protocol": "SSL", "ssl_cafile": ca}
+        from kraftlog.deploy._certs import load_issued
+
+        issued = load_issued(self.tls_dir, name)
+        return {
+            "security_protocol": "SSL",
+            "ssl_cafile": ca,
+            "ssl_certfile": str(issued.certificate_path),
+            "ssl_keyfile": str(issued.key_path),
+        }
+
+    def client_certificate(self, name: str) -> dict[str, Any]:
+        """A new client certificate ``CN=<name>`` (principal ``User:CN=<name>``), as `client_security`."""
+        from kraftlog.deploy._certs import load_ca, make_certificate
+
+        make_certificate(load_ca(self.tls_dir), self.tls_dir, name, client=True)
+        return self.client_security(name)
 
     def active_controller(self, timeout_s: float = 2.0) -> int | None:
         with self.admin(request_timeout_ms=int(timeout_s * 1000)) as admin:

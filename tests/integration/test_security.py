@@ -1,0 +1,311 @@
+"""Security of a real mutual-TLS cluster with Kafka's StandardAuthorizer (issue 17), on both
+protocols: who may connect, who may register as a broker, and an ACL matrix (Write, Read, Describe
+x allow / deny / none x literal / prefixed) through gRPC and through the Kafka listener."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import socket
+import ssl
+import struct
+import time
+
+import grpc
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from kraftlog.broker._kafka_wire import build
+from kraftlog.client import NewTopic
+from kraftlog.common._acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kraftlog.common._tls import TlsSettings, client_context
+from kraftlog.common.records import build_batch
+from kraftlog.deploy._certs import make_ca, make_certificate
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, open_channel, security_pb2
+
+TOPIC_DENIED = 29  # TOPIC_AUTHORIZATION_FAILED
+CLUSTER_DENIED = 31
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(tmp_path_factory.mktemp("mtls"), controllers=1, brokers=1, security="mtls")
+    c.start(timeout_s=90)
+    try:
+        c.wait_unfenced_brokers(1, timeout_s=60)
+        yield c
+    finally:
+        c.stop()
+
+
+def _tls(cluster: LocalCluster, name: str) -> TlsSettings:
+    security = cluster.client_certificate(name) if name != "admin" else cluster.client_security()
+    return TlsSettings(
+        keystore_certificate_chain=open(security["ssl_certfile"]).read(),
+        keystore_key=open(security["ssl_keyfile"]).read(),
+        truststore_location=security["ssl_cafile"],
+    )
+
+
+def _broker(cluster: LocalCluster) -> str:
+    return cluster.bootstrap_servers.split(",")[0]
+
+
+def _controller(cluster: LocalCluster) -> str:
+    return cluster.controller_addresses[0]
+
+
+# ------------------------------------------------------------------ who may connect
+
+
+def test_a_plaintext_client_on_a_tls_port_is_refused(cluster: LocalCluster) -> None:
+    with grpc.insecure_channel(_broker(cluster)) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            broker_pb2_grpc.BrokerServiceStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))  # ApiVersions v0, in the clear
+        sock.settimeout(10)
+        try:
+            answer = sock.recv(64)
+        except ConnectionError:
+            answer = b""
+        assert answer == b""  # the TLS server never answers a plaintext request: it closes
+
+
+def test_an_untrusted_certificate_and_no_certificate_are_refused(cluster: LocalCluster, tmp_path) -> None:
+    rogue_ca = make_ca(tmp_path / "rogue")
+    rogue = make_certificate(rogue_ca, tmp_path / "rogue", "admin", client=True)  # even named admin
+    untrusted = TlsSettings(
+        keystore_certificate_chain=rogue.certificate_path.read_text(),
+        keystore_key=rogue.key_path.read_text(),
+        truststore_location=str(cluster.tls_dir / "ca.crt"),
+    )
+    anonymous = TlsSettings(truststore_location=str(cluster.tls_dir / "ca.crt"))
+    for settings in (untrusted, anonymous):
+        with open_channel(_broker(cluster), tls=settings) as channel:
+            with pytest.raises(grpc.RpcError) as err:
+                broker_pb2_grpc.BrokerServiceStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _kafka_call(cluster, settings, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
+
+
+def test_a_broker_without_the_right_credentials_cannot_register(cluster: LocalCluster) -> None:
+    intruder = _tls(cluster, "intruder")  # a certificate of the cluster's CA, but not a super user
+    request = controller_pb2.RegisterBrokerRequest(broker_id=777, cluster_id=cluster.cluster_id, incarnation_id="x")
+    with open_channel(_controller(cluster), tls=intruder) as channel:
+        response = controller_pb2_grpc.ControllerServiceStub(channel).RegisterBroker(request, timeout=10)
+    assert response.error.code == CLUSTER_DENIED
+    with open_channel(_controller(cluster), tls=TlsSettings(truststore_location=str(cluster.tls_dir / "ca.crt"))) as ch:
+        with pytest.raises(grpc.RpcError) as err:
+            controller_pb2_grpc.ControllerServiceStub(ch).RegisterBroker(request, timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    with cluster.admin() as admin:
+        assert 777 not in [b.broker_id for b in admin.describe_cluster().brokers]
+
+
+# ------------------------------------------------------------------ the ACL matrix
+
+_OPS = (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
+_CASES = list(itertools.product(_OPS, ("allow", "deny", "none"), ("literal", "prefixed")))
+
+
+def _topic(op: AclOperation, permission: str, pattern: str) -> str:
+    return f"m-{op.name.lower()}-{permission}-{pattern}-t"
+
+
+def _binding(topic: str, pattern: str, op: AclOperation, allow: bool) -> security_pb2.AclBinding:
+    prefixed = pattern == "prefixed"
+    return security_pb2.AclBinding(
+        resource_type=ResourceType.TOPIC,
+        resource_name=topic[:-2] if prefixed else topic,
+        pattern_type=PatternType.PREFIXED if prefixed else PatternType.LITERAL,
+        principal="User:CN=alice",
+        host="*",
+        operation=op,
+        permission_type=AclPermissionType.ALLOW if allow else AclPermissionType.DENY,
+    )
+
+
+@pytest.fixture(scope="module")
+def matrix(cluster: LocalCluster) -> TlsSettings:
+    """Alice's certificate; a topic per case; ALLOW of the op (allow), ALLOW All + DENY of the op
+    (deny, so DENY must win), or nothing (none, and no ACL found is a refusal)."""
+    topics = [_topic(*case) for case in _CASES]
+    bindings = []
+    for (op, permission, pattern), topic in zip(_CASES, topics, strict=True):
+        if permission == "allow":
+            bindings.append(_binding(topic, pattern, op, True))
+        elif permission == "deny":
+            bindings += [_binding(topic, pattern, AclOperation.ALL, True), _binding(topic, pattern, op, False)]
+    with cluster.admin() as admin:
+        created = admin.create_topics([NewTopic(t, 1, 1) for t in topics])
+        assert [t.error.code for t in created.topics] == [0] * len(topics)
+        results = admin.create_acls(bindings)
+        assert [r.error.code for r in results.results] == [0] * len(bindings)
+    return _tls(cluster, "alice")
+
+
+def _grpc_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    with open_channel(_broker(cluster), tls=tls) as channel:
+        stub = broker_pb2_grpc.BrokerServiceStub(channel)
+        if op is AclOperation.WRITE:
+            batch = build_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+            P = broker_pb2.ProduceRequest
+            req = P(
+                acks=-1,
+                timeout_ms=5000,
+                topics=[P.TopicData(name=topic, partitions=[P.PartitionData(index=0, records=batch)])],
+            )
+            return stub.Produce(req, timeout=10).topics[0].partitions[0].error.code
+        if op is AclOperation.READ:
+            F = broker_pb2.FetchRequest
+            req = F(
+                replica_id=-1,
+                max_wait_ms=0,
+                max_bytes=1 << 20,
+                topics=[
+                    F.FetchTopic(
+                        topic=topic,
+                        partitions=[F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)],
+                    )
+                ],
+            )
+            return stub.Fetch(req, timeout=10).responses[0].partitions[0].error.code
+        L = broker_pb2.ListOffsetsRequest
+        req = L(
+            replica_id=-1,
+            topics=[
+                L.Topic(name=topic, partitions=[L.Partition(partition_index=0, timestamp=-1)])
+            ],
+        )
+        return stub.ListOffsets(req, timeout=10).topics[0].partitions[0].error.code
+
+
+def _kafka_call(cluster: LocalCluster, tls: TlsSettings, api_key: int, version: int, values: dict) -> object:
+    """One Kafka-protocol request over TLS to the broker's Kafka listener; the decoded answer."""
+    request_type = load_request_schema(api_key, version)
+    response_type = load_response_schema(api_key, version)
+    header = build(
+        request_type.__header_schema__,
+        {"request_api_key": api_key, "request_api_version": version, "correlation_id": 7, "client_id": "security-test"},
+    )
+    out = io.BytesIO()
+    entity_writer(request_type.__header_schema__)(out, header)
+    entity_writer(request_type)(out, build(request_type, values))
+    buf = out.getvalue()
+    host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
+    context = client_context(tls)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as sock,
+    ):
+        sock.sendall(struct.pack(">i", len(buf)) + buf)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        frame = _recv(sock, size)
+    _header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
+    body, _ = entity_reader(response_type)(frame, offset)
+    return body
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _kafka_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    if op is AclOperation.WRITE:
+        batch = build_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+        answer = _kafka_call(
+            cluster,
+            tls,
+            0,
+            9,
+            {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
+        return int(answer.responses[0].partition_responses[0].error_code)
+    if op is AclOperation.READ:
+        answer = _kafka_call(
+            cluster,
+            tls,
+            1,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                    }
+                ],
+            },
+        )
+        return int(answer.responses[0].partitions[0].error_code)
+    answer = _kafka_call(
+        cluster,
+        tls,
+        2,
+        7,
+        {"replica_id": -1, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+    )
+    return int(answer.topics[0].partitions[0].error_code)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "kafka"])
+def test_the_acl_matrix_holds_on_both_protocols(cluster: LocalCluster, matrix: TlsSettings, protocol: str) -> None:
+    outcome = _grpc_outcome if protocol == "grpc" else _kafka_outcome
+    for op, permission, pattern in _CASES:
+        topic = _topic(op, permission, pattern)
+        expected = 0 if permission == "allow" else TOPIC_DENIED
+        # the broker learns the ACLs from the metadata log a moment after they are committed
+        wait_until(
+            lambda: outcome(cluster, matrix, op, topic) == expected,
+            15.0,
+            what=f"{protocol} {op.name} on {topic} to answer {expected}",
+        )
+
+
+def test_a_topic_alice_may_not_describe_is_absent_from_her_metadata(cluster: LocalCluster, matrix: TlsSettings) -> None:
+    with open_channel(_broker(cluster), tls=matrix) as channel:
+        answer = broker_pb2_grpc.BrokerServiceStub(channel).Metadata(
+            broker_pb2.MetadataRequest(all_topics=True), timeout=10
+        )
+    shown = {t.name for t in answer.topics}
+    assert _topic(AclOperation.READ, "allow", "literal") in shown  # Read implies Describe
+    assert _topic(AclOperation.WRITE, "none", "literal") not in shown
+    assert _topic(AclOperation.DESCRIBE, "deny", "prefixed") not in shown
+    named = _kafka_call(
+        cluster,
+        matrix,
+        3,
+        12,
+        {"topics": [{"name": _topic(AclOperation.WRITE, "none", "literal")}], "allow_auto_topic_creation": False},
+    )
+    assert [int(t.error_code) for t in named.topics] == [TOPIC_DENIED]  # whether or not it exists
+
+
+def test_alice_may_not_manage_acls_or_the_cluster(cluster: LocalCluster, matrix: TlsSettings) -> None:
+    from kraftlog.client import Admin
+
+    security = cluster.client_security("alice")
+    with Admin(_controller(cluster), **security) as admin:
+        answer = admin.create_acls([_binding("x-t", "literal", AclOperation.READ, True)])
+        assert answer.error.code == CLUSTER_DENIED
+        assert admin.describe_cluster().error.code == CLUSTER_DENIED
