@@ -343,8 +343,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     async def DescribeGroups(self, request: Any, context: Any) -> Any:
         R = group_pb2.DescribeGroupsResponse
         out = []
+        describable = current_request().authorized(_DESCRIBE, ResourceType.GROUP, list(request.groups))
         for group_id in request.groups:
-            if not _may(_DESCRIBE, ResourceType.GROUP, group_id):
+            if group_id not in describable:
                 out.append(R.Group(error=error_pb(_GROUP_DENIED), group_id=group_id))
                 continue
             try:
@@ -377,8 +378,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(self, request: Any, context: Any) -> Any:
         R = group_pb2.DeleteGroupsResponse
         results = []
+        deletable = current_request().authorized(_DELETE, ResourceType.GROUP, list(request.groups))
         for group_id in request.groups:
-            if not _may(_DELETE, ResourceType.GROUP, group_id):
+            if group_id not in deletable:
                 results.append(R.Result(group_id=group_id, error=error_pb(_GROUP_DENIED)))
                 continue
             try:
@@ -494,8 +496,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         R = group_pb2.ConsumerGroupDescribeResponse
         image = self.image()
         out = []
+        describable = current_request().authorized(_DESCRIBE, ResourceType.GROUP, list(request.group_ids))
         for group_id in request.group_ids:
-            if not _may(_DESCRIBE, ResourceType.GROUP, group_id):
+            if group_id not in describable:
                 out.append(R.Group(error=error_pb(_GROUP_DENIED), group_id=group_id))
                 continue
             try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._request_context import current_request
 from kraftlog.proto import group_pb2
 
 from ._group_classic_types import JoinRequest, Protocol
@@ -169,6 +171,8 @@ class _GroupApis:
             return from_pb(await service.OffsetFetch(pb, _Peer(conn)))
 
         if request.api_version >= 8:
+            # each group is authorized by the service; a request naming none decides here
+            current_request().authorized(AclOperation.DESCRIBE, ResourceType.GROUP, [g.group_id for g in body.groups])
             groups = []
             for g in body.groups:
                 answer = await one(g.group_id, g.topics)

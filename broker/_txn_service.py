@@ -118,8 +118,11 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
         R = txn_pb2.DescribeTransactionsResponse
         out = []
         ctx = current_request()
+        describable = ctx.authorized(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, list(request.transactional_ids)
+        )
         for txn_id in request.transactional_ids:
-            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            if txn_id not in describable:
                 out.append(R.TransactionState(error=error_pb(_TXN_DENIED), transactional_id=txn_id))
                 continue
             try:
