@@ -30,11 +30,11 @@ from kraftlog.common._acl import (
 __all__ = ["add_parser", "make_admin", "run"]
 
 
-def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int) -> Any:
+def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int, **security: Any) -> Any:
     """The admin client of this command (tests may replace it)."""
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

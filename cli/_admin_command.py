@@ -18,6 +18,7 @@ from kraftlog.cli._common import (
     add_bootstrap_server_option,
     add_output_option,
     report_failure,
+    security_kwargs,
 )
 
 _PROG = "kraftlog"
@@ -126,7 +127,7 @@ def run_with_admin(args: argparse.Namespace, factory: AdminFactory, body: Callab
     from kraftlog.common import errors as kerr
 
     as_json = getattr(args, "output", None) == "json"
-    admin = factory(args.bootstrap_server, request_timeout_ms=args.request_timeout_ms)
+    admin = factory(args.bootstrap_server, request_timeout_ms=args.request_timeout_ms, **security_kwargs(args))
     try:
         return body(admin)
     except ClusterError as err:

@@ -173,6 +173,36 @@ def add_bootstrap_server_option(parser: argparse.ArgumentParser, *, required: bo
         type=_bootstrap_servers,
         help="comma-separated addresses of brokers or controllers to connect to",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=None,
+        help="client properties for a secured cluster, as Kafka's tools take them "
+        "(security.protocol=SSL, ssl.truststore.location, ssl.keystore.location, ...)",
+    )
+
+
+def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The client arguments of ``--command-config`` (empty without one): ``security_protocol``
+    and ``tls`` for `Admin`, `Producer`, `Consumer`. A key this command cannot use is refused."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return {}
+    from kraftlog.client._security import tls_from_properties
+    from kraftlog.common._config_parse import read_config_file
+
+    try:
+        properties = {k: str(v) for k, v in read_config_file(path).items()}
+    except (OSError, ValueError) as err:
+        raise UserError(f"--command-config {path}: {err}") from None
+    other = sorted(k for k in properties if k != "security.protocol" and not k.startswith("ssl."))
+    if other:
+        raise UserError(f"--command-config {path}: {', '.join(other)} not supported here (security.protocol, ssl.*)")
+    try:
+        tls = tls_from_properties(properties)
+    except ValueError as err:
+        raise UserError(f"--command-config {path}: {err}") from None
+    return {} if tls is None else {"security_protocol": "SSL", "tls": tls}
 
 
 def _bootstrap_servers(text: str) -> list[str]:

@@ -33,11 +33,13 @@ _DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_
 _DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 
 
-def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
+def make_admin(
+    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
+) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def _split_outside_brackets(text: str) -> list[str]:

@@ -30,6 +30,7 @@ from kraftlog.cli._common import (
     UserError,
     add_bootstrap_server_option,
     non_negative_int,
+    security_kwargs,
 )
 from kraftlog.cli._produce import parse_properties, read_properties_file
 
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     }
     config.update(consumer_settings(args))
     try:
-        consumer = make_consumer(args.bootstrap_server, **config)
+        consumer = make_consumer(args.bootstrap_server, **config, **security_kwargs(args))
     except ValueError as err:
         raise UserError(str(err)) from None
     count = 0

@@ -29,25 +29,25 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kraftlog.cli._admin_command import add_admin_options, run_with_admin
-from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
+from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table, security_kwargs
 
 __all__ = ["add_parser", "run", "make_group_admin", "make_consumer"]
 
 _DURATION = re.compile(r"^-?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
-def make_group_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int) -> Any:
+def make_group_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int, **security: Any) -> Any:
     """The group admin client of this command (tests may replace it)."""
     from kraftlog.client import GroupAdmin
 
-    return GroupAdmin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return GroupAdmin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
-def make_consumer(bootstrap_servers: Sequence[str]) -> Any:
+def make_consumer(bootstrap_servers: Sequence[str], **security: Any) -> Any:
     """A consumer without a group, for log end offsets and timestamps."""
     from kraftlog.client import Consumer
 
-    return Consumer(bootstrap_servers, allow_auto_topic_creation=False)
+    return Consumer(bootstrap_servers, allow_auto_topic_creation=False, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -179,7 +179,7 @@ def _act(args: argparse.Namespace, admin: Any, topics: list[tuple[str, list[int]
             print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
         return EXIT_OK
     if args.delete_offsets:
-        with make_consumer(args.bootstrap_server) as consumer:
+        with make_consumer(args.bootstrap_server, **security_kwargs(args)) as consumer:
             parts = _partitions(consumer, topics)
         admin.delete_offsets(args.group, parts)
         if as_json:
@@ -294,7 +294,7 @@ def _describe(args: argparse.Namespace, admin: Any, as_json: bool) -> int:
     committed = admin.list_offsets(args.group)
     owner = {tp: m for m in d.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owner))
-    with make_consumer(args.bootstrap_server) as consumer:
+    with make_consumer(args.bootstrap_server, **security_kwargs(args)) as consumer:
         ends = consumer.end_offsets(tps) if tps else {}
     rows: list[dict[str, Any]] = []
     for tp in tps:
@@ -358,7 +358,7 @@ def _dash(value: Any) -> Any:
 
 def _reset(args: argparse.Namespace, admin: Any, topics: list[tuple[str, list[int] | None]], as_json: bool) -> int:
     committed = admin.list_offsets(args.group)
-    with make_consumer(args.bootstrap_server) as consumer:
+    with make_consumer(args.bootstrap_server, **security_kwargs(args)) as consumer:
         if args.all_topics:
             parts = sorted(committed)
         else:

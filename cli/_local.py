@@ -58,6 +58,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "reach such a cluster with 'ip netns exec <prefix>-hub ...'",
     )
     start.add_argument(
+        "--security",
+        choices=("plaintext", "tls", "mtls"),
+        default="plaintext",
+        help="plaintext (default); tls: every listener on TLS with a throw-away CA; mtls: also client "
+        "certificates required and ACLs on (the nodes and User:CN=admin are super users). Clients "
+        "connect with --command-config <dir>/client.properties",
+    )
+    start.add_argument(
         "--override",
         action="append",
         default=[],
@@ -233,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
             combined=not args.separate,
             network=args.network,
             overrides=overrides,
+            security=args.security,
         )
         if args.network == "netns":
             from kraftlog.deploy._netns import unavailable_reason
@@ -280,18 +289,33 @@ def _print_status(status: dict[str, Any]) -> None:
     ctl = status["controllers"]
     hub = status.get("netns_hub")
     kl = kraftlog_command()
+    config = status.get("command_config")
+    cc = f" --command-config {shlex.quote(config)}" if config else ""
+    if config:
+        print(f"  security: {status['security']}; clients connect with --command-config {config}")
     if hub:
         print(f"  network namespaces: run clients inside the hub, e.g. ip netns exec {hub} {kl} ...")
     print("\ntry:")
-    print(f"  {kl} topics list --bootstrap-server {ctl}")
-    print(f"  {kl} topics describe --bootstrap-server {ctl} --topic demo")
-    print(f"  echo hello | {kl} produce --bootstrap-server {first} --topic demo")
-    print(f"  {kl} consume --bootstrap-server {first} --topic demo --from-beginning --max-messages 5")
-    print(f"  {kl} quorum status --bootstrap-server {ctl}")
-    print(f"  {kl} metadata tree --bootstrap-server {ctl}")
+    print(f"  {kl} topics list --bootstrap-server {ctl}{cc}")
+    print(f"  {kl} topics describe --bootstrap-server {ctl} --topic demo{cc}")
+    print(f"  echo hello | {kl} produce --bootstrap-server {first} --topic demo{cc}")
+    print(f"  {kl} consume --bootstrap-server {first} --topic demo --from-beginning --max-messages 5{cc}")
+    print(f"  {kl} quorum status --bootstrap-server {ctl}{cc}")
+    print(f"  {kl} metadata tree --bootstrap-server {ctl}{cc}")
     if status.get("kafka"):
-        print(f"  kcat -b {status['kafka'].split(',')[0]} -L")
+        print(f"  kcat -b {status['kafka'].split(',')[0]}{_kcat_security(status.get('client_security') or {})} -L")
     print(f"  {kl} local stop --dir {shlex.quote(status['base_dir'])} --node 1")
+
+
+def _kcat_security(security: dict[str, Any]) -> str:
+    """kcat's (librdkafka's) options for the cluster's client security."""
+    if not security:
+        return ""
+    options = {"security.protocol": "ssl", "ssl.ca.location": security["ssl_cafile"]}
+    if "ssl_certfile" in security:
+        options["ssl.certificate.location"] = security["ssl_certfile"]
+        options["ssl.key.location"] = security["ssl_keyfile"]
+    return "".join(f" -X {k}={shlex.quote(v)}" for k, v in options.items())
 
 
 def kraftlog_command() -> str:
@@ -322,14 +346,14 @@ def _demo(cluster: Any) -> None:
         err = resp.topics[0].error
         if err.code not in (0, 36):
             raise UserError(f"creating the demo topic failed: {err.name} {err.message}")
-    with Producer(cluster.bootstrap_servers, acks="all") as producer:
+    with Producer(cluster.bootstrap_servers, acks="all", **cluster.client_security()) as producer:
         sent = [producer.send("demo", f"hello {i}".encode(), key=f"user-{i}".encode()) for i in range(6)]
         producer.flush(30)
         meta = [f.result(30) for f in sent]
     print(f"\nproduced {len(meta)} records to 'demo' (acks=all):")
     for m in meta:
         print(f"  partition {m.partition} offset {m.offset}")
-    consumer = Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest")
+    consumer = Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest", **cluster.client_security())
     try:
         consumer.assign([("demo", p) for p in range(3)])
         got: list[Any] = []

@@ -67,11 +67,13 @@ _SNAPSHOT_SUFFIXES = (SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + PARTIAL_SUFFIX)
 _NO_LEADER = -1
 
 
-def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
+def make_admin(
+    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
+) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 # ============================================================================== parser

@@ -40,6 +40,7 @@ from kraftlog.cli._common import (
     add_output_option,
     json_dumps,
     non_negative_int,
+    security_kwargs,
 )
 from kraftlog.cli._produce import parse_properties, read_properties_file
 
@@ -285,7 +286,7 @@ def _produce(args: argparse.Namespace) -> int:
         raise UserError("either --bootstrap-server or bootstrap.servers in --producer-props must be given")
     payloads = _payloads(args)
     try:
-        producer = make_producer(bootstrap, **config)
+        producer = make_producer(bootstrap, **config, **security_kwargs(args))
     except (ValueError, kerr.KafkaError) as err:
         raise UserError(str(err)) from None
     stats = ProduceStats(args.num_records, args.reporting_interval, quiet=args.output == "json")
@@ -384,7 +385,7 @@ def _consume(args: argparse.Namespace) -> int:
         config["max_partition_fetch_bytes"] = args.fetch_size
     config.update(consumer_settings(args))
     try:
-        consumer = make_consumer(args.bootstrap_server, **config)
+        consumer = make_consumer(args.bootstrap_server, **config, **security_kwargs(args))
     except ValueError as err:
         raise UserError(str(err)) from None
     count = nbytes = 0

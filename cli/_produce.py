@@ -35,6 +35,7 @@ from kraftlog.cli._common import (
     UserError,
     add_bootstrap_server_option,
     non_negative_int,
+    security_kwargs,
 )
 
 __all__ = [
@@ -286,7 +287,7 @@ def _produce(
     from kraftlog.common import errors as kerr
 
     try:
-        producer = make_producer(args.bootstrap_server, **config)
+        producer = make_producer(args.bootstrap_server, **config, **security_kwargs(args))
     except (ValueError, kerr.KafkaError) as err:
         raise UserError(str(err)) from None
     failures = 0

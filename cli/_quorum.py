@@ -32,11 +32,13 @@ from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, described, prin
 __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replication"]
 
 
-def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
+def make_admin(
+    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
+) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

@@ -50,11 +50,13 @@ class PlanEntry(NamedTuple):
     replicas: tuple[int, ...]
 
 
-def make_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> Any:
+def make_admin(
+    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
+) -> Any:
     """The admin client of this command (tests replace this function with a fake)."""
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 # ---------------------------------------------------------------------------- plan files

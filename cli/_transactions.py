@@ -19,11 +19,11 @@ from kraftlog.cli._common import EXIT_OK, Subparsers, non_negative_int, print_js
 __all__ = ["add_parser", "run", "make_transaction_admin"]
 
 
-def make_transaction_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int) -> Any:
+def make_transaction_admin(bootstrap_servers: Sequence[str], *, request_timeout_ms: int, **security: Any) -> Any:
     """The admin client of this command (tests may replace it)."""
     from kraftlog.client import TransactionAdmin
 
-    return TransactionAdmin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return TransactionAdmin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

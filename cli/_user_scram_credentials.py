@@ -23,10 +23,10 @@ __all__ = ["add_parser", "make_admin", "run"]
 _DEFAULT_ITERATIONS = 4096
 
 
-def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int) -> Any:
+def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int, **security: Any) -> Any:
     from kraftlog.client import Admin
 
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

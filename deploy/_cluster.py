@@ -448,6 +448,11 @@ class LocalCluster:
         return self.base_dir / "tls"
 
     @property
+    def command_config(self) -> Path:
+        """The client properties of a secured cluster (``--command-config``, the admin's identity)."""
+        return self.base_dir / "client.properties"
+
+    @property
     def kafka_listener_name(self) -> str:
         """The name (and protocol) of the brokers' Kafka listener: PLAINTEXT, or SSL when secured."""
         return "PLAINTEXT" if self.security == "plaintext" else "SSL"
@@ -459,6 +464,16 @@ class LocalCluster:
         for spec in self.nodes.values():
             make_certificate(ca, self.tls_dir, f"node-{spec.node_id}", [spec.host, "localhost", "127.0.0.1"])
         make_certificate(ca, self.tls_dir, "admin", client=True)
+        security = self.client_security()
+        lines = [
+            "security.protocol=SSL",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={security['ssl_cafile']}",
+        ]
+        if self.security == "mtls":
+            lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={self.tls_dir / 'admin.keystore.pem'}"]
+        self.command_config.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.chmod(self.command_config, 0o600)  # it points at the admin's key
 
     def _security_settings(self, spec: NodeSpec) -> dict[str, Any]:
         from kraftlog.deploy._certs import load_issued
@@ -543,6 +558,9 @@ class LocalCluster:
             "kafka": self.kafka_bootstrap_servers,
             "kafka_listeners": {str(k): f"{v.host}:{v.kafka_port}" for k, v in self.nodes.items() if v.kafka_port},
             "controllers": ",".join(self.controller_addresses),
+            "security": self.security,
+            "command_config": str(self.command_config) if self.security != "plaintext" else None,
+            "client_security": self.client_security(),
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
             "running": {k: state in _ALIVE for k, state in states.items()},
             "state": states,
