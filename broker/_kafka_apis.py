@@ -30,6 +30,7 @@ from kraftlog.proto import broker_pb2
 from ._kafka_admin import _AdminApis
 from ._kafka_data import _DataApis
 from ._kafka_groups import _GroupApis
+from ._kafka_sasl import SASL_APIS, _SaslApis
 from ._kafka_security import _SecurityApis
 from ._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from ._kafka_txn import _TxnApis
@@ -88,10 +89,12 @@ _APIS: dict[int, tuple[str, int, int, str]] = {
     31: ("DeleteAcls", 1, 3, "delete_acls"),
     50: ("DescribeUserScramCredentials", 0, 0, "describe_user_scram_credentials"),
     51: ("AlterUserScramCredentials", 0, 0, "alter_user_scram_credentials"),
+    17: ("SaslHandshake", 0, 1, "sasl_handshake"),
+    36: ("SaslAuthenticate", 0, 2, "sasl_authenticate"),
 }
 
 
-class KafkaApis(_DataApis, _GroupApis, _TxnApis, _SecurityApis, _AdminApis):
+class KafkaApis(_DataApis, _GroupApis, _TxnApis, _SaslApis, _SecurityApis, _AdminApis):
     """Dispatches decoded requests to their handler; one per broker, shared by its listeners."""
 
     def __init__(self, broker: BrokerServer) -> None:
@@ -113,6 +116,9 @@ class KafkaApis(_DataApis, _GroupApis, _TxnApis, _SecurityApis, _AdminApis):
         every client retries. acks=0 Produce closes the connection on any error, as Kafka does:
         that is how such a producer learns to refresh its metadata."""
         name, _lo, _hi, method = _APIS[request.api_key]
+        if not conn.authenticated and request.api_key not in SASL_APIS:
+            self._log.info("kafka_request_before_authentication", api=name, peer=conn.peer)
+            return CLOSE_CONNECTION  # Kafka's ILLEGAL_SASL_STATE: nothing else before the exchange
         handler = getattr(self, method)
         answer_type = response_type(request.api_key, request.api_version)
         ctx = RequestContext(conn.session, api=name, authorize_fn=self.broker.acl_gate)

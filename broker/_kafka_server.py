@@ -55,15 +55,37 @@ CLOSE_CONNECTION: Any = _Close()
 class ConnectionInfo:
     """What a handler may know of the connection its request came on."""
 
-    __slots__ = ("listener_name", "peer", "client_software", "session")
+    __slots__ = (
+        "listener_name",
+        "peer",
+        "client_software",
+        "session",
+        "security",
+        "sasl",
+        "authenticated",
+        "close_after_answer",
+        "sasl_raw_tokens",
+    )
 
-    def __init__(self, listener_name: str, peer: str, session: Session | None = None) -> None:
+    def __init__(
+        self,
+        listener_name: str,
+        peer: str,
+        session: Session | None = None,
+        security: ListenerSecurity | None = None,
+    ) -> None:
         self.listener_name = listener_name
         self.peer = peer
         self.client_software: tuple[str, str] | None = None  # KIP-511, from ApiVersions v3+
         host = peer.rsplit(":", 1)[0].strip("[]")
-        #: who is connected: User:ANONYMOUS on a PLAINTEXT listener
+        #: who is connected: User:ANONYMOUS on a PLAINTEXT listener (until SASL, on a SASL one)
         self.session = session or Session(ANONYMOUS, host, listener_name, "PLAINTEXT")
+        self.security = security
+        self.sasl: Any = None  # the SASL exchange in progress (a ScramServer or PlainServer)
+        #: whether the connection may make requests: at once, unless the listener is SASL
+        self.authenticated = security is None or not security.uses_sasl
+        self.close_after_answer = False  # a failed SASL exchange: answer, then close
+        self.sasl_raw_tokens = False  # after SaslHandshake v0 the exchange is raw tokens
 
 
 Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
@@ -86,8 +108,10 @@ class KafkaListener:
         sendfile: bool,
         node_id: int,
         security: ListenerSecurity | None = None,
+        sasl_token: Callable[[ConnectionInfo, bytes], bytes] | None = None,
     ) -> None:
         self.name = name
+        self._sasl_token = sasl_token
         self.host = host
         self.port = port
         self._supported = supported
@@ -100,6 +124,10 @@ class KafkaListener:
         # TLS listeners (SSL, SASL_SSL): the context is built now, so a bad key fails at start
         self._ssl_context = server_context(tls) if tls is not None else None
         self._principal_mapper = tls.principal_mapper if tls is not None else None
+        if self._ssl_context is not None:
+            # the kernel cannot encrypt (no kTLS here): TLS listeners send fetched batches with
+            # the copy path, through OpenSSL
+            self.sendfile = False
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -155,7 +183,8 @@ class KafkaListener:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         log = self._log.bind(peer=peer)
         try:
-            conn = ConnectionInfo(self.name, peer, self._session(writer, peer_addr[0] if peer_addr else "?"))
+            session = self._session(writer, peer_addr[0] if peer_addr else "?")
+            conn = ConnectionInfo(self.name, peer, session, self.security)
             await self._requests(reader, writer, conn, log)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -191,6 +220,15 @@ class KafkaListener:
                 )
                 return
             frame = await reader.readexactly(size)
+            if conn.sasl_raw_tokens and self._sasl_token is not None:
+                try:  # SaslHandshake v0: this frame is the client's SASL token, the answer ours
+                    challenge = self._sasl_token(conn, frame)
+                except Exception as err:  # a failed exchange ends the connection, as in Kafka
+                    log.info("kafka_connection_closed", reason=f"SASL exchange failed: {err}")
+                    return
+                writer.write(_SIZE.pack(len(challenge)) + challenge)
+                await writer.drain()
+                continue
             try:
                 request = parse_request(frame, self._supported())
             except UnsupportedRequest as err:
@@ -209,6 +247,9 @@ class KafkaListener:
                 return
             chunks, _total = encode_response(request.correlation_id, response)
             await self._send(writer, chunks)
+            if conn.close_after_answer:
+                log.info("kafka_connection_closed", api_key=request.api_key, reason="SASL exchange failed")
+                return
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[Chunk]) -> None:
         """Write one answer; regions with sendfile (closed once sent, whatever happens)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from kraftlog.common._listener_security import BROKER_LISTENER, grpc_listener_name
 from kraftlog.common.config import parse_listeners
 
 __all__ = [
@@ -15,8 +16,6 @@ __all__ = [
     "broker_listener_name",
     "kafka_listeners",
 ]
-
-BROKER_LISTENER = "BROKER"
 
 
 def _listeners(config: Any, key: str) -> dict[str, tuple[str, int]]:
@@ -28,10 +27,7 @@ def _listeners(config: Any, key: str) -> dict[str, tuple[str, int]]:
 
 
 def _grpc_listener_name(listeners: dict[str, tuple[str, int]]) -> str | None:
-    """The broker's gRPC listener: the one named BROKER, else the first that is not CONTROLLER."""
-    if BROKER_LISTENER in listeners:
-        return BROKER_LISTENER
-    return next((name for name in listeners if name != "CONTROLLER"), None)
+    return grpc_listener_name(listeners)
 
 
 def broker_listener_name(config: Any) -> str:

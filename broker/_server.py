@@ -223,6 +223,7 @@ class BrokerServer:
                 sendfile=config["kafka.sendfile.enable"],
                 node_id=self.broker_id,
                 security=ListenerSecurity.from_config(config, name),
+                sasl_token=self.kafka_apis.sasl_token,
             )
             for name, ((host, port), _advertised) in kafka_listeners(config).items()
         ]

@@ -10,6 +10,15 @@ Targets, one of:
 * neither: the run formats and starts its own cluster (3 controllers, 3 brokers, chaos-tuned
   timeouts, each node in its own network namespace when the machine allows) and removes it after.
 
+Security: every connection of the run (admin, health checks, workloads, checker; kraftlog's gRPC
+client, kafka-python and raw channels alike) uses the target's client security. ``--security
+plaintext|tls|mtls`` secures the run's own cluster as ``kraftlog local start --security`` does (a
+throw-away CA; mtls: client certificates required and ACLs on, the run connecting as the super user
+``User:CN=admin``). A ``--dir`` cluster's security is the one it was started with (its state
+file): ``--security`` there must name it or is refused. An inventory's is its ``[client]`` table
+(``security_protocol = "SSL"``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``: kafka-python's
+arguments).
+
 Profiles: ``--profile data`` (the default) attacks brokers and controllers under an acks=all
 produce workload; ``--profile quorum`` attacks the controller quorum (both standbys paused past the
 propose timeout, the active controller paused, killed or cut off, a majority killed) under admin
@@ -101,6 +110,9 @@ GROUP_PROTOCOLS = ("classic", "consumer")
 # deploy.chaos._kafka_clients.CLIENTS (not imported: every kraftlog command would load the chaos
 # package; tests/unit/deploy/test_chaos_clients.py keeps the two equal)
 CLIENTS = ("kraftlog", "kafka-python")
+# deploy.chaos._security.SECURITY_MODES (not imported, as CLIENTS; tests/unit/deploy/test_chaos_security.py
+# keeps the two equal)
+SECURITY_MODES = ("plaintext", "tls", "mtls")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -213,6 +225,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="network of the run's own cluster (default auto: netns when possible)",
     )
     run_p.add_argument("--work-dir", help="where the run's own cluster lives (default: a temporary directory)")
+    run_p.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        default=None,
+        help="the run's own cluster: plaintext (default); tls: every listener on TLS with a throw-away CA; "
+        "mtls: also client certificates required and ACLs on (the run connects as the super user "
+        "User:CN=admin). With --dir the cluster's own security applies (--security must match it); "
+        "with --inventory its [client] table's",
+    )
     add_output_option(run_p)
     return parser
 
@@ -236,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         LocalTarget,
         SystemdTarget,
         load_inventory,
+        load_inventory_security,
         run_chaos,
     )
 
@@ -288,7 +310,16 @@ def run(args: argparse.Namespace) -> int:
     if args.inventory:
         runner = (lambda argv: print(f"[dry-run] {shlex.join(argv)}", flush=True)) if args.dry_run else None
         nodes = load_inventory(args.inventory)
-        target: Any = SystemdTarget(nodes, runner) if runner else SystemdTarget(nodes)
+        try:
+            inventory_security = load_inventory_security(args.inventory)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        _security_matches(args.security, inventory_security.mode, f"the inventory {args.inventory}'s [client] table")
+        target: Any = (
+            SystemdTarget(nodes, runner, security=inventory_security)
+            if runner
+            else SystemdTarget(nodes, security=inventory_security)
+        )
         session_ms = args.session_timeout_ms or 9000
         if args.dry_run:
             return _dry_run(
@@ -307,6 +338,11 @@ def run(args: argparse.Namespace) -> int:
         if not (Path(args.dir) / STATE_FILE).exists():
             raise UserError(f"no cluster in {args.dir} (start one with: kraftlog local start --dir {args.dir})")
         cluster = LocalCluster.load(args.dir)
+        _security_matches(
+            args.security,
+            cluster.security,
+            f"the cluster in {args.dir} (kraftlog local start --security {cluster.security})",
+        )
         down = sorted(n for n in cluster.nodes if not cluster.is_running(n))
         if down:
             raise UserError(
@@ -338,8 +374,14 @@ def run(args: argparse.Namespace) -> int:
             from kraftlog.deploy.chaos._group_workload import CONSUMER_PROTOCOL_BROKER_KEYS
 
             overrides = {**overrides, **CONSUMER_PROTOCOL_BROKER_KEYS}
+        own_security = args.security or "plaintext"
         own_cluster = LocalCluster(
-            base / "cluster", controllers=3, brokers=1 if quorum else 3, network=network, overrides=overrides
+            base / "cluster",
+            controllers=3,
+            brokers=1 if quorum else 3,
+            network=network,
+            overrides=overrides,
+            security=own_security,
         )
         own_cluster.plan()
         if quorum:
@@ -348,7 +390,7 @@ def run(args: argparse.Namespace) -> int:
         own_cluster.start(timeout_s=120)
         target = LocalTarget(own_cluster)
         session_ms = args.session_timeout_ms or int(overrides["broker.session.timeout.ms"])
-        out(f"started a local cluster ({network}) in {base / 'cluster'}")
+        out(f"started a local cluster ({network}, {own_security}) in {base / 'cluster'}")
     if group_protocol == "consumer" and own_cluster is None:
         out(
             "consumer protocol: the members' session and heartbeat are the cluster's own "
@@ -398,6 +440,16 @@ def run(args: argparse.Namespace) -> int:
         if tmp is not None:
             tmp.cleanup()
     return EXIT_OK if result["ok"] else 1
+
+
+def _security_matches(given: str | None, actual: str, where: str) -> None:
+    """``--security`` names the run's own cluster's security; against a cluster that has one
+    already it may only repeat it (a different value would be silently ignored otherwise)."""
+    if given is not None and given != actual:
+        raise UserError(
+            f"--security {given}: {where} is {actual}; a run against an existing cluster connects "
+            f"with that cluster's own security (drop --security, or give --security {actual})"
+        )
 
 
 def _show_progress(duration_s: float, seed: int, done: threading.Event) -> None:

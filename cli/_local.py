@@ -59,11 +59,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     start.add_argument(
         "--security",
-        choices=("plaintext", "tls", "mtls"),
+        choices=("plaintext", "tls", "mtls", "scram"),
         default="plaintext",
         help="plaintext (default); tls: every listener on TLS with a throw-away CA; mtls: also client "
-        "certificates required and ACLs on (the nodes and User:CN=admin are super users). Clients "
-        "connect with --command-config <dir>/client.properties",
+        "certificates required and ACLs on (the nodes and User:CN=admin are super users); scram: as "
+        "mtls, with the Kafka listener on SASL_SSL (SCRAM-SHA-256/512, user admin, password in "
+        "<dir>/scram-admin.password). kraftlog's commands connect with --command-config <dir>/client.properties",
     )
     start.add_argument(
         "--override",
@@ -255,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
     for nid in to_start:
         cluster.start_node(nid)
     _wait_up(cluster, to_start, args.timeout_s)
+    cluster.ensure_scram_admin()
     status = cluster.status()
     if args.output == "json" and not args.foreground:
         print_json(status)
@@ -303,14 +305,26 @@ def _print_status(status: dict[str, Any]) -> None:
     print(f"  {kl} quorum status --bootstrap-server {ctl}{cc}")
     print(f"  {kl} metadata tree --bootstrap-server {ctl}{cc}")
     if status.get("kafka"):
-        print(f"  kcat -b {status['kafka'].split(',')[0]}{_kcat_security(status.get('client_security') or {})} -L")
+        print(f"  kcat -b {status['kafka'].split(',')[0]}{_kcat_security(status)} -L")
     print(f"  {kl} local stop --dir {shlex.quote(status['base_dir'])} --node 1")
 
 
-def _kcat_security(security: dict[str, Any]) -> str:
-    """kcat's (librdkafka's) options for the cluster's client security."""
+def _kcat_security(status: dict[str, Any]) -> str:
+    """kcat's (librdkafka's) options for the cluster's Kafka listener (the password of a scram
+    cluster is read from its file by the shell, never printed)."""
+    security = status.get("client_security") or {}
     if not security:
         return ""
+    password_file = status.get("scram_password_file")
+    if password_file:
+        options = {
+            "security.protocol": "sasl_ssl",
+            "ssl.ca.location": security["ssl_cafile"],
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "admin",
+        }
+        flags = "".join(f" -X {k}={shlex.quote(v)}" for k, v in options.items())
+        return f'{flags} -X sasl.password="$(cat {shlex.quote(password_file)})"'
     options = {"security.protocol": "ssl", "ssl.ca.location": security["ssl_cafile"]}
     if "ssl_certfile" in security:
         options["ssl.certificate.location"] = security["ssl_certfile"]

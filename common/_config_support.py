@@ -101,7 +101,8 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
                 key="advertised.listeners",
                 value=values["advertised.listeners"],
             )
-    listener_names = {str(item).split("://", 1)[0].upper() for item in _items(values.get("listeners"))}
+    ordered_names = [str(item).split("://", 1)[0].upper() for item in _items(values.get("listeners"))]
+    listener_names = set(ordered_names)
     for key in explicit:
         found = listener_prefixed_key(NODE_CONFIG_DEFS, key)
         if found is not None and found[0] not in listener_names:
@@ -116,19 +117,22 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
             parse_super_users(super_users)
         except ValueError as err:
             raise ConfigError(str(err), key="super.users", value=super_users) from None
-    for name in sorted(listener_names | {"CONTROLLER"}):  # CONTROLLER: the voters' gRPC addresses
-        _check_listener_security(values, name)
+    from kraftlog.common._listener_security import grpc_listener_name
+
+    grpc_names = {"CONTROLLER", grpc_listener_name(ordered_names)}  # CONTROLLER: the voters' gRPC addresses
+    for name in sorted(listener_names | {"CONTROLLER"}):
+        _check_listener_security(values, name, grpc=name in grpc_names)
 
 
-def _check_listener_security(values: Mapping[str, object], name: str) -> None:
+def _check_listener_security(values: Mapping[str, object], name: str, *, grpc: bool) -> None:
     """A secured listener's keys must make sense now, not at its first connection."""
     from kraftlog.common._listener_security import ListenerSecurity, listener_protocol
 
     protocol = listener_protocol(values, name)
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+    if grpc and protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(
-            f"listener {name} maps to {protocol} in 'listener.security.protocol.map': SASL is not built yet "
-            "(PLAINTEXT and SSL are)",
+            f"listener {name} maps to {protocol} in 'listener.security.protocol.map': SASL on the gRPC "
+            "listeners is not built yet (it is on the Kafka listeners; gRPC takes PLAINTEXT and SSL)",
             key="listener.security.protocol.map",
             value=values.get("listener.security.protocol.map"),
         )

@@ -14,7 +14,7 @@ PlainLoginModule's ``user_<name>="password"`` options are the PLAIN users it acc
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -22,7 +22,26 @@ from kraftlog.common._config_def import ConfigError, Password
 from kraftlog.common._config_schema_security import SASL_MECHANISMS_SUPPORTED, parse_jaas_config
 from kraftlog.common._tls import TlsSettings, listener_prefix
 
-__all__ = ["SECURITY_PROTOCOLS", "ListenerSecurity", "SaslLogin", "listener_protocol"]
+__all__ = [
+    "BROKER_LISTENER",
+    "SECURITY_PROTOCOLS",
+    "ListenerSecurity",
+    "SaslLogin",
+    "grpc_listener_name",
+    "listener_protocol",
+]
+
+#: the name of a broker's gRPC listener (without one, the first listener that is not CONTROLLER)
+BROKER_LISTENER: Final = "BROKER"
+
+
+def grpc_listener_name(names: Iterable[str]) -> str | None:
+    """Which of a node's listener names is its broker gRPC listener: BROKER, else the first that is
+    not CONTROLLER (the others speak Kafka's protocol; CONTROLLER is the controllers' gRPC)."""
+    names = list(names)
+    if BROKER_LISTENER in names:
+        return BROKER_LISTENER
+    return next((name for name in names if name != "CONTROLLER"), None)
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 

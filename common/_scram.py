@@ -82,9 +82,19 @@ def _hash_name(mechanism: ScramMechanism) -> str:
         raise ValueError(f"not a SCRAM mechanism: {mechanism!r}") from err
 
 
+_NONCE_ALPHABET: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def _default_nonce() -> str:
-    """24 random bytes, URL-safe base64: printable, no comma, as RFC 5802's nonce must be."""
-    return secrets.token_urlsafe(24)
+    """192 random bits in base 36 (letters and digits only, as Kafka's server nonce): printable
+    and comma-free as RFC 5802 asks, and nothing older clients could mis-parse (librdkafka 2.0
+    fails an exchange whose nonce holds '-' or '_')."""
+    value = secrets.randbits(192)
+    digits = []
+    while value:
+        value, digit = divmod(value, 36)
+        digits.append(_NONCE_ALPHABET[digit])
+    return "".join(digits) or "0"
 
 
 @dataclass(frozen=True)
@@ -357,7 +367,11 @@ class ScramServer:
         for attribute in attributes[2:]:
             if _EXTENSION.fullmatch(attribute) is None:
                 raise _failure("invalid SCRAM extension")
-        if not hmac.compare_digest(attributes[1][2:].encode("utf-8"), self._nonce.encode("ascii")):
+        # Kafka's check: the nonce ends with this exchange's nonce (client + server part), which
+        # no other exchange has; librdkafka before 2.x's fix sends the client nonce twice in front
+        nonce = attributes[1][2:].encode("utf-8")
+        expected = self._nonce.encode("ascii")
+        if len(nonce) < len(expected) or not hmac.compare_digest(nonce[len(nonce) - len(expected) :], expected):
             raise _failure("Invalid client nonce in the final client message")
         binding = _unb64(attributes[0][2:], "channel binding")
         if binding != first.gs2_header.encode("utf-8"):

@@ -33,7 +33,7 @@ from kraftlog.common._config_schema_security import STANDARD_AUTHORIZER
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
 NETWORKS = ("loopback", "netns")
-SECURITY_MODES = ("plaintext", "tls", "mtls")
+SECURITY_MODES = ("plaintext", "tls", "mtls", "scram")
 _ALIVE = ("running", "paused")  # the node states of a live process (`LocalCluster.node_state`)
 
 STATE_FILE = "cluster.json"
@@ -122,7 +122,8 @@ class LocalCluster:
     network: str = "loopback"
     netns_prefix: str | None = None
     #: plaintext; tls (every listener TLS, no client certificates); mtls (client certificates
-    #: required, Kafka's StandardAuthorizer on, the nodes and ``User:CN=admin`` super users)
+    #: required, Kafka's StandardAuthorizer on, the nodes and ``User:CN=admin`` super users); scram
+    #: (as mtls, but the Kafka listener is SASL_SSL with SCRAM-SHA-256/512: ``User:admin``)
     security: str = "plaintext"
 
     # ------------------------------------------------------------------ layout
@@ -296,6 +297,7 @@ class LocalCluster:
             self.start_node(nid)
         if wait:
             self.wait_ready(timeout_s)
+            self.ensure_scram_admin()
         return self
 
     def start_node(self, node_id: int) -> int:
@@ -455,7 +457,7 @@ class LocalCluster:
     @property
     def kafka_listener_name(self) -> str:
         """The name (and protocol) of the brokers' Kafka listener: PLAINTEXT, or SSL when secured."""
-        return "PLAINTEXT" if self.security == "plaintext" else "SSL"
+        return {"plaintext": "PLAINTEXT", "scram": "SASL_SSL"}.get(self.security, "SSL")
 
     def _make_certificates(self) -> None:
         from kraftlog.deploy._certs import make_ca, make_certificate
@@ -470,7 +472,7 @@ class LocalCluster:
             "ssl.truststore.type=PEM",
             f"ssl.truststore.location={security['ssl_cafile']}",
         ]
-        if self.security == "mtls":
+        if self.security in ("mtls", "scram"):
             lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={self.tls_dir / 'admin.keystore.pem'}"]
         self.command_config.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         os.chmod(self.command_config, 0o600)  # it points at the admin's key
@@ -482,16 +484,58 @@ class LocalCluster:
             "listener.security.protocol.map": "BROKER:SSL,SSL:SSL,CONTROLLER:SSL",
             **load_issued(self.tls_dir, f"node-{spec.node_id}").ssl_config(),
         }
-        if self.security == "mtls":
+        if self.security in ("mtls", "scram"):
             nodes = ";".join(f"User:CN=node-{nid}" for nid in sorted(self.nodes))
             settings.update(
                 {
                     "ssl.client.auth": "required",
                     "authorizer.class.name": STANDARD_AUTHORIZER,
-                    "super.users": f"{nodes};User:CN=admin",
+                    "super.users": f"{nodes};User:CN=admin;User:admin",
+                }
+            )
+        if self.security == "scram":
+            settings.update(
+                {
+                    "listener.security.protocol.map": "BROKER:SSL,SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+                    "listener.name.sasl_ssl.ssl.client.auth": "none",  # SCRAM authenticates there
+                    "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
                 }
             )
         return settings
+
+    @property
+    def scram_password_file(self) -> Path:
+        return self.base_dir / "scram-admin.password"
+
+    def ensure_scram_admin(self) -> None:
+        """A scram cluster's ``admin`` SCRAM user (both mechanisms), created once it is up."""
+        if self.security != "scram":
+            return
+        if not self.scram_password_file.exists():
+            fd = os.open(self.scram_password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(18))
+        password = self.scram_password_file.read_text().strip()
+        with self.admin(request_timeout_ms=30_000) as admin:
+            answer = admin.alter_user_scram_credentials([("admin", 1, password, 4096), ("admin", 2, password, 4096)])
+        failed = [r.error.name for r in answer.results if r.error.code] + (
+            [answer.error.name] if answer.error.code else []
+        )
+        if failed:
+            raise RuntimeError(f"creating the admin SCRAM user failed: {failed}")
+
+    def kafka_client_security(self, user: str = "admin", password: str | None = None) -> dict[str, Any]:
+        """kafka-python's arguments for a Kafka-protocol client of this cluster (SCRAM-SHA-512 as
+        ``user`` on a scram cluster, the certificates of `client_security` otherwise)."""
+        if self.security != "scram":
+            return self.client_security()
+        return {
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": str(self.tls_dir / "ca.crt"),
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": user,
+            "sasl_plain_password": password if password is not None else self.scram_password_file.read_text().strip(),
+        }
 
     def client_security(self, name: str = "admin") -> dict[str, Any]:
         """kafka-python's arguments for a client of this cluster (``name``'s certificate under
@@ -500,7 +544,7 @@ class LocalCluster:
             return {}
         ca = str(self.tls_dir / "ca.crt")
         if self.security == "tls":
-            return {"security_protocol": "SSL", "ssl_cafile": ca}
+            return {"security_protocol": "SSL", "ssl_cafile": ca}  # mtls and scram: the admin certificate
         from kraftlog.deploy._certs import load_issued
 
         issued = load_issued(self.tls_dir, name)
@@ -561,6 +605,7 @@ class LocalCluster:
             "security": self.security,
             "command_config": str(self.command_config) if self.security != "plaintext" else None,
             "client_security": self.client_security(),
+            "scram_password_file": str(self.scram_password_file) if self.security == "scram" else None,
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
             "running": {k: state in _ALIVE for k, state in states.items()},
             "state": states,

@@ -5,6 +5,9 @@ transactional read-process-write processors, checked by `deploy.chaos._eos_check
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
+Every connection a run opens goes through the target's `ClientSecurity` (`deploy.chaos._security`),
+so a ``--security tls|mtls`` cluster is attacked the same way as a plaintext one.
+
 Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 """
 
@@ -41,7 +44,15 @@ from kraftlog.deploy.chaos._quorum_check import (
 from kraftlog.deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
 from kraftlog.deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
 from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, FaultRecord, converged, run_chaos
-from kraftlog.deploy.chaos._targets import ChaosTarget, LocalTarget, SystemdNode, SystemdTarget, load_inventory
+from kraftlog.deploy.chaos._security import PLAINTEXT, SECURITY_MODES, ClientSecurity
+from kraftlog.deploy.chaos._targets import (
+    ChaosTarget,
+    LocalTarget,
+    SystemdNode,
+    SystemdTarget,
+    load_inventory,
+    load_inventory_security,
+)
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
@@ -87,11 +98,15 @@ __all__ = [
     "FaultRecord",
     "converged",
     "run_chaos",
+    "PLAINTEXT",
+    "SECURITY_MODES",
+    "ClientSecurity",
     "ChaosTarget",
     "LocalTarget",
     "SystemdNode",
     "SystemdTarget",
     "load_inventory",
+    "load_inventory_security",
     "Workload",
     "read_back",
     "AdminOp",

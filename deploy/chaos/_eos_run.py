@@ -14,6 +14,7 @@ from kraftlog.common import coordinator_partition
 from kraftlog.deploy.chaos._checker import ReadRecord
 from kraftlog.deploy.chaos._eos_check import check_eos
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 from kraftlog.deploy.chaos._workload import read_back
 
 __all__ = ["add_eos_result", "eos_read_back", "eos_rows", "start_eos", "txn_coordinators"]
@@ -39,11 +40,18 @@ def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 def start_eos(
-    bootstrap_servers: str, topic: str, settings: Any, admin: Admin, pending: Callable[[], str | None]
+    bootstrap_servers: str,
+    topic: str,
+    settings: Any,
+    admin: Admin,
+    pending: Callable[[], str | None],
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> EosWorkload:
     """Create the output topic (as many partitions as the input, RF 3, min.insync.replicas 2), start
-    the processors; return once they committed a transaction of every partition and the cluster
-    converged again (the first transactions created ``__transaction_state`` and ``__consumer_offsets``)."""
+    the processors (their clients connect with ``security``); return once they committed a
+    transaction of every partition and the cluster converged again (the first transactions created
+    ``__transaction_state`` and ``__consumer_offsets``)."""
     output = f"{topic}-out"
     created = admin.create_topics(
         [NewTopic(output, settings.partitions, 3, configs={"min.insync.replicas": "2"})], timeout_ms=30_000
@@ -53,7 +61,13 @@ def start_eos(
         raise RuntimeError(f"create topic {output}: {err.name} {err.message}")
     _wait(lambda: pending() is None, settings.converge_timeout_s, f"{output} to be fully replicated")
     eos = EosWorkload(
-        bootstrap_servers, topic, output, settings.partitions, processors=settings.eos_processors, seed=settings.seed
+        bootstrap_servers,
+        topic,
+        output,
+        settings.partitions,
+        processors=settings.eos_processors,
+        seed=settings.seed,
+        security=security,
     )
     eos.start()
     try:
@@ -88,13 +102,18 @@ def txn_coordinators(admin: Admin, transactional_ids: list[str]) -> tuple[int, .
 
 
 def eos_read_back(
-    bootstrap_servers: str, topic: str, partitions: int, inputs: list[ReadRecord]
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    inputs: list[ReadRecord],
+    *,
+    security: ClientSecurity = PLAINTEXT,
 ) -> tuple[list[ReadRecord], list[ReadRecord], list[ReadRecord]] | str:
     """The input records with the output topic read with read_committed, then read_uncommitted; or
     why the output topic could not be read (a transaction left open holds read_committed back)."""
     try:
-        committed = read_back(bootstrap_servers, topic, partitions, isolation_level="read_committed")
-        uncommitted = read_back(bootstrap_servers, topic, partitions)
+        committed = read_back(bootstrap_servers, topic, partitions, isolation_level="read_committed", security=security)
+        uncommitted = read_back(bootstrap_servers, topic, partitions, security=security)
     except Exception as err:  # the verdict fails: the report says why
         _log.warning("chaos_eos_read_back_failed", error=repr(err))
         return repr(err)

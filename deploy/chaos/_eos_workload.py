@@ -28,6 +28,7 @@ import structlog
 
 from kraftlog.client import Consumer, GroupAdmin, Producer
 from kraftlog.deploy.chaos._eos_check import TxnAttempt, encode_output
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 
 __all__ = ["EosOutcome", "EosWorkload"]
 
@@ -57,6 +58,8 @@ class EosOutcome:
 
 
 class EosWorkload:
+    """The processors; every client they make connects with ``security``."""
+
     def __init__(
         self,
         bootstrap_servers: str,
@@ -69,8 +72,10 @@ class EosWorkload:
         abort_ratio: float = 0.1,
         crashes: bool = True,
         group_id: str | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.input_topic = input_topic
         self.output_topic = output_topic
         self.partitions = partitions
@@ -129,7 +134,9 @@ class EosWorkload:
         error: str | None = None
         drained = False
         try:
-            with Consumer(self.bootstrap_servers, request_timeout_ms=10_000) as consumer:
+            with Consumer(
+                self.bootstrap_servers, request_timeout_ms=10_000, **self.security.client_kwargs()
+            ) as consumer:
                 tps = [(self.input_topic, p) for p in range(self.partitions)]
                 ends = {tp.partition: o for tp, o in consumer.end_offsets(tps, timeout_ms=30_000).items()}
             deadline = started + timeout_s
@@ -146,7 +153,9 @@ class EosWorkload:
         self.stop()
         final: dict[int, int] = {}
         try:
-            with GroupAdmin(self.bootstrap_servers, request_timeout_ms=30_000) as admin:
+            with GroupAdmin(
+                self.bootstrap_servers, request_timeout_ms=30_000, **self.security.client_kwargs()
+            ) as admin:
                 offsets = admin.list_offsets(self.group_id, [(self.input_topic, p) for p in range(self.partitions)])
             final = {tp.partition: off for tp, off in offsets.items()}
         except Exception as err:
@@ -188,6 +197,7 @@ class _Processor(threading.Thread):
                 max_block_ms=20_000,
                 retry_backoff_ms=50,
                 retry_backoff_max_ms=250,
+                **self.w.security.client_kwargs(),
             )
             try:
                 producer.init_transactions(timeout=30)
@@ -217,6 +227,7 @@ class _Processor(threading.Thread):
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
             client_id=f"chaos-eos-{self.pname}",
+            **self.w.security.client_kwargs(),
         )
         consumer.subscribe([self.w.input_topic])
         return consumer

@@ -35,6 +35,7 @@ import structlog
 
 from kraftlog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
 from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 
 __all__ = ["GroupWorkload", "GroupOutcome", "GROUP_PROTOCOLS", "CONSUMER_PROTOCOL_BROKER_KEYS"]
 
@@ -70,6 +71,8 @@ class GroupOutcome:
 
 
 class GroupWorkload:
+    """The group's members; every client they make connects with ``security``."""
+
     def __init__(
         self,
         bootstrap_servers: str,
@@ -82,10 +85,12 @@ class GroupWorkload:
         restarts: bool = True,
         protocol: str = "classic",
         clock: Callable[[], float] = time.monotonic,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         if protocol not in GROUP_PROTOCOLS:
             raise ValueError(f"group protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {protocol!r}")
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.protocol = protocol
         self.topic = topic
         self.partitions = partitions
@@ -163,7 +168,7 @@ class GroupWorkload:
         error: str | None = None
         drained = False
         try:
-            ends = _end_offsets(self.bootstrap_servers, self.topic, self.partitions)
+            ends = _end_offsets(self.bootstrap_servers, self.topic, self.partitions, security=self.security)
             deadline = started + timeout_s
             while time.monotonic() < deadline:
                 highest = self.highest_commits()
@@ -178,7 +183,9 @@ class GroupWorkload:
         self.stop()
         final: dict[int, int] = {}
         try:
-            with GroupAdmin(self.bootstrap_servers, request_timeout_ms=30_000) as admin:
+            with GroupAdmin(
+                self.bootstrap_servers, request_timeout_ms=30_000, **self.security.client_kwargs()
+            ) as admin:
                 offsets = admin.list_offsets(self.group_id, [(self.topic, p) for p in range(self.partitions)])
             final = {tp.partition: off for tp, off in offsets.items()}
         except Exception as err:
@@ -193,8 +200,8 @@ class GroupWorkload:
             m.join(max(0.0, deadline - time.monotonic()))
 
 
-def _end_offsets(bootstrap_servers: str, topic: str, partitions: int) -> dict[int, int]:
-    with Consumer(bootstrap_servers, request_timeout_ms=10_000) as consumer:
+def _end_offsets(bootstrap_servers: str, topic: str, partitions: int, *, security: ClientSecurity) -> dict[int, int]:
+    with Consumer(bootstrap_servers, request_timeout_ms=10_000, **security.client_kwargs()) as consumer:
         tps = [(topic, p) for p in range(partitions)]
         return {tp.partition: off for tp, off in consumer.end_offsets(tps, timeout_ms=30_000).items()}
 
@@ -254,6 +261,7 @@ class _Member(threading.Thread):
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
             client_id=f"chaos-{self.member_name}",
+            **w.security.client_kwargs(),
         )
         consumer.subscribe([w.topic], listener=_Listener(self, consumer))
         return consumer

@@ -22,7 +22,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from kraftlog.proto import RECONNECT_OPTIONS
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 
 __all__ = ["HealthProbe", "quorum_pending", "QUORUM_STALE_MS"]
 
@@ -58,18 +58,22 @@ def quorum_pending(resp: Any) -> str | None:
 
 class HealthProbe:
     """Asks every node's gRPC health service whether it is SERVING, all nodes in parallel, so a paused
-    node costs one ``timeout_s``, not one per node."""
+    node costs one ``timeout_s``, not one per node. ``security``: the channels' TLS and client
+    certificate (a secured node answers nothing on plaintext)."""
 
-    def __init__(self, addresses: Mapping[int, Sequence[str]], timeout_s: float = 1.0) -> None:
+    def __init__(
+        self, addresses: Mapping[int, Sequence[str]], timeout_s: float = 1.0, *, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.addresses = {node: list(addrs) for node, addrs in addresses.items()}
         self.timeout_s = timeout_s
+        self.security = security
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, health_pb2_grpc.HealthStub] = {}
 
     def _stub(self, address: str) -> Any:  # a HealthStub (its stubs do not declare the methods)
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.insecure_channel(address, options=list(RECONNECT_OPTIONS))
+            channel = self.security.channel(address)
             self._channels[address] = channel
             stub = self._stubs[address] = health_pb2_grpc.HealthStub(channel)
         return stub

@@ -2,11 +2,15 @@
 kafka-python's producer and consumer against the brokers' Kafka-protocol listeners, behind the
 few calls `deploy.chaos._workload.Workload` makes of kraftlog's own client. The checker still
 reads the topic back with kraftlog's client, so the verdict does not depend on the client tried.
+Both connect with the target's `ClientSecurity.kafka_kwargs` (the Kafka listener is SSL on a
+secured cluster).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 
 __all__ = ["CLIENTS", "KafkaPythonConsumer", "KafkaPythonProducer"]
 
@@ -22,7 +26,14 @@ class _Sent(NamedTuple):
 class KafkaPythonProducer:
     """acks=all, idempotent, one request in flight: the settings of the kraftlog workload producer."""
 
-    def __init__(self, bootstrap_servers: str, *, request_timeout_ms: int, delivery_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        request_timeout_ms: int,
+        delivery_timeout_ms: int,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         from kafka import KafkaProducer
 
         self._producer = KafkaProducer(
@@ -35,6 +46,7 @@ class KafkaPythonProducer:
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=50,
             max_block_ms=30_000,
+            **security.kafka_kwargs(),
         )
 
     def send_sync(self, topic: str, value: bytes, *, partition: int, timeout: float) -> _Sent:
@@ -54,7 +66,7 @@ class _Record(NamedTuple):
 class KafkaPythonConsumer:
     """A consumer without a group that tails assigned partitions."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, *, security: ClientSecurity = PLAINTEXT) -> None:
         from kafka import KafkaConsumer
 
         self._consumer = KafkaConsumer(
@@ -63,6 +75,7 @@ class KafkaPythonConsumer:
             auto_offset_reset="earliest",
             request_timeout_ms=30_000,
             retry_backoff_ms=50,
+            **security.kafka_kwargs(),
         )
 
     def assign(self, partitions: list[tuple[str, int]]) -> None:

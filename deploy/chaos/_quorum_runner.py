@@ -128,14 +128,16 @@ class _Run:
         self.target, self.settings, self.out, self.stop = target, settings, out, stop
         self.cluster = target.cluster
         self.controllers = target.controllers()
+        self.security = target.security
         self.admin = Admin(
             target.controller_addresses,
             request_timeout_ms=5_000,
             attempt_timeout_ms=1_500,
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
+            **self.security.client_kwargs(),
         )
-        self.probe = HealthProbe(target.health_addresses())
+        self.probe = HealthProbe(target.health_addresses(), security=self.security)
         self.faults: list[_FaultRecord] = []
         self.restarts: list[_Restart] = []
         self.started_s = time.monotonic()
@@ -336,10 +338,12 @@ def run_quorum_chaos(
         prefix=prefix,
         clients=settings.clients,
         call_timeout_ms=settings.call_timeout_ms,
+        security=run.security,
     )
     sampler = ActiveSampler(
         {n: f"{cluster.nodes[n].host}:{cluster.nodes[n].controller_port}" for n in run.controllers},
         fetch_timeout_ms=settings.fetch_timeout_ms,
+        security=run.security,
     )
     sampler_started = False
     try:
@@ -419,6 +423,7 @@ def _report(run: _Run, workload: AdminWorkload, sampler: ActiveSampler) -> dict[
     max_no_active = longest[1] - longest[0]
     result: dict[str, Any] = {
         "profile": "quorum",
+        "security": run.security.mode,
         "seed": settings.seed,
         "duration_s": round(settings.duration_s, 1),
         "phases": run.phases,

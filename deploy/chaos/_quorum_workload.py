@@ -31,7 +31,8 @@ import structlog
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
 from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.proto import admin_pb2, admin_pb2_grpc
 
 __all__ = ["AdminWorkload", "ActiveSampler", "CONFIG_KEYS", "classify", "is_stale_answer"]
 
@@ -86,7 +87,8 @@ def is_stale_answer(kind: str, code: int, maybe_applied_before: bool) -> bool:
 
 
 class AdminWorkload:
-    """``clients`` admin clients, each on its own thread, until `stop`."""
+    """``clients`` admin clients, each on its own thread, until `stop`. ``security``: how their
+    channels reach the controllers (`ClientSecurity`)."""
 
     def __init__(
         self,
@@ -100,8 +102,10 @@ class AdminWorkload:
         pause_s: tuple[float, float] = (0.05, 0.3),
         max_live: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.controllers = controllers
+        self.security = security
         self.prefix = prefix
         self.seed = seed
         self.call_timeout_ms = call_timeout_ms
@@ -150,7 +154,9 @@ class AdminWorkload:
 
     def _client(self, client: int) -> None:
         rng = random.Random(self.seed * 1009 + client)
-        admin = _ControllerCaller(self.controllers.split(","), self.call_timeout_ms / 1000.0, rng)
+        admin = _ControllerCaller(
+            self.controllers.split(","), self.call_timeout_ms / 1000.0, rng, security=self.security
+        )
         live: dict[str, int] = {}  # topics of this client known exactly: name -> partition count
         n = 0
         try:
@@ -300,10 +306,13 @@ class _ControllerCaller:
     belief alone (the retry goes to the same controller, as Kafka's admin client does) until two
     calls in a row got none, then the next controller is tried."""
 
-    def __init__(self, addresses: list[str], timeout_s: float, rng: random.Random) -> None:
+    def __init__(
+        self, addresses: list[str], timeout_s: float, rng: random.Random, *, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.addresses = list(addresses)
         self.timeout_s = timeout_s
-        self._channels = {a: grpc.insecure_channel(a, options=list(RECONNECT_OPTIONS)) for a in self.addresses}
+        self.security = security
+        self._channels = {a: security.channel(a) for a in self.addresses}
         self._stubs = {a: admin_pb2_grpc.AdminServiceStub(ch) for a, ch in self._channels.items()}
         self.controller = rng.choice(self.addresses)
         self._silent = 0
@@ -318,9 +327,7 @@ class _ControllerCaller:
                 raise kerr.RequestTimedOutError(f"{method}: no active controller answered within {self.timeout_s} s")
             stub = self._stubs.get(self.controller)
             if stub is None:  # a hint naming an address outside the bootstrap list
-                self._channels[self.controller] = grpc.insecure_channel(
-                    self.controller, options=list(RECONNECT_OPTIONS)
-                )
+                self._channels[self.controller] = self.security.channel(self.controller)
                 stub = self._stubs[self.controller] = admin_pb2_grpc.AdminServiceStub(self._channels[self.controller])
             try:
                 resp = getattr(stub, method)(request, timeout=remaining)
@@ -357,7 +364,8 @@ def _config_value(rng: random.Random, key: str) -> str:
 
 class ActiveSampler:
     """Every ``interval_s``, DescribeQuorum to every controller at once (each with ``timeout_s``);
-    a sample is ``(time_s, active controller id or None)``. Runs on its own thread until `stop`."""
+    a sample is ``(time_s, active controller id or None)``. Runs on its own thread until `stop`.
+    ``security``: how its channels reach the controllers."""
 
     def __init__(
         self,
@@ -367,12 +375,13 @@ class ActiveSampler:
         interval_s: float = 0.1,
         timeout_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.fetch_timeout_ms = fetch_timeout_ms
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._clock = clock
-        self._channels = {n: grpc.insecure_channel(a, options=list(RECONNECT_OPTIONS)) for n, a in addresses.items()}
+        self._channels = {n: security.channel(a) for n, a in addresses.items()}
         self._stubs = {n: admin_pb2_grpc.AdminServiceStub(ch) for n, ch in self._channels.items()}
         self._lock = threading.Lock()
         self.samples: list[tuple[float, int | None]] = []

@@ -3,7 +3,8 @@ wait for convergence, read everything back and check it.
 
 Ordering: every fault is healed before the next one is chosen (so at most a minority is ever down),
 and the checker reads back only after the cluster converged, so a "lost" record is really gone, not
-merely unreachable. The report's last line is one JSON object.
+merely unreachable. The report's last line is one JSON object. Every connection of the run (admin,
+health probe, workloads, checker) uses the target's `ClientSecurity` (``target.security``).
 """
 
 from __future__ import annotations
@@ -169,9 +170,16 @@ def run_chaos(
     if settings.group_protocol not in GROUP_PROTOCOLS:
         raise ValueError(f"unknown group protocol {settings.group_protocol!r}; one of {', '.join(GROUP_PROTOCOLS)}")
     brokers = target.brokers()
-    admin = Admin(target.controller_addresses, request_timeout_ms=5_000, retry_backoff_ms=50, retry_backoff_max_ms=250)
+    security = target.security
+    admin = Admin(
+        target.controller_addresses,
+        request_timeout_ms=5_000,
+        retry_backoff_ms=50,
+        retry_backoff_max_ms=250,
+        **security.client_kwargs(),
+    )
     topic = f"chaos-{settings.seed}-{int(time.time())}"
-    probe = HealthProbe(target.health_addresses())
+    probe = HealthProbe(target.health_addresses(), security=security)
     run = _Run()
     group: GroupWorkload | None = None
     outcome: GroupOutcome | None = None
@@ -200,6 +208,7 @@ def run_chaos(
             records_per_s_per_partition=settings.records_per_s_per_partition,
             client=settings.client,
             kafka_bootstrap_servers=target.kafka_bootstrap_servers if settings.client != "kraftlog" else "",
+            security=security,
         )
         workload.start()
         _wait(
@@ -210,7 +219,14 @@ def run_chaos(
         if settings.workload == "group":
             group = _start_group(target, topic, settings, admin, brokers, probe)
         if settings.workload == "eos":
-            eos = start_eos(target.bootstrap_servers, topic, settings, admin, lambda: converged(admin, brokers, probe))
+            eos = start_eos(
+                target.bootstrap_servers,
+                topic,
+                settings,
+                admin,
+                lambda: converged(admin, brokers, probe),
+                security=security,
+            )
         started = run.started_s = time.monotonic()
         out(
             f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, a fault every "
@@ -278,10 +294,12 @@ def run_chaos(
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
         _attribute_gaps(run.faults, ack_times, started, ended)
-        records = read_back(target.bootstrap_servers, topic, settings.partitions)
+        records = read_back(target.bootstrap_servers, topic, settings.partitions, security=security)
         report = check(workload.acks, records)
         if eos is not None:
-            eos_reads = eos_read_back(target.bootstrap_servers, eos.output_topic, settings.partitions, records)
+            eos_reads = eos_read_back(
+                target.bootstrap_servers, eos.output_topic, settings.partitions, records, security=security
+            )
     finally:
         if group is not None:
             group.stop()
@@ -329,6 +347,7 @@ def run_chaos(
         result["not_converged"] = pending
     result["workload"] = settings.workload
     result["client"] = settings.client
+    result["security"] = security.mode
     if group is not None and outcome is not None:
         _add_group_result(result, group, outcome, workload.acks)
         result["coordinator_faults"] = sum(1 for r in run.faults if r.group_coordinator in r.fault.nodes)
@@ -403,6 +422,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
     out("")
     rows = [
         ("producer and consumer", _client_name(result["client"])),
+        ("connections (security)", result["security"]),
         ("records acknowledged", result["acknowledged"]),
         ("records lost", result["lost"]),
         ("acknowledged offset rewritten", result["offset_mismatches"]),
@@ -457,6 +477,7 @@ def _start_group(
         members=settings.group_members,
         seed=settings.seed,
         protocol=settings.group_protocol,
+        security=target.security,
     )
     group.start()
     try:

@@ -2,8 +2,13 @@
 systemd cluster on real hosts, reached over ssh.
 
 Both speak the same small protocol, so the fault schedule and the checker do not care which one
-they attack. Network partitions need a ``netns`` local cluster (links really cut) or, on systemd
-hosts, iptables rules tagged with a comment so healing removes exactly what the run added.
+they attack. Each also says how a client reaches it (`security`, a `ClientSecurity`): a local
+cluster's from its state (``kraftlog local start --security``), an inventory's from its optional
+``[client]`` table of kafka-python's security arguments (paths to the CA, the client certificate
+and its key on the machine that runs the chaos command).
+
+Network partitions need a ``netns`` local cluster (links really cut) or, on systemd hosts, iptables
+rules tagged with a comment so healing removes exactly what the run added.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from typing import Any, Protocol
 
 import structlog
 
-__all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory"]
+from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ClientSecurity
+
+__all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
 
 _log = structlog.get_logger("deploy.chaos")
 
@@ -34,6 +41,8 @@ class ChaosTarget(Protocol):
     def kafka_bootstrap_servers(self) -> str: ...
     @property
     def controller_addresses(self) -> str: ...
+    @property
+    def security(self) -> ClientSecurity: ...
     def partitions_unavailable(self) -> str | None: ...
     def kill(self, node_id: int) -> None: ...
     def start(self, node_id: int) -> None: ...
@@ -47,10 +56,24 @@ class ChaosTarget(Protocol):
 
 
 class LocalTarget:
-    """A cluster started by ``kraftlog local start`` or by the runner itself."""
+    """A cluster started by ``kraftlog local start`` or by the runner itself. Its clients connect
+    as the cluster's ``admin`` (a super user under mTLS): gRPC with `LocalCluster.client_security`,
+    the Kafka listener with ``kafka_client_security`` where the cluster has one (a listener that
+    authenticates otherwise than by certificate), else the same."""
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
+        kafka = getattr(cluster, "kafka_client_security", None)
+        self._security = ClientSecurity.of(
+            cluster.client_security(),
+            kafka=kafka() if kafka is not None else None,
+            mode=cluster.security,
+            what=f"the cluster in {cluster.base_dir}",
+        )
+
+    @property
+    def security(self) -> ClientSecurity:
+        return self._security
 
     def controllers(self) -> list[int]:
         return sorted(n for n, s in self.cluster.nodes.items() if "controller" in s.roles)
@@ -131,8 +154,12 @@ class SystemdNode:
 
 def load_inventory(path: str | Path) -> list[SystemdNode]:
     """Read an inventory TOML: ``[[node]]`` tables with ``id``, ``role``, ``host``, ``port``, ``ssh``
-    and, for brokers, ``kafka_port`` (their Kafka-protocol listener)."""
+    and, for brokers, ``kafka_port`` (their Kafka-protocol listener); the ``[client]`` table is
+    `load_inventory_security`'s. Any other top-level key is refused."""
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    stray = sorted(set(data) - {"node", "client"})
+    if stray:
+        raise ValueError(f"{path}: unknown top-level key(s) {stray} (an inventory has [[node]] and [client])")
     nodes = []
     for i, entry in enumerate(data.get("node", [])):
         unknown = set(entry) - {"id", "role", "host", "port", "ssh", "kafka_port"}
@@ -155,6 +182,19 @@ def load_inventory(path: str | Path) -> list[SystemdNode]:
     return nodes
 
 
+def load_inventory_security(path: str | Path) -> ClientSecurity:
+    """How the run's clients reach an inventory's cluster: its ``[client]`` table, kafka-python's
+    arguments (``security_protocol = "SSL"``, ``ssl_cafile``, ``ssl_certfile`` and
+    ``ssl_keyfile`` for mTLS, ``ssl_password``, ``ssl_check_hostname``), paths on the machine
+    that runs the chaos command; plaintext without one. Under mTLS the certificate's principal
+    needs every permission the run uses: make it a super user. The files are read at the first
+    connection, not here (a dry run needs none)."""
+    table = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("client", {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: [client] must be a table of {', '.join(CLIENT_SECURITY_KEYS)}")
+    return ClientSecurity.of(table, what=f"{path}: [client]")
+
+
 Runner = Callable[[list[str]], None]
 
 
@@ -171,10 +211,18 @@ class SystemdTarget:
 
     TAG = "kraftlog-chaos"
 
-    def __init__(self, nodes: list[SystemdNode], runner: Runner = _ssh_runner) -> None:
+    def __init__(
+        self, nodes: list[SystemdNode], runner: Runner = _ssh_runner, *, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.nodes = {n.node_id: n for n in nodes}
         self._run = runner
         self._stopped: set[int] = set()
+        self._security = security
+
+    @property
+    def security(self) -> ClientSecurity:
+        """From the inventory's ``[client]`` table (`load_inventory_security`)."""
+        return self._security
 
     def _remote(self, node_id: int, *command: str) -> None:
         node = self.nodes[node_id]

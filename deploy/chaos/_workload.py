@@ -3,6 +3,7 @@ log must keep each partition's sequence in order) and a consumer that tails the 
 
 After the run, `read_back` reads every partition from its start to its end offset with a fresh
 consumer: that read, not the tailing consumer, is what the checker compares acknowledgements with.
+Every client here connects with the target's `ClientSecurity` (``security``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import structlog
 
 from kraftlog.client import Consumer, Producer
 from kraftlog.deploy.chaos._checker import Ack, ReadRecord, encode_value
+from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
 
 __all__ = ["Workload", "read_back"]
 
@@ -34,6 +36,7 @@ class Workload:
         clock: Callable[[], float] = time.monotonic,
         client: str = "kraftlog",
         kafka_bootstrap_servers: str = "",
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         """``client``: kraftlog's own (gRPC, ``bootstrap_servers``) or ``kafka-python`` (the
         brokers' Kafka listeners, ``kafka_bootstrap_servers``)."""
@@ -52,20 +55,23 @@ class Workload:
             from kraftlog.deploy.chaos._kafka_clients import KafkaPythonConsumer, KafkaPythonProducer
 
             self._producer = KafkaPythonProducer(
-                kafka_bootstrap_servers, request_timeout_ms=request_timeout_ms, delivery_timeout_ms=60_000
+                kafka_bootstrap_servers,
+                request_timeout_ms=request_timeout_ms,
+                delivery_timeout_ms=60_000,
+                security=security,
             )
-            self._consumer = KafkaPythonConsumer(kafka_bootstrap_servers)
+            self._consumer = KafkaPythonConsumer(kafka_bootstrap_servers, security=security)
         elif client != "kraftlog":
             raise ValueError(f"unknown client {client!r}")
         else:
-            self._kraftlog_clients(bootstrap_servers, request_timeout_ms)
+            self._kraftlog_clients(bootstrap_servers, request_timeout_ms, security=security)
         self._threads = [
             threading.Thread(target=self._produce, args=(p,), name=f"chaos-produce-{p}", daemon=True)
             for p in range(partitions)
         ]
         self._threads.append(threading.Thread(target=self._consume, name="chaos-consume", daemon=True))
 
-    def _kraftlog_clients(self, bootstrap_servers: str, request_timeout_ms: int) -> None:
+    def _kraftlog_clients(self, bootstrap_servers: str, request_timeout_ms: int, *, security: ClientSecurity) -> None:
         self._producer = Producer(
             bootstrap_servers,
             acks="all",
@@ -76,6 +82,7 @@ class Workload:
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
             max_block_ms=30_000,
+            **security.client_kwargs(),
         )
         self._consumer = Consumer(
             bootstrap_servers,
@@ -83,6 +90,7 @@ class Workload:
             request_timeout_ms=5_000,
             retry_backoff_ms=50,
             retry_backoff_max_ms=250,
+            **security.client_kwargs(),
         )
 
     def start(self) -> None:
@@ -151,12 +159,17 @@ def read_back(
     timeout_s: float = 60.0,
     *,
     isolation_level: str = "read_uncommitted",
+    security: ClientSecurity = PLAINTEXT,
 ) -> list[ReadRecord]:
     """Every record of the topic, from each partition's start to its end offset (bounded); with
     ``isolation_level="read_committed"`` the records of aborted transactions are skipped, and the end
     is the last stable offset (every transaction of the topic must have ended)."""
     consumer = Consumer(
-        bootstrap_servers, auto_offset_reset="earliest", request_timeout_ms=10_000, isolation_level=isolation_level
+        bootstrap_servers,
+        auto_offset_reset="earliest",
+        request_timeout_ms=10_000,
+        isolation_level=isolation_level,
+        **security.client_kwargs(),
     )
     try:
         tps = [(topic, p) for p in range(partitions)]

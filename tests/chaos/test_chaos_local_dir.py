@@ -3,8 +3,12 @@ an operator runs the long soak: two separate commands, the run attaching to runn
 not start, killing and restarting them through the cluster's state file.
 
 The cluster is the default local layout (3 combined controller+broker nodes on loopback) with the
-chaos timeouts set through ``--override``. On loopback the run cannot cut links: it must say so,
-skip only the two network faults, and still lose nothing.
+chaos timeouts set through ``--override``, and ``--security mtls`` (issue 17): every listener on TLS,
+client certificates required, the StandardAuthorizer on. The run takes the security from the
+cluster's state and makes every connection (admin, health checks, producers, consumer, checker) with
+the cluster's admin certificate; a plaintext connection would get no answer, so a lossless,
+converged run is the suite's proof that chaos works under mTLS. On loopback the run cannot cut
+links: it must say so, skip only the two network faults, and still lose nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def kraftlog(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[
 def test_chaos_run_against_a_cluster_started_by_local_start(tmp_path: Path) -> None:
     d = str(tmp_path / "cluster")
     overrides = [arg for o in OVERRIDES for arg in ("--override", o)]
-    started = kraftlog("local", "start", "--dir", d, *overrides, "--output", "json")
+    started = kraftlog("local", "start", "--dir", d, "--security", "mtls", *overrides, "--output", "json")
     assert started.returncode == 0, started.stderr
     pids_before = json.loads(started.stdout)["pids"]
     try:
@@ -56,6 +60,7 @@ def test_chaos_run_against_a_cluster_started_by_local_start(tmp_path: Path) -> N
         assert lines, f"no output; stderr: {proc.stderr[-3000:]}"
         result = json.loads(lines[-1])
         assert result["seed"] == SEED
+        assert result["security"] == "mtls"
         assert result["lost"] == 0, result.get("lost_examples")
         assert result["offset_mismatches"] == 0 and result["reordered"] == 0
         assert result["converged"], result

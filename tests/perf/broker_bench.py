@@ -9,6 +9,10 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
   numbers against the same without, in the same run (each request's batch stamped either way);
   transactions/s of 10-partition transactions (one 100-byte record per partition, the client's
   transactional producer) against the same sends and a flush without a transaction.
+- TLS (issue 17): the RF=1 produce (acks=1, 1 KiB records) and consume of the same sizes with
+  the same gRPC client against a plaintext node and a TLS node (every listener TLS, a throw-away
+  CA), runs alternating between the two; the median run of each, and the server's and the
+  client's CPU seconds per GB, which show who pays for the encryption.
 - RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
 - End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
   polls the partition; latency = consumed time - send time.
@@ -18,7 +22,8 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
     python tests/perf/broker_bench.py [--quick] [--rf1-only]
 
 Targets (issue 4, issue 12, issue 15): RF=1 produce >= 0.6 of echo (1 KiB and 100-byte records)
-and consume >= 0.8; idempotent produce >= 0.9 of plain; RF=3 acks=all >= 0.25; failover < 3 s.
+and consume >= 0.8; idempotent produce >= 0.9 of plain; TLS produce and consume >= 0.7 of plaintext
+(issue 17); RF=3 acks=all >= 0.25; failover < 3 s.
 ``--rf1-only`` skips the three-broker part. The last line printed is one JSON object of the figures.
 """
 
@@ -26,11 +31,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -38,11 +46,13 @@ import structlog
 
 from kraftlog import storage
 from kraftlog.client import NewTopic
+from kraftlog.common._tls import TlsSettings
 from kraftlog.common.records import set_producer_fields
 from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc, open_channel
 
 MIB = 1024 * 1024
+TLS_TOPIC = "tlscmp"
 OVERRIDES = {
     "broker.heartbeat.interval.ms": 500,
     "broker.session.timeout.ms": 2000,
@@ -78,7 +88,7 @@ def echo_mb_s(address: str, payload: bytes, seconds: float, threads: int) -> flo
     return _timed(threads, work)(done)
 
 
-def _timed(threads: int, work):
+def _timed(threads: int, work: Callable[[int], None]) -> Callable[[list[int]], float]:
     def run(done: list[int]) -> float:
         ts = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         start = time.monotonic()
@@ -92,16 +102,29 @@ def _timed(threads: int, work):
 
 
 def produce_mb_s(
-    address: str, topic: str, partitions: int, batch: bytes, acks: int, seconds: float, threads: int
+    address: str,
+    topic: str,
+    partitions: int,
+    batch: bytes,
+    acks: int,
+    seconds: float,
+    threads: int,
+    *,
+    requests_per_thread: int | None = None,
+    tls: TlsSettings | None = None,
 ) -> float:
+    """MB/s of ``batch`` produced by ``threads`` threads (thread i to partition i % partitions) for
+    ``seconds``, or, with ``requests_per_thread``, exactly that many requests each (a fixed size,
+    every one of which must succeed; ``seconds`` then only bounds the run). Over TLS with ``tls``."""
     done = [0] * threads
     stop = time.monotonic() + seconds
 
     def work(i: int) -> None:
-        with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) as ch:
+        with open_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)], tls=tls) as ch:
             stub = broker_pb2_grpc.BrokerServiceStub(ch)
             p = i % partitions
-            while time.monotonic() < stop:
+            sent = 0
+            while time.monotonic() < stop and (requests_per_thread is None or sent < requests_per_thread):
                 r = stub.Produce(
                     broker_pb2.ProduceRequest(
                         acks=acks,
@@ -114,8 +137,12 @@ def produce_mb_s(
                     ),
                     timeout=60,
                 )
-                if r.topics[0].partitions[0].error.code == 0:
+                sent += 1
+                error = r.topics[0].partitions[0].error
+                if error.code == 0:
                     done[i] += len(batch)
+                elif requests_per_thread is not None:
+                    raise RuntimeError(f"produce to {topic}-{p} failed: {error}")
 
     return _timed(threads, work)(done)
 
@@ -172,7 +199,7 @@ def txns_per_s(bootstrap: str, topic: str, partitions: int, seconds: float, *, t
     settings: dict[str, object] = {"linger_ms": 0}
     if transactional:
         settings["transactional_id"] = f"bench-{time.monotonic_ns()}"
-    with Producer(bootstrap, **settings) as p:  # type: ignore[arg-type]
+    with Producer(bootstrap, **settings) as p:
         if transactional:
             p.init_transactions()
         rounds = 0
@@ -191,15 +218,26 @@ def txns_per_s(bootstrap: str, topic: str, partitions: int, seconds: float, *, t
         return rounds / (time.monotonic() - start)
 
 
-def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> float:
+def consume_mb_s(
+    address: str,
+    topic: str,
+    partitions: int,
+    threads: int,
+    *,
+    limit_bytes_per_partition: int | None = None,
+    tls: TlsSettings | None = None,
+) -> float:
+    """MB/s of reading every partition from offset 0 in 1 MiB fetches, to its end or, with
+    ``limit_bytes_per_partition``, until that many record bytes of it were read."""
     done = [0] * threads
 
     def work(i: int) -> None:
-        with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 * MIB)]) as ch:
+        with open_channel(address, options=[("grpc.max_receive_message_length", 64 * MIB)], tls=tls) as ch:
             stub = broker_pb2_grpc.BrokerServiceStub(ch)
             for p in range(i, partitions, threads):
                 offset = 0
-                while True:
+                read = 0
+                while limit_bytes_per_partition is None or read < limit_bytes_per_partition:
                     f = stub.Fetch(
                         broker_pb2.FetchRequest(
                             replica_id=-1,
@@ -228,12 +266,85 @@ def consume_mb_s(address: str, topic: str, partitions: int, threads: int) -> flo
                     if part.error.code or not part.records:
                         break
                     done[i] += len(part.records)
+                    read += len(part.records)
                     last = None
                     for _pos, b in storage.iter_batches(part.records):
                         last = b
                     offset = last.next_offset if last is not None else offset
 
     return _timed(threads, work)(done)
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """User + system CPU seconds so far of process ``pid``, or of this (the client) process."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tls_comparison(
+    plain: LocalCluster, secured: LocalCluster, batch: bytes, runs: int, requests_per_thread: int, threads: int
+) -> dict[str, float]:
+    """Produce (acks=1, 1 MiB requests) and consume (1 MiB fetches) MB/s of one workload on a
+    plaintext and a TLS single-node cluster, with the same gRPC client and sizes, ``runs`` runs
+    each; the median run of each side is reported, and the server's and this client's CPU s/GB,
+    which say which side pays for TLS.
+
+    Ordering: every produce run comes before every consume run; within a phase the two sides
+    alternate, plaintext first in even runs and TLS first in odd ones, so a drift of a noisy
+    machine hits both. A produce run appends ``requests_per_thread`` requests per thread, each
+    thread to its own partition; a consume run reads the first run's worth of every partition
+    back (from the page cache on both sides)."""
+    tls = TlsSettings(truststore_location=str(secured.tls_dir / "ca.crt"))
+    sides = {"plaintext": (plain, None), "tls": (secured, tls)}
+    addresses = {}
+    for name, (cluster, _) in sides.items():
+        with cluster.admin() as admin:
+            admin.create_topics([NewTopic(TLS_TOPIC, threads, 1)])
+        addresses[name] = leader_address(cluster, TLS_TOPIC)[1]
+    per_partition = requests_per_thread * len(batch)
+    gigabytes = per_partition * threads / 1e9
+    samples: dict[str, list[float]] = {}
+    for phase in ("produce", "consume"):
+        for run in range(runs):
+            for name in ("plaintext", "tls") if run % 2 == 0 else ("tls", "plaintext"):
+                cluster, settings = sides[name]
+                pid = cluster.nodes[1].pid
+                server_before, client_before = cpu_s(pid), cpu_s()
+                if phase == "produce":
+                    rate = produce_mb_s(
+                        addresses[name],
+                        TLS_TOPIC,
+                        threads,
+                        batch,
+                        1,
+                        600.0,
+                        threads,
+                        requests_per_thread=requests_per_thread,
+                        tls=settings,
+                    )
+                else:
+                    rate = consume_mb_s(
+                        addresses[name],
+                        TLS_TOPIC,
+                        threads,
+                        threads,
+                        limit_bytes_per_partition=per_partition,
+                        tls=settings,
+                    )
+                server, client = cpu_s(pid) - server_before, cpu_s() - client_before
+                samples.setdefault(f"{name}_{phase}_mb_s", []).append(rate)
+                samples.setdefault(f"{name}_{phase}_server_cpu_s_per_gb", []).append(server / gigabytes)
+                samples.setdefault(f"{name}_{phase}_client_cpu_s_per_gb", []).append(client / gigabytes)
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    out = {key: round(value, 1 if key.endswith("mb_s") else 3) for key, value in medians.items()}
+    for phase in ("produce", "consume"):
+        out[f"tls_{phase}_ratio"] = round(medians[f"tls_{phase}_mb_s"] / medians[f"plaintext_{phase}_mb_s"], 3)
+    out["tls_runs"] = runs
+    out["tls_run_mb"] = round(gigabytes * 1000, 1)
+    return out
 
 
 def leader_address(cluster: LocalCluster, topic: str, partition: int = 0) -> tuple[int, str]:
@@ -249,19 +360,29 @@ def leader_address(cluster: LocalCluster, topic: str, partition: int = 0) -> tup
     return nid, f"127.0.0.1:{cluster.nodes[nid].broker_port}"
 
 
-def start_cluster(base: Path, brokers: int) -> LocalCluster:
+def start_cluster(base: Path, brokers: int, *, security: str = "plaintext", wait: bool = True) -> LocalCluster:
     """One combined node for RF=1; for RF=3 the production layout: three controllers and three
-    brokers in separate processes, so a killed partition leader is never also the controller."""
+    brokers in separate processes, so a killed partition leader is never also the controller.
+    Without ``wait`` the processes are only launched (`wait_serving` waits), so two clusters can
+    start side by side."""
     if brokers == 1:
-        c = LocalCluster(base, controllers=1, combined=True, overrides=OVERRIDES)
+        c = LocalCluster(base, controllers=1, combined=True, overrides=OVERRIDES, security=security)
     else:
-        c = LocalCluster(base, controllers=3, brokers=brokers, overrides=OVERRIDES)
-    c.start(timeout_s=90)
+        c = LocalCluster(base, controllers=3, brokers=brokers, overrides=OVERRIDES, security=security)
+    c.start(wait=False)
+    if wait:
+        wait_serving(c)
+    return c
+
+
+def wait_serving(c: LocalCluster) -> None:
+    """Wait for an active controller and every broker unfenced."""
+    brokers = sum(1 for spec in c.nodes.values() if spec.broker_port)
+    c.wait_ready(90)
     with c.admin(request_timeout_ms=20_000) as admin:
         wait_until(
             lambda: sum(not b.fenced for b in admin.describe_cluster().brokers) == brokers, 60, what="brokers unfenced"
         )
-    return c
 
 
 def e2e_latency_ms(cluster: LocalCluster, topic: str, count: int, rate_per_s: float) -> list[float]:
@@ -382,13 +503,20 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 3.0 if args.quick else 10.0
     threads = 2
     latency_count = 100 if args.quick else 500
+    tls_runs = 2 if args.quick else 5
+    tls_requests = 64 if args.quick else 256  # per thread and run: 128 or 512 requests of ~1 MB
     batch, count = one_mib_batch()
     small, small_count = one_mib_batch(100)
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kraftlog-broker-bench-") as tmp:
         base = Path(tmp)
-        single = start_cluster(base / "rf1", 1)
+        single = start_cluster(base / "rf1", 1, wait=False)
+        secured = start_cluster(base / "rf1-tls", 1, security="tls", wait=False)
         try:
+            wait_serving(single)
+            wait_serving(secured)
+            out.update(tls_comparison(single, secured, batch, tls_runs, tls_requests, threads))
+            secured.stop()  # idle, it would still take CPU from what follows
             with single.admin() as admin:
                 admin.create_topics([NewTopic("rf1", 2, 1)])
             _nid, addr = leader_address(single, "rf1")
@@ -415,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             out["flush_rounds_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=False), 1)
             out["txns_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=True), 1)
         finally:
+            secured.stop()
             single.stop()
         out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
         out["produce_rf1_small_records_s"] = round(out["produce_rf1_small_mb_s"] * 1e6 / len(small) * small_count)
@@ -481,6 +610,16 @@ def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
         f"{'10-partition transactions':<36}{out['txns_per_s']:>12.1f}"
         f"{out['txns_per_s'] / out['flush_rounds_per_s']:>8.2f}   txns/s (ratio to base)"
     )
+    print(
+        f"TLS against plaintext: two single-node clusters, the same gRPC client, median of "
+        f"{out['tls_runs']:.0f} alternating runs of {out['tls_run_mb']:.0f} MB each"
+    )
+    for key, label in (("produce", "produce RF=1 acks=1"), ("consume", "consume RF=1")):
+        for side in ("plaintext", "tls"):
+            ratio = f"{out[f'tls_{key}_ratio']:>8.2f}{0.7:>8.2f}" if side == "tls" else " " * 16
+            cpu = f"{out[f'{side}_{key}_server_cpu_s_per_gb']:.2f} / {out[f'{side}_{key}_client_cpu_s_per_gb']:.2f}"
+            name = f"{label}, {'TLS' if side == 'tls' else 'plaintext (base)'}"
+            print(f"{name:<36}{out[f'{side}_{key}_mb_s']:>12.1f}{ratio}   CPU s/GB server / client {cpu}")
 
 
 if __name__ == "__main__":

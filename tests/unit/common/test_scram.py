@@ -399,3 +399,36 @@ def test_random_client_final_after_a_valid_client_first_fails(final: bytes) -> N
         server.evaluate(final)
     with pytest.raises(IllegalSaslStateError):
         server.evaluate(final)
+
+
+def _final_with_nonce(password: str, server_first: bytes, client_first_bare: str, nonce: str) -> bytes:
+    """A client-final message for ``nonce`` with a correct proof (RFC 5802 by hand)."""
+    import hashlib
+    import hmac as _hmac
+
+    attrs = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = _hmac.new(salted, b"Client Key", "sha256").digest()
+    stored = hashlib.sha256(client_key).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first.decode()},{without_proof}".encode()
+    signature = _hmac.new(stored, auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_a_final_nonce_ending_with_the_exchanges_nonce_is_accepted_as_kafka_does() -> None:
+    """librdkafka 2.0 sends its client nonce in front of the combined nonce (Kafka accepts any
+    nonce that ends with the exchange's); a nonce not ending so is refused."""
+    credential = scram_credential(ScramMechanism.SCRAM_SHA_256, "pencil", b"saltsaltsalt", 4096)
+    for doubled, accepted in ((True, True), (False, False)):
+        server = ScramServer(ScramMechanism.SCRAM_SHA_256, lambda user: credential, lambda: "servernonce")
+        server_first = server.evaluate(b"n,,n=user,r=clientnonce")
+        combined = "clientnonceservernonce"
+        nonce = "clientnonce" + combined if doubled else combined + "x"
+        final = _final_with_nonce("pencil", server_first, "n=user,r=clientnonce", nonce)
+        if accepted:
+            assert server.evaluate(final).startswith(b"v=") and server.complete
+        else:
+            with pytest.raises(SaslAuthenticationFailedError, match="nonce"):
+                server.evaluate(final)

@@ -1,0 +1,119 @@
+"""SASL on the Kafka listener: SaslHandshake (v0-1) and SaslAuthenticate (v0-2), Kafka's sequence.
+
+On a SASL_PLAINTEXT or SASL_SSL listener a connection is unauthenticated until it completes a SASL
+exchange: before that only ApiVersions, SaslHandshake and SaslAuthenticate are served and any other
+request closes the connection (Kafka's ILLEGAL_SASL_STATE). SaslHandshake names one of the
+listener's ``sasl.enabled.mechanisms``; SaslAuthenticate carries the mechanism's messages (after
+a v0 handshake, size-prefixed raw tokens do, without a request header):
+SCRAM-SHA-256/512 checked against the ``UserScramCredentialRecord``s of the broker's metadata image
+(`common._scram.ScramServer`), PLAIN against the listener's JAAS ``user_<name>`` entries (only over
+TLS). A completed exchange makes the session ``User:<name>``; a failed one is answered
+SASL_AUTHENTICATION_FAILED and the connection is closed after the answer, as Kafka does. Sessions
+are not re-authenticated (``connections.max.reauth.ms`` 0, session lifetime 0).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from kraftlog.common import errors as kerr
+from kraftlog.common._acl import ScramMechanism
+from kraftlog.common._request_context import Session, current_request
+from kraftlog.common._sasl_plain import PlainServer
+from kraftlog.common._scram import ScramCredential, ScramServer
+
+from ._kafka_server import ConnectionInfo
+from ._kafka_wire import ParsedRequest
+
+if TYPE_CHECKING:
+    from ._server import BrokerServer
+
+__all__ = ["SASL_APIS", "_SaslApis"]
+
+#: what an unauthenticated connection on a SASL listener may send: ApiVersions and the exchange
+SASL_APIS: Final = frozenset({17, 18, 36})
+_log = structlog.get_logger(__name__)
+
+
+class _SaslApis:
+    """SaslHandshake and SaslAuthenticate for `KafkaApis`."""
+
+    broker: BrokerServer
+
+    async def sasl_handshake(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        current_request().public("the SASL handshake is how a client authenticates")
+        mechanism = request.body.mechanism
+        security = conn.security
+        offered = list(security.sasl_mechanisms) if security is not None else []
+        if security is None or not security.uses_sasl or conn.authenticated or conn.sasl is not None:
+            conn.close_after_answer = True
+            return {"error_code": kerr.IllegalSaslStateError.error_code, "mechanisms": offered}
+        if mechanism not in offered:
+            conn.close_after_answer = True
+            return {"error_code": kerr.UnsupportedSaslMechanismError.error_code, "mechanisms": offered}
+        conn.sasl = self._sasl_server(mechanism, conn)
+        # v0 (librdkafka checks that it is served): the exchange follows as raw size-prefixed tokens
+        conn.sasl_raw_tokens = request.api_version == 0
+        return {"error_code": 0, "mechanisms": offered}
+
+    def _sasl_server(self, mechanism: str, conn: ConnectionInfo) -> ScramServer | PlainServer:
+        if mechanism == "PLAIN":
+            assert conn.security is not None
+            return PlainServer(conn.security.verify_plain)
+        scram = ScramMechanism.from_name(mechanism)
+
+        def lookup(user: str) -> ScramCredential | None:
+            return self.broker.follower.image.scram.credential(scram, user)
+
+        return ScramServer(scram, lookup)
+
+    async def sasl_authenticate(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        current_request().public("SaslAuthenticate carries the SASL exchange itself")
+        if conn.sasl is None or conn.authenticated or conn.sasl_raw_tokens:
+            conn.close_after_answer = True
+            return _answer(kerr.IllegalSaslStateError, "SaslAuthenticate before a SaslHandshake v1")
+        try:
+            challenge = self.sasl_token(conn, bytes(request.body.auth_bytes))
+        except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
+            conn.close_after_answer = True
+            return _answer(type(err), str(err))
+        return {"error_code": 0, "error_message": None, "auth_bytes": challenge, "session_lifetime": 0}
+
+    def sasl_token(self, conn: ConnectionInfo, token: bytes) -> bytes:
+        """One step of the connection's SASL exchange (a SaslAuthenticate's bytes, or a raw token
+        after SaslHandshake v0): the server's answer; the session becomes ``User:<name>`` when
+        the exchange completes. A failure raises with Kafka's message (the reason is logged)."""
+        server = conn.sasl
+        assert server is not None
+        try:
+            challenge = server.evaluate(token)
+        except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
+            conn.sasl = None
+            _log.info(
+                "sasl_authentication_failed",
+                node_id=self.broker.broker_id,
+                listener=conn.listener_name,
+                peer=conn.peer,
+                mechanism=server.mechanism_name,
+                reason=str(err),
+            )
+            raise type(err)(
+                "Authentication failed during authentication due to invalid credentials with SASL "
+                f"mechanism {server.mechanism_name}"
+            ) from err
+        if server.complete:
+            assert server.username is not None
+            old = conn.session
+            conn.session = Session(
+                f"User:{server.username}", old.client_host, old.listener, old.security_protocol, server.mechanism_name
+            )
+            conn.authenticated = True
+            conn.sasl = None
+            conn.sasl_raw_tokens = False
+        return challenge
+
+
+def _answer(error: type[kerr.KafkaError], message: str) -> dict[str, Any]:
+    return {"error_code": error.error_code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
