@@ -88,7 +88,7 @@ class _SaslApis:
         server = conn.sasl
         assert server is not None
         try:
-            challenge = server.evaluate(token)
+            challenge: bytes = server.evaluate(token)
         except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
             conn.sasl = None
             _log.info(
