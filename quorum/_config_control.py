@@ -33,6 +33,7 @@ def describe_configs(
 ) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
     """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
     cluster default, static broker config, or Kafka's default)."""
+    from kraftlog.common._config_def import ConfigType
     from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 
     R = admin_pb2.DescribeConfigsResponse
@@ -79,7 +80,9 @@ def describe_configs(
             for key in sorted(set(dynamic) | ({k for k in NODE_CONFIG_DEFS} if not name else set())):
                 if wanted and key not in wanted:
                     continue
-                sensitive = "password" in key
+                definition = NODE_CONFIG_DEFS.key_for(key)
+                # Kafka's rule: every PASSWORD-typed key (keys, JAAS entries, passwords) is sensitive
+                sensitive = "password" in key or (definition is not None and definition.type is ConfigType.PASSWORD)
                 if key in dynamic:
                     value, source, is_default = (
                         dynamic[key],
@@ -141,6 +144,7 @@ def incremental_alter_configs(
     twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
+    from kraftlog.common._config_def import ConfigType
     from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
 
     R = admin_pb2.IncrementalAlterConfigsResponse

@@ -1837,6 +1837,15 @@ def test_describe_broker_configs() -> None:
     assert secret.is_sensitive and not secret.has_value and secret.value == ""
 
 
+def test_every_password_typed_broker_config_is_described_as_sensitive() -> None:
+    key_pem = "-----BEGIN PRIVATE KEY-----\nMIIsecret\n-----END PRIVATE KEY-----"
+    h = cluster(1, {"ssl.keystore.key": key_pem, "ssl.key.password": "k3y"})
+    by_name = {c.name: c for c in h.describe_configs(BROKER, "").configs}
+    for name in ("ssl.keystore.key", "ssl.key.password", "ssl.keystore.certificate.chain", "sasl.jaas.config"):
+        assert by_name[name].is_sensitive and not by_name[name].has_value and by_name[name].value == "", name
+    assert "MIIsecret" not in str(h.describe_configs(BROKER, ""))
+
+
 # ================================================================================ describe
 
 
