@@ -19,6 +19,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._request_context import Session, forwarding_metadata
 from kraftlog.common._tls import TlsSettings
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
@@ -45,13 +46,15 @@ class ControllerChannel:
         attempt_timeout_ms: int = 1500,
         options: Sequence[tuple[str, Any]] = (),
         tls: TlsSettings | None = None,
+        sasl: SaslLogin | None = None,
     ) -> None:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
         merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
         self._tls = tls  # the controller listener's TLS settings (None: PLAINTEXT)
-        self._channels = {a: open_aio_channel(a, options=merged, tls=tls) for a in self.controllers}
+        self._sasl = sasl  # this node's login on a SASL controller listener
+        self._channels = {a: open_aio_channel(a, options=merged, tls=tls, sasl=sasl) for a in self.controllers}
         self._active: str | None = None
         self._retry_backoff_ms = retry_backoff_ms
         # A paused or partitioned controller accepts connections and never answers: one attempt
@@ -71,7 +74,7 @@ class ControllerChannel:
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = open_aio_channel(address, options=RECONNECT_OPTIONS, tls=self._tls)
+            ch = open_aio_channel(address, options=RECONNECT_OPTIONS, tls=self._tls, sasl=self._sasl)
             self._channels[address] = ch
         return ch
 

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
+from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._tls import TlsSettings
 from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
 from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc, open_aio_channel
@@ -67,12 +68,13 @@ StreamOpener = Callable[
 """``(controller address, request)`` -> the stream, closed (call cancelled) when the context exits."""
 
 
-def grpc_stream_opener(tls: TlsSettings | None = None) -> StreamOpener:
-    """FetchMetadata streams over gRPC (TLS with ``tls``: the controller listener's settings)."""
+def grpc_stream_opener(tls: TlsSettings | None = None, sasl: SaslLogin | None = None) -> StreamOpener:
+    """FetchMetadata streams over gRPC (TLS with ``tls``: the controller listener's settings;
+    ``sasl``: this node's login there)."""
 
     @contextlib.asynccontextmanager
     async def open_stream(address: str, request: controller_pb2.FetchMetadataRequest) -> AsyncIterator[MetadataStream]:
-        async with _grpc_stream(address, request, tls) as call:
+        async with _grpc_stream(address, request, tls, sasl) as call:
             yield call
 
     return open_stream
@@ -80,9 +82,12 @@ def grpc_stream_opener(tls: TlsSettings | None = None) -> StreamOpener:
 
 @contextlib.asynccontextmanager
 async def _grpc_stream(
-    address: str, request: controller_pb2.FetchMetadataRequest, tls: TlsSettings | None = None
+    address: str,
+    request: controller_pb2.FetchMetadataRequest,
+    tls: TlsSettings | None = None,
+    sasl: SaslLogin | None = None,
 ) -> AsyncIterator[MetadataStream]:
-    async with open_aio_channel(address, options=RECONNECT_OPTIONS, tls=tls) as channel:
+    async with open_aio_channel(address, options=RECONNECT_OPTIONS, tls=tls, sasl=sasl) as channel:
         call = controller_pb2_grpc.ControllerServiceStub(channel).FetchMetadata(request)
         try:
             yield call

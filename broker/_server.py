@@ -176,15 +176,19 @@ class BrokerServer:
         ]
         # how this broker's listeners are secured, and how it reaches the controllers' listener
         self.grpc_security = ListenerSecurity.from_config(config, self.grpc_listener_name)
-        controller_tls = ListenerSecurity.from_config(config, "CONTROLLER").tls
-        self.channel = ControllerChannel(controllers, options=self.grpc_options, tls=controller_tls)
+        controller_security = ListenerSecurity.from_config(config, "CONTROLLER")
+        controller_tls, controller_login = controller_security.tls, controller_security.node_login(config)
+        self._peer_login = self.grpc_security.node_login(config)  # towards other brokers' gRPC listeners
+        self.channel = ControllerChannel(
+            controllers, options=self.grpc_options, tls=controller_tls, sasl=controller_login
+        )
         self.follower = MetadataFollower(
             controllers,
             broker_id=self.broker_id,
             listener=self._on_metadata,
             broker_epoch=lambda: self.lifecycle.broker_epoch,
             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
-            open_stream=grpc_stream_opener(controller_tls),
+            open_stream=grpc_stream_opener(controller_tls, controller_login),
         )
         # every request of both listeners is authorized by this gate over the follower's image
         self.acl_gate = AclGate(lambda: self.follower.image, config)
@@ -414,7 +418,7 @@ class BrokerServer:
     def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
         ch = self._peer_channels.get(address)
         if ch is None:
-            ch = open_aio_channel(address, options=self.grpc_options, tls=self.grpc_security.tls)
+            ch = open_aio_channel(address, options=self.grpc_options, tls=self.grpc_security.tls, sasl=self._peer_login)
             self._peer_channels[address] = ch
         return broker_pb2_grpc.BrokerServiceStub(ch)
 

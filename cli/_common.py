@@ -188,21 +188,25 @@ def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     path = getattr(args, "command_config", None)
     if path is None:
         return {}
-    from kraftlog.client._security import tls_from_properties
+    from kraftlog.client._security import security_from_properties
     from kraftlog.common._config_parse import read_config_file
 
     try:
         properties = {k: str(v) for k, v in read_config_file(path).items()}
     except (OSError, ValueError) as err:
         raise UserError(f"--command-config {path}: {err}") from None
-    other = sorted(k for k in properties if k != "security.protocol" and not k.startswith("ssl."))
+    other = sorted(
+        k for k in properties if k != "security.protocol" and not k.startswith("ssl.") and not k.startswith("sasl.")
+    )
     if other:
-        raise UserError(f"--command-config {path}: {', '.join(other)} not supported here (security.protocol, ssl.*)")
+        raise UserError(
+            f"--command-config {path}: {', '.join(other)} not supported here (security.protocol, ssl.*, sasl.*)"
+        )
     try:
-        tls = tls_from_properties(properties)
+        security = security_from_properties(properties)
     except ValueError as err:
         raise UserError(f"--command-config {path}: {err}") from None
-    return {} if tls is None else {"security_protocol": "SSL", "tls": tls}
+    return {} if security.tls is None and security.sasl is None else {"security": security}
 
 
 def _bootstrap_servers(text: str) -> list[str]:

@@ -23,9 +23,9 @@ from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import ScramMechanism
 from kraftlog.common._scram import scram_salted_password
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, open_channel, security_pb2
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, security_pb2
 
-from ._security import client_tls
+from ._security import client_security
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -113,7 +113,7 @@ class Admin:
     ) -> None:
         """``security_protocol`` and kafka-python's ``ssl_cafile``, ``ssl_certfile``,
         ``ssl_keyfile``, ``ssl_password``, ``ssl_check_hostname`` (or a `TlsSettings` as ``tls``)
-        secure the channels (see `client_tls`)."""
+        and kafka-python's ``sasl_*`` arguments secure the channels (see `client_security`)."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -125,7 +125,7 @@ class Admin:
             ("grpc.max_receive_message_length", max_message_bytes),
             *RECONNECT_OPTIONS,
         ]
-        self._tls = client_tls(security_protocol, **ssl)
+        self._security = client_security(security_protocol, **ssl)
         self._channels: dict[str, grpc.Channel] = {}
         self._controller: str | None = None
         self._rng = random.Random()
@@ -144,7 +144,7 @@ class Admin:
     def _stub(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = open_channel(address, options=self._options, tls=self._tls)
+            ch = self._security.open(address, self._options)
             self._channels[address] = ch
         return admin_pb2_grpc.AdminServiceStub(ch)
 

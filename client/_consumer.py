@@ -40,7 +40,7 @@ from kraftlog.client._consumer_fetch import _ConsumerFetches
 from kraftlog.client._consumer_group import GroupMembership
 from kraftlog.client._consumer_groups import OffsetAndMetadata, _ConsumerGroups, make_assignors
 from kraftlog.client._consumer_membership import ConsumerProtocolMembership
-from kraftlog.client._security import client_tls
+from kraftlog.client._security import client_security
 from kraftlog.common import errors as kerr
 
 from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool
@@ -174,7 +174,7 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         security_protocol: str = "PLAINTEXT",
         **ssl: Any,
     ) -> None:
-        tls = client_tls(security_protocol, **ssl)  # kafka-python's ssl_* arguments or tls
+        security = client_security(security_protocol, **ssl)  # kafka-python's ssl_*/sasl_* arguments
         self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -193,7 +193,7 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         self.client_rack = client_rack
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes), tls=tls)
+        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * fetch_max_bytes), security=security)
         self._cond = threading.Condition()
         self._metadata = ClusterMetadata(
             bootstrap_servers,

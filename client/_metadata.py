@@ -28,18 +28,16 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
-from kraftlog.common._tls import TlsSettings
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     broker_pb2,
     broker_pb2_grpc,
     group_pb2,
     group_pb2_grpc,
-    open_channel,
     txn_pb2_grpc,
 )
 
-from ._security import client_tls
+from ._security import ClientSecurity, client_security
 
 __all__ = [
     "BrokerMetadata",
@@ -131,9 +129,9 @@ class ChannelPool:
 
     UNREACHABLE_BACKOFF_S = 5.0
 
-    def __init__(self, max_message_bytes: int = 104_857_600, *, tls: TlsSettings | None = None) -> None:
+    def __init__(self, max_message_bytes: int = 104_857_600, *, security: ClientSecurity | None = None) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
-        self.tls = tls  # None: plaintext channels
+        self.security = security or ClientSecurity()  # default: plaintext channels
         self._options = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -160,7 +158,7 @@ class ChannelPool:
             with self._lock:
                 stub = self._stubs.get(address)
                 if stub is None:
-                    channel = open_channel(address, options=self._options, tls=self.tls)
+                    channel = self.security.open(address, self._options)
                     self._channels[address] = channel
                     stub = broker_pb2_grpc.BrokerServiceStub(channel)
                     self._stubs[address] = stub
@@ -581,9 +579,9 @@ class BrokerAdminClient:
         **ssl: Any,
     ) -> None:
         """``security_protocol`` and kafka-python's ``ssl_*`` arguments or ``tls``: see
-        `client_tls`."""
+        `client_security`."""
         self.request_timeout_ms = request_timeout_ms
-        self._pool = ChannelPool(tls=client_tls(security_protocol, **ssl))
+        self._pool = ChannelPool(security=client_security(security_protocol, **ssl))
         self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
 
     def close(self) -> None:

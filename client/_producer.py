@@ -68,7 +68,7 @@ from kraftlog.client._producer_types import (
     _to_bytes,
     producer_config_from_properties,
 )
-from kraftlog.client._security import client_tls
+from kraftlog.client._security import client_security
 from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import HEADER_SIZE, record_size_upper_bound
@@ -142,7 +142,7 @@ class Producer(_ProducerSender, _ProducerTransactions):
         security_protocol: str = "PLAINTEXT",
         **ssl: Any,
     ) -> None:
-        tls = client_tls(security_protocol, **ssl)  # kafka-python's ssl_* arguments or tls
+        security = client_security(security_protocol, **ssl)  # kafka-python's ssl_*/sasl_* arguments
         if transactional_id is not None and not transactional_id:
             raise ValueError("transactional_id must not be empty")
         if transactional_id and enable_idempotence is False:
@@ -187,7 +187,7 @@ class Producer(_ProducerSender, _ProducerTransactions):
         self._value_serializer = value_serializer
         self._rng = random.Random()
 
-        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * max_request_size), tls=tls)
+        self._pool = ChannelPool(max_message_bytes=max(104_857_600, 2 * max_request_size), security=security)
         self._metadata = ClusterMetadata(
             bootstrap_servers,
             self._pool,

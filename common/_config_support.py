@@ -126,17 +126,11 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
 
 def _check_listener_security(values: Mapping[str, object], name: str, *, grpc: bool) -> None:
     """A secured listener's keys must make sense now, not at its first connection."""
-    from kraftlog.common._listener_security import ListenerSecurity, listener_protocol
+    from kraftlog.common._listener_security import ListenerSecurity
 
-    protocol = listener_protocol(values, name)
-    if grpc and protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        raise ConfigError(
-            f"listener {name} maps to {protocol} in 'listener.security.protocol.map': SASL on the gRPC "
-            "listeners is not built yet (it is on the Kafka listeners; gRPC takes PLAINTEXT and SSL)",
-            key="listener.security.protocol.map",
-            value=values.get("listener.security.protocol.map"),
-        )
-    ListenerSecurity.from_config(values, name)
+    security = ListenerSecurity.from_config(values, name)
+    if grpc and security.uses_sasl:
+        security.node_login(values)  # the nodes log in to their own gRPC listeners: with what?
 
 
 def _items(value: object) -> list[object]:

@@ -43,6 +43,7 @@ def grpc_listener_name(names: Iterable[str]) -> str | None:
         return BROKER_LISTENER
     return next((name for name in names if name != "CONTROLLER"), None)
 
+
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -135,6 +136,33 @@ class ListenerSecurity:
             if "username" in options and "password" in options:
                 logins[mechanism] = SaslLogin(mechanism, options["username"], options["password"])
         return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins)
+
+    def node_login(self, config: Mapping[str, object]) -> SaslLogin | None:
+        """The login a node uses towards this listener of other nodes (None: not SASL): the JAAS
+        username/password of the mechanism ``sasl.mechanism.controller.protocol`` (CONTROLLER)
+        or ``sasl.mechanism.inter.broker.protocol`` (the brokers' listener) names, as Kafka's
+        inter-broker client does. `ConfigError` names the key when there is none."""
+        if not self.uses_sasl:
+            return None
+        key = (
+            "sasl.mechanism.controller.protocol"
+            if self.name == "CONTROLLER"
+            else "sasl.mechanism.inter.broker.protocol"
+        )
+        mechanism = str(config.get(key))
+        if mechanism not in self.sasl_mechanisms:
+            raise ConfigError(
+                f"listener {self.name} offers {', '.join(self.sasl_mechanisms)} but {key} is {mechanism}",
+                key=key,
+            )
+        login = self.logins.get(mechanism)
+        if login is None:
+            jaas_key = f"listener.name.{self.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            raise ConfigError(
+                f"the nodes log in to listener {self.name} with {mechanism}: set username and password in '{jaas_key}'",
+                key=jaas_key,
+            )
+        return login
 
     def verify_plain(self, username: str, password: str) -> bool:
         """SASL/PLAIN: the password of ``user_<username>`` in the listener's JAAS entry."""

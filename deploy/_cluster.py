@@ -33,6 +33,8 @@ from kraftlog.common._config_schema_security import STANDARD_AUTHORIZER
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
 NETWORKS = ("loopback", "netns")
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SECURITY_MODES = ("plaintext", "tls", "mtls", "scram")
 _ALIVE = ("running", "paused")  # the node states of a live process (`LocalCluster.node_state`)
 
@@ -231,6 +233,8 @@ class LocalCluster:
             settings["transaction.state.log.min.isr"] = min(2, brokers)
         settings.update(self.overrides)
         spec.config_path.write_text(tomli_w.dumps(settings), encoding="utf-8")
+        if self.security != "plaintext":
+            os.chmod(spec.config_path, 0o600)  # it names key files, and under scram holds passwords
 
     def _format(self, spec: NodeSpec) -> None:
         proc = subprocess.run(
@@ -466,14 +470,24 @@ class LocalCluster:
         for spec in self.nodes.values():
             make_certificate(ca, self.tls_dir, f"node-{spec.node_id}", [spec.host, "localhost", "127.0.0.1"])
         make_certificate(ca, self.tls_dir, "admin", client=True)
-        security = self.client_security()
+        protocol = "SASL_SSL" if self.security == "scram" else "SSL"
         lines = [
-            "security.protocol=SSL",
+            f"security.protocol={protocol}",
             "ssl.truststore.type=PEM",
-            f"ssl.truststore.location={security['ssl_cafile']}",
+            f"ssl.truststore.location={self.tls_dir / 'ca.crt'}",
         ]
-        if self.security in ("mtls", "scram"):
+        if self.security == "mtls":
             lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={self.tls_dir / 'admin.keystore.pem'}"]
+        if self.security == "scram":
+            for path in (self.scram_password_file, self._nodes_password_file):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as out:
+                    out.write(secrets.token_urlsafe(18))
+            password = self.scram_password_file.read_text().strip()
+            lines += [
+                "sasl.mechanism=SCRAM-SHA-512",
+                f'sasl.jaas.config={_SCRAM_MODULE} required username="admin" password="{password}";',
+            ]
         self.command_config.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         os.chmod(self.command_config, 0o600)  # it points at the admin's key
 
@@ -484,37 +498,53 @@ class LocalCluster:
             "listener.security.protocol.map": "BROKER:SSL,SSL:SSL,CONTROLLER:SSL",
             **load_issued(self.tls_dir, f"node-{spec.node_id}").ssl_config(),
         }
-        if self.security in ("mtls", "scram"):
+        if self.security == "mtls":
             nodes = ";".join(f"User:CN=node-{nid}" for nid in sorted(self.nodes))
             settings.update(
                 {
                     "ssl.client.auth": "required",
                     "authorizer.class.name": STANDARD_AUTHORIZER,
-                    "super.users": f"{nodes};User:CN=admin;User:admin",
+                    "super.users": f"{nodes};User:CN=admin",
                 }
             )
         if self.security == "scram":
+            # every listener SASL_SSL: clients log in with SCRAM (or PLAIN), the nodes with PLAIN
+            # as User:node (its password lives in the configs, as Kafka's inter-broker JAAS does)
+            node_password = self._nodes_password_file.read_text().strip()
+            admin_password = self.scram_password_file.read_text().strip()
+            jaas = (
+                f'{_PLAIN_MODULE} required username="node" password="{node_password}" '
+                f'user_node="{node_password}" user_admin="{admin_password}";'
+            )
             settings.update(
                 {
-                    "listener.security.protocol.map": "BROKER:SSL,SASL_SSL:SASL_SSL,CONTROLLER:SSL",
-                    "listener.name.sasl_ssl.ssl.client.auth": "none",  # SCRAM authenticates there
-                    "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+                    "listener.security.protocol.map": "BROKER:SASL_SSL,SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
+                    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+                    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                    "sasl.mechanism.controller.protocol": "PLAIN",
+                    "authorizer.class.name": STANDARD_AUTHORIZER,
+                    "super.users": "User:node;User:admin",
+                    **{
+                        f"listener.name.{name}.plain.sasl.jaas.config": jaas
+                        for name in ("broker", "controller", "sasl_ssl")
+                    },
                 }
             )
         return settings
+
+    @property
+    def _nodes_password_file(self) -> Path:
+        return self.base_dir / "scram-nodes.password"
 
     @property
     def scram_password_file(self) -> Path:
         return self.base_dir / "scram-admin.password"
 
     def ensure_scram_admin(self) -> None:
-        """A scram cluster's ``admin`` SCRAM user (both mechanisms), created once it is up."""
+        """A scram cluster's ``admin`` SCRAM user (both mechanisms), created once it is up (until
+        then the admin logs in with PLAIN, which the listeners' JAAS entries know)."""
         if self.security != "scram":
             return
-        if not self.scram_password_file.exists():
-            fd = os.open(self.scram_password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_urlsafe(18))
         password = self.scram_password_file.read_text().strip()
         with self.admin(request_timeout_ms=30_000) as admin:
             answer = admin.alter_user_scram_credentials([("admin", 1, password, 4096), ("admin", 2, password, 4096)])
@@ -544,7 +574,16 @@ class LocalCluster:
             return {}
         ca = str(self.tls_dir / "ca.crt")
         if self.security == "tls":
-            return {"security_protocol": "SSL", "ssl_cafile": ca}  # mtls and scram: the admin certificate
+            return {"security_protocol": "SSL", "ssl_cafile": ca}
+        if self.security == "scram":  # PLAIN: the admin of the listeners' JAAS, there before any SCRAM user
+            password = self.scram_password_file.read_text().strip()
+            return {
+                "security_protocol": "SASL_SSL",
+                "ssl_cafile": ca,
+                "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": name,
+                "sasl_plain_password": password,
+            }
         from kraftlog.deploy._certs import load_issued
 
         issued = load_issued(self.tls_dir, name)

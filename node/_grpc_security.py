@@ -39,6 +39,7 @@ from kraftlog.common._request_context import (
     Session,
     request_scope,
 )
+from kraftlog.common._sasl_sessions import SESSION_METADATA, SaslSessions
 from kraftlog.common._tls import principal_from_certificate
 
 __all__ = ["PUBLIC_SERVICES", "SecurityInterceptor", "interceptor", "peer_host"]
@@ -50,6 +51,7 @@ PUBLIC_SERVICES: Final[dict[str, str]] = {
     "grpc.health.v1.Health": "health checks are asked by supervisors before any credentials exist",
     "grpc.reflection.v1alpha.ServerReflection": "reflection describes the services, not the data",
     "grpc.reflection.v1.ServerReflection": "reflection describes the services, not the data",
+    "kraftlog.v1.SaslService": "the SASL exchange is how a caller authenticates",
 }
 
 _AUTHORIZATION_ERRORS = (
@@ -72,8 +74,10 @@ def peer_host(peer: str) -> str:
     return rest or peer
 
 
-def interceptor(security: ListenerSecurity, authorize_fn: AuthorizeFn) -> SecurityInterceptor:
-    """The interceptor of a gRPC listener secured as ``security``."""
+def interceptor(
+    security: ListenerSecurity, authorize_fn: AuthorizeFn, sasl: SaslSessions | None = None
+) -> SecurityInterceptor:
+    """The interceptor of a gRPC listener secured as ``security`` (``sasl``: its SASL sessions)."""
     principal_of = None
     if security.tls is not None:
         mapper = security.tls.principal_mapper
@@ -86,6 +90,7 @@ def interceptor(security: ListenerSecurity, authorize_fn: AuthorizeFn) -> Securi
         security_protocol=security.protocol,
         authorize_fn=authorize_fn,
         principal_of=principal_of,
+        sasl=sasl,
     )
 
 
@@ -104,8 +109,10 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         security_protocol: str,
         authorize_fn: AuthorizeFn,
         principal_of: PrincipalOf | None = None,
+        sasl: SaslSessions | None = None,
     ) -> None:
         self.listener = listener
+        self.sasl = sasl  # on SASL listeners: every call but the exchange needs a session
         self.security_protocol = security_protocol
         self.authorize_fn = authorize_fn
         self.principal_of = principal_of
@@ -129,18 +136,30 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
 
     # ------------------------------------------------------------------ sessions
 
-    def session(self, context: Any) -> Session:
-        """The caller of this call; raises `SaslAuthenticationFailedError` when its credentials
-        are refused (a forwarded principal from a caller that may not forward)."""
+    def session(self, context: Any, *, exchange: bool = False) -> Session:
+        """The caller of this call; raises `SaslAuthenticationFailedError` when it did not
+        authenticate on a SASL listener (``exchange``: the call is part of the SASL exchange),
+        `ClusterAuthorizationFailedError` for a forwarded principal from a caller that may not
+        forward."""
         host = peer_host(context.peer())
         principal = ANONYMOUS
+        metadata = dict(context.invocation_metadata() or ())
         if self.principal_of is not None:
             auth = context.auth_context() or {}
             certs = auth.get("x509_pem_cert")
             if certs:
                 principal = self.principal_of(certs[0])
         session = Session(principal, host, self.listener, self.security_protocol)
-        metadata = dict(context.invocation_metadata() or ())
+        if self.sasl is not None and not exchange:
+            # a SASL session, or (kraftlog: SASL_SSL gRPC listeners require client certificates)
+            # the verified certificate the nodes themselves authenticate with
+            token = metadata.get(SESSION_METADATA)
+            found = self.sasl.session(str(token), host) if token else None
+            if found is None and (token or principal == ANONYMOUS):
+                raise kerr.SaslAuthenticationFailedError(
+                    f"listener {self.listener} needs a SASL session: authenticate with SaslService first"
+                )
+            session = found or session
         forwarded = metadata.get(FORWARDED_PRINCIPAL)
         if forwarded is None:
             return session
@@ -152,8 +171,9 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
 
     def _context(self, path: str, context: Any) -> RequestContext:
         service, _, method = path.lstrip("/").partition("/")
-        ctx = RequestContext(self.session(context), api=method or path, authorize_fn=self.authorize_fn)
         public = PUBLIC_SERVICES.get(service)
+        session = self.session(context, exchange=service == "kraftlog.v1.SaslService" or service.startswith("grpc."))
+        ctx = RequestContext(session, api=method or path, authorize_fn=self.authorize_fn)
         if public is not None:
             ctx.public(public)
         return ctx

@@ -67,7 +67,7 @@ class Node:
             self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
             self.metrics_endpoint.start()
 
-        def new_server(service_names: list[str], role: str, security: Any) -> tuple[Any, Any]:
+        def new_server(service_names: list[str], role: str, security: Any, sasl: Any = None) -> tuple[Any, Any]:
             interceptors = []
             if self.registry is not None:
                 from kraftlog.node._metrics import RpcMetricsInterceptor
@@ -77,6 +77,8 @@ class Node:
             server = grpc.aio.server(options=options, interceptors=interceptors)
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+            security_pb2_grpc.add_SaslServiceServicer_to_server(SaslServicer(sasl), server)
+            service_names = [*service_names, security_pb2.DESCRIPTOR.services_by_name["SaslService"].full_name]
             reflection.enable_server_reflection(
                 service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
                 server,
@@ -84,8 +86,16 @@ class Node:
             return server, servicer
 
         from kraftlog.common._listener_security import ListenerSecurity
+        from kraftlog.node._grpc_sasl import SaslServicer
         from kraftlog.node._grpc_security import interceptor
-        from kraftlog.proto import admin_pb2, broker_pb2, controller_pb2, diagnostics_pb2
+        from kraftlog.proto import (
+            admin_pb2,
+            broker_pb2,
+            controller_pb2,
+            diagnostics_pb2,
+            security_pb2,
+            security_pb2_grpc,
+        )
 
         controller_security = ListenerSecurity.from_config(self.config, "CONTROLLER")
 
@@ -94,10 +104,12 @@ class Node:
             from kraftlog.quorum._server import ControllerServer
 
             self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
+            controller_sasl = _sasl_sessions(controller_security, lambda: self.controller.image)
             server, self.health = new_server(
                 [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],
                 "controller",
-                interceptor(controller_security, self.controller.acl_gate),
+                interceptor(controller_security, self.controller.acl_gate, controller_sasl),
+                controller_sasl,
             )
             self.controller.add_to_server(server)
             host, port = self.config.quorum_voters[self.config.node_id]
@@ -111,6 +123,7 @@ class Node:
             from kraftlog.broker._server import BrokerServer
 
             self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
+            broker_sasl = _sasl_sessions(self.broker.grpc_security, lambda: self.broker.follower.image)
             server, self.broker_health = new_server(
                 [
                     admin_name,
@@ -118,7 +131,8 @@ class Node:
                     diagnostics_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
                 ],
                 "broker",
-                interceptor(self.broker.grpc_security, self.broker.acl_gate),
+                interceptor(self.broker.grpc_security, self.broker.acl_gate, broker_sasl),
+                broker_sasl,
             )
             self.broker.add_to_server(server)
             await _set(self.broker_health, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -174,6 +188,16 @@ class Node:
             return True
         _log.info("controlled_shutdown_skipped", reason="no majority of the controller quorum is reachable")
         return False
+
+
+def _sasl_sessions(security: Any, image: Any) -> Any:
+    """The SASL sessions of a SASL gRPC listener (None for the others); SCRAM credentials are
+    looked up in the role's current metadata image."""
+    if not security.uses_sasl:
+        return None
+    from kraftlog.common._sasl_sessions import SaslSessions
+
+    return SaslSessions(security, lambda mechanism, user: image().scram.credential(mechanism, user))
 
 
 def _add_port(server: Any, address: str, security: Any) -> int:

@@ -10,15 +10,23 @@ many seconds after the network healed. Kafka's clients cap the reconnect backoff
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Sequence
+import threading
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import grpc
 
+from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._tls import TlsSettings, grpc_channel_credentials
 
-__all__ = ["RECONNECT_OPTIONS", "channel_credentials", "open_aio_channel", "open_channel"]
+__all__ = [
+    "RECONNECT_OPTIONS",
+    "channel_credentials",
+    "open_aio_channel",
+    "open_channel",
+]
 
 RECONNECT_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -40,18 +48,172 @@ def channel_credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
 
 
 def open_channel(
-    address: str, *, options: Sequence[tuple[str, Any]] = (), tls: TlsSettings | None = None
+    address: str,
+    *,
+    options: Sequence[tuple[str, Any]] = (),
+    tls: TlsSettings | None = None,
+    sasl: SaslLogin | None = None,
 ) -> grpc.Channel:
-    """A blocking channel to a kraftlog node: TLS when ``tls`` is given, else plaintext."""
+    """A blocking channel to a kraftlog node: TLS when ``tls`` is given, else plaintext; logged
+    in over SASL as ``sasl`` (a SASL listener) when given."""
     if tls is None:
-        return grpc.insecure_channel(address, options=list(options))
-    return grpc.secure_channel(address, channel_credentials(tls), options=list(options))
+        raw = grpc.insecure_channel(address, options=list(options))
+    else:
+        raw = grpc.secure_channel(address, channel_credentials(tls), options=list(options))
+    return raw if sasl is None else grpc.intercept_channel(raw, _SaslInterceptor(raw, sasl))
 
 
 def open_aio_channel(
-    address: str, *, options: Sequence[tuple[str, Any]] = (), tls: TlsSettings | None = None
+    address: str,
+    *,
+    options: Sequence[tuple[str, Any]] = (),
+    tls: TlsSettings | None = None,
+    sasl: SaslLogin | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel to a kraftlog node: TLS when ``tls`` is given, else plaintext."""
+    """An asyncio channel to a kraftlog node, as `open_channel`."""
+    interceptors: list[Any] = []
+    if sasl is not None:
+        unary = _AioSaslInterceptor(address, options, tls, sasl)
+        interceptors = [unary, _AioSaslStreamInterceptor(unary)]
     if tls is None:
-        return grpc.aio.insecure_channel(address, options=list(options))
-    return grpc.aio.secure_channel(address, channel_credentials(tls), options=list(options))
+        return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)
+    return grpc.aio.secure_channel(address, channel_credentials(tls), options=list(options), interceptors=interceptors)
+
+
+# --------------------------------------------------------------------------- SASL over gRPC
+
+SESSION_METADATA = "kraftlog-sasl-session"  # as common._sasl_sessions names it for the server
+
+
+def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, str]:
+    """The client's side of one SASL exchange over SaslService: yields (method, request), is sent
+    each answer, returns the session token. Failures raise the Kafka error the server named; a
+    SCRAM server that cannot prove it knows the credential is refused."""
+    from kraftlog.common import errors as kerr
+    from kraftlog.common._acl import ScramMechanism
+    from kraftlog.common._scram import ScramClient
+
+    from . import security_pb2
+
+    handshake = yield ("SaslHandshake", security_pb2.SaslHandshakeRequest(mechanism=login.mechanism))
+    if handshake.error.code:
+        raise kerr.error_for_code(handshake.error.code)(handshake.error.message)
+    scram = None
+    if login.mechanism == "PLAIN":
+        message = f"\0{login.username}\0{login.password}".encode()
+    else:
+        scram = ScramClient(ScramMechanism.from_name(login.mechanism), login.username, login.password)
+        message = scram.first_message()
+    while True:
+        request = security_pb2.SaslAuthenticateRequest(exchange_id=handshake.exchange_id, auth_bytes=message)
+        answer = yield ("SaslAuthenticate", request)
+        if answer.error.code:
+            raise kerr.error_for_code(answer.error.code)(answer.error.message)
+        if answer.session:
+            if scram is not None:
+                scram.verify(bytes(answer.auth_bytes))
+            return str(answer.session)
+        if scram is None:
+            raise kerr.IllegalSaslStateError("the server asked for more than one PLAIN message")
+        message = scram.final_message(bytes(answer.auth_bytes))
+
+
+def _with_session(details: Any, token: str, *, aio: bool = False) -> Any:
+    """The call's details with the session token added to its metadata (both grpc flavours pass
+    named tuples; asyncio wants a `grpc.aio.Metadata`)."""
+    pairs = [(k, v) for k, v in (details.metadata or ()) if k != SESSION_METADATA]
+    pairs.append((SESSION_METADATA, token))
+    return details._replace(metadata=grpc.aio.Metadata(*pairs) if aio else pairs)
+
+
+class _SaslInterceptor(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Logs a blocking channel in (once, and again when the server forgot the session) and sends
+    the session token with every call."""
+
+    def __init__(self, raw: grpc.Channel, login: SaslLogin) -> None:
+        self._raw = raw
+        self._login = login
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def _session(self, stale: str | None = None) -> str:
+        with self._lock:
+            if self._token is None or self._token == stale:
+                from . import security_pb2_grpc
+
+                stub = security_pb2_grpc.SaslServiceStub(self._raw)
+                steps = _exchange(self._login)
+                method, request = next(steps)
+                try:
+                    while True:
+                        method, request = steps.send(getattr(stub, method)(request, timeout=30))
+                except StopIteration as done:
+                    self._token = done.value
+            assert self._token is not None
+            return self._token
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        token = self._session()
+        outcome = continuation(_with_session(details, token), request)
+        if outcome.code() == grpc.StatusCode.UNAUTHENTICATED:  # the session expired: log in again
+            outcome = continuation(_with_session(details, self._session(stale=token)), request)
+        return outcome
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(_with_session(details, self._session()), request)
+
+    def intercept_stream_unary(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return continuation(_with_session(details, self._session()), request_iterator)
+
+    def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return continuation(_with_session(details, self._session()), request_iterator)
+
+
+class _AioSaslInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
+    """`_SaslInterceptor` for asyncio channels (a node's own connections to other nodes): unary
+    calls; `_AioSaslStreamInterceptor` shares its session for server streams (grpc.aio files an
+    interceptor under one call kind only). The exchange runs over a second, plain channel."""
+
+    def __init__(
+        self, address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings | None, login: SaslLogin
+    ) -> None:
+        self._address, self._options, self._tls, self._login = address, options, tls, login
+        self._token: str | None = None
+        self._lock = asyncio.Lock()
+
+    async def session(self, stale: str | None = None) -> str:
+        async with self._lock:
+            if self._token is None or self._token == stale:
+                from . import security_pb2_grpc
+
+                async with open_aio_channel(self._address, options=self._options, tls=self._tls) as raw:
+                    stub = security_pb2_grpc.SaslServiceStub(raw)
+                    steps = _exchange(self._login)
+                    method, request = next(steps)
+                    try:
+                        while True:
+                            method, request = steps.send(await getattr(stub, method)(request, timeout=30))
+                    except StopIteration as done:
+                        self._token = done.value
+            assert self._token is not None
+            return self._token
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        token = await self.session()
+        call = await continuation(_with_session(details, token, aio=True), request)
+        if await call.code() == grpc.StatusCode.UNAUTHENTICATED:
+            call = await continuation(_with_session(details, await self.session(stale=token), aio=True), request)
+        return call
+
+
+class _AioSaslStreamInterceptor(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, unary: _AioSaslInterceptor) -> None:
+        self._unary = unary
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with_session(details, await self._unary.session(), aio=True), request)

@@ -187,3 +187,39 @@ class AlterUserScramCredentialsResponse(_message.Message):
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
     def __init__(self, results: _Optional[_Iterable[_Union[AlterUserScramCredentialsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class SaslHandshakeRequest(_message.Message):
+    __slots__ = ("mechanism",)
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    def __init__(self, mechanism: _Optional[str] = ...) -> None: ...
+
+class SaslHandshakeResponse(_message.Message):
+    __slots__ = ("error", "mechanisms", "exchange_id")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MECHANISMS_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    mechanisms: _containers.RepeatedScalarFieldContainer[str]
+    exchange_id: str
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., mechanisms: _Optional[_Iterable[str]] = ..., exchange_id: _Optional[str] = ...) -> None: ...
+
+class SaslAuthenticateRequest(_message.Message):
+    __slots__ = ("exchange_id", "auth_bytes")
+    EXCHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    exchange_id: str
+    auth_bytes: bytes
+    def __init__(self, exchange_id: _Optional[str] = ..., auth_bytes: _Optional[bytes] = ...) -> None: ...
+
+class SaslAuthenticateResponse(_message.Message):
+    __slots__ = ("error", "auth_bytes", "session", "session_lifetime_ms")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    auth_bytes: bytes
+    session: str
+    session_lifetime_ms: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., auth_bytes: _Optional[bytes] = ..., session: _Optional[str] = ..., session_lifetime_ms: _Optional[int] = ...) -> None: ...

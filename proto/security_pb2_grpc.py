@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from kraftlog.proto import security_pb2 as kraftlog_dot_proto_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,127 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class SaslServiceStub:
+    """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
+    once per channel; a completed exchange yields a session token the channel then sends as call
+    metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.SaslHandshake = channel.unary_unary(
+                '/kraftlog.v1.SaslService/SaslHandshake',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.SaslHandshakeRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.SaslHandshakeResponse.FromString,
+                _registered_method=True)
+        self.SaslAuthenticate = channel.unary_unary(
+                '/kraftlog.v1.SaslService/SaslAuthenticate',
+                request_serializer=kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateResponse.FromString,
+                _registered_method=True)
+
+
+class SaslServiceServicer:
+    """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
+    once per channel; a completed exchange yields a session token the channel then sends as call
+    metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    """
+
+    def SaslHandshake(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SaslAuthenticate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SaslServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'SaslHandshake': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaslHandshake,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.SaslHandshakeRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.SaslHandshakeResponse.SerializeToString,
+            ),
+            'SaslAuthenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaslAuthenticate,
+                    request_deserializer=kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kraftlog.v1.SaslService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kraftlog.v1.SaslService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SaslService:
+    """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
+    once per channel; a completed exchange yields a session token the channel then sends as call
+    metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    """
+
+    @staticmethod
+    def SaslHandshake(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.SaslService/SaslHandshake',
+            kraftlog_dot_proto_dot_security__pb2.SaslHandshakeRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.SaslHandshakeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaslAuthenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.SaslService/SaslAuthenticate',
+            kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateRequest.SerializeToString,
+            kraftlog_dot_proto_dot_security__pb2.SaslAuthenticateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -144,7 +144,6 @@ def incremental_alter_configs(
     twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
-    from kraftlog.common._config_def import ConfigType
     from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
 
     R = admin_pb2.IncrementalAlterConfigsResponse

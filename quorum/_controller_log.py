@@ -135,8 +135,9 @@ class _ControllerLog:
             if vid == self.node_id or self._stopping:
                 continue
             try:
-                tls = ListenerSecurity.from_config(self.config, "CONTROLLER").tls
-                async with open_aio_channel(f"{host}:{port}", tls=tls) as channel:
+                security = ListenerSecurity.from_config(self.config, "CONTROLLER")
+                login = security.node_login(self.config)
+                async with open_aio_channel(f"{host}:{port}", tls=security.tls, sasl=login) as channel:
                     stub = controller_pb2_grpc.ControllerServiceStub(channel)
                     call = stub.FetchMetadata(
                         controller_pb2.FetchMetadataRequest(from_offset=self.image.offset + 1, broker_id=-1)

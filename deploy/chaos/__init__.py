@@ -5,7 +5,7 @@ transactional read-process-write processors, checked by `deploy.chaos._eos_check
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
-Every connection a run opens goes through the target's `ClientSecurity` (`deploy.chaos._security`),
+Every connection a run opens goes through the target's `ChaosSecurity` (`deploy.chaos._security`),
 so a ``--security tls|mtls`` cluster is attacked the same way as a plaintext one.
 
 Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
@@ -44,7 +44,7 @@ from kraftlog.deploy.chaos._quorum_check import (
 from kraftlog.deploy.chaos._quorum_faults import QUORUM_FAULT_KINDS, QuorumTimeouts, choose_quorum_fault
 from kraftlog.deploy.chaos._quorum_runner import QuorumSettings, run_quorum_chaos
 from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, FaultRecord, converged, run_chaos
-from kraftlog.deploy.chaos._security import PLAINTEXT, SECURITY_MODES, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, SECURITY_MODES, ChaosSecurity
 from kraftlog.deploy.chaos._targets import (
     ChaosTarget,
     LocalTarget,
@@ -100,7 +100,7 @@ __all__ = [
     "run_chaos",
     "PLAINTEXT",
     "SECURITY_MODES",
-    "ClientSecurity",
+    "ChaosSecurity",
     "ChaosTarget",
     "LocalTarget",
     "SystemdNode",

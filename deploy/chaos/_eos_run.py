@@ -14,7 +14,7 @@ from kraftlog.common import coordinator_partition
 from kraftlog.deploy.chaos._checker import ReadRecord
 from kraftlog.deploy.chaos._eos_check import check_eos
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 from kraftlog.deploy.chaos._workload import read_back
 
 __all__ = ["add_eos_result", "eos_read_back", "eos_rows", "start_eos", "txn_coordinators"]
@@ -46,7 +46,7 @@ def start_eos(
     admin: Admin,
     pending: Callable[[], str | None],
     *,
-    security: ClientSecurity = PLAINTEXT,
+    security: ChaosSecurity = PLAINTEXT,
 ) -> EosWorkload:
     """Create the output topic (as many partitions as the input, RF 3, min.insync.replicas 2), start
     the processors (their clients connect with ``security``); return once they committed a
@@ -107,7 +107,7 @@ def eos_read_back(
     partitions: int,
     inputs: list[ReadRecord],
     *,
-    security: ClientSecurity = PLAINTEXT,
+    security: ChaosSecurity = PLAINTEXT,
 ) -> tuple[list[ReadRecord], list[ReadRecord], list[ReadRecord]] | str:
     """The input records with the output topic read with read_committed, then read_uncommitted; or
     why the output topic could not be read (a transaction left open holds read_committed back)."""

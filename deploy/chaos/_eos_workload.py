@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.client import Consumer, GroupAdmin, Producer
 from kraftlog.deploy.chaos._eos_check import TxnAttempt, encode_output
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["EosOutcome", "EosWorkload"]
 
@@ -72,7 +72,7 @@ class EosWorkload:
         abort_ratio: float = 0.1,
         crashes: bool = True,
         group_id: str | None = None,
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security

@@ -35,7 +35,7 @@ import structlog
 
 from kraftlog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
 from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["GroupWorkload", "GroupOutcome", "GROUP_PROTOCOLS", "CONSUMER_PROTOCOL_BROKER_KEYS"]
 
@@ -85,7 +85,7 @@ class GroupWorkload:
         restarts: bool = True,
         protocol: str = "classic",
         clock: Callable[[], float] = time.monotonic,
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         if protocol not in GROUP_PROTOCOLS:
             raise ValueError(f"group protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {protocol!r}")
@@ -200,7 +200,7 @@ class GroupWorkload:
             m.join(max(0.0, deadline - time.monotonic()))
 
 
-def _end_offsets(bootstrap_servers: str, topic: str, partitions: int, *, security: ClientSecurity) -> dict[int, int]:
+def _end_offsets(bootstrap_servers: str, topic: str, partitions: int, *, security: ChaosSecurity) -> dict[int, int]:
     with Consumer(bootstrap_servers, request_timeout_ms=10_000, **security.client_kwargs()) as consumer:
         tps = [(topic, p) for p in range(partitions)]
         return {tp.partition: off for tp, off in consumer.end_offsets(tps, timeout_ms=30_000).items()}

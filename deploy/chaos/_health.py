@@ -22,7 +22,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["HealthProbe", "quorum_pending", "QUORUM_STALE_MS"]
 
@@ -62,7 +62,7 @@ class HealthProbe:
     certificate (a secured node answers nothing on plaintext)."""
 
     def __init__(
-        self, addresses: Mapping[int, Sequence[str]], timeout_s: float = 1.0, *, security: ClientSecurity = PLAINTEXT
+        self, addresses: Mapping[int, Sequence[str]], timeout_s: float = 1.0, *, security: ChaosSecurity = PLAINTEXT
     ) -> None:
         self.addresses = {node: list(addrs) for node, addrs in addresses.items()}
         self.timeout_s = timeout_s

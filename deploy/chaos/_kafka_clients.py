@@ -2,7 +2,7 @@
 kafka-python's producer and consumer against the brokers' Kafka-protocol listeners, behind the
 few calls `deploy.chaos._workload.Workload` makes of kraftlog's own client. The checker still
 reads the topic back with kraftlog's client, so the verdict does not depend on the client tried.
-Both connect with the target's `ClientSecurity.kafka_kwargs` (the Kafka listener is SSL on a
+Both connect with the target's `ChaosSecurity.kafka_kwargs` (the Kafka listener is SSL on a
 secured cluster).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["CLIENTS", "KafkaPythonConsumer", "KafkaPythonProducer"]
 
@@ -32,7 +32,7 @@ class KafkaPythonProducer:
         *,
         request_timeout_ms: int,
         delivery_timeout_ms: int,
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         from kafka import KafkaProducer
 
@@ -66,7 +66,7 @@ class _Record(NamedTuple):
 class KafkaPythonConsumer:
     """A consumer without a group that tails assigned partitions."""
 
-    def __init__(self, bootstrap_servers: str, *, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, bootstrap_servers: str, *, security: ChaosSecurity = PLAINTEXT) -> None:
         from kafka import KafkaConsumer
 
         self._consumer = KafkaConsumer(

@@ -31,7 +31,7 @@ import structlog
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
 from kraftlog.deploy.chaos._quorum_check import ACKED, IN_DOUBT, REJECTED, AdminOp, has_active_controller
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 from kraftlog.proto import admin_pb2, admin_pb2_grpc
 
 __all__ = ["AdminWorkload", "ActiveSampler", "CONFIG_KEYS", "classify", "is_stale_answer"]
@@ -88,7 +88,7 @@ def is_stale_answer(kind: str, code: int, maybe_applied_before: bool) -> bool:
 
 class AdminWorkload:
     """``clients`` admin clients, each on its own thread, until `stop`. ``security``: how their
-    channels reach the controllers (`ClientSecurity`)."""
+    channels reach the controllers (`ChaosSecurity`)."""
 
     def __init__(
         self,
@@ -102,7 +102,7 @@ class AdminWorkload:
         pause_s: tuple[float, float] = (0.05, 0.3),
         max_live: int = 8,
         clock: Callable[[], float] = time.monotonic,
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         self.controllers = controllers
         self.security = security
@@ -307,7 +307,7 @@ class _ControllerCaller:
     calls in a row got none, then the next controller is tried."""
 
     def __init__(
-        self, addresses: list[str], timeout_s: float, rng: random.Random, *, security: ClientSecurity = PLAINTEXT
+        self, addresses: list[str], timeout_s: float, rng: random.Random, *, security: ChaosSecurity = PLAINTEXT
     ) -> None:
         self.addresses = list(addresses)
         self.timeout_s = timeout_s
@@ -375,7 +375,7 @@ class ActiveSampler:
         interval_s: float = 0.1,
         timeout_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         self.fetch_timeout_ms = fetch_timeout_ms
         self.interval_s = interval_s

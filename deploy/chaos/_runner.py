@@ -4,7 +4,7 @@ wait for convergence, read everything back and check it.
 Ordering: every fault is healed before the next one is chosen (so at most a minority is ever down),
 and the checker reads back only after the cluster converged, so a "lost" record is really gone, not
 merely unreachable. The report's last line is one JSON object. Every connection of the run (admin,
-health probe, workloads, checker) uses the target's `ClientSecurity` (``target.security``).
+health probe, workloads, checker) uses the target's `ChaosSecurity` (``target.security``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and `GroupAdmin` (gRPC), kafka-python's producer and consumer (the brokers' Kafk
 raw gRPC channels for the health checks and the quorum profile's AdminService calls. On a
 ``--security tls|mtls`` cluster each of them must present the same identity (the cluster's
 ``admin`` certificate, a super user under mTLS, so the authorizer lets the run do everything it
-needs). `ClientSecurity` holds that identity once, taken from the target (a local cluster's state,
+needs). `ChaosSecurity` holds that identity once, taken from the target (a local cluster's state,
 or an inventory's ``[client]`` table), and every construction site asks it: `client_kwargs` for
 kraftlog's clients, `kafka_kwargs` for kafka-python, `channel` for a raw channel. No module builds
 TLS settings of its own, so a connection cannot be forgotten on plaintext.
@@ -26,9 +26,9 @@ from typing import Any
 import grpc
 
 from kraftlog.common._tls import TlsSettings
-from kraftlog.proto import RECONNECT_OPTIONS, open_channel
+from kraftlog.proto import RECONNECT_OPTIONS
 
-__all__ = ["CLIENT_SECURITY_KEYS", "PLAINTEXT", "SECURITY_MODES", "ClientSecurity"]
+__all__ = ["CLIENT_SECURITY_KEYS", "PLAINTEXT", "SECURITY_MODES", "ChaosSecurity"]
 
 #: what ``kraftlog chaos run --security`` offers for the run's own cluster (`deploy._cluster.LocalCluster`)
 SECURITY_MODES = ("plaintext", "tls", "mtls")
@@ -68,7 +68,7 @@ def _items(kwargs: Mapping[str, Any], what: str) -> tuple[tuple[str, Any], ...]:
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ChaosSecurity:
     """The identity every connection of one chaos run presents. Build it with `of`.
 
     ``mode`` names it for the report (``plaintext``, ``tls``, ``mtls``, or a local cluster's own
@@ -88,7 +88,7 @@ class ClientSecurity:
         kafka: Mapping[str, Any] | None = None,
         mode: str | None = None,
         what: str = "client security",
-    ) -> ClientSecurity:
+    ) -> ChaosSecurity:
         """From kafka-python-style arguments (as `LocalCluster.client_security` returns them).
         ``kafka``: the Kafka listener's arguments when they differ (not checked here: kafka-python
         checks its own); ``mode``: the report's name, else plaintext, tls or mtls by what is given."""
@@ -111,19 +111,24 @@ class ClientSecurity:
         return dict(self.kafka)
 
     @functools.cached_property
-    def tls(self) -> TlsSettings | None:
-        """The TLS settings of the raw channels (None on plaintext), made once: the PEM files are
-        read at the first use, the same way kraftlog's clients read them (`client_tls`)."""
-        if not self.client:
-            return None
-        from kraftlog.client._security import client_tls
+    def _security(self) -> Any:
+        """kraftlog's client security of these arguments (`kraftlog.client._security`), made
+        once: the PEM files are read at the first use, as kraftlog's clients read them."""
+        from kraftlog.client._security import client_security
 
-        return client_tls(**self.client_kwargs())
+        return client_security(**dict(self.client))
+
+    @property
+    def tls(self) -> TlsSettings | None:
+        """The TLS settings of the raw channels (None on plaintext)."""
+        tls: TlsSettings | None = self._security.tls
+        return tls
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = RECONNECT_OPTIONS) -> grpc.Channel:
         """A blocking gRPC channel to ``address`` with this identity (plaintext when not secured)."""
-        return open_channel(address, options=options, tls=self.tls)
+        channel: grpc.Channel = self._security.open(address, options)
+        return channel
 
 
 #: a plaintext cluster: no TLS anywhere
-PLAINTEXT = ClientSecurity()
+PLAINTEXT = ChaosSecurity()

@@ -2,7 +2,7 @@
 systemd cluster on real hosts, reached over ssh.
 
 Both speak the same small protocol, so the fault schedule and the checker do not care which one
-they attack. Each also says how a client reaches it (`security`, a `ClientSecurity`): a local
+they attack. Each also says how a client reaches it (`security`, a `ChaosSecurity`): a local
 cluster's from its state (``kraftlog local start --security``), an inventory's from its optional
 ``[client]`` table of kafka-python's security arguments (paths to the CA, the client certificate
 and its key on the machine that runs the chaos command).
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ChaosSecurity
 
 __all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
 
@@ -42,7 +42,7 @@ class ChaosTarget(Protocol):
     @property
     def controller_addresses(self) -> str: ...
     @property
-    def security(self) -> ClientSecurity: ...
+    def security(self) -> ChaosSecurity: ...
     def partitions_unavailable(self) -> str | None: ...
     def kill(self, node_id: int) -> None: ...
     def start(self, node_id: int) -> None: ...
@@ -64,7 +64,7 @@ class LocalTarget:
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
         kafka = getattr(cluster, "kafka_client_security", None)
-        self._security = ClientSecurity.of(
+        self._security = ChaosSecurity.of(
             cluster.client_security(),
             kafka=kafka() if kafka is not None else None,
             mode=cluster.security,
@@ -72,7 +72,7 @@ class LocalTarget:
         )
 
     @property
-    def security(self) -> ClientSecurity:
+    def security(self) -> ChaosSecurity:
         return self._security
 
     def controllers(self) -> list[int]:
@@ -182,7 +182,7 @@ def load_inventory(path: str | Path) -> list[SystemdNode]:
     return nodes
 
 
-def load_inventory_security(path: str | Path) -> ClientSecurity:
+def load_inventory_security(path: str | Path) -> ChaosSecurity:
     """How the run's clients reach an inventory's cluster: its ``[client]`` table, kafka-python's
     arguments (``security_protocol = "SSL"``, ``ssl_cafile``, ``ssl_certfile`` and
     ``ssl_keyfile`` for mTLS, ``ssl_password``, ``ssl_check_hostname``), paths on the machine
@@ -192,7 +192,7 @@ def load_inventory_security(path: str | Path) -> ClientSecurity:
     table = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("client", {})
     if not isinstance(table, dict):
         raise ValueError(f"{path}: [client] must be a table of {', '.join(CLIENT_SECURITY_KEYS)}")
-    return ClientSecurity.of(table, what=f"{path}: [client]")
+    return ChaosSecurity.of(table, what=f"{path}: [client]")
 
 
 Runner = Callable[[list[str]], None]
@@ -212,7 +212,7 @@ class SystemdTarget:
     TAG = "kraftlog-chaos"
 
     def __init__(
-        self, nodes: list[SystemdNode], runner: Runner = _ssh_runner, *, security: ClientSecurity = PLAINTEXT
+        self, nodes: list[SystemdNode], runner: Runner = _ssh_runner, *, security: ChaosSecurity = PLAINTEXT
     ) -> None:
         self.nodes = {n.node_id: n for n in nodes}
         self._run = runner
@@ -220,7 +220,7 @@ class SystemdTarget:
         self._security = security
 
     @property
-    def security(self) -> ClientSecurity:
+    def security(self) -> ChaosSecurity:
         """From the inventory's ``[client]`` table (`load_inventory_security`)."""
         return self._security
 

@@ -3,7 +3,7 @@ log must keep each partition's sequence in order) and a consumer that tails the 
 
 After the run, `read_back` reads every partition from its start to its end offset with a fresh
 consumer: that read, not the tailing consumer, is what the checker compares acknowledgements with.
-Every client here connects with the target's `ClientSecurity` (``security``).
+Every client here connects with the target's `ChaosSecurity` (``security``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import structlog
 
 from kraftlog.client import Consumer, Producer
 from kraftlog.deploy.chaos._checker import Ack, ReadRecord, encode_value
-from kraftlog.deploy.chaos._security import PLAINTEXT, ClientSecurity
+from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["Workload", "read_back"]
 
@@ -36,7 +36,7 @@ class Workload:
         clock: Callable[[], float] = time.monotonic,
         client: str = "kraftlog",
         kafka_bootstrap_servers: str = "",
-        security: ClientSecurity = PLAINTEXT,
+        security: ChaosSecurity = PLAINTEXT,
     ) -> None:
         """``client``: kraftlog's own (gRPC, ``bootstrap_servers``) or ``kafka-python`` (the
         brokers' Kafka listeners, ``kafka_bootstrap_servers``)."""
@@ -71,7 +71,7 @@ class Workload:
         ]
         self._threads.append(threading.Thread(target=self._consume, name="chaos-consume", daemon=True))
 
-    def _kraftlog_clients(self, bootstrap_servers: str, request_timeout_ms: int, *, security: ClientSecurity) -> None:
+    def _kraftlog_clients(self, bootstrap_servers: str, request_timeout_ms: int, *, security: ChaosSecurity) -> None:
         self._producer = Producer(
             bootstrap_servers,
             acks="all",
@@ -159,7 +159,7 @@ def read_back(
     timeout_s: float = 60.0,
     *,
     isolation_level: str = "read_uncommitted",
-    security: ClientSecurity = PLAINTEXT,
+    security: ChaosSecurity = PLAINTEXT,
 ) -> list[ReadRecord]:
     """Every record of the topic, from each partition's start to its end offset (bounded); with
     ``isolation_level="read_committed"`` the records of aborted transactions are skipped, and the end

@@ -539,3 +539,27 @@ def test_a_scram_principal_is_authorized_by_acls(scram_cluster: LocalCluster) ->
         wait_until(lambda: "scram-t" in consumer.topics(), 15.0, what="alice to see scram-t once she may read it")
     finally:
         consumer.close()
+
+
+def test_grpc_callers_log_in_over_sasl_and_carry_a_session(scram_cluster: LocalCluster) -> None:
+    """Every listener of a scram cluster is SASL_SSL: gRPC callers log in over SaslService (the
+    nodes themselves with PLAIN), and a call without a session is refused."""
+    from kraftlog.client import Admin
+    from kraftlog.common import errors as kerr
+
+    ca = TlsSettings(truststore_location=str(scram_cluster.tls_dir / "ca.crt"))
+    with open_channel(scram_cluster.bootstrap_servers.split(",")[0], tls=ca) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            broker_pb2_grpc.BrokerServiceStub(channel).Metadata(broker_pb2.MetadataRequest(), timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    alice = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(scram_cluster.tls_dir / "ca.crt"),
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+    }
+    with Admin(_controller(scram_cluster), **alice, sasl_plain_password="alice-secret") as admin:
+        assert admin.describe_cluster().error.code == CLUSTER_DENIED  # logged in as User:alice, no ACL
+    with Admin(_controller(scram_cluster), request_timeout_ms=3000, **alice, sasl_plain_password="wrong") as admin:
+        with pytest.raises(kerr.SaslAuthenticationFailedError):
+            admin.describe_cluster()

@@ -515,8 +515,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             wait_serving(single)
             wait_serving(secured)
-            out.update(tls_comparison(single, secured, batch, tls_runs, tls_requests, threads))
-            secured.stop()  # idle, it would still take CPU from what follows
             with single.admin() as admin:
                 admin.create_topics([NewTopic("rf1", 2, 1)])
             _nid, addr = leader_address(single, "rf1")
@@ -542,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
             boot = single.bootstrap_servers
             out["flush_rounds_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=False), 1)
             out["txns_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=True), 1)
+            # last, so the gigabytes it writes do not change the conditions of the figures above
+            out.update(tls_comparison(single, secured, batch, tls_runs, tls_requests, threads))
         finally:
             secured.stop()
             single.stop()

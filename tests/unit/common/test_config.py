@@ -537,7 +537,6 @@ def test_every_accepted_key_works_or_is_classified() -> None:
         ("metadata.max.retention.ms", "1000"),
         ("metadata.log.segment.ms", "60000"),
         ("controller.listener.names", "CTRL"),
-        ("listener.security.protocol.map", "PLAINTEXT:SASL_PLAINTEXT"),
         ("advertised.listeners", "BROKER://0.0.0.0:9092"),
     ],
 )

@@ -1,0 +1,149 @@
+"""SASL over gRPC, server side: exchanges and the sessions they yield (pure; the node's SaslService
+and its interceptor are the I/O shell).
+
+A gRPC channel has no connection a SASL exchange could be bound to, so the exchange is made once
+per channel over ``SaslService`` (SaslHandshake names the mechanism and opens an exchange,
+SaslAuthenticate carries its messages) and ends with a random session token the channel then sends
+as call metadata. Tokens are bound to the client's host (a token seen from another address is
+refused, as a Kafka session cannot move to another connection), expire after ``idle_s`` unused,
+and are never logged. Exchanges that do not finish within ``exchange_timeout_s`` are dropped, and
+both tables are bounded, so unauthenticated callers cannot grow them without limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from kraftlog.common import errors as kerr
+from kraftlog.common._acl import ScramMechanism
+from kraftlog.common._listener_security import ListenerSecurity
+from kraftlog.common._request_context import Session
+from kraftlog.common._sasl_plain import PlainServer
+from kraftlog.common._scram import ScramCredential, ScramServer
+
+__all__ = ["SESSION_METADATA", "SaslSessions"]
+
+#: the call metadata key carrying a channel's session token
+SESSION_METADATA: Final = "kraftlog-sasl-session"
+
+ScramLookup = Callable[[ScramMechanism, str], "ScramCredential | None"]
+
+
+@dataclass
+class _Exchange:
+    server: ScramServer | PlainServer
+    host: str
+    started_s: float
+
+
+@dataclass
+class _Session:
+    session: Session
+    last_used_s: float
+
+
+class SaslSessions:
+    """The SASL exchanges and sessions of one gRPC listener."""
+
+    def __init__(
+        self,
+        security: ListenerSecurity,
+        scram_lookup: ScramLookup,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(32),
+        idle_s: float = 600.0,
+        exchange_timeout_s: float = 30.0,
+        max_sessions: int = 100_000,
+    ) -> None:
+        self.security = security
+        self._lookup = scram_lookup
+        self._clock = clock
+        self._token = token_factory
+        self.idle_s = idle_s
+        self.exchange_timeout_s = exchange_timeout_s
+        self.max_sessions = max_sessions
+        self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+
+    def handshake(self, mechanism: str, host: str) -> tuple[type[kerr.KafkaError] | None, str]:
+        """Open an exchange of ``mechanism``: (None, exchange id) or (UNSUPPORTED_SASL_MECHANISM, "")."""
+        if mechanism not in self.security.sasl_mechanisms:
+            return kerr.UnsupportedSaslMechanismError, ""
+        self._expire()
+        server: ScramServer | PlainServer
+        if mechanism == "PLAIN":
+            server = PlainServer(self.security.verify_plain)
+        else:
+            scram = ScramMechanism.from_name(mechanism)
+            server = ScramServer(scram, lambda user: self._lookup(scram, user))
+        exchange_id = self._token()
+        self._exchanges[exchange_id] = _Exchange(server, host, self._clock())
+        while len(self._exchanges) > self.max_sessions:
+            self._exchanges.popitem(last=False)
+        return None, exchange_id
+
+    def authenticate(self, exchange_id: str, token: bytes, host: str) -> tuple[bytes, str | None]:
+        """One message of an exchange: (the server's answer, the session token once complete).
+
+        A failure raises `SaslAuthenticationFailedError` (Kafka's message; the exchange is gone)
+        or `IllegalSaslStateError` (no such exchange, or from another host)."""
+        self._expire()
+        exchange = self._exchanges.get(exchange_id)
+        if exchange is None or exchange.host != host:
+            raise kerr.IllegalSaslStateError("no SASL exchange with that id is in progress")
+        try:
+            challenge: bytes = exchange.server.evaluate(token)
+        except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
+            del self._exchanges[exchange_id]
+            raise kerr.SaslAuthenticationFailedError(
+                "Authentication failed during authentication due to invalid credentials with SASL "
+                f"mechanism {exchange.server.mechanism_name}"
+            ) from err
+        if not exchange.server.complete:
+            return challenge, None
+        del self._exchanges[exchange_id]
+        assert exchange.server.username is not None
+        session = Session(
+            f"User:{exchange.server.username}",
+            host,
+            self.security.name,
+            self.security.protocol,
+            exchange.server.mechanism_name,
+        )
+        session_token = self._token()
+        self._sessions[session_token] = _Session(session, self._clock())
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        return challenge, session_token
+
+    def session(self, token: str, host: str) -> Session | None:
+        """The session of ``token`` used from ``host`` (None: unknown, expired or elsewhere)."""
+        entry = self._sessions.get(token)
+        now = self._clock()
+        if entry is None or entry.session.client_host != host:
+            return None
+        if now - entry.last_used_s > self.idle_s:
+            del self._sessions[token]
+            return None
+        entry.last_used_s = now
+        self._sessions.move_to_end(token)
+        return entry.session
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._exchanges:
+            exchange_id, exchange = next(iter(self._exchanges.items()))
+            if now - exchange.started_s <= self.exchange_timeout_s:
+                break
+            del self._exchanges[exchange_id]
+        while self._sessions:
+            token, entry = next(iter(self._sessions.items()))
+            if now - entry.last_used_s <= self.idle_s:
+                break
+            del self._sessions[token]
