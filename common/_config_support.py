@@ -119,9 +119,34 @@ def check_supported(values: Mapping[str, object], explicit: Mapping[str, object]
             raise ConfigError(str(err), key="super.users", value=super_users) from None
     from kraftlog.common._listener_security import grpc_listener_name
 
-    grpc_names = {"CONTROLLER", grpc_listener_name(ordered_names)}  # CONTROLLER: the voters' gRPC addresses
+    broker_grpc = grpc_listener_name(ordered_names)
+    grpc_names = {"CONTROLLER", broker_grpc}  # CONTROLLER: the voters' gRPC addresses
+    _check_inter_broker(values, explicit, broker_grpc)
     for name in sorted(listener_names | {"CONTROLLER"}):
         _check_listener_security(values, name, grpc=name in grpc_names)
+
+
+def _check_inter_broker(values: Mapping[str, object], explicit: Mapping[str, object], grpc_name: str | None) -> None:
+    """Brokers replicate over their gRPC listener: the inter-broker keys must name it, or be unset."""
+    from kraftlog.common._listener_security import listener_protocol
+
+    named = values.get("inter.broker.listener.name")
+    if named is not None and grpc_name is not None and str(named).upper() != grpc_name:
+        raise ConfigError(
+            f"'inter.broker.listener.name' = {named!r}: brokers reach each other over their gRPC listener "
+            f"({grpc_name}); name it or leave the key unset",
+            key="inter.broker.listener.name",
+            value=named,
+        )
+    if "security.inter.broker.protocol" in explicit and grpc_name is not None:
+        protocol = listener_protocol(values, grpc_name)
+        if values["security.inter.broker.protocol"] != protocol:
+            raise ConfigError(
+                f"'security.inter.broker.protocol' = {values['security.inter.broker.protocol']!r} but the brokers' "
+                f"gRPC listener {grpc_name}, which they replicate over, is {protocol}",
+                key="security.inter.broker.protocol",
+                value=values["security.inter.broker.protocol"],
+            )
 
 
 def _check_listener_security(values: Mapping[str, object], name: str, *, grpc: bool) -> None:

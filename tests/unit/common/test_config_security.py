@@ -92,3 +92,44 @@ def test_keys_kraftlog_does_not_honour_are_refused() -> None:
         NodeConfig({**_BROKER, "connections.max.reauth.ms": 60000})
     with pytest.raises(ConfigError, match="ssl.engine.factory.class"):
         NodeConfig({**_BROKER, "ssl.engine.factory.class": "com.example.Engine"})
+
+
+def test_the_nodes_need_a_login_for_their_own_sasl_grpc_listeners() -> None:
+    sasl = {
+        **_BROKER,
+        "listener.security.protocol.map": "BROKER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol"):
+        NodeConfig(sasl)  # Kafka's default GSSAPI is not offered
+    with pytest.raises(ConfigError) as err:
+        NodeConfig({**sasl, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
+    assert err.value.key == "listener.name.broker.scram-sha-512.sasl.jaas.config"
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="node" password="p";'
+    NodeConfig(
+        {
+            **sasl,
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.broker.scram-sha-512.sasl.jaas.config": jaas,
+        }
+    )
+
+
+def test_plain_needs_tls_and_its_users() -> None:
+    plain = {
+        **_BROKER,
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+    }
+    with pytest.raises(ConfigError, match="only over TLS"):
+        NodeConfig(plain)
+
+
+def test_the_inter_broker_keys_must_name_the_grpc_listener() -> None:
+    with pytest.raises(ConfigError) as err:
+        NodeConfig({**_BROKER, "inter.broker.listener.name": "PLAINTEXT"})
+    assert err.value.key == "inter.broker.listener.name"
+    NodeConfig({**_BROKER, "inter.broker.listener.name": "BROKER"})
+    with pytest.raises(ConfigError) as err:
+        NodeConfig({**_BROKER, "security.inter.broker.protocol": "SSL"})
+    assert err.value.key == "security.inter.broker.protocol"
