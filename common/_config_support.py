@@ -154,6 +154,18 @@ def _check_listener_security(values: Mapping[str, object], name: str, *, grpc: b
     from kraftlog.common._listener_security import ListenerSecurity
 
     security = ListenerSecurity.from_config(values, name)
+    if grpc and security.tls is not None:
+        from kraftlog.common._tls import grpc_unsupported_keys
+
+        refused = grpc_unsupported_keys(security.tls, server=True)
+        if refused:
+            prefixed = f"listener.name.{name.lower()}.{refused[0]}"
+            raise ConfigError(
+                f"gRPC listener {name} cannot honour {', '.join(refused)} as set (grpc's credentials take "
+                "certificates and required-or-no client auth only): keep the defaults on the gRPC listeners, "
+                "or set them for the Kafka listeners with listener.name.<listener>.",
+                key=prefixed if prefixed in values else refused[0],
+            )
     if grpc and security.uses_sasl:
         security.node_login(values)  # the nodes log in to their own gRPC listeners: with what?
 

@@ -139,6 +139,8 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         assert f"ExecStart={prefix}/venv/bin/kraftlog serve" in dropin
         (unit_dir / f"{instance}.d").mkdir()
         (unit_dir / f"{instance}.d" / "50-install.conf").write_text(dropin + "\n")
+        # the TLS drop-in of deploy/systemd (LoadCredential=) verifies with the units too
+        (unit_dir / f"{instance}.d" / "60-tls.conf").write_text((DEPLOY / "systemd" / "60-tls.conf").read_text())
 
     proc = subprocess.run(
         [analyze, "verify", "--man=no", *(str(unit_dir / i) for i in instances)],
@@ -442,3 +444,20 @@ def test_install_script_is_shellcheck_clean() -> None:
         [shellcheck, str(INSTALL), str(DEPLOY / "scripts" / "system-deps.sh")], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout
+
+
+def test_the_mtls_examples_load_and_name_the_units_credentials() -> None:
+    """deploy/config/mtls: every listener TLS with client certificates, the key material where
+    deploy/systemd/60-tls.conf's LoadCredential= puts it for that very unit."""
+    from kraftlog.common._listener_security import ListenerSecurity
+
+    for path in sorted((DEPLOY / "config" / "mtls").glob("*.toml")):
+        cfg = common_config.load_node_config(path)
+        unit = f"kraftlog-{role_of(cfg)}@{cfg.node_id}.service"
+        assert cfg["ssl.keystore.location"] == f"/run/credentials/{unit}/keystore.pem"
+        assert cfg["ssl.truststore.location"] == f"/run/credentials/{unit}/ca.crt"
+        security = ListenerSecurity.from_config(cfg, "CONTROLLER")
+        assert security.protocol == "SSL" and security.tls is not None and security.tls.client_auth == "required"
+        assert cfg["authorizer.class.name"].endswith("StandardAuthorizer")
+    dropin = (DEPLOY / "systemd" / "60-tls.conf").read_text()
+    assert "LoadCredential=keystore.pem:" in dropin and "LoadCredential=ca.crt:" in dropin

@@ -133,3 +133,16 @@ def test_the_inter_broker_keys_must_name_the_grpc_listener() -> None:
     with pytest.raises(ConfigError) as err:
         NodeConfig({**_BROKER, "security.inter.broker.protocol": "SSL"})
     assert err.value.key == "security.inter.broker.protocol"
+
+
+def test_tls_settings_grpc_cannot_honour_are_refused_on_grpc_listeners_only() -> None:
+    tls = {
+        **_BROKER,
+        "listener.security.protocol.map": "BROKER:SSL,PLAINTEXT:SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": "/etc/kraftlog/tls/node.keystore.pem",
+    }
+    with pytest.raises(ConfigError) as err:
+        NodeConfig({**tls, "ssl.client.auth": "requested"})
+    assert err.value.key == "ssl.client.auth"
+    NodeConfig({**tls, "listener.name.plaintext.ssl.client.auth": "requested"})  # a Kafka listener may
