@@ -27,6 +27,8 @@ EXPECTED_KEYS = {
         "produce_rf3_ratio",
         "e2e_p99_ms",
         "failover_s",
+        "tls_produce_ratio",
+        "tls_consume_ratio",
     },
     "spark_bench.py": {"spark_s_1m", "replay_s_1m", "spark_s_10m", "replay_s_10m"},
     "quorum_bench.py": {"commits_per_s", "create_10k_partitions_s", "failover_median_s", "load_100k_partitions_s"},

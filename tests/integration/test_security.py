@@ -110,7 +110,15 @@ def test_a_broker_without_the_right_credentials_cannot_register(cluster: LocalCl
 
 # ------------------------------------------------------------------ the ACL matrix
 
-_OPS = (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
+_DATA_OPS = (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)
+_ADMIN_OPS = (
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+)
+_OPS = _DATA_OPS + _ADMIN_OPS
 _CASES = list(itertools.product(_OPS, ("allow", "deny", "none"), ("literal", "prefixed")))
 
 
@@ -143,14 +151,40 @@ def matrix(cluster: LocalCluster) -> TlsSettings:
         elif permission == "deny":
             bindings += [_binding(topic, pattern, AclOperation.ALL, True), _binding(topic, pattern, op, False)]
     with cluster.admin() as admin:
-        created = admin.create_topics([NewTopic(t, 1, 1) for t in topics])
-        assert [t.error.code for t in created.topics] == [0] * len(topics)
+        existing = [t for (op, _p, _q), t in zip(_CASES, topics, strict=True) if op is not AclOperation.CREATE]
+        created = admin.create_topics([NewTopic(t, 1, 1) for t in existing])
+        assert [t.error.code for t in created.topics] == [0] * len(existing)
         results = admin.create_acls(bindings)
         assert [r.error.code for r in results.results] == [0] * len(bindings)
     return _tls(cluster, "alice")
 
 
+def _refused(code: int) -> int:
+    """An admin answer as the matrix reads it: refused (29), or allowed (0) whatever else it says
+    (an allowed create or delete that already happened answers TOPIC_ALREADY_EXISTS, ...)."""
+    return TOPIC_DENIED if code == TOPIC_DENIED else 0
+
+
+def _grpc_admin_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    """An admin request through the broker, which forwards it on behalf of the caller (KIP-590)."""
+    from kraftlog.client import Admin
+
+    with Admin(_broker(cluster), request_timeout_ms=10_000, security_protocol="SSL", tls=tls) as admin:
+        if op is AclOperation.CREATE:
+            return _refused(admin.create_topics([NewTopic(topic, 1, 1)]).topics[0].error.code)
+        if op is AclOperation.DELETE:
+            return _refused(admin.delete_topics([topic]).topics[0].error.code)
+        if op is AclOperation.ALTER:
+            return _refused(admin.create_partitions({topic: 2}).results[0].error.code)
+        if op is AclOperation.DESCRIBE_CONFIGS:
+            return _refused(admin.describe_configs([(2, topic)]).results[0].error.code)
+        changes = {(2, topic): [("retention.ms", 0, "3600000")]}
+        return _refused(admin.incremental_alter_configs(changes).results[0].error.code)
+
+
 def _grpc_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    if op in _ADMIN_OPS:
+        return _grpc_admin_outcome(cluster, tls, op, topic)
     with open_channel(_broker(cluster), tls=tls) as channel:
         stub = broker_pb2_grpc.BrokerServiceStub(channel)
         if op is AclOperation.WRITE:
@@ -220,7 +254,31 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return data
 
 
+def _kafka_admin_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    if op is AclOperation.CREATE:
+        new = {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        answer = _kafka_call(cluster, tls, 19, 7, {"topics": [new], "timeout": 10000, "validate_only": False})
+        return _refused(int(answer.topics[0].error_code))
+    if op is AclOperation.DELETE:
+        answer = _kafka_call(cluster, tls, 20, 6, {"topics": [{"name": topic}], "timeout": 10000})
+        return _refused(int(answer.responses[0].error_code))
+    if op is AclOperation.ALTER:
+        grow = {"name": topic, "count": 2, "assignments": None}
+        answer = _kafka_call(cluster, tls, 37, 3, {"topics": [grow], "timeout": 10000, "validate_only": False})
+        return _refused(int(answer.results[0].error_code))
+    if op is AclOperation.DESCRIBE_CONFIGS:
+        resource = {"resource_type": 2, "resource_name": topic, "configuration_keys": None}
+        answer = _kafka_call(cluster, tls, 32, 4, {"resources": [resource]})
+        return _refused(int(answer.results[0].error_code))
+    setting = {"name": "retention.ms", "config_operation": 0, "value": "3600000"}
+    resource = {"resource_type": 2, "resource_name": topic, "configs": [setting]}
+    answer = _kafka_call(cluster, tls, 44, 1, {"resources": [resource], "validate_only": False})
+    return _refused(int(answer.responses[0].error_code))
+
+
 def _kafka_outcome(cluster: LocalCluster, tls: TlsSettings, op: AclOperation, topic: str) -> int:
+    if op in _ADMIN_OPS:
+        return _kafka_admin_outcome(cluster, tls, op, topic)
     if op is AclOperation.WRITE:
         batch = build_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
         answer = _kafka_call(
@@ -563,3 +621,111 @@ def test_grpc_callers_log_in_over_sasl_and_carry_a_session(scram_cluster: LocalC
     with Admin(_controller(scram_cluster), request_timeout_ms=3000, **alice, sasl_plain_password="wrong") as admin:
         with pytest.raises(kerr.SaslAuthenticationFailedError):
             admin.describe_cluster()
+
+
+# ------------------------------------------------------------------ groups, transactional ids, the cluster
+
+GROUP_DENIED, TXN_DENIED = 30, 53
+
+
+def _acl(
+    resource_type: ResourceType, name: str, pattern: str, op: AclOperation, allow: bool
+) -> security_pb2.AclBinding:
+    return security_pb2.AclBinding(
+        resource_type=resource_type,
+        resource_name=name,
+        pattern_type=PatternType.PREFIXED if pattern == "prefixed" else PatternType.LITERAL,
+        principal="User:CN=carol",
+        host="*",
+        operation=op,
+        permission_type=AclPermissionType.ALLOW if allow else AclPermissionType.DENY,
+    )
+
+
+@pytest.fixture(scope="module")
+def carol(cluster: LocalCluster) -> TlsSettings:
+    """Carol: Describe on groups g-*, Read too on g-read (literal), denied Read on g-deny (with
+    All allowed on it); Write on transactional id tx-allowed (literal) and tx-pre* (prefixed),
+    denied on tx-deny; IdempotentWrite on the cluster; no Write on any topic."""
+    with cluster.admin() as admin:
+        answer = admin.create_acls(
+            [
+                _acl(ResourceType.GROUP, "g-", "prefixed", AclOperation.DESCRIBE, True),
+                _acl(ResourceType.GROUP, "g-read", "literal", AclOperation.READ, True),
+                _acl(ResourceType.GROUP, "g-deny", "literal", AclOperation.ALL, True),
+                _acl(ResourceType.GROUP, "g-deny", "literal", AclOperation.READ, False),
+                _acl(ResourceType.TRANSACTIONAL_ID, "tx-allowed", "literal", AclOperation.WRITE, True),
+                _acl(ResourceType.TRANSACTIONAL_ID, "tx-pre", "prefixed", AclOperation.WRITE, True),
+                _acl(ResourceType.TRANSACTIONAL_ID, "tx-deny", "literal", AclOperation.ALL, True),
+                _acl(ResourceType.TRANSACTIONAL_ID, "tx-deny", "literal", AclOperation.WRITE, False),
+                _acl(ResourceType.CLUSTER, "kafka-cluster", "literal", AclOperation.IDEMPOTENT_WRITE, True),
+            ]
+        )
+        assert [r.error.code for r in answer.results] == [0] * 9
+    return _tls(cluster, "carol")
+
+
+def _grpc_join(cluster: LocalCluster, tls: TlsSettings, group: str) -> int:
+    from kraftlog.proto import group_pb2, group_pb2_grpc
+
+    with open_channel(_broker(cluster), tls=tls) as channel:
+        request = group_pb2.JoinGroupRequest(
+            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=1000, protocol_type="consumer"
+        )
+        request.protocols.add(name="range", metadata=b"")
+        return int(group_pb2_grpc.GroupServiceStub(channel).JoinGroup(request, timeout=15).error.code)
+
+
+def _grpc_init_producer(cluster: LocalCluster, tls: TlsSettings, transactional_id: str | None) -> int:
+    request = broker_pb2.InitProducerIdRequest(transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    if transactional_id is not None:
+        request.transactional_id = transactional_id
+    with open_channel(_broker(cluster), tls=tls) as channel:
+        return int(broker_pb2_grpc.BrokerServiceStub(channel).InitProducerId(request, timeout=15).error.code)
+
+
+def _kafka_join(cluster: LocalCluster, tls: TlsSettings, group: str) -> int:
+    values = {
+        "group_id": group,
+        "session_timeout": 10000,
+        "rebalance_timeout": 1000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
+    return int(_kafka_call(cluster, tls, 11, 9, values).error_code)
+
+
+def _kafka_init_producer(cluster: LocalCluster, tls: TlsSettings, transactional_id: str | None) -> int:
+    values = {
+        "transactional_id": transactional_id,
+        "transaction_timeout": 60000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    return int(_kafka_call(cluster, tls, 22, 5, values).error_code)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "kafka"])
+def test_group_transactional_id_and_cluster_acls(cluster: LocalCluster, carol: TlsSettings, protocol: str) -> None:
+    join = _grpc_join if protocol == "grpc" else _kafka_join
+    init = _grpc_init_producer if protocol == "grpc" else _kafka_init_producer
+    # refused, or not refused for lack of rights (a join may still answer MEMBER_ID_REQUIRED, a
+    # transactional InitProducerId COORDINATOR_NOT_AVAILABLE while the coordinator loads)
+    cases = [
+        (lambda: join(cluster, carol, "g-read"), GROUP_DENIED, False),
+        (lambda: join(cluster, carol, "g-deny"), GROUP_DENIED, True),  # DENY wins over All
+        (lambda: join(cluster, carol, "other-group"), GROUP_DENIED, True),  # no ACL found
+        (lambda: init(cluster, carol, "tx-allowed"), TXN_DENIED, False),
+        (lambda: init(cluster, carol, "tx-prefixed-1"), TXN_DENIED, False),
+        (lambda: init(cluster, carol, "tx-deny"), TXN_DENIED, True),
+        (lambda: init(cluster, carol, "tx-none"), TXN_DENIED, True),
+        (lambda: init(cluster, carol, None), CLUSTER_DENIED, False),  # IdempotentWrite on the cluster
+        (lambda: init(cluster, _tls(cluster, "dave"), None), CLUSTER_DENIED, True),  # dave: nothing
+    ]
+    for number, (call, denial, refused) in enumerate(cases):
+        wait_until(
+            lambda call=call, denial=denial, refused=refused: (call() == denial) == refused,
+            20.0,
+            what=f"{protocol} case {number} to be {'refused' if refused else 'allowed'}",
+        )

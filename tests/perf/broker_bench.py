@@ -306,34 +306,22 @@ def tls_comparison(
         addresses[name] = leader_address(cluster, TLS_TOPIC)[1]
     per_partition = requests_per_thread * len(batch)
     gigabytes = per_partition * threads / 1e9
+    runners: dict[str, Callable[[str, TlsSettings | None], float]] = {
+        "produce": lambda address, tls: produce_mb_s(
+            address, TLS_TOPIC, threads, batch, 1, 600.0, threads, requests_per_thread=requests_per_thread, tls=tls
+        ),
+        "consume": lambda address, tls: consume_mb_s(
+            address, TLS_TOPIC, threads, threads, limit_bytes_per_partition=per_partition, tls=tls
+        ),
+    }
     samples: dict[str, list[float]] = {}
-    for phase in ("produce", "consume"):
+    for phase, runner in runners.items():
         for run in range(runs):
             for name in ("plaintext", "tls") if run % 2 == 0 else ("tls", "plaintext"):
                 cluster, settings = sides[name]
                 pid = cluster.nodes[1].pid
                 server_before, client_before = cpu_s(pid), cpu_s()
-                if phase == "produce":
-                    rate = produce_mb_s(
-                        addresses[name],
-                        TLS_TOPIC,
-                        threads,
-                        batch,
-                        1,
-                        600.0,
-                        threads,
-                        requests_per_thread=requests_per_thread,
-                        tls=settings,
-                    )
-                else:
-                    rate = consume_mb_s(
-                        addresses[name],
-                        TLS_TOPIC,
-                        threads,
-                        threads,
-                        limit_bytes_per_partition=per_partition,
-                        tls=settings,
-                    )
+                rate = runner(addresses[name], settings)
                 server, client = cpu_s(pid) - server_before, cpu_s() - client_before
                 samples.setdefault(f"{name}_{phase}_mb_s", []).append(rate)
                 samples.setdefault(f"{name}_{phase}_server_cpu_s_per_gb", []).append(server / gigabytes)
