@@ -30,6 +30,7 @@ import structlog
 
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.proto import controller_pb2
 
 __all__ = ["AlterPartitionManager", "AlterPartitionResult", "AlterPartitionSend"]
@@ -152,7 +153,7 @@ class AlterPartitionManager:
     def _ensure_task(self) -> None:
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="alter-partition")
+            self._task = spawn(self._run(), name="alter-partition")
 
     async def _run(self) -> None:
         assert self._wakeup is not None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import structlog
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.proto import broker_pb2
 
 from ._partition import Partition, TopicPartition
@@ -78,9 +79,7 @@ class ReplicaFetcher:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}"
-            )
+            self._task = spawn(self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -441,7 +440,7 @@ class ReplicaFetcherManager:
         f = self.fetchers.get(key)
         if f is not None and not f.partitions:
             del self.fetchers[key]
-            task = asyncio.get_running_loop().create_task(f.stop())
+            task = spawn(f.stop())
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
 

@@ -35,6 +35,7 @@ import structlog
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.metadata_log import MetadataImage
 
 from ._group_classic_types import ClassicGroupConfig
@@ -123,7 +124,7 @@ class GroupCoordinator:
     # ================================================================ leadership
 
     def start(self) -> None:
-        self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="group-coordinator")
+        self._ticker = spawn(self._tick(), name="group-coordinator")
 
     async def stop(self) -> None:
         self._stopped = True
@@ -149,9 +150,7 @@ class GroupCoordinator:
         for pid, epoch in led.items():
             if pid not in self._epochs:
                 self._epochs[pid] = epoch
-                self._loading[pid] = asyncio.get_running_loop().create_task(
-                    self._load(pid, epoch), name=f"group-load-{pid}"
-                )
+                self._loading[pid] = spawn(self._load(pid, epoch), name=f"group-load-{pid}")
 
     def _drop(self, partition: int) -> None:
         self._epochs.pop(partition, None)
@@ -177,9 +176,7 @@ class GroupCoordinator:
         self._log.warning("group_partition_reload", partition=partition, epoch=epoch)
         self._drop(partition)
         self._epochs[partition] = epoch
-        self._loading[partition] = asyncio.get_running_loop().create_task(
-            self._load(partition, epoch), name=f"group-load-{partition}"
-        )
+        self._loading[partition] = spawn(self._load(partition, epoch), name=f"group-load-{partition}")
 
     async def _load(self, partition: int, epoch: int) -> None:
         """Replay the partition from its log start to its log end, then serve it; a load that fails
@@ -336,9 +333,7 @@ class GroupCoordinator:
             self._queues.setdefault(shard, []).append(out)
             appender = self._appenders.get(shard)
             if appender is None or appender.done():
-                self._appenders[shard] = asyncio.get_running_loop().create_task(
-                    self._append_loop(shard), name=f"group-append-{shard.partition}"
-                )
+                self._appenders[shard] = spawn(self._append_loop(shard), name=f"group-append-{shard.partition}")
         self._wake.set()
 
     async def _append_loop(self, shard: GroupShard) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2, group_pb2_grpc
@@ -84,6 +84,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         (``__transaction_state``). The topic is created at its first lookup, as Kafka does."""
         R = group_pb2.FindCoordinatorResponse
         if request.key_type not in (0, 1) or (request.key_type == 1 and self.txn is None):
+            current_request().refused_early(f"key type {request.key_type}")
             return R(
                 coordinators=[
                     R.Coordinator(key=k, error=error_pb(kerr.InvalidRequestError, f"key type {request.key_type}"))
@@ -327,7 +328,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
         groups = [g for shard in self.c.shards() for g in shard.list_groups(states, types)]
         # Describe on the cluster lists every group, else those the caller may describe
         ctx = current_request()
-        if not ctx.authorize(_DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+        if not ctx.authorize(_DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
             allowed = ctx.authorized(_DESCRIBE, ResourceType.GROUP, [g.group_id for g in groups])
             groups = [g for g in groups if g.group_id in allowed]
         return R(

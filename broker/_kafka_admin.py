@@ -334,17 +334,9 @@ class _AdminApis:
 
     async def describe_cluster(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """The unfenced brokers' endpoints on this listener. KIP-919's controller endpoints
-        (endpoint_type 2) are not served: kraftlog's controllers speak gRPC only. Needs Describe on
-        the cluster."""
-        if not current_request().authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
-            return {
-                "throttle_time": 0,
-                "error_code": kerr.ClusterAuthorizationFailedError.error_code,
-                "endpoint_type": getattr(request.body, "endpoint_type", 1),
-                "cluster_id": self.broker.cluster_id,
-                "controller_id": -1,
-                "brokers": [],
-            }
+        (endpoint_type 2) are not served: kraftlog's controllers speak gRPC only. Any principal may
+        ask, as in Kafka (the cluster's authorized operations, which need Describe, are not computed)."""
+        current_request().public("DescribeCluster answers any authenticated principal, as Kafka's")
         if getattr(request.body, "endpoint_type", 1) != 1:
             return {
                 "throttle_time": 0,

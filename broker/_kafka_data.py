@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import current_request
 from kraftlog.proto import broker_pb2
 
 from ._kafka_fetch_sessions import FetchSessionCache, SessionFetch, SessionPartition
@@ -106,6 +107,7 @@ class _DataApis:
         version = request.api_version
         replica_id = getattr(body, "replica_id", -1)
         if replica_id >= 0:
+            current_request().refused_early("replica fetches run over gRPC")
             return {"error_code": kerr.InvalidRequestError.error_code, "session_id": 0, "responses": []}
         requested = [
             (
@@ -126,6 +128,7 @@ class _DataApis:
         try:
             fetch = self.fetch_sessions.resolve(session_id, epoch, requested, forgotten, int(time.monotonic() * 1000))
         except kerr.KafkaError as err:
+            current_request().refused_early(f"fetch session: {err.error_name}")
             return {"error_code": err.error_code, "session_id": 0, "responses": []}
         pb = broker_pb2.FetchRequest(
             replica_id=-1,

@@ -133,6 +133,7 @@ class _GroupApis:
         (INVALID_REQUEST on each partition) rather than kept for another time than asked."""
         retention = ms(getattr(request.body, "retention_time", None))
         if retention != -1:
+            current_request().refused_early("a retention time per commit is not kept")
             return {
                 "throttle_time": 0,
                 "topics": [

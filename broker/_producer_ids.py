@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.proto import broker_pb2, controller_pb2
 
 from ._partition_types import error_pb
@@ -59,7 +60,7 @@ class ProducerIdManager:
         return pid
 
     def _ask(self) -> asyncio.Task[tuple[int, int]]:
-        self._fetching = asyncio.get_running_loop().create_task(self._allocate())
+        self._fetching = spawn(self._allocate())
         self._fetching.add_done_callback(_log_failure)
         return self._fetching
 

@@ -19,7 +19,7 @@ from kraftlog.broker._replica_types import (
     _ProduceStatus,
 )
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
 from kraftlog.proto import broker_pb2
 
@@ -42,9 +42,20 @@ def _topics_allowed(operation: AclOperation, names: list[str], *, replica: bool 
     ctx = current_request()
     if replica:
         return (
-            set(names) if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster") else set()
+            set(names)
+            if ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+            else set()
         )
     return ctx.authorized(operation, ResourceType.TOPIC, names)
+
+
+def _has_transactional_batch(req: broker_pb2.ProduceRequest) -> bool:
+    """Whether any batch of a produce request is transactional (header attributes only)."""
+    for t in req.topics:
+        for p in t.partitions:
+            if any(batch.is_transactional for _pos, batch in storage.iter_batches(p.records)):
+                return True
+    return False
 
 
 def close_regions(results: list[_FetchResult]) -> None:
@@ -75,7 +86,15 @@ class _ReplicaRequests(_ReplicaManagerState):
         acks = req.acks
         err = None
         ctx = current_request()
-        if req.transactional_id and not ctx.authorize(
+        # Kafka's rule: transactional batches need Write on a transactional id the request names
+        # (a transaction no coordinator knows would hold back the LSO of its partitions for good)
+        if not req.transactional_id and _has_transactional_batch(req):
+            ctx.refused_early("transactional batches without a transactional id")
+            err = error_pb(
+                kerr.TransactionalIdAuthorizationFailedError,
+                "transactional batches need the producer's transactional id in the request",
+            )
+        elif req.transactional_id and not ctx.authorize(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
         ):
             err = error_pb(
@@ -83,6 +102,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 f"{ctx.principal} may not WRITE transactional id {req.transactional_id!r}",
             )
         elif acks not in (-1, 0, 1):
+            ctx.refused_early(f"acks {acks}")
             err = error_pb(kerr.InvalidRequiredAcksError, f"acks must be -1, 0 or 1, not {acks}")
         if err is not None:
             resp.error.CopyFrom(err)

@@ -23,7 +23,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from kraftlog.common._listener_security import ListenerSecurity
 from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataDelta, MetadataImage
@@ -375,7 +375,7 @@ class BrokerServer:
                 )
             return await self.transactional_producer_id(request)
         if not ctx.authorize(
-            AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, "kafka-cluster"
+            AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME
         ) and not ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC):
             return broker_pb2.InitProducerIdResponse(
                 error=error_pb(kerr.ClusterAuthorizationFailedError, "needs IdempotentWrite or Write on a topic"),
@@ -491,7 +491,7 @@ class BrokerServer:
         missing = [t for t in req.topics if t in describable and image.topics.get_by_name(t) is None]
         create_denied: set[str] = set()
         if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
-            if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
+            if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
                 creatable = ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, missing)
                 create_denied = set(missing) - creatable
                 missing = [t for t in missing if t in creatable]

@@ -25,6 +25,7 @@ import structlog
 
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2
 
@@ -84,7 +85,7 @@ class TxnCoordinator:
     # ================================================================ leadership
 
     def start(self) -> None:
-        self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="txn-coordinator")
+        self._ticker = spawn(self._tick(), name="txn-coordinator")
 
     async def stop(self) -> None:
         self._stopped = True
@@ -108,7 +109,7 @@ class TxnCoordinator:
         for pid, epoch in led.items():
             if pid not in self._epochs:
                 self._epochs[pid] = epoch
-                self._loading[pid] = asyncio.get_running_loop().create_task(self._load(pid, epoch))
+                self._loading[pid] = spawn(self._load(pid, epoch))
 
     def _drop(self, partition: int) -> None:
         self._epochs.pop(partition, None)
@@ -223,9 +224,9 @@ class TxnCoordinator:
             self._queues.setdefault(shard, []).append(out)
             appender = self._appenders.get(shard)
             if appender is None or appender.done():
-                self._appenders[shard] = asyncio.get_running_loop().create_task(self._append_loop(shard))
+                self._appenders[shard] = spawn(self._append_loop(shard))
         for job in out.markers:
-            task = asyncio.get_running_loop().create_task(self._write_markers(shard, job))
+            task = spawn(self._write_markers(shard, job))
             self._jobs.add(task)
             task.add_done_callback(self._jobs.discard)
         self._wake.set()

@@ -40,6 +40,7 @@ from kraftlog.cli._common import (
     non_negative_int,
     print_json,
     print_table,
+    security_kwargs,
     topic_id_text,
 )
 from kraftlog.cli._metadata_tree import (
@@ -149,6 +150,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     import grpc
 
     from kraftlog.client import parse_bootstrap_servers
+    from kraftlog.client._security import client_security
     from kraftlog.proto import admin_pb2, admin_pb2_grpc
 
     try:
@@ -157,8 +159,9 @@ def _snapshot(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from err
     rows = []
     failed = False
+    security = client_security(**security_kwargs(args))  # --command-config, as every command
     for address in servers:
-        with grpc.insecure_channel(address) as channel:
+        with security.open(address, ()) as channel:
             try:
                 resp = admin_pb2_grpc.AdminServiceStub(channel).CreateMetadataSnapshot(
                     admin_pb2.CreateMetadataSnapshotRequest(), timeout=args.request_timeout_ms / 1000

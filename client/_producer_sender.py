@@ -38,6 +38,7 @@ class _ProducerSender:
 
     # Producer's fields this part uses (set in Producer.__init__).
     acks: int
+    transactional_id: str | None
     batch_size: int
     linger_s: float
     codec: CompressionType
@@ -238,6 +239,7 @@ class _ProducerSender:
         request = broker_pb2.ProduceRequest(
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
+            transactional_id=self.transactional_id or "",  # its batches are authorized by it
             topics=[broker_pb2.ProduceRequest.TopicData(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         with self._lock:

@@ -156,10 +156,16 @@ class ListenerSecurity:
                 key=key,
             )
         login = self.logins.get(mechanism)
+        fallback = config.get("sasl.jaas.config")  # the node-wide login, when no listener has its own
+        if login is None and isinstance(fallback, Password):
+            kind, options = parse_jaas_config(fallback, "sasl.jaas.config")
+            if kind == ("PLAIN" if mechanism == "PLAIN" else "SCRAM") and {"username", "password"} <= options.keys():
+                login = SaslLogin(mechanism, options["username"], options["password"])
         if login is None:
             jaas_key = f"listener.name.{self.name.lower()}.{mechanism.lower()}.sasl.jaas.config"
             raise ConfigError(
-                f"the nodes log in to listener {self.name} with {mechanism}: set username and password in '{jaas_key}'",
+                f"the nodes log in to listener {self.name} with {mechanism}: set username and password in "
+                f"'{jaas_key}' (or sasl.jaas.config)",
                 key=jaas_key,
             )
         return login

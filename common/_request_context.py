@@ -15,17 +15,21 @@ module stays in the ground floor.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+
+T = TypeVar("T")
 
 __all__ = [
     "ANONYMOUS",
+    "spawn",
     "FORWARDED_HOST",
     "FORWARDED_PRINCIPAL",
     "INTERNAL_SESSION",
@@ -118,12 +122,17 @@ class RequestContext:
 
     def require_cluster(self, operation: AclOperation) -> None:
         """`require` on the cluster resource (``kafka-cluster``)."""
-        self.require(operation, ResourceType.CLUSTER, "kafka-cluster")
+        self.require(operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
 
     def delegate(self, to: str) -> None:
         """Declare that ``to`` authorizes this request (a broker forwarding an admin request to
         the controller, which authorizes the forwarded principal); counts as the decision."""
         self.public_reason = f"authorized by {to}"
+
+    def refused_early(self, reason: str) -> None:
+        """Declare that the request is refused before it touches any resource (a malformed or
+        unsupported request, an expired fetch session); counts as the decision."""
+        self.public_reason = f"refused before any resource was touched: {reason}"
 
     def public(self, reason: str) -> None:
         """Declare that this request needs no authorization (ApiVersions, a SASL exchange, health),
@@ -163,6 +172,16 @@ def current_request() -> RequestContext:
     if ctx is None:
         return RequestContext(_INTERNAL, api="internal")
     return ctx
+
+
+def spawn(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+    """Start ``coro`` as a task of the node itself, not of the request being handled.
+
+    asyncio copies the current context into a new task, so a coordinator's appender or marker
+    writer started while a client's request runs would otherwise act with that client's rights
+    (and its decisions would land on that request). Work that outlives its request starts here,
+    in an empty context (`current_request` is then the node's own)."""
+    return asyncio.get_running_loop().create_task(coro, name=name, context=contextvars.Context())
 
 
 @contextlib.contextmanager

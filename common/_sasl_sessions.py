@@ -6,8 +6,11 @@ per channel over ``SaslService`` (SaslHandshake names the mechanism and opens an
 SaslAuthenticate carries its messages) and ends with a random session token the channel then sends
 as call metadata. Tokens are bound to the client's host (a token seen from another address is
 refused, as a Kafka session cannot move to another connection), expire after ``idle_s`` unused,
-and are never logged. Exchanges that do not finish within ``exchange_timeout_s`` are dropped, and
-both tables are bounded, so unauthenticated callers cannot grow them without limit.
+and are never logged. A session ends after ``max_lifetime_s`` even in use, and at once when its
+user's SCRAM credential is removed or replaced (the channel then logs in again). Exchanges that do
+not finish within ``exchange_timeout_s`` are dropped; a host has at most ``pending_per_host`` of them
+(its oldest goes first, so one flooding host cannot push out the others' logins) and both tables are
+bounded, so unauthenticated callers cannot grow them without limit.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ class _Exchange:
 @dataclass
 class _Session:
     session: Session
+    created_s: float
     last_used_s: float
+    credential: ScramCredential | None  # the SCRAM credential it logged in with (checked on use)
 
 
 class SaslSessions:
@@ -58,7 +63,9 @@ class SaslSessions:
         clock: Callable[[], float] = time.monotonic,
         token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(32),
         idle_s: float = 600.0,
+        max_lifetime_s: float = 3600.0,
         exchange_timeout_s: float = 30.0,
+        pending_per_host: int = 16,
         max_sessions: int = 100_000,
     ) -> None:
         self.security = security
@@ -66,7 +73,9 @@ class SaslSessions:
         self._clock = clock
         self._token = token_factory
         self.idle_s = idle_s
+        self.max_lifetime_s = max_lifetime_s
         self.exchange_timeout_s = exchange_timeout_s
+        self.pending_per_host = pending_per_host
         self.max_sessions = max_sessions
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
@@ -82,6 +91,9 @@ class SaslSessions:
         else:
             scram = ScramMechanism.from_name(mechanism)
             server = ScramServer(scram, lambda user: self._lookup(scram, user))
+        mine = [eid for eid, exchange in self._exchanges.items() if exchange.host == host]
+        for eid in mine[: max(0, len(mine) - self.pending_per_host + 1)]:
+            del self._exchanges[eid]
         exchange_id = self._token()
         self._exchanges[exchange_id] = _Exchange(server, host, self._clock())
         while len(self._exchanges) > self.max_sessions:
@@ -116,8 +128,14 @@ class SaslSessions:
             self.security.protocol,
             exchange.server.mechanism_name,
         )
+        credential = None
+        if isinstance(exchange.server, ScramServer):
+            credential = self._lookup(
+                ScramMechanism.from_name(exchange.server.mechanism_name), exchange.server.username
+            )
         session_token = self._token()
-        self._sessions[session_token] = _Session(session, self._clock())
+        now = self._clock()
+        self._sessions[session_token] = _Session(session, now, now, credential)
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
         return challenge, session_token
@@ -128,9 +146,14 @@ class SaslSessions:
         now = self._clock()
         if entry is None or entry.session.client_host != host:
             return None
-        if now - entry.last_used_s > self.idle_s:
+        if now - entry.last_used_s > self.idle_s or now - entry.created_s > self.max_lifetime_s:
             del self._sessions[token]
             return None
+        if entry.credential is not None:
+            mechanism = ScramMechanism.from_name(str(entry.session.sasl_mechanism))
+            if self._lookup(mechanism, entry.session.principal.removeprefix("User:")) != entry.credential:
+                del self._sessions[token]  # the credential was removed or replaced: log in again
+                return None
         entry.last_used_s = now
         self._sessions.move_to_end(token)
         return entry.session

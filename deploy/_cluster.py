@@ -28,6 +28,7 @@ from typing import Any
 
 import tomli_w
 
+from kraftlog.common import atomic_write
 from kraftlog.common._config_schema_security import STANDARD_AUTHORIZER
 
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
@@ -232,9 +233,9 @@ class LocalCluster:
             settings["transaction.state.log.replication.factor"] = brokers
             settings["transaction.state.log.min.isr"] = min(2, brokers)
         settings.update(self.overrides)
-        spec.config_path.write_text(tomli_w.dumps(settings), encoding="utf-8")
-        if self.security != "plaintext":
-            os.chmod(spec.config_path, 0o600)  # it names key files, and under scram holds passwords
+        # a secured node's config names key files and under scram holds passwords: 0600 from the start
+        mode = 0o644 if self.security == "plaintext" else 0o600
+        atomic_write(spec.config_path, tomli_w.dumps(settings).encode(), fsync=False, mode=mode)
 
     def _format(self, spec: NodeSpec) -> None:
         proc = subprocess.run(
@@ -480,16 +481,14 @@ class LocalCluster:
             lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={self.tls_dir / 'admin.keystore.pem'}"]
         if self.security == "scram":
             for path in (self.scram_password_file, self._nodes_password_file):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as out:
-                    out.write(secrets.token_urlsafe(18))
+                atomic_write(path, secrets.token_urlsafe(18).encode(), fsync=False)  # 0600
             password = self.scram_password_file.read_text().strip()
             lines += [
                 "sasl.mechanism=SCRAM-SHA-512",
                 f'sasl.jaas.config={_SCRAM_MODULE} required username="admin" password="{password}";',
             ]
-        self.command_config.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.chmod(self.command_config, 0o600)  # it points at the admin's key
+        # it points at the admin's key (and under scram holds the admin's password): 0600
+        atomic_write(self.command_config, "".join(line + "\n" for line in lines).encode(), fsync=False)
 
     def _security_settings(self, spec: NodeSpec) -> dict[str, Any]:
         from kraftlog.deploy._certs import load_issued

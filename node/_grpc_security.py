@@ -136,7 +136,7 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
 
     # ------------------------------------------------------------------ sessions
 
-    def session(self, context: Any, *, exchange: bool = False) -> Session:
+    def session(self, context: Any, *, exchange: bool = False, forwardable: bool = False) -> Session:
         """The caller of this call; raises `SaslAuthenticationFailedError` when it did not
         authenticate on a SASL listener (``exchange``: the call is part of the SASL exchange),
         `ClusterAuthorizationFailedError` for a forwarded principal from a caller that may not
@@ -163,6 +163,10 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         forwarded = metadata.get(FORWARDED_PRINCIPAL)
         if forwarded is None:
             return session
+        if not forwardable:  # Kafka takes envelopes on the controllers' listener, for admin APIs only
+            raise kerr.ClusterAuthorizationFailedError(
+                "forwarded requests are taken by the controllers' AdminService only"
+            )
         # a broker forwarding its client's request (KIP-590): only a principal with ClusterAction
         # (the brokers) may speak for another one
         if not self.authorize_fn(session, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
@@ -172,7 +176,11 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
     def _context(self, path: str, context: Any) -> RequestContext:
         service, _, method = path.lstrip("/").partition("/")
         public = PUBLIC_SERVICES.get(service)
-        session = self.session(context, exchange=service == "kraftlog.v1.SaslService" or service.startswith("grpc."))
+        session = self.session(
+            context,
+            exchange=service == "kraftlog.v1.SaslService" or service.startswith("grpc."),
+            forwardable=self.listener == "CONTROLLER" and service == "kraftlog.v1.AdminService",
+        )
         ctx = RequestContext(session, api=method or path, authorize_fn=self.authorize_fn)
         if public is not None:
             ctx.public(public)

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from kraftlog.common._listener_security import SaslLogin
+from kraftlog.common._sasl_sessions import SESSION_METADATA
 from kraftlog.common._tls import TlsSettings, grpc_channel_credentials
 
 __all__ = [
@@ -81,8 +82,6 @@ def open_aio_channel(
 
 
 # --------------------------------------------------------------------------- SASL over gRPC
-
-SESSION_METADATA = "kraftlog-sasl-session"  # as common._sasl_sessions names it for the server
 
 
 def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, str]:

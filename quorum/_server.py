@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry
 
 from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_context import spawn
 from kraftlog.metadata_log import (
     MetadataDelta,
     MetadataImage,
@@ -237,7 +238,7 @@ class ControllerServer(_ControllerLog):
         self._log.info("controller_leader_changed", leader_id=leader_id, epoch=epoch)
         self._tasks = [t for t in self._tasks if not t.done()]
         if leader_id == self.node_id:
-            self._tasks.append(asyncio.get_running_loop().create_task(self._become_active(epoch)))
+            self._tasks.append(spawn(self._become_active(epoch)))
 
     async def _become_active(self, epoch: int) -> None:
         """Commit a NoOp in the new epoch; only then is the image known to be complete.
@@ -344,7 +345,7 @@ class ControllerServer(_ControllerLog):
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._write_queue.append((handler, request, response_type, extra, future))
         if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.get_running_loop().create_task(self._drain_writes())
+            self._drainer = spawn(self._drain_writes())
         return await future
 
     async def _drain_writes(self) -> None:

@@ -364,7 +364,8 @@ def test_alice_may_not_manage_acls_or_the_cluster(cluster: LocalCluster, matrix:
     with Admin(_controller(cluster), **security) as admin:
         answer = admin.create_acls([_binding("x-t", "literal", AclOperation.READ, True)])
         assert answer.error.code == CLUSTER_DENIED
-        assert admin.describe_cluster().error.code == CLUSTER_DENIED
+        assert admin.describe_quorum().error.code == CLUSTER_DENIED
+        assert admin.describe_cluster().error.code == 0  # any principal may, as in Kafka
 
 
 # ------------------------------------------------------------------ every RPC is authorized
@@ -617,10 +618,10 @@ def test_grpc_callers_log_in_over_sasl_and_carry_a_session(scram_cluster: LocalC
         "sasl_plain_username": "alice",
     }
     with Admin(_controller(scram_cluster), **alice, sasl_plain_password="alice-secret") as admin:
-        assert admin.describe_cluster().error.code == CLUSTER_DENIED  # logged in as User:alice, no ACL
+        assert admin.describe_quorum().error.code == CLUSTER_DENIED  # logged in as User:alice, no ACL
     with Admin(_controller(scram_cluster), request_timeout_ms=3000, **alice, sasl_plain_password="wrong") as admin:
         with pytest.raises(kerr.SaslAuthenticationFailedError):
-            admin.describe_cluster()
+            admin.describe_quorum()
 
 
 # ------------------------------------------------------------------ groups, transactional ids, the cluster
@@ -729,3 +730,84 @@ def test_group_transactional_id_and_cluster_acls(cluster: LocalCluster, carol: T
             20.0,
             what=f"{protocol} case {number} to be {'refused' if refused else 'allowed'}",
         )
+
+
+def test_an_ordinary_principal_commits_a_transaction(cluster: LocalCluster) -> None:
+    """The transaction's markers are written by the coordinator as the broker, not with the
+    rights of the client whose EndTxn started them (they need ClusterAction)."""
+    from kraftlog.client import Consumer, Producer
+
+    def allow(resource_type: ResourceType, name: str, op: AclOperation) -> security_pb2.AclBinding:
+        return security_pb2.AclBinding(
+            resource_type=resource_type,
+            resource_name=name,
+            pattern_type=PatternType.LITERAL,
+            principal="User:CN=erin",
+            host="*",
+            operation=op,
+            permission_type=AclPermissionType.ALLOW,
+        )
+
+    with cluster.admin() as admin:
+        assert admin.create_topics([NewTopic("erin-t", 1, 1)]).topics[0].error.code == 0
+        bindings = [
+            allow(ResourceType.TOPIC, "erin-t", AclOperation.WRITE),
+            allow(ResourceType.TOPIC, "erin-t", AclOperation.READ),
+            allow(ResourceType.TRANSACTIONAL_ID, "tx-erin", AclOperation.WRITE),
+        ]
+        assert [r.error.code for r in admin.create_acls(bindings).results] == [0, 0, 0]
+    erin = cluster.client_certificate("erin")
+
+    def commit_one() -> bool:
+        producer = Producer(cluster.bootstrap_servers, transactional_id="tx-erin", **erin)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("erin-t", b"committed by erin")
+            producer.commit_transaction()
+            return True
+        finally:
+            producer.close()
+
+    wait_until(commit_one, 60.0, what="erin's transaction to commit")
+    consumer = Consumer(cluster.bootstrap_servers, isolation_level="read_committed", **erin)
+    try:
+        consumer.assign([("erin-t", 0)])
+        consumer.seek_to_beginning()
+        values: list[bytes] = []
+
+        def read() -> bool:
+            values.extend(r.value for r in consumer.poll(timeout_ms=500))
+            return bool(values)
+
+        wait_until(read, 30.0, what="the committed record, read_committed")
+        assert values[0] == b"committed by erin"
+    finally:
+        consumer.close()
+
+
+def test_transactional_batches_need_a_transactional_id_the_caller_may_write(
+    cluster: LocalCluster, matrix: TlsSettings
+) -> None:
+    """Write on the topic is not enough for transactional batches (Kafka's rule): without a
+    transactional id they would open a transaction no coordinator knows, holding the LSO back."""
+    topic = _topic(AclOperation.WRITE, "allow", "literal")  # alice may write it
+    batch = build_batch(
+        [(b"k", b"v")],
+        timestamp_ms=int(time.time() * 1000),
+        producer_id=4242,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    P = broker_pb2.ProduceRequest
+    for transactional_id in ("", "tx-not-hers"):
+        request = P(
+            acks=-1,
+            timeout_ms=5000,
+            transactional_id=transactional_id,
+            topics=[P.TopicData(name=topic, partitions=[P.PartitionData(index=0, records=batch)])],
+        )
+        with open_channel(_broker(cluster), tls=matrix) as channel:
+            answer = broker_pb2_grpc.BrokerServiceStub(channel).Produce(request, timeout=10)
+        assert answer.topics[0].partitions[0].error.code == TXN_DENIED, transactional_id

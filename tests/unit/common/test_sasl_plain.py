@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraftlog.common._acl import ScramMechanism
-from kraftlog.common._sasl_plain import PlainServer, plain_verifier_from_scram, verify_password_against_scram
-from kraftlog.common._scram import ScramCredential, scram_credential
+from kraftlog.common._sasl_plain import PlainServer
 from kraftlog.common.errors import IllegalSaslStateError, SaslAuthenticationFailedError
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -90,36 +89,6 @@ def test_second_use_is_illegal_after_success_or_failure() -> None:
         failed.evaluate(b"\x00alice\x00wrong")
     with pytest.raises(IllegalSaslStateError):
         failed.evaluate(b"\x00alice\x00wonderland")
-
-
-@pytest.mark.parametrize("mechanism", [SHA256, SHA512])
-def test_password_verified_against_the_scram_credential(mechanism: ScramMechanism) -> None:
-    credential = scram_credential(mechanism, "wonderland", iterations=4096)
-    assert verify_password_against_scram(credential, mechanism, "wonderland")
-    assert not verify_password_against_scram(credential, mechanism, "Wonderland")
-    assert not verify_password_against_scram(credential, mechanism, "")
-    other = SHA512 if mechanism is SHA256 else SHA256
-    assert not verify_password_against_scram(credential, other, "wonderland")
-
-
-def test_plain_verifier_from_scram_credentials() -> None:
-    credentials: dict[str, list[tuple[ScramMechanism, ScramCredential]]] = {
-        "alice": [(SHA256, scram_credential(SHA256, "old")), (SHA512, scram_credential(SHA512, "new"))],
-    }
-    asked: list[str] = []
-
-    def lookup(name: str) -> list[tuple[ScramMechanism, ScramCredential]]:
-        asked.append(name)
-        return credentials.get(name, [])
-
-    verify = plain_verifier_from_scram(lookup)
-    assert verify("alice", "new") and verify("alice", "old")
-    assert not verify("alice", "other")
-    assert not verify("mallory", "new")
-    assert asked == ["alice", "alice", "alice", "mallory"]
-    server = PlainServer(verify)
-    server.evaluate(b"\x00alice\x00new")
-    assert server.username == "alice"
 
 
 @settings(max_examples=300, deadline=None)

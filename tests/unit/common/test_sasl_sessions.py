@@ -93,3 +93,32 @@ def test_the_tables_are_bounded() -> None:
     with pytest.raises(kerr.IllegalSaslStateError):
         sessions.authenticate(ids[0], b"\0bob\0bob-secret", "h")  # the oldest was dropped
     assert sessions.authenticate(ids[-1], b"\0bob\0bob-secret", "h")[1] is not None
+
+
+def test_a_session_ends_with_its_lifetime_and_with_its_credential() -> None:
+    clock = _Clock()
+    credentials = {"alice": _CREDENTIAL}
+
+    def lookup(mechanism: ScramMechanism, user: str) -> object:
+        return credentials.get(user)
+
+    sessions = SaslSessions(_SECURITY, lookup, clock=clock, max_lifetime_s=100.0)  # type: ignore[arg-type]
+    token = _scram_login(sessions, "h")
+    assert token is not None
+    for _ in range(3):
+        clock.now += 30
+        assert sessions.session(token, "h") is not None  # in use, within its lifetime
+    clock.now += 30
+    assert sessions.session(token, "h") is None  # 120 s after the login: gone however busy
+    token = _scram_login(sessions, "h")
+    assert token is not None and sessions.session(token, "h") is not None
+    credentials["alice"] = scram_credential(ScramMechanism.SCRAM_SHA_512, "new-secret", b"salt" * 4, 4096)
+    assert sessions.session(token, "h") is None  # the password changed: the session ends
+
+
+def test_one_host_cannot_push_out_anothers_pending_logins() -> None:
+    sessions = _sessions(_Clock(), pending_per_host=2)
+    _error, theirs = sessions.handshake("PLAIN", "honest")
+    for _ in range(50):
+        sessions.handshake("PLAIN", "flood")
+    assert sessions.authenticate(theirs, b"\0bob\0bob-secret", "honest")[1] is not None
