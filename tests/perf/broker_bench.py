@@ -9,10 +9,10 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
   numbers against the same without, in the same run (each request's batch stamped either way);
   transactions/s of 10-partition transactions (one 100-byte record per partition, the client's
   transactional producer) against the same sends and a flush without a transaction.
-- TLS (issue 17): the RF=1 produce (acks=1, 1 KiB records) and consume of the same sizes with
-  the same gRPC client against a plaintext node and a TLS node (every listener TLS, a throw-away
-  CA), runs alternating between the two; the median run of each, and the server's and the
-  client's CPU seconds per GB, which show who pays for the encryption.
+- TLS (issue 17), measured first: the RF=1 produce (acks=1, 1 KiB records) and consume of the
+  same sizes with the same gRPC client against a fresh plaintext node and a fresh TLS node
+  (every listener TLS, a throw-away CA), runs alternating between the two; the median run of
+  each, and the server's and the client's CPU seconds per GB, which show who pays for TLS.
 - RF=3: three brokers (and three separate controllers), acks=all, min.insync.replicas=2.
 - End-to-end latency at a fixed moderate rate: produce one small record (acks=all), a consumer long
   polls the partition; latency = consumed time - send time.
@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -498,15 +499,20 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kraftlog-broker-bench-") as tmp:
         base = Path(tmp)
+        # the TLS comparison has a fresh plaintext node and a fresh TLS node of its own (the same
+        # history on both sides, none on the node of the other figures), started beside it
         single = start_cluster(base / "rf1", 1, wait=False)
-        secured = start_cluster(base / "rf1-tls", 1, security="tls", wait=False)
+        pair = (
+            start_cluster(base / "plain", 1, wait=False),
+            start_cluster(base / "tls", 1, security="tls", wait=False),
+        )
         try:
-            wait_serving(single)
-            wait_serving(secured)
-            # first, while both nodes are fresh (the same history on both sides), and the TLS node
-            # stopped before the rest: idle, it would still take CPU from the figures below
-            out.update(tls_comparison(single, secured, batch, tls_runs, tls_requests, threads))
-            secured.stop()
+            for cluster in (single, *pair):
+                wait_serving(cluster)
+            out.update(tls_comparison(*pair, batch, tls_runs, tls_requests, threads))
+            for cluster in pair:  # idle, they would still take CPU, and their files page cache
+                cluster.stop()
+                shutil.rmtree(cluster.base_dir)
             with single.admin() as admin:
                 admin.create_topics([NewTopic("rf1", 2, 1)])
             _nid, addr = leader_address(single, "rf1")
@@ -533,8 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             out["flush_rounds_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=False), 1)
             out["txns_per_s"] = round(txns_per_s(boot, "txn", 10, seconds, transactional=True), 1)
         finally:
-            secured.stop()
-            single.stop()
+            for cluster in (*pair, single):
+                cluster.stop()
         out["produce_rf1_records_s"] = round(out["produce_rf1_mb_s"] * 1e6 / len(batch) * count)
         out["produce_rf1_small_records_s"] = round(out["produce_rf1_small_mb_s"] * 1e6 / len(small) * small_count)
         out["produce_rf1_ratio"] = round(out["produce_rf1_mb_s"] / out["echo_mb_s"], 3)
