@@ -80,8 +80,9 @@ def _is(*allowed: str) -> Callable[[str], bool]:
 
 PLAINTEXT_ONLY = Unsupported(
     _is("plaintext"),
-    "kraftlog's client speaks plaintext gRPC only (TLS and SASL arrive with the security issue)",
-    "use security.protocol=PLAINTEXT",
+    "security settings do not travel as client properties here",
+    "pass --command-config FILE (security.protocol, ssl.*, sasl.*) or the client's security_protocol, "
+    "ssl_* and sasl_* arguments",
 )
 BYTES_SERIALIZER = Unsupported(
     java_class_is("ByteArraySerializer", "StringSerializer"),
