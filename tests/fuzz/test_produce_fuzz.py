@@ -46,6 +46,8 @@ REFUSALS = {
     "RECORD_LIST_TOO_LARGE",
     "UNSUPPORTED_COMPRESSION_TYPE",
     "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+    # a batch whose attributes say transactional, sent without a transactional id (Kafka's answer)
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 }
 FIELDS = [
     (8, ">i"),

@@ -49,6 +49,9 @@ def produce(cluster: LocalCluster, records: bytes) -> int:
     request = R(
         acks=-1,
         timeout_ms=10_000,
+        # transactional batches name a transactional id (Kafka's rule); these tests write their
+        # markers themselves, so no coordinator ever hears of it
+        transactional_id="read-committed-test",
         topics=[R.TopicData(name=TOPIC, partitions=[R.PartitionData(index=0, records=records)])],
     )
 

@@ -148,6 +148,7 @@ class TxnClient:
         request = R(
             acks=-1,
             timeout_ms=10_000,
+            transactional_id=self.txn_id,  # transactional batches name their transactional id (Kafka's rule)
             topics=[R.TopicData(name=TOPIC, partitions=[R.PartitionData(index=partition, records=payload)])],
         )
 
