@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import ScramMechanism
-from kraftlog.common._request_context import Session, current_request
-from kraftlog.common._sasl_plain import PlainServer
-from kraftlog.common._scram import ScramCredential, ScramServer
+from kraftlog.common._request_context import current_request
+from kraftlog.common._sasl_sessions import sasl_server, sasl_session, sasl_step
 
 from ._kafka_server import ConnectionInfo
 from ._kafka_wire import ParsedRequest
@@ -53,21 +51,12 @@ class _SaslApis:
         if mechanism not in offered:
             conn.close_after_answer = True
             return {"error_code": kerr.UnsupportedSaslMechanismError.error_code, "mechanisms": offered}
-        conn.sasl = self._sasl_server(mechanism, conn)
+        conn.sasl = sasl_server(
+            security, mechanism, lambda m, user: self.broker.follower.image.scram.credential(m, user)
+        )
         # v0 (librdkafka checks that it is served): the exchange follows as raw size-prefixed tokens
         conn.sasl_raw_tokens = request.api_version == 0
         return {"error_code": 0, "mechanisms": offered}
-
-    def _sasl_server(self, mechanism: str, conn: ConnectionInfo) -> ScramServer | PlainServer:
-        if mechanism == "PLAIN":
-            assert conn.security is not None
-            return PlainServer(conn.security.verify_plain)
-        scram = ScramMechanism.from_name(mechanism)
-
-        def lookup(user: str) -> ScramCredential | None:
-            return self.broker.follower.image.scram.credential(scram, user)
-
-        return ScramServer(scram, lookup)
 
     async def sasl_authenticate(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         current_request().public("SaslAuthenticate carries the SASL exchange itself")
@@ -88,7 +77,7 @@ class _SaslApis:
         server = conn.sasl
         assert server is not None
         try:
-            challenge: bytes = server.evaluate(token)
+            challenge = sasl_step(server, token)
         except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
             conn.sasl = None
             _log.info(
@@ -97,18 +86,12 @@ class _SaslApis:
                 listener=conn.listener_name,
                 peer=conn.peer,
                 mechanism=server.mechanism_name,
-                reason=str(err),
+                reason=str(err.__cause__),
             )
-            raise type(err)(
-                "Authentication failed during authentication due to invalid credentials with SASL "
-                f"mechanism {server.mechanism_name}"
-            ) from err
+            raise
         if server.complete:
-            assert server.username is not None
             old = conn.session
-            conn.session = Session(
-                f"User:{server.username}", old.client_host, old.listener, old.security_protocol, server.mechanism_name
-            )
+            conn.session = sasl_session(server, old.client_host, old.listener, old.security_protocol)
             conn.authenticated = True
             conn.sasl = None
             conn.sasl_raw_tokens = False

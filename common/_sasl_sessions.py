@@ -29,12 +29,40 @@ from kraftlog.common._request_context import Session
 from kraftlog.common._sasl_plain import PlainServer
 from kraftlog.common._scram import ScramCredential, ScramServer
 
-__all__ = ["SESSION_METADATA", "SaslSessions"]
+__all__ = ["SESSION_METADATA", "SaslSessions", "sasl_server", "sasl_step", "sasl_session"]
 
 #: the call metadata key carrying a channel's session token
 SESSION_METADATA: Final = "kraftlog-sasl-session"
 
 ScramLookup = Callable[[ScramMechanism, str], "ScramCredential | None"]
+
+
+def sasl_server(security: ListenerSecurity, mechanism: str, lookup: ScramLookup) -> ScramServer | PlainServer:
+    """The server side of one exchange of ``mechanism`` on a listener (both protocols): PLAIN
+    against the listener's JAAS users, SCRAM against ``lookup`` (the metadata image's credentials)."""
+    if mechanism == "PLAIN":
+        return PlainServer(security.verify_plain)
+    scram = ScramMechanism.from_name(mechanism)
+    return ScramServer(scram, lambda user: lookup(scram, user))
+
+
+def sasl_step(server: ScramServer | PlainServer, token: bytes) -> bytes:
+    """One message of an exchange: the server's answer. A failure raises the same error type
+    with Kafka's message, which names the mechanism only (the reason stays in ``__cause__``)."""
+    try:
+        challenge: bytes = server.evaluate(token)
+    except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
+        raise type(err)(
+            "Authentication failed during authentication due to invalid credentials with SASL "
+            f"mechanism {server.mechanism_name}"
+        ) from err
+    return challenge
+
+
+def sasl_session(server: ScramServer | PlainServer, client_host: str, listener: str, protocol: str) -> Session:
+    """The session a completed exchange authenticates: ``User:<name>``."""
+    assert server.complete and server.username is not None
+    return Session(f"User:{server.username}", client_host, listener, protocol, server.mechanism_name)
 
 
 @dataclass
@@ -85,12 +113,7 @@ class SaslSessions:
         if mechanism not in self.security.sasl_mechanisms:
             return kerr.UnsupportedSaslMechanismError, ""
         self._expire()
-        server: ScramServer | PlainServer
-        if mechanism == "PLAIN":
-            server = PlainServer(self.security.verify_plain)
-        else:
-            scram = ScramMechanism.from_name(mechanism)
-            server = ScramServer(scram, lambda user: self._lookup(scram, user))
+        server = sasl_server(self.security, mechanism, self._lookup)
         mine = [eid for eid, exchange in self._exchanges.items() if exchange.host == host]
         for eid in mine[: max(0, len(mine) - self.pending_per_host + 1)]:
             del self._exchanges[eid]
@@ -110,26 +133,17 @@ class SaslSessions:
         if exchange is None or exchange.host != host:
             raise kerr.IllegalSaslStateError("no SASL exchange with that id is in progress")
         try:
-            challenge: bytes = exchange.server.evaluate(token)
-        except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
+            challenge = sasl_step(exchange.server, token)
+        except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError):
             del self._exchanges[exchange_id]
-            raise kerr.SaslAuthenticationFailedError(
-                "Authentication failed during authentication due to invalid credentials with SASL "
-                f"mechanism {exchange.server.mechanism_name}"
-            ) from err
+            raise
         if not exchange.server.complete:
             return challenge, None
         del self._exchanges[exchange_id]
-        assert exchange.server.username is not None
-        session = Session(
-            f"User:{exchange.server.username}",
-            host,
-            self.security.name,
-            self.security.protocol,
-            exchange.server.mechanism_name,
-        )
+        session = sasl_session(exchange.server, host, self.security.name, self.security.protocol)
         credential = None
         if isinstance(exchange.server, ScramServer):
+            assert exchange.server.username is not None
             credential = self._lookup(
                 ScramMechanism.from_name(exchange.server.mechanism_name), exchange.server.username
             )
