@@ -13,7 +13,15 @@ Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 """
 
 from kraftlog.deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
-from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_group, drain_row, log_end_offsets
+from kraftlog.deploy.chaos._drain import (
+    ConsumingWorkload,
+    DrainOutcome,
+    drain_fields,
+    drain_group,
+    drain_row,
+    drain_workload,
+    log_end_offsets,
+)
 from kraftlog.deploy.chaos._eos_check import EosReport, TxnAttempt, check_eos, decode_output, encode_output
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
@@ -84,7 +92,9 @@ __all__ = [
     "overlapping_owners",
     "ownership_intervals",
     "GroupOutcome",
+    "ConsumingWorkload",
     "DrainOutcome",
+    "drain_workload",
     "drain_fields",
     "drain_group",
     "drain_row",

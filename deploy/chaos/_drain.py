@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -24,7 +24,16 @@ from kraftlog.client import Consumer, GroupAdmin
 from kraftlog.deploy._cluster import wait_until
 from kraftlog.deploy.chaos._security import ChaosSecurity
 
-__all__ = ["DRAIN_POLL_S", "DrainOutcome", "drain_fields", "drain_group", "drain_row", "log_end_offsets"]
+__all__ = [
+    "DRAIN_POLL_S",
+    "ConsumingWorkload",
+    "DrainOutcome",
+    "drain_fields",
+    "drain_group",
+    "drain_row",
+    "drain_workload",
+    "log_end_offsets",
+]
 
 _log = structlog.get_logger("deploy.chaos")
 
@@ -103,6 +112,38 @@ def drain_group(
         error = (error + "; " if error else "") + f"final committed offsets: {err!r}"
         _log.warning(f"chaos_{what}_final_offsets_failed", error=repr(err))
     return DrainOutcome(drained, drain_s, ends, final, error)
+
+
+class ConsumingWorkload(Protocol):
+    """What `drain_workload` needs of a workload: where its group consumes, its highest acknowledged
+    commits (partition -> next offset) and how to stop its threads."""
+
+    bootstrap_servers: str
+    partitions: int
+    group_id: str
+    security: ChaosSecurity
+
+    @property
+    def consumed_topic(self) -> str: ...
+
+    def highest_commits(self) -> dict[int, int]: ...
+
+    def stop(self) -> None: ...
+
+
+def drain_workload(workload: ConsumingWorkload, what: str, timeout_s: float) -> DrainOutcome:
+    """`drain_group` for ``workload`` (the group workload, ``what="group"``, or the eos one, ``"eos"``)."""
+    return drain_group(
+        workload.bootstrap_servers,
+        workload.consumed_topic,
+        workload.partitions,
+        workload.group_id,
+        highest_commits=workload.highest_commits,
+        stop=workload.stop,
+        security=workload.security,
+        timeout_s=timeout_s,
+        what=what,
+    )
 
 
 def drain_fields(prefix: str, outcome: DrainOutcome) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from kraftlog.client import Consumer, Producer
-from kraftlog.deploy.chaos._drain import DrainOutcome, drain_group
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_workload
 from kraftlog.deploy.chaos._eos_check import TxnAttempt, encode_output
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
@@ -120,22 +120,17 @@ class EosWorkload:
         with self._lock:
             return list(self.attempts)
 
+    @property
+    def consumed_topic(self) -> str:
+        """The topic the group consumes (`deploy.chaos._drain.ConsumingWorkload`)."""
+        return self.input_topic
+
     def finish(self, timeout_s: float = 90.0) -> EosOutcome:
         """After the producers of A stopped: no more crashes; wait (bounded) until the processors
         committed up to A's log end offsets; stop them; read the group's final committed offsets
         (`deploy.chaos._drain.drain_group`)."""
         self._crashes_allowed.clear()
-        return drain_group(
-            self.bootstrap_servers,
-            self.input_topic,
-            self.partitions,
-            self.group_id,
-            highest_commits=self.highest_commits,
-            stop=self.stop,
-            security=self.security,
-            timeout_s=timeout_s,
-            what="eos",
-        )
+        return drain_workload(self, "eos", timeout_s)
 
     def stop(self, timeout_s: float = 90.0) -> None:
         self._stop.set()

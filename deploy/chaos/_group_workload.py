@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from kraftlog.client import Consumer, RebalanceListener, TopicPartition
-from kraftlog.deploy.chaos._drain import DrainOutcome, drain_group
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_workload
 from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
@@ -154,22 +154,17 @@ class GroupWorkload:
         with self._lock:
             return list(self.consumed), list(self.commits), list(self.events)
 
+    @property
+    def consumed_topic(self) -> str:
+        """The topic the group consumes (`deploy.chaos._drain.ConsumingWorkload`)."""
+        return self.topic
+
     def finish(self, timeout_s: float = 90.0) -> GroupOutcome:
         """After the producers stopped: no more restarts; wait (bounded) until the group committed
         up to every partition's log end offset; stop the members; read the final committed offsets
         (`deploy.chaos._drain.drain_group`)."""
         self._restarts_allowed.clear()
-        return drain_group(
-            self.bootstrap_servers,
-            self.topic,
-            self.partitions,
-            self.group_id,
-            highest_commits=self.highest_commits,
-            stop=self.stop,
-            security=self.security,
-            timeout_s=timeout_s,
-            what="group",
-        )
+        return drain_workload(self, "group", timeout_s)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         self._stop.set()

@@ -119,3 +119,15 @@ def test_table_row_says_no_when_not_drained() -> None:
     stuck = drain_fields("group", DrainOutcome(False, 90.0, {}, {}))
     assert drain_row("group", drained) == ("group: drained to the log end (s)", 2.5)
     assert drain_row("group", stuck) == ("group: drained to the log end (s)", "NO")
+
+
+def test_a_workload_is_drained_on_the_topic_its_group_consumes(cluster) -> None:
+    from kraftlog.deploy.chaos import EosWorkload
+    from kraftlog.deploy.chaos._drain import drain_workload
+
+    log, _ = cluster
+    eos = EosWorkload("b:1", "in", "out", 3, processors=0, group_id="g")
+    eos.committed_offsets.update({0: 5, 2: 3})
+    outcome = drain_workload(eos, "eos", 5.0)
+    assert outcome.drained and outcome.final_committed == {0: 5, 1: 0, 2: 3}
+    assert log == ["end_offsets in", "list_offsets g"]  # stopping a workload without threads logs nothing
