@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kraftlog.common import errors as kerr
 
-from ._group_classic_base import append_error
+from ._coordinator_result import coordinator_error
 from ._group_consumer import ConsumerGroup, Record, TopicLookup
 from ._group_consumer_types import (
     LEAVE_EPOCH,
@@ -112,9 +112,6 @@ class ConsumerShardMixin:
         self._consumer_writes = 0
         self._consumer_parked: list[tuple[object, HeartbeatRequest, HeartbeatResponse]] = []
 
-    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
-        raise NotImplementedError  # GroupShard's
-
     def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
         """Whether a classic group of that id keeps a consumer group from being made (it has
         members); else the empty classic group is dropped and these records delete it. GroupShard's."""
@@ -157,7 +154,7 @@ class ConsumerShardMixin:
                 return ShardOutcome()
             return ShardOutcome([(token, response)])
         self._consumer_writes += 1
-        return ShardOutcome([], written, self._register(self._answer_after(token, req, response)))
+        return ShardOutcome([], written, self._answer_after(token, req, response))
 
     def _answer_after(
         self, token: object, req: HeartbeatRequest, response: HeartbeatResponse
@@ -167,7 +164,7 @@ class ConsumerShardMixin:
             if error is None:
                 out.responses.insert(0, (token, response))
             else:
-                failed = append_error(error)("the group's records were not written")
+                failed = coordinator_error(error)("the group's records were not written")
                 out.responses.insert(0, (token, _failed(req, failed)))
             return out
 
@@ -185,13 +182,13 @@ class ConsumerShardMixin:
                     out.responses.append((token, response))
                 else:
                     out.responses.append(
-                        (token, _failed(req, append_error(error)("the group's state was not written")))
+                        (token, _failed(req, coordinator_error(error)("the group's state was not written")))
                     )
         return out
 
-    def _consumer_poll(self, now_ms: int) -> tuple[list[Record], int | None]:
-        """Fence the members whose session or rebalance timeout ran out; their records (replayed
-        already) and the append continuation that reloads the shard should they not be written."""
+    def _consumer_poll(self, now_ms: int) -> ShardOutcome:
+        """Fence the members whose session or rebalance timeout ran out: their records (replayed
+        already), with the continuation that reloads the shard should they not be written."""
         records: list[Record] = []
         for group in list(self.consumer_groups.values()):
             for member_id in group.expired_members(now_ms):
@@ -200,9 +197,9 @@ class ConsumerShardMixin:
                     group.replay(key, value)
                 records.extend(fenced)
         if not records:
-            return [], None
+            return ShardOutcome()
         self._consumer_writes += 1
-        return records, self._register(lambda error, _t: self._write_done(error))
+        return ShardOutcome(records=list(records), then=lambda error, _t: self._write_done(error))
 
     def _consumer_deadline(self) -> int | None:
         return min((d for g in self.consumer_groups.values() if (d := g.next_deadline()) is not None), default=None)

@@ -11,13 +11,13 @@ marker arriving while the shard runs comes from WriteTxnMarkers (`complete_txn`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kraftlog.common import errors as kerr
 
-from ._group_classic_base import append_error
+from ._coordinator_result import coordinator_error
 from ._group_consumer import ConsumerGroup
 from ._group_records import OffsetCommitKey, OffsetCommitValue
 from ._group_shard_types import OffsetCommitResponse, ShardOutcome
@@ -45,8 +45,8 @@ class TxnOffsetsMixin:
     consumer_groups: dict[str, ConsumerGroup]
     groups: dict[str, Any]
 
-    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
-        raise NotImplementedError  # GroupShard's
+    def replay(self, key: Any, value: Any, now_ms: int) -> None:
+        raise NotImplementedError  # GroupShard's: the one path committed offsets change along
 
     def _init_txn_offsets(self) -> None:
         # producer id -> group -> partition -> offset, waiting for the producer's marker
@@ -93,16 +93,14 @@ class TxnOffsetsMixin:
             if write_error is not None:
                 for key, value in records:  # never written: not pending either
                     self._unpend(request.producer_id, key, value)
-                failed = append_error(write_error)
+                failed = coordinator_error(write_error)
                 answer = tuple((k.topic, k.partition, failed) for k, _v in records)
                 return ShardOutcome([(token, OffsetCommitResponse(answer))])
             return ShardOutcome(
                 [(token, OffsetCommitResponse(tuple((k.topic, k.partition, None) for k, _v in records)))]
             )
 
-        out = ShardOutcome(records=list(records), append_id=self._register(written))
-        out.producer = (request.producer_id, request.producer_epoch)
-        return out
+        return ShardOutcome(records=list(records), then=written, producer=(request.producer_id, request.producer_epoch))
 
     def _pend(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
         self.pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = value
@@ -119,7 +117,8 @@ class TxnOffsetsMixin:
         if not commit:
             return
         for group_id, offsets in pending.items():
-            self.offsets.setdefault(group_id, {}).update(offsets)
+            for (topic, partition), value in offsets.items():
+                self.replay(OffsetCommitKey(group_id, topic, partition), value, value.commit_timestamp_ms)
 
     def replay_txn_offset(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Loading: an offset record of a transactional batch (pending until its marker)."""

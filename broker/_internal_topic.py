@@ -1,7 +1,8 @@
 """What the coordinators share about the internal topic partitions they keep their state in
 (``__consumer_offsets``, ``__transaction_state``): waiting until the local replica leads at the
 epoch the metadata named, reading a partition's records from its start to its end (a load), and
-appending records to it with acks=all through the replica manager."""
+appending records to it with acks=all through the replica manager (`ReplicaPartitionWriter`, the
+coordinator runtime's partition writer)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import ControlRecordType, RecordBatchBuilder, iter_batches
 
-__all__ = ["leader_replica", "read_log", "read_records", "append_records", "LogEntry"]
+__all__ = ["leader_replica", "read_log", "read_records", "append_records", "LogEntry", "ReplicaPartitionWriter"]
 
 _log = structlog.get_logger(__name__)
 
@@ -97,3 +98,41 @@ async def append_records(
         _log.error("internal_append_failed", topic=topic, partition=partition, error=repr(err))
         return kerr.UnknownServerError
     return error
+
+
+class ReplicaPartitionWriter:
+    """The partitions of one internal topic on this broker's replica manager: read from the local
+    leader replica, appended with acks=all within ``timeout_ms``."""
+
+    def __init__(
+        self,
+        replicas: Callable[[], Any],
+        topic: str,
+        *,
+        timeout_ms: Callable[[], int],
+        read_chunk_bytes: Callable[[], int],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._replicas = replicas
+        self.topic = topic
+        self._timeout_ms = timeout_ms
+        self._chunk_bytes = read_chunk_bytes
+        self._clock_ms = clock_ms
+
+    async def read(self, partition: int, epoch: int) -> AsyncIterator[LogEntry]:
+        p = await leader_replica(self._replicas, self.topic, partition, epoch)
+        async for entry in read_log(p, self._chunk_bytes()):
+            yield entry
+
+    async def append(
+        self, partition: int, records: Sequence[tuple[bytes, bytes | None]], producer: tuple[int, int] | None
+    ) -> type[kerr.KafkaError] | None:
+        return await append_records(
+            self._replicas(),
+            self.topic,
+            partition,
+            records,
+            timeout_ms=self._timeout_ms(),
+            now_ms=self._clock_ms(),
+            producer=producer,
+        )

@@ -74,7 +74,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.InvalidGroupIdError, "empty group id"))
         if not current_request().authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.GroupAuthorizationFailedError))
-        partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn._image()))
+        partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn.image()))
         error, _results = await self._add(
             request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]
         )
