@@ -36,7 +36,7 @@ from ._group_records import (
     encode_value,
 )
 from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
-from ._internal_topic import LogEntry, ReplicaPartitionWriter
+from ._internal_topic import LogEntry, ReplicaPartitionWriter, TopicCreator
 
 __all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "ShardUnavailable"]
 
@@ -77,6 +77,9 @@ class GroupShards:
     def new_shard(self, partition: int, now_ms: int) -> GroupShard:
         return GroupShard(partition, self._config, self._rng, now_ms)
 
+    def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
+        return encode_key(record[0]), None if record[1] is None else encode_value(record[1])
+
     def replay(self, shard: GroupShard, entry: LogEntry, now_ms: int) -> None:
         """One entry of the partition: a transaction marker ends a producer's pending offsets; an
         offset of a transactional batch (TxnOffsetCommit) is pending until its marker; any other
@@ -112,10 +115,6 @@ class GroupShards:
             out.responses.extend(group.mark_dead(now_ms).responses)
         return out
 
-    def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
-        key, value = record
-        return encode_key(key), None if value is None else encode_value(value)
-
 
 class GroupCoordinator:
     """Shards of the ``__consumer_offsets`` partitions this broker leads (see the module docstring)."""
@@ -132,9 +131,7 @@ class GroupCoordinator:
     ) -> None:
         self.broker_id = broker_id
         self.config = config
-        self._create_topic = create_offsets_topic
-        self._clock_ms = clock_ms
-        self._creating = False
+        self._topic = TopicCreator(OFFSETS_TOPIC, create_offsets_topic)
         log = _log.bind(node_id=broker_id)
         writer = ReplicaPartitionWriter(
             replicas,
@@ -200,21 +197,16 @@ class GroupCoordinator:
 
     async def ensure_offsets_topic(self, image: MetadataImage) -> None:
         """Create ``__consumer_offsets`` (once) when it does not exist yet."""
-        if image.topics.get_by_name(OFFSETS_TOPIC) is not None or self._creating:
-            return
-        self._creating = True
-        try:
-            await self._create_topic(
-                self.config["offsets.topic.num.partitions"],
-                self.config["offsets.topic.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-                    "compression.type": "producer",
-                },
-            )
-        finally:
-            self._creating = False
+        await self._topic.ensure(
+            image,
+            self.config["offsets.topic.num.partitions"],
+            self.config["offsets.topic.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            },
+        )
 
     def run(self, shard: GroupShard, call: Callable[[], ShardOutcome]) -> None:
         """Run one shard call and carry out its outcome (`CoordinatorRuntime.run`)."""

@@ -7,7 +7,7 @@ coordinator runtime's partition writer)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 import structlog
@@ -15,7 +15,14 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import ControlRecordType, RecordBatchBuilder, iter_batches
 
-__all__ = ["leader_replica", "read_log", "read_records", "append_records", "LogEntry", "ReplicaPartitionWriter"]
+__all__ = [
+    "leader_replica",
+    "read_log",
+    "append_records",
+    "LogEntry",
+    "ReplicaPartitionWriter",
+    "TopicCreator",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -59,13 +66,6 @@ async def read_log(p: Any, chunk_bytes: int) -> AsyncIterator[LogEntry]:
                     yield LogEntry(record.key, record.value, pid)
             offset = max(offset, batch.last_offset + 1)
         await asyncio.sleep(0)
-
-
-async def read_records(p: Any, chunk_bytes: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-    """The (key, value) of every record (markers left out): for partitions without transactions."""
-    async for entry in read_log(p, chunk_bytes):
-        if entry.marker is None:
-            yield entry.key, entry.value
 
 
 async def append_records(
@@ -136,3 +136,24 @@ class ReplicaPartitionWriter:
             now_ms=self._clock_ms(),
             producer=producer,
         )
+
+
+class TopicCreator:
+    """Creates an internal topic the first time a client looks for its coordinator, as Kafka does;
+    one creation at a time (a second ask while one is under way returns at once)."""
+
+    def __init__(self, topic: str, create: Callable[[int, int, dict[str, str]], Awaitable[None]]) -> None:
+        self.topic = topic
+        self._create = create
+        self._creating = False
+
+    async def ensure(self, image: Any, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+        """Create the topic (``partitions``, ``replication_factor``, ``configs``) unless ``image``
+        has it already."""
+        if image.topics.get_by_name(self.topic) is not None or self._creating:
+            return
+        self._creating = True
+        try:
+            await self._create(partitions, replication_factor, configs)
+        finally:
+            self._creating = False

@@ -28,7 +28,7 @@ from kraftlog.proto import broker_pb2
 
 from ._coordinator_result import CoordinatorResult
 from ._coordinator_runtime import CoordinatorRuntime
-from ._internal_topic import LogEntry, ReplicaPartitionWriter
+from ._internal_topic import LogEntry, ReplicaPartitionWriter, TopicCreator
 from ._producer_ids import ProducerIdManager
 from ._txn_records import decode_txn, encode_txn_key, encode_txn_value
 from ._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
@@ -52,6 +52,9 @@ class TxnShards:
     def new_shard(self, partition: int, now_ms: int) -> TxnShard:
         return TxnShard(partition, self._config)
 
+    def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
+        return encode_txn_key(record[0]), None if record[1] is None else encode_txn_value(record[1])
+
     def replay(self, shard: TxnShard, entry: LogEntry, now_ms: int) -> None:
         if entry.marker is not None or entry.key is None:
             return
@@ -69,10 +72,6 @@ class TxnShards:
 
     def unloaded(self, shard: TxnShard, now_ms: int) -> CoordinatorResult:
         return CoordinatorResult()  # its callers wait through `CoordinatorRuntime.call`
-
-    def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
-        key, value = record
-        return encode_txn_key(key), None if value is None else encode_txn_value(value)
 
 
 class TxnCoordinator:
@@ -93,7 +92,7 @@ class TxnCoordinator:
         self.broker_id = broker_id
         self.config = config
         self.image = image
-        self._create_topic = create_topic
+        self._topic = TopicCreator(TXN_TOPIC, create_topic)
         self.producer_ids = producer_ids
         self._send_markers = send_markers
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
@@ -102,7 +101,6 @@ class TxnCoordinator:
             id_expiration_ms=config["transactional.id.expiration.ms"],
         )
         self._jobs: set[asyncio.Task[None]] = set()
-        self._creating = False
         self._log = _log.bind(node_id=broker_id)
         writer = ReplicaPartitionWriter(
             replicas,
@@ -153,22 +151,17 @@ class TxnCoordinator:
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` (once) when it does not exist yet."""
-        if self.image().topics.get_by_name(TXN_TOPIC) is not None or self._creating:
-            return
-        self._creating = True
-        try:
-            await self._create_topic(
-                self.config["transaction.state.log.num.partitions"],
-                self.config["transaction.state.log.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-                    "min.insync.replicas": str(self.config["transaction.state.log.min.isr"]),
-                    "compression.type": "uncompressed",
-                },
-            )
-        finally:
-            self._creating = False
+        await self._topic.ensure(
+            self.image(),
+            self.config["transaction.state.log.num.partitions"],
+            self.config["transaction.state.log.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                "min.insync.replicas": str(self.config["transaction.state.log.min.isr"]),
+                "compression.type": "uncompressed",
+            },
+        )
 
     async def call(self, txn_id: str, invoke: Callable[[TxnShard, object, int], TxnOutcome]) -> Any:
         """Run ``invoke(shard, token, now)`` on the id's shard and wait for its answer."""
