@@ -15,8 +15,9 @@ runtime
   continuation: an operation is answered once its records are committed; a write that failed
   fails it (the continuation gets the error), and a shard whose state ran ahead asks to be
   reloaded from its log;
-- fires every shard's timers from one deadline queue, waiting at most ``max_wait_ms`` between
-  rounds (a lost wake-up costs at most that).
+- fires every shard's timers, and the coordinator's own (`call_at`: the transaction coordinator's
+  marker retries), from one deadline queue, waiting at most ``max_wait_ms`` between rounds (a lost
+  wake-up costs at most that).
 
 Time comes from the injected ``clock_ms``; nothing here reads the wall clock. Everything runs on
 one event loop, and a shard is only touched between awaits, so it needs no lock.
@@ -137,6 +138,7 @@ class CoordinatorRuntime(Generic[S]):
         self._waiting: dict[S, set[asyncio.Future[Any]]] = {}  # operations awaited through `call`
         self._due: dict[S, int] = {}  # each shard's next deadline, as queued
         self._queue: list[tuple[int, int, S]] = []  # (deadline, seq, shard); stale entries skipped
+        self._timers: list[tuple[int, int, Callable[[], None]]] = []  # (deadline, seq, action)
         self._seq = 0
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
@@ -367,17 +369,26 @@ class CoordinatorRuntime(Generic[S]):
             heapq.heapify(self._queue)
         self._wake.set()
 
+    def call_at(self, deadline_ms: int, action: Callable[[], None]) -> None:
+        """Run ``action`` once the clock reaches ``deadline_ms`` (from the same queue as the
+        shards' timers; dropped when the runtime stops)."""
+        self._seq += 1
+        heapq.heappush(self._timers, (deadline_ms, self._seq, action))
+        self._wake.set()
+
     def wait_ms(self, now_ms: int) -> int:
         """How long the timer task sleeps from ``now_ms``: until the earliest deadline, at most
         ``max_wait_ms``."""
         while self._queue and self._due.get(self._queue[0][2]) != self._queue[0][0]:
             heapq.heappop(self._queue)  # stale: the shard moved its deadline or is gone
-        if not self._queue:
+        deadlines = [q[0][0] for q in (self._queue, self._timers) if q]
+        if not deadlines:
             return self.max_wait_ms
-        return max(0, min(self._queue[0][0] - now_ms, self.max_wait_ms))
+        return max(0, min(min(deadlines) - now_ms, self.max_wait_ms))
 
     def fire_due(self, now_ms: int) -> None:
-        """Poll every shard whose deadline is at or before ``now_ms``, earliest first."""
+        """Poll every shard whose deadline is at or before ``now_ms``, earliest first, then run
+        the `call_at` actions due."""
         due: list[S] = []
         while self._queue and self._queue[0][0] <= now_ms:
             deadline, _seq, shard = heapq.heappop(self._queue)
@@ -392,6 +403,12 @@ class CoordinatorRuntime(Generic[S]):
             except Exception as err:  # noqa: BLE001 - one shard's bug must not stop every timer
                 self._log.error("coordinator_timers_failed", partition=shard.partition, error=repr(err))
                 self._schedule(shard)
+        while self._timers and self._timers[0][0] <= now_ms:
+            _deadline, _seq, action = heapq.heappop(self._timers)
+            try:
+                action()
+            except Exception as err:  # noqa: BLE001 - one action's bug must not stop every timer
+                self._log.error("coordinator_timer_failed", error=repr(err))
 
     def wake(self) -> None:
         """Re-evaluate the deadlines now (the clock moved, as in tests)."""

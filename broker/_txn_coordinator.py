@@ -37,7 +37,7 @@ __all__ = ["TxnCoordinator", "TXN_TOPIC"]
 
 TXN_TOPIC = "__transaction_state"
 _log = structlog.get_logger(__name__)
-_MARKER_RETRY_S = 0.2
+_MARKER_RETRY_MS = 200
 _APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its coordinator writes with
 _LOAD_CHUNK_BYTES = 5 * 1024 * 1024
 
@@ -182,45 +182,62 @@ class TxnCoordinator:
     # =================================================================== markers
 
     def _start_jobs(self, shard: TxnShard, jobs: list[Any]) -> None:
+        """Marker jobs the shard handed out: a job whose end was just written and failed waits
+        the shard's back-off first."""
+        now = self._clock_ms()
         for job in jobs:
-            task = spawn(self._write_markers(shard, job), name=f"txn-markers-{shard.partition}")
-            self._jobs.add(task)
-            task.add_done_callback(self._jobs.discard)
+            delay_ms = shard.retry_delay_ms(job.transactional_id, now)
+            self._next_round(shard, job, set(job.partitions), now + delay_ms)
 
-    async def _write_markers(self, shard: TxnShard, job: MarkerJob) -> None:
-        """Write the job's markers into every partition until each leader took them, then let the
-        shard complete the transaction. Stops when this broker no longer coordinates the id (the
-        next coordinator resumes the job from the prepared state it loads)."""
-        delay_ms = shard.retry_delay_ms(job.transactional_id, self._clock_ms())
-        if delay_ms:
-            await asyncio.sleep(delay_ms / 1000.0)  # the end was just written and failed: back off
-        left = set(job.partitions)
-        while left and self.runtime.is_current(shard):
-            image = self.image()
-            by_leader: dict[int, list[tuple[str, int]]] = {}
-            for topic, index in sorted(left):
-                t = image.topics.get_by_name(topic)
-                if t is None or index not in t.partitions:
-                    left.discard((topic, index))  # deleted meanwhile: nothing to mark
-                    continue
-                leader = t.partitions[index].leader
-                if leader >= 0:
-                    by_leader.setdefault(leader, []).append((topic, index))
-            for leader, parts in by_leader.items():
-                request = _markers_request(job, parts, self.runtime.epoch(shard.partition) or 0)
-                try:
-                    response = await self._send_markers(leader, request)
-                except Exception as err:  # noqa: BLE001 - an unreachable leader: asked again
-                    self._log.info("txn_markers_retry", leader=leader, error=repr(err))
-                    continue
-                for m in response.markers:
-                    for answered in m.topics:
-                        for p in answered.partitions:
-                            if p.error.code == 0:  # a deleted topic is dropped above, from the image
-                                left.discard((answered.name, p.partition_index))
-            if left:
-                await asyncio.sleep(_MARKER_RETRY_S)
-        if not left and self.runtime.is_current(shard):
+    def _next_round(self, shard: TxnShard, job: MarkerJob, left: set[tuple[str, int]], at_ms: int) -> None:
+        """Send the job's markers to what is ``left`` at ``at_ms`` (a runtime timer), or now."""
+
+        def start() -> None:
+            if self.runtime.is_current(shard):
+                task = spawn(self._markers_round(shard, job, left), name=f"txn-markers-{shard.partition}")
+                self._jobs.add(task)
+                task.add_done_callback(self._jobs.discard)
+
+        if at_ms <= self._clock_ms():
+            start()
+        else:
+            self.runtime.call_at(at_ms, start)
+
+    async def _markers_round(self, shard: TxnShard, job: MarkerJob, left: set[tuple[str, int]]) -> None:
+        """One round of a job: its markers to the current leader of every partition ``left``.
+        Partitions whose leader took them are done; the others are tried again after
+        ``_MARKER_RETRY_MS``; when none is left the shard completes the transaction. Nothing more
+        happens once this broker no longer coordinates the id (the next coordinator resumes the
+        job from the prepared state it loads)."""
+        image = self.image()
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for topic, index in sorted(left):
+            t = image.topics.get_by_name(topic)
+            if t is None or index not in t.partitions:
+                left.discard((topic, index))  # deleted meanwhile: nothing to mark
+                continue
+            leader = t.partitions[index].leader
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append((topic, index))
+        for leader, parts in by_leader.items():
+            if not self.runtime.is_current(shard):
+                return
+            request = _markers_request(job, parts, self.runtime.epoch(shard.partition) or 0)
+            try:
+                response = await self._send_markers(leader, request)
+            except Exception as err:  # noqa: BLE001 - an unreachable leader: asked again
+                self._log.info("txn_markers_retry", leader=leader, error=repr(err))
+                continue
+            for m in response.markers:
+                for answered in m.topics:
+                    for p in answered.partitions:
+                        if p.error.code == 0:  # a deleted topic is dropped above, from the image
+                            left.discard((answered.name, p.partition_index))
+        if not self.runtime.is_current(shard):
+            return
+        if left:
+            self._next_round(shard, job, left, self._clock_ms() + _MARKER_RETRY_MS)
+        else:
             self.runtime.run(shard, lambda: shard.markers_written(job, self._clock_ms()))
 
 

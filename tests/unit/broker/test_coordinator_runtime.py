@@ -380,3 +380,15 @@ def test_the_timer_wait_is_capped() -> None:
 def test_kafkas_append_error_mapping(written: type[kerr.KafkaError], told: type[kerr.KafkaError]) -> None:
     assert coordinator_error(written) is told
     assert coordinator_error(coordinator_error(written)) is told  # mapping twice changes nothing
+
+
+def test_call_at_shares_the_deadline_queue() -> None:
+    runtime, _writer, _handler, _clock = make()
+    ran: list[str] = []
+    runtime.call_at(1_300, lambda: ran.append("retry"))
+    assert runtime.wait_ms(1_000) == 300
+    runtime.fire_due(1_299)
+    assert ran == []
+    runtime.fire_due(1_300)
+    assert ran == ["retry"]
+    assert runtime.wait_ms(1_300) == 500  # nothing left: the cap
