@@ -23,8 +23,8 @@ from kraftlog.common import errors as kerr
 from ._coordinator_result import coordinator_error, merge
 from ._group_classic import ClassicGroup
 from ._group_classic_types import GroupState, JoinRequest, JoinResponse, SyncRequest, SyncResponse
-from ._group_consumer import ConsumerGroup
-from ._group_consumer_types import ConsumerGroupState
+from ._group_consumer import ConsumerGroup, TopicLookup
+from ._group_consumer_types import ConsumerGroupState, HeartbeatRequest
 from ._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -34,8 +34,8 @@ from ._group_records import (
     OffsetCommitValue,
 )
 from ._group_records_consumer import CONSUMER_KEY_TYPES
-from ._group_shard_consumer import ConsumerShardMixin
-from ._group_shard_txn import TxnOffsetsMixin
+from ._group_shard_consumer import ConsumerGroupDescription, ConsumerGroups
+from ._group_shard_txn import TxnOffsetCommitRequest, TxnOffsets
 from ._group_shard_types import (
     CommittedOffset,
     Error,
@@ -61,7 +61,7 @@ __all__ = [
 INVALID_OFFSET = -1
 
 
-class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
+class GroupShard:
     """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
 
     def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
@@ -69,12 +69,61 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         self.config = config
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
-        self._init_consumer_groups(config.consumer)
-        self._init_txn_offsets()
+        self.consumer = ConsumerGroups(config.consumer, rng, self._classic_blocks)
+        self.txn_offsets = TxnOffsets(self._txn_member_error)
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
 
-    # ================================================================== plumbing
+    # ============================================================ collaborators
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        """The consumer groups (KIP-848) of this partition, owned by `consumer`."""
+        return self.consumer.groups
+
+    def consumer_heartbeat(
+        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
+    ) -> ShardOutcome:
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
+        return self.consumer.heartbeat(req, token, now_ms, lookup)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        return self.consumer.describe(group_id)
+
+    def txn_commit_offsets(self, request: TxnOffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
+        """TxnOffsetCommit: written in the producer's transaction, pending until it ends."""
+        return self.txn_offsets.commit(request, token, now_ms)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended (its marker is in this partition): its pending
+        offsets here are committed (through `replay`), or dropped."""
+        for key, value in self.txn_offsets.complete(producer_id, commit):
+            self.replay(key, value, value.commit_timestamp_ms)
+
+    def replay_txn_offset(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """Loading: an offset record of a transactional batch (pending until its marker)."""
+        self.txn_offsets.replay(producer_id, key, value)
+
+    def unstable(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
+        """Whether any of the group's partitions (all, with None) has transactional offsets pending."""
+        return self.txn_offsets.unstable(group_id, partitions)
+
+    def _txn_member_error(self, request: TxnOffsetCommitRequest, now_ms: int) -> Error:
+        """Kafka's membership checks of a transactional commit (none for a simple group or when
+        the producer sends no generation)."""
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            if request.generation_id < 0 and not request.member_id:
+                return None
+            refused = consumer.validate_offset_commit(request.member_id, request.generation_id)
+            return None if refused is None else type(refused)
+        group = self.groups.get(request.group_id)
+        if group is None or request.generation_id < 0:
+            return None
+        error: Error = group.validate_offset_commit(
+            request.member_id, request.group_instance_id, request.generation_id, now_ms
+        )
+        return error
 
     def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
         group = self.groups.get(group_id)
@@ -349,7 +398,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
     def next_deadline(self) -> int:
         """When `poll` has something to do next: a group's timer or the retention check."""
         group_deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        consumer = self._consumer_deadline()
+        consumer = self.consumer.next_deadline()
         return min([self._next_expiry_ms, *group_deadlines, *([consumer] if consumer is not None else [])])
 
     def poll(self, now_ms: int) -> ShardOutcome:
@@ -357,7 +406,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         out = ShardOutcome()
         for group in list(self.groups.values()):
             merge(out, group.poll(now_ms))
-        merge(out, self._consumer_poll(now_ms))
+        merge(out, self.consumer.poll(now_ms))
         if now_ms >= self._next_expiry_ms:
             self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
             merge(out, self._expire_offsets(now_ms))
@@ -422,7 +471,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
     def replay(self, key: GroupKey, value: GroupValue | None, now_ms: int) -> None:
         """One record of the partition, in log order (loading): the last value of a key wins."""
         if isinstance(key, CONSUMER_KEY_TYPES):
-            self._consumer_replay(key, value)  # type: ignore[arg-type]
+            self.consumer.replay(key, value)  # type: ignore[arg-type]
             return
         if isinstance(key, OffsetCommitKey):
             if value is None:
