@@ -38,7 +38,7 @@ from ._group_records import (
 from ._group_shard import GroupShard, GroupShardConfig, ShardOutcome
 from ._internal_topic import LogEntry, ReplicaPartitionWriter, TopicCreator
 
-__all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "ShardUnavailable"]
+__all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -16,9 +16,10 @@ from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2, group_pb2_grpc
 
 from ._coordinator_result import coordinator_error
+from ._coordinator_runtime import ShardUnavailable
 from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
 from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from ._group_shard_txn import TxnOffsetCommitRequest

@@ -33,7 +33,7 @@ from ._producer_ids import ProducerIdManager
 from ._txn_records import decode_txn, encode_txn_key, encode_txn_value
 from ._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
 
-__all__ = ["TxnCoordinator", "TXN_TOPIC"]
+__all__ = ["TxnCoordinator", "TxnShards", "TXN_TOPIC"]
 
 TXN_TOPIC = "__transaction_state"
 _log = structlog.get_logger(__name__)

@@ -12,7 +12,8 @@ from kraftlog.common._acl import AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
 from kraftlog.proto import txn_pb2, txn_pb2_grpc
 
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._coordinator_runtime import ShardUnavailable
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._partition_types import error_pb
 from ._txn_coordinator import TxnCoordinator
 
