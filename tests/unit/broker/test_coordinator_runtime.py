@@ -392,3 +392,24 @@ def test_call_at_shares_the_deadline_queue() -> None:
     runtime.fire_due(1_300)
     assert ran == ["retry"]
     assert runtime.wait_ms(1_300) == 500  # nothing left: the cap
+
+
+def test_a_continuation_that_raises_does_not_stop_the_ones_after_it() -> None:
+    async def main() -> None:
+        runtime, writer, _handler, _clock = make()
+        runtime.follow({0: 5})
+        await until(loaded(runtime))
+        shard = runtime.shard(0)
+
+        def broken(_error: Error, _now_ms: int) -> CoordinatorResult:
+            raise RuntimeError("a bug in the core")
+
+        writer.append_gate.clear()
+        runtime.run(shard, lambda: CoordinatorResult(records=[("x", "1")], then=broken))
+        after = asyncio.get_running_loop().create_future()
+        runtime.run(shard, lambda: shard.put("y", "2", after))
+        writer.append_gate.set()
+        assert await asyncio.wait_for(after, BOUND_S) == "ok"
+        assert [e.key for e in writer.logs[0]] == [b"x", b"y"]
+
+    run(main)
