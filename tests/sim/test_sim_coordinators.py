@@ -58,3 +58,10 @@ def test_harness_finds_a_coordinator_that_forgets_committed_offsets_on_load(monk
     monkeypatch.setattr(GroupShard, "replay", forgetful)
     failure = find_failing_seed(group_coordinator_failover, range(200))
     assert failure is not None and "offset commit lost" in str(failure.error)
+
+
+def test_one_seed_is_one_coordinator_run() -> None:
+    txn = [txn_coordinator_failover(5) for _ in range(2)]
+    assert txn[0].history == txn[1].history and txn[0].committed == txn[1].committed
+    group = [group_coordinator_failover(5) for _ in range(2)]
+    assert group[0].history == group[1].history and group[0].commits == group[1].commits

@@ -2,8 +2,9 @@
 
 ``KRAFTLOG_SIM_SEED=N`` runs that one seed (replay); ``KRAFTLOG_SIM_SEEDS=N`` runs seeds 0..N-1
 (default: `DEFAULT_SEEDS`), ``KRAFTLOG_SIM_SEED_START`` shifts the range (to split a long run).
-Hash randomization changes the iteration order of sets of strings, so a replay fixes
-``PYTHONHASHSEED=0`` as `make sim` does.
+Runs do not depend on hash randomization (the same seed gave the same run under PYTHONHASHSEED 0,
+1 and 12345); the replay command still fixes ``PYTHONHASHSEED=0``, as `make sim` does, so that a
+set iterated in a new place cannot make a replay differ.
 """
 
 from __future__ import annotations
