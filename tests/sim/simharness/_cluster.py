@@ -106,6 +106,7 @@ class SimBroker:
         self.alive = True
         self.image = MetadataImage.EMPTY
         self.applied = 0  # metadata batches applied
+        self.metadata_waiting = asyncio.Event()  # set when batches may be waiting for this broker
         cfg = NodeConfig.from_mapping(
             {
                 "node.id": bid,
@@ -291,6 +292,7 @@ class SimCluster:
         self.next_epoch += 10
         node = SimBroker(self, bid, self.next_epoch)
         self.nodes[bid] = node
+        node.metadata_waiting.set()
         node.tasks.append(asyncio.get_running_loop().create_task(self._metadata_pump(node)))
         node.tasks.append(asyncio.get_running_loop().create_task(self._isr_timer(node)))
         return node
@@ -310,6 +312,8 @@ class SimCluster:
             delta.replay(r)
         self.image = delta.apply()
         self.batches.append(list(records))
+        for node in self.nodes.values():
+            node.metadata_waiting.set()
 
     def controller_alter_partition(
         self, req: controller_pb2.AlterPartitionRequest
@@ -357,9 +361,12 @@ class SimCluster:
         """Deliver the committed metadata log to ``node`` in order, some batches at a time, late."""
         rng = random.Random(self.rng.getrandbits(64))
         while node.alive:
+            await node.metadata_waiting.wait()
             await asyncio.sleep(rng.randint(1, 20) / 1000)
             pending = len(self.batches) - node.applied
             if pending <= 0 or not self.net.hears_metadata(node.bid) or not node.alive:
+                if pending <= 0 or not self.net.hears_metadata(node.bid):
+                    node.metadata_waiting.clear()  # `commit` or `heal` sets it again
                 continue
             upto = node.applied + rng.randint(1, pending)
             delta = MetadataDelta(node.image)
@@ -385,6 +392,7 @@ class SimCluster:
 
     def heal(self, bid: int) -> None:
         self.net.cut.discard(bid)
+        self.nodes[bid].metadata_waiting.set()
         self.history.append(f"{self.clock.monotonic_ms()}: heal {bid}")
 
     async def crash(self, bid: int) -> None:

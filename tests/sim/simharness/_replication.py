@@ -196,7 +196,7 @@ async def _acks_all_main(c: SimCluster) -> RunStats:
     random.seed(c.seed)  # the retry back-off's jitter draws from the module's generator
     start_ms = c.clock.monotonic_ms()
     await c.start((1, 2, 3), [(1, 2, 3)], min_isr=2)
-    watcher = Watcher(c, (0,))
+    watcher = Watcher(c, (0,), every_ms=10)
     tasks = [asyncio.get_running_loop().create_task(watcher.run())]
     acked: dict[int, bytes] = {}
     stop = asyncio.Event()
