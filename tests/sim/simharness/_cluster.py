@@ -324,7 +324,9 @@ class SimCluster:
         return resp
 
     def part(self, pid: int) -> Any:
-        return self.image.topics.get_by_id(TOPIC_ID).partition(pid)
+        topic = self.image.topics.get_by_id(TOPIC_ID)
+        assert topic is not None
+        return topic.partition(pid)
 
     def fenced(self, bid: int) -> bool:
         reg = self.image.cluster.broker(bid)
@@ -334,7 +336,9 @@ class SimCluster:
         """The controller fences ``bid`` (its session expired): out of every ISR, leaderships move."""
         if self.fenced(bid):
             return
-        fence = FenceBrokerRecord(broker_id=bid, broker_epoch=self.image.cluster.broker(bid).broker_epoch)
+        reg = self.image.cluster.broker(bid)
+        assert reg is not None
+        fence = FenceBrokerRecord(broker_id=bid, broker_epoch=reg.broker_epoch)
         self.commit(fence, *ctl._remove_from_isrs(ctl.apply_records(self.image, [fence]), self.ctx, {bid}))
         self.history.append(f"{self.clock.monotonic_ms()}: fence {bid}")
 

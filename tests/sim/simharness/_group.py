@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from kraftlog.broker._group_classic_types import ClassicGroupConfig, GroupState, JoinRequest, Protocol, SyncRequest
 from kraftlog.broker._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, ShardOutcome
@@ -99,7 +101,7 @@ class GroupCoordinator:
             assert isinstance(request, OffsetCommitRequest)
             self.handle(self.shard.commit_offsets(request, token, now))
         elif op == "heartbeat":
-            member_id, generation = request  # type: ignore[misc]
+            member_id, generation = cast(tuple[str, int], request)
             self.waiters.pop(token)
             error, out = self.shard.heartbeat(_GROUP, member_id, None, generation, now)
             self.handle(out)
@@ -154,8 +156,8 @@ class GroupSim:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock = ManualClock()
-        self.committed: list[tuple[object, object]] = []
-        self.tail: list[tuple[int, list[tuple[object, object]]]] = []
+        self.committed: list[tuple[Any, Any]] = []
+        self.tail: list[tuple[int, list[tuple[Any, Any]]]] = []
         self.coordinator: GroupCoordinator | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.history: list[str] = []
@@ -166,8 +168,8 @@ class GroupSim:
         self.stats = GroupRunStats()
         self._failing_over = False
 
-    def spawn(self, coro: object) -> None:
-        self.tasks.append(asyncio.get_running_loop().create_task(coro))  # type: ignore[arg-type]
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     def fail(self, message: str) -> None:
         raise GroupInvariantViolation(f"{message}\nhistory:\n  " + "\n  ".join(self.history[-40:]))
@@ -187,7 +189,7 @@ class GroupSim:
         self.stats.failovers += 1
         self._failing_over = False
 
-    async def request(self, op: str, req: object) -> object:
+    async def request(self, op: str, req: object) -> Any:
         await asyncio.sleep(self.rng.randint(0, 8) / 1000)
         c = self.coordinator
         if c is None or not c.alive:
@@ -235,24 +237,24 @@ class GroupSim:
             if not hasattr(answer, "generation_id"):
                 await asyncio.sleep(0.02)
                 continue
-            if answer.error is not None:  # type: ignore[attr-defined]
-                if answer.error is kerr.UnknownMemberIdError:  # type: ignore[attr-defined]
+            if answer.error is not None:
+                if answer.error is kerr.UnknownMemberIdError:
                     member_id = ""
                 await asyncio.sleep(0.02)
                 continue
-            member_id, generation = answer.member_id, answer.generation_id  # type: ignore[attr-defined]
+            member_id, generation = answer.member_id, answer.generation_id
             assignments: tuple[tuple[str, bytes], ...] = ()
-            if answer.leader == member_id:  # type: ignore[attr-defined]
-                members = sorted(m.member_id for m in answer.members)  # type: ignore[attr-defined]
+            if answer.leader == member_id:
+                members = sorted(m.member_id for m in answer.members)
                 owned: dict[str, list[str]] = {m: [] for m in members}
                 for i, (t, p) in enumerate(_PARTITIONS):
                     owned[members[i % len(members)]].append(f"{t}:{p}")
                 assignments = tuple((m, ",".join(v).encode()) for m, v in owned.items())
             sync = await self.request("sync", SyncRequest(_GROUP, member_id, generation, assignments=assignments))
-            if not hasattr(sync, "assignment") or sync.error is not None:  # type: ignore[attr-defined]
+            if not hasattr(sync, "assignment") or sync.error is not None:
                 await asyncio.sleep(0.02)
                 continue
-            raw = sync.assignment.decode()  # type: ignore[attr-defined]
+            raw = sync.assignment.decode()
             tps = frozenset((t, int(p)) for t, p in (x.split(":") for x in raw.split(",") if x))
             self.record_sync(k, member_id, generation, tps)
             # stable: heartbeat and commit until the group rebalances or the member leaves
@@ -268,7 +270,7 @@ class GroupSim:
                     req = OffsetCommitRequest(_GROUP, tuple(offsets), member_id, None, generation)
                     resp = await self.request("commit", req)
                     if hasattr(resp, "partitions"):
-                        for t, p, err in resp.partitions:  # type: ignore[attr-defined]
+                        for t, p, err in resp.partitions:
                             if err is None:
                                 off = next(o for tt, pp, o, _e, _m in offsets if (tt, pp) == (t, p))
                                 self.acked_offsets[(t, p)] = max(self.acked_offsets.get((t, p), -1), off)

@@ -288,7 +288,8 @@ async def _unclean_main(c: SimCluster, crash_rate: float, long_run: bool) -> Run
         # the leader drops the silent follower from the ISR, and keeps appending alone
         await c.wait_until(lambda: c.part(0).isr == (leader,), timeout_ms=3_000)
         await asyncio.sleep(rng.randint(10, 300 if long_run else 150) / 1000)
-        old_leo = c.nodes[leader].partition(0).log_end_offset if c.nodes[leader].alive else -1
+        old_part = c.nodes[leader].partition(0)
+        old_leo = old_part.log_end_offset if c.nodes[leader].alive and old_part is not None else -1
         if rng.random() < crash_rate:
             await c.crash(leader)
         c.fence(leader)  # session expired: the only live replica is the out-of-sync follower

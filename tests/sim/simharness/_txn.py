@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from kraftlog.broker._txn_records import TransactionLogKey, TransactionLogValue, TxnState
 from kraftlog.broker._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
@@ -88,7 +90,7 @@ class Coordinator:
         for job in out.markers:
             self.sim.spawn(self._write_markers(job))
 
-    async def call(self, op: str, *args: object) -> object:
+    async def call(self, op: str, *args: Any) -> object:
         """A request from a client: runs on the shard; the answer comes when the shard gives it."""
         if not self.alive:
             raise _NotCoordinator
@@ -105,10 +107,10 @@ class Coordinator:
             self.handle(self.shard.init_producer_id(str(txn_id), 60_000, token, now, new_pid))
         elif op == "add":
             txn_id, pid, epoch, parts = args
-            self.handle(self.shard.add_partitions(str(txn_id), int(pid), int(epoch), parts, token, now))  # type: ignore[arg-type]
+            self.handle(self.shard.add_partitions(str(txn_id), int(pid), int(epoch), parts, token, now))
         else:
             txn_id, pid, epoch, commit = args
-            self.handle(self.shard.end_txn(str(txn_id), int(pid), int(epoch), bool(commit), token, now))  # type: ignore[arg-type]
+            self.handle(self.shard.end_txn(str(txn_id), int(pid), int(epoch), bool(commit), token, now))
         return await fut
 
     async def _replicate(self) -> None:
@@ -179,8 +181,8 @@ class TxnSim:
         self.epochs: dict[str, tuple[int, int]] = {}  # txn id -> last (producer id, epoch) handed out
         self.stats = TxnRunStats()
 
-    def spawn(self, coro: object) -> None:
-        self.tasks.append(asyncio.get_running_loop().create_task(coro))  # type: ignore[arg-type]
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     def fail(self, message: str) -> None:
         raise TxnInvariantViolation(f"{message}\nhistory:\n  " + "\n  ".join(self.history))
