@@ -145,7 +145,14 @@ def _check_converged(c: SimCluster, watcher: Watcher, pid: int, acked: dict[int,
 
 
 async def _producer(
-    c: SimCluster, rng: random.Random, pid: int, k: int, acks: int, acked: dict[int, bytes], stop: asyncio.Event
+    c: SimCluster,
+    rng: random.Random,
+    pid: int,
+    k: int,
+    acks: int,
+    acked: dict[int, bytes],
+    stop: asyncio.Event,
+    max_pause_ms: int = 20,
 ) -> None:
     i = 0
     while not stop.is_set():
@@ -158,7 +165,7 @@ async def _producer(
                 if acked.get(base + j, v) != v:
                     raise InvariantViolation(f"offset {base + j} acknowledged twice: {acked[base + j]!r} and {v!r}")
                 acked[base + j] = v
-        await asyncio.sleep(rng.randint(0, 20) / 1000)
+        await asyncio.sleep(rng.randint(0, max_pause_ms) / 1000)
 
 
 async def _heal_all(c: SimCluster) -> None:
@@ -273,7 +280,7 @@ async def _unclean_main(c: SimCluster, crash_rate: float, long_run: bool) -> Run
     ignored: dict[int, bytes] = {}  # acks=1 and acks=all records may go with an unclean election
     producers = [
         asyncio.get_running_loop().create_task(
-            _producer(c, random.Random(rng.getrandbits(64)), 0, k, acks, ignored, stop)
+            _producer(c, random.Random(rng.getrandbits(64)), 0, k, acks, ignored, stop, 20 if long_run else 40)
         )
         for k, acks in enumerate((1, 1))
     ]
