@@ -13,7 +13,7 @@ PROTO_OUT := build/proto
 FLOORS_VENV := .venv-floors
 FLOORS := constraints/floors.txt
 
-.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz help
+.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz sim help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
@@ -24,6 +24,7 @@ help:
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
 	@echo "make fuzz   - run the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
+	@echo "make sim    - run the seeded simulation (tests/sim) over many seeds (KRAFTLOG_SIM_SEEDS, default 20000)"
 
 # System packages: python3-venv (Debian ships venv separately). No JRE: `make run` installs kraftlog
 # without the [spark] extra; `make test` asks for the JRE (system-deps.sh test).
@@ -102,6 +103,11 @@ bench: $(STAMP_DEV)
 # The fuzz tests also run in `make test` with a short default budget; this runs them long.
 fuzz: $(STAMP_DEV)
 	KRAFTLOG_FUZZ_EXAMPLES=$${KRAFTLOG_FUZZ_EXAMPLES:-20000} $(PY) -m pytest tests/fuzz -q -p no:cacheprovider
+
+# The seeded simulation also runs in `make test` over 1,000 seeds per scenario; this runs it long.
+# A failure prints its seed and the replay command (PYTHONHASHSEED fixed: set order must not vary).
+sim: $(STAMP_DEV)
+	PYTHONHASHSEED=0 KRAFTLOG_SIM_SEEDS=$${KRAFTLOG_SIM_SEEDS:-20000} $(PY) -m pytest tests/sim -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) $(FLOORS_VENV) build .kraftlog .pytest_cache .hypothesis

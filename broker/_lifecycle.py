@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable, Sequence
 
 import structlog
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._clock import SYSTEM_CLOCK, Clock
 from kraftlog.proto import controller_pb2
 
 from ._controller_channel import ControllerChannel
@@ -45,7 +45,9 @@ class BrokerLifecycle:
         request_timeout_ms: int = 5000,
         session_timeout_ms: int | None = None,
         on_quorum_high_watermark: Callable[[int], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock  # monotonic seconds: heartbeat send times and the session timeout
         self.channel = channel
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -57,7 +59,7 @@ class BrokerLifecycle:
         # no heartbeat answered for a whole session: the controller has fenced us by now, whether or
         # not we heard it (paused, cut off from the quorum); None: never presume
         self.session_timeout_s = None if session_timeout_ms is None else session_timeout_ms / 1000.0
-        self._last_heartbeat_sent_ok = time.monotonic()  # send time of the last answered heartbeat
+        self._last_heartbeat_sent_ok = self._clock.monotonic_s()  # send time of the last answered heartbeat
         self._metadata_offset = metadata_offset
         self._on_quorum_high_watermark = on_quorum_high_watermark
         self.incarnation_id = str(uuid.uuid4())
@@ -153,7 +155,7 @@ class BrokerLifecycle:
     def _silent_for_a_session(self) -> bool:
         return (
             self.session_timeout_s is not None
-            and time.monotonic() - self._last_heartbeat_sent_ok > self.session_timeout_s
+            and self._clock.monotonic_s() - self._last_heartbeat_sent_ok > self.session_timeout_s
         )
 
     def _presume_fenced_after_silence(self) -> None:
@@ -164,13 +166,13 @@ class BrokerLifecycle:
             return
         self._log.warning(
             "broker_presumed_fenced",
-            silent_s=round(time.monotonic() - self._last_heartbeat_sent_ok, 3),
+            silent_s=round(self._clock.monotonic_s() - self._last_heartbeat_sent_ok, 3),
             session_timeout_s=self.session_timeout_s,
         )
         self._set_fenced(True)
 
     async def _heartbeat(self) -> None:
-        started = time.monotonic()
+        started = self._clock.monotonic_s()
         req = controller_pb2.BrokerHeartbeatRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch,
@@ -187,7 +189,9 @@ class BrokerLifecycle:
             self._set_fenced(True)  # a new registration starts fenced
             return
         if resp.error.code:
-            self._log.info("heartbeat_failed", error=resp.error.name, elapsed_s=round(time.monotonic() - started, 3))
+            self._log.info(
+                "heartbeat_failed", error=resp.error.name, elapsed_s=round(self._clock.monotonic_s() - started, 3)
+            )
             return
         self._last_heartbeat_sent_ok = max(self._last_heartbeat_sent_ok, started)
         if self._on_quorum_high_watermark is not None:  # only an active controller answers without error

@@ -38,13 +38,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
 import structlog
 
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._tls import TlsSettings
 from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
@@ -105,7 +105,7 @@ class SourceMonitor:
     leader epoch) outlives a source.
     """
 
-    def __init__(self, fetch_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, fetch_timeout_s: float, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s) -> None:
         if fetch_timeout_s <= 0:
             raise ValueError(f"fetch timeout must be positive, not {fetch_timeout_s}")
         self.stall_s = fetch_timeout_s
@@ -184,7 +184,7 @@ class MetadataFollower:
     """Follows one controller at a time (see the module docstring for which one and when to move).
 
     ``open_stream`` and ``clock`` are seams for tests; by default a gRPC FetchMetadata call and
-    ``time.monotonic``.
+    the one system clock's monotonic seconds.
     """
 
     def __init__(
@@ -196,7 +196,7 @@ class MetadataFollower:
         broker_epoch: Callable[[], int] = lambda: -1,
         fetch_timeout_ms: int = 2000,
         open_stream: StreamOpener | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         rng: random.Random | None = None,
     ) -> None:
         self.controllers = list(controllers)

@@ -5,13 +5,13 @@ its purgatories (see `broker._replica_manager`).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.proto import broker_pb2
 
 from ._partition import (
@@ -34,7 +34,7 @@ _LEADER_HINT_CODES = frozenset({kerr.NotLeaderOrFollowerError.error_code, kerr.F
 
 
 def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ clean-shutdown marker, and close the server.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common._listener_security import ListenerSecurity
 from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataDelta, MetadataImage
@@ -81,7 +81,7 @@ class BrokerServer:
         cluster_id: str,
         *,
         replica_manager_factory: Callable[..., Any] | None = None,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config

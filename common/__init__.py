@@ -29,6 +29,7 @@ from kraftlog.common._acl import (
 )
 from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
+from kraftlog.common._clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
 from kraftlog.common._java import coordinator_partition, java_abs, java_string_hash, java_string_key
 from kraftlog.common._names import (
@@ -107,6 +108,10 @@ __all__ = [
     "java_string_key",
     "kafka_uuid",
     "parse_bootstrap_servers",
+    "SYSTEM_CLOCK",
+    "Clock",
+    "ManualClock",
+    "SystemClock",
     "parse_uuid",
     "progress",
 ]

@@ -16,7 +16,6 @@ bounded, so unauthenticated callers cannot grow them without limit.
 from __future__ import annotations
 
 import secrets
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Final
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import ScramMechanism
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common._listener_security import ListenerSecurity
 from kraftlog.common._request_context import Session
 from kraftlog.common._sasl_plain import PlainServer
@@ -88,7 +88,7 @@ class SaslSessions:
         security: ListenerSecurity,
         scram_lookup: ScramLookup,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         token_factory: Callable[[], str] = lambda: secrets.token_urlsafe(32),
         idle_s: float = 600.0,
         max_lifetime_s: float = 3600.0,

@@ -6,7 +6,6 @@ it cannot replay), filling gaps, snapshots, and the FetchMetadata stream brokers
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from functools import partial
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from kraftlog.common._clock import Clock
 from kraftlog.common._listener_security import ListenerSecurity
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
@@ -65,6 +65,7 @@ class _ControllerLog:
     _applied: _AppliedWatch
     _bytes_since_snapshot: int
     _last_snapshot_at: float
+    _clock: Clock
     _stopping: bool
 
     if TYPE_CHECKING:
@@ -194,7 +195,7 @@ class _ControllerLog:
             self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
         )
         self._bytes_since_snapshot = 0
-        self._last_snapshot_at = time.monotonic()
+        self._last_snapshot_at = self._clock.monotonic_s()
         delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
         self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
         return path

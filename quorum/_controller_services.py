@@ -5,7 +5,6 @@ small pieces the server's modules share (see `quorum._server`).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ import structlog
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import AclOperation, ResourceType
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common._request_context import current_request
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2, security_pb2
 
@@ -51,7 +51,7 @@ def raft_address(host: str, port: int, offset: int) -> tuple[str, int]:
 
 
 def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class MetadataReplayFailure(Exception):

@@ -16,6 +16,7 @@ from typing import Any
 from pysyncobj import FAIL_REASON, SyncObjException
 from pysyncobj.node import TCPNode
 
+from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common.errors import (
     InvalidRequestError,
     NotControllerError,
@@ -68,7 +69,7 @@ class MetadataQuorum(_QuorumDelivery):
         loop: asyncio.AbstractEventLoop,
         on_committed: Callable[[list[LogEntry]], None],
         on_leader_change: Callable[[int | None, int], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         wall_clock: Callable[[], float] = time.time,
         last_durable_offset: int = -1,
         on_gap: Callable[[int, int], Awaitable[None]] | None = None,

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common._clock import SYSTEM_CLOCK, Clock
 from kraftlog.common._request_context import spawn
 from kraftlog.metadata_log import (
     MetadataDelta,
@@ -93,6 +93,7 @@ class ControllerServer(_ControllerLog):
         *,
         quorum_factory: Callable[..., Any] | None = None,
         wall_ms: Callable[[], int] = _wall_ms,
+        clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
@@ -100,6 +101,7 @@ class ControllerServer(_ControllerLog):
         self.cluster_id = cluster_id
         self.node_id: int = config.node_id
         self._wall_ms = wall_ms
+        self._clock = clock  # monotonic time of the periodic duties (snapshots, rebalance)
         self._rng = rng or random.Random()
         self._log = _log.bind(node_id=self.node_id, role="controller")
         voters = config.quorum_voters
@@ -127,7 +129,7 @@ class ControllerServer(_ControllerLog):
         self._heartbeats = ctl.BrokerHeartbeats()
         self._tasks: list[asyncio.Task[Any]] = []
         self._bytes_since_snapshot = 0
-        self._last_snapshot_at = time.monotonic()  # or the start: metadata.log.max.snapshot.interval.ms
+        self._last_snapshot_at = self._clock.monotonic_s()  # or the start: metadata.log.max.snapshot.interval.ms
         self._stopping = False
         self.request_timeout_s = config["controller.quorum.request.timeout.ms"] / 1000.0
         # the gauges read this server's state at scrape time; a private registry when the node
@@ -418,10 +420,10 @@ class ControllerServer(_ControllerLog):
         """Duties on a timer: every controller snapshots records older than
         ``metadata.log.max.snapshot.interval.ms``; the active one fences silent brokers,
         rebalances preferred leaders and finishes reassignments."""
-        last_rebalance = time.monotonic()
+        last_rebalance = self._clock.monotonic_s()
         while not self._stopping:
-            await asyncio.sleep(_FENCE_CHECK_S)
-            self._snapshot_if_due(time.monotonic())
+            await self._clock.sleep_async(_FENCE_CHECK_S)
+            self._snapshot_if_due(self._clock.monotonic_s())
             if not self.is_active:
                 continue
             try:
@@ -430,8 +432,11 @@ class ControllerServer(_ControllerLog):
                 )
                 await self._run_internal(lambda image, _req, ctx: (ctl.complete_reassignments(image, ctx), None))
                 interval = self.config["leader.imbalance.check.interval.seconds"]
-                if self.config["auto.leader.rebalance.enable"] and time.monotonic() - last_rebalance >= interval:
-                    last_rebalance = time.monotonic()
+                if (
+                    self.config["auto.leader.rebalance.enable"]
+                    and self._clock.monotonic_s() - last_rebalance >= interval
+                ):
+                    last_rebalance = self._clock.monotonic_s()
                     await self._run_internal(
                         lambda image, _req, ctx: (ctl.preferred_leader_rebalance(image, ctx), None)
                     )

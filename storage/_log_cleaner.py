@@ -27,6 +27,8 @@ from collections.abc import Callable
 
 import structlog
 
+from kraftlog.common._clock import SYSTEM_CLOCK
+
 from ._cleaner import CleanerStats, CleaningAbortedError, clean_log, dirty_ratio
 from ._log import Log
 
@@ -45,8 +47,8 @@ class Throttler:
         self,
         bytes_per_second: float,
         *,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = SYSTEM_CLOCK.sleep,
+        monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         check_interval_s: float = 0.3,
     ) -> None:
         self.rate = bytes_per_second
@@ -93,7 +95,7 @@ class LogCleaner:
         self._logs = logs
         self.num_threads = max(0, threads)
         self.backoff_s = max(0, backoff_ms) / 1000.0
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self.io_max_bytes_per_second = io_max_bytes_per_second
         self._lock = threading.Lock()
         self._in_progress: set[TopicPartition] = set()

@@ -27,6 +27,7 @@ from pathlib import Path
 import structlog
 
 from kraftlog.common import META_PROPERTIES_FILE, fsync_directory
+from kraftlog.common._clock import SYSTEM_CLOCK
 
 from ._checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -125,7 +126,7 @@ class LogManager:
         if not self.log_dirs:
             raise KafkaStorageError("no log dirs configured")
         self.default_config = default_config or LogConfig()
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or SYSTEM_CLOCK.wall_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._lock = threading.RLock()

@@ -5,10 +5,11 @@ partition directory names (see `storage._log`).
 from __future__ import annotations
 
 import enum
-import time
 from typing import NamedTuple
 
 import structlog
+
+from kraftlog.common._clock import SYSTEM_CLOCK
 
 from ._errors import (
     KafkaStorageError,
@@ -43,7 +44,7 @@ _log = structlog.get_logger(__name__)
 
 
 def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class AppendOrigin(enum.Enum):
