@@ -197,7 +197,7 @@ class _DataApis:
                     entry["diverging_epoch"] = {"epoch": rd.diverging_epoch[0], "end_offset": rd.diverging_epoch[1]}
             else:
                 assert r.error is not None
-                err = replicas._error(r.error, "fetch")
+                err = replicas.error_of(r.error, "fetch")
                 hw = lso = log_start = -1
                 if r.part is not None and not r.part.stopped:
                     log = r.part.log
@@ -211,7 +211,7 @@ class _DataApis:
                     records=b"",
                 )
                 if err.code in _LEADER_HINT_CODES:
-                    hint = replicas._leader_hint(r.topic, r.partition)
+                    hint = replicas.leader_hint(r.topic, r.partition)
                     leader, epoch = hint if hint is not None else (-1, -1)
                     entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                     if leader >= 0:
