@@ -23,7 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kraftlog.storage._log_types import _INT32_MAX, PARTITION_METADATA_FILE, _log, parse_topic_partition
+from kraftlog.storage._log_types import (
+    _INT32_MAX,
+    DELETED_SUFFIX,
+    PARTITION_METADATA_FILE,
+    SWAP_SUFFIX,
+    _log,
+    parse_topic_partition,
+)
 
 from ._config import LogConfig
 from ._errors import KafkaStorageError, OffsetsOutOfOrderError
@@ -246,24 +253,40 @@ class LocalLog:
         self.high_watermark = offset
         self.recovery_point = offset
 
-    def remove_segments(self, doomed: list[LogSegment], suffix: str) -> None:
-        """Take segments out of the list and rename their files with ``suffix`` (lock held); the
-        caller deletes the files later."""
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (never down); the new log start."""
+        self.log_start_offset = max(self.log_start_offset, offset)
+        return self.log_start_offset
+
+    def delete_leading(self, doomed: list[LogSegment]) -> None:
+        """Take the first segments out of the log (lock held): renamed ``.deleted``, files removed
+        by the caller once the lock is released; the log start moves to the first one left."""
+        self.structure_version += 1
+        self._take_out(doomed)
+        self.advance_log_start(self.segments[0].base_offset)
+
+    def swap_in(self, new_segment: LogSegment, old: list[LogSegment]) -> None:
+        """Replace ``old`` by the complete ``new_segment`` (``.swap`` files) in one step (lock
+        held): a cleaner swap, which leaves `structure_version` as it is. The caller deletes the
+        old files once the lock is released."""
+        self._take_out(old)
+        new_segment.rename_all(SWAP_SUFFIX, "")
+        i = bisect.bisect_left(self.bases, new_segment.base_offset)
+        self.segments.insert(i, new_segment)
+        self.bases.insert(i, new_segment.base_offset)
+
+    def _take_out(self, doomed: list[LogSegment]) -> None:
         for seg in doomed:
             self.segments.remove(seg)
             self.bases.remove(seg.base_offset)
-            seg.rename_for_deletion(suffix)
-
-    def insert_segment(self, seg: LogSegment) -> None:
-        """Put a segment in its place by base offset (lock held)."""
-        i = bisect.bisect_left(self.bases, seg.base_offset)
-        self.segments.insert(i, seg)
-        self.bases.insert(i, seg.base_offset)
+            seg.rename_for_deletion(DELETED_SUFFIX)
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Flush the segments and close their files (lock held; the owner flushed the log)."""
+        """Flush the segments and close their files (lock held; the owner flushed the log first
+        and wrote what must be on disk before a clean shutdown)."""
+        self.structure_version += 1
         for seg in self.segments:
             seg.flush()
             seg.close()

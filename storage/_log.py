@@ -150,11 +150,9 @@ class Log:
         if local.log_end_offset < local.log_start_offset:
             # every byte up to the checkpointed start offset is gone: start there
             self._truncate_fully_locked(local.log_start_offset)
-        local.log_start_offset = max(local.log_start_offset, local.segments[0].base_offset)
+        local.advance_log_start(local.segments[0].base_offset)
         self.epoch_cache.truncate_from_end(local.log_end_offset)
         self.epoch_cache.truncate_from_start(local.log_start_offset)
-        if recovered_any or local.recovery_point > local.log_end_offset:
-            local.recovery_point = local.log_end_offset
         local.clamp_high_watermark(local.high_watermark)
         self._reader.loaded()
         local.bound.debug(
@@ -576,7 +574,6 @@ class Log:
         with self._lock:
             if local.closed:
                 return
-            local.structure_version += 1
             local.flush(local.log_end_offset)
             self._producers.snapshot()  # a clean shutdown: the next load replays nothing
             local.close()

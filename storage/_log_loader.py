@@ -23,8 +23,8 @@ __all__ = ["load_segments", "complete_or_discard_swaps"]
 def load_segments(local: LocalLog, had_clean_shutdown: bool, on_batch: Callable[[BatchLocation], None]) -> bool:
     """Open every segment file of ``local``'s directory; after an unclean shutdown, recover the
     segments from the recovery point on (``on_batch`` sees each batch recovered: the owner records
-    its leader epoch) and drop everything after an invalid tail. Sets the log end offset; returns
-    whether any segment was recovered."""
+    its leader epoch) and drop everything after an invalid tail. Sets the log end offset and
+    brings the recovery point down to it; returns whether any segment was recovered."""
     complete_or_discard_swaps(local.dir, local.config, local.clock_ms)
     bases = sorted(
         int(p.name[:20])
@@ -65,6 +65,8 @@ def load_segments(local: LocalLog, had_clean_shutdown: bool, on_batch: Callable[
                     del local.bases[i + 1 :]
             i += 1
     local.log_end_offset = local.active_segment.read_next_offset()
+    if recovered_any or local.recovery_point > local.log_end_offset:
+        local.recovery_point = local.log_end_offset  # what was recovered is what the files hold now
     return recovered_any
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_producers import LogProducers
-from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from kraftlog.storage._log_types import CLEANED_SUFFIX, SWAP_SUFFIX
 
 from ._epoch_cache import LeaderEpochCache
 from ._errors import (
@@ -44,7 +44,7 @@ class LogRetention:
                 )
             if new_start <= self._local.log_start_offset:
                 return False
-            self._local.log_start_offset = new_start
+            self._local.advance_log_start(new_start)
             self._epoch_cache.truncate_from_start(new_start)
             self._producers.state.truncate_head(new_start)
             self.cleaner_checkpoint = max(self.cleaner_checkpoint, new_start)
@@ -98,9 +98,8 @@ class LogRetention:
             return []
         if doomed[-1] is local.active_segment:
             local.roll(local.log_end_offset)
-        local.structure_version += 1
-        local.remove_segments(doomed, DELETED_SUFFIX)
-        start = local.log_start_offset = max(local.log_start_offset, local.segments[0].base_offset)
+        local.delete_leading(doomed)
+        start = local.log_start_offset
         self._epoch_cache.truncate_from_start(start)
         self._producers.state.truncate_head(start)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, start)
@@ -135,9 +134,7 @@ class LogRetention:
                 new_segment.txn_index.replace_with(aborted)
             new_segment.flush()
             new_segment.rename_all(CLEANED_SUFFIX, SWAP_SUFFIX)
-            self._local.remove_segments(old, DELETED_SUFFIX)
-            new_segment.rename_all(SWAP_SUFFIX, "")
-            self._local.insert_segment(new_segment)
+            self._local.swap_in(new_segment, old)
         for seg in old:
             seg.delete()
         return True
