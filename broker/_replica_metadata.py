@@ -139,6 +139,8 @@ class MetadataApplier:
             )
         return changes
 
+    # the registry's state, which this applier alone writes
+
     @property
     def _image(self) -> MetadataImage:
         return self._registry.image
