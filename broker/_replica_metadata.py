@@ -139,7 +139,7 @@ class MetadataApplier:
             )
         return changes
 
-    # the registry's state, which this applier alone writes
+    # the registry's state, read here; written through its methods (this applier alone writes it)
 
     @property
     def _image(self) -> MetadataImage:
@@ -219,14 +219,14 @@ class MetadataApplier:
                 is_replica_eligible=self._is_replica_eligible,
                 registered_broker_epoch=self._registered_broker_epoch,
             )
-            self._partitions[tp] = part
+            self._registry.add(part)
         return part
 
     def _become_leader(self, topic: TopicImage, pid: int, reg: PartitionRegistration, changes: ReplicaChanges) -> None:
         tp = (topic.name, pid)
         part = self._ensure_partition(topic, pid, changes)
         if part.make_leader(reg):
-            self._follow_targets.pop(tp, None)
+            self._registry.set_follow_target(tp, None)
             if tp not in changes.leaders:
                 changes.leaders.append(tp)
             self._purgatories.check_all(tp)
@@ -244,10 +244,10 @@ class MetadataApplier:
         old = self._follow_targets.get(tp)
         if target is None:
             if old is not None or changed:
-                self._follow_targets.pop(tp, None)
+                self._registry.set_follow_target(tp, None)
                 changes.stopped_fetching.append(tp)
         elif changed or old != target:
-            self._follow_targets[tp] = target
+            self._registry.set_follow_target(tp, target)
             changes.followers.append(target)
 
     def _follow_target(self, part: Partition, leader_id: int, leader_epoch: int) -> FollowTarget | None:
@@ -275,15 +275,14 @@ class MetadataApplier:
                 continue
             target = self._follow_target(part, old.leader_id, old.leader_epoch)
             if target is None:
-                del self._follow_targets[tp]
+                self._registry.set_follow_target(tp, None)
                 changes.stopped_fetching.append(tp)
             elif target != old:
-                self._follow_targets[tp] = target
+                self._registry.set_follow_target(tp, target)
                 changes.followers.append(target)
 
     def _remove_partition(self, tp: TopicPartition, changes: ReplicaChanges, *, delete: bool) -> None:
-        part = self._partitions.pop(tp, None)
-        self._follow_targets.pop(tp, None)
+        part = self._registry.remove(tp)
         if part is not None:
             part.stop()
             self._purgatories.check_all(tp)

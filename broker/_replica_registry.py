@@ -43,6 +43,22 @@ class PartitionRegistry:
     def get(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def add(self, part: Partition) -> None:
+        """A replica this broker now hosts."""
+        self.partitions[part.tp] = part
+
+    def remove(self, tp: TopicPartition) -> Partition | None:
+        """A replica this broker no longer hosts (and no longer fetches for); the one removed."""
+        self.follow_targets.pop(tp, None)
+        return self.partitions.pop(tp, None)
+
+    def set_follow_target(self, tp: TopicPartition, target: FollowTarget | None) -> None:
+        """Where the follower of ``tp`` fetches from; None: nowhere (it leads, or has no leader)."""
+        if target is None:
+            self.follow_targets.pop(tp, None)
+        else:
+            self.follow_targets[tp] = target
+
     def leader_hint(self, topic: str, pid: int) -> tuple[int, int] | None:
         """``(leader, leader epoch)`` of a partition in the image, None when it has no such one."""
         t = self.image.topics.get_by_name(topic)
