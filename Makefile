@@ -13,11 +13,12 @@ PROTO_OUT := build/proto
 FLOORS_VENV := .venv-floors
 FLOORS := constraints/floors.txt
 
-.PHONY: run test test-floors lint proto system-deps system-deps-test venv clean bench fuzz help
+.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite (test-floors first)"
+	@echo "make test-unit - only tests/unit: no process, no socket, a few minutes on 2 cores (PYTEST_ARGS=... passes on)"
 	@echo "make lint   - ruff (lint and format check) and the import-linter layering contracts"
 	@echo "make test-floors - tests/unit with every dependency at its floor (constraints/floors.txt), in .venv-floors"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
@@ -59,6 +60,11 @@ test: system-deps system-deps-test $(STAMP_DEV)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The fast loop while editing: tests/unit only (no process and no socket, tests/unit/conftest.py enforces
+# it), no lint and no floors. One test: .venv/bin/python -m pytest tests/unit/storage/test_log.py::test_name
+test-unit: $(STAMP_DEV)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # Static checks: ruff check, ruff format --check, mypy (every package; strict for the server side and
 # the ground floor), import-linter (deploy/scripts/lint.py; settings in pyproject.toml).

@@ -1,6 +1,6 @@
 """`AlterPartitionManager`: the leader's channel for ISR changes to the active controller.
 
-A partition leader never changes its ISR on its own (DESIGN.md §5, KIP-497): it proposes the new ISR
+A partition leader never changes its ISR on its own (docs/architecture.md §4, KIP-497): it proposes the new ISR
 with ``AlterPartition(leader_epoch, partition_epoch, new_isr)`` and applies it only when the
 controller's answer (or the metadata log) says it was committed. A stale epoch in the request is
 rejected by the controller; that is what fences a zombie leader.

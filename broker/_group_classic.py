@@ -9,9 +9,10 @@ in its `Outcome`. A token is answered at most once in effect: a later answer for
 answered is to be dropped (as Kafka's ``CompletableFuture.complete`` ignores it).
 
 Records: when the group's stored state must change (a new group, a completed generation's
-assignment) a call returns the ``__consumer_offsets`` records to append and an ``append_id``; the
-shell appends them with acks=all and then calls `ClassicGroup.on_append` with the error, if any,
-and only then are the waiting SyncGroups answered (Kafka answers after the write is committed).
+assignment) a call returns the ``__consumer_offsets`` records to append and, as the outcome's
+``then``, what runs once they are written; the coordinator runtime appends them with acks=all and
+then runs it with the error, if any, and only then are the waiting SyncGroups answered (Kafka
+answers after the write is committed).
 
 The rebalance, as Kafka runs it: a change (member added, protocols changed, member gone) moves the
 group to PreparingRebalance; members rejoin (JoinGroup parks) until every member has rejoined or the
@@ -38,7 +39,8 @@ import uuid
 
 from kraftlog.common import errors as kerr
 
-from ._group_classic_base import ClassicGroupBase, Outcome, Record, append_error
+from ._coordinator_result import coordinator_error
+from ._group_classic_base import ClassicGroupBase, Outcome, Record
 from ._group_classic_types import (
     UNKNOWN_MEMBER_ID,
     ClassicGroupConfig,
@@ -64,13 +66,6 @@ class ClassicGroup(ClassicGroupBase):
         """Fire every timer due by ``now_ms`` (session and rebalance timeouts, the initial delay), in
         deadline order, each at its own deadline; requests do the same before they are handled."""
         self._fire_due(now_ms)
-        return self._take()
-
-    def on_append(self, append_id: int, error: type[kerr.KafkaError] | None, now_ms: int) -> Outcome:
-        """The records of ``append_id`` were committed (``error`` None) or not."""
-        then = self._appends.pop(append_id, None)
-        if then is not None:
-            then(error, now_ms)
         return self._take()
 
     def join(self, request: JoinRequest, token: object, now_ms: int) -> Outcome:
@@ -232,7 +227,7 @@ class ClassicGroup(ClassicGroupBase):
                         restored = self._swap_static(instance_id, new_id, old_id)
                         self._heartbeat_deadline(restored, t)
                     failed = JoinResponse(
-                        append_error(error),
+                        coordinator_error(error),
                         UNKNOWN_MEMBER_ID,
                         self.generation_id,
                         self.protocol_type,
@@ -286,7 +281,7 @@ class ClassicGroup(ClassicGroupBase):
                     if error is not None:
                         for m in self._members.values():
                             m.assignment = b""
-                        self._propagate_assignment(append_error(error), t)
+                        self._propagate_assignment(coordinator_error(error), t)
                         self._maybe_prepare_or_complete(t)
                     else:
                         for m in self._members.values():

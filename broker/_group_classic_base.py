@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from kraftlog.common import errors as kerr
 from kraftlog.common import java_string_hash
 from kraftlog.common._java import JavaHashTable
 
+from ._coordinator_result import CoordinatorResult, chain
 from ._group_classic_types import (
     UNKNOWN_MEMBER_ID,
     VALID_PREVIOUS,
@@ -25,30 +25,15 @@ from ._group_classic_types import (
 )
 from ._group_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 
-__all__ = ["ClassicGroupBase", "Outcome", "Record", "Response", "append_error"]
+__all__ = ["ClassicGroupBase", "Outcome", "Record", "Response"]
 
 Response = JoinResponse | SyncResponse
 Record = tuple[GroupMetadataKey, GroupMetadataValue | None]
 
 
-@dataclass
-class Outcome:
-    """What one call produced: answers to parked or current requests, and records to append."""
-
-    responses: list[tuple[object, Response]] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
-    append_id: int | None = None
-
-
-def append_error(error: type[kerr.KafkaError]) -> type[kerr.KafkaError]:
-    """Kafka's appendGroupMetadataErrorToResponseError: what a client is told when the write failed."""
-    if error in (kerr.UnknownTopicOrPartitionError, kerr.NotEnoughReplicasError, kerr.RequestTimedOutError):
-        return kerr.CoordinatorNotAvailableError
-    if error in (kerr.NotLeaderOrFollowerError, kerr.KafkaStorageError):
-        return kerr.NotCoordinatorError
-    if error in (kerr.MessageTooLargeError, kerr.RecordListTooLargeError, kerr.InvalidFetchSizeError):
-        return kerr.UnknownServerError
-    return error
+# What one call produced: answers to parked or current requests, records to append, and the
+# continuation that runs once they are written (the coordinators' one result type).
+Outcome = CoordinatorResult
 
 
 class ClassicGroupBase:
@@ -74,8 +59,6 @@ class ClassicGroupBase:
         self._new_member_added = False
         self._timers: dict[tuple[str, ...], tuple[int, int, Callable[[int], None]]] = {}
         self._timer_seq = 0
-        self._appends: dict[int, Callable[[type[kerr.KafkaError] | None, int], None]] = {}
-        self._next_append = 0
         self._out = Outcome()
 
     # ====================================================================== views
@@ -137,10 +120,15 @@ class ClassicGroupBase:
         self._timers.pop(key, None)
 
     def _append(self, records: list[Record], then: Callable[[type[kerr.KafkaError] | None, int], None]) -> None:
-        self._next_append += 1
-        self._appends[self._next_append] = then
+        """Records to write with this call's outcome; ``then`` runs once they are written, and
+        what it answers or writes goes out as the continuation's result."""
+
+        def written(error: type[kerr.KafkaError] | None, now_ms: int) -> Outcome:
+            then(error, now_ms)
+            return self._take()
+
         self._out.records.extend(records)
-        self._out.append_id = self._next_append
+        self._out.then = chain(self._out.then, written)
 
     def _transition(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[state]:

@@ -22,10 +22,11 @@ from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
-from ._group_classic_base import append_error
+from ._coordinator_result import coordinator_error
+from ._coordinator_runtime import ShardUnavailable
 from ._group_classic_types import JoinRequest, JoinResponse, SyncRequest, SyncResponse
 from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._group_records_consumer import Assignment
 from ._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from ._group_shard_txn import TxnOffsetCommitRequest
@@ -381,7 +382,7 @@ class GroupService:
                 if error is None:
                     self.c.run(shard, lambda out=out: out)  # type: ignore[misc]
                     answered = await token
-                    error = append_error(answered[0][1]) if answered and answered[0][1] else None
+                    error = coordinator_error(answered[0][1]) if answered and answered[0][1] else None
             except ShardUnavailable as err:
                 error = err.error
             results.append(R.Result(group_id=group_id, error=error_pb(error)))
@@ -402,7 +403,7 @@ class GroupService:
             if error is None:
                 self.c.run(shard, lambda: out)
                 answered = await token
-                error = append_error(answered[0][1]) if answered and answered[0][1] else None
+                error = coordinator_error(answered[0][1]) if answered and answered[0][1] else None
         except ShardUnavailable as err:
             error = err.error
         by_topic: dict[str, list[Any]] = {}

@@ -1,11 +1,12 @@
 """One partition of ``__consumer_offsets`` as its coordinator sees it: the groups it coordinates and
 their committed offsets (Kafka's ``GroupCoordinatorShard``, classic groups).
 
-Pure, like `ClassicGroup`: every call takes ``now_ms`` and returns an `Outcome` of answers and
-records; the records of one call are appended together (acks=all) and `GroupShard.on_append` then
-runs what waited on them. Offsets are applied when their records are committed, so OffsetFetch
-never shows an offset that could still be lost. `replay` rebuilds the shard from the partition's
-records when a broker becomes its leader; `loaded` then starts the members' sessions.
+Pure, like `ClassicGroup`: every call takes ``now_ms`` and returns a `CoordinatorResult` of answers
+and records; the records of one call are appended together (acks=all) and the result's ``then``
+then runs what waited on them. Committed offsets change along one path, `replay`: when a broker
+loads the partition, and when an OffsetCommit's (or OffsetDelete's) records are committed, so
+OffsetFetch never shows an offset that could still be lost. `loaded` then starts the members'
+sessions.
 
 Requests are checked here for what does not depend on a group (group id, session timeout bounds,
 metadata size) and handed to the group; a group unknown to this shard is UNKNOWN_MEMBER_ID for
@@ -15,15 +16,15 @@ SyncGroup, Heartbeat and LeaveGroup, as in Kafka.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from kraftlog.common import errors as kerr
 
+from ._coordinator_result import coordinator_error, merge
 from ._group_classic import ClassicGroup
-from ._group_classic_base import Outcome, append_error
 from ._group_classic_types import GroupState, JoinRequest, JoinResponse, SyncRequest, SyncResponse
-from ._group_consumer import ConsumerGroup
-from ._group_consumer_types import ConsumerGroupState
+from ._group_consumer import ConsumerGroup, TopicLookup
+from ._group_consumer_types import ConsumerGroupState, HeartbeatRequest
 from ._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -33,8 +34,8 @@ from ._group_records import (
     OffsetCommitValue,
 )
 from ._group_records_consumer import CONSUMER_KEY_TYPES
-from ._group_shard_consumer import ConsumerShardMixin
-from ._group_shard_txn import TxnOffsetsMixin
+from ._group_shard_consumer import ConsumerGroupDescription, ConsumerGroups
+from ._group_shard_txn import TxnOffsetCommitRequest, TxnOffsets
 from ._group_shard_types import (
     CommittedOffset,
     Error,
@@ -60,7 +61,7 @@ __all__ = [
 INVALID_OFFSET = -1
 
 
-class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
+class GroupShard:
     """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
 
     def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
@@ -68,31 +69,61 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         self.config = config
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
-        self._init_consumer_groups(config.consumer)
-        self._init_txn_offsets()
+        self.consumer = ConsumerGroups(config.consumer, rng, self._classic_blocks)
+        self.txn_offsets = TxnOffsets(self._txn_member_error)
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
-        self._appends: dict[int, Callable[[Error, int], ShardOutcome]] = {}
-        self._next_append = 0
         self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
 
-    # ================================================================== plumbing
+    # ============================================================ collaborators
 
-    def _wrap(self, group: ClassicGroup, out: Outcome) -> ShardOutcome:
-        """A group's outcome as the shard's: its append becomes one of the shard's."""
-        shard = ShardOutcome(list(out.responses), list(out.records))
-        if out.append_id is not None:
-            group_append = out.append_id
-            shard.append_id = self._register(lambda err, t: self._wrap(group, group.on_append(group_append, err, t)))
-        return shard
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        """The consumer groups (KIP-848) of this partition, owned by `consumer`."""
+        return self.consumer.groups
 
-    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
-        self._next_append += 1
-        self._appends[self._next_append] = then
-        return self._next_append
+    def consumer_heartbeat(
+        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
+    ) -> ShardOutcome:
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
+        return self.consumer.heartbeat(req, token, now_ms, lookup)
 
-    def on_append(self, append_id: int, error: Error, now_ms: int) -> ShardOutcome:
-        then = self._appends.pop(append_id, None)
-        return then(error, now_ms) if then is not None else ShardOutcome()
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        return self.consumer.describe(group_id)
+
+    def txn_commit_offsets(self, request: TxnOffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
+        """TxnOffsetCommit: written in the producer's transaction, pending until it ends."""
+        return self.txn_offsets.commit(request, token, now_ms)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended (its marker is in this partition): its pending
+        offsets here are committed (through `replay`), or dropped."""
+        for key, value in self.txn_offsets.complete(producer_id, commit):
+            self.replay(key, value, value.commit_timestamp_ms)
+
+    def replay_txn_offset(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        """Loading: an offset record of a transactional batch (pending until its marker)."""
+        self.txn_offsets.replay(producer_id, key, value)
+
+    def unstable(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
+        """Whether any of the group's partitions (all, with None) has transactional offsets pending."""
+        return self.txn_offsets.unstable(group_id, partitions)
+
+    def _txn_member_error(self, request: TxnOffsetCommitRequest, now_ms: int) -> Error:
+        """Kafka's membership checks of a transactional commit (none for a simple group or when
+        the producer sends no generation)."""
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            if request.generation_id < 0 and not request.member_id:
+                return None
+            refused = consumer.validate_offset_commit(request.member_id, request.generation_id)
+            return None if refused is None else type(refused)
+        group = self.groups.get(request.group_id)
+        if group is None or request.generation_id < 0:
+            return None
+        error: Error = group.validate_offset_commit(
+            request.member_id, request.group_instance_id, request.generation_id, now_ms
+        )
+        return error
 
     def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
         group = self.groups.get(group_id)
@@ -130,30 +161,25 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
             if request.member_id:  # a member id for a group this coordinator does not know
                 return ShardOutcome([(token, JoinResponse(kerr.UnknownMemberIdError, request.member_id))])
             group = self._new_group(request.group_id, now_ms)
-        out = self._wrap(group, group.join(request, token, now_ms))
+        out = group.join(request, token, now_ms)
         if is_new and not out.records:  # Kafka stores the new (empty) group at once
             out.records.append(group.new_group_record())
 
             def failed(error: Error, _t: int) -> ShardOutcome:
                 if error is None:
                     return ShardOutcome()
-                return ShardOutcome([(token, JoinResponse(append_error(error), request.member_id))])
+                return ShardOutcome([(token, JoinResponse(coordinator_error(error), request.member_id))])
 
-            out.append_id = self._register(failed)
+            out.then = failed
         if prelude:
-            self._merge(
-                out,
-                ShardOutcome(
-                    records=prelude, append_id=self._register(lambda e, _t: ShardOutcome(reload=e is not None))
-                ),
-            )
+            merge(out, ShardOutcome(records=prelude, then=lambda e, _t: ShardOutcome(reload=e is not None)))
         return out
 
     def sync(self, request: SyncRequest, token: object, now_ms: int) -> ShardOutcome:
         group = self.groups.get(request.group_id)
         if group is None or (group.state is GroupState.EMPTY and not group.members):
             return ShardOutcome([(token, SyncResponse(kerr.UnknownMemberIdError))])
-        return self._wrap(group, group.sync(request, token, now_ms))
+        return group.sync(request, token, now_ms)
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, now_ms: int
@@ -163,7 +189,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         if group is None:
             return kerr.UnknownMemberIdError, ShardOutcome()
         error = group.heartbeat(member_id, group_instance_id, generation_id, now_ms)
-        return error, self._wrap(group, group.poll(now_ms))
+        return error, group.poll(now_ms)
 
     def leave(
         self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
@@ -173,7 +199,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         if group is None:
             return kerr.UnknownMemberIdError, [], ShardOutcome()
         results, out = group.leave(members, now_ms)
-        return None, results, self._wrap(group, out)
+        return None, results, out
 
     # ====================================================================== offsets
 
@@ -202,7 +228,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
             error = group.validate_offset_commit(
                 request.member_id, request.group_instance_id, request.generation_id, now_ms
             )
-            out = self._wrap(group, group.poll(now_ms))  # what timers that came due on the way set off
+            out = group.poll(now_ms)  # what timers that came due on the way set off
         if error is not None:
             refused = tuple((t, p, error) for t, p, *_rest in request.offsets)
             out.responses.append((token, OffsetCommitResponse(refused)))
@@ -226,20 +252,18 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         if not records:
             out.responses.append((token, OffsetCommitResponse(tuple(results))))
             return out
-        group_id = request.group_id
 
-        def committed(append_error_: Error, _t: int) -> ShardOutcome:
-            if append_error_ is not None:
-                failed = append_error(append_error_)
+        def committed(write_error: Error, now: int) -> ShardOutcome:
+            if write_error is not None:
+                failed = coordinator_error(write_error)
                 answer = tuple((t, p, e if e is not None else failed) for t, p, e in results)
                 return ShardOutcome([(token, OffsetCommitResponse(answer))])
             for key, value in records:
-                assert isinstance(key, OffsetCommitKey) and isinstance(value, OffsetCommitValue)
-                self.offsets.setdefault(group_id, {})[(key.topic, key.partition)] = value
+                self.replay(key, value, now)
             return ShardOutcome([(token, OffsetCommitResponse(tuple(results)))])
 
         # after whatever the group's due timers wrote, in one append
-        self._merge(out, ShardOutcome(records=records, append_id=self._register(committed)))
+        merge(out, ShardOutcome(records=records, then=committed))
         return out
 
     def fetch_offsets(
@@ -299,11 +323,8 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
         def applied(error: Error, t: int) -> ShardOutcome:
             if error is not None:
                 return ShardOutcome([(token, ((group_id, error),))])
-            stored = self.offsets.get(group_id, {})
-            for k in keys:
-                stored.pop(k, None)
-            if not stored:
-                self.offsets.pop(group_id, None)
+            for topic, partition in keys:
+                self.replay(OffsetCommitKey(group_id, topic, partition), None, t)
             out = ShardOutcome([(token, ((group_id, None),))])
             if delete_group and group_id in self.groups:
                 dead = self.groups.pop(group_id).mark_dead(t)
@@ -312,7 +333,7 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
                 del self.consumer_groups[group_id]
             return out
 
-        return ShardOutcome(records=records, append_id=self._register(applied))
+        return ShardOutcome(records=records, then=applied)
 
     # ======================================================================= groups
 
@@ -377,41 +398,19 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
     def next_deadline(self) -> int:
         """When `poll` has something to do next: a group's timer or the retention check."""
         group_deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        consumer = self._consumer_deadline()
+        consumer = self.consumer.next_deadline()
         return min([self._next_expiry_ms, *group_deadlines, *([consumer] if consumer is not None else [])])
 
     def poll(self, now_ms: int) -> ShardOutcome:
         """Every group's due timers, and the offsets retention check when it is due."""
         out = ShardOutcome()
         for group in list(self.groups.values()):
-            sub = self._wrap(group, group.poll(now_ms))
-            self._merge(out, sub)
-        fenced, append_id = self._consumer_poll(now_ms)
-        if fenced:
-            self._merge(out, ShardOutcome(records=list(fenced), append_id=append_id))
+            merge(out, group.poll(now_ms))
+        merge(out, self.consumer.poll(now_ms))
         if now_ms >= self._next_expiry_ms:
             self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
-            self._merge(out, self._expire_offsets(now_ms))
+            merge(out, self._expire_offsets(now_ms))
         return out
-
-    def _merge(self, into: ShardOutcome, other: ShardOutcome) -> None:
-        assert into.producer is None and other.producer is None, "transactional records are written on their own"
-        into.responses.extend(other.responses)
-        into.reload = into.reload or other.reload
-        if other.records:
-            into.records.extend(other.records)
-            first, second = into.append_id, other.append_id
-            if first is None:
-                into.append_id = second
-            elif second is not None:
-                a, b = self._appends.pop(first), self._appends.pop(second)
-
-                def both(err: Error, t: int) -> ShardOutcome:
-                    x = a(err, t)
-                    self._merge(x, b(err, t))
-                    return x
-
-                into.append_id = self._register(both)
 
     def _expire_offsets(self, now_ms: int) -> ShardOutcome:
         """Kafka's offsets retention: an Empty group's offsets go once the group has been empty for
@@ -439,14 +438,14 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
                     expired.append(key)
             if expired:
                 delete_group = len(expired) == len(stored) and not group.members
-                self._merge(out, self._tombstones(group_id, expired, None, delete_group=delete_group))
+                merge(out, self._tombstones(group_id, expired, None, delete_group=delete_group))
         # Kafka's cleanupGroupMetadata: an empty group with no offsets left is deleted
         for group_id, consumer in sorted(self.consumer_groups.items()):
             if consumer.state is ConsumerGroupState.EMPTY and not self.offsets.get(group_id):
-                self._merge(out, self._tombstones(group_id, [], None, delete_group=True))
+                merge(out, self._tombstones(group_id, [], None, delete_group=True))
         for group_id, classic in sorted(self.groups.items()):
             if classic.state is GroupState.EMPTY and not classic.members and not self.offsets.get(group_id):
-                self._merge(out, self._tombstones(group_id, [], None, delete_group=True))
+                merge(out, self._tombstones(group_id, [], None, delete_group=True))
         out.responses = [(t, r) for t, r in out.responses if t is not None]
         return out
 
@@ -467,12 +466,12 @@ class GroupShard(ConsumerShardMixin, TxnOffsetsMixin):
                 expired.append((topic, partition))
         if expired:
             delete_group = len(expired) == len(stored) and group.state is ConsumerGroupState.EMPTY
-            self._merge(out, self._tombstones(group.group_id, expired, None, delete_group=delete_group))
+            merge(out, self._tombstones(group.group_id, expired, None, delete_group=delete_group))
 
     def replay(self, key: GroupKey, value: GroupValue | None, now_ms: int) -> None:
         """One record of the partition, in log order (loading): the last value of a key wins."""
         if isinstance(key, CONSUMER_KEY_TYPES):
-            self._consumer_replay(key, value)  # type: ignore[arg-type]
+            self.consumer.replay(key, value)  # type: ignore[arg-type]
             return
         if isinstance(key, OffsetCommitKey):
             if value is None:

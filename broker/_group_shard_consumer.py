@@ -1,6 +1,6 @@
-"""The consumer groups (KIP-848) of one ``__consumer_offsets`` partition: the part of `GroupShard`
-that serves ConsumerGroupHeartbeat and ConsumerGroupDescribe, runs the members' timers and loads
-the groups' records.
+"""The consumer groups (KIP-848) of one ``__consumer_offsets`` partition (`ConsumerGroups`, a
+collaborator of `GroupShard` that owns them): ConsumerGroupHeartbeat and ConsumerGroupDescribe, the
+members' timers, and loading the groups' records.
 
 Unlike a classic group, a consumer group changes only by replaying its records: a heartbeat's
 records are replayed at once (the next request sees them, as in Kafka, whose in-memory state runs
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kraftlog.common import errors as kerr
 
-from ._group_classic_base import append_error
+from ._coordinator_result import coordinator_error
 from ._group_consumer import ConsumerGroup, Record, TopicLookup
 from ._group_consumer_types import (
     LEAVE_EPOCH,
@@ -32,7 +32,11 @@ from ._group_records import GroupKey, GroupValue
 from ._group_records_consumer import Assignment, ConsumerGroupMetadataKey, ConsumerKey, ConsumerValue
 from ._group_shard_types import ShardOutcome
 
-__all__ = ["ConsumerShardMixin", "ConsumerGroupDescription", "ConsumerMemberDescription", "validate_heartbeat"]
+__all__ = ["ConsumerGroups", "ConsumerGroupDescription", "ConsumerMemberDescription", "validate_heartbeat"]
+
+# group id -> whether a classic group of that id keeps a consumer group from being made (it has
+# members); else the records that delete the empty classic group (which the shard drops)
+ClassicBlocks = Callable[[str], tuple[bool, list[tuple[GroupKey, GroupValue | None]]]]
 
 Error = type[kerr.KafkaError] | None
 
@@ -96,39 +100,28 @@ def validate_heartbeat(req: HeartbeatRequest, assignors: tuple[str, ...]) -> ker
     return None
 
 
-class ConsumerShardMixin:
-    """Consumer-group calls of `GroupShard` (which provides the plumbing named below)."""
+class ConsumerGroups:
+    """The consumer groups of one shard, with their writes in flight and the answers waiting on
+    them (see the module docstring)."""
 
-    consumer_groups: dict[str, ConsumerGroup]
-    _rng: random.Random
-    _consumer_config: ConsumerGroupConfig
-
-    def _init_consumer_groups(self, config: ConsumerGroupConfig) -> None:
-        self.consumer_groups = {}
-        self._consumer_config = config
+    def __init__(self, config: ConsumerGroupConfig, rng: random.Random, classic_blocks: ClassicBlocks) -> None:
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._config = config
+        self._rng = rng
+        self._classic_blocks = classic_blocks
         # consumer-group writes not yet committed, and the answers that wait for them: an answer
         # that wrote nothing may still show state those writes put in memory (Kafka answers it
         # once the last written offset is committed, too)
-        self._consumer_writes = 0
-        self._consumer_parked: list[tuple[object, HeartbeatRequest, HeartbeatResponse]] = []
+        self._writes = 0
+        self._parked: list[tuple[object, HeartbeatRequest, HeartbeatResponse]] = []
 
-    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
-        raise NotImplementedError  # GroupShard's
-
-    def _classic_blocks(self, group_id: str) -> tuple[bool, list[tuple[GroupKey, GroupValue | None]]]:
-        """Whether a classic group of that id keeps a consumer group from being made (it has
-        members); else the empty classic group is dropped and these records delete it. GroupShard's."""
-        raise NotImplementedError
-
-    def consumer_heartbeat(
-        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
-    ) -> ShardOutcome:
+    def heartbeat(self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup) -> ShardOutcome:
         """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
-        config = self._consumer_config
+        config = self._config
         refused = validate_heartbeat(req, config.assignors)
         if refused is not None:
             return ShardOutcome([(token, _failed(req, refused))])
-        group = self.consumer_groups.get(req.group_id)
+        group = self.groups.get(req.group_id)
         prelude: list[tuple[GroupKey, GroupValue | None]] = []
         if group is None:
             if req.member_epoch != 0:
@@ -147,17 +140,17 @@ class ConsumerShardMixin:
             records, response = group.heartbeat(req, now_ms, lookup)
         except kerr.KafkaError as err:
             return ShardOutcome([(token, _failed(req, err))])
-        self.consumer_groups[req.group_id] = group
+        self.groups[req.group_id] = group
         for key, value in records:
             group.replay(key, value)
         written: list[tuple[GroupKey, GroupValue | None]] = [*prelude, *records]
         if not written:
-            if self._consumer_writes:
-                self._consumer_parked.append((token, req, response))
+            if self._writes:
+                self._parked.append((token, req, response))
                 return ShardOutcome()
             return ShardOutcome([(token, response)])
-        self._consumer_writes += 1
-        return ShardOutcome([], written, self._register(self._answer_after(token, req, response)))
+        self._writes += 1
+        return ShardOutcome([], written, self._answer_after(token, req, response))
 
     def _answer_after(
         self, token: object, req: HeartbeatRequest, response: HeartbeatResponse
@@ -167,7 +160,7 @@ class ConsumerShardMixin:
             if error is None:
                 out.responses.insert(0, (token, response))
             else:
-                failed = append_error(error)("the group's records were not written")
+                failed = coordinator_error(error)("the group's records were not written")
                 out.responses.insert(0, (token, _failed(req, failed)))
             return out
 
@@ -176,52 +169,52 @@ class ConsumerShardMixin:
     def _write_done(self, error: Error) -> ShardOutcome:
         """One consumer-group write finished (in order); when none is left, the parked answers go
         (with the write's error when it failed: what they saw was never committed)."""
-        self._consumer_writes -= 1
+        self._writes -= 1
         out = ShardOutcome(reload=error is not None)
-        if error is not None or not self._consumer_writes:
-            parked, self._consumer_parked = self._consumer_parked, []
+        if error is not None or not self._writes:
+            parked, self._parked = self._parked, []
             for token, req, response in parked:
                 if error is None:
                     out.responses.append((token, response))
                 else:
                     out.responses.append(
-                        (token, _failed(req, append_error(error)("the group's state was not written")))
+                        (token, _failed(req, coordinator_error(error)("the group's state was not written")))
                     )
         return out
 
-    def _consumer_poll(self, now_ms: int) -> tuple[list[Record], int | None]:
-        """Fence the members whose session or rebalance timeout ran out; their records (replayed
-        already) and the append continuation that reloads the shard should they not be written."""
+    def poll(self, now_ms: int) -> ShardOutcome:
+        """Fence the members whose session or rebalance timeout ran out: their records (replayed
+        already), with the continuation that reloads the shard should they not be written."""
         records: list[Record] = []
-        for group in list(self.consumer_groups.values()):
+        for group in list(self.groups.values()):
             for member_id in group.expired_members(now_ms):
                 fenced = group.fence(member_id)
                 for key, value in fenced:
                     group.replay(key, value)
                 records.extend(fenced)
         if not records:
-            return [], None
-        self._consumer_writes += 1
-        return records, self._register(lambda error, _t: self._write_done(error))
+            return ShardOutcome()
+        self._writes += 1
+        return ShardOutcome(records=list(records), then=lambda error, _t: self._write_done(error))
 
-    def _consumer_deadline(self) -> int | None:
-        return min((d for g in self.consumer_groups.values() if (d := g.next_deadline()) is not None), default=None)
+    def next_deadline(self) -> int | None:
+        return min((d for g in self.groups.values() if (d := g.next_deadline()) is not None), default=None)
 
-    def _consumer_replay(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
+    def replay(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
         """Loading: one consumer group record in log order."""
-        group = self.consumer_groups.get(key.group)
+        group = self.groups.get(key.group)
         if group is None:
             if value is None:
                 return
-            group = ConsumerGroup(key.group, self._consumer_config, self._rng)
-            self.consumer_groups[key.group] = group
+            group = ConsumerGroup(key.group, self._config, self._rng)
+            self.groups[key.group] = group
         group.replay(key, value)
         if isinstance(key, ConsumerGroupMetadataKey) and value is None:
-            del self.consumer_groups[key.group]
+            del self.groups[key.group]
 
-    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+    def describe(self, group_id: str) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe of one group (GROUP_ID_NOT_FOUND when it is not a consumer group)."""
-        g = self.consumer_groups.get(group_id)
+        g = self.groups.get(group_id)
         if g is None or g.dead:
             return ConsumerGroupDescription(group_id, kerr.GroupIdNotFoundError)
         members = tuple(

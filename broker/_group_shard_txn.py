@@ -1,7 +1,7 @@
-"""Offsets committed inside a transaction (TxnOffsetCommit, KIP-98): the part of `GroupShard`
-that keeps them *pending* per producer until that producer's transaction ends, when the COMMIT
-marker written into this ``__consumer_offsets`` partition makes them the group's committed offsets
-and an ABORT drops them (Kafka's pending transactional offsets).
+"""Offsets committed inside a transaction (TxnOffsetCommit, KIP-98): `TxnOffsets`, a collaborator
+of `GroupShard`, keeps them *pending* per producer until that producer's transaction ends, when the
+COMMIT marker written into this ``__consumer_offsets`` partition makes them the group's committed
+offsets (the shard replays them) and an ABORT drops them (Kafka's pending transactional offsets).
 
 The records are written in a transactional batch of the producer (`ShardOutcome.producer`), so a
 reload finds them as such and replays them as pending until the marker that follows them; a
@@ -13,16 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from kraftlog.common import errors as kerr
 
-from ._group_classic_base import append_error
-from ._group_consumer import ConsumerGroup
+from ._coordinator_result import coordinator_error
 from ._group_records import OffsetCommitKey, OffsetCommitValue
 from ._group_shard_types import OffsetCommitResponse, ShardOutcome
 
-__all__ = ["TxnOffsetsMixin", "TxnOffsetCommitRequest"]
+__all__ = ["TxnOffsets", "TxnOffsetCommitRequest"]
 
 Error = type[kerr.KafkaError] | None
 
@@ -38,43 +36,21 @@ class TxnOffsetCommitRequest:
     generation_id: int = -1
 
 
-class TxnOffsetsMixin:
-    """Transactional offsets of `GroupShard` (which provides the names below)."""
+class TxnOffsets:
+    """The pending transactional offsets of one shard (see the module docstring). ``member_error``
+    is the shard's membership check of a commit (its groups are the shard's)."""
 
-    offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]]
-    consumer_groups: dict[str, ConsumerGroup]
-    groups: dict[str, Any]
-
-    def _register(self, then: Callable[[Error, int], ShardOutcome]) -> int:
-        raise NotImplementedError  # GroupShard's
-
-    def _init_txn_offsets(self) -> None:
+    def __init__(self, member_error: Callable[[TxnOffsetCommitRequest, int], Error]) -> None:
+        self._member_error = member_error
         # producer id -> group -> partition -> offset, waiting for the producer's marker
-        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
 
-    def _txn_member_error(self, request: TxnOffsetCommitRequest, now_ms: int) -> Error:
-        """Kafka's membership checks of a transactional commit (none for a simple group or when
-        the producer sends no generation)."""
-        consumer = self.consumer_groups.get(request.group_id)
-        if consumer is not None:
-            if request.generation_id < 0 and not request.member_id:
-                return None
-            refused = consumer.validate_offset_commit(request.member_id, request.generation_id)
-            return None if refused is None else type(refused)
-        group = self.groups.get(request.group_id)
-        if group is None or request.generation_id < 0:
-            return None
-        error: Error = group.validate_offset_commit(
-            request.member_id, request.group_instance_id, request.generation_id, now_ms
-        )
-        return error
-
-    def txn_commit_offsets(self, request: TxnOffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
+    def commit(self, request: TxnOffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
         """TxnOffsetCommit: written in the producer's transaction, pending until it ends."""
         if not request.group_id:
             refused = tuple((t, p, kerr.InvalidGroupIdError) for t, p, *_rest in request.offsets)
             return ShardOutcome([(token, OffsetCommitResponse(refused))])
-        error = self._txn_member_error(request, now_ms)
+        error = self._member_error(request, now_ms)
         if error is not None:
             return ShardOutcome([(token, OffsetCommitResponse(tuple((t, p, error) for t, p, *_r in request.offsets)))])
         records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = []
@@ -93,35 +69,36 @@ class TxnOffsetsMixin:
             if write_error is not None:
                 for key, value in records:  # never written: not pending either
                     self._unpend(request.producer_id, key, value)
-                failed = append_error(write_error)
+                failed = coordinator_error(write_error)
                 answer = tuple((k.topic, k.partition, failed) for k, _v in records)
                 return ShardOutcome([(token, OffsetCommitResponse(answer))])
             return ShardOutcome(
                 [(token, OffsetCommitResponse(tuple((k.topic, k.partition, None) for k, _v in records)))]
             )
 
-        out = ShardOutcome(records=list(records), append_id=self._register(written))
-        out.producer = (request.producer_id, request.producer_epoch)
-        return out
+        return ShardOutcome(records=list(records), then=written, producer=(request.producer_id, request.producer_epoch))
 
     def _pend(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
-        self.pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = value
+        self.pending.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = value
 
     def _unpend(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
-        pending = self.pending_txn.get(producer_id, {}).get(key.group, {})
+        pending = self.pending.get(producer_id, {}).get(key.group, {})
         if pending.get((key.topic, key.partition)) is value:
             del pending[(key.topic, key.partition)]
 
-    def complete_txn(self, producer_id: int, commit: bool) -> None:
-        """The producer's transaction ended (its marker is in this partition): pending offsets
-        become committed ones, or are dropped."""
-        pending = self.pending_txn.pop(producer_id, {})
+    def complete(self, producer_id: int, commit: bool) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+        """The producer's transaction ended (its marker is in this partition): its pending offsets
+        are no longer pending; on a commit they are returned, for the shard to make committed."""
+        pending = self.pending.pop(producer_id, {})
         if not commit:
-            return
-        for group_id, offsets in pending.items():
-            self.offsets.setdefault(group_id, {}).update(offsets)
+            return []
+        return [
+            (OffsetCommitKey(group_id, topic, partition), value)
+            for group_id, offsets in pending.items()
+            for (topic, partition), value in offsets.items()
+        ]
 
-    def replay_txn_offset(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Loading: an offset record of a transactional batch (pending until its marker)."""
         if value is not None:
             self._pend(producer_id, key, value)
@@ -129,7 +106,7 @@ class TxnOffsetsMixin:
     def unstable(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of the group's partitions (all, with None) has offsets pending."""
         wanted = None if partitions is None else set(partitions)
-        for by_group in self.pending_txn.values():
+        for by_group in self.pending.values():
             pending = by_group.get(group_id)
             if pending and (wanted is None or wanted & set(pending)):
                 return True

@@ -1,15 +1,15 @@
 """Values of `GroupShard`'s calls: its configuration, the offset requests and answers, group
-listings and descriptions, and `ShardOutcome` (answers, records to write, what runs once they are)."""
+listings and descriptions; `ShardOutcome` is the coordinators' `CoordinatorResult`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kraftlog.common import errors as kerr
 
+from ._coordinator_result import CoordinatorResult
 from ._group_classic_types import ClassicGroupConfig, JoinResponse, SyncResponse
 from ._group_consumer_types import ConsumerGroupConfig, HeartbeatResponse
-from ._group_records import GroupKey, GroupValue
 
 __all__ = [
     "GroupShardConfig",
@@ -78,10 +78,6 @@ class GroupDescription:
 ShardResponse = JoinResponse | SyncResponse | OffsetCommitResponse | HeartbeatResponse | tuple[tuple[str, Error], ...]
 
 
-@dataclass
-class ShardOutcome:
-    responses: list[tuple[object, ShardResponse]] = field(default_factory=list)
-    records: list[tuple[GroupKey, GroupValue | None]] = field(default_factory=list)
-    append_id: int | None = None
-    reload: bool = False  # state ran ahead of a write that failed: reload the partition from its log
-    producer: tuple[int, int] | None = None  # (id, epoch): the records go in this producer's transaction
+# What a shard call produced (answers, records to write, what runs once they are): the
+# coordinators' one result type.
+ShardOutcome = CoordinatorResult

@@ -1,12 +1,13 @@
 """What the coordinators share about the internal topic partitions they keep their state in
 (``__consumer_offsets``, ``__transaction_state``): waiting until the local replica leads at the
 epoch the metadata named, reading a partition's records from its start to its end (a load), and
-appending records to it with acks=all through the replica manager."""
+appending records to it with acks=all through the replica manager (`ReplicaPartitionWriter`, the
+coordinator runtime's partition writer)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 import structlog
@@ -14,7 +15,14 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import ControlRecordType, RecordBatchBuilder, iter_batches
 
-__all__ = ["leader_replica", "read_log", "read_records", "append_records", "LogEntry"]
+__all__ = [
+    "leader_replica",
+    "read_log",
+    "append_records",
+    "LogEntry",
+    "ReplicaPartitionWriter",
+    "TopicCreator",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -60,13 +68,6 @@ async def read_log(p: Any, chunk_bytes: int) -> AsyncIterator[LogEntry]:
         await asyncio.sleep(0)
 
 
-async def read_records(p: Any, chunk_bytes: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
-    """The (key, value) of every record (markers left out): for partitions without transactions."""
-    async for entry in read_log(p, chunk_bytes):
-        if entry.marker is None:
-            yield entry.key, entry.value
-
-
 async def append_records(
     replicas: Any,
     topic: str,
@@ -97,3 +98,62 @@ async def append_records(
         _log.error("internal_append_failed", topic=topic, partition=partition, error=repr(err))
         return kerr.UnknownServerError
     return error
+
+
+class ReplicaPartitionWriter:
+    """The partitions of one internal topic on this broker's replica manager: read from the local
+    leader replica, appended with acks=all within ``timeout_ms``."""
+
+    def __init__(
+        self,
+        replicas: Callable[[], Any],
+        topic: str,
+        *,
+        timeout_ms: Callable[[], int],
+        read_chunk_bytes: Callable[[], int],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._replicas = replicas
+        self.topic = topic
+        self._timeout_ms = timeout_ms
+        self._chunk_bytes = read_chunk_bytes
+        self._clock_ms = clock_ms
+
+    async def read(self, partition: int, epoch: int) -> AsyncIterator[LogEntry]:
+        p = await leader_replica(self._replicas, self.topic, partition, epoch)
+        async for entry in read_log(p, self._chunk_bytes()):
+            yield entry
+
+    async def append(
+        self, partition: int, records: Sequence[tuple[bytes, bytes | None]], producer: tuple[int, int] | None
+    ) -> type[kerr.KafkaError] | None:
+        return await append_records(
+            self._replicas(),
+            self.topic,
+            partition,
+            records,
+            timeout_ms=self._timeout_ms(),
+            now_ms=self._clock_ms(),
+            producer=producer,
+        )
+
+
+class TopicCreator:
+    """Creates an internal topic the first time a client looks for its coordinator, as Kafka does;
+    one creation at a time (a second ask while one is under way returns at once)."""
+
+    def __init__(self, topic: str, create: Callable[[int, int, dict[str, str]], Awaitable[None]]) -> None:
+        self.topic = topic
+        self._create = create
+        self._creating = False
+
+    async def ensure(self, image: Any, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+        """Create the topic (``partitions``, ``replication_factor``, ``configs``) unless ``image``
+        has it already."""
+        if image.topics.get_by_name(self.topic) is not None or self._creating:
+            return
+        self._creating = True
+        try:
+            await self._create(partitions, replication_factor, configs)
+        finally:
+            self._creating = False

@@ -1,4 +1,4 @@
-"""`Partition`: one partition's replica on this broker, as leader or follower (DESIGN.md §5).
+"""`Partition`: one partition's replica on this broker, as leader or follower (docs/architecture.md §4).
 
 Modelled on Kafka's ``Partition``. The leader tracks, per follower, the log end offset (LEO) the
 follower fetched from, when it last fetched and when it was last caught up; it keeps the high

@@ -43,9 +43,10 @@ from kraftlog.proto import (
 
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
+from ._coordinator_runtime import ShardUnavailable
 from ._coordinator_servicers import GroupServicer, TxnServicer
 from ._fetcher import ReplicaFetcherManager
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._group_lag import GroupLag
 from ._group_service import GroupService
 from ._lifecycle import BrokerLifecycle

@@ -17,7 +17,8 @@ from kraftlog.common._acl import AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
 from kraftlog.proto import txn_pb2
 
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator, ShardUnavailable
+from ._coordinator_runtime import ShardUnavailable
+from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._partition_types import error_pb
 from ._txn_coordinator import TxnCoordinator
 
@@ -79,7 +80,7 @@ class TxnService:
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.InvalidGroupIdError, "empty group id"))
         if not current_request().authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(kerr.GroupAuthorizationFailedError))
-        partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn._image()))
+        partition = coordinator_partition(request.group_id, self.groups.partition_count(self.txn.image()))
         error, _results = await self._add(
             request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]
         )

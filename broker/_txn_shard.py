@@ -3,9 +3,10 @@
 transactional ids it owns, each with its producer id and epoch, its state and the partitions of
 its open transaction.
 
-Pure, like the group shard: every call takes ``now_ms`` and returns a `TxnOutcome` of answers,
-records and marker jobs. A state change is *pending* while its record is written and applied only
-once it is committed (`on_append`), so a failed write changes nothing; while one is pending the
+Pure, like the group shard: every call takes ``now_ms`` and returns a `TxnOutcome` (the
+coordinators' `CoordinatorResult`) of answers, records and marker jobs (``jobs``). A state change
+is *pending* while its record is written and applied only once it is committed (the result's
+continuation), so a failed write changes nothing; while one is pending the
 transactional id answers CONCURRENT_TRANSACTIONS (retriable). Ordering of a transaction's end:
 
 1. EndTxn writes PrepareCommit (or PrepareAbort) and answers the producer once that is committed;
@@ -22,10 +23,11 @@ A transaction open longer than its timeout is aborted the same way (`poll`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kraftlog.common import errors as kerr
 
+from ._coordinator_result import CoordinatorResult, coordinator_error, merge
 from ._txn_records import TransactionLogKey, TransactionLogValue, TxnState
 
 __all__ = ["TxnShard", "TxnMetadata", "TxnOutcome", "MarkerJob", "TxnShardConfig"]
@@ -98,12 +100,8 @@ class MarkerJob:
     partitions: frozenset[tuple[str, int]]
 
 
-@dataclass
-class TxnOutcome:
-    responses: list[tuple[object, object]] = field(default_factory=list)
-    records: list[tuple[TransactionLogKey, TransactionLogValue | None]] = field(default_factory=list)
-    append_id: int | None = None
-    markers: list[MarkerJob] = field(default_factory=list)
+# answers, records, what runs once they are written, and marker jobs (``jobs``)
+TxnOutcome = CoordinatorResult
 
 
 class TxnShard:
@@ -114,8 +112,6 @@ class TxnShard:
         self.config = config
         self.txns: dict[str, TxnMetadata] = {}
         self.pending: dict[str, TxnState] = {}  # transactional id -> the state being written
-        self._appends: dict[int, Callable[[Error, int], TxnOutcome]] = {}
-        self._next_append = 0
         self._retry_at: dict[str, int] = {}  # a failed write of the id is tried again from then
 
     # ================================================================ plumbing
@@ -126,8 +122,6 @@ class TxnShard:
         """Write ``meta``; it becomes the id's state once committed, then ``then`` runs."""
         txn_id = meta.transactional_id
         self.pending[txn_id] = pending if pending is not None else meta.state
-        self._next_append += 1
-        append_id = self._next_append
 
         def done(error: Error, now_ms: int) -> TxnOutcome:
             self.pending.pop(txn_id, None)
@@ -135,12 +129,7 @@ class TxnShard:
                 self.txns[txn_id] = meta
             return then(error, now_ms)
 
-        self._appends[append_id] = done
-        return TxnOutcome(records=[(TransactionLogKey(txn_id), meta.value())], append_id=append_id)
-
-    def on_append(self, append_id: int, error: Error, now_ms: int) -> TxnOutcome:
-        then = self._appends.pop(append_id, None)
-        return then(error, now_ms) if then is not None else TxnOutcome()
+        return TxnOutcome(records=[(TransactionLogKey(txn_id), meta.value())], then=done)
 
     def _check(self, txn_id: str, producer_id: int, epoch: int) -> tuple[Error, TxnMetadata | None]:
         """Kafka's checks of a producer's request against its transactional id."""
@@ -188,7 +177,7 @@ class TxnShard:
 
         def answer(error: Error, _t: int) -> TxnOutcome:
             if error is not None:
-                return TxnOutcome([(token, (_append_error(error), -1, -1))])
+                return TxnOutcome([(token, (coordinator_error(error), -1, -1))])
             return TxnOutcome([(token, (None, new.producer_id, new.producer_epoch))])
 
         return self._write(new, answer)
@@ -203,7 +192,7 @@ class TxnShard:
             if error is not None:
                 self._retry_at[meta.transactional_id] = now + _RETRY_MS  # the timeout abort tries again then
                 return TxnOutcome()
-            return TxnOutcome(markers=[self._job(prepared, commit=False)])
+            return TxnOutcome(jobs=[self._job(prepared, commit=False)])
 
         return self._write(prepared, then)
 
@@ -238,7 +227,7 @@ class TxnShard:
 
         def answer(err: Error, _t: int) -> TxnOutcome:
             if err is not None:
-                return refuse(_append_error(err))
+                return refuse(coordinator_error(err))
             return TxnOutcome([(token, (None, tuple((t, p, None) for t, p in sorted(wanted))))])
 
         return self._write(new, answer)
@@ -269,8 +258,8 @@ class TxnShard:
 
         def then(error: Error, _t: int) -> TxnOutcome:
             if error is not None:
-                return TxnOutcome([(token, _append_error(error))])
-            return TxnOutcome([(token, None)], markers=[self._job(prepared, commit)])
+                return TxnOutcome([(token, coordinator_error(error))])
+            return TxnOutcome([(token, None)], jobs=[self._job(prepared, commit)])
 
         return self._write(prepared, then)
 
@@ -287,11 +276,11 @@ class TxnShard:
         complete = replace(meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
 
         def then(error: Error, now: int) -> TxnOutcome:
-            if error is None or error is kerr.NotCoordinatorError:
+            if error is None or coordinator_error(error) is kerr.NotCoordinatorError:
                 return TxnOutcome()  # done, or the next coordinator resumes it from the prepared state
             # not written (e.g. too few replicas): try the end again shortly, as Kafka retries it
             self._retry_at[job.transactional_id] = now + _RETRY_MS
-            return TxnOutcome(markers=[job])
+            return TxnOutcome(jobs=[job])
 
         return self._write(complete, then)
 
@@ -305,16 +294,14 @@ class TxnShard:
             if txn_id in self.pending or self._retry_at.get(txn_id, 0) > now_ms:
                 continue
             if meta.state is TxnState.ONGOING and now_ms - meta.start_ms > meta.timeout_ms:
-                _merge(out, self._abort_fenced(meta, now_ms), self)
+                merge(out, self._abort_fenced(meta, now_ms))
             elif meta.state in _COMPLETE and now_ms - meta.last_update_ms > self.config.id_expiration_ms:
-                _merge(out, self._expire(meta), self)
+                merge(out, self._expire(meta))
         return out
 
     def _expire(self, meta: TxnMetadata) -> TxnOutcome:
         txn_id = meta.transactional_id
         self.pending[txn_id] = TxnState.DEAD
-        self._next_append += 1
-        append_id = self._next_append
 
         def done(error: Error, _t: int) -> TxnOutcome:
             self.pending.pop(txn_id, None)
@@ -322,8 +309,7 @@ class TxnShard:
                 self.txns.pop(txn_id, None)
             return TxnOutcome()
 
-        self._appends[append_id] = done
-        return TxnOutcome(records=[(TransactionLogKey(txn_id), None)], append_id=append_id)
+        return TxnOutcome(records=[(TransactionLogKey(txn_id), None)], then=done)
 
     def retry_delay_ms(self, txn_id: str, now_ms: int) -> int:
         """How long a job of ``txn_id`` should wait because a write of the id just failed."""
@@ -357,7 +343,7 @@ class TxnShard:
             for _id, m in sorted(self.txns.items())
             if m.state in _PREPARING
         ]
-        return TxnOutcome(markers=jobs)
+        return TxnOutcome(jobs=list(jobs))
 
     def list_transactions(
         self, states: set[str] | None = None, producer_ids: set[int] | None = None
@@ -370,36 +356,3 @@ class TxnShard:
             if (wanted is None or m.state.kafka_name.lower() in wanted)
             and (not producer_ids or m.producer_id in producer_ids)
         ]
-
-
-def _append_error(error: type[kerr.KafkaError]) -> type[kerr.KafkaError]:
-    """What a producer is told when the coordinator's write failed (Kafka's mapping)."""
-    if error in (kerr.UnknownTopicOrPartitionError, kerr.NotEnoughReplicasError, kerr.NotEnoughReplicasAfterAppendError,
-                 kerr.RequestTimedOutError):  # fmt: skip
-        return kerr.CoordinatorNotAvailableError
-    if error in (kerr.NotLeaderOrFollowerError, kerr.KafkaStorageError):
-        return kerr.NotCoordinatorError
-    return error
-
-
-def _merge(into: TxnOutcome, other: TxnOutcome, shard: TxnShard) -> None:
-    """Several writes of one poll: their records go out together, each continuation runs."""
-    into.responses.extend(other.responses)
-    into.markers.extend(other.markers)
-    if not other.records:
-        return
-    into.records.extend(other.records)
-    if into.append_id is None:
-        into.append_id = other.append_id
-        return
-    assert other.append_id is not None
-    a, b = shard._appends.pop(into.append_id), shard._appends.pop(other.append_id)
-
-    def both(err: Error, t: int) -> TxnOutcome:
-        x = a(err, t)
-        _merge(x, b(err, t), shard)
-        return x
-
-    shard._next_append += 1
-    shard._appends[shard._next_append] = both
-    into.append_id = shard._next_append

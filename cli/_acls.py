@@ -17,7 +17,14 @@ import argparse
 import sys
 from typing import Any
 
-from kraftlog.cli._admin_command import ClusterError, add_admin_options, error_name, raise_if_error, run_with_admin
+from kraftlog.cli._admin_command import (
+    ClusterError,
+    add_admin_options,
+    error_name,
+    make_admin,
+    raise_if_error,
+    run_with_admin,
+)
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
 from kraftlog.common._acl import (
     CLUSTER_RESOURCE_NAME,
@@ -28,13 +35,6 @@ from kraftlog.common._acl import (
 )
 
 __all__ = ["add_parser", "make_admin", "run"]
-
-
-def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int, **security: Any) -> Any:
-    """The admin client of this command (tests may replace it)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """What the admin commands (``topics``, ``configs``, ``reassign``, ``elect-leaders``, ``quorum``,
-``metadata``) share: the admin options, one way to report Kafka errors, JSON files and
-``key=value`` arguments, replica assignments.
+``metadata``, ``acls``, ``user-scram-credentials``) share: the admin client they make (`make_admin`),
+the admin options, one way to report Kafka errors, JSON files and ``key=value`` arguments, replica
+assignments.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,20 @@ def report_error(args: argparse.Namespace, text: str) -> None:
 
 
 AdminFactory = Callable[..., Any]
+
+
+def make_admin(
+    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
+) -> Any:
+    """The admin client of an admin command.
+
+    Each command module imports this function under its own name ``make_admin`` and passes that
+    module global to `run_with_admin` when it runs, so a test replaces the client of one command
+    (``monkeypatch.setattr(module, "make_admin", fake)``) without touching the others.
+    """
+    from kraftlog.client import Admin
+
+    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def run_with_admin(args: argparse.Namespace, factory: AdminFactory, body: Callable[[Any], int]) -> int:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
+    make_admin,
     raise_if_error,
     run_with_admin,
 )
@@ -31,15 +31,6 @@ RESOURCE_TYPES = {"topics": 2, "brokers": 4}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG"}
 _DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def _split_outside_brackets(text: str) -> list[str]:

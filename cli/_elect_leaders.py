@@ -9,16 +9,15 @@ had a valid leader, and one error line per partition that could not be elected (
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     add_admin_options,
     error_failed,
     error_json,
     error_name,
     error_text,
+    make_admin,
     raise_if_error,
     read_json_file,
     report_error,
@@ -31,15 +30,6 @@ __all__ = ["add_parser", "run", "make_admin", "parse_partitions_file", "ELECTION
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 _NOT_NEEDED = "ELECTION_NOT_NEEDED"
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def _election_type(text: str) -> str:

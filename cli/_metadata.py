@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     add_admin_options,
+    make_admin,
     report_error,
     run_with_admin,
 )
@@ -66,15 +66,6 @@ __all__ = [
 
 _SNAPSHOT_SUFFIXES = (SNAPSHOT_SUFFIX, SNAPSHOT_SUFFIX + PARTIAL_SUFFIX)
 _NO_LEADER = -1
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 # ============================================================================== parser

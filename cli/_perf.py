@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from kraftlog.cli._admin_command import positive_int
 from kraftlog.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -62,16 +63,6 @@ def make_consumer(bootstrap_servers: Any, **config: Any) -> Any:
     return Consumer(bootstrap_servers, **config)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "perf",
@@ -89,9 +80,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_bootstrap_server_option(prod, required=False)
     prod.add_argument("--topic", required=True)
-    prod.add_argument("--num-records", type=_positive, required=True, metavar="N")
+    prod.add_argument("--num-records", type=positive_int, required=True, metavar="N")
     size = prod.add_mutually_exclusive_group(required=True)
-    size.add_argument("--record-size", type=_positive, metavar="BYTES", help="size of each record")
+    size.add_argument("--record-size", type=positive_int, metavar="BYTES", help="size of each record")
     size.add_argument(
         "--payload-file", metavar="FILE", help="send records taken at random from the lines of FILE (UTF-8)"
     )
@@ -107,7 +98,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     prod.add_argument("--producer.config", dest="producer_config", default=None, metavar="FILE")
     prod.add_argument(
         "--reporting-interval",
-        type=_positive,
+        type=positive_int,
         default=5000,
         metavar="MS",
         help="interval between progress lines (default: 5000, as Kafka's)",
@@ -121,7 +112,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_bootstrap_server_option(cons)
     cons.add_argument("--topic", required=True)
-    cons.add_argument("--messages", type=_positive, required=True, metavar="N", help="the number of records to read")
+    cons.add_argument("--messages", type=positive_int, required=True, metavar="N", help="the number of records to read")
     cons.add_argument(
         "--timeout",
         type=non_negative_int,
@@ -130,10 +121,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="stop when no record arrived for MS milliseconds (default: 10000)",
     )
     cons.add_argument("--from-latest", action="store_true", help="start at the end instead of the beginning")
-    cons.add_argument("--fetch-size", type=_positive, default=None, metavar="BYTES", help="max.partition.fetch.bytes")
+    cons.add_argument(
+        "--fetch-size", type=positive_int, default=None, metavar="BYTES", help="max.partition.fetch.bytes"
+    )
     cons.add_argument("--hide-header", action="store_true", help="do not print the header line")
     cons.add_argument("--show-detailed-stats", action="store_true", help="print figures every --reporting-interval")
-    cons.add_argument("--reporting-interval", type=_positive, default=5000, metavar="MS")
+    cons.add_argument("--reporting-interval", type=positive_int, default=5000, metavar="MS")
     cons.add_argument("--consumer-property", action="append", default=[], metavar="NAME=VALUE")
     cons.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE")
     add_output_option(cons)

@@ -15,30 +15,20 @@ From DescribeQuorum, plus DescribeCluster for the cluster id. Unknown timestamps
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
     error_failed,
     error_name,
+    make_admin,
     raise_if_error,
     run_with_admin,
 )
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, described, print_json, print_table
 
 __all__ = ["add_parser", "run", "make_admin", "quorum_status", "quorum_replication"]
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

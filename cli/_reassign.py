@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     add_admin_options,
     error_failed,
@@ -31,6 +30,7 @@ from kraftlog.cli._admin_command import (
     error_name,
     error_text,
     join_ids,
+    make_admin,
     raise_if_error,
     read_json_file,
     report_error,
@@ -48,15 +48,6 @@ class PlanEntry(NamedTuple):
     topic: str
     partition: int
     replicas: tuple[int, ...]
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 # ---------------------------------------------------------------------------- plan files

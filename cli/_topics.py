@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kraftlog.cli._admin_command import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
     ClusterError,
     _error_name,
     add_admin_options,
@@ -30,6 +29,7 @@ from kraftlog.cli._admin_command import (
     error_json,
     error_text,
     join_ids,
+    make_admin,
     parse_key_values,
     parse_replica_assignment,
     positive_int,
@@ -60,15 +60,6 @@ NO_LEADER = -1
 
 
 # =========================================================================== the command
-
-
-def make_admin(
-    bootstrap_servers: Sequence[str], *, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS, **security: Any
-) -> Any:
-    """The admin client of this command (tests replace this function with a fake)."""
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

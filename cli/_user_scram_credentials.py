@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kraftlog.cli._admin_command import ClusterError, add_admin_options, error_name, raise_if_error, run_with_admin
+from kraftlog.cli._admin_command import (
+    ClusterError,
+    add_admin_options,
+    error_name,
+    make_admin,
+    raise_if_error,
+    run_with_admin,
+)
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
 from kraftlog.cli._configs import parse_config_list, parse_name_list
 from kraftlog.common._acl import ScramMechanism
@@ -21,12 +28,6 @@ from kraftlog.common._acl import ScramMechanism
 __all__ = ["add_parser", "make_admin", "run"]
 
 _DEFAULT_ITERATIONS = 4096
-
-
-def make_admin(bootstrap_servers: Any, *, request_timeout_ms: int, **security: Any) -> Any:
-    from kraftlog.client import Admin
-
-    return Admin(bootstrap_servers, request_timeout_ms=request_timeout_ms, **security)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

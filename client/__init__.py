@@ -1,5 +1,7 @@
-"""client: the Python client library over gRPC (DESIGN.md §2): `Admin`, `Producer`,
-`AsyncProducer` and `Consumer`. Imports only `proto`."""
+"""client: the Python client library over gRPC (docs/architecture.md §2): `Producer` and
+`AsyncProducer`, `Consumer` (with its consumer group), `Admin` against the controllers, `GroupAdmin`
+and `TransactionAdmin` against the brokers' coordinators. Imports only `proto` and `common` (an
+import-linter contract in pyproject.toml), never the server side."""
 
 from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
 from kraftlog.client._config import UnsupportedConfigError

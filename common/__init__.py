@@ -2,8 +2,8 @@
 
 Layering (docs/architecture.md): `cli, deploy -> client, node -> broker, quorum -> storage,
 metadata_log -> common`. Importing this package needs the standard library only (the progress
-display loads rich when first used), so `deploy/install.sh` can validate a config with kraftlog's
-own loader before any venv exists.
+display loads rich, the CRC frame crc32c, when first used), so `deploy/install.sh` can validate a
+config with kraftlog's own loader before any venv exists.
 """
 
 from __future__ import annotations
@@ -49,7 +49,18 @@ from kraftlog.common._names import (
 from kraftlog.common._uuid import kafka_uuid, parse_uuid
 
 if TYPE_CHECKING:
+    from kraftlog.common._crc_frame import (
+        CRC_FRAME_HEADER_SIZE,
+        FrameByteOrder,
+        crc_frame_header,
+        crc_frame_problem,
+        encode_crc_frame,
+    )
     from kraftlog.common._progress import Progress, progress
+
+_CRC_FRAME_NAMES = frozenset(
+    {"CRC_FRAME_HEADER_SIZE", "FrameByteOrder", "crc_frame_header", "crc_frame_problem", "encode_crc_frame"}
+)
 
 __all__ = [
     "CLUSTER_RESOURCE_NAME",
@@ -67,6 +78,11 @@ __all__ = [
     "parse_super_users",
     "supported_operations",
     "validate_acl_binding",
+    "CRC_FRAME_HEADER_SIZE",
+    "FrameByteOrder",
+    "crc_frame_header",
+    "crc_frame_problem",
+    "encode_crc_frame",
     "CLEANER_OFFSET_CHECKPOINT",
     "INDEX_SUFFIX",
     "LEADER_EPOCH_CHECKPOINT",
@@ -97,9 +113,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`Progress` and `progress` load rich on first use (PEP 562), not at import."""
+    """`Progress` and `progress` load rich, the CRC frame helpers crc32c, on first use (PEP 562), not
+    at import."""
     if name in ("Progress", "progress"):
         from kraftlog.common import _progress
 
         return getattr(_progress, name)
+    if name in _CRC_FRAME_NAMES:
+        from kraftlog.common import _crc_frame
+
+        return getattr(_crc_frame, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

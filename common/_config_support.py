@@ -9,7 +9,7 @@ with a value set for one: an option that is accepted either works or says so.
   whose config sets one to anything but the value kraftlog behaves as refuses to start, naming the
   key (`ConfigError`); the value it behaves as is accepted.
 
-The README lists both. Keys in neither table work as Kafka documents them.
+docs/configuration.md lists both. Keys in neither table work as Kafka documents them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Node and topic configuration with Kafka's key names, types, defaults and validation rules.
 
 Operators arrive with Kafka habits and Kafka files, so every key that exists in Kafka keeps Kafka's
-name, type and default (DESIGN.md §6) and a typo fails loudly at start-up instead of silently
+name, type and default (docs/architecture.md §6) and a typo fails loudly at start-up instead of silently
 falling back to a default. The same schema machinery validates topic-level configs for CreateTopics
 and IncrementalAlterConfigs, and links each broker-level ``log.*`` key to the topic-level key it is
 the default for, so ``NodeConfig.topic_defaults()`` resolves them with Kafka's precedence

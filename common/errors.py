@@ -1,7 +1,7 @@
 """Kafka's protocol error table as one Python exception hierarchy.
 
 Every gRPC response of kraftlog carries Kafka's numeric error code and upper-case error name
-(DESIGN.md §6), so clients, the CLI and the servers need a single, exact table to translate between
+(docs/architecture.md §5), so clients, the CLI and the servers need a single, exact table to translate between
 codes, names and exceptions. Each Kafka error code is one subclass of :class:`KafkaError`; the code,
 the name and whether the Java client treats it as retriable (``RetriableException`` versus plain
 ``ApiException``) are class attributes set through ``__init_subclass__`` keywords, so the table reads

@@ -1,4 +1,4 @@
-"""metadata_log: the metadata log that replaces the ZooKeeper tree (DESIGN.md §3).
+"""metadata_log: the metadata log that replaces the ZooKeeper tree (docs/architecture.md §1).
 
 Record types, the immutable `MetadataImage` with its one mutable `MetadataDelta`, the `Authorizer` over
 its ACLs, the on-disk segment and snapshot files, and Kafka's replica placement (the config schema is

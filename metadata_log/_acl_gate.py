@@ -2,7 +2,7 @@
 
 Both listeners of a broker (gRPC and Kafka's protocol) and a controller's gRPC listener give their
 request contexts the same gate, so every request of a node is authorized by one piece of code from
-one image, with no call to anyone (ACLs are records of the metadata log, DESIGN.md §3).
+one image, with no call to anyone (ACLs are records of the metadata log, docs/architecture.md §5).
 
 Configured as Kafka's: ``authorizer.class.name`` empty means no authorization (everything is
 allowed, as a Kafka cluster without an authorizer); Kafka's StandardAuthorizer class name turns on

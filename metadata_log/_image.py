@@ -17,7 +17,7 @@ The one way to get a new image is a `MetadataDelta`:
 `TopicImage`, `PartitionRegistration` and config-map objects), so a new image costs what changed,
 not what exists, and consumers can compare parts with ``is`` to skip work.
 
-Replay is deterministic (DESIGN.md §3): no clock, no randomness, no I/O. Every random or
+Replay is deterministic (docs/architecture.md §1, images and deltas): no clock, no randomness, no I/O. Every random or
 time-dependent choice was made by the active controller and written into the record. A record that
 would produce an impossible state (a change to an unknown topic, a stale broker epoch, a duplicate
 topic name, producer ids going backwards, ...) raises `MetadataReplayError` and leaves the delta

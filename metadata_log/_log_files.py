@@ -1,6 +1,6 @@
 """On-disk format of the metadata log: segment files, snapshot files and their retention.
 
-These files are the documented, stable interface of the metadata log (DESIGN.md §3): brokers fetch
+These files are the documented, stable interface of the metadata log (docs/architecture.md §3): brokers fetch
 them, operators archive them and the Spark snapshot job reads them without any kraftlog server code.
 The format is therefore deliberately small and is fully specified here; changing it requires a new
 snapshot ``version`` or a new file suffix, never a silent reinterpretation.
@@ -80,7 +80,7 @@ nothing deleted). Snapshots older than ``oldest remaining base offset - 1`` cann
 log any more and are deleted, except the latest. `oldest_available_offset` tells the server whether
 a fetcher must load a snapshot first.
 
-This module imports no other kraftlog package (DESIGN.md §2).
+This module imports no other kraftlog package (docs/architecture.md §2).
 """
 
 from __future__ import annotations

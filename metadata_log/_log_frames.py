@@ -1,17 +1,17 @@
-"""Frames of the metadata log's files: ``u32 length | u32 crc32c | payload``, the iterator that stops at
+"""Frames of the metadata log's files: ``u32 length | u32 crc32c | payload``, big endian (the CRC
+frame of `kraftlog.common`, in the byte order these files have always had), the iterator that stops at
 the first torn or corrupt frame, and the errors that name where (see `metadata_log._log_files`).
 """
 
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
 import structlog
 
+from kraftlog.common import CRC_FRAME_HEADER_SIZE, crc_frame_header, crc_frame_problem, encode_crc_frame
 from kraftlog.metadata_log._records import (
     MetadataRecordError,
 )
@@ -19,13 +19,10 @@ from kraftlog.metadata_log._records import (
 _log = structlog.get_logger(__name__)
 
 
-_FRAME_HEADER = struct.Struct(">II")
+_FRAME_HEADER = crc_frame_header("big")
 
 
-FRAME_HEADER_SIZE = _FRAME_HEADER.size  # 8
-
-
-_MAX_UINT32 = 0xFFFFFFFF
+FRAME_HEADER_SIZE = CRC_FRAME_HEADER_SIZE  # 8
 
 
 class MetadataLogCorruptError(MetadataRecordError):
@@ -55,9 +52,7 @@ def encode_frame(payload: bytes) -> bytes:
     """Wrap ``payload`` in a frame: ``length:u32be | crc32c(payload):u32be | payload``."""
     if not payload:
         raise ValueError("a frame payload must not be empty")
-    if len(payload) > _MAX_UINT32:
-        raise ValueError(f"frame payload of {len(payload)} bytes does not fit a uint32 length")
-    return _FRAME_HEADER.pack(len(payload), crc32c.crc32c(payload)) + payload
+    return encode_crc_frame(payload, "big")
 
 
 class BadFrame(NamedTuple):
@@ -80,13 +75,6 @@ def _frame_problem(position: int, end: int, length: int) -> str | None:
 
 def _torn_header(position: int, end: int) -> str:
     return f"torn frame header: {end - position} of {FRAME_HEADER_SIZE} bytes"
-
-
-def _crc_problem(payload: bytes | memoryview, stored: int) -> str | None:
-    actual = crc32c.crc32c(payload)
-    if actual != stored:
-        return f"crc mismatch: stored {stored:#010x}, computed {actual:#010x}"
-    return None
 
 
 class FrameIterator:
@@ -126,7 +114,7 @@ class FrameIterator:
             self._finish(BadFrame(pos, problem))
         stop = pos + FRAME_HEADER_SIZE + length
         with view[pos + FRAME_HEADER_SIZE : stop] as payload:
-            problem = _crc_problem(payload, crc)
+            problem = crc_frame_problem(payload, crc)
             data = payload.tobytes() if problem is None else b""
         if problem is not None:
             self._finish(BadFrame(pos, problem))
@@ -194,7 +182,7 @@ class _FileFrames:
         payload = self._fh.read(length)
         if len(payload) < length:
             self._finish(BadFrame(pos, "torn frame: the file shrank while being read"))
-        problem = _crc_problem(payload, crc)
+        problem = crc_frame_problem(payload, crc)
         if problem is not None:
             self._finish(BadFrame(pos, problem))
         self.valid_bytes = pos + FRAME_HEADER_SIZE + length

@@ -15,7 +15,7 @@ seeds document and operators can predict by hand:
 
 The functions are pure. The only randomness, the start index and shift, is drawn from the ``rng``
 the caller injects (the active controller), and the resulting assignment is written into
-PartitionRecords, so replay never re-runs placement (DESIGN.md §3).
+PartitionRecords, so replay never re-runs placement (docs/architecture.md §1).
 """
 
 from __future__ import annotations

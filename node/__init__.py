@@ -2,7 +2,7 @@
 formatting of its data dirs.
 
 Above broker and quorum (it starts them) and below the CLI and the launcher, which both use it
-(DESIGN.md §2 / docs/architecture.md). The config schema and loader it reads are in
+(docs/architecture.md §2). The config schema and loader it reads are in
 `kraftlog.common.config`, because the controller and the broker read the same schema.
 """
 

@@ -1,4 +1,4 @@
-"""quorum: the controller (DESIGN.md §1, §3).
+"""quorum: the controller (docs/architecture.md §1).
 
 `MetadataQuorum` is the narrow seam over pysyncobj (propose records -> committed offset; committed
 entries in order; leader id and epoch; leader-change callbacks); `ControllerServer` runs the

@@ -76,8 +76,8 @@ import msgpack
 import structlog
 from pysyncobj.journal import Journal
 
-from kraftlog.common import atomic_write, fsync_directory
-from kraftlog.quorum._fsutil import FRAME, crc, frame
+from kraftlog.common import atomic_write, crc_frame_header, crc_frame_problem, encode_crc_frame, fsync_directory
+from kraftlog.common.records import crc32c
 
 __all__ = [
     "JournalCorruptError",
@@ -94,6 +94,8 @@ FORMAT_VERSION: Final = 1
 _HEADER_BODY: Final = struct.Struct("<8sI")
 _HEADER_SIZE: Final = _HEADER_BODY.size + 4
 _ENTRY_HEAD: Final = struct.Struct("<QQ")  # raft index, raft term
+#: the records' and the meta file's frame: ``length u32 | crc32c u32``, little endian (the format above)
+_FRAME: Final = crc_frame_header("little")
 _SLOW_SYNC_S: Final = 0.1
 
 #: pysyncobj's entry shape: (command bytes, raft index, raft term).
@@ -133,11 +135,11 @@ class JournalStats:
 
 def _header() -> bytes:
     body = _HEADER_BODY.pack(JOURNAL_MAGIC, FORMAT_VERSION)
-    return body + struct.pack("<I", crc(body))
+    return body + struct.pack("<I", crc32c(body))
 
 
 def _record(command: bytes, idx: int, term: int) -> bytes:
-    return frame(_ENTRY_HEAD.pack(idx, term) + command)
+    return encode_crc_frame(_ENTRY_HEAD.pack(idx, term) + command, "little")
 
 
 class RaftJournal(Journal):
@@ -214,16 +216,16 @@ class RaftJournal(Journal):
         pos = _HEADER_SIZE
         reason = ""
         while pos < len(data):
-            if len(data) - pos < FRAME.size:
+            if len(data) - pos < _FRAME.size:
                 reason = "incomplete frame header"
                 break
-            length, checksum = FRAME.unpack_from(view, pos)
-            start = pos + FRAME.size
+            length, checksum = _FRAME.unpack_from(view, pos)
+            start = pos + _FRAME.size
             if length < _ENTRY_HEAD.size or start + length > len(data):
                 reason = "incomplete record"
                 break
             payload = view[start : start + length]
-            if crc(payload) != checksum:
+            if crc_frame_problem(payload, checksum) is not None:
                 reason = "crc mismatch"
                 break
             idx, term = _ENTRY_HEAD.unpack_from(payload)
@@ -253,11 +255,11 @@ class RaftJournal(Journal):
             data = self._meta_path.read_bytes()
         except FileNotFoundError:
             return {}
-        if len(data) < len(META_MAGIC) + FRAME.size or not data.startswith(META_MAGIC):
+        if len(data) < len(META_MAGIC) + _FRAME.size or not data.startswith(META_MAGIC):
             raise JournalCorruptError(f"{self._meta_path}: bad magic")
-        length, checksum = FRAME.unpack_from(data, len(META_MAGIC))
-        body = data[len(META_MAGIC) + FRAME.size :]
-        if len(body) != length or crc(body) != checksum:
+        length, checksum = _FRAME.unpack_from(data, len(META_MAGIC))
+        body = data[len(META_MAGIC) + _FRAME.size :]
+        if len(body) != length or crc_frame_problem(body, checksum) is not None:
             raise JournalCorruptError(f"{self._meta_path}: length or crc mismatch")
         try:
             meta = msgpack.unpackb(body, raw=False)
@@ -275,7 +277,7 @@ class RaftJournal(Journal):
         body = msgpack.packb(
             {"term": self._term, "voted_for": self._voted_for, "commit_index": self._commit_index}, use_bin_type=True
         )
-        atomic_write(self._meta_path, META_MAGIC + frame(body), fsync=self._fsync)
+        atomic_write(self._meta_path, META_MAGIC + encode_crc_frame(body, "little"), fsync=self._fsync)
         self._stored_commit_index = self._commit_index
 
     # ------------------------------------------------------------------ low-level writes

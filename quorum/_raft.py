@@ -2,7 +2,7 @@
 
 Nothing else in kraftlog imports pysyncobj. The active-controller logic proposes batches of metadata
 records; every controller receives committed entries, in order, on its asyncio loop; leadership
-changes arrive the same way. See DESIGN.md §1 and §3.
+changes arrive the same way. See docs/architecture.md §1.
 
 The replicated state machine
 ----------------------------

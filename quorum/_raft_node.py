@@ -383,5 +383,5 @@ def _check_journal_format(journal: RaftJournal, path: Path) -> None:
                 f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
                 f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
                 "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
-                "(see README)"
+                "(see docs/snapshots.md)"
             ) from None

@@ -43,13 +43,14 @@ import msgpack
 import structlog
 from pysyncobj.node import TCPNode
 
-from kraftlog.common import fsync_directory, fsync_file
-from kraftlog.quorum._fsutil import FRAME, crc, frame
+from kraftlog.common import crc_frame_header, crc_frame_problem, encode_crc_frame, fsync_directory, fsync_file
 
 __all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump", "read_dump"]
 
 DUMP_MAGIC: Final = b"KLRAFTD1"
 DUMP_VERSION: Final = 1
+#: the dump's frame: ``length u32 | crc32c u32``, little endian (the format above)
+_FRAME: Final = crc_frame_header("little")
 
 Entry = tuple[bytes, int, int]
 
@@ -90,17 +91,17 @@ def encode_dump(dump: FullDump) -> bytes:
         },
         use_bin_type=True,
     )
-    return DUMP_MAGIC + frame(body)
+    return DUMP_MAGIC + encode_crc_frame(body, "little")
 
 
 def decode_dump(data: bytes) -> FullDump:
-    if len(data) < len(DUMP_MAGIC) + FRAME.size or not data.startswith(DUMP_MAGIC):
+    if len(data) < len(DUMP_MAGIC) + _FRAME.size or not data.startswith(DUMP_MAGIC):
         raise DumpCorruptError("not a kraftlog Raft dump (bad magic)")
-    length, checksum = FRAME.unpack_from(data, len(DUMP_MAGIC))
-    body = data[len(DUMP_MAGIC) + FRAME.size :]
+    length, checksum = _FRAME.unpack_from(data, len(DUMP_MAGIC))
+    body = data[len(DUMP_MAGIC) + _FRAME.size :]
     if len(body) != length:
         raise DumpCorruptError(f"dump body is {len(body)} bytes, header says {length}")
-    if crc(body) != checksum:
+    if crc_frame_problem(body, checksum) is not None:
         raise DumpCorruptError("dump crc mismatch")
     try:
         d = msgpack.unpackb(body, raw=False, strict_map_key=False)

@@ -1,4 +1,4 @@
-"""The Spark job that rebuilds a metadata snapshot from metadata log segments (DESIGN.md §3).
+"""The Spark job that rebuilds a metadata snapshot from metadata log segments (docs/architecture.md §2, §6).
 
 ``rebuild_snapshot(spark, log_path, out)`` reads the segment files of a metadata log (any path Spark
 reads: a local directory, ``hdfs://``, ``s3a://``), optionally on top of a base snapshot, folds every

@@ -15,11 +15,11 @@ import msgpack
 import structlog
 from crc32c import crc32c
 
+from kraftlog.common import crc_frame_problem
 from kraftlog.metadata_log._image import MetadataReplayError
 from kraftlog.metadata_log._log_frames import (
     _FRAME_HEADER,
     FRAME_HEADER_SIZE,
-    _crc_problem,
     _frame_problem,
     _torn_header,
     iter_frames,
@@ -366,7 +366,7 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
                 break
             payload = view[pos + FRAME_HEADER_SIZE : pos + FRAME_HEADER_SIZE + length]
             if crc32c(payload) != crc:
-                torn = (pos, _crc_problem(payload, crc) or "crc mismatch")
+                torn = (pos, crc_frame_problem(payload, crc) or "crc mismatch")
                 break
             # ---- the entry
             try:

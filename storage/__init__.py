@@ -1,4 +1,4 @@
-"""storage: the partition log in Kafka's on-disk format (DESIGN.md §4).
+"""storage: the partition log in Kafka's on-disk format (docs/architecture.md §3).
 
 RecordBatch v2 codec, segments with sparse offset and time indexes, the `Log` of one partition
 (append as leader or follower, read, truncate, retention, leader-epoch cache, crash recovery),

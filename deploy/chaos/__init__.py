@@ -1,7 +1,8 @@
 """Chaos scripts: seeded faults (kill -9, SIGSTOP/SIGCONT, clean restarts, minority kills, network
 partitions) against a local or systemd cluster under an acks=all workload (with ``--workload group``
 also consumer members of one group, checked by `deploy.chaos._group_check`; with ``--workload eos``
-transactional read-process-write processors, checked by `deploy.chaos._eos_check`), then a checker; and the
+transactional read-process-write processors, checked by `deploy.chaos._eos_check`; both end by one
+drain, `deploy.chaos._drain`), then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
@@ -12,6 +13,15 @@ Run them with ``kraftlog chaos run`` (see ``kraftlog chaos run --help``).
 """
 
 from kraftlog.deploy.chaos._checker import Ack, CheckReport, ReadRecord, check, decode_value, encode_value, longest_gaps
+from kraftlog.deploy.chaos._drain import (
+    ConsumingWorkload,
+    DrainOutcome,
+    drain_fields,
+    drain_group,
+    drain_row,
+    drain_workload,
+    log_end_offsets,
+)
 from kraftlog.deploy.chaos._eos_check import EosReport, TxnAttempt, check_eos, decode_output, encode_output
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
@@ -82,6 +92,13 @@ __all__ = [
     "overlapping_owners",
     "ownership_intervals",
     "GroupOutcome",
+    "ConsumingWorkload",
+    "DrainOutcome",
+    "drain_workload",
+    "drain_fields",
+    "drain_group",
+    "drain_row",
+    "log_end_offsets",
     "GroupWorkload",
     "EosOutcome",
     "EosReport",

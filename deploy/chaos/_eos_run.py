@@ -3,7 +3,6 @@ start the processors, read the output topic back twice at the end, and the repor
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,32 +10,21 @@ import structlog
 
 from kraftlog.client import Admin, NewTopic
 from kraftlog.common import coordinator_partition
+from kraftlog.deploy._cluster import wait_until
 from kraftlog.deploy.chaos._checker import ReadRecord
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_row
 from kraftlog.deploy.chaos._eos_check import check_eos
-from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
+from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 from kraftlog.deploy.chaos._workload import read_back
 
 __all__ = ["add_eos_result", "eos_read_back", "eos_rows", "start_eos", "txn_coordinators"]
 
 TXN_TOPIC = "__transaction_state"
+#: seconds between two looks at the cluster or the processors while waiting for them
+_POLL_S = 0.2
 
 _log = structlog.get_logger("deploy.chaos")
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as err:  # retried until the deadline
-            last = err
-        time.sleep(0.2)
-    raise TimeoutError(
-        f"timed out after {timeout_s} s waiting for {what}" + (f" (last error: {last!r})" if last else "")
-    )
 
 
 def start_eos(
@@ -59,7 +47,12 @@ def start_eos(
     err = created.topics[0].error
     if err.code != 0:
         raise RuntimeError(f"create topic {output}: {err.name} {err.message}")
-    _wait(lambda: pending() is None, settings.converge_timeout_s, f"{output} to be fully replicated")
+    wait_until(
+        lambda: pending() is None,
+        settings.converge_timeout_s,
+        interval_s=_POLL_S,
+        what=f"{output} to be fully replicated",
+    )
     eos = EosWorkload(
         bootstrap_servers,
         topic,
@@ -71,15 +64,17 @@ def start_eos(
     )
     eos.start()
     try:
-        _wait(
+        wait_until(
             lambda: set(eos.highest_commits()) >= set(range(settings.partitions)),
             90,
-            "a committed transaction of every partition",
+            interval_s=_POLL_S,
+            what="a committed transaction of every partition",
         )
-        _wait(
+        wait_until(
             lambda: pending() is None,
             settings.converge_timeout_s,
-            "__transaction_state and __consumer_offsets to be fully replicated",
+            interval_s=_POLL_S,
+            what="__transaction_state and __consumer_offsets to be fully replicated",
         )
     except BaseException:
         eos.stop()
@@ -123,7 +118,7 @@ def eos_read_back(
 def add_eos_result(
     result: dict[str, Any],
     eos: EosWorkload,
-    outcome: EosOutcome,
+    outcome: DrainOutcome,
     reads: tuple[list[ReadRecord], list[ReadRecord], list[ReadRecord]] | str | None,
 ) -> None:
     """The eos figures into ``result`` (and its verdict). ``reads``: the input topic, the output
@@ -155,10 +150,7 @@ def add_eos_result(
             "processor_restarts": eos.restarts,
             "processor_crashes": eos.crashes,
             "eos_poll_failures": eos.poll_failures,
-            "eos_drained": outcome.drained,
-            "eos_drain_s": round(outcome.drain_s, 3),
-            "eos_end_offsets": {str(p): o for p, o in sorted(outcome.end_offsets.items())},
-            "eos_final_committed": {str(p): o for p, o in sorted(outcome.final_committed.items())},
+            **drain_fields("eos", outcome),
         }
     )
     errors = [e for e in (outcome.error, None if read else f"output topic not read: {reads}") if e]
@@ -183,5 +175,5 @@ def eos_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
         ),
         ("eos: processor restarts (crashes)", f"{result['processor_restarts']} ({result['processor_crashes']})"),
         ("eos: faults on a transaction coordinator", result["txn_coordinator_faults"]),
-        ("eos: drained to the log end (s)", result["eos_drain_s"] if result["eos_drained"] else "NO"),
+        drain_row("eos", result),
     ]

@@ -21,12 +21,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from kraftlog.client import Consumer, GroupAdmin, Producer
+from kraftlog.client import Consumer, Producer
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_workload
 from kraftlog.deploy.chaos._eos_check import TxnAttempt, encode_output
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
@@ -48,13 +48,8 @@ TRANSACTION_TIMEOUT_MS = 20_000
 TXN_END_TIMEOUT_S = 30.0
 
 
-@dataclass
-class EosOutcome:
-    drained: bool
-    drain_s: float
-    end_offsets: dict[int, int]
-    final_committed: dict[int, int]
-    error: str | None = None
+#: how the workload ended (`EosWorkload.finish`): the report shape of every consuming workload
+EosOutcome = DrainOutcome
 
 
 class EosWorkload:
@@ -125,43 +120,17 @@ class EosWorkload:
         with self._lock:
             return list(self.attempts)
 
+    @property
+    def consumed_topic(self) -> str:
+        """The topic the group consumes (`deploy.chaos._drain.ConsumingWorkload`)."""
+        return self.input_topic
+
     def finish(self, timeout_s: float = 90.0) -> EosOutcome:
         """After the producers of A stopped: no more crashes; wait (bounded) until the processors
-        committed up to A's log end offsets; stop them; read the group's final committed offsets."""
+        committed up to A's log end offsets; stop them; read the group's final committed offsets
+        (`deploy.chaos._drain.drain_group`)."""
         self._crashes_allowed.clear()
-        started = time.monotonic()
-        ends: dict[int, int] = {}
-        error: str | None = None
-        drained = False
-        try:
-            with Consumer(
-                self.bootstrap_servers, request_timeout_ms=10_000, **self.security.client_kwargs()
-            ) as consumer:
-                tps = [(self.input_topic, p) for p in range(self.partitions)]
-                ends = {tp.partition: o for tp, o in consumer.end_offsets(tps, timeout_ms=30_000).items()}
-            deadline = started + timeout_s
-            while time.monotonic() < deadline:
-                highest = self.highest_commits()
-                if all(highest.get(p, -1) >= end for p, end in ends.items() if end > 0):
-                    drained = True
-                    break
-                self._stop.wait(0.2)
-        except Exception as err:  # reported; the checker shows what was not processed
-            error = repr(err)
-            _log.warning("chaos_eos_drain_failed", error=error)
-        drain_s = time.monotonic() - started
-        self.stop()
-        final: dict[int, int] = {}
-        try:
-            with GroupAdmin(
-                self.bootstrap_servers, request_timeout_ms=30_000, **self.security.client_kwargs()
-            ) as admin:
-                offsets = admin.list_offsets(self.group_id, [(self.input_topic, p) for p in range(self.partitions)])
-            final = {tp.partition: off for tp, off in offsets.items()}
-        except Exception as err:
-            error = (error + "; " if error else "") + f"final committed offsets: {err!r}"
-            _log.warning("chaos_eos_final_offsets_failed", error=repr(err))
-        return EosOutcome(drained, drain_s, ends, final, error)
+        return drain_workload(self, "eos", timeout_s)
 
     def stop(self, timeout_s: float = 90.0) -> None:
         self._stop.set()

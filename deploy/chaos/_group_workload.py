@@ -28,12 +28,12 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from kraftlog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
+from kraftlog.client import Consumer, RebalanceListener, TopicPartition
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_workload
 from kraftlog.deploy.chaos._group_check import AssignmentEvent, CommitRecord, ConsumedRecord
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
@@ -61,13 +61,8 @@ CONSUMER_PROTOCOL_BROKER_KEYS: dict[str, int] = {
 }
 
 
-@dataclass
-class GroupOutcome:
-    drained: bool
-    drain_s: float
-    end_offsets: dict[int, int]
-    final_committed: dict[int, int]
-    error: str | None = None
+#: how the workload ended (`GroupWorkload.finish`): the report shape of every consuming workload
+GroupOutcome = DrainOutcome
 
 
 class GroupWorkload:
@@ -159,51 +154,23 @@ class GroupWorkload:
         with self._lock:
             return list(self.consumed), list(self.commits), list(self.events)
 
+    @property
+    def consumed_topic(self) -> str:
+        """The topic the group consumes (`deploy.chaos._drain.ConsumingWorkload`)."""
+        return self.topic
+
     def finish(self, timeout_s: float = 90.0) -> GroupOutcome:
         """After the producers stopped: no more restarts; wait (bounded) until the group committed
-        up to every partition's log end offset; stop the members; read the final committed offsets."""
+        up to every partition's log end offset; stop the members; read the final committed offsets
+        (`deploy.chaos._drain.drain_group`)."""
         self._restarts_allowed.clear()
-        started = time.monotonic()
-        ends: dict[int, int] = {}
-        error: str | None = None
-        drained = False
-        try:
-            ends = _end_offsets(self.bootstrap_servers, self.topic, self.partitions, security=self.security)
-            deadline = started + timeout_s
-            while time.monotonic() < deadline:
-                highest = self.highest_commits()
-                if all(highest.get(p, -1) >= end for p, end in ends.items() if end > 0):
-                    drained = True
-                    break
-                time.sleep(0.2)
-        except Exception as err:  # reported; the checker shows what the group missed
-            error = repr(err)
-            _log.warning("chaos_group_drain_failed", error=error)
-        drain_s = time.monotonic() - started
-        self.stop()
-        final: dict[int, int] = {}
-        try:
-            with GroupAdmin(
-                self.bootstrap_servers, request_timeout_ms=30_000, **self.security.client_kwargs()
-            ) as admin:
-                offsets = admin.list_offsets(self.group_id, [(self.topic, p) for p in range(self.partitions)])
-            final = {tp.partition: off for tp, off in offsets.items()}
-        except Exception as err:
-            error = (error + "; " if error else "") + f"final committed offsets: {err!r}"
-            _log.warning("chaos_group_final_offsets_failed", error=repr(err))
-        return GroupOutcome(drained, drain_s, ends, final, error)
+        return drain_workload(self, "group", timeout_s)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         self._stop.set()
         deadline = time.monotonic() + timeout_s
         for m in self._members:
             m.join(max(0.0, deadline - time.monotonic()))
-
-
-def _end_offsets(bootstrap_servers: str, topic: str, partitions: int, *, security: ChaosSecurity) -> dict[int, int]:
-    with Consumer(bootstrap_servers, request_timeout_ms=10_000, **security.client_kwargs()) as consumer:
-        tps = [(topic, p) for p in range(partitions)]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps, timeout_ms=30_000).items()}
 
 
 class _Listener(RebalanceListener):

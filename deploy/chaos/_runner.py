@@ -21,12 +21,14 @@ import structlog
 
 from kraftlog.client import Admin, NewTopic
 from kraftlog.common import coordinator_partition
+from kraftlog.deploy._cluster import wait_until
 from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_row
 from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, eos_rows, start_eos, txn_coordinators
-from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
+from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
 from kraftlog.deploy.chaos._group_check import check_group
-from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupOutcome, GroupWorkload
+from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
@@ -40,6 +42,8 @@ WORKLOADS = ("data", "group", "eos")
 _log = structlog.get_logger("deploy.chaos")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: seconds between two looks at the cluster or the workload while the run waits for them
+_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -129,22 +133,6 @@ def _view(
     return ClusterView(target.controllers(), target.brokers(), active, leaders, session_timeout_ms, pending)
 
 
-def _wait(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as err:  # retried until the deadline
-            last_error = err
-        time.sleep(interval_s)
-    raise TimeoutError(
-        f"timed out after {timeout_s} s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else "")
-    )
-
-
 def run_chaos(
     target: ChaosTarget,
     settings: ChaosSettings,
@@ -182,13 +170,16 @@ def run_chaos(
     probe = HealthProbe(target.health_addresses(), security=security)
     run = _Run()
     group: GroupWorkload | None = None
-    outcome: GroupOutcome | None = None
+    outcome: DrainOutcome | None = None
     eos: EosWorkload | None = None
-    eos_outcome: EosOutcome | None = None
+    eos_outcome: DrainOutcome | None = None
     eos_reads: Any = None
     try:
-        _wait(
-            lambda: converged(admin, brokers, probe) is None, settings.converge_timeout_s, "a healthy cluster to start"
+        wait_until(
+            lambda: converged(admin, brokers, probe) is None,
+            settings.converge_timeout_s,
+            interval_s=_POLL_S,
+            what="a healthy cluster to start",
         )
         created = admin.create_topics(
             [NewTopic(topic, settings.partitions, 3, configs={"min.insync.replicas": "2"})], timeout_ms=30_000
@@ -196,10 +187,11 @@ def run_chaos(
         err = created.topics[0].error
         if err.code != 0:
             raise RuntimeError(f"create topic {topic}: {err.name} {err.message}")
-        _wait(
+        wait_until(
             lambda: converged(admin, brokers, probe) is None,
             settings.converge_timeout_s,
-            f"{topic} to be fully replicated",
+            interval_s=_POLL_S,
+            what=f"{topic} to be fully replicated",
         )
         workload = Workload(
             target.bootstrap_servers,
@@ -211,10 +203,11 @@ def run_chaos(
             security=security,
         )
         workload.start()
-        _wait(
+        wait_until(
             lambda: all(workload.ack_times()[p] for p in range(settings.partitions)),
             60,
-            "the first acknowledgement of every partition",
+            interval_s=_POLL_S,
+            what="the first acknowledgement of every partition",
         )
         if settings.workload == "group":
             group = _start_group(target, topic, settings, admin, brokers, probe)
@@ -278,10 +271,11 @@ def run_chaos(
         # a few acknowledgements after convergence show the workload recovered too
         after = time.monotonic()
         try:
-            _wait(
+            wait_until(
                 lambda: all(any(t > after for t in ts) for ts in workload.ack_times().values()),
                 30,
-                "acknowledgements after convergence",
+                interval_s=_POLL_S,
+                what="acknowledgements after convergence",
             )
         except TimeoutError as err:
             _log.warning("chaos_no_acks_after_convergence", error=str(err))
@@ -454,7 +448,7 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
                 else "group: member epochs seen (member restarts)",
                 f"{result['group_generations']} ({result['member_restarts']})",
             ),
-            ("group: drained to the log end (s)", result["group_drain_s"] if result["group_drained"] else "NO"),
+            drain_row("group", result),
         ]
     if result["workload"] == "eos":
         rows += eos_rows(result)
@@ -481,15 +475,17 @@ def _start_group(
     )
     group.start()
     try:
-        _wait(
+        wait_until(
             lambda: group.consumed_partitions() >= set(range(settings.partitions)),
             90,
-            "the group consuming every partition",
+            interval_s=_POLL_S,
+            what="the group consuming every partition",
         )
-        _wait(
+        wait_until(
             lambda: converged(admin, brokers, probe) is None,
             settings.converge_timeout_s,
-            "__consumer_offsets to be fully replicated",
+            interval_s=_POLL_S,
+            what="__consumer_offsets to be fully replicated",
         )
     except BaseException:
         group.stop()
@@ -511,7 +507,7 @@ def _group_coordinator(admin: Admin, group_id: str) -> int | None:
     return None
 
 
-def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: GroupOutcome, acks: list[Any]) -> None:
+def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: DrainOutcome, acks: list[Any]) -> None:
     consumed, commits, events = group.snapshot()
     final = dict(outcome.final_committed)
     # the events' times are time.monotonic() of this process: overlaps within its resolution are not ordered
@@ -536,10 +532,7 @@ def _add_group_result(result: dict[str, Any], group: GroupWorkload, outcome: Gro
             "group_assignments": g.assignments,
             "member_restarts": group.restarts,
             "group_poll_failures": group.poll_failures,
-            "group_drained": outcome.drained,
-            "group_drain_s": round(outcome.drain_s, 3),
-            "group_end_offsets": {str(p): o for p, o in sorted(outcome.end_offsets.items())},
-            "group_final_committed": {str(p): o for p, o in sorted(final.items())},
+            **drain_fields("group", outcome),
         }
     )
     if outcome.error:

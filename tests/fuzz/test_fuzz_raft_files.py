@@ -22,7 +22,7 @@ from _metadata_strategies import msgpack_values
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kraftlog.quorum._fsutil import frame
+from kraftlog.common import encode_crc_frame
 from kraftlog.quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
 from kraftlog.quorum._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
 
@@ -90,7 +90,7 @@ def test_journal_random_bytes(raw: bytes) -> None:
 
 
 def _meta_file(body: bytes) -> bytes:
-    return META_MAGIC + frame(body)
+    return META_MAGIC + encode_crc_frame(body, "little")
 
 
 @FUZZ
@@ -199,7 +199,7 @@ _dump_maps = st.fixed_dictionaries(
     )
 )  # iterating an int: TypeError escaped
 def test_dump_body_with_valid_crc(body: bytes) -> None:
-    _check_dump(DUMP_MAGIC + frame(body))
+    _check_dump(DUMP_MAGIC + encode_crc_frame(body, "little"))
 
 
 def test_dump_with_a_huge_declared_length_fails_fast(tmp_path: Path) -> None:

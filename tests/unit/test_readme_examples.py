@@ -1,4 +1,5 @@
-"""The config examples in README.md load with the real loader (documentation that cannot rot)."""
+"""README.md opens with the two commands, and the config examples of the manual (docs/configuration.md)
+load with the real loader (documentation that cannot rot)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from pathlib import Path
 
 from kraftlog.common import config as common_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+CONFIGURATION = REPO / "docs" / "configuration.md"
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+def _blocks(lang: str, doc: Path = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
 
 
 def test_readme_opens_with_the_two_commands() -> None:
@@ -20,8 +23,8 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 
 def test_toml_and_properties_examples_load(tmp_path: Path) -> None:
-    (toml_text,) = _blocks("toml")
-    (props_text,) = _blocks("properties")
+    (toml_text,) = _blocks("toml", CONFIGURATION)
+    (props_text,) = _blocks("properties", CONFIGURATION)
     toml_file = tmp_path / "node.toml"
     props_file = tmp_path / "node.properties"
     toml_file.write_text(toml_text)

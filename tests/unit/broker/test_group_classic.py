@@ -62,8 +62,8 @@ class Driver:
             self.answers.setdefault(token, []).append(response)
         if out.records:
             self.records.extend(out.records)
-            assert out.append_id is not None
-            self.absorb(self.group.on_append(out.append_id, self.fail_appends_with, self.now))
+            assert out.then is not None
+            self.absorb(out.then(self.fail_appends_with, self.now))
 
     def join(self, token: str, request: JoinRequest) -> JoinResponse | None:
         self.absorb(self.group.join(request, token, self.now))
@@ -299,15 +299,15 @@ def test_failed_static_write_after_a_second_restart_only_answers() -> None:
     d.advance(3000)
     old = d.first("a").member_id
     d.sync("s", SyncRequest("g", old, 1, group_instance_id="i1", assignments=((old, b"A"),)))
-    pending: list[int] = []
     out1 = d.group.join(req(instance="i1"), "r1", d.now)
     out2 = d.group.join(req(instance="i1"), "r2", d.now)
     d.absorb(Outcome(out1.responses + out2.responses))
-    pending = [out1.append_id, out2.append_id]  # type: ignore[list-item]
+    pending = [out1.then, out2.then]
     assert d.first("r1").error is kerr.FencedInstanceIdError  # the second restart fenced the first
-    failed = d.group.on_append(pending[0], kerr.NotLeaderOrFollowerError, d.now)
+    assert pending[0] is not None and pending[1] is not None
+    failed = pending[0](kerr.NotLeaderOrFollowerError, d.now)
     assert [r.error for _t, r in failed.responses] == [kerr.NotCoordinatorError]
-    d.absorb(d.group.on_append(pending[1], None, d.now))
+    d.absorb(pending[1](None, d.now))
     assert d.first("r2").error is None
 
 
@@ -323,8 +323,8 @@ def test_static_leader_replaced_during_a_rebalance_waits_for_it() -> None:
     out = d.group.join(req(instance="i1"), "l2", d.now)  # the leader restarts: its write is pending
     d.join("f1b", req(f1, protocols=("range", "roundrobin")))  # a protocol change starts a rebalance
     assert d.group.state is GroupState.PREPARING_REBALANCE
-    assert out.append_id is not None
-    d.absorb(d.group.on_append(out.append_id, None, d.now))
+    assert out.then is not None
+    d.absorb(out.then(None, d.now))
     assert "l2" not in d.answers  # parked until the rebalance completes, as in Kafka
 
 

@@ -39,10 +39,10 @@ class Driver:
             self.answers[token] = response
         self.reloads += out.reload
         if out.records:
-            assert out.append_id is not None
+            assert out.then is not None
             if self.fail is None:
                 self.log.extend((encode_key(k), None if v is None else encode_value(v)) for k, v in out.records)
-            self.absorb(self.shard.on_append(out.append_id, self.fail, self.now))
+            self.absorb(out.then(self.fail, self.now))
 
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
         self._n += 1
@@ -382,8 +382,8 @@ def test_an_answer_that_wrote_nothing_waits_for_the_writes_before_it() -> None:
         HeartbeatRequest("h", a.member_id, a.epoch, owned=a.owned), "beat-a", d.now, d.topics.get
     )
     assert not plain.responses and not plain.records  # parked until what was written before it is
-    assert pending.append_id is not None
-    done = d.shard.on_append(pending.append_id, None, d.now)
+    assert pending.then is not None
+    done = pending.then(None, d.now)
     assert [t for t, _r in done.responses] == ["join-b", "beat-a"]
 
 
@@ -396,8 +396,8 @@ def test_a_failed_write_fails_the_answers_parked_behind_it() -> None:
     d.shard.consumer_heartbeat(
         HeartbeatRequest("h", a.member_id, a.epoch, owned=a.owned), "beat-a", d.now, d.topics.get
     )
-    assert pending.append_id is not None
-    done = d.shard.on_append(pending.append_id, kerr.NotLeaderOrFollowerError, d.now)
+    assert pending.then is not None
+    done = pending.then(kerr.NotLeaderOrFollowerError, d.now)
     assert done.reload
     errors = {t: r.error for t, r in done.responses}  # type: ignore[attr-defined]
     assert errors == {"join-b": kerr.NotCoordinatorError, "beat-a": kerr.NotCoordinatorError}

@@ -34,10 +34,10 @@ class Driver:
         for token, response in out.responses:
             self.answers.setdefault(token, []).append(response)
         if out.records:
-            assert out.append_id is not None
+            assert out.then is not None
             if self.fail is None:
                 self.log.extend((encode_key(k), None if v is None else encode_value(v)) for k, v in out.records)
-            self.absorb(self.shard.on_append(out.append_id, self.fail, self.now))
+            self.absorb(out.then(self.fail, self.now))
 
     def answer(self, token: object) -> object:
         return self.answers[token][0]
@@ -218,10 +218,10 @@ def test_transactional_offsets_are_pending_before_their_write_completes() -> Non
     d = Driver()
     out = d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 77, 2, (("t", 0, 40, -1, ""),)), "tx", d.now)
     d.shard.complete_txn(77, commit=False)  # the timeout abort's marker lands before the write is acknowledged
-    assert out.append_id is not None
-    d.absorb(d.shard.on_append(out.append_id, None, d.now))
+    assert out.then is not None
+    d.absorb(out.then(None, d.now))
     assert not d.shard.unstable("g", None)  # nothing left pending for a later commit to apply
     failed = d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 78, 0, (("t", 1, 5, -1, ""),)), "tx2", d.now)
-    assert failed.append_id is not None
-    d.absorb(d.shard.on_append(failed.append_id, kerr.NotEnoughReplicasError, d.now))
+    assert failed.then is not None
+    d.absorb(failed.then(kerr.NotEnoughReplicasError, d.now))
     assert not d.shard.unstable("g", None)  # a write that failed leaves nothing pending

@@ -22,13 +22,13 @@ class Driver:
     def absorb(self, out: TxnOutcome) -> None:
         for token, response in out.responses:
             self.answers[token] = response
-        self.jobs.extend(out.markers)
+        self.jobs.extend(out.jobs)
         if out.records:
-            assert out.append_id is not None
+            assert out.then is not None
             if self.fail is None:
                 for k, v in out.records:
                     self.log.append((encode_txn_key(k), None if v is None else encode_txn_value(v)))
-            self.absorb(self.shard.on_append(out.append_id, self.fail, self.now))
+            self.absorb(out.then(self.fail, self.now))
 
     def init(self, txn_id: str = "tx", timeout_ms: int = 30_000) -> object:
         pid = -1
@@ -141,7 +141,7 @@ def test_a_reload_mid_end_writes_the_markers_again() -> None:
     d.add(pid, epoch, ("a", 0))
     d.end(pid, epoch, False)
     shard = d.reloaded()  # the coordinator moved before the markers were all written
-    (job,) = shard.loaded().markers
+    (job,) = shard.loaded().jobs
     assert not job.commit and job.partitions == {("a", 0)} and job.producer_id == pid
 
 

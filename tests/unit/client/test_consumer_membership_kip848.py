@@ -76,8 +76,8 @@ class Coordinator:
         for token, response in out.responses:
             answers[token] = response
         if out.records:
-            assert out.append_id is not None
-            self.absorb(self.shard.on_append(out.append_id, None, self.now), answers)
+            assert out.then is not None
+            self.absorb(out.then(None, self.now), answers)
 
     def owners(self) -> dict[int, list[str]]:
         group = self.shard.consumer_groups["g"]

@@ -585,10 +585,10 @@ def test_advertised_listeners_are_what_the_broker_registers() -> None:
     assert advertised_broker_listener(plain) == ("127.0.0.1", 9092)
 
 
-def test_the_readme_lists_every_key_without_effect_and_every_refused_one() -> None:
+def test_the_manual_lists_every_key_without_effect_and_every_refused_one() -> None:
     from kraftlog.common.config import NOT_SUPPORTED, WITHOUT_EFFECT
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [key for key in [*WITHOUT_EFFECT, *NOT_SUPPORTED] if f"`{key}`" not in readme]
     assert missing == []
 
