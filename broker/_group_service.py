@@ -1,5 +1,12 @@
-"""``GroupService`` (proto/group.proto): the group coordinator's requests over gRPC, translated to and
-from the `GroupShard` calls. FindCoordinator creates ``__consumer_offsets`` on first use."""
+"""``GroupService``: the group coordinator's requests (the calls of proto/group.proto), translated to
+and from the `GroupShard` calls. FindCoordinator creates ``__consumer_offsets`` on first use.
+
+One service object per broker, called by both front ends: the gRPC listener through the thin
+`GroupServicer` (broker/_coordinator_servicers.py) and the Kafka listener's group handlers
+(broker/_kafka_groups.py). It knows no transport: what a front end knows of its connection (the
+listener FindCoordinator must name, the client's host) comes as arguments. Every call authorizes
+through the current request context (`common._request_context`), which both listeners set.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +20,11 @@ from kraftlog.common import errors as kerr
 from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
 from kraftlog.metadata_log import MetadataImage
-from kraftlog.proto import group_pb2, group_pb2_grpc
+from kraftlog.proto import group_pb2
 
 from ._coordinator_result import coordinator_error
 from ._coordinator_runtime import ShardUnavailable
-from ._group_classic_types import JoinRequest, JoinResponse, Protocol, SyncRequest, SyncResponse
+from ._group_classic_types import JoinRequest, JoinResponse, SyncRequest, SyncResponse
 from ._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._group_records_consumer import Assignment
@@ -26,7 +33,7 @@ from ._group_shard_txn import TxnOffsetCommitRequest
 from ._partition_types import error_pb
 from ._txn_coordinator import TXN_TOPIC
 
-__all__ = ["GroupService"]
+__all__ = ["GroupService", "client_host_of"]
 
 Error = type[kerr.KafkaError] | None
 
@@ -44,26 +51,18 @@ def _topics_may(operation: AclOperation, names: list[str]) -> set[str]:
     return current_request().authorized(operation, ResourceType.TOPIC, names)
 
 
-class GroupService(group_pb2_grpc.GroupServiceServicer):
-    """The servicer; ``image`` gives the broker's current metadata image, ``listener`` the name of
-    the endpoint FindCoordinator names. ``any_endpoint``: a broker without that listener is named
-    by its first endpoint (the gRPC listener may have another name); the Kafka listener's
-    FindCoordinator must name an endpoint of its own protocol, so it turns this off."""
+class GroupService:
+    """The service; ``image`` gives the broker's current metadata image."""
 
     def __init__(
         self,
         coordinator: GroupCoordinator,
         image: Callable[[], MetadataImage],
-        listener: str,
         clock_ms: Callable[[], int],
         txn: Any = None,
-        *,
-        any_endpoint: bool = True,
     ) -> None:
-        self.any_endpoint = any_endpoint
         self.c = coordinator
         self.image = image
-        self.listener = listener
         self.clock_ms = clock_ms
         self.txn = txn  # the transaction coordinator (FindCoordinator key_type 1), when there is one
 
@@ -80,9 +79,14 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
 
     # ------------------------------------------------------------------ RPCs
 
-    async def FindCoordinator(self, request: Any, context: Any) -> Any:
+    async def FindCoordinator(self, request: Any, *, listener: str, any_endpoint: bool) -> Any:
         """Key type 0: a group's coordinator (``__consumer_offsets``); 1: a transactional id's
-        (``__transaction_state``). The topic is created at its first lookup, as Kafka does."""
+        (``__transaction_state``). The topic is created at its first lookup, as Kafka does.
+
+        The answer names the coordinator's endpoint on ``listener`` (the one the request came
+        on). ``any_endpoint``: a broker without that listener is named by its first endpoint (the
+        gRPC listener may have another name); the Kafka listener must name an endpoint of its own
+        protocol, so it turns this off."""
         R = group_pb2.FindCoordinatorResponse
         if request.key_type not in (0, 1) or (request.key_type == 1 and self.txn is None):
             current_request().refused_early(f"key type {request.key_type}")
@@ -118,28 +122,14 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             p = topic.partitions.get(coordinator_partition(key, len(topic.partitions)))
             leader = p.leader if p is not None else -1
             reg = image.cluster.broker(leader) if leader >= 0 else None
-            ep = None if reg is None or reg.fenced else reg.endpoint(self.listener)
-            if ep is None and reg is not None and not reg.fenced and self.any_endpoint:
+            ep = None if reg is None or reg.fenced else reg.endpoint(listener)
+            if ep is None and reg is not None and not reg.fenced and any_endpoint:
                 ep = (reg.endpoints or [None])[0]  # a gRPC listener of another name
             if ep is None:
                 out.append(R.Coordinator(key=key, error=error_pb(kerr.CoordinatorNotAvailableError, "no leader")))
                 continue
             out.append(R.Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port, error=error_pb(None)))
         return R(coordinators=out)
-
-    async def JoinGroup(self, request: Any, context: Any) -> Any:
-        req = JoinRequest(
-            request.group_id,
-            request.member_id,
-            request.protocol_type,
-            tuple(Protocol(p.name, p.metadata) for p in request.protocols),
-            request.session_timeout_ms,
-            request.rebalance_timeout_ms,
-            group_instance_id=request.group_instance_id if request.HasField("group_instance_id") else None,
-            client_id=request.client_id,
-            client_host=_peer_host(context),
-        )
-        return await self.join(req)
 
     async def join(self, req: JoinRequest) -> Any:
         """JoinGroup as both listeners serve it (the Kafka one sets the per-version flags)."""
@@ -166,7 +156,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             ],
         )
 
-    async def SyncGroup(self, request: Any, context: Any) -> Any:
+    async def SyncGroup(self, request: Any) -> Any:
         req = SyncRequest(
             request.group_id,
             request.member_id,
@@ -190,7 +180,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             assignment=response.assignment,
         )
 
-    async def Heartbeat(self, request: Any, context: Any) -> Any:
+    async def Heartbeat(self, request: Any) -> Any:
         if not _may(_READ, ResourceType.GROUP, request.group_id):
             return group_pb2.HeartbeatResponse(error=error_pb(_GROUP_DENIED))
         try:
@@ -208,7 +198,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 pass  # the partition moved away meanwhile: what the timers set off is moot
         return group_pb2.HeartbeatResponse(error=error_pb(error))
 
-    async def LeaveGroup(self, request: Any, context: Any) -> Any:
+    async def LeaveGroup(self, request: Any) -> Any:
         if not _may(_READ, ResourceType.GROUP, request.group_id):
             return group_pb2.LeaveGroupResponse(error=error_pb(_GROUP_DENIED))
         try:
@@ -231,7 +221,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             ],
         )
 
-    async def OffsetCommit(self, request: Any, context: Any) -> Any:
+    async def OffsetCommit(self, request: Any) -> Any:
         R = group_pb2.OffsetCommitResponse
         req = OffsetCommitRequest(
             request.group_id,
@@ -278,7 +268,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             results = tuple((topic, p, err.error) for topic, p, *_rest in req.offsets)
         return results + refused
 
-    async def OffsetFetch(self, request: Any, context: Any) -> Any:
+    async def OffsetFetch(self, request: Any) -> Any:
         R = group_pb2.OffsetFetchResponse
         if not _may(_DESCRIBE, ResourceType.GROUP, request.group_id):
             return R(error=error_pb(_GROUP_DENIED))
@@ -322,7 +312,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             )
         return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    async def ListGroups(self, request: Any, context: Any) -> Any:
+    async def ListGroups(self, request: Any) -> Any:
         R = group_pb2.ListGroupsResponse
         states = set(request.states_filter) or None
         types = set(request.types_filter) or None
@@ -342,7 +332,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             ],
         )
 
-    async def DescribeGroups(self, request: Any, context: Any) -> Any:
+    async def DescribeGroups(self, request: Any) -> Any:
         R = group_pb2.DescribeGroupsResponse
         out = []
         describable = current_request().authorized(_DESCRIBE, ResourceType.GROUP, list(request.groups))
@@ -377,7 +367,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             )
         return R(groups=out)
 
-    async def DeleteGroups(self, request: Any, context: Any) -> Any:
+    async def DeleteGroups(self, request: Any) -> Any:
         R = group_pb2.DeleteGroupsResponse
         results = []
         deletable = current_request().authorized(_DELETE, ResourceType.GROUP, list(request.groups))
@@ -398,7 +388,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             results.append(R.Result(group_id=group_id, error=error_pb(error)))
         return R(results=results)
 
-    async def OffsetDelete(self, request: Any, context: Any) -> Any:
+    async def OffsetDelete(self, request: Any) -> Any:
         R = group_pb2.OffsetDeleteResponse
         partitions = [(t.name, p) for t in request.topics for p in t.partition_indexes]
         if not _may(_DELETE, ResourceType.GROUP, request.group_id):
@@ -424,7 +414,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
                 by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(_TOPIC_DENIED)))
         return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
+    async def TxnOffsetCommit(self, request: Any) -> Any:
         R = group_pb2.TxnOffsetCommitResponse
         req = TxnOffsetCommitRequest(
             request.group_id,
@@ -446,7 +436,9 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             by_topic.setdefault(topic, []).append(P.Partition(partition_index=partition, error=error_pb(error)))
         return R(topics=[P.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    async def ConsumerGroupHeartbeat(self, request: Any, context: Any) -> Any:
+    async def ConsumerGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
+        """KIP-848's heartbeat; ``client_host`` is Kafka's form of the client's address
+        (``/127.0.0.1``, see `client_host_of`)."""
         R = group_pb2.ConsumerGroupHeartbeatResponse
         if "consumer" not in self.c.config["group.coordinator.rebalance.protocols"]:
             refused = error_pb(kerr.UnsupportedVersionError, "the consumer group protocol is not enabled")
@@ -467,7 +459,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             server_assignor=request.server_assignor if request.HasField("server_assignor") else None,
             owned=_assignment_in(request.topic_partitions) if request.HasField("topic_partitions") else None,
             client_id=request.client_id,
-            client_host=_peer_host(context),
+            client_host=client_host,
         )
         if not _may(_READ, ResourceType.GROUP, request.group_id):
             return R(error=error_pb(_GROUP_DENIED), member_id=request.member_id, member_epoch=request.member_epoch)
@@ -494,7 +486,7 @@ class GroupService(group_pb2_grpc.GroupServiceServicer):
             out.assignment.CopyFrom(_assignment_out(response.assignment))
         return out
 
-    async def ConsumerGroupDescribe(self, request: Any, context: Any) -> Any:
+    async def ConsumerGroupDescribe(self, request: Any) -> Any:
         R = group_pb2.ConsumerGroupDescribeResponse
         image = self.image()
         out = []
@@ -556,9 +548,8 @@ def _assignment_out(assignment: Assignment, image: MetadataImage | None = None) 
     return group_pb2.TopicAssignment(topics=topics)
 
 
-def _peer_host(context: Any) -> str:
-    """Kafka's client host, e.g. ``/127.0.0.1``, from gRPC's ``ipv4:127.0.0.1:5678``."""
-    peer = str(context.peer()) if context is not None else ""
+def client_host_of(peer: str) -> str:
+    """Kafka's client host, e.g. ``/127.0.0.1``, from gRPC's peer string ``ipv4:127.0.0.1:5678``."""
     kind, _, rest = peer.partition(":")
     host = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else rest
     return "/" + host.strip("[]")

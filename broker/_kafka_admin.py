@@ -9,7 +9,7 @@ broker's own logs, as in Kafka.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import errors as kerr
@@ -21,9 +21,12 @@ from ._kafka_server import ConnectionInfo
 from ._kafka_wire import ParsedRequest, ms
 
 if TYPE_CHECKING:
-    from ._server import BrokerServer
+    from kraftlog.metadata_log import MetadataImage
 
-__all__ = ["_AdminApis"]
+    from ._controller_channel import ControllerChannel
+    from ._replica_manager import ReplicaManager
+
+__all__ = ["AdminApis", "ControllerForwarder"]
 
 # Kafka's DescribeConfigsResponse ConfigSource ids
 _CONFIG_SOURCES = {
@@ -39,17 +42,19 @@ _DYNAMIC_SOURCES = ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DE
 _SET, _DELETE = 0, 1
 
 
-class _AdminApis:
-    """Admin requests for `KafkaApis`."""
+class ControllerForwarder:
+    """Forwards a request to the active controller on behalf of the current request's principal
+    (KIP-590), as the admin and security handlers do; the controller authorizes it."""
 
-    broker: BrokerServer
+    def __init__(self, channel: ControllerChannel) -> None:
+        self._channel = channel
 
-    async def _forward(self, name: str, request: Any) -> Any:
+    async def __call__(self, name: str, request: Any) -> Any:
         """``request`` to the active controller; a failed call raises its `KafkaError`."""
         ctx = current_request()
         ctx.delegate("the active controller")
         try:
-            return await self.broker.channel.call(
+            return await self._channel.call(
                 "admin",
                 name,
                 request,
@@ -61,6 +66,28 @@ class _AdminApis:
             raise
         except Exception as err:
             raise kerr.CoordinatorNotAvailableError(f"{name}: no active controller answered: {err}") from err
+
+
+class AdminApis:
+    """Admin requests for `KafkaApis`: forwarded (``forward``) or answered from this broker's
+    image and logs (``replicas``: there once the broker started)."""
+
+    def __init__(
+        self,
+        forward: ControllerForwarder,
+        *,
+        node_id: int,
+        cluster_id: str,
+        image: Callable[[], MetadataImage],
+        log_dirs: Sequence[str],
+        replicas: Callable[[], ReplicaManager],
+    ) -> None:
+        self._forward = forward
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._image = image
+        self._log_dirs = log_dirs
+        self._replicas = replicas
 
     # ------------------------------------------------------------------ topics
 
@@ -343,11 +370,11 @@ class _AdminApis:
                 "error_code": kerr.UnsupportedEndpointTypeError.error_code,
                 "error_message": "the controllers have no Kafka-protocol listener",
                 "endpoint_type": request.body.endpoint_type,
-                "cluster_id": self.broker.cluster_id,
+                "cluster_id": self._cluster_id,
                 "controller_id": -1,
                 "brokers": [],
             }
-        image = self.broker.follower.image
+        image = self._image()
         brokers = []
         for bid in image.cluster.broker_ids():
             reg = image.cluster.broker(bid)
@@ -358,8 +385,8 @@ class _AdminApis:
             "throttle_time": 0,
             "error_code": 0,
             "endpoint_type": 1,
-            "cluster_id": self.broker.cluster_id,
-            "controller_id": self.broker.broker_id,  # it forwards admin requests (see Metadata)
+            "cluster_id": self._cluster_id,
+            "controller_id": self._node_id,  # it forwards admin requests (see Metadata)
             "brokers": brokers,
             "cluster_authorized_operations": -2147483648,
         }
@@ -374,8 +401,8 @@ class _AdminApis:
         selected: set[tuple[str, int]] | None = (
             None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
         )
-        by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in self.broker.config.log_dirs}
-        for (topic, pid), part in self.broker.replicas.partitions().items():
+        by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in self._log_dirs}
+        for (topic, pid), part in self._replicas().partitions().items():
             if selected is not None and (topic, pid) not in selected:
                 continue
             log = part.log

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import errors as kerr
@@ -22,23 +22,28 @@ from ._replica_requests import close_regions
 from ._replica_types import _LEADER_HINT_CODES, _FetchResult
 
 if TYPE_CHECKING:
-    from ._server import BrokerServer
+    from kraftlog.metadata_log import MetadataImage
 
-__all__ = ["_DataApis"]
+    from ._replica_manager import ReplicaManager
+
+__all__ = ["DataApis"]
 
 
-class _DataApis:
-    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch for `KafkaApis`."""
+class DataApis:
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch for `KafkaApis`, over the replica manager
+    (``replicas``: there once the broker started) and the broker's metadata image. It owns the
+    listener's incremental fetch sessions (KIP-227), ``fetch_session_slots`` of them at most."""
 
-    def __init__(self, broker: BrokerServer) -> None:
-        self.broker = broker
-        self.fetch_sessions = FetchSessionCache(
-            broker.config["max.incremental.fetch.session.cache.slots"], rng=random.Random()
-        )
+    def __init__(
+        self, replicas: Callable[[], ReplicaManager], image: Callable[[], MetadataImage], fetch_session_slots: int
+    ) -> None:
+        self._replicas = replicas
+        self._image = image
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots, rng=random.Random())
 
     def _endpoints(self, broker_ids: Iterable[int], listener: str) -> list[dict[str, Any]]:
         """Endpoints on ``listener`` of the brokers named in leader hints (Produce v10+, Fetch v16+)."""
-        image = self.broker.follower.image
+        image = self._image()
         out = []
         for bid in sorted(set(broker_ids)):
             reg = image.cluster.broker(bid)
@@ -60,7 +65,7 @@ class _DataApis:
             td = pb.topics.add(name=t.name)
             for p in t.partition_data:
                 td.partitions.add(index=p.index, records=p.records or b"")
-        resp = await self.broker.replicas.produce(pb)
+        resp = await self._replicas().produce(pb)
         if body.acks == 0:
             failed = resp.error.code or any(p.error.code for t in resp.topics for p in t.partitions)
             return CLOSE_CONNECTION if failed else None
@@ -151,7 +156,7 @@ class _DataApis:
                 log_start_offset=-1,
                 partition_max_bytes=sp.partition_max_bytes,
             )
-        results = await self.broker.replicas.fetch_results(pb, zero_copy=True)
+        results = await self._replicas().fetch_results(pb, zero_copy=True)
         try:
             return self._fetch_answer(results, fetch, committed=pb.isolation_level == 1, listener=conn.listener_name)
         except BaseException:
@@ -161,7 +166,7 @@ class _DataApis:
     def _fetch_answer(
         self, results: list[_FetchResult], fetch: SessionFetch, *, committed: bool, listener: str
     ) -> dict[str, Any]:
-        replicas = self.broker.replicas
+        replicas = self._replicas()
         topics: dict[str, list[dict[str, Any]]] = {}
         hinted: list[int] = []
         dropped: list[_FetchResult] = []
@@ -197,7 +202,7 @@ class _DataApis:
                     entry["diverging_epoch"] = {"epoch": rd.diverging_epoch[0], "end_offset": rd.diverging_epoch[1]}
             else:
                 assert r.error is not None
-                err = replicas._error(r.error, "fetch")
+                err = replicas.error_of(r.error, "fetch")
                 hw = lso = log_start = -1
                 if r.part is not None and not r.part.stopped:
                     log = r.part.log
@@ -211,7 +216,7 @@ class _DataApis:
                     records=b"",
                 )
                 if err.code in _LEADER_HINT_CODES:
-                    hint = replicas._leader_hint(r.topic, r.partition)
+                    hint = replicas.leader_hint(r.topic, r.partition)
                     leader, epoch = hint if hint is not None else (-1, -1)
                     entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                     if leader >= 0:
@@ -241,7 +246,7 @@ class _DataApis:
                     current_leader_epoch=getattr(p, "current_leader_epoch", -1),
                     timestamp=p.timestamp,
                 )
-        resp = self.broker.replicas.list_offsets(pb)
+        resp = self._replicas().list_offsets(pb)
         return {
             "throttle_time": 0,
             "topics": [
@@ -271,7 +276,7 @@ class _DataApis:
                 pt.partitions.add(
                     partition=p.partition, current_leader_epoch=p.current_leader_epoch, leader_epoch=p.leader_epoch
                 )
-        resp = self.broker.replicas.offset_for_leader_epoch(pb)
+        resp = self._replicas().offset_for_leader_epoch(pb)
         return {
             "throttle_time": 0,
             "topics": [

@@ -1,13 +1,14 @@
 """Kafka-protocol group requests: FindCoordinator, the classic group protocol (JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch, OffsetDelete),
 ListGroups, DescribeGroups, DeleteGroups and KIP-848's ConsumerGroupHeartbeat and
-ConsumerGroupDescribe, each served by the broker's `GroupService` (the same code the gRPC
-listener runs), through a `GroupService` whose FindCoordinator names this listener's endpoints.
+ConsumerGroupDescribe, each served by the broker's one `GroupService` (the object the gRPC
+servicer calls too). What only this listener knows is passed as arguments: FindCoordinator names
+endpoints of the listener the request came on, and the client's host comes from the connection.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import AclOperation, ResourceType
@@ -20,39 +21,16 @@ from ._kafka_server import ConnectionInfo
 from ._kafka_translate import from_pb, to_pb
 from ._kafka_wire import ParsedRequest, ms
 
-if TYPE_CHECKING:
-    from ._server import BrokerServer
-
-__all__ = ["_GroupApis"]
+__all__ = ["GroupApis"]
 
 _UNKNOWN_OPERATIONS = -2147483648  # authorized operations not asked for / not computed
 
 
-class _Peer:
-    """The client's address as a gRPC context would tell it (``ipv4:host:port``)."""
+class GroupApis:
+    """Group requests for `KafkaApis`, over the broker's `GroupService`."""
 
-    def __init__(self, conn: ConnectionInfo) -> None:
-        self._peer = conn.peer
-
-    def peer(self) -> str:
-        return f"ipv4:{self._peer}"
-
-
-class _GroupApis:
-    """Group requests for `KafkaApis`."""
-
-    broker: BrokerServer
-
-    def _group_service(self, conn: ConnectionInfo) -> GroupService:
-        services: dict[str, GroupService] = self.__dict__.setdefault("_group_services", {})
-        service = services.get(conn.listener_name)
-        if service is None:
-            b = self.broker
-            service = GroupService(
-                b.groups, lambda: b.follower.image, conn.listener_name, b._clock_ms, b.txn, any_endpoint=False
-            )
-            services[conn.listener_name] = service
-        return service
+    def __init__(self, service: GroupService) -> None:
+        self.service = service
 
     async def find_coordinator(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """v0-3 ask for one key and are answered at the top level; v4+ batch keys (KIP-699)."""
@@ -60,7 +38,7 @@ class _GroupApis:
         batched = request.api_version >= 4
         keys = list(body.coordinator_keys) if batched else [body.key]
         pb = group_pb2.FindCoordinatorRequest(key_type=getattr(body, "key_type", 0), keys=keys)
-        resp = await self._group_service(conn).FindCoordinator(pb, None)
+        resp = await self.service.FindCoordinator(pb, listener=conn.listener_name, any_endpoint=False)
         coordinators = [from_pb(c) for c in resp.coordinators]
         if batched:
             return {"throttle_time": 0, "coordinators": coordinators}
@@ -88,7 +66,7 @@ class _GroupApis:
             requires_known_member_id=version >= 4,
             supports_skip_assignment=version >= 9,
         )
-        answer = from_pb(await self._group_service(conn).join(req))
+        answer = from_pb(await self.service.join(req))
         answer["throttle_time"] = 0
         if not answer["protocol_name"] and version < 7:
             answer["protocol_name"] = ""
@@ -99,7 +77,7 @@ class _GroupApis:
 
     async def sync_group(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, group_pb2.SyncGroupRequest)
-        answer = from_pb(await self._group_service(conn).SyncGroup(pb, _Peer(conn)))
+        answer = from_pb(await self.service.SyncGroup(pb))
         answer["throttle_time"] = 0
         answer["protocol_type"] = answer["protocol_type"] or None
         answer["protocol_name"] = answer["protocol_name"] or None
@@ -107,7 +85,7 @@ class _GroupApis:
 
     async def heartbeat(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, group_pb2.HeartbeatRequest)
-        answer = from_pb(await self._group_service(conn).Heartbeat(pb, _Peer(conn)))
+        answer = from_pb(await self.service.Heartbeat(pb))
         answer["throttle_time"] = 0
         return answer
 
@@ -120,7 +98,7 @@ class _GroupApis:
             )
         else:
             pb = to_pb(body, group_pb2.LeaveGroupRequest)
-        resp = await self._group_service(conn).LeaveGroup(pb, _Peer(conn))
+        resp = await self.service.LeaveGroup(pb)
         answer = from_pb(resp)
         if request.api_version < 3 and not answer["error_code"] and resp.members:
             answer["error_code"] = resp.members[0].error.code  # the one member's own answer
@@ -152,14 +130,14 @@ class _GroupApis:
             for t in pb.topics:
                 for p in t.partitions:
                     p.committed_leader_epoch = -1
-        answer = from_pb(await self._group_service(conn).OffsetCommit(pb, _Peer(conn)))
+        answer = from_pb(await self.service.OffsetCommit(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def offset_fetch(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """v1-7 fetch one group's offsets (topics null: all); v8+ several groups (KIP-709)."""
         body = request.body
-        service = self._group_service(conn)
+        service = self.service
         require_stable = bool(getattr(body, "require_stable", False))
 
         async def one(group_id: str, topics: Any) -> dict[str, Any]:
@@ -169,7 +147,7 @@ class _GroupApis:
             else:
                 for t in topics:
                     pb.topics.add(name=t.name, partition_indexes=list(t.partition_indexes))
-            return from_pb(await service.OffsetFetch(pb, _Peer(conn)))
+            return from_pb(await service.OffsetFetch(pb))
 
         if request.api_version >= 8:
             # each group is authorized by the service; a request naming none decides here
@@ -189,19 +167,19 @@ class _GroupApis:
         pb = group_pb2.OffsetDeleteRequest(group_id=body.group_id)
         for t in body.topics:
             pb.topics.add(name=t.name, partition_indexes=[p.partition_index for p in t.partitions])
-        answer = from_pb(await self._group_service(conn).OffsetDelete(pb, _Peer(conn)))
+        answer = from_pb(await self.service.OffsetDelete(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def list_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, group_pb2.ListGroupsRequest)
-        answer = from_pb(await self._group_service(conn).ListGroups(pb, _Peer(conn)))
+        answer = from_pb(await self.service.ListGroups(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def describe_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = group_pb2.DescribeGroupsRequest(groups=list(request.body.groups))
-        answer = from_pb(await self._group_service(conn).DescribeGroups(pb, _Peer(conn)))
+        answer = from_pb(await self.service.DescribeGroups(pb))
         for g in answer["groups"]:
             g["authorized_operations"] = _UNKNOWN_OPERATIONS
             for m in g["members"]:
@@ -211,7 +189,7 @@ class _GroupApis:
 
     async def delete_groups(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = group_pb2.DeleteGroupsRequest(groups=list(request.body.groups_names))
-        answer = from_pb(await self._group_service(conn).DeleteGroups(pb, _Peer(conn)))
+        answer = from_pb(await self.service.DeleteGroups(pb))
         answer["throttle_time"] = 0
         return answer
 
@@ -238,7 +216,8 @@ class _GroupApis:
             pb.topic_partitions.SetInParent()
             for tp in body.topic_partitions:
                 pb.topic_partitions.topics.add(topic_id=str(tp.topic_id), partitions=list(tp.partitions))
-        resp = await self._group_service(conn).ConsumerGroupHeartbeat(pb, _Peer(conn))
+        client_host = "/" + conn.peer.rsplit(":", 1)[0].strip("[]")
+        resp = await self.service.ConsumerGroupHeartbeat(pb, client_host=client_host)
         answer = from_pb(resp)
         answer["throttle_time"] = 0
         answer["member_id"] = resp.member_id or None
@@ -251,7 +230,7 @@ class _GroupApis:
 
     async def consumer_group_describe(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = group_pb2.ConsumerGroupDescribeRequest(group_ids=list(request.body.group_ids))
-        answer = from_pb(await self._group_service(conn).ConsumerGroupDescribe(pb, _Peer(conn)))
+        answer = from_pb(await self.service.ConsumerGroupDescribe(pb))
         for g in answer["groups"]:
             g["authorized_operations"] = _UNKNOWN_OPERATIONS
             for m in g["members"]:

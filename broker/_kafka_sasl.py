@@ -14,31 +14,31 @@ are not re-authenticated (``connections.max.reauth.ms`` 0, session lifetime 0).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import structlog
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._request_context import current_request
-from kraftlog.common._sasl_sessions import sasl_server, sasl_session, sasl_step
+from kraftlog.common._sasl_sessions import ScramLookup, sasl_server, sasl_session, sasl_step
 
 from ._kafka_server import ConnectionInfo
 from ._kafka_wire import ParsedRequest
 
-if TYPE_CHECKING:
-    from ._server import BrokerServer
-
-__all__ = ["SASL_APIS", "_SaslApis"]
+__all__ = ["SASL_APIS", "SaslApis"]
 
 #: what an unauthenticated connection on a SASL listener may send: ApiVersions and the exchange
 SASL_APIS: Final = frozenset({17, 18, 36})
 _log = structlog.get_logger(__name__)
 
 
-class _SaslApis:
-    """SaslHandshake and SaslAuthenticate for `KafkaApis`."""
+class SaslApis:
+    """SaslHandshake and SaslAuthenticate for `KafkaApis`. ``scram_credential(mechanism, user)``
+    looks a SCRAM credential up in the broker's current metadata image."""
 
-    broker: BrokerServer
+    def __init__(self, node_id: int, scram_credential: ScramLookup) -> None:
+        self._node_id = node_id
+        self._scram_credential = scram_credential
 
     async def sasl_handshake(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         current_request().public("the SASL handshake is how a client authenticates")
@@ -51,9 +51,7 @@ class _SaslApis:
         if mechanism not in offered:
             conn.close_after_answer = True
             return {"error_code": kerr.UnsupportedSaslMechanismError.error_code, "mechanisms": offered}
-        conn.sasl = sasl_server(
-            security, mechanism, lambda m, user: self.broker.follower.image.scram.credential(m, user)
-        )
+        conn.sasl = sasl_server(security, mechanism, self._scram_credential)
         # v0 (librdkafka checks that it is served): the exchange follows as raw size-prefixed tokens
         conn.sasl_raw_tokens = request.api_version == 0
         return {"error_code": 0, "mechanisms": offered}
@@ -82,7 +80,7 @@ class _SaslApis:
             conn.sasl = None
             _log.info(
                 "sasl_authentication_failed",
-                node_id=self.broker.broker_id,
+                node_id=self._node_id,
                 listener=conn.listener_name,
                 peer=conn.peer,
                 mechanism=server.mechanism_name,

@@ -5,18 +5,15 @@ same AdminService calls the gRPC listener forwards."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraftlog.proto import security_pb2
 
-from ._kafka_admin import _AdminApis
+from ._kafka_admin import ControllerForwarder
 from ._kafka_server import ConnectionInfo
 from ._kafka_wire import ParsedRequest
 
-if TYPE_CHECKING:
-    from ._server import BrokerServer
-
-__all__ = ["_SecurityApis"]
+__all__ = ["SecurityApis"]
 
 
 def _filter(body: Any) -> security_pb2.AclBindingFilter:
@@ -40,10 +37,11 @@ def _message(error: Any) -> str | None:
     return error.message or None if error.code else None
 
 
-class _SecurityApis(_AdminApis):
+class SecurityApis:
     """ACL and SCRAM requests for `KafkaApis`, forwarded as the other admin requests are."""
 
-    broker: BrokerServer
+    def __init__(self, forward: ControllerForwarder) -> None:
+        self._forward = forward
 
     async def create_acls(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         creations = [

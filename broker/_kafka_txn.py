@@ -1,15 +1,17 @@
 """Kafka-protocol producer and transaction requests: InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeProducers, DescribeTransactions and
 ListTransactions, served by the broker's transaction coordinator, group coordinator and replica
-manager through the same service code as the gRPC listener.
+manager: the same service objects the gRPC listener calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 
+from ._group_service import GroupService
 from ._kafka_server import ConnectionInfo
 from ._kafka_translate import from_pb, to_pb
 from ._kafka_wire import ParsedRequest, ms
@@ -17,29 +19,30 @@ from ._txn_records import TxnState
 from ._txn_service import TxnService
 
 if TYPE_CHECKING:
-    from ._group_service import GroupService
-    from ._server import BrokerServer
+    from ._replica_manager import ReplicaManager
 
-__all__ = ["_TxnApis"]
+__all__ = ["TxnApis"]
 
 # ListTransactions names the state filters that are no state
 _TXN_STATES = frozenset(state.kafka_name for state in TxnState)
 
 
-class _TxnApis:
-    """Producer and transaction requests for `KafkaApis`."""
+class TxnApis:
+    """Producer and transaction requests for `KafkaApis`. ``init_producer_id`` is the broker's
+    (it allocates producer ids, with or without a transaction); ``replicas`` gives the replica
+    manager once the broker started."""
 
-    broker: BrokerServer
-
-    if TYPE_CHECKING:
-
-        def _group_service(self, conn: ConnectionInfo) -> GroupService: ...  # `_GroupApis` has it
-
-    def _txn_service(self) -> TxnService:
-        service: TxnService | None = self.__dict__.get("_txn")
-        if service is None:
-            service = self.__dict__["_txn"] = TxnService(self.broker.txn, self.broker.groups)
-        return service
+    def __init__(
+        self,
+        txn_service: TxnService,
+        group_service: GroupService,
+        init_producer_id: Callable[[broker_pb2.InitProducerIdRequest], Awaitable[broker_pb2.InitProducerIdResponse]],
+        replicas: Callable[[], ReplicaManager],
+    ) -> None:
+        self.txn_service = txn_service
+        self.group_service = group_service
+        self._init_producer_id = init_producer_id
+        self._replicas = replicas
 
     async def init_producer_id(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         body = request.body
@@ -50,7 +53,7 @@ class _TxnApis:
         )
         if body.transactional_id:
             pb.transactional_id = body.transactional_id
-        resp = await self.broker.init_producer_id(pb)
+        resp = await self._init_producer_id(pb)
         answer = from_pb(resp)
         answer["throttle_time"] = 0
         return answer
@@ -65,7 +68,7 @@ class _TxnApis:
         )
         for t in body.v3_and_below_topics:
             pb.topics.add(name=t.name, partitions=list(t.partitions))
-        resp = await self._txn_service().AddPartitionsToTxn(pb, None)
+        resp = await self.txn_service.AddPartitionsToTxn(pb)
         results = []
         for t in resp.results:
             results.append(
@@ -91,13 +94,13 @@ class _TxnApis:
 
     async def add_offsets_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, txn_pb2.AddOffsetsToTxnRequest)
-        answer = from_pb(await self._txn_service().AddOffsetsToTxn(pb, None))
+        answer = from_pb(await self.txn_service.AddOffsetsToTxn(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def end_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, txn_pb2.EndTxnRequest)
-        answer = from_pb(await self._txn_service().EndTxn(pb, None))
+        answer = from_pb(await self.txn_service.EndTxn(pb))
         answer["throttle_time"] = 0
         return answer
 
@@ -109,19 +112,19 @@ class _TxnApis:
             for t in pb.topics:
                 for p in t.partitions:
                     p.committed_leader_epoch = -1
-        answer = from_pb(await self._group_service(conn).TxnOffsetCommit(pb, None))
+        answer = from_pb(await self.group_service.TxnOffsetCommit(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def describe_producers(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, broker_pb2.DescribeProducersRequest)
-        answer = from_pb(self.broker.replicas.describe_producers(pb))
+        answer = from_pb(self._replicas().describe_producers(pb))
         answer["throttle_time"] = 0
         return answer
 
     async def describe_transactions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = txn_pb2.DescribeTransactionsRequest(transactional_ids=list(request.body.transactional_ids))
-        answer = from_pb(await self._txn_service().DescribeTransactions(pb, None))
+        answer = from_pb(await self.txn_service.DescribeTransactions(pb))
         answer["throttle_time"] = 0
         return answer
 
@@ -130,7 +133,7 @@ class _TxnApis:
         pb = txn_pb2.ListTransactionsRequest(
             state_filters=list(body.state_filters), producer_id_filters=list(body.producer_id_filters)
         )
-        answer = from_pb(await self._txn_service().ListTransactions(pb, None))
+        answer = from_pb(await self.txn_service.ListTransactions(pb))
         answer["throttle_time"] = 0
         answer["unknown_state_filters"] = [f for f in body.state_filters if f not in _TXN_STATES]
         return answer

@@ -31,12 +31,13 @@ flush, compaction), and ``await shutdown()`` at exit (then shut the AlterPartiti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from kraftlog import storage
-from kraftlog.broker._replica_metadata import _ReplicaMetadata
-from kraftlog.broker._replica_requests import _ReplicaRequests
+from kraftlog.broker._replica_metadata import MetadataApplier
+from kraftlog.broker._replica_registry import PartitionRegistry, ReplicaPurgatories
+from kraftlog.broker._replica_requests import MarkerListener, ReplicaRequests
 from kraftlog.broker._replica_types import (
     _LONG_MAX,
     DelayedDeleteRecords,
@@ -44,12 +45,14 @@ from kraftlog.broker._replica_types import (
     DelayedProduce,
     FollowTarget,
     ReplicaChanges,
+    _FetchResult,
     _log,
     _wall_clock_ms,
 )
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
+    MetadataDelta,
     MetadataImage,
 )
 from kraftlog.proto import broker_pb2, errors_pb2
@@ -59,24 +62,12 @@ from ._partition import (
     AlterPartitionSender,
     Partition,
     TopicPartition,
-    error_pb,
-    error_pb_from_exception,
 )
-from ._purgatory import DelayedOperations
 
 __all__ = ["FollowTarget", "ReplicaChanges", "ReplicaManager", "DelayedProduce", "DelayedFetch", "DelayedDeleteRecords"]
 
 
-# ------------------------------------------------------------------------------------ results of a delta
-
-
-# ------------------------------------------------------------------------------------ delayed operations
-
-
-# ------------------------------------------------------------------------------------ ReplicaManager
-
-
-class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
+class ReplicaManager:
     """The partitions of this broker and the Produce/Fetch/ListOffsets/... data path.
 
     ``config`` is the node's `NodeConfig` (``replica.*``, ``min.insync.replicas``,
@@ -84,6 +75,11 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
     ``alter_partition`` receives ISR proposals. ``clock_ms`` drives lag and the periodic duties;
     request timeouts use the event loop's timers. ``metrics`` counts bytes and messages in and out
     and ISR changes (a private set when None).
+
+    It holds collaborators that own their state: the `PartitionRegistry` (hosted partitions,
+    follow targets, the image), the `ReplicaPurgatories` (parked requests and the partition events
+    that complete them), the `MetadataApplier` (the registry's one writer) and the
+    `ReplicaRequests` (the data path). What stays here is the lifecycle and the periodic duties.
     """
 
     def __init__(
@@ -105,21 +101,31 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
         self.alter_partition = alter_partition
         self.clock_ms = clock_ms or _wall_clock_ms
         self.fetcher_manager: Any = None  # a ReplicaFetcherManager, set by the server (optional)
-        listener = config["inter.broker.listener.name"]
-        self._replication_listener = replication_listener or (listener if isinstance(listener, str) else None)
-        self._client_listener = client_listener
-        self._topic_defaults: dict[str, object] = dict(config.topic_defaults())
         self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
-        self._image = MetadataImage.EMPTY
-        self._synced = False
-        self._partitions: dict[TopicPartition, Partition] = {}
-        self._follow_targets: dict[TopicPartition, FollowTarget] = {}
-        self.produce_purgatory = DelayedOperations("produce")
-        self.marker_listeners = []
-        self.fetch_purgatory = DelayedOperations("fetch")
-        self.delete_records_purgatory = DelayedOperations("delete_records")
+        # told (topic, partition, producer id, commit) of every transaction marker written and replicated
+        self.marker_listeners: list[MarkerListener] = []
         self._last_run: dict[str, int] = {}
         self._log = _log.bind(node_id=node_id)
+        listener = config["inter.broker.listener.name"]
+        self._registry = PartitionRegistry(node_id, client_listener, self._log)
+        self._purgatories = ReplicaPurgatories(self.metrics)
+        self._applier = MetadataApplier(
+            self._registry,
+            self._purgatories,
+            log_manager,
+            config,
+            metrics=self.metrics,
+            alter_partition=alter_partition,
+            clock_ms=self.clock_ms,
+            replication_listener=replication_listener or (listener if isinstance(listener, str) else None),
+            log=self._log,
+        )
+        self._requests = ReplicaRequests(
+            self._registry, self._purgatories, self.metrics, config, self.clock_ms, self.marker_listeners
+        )
+        self.produce_purgatory = self._purgatories.produce
+        self.fetch_purgatory = self._purgatories.fetch
+        self.delete_records_purgatory = self._purgatories.delete_records
 
     @classmethod
     def create(
@@ -158,120 +164,115 @@ class ReplicaManager(_ReplicaMetadata, _ReplicaRequests):
         """Stop fetchers, answer every parked request, checkpoint and close the logs."""
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
-        for _tp, part in list(self._partitions.items()):
+        for _tp, part in list(self._registry.partitions.items()):
             part.stop()
-        for purgatory in (self.produce_purgatory, self.delete_records_purgatory):
-            for key in list(purgatory._watchers):
-                purgatory.check_and_complete(key)
-            purgatory.shutdown()
-        self.fetch_purgatory.shutdown()
+        self._purgatories.shutdown()
         try:
             self.log_manager.checkpoint_high_watermarks()
         finally:
             self.log_manager.shutdown()
-        self._partitions.clear()
+        self._registry.partitions.clear()
         self._log.info("replica_manager_shut_down")
 
     # ============================================================== access
 
     @property
     def image(self) -> MetadataImage:
-        return self._image
+        return self._registry.image
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
-        return self._partitions.get((topic, partition))
+        return self._registry.get((topic, partition))
 
     def partitions(self) -> dict[TopicPartition, Partition]:
-        return dict(self._partitions)
+        return dict(self._registry.partitions)
 
     def leader_partitions(self) -> list[Partition]:
-        return [p for p in self._partitions.values() if p.is_leader]
+        return [p for p in self._registry.partitions.values() if p.is_leader]
 
     def follow_targets(self) -> dict[TopicPartition, FollowTarget]:
-        return dict(self._follow_targets)
+        return dict(self._registry.follow_targets)
 
-    # ============================================================== partition events
+    def leader_hint(self, topic: str, pid: int) -> tuple[int, int] | None:
+        """``(leader, leader epoch)`` of a partition in the current image (None: no such one)."""
+        return self._registry.leader_hint(topic, pid)
+
+    def error_of(self, exc: BaseException | type[kerr.KafkaError], what: str) -> errors_pb2.Error:
+        """A partition's error for an answer (an exception that is no Kafka error is logged)."""
+        return self._registry.error(exc, what)
+
+    # ============================================================== partition events (`ReplicaPurgatories`)
 
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
+        self._purgatories.on_high_watermark_advanced(tp)
 
     def on_records_appended(self, tp: TopicPartition) -> None:
-        self.fetch_purgatory.check_and_complete(tp)
+        self._purgatories.on_records_appended(tp)
 
     def on_replica_state_changed(self, tp: TopicPartition) -> None:
-        self.delete_records_purgatory.check_and_complete(tp)
+        self._purgatories.on_replica_state_changed(tp)
 
     def on_isr_committed(self, tp: TopicPartition, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
-        self.metrics.record_isr_change(old_isr, new_isr)
+        self._purgatories.on_isr_committed(tp, old_isr, new_isr)
 
-    def _check_all_purgatories(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
-        self.delete_records_purgatory.check_and_complete(tp)
+    # ============================================================== metadata (`MetadataApplier`)
 
-    # ============================================================== metadata
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> ReplicaChanges:
+        """Apply a published metadata delta (``image`` is ``delta.apply()``; see
+        `MetadataApplier.apply`). The fetcher manager, when set, gets the changes before this
+        returns."""
+        changes = self._applier.apply(delta, image)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.apply_changes(changes)
+        return changes
 
-    # ============================================================== leader hints
+    # ============================================================== requests (`ReplicaRequests`)
 
-    def _leader_hint(self, topic: str, pid: int) -> tuple[int, int] | None:
-        t = self._image.topics.get_by_name(topic)
-        reg = None if t is None else t.partition(pid)
-        if reg is None:
-            return None
-        return reg.leader, reg.leader_epoch
+    async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+        """See `ReplicaRequests.produce`."""
+        return await self._requests.produce(req)
 
-    def _node_endpoints(self, broker_ids: Iterable[int]) -> list[broker_pb2.NodeEndpoint]:
-        out = []
-        for b in sorted(set(broker_ids)):
-            reg = self._image.cluster.broker(b)
-            if reg is None or not reg.endpoints:
-                continue
-            ep = (reg.endpoint(self._client_listener) if self._client_listener else None) or reg.endpoints[0]
-            out.append(broker_pb2.NodeEndpoint(node_id=b, host=ep.host, port=ep.port, rack=reg.rack or ""))
-        return out
+    async def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """See `ReplicaRequests.fetch`."""
+        return await self._requests.fetch(req)
 
-    def _error(self, exc: BaseException | type[kerr.KafkaError], what: str) -> errors_pb2.Error:
-        if isinstance(exc, type):
-            return error_pb(exc, exc.__doc__.strip().splitlines()[0] if exc.__doc__ else "")
-        if getattr(exc, "error_code", None) is None:
-            self._log.error("unexpected_error", what=what, error=repr(exc), exc_info=exc)
-        return error_pb_from_exception(exc)
+    async def fetch_results(self, req: broker_pb2.FetchRequest, *, zero_copy: bool = False) -> list[_FetchResult]:
+        """See `ReplicaRequests.fetch_results`."""
+        return await self._requests.fetch_results(req, zero_copy=zero_copy)
 
-    def _lookup_error(self, topic: str, pid: int) -> kerr.KafkaError:
-        hint = self._leader_hint(topic, pid)
-        if hint is None:
-            return kerr.UnknownTopicOrPartitionError(f"this server does not host {topic}-{pid}")
-        return kerr.NotLeaderOrFollowerError(
-            f"broker {self.node_id} is not the leader of {topic}-{pid}", leader_id=hint[0], leader_epoch=hint[1]
-        )
+    def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
+        """See `ReplicaRequests.list_offsets`."""
+        return self._requests.list_offsets(req)
 
-    def _leader_partition(self, topic: str, pid: int) -> Partition:
-        part = self._partitions.get((topic, pid))
-        if part is not None and part.is_leader:
-            return part
-        raise self._lookup_error(topic, pid)
+    def offset_for_leader_epoch(
+        self, req: broker_pb2.OffsetForLeaderEpochRequest
+    ) -> broker_pb2.OffsetForLeaderEpochResponse:
+        """See `ReplicaRequests.offset_for_leader_epoch`."""
+        return self._requests.offset_for_leader_epoch(req)
 
-    def _hosted_partition(self, topic: str, pid: int) -> Partition:
-        part = self._partitions.get((topic, pid))
-        if part is None:
-            raise self._lookup_error(topic, pid)
-        return part
+    async def append_internal(
+        self, topic: str, partition: int, records: bytes, timeout_ms: int
+    ) -> type[kerr.KafkaError] | None:
+        """See `ReplicaRequests.append_internal`."""
+        return await self._requests.append_internal(topic, partition, records, timeout_ms)
 
-    # ============================================================== produce
+    async def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """See `ReplicaRequests.write_txn_markers`."""
+        return await self._requests.write_txn_markers(req)
 
-    # ============================================================== fetch
+    def describe_producers(self, req: broker_pb2.DescribeProducersRequest) -> broker_pb2.DescribeProducersResponse:
+        """See `ReplicaRequests.describe_producers`."""
+        return self._requests.describe_producers(req)
 
-    # ============================================================== offsets
-
-    # ============================================================== delete records
+    async def delete_records(self, req: broker_pb2.DeleteRecordsRequest) -> broker_pb2.DeleteRecordsResponse:
+        """See `ReplicaRequests.delete_records`."""
+        return await self._requests.delete_records(req)
 
     # ============================================================== periodic duties
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> int:
         """Propose ISR shrinks for every led partition with lagging followers; returns how many."""
         now = self.clock_ms() if now_ms is None else now_ms
-        return sum(1 for p in list(self._partitions.values()) if p.is_leader and p.maybe_shrink_isr(now))
+        return sum(1 for p in list(self._registry.partitions.values()) if p.is_leader and p.maybe_shrink_isr(now))
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` in every log dir."""

@@ -1,14 +1,22 @@
-"""How a broker's replicas follow the metadata log: leadership changes, new and deleted partitions,
-stray logs, topic configs (part of `broker._replica_manager.ReplicaManager`).
+"""`MetadataApplier`: how a broker's replicas follow the metadata log — leadership changes, new and
+deleted partitions, stray logs, topic configs. `ReplicaManager` holds one; it is the only writer
+of the `PartitionRegistry`.
+
+Ordering rules: a delta is applied whole and synchronously (no request interleaves); a partition
+whose leadership changed has its parked requests checked before this returns, so a deposed
+leader fails its pending acks=all at once; files of a deleted topic go only after its removal was
+applied.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable
+from typing import Any
 
 from kraftlog import storage
-from kraftlog.broker._replica_state import _ReplicaManagerState
+from kraftlog.broker._replica_registry import PartitionRegistry, ReplicaPurgatories
 from kraftlog.broker._replica_types import FollowTarget, ReplicaChanges
+from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     NO_LEADER,
     ConfigResourceType,
@@ -18,17 +26,48 @@ from kraftlog.metadata_log import (
     TopicImage,
 )
 
+from ._metrics import BrokerTopicMetrics
 from ._partition import (
     Partition,
     TopicPartition,
 )
-from ._partition_types import PartitionListener
+from ._partition_types import AlterPartitionSender
+
+__all__ = ["MetadataApplier"]
 
 
-class _ReplicaMetadata(_ReplicaManagerState):
-    """Applying metadata deltas: become leader or follower, create and delete logs, follow targets."""
+class MetadataApplier:
+    """Applying metadata deltas: become leader or follower, create and delete logs, follow
+    targets. It owns what only it needs: whether it has synced with an image yet, the topic
+    defaults of the node's config, and the listener followers fetch through."""
 
-    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> ReplicaChanges:
+    def __init__(
+        self,
+        registry: PartitionRegistry,
+        purgatories: ReplicaPurgatories,
+        log_manager: storage.LogManager,
+        config: NodeConfig,
+        *,
+        metrics: BrokerTopicMetrics,
+        alter_partition: AlterPartitionSender,
+        clock_ms: Callable[[], int],
+        replication_listener: str | None,
+        log: Any,
+    ) -> None:
+        self._registry = registry
+        self._purgatories = purgatories
+        self.log_manager = log_manager
+        self.node_id = registry.node_id
+        self.metrics = metrics
+        self.alter_partition = alter_partition
+        self.clock_ms = clock_ms
+        self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
+        self._replication_listener = replication_listener
+        self._topic_defaults: dict[str, object] = dict(config.topic_defaults())
+        self._synced = False
+        self._log = log
+
+    def apply(self, delta: MetadataDelta, image: MetadataImage) -> ReplicaChanges:
         """Apply a published metadata delta: ``image`` is ``delta.apply()``.
 
         Deleted topics first (their replicas stop and their files go), then every changed
@@ -36,10 +75,10 @@ class _ReplicaMetadata(_ReplicaManagerState):
         leader is), or — when this broker is no longer a replica — stop and delete. When the delta
         does not start from the image this manager has (the first delta, or one it missed), every
         partition of ``image`` is reconciled, and logs on disk of topics that no longer exist are
-        deleted. The fetcher manager, when set, gets the changes before this returns.
+        deleted.
         """
         full_sync = not self._synced or delta.image is not self._image
-        self._image = image
+        self._registry.image = image
         changes = ReplicaChanges()
         local = self.node_id
 
@@ -98,9 +137,21 @@ class _ReplicaMetadata(_ReplicaManagerState):
                 stopped=len(changes.stopped),
                 deleted=len(changes.deleted),
             )
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.apply_changes(changes)
         return changes
+
+    # the registry's state, read here; written through its methods (this applier alone writes it)
+
+    @property
+    def _image(self) -> MetadataImage:
+        return self._registry.image
+
+    @property
+    def _partitions(self) -> dict[TopicPartition, Partition]:
+        return self._registry.partitions
+
+    @property
+    def _follow_targets(self) -> dict[TopicPartition, FollowTarget]:
+        return self._registry.follow_targets
 
     def _topic_props(self, topic: str) -> dict[str, object]:
         props = dict(self._topic_defaults)
@@ -164,21 +215,21 @@ class _ReplicaMetadata(_ReplicaManagerState):
                 clock_ms=self.clock_ms,
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 min_insync_replicas=self._min_isr(topic.name),
-                listener=cast("PartitionListener", self),
+                listener=self._purgatories,
                 is_replica_eligible=self._is_replica_eligible,
                 registered_broker_epoch=self._registered_broker_epoch,
             )
-            self._partitions[tp] = part
+            self._registry.add(part)
         return part
 
     def _become_leader(self, topic: TopicImage, pid: int, reg: PartitionRegistration, changes: ReplicaChanges) -> None:
         tp = (topic.name, pid)
         part = self._ensure_partition(topic, pid, changes)
         if part.make_leader(reg):
-            self._follow_targets.pop(tp, None)
+            self._registry.set_follow_target(tp, None)
             if tp not in changes.leaders:
                 changes.leaders.append(tp)
-            self._check_all_purgatories(tp)
+            self._purgatories.check_all(tp)
 
     def _become_follower(
         self, topic: TopicImage, pid: int, reg: PartitionRegistration, changes: ReplicaChanges
@@ -188,15 +239,15 @@ class _ReplicaMetadata(_ReplicaManagerState):
         changed = part.make_follower(reg)
         if changed:
             # a deposed leader stops acknowledging now: pending acks=all fail, long polls answer
-            self._check_all_purgatories(tp)
+            self._purgatories.check_all(tp)
         target = self._follow_target(part, reg.leader, reg.leader_epoch)
         old = self._follow_targets.get(tp)
         if target is None:
             if old is not None or changed:
-                self._follow_targets.pop(tp, None)
+                self._registry.set_follow_target(tp, None)
                 changes.stopped_fetching.append(tp)
         elif changed or old != target:
-            self._follow_targets[tp] = target
+            self._registry.set_follow_target(tp, target)
             changes.followers.append(target)
 
     def _follow_target(self, part: Partition, leader_id: int, leader_epoch: int) -> FollowTarget | None:
@@ -224,18 +275,17 @@ class _ReplicaMetadata(_ReplicaManagerState):
                 continue
             target = self._follow_target(part, old.leader_id, old.leader_epoch)
             if target is None:
-                del self._follow_targets[tp]
+                self._registry.set_follow_target(tp, None)
                 changes.stopped_fetching.append(tp)
             elif target != old:
-                self._follow_targets[tp] = target
+                self._registry.set_follow_target(tp, target)
                 changes.followers.append(target)
 
     def _remove_partition(self, tp: TopicPartition, changes: ReplicaChanges, *, delete: bool) -> None:
-        part = self._partitions.pop(tp, None)
-        self._follow_targets.pop(tp, None)
+        part = self._registry.remove(tp)
         if part is not None:
             part.stop()
-            self._check_all_purgatories(tp)
+            self._purgatories.check_all(tp)
         changes.stopped.append(tp)
         if delete and self.log_manager.delete_log(*tp):
             changes.deleted.append(tp)
@@ -276,4 +326,4 @@ class _ReplicaMetadata(_ReplicaManagerState):
         for (topic, _pid), part in self._partitions.items():
             if topic in topics:
                 part.update_config(self._log_config(topic), self._min_isr(topic))
-                self.produce_purgatory.check_and_complete(part.tp)
+                self._purgatories.produce.check_and_complete(part.tp)

@@ -1,14 +1,15 @@
-"""The broker's data requests against its replicas: Produce (acks and purgatory), Fetch (consumers
-and followers), ListOffsets, OffsetForLeaderEpoch, DeleteRecords (part of
-`broker._replica_manager.ReplicaManager`).
+"""`ReplicaRequests`: the broker's data requests against its replicas — Produce (acks and
+purgatory), Fetch (consumers and followers), ListOffsets, OffsetForLeaderEpoch, WriteTxnMarkers,
+DescribeProducers, DeleteRecords. `ReplicaManager` holds one; it reads the `PartitionRegistry`
+(never writes it) and parks requests in the `ReplicaPurgatories`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
 
 from kraftlog import storage
-from kraftlog.broker._replica_state import _ReplicaManagerState
+from kraftlog.broker._replica_registry import PartitionRegistry, ReplicaPurgatories
 from kraftlog.broker._replica_types import (
     _LEADER_HINT_CODES,
     DelayedDeleteRecords,
@@ -21,14 +22,18 @@ from kraftlog.broker._replica_types import (
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
+from kraftlog.common.config import NodeConfig
 from kraftlog.proto import broker_pb2
 
+from ._metrics import BrokerTopicMetrics
 from ._partition import (
     error_pb,
 )
 
-if TYPE_CHECKING:
-    from kraftlog.broker._replica_manager import ReplicaManager
+__all__ = ["ReplicaRequests", "close_regions"]
+
+#: told (topic, partition, producer id, commit) of every transaction marker written and replicated
+MarkerListener = Callable[[str, int, int, bool], None]
 
 
 def _topic_denied(topic: str, operation: AclOperation) -> kerr.TopicAuthorizationFailedError:
@@ -65,12 +70,25 @@ def close_regions(results: list[_FetchResult]) -> None:
             r.read.region.close()
 
 
-class _ReplicaRequests(_ReplicaManagerState):
-    """The data requests: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+class ReplicaRequests:
+    """The data requests: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, ...
+    ``marker_listeners`` is the replica manager's list (the server appends to it)."""
 
-    def _manager(self) -> ReplicaManager:
-        """This object as the `ReplicaManager` it is part of (what the delayed operations watch)."""
-        return cast("ReplicaManager", self)
+    def __init__(
+        self,
+        registry: PartitionRegistry,
+        purgatories: ReplicaPurgatories,
+        metrics: BrokerTopicMetrics,
+        config: NodeConfig,
+        clock_ms: Callable[[], int],
+        marker_listeners: list[MarkerListener],
+    ) -> None:
+        self._registry = registry
+        self._purgatories = purgatories
+        self._metrics = metrics
+        self._config = config
+        self._clock_ms = clock_ms
+        self._marker_listeners = marker_listeners
 
     async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
         """Produce: append each partition's batches to its leader log, then answer by ``acks``.
@@ -130,7 +148,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.name not in writable:
                         raise _topic_denied(t.name, AclOperation.WRITE)
-                    part = self._leader_partition(t.name, p.index)
+                    part = self._registry.leader_partition(t.name, p.index)
                     info = part.append_records_to_leader(p.records, acks)
                 except Exception as exc:
                     self._set_produce_error(pr, exc, t.name, p.index, hinted)
@@ -146,17 +164,17 @@ class _ReplicaRequests(_ReplicaManagerState):
                         _ProduceStatus((t.name, p.index), part, info.last_offset + 1, part.leader_epoch, pr)
                     )
             if appended_records:
-                self.metrics.record_produce(t.name, appended_bytes, appended_records)
+                self._metrics.record_produce(t.name, appended_bytes, appended_records)
         if statuses:
-            op = DelayedProduce(req.timeout_ms, statuses, self._manager())
-            if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+            op = DelayedProduce(req.timeout_ms, statuses, self._registry)
+            if not self._purgatories.produce.try_complete_else_watch(op, [st.tp for st in statuses]):
                 await op.future
             for st in statuses:
                 if st.error is not None:
                     assert isinstance(st.response, broker_pb2.ProduceResponse.PartitionResponse)
                     self._set_produce_error(st.response, st.error, st.tp[0], st.tp[1], hinted, keep_offsets=True)
         if hinted:
-            resp.node_endpoints.extend(self._node_endpoints(hinted))
+            resp.node_endpoints.extend(self._registry.node_endpoints(hinted))
         return resp
 
     def _set_produce_error(
@@ -169,7 +187,7 @@ class _ReplicaRequests(_ReplicaManagerState):
         *,
         keep_offsets: bool = False,
     ) -> None:
-        err = self._error(exc, "produce")
+        err = self._registry.error(exc, "produce")
         pr.error.CopyFrom(err)
         # INVALID_RECORD / INVALID_TIMESTAMP from the validator name the refused records (Kafka's
         # RecordErrors); error.message carries Kafka's ErrorMessage
@@ -180,7 +198,7 @@ class _ReplicaRequests(_ReplicaManagerState):
             pr.log_append_time_ms = -1
             pr.log_start_offset = -1
         if err.code in _LEADER_HINT_CODES:
-            hint = self._leader_hint(topic, pid)
+            hint = self._registry.leader_hint(topic, pid)
             leader, epoch = hint if hint is not None else (-1, -1)
             pr.current_leader.CopyFrom(broker_pb2.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch))
             if leader >= 0:
@@ -217,8 +235,8 @@ class _ReplicaRequests(_ReplicaManagerState):
             if not immediate and total < req.min_bytes:
                 close_regions(results)  # read again when the wait ends: no descriptor held meanwhile
                 parts = {(r.topic, r.partition): r.part for r in results if r.part is not None}
-                op = DelayedFetch(req.max_wait_ms, req, self._manager(), parts)
-                if not self.fetch_purgatory.try_complete_else_watch(op, list(parts)):
+                op = DelayedFetch(req.max_wait_ms, req, self._registry, parts)
+                if not self._purgatories.fetch.try_complete_else_watch(op, list(parts)):
                     await op.future
                 results = self._read_fetch(req, update_fetch_state=True, zero_copy=zero_copy, denied=denied)
         self._count_fetched(results, replica=req.replica_id >= 0)
@@ -231,7 +249,7 @@ class _ReplicaRequests(_ReplicaManagerState):
             if r.read is not None and r.read.num_bytes:
                 totals[r.topic] = totals.get(r.topic, 0) + r.read.num_bytes
         for topic, num_bytes in totals.items():
-            self.metrics.record_fetch(topic, num_bytes, replica=replica)
+            self._metrics.record_fetch(topic, num_bytes, replica=replica)
 
     def _read_fetch(
         self,
@@ -245,7 +263,7 @@ class _ReplicaRequests(_ReplicaManagerState):
         TOPIC_AUTHORIZATION_FAILED without being looked at."""
         is_replica = req.replica_id >= 0
         # the request's max_bytes, never above the broker's cap (Kafka's min of the two)
-        cap = int(self.config["replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"])
+        cap = int(self._config["replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"])
         limit = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
         min_one = True
         out: list[_FetchResult] = []
@@ -256,7 +274,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.topic in denied:
                         raise _topic_denied(t.topic, AclOperation.READ)
-                    part = self._hosted_partition(t.topic, p.partition)
+                    part = self._registry.hosted_partition(t.topic, p.partition)
                     res.part = part
                     pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
                     res.read = part.fetch_records(
@@ -307,7 +325,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                     )
                 continue
             assert r.error is not None
-            err = self._error(r.error, "fetch")
+            err = self._registry.error(r.error, "fetch")
             pd.error.CopyFrom(err)
             if r.part is not None and not r.part.stopped:
                 log = r.part.log
@@ -317,13 +335,13 @@ class _ReplicaRequests(_ReplicaManagerState):
             else:
                 pd.high_watermark = pd.last_stable_offset = pd.log_start_offset = -1
             if err.code in _LEADER_HINT_CODES:
-                hint = self._leader_hint(r.topic, r.partition)
+                hint = self._registry.leader_hint(r.topic, r.partition)
                 leader, epoch = hint if hint is not None else (-1, -1)
                 pd.current_leader.CopyFrom(broker_pb2.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch))
                 if leader >= 0:
                     hinted.add(leader)
         if hinted:
-            resp.node_endpoints.extend(self._node_endpoints(hinted))
+            resp.node_endpoints.extend(self._registry.node_endpoints(hinted))
         return resp
 
     def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
@@ -343,7 +361,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.name not in describable:
                         raise _topic_denied(t.name, AclOperation.DESCRIBE)
-                    part = self._hosted_partition(t.name, p.partition_index)
+                    part = self._registry.hosted_partition(t.name, p.partition_index)
                     found = part.fetch_offset_for_timestamp(
                         p.timestamp,
                         current_leader_epoch=p.current_leader_epoch,
@@ -352,7 +370,7 @@ class _ReplicaRequests(_ReplicaManagerState):
                         isolation_level=req.isolation_level,
                     )
                 except Exception as exc:
-                    pr.error.CopyFrom(self._error(exc, "list_offsets"))
+                    pr.error.CopyFrom(self._registry.error(exc, "list_offsets"))
                     continue
                 pr.error.CopyFrom(error_pb())
                 if found is not None:
@@ -377,12 +395,12 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.topic not in allowed:
                         raise _topic_denied(t.topic, AclOperation.DESCRIBE)
-                    part = self._hosted_partition(t.topic, p.partition)
+                    part = self._registry.hosted_partition(t.topic, p.partition)
                     epoch, end = part.last_offset_for_leader_epoch(
                         p.current_leader_epoch, p.leader_epoch, require_leader=require_leader
                     )
                 except Exception as exc:
-                    pr.error.CopyFrom(self._error(exc, "offset_for_leader_epoch"))
+                    pr.error.CopyFrom(self._registry.error(exc, "offset_for_leader_epoch"))
                     continue
                 pr.error.CopyFrom(error_pb())
                 pr.leader_epoch = epoch
@@ -395,14 +413,14 @@ class _ReplicaRequests(_ReplicaManagerState):
         """A coordinator's write to its internal partition (origin coordinator: no producer
         sequence checks), acks=all: None once replicated, else the error."""
         try:
-            part = self._leader_partition(topic, partition)
+            part = self._registry.leader_partition(topic, partition)
             info = part.append_records_to_leader(records, -1, storage.AppendOrigin.COORDINATOR)
         except kerr.KafkaError as exc:
             return type(exc)
         answer = broker_pb2.ProduceResponse.PartitionResponse(index=partition)
         status = _ProduceStatus((topic, partition), part, info.last_offset + 1, part.leader_epoch, answer)
-        op = DelayedProduce(timeout_ms, [status], self._manager())
-        if not self.produce_purgatory.try_complete_else_watch(op, [status.tp]):
+        op = DelayedProduce(timeout_ms, [status], self._registry)
+        if not self._purgatories.produce.try_complete_else_watch(op, [status.tp]):
             await op.future
         return status.error
 
@@ -414,7 +432,7 @@ class _ReplicaRequests(_ReplicaManagerState):
         R = broker_pb2.WriteTxnMarkersResponse
         resp = R()
         statuses: list[_ProduceStatus] = []
-        now = self.clock_ms()
+        now = self._clock_ms()
         for m in req.markers:
             kind = storage.ControlRecordType.COMMIT if m.transaction_result else storage.ControlRecordType.ABORT
             batch = storage.build_control_batch(
@@ -430,26 +448,26 @@ class _ReplicaRequests(_ReplicaManagerState):
                 for index in t.partition_indexes:
                     pr = tr.partitions.add(partition_index=index)
                     try:
-                        part = self._leader_partition(t.name, index)
+                        part = self._registry.leader_partition(t.name, index)
                         info = part.append_records_to_leader(batch, -1, storage.AppendOrigin.COORDINATOR)
                     except Exception as exc:
-                        pr.error.CopyFrom(self._error(exc, "write_txn_markers"))
+                        pr.error.CopyFrom(self._registry.error(exc, "write_txn_markers"))
                         continue
                     pr.error.CopyFrom(error_pb())
                     statuses.append(_ProduceStatus((t.name, index), part, info.last_offset + 1, part.leader_epoch, pr))
         if statuses:
-            op = DelayedProduce(req.timeout_ms or 30_000, statuses, self._manager())
-            if not self.produce_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+            op = DelayedProduce(req.timeout_ms or 30_000, statuses, self._registry)
+            if not self._purgatories.produce.try_complete_else_watch(op, [st.tp for st in statuses]):
                 await op.future
             for st in statuses:
                 if st.error is not None:
-                    st.response.error.CopyFrom(self._error(st.error, "write_txn_markers"))
+                    st.response.error.CopyFrom(self._registry.error(st.error, "write_txn_markers"))
         # a marker in a coordinator's partition (TxnOffsetCommit's offsets) tells that coordinator
         for m in req.markers:
             for t in m.topics:
                 for index in t.partition_indexes:
                     if any(st.tp == (t.name, index) and st.error is None for st in statuses):
-                        for listener in self.marker_listeners:
+                        for listener in self._marker_listeners:
                             listener(t.name, index, m.producer_id, m.transaction_result)
         return resp
 
@@ -465,10 +483,10 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.name not in readable:
                         raise _topic_denied(t.name, AclOperation.READ)
-                    part = self._leader_partition(t.name, index)
+                    part = self._registry.leader_partition(t.name, index)
                     producers = part.log.active_producers()
                 except Exception as exc:
-                    pr.error.CopyFrom(self._error(exc, "describe_producers"))
+                    pr.error.CopyFrom(self._registry.error(exc, "describe_producers"))
                     continue
                 pr.error.CopyFrom(error_pb())
                 for e in producers:
@@ -499,21 +517,21 @@ class _ReplicaRequests(_ReplicaManagerState):
                 try:
                     if t.name not in deletable:
                         raise _topic_denied(t.name, AclOperation.DELETE)
-                    part = self._leader_partition(t.name, p.partition_index)
+                    part = self._registry.leader_partition(t.name, p.partition_index)
                     target = part.high_watermark if p.offset == -1 else p.offset
                     pr.low_watermark = part.delete_records_on_leader(p.offset)
                 except Exception as exc:
-                    pr.error.CopyFrom(self._error(exc, "delete_records"))
+                    pr.error.CopyFrom(self._registry.error(exc, "delete_records"))
                     continue
                 pr.error.CopyFrom(error_pb())
                 statuses.append(_DeleteStatus((t.name, p.partition_index), part, target, pr))
                 # long polls below the new log start answer OFFSET_OUT_OF_RANGE now
-                self.fetch_purgatory.check_and_complete((t.name, p.partition_index))
+                self._purgatories.fetch.check_and_complete((t.name, p.partition_index))
         if statuses:
-            op = DelayedDeleteRecords(req.timeout_ms, statuses, self._manager())
-            if not self.delete_records_purgatory.try_complete_else_watch(op, [st.tp for st in statuses]):
+            op = DelayedDeleteRecords(req.timeout_ms, statuses, self._registry)
+            if not self._purgatories.delete_records.try_complete_else_watch(op, [st.tp for st in statuses]):
                 await op.future
             for st in statuses:
                 if st.error is not None:
-                    st.response.error.CopyFrom(self._error(st.error, "delete_records"))
+                    st.response.error.CopyFrom(self._registry.error(st.error, "delete_records"))
         return resp

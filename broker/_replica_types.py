@@ -22,7 +22,7 @@ from ._partition import (
 from ._purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from kraftlog.broker._replica_manager import ReplicaManager
+    from kraftlog.broker._replica_registry import PartitionRegistry
 
 _log = structlog.get_logger(__name__)
 
@@ -96,10 +96,10 @@ class DelayedProduce(DelayedOperation):
     (no longer leader of the append's epoch, ISR below min.insync after the append); on timeout
     the pending partitions get REQUEST_TIMED_OUT."""
 
-    def __init__(self, delay_ms: int, statuses: list[_ProduceStatus], rm: ReplicaManager) -> None:
+    def __init__(self, delay_ms: int, statuses: list[_ProduceStatus], registry: PartitionRegistry) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
-        self._rm = rm
+        self._registry = registry
 
     def try_complete(self) -> bool:
         pending = False
@@ -107,7 +107,7 @@ class DelayedProduce(DelayedOperation):
             if not st.pending:
                 continue
             err: type[kerr.KafkaError] | None
-            part = self._rm._partitions.get(st.tp)
+            part = self._registry.get(st.tp)
             if part is not st.partition:
                 done, err = True, kerr.NotLeaderOrFollowerError
             else:
@@ -134,11 +134,15 @@ class DelayedFetch(DelayedOperation):
     on timeout it answers with what there is."""
 
     def __init__(
-        self, delay_ms: int, req: broker_pb2.FetchRequest, rm: ReplicaManager, parts: dict[TopicPartition, Partition]
+        self,
+        delay_ms: int,
+        req: broker_pb2.FetchRequest,
+        registry: PartitionRegistry,
+        parts: dict[TopicPartition, Partition],
     ) -> None:
         super().__init__(delay_ms)
         self.req = req
-        self._rm = rm
+        self._registry = registry
         self._parts = parts
 
     def try_complete(self) -> bool:
@@ -149,7 +153,7 @@ class DelayedFetch(DelayedOperation):
         for t in req.topics:
             for p in t.partitions:
                 tp = (t.topic, p.partition)
-                part = self._rm._partitions.get(tp)
+                part = self._registry.get(tp)
                 if part is None or part is not self._parts.get(tp) or not part.is_leader:
                     return self.force_complete()
                 if 0 <= p.current_leader_epoch != part.leader_epoch:
@@ -190,17 +194,17 @@ class DelayedDeleteRecords(DelayedOperation):
     """DeleteRecords: done when the low watermark (min log start offset over the leader and the
     ISR followers that reported one) reached the requested offset, for every partition."""
 
-    def __init__(self, delay_ms: int, statuses: list[_DeleteStatus], rm: ReplicaManager) -> None:
+    def __init__(self, delay_ms: int, statuses: list[_DeleteStatus], registry: PartitionRegistry) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
-        self._rm = rm
+        self._registry = registry
 
     def try_complete(self) -> bool:
         pending = False
         for st in self.statuses:
             if not st.pending:
                 continue
-            part = self._rm._partitions.get(st.tp)
+            part = self._registry.get(st.tp)
             if part is not st.partition or not part.is_leader:
                 st.pending, st.error = False, kerr.NotLeaderOrFollowerError
                 continue

@@ -44,6 +44,7 @@ from kraftlog.proto import (
 from ._alter_partition import AlterPartitionManager
 from ._controller_channel import ControllerChannel
 from ._coordinator_runtime import ShardUnavailable
+from ._coordinator_servicers import GroupServicer, TxnServicer
 from ._fetcher import ReplicaFetcherManager
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from ._group_lag import GroupLag
@@ -136,26 +137,6 @@ class BrokerServer:
             metadata_offset=lambda: self.follower.offset,
             on_quorum_high_watermark=self.follower.note_quorum_high_watermark,
         )
-        from ._kafka_apis import KafkaApis
-        from ._kafka_server import KafkaListener
-
-        self.kafka_apis = KafkaApis(self)
-        self.kafka_listeners = [
-            KafkaListener(
-                name,
-                host,
-                port,
-                supported=self.kafka_apis.supported,
-                dispatch=self.kafka_apis.dispatch,
-                unsupported=self.kafka_apis.unsupported,
-                max_request_bytes=config["socket.request.max.bytes"],
-                sendfile=config["kafka.sendfile.enable"],
-                node_id=self.broker_id,
-                security=ListenerSecurity.from_config(config, name),
-                sasl_token=self.kafka_apis.sasl_token,
-            )
-            for name, ((host, port), _advertised) in kafka_listeners(config).items()
-        ]
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition
@@ -183,6 +164,29 @@ class BrokerServer:
             send_markers=self._send_markers,
             clock_ms=clock_ms,
         )
+        # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
+        self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
+        self.txn_service = TxnService(self.txn, self.groups)
+        from ._kafka_apis import KafkaApis
+        from ._kafka_server import KafkaListener
+
+        self.kafka_apis = KafkaApis(self)
+        self.kafka_listeners = [
+            KafkaListener(
+                name,
+                host,
+                port,
+                supported=self.kafka_apis.supported,
+                dispatch=self.kafka_apis.dispatch,
+                unsupported=self.kafka_apis.unsupported,
+                max_request_bytes=config["socket.request.max.bytes"],
+                sendfile=config["kafka.sendfile.enable"],
+                node_id=self.broker_id,
+                security=ListenerSecurity.from_config(config, name),
+                sasl_token=self.kafka_apis.sasl_token,
+            )
+            for name, ((host, port), _advertised) in kafka_listeners(config).items()
+        ]
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
         self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -394,10 +398,8 @@ class BrokerServer:
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(_BrokerService(self), server)
-        group_pb2_grpc.add_GroupServiceServicer_to_server(
-            GroupService(self.groups, lambda: self.follower.image, BROKER_LISTENER, self._clock_ms, self.txn), server
-        )
-        txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnService(self.txn, self.groups), server)
+        group_pb2_grpc.add_GroupServiceServicer_to_server(GroupServicer(self.group_service, BROKER_LISTENER), server)
+        txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnServicer(self.txn_service), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
 

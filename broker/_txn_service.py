@@ -1,6 +1,11 @@
-"""``TxnService`` (proto/txn.proto): the transaction coordinator's requests over gRPC, translated to
-and from `TxnShard` calls on this broker's `TxnCoordinator`. AddOffsetsToTxn adds the group's
-``__consumer_offsets`` partition to the transaction, as Kafka does."""
+"""``TxnService``: the transaction coordinator's requests (the calls of proto/txn.proto), translated
+to and from `TxnShard` calls on this broker's `TxnCoordinator`. AddOffsetsToTxn adds the group's
+``__consumer_offsets`` partition to the transaction, as Kafka does.
+
+One service object per broker, called by both front ends: the gRPC listener through the thin
+`TxnServicer` (broker/_coordinator_servicers.py) and the Kafka listener's transaction handlers
+(broker/_kafka_txn.py). Every call authorizes through the current request context.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
 from kraftlog.common._acl import AclOperation, ResourceType
 from kraftlog.common._request_context import current_request
-from kraftlog.proto import txn_pb2, txn_pb2_grpc
+from kraftlog.proto import txn_pb2
 
 from ._coordinator_runtime import ShardUnavailable
 from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -28,7 +33,7 @@ def _may_write_txn(txn_id: str) -> bool:
     return current_request().authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
 
 
-class TxnService(txn_pb2_grpc.TxnServiceServicer):
+class TxnService:
     def __init__(self, txn: TxnCoordinator, groups: GroupCoordinator) -> None:
         self.txn = txn
         self.groups = groups
@@ -42,7 +47,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             return err.error, tuple((t, p, err.error) for t, p in parts)
         return result
 
-    async def AddPartitionsToTxn(self, request: Any, context: Any) -> Any:
+    async def AddPartitionsToTxn(self, request: Any) -> Any:
         R = txn_pb2.AddPartitionsToTxnResponse
         parts = [(t.name, p) for t in request.topics for p in t.partitions]
         error: Error
@@ -68,7 +73,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             by_topic.setdefault(topic, []).append(R.Partition(partition_index=index, error=error_pb(e)))
         return R(error=error_pb(error), results=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    async def AddOffsetsToTxn(self, request: Any, context: Any) -> Any:
+    async def AddOffsetsToTxn(self, request: Any) -> Any:
         if not _may_write_txn(request.transactional_id):
             return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(_TXN_DENIED))
         if not request.group_id:
@@ -81,7 +86,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
         )
         return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(error))
 
-    async def EndTxn(self, request: Any, context: Any) -> Any:
+    async def EndTxn(self, request: Any) -> Any:
         txn_id = request.transactional_id
         if not _may_write_txn(txn_id):
             return txn_pb2.EndTxnResponse(error=error_pb(_TXN_DENIED))
@@ -96,7 +101,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             error = err.error
         return txn_pb2.EndTxnResponse(error=error_pb(error))
 
-    async def ListTransactions(self, request: Any, context: Any) -> Any:
+    async def ListTransactions(self, request: Any) -> Any:
         R = txn_pb2.ListTransactionsResponse
         states = set(request.state_filters) or None
         pids = set(request.producer_id_filters) or None
@@ -115,7 +120,7 @@ class TxnService(txn_pb2_grpc.TxnServiceServicer):
             ],
         )
 
-    async def DescribeTransactions(self, request: Any, context: Any) -> Any:
+    async def DescribeTransactions(self, request: Any) -> Any:
         R = txn_pb2.DescribeTransactionsResponse
         out = []
         ctx = current_request()

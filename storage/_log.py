@@ -17,12 +17,9 @@ Ordering rules this class keeps:
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kraftlog.common.records import (
@@ -37,12 +34,12 @@ from kraftlog.common.records import (
     set_log_append_time,
     set_max_timestamp,
 )
-from kraftlog.storage._log_producers import _LogProducers
-from kraftlog.storage._log_read import _LogReads
-from kraftlog.storage._log_recovery import _LogRecovery
-from kraftlog.storage._log_retention import _LogRetention
+from kraftlog.storage._local_log import LocalLog
+from kraftlog.storage._log_loader import load_segments
+from kraftlog.storage._log_producers import LogProducers
+from kraftlog.storage._log_read import LogReader
+from kraftlog.storage._log_retention import LogRetention
 from kraftlog.storage._log_types import (
-    _INT32_MAX,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -51,7 +48,6 @@ from kraftlog.storage._log_types import (
     FetchDataInfo,
     LogAppendInfo,
     TimestampAndOffset,
-    _log,
     _wall_clock_ms,
     parse_topic_partition,
     partition_dir_name,
@@ -60,16 +56,16 @@ from kraftlog.storage._log_types import (
 from ._config import LogConfig
 from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from ._errors import (
-    KafkaStorageError,
+    OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from ._producer_state import ProducerStateManager
+from ._producer_state import ProducerStateEntry, ProducerStateManager
 from ._record_set import validate_record_set
 from ._segment import BatchLocation, LogSegment
+from ._txn_index import AbortedTxn
 from ._validator import (
-    VerifiedRanges,
     check_stored_batch,
     recompress,
     target_codec,
@@ -101,12 +97,16 @@ _pack_prefix = _PREFIX.pack
 _pack_int64 = struct.Struct(">q").pack_into
 _pack_int32 = struct.Struct(">i").pack_into
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__ (hot path)
-# Rolled segments are fsynced off the append path, as Kafka's scheduler does after a roll.
-_flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
 
 
-class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
-    """A partition's log in one directory ``{topic}-{partition}``.
+class Log:
+    """A partition's log in one directory ``{topic}-{partition}`` (Kafka's ``UnifiedLog``).
+
+    It holds collaborators that own their state, all under one lock: the `LocalLog` (segments,
+    offsets, roll and flush), the leader-epoch cache, the `LogProducers` (producer state), the
+    `LogReader` (fetches and lookups, and what reads verified) and the `LogRetention` (retention,
+    DeleteRecords, compaction swaps). It validates and assigns offsets to appends, and keeps the
+    collaborators in step where one change touches several (appends, truncation, close).
 
     Thread-safe: every public method holds the log's lock. Reads return copies of file bytes, so a
     later truncation cannot change data already handed out.
@@ -124,76 +124,84 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
         clock_ms: Callable[[], int] = _wall_clock_ms,
         producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
-        self.dir = Path(directory)
-        self.topic, self.partition = parse_topic_partition(self.dir.name)
-        self.config = config
         self._clock_ms = clock_ms
         self._lock = threading.RLock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._high_watermark = high_watermark
-        self._log_end_offset = 0
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock_ms()
-        self.cleaner_checkpoint = 0
-        # bumped whenever segments leave the log other than by a cleaner swap (truncation,
-        # retention, close): a cleaning pass planned before that must not install its output
-        self._structure_version = 0
-        self._closed = False
-        self._verified = VerifiedRanges()
-        self._unverified_end = 0  # offsets below this were on disk at load: checked when read
-        self._reported_corrupt: set[int] = set()
-        self._bound = _log.bind(topic=self.topic, partition=self.partition)
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise KafkaStorageError(f"cannot create log dir {self.dir}: {err}") from err
+        local = self._local = LocalLog(
+            directory,
+            config,
+            lock=self._lock,
+            clock_ms=clock_ms,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            high_watermark=high_watermark,
+        )
+        self.dir, self.topic, self.partition = local.dir, local.topic, local.partition
         self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
-        self.producer_state = ProducerStateManager(self.dir, expiration_ms=producer_id_expiration_ms)
+        self._producers = LogProducers(local, ProducerStateManager(self.dir, expiration_ms=producer_id_expiration_ms))
+        local.before_roll = self._producers.snapshot  # Kafka's: producers as of the new segment's base
+        self._reader = LogReader(local, self.epoch_cache)
+        self._retention = LogRetention(local, self.epoch_cache, self._producers)
         self._load(had_clean_shutdown)
-        self._rebuild_producer_state()
+        self._producers.rebuild()
 
-    # ================================================================== loading and recovery
+    def _load(self, had_clean_shutdown: bool) -> None:
+        local = self._local
+        recovered_any = load_segments(local, had_clean_shutdown, self._assign_epoch_on_recovery)
+        if local.log_end_offset < local.log_start_offset:
+            # every byte up to the checkpointed start offset is gone: start there
+            self._truncate_fully_locked(local.log_start_offset)
+        local.advance_log_start(local.segments[0].base_offset)
+        self.epoch_cache.truncate_from_end(local.log_end_offset)
+        self.epoch_cache.truncate_from_start(local.log_start_offset)
+        local.clamp_high_watermark(local.high_watermark)
+        self._reader.loaded()
+        local.bound.debug(
+            "log_loaded",
+            segments=len(local.segments),
+            log_start_offset=local.log_start_offset,
+            log_end_offset=local.log_end_offset,
+            recovered=recovered_any,
+        )
 
-    # ================================================================== properties
+    def _assign_epoch_on_recovery(self, loc: BatchLocation) -> None:
+        if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._local.log_start_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._local.high_watermark
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def structure_version(self) -> int:
         """Changes when segments are truncated or removed (not by appends, rolls or cleaner
         swaps); read it under `lock` together with the segments a background pass plans on."""
-        return self._structure_version
+        return self._local.structure_version
 
     @property
     def size_bytes(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return sum(s.size for s in self._local.segments)
 
     @property
     def segments(self) -> list[LogSegment]:
         with self._lock:
-            return list(self._segments)
+            return list(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active_segment
 
     @property
     def latest_epoch(self) -> int:
@@ -201,11 +209,28 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
 
     @property
     def config(self) -> LogConfig:
-        return self._config
+        return self._local.config
 
     @config.setter
     def config(self, config: LogConfig) -> None:
-        self._config = config
+        self._local.config = config
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers.state
+
+    @property
+    def cleaner_checkpoint(self) -> int:
+        """Offsets below it were compacted (the cleaner's checkpoint)."""
+        return self._retention.cleaner_checkpoint
+
+    @cleaner_checkpoint.setter
+    def cleaner_checkpoint(self, offset: int) -> None:
+        self._retention.cleaner_checkpoint = offset
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -214,8 +239,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end]; returns the value set."""
         with self._lock:
-            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
-            return self._high_watermark
+            return self._local.clamp_high_watermark(offset)
 
     # ================================================================== append
 
@@ -234,7 +258,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
         from_client = origin is AppendOrigin.CLIENT
         headers = validate_record_set(records, from_client=from_client)
         now = self._clock_ms()
-        cfg = self._config
+        cfg = self._local.config
         max_timestamps = validate_leader_batches(records, headers, config=cfg, now=now, from_client=from_client)
         codec = target_codec(cfg.compression_type)
         if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
@@ -258,11 +282,11 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
         log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = memoryview(records)
         with self._lock:
-            if self._closed:
-                self._ensure_open()
-            duplicate = self._check_producers(headers) if from_client else None
+            if self._local.closed:
+                self._local.ensure_open()
+            duplicate = self._producers.check_producers(headers) if from_client else None
             if origin is AppendOrigin.COORDINATOR:
-                self._check_markers(view, headers)
+                self._producers.check_markers(view, headers)
             if duplicate is not None:  # a retry of a batch already written: its offsets, nothing written
                 return _new_tuple(
                     LogAppendInfo,
@@ -272,13 +296,13 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
                         duplicate.timestamp,
                         duplicate.last_offset,
                         -1,
-                        self._log_start_offset,
+                        self._local.log_start_offset,
                         0,
                         0,
                         0,
                     ),
                 )
-            offset = first_offset = self._log_end_offset
+            offset = first_offset = self._local.log_end_offset
             locs: list[BatchLocation] = []
             # Small appends: one copy, patched in place, one pwrite. Large ones: a vectored write
             # of each batch's patched 17-byte prefix (baseOffset, batchLength,
@@ -312,14 +336,14 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
                 offset = last + 1
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, first_offset)
-            self._append_locked(iov, locs, num_records, max_ts, total)
+            self._local.append(iov, locs, num_records, max_ts, total)
             if any(h.producer_id >= 0 for h in headers):
                 written = memoryview(copy) if copy is not None else view
-                self._record_producers(
+                self._producers.record_leader_appends(
                     written, headers, [loc.base_offset for loc in locs], [loc.max_timestamp for loc in locs]
                 )
             else:
-                self.producer_state.advance(self._log_end_offset)
+                self._producers.state.advance(self._local.log_end_offset)
             return _new_tuple(
                 LogAppendInfo,
                 (
@@ -328,7 +352,7 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
                     max_ts,
                     offset_of_max_ts,
                     now if log_append else -1,
-                    self._log_start_offset,
+                    self._local.log_start_offset,
                     len(locs),
                     num_records,
                     total,
@@ -353,8 +377,8 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
         num_records = 0
         max_ts, offset_of_max_ts = -1, -1
         with self._lock:
-            self._ensure_open()
-            prev_last = self._log_end_offset - 1
+            self._local.ensure_open()
+            prev_last = self._local.log_end_offset - 1
             for pos, b in batches:
                 if b.base_offset <= prev_last or b.last_offset < b.base_offset:
                     raise OffsetsOutOfOrderError(
@@ -380,207 +404,193 @@ class Log(_LogRecovery, _LogReads, _LogRetention, _LogProducers):
             for loc in locs:
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
-            self._append_locked([view[:end]], locs, num_records, max_ts, end)
-            self._record_replicated([b for _pos, b in batches if b.producer_id >= 0])
+            self._local.append([view[:end]], locs, num_records, max_ts, end)
+            self._producers.record_replicated([b for _pos, b in batches if b.producer_id >= 0])
             return LogAppendInfo(
                 locs[0].base_offset,
                 locs[-1].last_offset,
                 max_ts,
                 offset_of_max_ts,
                 -1,
-                self._log_start_offset,
+                self._local.log_start_offset,
                 len(locs),
                 num_records,
                 end,
             )
 
-    def _append_locked(
-        self,
-        buffers: list[bytes | bytearray | memoryview],
-        locs: list[BatchLocation],
-        num_records: int,
-        max_timestamp: int,
-        total_bytes: int,
-    ) -> None:
-        first, last = locs[0], locs[-1]
-        if first.base_offset < self._log_end_offset:
-            raise OffsetsOutOfOrderError(f"append at {first.base_offset} below log end {self._log_end_offset}")
-        self._maybe_roll(total_bytes, max_timestamp, first.base_offset, last.last_offset)
-        self._segments[-1].append(buffers, total_bytes, locs)
-        self._log_end_offset = last.last_offset + 1
-        self._unflushed_messages += num_records
-        if self._unflushed_messages >= self._config.flush_messages:
-            self._flush_locked(self._log_end_offset)
-
-    # ================================================================== roll and flush
-
-    def _maybe_roll(self, incoming_bytes: int, max_timestamp: int, first_offset: int, last_offset: int) -> None:
-        seg = self._segments[-1]
-        cfg = self._config
-        if seg.size == 0:
-            if first_offset != seg.base_offset:
-                # an empty segment must start where the data starts (e.g. a follower after a gap)
-                self._replace_empty_active(first_offset)
-            return
-        if seg.rolling_based_timestamp is not None and seg.rolling_based_timestamp >= 0:
-            waited = max_timestamp - seg.rolling_based_timestamp
-        else:
-            waited = self._clock_ms() - seg.created_ms
-        if (
-            seg.size > cfg.segment_bytes - incoming_bytes
-            or waited > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.offset_index.is_full
-            or seg.time_index.is_full
-            or last_offset - seg.base_offset > _INT32_MAX
-        ):
-            self._roll_locked(first_offset)
-
-    def _replace_empty_active(self, base_offset: int) -> None:
-        seg = self._segments.pop()
-        self._bases.pop()
-        seg.delete()
-        self._add_segment(self._new_segment(base_offset))
+    # ================================================================== roll and flush (`LocalLog`)
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op when the active one is empty)."""
         with self._lock:
-            self._ensure_open()
-            if self.active_segment.size == 0:
-                return self.active_segment
-            return self._roll_locked(self._log_end_offset)
-
-    def _roll_locked(self, new_base: int) -> LogSegment:
-        self._producer_snapshot()  # Kafka's: the producers as of the new segment's base offset
-        old = self.active_segment
-        old.offset_index.flush()  # index files complete on disk; fsync of the log follows below
-        old.time_index.flush()
-        seg = self._new_segment(new_base)
-        self._add_segment(seg)
-        self._bound.info("rolled_segment", base_offset=new_base, previous_size=old.size)
-        _flusher.submit(self._flush_rolled, old, new_base)
-        return seg
-
-    def _flush_rolled(self, seg: LogSegment, up_to: int) -> None:
-        try:
-            with self._lock:
-                if self._closed or seg not in self._segments:
-                    return
-                seg.flush()
-                # earlier rolled segments were flushed first (one FIFO worker), so every offset
-                # below ``up_to`` that is still in the log is now durable
-                self._recovery_point = max(self._recovery_point, min(up_to, self._log_end_offset))
-        except Exception as err:  # background task: report, do not lose the error silently
-            self._bound.error("flush_after_roll_failed", error=str(err))
+            self._local.ensure_open()
+            if self._local.active_segment.size == 0:
+                return self._local.active_segment
+            return self._local.roll(self._local.log_end_offset)
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to_offset`` (default: the log end) and
         move the recovery point there."""
         with self._lock:
-            self._ensure_open()
-            self._flush_locked(self._log_end_offset if up_to_offset is None else up_to_offset)
-
-    def _flush_locked(self, up_to: int) -> None:
-        if up_to <= self._recovery_point:
-            return
-        for i, seg in enumerate(self._segments):
-            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
-            if next_base is not None and next_base <= self._recovery_point:
-                continue
-            if seg.base_offset >= up_to:
-                break
-            seg.flush()
-        self._recovery_point = min(up_to, self._log_end_offset)
-        self._unflushed_messages = 0
-        self._last_flush_ms = self._clock_ms()
+            self._local.ensure_open()
+            self._local.flush(self._local.log_end_offset if up_to_offset is None else up_to_offset)
 
     def maybe_flush(self) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush (the scheduler's check)."""
         with self._lock:
-            if self._closed or self._log_end_offset <= self._recovery_point:
-                return False
-            if self._clock_ms() - self._last_flush_ms >= self.config.flush_ms:
-                self._flush_locked(self._log_end_offset)
-                return True
-            return False
+            return self._local.flush_if_due()
 
-    # ================================================================== read
+    # ================================================================== read (`LogReader`)
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        verify: bool = True,
+    ) -> FetchDataInfo:
+        """See `LogReader.read`."""
+        return self._reader.read(
+            start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message, verify=verify
+        )
+
+    def read_region(
+        self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FetchDataInfo:
+        """See `LogReader.read_region`."""
+        return self._reader.read_region(start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+
+    def batches(self, start_offset: int | None = None) -> list[RecordBatch]:
+        """See `LogReader.batches`."""
+        return self._reader.batches(start_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """See `LogReader.offset_for_timestamp`."""
+        return self._reader.offset_for_timestamp(timestamp)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """See `LogReader.end_offset_for_epoch`."""
+        return self._reader.end_offset_for_epoch(epoch)
+
+    # ================================================================== producers (`LogProducers`)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """See `LogProducers.last_stable_offset`."""
+        return self._producers.last_stable_offset
+
+    def collect_aborted(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """See `LogProducers.collect_aborted`."""
+        return self._producers.collect_aborted(fetch_offset, upper_offset)
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """See `LogProducers.active`."""
+        return self._producers.active()
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """See `LogProducers.remove_expired`."""
+        return self._producers.remove_expired(now_ms)
 
     # ================================================================== truncation
 
-    # ================================================================== retention
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or past ``offset``; returns True if anything was removed.
 
-    # ================================================================== compaction support
+        Used by a follower whose log diverged from the leader's. The whole batch that holds
+        ``offset`` is removed, so the new log end may fall below ``offset`` if it was mid-batch.
+        The epoch cache, the producer state and the reader follow the segments down.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"cannot truncate to negative offset {offset}")
+        local = self._local
+        with self._lock:
+            local.ensure_open()
+            if offset >= local.log_end_offset:
+                return False
+            if offset < local.segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return True
+            local.truncate_to(offset)
+            end = local.log_end_offset
+            self.epoch_cache.truncate_from_end(end)
+            self._reader.truncated(end)
+            self._producers.state.delete_snapshots_from(end + 1)
+            self._producers.rebuild()  # the producers of the shorter log
+            local.bound.info("truncated", to_offset=offset, log_end_offset=end)
+            return True
 
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart empty at ``offset`` (a follower far behind the leader's
+        log start)."""
+        with self._lock:
+            self._local.ensure_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        self._local.truncate_fully(offset)
+        self._reader.truncated(offset)
+        self._retention.cleaner_checkpoint = offset
+        self.epoch_cache.clear()
+        self._producers.state.delete_snapshots_from(0)
+        self._producers.state.clear(offset)
+        self._local.bound.info("truncated_fully", start_offset=offset)
+
+    # ================================================================== retention (`LogRetention`)
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """See `LogRetention.maybe_increment_log_start_offset`."""
+        return self._retention.maybe_increment_log_start_offset(new_start)
+
+    def delete_old_segments(self) -> int:
+        """See `LogRetention.delete_old_segments`."""
+        return self._retention.delete_old_segments()
+
+    def replace_segments(
+        self, new_segment: LogSegment, old: list[LogSegment], *, expected_version: int | None = None
+    ) -> bool:
+        """See `LogRetention.replace_segments`."""
+        return self._retention.replace_segments(new_segment, old, expected_version=expected_version)
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """See `LogRetention.new_cleaned_segment`."""
+        return self._retention.new_cleaned_segment(base_offset)
 
     # ================================================================== lifecycle
 
     def write_partition_metadata(self, topic_id: str) -> None:
         """``partition.metadata``: the topic id this directory belongs to (KIP-516)."""
-        path = self.dir / PARTITION_METADATA_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(f"version: 0\ntopic_id: {topic_id}\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        self._local.write_partition_metadata(topic_id)
 
     def read_partition_metadata(self) -> str | None:
         """The topic id in ``partition.metadata``, None without the file. As Kafka's reader: the
         file must say ``version: 0`` and name a topic id; anything else is a `KafkaStorageError`."""
-        path = self.dir / PARTITION_METADATA_FILE
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as err:
-            raise KafkaStorageError(f"cannot read {path}: {err}") from err
-        fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
-        if fields.get("version") != "0":
-            raise KafkaStorageError(f"{path}: unrecognised version {fields.get('version')!r}")
-        topic_id = fields.get("topic_id", "")
-        if not topic_id or any(c.isspace() for c in topic_id):
-            raise KafkaStorageError(f"{path} has no valid topic_id")
-        return topic_id
+        return self._local.read_partition_metadata()
 
     def close(self) -> None:
         """Flush everything and close the files (a clean shutdown of this log)."""
+        local = self._local
         with self._lock:
-            if self._closed:
+            if local.closed:
                 return
-            self._structure_version += 1
-            self._flush_locked(self._log_end_offset)
-            self._producer_snapshot()  # a clean shutdown: the next load replays nothing
-            for seg in self._segments:
-                seg.flush()
-                seg.close()
-            self._closed = True
+            local.flush(local.log_end_offset)
+            self._producers.snapshot()  # a clean shutdown: the next load replays nothing
+            local.close()
 
     def close_without_flush(self) -> None:
         """Close the files as a crash would leave them (tests of recovery)."""
         with self._lock:
-            self._structure_version += 1
-            for seg in self._segments:
-                seg.close_without_flush()
-            self._closed = True
+            self._local.close_without_flush()
 
     def delete(self) -> None:
         """Remove the partition's directory and every file in it."""
         with self._lock:
-            self._structure_version += 1
-            for seg in self._segments:
-                seg.close_without_flush()
-            self._closed = True
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def _ensure_open(self) -> None:
-        if self._closed:
-            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+            self._local.delete()
 
     def __repr__(self) -> str:
+        local = self._local
         return (
-            f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
-            f"end={self._log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})"
+            f"Log({self.topic}-{self.partition}, start={local.log_start_offset}, "
+            f"end={local.log_end_offset}, hw={local.high_watermark}, segments={len(local.segments)})"
         )

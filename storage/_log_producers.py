@@ -1,6 +1,8 @@
-"""The producer state of a partition log (part of `storage._log.Log`): the idempotence checks of a
-leader's append, the state every replica keeps from what it writes, and rebuilding it at load and
-after a truncation from the newest producer snapshot plus the batches after it.
+"""`LogProducers`: the producer state of a partition log — the idempotence checks of a leader's
+append, the state every replica keeps from what it writes, and rebuilding it at load and after a
+truncation from the newest producer snapshot plus the batches after it. It owns the log's
+`ProducerStateManager` and reads the segments of its `LocalLog` (Kafka's UnifiedLog keeps the
+same split: the producer state manager beside the local log).
 
 Ordering rules: a leader checks a batch against the state before any byte is written and records
 it only after the write; a duplicate is answered with the offsets of the batch it repeats and
@@ -16,7 +18,7 @@ import struct
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import CONTROL_FLAG, HEADER_SIZE, HEADER_STRUCT, ControlRecordType, RecordBatch
 
-from ._log_state import _LogState
+from ._local_log import LocalLog
 from ._producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from ._record_set import BatchHeader
 from ._segment import LogSegment
@@ -35,18 +37,24 @@ def marker_of(batch: RecordBatch) -> tuple[ControlRecordType, int]:
     return kind, coordinator_epoch
 
 
-class _LogProducers(_LogState):
-    """Producer state of the log (see the module docstring)."""
+__all__ = ["LogProducers", "marker_of"]
 
-    producer_state: ProducerStateManager
 
-    def _rebuild_producer_state(self) -> None:
+class LogProducers:
+    """Producer state of the log (see the module docstring). Every method but the two public
+    queries expects the log's lock held."""
+
+    def __init__(self, local: LocalLog, state: ProducerStateManager) -> None:
+        self._local = local
+        self.state = state
+
+    def rebuild(self) -> None:
         """Newest snapshot at or below the log end, then every batch after it (lock held)."""
-        psm = self.producer_state
-        start = psm.load_snapshot(self._log_start_offset, self._log_end_offset, self._clock_ms())
+        psm = self.state
+        start = psm.load_snapshot(self._local.log_start_offset, self._local.log_end_offset, self._local.clock_ms())
         replayed = 0
-        for i, seg in enumerate(self._segments):
-            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+        for i, seg in enumerate(self._local.segments):
+            next_base = self._local.bases[i + 1] if i + 1 < len(self._local.bases) else None
             if next_base is not None and next_base <= start:
                 continue
             _off, pos = seg.offset_index.lookup(start)
@@ -68,9 +76,9 @@ class _LogProducers(_LogState):
                     )
                     replayed += 1
                 psm.advance(loc.last_offset + 1)
-        psm.advance(self._log_end_offset)
+        psm.advance(self._local.log_end_offset)
         if replayed or psm.producers:
-            self._bound.info(
+            self._local.bound.info(
                 "producer_state_loaded", snapshot_offset=start, batches_replayed=replayed, producers=len(psm.producers)
             )
 
@@ -78,7 +86,7 @@ class _LogProducers(_LogState):
         """A marker met while rebuilding the state: the transaction closes, and an abort that the
         segment's transaction index lacks (a crash before it was flushed) is written again."""
         kind, coordinator_epoch = marker_of(batch)
-        done = self.producer_state.complete_txn(
+        done = self.state.complete_txn(
             batch.producer_id, batch.producer_epoch, coordinator_epoch, batch.base_offset, batch.max_timestamp
         )
         if done is None or kind is not ControlRecordType.ABORT:
@@ -86,23 +94,23 @@ class _LogProducers(_LogState):
         first, last = done
         if any(t.producer_id == batch.producer_id and t.last_offset == last for t in seg.txn_index.entries):
             return
-        unstable = self.producer_state.first_unstable_offset()
+        unstable = self.state.first_unstable_offset()
         seg.txn_index.append(AbortedTxn(batch.producer_id, first, last, last + 1 if unstable is None else unstable))
 
     def _complete_marker(self, batch: RecordBatch, marker_offset: int) -> None:
         """A marker just written (by the leader or a follower): close the transaction and index an
         abort in the active segment's transaction index (lock held)."""
         kind, coordinator_epoch = marker_of(batch)
-        done = self.producer_state.complete_txn(
+        done = self.state.complete_txn(
             batch.producer_id, batch.producer_epoch, coordinator_epoch, marker_offset, batch.max_timestamp
         )
         if done is not None and kind is ControlRecordType.ABORT:
             first, last = done
-            unstable = self.producer_state.first_unstable_offset()
+            unstable = self.state.first_unstable_offset()
             lso = last + 1 if unstable is None else unstable
-            self._segments[-1].txn_index.append(AbortedTxn(batch.producer_id, first, last, lso))
+            self._local.segments[-1].txn_index.append(AbortedTxn(batch.producer_id, first, last, lso))
 
-    def _check_markers(self, view: memoryview, headers: list[BatchHeader]) -> None:
+    def check_markers(self, view: memoryview, headers: list[BatchHeader]) -> None:
         """A coordinator's write, before it is written: markers and transactional data of a
         fenced producer (or coordinator) epoch are refused; no sequences are checked."""
         for h in headers:
@@ -110,11 +118,11 @@ class _LogProducers(_LogState):
                 continue
             if h.is_control:
                 _kind, coordinator_epoch = marker_of(RecordBatch(view[h.position : h.position + h.size]))
-                self.producer_state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch)
+                self.state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch)
             else:
-                self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
+                self.state.check_epoch(h.producer_id, h.producer_epoch)
 
-    def _check_producers(self, headers: list[BatchHeader]) -> BatchMetadata | None:
+    def check_producers(self, headers: list[BatchHeader]) -> BatchMetadata | None:
         """The leader's idempotence check of a client's batches (lock held): the batch this append
         repeats, or None to write it; raises the producer errors. A request with a producer id
         carries one batch per partition, as Kafka requires of idempotent producers."""
@@ -126,16 +134,14 @@ class _LogProducers(_LogState):
                 raise kerr.InvalidRecordError("an idempotent producer sends one batch per partition per request")
             last_seq = h.base_sequence + h.records_count - 1
             transactional = bool(h.attributes & _TRANSACTIONAL_FLAG)
-            duplicate = self.producer_state.check(
-                h.producer_id, h.producer_epoch, h.base_sequence, last_seq, transactional
-            )
+            duplicate = self.state.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, transactional)
         return duplicate
 
-    def _record_producers(
+    def record_leader_appends(
         self, view: memoryview, headers: list[BatchHeader], first_offsets: list[int], timestamps: list[int]
     ) -> None:
         """What the leader just wrote (lock held)."""
-        psm = self.producer_state
+        psm = self.state
         for h, first, ts in zip(headers, first_offsets, timestamps, strict=True):
             if h.producer_id < 0:
                 continue
@@ -146,11 +152,11 @@ class _LogProducers(_LogState):
             transactional = bool(h.attributes & _TRANSACTIONAL_FLAG)
             last = first + h.last_offset_delta
             psm.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first, last, ts, transactional)
-        psm.advance(self._log_end_offset)
+        psm.advance(self._local.log_end_offset)
 
-    def _record_replicated(self, batches: list[RecordBatch]) -> None:
+    def record_replicated(self, batches: list[RecordBatch]) -> None:
         """What a follower just wrote, batches with producer ids (lock held)."""
-        psm = self.producer_state
+        psm = self.state
         for b in batches:
             if b.is_control:
                 self._complete_marker(b, b.base_offset)
@@ -161,7 +167,7 @@ class _LogProducers(_LogState):
                 b.producer_id, b.producer_epoch, seq, last_seq, b.base_offset, b.last_offset, b.max_timestamp,
                 b.is_transactional,
             )  # fmt: skip
-        psm.advance(self._log_end_offset)
+        psm.advance(self._local.log_end_offset)
 
     # ============================================================== read committed
 
@@ -169,17 +175,17 @@ class _LogProducers(_LogState):
     def last_stable_offset(self) -> int:
         """Below this offset every transaction is decided: the high watermark, or the first offset
         of the oldest open transaction when that is lower (what read_committed may read)."""
-        unstable = self.producer_state.first_unstable_offset()
-        return self._high_watermark if unstable is None else min(unstable, self._high_watermark)
+        unstable = self.state.first_unstable_offset()
+        return self._local.high_watermark if unstable is None else min(unstable, self._local.high_watermark)
 
     def collect_aborted(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_offset), from the transaction
         indexes of the segments from the one holding ``fetch_offset`` on (Kafka's
         collectAbortedTransactions)."""
-        with self._lock:
+        with self._local.lock:
             out: list[AbortedTxn] = []
-            for i, seg in enumerate(self._segments):
-                next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            for i, seg in enumerate(self._local.segments):
+                next_base = self._local.bases[i + 1] if i + 1 < len(self._local.bases) else None
                 if next_base is not None and next_base <= fetch_offset:
                     continue
                 found, complete = seg.txn_index.collect(fetch_offset, upper_offset)
@@ -188,24 +194,24 @@ class _LogProducers(_LogState):
                     break
             return out
 
-    def _producer_snapshot(self) -> None:
+    def snapshot(self) -> None:
         """Snapshot the state at the log end (a roll, a clean close); lock held."""
-        psm = self.producer_state
-        if psm.map_end_offset != self._log_end_offset:
-            self._rebuild_producer_state()
+        psm = self.state
+        if psm.map_end_offset != self._local.log_end_offset:
+            self.rebuild()
         try:
             psm.take_snapshot()
         except OSError as err:
-            self._bound.warning("producer_snapshot_failed", error=str(err))
+            self._local.bound.warning("producer_snapshot_failed", error=str(err))
 
     # ================================================================== public
 
-    def active_producers(self) -> list[ProducerStateEntry]:
+    def active(self) -> list[ProducerStateEntry]:
         """The producers this replica knows (DescribeProducers), by producer id."""
-        with self._lock:
-            return [self.producer_state.producers[p] for p in sorted(self.producer_state.producers)]
+        with self._local.lock:
+            return [self.state.producers[p] for p in sorted(self.state.producers)]
 
-    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+    def remove_expired(self, now_ms: int | None = None) -> int:
         """Forget producers silent for ``producer.id.expiration.ms``; how many went."""
-        with self._lock:
-            return self.producer_state.remove_expired(self._clock_ms() if now_ms is None else now_ms)
+        with self._local.lock:
+            return self.state.remove_expired(self._local.clock_ms() if now_ms is None else now_ms)

@@ -1,4 +1,9 @@
-"""Reading a partition log: fetches, timestamp and epoch lookups (part of `storage._log.Log`)."""
+"""`LogReader`: reading a partition log — fetches, timestamp and epoch lookups — over its `LocalLog`.
+
+It owns what reads remember: which offsets written by an earlier process were already checked
+(`VerifiedRanges`), where those offsets end, and which corrupt batches were already reported. A
+read takes the log's lock only to find the bytes; checking them happens outside it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from kraftlog.common.records import (
     RecordBatch,
     iter_batches,
 )
-from kraftlog.storage._log_state import _LogState
+from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -17,6 +22,7 @@ from kraftlog.storage._log_types import (
     TimestampAndOffset,
 )
 
+from ._epoch_cache import LeaderEpochCache
 from ._errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -25,12 +31,30 @@ from ._errors import (
 )
 from ._segment import LogSegment
 from ._validator import (
+    VerifiedRanges,
     check_stored_batch,
 )
 
+__all__ = ["LogReader"]
 
-class _LogReads(_LogState):
+
+class LogReader:
     """Reads: fetches by offset, lookups by timestamp and by leader epoch."""
+
+    def __init__(self, local: LocalLog, epoch_cache: LeaderEpochCache) -> None:
+        self._local = local
+        self._epoch_cache = epoch_cache
+        self._verified = VerifiedRanges()
+        self._unverified_end = 0  # offsets below this were on disk at load: checked when read
+        self._reported_corrupt: set[int] = set()
+
+    def loaded(self) -> None:
+        """The log was just loaded: everything below its end was written by an earlier process."""
+        self._unverified_end = self._local.log_end_offset
+
+    def truncated(self, offset: int) -> None:
+        """Nothing at or past ``offset`` is left of what was on disk at load."""
+        self._unverified_end = min(self._unverified_end, offset)
 
     def read(
         self,
@@ -88,16 +112,16 @@ class _LogReads(_LogState):
                 except (CorruptRecordError, UnsupportedForMessageFormatError) as err:
                     if b.base_offset not in self._reported_corrupt:
                         self._reported_corrupt.add(b.base_offset)
-                        self._bound.error("corrupt_batch_on_disk", offset=b.base_offset, error=str(err))
+                        self._local.bound.error("corrupt_batch_on_disk", offset=b.base_offset, error=str(err))
                     if pos == 0:
-                        raise CorruptRecordError(f"{self.topic}-{self.partition}: {err}") from None
+                        raise CorruptRecordError(f"{self._local.topic}-{self._local.partition}: {err}") from None
                     info = info._replace(records=info.records[:pos], next_offset=b.base_offset)
                     break
             if first < 0:
                 first = b.base_offset
             last = b.next_offset
         if first >= 0:
-            with self._lock:
+            with self._local.lock:
                 self._verified.add(first, last)
         return info
 
@@ -110,20 +134,20 @@ class _LogReads(_LogState):
         *,
         as_region: bool = False,
     ) -> FetchDataInfo:
-        with self._lock:
-            self._ensure_open()
-            leo = self._log_end_offset
-            if start_offset < self._log_start_offset or start_offset > leo:
+        with self._local.lock:
+            self._local.ensure_open()
+            leo = self._local.log_end_offset
+            if start_offset < self._local.log_start_offset or start_offset > leo:
                 raise OffsetOutOfRangeError(
-                    f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
-                    f"of {self.topic}-{self.partition}"
+                    f"offset {start_offset} is outside [{self._local.log_start_offset}, {leo}] "
+                    f"of {self._local.topic}-{self._local.partition}"
                 )
-            empty = FetchDataInfo(b"", -1, start_offset, self._high_watermark, self._log_start_offset, leo)
+            empty = FetchDataInfo(b"", -1, start_offset, self._local.high_watermark, self._local.log_start_offset, leo)
             if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
                 return empty
-            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            while i < len(self._segments):
-                segment = self._segments[i]
+            i = max(bisect.bisect_right(self._local.bases, start_offset) - 1, 0)
+            while i < len(self._local.segments):
+                segment = self._local.segments[i]
                 span = segment.read_span(
                     start_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
                 )
@@ -136,8 +160,8 @@ class _LogReads(_LogState):
                             b"",
                             first_base,
                             next_offset,
-                            self._high_watermark,
-                            self._log_start_offset,
+                            self._local.high_watermark,
+                            self._local.log_start_offset,
                             leo,
                             segment.region(position, size),
                         )
@@ -145,8 +169,8 @@ class _LogReads(_LogState):
                         segment.read_at(position, size),
                         first_base,
                         next_offset,
-                        self._high_watermark,
-                        self._log_start_offset,
+                        self._local.high_watermark,
+                        self._local.log_start_offset,
                         leo,
                     )
                 i += 1
@@ -157,8 +181,8 @@ class _LogReads(_LogState):
         checked (a dump shows corrupt batches too). For tools and tests; the fetch path uses
         `read`."""
         out: list[RecordBatch] = []
-        offset = self._log_start_offset if start_offset is None else start_offset
-        while offset < self._log_end_offset:
+        offset = self._local.log_start_offset if start_offset is None else start_offset
+        while offset < self._local.log_end_offset:
             info = self.read(offset, 8 * 1024 * 1024, verify=False)
             if not info.records:
                 break
@@ -172,20 +196,20 @@ class _LogReads(_LogState):
         ``EARLIEST_TIMESTAMP`` (-2) gives the log start, ``LATEST_TIMESTAMP`` (-1) the log end and
         ``MAX_TIMESTAMP`` (-3) the record with the largest timestamp.
         """
-        with self._lock:
-            self._ensure_open()
+        with self._local.lock:
+            self._local.ensure_open()
             if timestamp == EARLIEST_TIMESTAMP:
                 return TimestampAndOffset(
-                    -1, self._log_start_offset, self.epoch_cache.epoch_for_offset(self._log_start_offset)
+                    -1, self._local.log_start_offset, self._epoch_cache.epoch_for_offset(self._local.log_start_offset)
                 )
             if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_end_offset, self.epoch_cache.latest_epoch)
+                return TimestampAndOffset(-1, self._local.log_end_offset, self._epoch_cache.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_offset()
             if timestamp < 0:
                 raise InvalidRecordError(f"invalid target timestamp {timestamp}")
-            start = self._log_start_offset
-            for seg in self._segments:
+            start = self._local.log_start_offset
+            for seg in self._local.segments:
                 if seg.largest_timestamp < timestamp:
                     continue
                 # a batch whose max timestamp qualifies may hold the matching records only below
@@ -198,7 +222,7 @@ class _LogReads(_LogState):
 
     def _max_timestamp_offset(self) -> TimestampAndOffset | None:
         best: tuple[LogSegment, int] | None = None
-        for seg in self._segments:
+        for seg in self._local.segments:
             if (
                 seg.size
                 and seg.max_timestamp_so_far >= 0
@@ -208,13 +232,13 @@ class _LogReads(_LogState):
         if best is None:
             return None
         seg, ts = best
-        for loc in seg.batches_from_timestamp(ts, self._log_start_offset):
+        for loc in seg.batches_from_timestamp(ts, self._local.log_start_offset):
             for rec in seg.read_batch(loc).records():
-                if rec.timestamp_ms == ts and rec.offset >= self._log_start_offset:
+                if rec.timestamp_ms == ts and rec.offset >= self._local.log_start_offset:
                     return TimestampAndOffset(ts, rec.offset, loc.partition_leader_epoch)
         return None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)`` as the leader-epoch cache answers it."""
-        with self._lock:
-            return self.epoch_cache.end_offset_for(epoch, self._log_end_offset)
+        with self._local.lock:
+            return self._epoch_cache.end_offset_for(epoch, self._local.log_end_offset)

@@ -1,0 +1,106 @@
+"""The gRPC front ends of the coordinators: `GroupServicer` and `TxnServicer` adapt gRPC's calling
+convention (request, context) to the broker's one `GroupService` and `TxnService`, which the
+Kafka listener's handlers call as well. They add nothing but what only gRPC knows: the listener
+name FindCoordinator answers with, and the client's address from the call's peer string.
+Authorization happens in the services, under the context the node's server interceptor sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraftlog.proto import group_pb2_grpc, txn_pb2_grpc
+
+from ._group_classic_types import JoinRequest, Protocol
+from ._group_service import GroupService, client_host_of
+from ._txn_service import TxnService
+
+__all__ = ["GroupServicer", "TxnServicer"]
+
+
+def _client_host(context: Any) -> str:
+    return client_host_of(str(context.peer()) if context is not None else "")
+
+
+class GroupServicer(group_pb2_grpc.GroupServiceServicer):
+    """GroupService over gRPC; FindCoordinator names endpoints on ``listener`` (or a broker's first
+    endpoint, when it has none of that name)."""
+
+    def __init__(self, service: GroupService, listener: str) -> None:
+        self.service = service
+        self.listener = listener
+
+    async def FindCoordinator(self, request: Any, context: Any) -> Any:
+        return await self.service.FindCoordinator(request, listener=self.listener, any_endpoint=True)
+
+    async def JoinGroup(self, request: Any, context: Any) -> Any:
+        req = JoinRequest(
+            request.group_id,
+            request.member_id,
+            request.protocol_type,
+            tuple(Protocol(p.name, p.metadata) for p in request.protocols),
+            request.session_timeout_ms,
+            request.rebalance_timeout_ms,
+            group_instance_id=request.group_instance_id if request.HasField("group_instance_id") else None,
+            client_id=request.client_id,
+            client_host=_client_host(context),
+        )
+        return await self.service.join(req)
+
+    async def SyncGroup(self, request: Any, context: Any) -> Any:
+        return await self.service.SyncGroup(request)
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
+        return await self.service.Heartbeat(request)
+
+    async def LeaveGroup(self, request: Any, context: Any) -> Any:
+        return await self.service.LeaveGroup(request)
+
+    async def OffsetCommit(self, request: Any, context: Any) -> Any:
+        return await self.service.OffsetCommit(request)
+
+    async def OffsetFetch(self, request: Any, context: Any) -> Any:
+        return await self.service.OffsetFetch(request)
+
+    async def ListGroups(self, request: Any, context: Any) -> Any:
+        return await self.service.ListGroups(request)
+
+    async def DescribeGroups(self, request: Any, context: Any) -> Any:
+        return await self.service.DescribeGroups(request)
+
+    async def DeleteGroups(self, request: Any, context: Any) -> Any:
+        return await self.service.DeleteGroups(request)
+
+    async def OffsetDelete(self, request: Any, context: Any) -> Any:
+        return await self.service.OffsetDelete(request)
+
+    async def ConsumerGroupHeartbeat(self, request: Any, context: Any) -> Any:
+        return await self.service.ConsumerGroupHeartbeat(request, client_host=_client_host(context))
+
+    async def ConsumerGroupDescribe(self, request: Any, context: Any) -> Any:
+        return await self.service.ConsumerGroupDescribe(request)
+
+    async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
+        return await self.service.TxnOffsetCommit(request)
+
+
+class TxnServicer(txn_pb2_grpc.TxnServiceServicer):
+    """TxnService over gRPC."""
+
+    def __init__(self, service: TxnService) -> None:
+        self.service = service
+
+    async def AddPartitionsToTxn(self, request: Any, context: Any) -> Any:
+        return await self.service.AddPartitionsToTxn(request)
+
+    async def AddOffsetsToTxn(self, request: Any, context: Any) -> Any:
+        return await self.service.AddOffsetsToTxn(request)
+
+    async def EndTxn(self, request: Any, context: Any) -> Any:
+        return await self.service.EndTxn(request)
+
+    async def ListTransactions(self, request: Any, context: Any) -> Any:
+        return await self.service.ListTransactions(request)
+
+    async def DescribeTransactions(self, request: Any, context: Any) -> Any:
+        return await self.service.DescribeTransactions(request)
