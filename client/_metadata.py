@@ -38,6 +38,7 @@ from kraftlog.proto import (
 )
 
 from ._security import ClientSecurity, client_security
+from ._transport import Transport
 
 __all__ = [
     "BrokerMetadata",
@@ -129,7 +130,7 @@ class ChannelPool:
 
     UNREACHABLE_BACKOFF_S = 5.0
 
-    def __init__(self, max_message_bytes: int = 104_857_600, *, security: ClientSecurity | None = None) -> None:
+    def __init__(self, max_message_bytes: int = 104_857_600, *, security: Transport | None = None) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
         self.security = security or ClientSecurity()  # default: plaintext channels
         self._options = [
