@@ -21,6 +21,7 @@ import structlog
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._listener_security import SaslLogin
+from kraftlog.common._request_context import Session, forwarding_metadata
 from kraftlog.common._request_driver import (
     Call,
     Done,
@@ -32,7 +33,6 @@ from kraftlog.common._request_driver import (
     Route,
     drive_async,
 )
-from kraftlog.common._request_context import Session, forwarding_metadata
 from kraftlog.common._tls import TlsSettings
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
 

@@ -20,8 +20,8 @@ from typing import Any
 import grpc
 import structlog
 
-from kraftlog.common import parse_bootstrap_servers
 from kraftlog.common import errors as kerr
+from kraftlog.common import parse_bootstrap_servers
 from kraftlog.common._acl import ScramMechanism
 from kraftlog.common._request_driver import (
     Call,

@@ -53,6 +53,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kraftlog.client._config import PRODUCER_CONFIG as _P
 from kraftlog.client._producer_idempotence import IdempotenceState
 from kraftlog.client._producer_sender import _ProducerSender
 from kraftlog.client._producer_txn import _ProducerTransactions
@@ -68,7 +69,6 @@ from kraftlog.client._producer_types import (
     _to_bytes,
     producer_config_from_properties,
 )
-from kraftlog.client._config import PRODUCER_CONFIG as _P
 from kraftlog.client._security import client_security
 from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
