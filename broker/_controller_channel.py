@@ -66,10 +66,11 @@ class ControllerChannel:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
-        merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
+        self._options = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
         self._tls = tls  # the controller listener's TLS settings (None: PLAINTEXT)
         self._sasl = sasl  # this node's login on a SASL controller listener
-        self._channels = {a: open_aio_channel(a, options=merged, tls=tls, sasl=sasl) for a in self.controllers}
+        # opened on first use (gRPC connects on the first call anyway), one per controller
+        self._channels: dict[str, grpc.aio.Channel] = {}
         # the controller that last answered as active, shared by every call
         self._route = Route(list(self.controllers))
         # KIP-580 back-off capped at 1 s, so a broker never waits longer than a fraction of its
@@ -88,7 +89,7 @@ class ControllerChannel:
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = open_aio_channel(address, options=RECONNECT_OPTIONS, tls=self._tls, sasl=self._sasl)
+            ch = open_aio_channel(address, options=self._options, tls=self._tls, sasl=self._sasl)
             self._channels[address] = ch
         return ch
 
