@@ -258,7 +258,7 @@ def drive(
     *,
     what: str = "request",
     clock: Clock = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> Any:
     """Run ``driver`` to its end, blocking: ``attempt(call)`` performs one call and reads its
     outcome (exceptions it raises end the request). Returns `Done`'s value, or what `GiveUp` says."""
@@ -304,7 +304,7 @@ def retry_until(
     policy: RetryPolicy | None = None,
     what: str = "request",
     clock: Clock = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
     rng: random.Random | None = None,
 ) -> Any:
     """A request whose caller finds the node itself (a coordinator lookup, a cached leader):
@@ -320,7 +320,7 @@ def wait_until(
     timeout_s: float,
     interval_s: float = 0.1,
     clock: Clock = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> bool:
     """Poll ``predicate`` every ``interval_s`` until it holds (True) or ``timeout_s`` passes
     (False); the last wait is cut to the deadline, and the predicate is asked once more there."""

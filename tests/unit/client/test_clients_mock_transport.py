@@ -190,7 +190,7 @@ def test_consumer_reads_what_the_producer_wrote(broker: FakeBroker) -> None:
 def test_consumer_seek_to_beginning_and_latest(broker: FakeBroker) -> None:
     transport = MockTransport(broker)
     with Producer(BROKER, transport=transport, linger_ms=0, acks=1) as producer:
-        for i in range(3):
+        for _ in range(3):
             producer.send_sync("t", b"x", partition=1, timeout=10)
     consumer = Consumer(BROKER, transport=transport)  # latest by default
     try:
