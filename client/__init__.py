@@ -1,5 +1,8 @@
 """client: the Python client library over gRPC (DESIGN.md §2): `Admin`, `Producer`,
-`AsyncProducer` and `Consumer`. Imports only `proto`."""
+`AsyncProducer` and `Consumer`. Imports only `proto` and `common`.
+
+Every client takes ``transport=``: a `MockTransport` answers its calls from a function, so the
+clients run in unit tests without servers."""
 
 from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
 from kraftlog.client._config import UnsupportedConfigError
@@ -25,6 +28,7 @@ from kraftlog.client._producer import (
     producer_config_from_properties,
 )
 from kraftlog.client._transaction_admin import ProducerState, TransactionAdmin
+from kraftlog.client._transport import MockTransport, Transport, rpc_error
 
 __all__ = [
     "Admin",
@@ -57,4 +61,7 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "UnsupportedConfigError",
+    "MockTransport",
+    "Transport",
+    "rpc_error",
 ]
