@@ -5,6 +5,7 @@ OffsetFetch)."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,6 +31,9 @@ COORDINATOR_ERRORS = {
 def raise_for(error: Any, what: str) -> None:
     if error.code:
         raise kerr.error_for_code(error.code)(f"{what}: {error.name} {error.message}".strip())
+
+
+_RNG = random.Random()  # the back-off's jitter
 
 
 class GroupClient:
@@ -83,6 +87,12 @@ class GroupClient:
             attempt_timeout_ms=max(timeout_s, 0.1) * 1000.0,
         )
         return retry_until(attempt, timeout_s=timeout_s, policy=policy, what=what)
+
+    def _back_off(self, retry: int) -> None:
+        """Wait before retry number ``retry`` (0 first) of a rebalance step, by the one retry policy;
+        a close cuts the wait short."""
+        policy = RetryPolicy(backoff_ms=self.retry_backoff_ms, backoff_max_ms=max(self.retry_backoff_ms, 1000))
+        self._stop.wait(policy.delay_s(retry, _RNG))
 
     def _coordinator_lost(self, code: int) -> bool:
         if code and kerr.error_for_code(code) in COORDINATOR_ERRORS:

@@ -597,10 +597,12 @@ class BrokerAdminClient:
         self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
         # retries start at 100 ms and back off to 1 s (the one retry policy, KIP-580)
         self._policy = RetryPolicy(backoff_ms=100, backoff_max_ms=1000, attempt_timeout_ms=request_timeout_ms)
+        self._sleep: Callable[[float], object] = time.sleep  # how retries wait (a unit test's no-op)
 
     def _retry(self, attempt: Callable[[float], Outcome], deadline: float, what: str) -> Any:
         """Run ``attempt`` until it is done or ``deadline`` passes (see `retry_until`)."""
-        return retry_until(attempt, timeout_s=deadline - time.monotonic(), policy=self._policy, what=what)
+        timeout_s = deadline - time.monotonic()
+        return retry_until(attempt, timeout_s=timeout_s, policy=self._policy, what=what, sleep=self._sleep)
 
     def close(self) -> None:
         self._metadata.close()
