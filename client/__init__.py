@@ -1,8 +1,5 @@
 """client: the Python client library over gRPC (DESIGN.md §2): `Admin`, `Producer`,
-`AsyncProducer` and `Consumer`. Imports only `proto` and `common`.
-
-Every client takes ``transport=``: a `MockTransport` answers its calls from a function, so the
-clients run in unit tests without servers."""
+`AsyncProducer` and `Consumer`. Imports only `proto`."""
 
 from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
 from kraftlog.client._config import UnsupportedConfigError

@@ -16,14 +16,16 @@ Either way, as Kafka's Java consumer:
   whole batches) and control batches are skipped; with ``isolation_level="read_committed"`` the
   brokers answer only up to the last stable offset and the records of aborted transactions are
   dropped, by the answer's aborted-transaction list;
-- settings of features that do not exist yet (``security.protocol=SSL``) raise
-  `UnsupportedConfigError` instead of pretending;
+- settings this client cannot honour as properties (``security.protocol=SSL``: pass the
+  ``security_protocol`` and ``ssl_*`` arguments instead) raise `UnsupportedConfigError` instead of
+  pretending; the keys and their defaults are `CONSUMER_CONFIG` (`client._config`);
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
   for ``retry_backoff_ms``; other errors are raised from `poll` as typed `common.errors` exceptions.
 
-A consumer is meant for one thread, as Java's.
+A consumer is meant for one thread, as Java's. ``transport=`` (a `MockTransport`) replaces the
+network, for unit tests without servers.
 """
 
 from __future__ import annotations

@@ -39,7 +39,9 @@ requests to the broker in any order). With a ``transactional_id`` the producer i
 or ``abort_transaction``; read_committed consumers see a transaction's records only once it
 commits.
 
-`AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code.
+`AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code. The keyword
+defaults are `PRODUCER_CONFIG`'s (`client._config`, Kafka's names on common's ConfigDef);
+``transport=`` (a `MockTransport`) replaces the network, for unit tests without servers.
 """
 
 from __future__ import annotations
