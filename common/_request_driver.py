@@ -166,14 +166,14 @@ class RequestDriver:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     route: Route | None = None
     rng: random.Random = field(default_factory=random.Random)
-    retries: int = 0  # back-offs so far
-    attempts: int = 0  # calls made so far
-    _order: list[str] = field(default_factory=list)
-    _followed: set[str] = field(default_factory=set)
-    _pending: Wait | None = None
-    _last_value: Any = None
-    _last_error: BaseException | None = None
-    _last_reason: str = ""
+    retries: int = field(default=0, init=False)  # back-offs so far
+    attempts: int = field(default=0, init=False)  # calls made so far
+    _order: list[str] = field(default_factory=list, init=False)  # unknown nodes, in the order tried
+    _followed: set[str] = field(default_factory=set, init=False)  # hints followed since the last back-off
+    _pending: Wait | None = field(default=None, init=False)
+    _last_value: Any = field(default=None, init=False)
+    _last_error: BaseException | None = field(default=None, init=False)
+    _last_reason: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         if self.route is not None:
