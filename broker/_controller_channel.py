@@ -3,7 +3,8 @@
 Brokers know the controllers from ``controller.quorum.voters``. A call goes to the last controller
 that answered as active; a NOT_CONTROLLER answer names the active controller, which is tried next;
 an unreachable controller moves the call to another one. Retries back off and stop at the
-caller's deadline.
+caller's deadline. The loop is the one request driver (`kraftlog.common._request_driver`), which the
+client's `Admin` runs too.
 """
 
 from __future__ import annotations
@@ -11,16 +12,27 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import grpc
 import structlog
 
-from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
 from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._request_context import Session, forwarding_metadata
+from kraftlog.common._request_driver import (
+    Call,
+    Done,
+    Outcome,
+    Redirect,
+    RequestDriver,
+    Retry,
+    RetryPolicy,
+    Route,
+    drive_async,
+)
 from kraftlog.common._tls import TlsSettings
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
 
@@ -47,34 +59,37 @@ class ControllerChannel:
         options: Sequence[tuple[str, Any]] = (),
         tls: TlsSettings | None = None,
         sasl: SaslLogin | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         if not controllers:
             raise ValueError("no controllers configured")
         self.controllers = list(controllers)
-        merged = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
+        self._options = list(dict([*RECONNECT_OPTIONS, *options]).items())  # the caller's values win
         self._tls = tls  # the controller listener's TLS settings (None: PLAINTEXT)
         self._sasl = sasl  # this node's login on a SASL controller listener
-        self._channels = {a: open_aio_channel(a, options=merged, tls=tls, sasl=sasl) for a in self.controllers}
-        self._active: str | None = None
-        self._retry_backoff_ms = retry_backoff_ms
-        # A paused or partitioned controller accepts connections and never answers: one attempt
-        # must give up well inside a broker session, so heartbeats move on to another controller.
-        self._attempt_timeout_s = attempt_timeout_ms / 1000.0
-        self._rng = random.Random()
+        # opened on first use (gRPC connects on the first call anyway), one per controller
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        # the controller that last answered as active, shared by every call
+        self._route = Route(list(self.controllers))
+        # KIP-580 back-off capped at 1 s, so a broker never waits longer than a fraction of its
+        # session between controllers. A paused or partitioned controller accepts connections and
+        # never answers: one attempt must give up well inside a broker session, so heartbeats move
+        # on to another controller.
+        self._policy = RetryPolicy(retry_backoff_ms, 1000, attempt_timeout_ms)
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._sleep = sleep
 
     async def close(self) -> None:
         for ch in self._channels.values():
             await ch.close()
 
-    def _retry_delay_s(self, attempt: int) -> float:
-        """Wait before retry ``attempt`` (1 for the first): KIP-580 back-off capped at 1 s, so a
-        broker never waits longer than a fraction of its session between controllers."""
-        return backoff_ms(attempt - 1, base_ms=self._retry_backoff_ms, max_ms=1000, rng=self._rng) / 1000.0
-
     def _channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = open_aio_channel(address, options=RECONNECT_OPTIONS, tls=self._tls, sasl=self._sasl)
+            ch = open_aio_channel(address, options=self._options, tls=self._tls, sasl=self._sasl)
             self._channels[address] = ch
         return ch
 
@@ -104,38 +119,25 @@ class ControllerChannel:
         Raises `RequestTimedOutError` when no controller could be reached at all.
         """
         metadata = forwarding_metadata(on_behalf_of) if on_behalf_of is not None else None
-        deadline = time.monotonic() + timeout_s
-        order = list(self.controllers)
-        self._rng.shuffle(order)
-        attempt = 0
-        last: Any = None
-        last_err: str = ""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            address = self._active or order[attempt % len(order)]
+        policy = self._policy
+        if attempt_timeout_s is not None:
+            policy = replace(policy, attempt_timeout_ms=attempt_timeout_s * 1000.0)
+        driver = RequestDriver(self._clock() + timeout_s, policy, self._route, self._rng)
+
+        async def attempt(call: Call) -> Outcome:
+            address = call.address
             stub = self.controller_stub(address) if service == "controller" else self.admin_stub(address)
             try:
-                per_attempt = attempt_timeout_s or self._attempt_timeout_s
-                response = await getattr(stub, method)(request, timeout=min(remaining, per_attempt), metadata=metadata)
+                response = await getattr(stub, method)(request, timeout=call.timeout_s, metadata=metadata)
             except grpc.aio.AioRpcError as err:
-                last_err = f"{address}: {err.code().name}"
-                self._active = None
-                attempt += 1
-                await asyncio.sleep(min(self._retry_delay_s(attempt), max(deadline - time.monotonic(), 0)))
-                continue
+                reason = err.code().name
+                return Retry(
+                    reason, error=kerr.RequestTimedOutError(f"{method}: no controller reachable ({address}: {reason})")
+                )
             if _top_error_code(response) != _NOT_CONTROLLER:
-                self._active = address
-                return response
-            last = response
-            hint = response.controller.leader_address if "controller" in response.DESCRIPTOR.fields_by_name else ""
-            if hint and hint != address:
-                self._active = hint
-                continue
-            self._active = None
-            attempt += 1
-            await asyncio.sleep(min(self._retry_delay_s(attempt), max(deadline - time.monotonic(), 0)))
-        if last is not None:
-            return last
-        raise kerr.RequestTimedOutError(f"{method}: no controller reachable ({last_err})")
+                return Done(response)
+            fields = response.DESCRIPTOR.fields_by_name
+            hint = response.controller.leader_address if "controller" in fields else ""
+            return Redirect(hint, response)
+
+        return await drive_async(driver, attempt, what=method, clock=self._clock, sleep=self._sleep)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -353,6 +352,7 @@ def kraftlog_command() -> str:
 def _demo(cluster: Any) -> None:
     """A demo topic with 3 partitions and RF 3, a few records produced with acks=all and read back."""
     from kraftlog.client import Consumer, NewTopic, Producer
+    from kraftlog.common._request_driver import wait_until
 
     replication = min(3, sum(1 for n in cluster.nodes.values() if n.broker_port))
     with cluster.admin(request_timeout_ms=20_000) as admin:
@@ -371,9 +371,12 @@ def _demo(cluster: Any) -> None:
     try:
         consumer.assign([("demo", p) for p in range(3)])
         got: list[Any] = []
-        deadline = time.monotonic() + 20
-        while len(got) < len(meta) and time.monotonic() < deadline:
-            got += consumer.poll(500)
+
+        def all_back() -> bool:
+            got.extend(consumer.poll(500))  # blocks up to 500 ms for records
+            return len(got) >= len(meta)
+
+        wait_until(all_back, timeout_s=20, interval_s=0)
     finally:
         consumer.close()
     print(f"consumed {len(got)} records back:")

@@ -27,6 +27,7 @@ from kraftlog.client._producer import (
     producer_config_from_properties,
 )
 from kraftlog.client._transaction_admin import ProducerState, TransactionAdmin
+from kraftlog.client._transport import MockTransport, Transport, rpc_error
 
 __all__ = [
     "Admin",
@@ -59,4 +60,7 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "UnsupportedConfigError",
+    "MockTransport",
+    "Transport",
+    "rpc_error",
 ]

@@ -3,7 +3,8 @@
 The bootstrap list may name any controllers (and, once brokers forward admin calls, brokers). A call
 goes to the last known active controller first; a NOT_CONTROLLER answer carries the active
 controller's address, which the client follows; an unreachable server or a quorum without a leader
-is retried with backoff until ``request_timeout_ms`` runs out. Results keep Kafka's error names:
+is retried with backoff until ``request_timeout_ms`` runs out. That loop is the one request driver
+(`kraftlog.common._request_driver`), which the brokers' controller channel runs too. Results keep Kafka's error names:
 `Admin` returns the responses as they are, and ``raise_for_errors`` turns their errors into typed
 exceptions for callers that prefer them.
 """
@@ -19,13 +20,26 @@ from typing import Any
 import grpc
 import structlog
 
-from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
+from kraftlog.common import parse_bootstrap_servers
 from kraftlog.common._acl import ScramMechanism
+from kraftlog.common._request_driver import (
+    Call,
+    Done,
+    Outcome,
+    Redirect,
+    RequestDriver,
+    Retry,
+    RetryPolicy,
+    Route,
+    drive,
+    wait_until,
+)
 from kraftlog.common._scram import scram_salted_password
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, security_pb2
 
 from ._security import client_security
+from ._transport import Transport
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -109,11 +123,17 @@ class Admin:
         attempt_timeout_ms: int = 5000,
         max_message_bytes: int = 104_857_600,
         security_protocol: str = "PLAINTEXT",
+        transport: Transport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
         **ssl: Any,
     ) -> None:
         """``security_protocol`` and kafka-python's ``ssl_cafile``, ``ssl_certfile``,
         ``ssl_keyfile``, ``ssl_password``, ``ssl_check_hostname`` (or a `TlsSettings` as ``tls``)
-        and kafka-python's ``sasl_*`` arguments secure the channels (see `client_security`)."""
+        and kafka-python's ``sasl_*`` arguments secure the channels (see `client_security`).
+        ``transport`` replaces the network (a `MockTransport` in unit tests); ``clock``, ``sleep``
+        and ``rng`` are the time and randomness the retries use."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -125,10 +145,14 @@ class Admin:
             ("grpc.max_receive_message_length", max_message_bytes),
             *RECONNECT_OPTIONS,
         ]
-        self._security = client_security(security_protocol, **ssl)
+        self._security = client_security(security_protocol, transport=transport, **ssl)
         self._channels: dict[str, grpc.Channel] = {}
-        self._controller: str | None = None
-        self._rng = random.Random()
+        self._policy = RetryPolicy(retry_backoff_ms, retry_backoff_max_ms, attempt_timeout_ms)
+        # the last controller that answered as active, shared by every call
+        self._route = Route(list(self.servers))
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._sleep = sleep
 
     def close(self) -> None:
         for ch in self._channels.values():
@@ -150,57 +174,26 @@ class Admin:
 
     def call(self, method: str, request: Any, *, timeout_ms: int | None = None) -> Any:
         """Send one AdminService call, following NOT_CONTROLLER hints and retrying retriable
-        failures until the timeout; returns the last response (errors and all)."""
-        deadline = time.monotonic() + (timeout_ms or self.request_timeout_ms) / 1000.0
-        candidates = list(self.servers)
-        self._rng.shuffle(candidates)
-        attempt = 0
-        last_error: Exception | None = None
-        response = None
-        while True:
-            address = self._controller or candidates[attempt % len(candidates)]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                response = getattr(self._stub(address), method)(
-                    request, timeout=min(remaining, self.attempt_timeout_ms / 1000.0)
-                )
-            except grpc.RpcError as err:
-                last_error = err
-                self._controller = None
-                attempt += 1
-                self._sleep(attempt, deadline)
-                continue
-            if not _not_controller(response):
-                self._controller = address
-                return response
-            hint: controller_pb2.ControllerHint | None = getattr(response, "controller", None)
-            if hint is not None and hint.leader_address and hint.leader_address != address:
-                self._controller = hint.leader_address
-                if hint.leader_address not in candidates:
-                    candidates.append(hint.leader_address)
-                continue  # follow at once
-            self._controller = None
-            attempt += 1
-            self._sleep(attempt, deadline)
-        if response is not None:
-            return response
-        raise kerr.RequestTimedOutError(
-            f"{method}: no controller answered within {timeout_ms or self.request_timeout_ms} ms"
-            + (
-                f" (last error: {last_error.code().name if hasattr(last_error, 'code') else last_error})"
-                if last_error
-                else ""
-            )
-        )
+        failures until the timeout (the one request driver, `kraftlog.common._request_driver`);
+        returns the last response (errors and all)."""
+        budget_ms = timeout_ms or self.request_timeout_ms
+        driver = RequestDriver(self._clock() + budget_ms / 1000.0, self._policy, self._route, self._rng)
 
-    def _sleep(self, attempt: int, deadline: float) -> None:
-        # exponential backoff with jitter, as Kafka's clients (KIP-580: retry.backoff.max.ms)
-        backoff_s = (
-            backoff_ms(attempt, base_ms=self.retry_backoff_ms, max_ms=self.retry_backoff_max_ms, rng=self._rng) / 1000.0
-        )
-        time.sleep(max(0.0, min(backoff_s, deadline - time.monotonic())))
+        def attempt(call: Call) -> Outcome:
+            try:
+                response = getattr(self._stub(call.address), method)(request, timeout=call.timeout_s)
+            except grpc.RpcError as err:
+                code = err.code().name if hasattr(err, "code") else str(err)
+                timed_out = kerr.RequestTimedOutError(
+                    f"{method}: no controller answered within {budget_ms} ms (last error: {code})"
+                )
+                return Retry(code, error=timed_out)
+            if not _not_controller(response):
+                return Done(response)
+            hint: controller_pb2.ControllerHint | None = getattr(response, "controller", None)
+            return Redirect(hint.leader_address if hint is not None else "", response)
+
+        return drive(driver, attempt, what=method, clock=self._clock, sleep=self._sleep)
 
     # ------------------------------------------------------------------ typed helpers
 
@@ -386,13 +379,13 @@ class Admin:
         return response
 
     def wait_for(self, predicate: Callable[[Admin], bool], timeout_s: float = 30.0, interval_s: float = 0.1) -> bool:
-        """Poll ``predicate(self)`` until it holds or the timeout passes (for tools and tests)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """Poll ``predicate(self)`` until it holds or the timeout passes (for tools and tests);
+        a predicate that fails with a Kafka or gRPC error counts as not holding yet."""
+
+        def holds() -> bool:
             try:
-                if predicate(self):
-                    return True
+                return bool(predicate(self))
             except (kerr.KafkaError, grpc.RpcError):
-                pass
-            time.sleep(interval_s)
-        return False
+                return False
+
+        return wait_until(holds, timeout_s=timeout_s, interval_s=interval_s, clock=self._clock, sleep=self._sleep)

@@ -16,14 +16,16 @@ Either way, as Kafka's Java consumer:
   whole batches) and control batches are skipped; with ``isolation_level="read_committed"`` the
   brokers answer only up to the last stable offset and the records of aborted transactions are
   dropped, by the answer's aborted-transaction list;
-- settings of features that do not exist yet (``security.protocol=SSL``) raise
-  `UnsupportedConfigError` instead of pretending;
+- settings this client cannot honour as properties (``security.protocol=SSL``: pass the
+  ``security_protocol`` and ``ssl_*`` arguments instead) raise `UnsupportedConfigError` instead of
+  pretending; the keys and their defaults are `CONSUMER_CONFIG` (`client._config`);
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
   for ``retry_backoff_ms``; other errors are raised from `poll` as typed `common.errors` exceptions.
 
-A consumer is meant for one thread, as Java's.
+A consumer is meant for one thread, as Java's. ``transport=`` (a `MockTransport`) replaces the
+network, for unit tests without servers.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from kraftlog.client._consumer_membership import ConsumerProtocolMembership
 from kraftlog.client._security import client_security
 from kraftlog.common import errors as kerr
 
-from ._config import BYTES_DESERIALIZER, PLAINTEXT_ONLY, check_unsupported_properties, parse_bool
+from ._config import CONSUMER_CONFIG
+from ._config import CONSUMER_CONFIG as _C
 from ._fetched import CompletedFetch, ConsumerRecord
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition
 from ._offsets import OffsetLookups
@@ -75,64 +78,11 @@ class NoOffsetForPartitionError(kerr.OffsetOutOfRangeError):
     """No position and no reset policy (auto_offset_reset="none") for some partitions."""
 
 
-#: Kafka's consumer config names -> `Consumer` keyword and type.
-_CONSUMER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "bootstrap.servers": ("bootstrap_servers", str),
-    "fetch.min.bytes": ("fetch_min_bytes", int),
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
-    "fetch.max.bytes": ("fetch_max_bytes", int),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
-    "isolation.level": ("isolation_level", str),
-    "auto.offset.reset": ("auto_offset_reset", str),
-    "max.poll.records": ("max_poll_records", int),
-    "check.crcs": ("check_crcs", lambda v: v.strip().lower() == "true"),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "retry.backoff.ms": ("retry_backoff_ms", int),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", int),
-    "default.api.timeout.ms": ("default_api_timeout_ms", int),
-    "client.rack": ("client_rack", str),
-    "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
-    "group.id": ("group_id", lambda v: v.strip() or None),
-    "enable.auto.commit": ("enable_auto_commit", lambda v: parse_bool(v, "enable.auto.commit")),
-    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
-    "session.timeout.ms": ("session_timeout_ms", int),
-    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
-    "max.poll.interval.ms": ("max_poll_interval_ms", int),
-    "group.instance.id": ("group_instance_id", lambda v: v.strip() or None),
-    "partition.assignment.strategy": ("partition_assignment_strategy", str),
-    "group.protocol": ("group_protocol", str),
-    "group.remote.assignor": ("group_remote_assignor", lambda v: v.strip() or None),
-    "client.id": ("client_id", str),
-}
-#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
-_UNSUPPORTED_CONSUMER_PROPERTIES = {
-    "security.protocol": PLAINTEXT_ONLY,
-    "key.deserializer": BYTES_DESERIALIZER,
-    "value.deserializer": BYTES_DESERIALIZER,
-}
-#: Accepted and ignored: they change nothing a user of this client can observe (gRPC sizes its
-#: sockets' buffers itself).
-_IGNORED_CONSUMER_PROPERTIES = {"receive.buffer.bytes", "send.buffer.bytes"}
-
-
 def consumer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know.
-    Settings of features this client does not have yet raise `UnsupportedConfigError` (here or
-    in `Consumer`), naming the setting."""
-    check_unsupported_properties(props, _UNSUPPORTED_CONSUMER_PROPERTIES)
-    out: dict[str, Any] = {}
-    unknown: list[str] = []
-    for key, value in props.items():
-        if key in _CONSUMER_PROPERTIES:
-            name, conv = _CONSUMER_PROPERTIES[key]
-            try:
-                out[name] = conv(value)
-            except ValueError:
-                raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_CONSUMER_PROPERTIES and key not in _UNSUPPORTED_CONSUMER_PROPERTIES:
-            unknown.append(key)
-    return out, unknown
+    """Kafka consumer properties -> `Consumer` keywords, plus the names this client does not know,
+    parsed by `CONSUMER_CONFIG`. Settings this client cannot honour raise `UnsupportedConfigError`
+    (here or in `Consumer`), naming the setting."""
+    return CONSUMER_CONFIG.from_properties(props)
 
 
 class Consumer(_ConsumerFetches, _ConsumerGroups):
@@ -143,32 +93,32 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 52_428_800,
-        max_partition_fetch_bytes: int = 1_048_576,
-        isolation_level: str | int = "read_uncommitted",
-        auto_offset_reset: str = "latest",
-        max_poll_records: int = 500,
-        check_crcs: bool = True,
-        request_timeout_ms: int = 30_000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1000,
-        metadata_max_age_ms: int = 300_000,
-        default_api_timeout_ms: int = 60_000,
-        client_rack: str = "",
-        allow_auto_topic_creation: bool = True,
-        group_id: str | None = None,
-        enable_auto_commit: bool | None = None,
-        auto_commit_interval_ms: int = 5000,
-        session_timeout_ms: int | None = None,
-        heartbeat_interval_ms: int | None = None,
-        max_poll_interval_ms: int = 300_000,
-        group_instance_id: str | None = None,
-        partition_assignment_strategy: str | Sequence[str] | None = None,
-        group_protocol: str = "classic",
-        group_remote_assignor: str | None = None,
-        client_id: str = "kraftlog-consumer",
+        fetch_min_bytes: int = _C.default("fetch.min.bytes"),
+        fetch_max_wait_ms: int = _C.default("fetch.max.wait.ms"),
+        fetch_max_bytes: int = _C.default("fetch.max.bytes"),
+        max_partition_fetch_bytes: int = _C.default("max.partition.fetch.bytes"),
+        isolation_level: str | int = _C.default("isolation.level"),
+        auto_offset_reset: str = _C.default("auto.offset.reset"),
+        max_poll_records: int = _C.default("max.poll.records"),
+        check_crcs: bool = _C.default("check.crcs"),
+        request_timeout_ms: int = _C.default("request.timeout.ms"),
+        retry_backoff_ms: int = _C.default("retry.backoff.ms"),
+        retry_backoff_max_ms: int = _C.default("retry.backoff.max.ms"),
+        metadata_max_age_ms: int = _C.default("metadata.max.age.ms"),
+        default_api_timeout_ms: int = _C.default("default.api.timeout.ms"),
+        client_rack: str = _C.default("client.rack"),
+        allow_auto_topic_creation: bool = _C.default("allow.auto.create.topics"),
+        group_id: str | None = _C.default("group.id"),
+        enable_auto_commit: bool | None = _C.default("enable.auto.commit"),
+        auto_commit_interval_ms: int = _C.default("auto.commit.interval.ms"),
+        session_timeout_ms: int | None = _C.default("session.timeout.ms"),
+        heartbeat_interval_ms: int | None = _C.default("heartbeat.interval.ms"),
+        max_poll_interval_ms: int = _C.default("max.poll.interval.ms"),
+        group_instance_id: str | None = _C.default("group.instance.id"),
+        partition_assignment_strategy: str | Sequence[str] | None = _C.default("partition.assignment.strategy"),
+        group_protocol: str = _C.default("group.protocol"),
+        group_remote_assignor: str | None = _C.default("group.remote.assignor"),
+        client_id: str = _C.default("client.id"),
         key_deserializer: Callable[[bytes | None], Any] | None = None,
         value_deserializer: Callable[[bytes | None], Any] | None = None,
         security_protocol: str = "PLAINTEXT",

@@ -116,6 +116,7 @@ class GroupMembership(GroupClient):
         self._worker: threading.Thread | None = None
         self._worker_result: list[TopicPartition] | None = None
         self._worker_error: BaseException | None = None
+        self._join_retries = 0  # JoinGroup back-offs in a row (the one retry policy's attempt number)
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{group_id}", daemon=True)
         self._heartbeat.start()
 
@@ -236,7 +237,8 @@ class GroupMembership(GroupClient):
         try:
             r = self._call("JoinGroup", request, timeout)
         except kerr.CoordinatorNotAvailableError:
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._back_off(self._join_retries)
+            self._join_retries += 1
             return None
         code = r.error.code
         if code == kerr.MemberIdRequiredError.error_code:
@@ -247,8 +249,10 @@ class GroupMembership(GroupClient):
                 self.member_id, self.generation = "", -1
             return None
         if code == kerr.RebalanceInProgressError.error_code or self._coordinator_lost(code):
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._back_off(self._join_retries)
+            self._join_retries += 1
             return None
+        self._join_retries = 0
         raise_for(r.error, f"JoinGroup of group {self.group_id!r}")
         with self._lock:
             self.member_id, self.generation, self.protocol = r.member_id, r.generation_id, r.protocol_name

@@ -355,8 +355,7 @@ class ConsumerProtocolMembership(GroupClient):
     def _commit_refused(self, code: int, generation: int) -> bool:
         if code == kerr.StaleMemberEpochError.error_code:
             if self.member_epoch > 0:  # the epoch moved on under the commit: send it again with the new one
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                return True
+                return True  # after the commit's back-off
         if code in (kerr.StaleMemberEpochError.error_code, kerr.UnknownMemberIdError.error_code):
             raise CommitFailedError(
                 "Commit cannot be completed since the consumer is no longer a member of the group with that epoch"

@@ -14,10 +14,18 @@ from typing import Any
 import grpc
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry
 from kraftlog.proto import group_pb2
 
 from ._consumer_protocol import decode_assignment, decode_subscription
-from ._metadata import GROUP_KEY, BrokerAdminClient, TopicPartition, find_coordinator, partitions_by_topic
+from ._metadata import (
+    GROUP_KEY,
+    BrokerAdminClient,
+    TopicPartition,
+    find_coordinator,
+    partitions_by_topic,
+    timed_out,
+)
 
 __all__ = ["GroupAdmin", "GroupListing", "GroupDescription", "MemberDescription"]
 
@@ -73,20 +81,20 @@ class GroupAdmin(BrokerAdminClient):
     def _call(self, group_id: str, method: str, request: Any, errors_of: Any = None) -> tuple[int, Any]:
         """Call the group's coordinator; returns ``(coordinator id, response)``."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
-        while True:
+
+        def attempt(_timeout_s: float) -> Outcome:
             node, address = self._coordinator(group_id, deadline)
             try:
                 response = getattr(self._pool.group_stub(address), method)(request, timeout=10.0)
             except grpc.RpcError as err:
-                if time.monotonic() >= deadline:
-                    raise kerr.RequestTimedOutError(f"{method}: {err.code()}") from err
-                time.sleep(0.1)
-                continue
+                return Retry(str(err.code()), error=timed_out(f"{method}: {err.code()}", err))
             codes = errors_of(response) if errors_of is not None else [response.error.code]
-            if any(c in _RETRY for c in codes) and time.monotonic() < deadline:
-                time.sleep(0.1)
-                continue
-            return node, response
+            if any(c in _RETRY for c in codes):
+                return Retry(f"{method}: {codes}", value=(node, response))  # returned at the deadline
+            return Done((node, response))
+
+        answer: tuple[int, Any] = self._retry(attempt, deadline, method)
+        return answer
 
     # ------------------------------------------------------------------ groups
 

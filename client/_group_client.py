@@ -5,14 +5,16 @@ OffsetFetch)."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.proto import group_pb2, group_pb2_grpc
 
 from ._metadata import GROUP_KEY, ChannelPool, ClusterMetadata, TopicPartition, find_coordinator, partitions_by_topic
@@ -29,6 +31,9 @@ COORDINATOR_ERRORS = {
 def raise_for(error: Any, what: str) -> None:
     if error.code:
         raise kerr.error_for_code(error.code)(f"{what}: {error.name} {error.message}".strip())
+
+
+_RNG = random.Random()  # the back-off's jitter
 
 
 class GroupClient:
@@ -73,6 +78,22 @@ class GroupClient:
             self._coordinator = None
             raise kerr.CoordinatorNotAvailableError(f"{method} to the group coordinator failed: {err.code()}") from err
 
+    def _retry(self, attempt: Callable[[float], Outcome], timeout_s: float, what: str) -> Any:
+        """Run ``attempt(time left)`` until it is done or ``timeout_s`` passes, backing off from
+        ``retry_backoff_ms`` (the one retry policy)."""
+        policy = RetryPolicy(
+            backoff_ms=self.retry_backoff_ms,
+            backoff_max_ms=max(self.retry_backoff_ms, 1000),
+            attempt_timeout_ms=max(timeout_s, 0.1) * 1000.0,
+        )
+        return retry_until(attempt, timeout_s=timeout_s, policy=policy, what=what)
+
+    def _back_off(self, retry: int) -> None:
+        """Wait before retry number ``retry`` (0 first) of a rebalance step, by the one retry policy;
+        a close cuts the wait short."""
+        policy = RetryPolicy(backoff_ms=self.retry_backoff_ms, backoff_max_ms=max(self.retry_backoff_ms, 1000))
+        self._stop.wait(policy.delay_s(retry, _RNG))
+
     def _coordinator_lost(self, code: int) -> bool:
         if code and kerr.error_for_code(code) in COORDINATOR_ERRORS:
             self._coordinator = None
@@ -87,8 +108,8 @@ class GroupClient:
         raise NotImplementedError
 
     def _commit_refused(self, code: int, generation: int) -> bool:
-        """A commit refused for the membership (``code``): True to send it again (the member's
-        epoch moved on meanwhile), else raises the consumer's error or returns False."""
+        """A commit refused for the membership (``code``): True to send it again after a back-off
+        (the member's epoch moved on meanwhile), else raises the consumer's error or returns False."""
         raise NotImplementedError
 
     def commit(self, offsets: Mapping[TopicPartition, tuple[int, int, str]], timeout_s: float) -> None:
@@ -110,28 +131,28 @@ class GroupClient:
             group_instance_id=self.group_instance_id,
             topics=[group_pb2.OffsetCommitRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def attempt(timeout_left_s: float) -> Outcome:
             request.generation_id, request.member_id = self._commit_identity()
             try:
-                r = self._call("OffsetCommit", request, max(0.1, deadline - time.monotonic()))
-            except kerr.CoordinatorNotAvailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
+                r = self._call("OffsetCommit", request, timeout_left_s)
+            except kerr.CoordinatorNotAvailableError as err:
+                return Retry("COORDINATOR_NOT_AVAILABLE", error=err)
             codes = {p.error.code for t in r.topics for p in t.partitions} - {0}
             if not codes:
-                return
+                return Done(None)
             code = next(iter(codes))
-            if self._coordinator_lost(code) and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
+            failed = kerr.error_for_code(code)(f"OffsetCommit of group {self.group_id!r} failed")
+            if self._coordinator_lost(code):
+                return Retry(f"OffsetCommit: {code}", error=failed)
             if code == kerr.FencedInstanceIdError.error_code:
                 raise kerr.FencedInstanceIdError(f"group.instance.id {self.group_instance_id!r} was fenced")
-            if self._commit_refused(code, request.generation_id) and time.monotonic() < deadline:
-                continue
-            raise kerr.error_for_code(code)(f"OffsetCommit of group {self.group_id!r} failed")
+            if self._commit_refused(code, request.generation_id):
+                # the member's epoch moved on: back off, then send it again under the new one
+                return Retry(f"OffsetCommit refused under generation {request.generation_id}", error=failed)
+            raise failed
+
+        self._retry(attempt, timeout_s, "OffsetCommit")
 
     def committed(self, tps: Iterable[TopicPartition], timeout_s: float) -> dict[TopicPartition, tuple[int, int, str]]:
         """Committed ``(offset, leader epoch, metadata)`` per partition; offset -1 when none."""
@@ -141,27 +162,24 @@ class GroupClient:
             topics=[group_pb2.OffsetFetchRequest.Topic(name=t, partition_indexes=ps) for t, ps in wanted.items()],
             require_stable=True,
         )
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def attempt(timeout_left_s: float) -> Outcome:
             try:
-                r = self._call("OffsetFetch", request, max(0.1, deadline - time.monotonic()))
-            except kerr.CoordinatorNotAvailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if self._coordinator_lost(r.error.code) and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if r.error.code == kerr.UnstableOffsetCommitError.error_code and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)  # a transaction's offsets are pending: wait
-                continue
-            raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
-            for t in r.topics:
-                for p in t.partitions:
-                    raise_for(p.error, f"OffsetFetch of {t.name}-{p.partition_index}")
-            return {
-                TopicPartition(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
-                for t in r.topics
-                for p in t.partitions
-            }
+                r = self._call("OffsetFetch", request, timeout_left_s)
+            except kerr.CoordinatorNotAvailableError as err:
+                return Retry("COORDINATOR_NOT_AVAILABLE", error=err)
+            if self._coordinator_lost(r.error.code) or r.error.code == kerr.UnstableOffsetCommitError.error_code:
+                # a lost coordinator is found again; a transaction's pending offsets are waited out
+                return Retry(r.error.name, value=r)
+            return Done(r)
+
+        r = self._retry(attempt, timeout_s, "OffsetFetch")
+        raise_for(r.error, f"OffsetFetch of group {self.group_id!r}")
+        for t in r.topics:
+            for p in t.partitions:
+                raise_for(p.error, f"OffsetFetch of {t.name}-{p.partition_index}")
+        return {
+            TopicPartition(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+            for t in r.topics
+            for p in t.partitions
+        }

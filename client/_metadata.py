@@ -28,6 +28,7 @@ import structlog
 
 from kraftlog.common import backoff_ms, parse_bootstrap_servers
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     broker_pb2,
@@ -38,6 +39,7 @@ from kraftlog.proto import (
 )
 
 from ._security import ClientSecurity, client_security
+from ._transport import Transport
 
 __all__ = [
     "BrokerMetadata",
@@ -46,6 +48,7 @@ __all__ = [
     "PartitionMetadata",
     "TopicPartition",
     "grpc_error",
+    "timed_out",
     "parse_bootstrap_servers",
 ]
 
@@ -96,6 +99,13 @@ class PartitionMetadata:
     error_code: int = 0
 
 
+def timed_out(message: str, cause: BaseException) -> kerr.RequestTimedOutError:
+    """The `RequestTimedOutError` a retry loop raises at its deadline, caused by ``cause``."""
+    error = kerr.RequestTimedOutError(message)
+    error.__cause__ = cause
+    return error
+
+
 def grpc_error(err: grpc.RpcError, what: str) -> kerr.KafkaError:
     """A transport failure as a typed Kafka error: a deadline is REQUEST_TIMED_OUT, an unreachable
     or cancelled call NETWORK_EXCEPTION (both retriable); anything else UNKNOWN_SERVER_ERROR."""
@@ -129,7 +139,7 @@ class ChannelPool:
 
     UNREACHABLE_BACKOFF_S = 5.0
 
-    def __init__(self, max_message_bytes: int = 104_857_600, *, security: ClientSecurity | None = None) -> None:
+    def __init__(self, max_message_bytes: int = 104_857_600, *, security: Transport | None = None) -> None:
         max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
         self.security = security or ClientSecurity()  # default: plaintext channels
         self._options = [
@@ -452,24 +462,26 @@ class ClusterMetadata:
         ids. Raises `UnknownTopicOrPartitionError` (or the topic's own error) when time runs out."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         self.add_topics([topic])
-        first = True
-        while True:
+
+        def present() -> list[int] | None:
             parts = self.partitions_for_topic(topic)
-            if parts is not None and (partition is None or partition in parts):
-                return list(parts)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._closed:
-                break
-            if not first:
-                time.sleep(min(remaining, self.retry_backoff_ms / 1000.0))
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-            first = False
+            return list(parts) if parts is not None and (partition is None or partition in parts) else None
+
+        def attempt(_timeout_s: float) -> Outcome:
+            found = present()
+            if found is not None or self._closed or time.monotonic() >= deadline:
+                return Done(found)
             try:
-                self.update(timeout_ms=int(remaining * 1000) + 1)
+                self.update(timeout_ms=int((deadline - time.monotonic()) * 1000) + 1)
             except kerr.RequestTimedOutError:
-                break
+                return Done(None)
+            found = present()
+            return Done(found) if found is not None else Retry(f"{topic} not in metadata yet", value=False)
+
+        policy = RetryPolicy(self.retry_backoff_ms, self.retry_backoff_max_ms, timeout_ms)
+        got = retry_until(attempt, timeout_s=deadline - time.monotonic(), policy=policy, what="Metadata")
+        if got:
+            return list(got)
         code = self.topic_error(topic)
         if code and code != _UNKNOWN_TOPIC:
             kerr.raise_for_code(code, f"topic {topic!r}: {kerr.error_for_code(code).error_name}")
@@ -583,6 +595,14 @@ class BrokerAdminClient:
         self.request_timeout_ms = request_timeout_ms
         self._pool = ChannelPool(security=client_security(security_protocol, **ssl))
         self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
+        # retries start at 100 ms and back off to 1 s (the one retry policy, KIP-580)
+        self._policy = RetryPolicy(backoff_ms=100, backoff_max_ms=1000, attempt_timeout_ms=request_timeout_ms)
+        self._sleep: Callable[[float], object] = time.sleep  # how retries wait (a unit test's no-op)
+
+    def _retry(self, attempt: Callable[[float], Outcome], deadline: float, what: str) -> Any:
+        """Run ``attempt`` until it is done or ``deadline`` passes (see `retry_until`)."""
+        timeout_s = deadline - time.monotonic()
+        return retry_until(attempt, timeout_s=timeout_s, policy=self._policy, what=what, sleep=self._sleep)
 
     def close(self) -> None:
         self._metadata.close()
@@ -618,22 +638,35 @@ def find_coordinator(
     (1), asking FindCoordinator of every broker in turn until one names it; a coordinator not
     there yet (being created, loading) is asked for again until ``deadline``
     (COORDINATOR_NOT_AVAILABLE then), any other error is raised as its type."""
-    last = ""
-    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+    if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+        raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} (no time left)")
+    request = group_pb2.FindCoordinatorRequest(key_type=key_type, keys=[key])
+
+    def one_round(_timeout_s: float) -> Outcome:
+        """Ask every known broker once; a round that found nothing is retried after a back-off."""
+        last = "stopped"
+        if stop is not None and stop.is_set():
+            raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})")
         for address in metadata.candidates():
             try:
-                r = pool.group_stub(address).FindCoordinator(
-                    group_pb2.FindCoordinatorRequest(key_type=key_type, keys=[key]), timeout=5.0
-                )
+                r = pool.group_stub(address).FindCoordinator(request, timeout=5.0)
             except grpc.RpcError as err:
                 last = str(err.code())
                 continue
             c = r.coordinators[0]
             if c.error.code == 0:
                 host = f"[{c.host}]" if ":" in c.host else c.host
-                return c.node_id, f"{host}:{c.port}"
+                return Done((c.node_id, f"{host}:{c.port}"))
             if c.error.code not in _COORDINATOR_RETRY:
                 kerr.raise_for_code(c.error.code, c.error.message or c.error.name)
             last = c.error.name
-        time.sleep(backoff_s)
-    raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})")
+        return Retry(last, error=kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})"))
+
+    found: tuple[int, str] = retry_until(
+        one_round,
+        timeout_s=deadline - time.monotonic(),
+        policy=RetryPolicy(backoff_ms=backoff_s * 1000.0, backoff_max_ms=max(backoff_s * 1000.0, 1000.0)),
+        what="FindCoordinator",
+        sleep=stop.wait if stop is not None else time.sleep,
+    )
+    return found

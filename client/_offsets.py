@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 import grpc
 import structlog
 
-from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.proto import broker_pb2
 
 from ._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
@@ -74,22 +74,17 @@ class OffsetLookups:
         remaining = dict(query)
         results: dict[TopicPartition, tuple[int, int, int]] = {}
         last_error: kerr.KafkaError | None = None
-        attempt = 0
         refresh = False
-        while remaining:
-            if time.monotonic() >= deadline:
-                raise kerr.RequestTimedOutError(
-                    f"Failed to get offsets by times in {self._timeout_ms(timeout_ms)} ms"
-                    + (f" (last error: {last_error.error_name}: {last_error})" if last_error else "")
-                )
-            if attempt:
-                time.sleep(
-                    min(
-                        max(0.0, deadline - time.monotonic()),
-                        backoff_ms(attempt - 1, base_ms=self.retry_backoff_ms, max_ms=1000) / 1000.0,
-                    )
-                )
-            attempt += 1
+
+        def timed_out_error() -> kerr.RequestTimedOutError:
+            return kerr.RequestTimedOutError(
+                f"Failed to get offsets by times in {self._timeout_ms(timeout_ms)} ms"
+                + (f" (last error: {last_error.error_name}: {last_error})" if last_error else "")
+            )
+
+        def one_round(_timeout_s: float) -> Outcome:
+            """Ask every leader for its partitions still missing; retriable errors retry the rest."""
+            nonlocal last_error, refresh
             if refresh or any(self._metadata.leader_for(tp) is None for tp in remaining):
                 refresh = False
                 budget_ms = max(1, int((deadline - time.monotonic()) * 1000))
@@ -100,7 +95,7 @@ class OffsetLookups:
                     # error an earlier, complete answer gave (UNKNOWN_TOPIC_OR_PARTITION, ...).
                     if last_error is None or budget_ms >= self.request_timeout_ms:
                         last_error = err
-                    continue
+                    return Retry("metadata refresh timed out", error=timed_out_error())
             by_node: dict[int, list[TopicPartition]] = {}
             for tp in remaining:
                 leader = self._metadata.leader_for(tp)
@@ -159,7 +154,17 @@ class OffsetLookups:
                             kerr.FencedLeaderEpochError.error_code,
                         ):
                             refresh = True
-        return results
+            return Done(results) if not remaining else Retry("offsets missing", error=timed_out_error())
+
+        if not remaining:
+            return results
+        if time.monotonic() >= deadline:
+            raise timed_out_error()
+        policy = RetryPolicy(backoff_ms=self.retry_backoff_ms, backoff_max_ms=1000)
+        offsets: dict[TopicPartition, tuple[int, int, int]] = retry_until(
+            one_round, timeout_s=deadline - time.monotonic(), policy=policy, what="ListOffsets"
+        )
+        return offsets
 
     def validate(
         self,

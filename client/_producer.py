@@ -39,7 +39,9 @@ requests to the broker in any order). With a ``transactional_id`` the producer i
 or ``abort_transaction``; read_committed consumers see a transaction's records only once it
 commits.
 
-`AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code.
+`AsyncProducer` (and `Producer.send_async`) wrap the same machinery for asyncio code. The keyword
+defaults are `PRODUCER_CONFIG`'s (`client._config`, Kafka's names on common's ConfigDef);
+``transport=`` (a `MockTransport`) replaces the network, for unit tests without servers.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kraftlog.client._config import PRODUCER_CONFIG as _P
 from kraftlog.client._producer_idempotence import IdempotenceState
 from kraftlog.client._producer_sender import _ProducerSender
 from kraftlog.client._producer_txn import _ProducerTransactions
@@ -118,24 +121,24 @@ class Producer(_ProducerSender, _ProducerTransactions):
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        acks: str | int = "all",
-        batch_size: int = 16_384,
-        linger_ms: int = 5,
-        compression_type: str | int = "none",
-        max_in_flight_requests_per_connection: int = 5,
-        retries: int = 2**31 - 1,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1000,
-        delivery_timeout_ms: int = 120_000,
-        request_timeout_ms: int = 30_000,
-        max_request_size: int = 1_048_576,
-        buffer_memory: int = 33_554_432,
-        max_block_ms: int = 60_000,
-        metadata_max_age_ms: int = 300_000,
-        allow_auto_topic_creation: bool = True,
-        enable_idempotence: bool | None = None,
-        transactional_id: str | None = None,
-        transaction_timeout_ms: int = 60_000,
+        acks: str | int = _P.default("acks"),
+        batch_size: int = _P.default("batch.size"),
+        linger_ms: int = _P.default("linger.ms"),
+        compression_type: str | int = _P.default("compression.type"),
+        max_in_flight_requests_per_connection: int = _P.default("max.in.flight.requests.per.connection"),
+        retries: int = _P.default("retries"),
+        retry_backoff_ms: int = _P.default("retry.backoff.ms"),
+        retry_backoff_max_ms: int = _P.default("retry.backoff.max.ms"),
+        delivery_timeout_ms: int = _P.default("delivery.timeout.ms"),
+        request_timeout_ms: int = _P.default("request.timeout.ms"),
+        max_request_size: int = _P.default("max.request.size"),
+        buffer_memory: int = _P.default("buffer.memory"),
+        max_block_ms: int = _P.default("max.block.ms"),
+        metadata_max_age_ms: int = _P.default("metadata.max.age.ms"),
+        allow_auto_topic_creation: bool = _P.default("allow.auto.create.topics"),
+        enable_idempotence: bool | None = _P.default("enable.idempotence"),
+        transactional_id: str | None = _P.default("transactional.id"),
+        transaction_timeout_ms: int = _P.default("transaction.timeout.ms"),
         partitioner: Any = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,

@@ -14,15 +14,17 @@ with the same transactional id) is fatal: every later call raises it.
 from __future__ import annotations
 
 import enum
+import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 
 from ._metadata import (
@@ -33,6 +35,7 @@ from ._metadata import (
     TopicPartition,
     find_coordinator,
     partitions_by_topic,
+    timed_out,
 )
 from ._producer_idempotence import IdempotenceState
 
@@ -63,7 +66,9 @@ class _ProducerTransactions:
     transaction_timeout_ms: int
     request_timeout_ms: int
     retry_backoff_ms: int
+    retry_backoff_max_ms: int
     max_block_ms: int
+    _rng: random.Random
     _idempotence: IdempotenceState | None
     _pool: ChannelPool
     _metadata: ClusterMetadata
@@ -191,24 +196,28 @@ class _ProducerTransactions:
             topics=topics,
         )
         deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
-        while True:
+
+        def attempt(_timeout_s: float) -> Outcome:
             coordinator = self._find_coordinator(group_id, GROUP_KEY, deadline)
             try:
                 answer = self._pool.group_stub(coordinator).TxnOffsetCommit(
                     commit, timeout=self.request_timeout_ms / 1000.0
                 )
             except grpc.RpcError as err:
-                if time.monotonic() >= deadline:
-                    raise kerr.RequestTimedOutError(f"TxnOffsetCommit: {err.code()}") from err
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
+                return Retry(str(err.code()), error=timed_out(f"TxnOffsetCommit: {err.code()}", err))
             codes = {p.error.code for t in answer.topics for p in t.partitions} - {0}
-            if codes & _RETRY and time.monotonic() < deadline:
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if codes:
-                raise kerr.error_for_code(next(iter(codes)))(f"TxnOffsetCommit of group {group_id!r} failed")
-            return
+            failed = (
+                kerr.error_for_code(next(iter(codes)))(f"TxnOffsetCommit of group {group_id!r} failed")
+                if codes
+                else None
+            )
+            if codes & _RETRY:
+                return Retry(str(codes), error=failed)
+            if failed is not None:
+                raise failed
+            return Done(None)
+
+        self._retry(attempt, deadline, "TxnOffsetCommit")
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Send every record of the transaction, then commit it (EndTxn); raises the error that
@@ -373,22 +382,27 @@ class _ProducerTransactions:
         """Call the transaction coordinator, found again and retried while it moves, loads or
         finishes a previous transaction, until ``timeout`` (default ``max_block_ms``)."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
-        while True:
+
+        def attempt(_timeout_s: float) -> Outcome:
             address = self._find_coordinator(self.transactional_id or "", TRANSACTION_KEY, deadline)
             try:
                 r = call(address, self.request_timeout_ms / 1000.0)
             except grpc.RpcError as err:
                 self._txn_coordinator = None
-                if time.monotonic() >= deadline:
-                    raise kerr.RequestTimedOutError(f"transaction coordinator: {err.code()}") from err
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            if r.error.code in _RETRY and time.monotonic() < deadline:
+                return Retry(str(err.code()), error=timed_out(f"transaction coordinator: {err.code()}", err))
+            if r.error.code in _RETRY:
                 if r.error.code != kerr.ConcurrentTransactionsError.error_code:
                     self._txn_coordinator = None
-                time.sleep(self.retry_backoff_ms / 1000.0)
-                continue
-            return r
+                return Retry(r.error.name, value=r)
+            return Done(r)
+
+        return self._retry(attempt, deadline, "transaction coordinator")
+
+    def _retry(self, attempt: Callable[[float], Outcome], deadline: float, what: str) -> Any:
+        """Run ``attempt`` until it is done or ``deadline`` passes, backing off by the producer's
+        ``retry_backoff_ms`` / ``retry_backoff_max_ms`` (the one retry policy)."""
+        policy = RetryPolicy(self.retry_backoff_ms, self.retry_backoff_max_ms, self.request_timeout_ms)
+        return retry_until(attempt, timeout_s=deadline - time.monotonic(), policy=policy, what=what, rng=self._rng)
 
     def _raise(self, error: Any, what: str) -> None:
         if not error.code:

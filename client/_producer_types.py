@@ -1,6 +1,6 @@
 """The producer's vocabulary and its per-partition batches: `RecordMetadata`, the Kafka producer config
 keys it accepts or refuses, and `_Batch` (records on their way to one partition's leader)
-(see `client._producer`).
+(see `client._producer`). The config keys themselves are `PRODUCER_CONFIG` (`client._config`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import RecordBatchBuilder
 
-from ._config import (
-    BYTES_SERIALIZER,
-    FALSE_ONLY,
-    PLAINTEXT_ONLY,
-    Unsupported,
-    check_unsupported_properties,
-    java_class_is,
-    parse_bool,
-)
+from ._config import PRODUCER_CONFIG
 from ._metadata import TopicPartition
 
 _log = structlog.get_logger(__name__)
@@ -66,68 +58,12 @@ def _acks(value: str | int) -> int:
     return _ACKS[key]
 
 
-#: Kafka's producer config names -> `Producer` keyword and type.
-_PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "bootstrap.servers": ("bootstrap_servers", str),
-    "acks": ("acks", str),
-    "batch.size": ("batch_size", int),
-    "linger.ms": ("linger_ms", int),
-    "compression.type": ("compression_type", str),
-    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
-    "retries": ("retries", int),
-    "retry.backoff.ms": ("retry_backoff_ms", int),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
-    "delivery.timeout.ms": ("delivery_timeout_ms", int),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "max.request.size": ("max_request_size", int),
-    "buffer.memory": ("buffer_memory", int),
-    "max.block.ms": ("max_block_ms", int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", int),
-    "allow.auto.create.topics": ("allow_auto_topic_creation", lambda v: v.strip().lower() == "true"),
-    "enable.idempotence": ("enable_idempotence", lambda v: parse_bool(v, "enable.idempotence")),
-    "transactional.id": ("transactional_id", lambda v: v.strip() or None),
-    "transaction.timeout.ms": ("transaction_timeout_ms", int),
-}
-
-
-#: Settings whose feature is missing: accepted only with a value that keeps Kafka's meaning.
-_UNSUPPORTED_PRODUCER_PROPERTIES = {
-    "partitioner.class": Unsupported(
-        java_class_is("DefaultPartitioner", "BuiltInPartitioner"),
-        "Java partitioner classes cannot run here",
-        "pass partitioner= to Producer",
-    ),
-    "partitioner.ignore.keys": Unsupported(
-        FALSE_ONLY, "keyed records always go to murmur2(key)", "use partitioner.ignore.keys=false"
-    ),
-    "security.protocol": PLAINTEXT_ONLY,
-    "key.serializer": BYTES_SERIALIZER,
-    "value.serializer": BYTES_SERIALIZER,
-}
-
-
-#: Accepted and ignored: they change nothing a user of this client can observe.
-_IGNORED_PRODUCER_PROPERTIES = {"client.id", "send.buffer.bytes", "receive.buffer.bytes"}
-
-
 def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Kafka producer properties (``linger.ms=5``) -> `Producer` keywords, plus the names this
-    client does not know (Kafka warns about those and goes on). Settings of features this client
-    does not have yet (``enable.idempotence=true``, ``transactional.id``, ``security.protocol=SSL``,
-    ...) raise `UnsupportedConfigError` (a ValueError) naming the setting."""
-    check_unsupported_properties(props, _UNSUPPORTED_PRODUCER_PROPERTIES)
-    out: dict[str, Any] = {}
-    unknown: list[str] = []
-    for key, value in props.items():
-        if key in _PRODUCER_PROPERTIES:
-            name, conv = _PRODUCER_PROPERTIES[key]
-            try:
-                out[name] = conv(value)
-            except ValueError:
-                raise ValueError(f"invalid value {value!r} for {key}") from None
-        elif key not in _IGNORED_PRODUCER_PROPERTIES and key not in _UNSUPPORTED_PRODUCER_PROPERTIES:
-            unknown.append(key)
-    return out, unknown
+    client does not know (Kafka warns about those and goes on), parsed by `PRODUCER_CONFIG`.
+    Settings this client cannot honour (``partitioner.class``, ``security.protocol=SSL`` as a
+    property, ...) raise `UnsupportedConfigError` (a ValueError) naming the setting."""
+    return PRODUCER_CONFIG.from_properties(props)
 
 
 def _to_bytes(value: Any, what: str) -> bytes | None:

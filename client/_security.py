@@ -24,6 +24,8 @@ from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._tls import TlsSettings
 from kraftlog.proto import open_channel
 
+from ._transport import Transport
+
 __all__ = ["ClientSecurity", "client_security", "security_from_properties"]
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -61,14 +63,18 @@ def client_security(
     sasl_plain_password: str | None = None,
     tls: TlsSettings | None = None,
     security: ClientSecurity | None = None,
-) -> ClientSecurity:
+    transport: Transport | None = None,
+) -> Transport:
     """The security of a client built with kafka-python's arguments (or a ready ``security``,
-    e.g. read from a ``--command-config`` file by `security_from_properties`).
+    e.g. read from a ``--command-config`` file by `security_from_properties`), or ``transport``
+    itself when one is given (a `MockTransport` in unit tests: no network, so no security).
 
     ``ssl_certfile`` / ``ssl_keyfile`` are the client's certificate chain and private key (PEM) for
     mutual TLS; ``ssl_cafile`` the CAs to trust (the system's when None). SASL_PLAINTEXT and
     SASL_SSL log in with ``sasl_mechanism`` (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN) as
     ``sasl_plain_username`` / ``sasl_plain_password`` (kafka-python uses those names for SCRAM too)."""
+    if transport is not None:
+        return transport
     if security is not None:
         return security
     protocol = _protocol(security_protocol, "security_protocol")
@@ -152,4 +158,5 @@ def security_from_properties(properties: Mapping[str, str]) -> ClientSecurity:
         sasl_plain_username=options["username"],
         sasl_plain_password=options["password"],
     )
+    assert isinstance(security, ClientSecurity)  # no transport was given
     return ClientSecurity(tls, security.sasl)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import grpc
 
 from kraftlog.common import errors as kerr
+from kraftlog.common._request_driver import Done, Outcome, Retry
 from kraftlog.proto import broker_pb2, txn_pb2
 
-from ._metadata import TRANSACTION_KEY, BrokerAdminClient, TopicPartition, find_coordinator
+from ._metadata import TRANSACTION_KEY, BrokerAdminClient, TopicPartition, find_coordinator, timed_out
 
 __all__ = ["TransactionAdmin", "ProducerState", "TransactionListing", "TransactionDescription"]
 
@@ -62,42 +63,44 @@ class TransactionAdmin(BrokerAdminClient):
         )
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         self._metadata.add_topics([topic])
-        last = ""
-        while time.monotonic() < deadline:
+
+        def no_answer(last: str) -> kerr.RequestTimedOutError:
+            return kerr.RequestTimedOutError(f"DescribeProducers of {topic}-{partition}: no leader answered ({last})")
+
+        def attempt(_timeout_s: float) -> Outcome:
             self._metadata.update([topic], self.request_timeout_ms)
             if self._metadata.partitions_for_topic(topic) is None:
                 raise kerr.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             leader = self._metadata.leader_for(tp)
             if leader is None:
-                time.sleep(0.1)
-                continue
+                return Retry("no leader", error=no_answer(""))
             try:
                 r = self._pool.stub(leader.address).DescribeProducers(request, timeout=10.0)
             except grpc.RpcError as err:
-                last = str(err.code())
-                time.sleep(0.1)
-                continue
+                return Retry(str(err.code()), error=no_answer(str(err.code())))
             p = r.topics[0].partitions[0]
             if p.error.code:
                 error = kerr.error_for_code(p.error.code)
-                if error.retriable and time.monotonic() < deadline:
-                    last = p.error.name
+                if error.retriable:
                     self._metadata.request_update()
-                    time.sleep(0.1)
-                    continue
+                    return Retry(p.error.name, error=error(p.error.message or p.error.name))
                 raise error(p.error.message or p.error.name)
-            return [
-                ProducerState(
-                    a.producer_id,
-                    a.producer_epoch,
-                    a.last_sequence,
-                    a.last_timestamp,
-                    a.coordinator_epoch,
-                    a.current_txn_start_offset,
-                )
-                for a in p.active_producers
-            ]
-        raise kerr.RequestTimedOutError(f"DescribeProducers of {topic}-{partition}: no leader answered ({last})")
+            return Done(
+                [
+                    ProducerState(
+                        a.producer_id,
+                        a.producer_epoch,
+                        a.last_sequence,
+                        a.last_timestamp,
+                        a.coordinator_epoch,
+                        a.current_txn_start_offset,
+                    )
+                    for a in p.active_producers
+                ]
+            )
+
+        states: list[ProducerState] = self._retry(attempt, deadline, f"DescribeProducers of {topic}-{partition}")
+        return states
 
     # ================================================================ transactions
 
@@ -127,35 +130,36 @@ class TransactionAdmin(BrokerAdminClient):
     def describe_transaction(self, transactional_id: str) -> TransactionDescription:
         """One transactional id, from its coordinator (DescribeTransactions)."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
-        while True:
+        request = txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+
+        def attempt(_timeout_s: float) -> Outcome:
             node, address = self._coordinator(transactional_id, deadline)
             try:
-                r = self._pool.txn_stub(address).DescribeTransactions(
-                    txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=10.0
-                )
+                r = self._pool.txn_stub(address).DescribeTransactions(request, timeout=10.0)
             except grpc.RpcError as err:
-                if time.monotonic() >= deadline:
-                    raise kerr.RequestTimedOutError(f"DescribeTransactions: {err.code()}") from err
-                time.sleep(0.1)
-                continue
+                return Retry(str(err.code()), error=timed_out(f"DescribeTransactions: {err.code()}", err))
             t = r.transaction_states[0]
             if t.error.code:
                 error = kerr.error_for_code(t.error.code)
-                if error.retriable and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                    continue
+                if error.retriable:
+                    return Retry(t.error.name, error=error(t.error.message or t.error.name))
                 raise error(t.error.message or t.error.name)
             parts = tuple(sorted(TopicPartition(x.topic, p) for x in t.topics for p in x.partitions))
-            return TransactionDescription(
-                transactional_id,
-                node,
-                t.transaction_state,
-                t.producer_id,
-                t.producer_epoch,
-                t.transaction_timeout_ms,
-                t.transaction_start_time_ms,
-                parts,
+            return Done(
+                TransactionDescription(
+                    transactional_id,
+                    node,
+                    t.transaction_state,
+                    t.producer_id,
+                    t.producer_epoch,
+                    t.transaction_timeout_ms,
+                    t.transaction_start_time_ms,
+                    parts,
+                )
             )
+
+        description: TransactionDescription = self._retry(attempt, deadline, "DescribeTransactions")
+        return description
 
     def abort_transaction(
         self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int
@@ -178,24 +182,23 @@ class TransactionAdmin(BrokerAdminClient):
         )
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         self._metadata.add_topics([topic])
-        while True:
+        no_leader = kerr.RequestTimedOutError(f"no leader of {topic}-{partition} took the marker")
+
+        def attempt(_timeout_s: float) -> Outcome:
             self._metadata.update([topic], self.request_timeout_ms)
             leader = self._metadata.leader_for(tp)
-            if leader is not None:
-                try:
-                    r = self._pool.stub(leader.address).WriteTxnMarkers(
-                        request, timeout=self.request_timeout_ms / 1000.0
-                    )
-                except grpc.RpcError as err:
-                    if time.monotonic() >= deadline:
-                        raise kerr.RequestTimedOutError(f"WriteTxnMarkers: {err.code()}") from err
-                else:
-                    error = r.markers[0].topics[0].partitions[0].error
-                    if not error.code:
-                        return
-                    cls = kerr.error_for_code(error.code)
-                    if not cls.retriable or time.monotonic() >= deadline:
-                        raise cls(error.message or error.name)
-            if time.monotonic() >= deadline:
-                raise kerr.RequestTimedOutError(f"no leader of {topic}-{partition} took the marker")
-            time.sleep(0.1)
+            if leader is None:
+                return Retry("no leader", error=no_leader)
+            try:
+                r = self._pool.stub(leader.address).WriteTxnMarkers(request, timeout=self.request_timeout_ms / 1000.0)
+            except grpc.RpcError as err:
+                return Retry(str(err.code()), error=timed_out(f"WriteTxnMarkers: {err.code()}", err))
+            error = r.markers[0].topics[0].partitions[0].error
+            if not error.code:
+                return Done(None)
+            cls = kerr.error_for_code(error.code)
+            if not cls.retriable:
+                raise cls(error.message or error.name)
+            return Retry(error.name, error=cls(error.message or error.name))
+
+        self._retry(attempt, deadline, "WriteTxnMarkers")
