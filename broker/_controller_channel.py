@@ -19,10 +19,7 @@ from typing import Any
 import grpc
 import structlog
 
-from kraftlog.common import errors as kerr
-from kraftlog.common._listener_security import SaslLogin
-from kraftlog.common._request_context import Session, forwarding_metadata
-from kraftlog.common._request_driver import (
+from kraftlog.common import (
     Call,
     Done,
     Outcome,
@@ -33,7 +30,8 @@ from kraftlog.common._request_driver import (
     Route,
     drive_async,
 )
-from kraftlog.common._tls import TlsSettings
+from kraftlog.common import errors as kerr
+from kraftlog.common.security import SaslLogin, Session, TlsSettings, forwarding_metadata
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
 
 __all__ = ["ControllerChannel"]

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kraftlog.broker.groups import GroupService, JoinRequest, Protocol, client_host_of
+from kraftlog.broker.txn import TxnService
 from kraftlog.proto import group_pb2_grpc, txn_pb2_grpc
-
-from ._group_classic_types import JoinRequest, Protocol
-from ._group_service import GroupService, client_host_of
-from ._txn_service import TxnService
 
 __all__ = ["GroupServicer", "TxnServicer"]
 

@@ -19,11 +19,10 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from kraftlog.broker._controller_channel import ControllerChannel
+from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common import errors as kerr
-from kraftlog.common._clock import SYSTEM_CLOCK, Clock
 from kraftlog.proto import controller_pb2
-
-from ._controller_channel import ControllerChannel
 
 __all__ = ["BrokerLifecycle"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from kraftlog.common._listener_security import BROKER_LISTENER, grpc_listener_name
 from kraftlog.common.config import parse_listeners
+from kraftlog.common.security import BROKER_LISTENER, grpc_listener_name
 
 __all__ = [
     "BROKER_LISTENER",

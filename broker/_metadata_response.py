@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
+from kraftlog.broker._listeners import BROKER_LISTENER
+from kraftlog.broker.replica import error_pb
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2
-
-from ._listeners import BROKER_LISTENER
-from ._partition_types import error_pb
 
 __all__ = ["metadata_response"]
 

@@ -20,13 +20,47 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
+from kraftlog.broker._controller_channel import ControllerChannel
+from kraftlog.broker._coordinator_servicers import GroupServicer, TxnServicer
+from kraftlog.broker._lifecycle import BrokerLifecycle
+from kraftlog.broker._listeners import (
+    BROKER_LISTENER,
+    advertised_broker_listener,
+    broker_listener,
+    broker_listener_name,
+    kafka_listeners,
+)
+from kraftlog.broker._metadata_response import metadata_response
+from kraftlog.broker.coordinator import ShardUnavailable
+from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
+from kraftlog.broker.replica import (
+    AlterPartitionManager,
+    BrokerStateCollector,
+    BrokerTopicMetrics,
+    MetadataFollower,
+    ReplicaFetcherManager,
+    ReplicaManager,
+    error_pb,
+    grpc_stream_opener,
+)
+from kraftlog.broker.txn import (
+    TXN_TOPIC,
+    ProducerIdManager,
+    TxnCoordinator,
+    TxnService,
+    allocate_from_controller,
+    init_producer_id,
+)
+from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
-from kraftlog.common._clock import SYSTEM_CLOCK
-from kraftlog.common._listener_security import ListenerSecurity
-from kraftlog.common._request_context import current_request
-from kraftlog.metadata_log import MetadataDelta, MetadataImage
-from kraftlog.metadata_log._acl_gate import AclGate
+from kraftlog.common.security import (
+    CLUSTER_RESOURCE_NAME,
+    AclOperation,
+    ListenerSecurity,
+    ResourceType,
+    current_request,
+)
+from kraftlog.metadata_log import AclGate, MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
@@ -40,31 +74,6 @@ from kraftlog.proto import (
     open_aio_channel,
     txn_pb2_grpc,
 )
-
-from ._alter_partition import AlterPartitionManager
-from ._controller_channel import ControllerChannel
-from ._coordinator_runtime import ShardUnavailable
-from ._coordinator_servicers import GroupServicer, TxnServicer
-from ._fetcher import ReplicaFetcherManager
-from ._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from ._group_lag import GroupLag
-from ._group_service import GroupService
-from ._lifecycle import BrokerLifecycle
-from ._listeners import (
-    BROKER_LISTENER,
-    advertised_broker_listener,
-    broker_listener,
-    broker_listener_name,
-    kafka_listeners,
-)
-from ._metadata_follower import MetadataFollower, grpc_stream_opener
-from ._metadata_response import metadata_response
-from ._metrics import BrokerStateCollector, BrokerTopicMetrics
-from ._partition_types import error_pb
-from ._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
-from ._replica_manager import ReplicaManager
-from ._txn_coordinator import TXN_TOPIC, TxnCoordinator
-from ._txn_service import TxnService
 
 __all__ = ["BrokerServer", "BROKER_LISTENER", "kafka_listeners", "metadata_response"]
 
@@ -167,8 +176,7 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
-        from ._kafka_apis import KafkaApis
-        from ._kafka_server import KafkaListener
+        from kraftlog.broker.kafka import KafkaApis, KafkaListener
 
         self.kafka_apis = KafkaApis(self)
         self.kafka_listeners = [

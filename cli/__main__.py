@@ -32,7 +32,7 @@ from kraftlog.cli._common import (
     wants_json,
 )
 from kraftlog.common import errors as kerr
-from kraftlog.node._errors import NodeStartupError
+from kraftlog.node import NodeStartupError
 
 __all__ = ["main", "build_parser"]
 
@@ -104,7 +104,7 @@ def _configure_logging(level: str) -> None:
     """
     configure: Callable[..., None] | None
     try:
-        from kraftlog.node._logging import configure_logging as configure
+        from kraftlog.node import configure_logging as configure
     except ImportError:
         configure = None
     if configure is not None:

@@ -26,7 +26,7 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
 )
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
-from kraftlog.common._acl import (
+from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
     AclPermissionType,

@@ -333,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
                 group_protocol if group else None,
             )
     elif args.dir:
-        from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
+        from kraftlog.deploy import STATE_FILE, LocalCluster
 
         if not (Path(args.dir) / STATE_FILE).exists():
             raise UserError(f"no cluster in {args.dir} (start one with: kraftlog local start --dir {args.dir})")
@@ -352,8 +352,7 @@ def run(args: argparse.Namespace) -> int:
         target = LocalTarget(cluster)
         session_ms = args.session_timeout_ms or _session_timeout_ms(cluster)
     else:
-        from kraftlog.deploy._cluster import LocalCluster
-        from kraftlog.deploy._netns import unavailable_reason
+        from kraftlog.deploy import LocalCluster, unavailable_reason
 
         network = args.network
         if network == "auto":
@@ -371,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
         if eos:
             overrides = {**overrides, **EOS_OWN_CLUSTER_OVERRIDES}
         if group_protocol == "consumer":
-            from kraftlog.deploy.chaos._group_workload import CONSUMER_PROTOCOL_BROKER_KEYS
+            from kraftlog.deploy.chaos import CONSUMER_PROTOCOL_BROKER_KEYS
 
             overrides = {**overrides, **CONSUMER_PROTOCOL_BROKER_KEYS}
         own_security = args.security or "plaintext"
@@ -469,8 +468,7 @@ def _show_progress(duration_s: float, seed: int, done: threading.Event) -> None:
 def _start_in_phase_one(cluster: Any) -> dict[int, dict[str, Any]]:
     """Write the quorum profile's phase-1 timeouts into the controllers' configs of a cluster not
     started yet (no rolling restart needed); returns the values phase 2 restores."""
-    from kraftlog.deploy.chaos._quorum_faults import read_config_values, write_config_values
-    from kraftlog.deploy.chaos._quorum_runner import LONG_ELECTION
+    from kraftlog.deploy.chaos import LONG_ELECTION, read_config_values, write_config_values
 
     originals = {}
     for node, spec in cluster.nodes.items():

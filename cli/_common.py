@@ -188,8 +188,8 @@ def security_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     path = getattr(args, "command_config", None)
     if path is None:
         return {}
-    from kraftlog.client._security import security_from_properties
-    from kraftlog.common._config_parse import read_config_file
+    from kraftlog.client import security_from_properties
+    from kraftlog.common.config import read_config_file
 
     try:
         properties = {k: str(v) for k, v in read_config_file(path).items()}

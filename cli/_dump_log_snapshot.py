@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kraftlog.cli._common import JsonObjectStream
 from kraftlog.cli._dump_log_scan import DumpOptions
-from kraftlog.storage._producer_state import ProducerStateManager
+from kraftlog.storage import ProducerStateManager
 
 __all__ = ["SNAPSHOT_SUFFIX", "dump_producer_snapshot"]
 

@@ -95,7 +95,7 @@ def _add_node_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _load(directory: str) -> Any:
-    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
+    from kraftlog.deploy import STATE_FILE, LocalCluster
 
     if not (Path(directory) / STATE_FILE).exists():
         raise UserError(f"no cluster in {directory} (start one with 'kraftlog local start --dir {directory}')")
@@ -150,8 +150,8 @@ def _wait_up(cluster: Any, started: list[int], timeout_s: float) -> None:
     here that exits instead fails the command with its log named."""
     from kraftlog.common import errors as kerr
     from kraftlog.common import progress
-    from kraftlog.deploy._cluster import wait_until
-    from kraftlog.node._errors import NodeStartupError
+    from kraftlog.deploy import wait_until
+    from kraftlog.node import NodeStartupError
 
     brokers = {nid for nid, spec in cluster.nodes.items() if spec.broker_port and cluster.is_running(nid)}
     with progress(f"waiting for {len(brokers)} broker(s) to be unfenced", total=len(brokers)) as shown:
@@ -190,7 +190,7 @@ def _nodes_text(nodes: list[int], cluster: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kraftlog.deploy._cluster import STATE_FILE, LocalCluster
+    from kraftlog.deploy import STATE_FILE, LocalCluster
 
     if args.local_command == "status":
         status = _load(args.dir).status()
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
             security=args.security,
         )
         if args.network == "netns":
-            from kraftlog.deploy._netns import unavailable_reason
+            from kraftlog.deploy import unavailable_reason
 
             why = unavailable_reason()
             if why is not None:
@@ -352,7 +352,7 @@ def kraftlog_command() -> str:
 def _demo(cluster: Any) -> None:
     """A demo topic with 3 partitions and RF 3, a few records produced with acks=all and read back."""
     from kraftlog.client import Consumer, NewTopic, Producer
-    from kraftlog.common._request_driver import wait_until
+    from kraftlog.common import wait_until
 
     replication = min(3, sum(1 for n in cluster.nodes.values() if n.broker_port))
     with cluster.admin(request_timeout_ms=20_000) as admin:

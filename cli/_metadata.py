@@ -140,8 +140,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     """CreateMetadataSnapshot on each controller in turn (it is served locally, never forwarded)."""
     import grpc
 
-    from kraftlog.client import parse_bootstrap_servers
-    from kraftlog.client._security import client_security
+    from kraftlog.client import client_security, parse_bootstrap_servers
     from kraftlog.proto import admin_pb2, admin_pb2_grpc
 
     try:

@@ -124,9 +124,7 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
     leader (in term ``term + 1``) and replicate from there; pysyncobj loads the dump at start and
     `MetadataStateMachine.from_state` continues numbering at ``next_offset``.
     """
-    from kraftlog.quorum._journal import RaftJournal
-    from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
-    from kraftlog.quorum._serializer import FullDump, encode_dump
+    from kraftlog.quorum.raft import DUMP_FILE, JOURNAL_FILE, FullDump, RaftJournal, encode_dump
 
     raft_dir.mkdir(parents=True, exist_ok=True)
     prev = (_NOOP_COMMAND, 1, term)
@@ -156,7 +154,7 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
 def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path:
     """Copy the snapshot bytes under their canonical name: .part, fsync, rename, fsync the dir."""
     from kraftlog.common import PARTIAL_SUFFIX
-    from kraftlog.metadata_log._log_files import snapshot_file_name
+    from kraftlog.metadata_log.log_files import snapshot_file_name
 
     final = mdir / snapshot_file_name(offset, epoch)
     part = final.with_name(final.name + PARTIAL_SUFFIX)
@@ -209,14 +207,14 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
             continue
         snap_id.path.unlink()
         removed.append(snap_id.path.name)
-    metadata_log._log_files.remove_partial_snapshots(mdir)
+    metadata_log.log_files.remove_partial_snapshots(mdir)
     if raft_dir.exists():
         shutil.rmtree(raft_dir)
         removed.append(f"{RAFT_DIR}/")
     installed = (
         source
         if source.parent.resolve() == mdir.resolve()
-        and source.name == metadata_log._log_files.snapshot_file_name(snap.offset, snap.epoch)
+        and source.name == metadata_log.log_files.snapshot_file_name(snap.offset, snap.epoch)
         else None
     )
     if installed is None:

@@ -69,7 +69,7 @@ def check_metadata_log(mdir: Path, *, stop_at: int | None = None) -> tuple[Any, 
     every entry that replayed (below ``stop_at`` when given), the first failure as a report (None when
     there is none) and the entries from ``stop_at`` or the failure on (what a repair would drop)."""
     from kraftlog import metadata_log
-    from kraftlog.metadata_log._image import MetadataDelta, MetadataReplayError
+    from kraftlog.metadata_log.image import MetadataDelta, MetadataReplayError
 
     snap = metadata_log.latest_snapshot(mdir)
     image = metadata_log.MetadataImage.EMPTY

@@ -23,7 +23,7 @@ from kraftlog.cli._admin_command import (
 )
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
 from kraftlog.cli._configs import parse_config_list, parse_name_list
-from kraftlog.common._acl import ScramMechanism
+from kraftlog.common.security import ScramMechanism
 
 __all__ = ["add_parser", "make_admin", "run"]
 

@@ -3,64 +3,76 @@
 and `TransactionAdmin` against the brokers' coordinators. Imports only `proto` and `common` (an
 import-linter contract in pyproject.toml), never the server side."""
 
-from kraftlog.client._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
 from kraftlog.client._config import UnsupportedConfigError
-from kraftlog.client._consumer import (
+from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
+from kraftlog.client._security import client_security, security_from_properties
+from kraftlog.client._transport import MockTransport, Transport, rpc_error
+from kraftlog.client.admin import (
+    Admin,
+    GroupAdmin,
+    NewTopic,
+    ProducerState,
+    TransactionAdmin,
+    parse_bootstrap_servers,
+    raise_for_errors,
+)
+from kraftlog.client.consumer import (
+    CommitFailedError,
     Consumer,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     LogTruncationError,
     NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    RebalanceListener,
     consumer_config_from_properties,
 )
-from kraftlog.client._consumer_group import CommitFailedError, RebalanceListener
-from kraftlog.client._consumer_groups import ConsumerGroupMetadata
-from kraftlog.client._group_admin import GroupAdmin
-from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
-from kraftlog.client._partitioner import DefaultPartitioner, murmur2, partition_for_key
-from kraftlog.client._producer import (
+from kraftlog.client.producer import (
     AsyncProducer,
+    DefaultPartitioner,
     Producer,
     ProducerClosedError,
     RecordMetadata,
+    murmur2,
+    partition_for_key,
     producer_config_from_properties,
 )
-from kraftlog.client._transaction_admin import ProducerState, TransactionAdmin
-from kraftlog.client._transport import MockTransport, Transport, rpc_error
 
 __all__ = [
     "Admin",
-    "NewTopic",
-    "parse_bootstrap_servers",
-    "raise_for_errors",
     "AsyncProducer",
-    "Producer",
-    "ProducerClosedError",
-    "RecordMetadata",
-    "producer_config_from_properties",
-    "Consumer",
-    "ConsumerRecord",
-    "LogTruncationError",
-    "NoOffsetForPartitionError",
-    "OffsetAndTimestamp",
-    "OffsetAndMetadata",
-    "ConsumerGroupMetadata",
-    "CommitFailedError",
-    "RebalanceListener",
-    "GroupAdmin",
-    "TransactionAdmin",
-    "ProducerState",
-    "consumer_config_from_properties",
     "BrokerMetadata",
     "ClusterMetadata",
-    "PartitionMetadata",
-    "TopicPartition",
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerGroupMetadata",
+    "ConsumerRecord",
     "DefaultPartitioner",
-    "murmur2",
-    "partition_for_key",
-    "UnsupportedConfigError",
+    "GroupAdmin",
+    "LogTruncationError",
     "MockTransport",
+    "NewTopic",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "PartitionMetadata",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerState",
+    "RebalanceListener",
+    "RecordMetadata",
+    "TopicPartition",
+    "TransactionAdmin",
     "Transport",
+    "UnsupportedConfigError",
+    "client_security",
+    "consumer_config_from_properties",
+    "murmur2",
+    "parse_bootstrap_servers",
+    "partition_for_key",
+    "producer_config_from_properties",
+    "raise_for_errors",
     "rpc_error",
+    "security_from_properties",
 ]

@@ -26,9 +26,10 @@ from typing import Any, NamedTuple, Self
 import grpc
 import structlog
 
-from kraftlog.common import backoff_ms, parse_bootstrap_servers
+from kraftlog.client._security import ClientSecurity, client_security
+from kraftlog.client._transport import Transport
+from kraftlog.common import Done, Outcome, Retry, RetryPolicy, backoff_ms, parse_bootstrap_servers, retry_until
 from kraftlog.common import errors as kerr
-from kraftlog.common._request_driver import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     broker_pb2,
@@ -37,9 +38,6 @@ from kraftlog.proto import (
     group_pb2_grpc,
     txn_pb2_grpc,
 )
-
-from ._security import ClientSecurity, client_security
-from ._transport import Transport
 
 __all__ = [
     "BrokerMetadata",

@@ -19,12 +19,15 @@ from typing import Any
 
 import grpc
 
-from kraftlog.common._config_schema_security import LISTENER_PREFIXABLE, SASL_MECHANISMS_SUPPORTED, parse_jaas_config
-from kraftlog.common._listener_security import SaslLogin
-from kraftlog.common._tls import TlsSettings
+from kraftlog.client._transport import Transport
+from kraftlog.common.security import (
+    LISTENER_PREFIXABLE,
+    SASL_MECHANISMS_SUPPORTED,
+    SaslLogin,
+    TlsSettings,
+    parse_jaas_config,
+)
 from kraftlog.proto import open_channel
-
-from ._transport import Transport
 
 __all__ = ["ClientSecurity", "client_security", "security_from_properties"]
 

@@ -10,7 +10,51 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kraftlog.common._acl import (
+from kraftlog.common._backoff import backoff_ms
+from kraftlog.common._bootstrap import parse_bootstrap_servers
+from kraftlog.common._clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from kraftlog.common._config_def import ConfigType
+from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
+from kraftlog.common._java import (
+    JavaHashTable,
+    coordinator_partition,
+    java_abs,
+    java_hashmap_order,
+    java_int32,
+    java_string_hash,
+    java_string_key,
+)
+from kraftlog.common._names import (
+    CLEANER_OFFSET_CHECKPOINT,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    META_PROPERTIES_FILE,
+    METADATA_PARTITION_DIR,
+    PARTIAL_SUFFIX,
+    RAFT_DIR,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+)
+from kraftlog.common._request_driver import (
+    Call,
+    Done,
+    Outcome,
+    Redirect,
+    RequestDriver,
+    Retry,
+    RetryPolicy,
+    Route,
+    drive,
+    drive_async,
+    retry_until,
+    wait_until,
+)
+from kraftlog.common._uuid import kafka_uuid, parse_uuid
+from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -27,27 +71,6 @@ from kraftlog.common._acl import (
     supported_operations,
     validate_acl_binding,
 )
-from kraftlog.common._backoff import backoff_ms
-from kraftlog.common._bootstrap import parse_bootstrap_servers
-from kraftlog.common._clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
-from kraftlog.common._java import coordinator_partition, java_abs, java_string_hash, java_string_key
-from kraftlog.common._names import (
-    CLEANER_OFFSET_CHECKPOINT,
-    INDEX_SUFFIX,
-    LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    LOG_SUFFIX,
-    META_PROPERTIES_FILE,
-    METADATA_PARTITION_DIR,
-    PARTIAL_SUFFIX,
-    RAFT_DIR,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-)
-from kraftlog.common._uuid import kafka_uuid, parse_uuid
 
 if TYPE_CHECKING:
     from kraftlog.common._crc_frame import (
@@ -64,56 +87,72 @@ _CRC_FRAME_NAMES = frozenset(
 )
 
 __all__ = [
-    "CLUSTER_RESOURCE_NAME",
-    "WILDCARD_HOST",
-    "WILDCARD_PRINCIPAL",
-    "WILDCARD_RESOURCE",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",
     "AclPermissionType",
-    "PatternType",
-    "ResourceType",
-    "ScramMechanism",
-    "acl_binding_problem",
-    "parse_super_users",
-    "supported_operations",
-    "validate_acl_binding",
-    "CRC_FRAME_HEADER_SIZE",
-    "FrameByteOrder",
-    "crc_frame_header",
-    "crc_frame_problem",
-    "encode_crc_frame",
     "CLEANER_OFFSET_CHECKPOINT",
+    "CLUSTER_RESOURCE_NAME",
+    "CRC_FRAME_HEADER_SIZE",
+    "Call",
+    "Clock",
+    "ConfigType",
+    "Done",
+    "FrameByteOrder",
     "INDEX_SUFFIX",
+    "JavaHashTable",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "LOG_SUFFIX",
     "METADATA_PARTITION_DIR",
     "META_PROPERTIES_FILE",
+    "ManualClock",
+    "Outcome",
     "PARTIAL_SUFFIX",
+    "PatternType",
+    "Progress",
     "RAFT_DIR",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
+    "Redirect",
+    "RequestDriver",
+    "ResourceType",
+    "Retry",
+    "RetryPolicy",
+    "Route",
     "SNAPSHOT_SUFFIX",
+    "SYSTEM_CLOCK",
+    "ScramMechanism",
+    "SystemClock",
     "TIME_INDEX_SUFFIX",
-    "Progress",
+    "WILDCARD_HOST",
+    "WILDCARD_PRINCIPAL",
+    "WILDCARD_RESOURCE",
+    "acl_binding_problem",
     "atomic_write",
     "backoff_ms",
     "coordinator_partition",
+    "crc_frame_header",
+    "crc_frame_problem",
+    "drive",
+    "drive_async",
+    "encode_crc_frame",
     "fsync_directory",
     "fsync_file",
     "java_abs",
+    "java_hashmap_order",
+    "java_int32",
     "java_string_hash",
     "java_string_key",
     "kafka_uuid",
     "parse_bootstrap_servers",
-    "SYSTEM_CLOCK",
-    "Clock",
-    "ManualClock",
-    "SystemClock",
+    "parse_super_users",
     "parse_uuid",
     "progress",
+    "retry_until",
+    "supported_operations",
+    "validate_acl_binding",
+    "wait_until",
 ]
 
 

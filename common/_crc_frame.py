@@ -3,8 +3,8 @@ torn or flipped record is detected instead of being decoded.
 
 Two persisted formats use this frame with opposite byte orders, and neither may change (files
 written by an older node must still open): the Raft journal, its meta file and the full dump
-(`quorum._journal`, `quorum._serializer`) are little endian; the metadata log's segments and
-snapshots (`metadata_log._log_frames`) are big endian. So the byte order is a parameter of every
+(`quorum.raft._journal`, `quorum.raft._serializer`) are little endian; the metadata log's segments and
+snapshots (`metadata_log.log_files._log_frames`) are big endian. So the byte order is a parameter of every
 function here, never a default.
 
 The CRC is CRC-32C (Castagnoli), the checksum Kafka uses for record batches (`common.records.crc32c`).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Final, Literal
 
-from kraftlog.common._record_format import crc32c
+from kraftlog.common.records import crc32c
 
 __all__ = ["CRC_FRAME_HEADER_SIZE", "FrameByteOrder", "crc_frame_header", "crc_frame_problem", "encode_crc_frame"]
 

@@ -26,15 +26,14 @@ Randomness (the candidates' order, the jitter) comes from an injected `random.Ra
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kraftlog.common import errors as kerr
 from kraftlog.common._backoff import backoff_ms
+from kraftlog.common._clock import SYSTEM_CLOCK
 
 __all__ = [
     "Call",
@@ -53,8 +52,8 @@ __all__ = [
     "wait_until",
 ]
 
-#: A clock in seconds that only goes forward (``time.monotonic`` unless a test passes its own).
-Clock = Callable[[], float]
+#: A clock in seconds that only goes forward (the one clock's ``monotonic_s`` unless a test passes its own).
+MonotonicSeconds = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +256,8 @@ def drive(
     attempt: Callable[[Call], Outcome],
     *,
     what: str = "request",
-    clock: Clock = time.monotonic,
-    sleep: Callable[[float], object] = time.sleep,
+    clock: MonotonicSeconds = SYSTEM_CLOCK.monotonic_s,
+    sleep: Callable[[float], object] = SYSTEM_CLOCK.sleep,
 ) -> Any:
     """Run ``driver`` to its end, blocking: ``attempt(call)`` performs one call and reads its
     outcome (exceptions it raises end the request). Returns `Done`'s value, or what `GiveUp` says."""
@@ -280,8 +279,8 @@ async def drive_async(
     attempt: Callable[[Call], Awaitable[Outcome]],
     *,
     what: str = "request",
-    clock: Clock = time.monotonic,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: MonotonicSeconds = SYSTEM_CLOCK.monotonic_s,
+    sleep: Callable[[float], Awaitable[None]] = SYSTEM_CLOCK.sleep_async,
 ) -> Any:
     """`drive` for asyncio: ``attempt`` and ``sleep`` are awaited."""
     while True:
@@ -303,8 +302,8 @@ def retry_until(
     timeout_s: float,
     policy: RetryPolicy | None = None,
     what: str = "request",
-    clock: Clock = time.monotonic,
-    sleep: Callable[[float], object] = time.sleep,
+    clock: MonotonicSeconds = SYSTEM_CLOCK.monotonic_s,
+    sleep: Callable[[float], object] = SYSTEM_CLOCK.sleep,
     rng: random.Random | None = None,
 ) -> Any:
     """A request whose caller finds the node itself (a coordinator lookup, a cached leader):
@@ -319,8 +318,8 @@ def wait_until(
     *,
     timeout_s: float,
     interval_s: float = 0.1,
-    clock: Clock = time.monotonic,
-    sleep: Callable[[float], object] = time.sleep,
+    clock: MonotonicSeconds = SYSTEM_CLOCK.monotonic_s,
+    sleep: Callable[[float], object] = SYSTEM_CLOCK.sleep,
 ) -> bool:
     """Poll ``predicate`` every ``interval_s`` until it holds (True) or ``timeout_s`` passes
     (False); the last wait is cut to the deadline, and the predicate is asked once more there."""

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +28,9 @@ from typing import Any
 import tomli_w
 
 from kraftlog.common import atomic_write
+from kraftlog.common import wait_until as poll_until
 from kraftlog.deploy._cluster_security import SECURITY_MODES, _ClusterSecurity
+from kraftlog.deploy._node_spec import NodeSpec
 
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
@@ -43,17 +44,22 @@ _RAFT_PORT_OFFSET = 1
 def wait_until(
     predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.05, what: str = "condition"
 ) -> Any:
-    """Poll ``predicate`` until it returns something truthy; raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
+    """Poll ``predicate`` until it returns something truthy and return that; raise TimeoutError
+    naming ``what`` (and the last error the predicate raised: the thing polled may not be up yet).
+    The polling itself is common's one `wait_until`."""
+    seen: dict[str, Any] = {}
+
+    def attempt() -> bool:
         try:
-            value = predicate()
-            if value:
-                return value
+            seen["value"] = predicate()
         except Exception as exc:  # the thing polled may not be up yet
-            last_exc = exc
-        time.sleep(interval_s)
+            seen["error"] = exc
+            return False
+        return bool(seen["value"])
+
+    if poll_until(attempt, timeout_s=timeout_s, interval_s=interval_s):
+        return seen["value"]
+    last_exc = seen.get("error")
     raise TimeoutError(
         f"timed out after {timeout_s:.1f}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
     )
@@ -79,30 +85,6 @@ def free_port_pair(taken: set[int]) -> int:
             taken.update((port, port + 1))
             return port
     raise RuntimeError("no free pair of ports on 127.0.0.1")
-
-
-@dataclass
-class NodeSpec:
-    node_id: int
-    roles: list[str]
-    controller_port: int | None
-    broker_port: int | None
-    dir: str
-    pid: int | None = None
-    host: str = "127.0.0.1"
-
-    @property
-    def config_path(self) -> Path:
-        return Path(self.dir) / "node.toml"
-
-    @property
-    def kafka_port(self) -> int | None:
-        """The broker's Kafka-protocol listener (PLAINTEXT): the second port of its pair."""
-        return self.broker_port + 1 if self.broker_port else None
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.dir) / "node.log"
 
 
 @dataclass

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import atomic_write
-from kraftlog.common._config_schema_security import STANDARD_AUTHORIZER
+from kraftlog.common.security import STANDARD_AUTHORIZER
 
 if TYPE_CHECKING:
-    from kraftlog.deploy._cluster import NodeSpec
+    from kraftlog.deploy._node_spec import NodeSpec
 
 __all__ = ["SECURITY_MODES", "_ClusterSecurity"]
 

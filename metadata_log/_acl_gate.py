@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kraftlog.common._acl import AclOperation, ResourceType, parse_super_users
-from kraftlog.common._request_context import Session
+from kraftlog.common.security import AclOperation, ResourceType, Session, parse_super_users
 from kraftlog.metadata_log._authorizer import Authorizer
-from kraftlog.metadata_log._image import MetadataImage
+from kraftlog.metadata_log.image import MetadataImage
 
 __all__ = ["AclGate"]
 

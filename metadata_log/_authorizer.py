@@ -36,8 +36,7 @@ from kraftlog.common import (
     PatternType,
     ResourceType,
 )
-from kraftlog.metadata_log._image_delta import MetadataImage
-from kraftlog.metadata_log._image_security import AclsImage
+from kraftlog.metadata_log.image import AclsImage, MetadataImage
 
 __all__ = ["Authorizer"]
 

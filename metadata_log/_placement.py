@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from kraftlog.common import errors as kerr
 
 if TYPE_CHECKING:
-    from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
+    from kraftlog.metadata_log.image import BrokerRegistration, ClusterImage
 
 __all__ = [
     "PlacementError",

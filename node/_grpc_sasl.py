@@ -1,5 +1,5 @@
 """``SaslService`` (proto/security.proto): SASL over gRPC on a node's SASL_PLAINTEXT / SASL_SSL
-gRPC listeners, over the pure `common._sasl_sessions.SaslSessions`. On a listener without SASL both
+gRPC listeners, over the pure `common.security._sasl_sessions.SaslSessions`. On a listener without SASL both
 calls answer ILLEGAL_SASL_STATE."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._sasl_sessions import SaslSessions
+from kraftlog.common.security import SaslSessions
 from kraftlog.node._grpc_security import peer_host
 from kraftlog.proto import errors_pb2, security_pb2, security_pb2_grpc
 

@@ -7,7 +7,7 @@ reflection). For each call it:
    listener with mutual TLS (``User:<subject>`` after ``ssl.principal.mapping.rules``), else
    ``User:ANONYMOUS``; a broker forwarding a client's admin request (KIP-590) names that client
    in the call metadata, which is believed only when the broker itself may ClusterAction;
-2. runs the handler inside a `RequestContext` (`kraftlog.common._request_context`), through which
+2. runs the handler inside a `RequestContext` (`kraftlog.common.security._request_context`), through which
    the handler asks its authorization questions;
 3. fails the call closed (INTERNAL, logged as ``rpc_without_authorization_decision``) when the
    handler reached its end without a single decision: a method nobody authorized is a bug, never
@@ -28,19 +28,22 @@ import grpc
 import structlog
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
-from kraftlog.common._listener_security import ListenerSecurity
-from kraftlog.common._request_context import (
+from kraftlog.common.security import (
     ANONYMOUS,
+    CLUSTER_RESOURCE_NAME,
     FORWARDED_HOST,
     FORWARDED_PRINCIPAL,
+    SESSION_METADATA,
+    AclOperation,
     AuthorizeFn,
+    ListenerSecurity,
     RequestContext,
+    ResourceType,
+    SaslSessions,
     Session,
+    principal_from_certificate,
     request_scope,
 )
-from kraftlog.common._sasl_sessions import SESSION_METADATA, SaslSessions
-from kraftlog.common._tls import principal_from_certificate
 
 __all__ = ["PUBLIC_SERVICES", "SecurityInterceptor", "interceptor", "peer_host"]
 

@@ -85,7 +85,7 @@ class Node:
             )
             return server, servicer
 
-        from kraftlog.common._listener_security import ListenerSecurity
+        from kraftlog.common.security import ListenerSecurity
         from kraftlog.node._grpc_sasl import SaslServicer
         from kraftlog.node._grpc_security import interceptor
         from kraftlog.proto import (
@@ -101,7 +101,7 @@ class Node:
 
         admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
-            from kraftlog.quorum._server import ControllerServer
+            from kraftlog.quorum import ControllerServer
 
             self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
             controller_sasl = _sasl_sessions(controller_security, lambda: self.controller.image)
@@ -120,7 +120,7 @@ class Node:
             self.servers.append(server)
             await _set(self.health, health_pb2.HealthCheckResponse.SERVING)
         if "broker" in self.config.roles:
-            from kraftlog.broker._server import BrokerServer
+            from kraftlog.broker import BrokerServer
 
             self.broker = BrokerServer(self.config, self.cluster_id, registry=self.registry)
             broker_sasl = _sasl_sessions(self.broker.grpc_security, lambda: self.broker.follower.image)
@@ -195,7 +195,7 @@ def _sasl_sessions(security: Any, image: Any) -> Any:
     looked up in the role's current metadata image."""
     if not security.uses_sasl:
         return None
-    from kraftlog.common._sasl_sessions import SaslSessions
+    from kraftlog.common.security import SaslSessions
 
     return SaslSessions(security, lambda mechanism, user: image().scram.credential(mechanism, user))
 
@@ -204,7 +204,7 @@ def _add_port(server: Any, address: str, security: Any) -> int:
     """Listen on ``address`` with the listener's protocol: TLS (SSL) or plaintext."""
     import grpc
 
-    from kraftlog.common._tls import grpc_server_credentials
+    from kraftlog.common.security import grpc_server_credentials
 
     if not security.uses_tls:
         return int(server.add_insecure_port(address))
@@ -249,7 +249,7 @@ async def _serve(config: Any, cluster_id: str) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    from kraftlog.quorum._server import MetadataReplayFailure
+    from kraftlog.quorum import MetadataReplayFailure
 
     try:
         try:

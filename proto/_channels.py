@@ -18,9 +18,7 @@ from typing import Any
 
 import grpc
 
-from kraftlog.common._listener_security import SaslLogin
-from kraftlog.common._sasl_sessions import SESSION_METADATA
-from kraftlog.common._tls import TlsSettings, grpc_channel_credentials
+from kraftlog.common.security import SESSION_METADATA, SaslLogin, TlsSettings, grpc_channel_credentials
 
 __all__ = [
     "RECONNECT_OPTIONS",
@@ -89,10 +87,8 @@ def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, str]:
     each answer, returns the session token. Failures raise the Kafka error the server named; a
     SCRAM server that cannot prove it knows the credential is refused."""
     from kraftlog.common import errors as kerr
-    from kraftlog.common._acl import ScramMechanism
-    from kraftlog.common._scram import ScramClient
-
-    from . import security_pb2
+    from kraftlog.common.security import ScramClient, ScramMechanism
+    from kraftlog.proto import security_pb2
 
     handshake = yield ("SaslHandshake", security_pb2.SaslHandshakeRequest(mechanism=login.mechanism))
     if handshake.error.code:
@@ -143,7 +139,7 @@ class _SaslInterceptor(
     def _session(self, stale: str | None = None) -> str:
         with self._lock:
             if self._token is None or self._token == stale:
-                from . import security_pb2_grpc
+                from kraftlog.proto import security_pb2_grpc
 
                 stub = security_pb2_grpc.SaslServiceStub(self._raw)
                 steps = _exchange(self._login)
@@ -188,7 +184,7 @@ class _AioSaslInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
     async def session(self, stale: str | None = None) -> str:
         async with self._lock:
             if self._token is None or self._token == stale:
-                from . import security_pb2_grpc
+                from kraftlog.proto import security_pb2_grpc
 
                 async with open_aio_channel(self._address, options=self._options, tls=self._tls) as raw:
                     stub = security_pb2_grpc.SaslServiceStub(raw)

@@ -2,20 +2,24 @@
 
 `MetadataQuorum` is the narrow seam over pysyncobj (propose records -> committed offset; committed
 entries in order; leader id and epoch; leader-change callbacks); `ControllerServer` runs the
-controller role of a node on it; `quorum._controller` holds the active controller's decisions as pure
+controller role of a node on it (its gRPC services see it as a `ControllerCore`); `quorum.raft`
+holds the seam's machinery and `quorum.controller` the active controller's decisions as pure
 ``(image, request) -> (records, response)`` handlers. Imports `metadata_log` and `proto` only.
 """
 
-from kraftlog.quorum._controller import BrokerHeartbeats, ControllerContext
-from kraftlog.quorum._raft import MetadataQuorum, QuorumStatus, VoterStatus
-from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer
+from kraftlog.quorum._controller_services import ControllerCore
+from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer, MetadataReplayFailure
+from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
+from kraftlog.quorum.raft import MetadataQuorum, QuorumStatus, VoterStatus
 
 __all__ = [
     "BrokerHeartbeats",
     "ControllerContext",
+    "ControllerCore",
     "ControllerServer",
     "METADATA_PARTITION_DIR",
     "MetadataQuorum",
+    "MetadataReplayFailure",
     "QuorumStatus",
     "VoterStatus",
 ]

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from kraftlog.common._clock import Clock
-from kraftlog.common._listener_security import ListenerSecurity
+from kraftlog.common import Clock
 from kraftlog.common.config import NodeConfig
+from kraftlog.common.security import ListenerSecurity
 from kraftlog.metadata_log import (
     LogEntry,
     MetadataDelta,
@@ -34,8 +34,8 @@ from kraftlog.metadata_log import (
     read_snapshot,
     write_snapshot,
 )
-from kraftlog.metadata_log._image import MetadataReplayError
-from kraftlog.metadata_log._log_files import delete_covered_segments
+from kraftlog.metadata_log.image import MetadataReplayError
+from kraftlog.metadata_log.log_files import delete_covered_segments
 from kraftlog.proto import controller_pb2, controller_pb2_grpc, open_aio_channel
 from kraftlog.quorum._controller_services import (
     _KEEPALIVE_S,
@@ -224,7 +224,7 @@ class _ControllerLog:
     ) -> AsyncIterator[controller_pb2.MetadataBatch]:
         """Committed entries from ``request.from_offset`` (a snapshot first when they are gone), then
         keep-alives when caught up. Every batch carries this controller's committed offset and the
-        leader it knows (-1 when none): a broker judges its source by both (broker._metadata_follower).
+        leader it knows (-1 when none): a broker judges its source by both (broker.replica._metadata_follower).
         Keep-alives come every fetch timeout / 4 at most, so a broker that leaves a silent source
         after one fetch timeout never leaves a healthy one."""
         keepalive_s = min(_KEEPALIVE_S, self.config["controller.quorum.fetch.timeout.ms"] / 4000.0)

@@ -6,23 +6,53 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import structlog
 
+import kraftlog.quorum.controller as ctl
+from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, ResourceType
-from kraftlog.common._clock import SYSTEM_CLOCK
-from kraftlog.common._request_context import current_request
+from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2, security_pb2
-
-from . import _controller as ctl
-from . import _security_control as sec
-from ._admin_authz import authorize_cluster, authorize_items
+from kraftlog.quorum.controller import authorize_cluster, authorize_items
 
 if TYPE_CHECKING:
-    from kraftlog.quorum._server import ControllerServer
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from kraftlog.metadata_log import MetadataImage, MetadataProvenance
+
+
+class ControllerCore(Protocol):
+    """What the services need of the controller they serve (`quorum.ControllerServer` is it).
+
+    A protocol rather than the server's class, so that the services and the server do not import
+    each other: the server builds the services, the services only call back through this face.
+    """
+
+    node_id: int
+    provenance: MetadataProvenance
+    image: MetadataImage
+    heartbeats: ctl.BrokerHeartbeats
+
+    def context(self) -> ctl.ControllerContext: ...
+
+    async def run_write(
+        self, handler: Callable[..., tuple[list[Any], Any]], request: Any, response_type: type, *extra: Any
+    ) -> Any: ...
+
+    async def run_read(self, fn: Callable[[], Any], response_type: type, request: Any = None) -> Any: ...
+
+    def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse: ...
+
+    def stream_metadata(
+        self, request: controller_pb2.FetchMetadataRequest
+    ) -> AsyncIterator[controller_pb2.MetadataBatch]: ...
+
+    def take_snapshot(self) -> Path | None: ...
+
 
 _TAIL_ENTRIES = 50_000  # committed entries kept in memory for FetchMetadata
 
@@ -137,21 +167,21 @@ class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
     broker's principal has (a super user, or an ACL), so nobody else can register as a broker,
     heartbeat for one, change an ISR or read the metadata log."""
 
-    def __init__(self, server: ControllerServer) -> None:
+    def __init__(self, server: ControllerCore) -> None:
         self.s = server
 
     async def RegisterBroker(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
             return _refused(controller_pb2.RegisterBrokerResponse, err)
         return await self.s.run_write(
-            ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s._heartbeats
+            ctl.register_broker, request, controller_pb2.RegisterBrokerResponse, self.s.heartbeats
         )
 
     async def BrokerHeartbeat(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
             return _refused(controller_pb2.BrokerHeartbeatResponse, err)
         return await self.s.run_write(
-            ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s._heartbeats
+            ctl.broker_heartbeat, request, controller_pb2.BrokerHeartbeatResponse, self.s.heartbeats
         )
 
     async def AlterPartition(self, request: Any, context: Any) -> Any:
@@ -174,7 +204,7 @@ class _ControllerService(controller_pb2_grpc.ControllerServiceServicer):
 class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     """Admin requests, authorized with Kafka's rules (`_admin_authz`) before the handler runs."""
 
-    def __init__(self, server: ControllerServer) -> None:
+    def __init__(self, server: ControllerCore) -> None:
         self.s = server
 
     async def _items(self, handler: Any, request: Any, response_type: type) -> Any:
@@ -259,25 +289,25 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def CreateAcls(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(security_pb2.CreateAclsResponse, err)
-        return await self.s.run_write(sec.create_acls, request, security_pb2.CreateAclsResponse)
+        return await self.s.run_write(ctl.create_acls, request, security_pb2.CreateAclsResponse)
 
     async def DescribeAcls(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.DESCRIBE):
             return _refused(security_pb2.DescribeAclsResponse, err)
         return await self.s.run_read(
-            lambda: sec.describe_acls(self.s.image, request), security_pb2.DescribeAclsResponse
+            lambda: ctl.describe_acls(self.s.image, request), security_pb2.DescribeAclsResponse
         )
 
     async def DeleteAcls(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(security_pb2.DeleteAclsResponse, err)
-        return await self.s.run_write(sec.delete_acls, request, security_pb2.DeleteAclsResponse)
+        return await self.s.run_write(ctl.delete_acls, request, security_pb2.DeleteAclsResponse)
 
     async def DescribeUserScramCredentials(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.DESCRIBE):
             return _refused(security_pb2.DescribeUserScramCredentialsResponse, err)
         return await self.s.run_read(
-            lambda: sec.describe_user_scram_credentials(self.s.image, request),
+            lambda: ctl.describe_user_scram_credentials(self.s.image, request),
             security_pb2.DescribeUserScramCredentialsResponse,
         )
 
@@ -285,7 +315,7 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(security_pb2.AlterUserScramCredentialsResponse, err)
         return await self.s.run_write(
-            sec.alter_user_scram_credentials, request, security_pb2.AlterUserScramCredentialsResponse
+            ctl.alter_user_scram_credentials, request, security_pb2.AlterUserScramCredentialsResponse
         )
 
     async def DescribeTopics(self, request: Any, context: Any) -> Any:

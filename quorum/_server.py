@@ -43,11 +43,12 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry
 
-from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, backoff_ms
+import kraftlog.quorum.controller as ctl
+from kraftlog.common import METADATA_PARTITION_DIR, RAFT_DIR, SYSTEM_CLOCK, Clock, backoff_ms
 from kraftlog.common import errors as kerr
-from kraftlog.common._clock import SYSTEM_CLOCK, Clock
-from kraftlog.common._request_context import spawn
+from kraftlog.common.security import spawn
 from kraftlog.metadata_log import (
+    AclGate,
     MetadataDelta,
     MetadataImage,
     MetadataLogWriter,
@@ -59,7 +60,6 @@ from kraftlog.metadata_log import (
     read_log_dir,
     read_snapshot,
 )
-from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
 from kraftlog.quorum._controller_log import _ControllerLog
 from kraftlog.quorum._controller_services import (
@@ -75,10 +75,8 @@ from kraftlog.quorum._controller_services import (
     _with_error,
     raft_address,
 )
-
-from . import _controller as ctl
-from ._metrics import ControllerStateCollector
-from ._raft import MAX_PROPOSAL_BYTES
+from kraftlog.quorum._metrics import ControllerStateCollector
+from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
@@ -126,7 +124,7 @@ class ControllerServer(_ControllerLog):
         self._write_queue: list[tuple[Any, ...]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._active_epoch: int | None = None
-        self._heartbeats = ctl.BrokerHeartbeats()
+        self.heartbeats = ctl.BrokerHeartbeats()
         self._tasks: list[asyncio.Task[Any]] = []
         self._bytes_since_snapshot = 0
         self._last_snapshot_at = self._clock.monotonic_s()  # or the start: metadata.log.max.snapshot.interval.ms
@@ -161,7 +159,7 @@ class ControllerServer(_ControllerLog):
         if self._quorum_factory is not None:
             factory = self._quorum_factory
         else:
-            from ._raft import MetadataQuorum
+            from kraftlog.quorum.raft import MetadataQuorum
 
             factory = MetadataQuorum
         self._quorum = factory(
@@ -255,7 +253,7 @@ class ControllerServer(_ControllerLog):
             try:
                 async with self._write_lock:
                     await self._propose([NoOpRecord()], epoch)
-                    self._heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
+                    self.heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
                     self._active_epoch = epoch
                     self._uncertain_epoch = None
                 self._log.info("controller_active", epoch=epoch, offset=self.image.offset)
@@ -428,7 +426,7 @@ class ControllerServer(_ControllerLog):
                 continue
             try:
                 await self._run_internal(
-                    lambda image, _req, ctx: (ctl.fence_expired_brokers(image, ctx, self._heartbeats), None)
+                    lambda image, _req, ctx: (ctl.fence_expired_brokers(image, ctx, self.heartbeats), None)
                 )
                 await self._run_internal(lambda image, _req, ctx: (ctl.complete_reassignments(image, ctx), None))
                 interval = self.config["leader.imbalance.check.interval.seconds"]

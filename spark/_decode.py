@@ -16,16 +16,7 @@ import structlog
 from crc32c import crc32c
 
 from kraftlog.common import crc_frame_problem
-from kraftlog.metadata_log._image import MetadataReplayError
-from kraftlog.metadata_log._log_frames import (
-    _FRAME_HEADER,
-    FRAME_HEADER_SIZE,
-    _frame_problem,
-    _torn_header,
-    iter_frames,
-)
-from kraftlog.metadata_log._log_names import parse_segment_file_name
-from kraftlog.metadata_log._records import (
+from kraftlog.metadata_log import (
     RECORD_TYPES,
     AccessControlEntryRecord,
     BrokerEndpoint,
@@ -48,8 +39,15 @@ from kraftlog.metadata_log._records import (
     UserScramCredentialRecord,
     decode_entry,
 )
-from kraftlog.metadata_log._snapshots import (
+from kraftlog.metadata_log.image import MetadataReplayError
+from kraftlog.metadata_log.log_files import (
+    FRAME_HEADER,
+    FRAME_HEADER_SIZE,
+    frame_length_problem,
+    iter_frames,
+    parse_segment_file_name,
     parse_snapshot_frames,
+    torn_frame_header,
 )
 
 _log = structlog.get_logger(__name__)
@@ -347,7 +345,7 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
     view = memoryview(data)
     end = len(view)
     pos = 0
-    unpack_header = _FRAME_HEADER.unpack_from
+    unpack_header = FRAME_HEADER.unpack_from
     unpackb = msgpack.unpackb
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small tuples: the cyclic GC would rescan them over and over
@@ -357,10 +355,10 @@ def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[t
             if pos == end:
                 break
             if end - pos < FRAME_HEADER_SIZE:
-                torn = (pos, _torn_header(pos, end))
+                torn = (pos, torn_frame_header(pos, end))
                 break
             length, crc = unpack_header(view, pos)
-            problem = _frame_problem(pos, end, length)
+            problem = frame_length_problem(pos, end, length)
             if problem is not None:
                 torn = (pos, problem)
                 break

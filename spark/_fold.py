@@ -10,17 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kraftlog.common import AclBinding
-from kraftlog.metadata_log._image import BrokerRegistration, MetadataReplayError, PartitionRegistration
-from kraftlog.metadata_log._image_base import apply_config, feature_level, next_producer_id
-from kraftlog.metadata_log._image_cluster import next_broker_registration
-from kraftlog.metadata_log._image_security import (
-    ScramCredential,
-    acl_to_record,
-    credential_to_record,
-    next_acl,
-    next_scram_credential,
-)
-from kraftlog.metadata_log._records import (
+from kraftlog.metadata_log import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -37,6 +27,20 @@ from kraftlog.metadata_log._records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
     encode_record,
+)
+from kraftlog.metadata_log.image import (
+    BrokerRegistration,
+    MetadataReplayError,
+    PartitionRegistration,
+    ScramCredential,
+    acl_to_record,
+    apply_config,
+    credential_to_record,
+    feature_level,
+    next_acl,
+    next_broker_registration,
+    next_producer_id,
+    next_scram_credential,
 )
 from kraftlog.spark._decode import (
     _ACL,

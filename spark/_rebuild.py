@@ -11,18 +11,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kraftlog.metadata_log._log_frames import (
+from kraftlog.metadata_log import MetadataRecordError
+from kraftlog.metadata_log.log_files import (
     MetadataLogCorruptError,
     MetadataLogGapError,
+    check_snapshot_header,
     iter_frames,
-)
-from kraftlog.metadata_log._log_names import parse_segment_file_name, snapshot_file_name
-from kraftlog.metadata_log._records import (
-    MetadataRecordError,
-)
-from kraftlog.metadata_log._snapshots import (
-    _check_header,
-    _snapshot_map,
+    parse_segment_file_name,
+    snapshot_file_name,
+    snapshot_header_map,
     write_snapshot_payloads,
 )
 from kraftlog.spark._decode import (
@@ -45,7 +42,7 @@ def _snapshot_header(prefix: bytes, name: str) -> dict[str, Any]:
     length, _crc = struct.unpack_from(">II", prefix, 0)
     frames = iter_frames(prefix[: 8 + length])
     for position, payload in frames:
-        return _check_header(Path(name), _snapshot_map(Path(name), position, payload))
+        return check_snapshot_header(Path(name), snapshot_header_map(Path(name), position, payload))
     raise MetadataLogCorruptError(f"{name}: invalid snapshot header frame")
 
 

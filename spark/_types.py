@@ -8,13 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kraftlog.metadata_log._image import MetadataReplayError
-from kraftlog.metadata_log._log_frames import (
-    MetadataLogCorruptError,
-)
-from kraftlog.metadata_log._records import (
-    MetadataRecordError,
-)
+from kraftlog.metadata_log import MetadataRecordError
+from kraftlog.metadata_log.image import MetadataReplayError
+from kraftlog.metadata_log.log_files import MetadataLogCorruptError
 
 _ERROR_CLASSES: dict[str, type[Exception]] = {
     "MetadataRecordError": MetadataRecordError,

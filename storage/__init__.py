@@ -7,7 +7,6 @@ log compaction on cleaner threads, and the `LogManager` that owns a node's log d
 This package imports no other kraftlog package.
 """
 
-from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
@@ -21,12 +20,12 @@ from kraftlog.common.records import (
     build_control_batch,
     iter_batches,
 )
-
-from ._checkpoint import OffsetCheckpointFile
-from ._cleaner import CleanerStats, CleaningAbortedError, clean_log
-from ._config import LONG_MAX, LogConfig
-from ._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
-from ._errors import (
+from kraftlog.common.records.compression import CompressionType
+from kraftlog.storage._checkpoint import OffsetCheckpointFile
+from kraftlog.storage._cleaner import CleanerStats, CleaningAbortedError, clean_log
+from kraftlog.storage._config import LONG_MAX, LogConfig
+from kraftlog.storage._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from kraftlog.storage._errors import (
     CorruptRecordError,
     InconsistentTopicIdError,
     InvalidConfigError,
@@ -41,9 +40,9 @@ from ._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from ._file_region import FileRegion
-from ._index import IndexCorruptError, OffsetIndex, TimeIndex
-from ._log import (
+from kraftlog.storage._file_region import FileRegion
+from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
+from kraftlog.storage._log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -55,16 +54,17 @@ from ._log import (
     parse_topic_partition,
     partition_dir_name,
 )
-from ._log_cleaner import LogCleaner
-from ._log_manager import (
+from kraftlog.storage._log_cleaner import LogCleaner
+from kraftlog.storage._log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,
     MetaProperties,
     read_meta_properties,
     write_meta_properties,
 )
-from ._record_set import split_batches
-from ._segment import LogSegment
+from kraftlog.storage._producer_state import ProducerStateManager
+from kraftlog.storage._record_set import split_batches
+from kraftlog.storage._segment import LogSegment
 
 __all__ = [
     "AppendOrigin",
@@ -101,6 +101,7 @@ __all__ = [
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
+    "ProducerStateManager",
     "Record",
     "RecordBatch",
     "RecordBatchBuilder",

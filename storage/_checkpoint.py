@@ -21,8 +21,7 @@ from kraftlog.common import (
     REPLICATION_OFFSET_CHECKPOINT,
     fsync_directory,
 )
-
-from ._errors import KafkaStorageError
+from kraftlog.storage._errors import KafkaStorageError
 
 __all__ = [
     "write_checkpoint_lines",

@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kraftlog.common.records import NO_TIMESTAMP, RecordBatch, RecordBatchBuilder
-
-from ._segment import BatchLocation, LogSegment
+from kraftlog.storage._segment import BatchLocation, LogSegment
 
 if TYPE_CHECKING:
-    from ._log import Log
+    from kraftlog.storage._log import Log
 
 __all__ = ["CleanerStats", "CleaningAbortedError", "clean_log", "dirty_ratio"]
 

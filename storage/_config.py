@@ -14,8 +14,7 @@ from typing import Any
 
 from kraftlog.common.config import TOPIC_CONFIG_DEFS
 from kraftlog.common.records import TimestampType
-
-from ._errors import InvalidConfigError
+from kraftlog.storage._errors import InvalidConfigError
 
 __all__ = ["LogConfig", "LONG_MAX"]
 

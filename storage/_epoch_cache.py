@@ -16,9 +16,8 @@ from pathlib import Path
 import structlog
 
 from kraftlog.common import LEADER_EPOCH_CHECKPOINT
-
-from ._checkpoint import read_checkpoint_lines, write_checkpoint_lines
-from ._errors import KafkaStorageError
+from kraftlog.storage._checkpoint import read_checkpoint_lines, write_checkpoint_lines
+from kraftlog.storage._errors import KafkaStorageError
 
 __all__ = ["LeaderEpochCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "LEADER_EPOCH_CHECKPOINT"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ._errors import KafkaStorageError
+from kraftlog.storage._errors import KafkaStorageError
 
 __all__ = ["FileRegion"]
 

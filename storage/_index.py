@@ -18,7 +18,7 @@ import os
 import struct
 from pathlib import Path
 
-from ._errors import CorruptRecordError
+from kraftlog.storage._errors import CorruptRecordError
 
 __all__ = ["OffsetIndex", "TimeIndex", "IndexCorruptError"]
 

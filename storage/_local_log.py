@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kraftlog.storage._config import LogConfig
+from kraftlog.storage._errors import KafkaStorageError, OffsetsOutOfOrderError
 from kraftlog.storage._log_types import (
     _INT32_MAX,
     DELETED_SUFFIX,
@@ -31,10 +33,7 @@ from kraftlog.storage._log_types import (
     _log,
     parse_topic_partition,
 )
-
-from ._config import LogConfig
-from ._errors import KafkaStorageError, OffsetsOutOfOrderError
-from ._segment import BatchLocation, LogSegment
+from kraftlog.storage._segment import BatchLocation, LogSegment
 
 __all__ = ["LocalLog"]
 

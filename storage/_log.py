@@ -34,6 +34,14 @@ from kraftlog.common.records import (
     set_log_append_time,
     set_max_timestamp,
 )
+from kraftlog.storage._config import LogConfig
+from kraftlog.storage._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from kraftlog.storage._errors import (
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_loader import load_segments
 from kraftlog.storage._log_producers import LogProducers
@@ -52,25 +60,11 @@ from kraftlog.storage._log_types import (
     parse_topic_partition,
     partition_dir_name,
 )
-
-from ._config import LogConfig
-from ._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from ._errors import (
-    OffsetOutOfRangeError,
-    OffsetsOutOfOrderError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-)
-from ._producer_state import ProducerStateEntry, ProducerStateManager
-from ._record_set import validate_record_set
-from ._segment import BatchLocation, LogSegment
-from ._txn_index import AbortedTxn
-from ._validator import (
-    check_stored_batch,
-    recompress,
-    target_codec,
-    validate_leader_batches,
-)
+from kraftlog.storage._producer_state import ProducerStateEntry, ProducerStateManager
+from kraftlog.storage._record_set import validate_record_set
+from kraftlog.storage._segment import BatchLocation, LogSegment
+from kraftlog.storage._txn_index import AbortedTxn
+from kraftlog.storage._validator import check_stored_batch, recompress, target_codec, validate_leader_batches
 
 __all__ = [
     "Log",

@@ -27,10 +27,9 @@ from collections.abc import Callable
 
 import structlog
 
-from kraftlog.common._clock import SYSTEM_CLOCK
-
-from ._cleaner import CleanerStats, CleaningAbortedError, clean_log, dirty_ratio
-from ._log import Log
+from kraftlog.common import SYSTEM_CLOCK
+from kraftlog.storage._cleaner import CleanerStats, CleaningAbortedError, clean_log, dirty_ratio
+from kraftlog.storage._log import Log
 
 __all__ = ["LogCleaner", "Throttler"]
 

@@ -9,13 +9,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from kraftlog.storage._config import LogConfig
+from kraftlog.storage._index import IndexCorruptError
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_types import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-
-from ._config import LogConfig
-from ._index import IndexCorruptError
-from ._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
-from ._txn_index import TXN_INDEX_SUFFIX
+from kraftlog.storage._segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, BatchLocation, LogSegment
+from kraftlog.storage._txn_index import TXN_INDEX_SUFFIX
 
 __all__ = ["load_segments", "complete_or_discard_swaps"]
 

@@ -26,21 +26,19 @@ from pathlib import Path
 
 import structlog
 
-from kraftlog.common import META_PROPERTIES_FILE, fsync_directory
-from kraftlog.common._clock import SYSTEM_CLOCK
-
-from ._checkpoint import (
+from kraftlog.common import META_PROPERTIES_FILE, SYSTEM_CLOCK, fsync_directory
+from kraftlog.storage._checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from ._cleaner import CleanerStats
-from ._config import LogConfig
-from ._errors import InconsistentTopicIdError, KafkaStorageError
-from ._log import Log, parse_topic_partition, partition_dir_name
-from ._log_cleaner import LogCleaner
+from kraftlog.storage._cleaner import CleanerStats
+from kraftlog.storage._config import LogConfig
+from kraftlog.storage._errors import InconsistentTopicIdError, KafkaStorageError
+from kraftlog.storage._log import Log, parse_topic_partition, partition_dir_name
+from kraftlog.storage._log_cleaner import LogCleaner
 
 __all__ = [
     "LogManager",

@@ -17,12 +17,11 @@ import struct
 
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import CONTROL_FLAG, HEADER_SIZE, HEADER_STRUCT, ControlRecordType, RecordBatch
-
-from ._local_log import LocalLog
-from ._producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from ._record_set import BatchHeader
-from ._segment import LogSegment
-from ._txn_index import AbortedTxn
+from kraftlog.storage._local_log import LocalLog
+from kraftlog.storage._producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from kraftlog.storage._record_set import BatchHeader
+from kraftlog.storage._segment import LogSegment
+from kraftlog.storage._txn_index import AbortedTxn
 
 _TRANSACTIONAL_FLAG = 0x10
 _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch

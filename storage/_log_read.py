@@ -13,6 +13,13 @@ from kraftlog.common.records import (
     RecordBatch,
     iter_batches,
 )
+from kraftlog.storage._epoch_cache import LeaderEpochCache
+from kraftlog.storage._errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    UnsupportedForMessageFormatError,
+)
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_types import (
     EARLIEST_TIMESTAMP,
@@ -21,19 +28,8 @@ from kraftlog.storage._log_types import (
     FetchDataInfo,
     TimestampAndOffset,
 )
-
-from ._epoch_cache import LeaderEpochCache
-from ._errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    OffsetOutOfRangeError,
-    UnsupportedForMessageFormatError,
-)
-from ._segment import LogSegment
-from ._validator import (
-    VerifiedRanges,
-    check_stored_batch,
-)
+from kraftlog.storage._segment import LogSegment
+from kraftlog.storage._validator import VerifiedRanges, check_stored_batch
 
 __all__ = ["LogReader"]
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kraftlog.storage._epoch_cache import LeaderEpochCache
+from kraftlog.storage._errors import OffsetOutOfRangeError
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_producers import LogProducers
 from kraftlog.storage._log_types import CLEANED_SUFFIX, SWAP_SUFFIX
-
-from ._epoch_cache import LeaderEpochCache
-from ._errors import (
-    OffsetOutOfRangeError,
-)
-from ._segment import LogSegment
+from kraftlog.storage._segment import LogSegment
 
 __all__ = ["LogRetention"]
 

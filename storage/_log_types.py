@@ -9,12 +9,9 @@ from typing import NamedTuple
 
 import structlog
 
-from kraftlog.common._clock import SYSTEM_CLOCK
-
-from ._errors import (
-    KafkaStorageError,
-)
-from ._file_region import FileRegion
+from kraftlog.common import SYSTEM_CLOCK
+from kraftlog.storage._errors import KafkaStorageError
+from kraftlog.storage._file_region import FileRegion
 
 EARLIEST_TIMESTAMP = -2
 

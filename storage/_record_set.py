@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -23,8 +22,8 @@ from kraftlog.common.records import (
     check_producer_fields,
     crc32c,
 )
-
-from ._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
+from kraftlog.common.records.compression import CompressionType
+from kraftlog.storage._errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
 
 __all__ = ["BatchHeader", "validate_record_set", "split_batches"]
 

@@ -34,7 +34,7 @@ from typing import NamedTuple
 #: the compiled scan (storage/_cscan.c) when the install built it, else None
 compiled_scan: Callable[[bytes | bytearray | memoryview, int, int, int, bool, int], tuple[int, int, int] | None] | None
 try:
-    from ._cscan import scan as compiled_scan
+    from kraftlog.storage._cscan import scan as compiled_scan
 except ImportError:  # built without a C compiler: the Python scan alone
     compiled_scan = None
 

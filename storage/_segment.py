@@ -17,11 +17,10 @@ import structlog
 
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
-
-from ._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
-from ._file_region import FileRegion
-from ._index import IndexCorruptError, OffsetIndex, TimeIndex
-from ._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from kraftlog.storage._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from kraftlog.storage._file_region import FileRegion
+from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
+from kraftlog.storage._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "BatchLocation", "segment_file_name", "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX"]
 

@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from ._errors import KafkaStorageError
+from kraftlog.storage._errors import KafkaStorageError
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX"]
 

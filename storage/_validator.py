@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kraftlog.common.compression import CompressionType, decompress, inflate_bound
 from kraftlog.common.records import (
     CONTROL_FLAG,
     HEADER_SIZE,
@@ -37,9 +36,9 @@ from kraftlog.common.records import (
     RecordBatchBuilder,
     TimestampType,
 )
-
-from ._config import LogConfig
-from ._errors import (
+from kraftlog.common.records.compression import CompressionType, decompress, inflate_bound
+from kraftlog.storage._config import LogConfig
+from kraftlog.storage._errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -48,8 +47,8 @@ from ._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from ._record_set import BatchHeader
-from ._scan import Malformed, compiled_scan, record_fields, scan_records
+from kraftlog.storage._record_set import BatchHeader
+from kraftlog.storage._scan import Malformed, compiled_scan, record_fields, scan_records
 
 __all__ = [
     "validate_leader_batches",

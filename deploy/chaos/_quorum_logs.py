@@ -2,7 +2,7 @@
 node's log file. The verdicts are `deploy.chaos._quorum_check`'s; this module only reads.
 
 The metadata log is read straight from ``<metadata.log.dir>/__cluster_metadata-0/`` (the documented
-file format, `metadata_log._log_files`), frame by frame, so the bytes compared between controllers
+file format, `metadata_log.log_files`), frame by frame, so the bytes compared between controllers
 are exactly the bytes on disk. A node's log is read from the size it had when the run started, so a
 ``--dir`` cluster's earlier history does not count against this run.
 """
@@ -24,7 +24,7 @@ from kraftlog.metadata_log import (
     latest_snapshot,
     list_segments,
 )
-from kraftlog.metadata_log._log_files import iter_frames, read_snapshot
+from kraftlog.metadata_log.log_files import iter_frames, read_snapshot
 from kraftlog.quorum import METADATA_PARTITION_DIR
 
 __all__ = ["ControllerLog", "metadata_dir_of", "read_controller_log", "log_sizes", "scan_node_logs"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 
-from kraftlog.common._tls import TlsSettings
+from kraftlog.common.security import TlsSettings
 from kraftlog.proto import RECONNECT_OPTIONS
 
 __all__ = ["CLIENT_SECURITY_KEYS", "PLAINTEXT", "SECURITY_MODES", "ChaosSecurity"]
@@ -114,7 +114,7 @@ class ChaosSecurity:
     def _security(self) -> Any:
         """kraftlog's client security of these arguments (`kraftlog.client._security`), made
         once: the PEM files are read at the first use, as kraftlog's clients read them."""
-        from kraftlog.client._security import client_security
+        from kraftlog.client import client_security
 
         return client_security(**dict(self.client))
 

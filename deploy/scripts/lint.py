@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The static checks CI runs before the tests: ruff (lint and format), mypy, import-linter.
+"""The static checks CI runs before the tests: ruff (lint and format), mypy, import-linter, privacy.
 
 Why a script: the code lives in root folders (``storage/``, ``quorum/`` ...) that pyproject maps into
 the ``kraftlog`` namespace through setuptools' editable finder, an import hook that neither mypy nor
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / "build" / "typecheck"
 NAMESPACE = "kraftlog"
-CHECKS = ("ruff", "format", "mypy", "imports")
+CHECKS = ("ruff", "format", "mypy", "imports", "privacy")
 #: What `make lint` (and so `make test`) runs: all of them. mypy checks every package (strict per
 #: pyproject for common, storage, metadata_log, quorum and broker).
 GATING = CHECKS
@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _run("ruff", [python, "-m", "ruff", "check", "."])
     if "format" in args.checks:
         ok &= _run("ruff format", [python, "-m", "ruff", "format", "--check", "."])
+    if "privacy" in args.checks:
+        ok &= _run("privacy", [python, str(Path(__file__).with_name("privacy.py"))])
     if {"mypy", "imports"} & set(args.checks):
         tree = build_tree()
         env = dict(os.environ, MYPYPATH=str(tree), PYTHONPATH=str(tree))

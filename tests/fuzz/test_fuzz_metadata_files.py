@@ -22,7 +22,8 @@ from _metadata_strategies import msgpack_values, records
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftlog.metadata_log._log_files import (
+from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, encode_entry, encode_record
+from kraftlog.metadata_log.log_files import (
     MetadataLogWriter,
     Snapshot,
     encode_frame,
@@ -34,7 +35,6 @@ from kraftlog.metadata_log._log_files import (
     snapshot_file_name,
     write_snapshot,
 )
-from kraftlog.metadata_log._records import LogEntry, MetadataRecord, MetadataRecordError, encode_entry, encode_record
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

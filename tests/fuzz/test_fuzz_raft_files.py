@@ -23,8 +23,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kraftlog.common import encode_crc_frame
-from kraftlog.quorum._journal import META_MAGIC, JournalCorruptError, RaftJournal
-from kraftlog.quorum._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
+from kraftlog.quorum.raft._journal import META_MAGIC, JournalCorruptError, RaftJournal
+from kraftlog.quorum.raft._serializer import DUMP_MAGIC, DumpCorruptError, FullDump, decode_dump, encode_dump, read_dump
 
 pytestmark = pytest.mark.timeout(TIMEOUT)
 

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) of the controller Raft wire decoders (issue 12 §4, `quorum._wire`).
+"""Property tests (hypothesis) of the controller Raft wire decoders (issue 12 §4, `quorum.raft._wire`).
 
 Everything a peer can put on the Raft port goes through these: the frame reader, the handshake
 bodies, the session opener, the message and command decoders. On arbitrary bytes and on mutations of
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftlog.common.errors import KafkaError, MessageTooLargeError
-from kraftlog.quorum._wire import (
+from kraftlog.quorum.raft._wire import (
     MAX_HANDSHAKE_FRAME_BYTES,
     FrameReader,
     InitiatorHandshake,

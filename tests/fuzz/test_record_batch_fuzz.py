@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from kraftlog.common import errors as kerr
-from kraftlog.common.compression import MIN_INFLATE_BOUND
 from kraftlog.common.records import HEADER_SIZE, Header, RecordBatch, RecordBatchBuilder, crc32c, iter_batches
+from kraftlog.common.records.compression import MIN_INFLATE_BOUND
 from kraftlog.storage import CompressionType, LogConfig, StorageError
 from kraftlog.storage._record_set import split_batches, validate_record_set
 from kraftlog.storage._scan import Malformed, scan_records

@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 from kraftlog.common.errors import KafkaError  # noqa: E402
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry  # noqa: E402
 from kraftlog.node._logging import configure_logging  # noqa: E402
-from kraftlog.quorum._raft import MetadataQuorum  # noqa: E402
+from kraftlog.quorum.raft import MetadataQuorum  # noqa: E402
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -148,7 +148,7 @@ async def main() -> None:
                 }
         if op == "status":
             status = dataclasses.asdict(quorum.status())
-            status["journal_stats"] = dataclasses.asdict(quorum._journal.stats) if quorum._journal else None
+            status["journal_stats"] = dataclasses.asdict(quorum.raft._journal.stats) if quorum.raft._journal else None
             return {"status": status}
         if op == "bench":
             return await bench(int(req["count"]), int(req["concurrency"]))

@@ -11,8 +11,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from kraftlog.broker._kafka_wire import build
-from kraftlog.common._tls import TlsSettings, client_context
+from kraftlog.broker.kafka._kafka_wire import build
+from kraftlog.common.security._tls import TlsSettings, client_context
 from kraftlog.deploy._cluster import LocalCluster
 
 TOPIC_DENIED = 29  # TOPIC_AUTHORIZATION_FAILED

@@ -21,8 +21,8 @@ from kraftlog.client import (
     consumer_config_from_properties,
 )
 from kraftlog.common import errors as kerr
-from kraftlog.common.compression import CompressionType
 from kraftlog.common.records import ControlRecordType, Header, RecordBatchBuilder, build_control_batch
+from kraftlog.common.records.compression import CompressionType
 
 from .test_producer import FakeCluster
 
@@ -552,7 +552,7 @@ def test_positions_without_an_epoch_need_no_validation(cluster) -> None:
 
 
 def test_validation_rule() -> None:
-    from kraftlog.client._positions import ValidationAnswer, judge_validation
+    from kraftlog.client.consumer._positions import ValidationAnswer, judge_validation
 
     assert judge_validation(10, 0, 10) == ValidationAnswer(True)
     assert judge_validation(10, 0, 12) == ValidationAnswer(True)

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from kraftlog.client import Consumer, NewTopic, Producer
-from kraftlog.client._consumer_group import RebalanceListener
 from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.consumer._consumer_group import RebalanceListener
 from kraftlog.common import errors as kerr
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 

@@ -14,7 +14,7 @@ import pytest
 from kraftlog.client import NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.metadata_log import MetadataImage, latest_snapshot, read_log_dir, read_snapshot
-from kraftlog.metadata_log._image import MetadataDelta
+from kraftlog.metadata_log.image import MetadataDelta
 from kraftlog.quorum._server import METADATA_PARTITION_DIR
 
 from ._fake_brokers import FakeBrokers

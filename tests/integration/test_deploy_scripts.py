@@ -449,7 +449,7 @@ def test_install_script_is_shellcheck_clean() -> None:
 def test_the_mtls_examples_load_and_name_the_units_credentials() -> None:
     """deploy/config/mtls: every listener TLS with client certificates, the key material where
     deploy/systemd/60-tls.conf's LoadCredential= puts it for that very unit."""
-    from kraftlog.common._listener_security import ListenerSecurity
+    from kraftlog.common.security._listener_security import ListenerSecurity
 
     for path in sorted((DEPLOY / "config" / "mtls").glob("*.toml")):
         cfg = common_config.load_node_config(path)

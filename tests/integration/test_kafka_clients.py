@@ -610,7 +610,7 @@ def test_describe_topic_partitions_pages_with_a_cursor(cluster: LocalCluster) ->
     from kio.schema.request_header.v2.header import RequestHeader
     from kio.serial import entity_reader, entity_writer
 
-    from kraftlog.broker._kafka_wire import build
+    from kraftlog.broker.kafka._kafka_wire import build
 
     create_topic(cluster, "dtp-a", partitions=3)
     create_topic(cluster, "dtp-b", partitions=2)
@@ -647,7 +647,7 @@ def test_a_failed_acks_0_produce_closes_the_connection(cluster: LocalCluster) ->
     from kio.schema.request_header.v2.header import RequestHeader
     from kio.serial import entity_writer
 
-    from kraftlog.broker._kafka_wire import build
+    from kraftlog.broker.kafka._kafka_wire import build
     from kraftlog.storage import build_batch
 
     topic = create_topic(cluster, "acks0", partitions=1)

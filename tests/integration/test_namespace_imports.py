@@ -59,7 +59,7 @@ PYTHON_CASES = [
         'subprocess.run([sys.executable, "-m", "kraftlog.cli", "serve"])\n',
     ),
     ('[python,\n "-m",\n "cli.x"]\n', '[python,\n "-m",\n "kraftlog.cli.x"]\n'),
-    ('monkeypatch.setattr("quorum._raft.random", r)\n', 'monkeypatch.setattr("kraftlog.quorum._raft.random", r)\n'),
+    ('monkeypatch.setattr("quorum.raft.random", r)\n', 'monkeypatch.setattr("kraftlog.quorum.raft.random", r)\n'),
     (
         "monkeypatch.setitem(sys.modules, 'cli._logging', None)\n",
         "monkeypatch.setitem(sys.modules, 'kraftlog.cli._logging', None)\n",

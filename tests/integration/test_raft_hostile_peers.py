@@ -199,7 +199,7 @@ def handshake(
 
     Returns the socket and whether the node answered the hello with a challenge.
     """
-    from kraftlog.quorum._wire import InitiatorHandshake, derive_auth_key
+    from kraftlog.quorum.raft._wire import InitiatorHandshake, derive_auth_key
 
     cid = cluster_id if cluster_id is not None else str(cluster.cluster_id)
     key = derive_auth_key(password if password is not None else str(cluster.password), cid)
@@ -241,7 +241,7 @@ def _listening_addresses(port: int) -> set[str]:
             addr_hex, port_hex = local.split(":")
             if state == "0A" and int(port_hex, 16) == port:
                 # ipaddress, not socket.inet_ntop: pysyncobj replaces the latter with a
-                # Windows-only stub in any process that imported it (quorum._transport undoes it)
+                # Windows-only stub in any process that imported it (quorum.raft._transport undoes it)
                 if width == 8:
                     found.add(str(ipaddress.IPv4Address(bytes.fromhex(addr_hex)[::-1])))
                 else:
@@ -387,7 +387,7 @@ def test_garbage_is_refused(cluster: LocalCluster, seed: int) -> None:
 def test_an_authenticated_voter_sending_malformed_messages_is_dropped(cluster: LocalCluster) -> None:
     """The issue's ``TypeError: tuple indices must be integers``: a message of the wrong shape from a
     peer that did authenticate (it knows the password) must not reach pysyncobj's handlers."""
-    from kraftlog.quorum._wire import InitiatorHandshake, Session, _mac, derive_auth_key
+    from kraftlog.quorum.raft._wire import InitiatorHandshake, Session, _mac, derive_auth_key
 
     before = quorum_state(cluster)
     leader = before[0]

@@ -1,4 +1,4 @@
-"""`quorum._raft.MetadataQuorum`: three in-process controllers on 127.0.0.1 free ports, each with its
+"""`quorum.raft.MetadataQuorum`: three in-process controllers on 127.0.0.1 free ports, each with its
 own pysyncobj thread, all driven from one asyncio loop. Every wait is a bounded poll.
 
 ``os.fork`` is replaced for every test here by a recorder that refuses to fork; each test ends by
@@ -19,7 +19,7 @@ import pytest
 
 from kraftlog.common.errors import NotControllerError, RequestTimedOutError
 from kraftlog.metadata_log._records import ConfigRecord, LogEntry, NoOpRecord, TopicRecord
-from kraftlog.quorum._raft import MetadataQuorum, QuorumConfigError
+from kraftlog.quorum.raft import MetadataQuorum, QuorumConfigError
 
 pytestmark = pytest.mark.integration
 

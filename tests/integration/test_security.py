@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 from kraftlog.client import NewTopic
-from kraftlog.common._acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from kraftlog.common._tls import TlsSettings
 from kraftlog.common.records import build_batch
+from kraftlog.common.security._acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kraftlog.common.security._tls import TlsSettings
 from kraftlog.deploy._certs import make_ca, make_certificate
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, open_channel, security_pb2

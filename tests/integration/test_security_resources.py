@@ -8,9 +8,9 @@ import time
 import pytest
 
 from kraftlog.client import NewTopic
-from kraftlog.common._acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from kraftlog.common._tls import TlsSettings
 from kraftlog.common.records import build_batch
+from kraftlog.common.security._acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kraftlog.common.security._tls import TlsSettings
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, open_channel, security_pb2
 from tests.integration._security_helpers import (

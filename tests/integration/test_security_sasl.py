@@ -14,9 +14,9 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from kraftlog.broker._kafka_wire import build
+from kraftlog.broker.kafka._kafka_wire import build
 from kraftlog.client import NewTopic
-from kraftlog.common._tls import TlsSettings
+from kraftlog.common.security._tls import TlsSettings
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, open_channel, security_pb2
 from tests.integration._security_helpers import (
@@ -93,8 +93,8 @@ def test_kafka_clients_authenticate_with_scram(scram_cluster: LocalCluster) -> N
 
 
 def test_a_wrong_password_and_a_replayed_exchange_are_refused(scram_cluster: LocalCluster) -> None:
-    from kraftlog.common._acl import ScramMechanism
-    from kraftlog.common._scram import ScramClient
+    from kraftlog.common.security._acl import ScramMechanism
+    from kraftlog.common.security._scram import ScramClient
 
     wrong = ScramClient(ScramMechanism.SCRAM_SHA_256, "alice", "not-her-secret")
     with _sasl_socket(scram_cluster) as sock:

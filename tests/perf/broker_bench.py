@@ -47,8 +47,8 @@ import structlog
 
 from kraftlog import storage
 from kraftlog.client import NewTopic
-from kraftlog.common._tls import TlsSettings
 from kraftlog.common.records import set_producer_fields
+from kraftlog.common.security._tls import TlsSettings
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 from kraftlog.proto import broker_pb2, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc, open_channel
 

@@ -194,7 +194,7 @@ def kafka_fetch_consume(address: str, count: int, pid: int) -> tuple[float, floa
     from kio.schema.request_header.v2.header import RequestHeader
     from kio.serial import entity_reader, entity_writer
 
-    from kraftlog.broker._kafka_wire import build
+    from kraftlog.broker.kafka._kafka_wire import build
 
     host, port = address.rsplit(":", 1)
     read_response = entity_reader(FetchResponse)

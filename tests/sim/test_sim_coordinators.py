@@ -9,9 +9,9 @@ from simharness import find_failing_seed, run_seeds
 from simharness._group import group_coordinator_failover
 from simharness._txn import txn_coordinator_failover
 
-from kraftlog.broker._group_records import OffsetCommitKey
-from kraftlog.broker._group_shard import GroupShard
-from kraftlog.broker._txn_shard import TxnOutcome, TxnShard
+from kraftlog.broker.groups._group_records import OffsetCommitKey
+from kraftlog.broker.groups._group_shard import GroupShard
+from kraftlog.broker.txn._txn_shard import TxnOutcome, TxnShard
 
 
 def test_txn_coordinator_fails_over_mid_transaction(request: pytest.FixtureRequest) -> None:

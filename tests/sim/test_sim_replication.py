@@ -7,7 +7,7 @@ import pytest
 from simharness import find_failing_seed, run_seeds
 from simharness._replication import RunStats, acks_all_leader_change, unclean_election_truncation
 
-from kraftlog.broker._partition import Partition
+from kraftlog.broker.replica._partition import Partition
 
 
 def test_leader_change_during_acks_all_produce(request: pytest.FixtureRequest) -> None:

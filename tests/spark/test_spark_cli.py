@@ -179,7 +179,7 @@ def test_fast_decoding_equals_the_record_classes(small_log) -> None:
     seen = set()
     for seg in list_segments(small_log.directory):
         data = seg.path.read_bytes()
-        from kraftlog.metadata_log._log_files import iter_frames
+        from kraftlog.metadata_log.log_files import iter_frames
 
         entries = iter(read_log_dir(small_log.directory, from_offset=seg.base_offset))
         for _pos, payload in iter_frames(data):

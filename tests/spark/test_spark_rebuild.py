@@ -42,7 +42,7 @@ from kraftlog.metadata_log import (
     read_segment,
     read_snapshot,
 )
-from kraftlog.metadata_log._log_files import encode_frame
+from kraftlog.metadata_log.log_files import encode_frame
 from kraftlog.spark import SnapshotRebuildError, rebuild_snapshot
 
 

@@ -20,8 +20,8 @@ from kraftlog.metadata_log import (
     read_snapshot,
 )
 from kraftlog.node import new_cluster_id
-from kraftlog.quorum._raft import DUMP_FILE, JOURNAL_FILE
-from kraftlog.quorum._serializer import read_dump
+from kraftlog.quorum.raft import DUMP_FILE, JOURNAL_FILE
+from kraftlog.quorum.raft._serializer import read_dump
 from kraftlog.spark import rebuild_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

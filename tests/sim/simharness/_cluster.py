@@ -3,7 +3,7 @@ delays and reorders — on simulated time.
 
 Each broker is the real thing below the sockets: a `ReplicaManager` over `Log`s in a temporary
 directory, its `ReplicaFetcherManager` and `AlterPartitionManager`. The controller is the real
-decision logic (``quorum._controller``: AlterPartition, fencing, elections) over a committed metadata
+decision logic (``quorum.controller``: AlterPartition, fencing, elections) over a committed metadata
 log whose images are built by the real `MetadataDelta` / `MetadataImage`. Every message between
 nodes — fetches and their answers, OffsetForLeaderEpoch, AlterPartition, metadata records reaching
 each broker, produce requests — travels through `SimNetwork`, which draws from one
@@ -25,11 +25,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import kraftlog.quorum.controller as ctl
 from kraftlog import storage
-from kraftlog.broker._alter_partition import AlterPartitionManager
-from kraftlog.broker._fetcher import ReplicaFetcherManager
-from kraftlog.broker._partition import Partition
-from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.broker.replica._alter_partition import AlterPartitionManager
+from kraftlog.broker.replica._fetcher import ReplicaFetcherManager
+from kraftlog.broker.replica._partition import Partition
+from kraftlog.broker.replica._replica_manager import ReplicaManager
 from kraftlog.common import ManualClock
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
@@ -46,7 +47,6 @@ from kraftlog.metadata_log import (
     UnfenceBrokerRecord,
 )
 from kraftlog.proto import broker_pb2, controller_pb2
-from kraftlog.quorum import _controller as ctl
 
 __all__ = ["CLIENT", "CONTROLLER", "TOPIC", "TOPIC_ID", "SimBroker", "SimCluster", "SimNetwork", "log_records"]
 
@@ -134,9 +134,11 @@ class SimBroker:
         self.tasks: list[asyncio.Task[None]] = []
 
     def _watch_leader_hw(self) -> None:
-        """Record every HW a leader reaches (the partition tells its listener, this replica
-        manager, each time it advances), so the invariants compare with exact values."""
-        rm, advanced = self.rm, self.rm.on_high_watermark_advanced
+        """Record every HW a leader reaches (the partition tells its listener, the replica
+        manager's purgatories, each time it advances), so the invariants compare with exact values."""
+        rm = self.rm
+        listener = rm._purgatories  # the PartitionListener every Partition of this broker reports to
+        advanced = listener.on_high_watermark_advanced
         top = self.cluster.max_leader_hw
 
         def on_high_watermark_advanced(tp: tuple[str, int]) -> None:
@@ -145,7 +147,7 @@ class SimBroker:
                 top[tp[1]] = max(top.get(tp[1], 0), p.high_watermark)
             advanced(tp)
 
-        rm.on_high_watermark_advanced = on_high_watermark_advanced  # type: ignore[method-assign]
+        listener.on_high_watermark_advanced = on_high_watermark_advanced  # type: ignore[method-assign]
 
     @property
     def address(self) -> str:

@@ -24,8 +24,14 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from kraftlog.broker._group_classic_types import ClassicGroupConfig, GroupState, JoinRequest, Protocol, SyncRequest
-from kraftlog.broker._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, ShardOutcome
+from kraftlog.broker.groups._group_classic_types import (
+    ClassicGroupConfig,
+    GroupState,
+    JoinRequest,
+    Protocol,
+    SyncRequest,
+)
+from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, ShardOutcome
 from kraftlog.common import ManualClock
 from kraftlog.common import errors as kerr
 

@@ -26,8 +26,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftlog.broker._txn_records import TransactionLogKey, TransactionLogValue, TxnState
-from kraftlog.broker._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
+from kraftlog.broker.txn._txn_records import TransactionLogKey, TransactionLogValue, TxnState
+from kraftlog.broker.txn._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
 from kraftlog.common import ManualClock
 from kraftlog.common import errors as kerr
 

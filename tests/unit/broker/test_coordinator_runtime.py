@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from kraftlog.broker._coordinator_result import CoordinatorResult, Error, coordinator_error, merge
-from kraftlog.broker._coordinator_runtime import CoordinatorRuntime, ShardUnavailable
-from kraftlog.broker._internal_topic import LogEntry
+from kraftlog.broker.coordinator._coordinator_result import CoordinatorResult, Error, coordinator_error, merge
+from kraftlog.broker.coordinator._coordinator_runtime import CoordinatorRuntime, ShardUnavailable
+from kraftlog.broker.coordinator._internal_topic import LogEntry
 from kraftlog.common import errors as kerr
 
 BOUND_S = 5.0

@@ -1,6 +1,6 @@
 """Follower replication end to end, in one process: replica managers wired with in-memory fetch
 functions, the real AlterPartitionManager, and the controller's own AlterPartition / fencing /
-election logic (quorum._controller) as the metadata source. No sockets; waits are on events
+election logic (quorum.controller) as the metadata source. No sockets; waits are on events
 (metadata commits, acknowledged produces), never on sleeps."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import kraftlog.quorum.controller as ctl
 from kraftlog import storage
-from kraftlog.broker._alter_partition import AlterPartitionManager
-from kraftlog.broker._fetcher import ReplicaFetcherManager
-from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.broker.replica._alter_partition import AlterPartitionManager
+from kraftlog.broker.replica._fetcher import ReplicaFetcherManager
+from kraftlog.broker.replica._replica_manager import ReplicaManager
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     BrokerEndpoint,
@@ -29,7 +30,6 @@ from kraftlog.metadata_log import (
     UnfenceBrokerRecord,
 )
 from kraftlog.proto import broker_pb2, controller_pb2
-from kraftlog.quorum import _controller as ctl
 
 TOPIC_ID = "00000000-0000-4000-8000-0000000000aa"
 VOTERS = "100@127.0.0.1:9999"

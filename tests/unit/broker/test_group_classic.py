@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from kraftlog.broker._group_classic import ClassicGroup, Outcome
-from kraftlog.broker._group_classic_types import (
+from kraftlog.broker.groups._group_classic import ClassicGroup, Outcome
+from kraftlog.broker.groups._group_classic_types import (
     ClassicGroupConfig,
     GroupState,
     JoinRequest,
@@ -17,7 +17,7 @@ from kraftlog.broker._group_classic_types import (
     SyncRequest,
     SyncResponse,
 )
-from kraftlog.broker._group_records import GroupMetadataKey, decode_value, encode_value
+from kraftlog.broker.groups._group_records import GroupMetadataKey, decode_value, encode_value
 from kraftlog.common import errors as kerr
 
 CONFIG = ClassicGroupConfig(initial_rebalance_delay_ms=3000)

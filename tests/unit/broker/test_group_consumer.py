@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.broker._group_consumer_types import HeartbeatRequest, HeartbeatResponse
-from kraftlog.broker._group_records import decode_key, decode_value, encode_key, encode_value
-from kraftlog.broker._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, OffsetCommitResponse
-from kraftlog.broker._group_shard_types import ShardOutcome
+from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
+from kraftlog.broker.groups._group_records import decode_key, decode_value, encode_key, encode_value
+from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, OffsetCommitResponse
+from kraftlog.broker.groups._group_shard_types import ShardOutcome
 from kraftlog.common import errors as kerr
 
 T1 = "11111111-1111-4111-8111-111111111111"
@@ -268,7 +268,7 @@ def test_leave_bumps_the_epoch_and_the_group_empties_and_deletes() -> None:
 
 
 def test_a_classic_group_with_members_is_not_taken_over() -> None:
-    from kraftlog.broker._group_classic_types import JoinRequest, Protocol
+    from kraftlog.broker.groups._group_classic_types import JoinRequest, Protocol
 
     d = Driver()
     d.absorb(d.shard.join(JoinRequest("g", "", "consumer", (Protocol("range", b""),), 10_000, 30_000), "j", d.now))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.broker._group_consumer_assignors import MemberSpec, PartitionAssignorError, assign
+from kraftlog.broker.groups._group_consumer_assignors import MemberSpec, PartitionAssignorError, assign
 
 
 def spec(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.broker._group_records import (
+from kraftlog.broker.groups._group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

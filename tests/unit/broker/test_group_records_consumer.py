@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kraftlog.broker._group_records import decode_key, decode_value, encode_key, encode_value
-from kraftlog.broker._group_records_consumer import (
+from kraftlog.broker.groups._group_records import decode_key, decode_value, encode_key, encode_value
+from kraftlog.broker.groups._group_records_consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 
-from kraftlog.broker._group_classic_types import GroupState, JoinRequest, JoinResponse, Protocol, SyncRequest
-from kraftlog.broker._group_records import decode_key, decode_value, encode_key, encode_value
-from kraftlog.broker._group_shard import (
+from kraftlog.broker.groups._group_classic_types import GroupState, JoinRequest, JoinResponse, Protocol, SyncRequest
+from kraftlog.broker.groups._group_records import decode_key, decode_value, encode_key, encode_value
+from kraftlog.broker.groups._group_shard import (
     CommittedOffset,
     GroupShard,
     GroupShardConfig,
@@ -183,7 +183,7 @@ def test_describe_and_list() -> None:
 
 
 def test_transactional_offsets_wait_for_their_marker() -> None:
-    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+    from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 
     d = Driver()
     req = TxnOffsetCommitRequest("g", 77, 2, (("t", 0, 40, -1, ""),))
@@ -202,7 +202,7 @@ def test_transactional_offsets_wait_for_their_marker() -> None:
 
 
 def test_a_transactional_commit_checks_the_member_when_it_names_one() -> None:
-    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+    from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 
     d = Driver()
     d.join_group("g", "a")
@@ -213,7 +213,7 @@ def test_a_transactional_commit_checks_the_member_when_it_names_one() -> None:
 
 
 def test_transactional_offsets_are_pending_before_their_write_completes() -> None:
-    from kraftlog.broker._group_shard_txn import TxnOffsetCommitRequest
+    from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 
     d = Driver()
     out = d.shard.txn_commit_offsets(TxnOffsetCommitRequest("g", 77, 2, (("t", 0, 40, -1, ""),)), "tx", d.now)

@@ -10,11 +10,11 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from kraftlog.broker._kafka_apis import KafkaApis
-from kraftlog.broker._kafka_server import CLOSE_CONNECTION
-from kraftlog.broker._kafka_wire import ParsedRequest
-from kraftlog.common._request_context import ANONYMOUS, Session
+from kraftlog.broker.kafka._kafka_apis import KafkaApis
+from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION
+from kraftlog.broker.kafka._kafka_wire import ParsedRequest
 from kraftlog.common.config import NodeConfig
+from kraftlog.common.security._request_context import ANONYMOUS, Session
 
 
 def _apis() -> KafkaApis:

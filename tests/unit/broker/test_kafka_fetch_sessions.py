@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from kraftlog.broker._kafka_fetch_sessions import FetchSessionCache, SessionPartition
+from kraftlog.broker.kafka._kafka_fetch_sessions import FetchSessionCache, SessionPartition
 from kraftlog.common import errors as kerr
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)

@@ -12,7 +12,7 @@ from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequestTopic,
 )
 
-from kraftlog.broker._kafka_translate import from_pb, to_pb
+from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
 from kraftlog.proto import errors_pb2, group_pb2
 
 

@@ -19,7 +19,7 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kraftlog.broker._kafka_wire import (
+from kraftlog.broker.kafka._kafka_wire import (
     MalformedRequest,
     RegionRecords,
     UnsupportedRequest,

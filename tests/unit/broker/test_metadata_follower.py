@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from kraftlog.broker import _metadata_follower as mf
+import kraftlog.broker.replica._metadata_follower as mf
 from kraftlog.broker._lifecycle import BrokerLifecycle
 from kraftlog.metadata_log import LogEntry, NoOpRecord, TopicRecord, encode_entry
 from kraftlog.proto import controller_pb2

@@ -30,8 +30,8 @@ from test_replica_manager import (  # helpers of the ReplicaManager tests (tests
 )
 from test_replica_manager import setup as rm_setup
 
-from kraftlog.broker._alter_partition import AlterPartitionResult
-from kraftlog.broker._metrics import BrokerStateCollector, BrokerTopicMetrics
+from kraftlog.broker.replica._alter_partition import AlterPartitionResult
+from kraftlog.broker.replica._metrics import BrokerStateCollector, BrokerTopicMetrics
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kraftlog import storage
-from kraftlog.broker._alter_partition import AlterPartitionManager, AlterPartitionResult
-from kraftlog.broker._partition import Partition
+from kraftlog.broker.replica._alter_partition import AlterPartitionManager, AlterPartitionResult
+from kraftlog.broker.replica._partition import Partition
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import PartitionRegistration
 from kraftlog.proto import controller_pb2, errors_pb2

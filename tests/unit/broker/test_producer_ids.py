@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kraftlog.broker._producer_ids import ProducerIdManager, init_producer_id
+from kraftlog.broker.txn._producer_ids import ProducerIdManager, init_producer_id
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kraftlog.broker._purgatory import DelayedOperation, DelayedOperations
+from kraftlog.broker.replica._purgatory import DelayedOperation, DelayedOperations
 
 
 class Op(DelayedOperation):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kraftlog import storage
-from kraftlog.broker._alter_partition import AlterPartitionResult
-from kraftlog.broker._replica_manager import ReplicaManager
+from kraftlog.broker.replica._alter_partition import AlterPartitionResult
+from kraftlog.broker.replica._replica_manager import ReplicaManager
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
     BrokerEndpoint,

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from kraftlog.broker._txn_records import (
+from kraftlog.broker.txn._txn_records import (
     TransactionLogKey,
     TransactionLogValue,
     TxnState,

@@ -4,8 +4,8 @@ of a finished end, a failed write changing nothing, and a partition reloaded mid
 
 from __future__ import annotations
 
-from kraftlog.broker._txn_records import TxnState, decode_txn, encode_txn_key, encode_txn_value
-from kraftlog.broker._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
+from kraftlog.broker.txn._txn_records import TxnState, decode_txn, encode_txn_key, encode_txn_value
+from kraftlog.broker.txn._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
 from kraftlog.common import errors as kerr
 
 

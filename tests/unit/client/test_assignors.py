@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlog.client._assignors import (
+from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.assignors._assignors import (
     RangeAssignor,
     RoundRobinAssignor,
     Subscription,
     partitions_without_racks,
     sorted_members,
 )
-from kraftlog.client._metadata import TopicPartition
 from kraftlog.common import coordinator_partition, java_abs, java_string_hash, java_string_key
 
 RACKS = ["a", "b", "c", "d", "e", "f"]

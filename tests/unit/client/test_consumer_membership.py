@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from kraftlog.client import Consumer, RebalanceListener
-from kraftlog.client._consumer_group import GroupMembership
-from kraftlog.client._consumer_groups import make_assignors
-from kraftlog.client._consumer_protocol import encode_assignment
 from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.consumer._consumer_group import GroupMembership
+from kraftlog.client.consumer._consumer_groups import make_assignors
+from kraftlog.client.consumer._consumer_protocol import encode_assignment
 from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2, group_pb2
 

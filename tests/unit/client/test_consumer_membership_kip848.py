@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kraftlog.broker._group_consumer_types import HeartbeatRequest
-from kraftlog.broker._group_shard import GroupShard, GroupShardConfig
-from kraftlog.broker._group_shard_types import ShardOutcome
+from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest
+from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig
+from kraftlog.broker.groups._group_shard_types import ShardOutcome
 from kraftlog.client import Consumer, RebalanceListener
-from kraftlog.client._consumer_membership import ConsumerProtocolMembership
 from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.consumer._consumer_membership import ConsumerProtocolMembership
 from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2, group_pb2
 

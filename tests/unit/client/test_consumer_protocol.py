@@ -7,16 +7,16 @@ import struct
 
 import pytest
 
-from kraftlog.client._assignors import RangeAssignor, Subscription
-from kraftlog.client._consumer_groups import make_assignors
-from kraftlog.client._consumer_protocol import (
+from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.assignors._assignors import RangeAssignor, Subscription
+from kraftlog.client.assignors._sticky import CooperativeStickyAssignor
+from kraftlog.client.consumer._consumer_groups import make_assignors
+from kraftlog.client.consumer._consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from kraftlog.client._metadata import TopicPartition
-from kraftlog.client._sticky import CooperativeStickyAssignor
 from kraftlog.common import errors as kerr
 
 

@@ -18,7 +18,7 @@ from kafka.partitioner.default import DefaultPartitioner as KpPartitioner
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from kraftlog.client import DefaultPartitioner, murmur2, partition_for_key
-from kraftlog.client._partitioner import to_positive
+from kraftlog.client.producer._partitioner import to_positive
 
 # UtilsTest.testMurmur2 in Apache Kafka (signed Java ints).
 JAVA_MURMUR2 = {

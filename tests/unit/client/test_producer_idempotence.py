@@ -4,7 +4,7 @@ what a lost sequence does to an idempotent and to a transactional producer."""
 from __future__ import annotations
 
 from kraftlog.client._metadata import TopicPartition
-from kraftlog.client._producer_idempotence import IdempotenceState
+from kraftlog.client.producer._producer_idempotence import IdempotenceState
 from kraftlog.common import errors as kerr
 
 TP = TopicPartition("t", 0)

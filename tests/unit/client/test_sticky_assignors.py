@@ -12,15 +12,15 @@ import random
 
 import pytest
 
-from kraftlog.client._assignors import Subscription, partitions_without_racks
 from kraftlog.client._metadata import TopicPartition
-from kraftlog.client._sticky import (
+from kraftlog.client.assignors._assignors import Subscription, partitions_without_racks
+from kraftlog.client.assignors._sticky import (
     CooperativeStickyAssignor,
     StickyAssignor,
     decode_sticky_user_data,
     encode_sticky_user_data,
 )
-from kraftlog.client._sticky_common import MemberData
+from kraftlog.client.assignors._sticky_common import MemberData
 from kraftlog.common import java_string_hash
 from kraftlog.common._java import JavaHashTable, java_hashmap_order
 

@@ -23,7 +23,7 @@ from kafka.codec import (
     zstd_encode,
 )
 
-from kraftlog.common.compression import CompressionType, compress, decompress
+from kraftlog.common.records.compression import CompressionType, compress, decompress
 from kraftlog.storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 ALL_CODECS = list(CompressionType)

@@ -594,7 +594,7 @@ def test_the_manual_lists_every_key_without_effect_and_every_refused_one() -> No
 
 
 # javaproperties is the oracle of the hand-written reader and writer (the ground floor may not
-# import it: see common._config_parse.parse_properties)
+# import it: see common.config._config_parse.parse_properties)
 _PROPERTIES_ALPHABET = st.sampled_from(list("ab=: \t\\#!\n\r\fuU0123456789é") + ["\\u00e9", "\\u12", "\r\n"])
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kraftlog.common._config_def import ConfigError, Password
-from kraftlog.common._config_schema_security import parse_jaas_config
-from kraftlog.common._tls import listener_prefix, prefixed_setting
 from kraftlog.common.config import NodeConfig, load_node_config
+from kraftlog.common.security._config_schema_security import parse_jaas_config
+from kraftlog.common.security._tls import listener_prefix, prefixed_setting
 
 _BROKER = {
     "node.id": 1,

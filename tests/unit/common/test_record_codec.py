@@ -15,12 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-import kraftlog.client._fetched as fetched
-import kraftlog.client._producer_types as producer
+import kraftlog.client.consumer._fetched as fetched
+import kraftlog.client.producer._producer_types as producer
 import kraftlog.storage as storage
 from kraftlog.common import errors as kerr
 from kraftlog.common import records as codec_module
-from kraftlog.common.compression import CompressionType, compress, decompress
 from kraftlog.common.records import (
     HEADER_SIZE,
     ControlRecordType,
@@ -30,6 +29,7 @@ from kraftlog.common.records import (
     iter_batches,
     record_size_upper_bound,
 )
+from kraftlog.common.records.compression import CompressionType, compress, decompress
 
 ALL = list(CompressionType)
 PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,6 @@ from kafka.record.default_records import (
 from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from kraftlog.common.compression import CompressionType, compress
 from kraftlog.common.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -45,6 +44,7 @@ from kraftlog.common.records import (
     varint_size,
     write_varint,
 )
+from kraftlog.common.records.compression import CompressionType, compress
 from kraftlog.storage._errors import (
     CorruptRecordError,
     InvalidRecordError,

@@ -1,4 +1,4 @@
-"""SASL/PLAIN (kraftlog.common._sasl_plain): RFC 4616 parsing, Kafka's PlainSaslServer checks, and
+"""SASL/PLAIN (kraftlog.common.security._sasl_plain): RFC 4616 parsing, Kafka's PlainSaslServer checks, and
 PLAIN passwords verified against the SCRAM credentials of the metadata log."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.common._acl import ScramMechanism
-from kraftlog.common._sasl_plain import PlainServer
 from kraftlog.common.errors import IllegalSaslStateError, SaslAuthenticationFailedError
+from kraftlog.common.security._acl import ScramMechanism
+from kraftlog.common.security._sasl_plain import PlainServer
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 

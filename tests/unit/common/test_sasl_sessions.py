@@ -1,4 +1,4 @@
-"""SASL over gRPC, server side (`common._sasl_sessions`): exchanges, sessions, expiry, binding."""
+"""SASL over gRPC, server side (`common.security._sasl_sessions`): exchanges, sessions, expiry, binding."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import itertools
 import pytest
 
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import ScramMechanism
-from kraftlog.common._listener_security import ListenerSecurity
-from kraftlog.common._sasl_sessions import SaslSessions
-from kraftlog.common._scram import ScramClient, scram_credential
+from kraftlog.common.security._acl import ScramMechanism
+from kraftlog.common.security._listener_security import ListenerSecurity
+from kraftlog.common.security._sasl_sessions import SaslSessions
+from kraftlog.common.security._scram import ScramClient, scram_credential
 
 _CREDENTIAL = scram_credential(ScramMechanism.SCRAM_SHA_512, "alice-secret", b"salt" * 4, 4096)
 _SECURITY = ListenerSecurity("BROKER", "SASL_SSL", None, ("SCRAM-SHA-512", "PLAIN"), {"bob": "bob-secret"})

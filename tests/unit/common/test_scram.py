@@ -1,4 +1,4 @@
-"""SASL/SCRAM (kraftlog.common._scram): RFC 7677's and RFC 5802's test vectors, both halves of the
+"""SASL/SCRAM (kraftlog.common.security._scram): RFC 7677's and RFC 5802's test vectors, both halves of the
 exchange against each other, and every way a client can get it wrong failing the same way.
 
 The RFC vectors pin the exact bytes on the wire, so a client or server of another implementation
@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.common import _scram
-from kraftlog.common._acl import ScramMechanism
-from kraftlog.common._scram import (
+import kraftlog.common.security._scram as _scram
+from kraftlog.common.errors import IllegalSaslStateError, SaslAuthenticationFailedError, UnacceptableCredentialError
+from kraftlog.common.security._acl import ScramMechanism
+from kraftlog.common.security._scram import (
     SCRAM_MAX_ITERATIONS,
     SCRAM_MIN_ITERATIONS,
     ScramClient,
@@ -29,7 +30,6 @@ from kraftlog.common._scram import (
     scram_credential_from_salted_password,
     scram_salted_password,
 )
-from kraftlog.common.errors import IllegalSaslStateError, SaslAuthenticationFailedError, UnacceptableCredentialError
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 

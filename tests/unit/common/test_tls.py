@@ -1,4 +1,4 @@
-"""TLS settings, contexts, gRPC credentials and principals (kraftlog.common._tls).
+"""TLS settings, contexts, gRPC credentials and principals (kraftlog.common.security._tls).
 
 Handshakes run over `socket.socketpair()` in one thread (non-blocking, pumped in turn): no port,
 no network. Certificates come from kraftlog's throw-away CA (deploy/_certs.py). The subject
@@ -21,7 +21,7 @@ from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
 from kraftlog.common._config_def import ConfigError, Password
-from kraftlog.common._tls import (
+from kraftlog.common.security._tls import (
     _IANA_TO_OPENSSL,
     ANONYMOUS_PRINCIPAL,
     GRPC_SUPPORTS_REQUESTED,

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from test_tls import handshake
 
-from kraftlog.common._tls import TlsSettings, client_context, peer_principal, server_context
+from kraftlog.common.security._tls import TlsSettings, client_context, peer_principal, server_context
 from kraftlog.deploy import _certs
 from kraftlog.deploy._certs import load_ca, make_ca, make_certificate
 

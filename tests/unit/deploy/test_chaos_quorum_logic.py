@@ -237,7 +237,7 @@ def test_replay_errors_and_critical_lines_are_found_and_nothing_else() -> None:
             {
                 "level": "error",
                 "event": "on_committed_failed",
-                "exception": "metadata_log._image.MetadataReplayError: topic name 'a' is taken",
+                "exception": "metadata_log.image.MetadataReplayError: topic name 'a' is taken",
             }
         ),
         json.dumps({"level": "critical", "event": "raft_dump_load_failed"}),

@@ -1,4 +1,4 @@
-"""Tests of `metadata_log._image`: immutable images, the delta, replay semantics and snapshots.
+"""Tests of `metadata_log.image`: immutable images, the delta, replay semantics and snapshots.
 
 Replay is the only place metadata changes, so every record type is pinned here, together with the
 guarantees other layers build on: impossible changes raise and leave the delta untouched, untouched
@@ -15,19 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftlog.metadata_log._image import (
-    BrokerRegistration,
-    ConfigurationsImage,
-    FeaturesImage,
-    MetadataDelta,
-    MetadataImage,
-    MetadataReplayError,
-    PartitionRegistration,
-    ProducerIdsImage,
-    TopicIdPartition,
-    TopicImage,
-    TopicsImage,
-)
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     BrokerEndpoint,
@@ -51,6 +38,19 @@ from kraftlog.metadata_log._records import (
     UnregisterBrokerRecord,
     decode_entry,
     encode_entry,
+)
+from kraftlog.metadata_log.image import (
+    BrokerRegistration,
+    ConfigurationsImage,
+    FeaturesImage,
+    MetadataDelta,
+    MetadataImage,
+    MetadataReplayError,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicIdPartition,
+    TopicImage,
+    TopicsImage,
 )
 
 TOPIC = ConfigResourceType.TOPIC

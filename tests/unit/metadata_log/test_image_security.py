@@ -1,4 +1,4 @@
-"""Tests of the ACL and SCRAM parts of the metadata image (`metadata_log._image_security`) and of
+"""Tests of the ACL and SCRAM parts of the metadata image (`metadata_log.image._image_security`) and of
 their replay through `MetadataDelta`: records, transitions, snapshots (``to_records``), change sets
 and sharing of untouched parts."""
 
@@ -41,7 +41,7 @@ from kraftlog.metadata_log import (
     encode_entry,
     encode_record,
 )
-from kraftlog.metadata_log._image_security import credential_from_record
+from kraftlog.metadata_log.image._image_security import credential_from_record
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 ID_A = "0a1b2c3d-0000-4000-8000-00000000000a"

@@ -1,4 +1,4 @@
-"""Tests of the metadata log's on-disk format in `metadata_log._log_files`.
+"""Tests of the metadata log's on-disk format in `metadata_log.log_files`.
 
 Corruption tests cut or flip bytes of real files written by the writer; positions come from
 `iter_frames`, so the tests depend only on the documented frame layout.
@@ -18,31 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from kraftlog.metadata_log import _log_files as lf
-from kraftlog.metadata_log._log_files import (
-    FRAME_HEADER_SIZE,
-    MetadataLogCorruptError,
-    MetadataLogGapError,
-    MetadataLogWriter,
-    SegmentReadResult,
-    Snapshot,
-    SnapshotPolicy,
-    delete_covered_segments,
-    encode_frame,
-    iter_frames,
-    latest_snapshot,
-    list_segments,
-    list_snapshots,
-    oldest_available_offset,
-    read_log_dir,
-    read_metadata_file,
-    read_segment,
-    read_snapshot,
-    segment_file_name,
-    should_snapshot,
-    snapshot_file_name,
-    write_snapshot,
-)
+import kraftlog.metadata_log.log_files as lf
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     RECORD_TYPES,
@@ -72,7 +48,31 @@ from kraftlog.metadata_log._records import (
     encode_entry,
     encode_record,
 )
-from kraftlog.metadata_log._snapshots import write_snapshot_payloads
+from kraftlog.metadata_log.log_files import (
+    FRAME_HEADER_SIZE,
+    MetadataLogCorruptError,
+    MetadataLogGapError,
+    MetadataLogWriter,
+    SegmentReadResult,
+    Snapshot,
+    SnapshotPolicy,
+    delete_covered_segments,
+    encode_frame,
+    iter_frames,
+    latest_snapshot,
+    list_segments,
+    list_snapshots,
+    oldest_available_offset,
+    read_log_dir,
+    read_metadata_file,
+    read_segment,
+    read_snapshot,
+    segment_file_name,
+    should_snapshot,
+    snapshot_file_name,
+    write_snapshot,
+)
+from kraftlog.metadata_log.log_files._snapshots import write_snapshot_payloads
 
 TOPIC_ID = "b5cUNJ2bQ0qGx5Hq8W0FJw"
 

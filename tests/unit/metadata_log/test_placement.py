@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlog.metadata_log._image import BrokerRegistration, ClusterImage
 from kraftlog.metadata_log._placement import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -28,6 +27,7 @@ from kraftlog.metadata_log._placement import (
     placement_brokers,
     rack_alternated_broker_list,
 )
+from kraftlog.metadata_log.image import BrokerRegistration, ClusterImage
 
 # ---- fixed examples
 

@@ -1,4 +1,4 @@
-"""Tests of `quorum._controller`: the active controller's decisions as pure functions.
+"""Tests of `quorum.controller`: the active controller's decisions as pure functions.
 
 Every handler is ``(image, request, ctx) -> (records, response)``. The harness below keeps an image,
 runs a handler against it with an injected clock (``ControllerContext.now_ms``) and a seeded
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+import kraftlog.quorum.controller as ctl
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import _placement as placement
-from kraftlog.metadata_log._image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     BrokerEndpoint,
@@ -37,9 +37,9 @@ from kraftlog.metadata_log._records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from kraftlog.metadata_log.image import MetadataDelta, MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.proto import admin_pb2, controller_pb2
-from kraftlog.quorum import _controller as ctl
-from kraftlog.quorum._controller import BrokerHeartbeats, ControllerContext
+from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 TOPIC = ConfigResourceType.TOPIC

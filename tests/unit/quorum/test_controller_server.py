@@ -1,6 +1,6 @@
 """`quorum._server.ControllerServer` over a scripted quorum: the active controller's write path.
 
-`ScriptedQuorum` stands in for the Raft seam (`quorum._raft.MetadataQuorum`) with its contract: a
+`ScriptedQuorum` stands in for the Raft seam (`quorum.raft.MetadataQuorum`) with its contract: a
 batch proposed in epoch E commits only while the term is still E, batches commit in proposal order,
 offsets are dense and assigned at commit, and ``propose`` raises REQUEST_TIMED_OUT when the batch was
 not committed in time (outcome unknown: it may still commit later). ``hold`` keeps proposals queued,
@@ -218,7 +218,7 @@ def test_a_record_that_does_not_replay_is_refused_before_it_is_proposed(
 async def _unreplayable_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A handler that returns a record the image cannot replay fails its own request; nothing is
     proposed, other requests of the same group still commit, and the controller stays active."""
-    from kraftlog.quorum import _controller as ctl
+    import kraftlog.quorum.controller as ctl
 
     server, quorum = await _active_server(tmp_path)
     try:

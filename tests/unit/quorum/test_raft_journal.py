@@ -1,4 +1,4 @@
-"""The controller quorum's Raft journal and full dump (`quorum._journal`, `quorum._serializer`), and
+"""The controller quorum's Raft journal and full dump (`quorum.raft._journal`, `quorum.raft._serializer`), and
 the pysyncobj 0.3.17 defect they guard against.
 
 The defect: on ``append_entries`` a pysyncobj follower calls ``deleteEntriesFrom(prevLogIdx + 1)``
@@ -28,10 +28,10 @@ from pysyncobj.serializer import Serializer
 from pysyncobj.transport import Transport
 
 from kraftlog.metadata_log._records import ConfigRecord, decode_record, encode_record
-from kraftlog.quorum._journal import JournalCorruptError, RaftJournal
-from kraftlog.quorum._raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
-from kraftlog.quorum._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
-from kraftlog.quorum._wire import decode_message, encode_message
+from kraftlog.quorum.raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
+from kraftlog.quorum.raft._journal import JournalCorruptError, RaftJournal
+from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
+from kraftlog.quorum.raft._wire import decode_message, encode_message
 
 NOOP = b"\x01"
 
@@ -564,7 +564,7 @@ def test_stale_append_entries_keeps_every_committed_record_with_raft_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The harness's timers are 1000 s; take the jitter before a refuser's own campaign out of them.
-    monkeypatch.setattr("kraftlog.quorum._raft_node.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
+    monkeypatch.setattr("kraftlog.quorum.raft._raft_node.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
     cl = run_stale_duplicate_scenario(tmp_path, stock=False)
     b, c = ADDRS[1], ADDRS[2]
     assert cl.nodes[b]._isLeader(), "b kept X, so only b could win the election"
@@ -581,7 +581,7 @@ def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout
     re-campaign after a short random delay, not after a whole new election timeout (1000 s here)."""
     delays = iter([0.0, 1.0])  # the first rival re-campaigns at once, the second one later
     monkeypatch.setattr(
-        "kraftlog.quorum._raft_node.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays))
+        "kraftlog.quorum.raft._raft_node.random", types.SimpleNamespace(uniform=lambda lo, hi: lo * next(delays))
     )
     a, b, c = ADDRS
     cl = Cluster(tmp_path, stock=False)

@@ -24,10 +24,10 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from kraftlog.quorum._raft import APPLY_INVALID, MetadataStateMachine, _RaftNode, build_syncobj_conf
-from kraftlog.quorum._serializer import DumpSerializer
-from kraftlog.quorum._transport import RefusalLog
-from kraftlog.quorum._wire import (
+from kraftlog.quorum.raft import APPLY_INVALID, MetadataStateMachine, _RaftNode, build_syncobj_conf
+from kraftlog.quorum.raft._serializer import DumpSerializer
+from kraftlog.quorum.raft._transport import RefusalLog
+from kraftlog.quorum.raft._wire import (
     MAX_COMMAND_BYTES,
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -559,8 +559,8 @@ def test_a_journal_with_pickled_commands_is_refused_at_start(tmp_path: Path) -> 
     reused: the controller must not start on it (nothing is unpickled to find out)."""
     import asyncio
 
-    from kraftlog.quorum._journal import RaftJournal
-    from kraftlog.quorum._raft import JOURNAL_FILE, MetadataQuorum, QuorumConfigError
+    from kraftlog.quorum.raft import JOURNAL_FILE, MetadataQuorum, QuorumConfigError
+    from kraftlog.quorum.raft._journal import RaftJournal
 
     marker = tmp_path / "ran"
 
@@ -600,6 +600,6 @@ def test_importing_the_transport_leaves_socket_inet_ntop_working() -> None:
 
     import pysyncobj.tcp_connection  # noqa: F401 - the import that replaced it
 
-    import kraftlog.quorum._transport  # noqa: F401 - the import that must put it back
+    import kraftlog.quorum.raft._transport  # noqa: F401 - the import that must put it back
 
     assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import kraftlog.quorum.controller._security_control as sec
 from kraftlog.common import errors as kerr
-from kraftlog.common._acl import AclOperation, AclPermissionType, PatternType, ResourceType, ScramMechanism
-from kraftlog.common._scram import scram_credential, scram_salted_password
+from kraftlog.common.security._acl import AclOperation, AclPermissionType, PatternType, ResourceType, ScramMechanism
+from kraftlog.common.security._scram import scram_credential, scram_salted_password
 from kraftlog.metadata_log._records import RemoveAccessControlEntryRecord, UserScramCredentialRecord
 from kraftlog.proto import security_pb2 as pb
-from kraftlog.quorum import _security_control as sec
 from tests.unit.quorum.test_controller import Harness
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kraftlog.common.compression import compress, decompress
 from kraftlog.common.records import HEADER_SIZE, crc32c, write_varint
+from kraftlog.common.records.compression import compress, decompress
 from kraftlog.storage import (
     CompressionType,
     CorruptRecordError,

@@ -1,0 +1,216 @@
+"""The group coordinator of a broker: `GroupShard`s on the coordinator runtime (issue 14, 23).
+
+Every partition of ``__consumer_offsets`` this broker leads has a shard; the runtime
+(`kraftlog.broker.coordinator._coordinator_runtime`) follows leadership, loads and drops shards, appends their
+records with acks=all and ``offsets.commit.timeout.ms`` and fires their timers. What is left here
+is what is particular to groups: how a shard is made, how the partition's records (and the
+transaction markers in it) replay into one, what loading and unloading do to its groups, and
+creating ``__consumer_offsets`` on the first FindCoordinator (compacted, ``offsets.topic.*``), as
+Kafka does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from kraftlog.broker.coordinator import (
+    OFFSETS_TOPIC,
+    CoordinatorResult,
+    CoordinatorRuntime,
+    LogEntry,
+    ReplicaPartitionWriter,
+    ShardUnavailable,
+    TopicCreator,
+)
+from kraftlog.broker.groups._group_classic_types import ClassicGroupConfig
+from kraftlog.broker.groups._group_consumer_types import ConsumerGroupConfig
+from kraftlog.broker.groups._group_records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownGroupRecordError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, ShardOutcome
+from kraftlog.common import SYSTEM_CLOCK, coordinator_partition
+from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import MetadataImage
+
+__all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC"]
+
+
+_log = structlog.get_logger(__name__)
+
+
+def shard_config(config: Any) -> GroupShardConfig:
+    """The shard settings from the broker config (Kafka's key names)."""
+    return GroupShardConfig(
+        classic=ClassicGroupConfig(
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_size=config["group.max.size"],
+        ),
+        consumer=ConsumerGroupConfig(
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(config["group.consumer.assignors"]) or ("uniform",),
+        ),
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+    )
+
+
+class GroupShards:
+    """What the runtime needs to know about group shards (its `ShardHandler`)."""
+
+    def __init__(self, config: GroupShardConfig, rng: random.Random, log: Any) -> None:
+        self._config = config
+        self._rng = rng
+        self._log = log
+
+    def new_shard(self, partition: int, now_ms: int) -> GroupShard:
+        return GroupShard(partition, self._config, self._rng, now_ms)
+
+    def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
+        return encode_key(record[0]), None if record[1] is None else encode_value(record[1])
+
+    def replay(self, shard: GroupShard, entry: LogEntry, now_ms: int) -> None:
+        """One entry of the partition: a transaction marker ends a producer's pending offsets; an
+        offset of a transactional batch (TxnOffsetCommit) is pending until its marker; any other
+        record replays into the shard. Records of newer versions are skipped, as Kafka's loader
+        does; corrupt ones are logged and skipped."""
+        if entry.marker is not None:
+            shard.complete_txn(entry.txn_producer_id, entry.marker)
+            return
+        if entry.key is None:
+            return
+        try:
+            key = decode_key(entry.key)
+            value = decode_value(key, entry.value)
+        except UnknownGroupRecordError:
+            return
+        except kerr.CorruptMessageError as err:
+            self._log.warning("group_record_skipped", partition=shard.partition, error=str(err))
+            return
+        if entry.txn_producer_id < 0:
+            shard.replay(key, value, now_ms)
+        elif isinstance(key, OffsetCommitKey) and (value is None or isinstance(value, OffsetCommitValue)):
+            shard.replay_txn_offset(entry.txn_producer_id, key, value)
+
+    def loaded(self, shard: GroupShard, now_ms: int) -> CoordinatorResult:
+        shard.loaded(now_ms)
+        self._log.info("group_partition_loaded", partition=shard.partition, groups=len(shard.groups))
+        return CoordinatorResult()
+
+    def unloaded(self, shard: GroupShard, now_ms: int) -> CoordinatorResult:
+        """The partition moved away: every group's parked requests are answered (NOT_COORDINATOR)."""
+        out = CoordinatorResult()
+        for group in list(shard.groups.values()):
+            out.responses.extend(group.mark_dead(now_ms).responses)
+        return out
+
+
+class GroupCoordinator:
+    """Shards of the ``__consumer_offsets`` partitions this broker leads (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: Any,
+        *,
+        replicas: Callable[[], Any],
+        create_offsets_topic: Callable[[int, int, dict[str, str]], Awaitable[None]],
+        clock_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._topic = TopicCreator(OFFSETS_TOPIC, create_offsets_topic)
+        log = _log.bind(node_id=broker_id)
+        writer = ReplicaPartitionWriter(
+            replicas,
+            OFFSETS_TOPIC,
+            timeout_ms=lambda: int(config["offsets.commit.timeout.ms"]),
+            read_chunk_bytes=lambda: int(config["offsets.load.buffer.size"]),
+            clock_ms=clock_ms,
+        )
+        handler = GroupShards(shard_config(config), rng or random.Random(), log)
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            "group-coordinator", OFFSETS_TOPIC, broker_id, writer, handler, clock_ms=clock_ms
+        )
+
+    # ================================================================ leadership
+
+    def start(self) -> None:
+        self.runtime.start()
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """Load the partitions of ``__consumer_offsets`` this broker now leads, drop the others."""
+        self.runtime.on_metadata(image)
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written (and replicated) into a partition: the offsets that
+        producer committed in it there become committed, or are dropped."""
+        if topic != OFFSETS_TOPIC:
+            return
+        try:
+            shard = self.runtime.shard(partition)
+        except ShardUnavailable:
+            return
+        shard.complete_txn(producer_id, commit)
+
+    # ================================================================== requests
+
+    def shards(self) -> list[GroupShard]:
+        """The loaded shards (ListGroups asks each)."""
+        return self.runtime.shards()
+
+    def partition_count(self, image: MetadataImage) -> int:
+        topic = image.topics.get_by_name(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        n: int = self.config["offsets.topic.num.partitions"]
+        return n
+
+    @staticmethod
+    def topic_lookup(image: MetadataImage) -> Callable[[str], tuple[str, int] | None]:
+        """Topic name -> (topic id, partition count) in ``image``, for consumer-group assignors."""
+
+        def lookup(name: str) -> tuple[str, int] | None:
+            topic = image.topics.get_by_name(name)
+            return None if topic is None else (topic.topic_id, len(topic.partitions))
+
+        return lookup
+
+    def shard_for(self, group_id: str, image: MetadataImage) -> GroupShard:
+        """The shard of ``group_id`` on this broker, or `ShardUnavailable`."""
+        return self.runtime.shard(coordinator_partition(group_id, self.partition_count(image)))
+
+    async def ensure_offsets_topic(self, image: MetadataImage) -> None:
+        """Create ``__consumer_offsets`` (once) when it does not exist yet."""
+        await self._topic.ensure(
+            image,
+            self.config["offsets.topic.num.partitions"],
+            self.config["offsets.topic.replication.factor"],
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                "compression.type": "producer",
+            },
+        )
+
+    def run(self, shard: GroupShard, call: Callable[[], ShardOutcome]) -> None:
+        """Run one shard call and carry out its outcome (`CoordinatorRuntime.run`)."""
+        self.runtime.run(shard, call)

@@ -1,0 +1,294 @@
+"""Kafka-protocol data requests: Produce, Fetch (zero copy, fetch sessions), ListOffsets,
+OffsetForLeaderEpoch. Each is built into the gRPC request the replica manager already serves and
+its answer turned back; the record batches are the bytes the client sent and, for a fetch, the
+bytes of the segment file (a `FileRegion` the listener sends with sendfile).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kraftlog.broker.kafka._kafka_fetch_sessions import FetchSessionCache, SessionFetch, SessionPartition
+from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
+from kraftlog.broker.kafka._kafka_wire import ParsedRequest, RegionRecords, ms
+from kraftlog.broker.replica import LEADER_HINT_CODES, FetchResult, close_regions
+from kraftlog.common import SYSTEM_CLOCK
+from kraftlog.common import errors as kerr
+from kraftlog.common.security import current_request
+from kraftlog.proto import broker_pb2
+
+if TYPE_CHECKING:
+    from kraftlog.broker.replica import ReplicaManager
+    from kraftlog.metadata_log import MetadataImage
+
+__all__ = ["DataApis"]
+
+
+class DataApis:
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch for `KafkaApis`, over the replica manager
+    (``replicas``: there once the broker started) and the broker's metadata image. It owns the
+    listener's incremental fetch sessions (KIP-227), ``fetch_session_slots`` of them at most."""
+
+    def __init__(
+        self, replicas: Callable[[], ReplicaManager], image: Callable[[], MetadataImage], fetch_session_slots: int
+    ) -> None:
+        self._replicas = replicas
+        self._image = image
+        self.fetch_sessions = FetchSessionCache(fetch_session_slots, rng=random.Random())
+
+    def _endpoints(self, broker_ids: Iterable[int], listener: str) -> list[dict[str, Any]]:
+        """Endpoints on ``listener`` of the brokers named in leader hints (Produce v10+, Fetch v16+)."""
+        image = self._image()
+        out = []
+        for bid in sorted(set(broker_ids)):
+            reg = image.cluster.broker(bid)
+            ep = None if reg is None else reg.endpoint(listener)
+            if reg is not None and ep is not None:
+                out.append({"node_id": bid, "host": ep.host, "port": ep.port, "rack": reg.rack or None})
+        return out
+
+    # ------------------------------------------------------------------ Produce
+
+    async def produce(self, request: ParsedRequest, conn: ConnectionInfo) -> Any:
+        """acks=0 has no answer; when a partition failed the connection is closed instead (Kafka's
+        way to make such a producer refresh its metadata)."""
+        body = request.body
+        pb = broker_pb2.ProduceRequest(
+            acks=body.acks, timeout_ms=ms(body.timeout), transactional_id=body.transactional_id or ""
+        )
+        for t in body.topic_data:
+            td = pb.topics.add(name=t.name)
+            for p in t.partition_data:
+                td.partitions.add(index=p.index, records=p.records or b"")
+        resp = await self._replicas().produce(pb)
+        if body.acks == 0:
+            failed = resp.error.code or any(p.error.code for t in resp.topics for p in t.partitions)
+            return CLOSE_CONNECTION if failed else None
+        hinted: list[int] = []
+        topics = []
+        for t in resp.topics:
+            parts = []
+            for p in t.partitions:
+                code = p.error.code or resp.error.code
+                entry: dict[str, Any] = {
+                    "index": p.index,
+                    "error_code": code,
+                    "base_offset": p.base_offset,
+                    "log_append_time": p.log_append_time_ms,
+                    "log_start_offset": p.log_start_offset,
+                    "record_errors": [
+                        {"batch_index": e.batch_index, "batch_index_error_message": e.message or None}
+                        for e in p.record_errors
+                    ],
+                    "error_message": (p.error.message or None) if code else None,
+                }
+                if p.HasField("current_leader") and p.current_leader.leader_id >= 0:
+                    entry["current_leader"] = {
+                        "leader_id": p.current_leader.leader_id,
+                        "leader_epoch": p.current_leader.leader_epoch,
+                    }
+                    hinted.append(p.current_leader.leader_id)
+                parts.append(entry)
+            topics.append({"name": t.name, "partition_responses": parts})
+        return {
+            "responses": topics,
+            "throttle_time": 0,
+            "node_endpoints": self._endpoints(hinted, conn.listener_name),
+        }
+
+    # ------------------------------------------------------------------ Fetch
+
+    async def fetch(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """Fetch for consumers; the answer's batches stay in the segment files (`RegionRecords`).
+
+        Replication between kraftlog brokers runs over gRPC, so a replica fetch (``replica_id``
+        >= 0) on this listener is refused with INVALID_REQUEST."""
+        body = request.body
+        version = request.api_version
+        replica_id = getattr(body, "replica_id", -1)
+        if replica_id >= 0:
+            current_request().refused_early("replica fetches run over gRPC")
+            return {"error_code": kerr.InvalidRequestError.error_code, "session_id": 0, "responses": []}
+        requested = [
+            (
+                (t.topic, p.partition),
+                SessionPartition(
+                    fetch_offset=p.fetch_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                    current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                    last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                ),
+            )
+            for t in body.topics
+            for p in t.partitions
+        ]
+        forgotten = [(t.topic, pid) for t in getattr(body, "forgotten_topics_data", ()) for pid in t.partitions]
+        session_id = getattr(body, "session_id", 0) if version >= 7 else 0
+        epoch = getattr(body, "session_epoch", -1) if version >= 7 else -1
+        try:
+            fetch = self.fetch_sessions.resolve(session_id, epoch, requested, forgotten, SYSTEM_CLOCK.monotonic_ms())
+        except kerr.KafkaError as err:
+            current_request().refused_early(f"fetch session: {err.error_name}")
+            return {"error_code": err.error_code, "session_id": 0, "responses": []}
+        pb = broker_pb2.FetchRequest(
+            replica_id=-1,
+            max_wait_ms=ms(body.max_wait),
+            min_bytes=body.min_bytes,
+            max_bytes=getattr(body, "max_bytes", 0) or 0,
+            isolation_level=getattr(body, "isolation_level", 0),
+            rack_id=getattr(body, "rack_id", "") or "",
+        )
+        by_topic: dict[str, Any] = {}
+        for (topic, pid), sp in fetch.partitions.items():
+            ft = by_topic.get(topic)
+            if ft is None:
+                ft = by_topic[topic] = pb.topics.add(topic=topic)
+            ft.partitions.add(
+                partition=pid,
+                current_leader_epoch=sp.current_leader_epoch,
+                fetch_offset=sp.fetch_offset,
+                last_fetched_epoch=sp.last_fetched_epoch,  # v12+: the leader reports a diverging epoch
+                log_start_offset=-1,
+                partition_max_bytes=sp.partition_max_bytes,
+            )
+        results = await self._replicas().fetch_results(pb, zero_copy=True)
+        try:
+            return self._fetch_answer(results, fetch, committed=pb.isolation_level == 1, listener=conn.listener_name)
+        except BaseException:
+            close_regions(results)
+            raise
+
+    def _fetch_answer(
+        self, results: list[FetchResult], fetch: SessionFetch, *, committed: bool, listener: str
+    ) -> dict[str, Any]:
+        replicas = self._replicas()
+        topics: dict[str, list[dict[str, Any]]] = {}
+        hinted: list[int] = []
+        dropped: list[FetchResult] = []
+        for r in results:
+            tp = (r.topic, r.partition)
+            entry: dict[str, Any] = {"partition_index": r.partition, "preferred_read_replica": -1}
+            if r.read is not None:
+                rd = r.read
+                lso = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
+                if not fetch.include(
+                    tp,
+                    has_data=rd.num_bytes > 0 or rd.diverging_epoch is not None,
+                    has_error=False,
+                    hw=rd.high_watermark,
+                    lso=lso,
+                    log_start=rd.log_start_offset,
+                ):
+                    dropped.append(r)
+                    continue
+                entry.update(
+                    error_code=0,
+                    high_watermark=rd.high_watermark,
+                    last_stable_offset=lso,
+                    log_start_offset=rd.log_start_offset,
+                    aborted_transactions=(
+                        [{"producer_id": pid, "first_offset": first} for pid, first in rd.aborted]
+                        if committed
+                        else None
+                    ),
+                    records=RegionRecords(rd.region) if rd.region is not None else rd.records,
+                )
+                if rd.diverging_epoch is not None:
+                    entry["diverging_epoch"] = {"epoch": rd.diverging_epoch[0], "end_offset": rd.diverging_epoch[1]}
+            else:
+                assert r.error is not None
+                err = replicas.error_of(r.error, "fetch")
+                hw = lso = log_start = -1
+                if r.part is not None and not r.part.stopped:
+                    log = r.part.log
+                    hw, lso, log_start = log.high_watermark, log.last_stable_offset, log.log_start_offset
+                fetch.include(tp, has_data=False, has_error=True, hw=hw, lso=lso, log_start=log_start)
+                entry.update(
+                    error_code=err.code,
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=log_start,
+                    records=b"",
+                )
+                if err.code in LEADER_HINT_CODES:
+                    hint = replicas.leader_hint(r.topic, r.partition)
+                    leader, epoch = hint if hint is not None else (-1, -1)
+                    entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                    if leader >= 0:
+                        hinted.append(leader)
+            topics.setdefault(r.topic, []).append(entry)
+        close_regions(dropped)
+        return {
+            "throttle_time": 0,
+            "error_code": 0,
+            "session_id": fetch.session_id,
+            "responses": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+            "node_endpoints": self._endpoints(hinted, listener),
+        }
+
+    # ------------------------------------------------------------------ ListOffsets, OffsetForLeaderEpoch
+
+    async def list_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = broker_pb2.ListOffsetsRequest(
+            replica_id=body.replica_id, isolation_level=getattr(body, "isolation_level", 0)
+        )
+        for t in body.topics:
+            pt = pb.topics.add(name=t.name)
+            for p in t.partitions:
+                pt.partitions.add(
+                    partition_index=p.partition_index,
+                    current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                    timestamp=p.timestamp,
+                )
+        resp = self._replicas().list_offsets(pb)
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": p.error.code,
+                            "timestamp": p.timestamp,
+                            "offset": p.offset,
+                            "leader_epoch": p.leader_epoch,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in resp.topics
+            ],
+        }
+
+    async def offset_for_leader_epoch(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = broker_pb2.OffsetForLeaderEpochRequest(replica_id=getattr(body, "replica_id", -1))
+        for t in body.topics:
+            pt = pb.topics.add(topic=t.topic)
+            for p in t.partitions:
+                pt.partitions.add(
+                    partition=p.partition, current_leader_epoch=p.current_leader_epoch, leader_epoch=p.leader_epoch
+                )
+        resp = self._replicas().offset_for_leader_epoch(pb)
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "partitions": [
+                        {
+                            "error_code": p.error.code,
+                            "partition": p.partition,
+                            "leader_epoch": p.leader_epoch,
+                            "end_offset": p.end_offset,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in resp.topics
+            ],
+        }

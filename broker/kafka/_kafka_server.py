@@ -1,0 +1,281 @@
+"""The Kafka-protocol listener: a raw TCP server that speaks Kafka's wire protocol.
+
+One asyncio server per listener name, on the broker's event loop beside its gRPC server. Each
+connection is served as Kafka's network layer serves it: read one size-prefixed request, answer
+it, then read the next, so answers go out in request order (a client pipelines up to its
+``max.in.flight`` requests; they wait in the socket). A request larger than
+``socket.request.max.bytes`` or a frame that does not decode closes that connection only; an API
+or version that is not served is answered with UNSUPPORTED_VERSION and the connection stays open.
+
+Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
+regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to
+socket in the kernel). With sendfile off, or when a region cannot be sent so, the region is read
+and written as bytes (the copy path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from kraftlog.broker.kafka._kafka_wire import (
+    Chunk,
+    MalformedRequest,
+    ParsedRequest,
+    UnsupportedRequest,
+    encode_response,
+    parse_request,
+)
+from kraftlog.common.security import ANONYMOUS, ListenerSecurity, Session, peer_principal, server_context
+from kraftlog.storage import FileRegion
+
+__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo"]
+
+_SIZE = struct.Struct(">i")
+
+
+class _Close:
+    def __repr__(self) -> str:
+        return "CLOSE_CONNECTION"
+
+
+#: what a dispatch returns for a request that must not be answered but ends its connection
+CLOSE_CONNECTION: Any = _Close()
+
+
+class ConnectionInfo:
+    """What a handler may know of the connection its request came on."""
+
+    __slots__ = (
+        "listener_name",
+        "peer",
+        "client_software",
+        "session",
+        "security",
+        "sasl",
+        "authenticated",
+        "close_after_answer",
+        "sasl_raw_tokens",
+    )
+
+    def __init__(
+        self,
+        listener_name: str,
+        peer: str,
+        session: Session | None = None,
+        security: ListenerSecurity | None = None,
+    ) -> None:
+        self.listener_name = listener_name
+        self.peer = peer
+        self.client_software: tuple[str, str] | None = None  # KIP-511, from ApiVersions v3+
+        host = peer.rsplit(":", 1)[0].strip("[]")
+        #: who is connected: User:ANONYMOUS on a PLAINTEXT listener (until SASL, on a SASL one)
+        self.session = session or Session(ANONYMOUS, host, listener_name, "PLAINTEXT")
+        self.security = security
+        self.sasl: Any = None  # the SASL exchange in progress (a ScramServer or PlainServer)
+        #: whether the connection may make requests: at once, unless the listener is SASL
+        self.authenticated = security is None or not security.uses_sasl
+        self.close_after_answer = False  # a failed SASL exchange: answer, then close
+        self.sasl_raw_tokens = False  # after SaslHandshake v0 the exchange is raw tokens
+
+
+Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
+UnsupportedAnswer = Callable[[UnsupportedRequest], bytes]
+
+
+class KafkaListener:
+    """Serves one Kafka-protocol listener (``name``) on ``host:port`` (port 0: any free port)."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        *,
+        supported: Callable[[], dict[int, tuple[int, int]]],
+        dispatch: Dispatch,
+        unsupported: UnsupportedAnswer,
+        max_request_bytes: int,
+        sendfile: bool,
+        node_id: int,
+        security: ListenerSecurity | None = None,
+        sasl_token: Callable[[ConnectionInfo, bytes], bytes] | None = None,
+    ) -> None:
+        self.name = name
+        self._sasl_token = sasl_token
+        self.host = host
+        self.port = port
+        self._supported = supported
+        self._dispatch = dispatch
+        self._unsupported = unsupported
+        self._max_request_bytes = max_request_bytes
+        self.sendfile = sendfile
+        self.security = security or ListenerSecurity(name)
+        tls = self.security.tls
+        # TLS listeners (SSL, SASL_SSL): the context is built now, so a bad key fails at start
+        self._ssl_context = server_context(tls) if tls is not None else None
+        self._principal_mapper = tls.principal_mapper if tls is not None else None
+        if self._ssl_context is not None:
+            # the kernel cannot encrypt (no kTLS here): TLS listeners send fetched batches with
+            # the copy path, through OpenSSL
+            self.sendfile = False
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._log = structlog.get_logger(__name__).bind(node_id=node_id, listener=name)
+
+    async def bind(self) -> None:
+        """Bind the socket (port 0 gets its real port, which the broker registers) without
+        accepting yet: requests are served from `start_serving`, once the broker has caught up
+        with the metadata log, as Kafka enables its request processing after the initial
+        catch-up."""
+        self._server = await asyncio.start_server(
+            self._serve,
+            self.host or None,
+            self.port,
+            reuse_address=True,
+            limit=1 << 20,
+            start_serving=False,
+            ssl=self._ssl_context,
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+
+    async def start_serving(self) -> None:
+        if self._server is not None and not self._stopping:
+            await self._server.start_serving()
+            self._log.info("kafka_listener_started", address=f"{self.host}:{self.port}")
+
+    async def stop(self) -> None:
+        """Stop accepting, end every connection (a request in progress is cancelled) and wait for
+        them, so none is still serving when the broker closes its logs."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._stopping:
+            writer.close()
+            return
+        self._connections.add(task)
+        peer_addr = writer.get_extra_info("peername")
+        peer = f"{peer_addr[0]}:{peer_addr[1]}" if peer_addr else "?"
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        log = self._log.bind(peer=peer)
+        try:
+            session = self._session(writer, peer_addr[0] if peer_addr else "?")
+            conn = ConnectionInfo(self.name, peer, session, self.security)
+            await self._requests(reader, writer, conn, log)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except asyncio.CancelledError:
+            pass
+        except Exception as err:  # one connection's failure must not reach the server
+            log.warning("kafka_connection_failed", error=repr(err))
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def _session(self, writer: asyncio.StreamWriter, host: str) -> Session:
+        """Who connected: the principal of its client certificate on a TLS listener (mutual TLS),
+        else User:ANONYMOUS (until a SASL exchange, on SASL listeners)."""
+        principal = ANONYMOUS
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is not None and self._principal_mapper is not None:
+            principal = peer_principal(ssl_object, self._principal_mapper)
+        return Session(principal, host, self.name, self.security.protocol)
+
+    async def _requests(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnectionInfo, log: Any
+    ) -> None:
+        while True:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size <= 0 or size > self._max_request_bytes:
+                log.warning(
+                    "kafka_request_refused",
+                    reason=f"a request of {size} bytes is outside 1..socket.request.max.bytes "
+                    f"({self._max_request_bytes}); closing the connection",
+                )
+                return
+            frame = await reader.readexactly(size)
+            if conn.sasl_raw_tokens and self._sasl_token is not None:
+                try:  # SaslHandshake v0: this frame is the client's SASL token, the answer ours
+                    challenge = self._sasl_token(conn, frame)
+                except Exception as err:  # a failed exchange ends the connection, as in Kafka
+                    log.info("kafka_connection_closed", reason=f"SASL exchange failed: {err}")
+                    return
+                writer.write(_SIZE.pack(len(challenge)) + challenge)
+                await writer.drain()
+                continue
+            try:
+                request = parse_request(frame, self._supported())
+            except UnsupportedRequest as err:
+                log.info("kafka_unsupported_version", api_key=err.api_key, api_version=err.api_version)
+                writer.write(self._unsupported(err))
+                await writer.drain()
+                continue
+            except MalformedRequest as err:
+                log.warning("kafka_malformed_request", error=str(err))
+                return
+            response = await self._dispatch(request, conn)
+            if response is None:  # Produce with acks=0 has no answer
+                continue
+            if response is CLOSE_CONNECTION:
+                log.info("kafka_connection_closed", api_key=request.api_key, reason="the request failed")
+                return
+            chunks, _total = encode_response(request.correlation_id, response)
+            await self._send(writer, chunks)
+            if conn.close_after_answer:
+                log.info("kafka_connection_closed", api_key=request.api_key, reason="SASL exchange failed")
+                return
+
+    async def _send(self, writer: asyncio.StreamWriter, chunks: list[Chunk]) -> None:
+        """Write one answer; regions with sendfile (closed once sent, whatever happens)."""
+        loop = asyncio.get_running_loop()
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, bytes):
+                    writer.write(chunk)
+                    continue
+                if not self.sendfile:
+                    writer.write(chunk.read())
+                    continue
+                await writer.drain()
+                try:
+                    sent = await loop.sendfile(
+                        writer.transport,
+                        chunk,  # type: ignore[arg-type]  # what it needs of a file: fileno()
+                        chunk.position,
+                        chunk.size,
+                        fallback=False,
+                    )
+                except asyncio.SendfileNotAvailableError:  # e.g. a file system without sendfile
+                    writer.write(chunk.read())
+                    continue
+                if sent != chunk.size:
+                    # the file was cut short under us: the frame's size is already on the wire
+                    raise ConnectionError(f"sent {sent} of {chunk.size} bytes of {chunk.path}")
+            await writer.drain()
+        finally:
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    chunk.close()

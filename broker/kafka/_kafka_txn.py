@@ -1,0 +1,137 @@
+"""Kafka-protocol producer and transaction requests: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeProducers, DescribeTransactions and
+ListTransactions, served by the broker's transaction coordinator, group coordinator and replica
+manager: the same service objects the gRPC listener calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kraftlog.broker.groups import GroupService
+from kraftlog.broker.kafka._kafka_server import ConnectionInfo
+from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
+from kraftlog.broker.kafka._kafka_wire import ParsedRequest, ms
+from kraftlog.broker.txn import TxnService, TxnState
+from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
+
+if TYPE_CHECKING:
+    from kraftlog.broker.replica import ReplicaManager
+
+__all__ = ["TxnApis"]
+
+# ListTransactions names the state filters that are no state
+_TXN_STATES = frozenset(state.kafka_name for state in TxnState)
+
+
+class TxnApis:
+    """Producer and transaction requests for `KafkaApis`. ``init_producer_id`` is the broker's
+    (it allocates producer ids, with or without a transaction); ``replicas`` gives the replica
+    manager once the broker started."""
+
+    def __init__(
+        self,
+        txn_service: TxnService,
+        group_service: GroupService,
+        init_producer_id: Callable[[broker_pb2.InitProducerIdRequest], Awaitable[broker_pb2.InitProducerIdResponse]],
+        replicas: Callable[[], ReplicaManager],
+    ) -> None:
+        self.txn_service = txn_service
+        self.group_service = group_service
+        self._init_producer_id = init_producer_id
+        self._replicas = replicas
+
+    async def init_producer_id(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = broker_pb2.InitProducerIdRequest(
+            transaction_timeout_ms=ms(body.transaction_timeout),
+            producer_id=getattr(body, "producer_id", -1),
+            producer_epoch=getattr(body, "producer_epoch", -1),
+        )
+        if body.transactional_id:
+            pb.transactional_id = body.transactional_id
+        resp = await self._init_producer_id(pb)
+        answer = from_pb(resp)
+        answer["throttle_time"] = 0
+        return answer
+
+    async def add_partitions_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v0-3: one client's transaction (v4+ is the brokers' batched form of KIP-890)."""
+        body = request.body
+        pb = txn_pb2.AddPartitionsToTxnRequest(
+            transactional_id=body.v3_and_below_transactional_id,
+            producer_id=body.v3_and_below_producer_id,
+            producer_epoch=body.v3_and_below_producer_epoch,
+        )
+        for t in body.v3_and_below_topics:
+            pb.topics.add(name=t.name, partitions=list(t.partitions))
+        resp = await self.txn_service.AddPartitionsToTxn(pb)
+        results = []
+        for t in resp.results:
+            results.append(
+                {
+                    "name": t.name,
+                    "results_by_partition": [
+                        {"partition_index": p.partition_index, "partition_error_code": p.error.code or resp.error.code}
+                        for p in t.partitions
+                    ],
+                }
+            )
+        if not results and resp.error.code:  # refused as a whole: every partition gets the error
+            results = [
+                {
+                    "name": t.name,
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": resp.error.code} for p in t.partitions
+                    ],
+                }
+                for t in body.v3_and_below_topics
+            ]
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": results}
+
+    async def add_offsets_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, txn_pb2.AddOffsetsToTxnRequest)
+        answer = from_pb(await self.txn_service.AddOffsetsToTxn(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def end_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, txn_pb2.EndTxnRequest)
+        answer = from_pb(await self.txn_service.EndTxn(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def txn_offset_commit(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, group_pb2.TxnOffsetCommitRequest)
+        if request.api_version < 3:  # no group membership in these versions: not checked
+            pb.generation_id = -1
+        if request.api_version < 2:
+            for t in pb.topics:
+                for p in t.partitions:
+                    p.committed_leader_epoch = -1
+        answer = from_pb(await self.group_service.TxnOffsetCommit(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def describe_producers(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = to_pb(request.body, broker_pb2.DescribeProducersRequest)
+        answer = from_pb(self._replicas().describe_producers(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def describe_transactions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = txn_pb2.DescribeTransactionsRequest(transactional_ids=list(request.body.transactional_ids))
+        answer = from_pb(await self.txn_service.DescribeTransactions(pb))
+        answer["throttle_time"] = 0
+        return answer
+
+    async def list_transactions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = txn_pb2.ListTransactionsRequest(
+            state_filters=list(body.state_filters), producer_id_filters=list(body.producer_id_filters)
+        )
+        answer = from_pb(await self.txn_service.ListTransactions(pb))
+        answer["throttle_time"] = 0
+        answer["unknown_state_filters"] = [f for f in body.state_filters if f not in _TXN_STATES]
+        return answer

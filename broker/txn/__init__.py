@@ -1,0 +1,19 @@
+"""The transaction coordinator: transactional ids as pure shards of ``__transaction_state`` on the
+coordinator runtime, their records, marker writing, producer-id blocks from the controller, and
+the transaction service both front ends call.
+"""
+
+from kraftlog.broker.txn._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
+from kraftlog.broker.txn._txn_coordinator import TXN_TOPIC, TxnCoordinator
+from kraftlog.broker.txn._txn_records import TxnState
+from kraftlog.broker.txn._txn_service import TxnService
+
+__all__: list[str] = [
+    "ProducerIdManager",
+    "TXN_TOPIC",
+    "TxnCoordinator",
+    "TxnService",
+    "TxnState",
+    "allocate_from_controller",
+    "init_producer_id",
+]

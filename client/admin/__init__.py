@@ -1,0 +1,17 @@
+"""Admin clients: `Admin` against the controllers, `GroupAdmin` and `TransactionAdmin` against the
+brokers' coordinators.
+"""
+
+from kraftlog.client.admin._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
+from kraftlog.client.admin._group_admin import GroupAdmin
+from kraftlog.client.admin._transaction_admin import ProducerState, TransactionAdmin
+
+__all__: list[str] = [
+    "Admin",
+    "GroupAdmin",
+    "NewTopic",
+    "ProducerState",
+    "TransactionAdmin",
+    "parse_bootstrap_servers",
+    "raise_for_errors",
+]

@@ -1,0 +1,187 @@
+"""The producer's vocabulary and its per-partition batches: `RecordMetadata`, the Kafka producer config
+keys it accepts or refuses, and `_Batch` (records on their way to one partition's leader)
+(see `client.producer._producer`). The config keys themselves are `PRODUCER_CONFIG` (`client._config`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import structlog
+
+from kraftlog.client._config import PRODUCER_CONFIG
+from kraftlog.client._metadata import TopicPartition
+from kraftlog.common import errors as kerr
+from kraftlog.common.records import RecordBatchBuilder
+from kraftlog.common.records.compression import CompressionType
+
+_log = structlog.get_logger(__name__)
+
+
+_MESSAGE_TOO_LARGE = kerr.MessageTooLargeError.error_code
+
+
+_NO_TIMESTAMP = -1
+
+
+Callback = Callable[[Any, BaseException | None], None]
+
+
+HeadersArg = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record landed. ``offset`` is -1 with ``acks=0`` (nothing comes back);
+    ``timestamp`` is the broker's append time for LogAppendTime topics, else the record's."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProducerClosedError(RuntimeError):
+    """The producer was closed: no more sends, or records dropped by a forced close."""
+
+
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+def _acks(value: str | int) -> int:
+    key = str(value).strip().lower()
+    if key not in _ACKS:
+        raise ValueError(f"acks must be all, -1, 0 or 1, not {value!r}")
+    return _ACKS[key]
+
+
+def producer_config_from_properties(props: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Kafka producer properties (``linger.ms=5``) -> `Producer` keywords, plus the names this
+    client does not know (Kafka warns about those and goes on), parsed by `PRODUCER_CONFIG`.
+    Settings this client cannot honour (``partitioner.class``, ``security.protocol=SSL`` as a
+    property, ...) raise `UnsupportedConfigError` (a ValueError) naming the setting."""
+    return PRODUCER_CONFIG.from_properties(props)
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{what} must be bytes, str or None (or give a serializer), not {type(value).__name__}")
+
+
+def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for key, value in items:
+        if not isinstance(key, str):
+            raise TypeError(f"header keys are str, not {type(key).__name__}")
+        out.append((key, _to_bytes(value, f"header {key!r}")))
+    return out
+
+
+class _CallablePartitioner:
+    """Adapts ``fn(key_bytes, all_partitions, available_partitions) -> partition`` (kafka-python's
+    shape) to the partitioner interface."""
+
+    def __init__(self, fn: Callable[[bytes | None, list[int], list[int]], int]) -> None:
+        self._fn = fn
+
+    def partition(self, topic: str, key: bytes | None, num_partitions: int, available: Sequence[int]) -> int:
+        return self._fn(key, list(range(num_partitions)), list(available))
+
+    def on_new_batch(self, *args: Any) -> None:
+        pass
+
+
+class _Batch:
+    """The records of one partition on their way to the broker."""
+
+    __slots__ = (
+        "tp",
+        "builder",
+        "thunks",
+        "created",
+        "attempts",
+        "last_attempt",
+        "retry_at",
+        "payload",
+        "sealed",
+        "in_flight",
+        "finished",
+        "reserved",
+        "done",
+        "parent",
+        "pending",
+        "stamp",
+    )
+
+    def __init__(self, tp: TopicPartition, codec: CompressionType, now: float) -> None:
+        self.tp = tp
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=codec)
+        self.thunks: list[tuple[concurrent.futures.Future[RecordMetadata], Callback | None, int, int]] = []
+        self.created = now
+        self.attempts = 0
+        self.last_attempt = now
+        self.retry_at = 0.0
+        self.payload: bytes | None = None
+        self.sealed = False  # no more appends (drained or split); encoded by `close`
+        self.in_flight = False
+        self.finished = False
+        self.reserved = 0  # bytes of buffer_memory held
+        self.done = threading.Event()
+        self.parent: _Batch | None = None
+        self.pending = 0  # children still running after a split
+        self.stamp: Any = None  # an idempotent producer's (producer id, epoch, base sequence)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.thunks)
+
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        size: int,
+        batch_size: int,
+        future: concurrent.futures.Future[RecordMetadata],
+        callback: Callback | None,
+    ) -> bool:
+        builder = self.builder
+        if builder is None or self.sealed:
+            return False
+        if self.thunks and builder.estimated_size_bytes + size > batch_size:
+            return False
+        delta = builder.append(timestamp, key, value, headers)
+        self.thunks.append((future, callback, delta, timestamp))
+        self.reserved += size
+        return True
+
+    def is_full(self, batch_size: int) -> bool:
+        return self.builder is None or self.sealed or self.builder.estimated_size_bytes >= batch_size
+
+    @property
+    def size_estimate(self) -> int:
+        """The encoded size (uncompressed until encoded: an upper bound for the request size)."""
+        if self.payload is not None:
+            return len(self.payload)
+        assert self.builder is not None
+        return self.builder.estimated_size_bytes
+
+    def close(self) -> bytes:
+        """Seal the batch (no more appends) and encode it once (outside the producer's lock)."""
+        self.sealed = True
+        if self.payload is None:
+            assert self.builder is not None
+            self.payload = self.builder.build()
+            self.builder = None
+        return self.payload

@@ -1,0 +1,647 @@
+"""The node-level keys kraftlog knows (Kafka's KafkaConfig in KRaft mode, plus kraftlog's own), with
+Kafka's names, types and defaults, and how they default the topic-level keys of
+`kraftlog.common.config._config_schema_topic`. See `kraftlog.common.config`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from kraftlog.common._config_def import (
+    _MS_PER_HOUR,
+    _MS_PER_MINUTE,
+    INT_MAX,
+    LONG_MAX,
+    NO_DEFAULT,
+    ConfigDef,
+    ConfigKey,
+    Custom,
+    OneOf,
+    Range,
+)
+from kraftlog.common.config._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
+from kraftlog.common.config._config_schema_topic import (
+    _B,
+    _CLEANUP_POLICIES,
+    _COMPRESSION_TYPES,
+    _D,
+    _I,
+    _L,
+    _LS,
+    _P,
+    _S,
+    _TIMESTAMP_TYPES,
+    TOPIC_CONFIG_DEFS,
+)
+from kraftlog.common.security import define_security_keys, listener_prefixed_key
+
+__all__ = ["NODE_CONFIG_DEFS", "TOPIC_CONFIG_DEFS", "TOPIC_SYNONYMS"]
+
+# ---------------------------------------------------------------------------------------------
+# Node-level keys (Kafka's KafkaConfig in KRaft mode, plus kraftlog's own)
+# ---------------------------------------------------------------------------------------------
+
+NODE_CONFIG_DEFS: Final = ConfigDef("node")
+(
+    NODE_CONFIG_DEFS
+    # --- identity and roles
+    .define("node.id", _I, NO_DEFAULT, Range(0), "This node's id, unique across brokers and controllers; required.")
+    .define(
+        "process.roles",
+        _LS,
+        [],
+        OneOf("broker", "controller"),
+        "broker, controller, or both (combined mode, for small and dev clusters).",
+    )
+    .define("broker.rack", _S, None, None, "Rack of this broker, used to spread replicas across racks.")
+    # --- controller quorum
+    .define(
+        "controller.quorum.voters",
+        _LS,
+        [],
+        Custom(_voters, "a comma-separated list of id@host:port"),
+        "The controller quorum: every voter's node id and Raft endpoint.",
+    )
+    .define(
+        "controller.quorum.bootstrap.servers",
+        _LS,
+        [],
+        Custom(_check_host_ports, "a comma-separated list of host:port"),
+        "Accepted for Kafka compatibility; kraftlog's pysyncobj quorum still needs controller.quorum.voters.",
+    )
+    .define(
+        "controller.quorum.election.timeout.ms",
+        _I,
+        1000,
+        Range(1),
+        "Time without a leader before a voter starts an election.",
+    )
+    .define(
+        "controller.quorum.fetch.timeout.ms",
+        _I,
+        2000,
+        Range(1),
+        "Time without hearing from the leader before a voter suspects it.",
+    )
+    .define(
+        "controller.quorum.request.timeout.ms", _I, 2000, Range(1), "Timeout of one request between quorum members."
+    )
+    .define(
+        "controller.quorum.election.backoff.max.ms",
+        _I,
+        1000,
+        Range(1),
+        "Upper bound of the randomized back-off between elections.",
+    )
+    .define("controller.quorum.retry.backoff.ms", _I, 20, Range(0), "Back-off before retrying a failed quorum request.")
+    .define(
+        "controller.quorum.append.linger.ms",
+        _I,
+        25,
+        Range(0),
+        "How long the leader batches appends before writing them to the log.",
+    )
+    .define("controller.listener.names", _LS, None, None, "Names of the listeners used by the controllers.")
+    # --- listeners
+    .define(
+        "listeners",
+        _LS,
+        ["PLAINTEXT://:9092"],
+        Custom(_listeners, "a comma-separated list of NAME://host:port"),
+        "Endpoints this node listens on; an empty host binds every interface.",
+    )
+    .define(
+        "advertised.listeners",
+        _LS,
+        None,
+        Custom(_listeners, "a comma-separated list of NAME://host:port"),
+        "Endpoints published to clients and other nodes; defaults to listeners.",
+    )
+    .define(
+        "listener.security.protocol.map",
+        _LS,
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        Custom(_check_protocol_map, "a comma-separated list of LISTENER_NAME:PROTOCOL"),
+        "Security protocol of each listener name.",
+    )
+    .define("inter.broker.listener.name", _S, None, None, "Listener brokers use to reach each other.")
+    .define("num.network.threads", _I, 3, Range(1), "Threads receiving requests and sending responses.")
+    .define("num.io.threads", _I, 8, Range(1), "Threads processing requests, including disk I/O.")
+    .define("background.threads", _I, 10, Range(1), "Threads for background tasks.")
+    .define("queued.max.requests", _I, 500, Range(1), "Requests queued before network threads stop reading.")
+    .define("socket.send.buffer.bytes", _I, 102_400, None, "SO_SNDBUF of server sockets; -1: OS default.")
+    .define("socket.receive.buffer.bytes", _I, 102_400, None, "SO_RCVBUF of server sockets; -1: OS default.")
+    .define("socket.request.max.bytes", _I, 104_857_600, Range(1), "Largest request a server accepts.")
+    # --- storage locations and the metadata log
+    .define("log.dirs", _LS, None, None, "Directories holding partition logs; overrides log.dir.")
+    .define("log.dir", _LS, ["/tmp/kafka-logs"], None, "Log directory used when log.dirs is not set.")
+    .define("metadata.log.dir", _S, None, None, "Directory of the metadata log; defaults to the first log directory.")
+    .define("metadata.log.segment.bytes", _I, 1_073_741_824, Range(12), "Segment size of the metadata log.")
+    .define("metadata.log.segment.ms", _L, 604_800_000, Range(1), "Age at which a metadata log segment rolls.")
+    .define(
+        "metadata.log.max.record.bytes.between.snapshots",
+        _L,
+        20_971_520,
+        Range(1),
+        "Bytes of new metadata records after which a snapshot is taken.",
+    )
+    .define(
+        "metadata.log.max.snapshot.interval.ms",
+        _L,
+        3_600_000,
+        Range(0),
+        "Time after which a snapshot is taken if there are new records; 0 disables.",
+    )
+    .define(
+        "metadata.max.retention.bytes",
+        _L,
+        104_857_600,
+        None,
+        "Metadata log bytes kept before old snapshots and segments are deleted; -1: unlimited.",
+    )
+    .define(
+        "metadata.max.retention.ms",
+        _L,
+        604_800_000,
+        None,
+        "Age of metadata snapshots and segments before deletion; -1: unlimited.",
+    )
+    .define(
+        "metadata.max.idle.interval.ms",
+        _I,
+        500,
+        Range(0),
+        "Interval of no-op records the active controller appends so followers see progress.",
+    )
+    .define(
+        "num.recovery.threads.per.data.dir",
+        _I,
+        2,
+        Range(1),
+        "Threads per log directory for recovery at start-up and flushing at shutdown.",
+    )
+    # --- topic creation defaults and placement
+    .define("num.partitions", _I, 1, Range(1), "Partition count of auto-created topics.")
+    .define("default.replication.factor", _I, 1, Range(1), "Replication factor of auto-created topics.")
+    .define("auto.create.topics.enable", _B, True, None, "Create a topic when a client first uses it.")
+    .define("delete.topic.enable", _B, True, None, "Allow topics to be deleted.")
+    .define(
+        "auto.leader.rebalance.enable", _B, True, None, "Move leadership back to preferred replicas when it drifts."
+    )
+    .define(
+        "leader.imbalance.check.interval.seconds",
+        _L,
+        300,
+        Range(1),
+        "How often the controller checks leader imbalance.",
+    )
+    .define(
+        "leader.imbalance.per.broker.percentage",
+        _I,
+        10,
+        Range(0, 100),
+        "Imbalance percentage per broker that triggers a preferred-leader election.",
+    )
+    # --- replication
+    .define(
+        "min.insync.replicas",
+        _I,
+        1,
+        Range(1),
+        "Default of the topic-level min.insync.replicas.",
+        topic_key="min.insync.replicas",
+    )
+    .define(
+        "unclean.leader.election.enable",
+        _B,
+        False,
+        None,
+        "Default of the topic-level unclean.leader.election.enable.",
+        topic_key="unclean.leader.election.enable",
+    )
+    .define(
+        "replica.lag.time.max.ms",
+        _L,
+        30_000,
+        Range(0),
+        "A follower that has not caught up within this time is removed from the ISR.",
+    )
+    .define("replica.fetch.max.bytes", _I, 1_048_576, Range(0), "Bytes per partition a follower fetch asks for.")
+    .define(
+        "replica.fetch.wait.max.ms",
+        _I,
+        500,
+        Range(0),
+        "Longest time a follower fetch waits for data; must not exceed replica.lag.time.max.ms.",
+    )
+    .define("replica.fetch.min.bytes", _I, 1, Range(0), "Bytes a follower fetch waits for before returning.")
+    .define(
+        "replica.fetch.response.max.bytes", _I, 10_485_760, Range(0), "Size cap of a whole follower fetch response."
+    )
+    .define("replica.fetch.backoff.ms", _I, 1000, Range(0), "Back-off after a failed follower fetch.")
+    .define("replica.socket.timeout.ms", _I, 30_000, None, "Timeout of follower fetch requests.")
+    .define("num.replica.fetchers", _I, 1, Range(1), "Fetcher threads per source broker.")
+    .define(
+        "replica.high.watermark.checkpoint.interval.ms",
+        _L,
+        5000,
+        Range(1),
+        "How often high watermarks are saved to disk.",
+    )
+    .define("fetch.max.bytes", _I, 57_671_680, Range(1024), "Size cap of a consumer fetch response.")
+    .define(
+        "max.incremental.fetch.session.cache.slots", _I, 1000, Range(0), "Incremental fetch sessions kept (KIP-227)."
+    )
+    .define(
+        "message.max.bytes",
+        _I,
+        1_048_588,
+        Range(0),
+        "Largest record batch accepted; topic default.",
+        topic_key="max.message.bytes",
+    )
+    .define(
+        "compression.type",
+        _S,
+        "producer",
+        OneOf(*_COMPRESSION_TYPES),
+        "Default topic compression.",
+        topic_key="compression.type",
+    )
+    # --- broker lifecycle
+    .define("broker.heartbeat.interval.ms", _I, 2000, Range(1), "Interval of broker heartbeats to the controller.")
+    .define(
+        "broker.session.timeout.ms", _I, 9000, Range(1), "A broker that has not heartbeated for this long is fenced."
+    )
+    .define(
+        "initial.broker.registration.timeout.ms",
+        _I,
+        60_000,
+        Range(1),
+        "How long a starting broker tries to register before giving up.",
+    )
+    .define("controlled.shutdown.enable", _B, True, None, "Move leadership away before a broker shuts down.")
+    # --- partition log (log.*); the order within a topic key is the precedence order
+    .define("log.segment.bytes", _I, 1_073_741_824, Range(14), "Segment size.", topic_key="segment.bytes")
+    .define("log.roll.ms", _L, None, None, "Segment roll age in ms; overrides log.roll.hours.", topic_key="segment.ms")
+    .define(
+        "log.roll.hours",
+        _I,
+        168,
+        Range(1),
+        "Segment roll age in hours.",
+        topic_key="segment.ms",
+        topic_unit_ms=_MS_PER_HOUR,
+    )
+    .define(
+        "log.roll.jitter.ms",
+        _L,
+        None,
+        None,
+        "Roll jitter in ms; overrides log.roll.jitter.hours.",
+        topic_key="segment.jitter.ms",
+    )
+    .define(
+        "log.roll.jitter.hours",
+        _I,
+        0,
+        Range(0),
+        "Roll jitter in hours.",
+        topic_key="segment.jitter.ms",
+        topic_unit_ms=_MS_PER_HOUR,
+    )
+    .define(
+        "log.retention.ms",
+        _L,
+        None,
+        None,
+        "Retention in ms (-1: unlimited); overrides log.retention.minutes and hours.",
+        topic_key="retention.ms",
+    )
+    .define(
+        "log.retention.minutes",
+        _I,
+        None,
+        None,
+        "Retention in minutes; overrides log.retention.hours.",
+        topic_key="retention.ms",
+        topic_unit_ms=_MS_PER_MINUTE,
+    )
+    .define(
+        "log.retention.hours",
+        _I,
+        168,
+        None,
+        "Retention in hours.",
+        topic_key="retention.ms",
+        topic_unit_ms=_MS_PER_HOUR,
+    )
+    .define("log.retention.bytes", _L, -1, None, "Partition size limit; -1: unlimited.", topic_key="retention.bytes")
+    .define("log.retention.check.interval.ms", _L, 300_000, Range(1), "How often retention is enforced.")
+    .define(
+        "log.cleanup.policy",
+        _LS,
+        ["delete"],
+        OneOf(*_CLEANUP_POLICIES),
+        "Default cleanup policy.",
+        topic_key="cleanup.policy",
+    )
+    .define("log.cleaner.enable", _B, True, None, "Run the log cleaner (needed by compacted topics).")
+    .define("log.cleaner.threads", _I, 1, Range(0), "Log cleaner threads.")
+    .define("log.cleaner.backoff.ms", _L, 15_000, Range(0), "Sleep of the cleaner when there is nothing to clean.")
+    .define("log.cleaner.dedupe.buffer.size", _L, 134_217_728, None, "Memory for deduplication, all threads.")
+    .define("log.cleaner.io.buffer.size", _I, 524_288, Range(0), "I/O buffer memory of the cleaner, all threads.")
+    .define("log.cleaner.io.buffer.load.factor", _D, 0.9, None, "Load factor of the dedupe buffer.")
+    .define("log.cleaner.io.max.bytes.per.second", _D, sys.float_info.max, None, "Cleaner I/O throttle.")
+    .define(
+        "log.cleaner.min.cleanable.ratio",
+        _D,
+        0.5,
+        Range(0, 1),
+        "Default dirty ratio for compaction.",
+        topic_key="min.cleanable.dirty.ratio",
+    )
+    .define(
+        "log.cleaner.delete.retention.ms",
+        _L,
+        86_400_000,
+        Range(0),
+        "Default tombstone retention.",
+        topic_key="delete.retention.ms",
+    )
+    .define(
+        "log.cleaner.min.compaction.lag.ms",
+        _L,
+        0,
+        Range(0),
+        "Default minimum compaction lag.",
+        topic_key="min.compaction.lag.ms",
+    )
+    .define(
+        "log.cleaner.max.compaction.lag.ms",
+        _L,
+        LONG_MAX,
+        Range(1),
+        "Default maximum compaction lag.",
+        topic_key="max.compaction.lag.ms",
+    )
+    .define(
+        "log.index.interval.bytes",
+        _I,
+        4096,
+        Range(0),
+        "Default sparse index interval.",
+        topic_key="index.interval.bytes",
+    )
+    .define(
+        "log.index.size.max.bytes",
+        _I,
+        10_485_760,
+        Range(4),
+        "Default maximum offset index size.",
+        topic_key="segment.index.bytes",
+    )
+    .define(
+        "log.flush.interval.messages",
+        _L,
+        LONG_MAX,
+        Range(1),
+        "Default fsync interval in messages.",
+        topic_key="flush.messages",
+    )
+    .define(
+        "log.flush.interval.ms",
+        _L,
+        None,
+        None,
+        "Default fsync interval in ms; overrides the scheduler interval.",
+        topic_key="flush.ms",
+    )
+    .define(
+        "log.flush.scheduler.interval.ms",
+        _L,
+        LONG_MAX,
+        None,
+        "How often the flusher looks for logs to fsync.",
+        topic_key="flush.ms",
+    )
+    .define("log.flush.offset.checkpoint.interval.ms", _I, 60_000, Range(0), "How often the recovery point is saved.")
+    .define(
+        "log.flush.start.offset.checkpoint.interval.ms", _I, 60_000, Range(0), "How often log start offsets are saved."
+    )
+    .define(
+        "log.segment.delete.delay.ms",
+        _L,
+        60_000,
+        Range(0),
+        "Default delay before segment files are deleted.",
+        topic_key="file.delete.delay.ms",
+    )
+    .define("log.preallocate", _B, False, None, "Default for preallocating segment files.", topic_key="preallocate")
+    .define(
+        "log.message.timestamp.type",
+        _S,
+        "CreateTime",
+        OneOf(*_TIMESTAMP_TYPES),
+        "Default timestamp type.",
+        topic_key="message.timestamp.type",
+    )
+    .define(
+        "log.message.timestamp.before.max.ms",
+        _L,
+        LONG_MAX,
+        Range(0),
+        "Default past-timestamp tolerance.",
+        topic_key="message.timestamp.before.max.ms",
+    )
+    .define(
+        "log.message.timestamp.after.max.ms",
+        _L,
+        3_600_000,
+        Range(0),
+        "Default future-timestamp tolerance.",
+        topic_key="message.timestamp.after.max.ms",
+    )
+    # --- internal topics and coordinators
+    .define("offsets.topic.replication.factor", _I, 3, Range(1), "Replication factor of __consumer_offsets.")
+    .define("offsets.topic.num.partitions", _I, 50, Range(1), "Partitions of __consumer_offsets.")
+    .define("offsets.topic.segment.bytes", _I, 104_857_600, Range(1), "Segment size of __consumer_offsets.")
+    .define("offsets.retention.minutes", _I, 10_080, Range(1), "How long committed offsets of empty groups are kept.")
+    .define("offsets.retention.check.interval.ms", _L, 600_000, Range(1), "How often stale offsets are checked.")
+    .define("offsets.commit.timeout.ms", _I, 5000, Range(1), "How long an offset commit waits for replication.")
+    .define("offsets.load.buffer.size", _I, 5_242_880, Range(1), "Read size when loading offsets into the cache.")
+    .define("offset.metadata.max.bytes", _I, 4096, Range(0), "Largest metadata string an offset commit may carry.")
+    .define("transaction.state.log.replication.factor", _I, 3, Range(1), "Replication factor of __transaction_state.")
+    .define("transaction.state.log.min.isr", _I, 2, Range(1), "min.insync.replicas of __transaction_state.")
+    .define("transaction.state.log.num.partitions", _I, 50, Range(1), "Partitions of __transaction_state.")
+    .define("transaction.state.log.segment.bytes", _I, 104_857_600, Range(1), "Segment size of __transaction_state.")
+    .define("transaction.max.timeout.ms", _I, 900_000, Range(1), "Largest transaction timeout a producer may ask for.")
+    .define(
+        "transactional.id.expiration.ms",
+        _I,
+        604_800_000,
+        Range(1),
+        "Idle time after which a transactional id is forgotten.",
+    )
+    .define(
+        "producer.id.expiration.ms",
+        _I,
+        86_400_000,
+        Range(1),
+        "Idle time after which an idempotent producer's state is forgotten.",
+    )
+    .define(
+        "producer.id.expiration.check.interval.ms",
+        _I,
+        600_000,
+        Range(1),
+        "How often brokers look for producers idle past producer.id.expiration.ms.",
+    )
+    .define(
+        "share.coordinator.state.topic.replication.factor",
+        _I,
+        3,
+        Range(1),
+        "Replication factor of __share_group_state (accepted for Kafka compatibility).",
+    )
+    .define(
+        "share.coordinator.state.topic.min.isr",
+        _I,
+        2,
+        Range(1),
+        "min.insync.replicas of __share_group_state (accepted for Kafka compatibility).",
+    )
+    .define(
+        "group.initial.rebalance.delay.ms",
+        _I,
+        3000,
+        Range(0),
+        "Wait for more members before the first rebalance of a new group.",
+    )
+    .define("group.min.session.timeout.ms", _I, 6000, None, "Smallest session timeout a member may ask for.")
+    .define("group.max.session.timeout.ms", _I, 1_800_000, None, "Largest session timeout a member may ask for.")
+    .define("group.max.size", _I, INT_MAX, Range(1), "Maximum members of one group.")
+    .define(
+        "group.coordinator.rebalance.protocols",
+        _LS,
+        ["classic", "consumer"],
+        Custom(
+            lambda v: set(v) <= {"classic", "consumer"} and "classic" in v,
+            "a comma-separated list from [classic, consumer] that includes classic",
+        ),
+        "Group protocols the coordinator serves; without consumer, ConsumerGroupHeartbeat is UNSUPPORTED_VERSION.",
+    )
+    .define(
+        "group.consumer.session.timeout.ms",
+        _I,
+        45_000,
+        Range(1),
+        "Session timeout of consumer-protocol (KIP-848) group members.",
+    )
+    .define(
+        "group.consumer.heartbeat.interval.ms",
+        _I,
+        5_000,
+        Range(1),
+        "Heartbeat interval the coordinator gives consumer-protocol (KIP-848) group members.",
+    )
+    .define("group.consumer.max.size", _I, INT_MAX, Range(1), "Maximum members of one consumer-protocol group.")
+    .define(
+        "group.consumer.assignors",
+        _LS,
+        ["uniform", "range"],
+        OneOf("uniform", "range"),
+        "Server-side assignors of consumer-protocol groups; the first is the default.",
+    )
+    # --- kraftlog's own keys
+    .define(
+        "controller.quorum.fsync",
+        _B,
+        True,
+        None,
+        "kraftlog: fsync the Raft journal before acknowledging; turn off only for throwaway test clusters.",
+        kraftlog_only=True,
+    )
+    .define(
+        "controller.quorum.raft.port.offset",
+        _I,
+        1,
+        Range(1, 1000),
+        "kraftlog: each voter's Raft (pysyncobj) transport listens on its controller.quorum.voters "
+        "port plus this offset; the voter port itself serves the controller's gRPC services.",
+        kraftlog_only=True,
+    )
+    .define(
+        "controller.quorum.raft.password",
+        _P,
+        None,
+        None,
+        "kraftlog: shared secret authenticating controllers to each other on the Raft port (handshake HMAC, "
+        "per-connection encryption keys); required, a controller refuses to start without it.",
+        kraftlog_only=True,
+    )
+    .define(
+        "metrics.port",
+        _I,
+        -1,
+        Range(-1, 65535),
+        "kraftlog: port of the Prometheus metrics endpoint; -1 turns it off.",
+        kraftlog_only=True,
+    )
+    .define(
+        "grpc.max.message.bytes",
+        _I,
+        104_857_600,
+        Range(1024, INT_MAX),
+        "kraftlog: largest gRPC message sent or received; the gRPC twin of socket.request.max.bytes.",
+        kraftlog_only=True,
+    )
+    .define(
+        "kafka.sendfile.enable",
+        _B,
+        True,
+        None,
+        "kraftlog: Kafka-listener fetches send record batches with sendfile (zero copy); false copies them.",
+        kraftlog_only=True,
+    )
+)
+
+define_security_keys(NODE_CONFIG_DEFS)
+
+
+def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:
+    found = listener_prefixed_key(defs, name)
+    return None if found is None else found[1]
+
+
+NODE_CONFIG_DEFS.resolve_prefixes(_listener_key)
+
+
+def _build_synonyms() -> dict[str, tuple[str, ...]]:
+    """Group broker keys by the topic key they default, in definition (= precedence) order."""
+    synonyms: dict[str, list[str]] = {name: [] for name in TOPIC_CONFIG_DEFS}
+    for key in NODE_CONFIG_DEFS.values():
+        if key.topic_key is not None:
+            if key.topic_key not in synonyms:
+                raise ValueError(f"{key.name} names unknown topic key {key.topic_key}")
+            synonyms[key.topic_key].append(key.name)
+    return {topic: tuple(names) for topic, names in synonyms.items()}
+
+
+#: Topic-level key -> the broker-level keys that default it, highest precedence first.
+TOPIC_SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(_build_synonyms())
+
+# A topic key in a node file, or a broker key in a topic request, is a predictable mix-up.
+for _topic_key, _broker_keys in TOPIC_SYNONYMS.items():
+    if _broker_keys and _topic_key not in NODE_CONFIG_DEFS:
+        NODE_CONFIG_DEFS.hint(_topic_key, _broker_keys[0])
+    for _broker_key in _broker_keys:
+        if _broker_key not in TOPIC_CONFIG_DEFS:
+            TOPIC_CONFIG_DEFS.hint(_broker_key, _topic_key)
+del _topic_key, _broker_keys, _broker_key
+
+TOPIC_CONFIG_DEFS.freeze()
+NODE_CONFIG_DEFS.freeze()

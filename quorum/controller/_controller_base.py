@@ -1,0 +1,206 @@
+"""What every controller handler shares: the context (clock, randomness, config), error helpers, leader
+election, partition changes and replay-validation of proposed records (`apply_records`).
+
+Handlers are pure: `(image, request, context) -> (records, response)`; see `quorum.controller`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import NO_LEADER, MetadataRecord, PartitionChangeRecord
+from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration
+from kraftlog.proto import errors_pb2
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+Records = list[MetadataRecord]
+
+
+def error_pb(err: type[kerr.KafkaError] | kerr.KafkaError | None = None, message: str = "") -> errors_pb2.Error:
+    """A response error: code 0 / NONE when ``err`` is None."""
+    if err is None:
+        return errors_pb2.Error(code=0, name="NONE", message="")
+    if isinstance(err, kerr.KafkaError):
+        return errors_pb2.Error(code=err.error_code, name=err.error_name, message=message or str(err))
+    return errors_pb2.Error(code=err.error_code, name=err.error_name, message=message)
+
+
+def _err_from(exc: Exception) -> errors_pb2.Error:
+    """An error carrying Kafka's code from any of our typed exceptions (duck-typed across layers)."""
+    code = getattr(exc, "error_code", -1)
+    name = getattr(exc, "error_name", "UNKNOWN_SERVER_ERROR")
+    return errors_pb2.Error(code=code, name=name, message=str(exc))
+
+
+def new_topic_id(rng: random.Random) -> str:
+    """A topic id: a random UUID (version 4 bits set) drawn from the injected rng, as a string."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+@dataclass
+class ControllerContext:
+    """What a handler may know beyond the image: config, time and randomness are parameters."""
+
+    cluster_id: str
+    config: Any  # kraftlog.common.config.NodeConfig
+    now_ms: int
+    rng: random.Random
+    next_offset: int = 0  # the offset the first proposed record will get (KRaft's broker epoch)
+
+    def cfg(self, key: str) -> Any:
+        return self.config[key]
+
+
+@dataclass
+class BrokerHeartbeats:
+    """When each broker last heartbeated, on the active controller only (KRaft keeps this in memory).
+
+    A controller that becomes active calls `reset` so every broker gets a full session timeout from
+    that moment: silence during the failover is not the broker's fault.
+    """
+
+    last_seen_ms: dict[int, int] = field(default_factory=dict)
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self.last_seen_ms[broker_id] = now_ms
+
+    def reset(self, broker_ids: Iterable[int], now_ms: int) -> None:
+        self.last_seen_ms = {b: now_ms for b in broker_ids}
+
+    def forget(self, broker_id: int) -> None:
+        self.last_seen_ms.pop(broker_id, None)
+
+    def is_alive(self, broker_id: int, now_ms: int, session_timeout_ms: int) -> bool:
+        seen = self.last_seen_ms.get(broker_id)
+        return seen is not None and now_ms - seen <= session_timeout_ms
+
+    def expired(self, broker_ids: Iterable[int], now_ms: int, session_timeout_ms: int) -> list[int]:
+        return sorted(b for b in broker_ids if now_ms - self.last_seen_ms.get(b, now_ms) > session_timeout_ms)
+
+
+def _usable(image: MetadataImage, broker_id: int, excluded: frozenset[int] = frozenset()) -> bool:
+    reg = image.cluster.broker(broker_id)
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown and broker_id not in excluded
+
+
+def elect_leader(
+    image: MetadataImage,
+    part: PartitionRegistration,
+    *,
+    unclean: bool,
+    excluded: frozenset[int] = frozenset(),
+    isr: Sequence[int] | None = None,
+) -> tuple[int, tuple[int, ...]]:
+    """``(leader, isr)`` after an election: the first replica in assignment order that is in the ISR
+    and usable; else, when ``unclean``, the first usable replica with the ISR reduced to it; else
+    ``(NO_LEADER, isr)``."""
+    isr = tuple(part.isr if isr is None else isr)
+    for r in part.replicas:
+        if r in isr and _usable(image, r, excluded):
+            return r, isr
+    if unclean:
+        for r in part.replicas:
+            if _usable(image, r, excluded):
+                return r, (r,)
+    return NO_LEADER, isr
+
+
+def _unclean_enabled(image: MetadataImage, ctx: ControllerContext, topic_name: str) -> bool:
+    value = image.configs.topic_config(topic_name).get("unclean.leader.election.enable")
+    if value is not None:
+        return value.strip().lower() == "true"
+    return bool(ctx.cfg("unclean.leader.election.enable"))
+
+
+def _change(
+    topic_id: str,
+    pid: int,
+    part: PartitionRegistration,
+    *,
+    leader: int,
+    isr: Sequence[int],
+    replicas: Sequence[int] | None = None,
+    adding: Sequence[int] | None = None,
+    removing: Sequence[int] | None = None,
+) -> PartitionChangeRecord | None:
+    """A PartitionChangeRecord with only the fields that differ, or None when nothing does."""
+    new_isr = tuple(isr)
+    kwargs: dict[str, Any] = {}
+    if new_isr != part.isr:
+        kwargs["isr"] = new_isr
+    if leader != part.leader:
+        kwargs["leader"] = leader
+    if replicas is not None and tuple(replicas) != part.replicas:
+        kwargs["replicas"] = tuple(replicas)
+    if adding is not None and tuple(adding) != part.adding_replicas:
+        kwargs["adding_replicas"] = tuple(adding)
+    if removing is not None and tuple(removing) != part.removing_replicas:
+        kwargs["removing_replicas"] = tuple(removing)
+    if not kwargs:
+        return None
+    return PartitionChangeRecord(partition_id=pid, topic_id=topic_id, **kwargs)
+
+
+def _remove_from_isrs(image: MetadataImage, ctx: ControllerContext, broker_ids: set[int]) -> Records:
+    """Take brokers out of every ISR and move their leaderships (fencing, controlled shutdown).
+
+    An ISR never becomes empty: its last member stays, and the partition goes offline when that
+    member cannot lead (KRaft keeps it so a clean election can follow when the broker returns).
+    """
+    excluded = frozenset(broker_ids)
+    records: Records = []
+    for topic in image.topics.by_id.values():
+        unclean = None
+        for pid, part in topic.partitions.items():
+            if not (excluded & set(part.isr)) and part.leader not in excluded:
+                continue
+            new_isr = tuple(r for r in part.isr if r not in excluded) or part.isr[-1:]
+            if part.leader in excluded or part.leader == NO_LEADER:
+                if unclean is None:
+                    unclean = _unclean_enabled(image, ctx, topic.name)
+                leader, new_isr = elect_leader(image, part, unclean=unclean, excluded=excluded, isr=new_isr)
+            else:
+                leader = part.leader
+            rec = _change(topic.topic_id, pid, part, leader=leader, isr=new_isr)
+            if rec is not None:
+                records.append(rec)
+    return records
+
+
+def _elect_offline_partitions(image: MetadataImage, ctx: ControllerContext, candidates: set[int]) -> Records:
+    """Elect leaders for leaderless partitions that one of ``candidates`` (just unfenced) can lead."""
+    records: Records = []
+    for topic in image.topics.by_id.values():
+        for pid, part in topic.partitions.items():
+            if part.leader != NO_LEADER or not candidates & set(part.replicas):
+                continue
+            leader, isr = elect_leader(image, part, unclean=_unclean_enabled(image, ctx, topic.name))
+            if leader != NO_LEADER:
+                rec = _change(topic.topic_id, pid, part, leader=leader, isr=isr)
+                if rec is not None:
+                    records.append(rec)
+    return records
+
+
+def apply_records(image: MetadataImage, records: Records) -> MetadataImage:
+    """The image ``records`` would produce (see `_apply`); used to chain requests in one group."""
+    return _apply(image, records)
+
+
+def _apply(image: MetadataImage, records: Records) -> MetadataImage:
+    """The image the records would produce: lets one handler chain decisions (e.g. unfence, then
+    elect) without touching state. Replay is the same code the quorum runs after commit."""
+    from kraftlog.metadata_log.image import MetadataDelta
+
+    delta = MetadataDelta(image)
+    for r in records:
+        delta.replay(r)
+    return delta.apply()

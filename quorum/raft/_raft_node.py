@@ -1,0 +1,387 @@
+"""pysyncobj glue: the `SyncObj` subclass the seam runs (`_RaftNode`), its configuration, the durable
+journal and transport installed into it, and the log filter for pysyncobj's own chatter (see
+`quorum.raft`). Nothing outside `quorum.raft*` touches pysyncobj.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pysyncobj.syncobj as _syncobj_module
+import structlog
+from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj.journal import Journal
+from pysyncobj.monotonic import monotonic as _raft_monotonic
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
+from pysyncobj.transport import Transport
+
+from kraftlog.common.errors import (
+    CorruptMessageError,
+    RecordListTooLargeError,
+)
+from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._raft_state import (
+    _KEEPALIVE,
+    _NO_BARRIER,
+    _TRUNCATION_NOTICE,
+    APPLY_INTERNAL,
+    APPLY_INVALID,
+    MetadataStateMachine,
+    QuorumConfigError,
+    RawEntry,
+)
+from kraftlog.quorum.raft._serializer import DumpSerializer
+from kraftlog.quorum.raft._wire import (
+    MAX_COMMAND_BYTES,
+    decode_command,
+    encode_append_command,
+)
+
+_log = structlog.get_logger(__name__)
+
+_FACTORY_LOCK = threading.Lock()
+
+
+class _TentativeTruncationFilter(logging.Filter):
+    """Drop pysyncobj's CRITICAL "truncating already-applied log entries" line.
+
+    pysyncobj logs it before ``deleteEntriesFrom`` whenever a re-sent ``append_entries`` starts
+    below the applied index, which its leader causes routinely (an out-of-date acknowledgement
+    moves ``nextIndex`` back). With `RaftJournal` that call only records a tentative cut and nothing
+    applied is ever removed, so the line would be a false alarm in every controller's log.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(_TRUNCATION_NOTICE))
+
+
+def _install_log_filter() -> None:
+    logger = logging.getLogger(_syncobj_module.__name__)
+    if not any(isinstance(f, _TentativeTruncationFilter) for f in logger.filters):
+        logger.addFilter(_TentativeTruncationFilter())
+
+
+@contextlib.contextmanager
+def _journal_installed(journal: Journal, journal_file: str | None) -> Iterator[None]:
+    """Make ``pysyncobj.syncobj.createJournal(journal_file)`` return ``journal`` during the block.
+
+    pysyncobj builds its journal with ``createJournal(conf.journalFile)`` inside ``SyncObj.__init__``
+    and offers no other hook. The replacement answers only for this node's path and defers to
+    pysyncobj's factory otherwise; the lock keeps two constructions from swapping it concurrently.
+    """
+    with _FACTORY_LOCK:
+        original = _syncobj_module.createJournal
+
+        def factory(journalFile: str | None = None) -> Journal:
+            if journalFile == journal_file:
+                return journal
+            return original(journalFile)
+
+        _syncobj_module.createJournal = factory
+        try:
+            yield
+        finally:
+            _syncobj_module.createJournal = original
+
+
+def _durable_transport_class(base: type[Transport]) -> type[Transport]:
+    """``base`` with a durability barrier: the journal is synced before any message but
+    ``append_entries`` and keepalives leaves the node (acknowledgements, votes, vote requests...).
+
+    ``append_entries`` is exempt because the leader sends one after every command; its own
+    durability is what the tick-start barrier guarantees before it counts itself for a commit.
+    """
+
+    class DurableTransport(base):
+        def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+            self._kl_owner = syncObj
+            syncObj._kl_transport = self
+            super().__init__(syncObj, selfNode, otherNodes)
+
+        def send(self, node: Any, message: Any) -> bool:
+            if not (type(message) is dict and message.get("type") in _NO_BARRIER):
+                self._kl_owner._kl_sync()
+            return bool(super().send(node, message))
+
+    DurableTransport.__name__ = DurableTransport.__qualname__ = "Durable" + base.__name__
+    return DurableTransport
+
+
+class _RaftNode(SyncObj):
+    """pysyncobj node carrying the metadata state machine. Only `MetadataQuorum` and tests use it."""
+
+    def __init__(
+        self,
+        *,
+        self_address: str,
+        other_addresses: Sequence[str],
+        conf: SyncObjConf,
+        journal: Journal,
+        state_machine: MetadataStateMachine,
+        sink: Callable[[list[RawEntry]], None],
+        node_id: int,
+        transport_class: type[Transport],
+        receive_dump: Callable[[Any], bool] | None = None,
+    ) -> None:
+        # Set before SyncObj.__init__: its tick thread starts inside it.
+        self._kl_journal = journal
+        self._kl_sm = state_machine
+        self._kl_sink = sink
+        self._kl_log = _log.bind(node_id=node_id)
+        self._kl_transport: Transport | None = None  # set by the transport's constructor
+        self._kl_keepalive_period = conf.connectionTimeout / 4
+        self._kl_keepalive_at = 0.0
+        #: set (by `MetadataQuorum`) once this node resigned for good: it never campaigns again
+        self._kl_no_campaign = False
+        with _journal_installed(journal, conf.journalFile):
+            super().__init__(
+                self_address, list(other_addresses), conf, transportClass=_durable_transport_class(transport_class)
+            )
+        if receive_dump is not None:
+            # pysyncobj writes a dump streamed from the leader without fsync; ours syncs it
+            self._SyncObj__serializer.setTransmissionData = receive_dump
+
+    def _kl_sync(self) -> None:
+        sync = getattr(self._kl_journal, "sync", None)
+        if sync is not None:
+            sync()
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        # Barrier: whatever the previous tick appended is durable before this tick counts this
+        # node towards a commit (leader) or applies anything.
+        self._kl_sync()
+        self._kl_keepalive()
+        if self._kl_no_campaign:
+            self._SyncObj__raftElectionDeadline = float("inf")
+        super()._onTick(timeToWait)
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        """pysyncobj's message handler, minus one regression of the leader's ``nextIndex``.
+
+        On a successful acknowledgement pysyncobj sets ``nextIndex = acknowledged + 1`` even when
+        it already sent entries beyond that on the same (ordered) connection, so every late
+        acknowledgement makes it re-send everything after it: under 64 proposals in flight a
+        follower received ~15 copies of each entry. Here ``nextIndex`` never moves back on a success
+        (Raft's pipelining); a failure or a ``reset`` still moves it wherever the follower says.
+        Dispatch is otherwise pysyncobj's own (this overrides the name-mangled private method).
+        """
+        saved = None
+        kind = message.get("type") if type(message) is dict else None
+        if kind == "timeout_now" and self._kl_no_campaign:
+            return  # a resigned node must not be handed leadership back
+        if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
+            saved = self._SyncObj__raftNextIndex.get(node)
+        stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
+        split_vote = kind == "request_vote" and self._kl_is_rival_candidate(message)
+        SyncObj._SyncObj__onMessageReceived(self, node, message)
+        if saved is not None:
+            next_index: dict[Any, int] = self._SyncObj__raftNextIndex
+            if next_index.get(node, saved) < saved:
+                next_index[node] = saved
+        if stale_candidate and not self._isLeader():
+            # We refused a candidate whose log is behind ours, so it cannot win; pysyncobj would wait
+            # for our own timer (up to 1.5x the election timeout after the last heartbeat). Campaign
+            # after a small jitter instead. Liveness only: Raft allows an election at any time.
+            self._kl_campaign_within(0.0, self.conf.appendEntriesPeriod)
+        elif split_vote and not self._isLeader():
+            # Another candidate of our own term asked for our vote: we both voted for ourselves, and
+            # with a voter down neither of us can win this term. pysyncobj would let both wait a
+            # whole new election timeout (a 2.5 s failover instead of 1.2 s in 3 of 20 kills).
+            # Re-campaign after a random delay instead, long enough (>= 2 heartbeat periods) for a
+            # winner's first append to reach us if a third voter did elect one of us.
+            period = self.conf.appendEntriesPeriod
+            self._kl_campaign_within(2 * period, 8 * period)
+
+    def _kl_campaign_within(self, low_s: float, high_s: float) -> None:
+        """Bring this node's election deadline forward to a random point ``low_s..high_s`` from now."""
+        if self._kl_no_campaign:
+            return
+        deadline = _raft_monotonic() + random.uniform(low_s, high_s)
+        self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, deadline)
+
+    def _kl_is_rival_candidate(self, message: dict[str, Any]) -> bool:
+        """True when we are a candidate that voted for itself and a vote request of our term arrives."""
+        try:
+            return bool(
+                self._SyncObj__raftState == _RAFT_STATE.CANDIDATE
+                and message["term"] == self.raftCurrentTerm
+                and self._SyncObj__votedForNodeId == self._SyncObj__selfNode.id
+            )
+        except (KeyError, TypeError, AttributeError):
+            return False
+
+    def _kl_candidate_is_behind(self, message: dict[str, Any]) -> bool:
+        """True when a vote request comes from a newer term but a log less up to date than ours."""
+        try:
+            if message["term"] <= self.raftCurrentTerm:
+                return False
+            last_index = self._kl_journal[-1][1]
+            last_term = self._kl_journal[-1][2]
+            theirs = (message["last_log_term"], message["last_log_index"])
+            return bool(theirs < (last_term, last_index))
+        except (KeyError, TypeError, IndexError):
+            return False
+
+    def _kl_keepalive(self) -> None:
+        """Send every peer a message pysyncobj ignores, every ``connectionTimeout / 4``.
+
+        Followers never talk to each other, and pysyncobj checks a connection's idle timeout only
+        when it next uses it: the first message after ``connectionTimeout`` of silence -- the vote
+        request once the leader died -- closes the connection instead of being sent. The lost vote
+        request made split votes and added a whole election round (1-2 election timeouts) to most
+        failovers. Keepalives keep every voter-to-voter connection fresh.
+        """
+        now = _raft_monotonic()
+        if now < self._kl_keepalive_at or self._kl_transport is None:
+            return
+        self._kl_keepalive_at = now + self._kl_keepalive_period
+        for node in self.otherNodes:
+            if self.isNodeConnected(node):
+                self._kl_transport.send(node, {"type": _KEEPALIVE})
+
+    def _kl_term_of(self, raft_index: int) -> int | None:
+        term_of = getattr(self._kl_journal, "term_of", None)
+        if term_of is not None:
+            term: int | None = term_of(raft_index)
+            return term
+        journal = self._kl_journal  # a stock pysyncobj journal (tests)
+        pos = raft_index - journal[0][1]
+        return journal[pos][2] if 0 <= pos < len(journal) else None
+
+    def _kl_term_start_applied(self) -> bool:
+        """True when the last applied entry is of the current term (so all earlier ones are)."""
+        return bool(self._kl_term_of(self.raftLastApplied) == self.raftCurrentTerm)
+
+    def _kl_append(
+        self, epoch: int, timestamp_ms: int, records: list[bytes], *, callback: Callable[[Any, int], None] | None = None
+    ) -> None:
+        """Propose one batch: queue its msgpack command for pysyncobj's thread (any thread).
+
+        ``callback(result, error)`` follows pysyncobj's convention (``result`` is what
+        `_kl_apply` returned on this node). Raises ``RecordListTooLargeError`` for a batch whose
+        command exceeds ``MAX_COMMAND_BYTES`` (frames are sized for that), ``BlockingIOError`` when
+        pysyncobj's wake-up pipe is full (the command is queued anyway).
+        """
+        payload = encode_append_command(epoch, timestamp_ms, records)
+        if len(payload) + 1 > MAX_COMMAND_BYTES:
+            raise RecordListTooLargeError(
+                f"a metadata batch of {len(records)} records encodes to {len(payload)} bytes; "
+                f"the limit is {MAX_COMMAND_BYTES}"
+            )
+        self._applyCommand(payload, callback, _COMMAND_TYPE.REGULAR)
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:
+        """pysyncobj's apply of one committed entry, without unpickling anything.
+
+        Overrides the name-mangled private method: pysyncobj's version ``pickle.loads`` the entry
+        (REGULAR, membership and version commands alike). Here a NO_OP is skipped, a kraftlog
+        command is decoded from msgpack, and anything else is refused -- logged, answered with
+        ``APPLY_INVALID`` and given no offset, identically on every node. Never raises.
+        """
+        try:
+            decoded = decode_command(command)
+        except CorruptMessageError as err:
+            self._kl_log.critical("raft_entry_refused", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"refused Raft entry: {err.message}")
+        if decoded is None:
+            return None
+        return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
+
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:
+        """Membership changes are pickles in pysyncobj and the voter set is static: there are none."""
+        return None
+
+    def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
+        """Apply one committed batch. Deterministic; never raises (see the module docstring)."""
+        try:
+            raft_index = self.raftLastApplied + 1  # pysyncobj increments it after this returns
+            result, entries = self._kl_sm.apply(
+                raft_index=raft_index,
+                entry_term=self._kl_term_of(raft_index),
+                epoch=epoch,
+                timestamp_ms=timestamp_ms,
+                records=records,
+            )
+        except Exception:
+            self._kl_log.critical("metadata_apply_failed", exc_info=True)
+            return (APPLY_INTERNAL, "internal error while applying; see the controller log")
+        if entries:
+            try:
+                self._kl_sink(entries)
+            except Exception:
+                self._kl_log.critical("metadata_delivery_enqueue_failed", exc_info=True)
+        return result
+
+
+def build_syncobj_conf(
+    *,
+    election_timeout_ms: int,
+    journal_file: Path,
+    dump_file: Path,
+    serializer: DumpSerializer,
+    compaction_entries: int,
+    compaction_interval_s: float,
+    auto_tick: bool = True,
+) -> SyncObjConf:
+    """pysyncobj settings derived from ``controller.quorum.election.timeout.ms`` (module docstring).
+
+    No ``password``: pysyncobj's encryptor belongs to its pickle transport; kraftlog's transport
+    authenticates and encrypts itself.
+    """
+    e = election_timeout_ms / 1000.0
+    conf = SyncObjConf(
+        autoTick=auto_tick,
+        autoTickPeriod=min(0.05, e / 20),
+        raftMinTimeout=e,
+        raftMaxTimeout=1.5 * e,  # a narrower window: failover within 3 s even on a busy 2-core box
+        appendEntriesPeriod=e / 20,
+        leaderFallbackTimeout=e,
+        connectionTimeout=max(2 * e, 3.5),
+        connectionRetryTime=e / 2,
+        appendEntriesUseBatch=False,
+        # one entry never reaches the batch size, so pysyncobj never sends its pickled chunks (whose
+        # last chunk it labelled by the command's length, not the chunked entry's: an entry just
+        # below a multiple of the size was declared finished one chunk early)
+        appendEntriesBatchSizeBytes=MAX_COMMAND_BYTES + 1,
+        logCompactionBatchSize=1 << 16,  # snapshot chunk, far below MAX_FRAME_BYTES
+        commandsWaitLeader=False,
+        dynamicMembershipChange=False,
+        journalFile=str(journal_file),
+        fullDumpFile=str(dump_file),
+        serializer=serializer.serialize,
+        deserializer=serializer.deserialize,
+        useFork=False,
+        logCompactionMinEntries=compaction_entries,
+        logCompactionMinTime=compaction_interval_s,
+        logCompactionSplit=False,
+        bindRetryTime=0.2,
+        maxBindRetries=25,
+    )
+    conf.validate()
+    return conf
+
+
+def _check_journal_format(journal: RaftJournal, path: Path) -> None:
+    """Refuse to start on a journal holding commands this version will not apply.
+
+    Journals written before issue 11 hold pysyncobj's pickled commands. Replaying them would refuse
+    each one (no offset assigned) while the metadata log on disk already has their offsets, so new
+    records would reuse offsets the consumer skips as already written: fail loudly instead.
+    """
+    for pos in range(len(journal)):
+        command, index, _ = journal[pos]
+        try:
+            decode_command(command)
+        except CorruptMessageError as err:
+            raise QuorumConfigError(
+                f"the Raft journal {path} holds an entry (raft index {index}) this version does not apply "
+                f"({err.message}): it was written by a version whose Raft log pickled its commands. Stop every "
+                "controller and run `kraftlog quorum recover --snapshot <latest .checkpoint>` on each "
+                "(see docs/snapshots.md)"
+            ) from None

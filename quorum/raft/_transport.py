@@ -1,0 +1,403 @@
+"""The controller Raft transport: pysyncobj's ``Transport`` API over kraftlog's own TCP connections.
+
+pysyncobj's ``TCPTransport`` pickles every message and trusts the first one to say who is talking;
+this replaces it (and its ``TcpConnection``/``TcpServer``) while pysyncobj keeps doing Raft. Frame
+format, handshake and message shapes are `quorum.raft._wire`'s (read its docstring first); this module
+runs them on non-blocking sockets registered with pysyncobj's own poller, so everything here runs
+on pysyncobj's tick thread, like the rest of the node.
+
+Connections
+-----------
+* Static membership: the voters are ``controller.quorum.voters``. pysyncobj's rule decides who
+  dials: the voter with the greater ``host:port`` dials the other, at most every
+  ``connectionRetryTime``. So each pair has one connection, and an incoming connection is accepted
+  only from a voter that dials this node (anything else is refused before a reply).
+* An incoming connection reaches pysyncobj (``onNodeConnected`` and messages) only after the
+  handshake authenticated it as a voter of this cluster. Until then it is *pending*: at most
+  ``max_unauthenticated`` pending connections exist (accepting one more closes the oldest), each
+  must finish the handshake within ``handshake_timeout_s``, and may not announce a frame above 512
+  bytes. (What is left to an attacker who can reach the port: opening connections faster than a
+  voter's two round trips, which delays a voter's reconnection -- never its established link.)
+* An authenticated connection that receives nothing for ``connectionTimeout`` is closed (voters
+  send each other keepalives four times per timeout); a newer authenticated connection of the same
+  voter replaces an older one; a malformed or unauthentic frame closes the connection (the voter
+  reconnects). A peer that stops reading is dropped once ``MAX_PENDING_WRITE_BYTES`` are queued.
+* The listening socket binds the host of this node's own voter entry (not 0.0.0.0) with a real
+  backlog; accepted connections are drained in bursts.
+
+Memory is bounded: pending connections hold at most one handshake frame each; authenticated ones
+(one per other voter) at most ``MAX_FRAME_BYTES`` read and ``MAX_PENDING_WRITE_BYTES`` queued.
+
+Every refusal is logged as ``raft_peer_refused`` with the peer's ``ip:port``, a ``reason`` and, when
+a frame was at fault, the Kafka ``error`` name; the lines are rate-limited (a token bucket, with a
+``suppressed`` count) so a flood cannot fill the disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import structlog
+from pysyncobj.monotonic import monotonic as _monotonic
+from pysyncobj.node import TCPNode
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.tcp_connection import set_keepalive
+from pysyncobj.transport import Transport, TransportNotReadyError
+
+from kraftlog.quorum.raft._raft_connection import (
+    CONNECTING,
+    ESTABLISHED,
+    HANDSHAKE,
+    MAX_PENDING_WRITE_BYTES,
+    RaftConnection,
+    RefusalLog,
+)
+from kraftlog.quorum.raft._wire import InitiatorHandshake, ResponderHandshake
+
+# pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop on every
+# platform with a Windows-only version that raises; nothing in a controller may see that one.
+if getattr(socket.inet_ntop, "__module__", None) == "pysyncobj.win_inet_pton":
+    import _socket
+
+    socket.inet_ntop = _socket.inet_ntop
+
+__all__ = ["MAX_PENDING_WRITE_BYTES", "RaftTransport", "RefusalLog", "TransportSettings", "raft_transport_class"]
+
+_log = structlog.get_logger(__name__)
+
+_ACCEPT_BURST: Final = 64  # connections accepted per poll event
+_R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class TransportSettings:
+    """What the transport needs beyond pysyncobj's conf (`MetadataQuorum` builds it)."""
+
+    node_id: int
+    #: voter id -> Raft ``host:port``, this node included
+    voters: Mapping[int, str]
+    cluster_id: str
+    auth_key: bytes
+    bind_host: str
+    handshake_timeout_s: float = 2.0
+    max_unauthenticated: int = 32
+    backlog: int = 256
+
+
+def raft_transport_class(settings: TransportSettings) -> type[RaftTransport]:
+    """A `RaftTransport` subclass bound to ``settings`` (pysyncobj constructs transports itself)."""
+
+    class BoundRaftTransport(RaftTransport):
+        SETTINGS = settings
+
+    return BoundRaftTransport
+
+
+# ------------------------------------------------------------------------------------- transport
+
+
+class RaftTransport(Transport):
+    """pysyncobj ``Transport`` with kraftlog's framing, handshake and limits (module docstring).
+
+    Subclass through `raft_transport_class`; pysyncobj calls every method on its tick thread
+    except ``waitReady`` (any thread).
+    """
+
+    SETTINGS: ClassVar[TransportSettings]
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        super().__init__(syncObj, selfNode, otherNodes)
+        settings = self.SETTINGS
+        if selfNode is None:
+            raise ValueError("kraftlog's Raft transport has no read-only nodes")
+        self._syncObj = syncObj
+        self.poller = syncObj._poller
+        self._conf = syncObj.conf
+        self._self_node: TCPNode = selfNode
+        self.log = _log.bind(node_id=settings.node_id)
+        self.refusals = RefusalLog(self.log)
+        ids = {address: vid for vid, address in settings.voters.items()}
+        if ids.get(selfNode.address) != settings.node_id:
+            raise ValueError(f"this node's Raft address {selfNode.address} is not voter {settings.node_id}")
+        self._nodes: dict[int, TCPNode] = {}
+        for node in otherNodes:
+            if node.address not in ids:
+                raise ValueError(f"Raft peer {node.address} is not in the voter set")
+            self._nodes[ids[node.address]] = node
+        # pysyncobj's rule: the greater address dials.
+        self._dials = {vid for vid, node in self._nodes.items() if selfNode.address > node.address}
+        self._initiators = frozenset(vid for vid, node in self._nodes.items() if node.address > selfNode.address)
+        self._links: dict[TCPNode, RaftConnection] = {}
+        self._pending: set[RaftConnection] = set()
+        self._last_dial: dict[TCPNode, float] = {}
+        self._server: socket.socket | None = None
+        self._server_fd: int | None = None
+        self._ready = False
+        self._bind_attempts = 0
+        self._last_bind = 0.0
+        self._bind_over = threading.Event()
+        self._destroyed = False
+        self._handshake_warned: set[int | None] = set()
+        syncObj.addOnTickCallback(self._on_tick)
+
+    # -------------------------------------------------------------- readiness (binding)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def tryGetReady(self) -> None:
+        self._maybe_bind()
+
+    def waitReady(self) -> None:
+        self._bind_over.wait()
+        if not self._ready:
+            raise TransportNotReadyError
+
+    def _maybe_bind(self) -> None:
+        now = _monotonic()
+        if self._ready or self._destroyed or now < self._last_bind + self._conf.bindRetryTime:
+            return
+        self._last_bind = now
+        try:
+            self._bind()
+        except OSError as err:
+            self._bind_attempts += 1
+            self.log.warning(
+                "raft_bind_failed",
+                host=self.SETTINGS.bind_host,
+                port=self._self_node.port,
+                error=str(err),
+                attempt=self._bind_attempts,
+            )
+            if self._conf.maxBindRetries and self._bind_attempts >= self._conf.maxBindRetries:
+                self._bind_over.set()
+                raise TransportNotReadyError from err
+            return
+        self._ready = True
+        self._bind_over.set()
+
+    def _bind(self) -> None:
+        infos = socket.getaddrinfo(
+            self.SETTINGS.bind_host, self._self_node.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        # the address the other voters dial: pysyncobj's resolver prefers IPv4
+        family, _, _, _, address = next((i for i in infos if i[0] == socket.AF_INET), infos[0])
+        server = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(address)
+            server.listen(self.SETTINGS.backlog)
+            server.setblocking(False)
+        except OSError:
+            server.close()
+            raise
+        self._server = server
+        self._server_fd = server.fileno()
+        self.poller.subscribe(self._server_fd, self._on_accept, _R)
+        self.log.info(
+            "raft_transport_listening",
+            address=":".join(str(part) for part in address[:2]),
+            backlog=self.SETTINGS.backlog,
+            max_unauthenticated=self.SETTINGS.max_unauthenticated,
+            handshake_timeout_s=self.SETTINGS.handshake_timeout_s,
+        )
+
+    # -------------------------------------------------------------- accepting
+
+    def _tune(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._conf.sendBufferSize)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._conf.recvBufferSize)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._conf.tcp_keepalive is not None:
+            set_keepalive(sock, *self._conf.tcp_keepalive)
+
+    def _on_accept(self, fd: int, event: int) -> None:
+        server = self._server
+        if server is None or fd != self._server_fd:
+            return
+        for _ in range(_ACCEPT_BURST):
+            try:
+                sock, addr = server.accept()
+            except BlockingIOError:
+                return
+            except OSError as err:  # EMFILE and friends: leave the rest in the backlog for later
+                self.log.warning("raft_accept_failed", error=str(err))
+                return
+            peer = f"{addr[0]}:{addr[1]}"
+            if len(self._pending) >= self.SETTINGS.max_unauthenticated:
+                # Evict the oldest pending connection rather than refuse the newest: an attacker then
+                # has to open connections faster than a voter completes its two round trips to keep
+                # voters out, instead of merely keeping max_unauthenticated idle sockets open.
+                oldest = min(self._pending, key=lambda c: c.deadline)
+                oldest.refuse(None, reason="too_many_unauthenticated")
+            try:
+                self._tune(sock)
+            except OSError:
+                sock.close()
+                continue
+            handshake = ResponderHandshake(
+                auth_key=self.SETTINGS.auth_key,
+                cluster_id=self.SETTINGS.cluster_id,
+                node_id=self.SETTINGS.node_id,
+                initiators=self._initiators,
+            )
+            now = _monotonic()
+            conn = RaftConnection(
+                self,
+                sock,
+                peer,
+                handshake=handshake,
+                node=None,
+                state=HANDSHAKE,
+                deadline=now + self.SETTINGS.handshake_timeout_s,
+                now=now,
+            )
+            self._pending.add(conn)
+
+    # -------------------------------------------------------------- dialling
+
+    def _dial(self, vid: int, now: float) -> None:
+        node = self._nodes[vid]
+        self._last_dial[node] = now
+        ip = node.ip
+        if ip is None:
+            return
+        family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._tune(sock)
+            err = sock.connect_ex((ip, node.port))
+        except OSError:
+            sock.close()
+            return
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            sock.close()
+            return
+        handshake = InitiatorHandshake(
+            auth_key=self.SETTINGS.auth_key,
+            cluster_id=self.SETTINGS.cluster_id,
+            node_id=self.SETTINGS.node_id,
+            peer_id=vid,
+        )
+        conn = RaftConnection(
+            self,
+            sock,
+            f"{ip}:{node.port}",
+            handshake=handshake,
+            node=node,
+            state=CONNECTING,
+            deadline=now + self.SETTINGS.handshake_timeout_s,
+            now=now,
+        )
+        conn.voter_id = vid
+        self._links[node] = conn
+
+    # -------------------------------------------------------------- tick
+
+    def _on_tick(self) -> None:
+        if self._destroyed:
+            return
+        try:
+            self._maybe_bind()
+        except TransportNotReadyError:
+            pass
+        now = _monotonic()
+        for vid in self._dials:
+            node = self._nodes[vid]
+            if node not in self._links and now - self._last_dial.get(node, -1e9) >= self._conf.connectionRetryTime:
+                self._dial(vid, now)
+        for conn in list(self._pending):
+            if now > conn.deadline:
+                conn.refuse(None, reason="handshake_timeout")
+        idle = self._conf.connectionTimeout
+        for conn in list(self._links.values()):
+            if conn.state in (CONNECTING, HANDSHAKE) and now > conn.deadline:
+                conn.close("handshake_timeout")
+            elif conn.state == ESTABLISHED and now - conn.last_recv > idle:
+                conn.close("idle_timeout")
+
+    # -------------------------------------------------------------- connection callbacks
+
+    def on_connection_established(self, conn: RaftConnection) -> None:
+        if conn.node is None:  # incoming: the handshake named (and authenticated) the voter
+            self._pending.discard(conn)
+            node = self._nodes[conn.voter_id] if conn.voter_id is not None else None
+            if node is None:  # unreachable: the handshake accepts only dialling voters
+                conn.refuse(None, reason="unknown_voter")
+                return
+            old = self._links.get(node)
+            if old is not None:
+                old.close("replaced")
+            conn.node = node
+            self._links[node] = conn
+        self._handshake_warned.discard(conn.voter_id)
+        self.log.info(
+            "raft_peer_authenticated", peer=conn.peer, voter=conn.voter_id, direction="in" if conn.incoming else "out"
+        )
+        self._onNodeConnected(conn.node)
+
+    def on_dial_handshake_failed(self, conn: RaftConnection, reason: str) -> None:
+        """A voter we dial ended our handshake (it refused us: see its log). Warn once per voter
+        until a handshake with it succeeds; we redial every ``connectionRetryTime``."""
+        if conn.voter_id is not None and conn.voter_id not in self._handshake_warned:
+            self._handshake_warned.add(conn.voter_id)
+            self.log.warning(
+                "raft_handshake_failed",
+                peer=conn.peer,
+                voter=conn.voter_id,
+                reason=reason,
+                hint="the peer refused this node: compare cluster id, voters and "
+                "controller.quorum.raft.password, and read the peer's raft_peer_refused line",
+            )
+
+    def on_connection_closed(self, conn: RaftConnection, was: str) -> None:
+        self._pending.discard(conn)
+        node = conn.node
+        if node is not None and self._links.get(node) is conn:
+            del self._links[node]
+            if was == ESTABLISHED:
+                self._onNodeDisconnected(node)
+
+    def on_connection_message(self, conn: RaftConnection, message: dict[str, Any]) -> None:
+        self._onMessageReceived(conn.node, message)
+
+    # -------------------------------------------------------------- pysyncobj API
+
+    def send(self, node: Any, message: Any) -> bool:
+        conn = self._links.get(node)
+        if conn is None or conn.state != ESTABLISHED:
+            return False
+        if type(message) is not dict:
+            self.log.error("raft_message_not_encodable", voter=conn.voter_id, kind=type(message).__name__)
+            return False
+        return conn.send_message(message)
+
+    def addNode(self, node: Any) -> None:
+        raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
+
+    def dropNode(self, node: Any) -> None:
+        raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
+
+    def destroy(self) -> None:
+        self._destroyed = True
+        self.setOnMessageReceivedCallback(None)
+        self.setOnNodeConnectedCallback(None)
+        self.setOnNodeDisconnectedCallback(None)
+        self.setOnReadonlyNodeConnectedCallback(None)
+        self.setOnReadonlyNodeDisconnectedCallback(None)
+        for conn in list(self._links.values()) + list(self._pending):
+            conn.close("shutdown")
+        if self._server is not None:
+            if self._server_fd is not None:
+                self.poller.unsubscribe(self._server_fd)
+            self._server.close()
+            self._server = None
+            self._server_fd = None
+        self._bind_over.set()
