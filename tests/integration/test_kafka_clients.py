@@ -193,9 +193,14 @@ class _PollingMember:
                 self.seen.update(m.value for m in batch)
             self.owned = {tp.partition for tp in self.consumer.assignment()}
 
-    def close(self) -> None:
+    def stop_polling(self) -> None:
+        """Stop the polling thread (the member stays in the group: kafka-python heartbeats from its
+        own thread), so that the test may use the consumer from its thread."""
         self._stop.set()
         self._thread.join(30)
+
+    def close(self) -> None:
+        self.stop_polling()
         self.consumer.close()
 
 
@@ -514,7 +519,7 @@ def test_confluent_admin_client_manages_topics_and_configs(cluster: LocalCluster
 
 
 def test_kafka_python_admin_client_reads_the_cluster(cluster: LocalCluster) -> None:
-    from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka import KafkaAdminClient, OffsetAndMetadata, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType
 
     topic = create_topic(cluster, "kp-admin", partitions=2)
@@ -522,10 +527,12 @@ def test_kafka_python_admin_client_reads_the_cluster(cluster: LocalCluster) -> N
         for i in range(20):
             producer.send(topic, b"x" * 100, partition=i % 2)
         producer.flush()
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=cluster.kafka_bootstrap_servers, group_id="kp-admin-g", auto_offset_reset="earliest"
-    )
-    wait_until(lambda: consumer.poll(timeout_ms=200) is not None and len(consumer.assignment()) == 2, 60, what="join")
+    # polled from its own thread until it joined: kafka-python drops a JoinGroup answer that arrives
+    # between two short polls and joins again, which on a loaded machine never ends (see _PollingMember)
+    member = _PollingMember(cluster, topic, "kp-admin-g")
+    consumer = member.consumer
+    wait_until(lambda: member.owned == {0, 1}, 60, what="join")
+    member.stop_polling()
     consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(7, "", -1)})
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers)
     try:
