@@ -1,13 +1,14 @@
-"""Transaction coordinator failover mid-transaction, on the pure `TxnShard` through its public
-methods only (so the coordinator runtime of issue 23 can replace the small shell here later).
+"""Transaction coordinator failover mid-transaction, on the real coordinator: a `TxnCoordinator`
+(its `CoordinatorRuntime`, `TxnShards` handler and marker writing) whose ``__transaction_state``
+partition is an `InternalPartition` (real record batches, appends delayed, failed, or committed
+with their answer lost, as the seed says), whose producer ids come from controller blocks and whose
+WriteTxnMarkers requests cross a seeded network to the data partitions' leaders.
 
-The model: one ``__transaction_state`` partition (`TxnStateLog`: committed prefix plus an
-uncommitted tail), a coordinator shell that appends a shard's records and tells it the outcome
-(`on_append`) once they are committed or failed, marker jobs that write COMMIT/ABORT markers into
-data partitions (plain lists here) and then report `markers_written`, and transactional producers
-that retry as a client does. Failover: the coordinator dies at a random moment; a random prefix of
-its uncommitted tail turns out committed (it had reached the ISR), the rest is truncated; a fresh
-shard on a new coordinator replays the committed records and resumes with `loaded()`.
+Transactional producers retry as a client does. Failover: the partition's leadership moves (a
+random prefix of the in-flight appends turns out committed, the rest is truncated), the old
+coordinator stops, and a new one loads the partition by replaying it through the runtime, then
+resumes the transactions it finds prepared. A data partition refuses markers of a coordinator epoch
+older than one it took for the same producer (a deposed coordinator's late markers).
 
 Invariants:
 - a transaction whose commit was acknowledged gets a COMMIT marker in each of its partitions and
@@ -26,17 +27,23 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraftlog.broker.txn._txn_records import TransactionLogKey, TransactionLogValue, TxnState
-from kraftlog.broker.txn._txn_shard import MarkerJob, TxnOutcome, TxnShard, TxnShardConfig
+from kraftlog.broker.coordinator import TXN_TOPIC, ShardUnavailable
+from kraftlog.broker.replica import error_pb
+from kraftlog.broker.txn import ProducerIdManager, TxnCoordinator, TxnState
 from kraftlog.common import ManualClock
 from kraftlog.common import errors as kerr
+from kraftlog.common.config import NodeConfig
+from kraftlog.metadata_log import MetadataDelta, MetadataImage, PartitionRecord, TopicRecord
+from kraftlog.proto import broker_pb2
 
+from ._internal_log import InternalPartition
 from ._loop import run_simulated
 
 __all__ = ["TxnRunStats", "txn_coordinator_failover"]
 
 _PARTITIONS = (("t", 0), ("t", 1), ("t", 2))
-Record = tuple[TransactionLogKey, TransactionLogValue | None]
+_PREPARED = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+_PID_BLOCK = 10
 
 
 class TxnInvariantViolation(AssertionError):
@@ -52,116 +59,105 @@ class TxnRunStats:
     history: list[str] = field(default_factory=list)
 
 
-class TxnStateLog:
-    """The ``__transaction_state`` partition: committed records, then the uncommitted tail."""
-
-    def __init__(self) -> None:
-        self.committed: list[Record] = []
-        self.tail: list[tuple[int, list[Record]]] = []  # (append id, records) not yet committed
-
-
-class _NotCoordinator(Exception):
-    pass
+def _image() -> MetadataImage:
+    """``__transaction_state`` (one partition) and the data topic, each partition led by its own
+    broker (1..3): a job's markers go out to several leaders."""
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    txn_topic_id = "00000000-0000-4000-8000-0000000000bb"
+    data_topic_id = "00000000-0000-4000-8000-0000000000cc"
+    delta.replay(TopicRecord(name=TXN_TOPIC, topic_id=txn_topic_id))
+    delta.replay(PartitionRecord(partition_id=0, topic_id=txn_topic_id, replicas=(1,), isr=(1,), leader=1))
+    delta.replay(TopicRecord(name="t", topic_id=data_topic_id))
+    for _t, p in _PARTITIONS:
+        delta.replay(
+            PartitionRecord(partition_id=p, topic_id=data_topic_id, replicas=(p + 1,), isr=(p + 1,), leader=p + 1)
+        )
+    return delta.apply()
 
 
 class Coordinator:
-    """A minimal shell around one `TxnShard` (one generation: a failover makes a new one)."""
+    """One broker's real `TxnCoordinator`, leading ``__transaction_state`` at one leader epoch
+    (a failover makes a new one)."""
 
     def __init__(self, sim: TxnSim, generation: int) -> None:
         self.sim = sim
         self.generation = generation
         self.alive = True
-        self.shard = TxnShard(0, TxnShardConfig())
-        for key, value in sim.log.committed:
-            self.shard.replay(key, value)
-        self.waiters: dict[object, asyncio.Future[object]] = {}
-        self._replicator = asyncio.get_running_loop().create_task(self._replicate())
-        self._timer = asyncio.get_running_loop().create_task(self._poll())
-        self.handle(self.shard.loaded())
+        view = sim.log.view()
+        self.epoch = view.leader_epoch
+        self.txn = TxnCoordinator(
+            generation,
+            sim.config,
+            replicas=lambda: view,
+            image=lambda: sim.image,
+            create_topic=_no_topic_creation,
+            producer_ids=ProducerIdManager(sim.allocate_producer_ids),
+            send_markers=self._send_markers,
+            clock_ms=sim.clock.wall_ms,
+        )
+        self.txn.start()
+        self.txn.runtime.follow({0: self.epoch})
 
-    def handle(self, out: TxnOutcome) -> None:
-        for token, answer in out.responses:
-            fut = self.waiters.pop(token, None)
-            if fut is not None and not fut.done():
-                fut.set_result(answer)
-        if out.records:
-            assert out.append_id is not None
-            self.sim.log.tail.append((out.append_id, list(out.records)))
-        for job in out.markers:
-            self.sim.spawn(self._write_markers(job))
+    async def _send_markers(
+        self, leader: int, request: broker_pb2.WriteTxnMarkersRequest
+    ) -> broker_pb2.WriteTxnMarkersResponse:
+        """WriteTxnMarkers to the leader of data partitions: a hop there, the markers appended
+        (unless a newer coordinator epoch wrote for that producer there), a hop back."""
+        await self.sim.hop()
+        response = broker_pb2.WriteTxnMarkersResponse()
+        for marker in request.markers:
+            answered = response.markers.add(producer_id=marker.producer_id)
+            for topic in marker.topics:
+                out = answered.topics.add(name=topic.name)
+                for index in topic.partition_indexes:
+                    error = self.sim.write_marker(
+                        (topic.name, index), marker.producer_id, marker.transaction_result, marker.coordinator_epoch
+                    )
+                    out.partitions.add(partition_index=index, error=error_pb(error))
+        await self.sim.hop()
+        return response
 
     async def call(self, op: str, *args: Any) -> object:
-        """A request from a client: runs on the shard; the answer comes when the shard gives it."""
-        if not self.alive:
-            raise _NotCoordinator
-        token = object()
-        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self.waiters[token] = fut
-        now = self.sim.clock.wall_ms()
-        if op == "init":
-            (txn_id,) = args
-            new_pid = -1
-            if self.shard.needs_producer_id(str(txn_id)):
-                new_pid = self.sim.next_producer_id
-                self.sim.next_producer_id += 1
-            self.handle(self.shard.init_producer_id(str(txn_id), 60_000, token, now, new_pid))
-        elif op == "add":
-            txn_id, pid, epoch, parts = args
-            self.handle(self.shard.add_partitions(str(txn_id), int(pid), int(epoch), parts, token, now))
-        else:
+        """A request from a client on the real coordinator's API; errors as a client sees them."""
+        txn = self.txn
+        try:
+            if op == "init":
+                (txn_id,) = args
+                return await txn.init_producer_id(str(txn_id), 60_000)
+            if op == "add":
+                txn_id, pid, epoch, parts = args
+                return await txn.call(
+                    str(txn_id), lambda s, token, now: s.add_partitions(str(txn_id), pid, epoch, parts, token, now)
+                )
             txn_id, pid, epoch, commit = args
-            self.handle(self.shard.end_txn(str(txn_id), int(pid), int(epoch), bool(commit), token, now))
-        return await fut
+            return await txn.call(
+                str(txn_id), lambda s, token, now: s.end_txn(str(txn_id), pid, epoch, commit, token, now)
+            )
+        except ShardUnavailable as err:
+            return (err.error, -1, -1) if op == "init" else (err.error, ()) if op == "add" else err.error
+        except kerr.KafkaError as err:
+            return (type(err), -1, -1) if op == "init" else (type(err), ()) if op == "add" else type(err)
 
-    async def _replicate(self) -> None:
-        """Commit the tail in order, each append after a seeded delay; some writes fail."""
-        rng = self.sim.rng
-        while self.alive:
-            await asyncio.sleep(rng.randint(1, 15) / 1000)
-            if not self.alive or not self.sim.log.tail:
-                continue
-            append_id, records = self.sim.log.tail.pop(0)
-            if rng.random() < 0.05:
-                # not enough replicas: the write fails, and so does everything queued behind it
-                failed = [(append_id, records), *self.sim.log.tail]
-                self.sim.log.tail.clear()
-                for aid, _recs in failed:
-                    self.handle(self.shard.on_append(aid, kerr.NotEnoughReplicasError, self.sim.clock.wall_ms()))
-                continue
-            self.sim.log.committed.extend(records)
-            self.handle(self.shard.on_append(append_id, None, self.sim.clock.wall_ms()))
+    def unfinished(self) -> list[str]:
+        """Transactional ids still being ended (or written) on this coordinator."""
+        shards = self.txn.shards()
+        if not shards:
+            return ["the partition is not loaded"]
+        shard = shards[0]
+        return sorted(
+            [i for i, m in shard.txns.items() if m.state in _PREPARED] + [f"{i} (pending)" for i in shard.pending]
+        )
 
-    async def _poll(self) -> None:
-        while self.alive:
-            await asyncio.sleep(0.05)
-            if self.alive:
-                self.handle(self.shard.poll(self.sim.clock.wall_ms()))
-
-    async def _write_markers(self, job: MarkerJob) -> None:
-        rng = self.sim.rng
-        for tp in sorted(job.partitions):
-            await asyncio.sleep(rng.randint(0, 10) / 1000)
-            if not self.alive:
-                return  # a dead coordinator's markers are refused (its coordinator epoch is stale)
-            self.sim.data[tp].append(("commit" if job.commit else "abort", job.producer_id, -1))
-        if self.alive:
-            self.handle(self.shard.markers_written(job, self.sim.clock.wall_ms()))
-
-    def die(self) -> None:
-        """Crash: a random prefix of the uncommitted tail had been replicated (it is committed),
-        the rest is gone; every waiting client is told NOT_COORDINATOR."""
+    async def die(self) -> None:
+        """Crash: the partition's leadership moves on (`InternalPartition.elect` decides what of
+        the in-flight appends was committed); every waiting client is told NOT_COORDINATOR."""
         self.alive = False
-        self._replicator.cancel()
-        self._timer.cancel()
-        tail = self.sim.log.tail
-        keep = self.sim.rng.randint(0, len(tail))
-        for _aid, records in tail[:keep]:
-            self.sim.log.committed.extend(records)
-        tail.clear()
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(_NotCoordinator())
-        self.waiters.clear()
+        self.sim.log.elect()
+        await self.txn.stop()
+
+
+async def _no_topic_creation(partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+    raise AssertionError("the topic exists in the image")
 
 
 class TxnSim:
@@ -169,11 +165,17 @@ class TxnSim:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock = ManualClock()
-        self.log = TxnStateLog()
+        self.config = NodeConfig.from_mapping(
+            {"node.id": 1, "process.roles": "broker", "controller.quorum.voters": "100@127.0.0.1:9999"}
+        )
+        self.image = _image()
+        self.log = InternalPartition(TXN_TOPIC, self.rng)
         # per data partition: ("data", producer id, transaction number) and ("commit"/"abort", producer id, -1)
         self.data: dict[tuple[str, int], list[tuple[str, int, int]]] = {tp: [] for tp in _PARTITIONS}
         self.transactions = 0
-        self.next_producer_id = 1000
+        self.next_producer_id = 1000  # the controller's next producer-id block starts here
+        # per (data partition, producer id): the newest coordinator epoch whose marker it took
+        self.marker_epochs: dict[tuple[tuple[str, int], int], int] = {}
         self.coordinator: Coordinator | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.history: list[str] = []
@@ -184,6 +186,39 @@ class TxnSim:
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """AllocateProducerIds at the controller: a block no other coordinator gets (a lost
+        request is a timeout, as the controller channel reports it)."""
+        try:
+            await self.hop()
+        except ConnectionError as err:
+            raise kerr.RequestTimedOutError("AllocateProducerIds lost") from err
+        start = self.next_producer_id
+        self.next_producer_id += _PID_BLOCK
+        return start, _PID_BLOCK
+
+    async def hop(self) -> None:
+        """One message between brokers: 0..10 ms, lost (a ConnectionError, after the delay) 2% of the time."""
+        delay_ms = self.rng.randint(0, 10)
+        lost = self.rng.random() < 0.02
+        await asyncio.sleep(delay_ms / 1000)
+        if lost:
+            raise ConnectionError("message lost")
+
+    def write_marker(
+        self, tp: tuple[str, int], producer_id: int, commit: bool, coordinator_epoch: int
+    ) -> type[kerr.KafkaError] | None:
+        """A data partition's leader takes a COMMIT/ABORT marker, unless a newer coordinator
+        wrote one for the producer there (TRANSACTION_COORDINATOR_FENCED)."""
+        if tp not in self.data:
+            return kerr.UnknownTopicOrPartitionError
+        newest = self.marker_epochs.get((tp, producer_id), -1)
+        if coordinator_epoch < newest:
+            return kerr.TransactionCoordinatorFencedError
+        self.marker_epochs[(tp, producer_id)] = coordinator_epoch
+        self.data[tp].append(("commit" if commit else "abort", producer_id, -1))
+        return None
+
     def fail(self, message: str) -> None:
         raise TxnInvariantViolation(f"{message}\nhistory:\n  " + "\n  ".join(self.history))
 
@@ -193,10 +228,7 @@ class TxnSim:
         coordinator = self.coordinator
         if coordinator is None or not coordinator.alive:
             return kerr.NotCoordinatorError
-        try:
-            answer = await coordinator.call(op, *args)
-        except _NotCoordinator:
-            return kerr.NotCoordinatorError
+        answer = await coordinator.call(op, *args)
         await asyncio.sleep(self.rng.randint(0, 8) / 1000)
         return answer
 
@@ -254,7 +286,7 @@ class TxnSim:
         for _ in range(self.rng.randint(1, 4)):
             await asyncio.sleep(self.rng.randint(10, 200) / 1000)
             assert self.coordinator is not None
-            self.coordinator.die()
+            await self.coordinator.die()
             self.history.append(f"{self.clock.monotonic_ms()}: coordinator {self.coordinator.generation} dies")
             await asyncio.sleep(self.rng.randint(0, 50) / 1000)
             self.coordinator = Coordinator(self, self.coordinator.generation + 1)
@@ -280,18 +312,12 @@ async def _main(sim: TxnSim) -> TxnRunStats:
     deadline = sim.clock.monotonic_ms() + 30_000
     coordinator = sim.coordinator
     assert coordinator is not None
-    while (
-        any(
-            m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
-            for m in coordinator.shard.txns.values()
-        )
-        or coordinator.shard.pending
-    ):
+    while unfinished := coordinator.unfinished():
         if sim.clock.monotonic_ms() > deadline:
-            sim.fail(f"transactions did not complete after the faults stopped: {coordinator.shard.txns}")
+            sim.fail(f"transactions did not complete after the faults stopped: {unfinished}")
         await asyncio.sleep(0.05)
     _check(sim)
-    coordinator.die()
+    await coordinator.die()
     sim.stats.history = sim.history
     return sim.stats
 
