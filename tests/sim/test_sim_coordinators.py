@@ -1,6 +1,7 @@
-"""Coordinator failover under a seeded scheduler: the pure shards (broker/_txn_shard.py,
-broker/_group_shard.py) driven through their public methods by a small shell in simharness, with
-failover = a fresh shard that replays the committed records of its partition."""
+"""Coordinator failover under a seeded scheduler: the real transaction and group coordinators
+(`TxnCoordinator`, `GroupCoordinator` on the `CoordinatorRuntime`) over an in-memory internal
+partition whose appends the seed delays and fails, with failover = a new coordinator that loads
+the partition by replaying it through the runtime."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Group coordinator failover mid-rebalance, on the pure `GroupShard` (classic protocol) through
-its public methods only, like `_txn`: a small shell appends the shard's records to a simulated
-``__consumer_offsets`` partition and reports `on_append` once they are committed (or failed); a
-failover kills the coordinator at a random moment (a random prefix of its uncommitted tail turns
-out committed, the rest is lost) and a fresh shard replays the committed records, then `loaded`.
+"""Group coordinator failover mid-rebalance, on the real coordinator: a `GroupCoordinator` (its
+`CoordinatorRuntime` and `GroupShards` handler, classic protocol) whose ``__consumer_offsets``
+partition is an `InternalPartition` (real record batches; appends delayed, failed, or committed
+with their answer lost, as the seed says). Requests go in as the group service sends them. A
+failover moves the partition's leadership at a random moment (a random prefix of the in-flight
+appends turns out committed, the rest is lost), stops the old coordinator, and a new one loads
+the partition by replaying it through the runtime.
 
 Members join, sync (the leader assigns the topic's partitions round robin), heartbeat and commit
 offsets; now and then one leaves or a new one joins, so rebalances are under way when the
@@ -24,24 +26,21 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from kraftlog.broker.groups._group_classic_types import (
-    ClassicGroupConfig,
-    GroupState,
-    JoinRequest,
-    Protocol,
-    SyncRequest,
-)
-from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, OffsetCommitRequest, ShardOutcome
+from kraftlog.broker.coordinator import OFFSETS_TOPIC, ShardUnavailable
+from kraftlog.broker.groups import GroupCoordinator, JoinRequest, Protocol
+from kraftlog.broker.groups._group_classic_types import GroupState, SyncRequest
+from kraftlog.broker.groups._group_shard import GroupShard, OffsetCommitRequest, ShardOutcome
 from kraftlog.common import ManualClock
 from kraftlog.common import errors as kerr
+from kraftlog.common.config import NodeConfig
 
+from ._internal_log import InternalPartition
 from ._loop import run_simulated
 
 __all__ = ["GroupRunStats", "group_coordinator_failover"]
 
 _GROUP = "g"
 _PARTITIONS = tuple(("t", p) for p in range(6))
-_CONFIG = GroupShardConfig(classic=ClassicGroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=50))
 _SESSION_MS = 600
 _REBALANCE_MS = 800
 
@@ -59,102 +58,71 @@ class GroupRunStats:
     history: list[str] = field(default_factory=list)
 
 
-class _NotCoordinator(Exception):
-    pass
-
-
-class GroupCoordinator:
-    """A minimal shell around one `GroupShard` (one generation of coordinator)."""
+class SimGroupCoordinator:
+    """One broker's real `GroupCoordinator`, leading ``__consumer_offsets`` at one leader epoch
+    (a failover makes a new one)."""
 
     def __init__(self, sim: GroupSim, number: int) -> None:
         self.sim = sim
         self.number = number
         self.alive = True
-        now = sim.clock.wall_ms()
-        self.shard = GroupShard(0, _CONFIG, random.Random(sim.rng.getrandbits(64)), now)
-        for key, value in sim.committed:
-            self.shard.replay(key, value, now)
-        self.shard.loaded(now)
-        self.waiters: dict[object, asyncio.Future[object]] = {}
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._replicate()), loop.create_task(self._timers())]
+        view = sim.log.view()
+        self.group = GroupCoordinator(
+            number,
+            sim.config,
+            replicas=lambda: view,
+            create_offsets_topic=_no_topic_creation,
+            clock_ms=sim.clock.wall_ms,
+            rng=random.Random(sim.rng.getrandbits(64)),
+        )
+        self.group.start()
+        self.group.runtime.follow({0: view.leader_epoch})
 
-    def handle(self, out: ShardOutcome) -> None:
-        for token, answer in out.responses:
-            fut = self.waiters.pop(token, None)
-            if fut is not None and not fut.done():
-                fut.set_result(answer)
-        if out.records:
-            assert out.append_id is not None
-            self.sim.tail.append((out.append_id, list(out.records)))
-        if out.reload:
-            self.sim.spawn(self.sim.failover("a failed write asked for a reload"))
+    def shard(self) -> GroupShard | None:
+        shards = self.group.shards()
+        return shards[0] if shards else None
 
     async def call(self, op: str, request: object) -> object:
-        if not self.alive:
-            raise _NotCoordinator
-        now = self.sim.clock.wall_ms()
-        token = object()
-        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self.waiters[token] = fut
-        if op == "join":
-            assert isinstance(request, JoinRequest)
-            self.handle(self.shard.join(request, token, now))
-        elif op == "sync":
-            assert isinstance(request, SyncRequest)
-            self.handle(self.shard.sync(request, token, now))
-        elif op == "commit":
-            assert isinstance(request, OffsetCommitRequest)
-            self.handle(self.shard.commit_offsets(request, token, now))
-        elif op == "heartbeat":
-            member_id, generation = cast(tuple[str, int], request)
-            self.waiters.pop(token)
-            error, out = self.shard.heartbeat(_GROUP, member_id, None, generation, now)
-            self.handle(out)
+        """A request as the group service sends it; errors as a client sees them."""
+        runtime = self.group.runtime
+        now = self.sim.clock.wall_ms
+        try:
+            if op == "join":
+                assert isinstance(request, JoinRequest)
+                return await runtime.call(0, lambda s, t, n: s.join(request, t, n))
+            if op == "sync":
+                assert isinstance(request, SyncRequest)
+                return await runtime.call(0, lambda s, t, n: s.sync(request, t, n))
+            if op == "commit":
+                assert isinstance(request, OffsetCommitRequest)
+                return await runtime.call(0, lambda s, t, n: s.commit_offsets(request, t, n))
+            shard = runtime.shard(0)
+            if op == "heartbeat":
+                member_id, generation = cast(tuple[str, int], request)
+                error, out = shard.heartbeat(_GROUP, member_id, None, generation, now())
+            else:
+                error, _results, out = shard.leave(_GROUP, [(str(request), None)], now())
+            self._carry_out(shard, out)
             return error
-        else:
-            self.waiters.pop(token)
-            error, _results, out = self.shard.leave(_GROUP, [(str(request), None)], now)
-            self.handle(out)
-            return error
-        return await fut
+        except ShardUnavailable as err:
+            return err.error
 
-    async def _replicate(self) -> None:
-        rng = self.sim.rng
-        while self.alive:
-            await asyncio.sleep(rng.randint(1, 15) / 1000)
-            if not self.alive or not self.sim.tail:
-                continue
-            append_id, records = self.sim.tail.pop(0)
-            if rng.random() < 0.03:
-                failed = [(append_id, records), *self.sim.tail]
-                self.sim.tail.clear()
-                for aid, _r in failed:
-                    self.handle(self.shard.on_append(aid, kerr.NotEnoughReplicasError, self.sim.clock.wall_ms()))
-                continue
-            self.sim.committed.extend(records)
-            self.handle(self.shard.on_append(append_id, None, self.sim.clock.wall_ms()))
+    def _carry_out(self, shard: GroupShard, out: ShardOutcome) -> None:
+        try:
+            self.group.run(shard, lambda: out)
+        except ShardUnavailable:
+            pass  # the partition moved away meanwhile
 
-    async def _timers(self) -> None:
-        while self.alive:
-            now = self.sim.clock.wall_ms()
-            wait_ms = max(1, min(self.shard.next_deadline() - now, 50))
-            await asyncio.sleep(wait_ms / 1000)
-            if self.alive:
-                self.handle(self.shard.poll(self.sim.clock.wall_ms()))
-
-    def die(self) -> None:
+    async def die(self) -> None:
+        """Crash: the partition's leadership moves on (`InternalPartition.elect` decides what of
+        the in-flight appends was committed); every waiting client is told NOT_COORDINATOR."""
         self.alive = False
-        for t in self._tasks:
-            t.cancel()
-        keep = self.sim.rng.randint(0, len(self.sim.tail))
-        for _aid, records in self.sim.tail[:keep]:
-            self.sim.committed.extend(records)
-        self.sim.tail.clear()
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(_NotCoordinator())
-        self.waiters.clear()
+        self.sim.log.elect()
+        await self.group.stop()
+
+
+async def _no_topic_creation(partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+    raise AssertionError("the coordinator follows its partition directly")
 
 
 class GroupSim:
@@ -162,9 +130,17 @@ class GroupSim:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock = ManualClock()
-        self.committed: list[tuple[Any, Any]] = []
-        self.tail: list[tuple[int, list[tuple[Any, Any]]]] = []
-        self.coordinator: GroupCoordinator | None = None
+        self.config = NodeConfig.from_mapping(
+            {
+                "node.id": 1,
+                "process.roles": "broker",
+                "controller.quorum.voters": "100@127.0.0.1:9999",
+                "group.min.session.timeout.ms": 100,
+                "group.initial.rebalance.delay.ms": 50,
+            }
+        )
+        self.log = InternalPartition(OFFSETS_TOPIC, self.rng, fail_rate=0.03)
+        self.coordinator: SimGroupCoordinator | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.history: list[str] = []
         self.assignments: dict[int, dict[str, frozenset[tuple[str, int]]]] = {}  # generation -> member -> tps
@@ -185,13 +161,14 @@ class GroupSim:
             return
         self._failing_over = True
         old = self.coordinator
-        group = old.shard.groups.get(_GROUP)
+        shard = old.shard()
+        group = shard.groups.get(_GROUP) if shard is not None else None
         if group is not None and group.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
             self.stats.mid_rebalance += 1
-        old.die()
+        await old.die()
         self.history.append(f"{self.clock.monotonic_ms()}: coordinator {old.number} dies ({why})")
         await asyncio.sleep(self.rng.randint(0, 50) / 1000)
-        self.coordinator = GroupCoordinator(self, old.number + 1)
+        self.coordinator = SimGroupCoordinator(self, old.number + 1)
         self.stats.failovers += 1
         self._failing_over = False
 
@@ -200,10 +177,7 @@ class GroupSim:
         c = self.coordinator
         if c is None or not c.alive:
             return kerr.NotCoordinatorError
-        try:
-            answer = await c.call(op, req)
-        except _NotCoordinator:
-            return kerr.NotCoordinatorError
+        answer = await c.call(op, req)
         await asyncio.sleep(self.rng.randint(0, 8) / 1000)
         return answer
 
@@ -300,7 +274,7 @@ def group_coordinator_failover(seed: int) -> GroupRunStats:
 
 
 async def _main(sim: GroupSim) -> GroupRunStats:
-    sim.coordinator = GroupCoordinator(sim, 1)
+    sim.coordinator = SimGroupCoordinator(sim, 1)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     members = [loop.create_task(sim.member(k, stop, None)) for k in range(2)]
@@ -327,12 +301,17 @@ async def _main(sim: GroupSim) -> GroupRunStats:
     await asyncio.sleep(0.2)
     await sim.failover("final check")
     coordinator = sim.coordinator
-    _error, offsets = coordinator.shard.fetch_offsets(_GROUP, _PARTITIONS)
+    deadline = sim.clock.monotonic_ms() + 10_000
+    while (shard := coordinator.shard()) is None:
+        if sim.clock.monotonic_ms() > deadline:
+            sim.fail("the last coordinator did not load its partition")
+        await asyncio.sleep(0.01)
+    _error, offsets = shard.fetch_offsets(_GROUP, _PARTITIONS)
     stored = {(o.topic, o.partition): o.offset for o in offsets}
     for tp, acked in sorted(sim.acked_offsets.items()):
         if stored.get(tp, -1) < acked:
             sim.fail(f"acknowledged offset commit lost: {tp} acknowledged {acked}, stored {stored.get(tp, -1)}")
-    coordinator.die()
+    await coordinator.die()
     sim.stats.generations = len(sim.assignments)
     sim.stats.history = sim.history
     return sim.stats
