@@ -23,6 +23,7 @@ def test_txn_scenario_exercises_failover() -> None:
     runs = [txn_coordinator_failover(seed) for seed in range(20)]
     assert all(r.failovers >= 1 for r in runs)
     assert sum(r.committed for r in runs) > 20 and sum(r.aborted for r in runs) > 5
+    assert sum(r.failed_writes for r in runs) > 5 and sum(r.lost_acks for r in runs) > 0
 
 
 def test_harness_finds_a_coordinator_that_does_not_resume_prepared_transactions(
@@ -45,6 +46,7 @@ def test_group_scenario_fails_over_during_rebalances() -> None:
     assert sum(r.mid_rebalance for r in runs) >= 5
     assert sum(r.generations > 1 for r in runs) >= 10
     assert sum(r.commits for r in runs) > 50
+    assert sum(r.failed_writes for r in runs) > 5 and sum(r.lost_acks for r in runs) > 0
 
 
 def test_harness_finds_a_coordinator_that_forgets_committed_offsets_on_load(monkeypatch: pytest.MonkeyPatch) -> None:

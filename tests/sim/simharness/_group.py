@@ -55,6 +55,8 @@ class GroupRunStats:
     failovers: int = 0
     mid_rebalance: int = 0  # failovers while the group was rebalancing
     commits: int = 0
+    failed_writes: int = 0  # appends to the internal partition answered with an error
+    lost_acks: int = 0  # of which committed all the same
     history: list[str] = field(default_factory=list)
 
 
@@ -314,6 +316,8 @@ async def _main(sim: GroupSim) -> GroupRunStats:
     await coordinator.die()
     sim.stats.generations = len(sim.assignments)
     sim.stats.history = sim.history
+    sim.stats.failed_writes = sim.log.failed + sim.log.lost_acks
+    sim.stats.lost_acks = sim.log.lost_acks
     return sim.stats
 
 

@@ -70,7 +70,8 @@ class InternalPartition:
         self.end_offset = 0
         self.tail: list[_InFlight] = []  # written by the leader, not yet committed, in log order
         self.appends = 0
-        self.failed = 0
+        self.failed = 0  # answered NOT_ENOUGH_REPLICAS
+        self.lost_acks = 0  # committed, answered REQUEST_TIMED_OUT
 
     def _commit(self, payload: bytes) -> None:
         _pos, batch = next(iter_batches(payload))
@@ -122,6 +123,7 @@ class InternalPartition:
             return kerr.NotEnoughReplicasError
         self._commit(payload)
         if draw < self.fail_rate + self.lost_ack_rate:
+            self.lost_acks += 1
             return kerr.RequestTimedOutError
         return None
 

@@ -56,6 +56,8 @@ class TxnRunStats:
     aborted: int = 0
     failovers: int = 0
     fenced: int = 0
+    failed_writes: int = 0  # appends to the internal partition answered with an error
+    lost_acks: int = 0  # of which committed all the same
     history: list[str] = field(default_factory=list)
 
 
@@ -319,6 +321,8 @@ async def _main(sim: TxnSim) -> TxnRunStats:
     _check(sim)
     await coordinator.die()
     sim.stats.history = sim.history
+    sim.stats.failed_writes = sim.log.failed + sim.log.lost_acks
+    sim.stats.lost_acks = sim.log.lost_acks
     return sim.stats
 
 
