@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -143,7 +142,6 @@ class GroupSim:
         )
         self.log = InternalPartition(OFFSETS_TOPIC, self.rng, fail_rate=0.03)
         self.coordinator: SimGroupCoordinator | None = None
-        self.tasks: list[asyncio.Task[None]] = []
         self.history: list[str] = []
         self.assignments: dict[int, dict[str, frozenset[tuple[str, int]]]] = {}  # generation -> member -> tps
         self.acked_offsets: dict[tuple[str, int], int] = {}
@@ -151,9 +149,6 @@ class GroupSim:
         self.member_state: dict[int, tuple[int, frozenset[tuple[str, int]]]] = {}  # member k -> (generation, tps)
         self.stats = GroupRunStats()
         self._failing_over = False
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     def fail(self, message: str) -> None:
         raise GroupInvariantViolation(f"{message}\nhistory:\n  " + "\n  ".join(self.history[-40:]))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,14 +178,10 @@ class TxnSim:
         # per (data partition, producer id): the newest coordinator epoch whose marker it took
         self.marker_epochs: dict[tuple[tuple[str, int], int], int] = {}
         self.coordinator: Coordinator | None = None
-        self.tasks: list[asyncio.Task[None]] = []
         self.history: list[str] = []
         self.acked: dict[tuple[int, int], tuple[bool, frozenset[tuple[str, int]]]] = {}  # (pid, txn number)
         self.epochs: dict[str, tuple[int, int]] = {}  # txn id -> last (producer id, epoch) handed out
         self.stats = TxnRunStats()
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """AllocateProducerIds at the controller: a block no other coordinator gets (a lost
