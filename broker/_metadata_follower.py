@@ -1,9 +1,25 @@
 """The broker's copy of the metadata log: a FetchMetadata stream from any controller.
 
-Controllers serve only committed records, so whatever arrives here is applied at once: a snapshot
-replaces the image, entries are replayed into a `MetadataDelta`, and each applied batch is handed to
-the listener as ``(delta, image)`` — the replica manager turns it into become-leader /
-become-follower / stop / delete decisions.
+Controllers serve only committed records, so whatever arrives here is loaded at once: a snapshot
+replaces the image, entries are replayed into a `MetadataDelta`. What is loaded is handed to the
+listener as ``(delta, image)`` — the replica manager turns it into become-leader / become-follower /
+stop / delete decisions — but only once the broker has caught up (`MetadataPublisher`).
+
+The initial catch-up (`MetadataPublisher`)
+------------------------------------------
+A broker keeps no metadata across restarts: it replays the log from the start (or from the
+controller's snapshot). Until its loaded offset reaches the quorum's committed offset, what it has
+is history, not the present: an old PartitionRecord may name it leader in epoch 0 of a partition
+whose leader epoch is now 5. Handing that to the replica manager would make it a leader in epoch 0
+(``make_leader`` writes the epoch at the log end, which wipes the newer entries of its leader-epoch
+cache) and, on the first full reconcile, delete the logs of topics the partial image does not know
+yet. So, as Kafka's MetadataLoader does for BrokerMetadataPublisher, nothing is published until the
+loaded offset reaches the committed offset learned (from a batch or a heartbeat answer); then the
+whole catch-up is published at once, as one delta over the (empty) published image (or, if a
+snapshot was loaded meanwhile, as a snapshot: ``delta`` None), so the replica manager sees the
+final state of every partition. After that every batch is published as it is loaded. The offset the
+broker reports in heartbeats is the published one, so the controller unfences it (its registration
+record reached) only after the catch-up.
 
 Which controller to follow (`SourceMonitor`)
 --------------------------------------------
@@ -38,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -47,10 +63,17 @@ import structlog
 from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common._listener_security import SaslLogin
 from kraftlog.common._tls import TlsSettings
-from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
+from kraftlog.metadata_log import LogEntry, MetadataDelta, MetadataImage, decode_entry, decode_record
 from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc, open_aio_channel
 
-__all__ = ["MetadataFollower", "MetadataListener", "MetadataStream", "SourceMonitor", "StreamOpener"]
+__all__ = [
+    "MetadataFollower",
+    "MetadataListener",
+    "MetadataPublisher",
+    "MetadataStream",
+    "SourceMonitor",
+    "StreamOpener",
+]
 
 MetadataListener = Callable[[MetadataDelta | None, MetadataImage, MetadataImage], None]
 """``(delta, new_image, old_image)``; ``delta`` is None when a snapshot replaced the image."""
@@ -180,6 +203,68 @@ class SourceMonitor:
         return max(0.0, min(deadlines) - now)
 
 
+class MetadataPublisher:
+    """Loads the metadata log and hands it to the listener, not before the initial catch-up.
+
+    Pure and synchronous (the follower drives it; the seeded simulation drives it too). Ordering:
+    `load_snapshot` / `replay` load in log order; `publish` then decides. The first `publish` whose
+    ``high_watermark`` the loaded offset has reached ends the catch-up and hands over everything
+    loaded so far in one call; every later `publish` hands over what was loaded since the previous
+    one. ``image`` is what the listener has (the broker acts and answers on it), ``loaded`` what
+    was replayed (the stream resumes after it).
+    """
+
+    def __init__(self, listener: MetadataListener) -> None:
+        self._listener = listener
+        self.loaded = MetadataImage.EMPTY
+        self.image = MetadataImage.EMPTY  # the published image
+        self.caught_up = False
+        self._pending: MetadataDelta | None = None  # over `image`: everything replayed since it
+        self._replaced = False  # a snapshot was loaded since `image`: no delta spans the gap
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """A snapshot replaces what was loaded (only one newer than it is loaded)."""
+        if image.offset <= self.loaded.offset:
+            return
+        self.loaded = image
+        self._pending = None
+        self._replaced = True
+
+    def replay(self, entries: Iterable[LogEntry]) -> int:
+        """Replay committed entries in order; those at or below the loaded offset are skipped (a
+        new stream may restart inside a batch). Returns how many were replayed."""
+        replayed = 0
+        try:
+            for entry in entries:
+                if entry.offset <= self.loaded.offset:
+                    continue
+                if self._pending is None:
+                    self._pending = MetadataDelta(self.loaded)
+                self._pending.replay(entry)  # a bad entry raises and leaves the delta as it was
+                replayed += 1
+        finally:
+            if replayed:  # what was replayed before an error stays loaded: the delta holds it
+                assert self._pending is not None
+                self.loaded = self._pending.apply()
+        return replayed
+
+    def publish(self, high_watermark: int) -> bool:
+        """Hand what was loaded to the listener if the broker has caught up (its loaded offset
+        reached ``high_watermark``, the quorum's committed offset as far as it knows, once).
+        Returns whether it has caught up. A listener that raises loses that change: the error goes
+        to the caller, and the next publish starts from what was loaded."""
+        if not self.caught_up:
+            if self.loaded.offset < high_watermark:
+                return False
+            self.caught_up = True
+        if self.loaded is self.image:
+            return True
+        old, delta = self.image, None if self._replaced else self._pending
+        self.image, self._pending, self._replaced = self.loaded, None, False
+        self._listener(delta, self.image, old)
+        return True
+
+
 class MetadataFollower:
     """Follows one controller at a time (see the module docstring for which one and when to move).
 
@@ -201,7 +286,7 @@ class MetadataFollower:
     ) -> None:
         self.controllers = list(controllers)
         self.broker_id = broker_id
-        self.image = MetadataImage.EMPTY
+        self.publisher = MetadataPublisher(self._publish)
         self.leader_id = -1  # the active controller as the serving controller knows it
         self.source: str | None = None  # the controller streaming to us now
         self.monitor = SourceMonitor(fetch_timeout_ms / 1000.0, clock)
@@ -217,9 +302,15 @@ class MetadataFollower:
         self._task: asyncio.Task[None] | None = None
 
     @property
+    def image(self) -> MetadataImage:
+        """The image published to the listener: empty until the initial catch-up."""
+        return self.publisher.image
+
+    @property
     def offset(self) -> int:
-        """The last metadata offset applied (the broker reports it in heartbeats)."""
-        return self.image.offset
+        """The last metadata offset published (the broker reports it in heartbeats, so the
+        controller unfences it only after the initial catch-up)."""
+        return self.publisher.image.offset
 
     @property
     def high_watermark(self) -> int:
@@ -276,7 +367,7 @@ class MetadataFollower:
                     "metadata_source_left",
                     controller=address,
                     reason=str(err),
-                    offset=self.image.offset,
+                    offset=self.publisher.loaded.offset,
                     quorum_high_watermark=self.high_watermark,
                 )
             except Exception:  # a bad batch must not kill the follower: log, try elsewhere
@@ -289,7 +380,7 @@ class MetadataFollower:
     async def _follow(self, address: str) -> None:
         """Apply batches from ``address`` until the stream ends or a rule says to leave (raises)."""
         request = controller_pb2.FetchMetadataRequest(
-            from_offset=self.image.offset + 1,
+            from_offset=self.publisher.loaded.offset + 1,
             broker_id=self.broker_id,
             broker_epoch=self._broker_epoch(),
             min_epoch=self.highest_epoch_seen,
@@ -341,38 +432,31 @@ class MetadataFollower:
                 leader_id=batch.leader_id,
                 leader_epoch=batch.leader_epoch,
                 high_watermark=batch.high_watermark,
-                offset=self.image.offset,
+                offset=self.publisher.loaded.offset,
             )
         self.leader_id = batch.leader_id
-        old = self.image
-        if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
+        loader = self.publisher
+        if batch.snapshot_offset >= 0 and batch.snapshot_offset > loader.loaded.offset:
             records = [decode_record(r) for r in batch.snapshot_records]
-            self.image = MetadataImage.from_records(
-                records, batch.snapshot_offset, batch.snapshot_epoch, batch.snapshot_timestamp_ms
+            loader.load_snapshot(
+                MetadataImage.from_records(
+                    records, batch.snapshot_offset, batch.snapshot_epoch, batch.snapshot_timestamp_ms
+                )
             )
-            self._log.info("metadata_snapshot_loaded", offset=self.image.offset, records=len(records))
-            self._publish(None, old)
-            old = self.image
+            self._log.info("metadata_snapshot_loaded", offset=loader.loaded.offset, records=len(records))
         if batch.entries:
-            delta = MetadataDelta(self.image)
-            applied = 0
-            for raw in batch.entries:
-                entry = decode_entry(raw)
-                if entry.offset <= self.image.offset:
-                    continue  # already applied (a new stream may restart inside a batch)
-                delta.replay(entry)
-                applied += 1
-            if applied:
-                self.image = delta.apply()
-                self._publish(delta, old)
-        if self.image.offset >= self.high_watermark:
+            loader.replay(decode_entry(raw) for raw in batch.entries)
+        was_caught_up = loader.caught_up
+        if loader.publish(self.high_watermark):
             self._caught_up.set()
+            if not was_caught_up:
+                self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
 
-    def _publish(self, delta: MetadataDelta | None, old: MetadataImage) -> None:
+    def _publish(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
         try:
-            self._listener(delta, self.image, old)
+            self._listener(delta, image, old)
         except Exception:
-            self._log.exception("metadata_listener_failed", offset=self.image.offset)
+            self._log.exception("metadata_listener_failed", offset=image.offset)
             raise
 
 

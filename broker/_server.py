@@ -382,8 +382,9 @@ class BrokerServer:
         return remote
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
-        """Every applied metadata batch; a snapshot (no delta) makes the replica manager reconcile
-        every partition of the new image."""
+        """Every published metadata change: the whole initial catch-up at once, then each batch
+        (broker._metadata_follower). A snapshot (no delta) or the first change makes the replica
+        manager reconcile every partition of the new image."""
         if self.replicas is None:
             return
         self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)
