@@ -3,23 +3,27 @@
 Controllers serve only committed records, so whatever arrives here is loaded at once: a snapshot
 replaces the image, entries are replayed into a `MetadataDelta`. What is loaded is handed to the
 listener as ``(delta, image)`` — the replica manager turns it into become-leader / become-follower /
-stop / delete decisions — but only once the broker has caught up (`MetadataPublisher`).
+stop / delete decisions — but only once the broker has caught up (`MetadataLoader`).
 
-The initial catch-up (`MetadataPublisher`)
-------------------------------------------
+The initial catch-up (`MetadataLoader`)
+---------------------------------------
 A broker keeps no metadata across restarts: it replays the log from the start (or from the
 controller's snapshot). Until its loaded offset reaches the quorum's committed offset, what it has
 is history, not the present: an old PartitionRecord may name it leader in epoch 0 of a partition
 whose leader epoch is now 5. Handing that to the replica manager would make it a leader in epoch 0
 (``make_leader`` writes the epoch at the log end, which wipes the newer entries of its leader-epoch
 cache) and, on the first full reconcile, delete the logs of topics the partial image does not know
-yet. So, as Kafka's MetadataLoader does for BrokerMetadataPublisher, nothing is published until the
-loaded offset reaches the committed offset learned (from a batch or a heartbeat answer); then the
-whole catch-up is published at once, as one delta over the (empty) published image (or, if a
-snapshot was loaded meanwhile, as a snapshot: ``delta`` None), so the replica manager sees the
-final state of every partition. After that every batch is published as it is loaded. The offset the
-broker reports in heartbeats is the published one, so the controller unfences it (its registration
-record reached) only after the catch-up.
+yet. So, as Kafka's MetadataLoader does for its publishers (BrokerMetadataPublisher), nothing is
+published until the loaded offset reaches the committed offset learned (from a batch or a heartbeat
+answer); then the whole catch-up is published at once, as one delta over the (empty) published
+image (or, if a snapshot was loaded meanwhile, as a snapshot: ``delta`` None), so the replica
+manager sees the final state of every partition. After that every batch is published as it is
+loaded. The offset the broker reports in heartbeats is the published one, so the controller
+unfences it (its registration record reached) only after the catch-up. The broker's follower takes
+the catch-up's target from the active controller too (its first heartbeat answer, sent right after
+registering): the source's own committed offset is not enough, as a standby that restarted from
+its local snapshot serves what it has replayed so far, which may be older than what this broker
+saw before it restarted (the same hazard, without a crash of the broker).
 
 Which controller to follow (`SourceMonitor`)
 --------------------------------------------
@@ -69,14 +73,15 @@ from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grp
 __all__ = [
     "MetadataFollower",
     "MetadataListener",
-    "MetadataPublisher",
+    "MetadataLoader",
     "MetadataStream",
     "SourceMonitor",
     "StreamOpener",
 ]
 
 MetadataListener = Callable[[MetadataDelta | None, MetadataImage, MetadataImage], None]
-"""``(delta, new_image, old_image)``; ``delta`` is None when a snapshot replaced the image."""
+"""``(delta, new_image, old_image)``; ``delta`` is None when a snapshot was loaded since the previous
+call (no delta spans the gap: reconcile everything)."""
 
 
 class MetadataStream(Protocol):
@@ -203,7 +208,7 @@ class SourceMonitor:
         return max(0.0, min(deadlines) - now)
 
 
-class MetadataPublisher:
+class MetadataLoader:
     """Loads the metadata log and hands it to the listener, not before the initial catch-up.
 
     Pure and synchronous (the follower drives it; the seeded simulation drives it too). Ordering:
@@ -269,7 +274,10 @@ class MetadataFollower:
     """Follows one controller at a time (see the module docstring for which one and when to move).
 
     ``open_stream`` and ``clock`` are seams for tests; by default a gRPC FetchMetadata call and
-    the one system clock's monotonic seconds.
+    the one system clock's monotonic seconds. With ``catch_up_to_active_controller`` (the broker
+    sets it), the initial catch-up also waits for a committed offset from the active controller
+    (`note_quorum_high_watermark`, fed by heartbeat answers): a source's own committed offset may
+    lag, e.g. a standby that restarted from its local snapshot and is still replaying.
     """
 
     def __init__(
@@ -283,10 +291,11 @@ class MetadataFollower:
         open_stream: StreamOpener | None = None,
         clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         rng: random.Random | None = None,
+        catch_up_to_active_controller: bool = False,
     ) -> None:
         self.controllers = list(controllers)
         self.broker_id = broker_id
-        self.publisher = MetadataPublisher(self._publish)
+        self.loader = MetadataLoader(self._publish)
         self.leader_id = -1  # the active controller as the serving controller knows it
         self.source: str | None = None  # the controller streaming to us now
         self.monitor = SourceMonitor(fetch_timeout_ms / 1000.0, clock)
@@ -297,6 +306,8 @@ class MetadataFollower:
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()  # new knowledge about the quorum: re-judge the source now
         self._delivered = False  # the current attempt applied (or skipped as known) at least one batch
+        self._catch_up_needs_active = catch_up_to_active_controller
+        self._heard_active = False  # a committed offset came from the active controller
         self._rng = rng or random.Random()
         self._log = structlog.get_logger(__name__).bind(node_id=broker_id, role="broker")
         self._task: asyncio.Task[None] | None = None
@@ -304,13 +315,13 @@ class MetadataFollower:
     @property
     def image(self) -> MetadataImage:
         """The image published to the listener: empty until the initial catch-up."""
-        return self.publisher.image
+        return self.loader.image
 
     @property
     def offset(self) -> int:
         """The last metadata offset published (the broker reports it in heartbeats, so the
         controller unfences it only after the initial catch-up)."""
-        return self.publisher.image.offset
+        return self.loader.image.offset
 
     @property
     def high_watermark(self) -> int:
@@ -323,8 +334,10 @@ class MetadataFollower:
         return self.monitor.leader_epoch
 
     def note_quorum_high_watermark(self, high_watermark: int) -> None:
-        """The active controller's committed offset, from a heartbeat answer (rule 3)."""
+        """The active controller's committed offset, from a heartbeat answer (rule 3; it also sets the
+        initial catch-up's target). The follower's task acts on it: this only wakes it."""
         self.monitor.on_quorum_high_watermark(high_watermark)
+        self._heard_active = True
         self._wake.set()
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
@@ -367,7 +380,7 @@ class MetadataFollower:
                     "metadata_source_left",
                     controller=address,
                     reason=str(err),
-                    offset=self.publisher.loaded.offset,
+                    offset=self.loader.loaded.offset,
                     quorum_high_watermark=self.high_watermark,
                 )
             except Exception:  # a bad batch must not kill the follower: log, try elsewhere
@@ -380,7 +393,7 @@ class MetadataFollower:
     async def _follow(self, address: str) -> None:
         """Apply batches from ``address`` until the stream ends or a rule says to leave (raises)."""
         request = controller_pb2.FetchMetadataRequest(
-            from_offset=self.publisher.loaded.offset + 1,
+            from_offset=self.loader.loaded.offset + 1,
             broker_id=self.broker_id,
             broker_epoch=self._broker_epoch(),
             min_epoch=self.highest_epoch_seen,
@@ -407,6 +420,8 @@ class MetadataFollower:
                         if batch is grpc.aio.EOF:
                             return
                         self._apply(batch, address)
+                    else:
+                        self._maybe_publish()  # woken: the catch-up may have just ended
                     reason = self.monitor.reason_to_leave()
                     if reason is not None:
                         raise _LeaveSource(reason)
@@ -432,10 +447,10 @@ class MetadataFollower:
                 leader_id=batch.leader_id,
                 leader_epoch=batch.leader_epoch,
                 high_watermark=batch.high_watermark,
-                offset=self.publisher.loaded.offset,
+                offset=self.loader.loaded.offset,
             )
         self.leader_id = batch.leader_id
-        loader = self.publisher
+        loader = self.loader
         if batch.snapshot_offset >= 0 and batch.snapshot_offset > loader.loaded.offset:
             records = [decode_record(r) for r in batch.snapshot_records]
             loader.load_snapshot(
@@ -446,11 +461,19 @@ class MetadataFollower:
             self._log.info("metadata_snapshot_loaded", offset=loader.loaded.offset, records=len(records))
         if batch.entries:
             loader.replay(decode_entry(raw) for raw in batch.entries)
-        was_caught_up = loader.caught_up
+        self._maybe_publish()
+
+    def _maybe_publish(self) -> None:
+        """Hand the loader's news to the listener, unless the initial catch-up is not over."""
+        loader = self.loader
+        if loader.caught_up:
+            loader.publish(self.high_watermark)
+            return
+        if self._catch_up_needs_active and not self._heard_active:
+            return
         if loader.publish(self.high_watermark):
             self._caught_up.set()
-            if not was_caught_up:
-                self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
+            self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
 
     def _publish(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
         try:

@@ -114,6 +114,7 @@ class BrokerServer:
             broker_epoch=lambda: self.lifecycle.broker_epoch,
             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
             open_stream=grpc_stream_opener(controller_tls, controller_login),
+            catch_up_to_active_controller=True,
         )
         # every request of both listeners is authorized by this gate over the follower's image
         self.acl_gate = AclGate(lambda: self.follower.image, config)

@@ -73,7 +73,7 @@ def test_unclean_election_with_crashed_leader(request: pytest.FixtureRequest) ->
     caught up, so an old PartitionRecord made it leader in epoch 0 and ``Partition.make_leader``
     wiped every newer entry of its leader-epoch cache (it ended as [(3, 146)] over a log starting
     at 0). Now, as in Kafka, nothing is published before the initial catch-up
-    (broker/_metadata_follower.py `MetadataPublisher`, which the harness's brokers use too).
+    (broker/_metadata_follower.py `MetadataLoader`, which the harness's brokers use too).
     Fewer seeds by default than the short scenarios: each run is about twice as long."""
     assert run_seeds(_unclean_with_crashes, request.node.nodeid, default=200) > 0
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from kraftlog import storage
 from kraftlog.broker._alter_partition import AlterPartitionManager
 from kraftlog.broker._fetcher import ReplicaFetcherManager
-from kraftlog.broker._metadata_follower import MetadataPublisher
+from kraftlog.broker._metadata_follower import MetadataLoader
 from kraftlog.broker._partition import Partition
 from kraftlog.broker._replica_manager import ReplicaManager
 from kraftlog.common import ManualClock
@@ -109,7 +109,7 @@ class SimBroker:
         self.image = MetadataImage.EMPTY  # what the replica manager was given
         self.applied = 0  # metadata batches delivered (loaded; published once caught up)
         # the broker's own rule: nothing reaches the replica manager before the initial catch-up
-        self.metadata = MetadataPublisher(self._on_metadata)
+        self.metadata = MetadataLoader(self._on_metadata)
         self.metadata_waiting = asyncio.Event()  # set when batches may be waiting for this broker
         cfg = NodeConfig.from_mapping(
             {

@@ -343,10 +343,13 @@ MOVES = (
 Published = list[tuple[MetadataDelta | None, MetadataImage, MetadataImage]]
 
 
-def recording_follower() -> tuple[mf.MetadataFollower, Published]:
+def recording_follower(*, catch_up_to_active_controller: bool = False) -> tuple[mf.MetadataFollower, Published]:
     published: Published = []
     follower = mf.MetadataFollower(
-        ["c"], broker_id=101, listener=lambda delta, image, old: published.append((delta, image, old))
+        ["c"],
+        broker_id=101,
+        listener=lambda delta, image, old: published.append((delta, image, old)),
+        catch_up_to_active_controller=catch_up_to_active_controller,
     )
     return follower, published
 
@@ -442,6 +445,48 @@ def test_the_stream_resumes_after_what_was_loaded_not_what_was_published() -> No
     )
     follower = run_follower({"first": first, "second": second}, clock, until=lambda f: f.offset == 5)
     assert second.requests[0].from_offset == 3
+    assert leader_of(follower.image) == (102, 3)
+
+
+def test_the_broker_waits_for_the_active_controllers_offset_before_it_ends_the_catch_up() -> None:
+    """A standby that restarted from its local snapshot serves what it replayed so far, with that
+    as its committed offset: a broker that only trusted it would publish an old state (leader in
+    epoch 2 here). The broker's follower also waits for the active controller's offset."""
+    follower, published = recording_follower(catch_up_to_active_controller=True)
+    follower._apply(batch(leader=1, epoch=3, hw=4, raw=history(0, *CREATED, *MOVES[:2])))
+    assert published == [] and follower.offset == -1
+    follower.note_quorum_high_watermark(5)  # the first heartbeat answer
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
+    assert [leader_of(image) for _, image, _ in published] == [(102, 3)]
+
+
+def test_the_active_controllers_offset_ends_a_catch_up_already_loaded() -> None:
+    """Everything loaded before the first heartbeat answer: the catch-up ends when it comes."""
+    clock = Clock()
+    box: list[mf.MetadataFollower] = []
+    heard: list[int] = []
+
+    def heartbeat_answer() -> None:
+        heard.append(5)
+        box[0].note_quorum_high_watermark(5)
+
+    def set_up(f: mf.MetadataFollower) -> None:
+        box.append(f)
+        f._catch_up_needs_active = True  # what the broker's `catch_up_to_active_controller=True` sets
+
+    source = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=5, raw=history(0, *CREATED, *MOVES)), heartbeat_answer],
+        keepalive=lambda: batch(leader=1, epoch=3, hw=5),
+    )
+    offsets: list[tuple[int, bool]] = []
+
+    def until(f: mf.MetadataFollower) -> bool:
+        offsets.append((f.offset, bool(heard)))
+        return True
+
+    follower = run_follower({"c": source}, clock, until=until, before=set_up)
+    assert offsets == [(5, True)]
     assert leader_of(follower.image) == (102, 3)
 
 
