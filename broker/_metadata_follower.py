@@ -278,6 +278,7 @@ class MetadataFollower:
     sets it), the initial catch-up also waits for a committed offset from the active controller
     (`note_quorum_high_watermark`, fed by heartbeat answers): a source's own committed offset may
     lag, e.g. a standby that restarted from its local snapshot and is still replaying.
+    ``on_caught_up`` runs once, when the initial catch-up ends (the broker heartbeats at once then).
     """
 
     def __init__(
@@ -292,6 +293,7 @@ class MetadataFollower:
         clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         rng: random.Random | None = None,
         catch_up_to_active_controller: bool = False,
+        on_caught_up: Callable[[], None] = lambda: None,
     ) -> None:
         self.controllers = list(controllers)
         self.broker_id = broker_id
@@ -308,6 +310,7 @@ class MetadataFollower:
         self._delivered = False  # the current attempt applied (or skipped as known) at least one batch
         self._catch_up_needs_active = catch_up_to_active_controller
         self._heard_active = False  # a committed offset came from the active controller
+        self._on_caught_up = on_caught_up
         self._rng = rng or random.Random()
         self._log = structlog.get_logger(__name__).bind(node_id=broker_id, role="broker")
         self._task: asyncio.Task[None] | None = None
@@ -466,14 +469,15 @@ class MetadataFollower:
     def _maybe_publish(self) -> None:
         """Hand the loader's news to the listener, unless the initial catch-up is not over."""
         loader = self.loader
-        if loader.caught_up:
+        if not loader.caught_up and self._catch_up_needs_active and not self._heard_active:
+            return
+        try:
             loader.publish(self.high_watermark)
-            return
-        if self._catch_up_needs_active and not self._heard_active:
-            return
-        if loader.publish(self.high_watermark):
-            self._caught_up.set()
-            self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
+        finally:  # caught up even if the listener raised: the catch-up is over either way
+            if loader.caught_up and not self._caught_up.is_set():
+                self._caught_up.set()
+                self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
+                self._on_caught_up()
 
     def _publish(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
         try:

@@ -115,6 +115,7 @@ class BrokerServer:
             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
             open_stream=grpc_stream_opener(controller_tls, controller_login),
             catch_up_to_active_controller=True,
+            on_caught_up=lambda: self.lifecycle.heartbeat_now(),  # the controller may unfence it now
         )
         # every request of both listeners is authorized by this gate over the follower's image
         self.acl_gate = AclGate(lambda: self.follower.image, config)

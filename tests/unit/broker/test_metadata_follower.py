@@ -343,13 +343,16 @@ MOVES = (
 Published = list[tuple[MetadataDelta | None, MetadataImage, MetadataImage]]
 
 
-def recording_follower(*, catch_up_to_active_controller: bool = False) -> tuple[mf.MetadataFollower, Published]:
+def recording_follower(
+    *, catch_up_to_active_controller: bool = False, on_caught_up: Callable[[], None] = lambda: None
+) -> tuple[mf.MetadataFollower, Published]:
     published: Published = []
     follower = mf.MetadataFollower(
         ["c"],
         broker_id=101,
         listener=lambda delta, image, old: published.append((delta, image, old)),
         catch_up_to_active_controller=catch_up_to_active_controller,
+        on_caught_up=on_caught_up,
     )
     return follower, published
 
@@ -452,12 +455,18 @@ def test_the_broker_waits_for_the_active_controllers_offset_before_it_ends_the_c
     """A standby that restarted from its local snapshot serves what it replayed so far, with that
     as its committed offset: a broker that only trusted it would publish an old state (leader in
     epoch 2 here). The broker's follower also waits for the active controller's offset."""
-    follower, published = recording_follower(catch_up_to_active_controller=True)
+    caught_up: list[int] = []
+    follower, published = recording_follower(
+        catch_up_to_active_controller=True, on_caught_up=lambda: caught_up.append(follower.offset)
+    )
     follower._apply(batch(leader=1, epoch=3, hw=4, raw=history(0, *CREATED, *MOVES[:2])))
-    assert published == [] and follower.offset == -1
+    assert published == [] and follower.offset == -1 and caught_up == []
     follower.note_quorum_high_watermark(5)  # the first heartbeat answer
     follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
     assert [leader_of(image) for _, image, _ in published] == [(102, 3)]
+    follower._apply(batch(leader=1, epoch=3, hw=6, raw=history(6, PartitionChangeRecord(0, TID, isr=(102,)))))
+    assert len(published) == 2
+    assert caught_up == [5]  # once, with the offset published: the broker heartbeats it at once
 
 
 def test_the_active_controllers_offset_ends_a_catch_up_already_loaded() -> None:
@@ -520,3 +529,45 @@ def test_heartbeat_answers_feed_the_quorum_high_watermark(error_code: int, expec
     lifecycle.broker_epoch = 7
     asyncio.run(lifecycle._heartbeat())
     assert seen == expected
+
+
+def test_heartbeat_now_during_a_heartbeat_sends_the_next_one_at_once() -> None:
+    """The catch-up ends while a heartbeat is in flight (it reported the old offset): the next one
+    goes at once, not a heartbeat interval (a minute here) later, so unfencing is not delayed."""
+
+    async def main() -> list[int]:
+        offsets: list[int] = []
+        lifecycle: BrokerLifecycle
+
+        class Channel:
+            async def call(self, service: str, method: str, request: Any, *, timeout_s: float) -> Any:
+                offsets.append(request.current_metadata_offset)
+                await asyncio.sleep(0)
+                if len(offsets) == 1:
+                    published[0] = 9
+                    lifecycle.heartbeat_now()  # what the follower's on_caught_up does
+                return controller_pb2.BrokerHeartbeatResponse(metadata_high_watermark=9, is_fenced=True)
+
+        published = [-1]
+        lifecycle = BrokerLifecycle(
+            Channel(),  # type: ignore[arg-type]
+            broker_id=101,
+            cluster_id="c",
+            listeners=[],
+            rack=None,
+            log_dirs=[],
+            heartbeat_interval_ms=60_000,
+            metadata_offset=lambda: published[0],
+        )
+        lifecycle.broker_epoch = 7
+        lifecycle.start()
+        try:
+            for _ in range(500):  # bounded poll: a few event-loop turns are enough
+                if len(offsets) >= 2:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await lifecycle.stop()
+        return offsets
+
+    assert asyncio.run(main())[:2] == [-1, 9]
