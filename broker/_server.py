@@ -193,7 +193,9 @@ class BrokerServer:
         self.metrics.registry.register(
             BrokerStateCollector(
                 partitions=lambda: self.replicas.partitions() if self.replicas is not None else {},
-                image=lambda: self.follower.image,
+                # what the follower has loaded, published or not: the initial catch-up's progress
+                # shows in the last-applied offset and the lag
+                image=lambda: self.follower.loader.loaded,
                 metadata_high_watermark=lambda: self.follower.high_watermark,
             )
         )
