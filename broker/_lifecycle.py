@@ -99,8 +99,14 @@ class BrokerLifecycle:
             self._log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
             return False
 
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat at once, not after the interval: this broker's metadata has just
+        caught up, so the controller may unfence it now (Kafka's broker does the same)."""
+        self._wake.set()
+
     async def _run(self) -> None:
         while not self._stop:
+            self._wake.clear()  # before the call: a wake that comes during it is not lost
             self._presume_fenced_after_silence()  # e.g. on waking from a SIGSTOP longer than a session
             try:
                 if self.broker_epoch < 0:
@@ -114,7 +120,6 @@ class BrokerLifecycle:
             except Exception:
                 self._log.exception("lifecycle_error")
             self._presume_fenced_after_silence()
-            self._wake.clear()
             delay = 0.1 if self.broker_epoch < 0 else (0.05 if self._want_shutdown else self.interval_s)
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)

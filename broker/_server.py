@@ -124,6 +124,8 @@ class BrokerServer:
             broker_epoch=lambda: self.lifecycle.broker_epoch,
             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
             open_stream=grpc_stream_opener(controller_tls, controller_login),
+            catch_up_to_active_controller=True,
+            on_caught_up=lambda: self.lifecycle.heartbeat_now(),  # the controller may unfence it now
         )
         # every request of both listeners is authorized by this gate over the follower's image
         self.acl_gate = AclGate(lambda: self.follower.image, config)
@@ -203,7 +205,9 @@ class BrokerServer:
         self.metrics.registry.register(
             BrokerStateCollector(
                 partitions=lambda: self.replicas.partitions() if self.replicas is not None else {},
-                image=lambda: self.follower.image,
+                # what the follower has loaded, published or not: the initial catch-up's progress
+                # shows in the last-applied offset and the lag
+                image=lambda: self.follower.loader.loaded,
                 metadata_high_watermark=lambda: self.follower.high_watermark,
             )
         )
@@ -394,8 +398,9 @@ class BrokerServer:
         return remote
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
-        """Every applied metadata batch; a snapshot (no delta) makes the replica manager reconcile
-        every partition of the new image."""
+        """Every published metadata change: the whole initial catch-up at once, then each batch
+        (broker._metadata_follower). A snapshot (no delta) or the first change makes the replica
+        manager reconcile every partition of the new image."""
         if self.replicas is None:
             return
         self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)

@@ -1,9 +1,29 @@
 """The broker's copy of the metadata log: a FetchMetadata stream from any controller.
 
-Controllers serve only committed records, so whatever arrives here is applied at once: a snapshot
-replaces the image, entries are replayed into a `MetadataDelta`, and each applied batch is handed to
-the listener as ``(delta, image)`` — the replica manager turns it into become-leader /
-become-follower / stop / delete decisions.
+Controllers serve only committed records, so whatever arrives here is loaded at once: a snapshot
+replaces the image, entries are replayed into a `MetadataDelta`. What is loaded is handed to the
+listener as ``(delta, image)`` — the replica manager turns it into become-leader / become-follower /
+stop / delete decisions — but only once the broker has caught up (`MetadataLoader`).
+
+The initial catch-up (`MetadataLoader`)
+---------------------------------------
+A broker keeps no metadata across restarts: it replays the log from the start (or from the
+controller's snapshot). Until its loaded offset reaches the quorum's committed offset, what it has
+is history, not the present: an old PartitionRecord may name it leader in epoch 0 of a partition
+whose leader epoch is now 5. Handing that to the replica manager would make it a leader in epoch 0
+(``make_leader`` writes the epoch at the log end, which wipes the newer entries of its leader-epoch
+cache) and, on the first full reconcile, delete the logs of topics the partial image does not know
+yet. So, as Kafka's MetadataLoader does for its publishers (BrokerMetadataPublisher), nothing is
+published until the loaded offset reaches the committed offset learned (from a batch or a heartbeat
+answer); then the whole catch-up is published at once, as one delta over the (empty) published
+image (or, if a snapshot was loaded meanwhile, as a snapshot: ``delta`` None), so the replica
+manager sees the final state of every partition. After that every batch is published as it is
+loaded. The offset the broker reports in heartbeats is the published one, so the controller
+unfences it (its registration record reached) only after the catch-up. The broker's follower takes
+the catch-up's target from the active controller too (its first heartbeat answer, sent right after
+registering): the source's own committed offset is not enough, as a standby that restarted from
+its local snapshot serves what it has replayed so far, which may be older than what this broker
+saw before it restarted (the same hazard, without a crash of the broker).
 
 Which controller to follow (`SourceMonitor`)
 --------------------------------------------
@@ -38,7 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -46,13 +66,21 @@ import structlog
 
 from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common.security import SaslLogin, TlsSettings
-from kraftlog.metadata_log import MetadataDelta, MetadataImage, decode_entry, decode_record
+from kraftlog.metadata_log import LogEntry, MetadataDelta, MetadataImage, decode_entry, decode_record
 from kraftlog.proto import RECONNECT_OPTIONS, controller_pb2, controller_pb2_grpc, open_aio_channel
 
-__all__ = ["MetadataFollower", "MetadataListener", "MetadataStream", "SourceMonitor", "StreamOpener"]
+__all__ = [
+    "MetadataFollower",
+    "MetadataListener",
+    "MetadataLoader",
+    "MetadataStream",
+    "SourceMonitor",
+    "StreamOpener",
+]
 
 MetadataListener = Callable[[MetadataDelta | None, MetadataImage, MetadataImage], None]
-"""``(delta, new_image, old_image)``; ``delta`` is None when a snapshot replaced the image."""
+"""``(delta, new_image, old_image)``; ``delta`` is None when a snapshot was loaded since the previous
+call (no delta spans the gap: reconcile everything)."""
 
 
 class MetadataStream(Protocol):
@@ -179,11 +207,77 @@ class SourceMonitor:
         return max(0.0, min(deadlines) - now)
 
 
+class MetadataLoader:
+    """Loads the metadata log and hands it to the listener, not before the initial catch-up.
+
+    Pure and synchronous (the follower drives it; the seeded simulation drives it too). Ordering:
+    `load_snapshot` / `replay` load in log order; `publish` then decides. The first `publish` whose
+    ``high_watermark`` the loaded offset has reached ends the catch-up and hands over everything
+    loaded so far in one call; every later `publish` hands over what was loaded since the previous
+    one. ``image`` is what the listener has (the broker acts and answers on it), ``loaded`` what
+    was replayed (the stream resumes after it).
+    """
+
+    def __init__(self, listener: MetadataListener) -> None:
+        self._listener = listener
+        self.loaded = MetadataImage.EMPTY
+        self.image = MetadataImage.EMPTY  # the published image
+        self.caught_up = False
+        self._pending: MetadataDelta | None = None  # over `image`: everything replayed since it
+        self._replaced = False  # a snapshot was loaded since `image`: no delta spans the gap
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """A snapshot replaces what was loaded (only one newer than it is loaded)."""
+        if image.offset <= self.loaded.offset:
+            return
+        self.loaded = image
+        self._pending = None
+        self._replaced = True
+
+    def replay(self, entries: Iterable[LogEntry]) -> int:
+        """Replay committed entries in order; those at or below the loaded offset are skipped (a
+        new stream may restart inside a batch). Returns how many were replayed."""
+        replayed = 0
+        try:
+            for entry in entries:
+                if entry.offset <= self.loaded.offset:
+                    continue
+                if self._pending is None:
+                    self._pending = MetadataDelta(self.loaded)
+                self._pending.replay(entry)  # a bad entry raises and leaves the delta as it was
+                replayed += 1
+        finally:
+            if replayed:  # what was replayed before an error stays loaded: the delta holds it
+                assert self._pending is not None
+                self.loaded = self._pending.apply()
+        return replayed
+
+    def publish(self, high_watermark: int) -> bool:
+        """Hand what was loaded to the listener if the broker has caught up (its loaded offset
+        reached ``high_watermark``, the quorum's committed offset as far as it knows, once).
+        Returns whether it has caught up. A listener that raises loses that change: the error goes
+        to the caller, and the next publish starts from what was loaded."""
+        if not self.caught_up:
+            if self.loaded.offset < high_watermark:
+                return False
+            self.caught_up = True
+        if self.loaded is self.image:
+            return True
+        old, delta = self.image, None if self._replaced else self._pending
+        self.image, self._pending, self._replaced = self.loaded, None, False
+        self._listener(delta, self.image, old)
+        return True
+
+
 class MetadataFollower:
     """Follows one controller at a time (see the module docstring for which one and when to move).
 
     ``open_stream`` and ``clock`` are seams for tests; by default a gRPC FetchMetadata call and
-    the one system clock's monotonic seconds.
+    the one system clock's monotonic seconds. With ``catch_up_to_active_controller`` (the broker
+    sets it), the initial catch-up also waits for a committed offset from the active controller
+    (`note_quorum_high_watermark`, fed by heartbeat answers): a source's own committed offset may
+    lag, e.g. a standby that restarted from its local snapshot and is still replaying.
+    ``on_caught_up`` runs once, when the initial catch-up ends (the broker heartbeats at once then).
     """
 
     def __init__(
@@ -197,10 +291,12 @@ class MetadataFollower:
         open_stream: StreamOpener | None = None,
         clock: Callable[[], float] = SYSTEM_CLOCK.monotonic_s,
         rng: random.Random | None = None,
+        catch_up_to_active_controller: bool = False,
+        on_caught_up: Callable[[], None] = lambda: None,
     ) -> None:
         self.controllers = list(controllers)
         self.broker_id = broker_id
-        self.image = MetadataImage.EMPTY
+        self.loader = MetadataLoader(self._publish)
         self.leader_id = -1  # the active controller as the serving controller knows it
         self.source: str | None = None  # the controller streaming to us now
         self.monitor = SourceMonitor(fetch_timeout_ms / 1000.0, clock)
@@ -211,14 +307,23 @@ class MetadataFollower:
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()  # new knowledge about the quorum: re-judge the source now
         self._delivered = False  # the current attempt applied (or skipped as known) at least one batch
+        self._catch_up_needs_active = catch_up_to_active_controller
+        self._heard_active = False  # a committed offset came from the active controller
+        self._on_caught_up = on_caught_up
         self._rng = rng or random.Random()
         self._log = structlog.get_logger(__name__).bind(node_id=broker_id, role="broker")
         self._task: asyncio.Task[None] | None = None
 
     @property
+    def image(self) -> MetadataImage:
+        """The image published to the listener: empty until the initial catch-up."""
+        return self.loader.image
+
+    @property
     def offset(self) -> int:
-        """The last metadata offset applied (the broker reports it in heartbeats)."""
-        return self.image.offset
+        """The last metadata offset published (the broker reports it in heartbeats, so the
+        controller unfences it only after the initial catch-up)."""
+        return self.loader.image.offset
 
     @property
     def high_watermark(self) -> int:
@@ -231,8 +336,10 @@ class MetadataFollower:
         return self.monitor.leader_epoch
 
     def note_quorum_high_watermark(self, high_watermark: int) -> None:
-        """The active controller's committed offset, from a heartbeat answer (rule 3)."""
+        """The active controller's committed offset, from a heartbeat answer (rule 3; it also sets the
+        initial catch-up's target). The follower's task acts on it: this only wakes it."""
         self.monitor.on_quorum_high_watermark(high_watermark)
+        self._heard_active = True
         self._wake.set()
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
@@ -275,7 +382,7 @@ class MetadataFollower:
                     "metadata_source_left",
                     controller=address,
                     reason=str(err),
-                    offset=self.image.offset,
+                    offset=self.loader.loaded.offset,
                     quorum_high_watermark=self.high_watermark,
                 )
             except Exception:  # a bad batch must not kill the follower: log, try elsewhere
@@ -288,7 +395,7 @@ class MetadataFollower:
     async def _follow(self, address: str) -> None:
         """Apply batches from ``address`` until the stream ends or a rule says to leave (raises)."""
         request = controller_pb2.FetchMetadataRequest(
-            from_offset=self.image.offset + 1,
+            from_offset=self.loader.loaded.offset + 1,
             broker_id=self.broker_id,
             broker_epoch=self._broker_epoch(),
             min_epoch=self.highest_epoch_seen,
@@ -315,6 +422,8 @@ class MetadataFollower:
                         if batch is grpc.aio.EOF:
                             return
                         self._apply(batch, address)
+                    else:
+                        self._maybe_publish()  # woken: the catch-up may have just ended
                     reason = self.monitor.reason_to_leave()
                     if reason is not None:
                         raise _LeaveSource(reason)
@@ -340,38 +449,40 @@ class MetadataFollower:
                 leader_id=batch.leader_id,
                 leader_epoch=batch.leader_epoch,
                 high_watermark=batch.high_watermark,
-                offset=self.image.offset,
+                offset=self.loader.loaded.offset,
             )
         self.leader_id = batch.leader_id
-        old = self.image
-        if batch.snapshot_offset >= 0 and batch.snapshot_offset > self.image.offset:
+        loader = self.loader
+        if batch.snapshot_offset >= 0 and batch.snapshot_offset > loader.loaded.offset:
             records = [decode_record(r) for r in batch.snapshot_records]
-            self.image = MetadataImage.from_records(
-                records, batch.snapshot_offset, batch.snapshot_epoch, batch.snapshot_timestamp_ms
+            loader.load_snapshot(
+                MetadataImage.from_records(
+                    records, batch.snapshot_offset, batch.snapshot_epoch, batch.snapshot_timestamp_ms
+                )
             )
-            self._log.info("metadata_snapshot_loaded", offset=self.image.offset, records=len(records))
-            self._publish(None, old)
-            old = self.image
+            self._log.info("metadata_snapshot_loaded", offset=loader.loaded.offset, records=len(records))
         if batch.entries:
-            delta = MetadataDelta(self.image)
-            applied = 0
-            for raw in batch.entries:
-                entry = decode_entry(raw)
-                if entry.offset <= self.image.offset:
-                    continue  # already applied (a new stream may restart inside a batch)
-                delta.replay(entry)
-                applied += 1
-            if applied:
-                self.image = delta.apply()
-                self._publish(delta, old)
-        if self.image.offset >= self.high_watermark:
-            self._caught_up.set()
+            loader.replay(decode_entry(raw) for raw in batch.entries)
+        self._maybe_publish()
 
-    def _publish(self, delta: MetadataDelta | None, old: MetadataImage) -> None:
+    def _maybe_publish(self) -> None:
+        """Hand the loader's news to the listener, unless the initial catch-up is not over."""
+        loader = self.loader
+        if not loader.caught_up and self._catch_up_needs_active and not self._heard_active:
+            return
         try:
-            self._listener(delta, self.image, old)
+            loader.publish(self.high_watermark)
+        finally:  # caught up even if the listener raised: the catch-up is over either way
+            if loader.caught_up and not self._caught_up.is_set():
+                self._caught_up.set()
+                self._log.info("metadata_caught_up", offset=loader.image.offset, high_watermark=self.high_watermark)
+                self._on_caught_up()
+
+    def _publish(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
+        try:
+            self._listener(delta, image, old)
         except Exception:
-            self._log.exception("metadata_listener_failed", offset=self.image.offset)
+            self._log.exception("metadata_listener_failed", offset=image.offset)
             raise
 
 

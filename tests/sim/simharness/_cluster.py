@@ -29,6 +29,7 @@ import kraftlog.quorum.controller as ctl
 from kraftlog import storage
 from kraftlog.broker.replica._alter_partition import AlterPartitionManager
 from kraftlog.broker.replica._fetcher import ReplicaFetcherManager
+from kraftlog.broker.replica._metadata_follower import MetadataLoader
 from kraftlog.broker.replica._partition import Partition
 from kraftlog.broker.replica._replica_manager import ReplicaManager
 from kraftlog.common import ManualClock
@@ -38,6 +39,7 @@ from kraftlog.metadata_log import (
     ConfigRecord,
     ConfigResourceType,
     FenceBrokerRecord,
+    LogEntry,
     MetadataDelta,
     MetadataImage,
     PartitionChangeRecord,
@@ -104,8 +106,10 @@ class SimBroker:
         self.bid = bid
         self.epoch = epoch
         self.alive = True
-        self.image = MetadataImage.EMPTY
-        self.applied = 0  # metadata batches applied
+        self.image = MetadataImage.EMPTY  # what the replica manager was given
+        self.applied = 0  # metadata batches delivered (loaded; published once caught up)
+        # the broker's own rule: nothing reaches the replica manager before the initial catch-up
+        self.metadata = MetadataLoader(self._on_metadata)
         self.metadata_waiting = asyncio.Event()  # set when batches may be waiting for this broker
         cfg = NodeConfig.from_mapping(
             {
@@ -132,6 +136,11 @@ class SimBroker:
         self.rm.fetcher_manager = self.fm
         self._watch_leader_hw()
         self.tasks: list[asyncio.Task[None]] = []
+
+    def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
+        """What broker._server does with a published change."""
+        self.rm.apply_delta(delta if delta is not None else MetadataDelta(image), image)
+        self.image = image
 
     def _watch_leader_hw(self) -> None:
         """Record every HW a leader reaches (the partition tells its listener, the replica
@@ -232,7 +241,7 @@ class SimCluster:
         self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), drop_rate=drop_rate, max_delay_ms=max_delay_ms)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.image = MetadataImage.EMPTY
-        self.batches: list[list[Any]] = []  # the committed metadata log, one batch per commit
+        self.batches: list[list[LogEntry]] = []  # the committed metadata log, one batch per commit
         self.nodes: dict[int, SimBroker] = {}
         self.next_epoch = 10
         self.alter_answers: list[tuple[int, str]] = []
@@ -309,11 +318,13 @@ class SimCluster:
         brokers learn it when the network delivers it)."""
         if not records:
             return
+        first = self.image.offset + 1
+        entries = [LogEntry(first + i, 1, self.clock.wall_ms(), r) for i, r in enumerate(records)]
         delta = MetadataDelta(self.image)
-        for r in records:
-            delta.replay(r)
+        for e in entries:
+            delta.replay(e)
         self.image = delta.apply()
-        self.batches.append(list(records))
+        self.batches.append(entries)
         for node in self.nodes.values():
             node.metadata_waiting.set()
 
@@ -364,7 +375,8 @@ class SimCluster:
     # ------------------------------------------------------------------ broker loops
 
     async def _metadata_pump(self, node: SimBroker) -> None:
-        """Deliver the committed metadata log to ``node`` in order, some batches at a time, late."""
+        """Deliver the committed metadata log to ``node`` in order, some batches at a time, late,
+        with the controller's committed offset (the broker publishes once it has reached it)."""
         rng = random.Random(self.rng.getrandbits(64))
         while node.alive:
             await node.metadata_waiting.wait()
@@ -375,13 +387,9 @@ class SimCluster:
                     node.metadata_waiting.clear()  # `commit` or `heal` sets it again
                 continue
             upto = node.applied + rng.randint(1, pending)
-            delta = MetadataDelta(node.image)
-            for batch in self.batches[node.applied : upto]:
-                for r in batch:
-                    delta.replay(r)
-            image = delta.apply()
-            node.rm.apply_delta(delta, image)
-            node.image, node.applied = image, upto
+            node.metadata.replay(e for batch in self.batches[node.applied : upto] for e in batch)
+            node.applied = upto
+            node.metadata.publish(self.image.offset)
 
     async def _isr_timer(self, node: SimBroker) -> None:
         """The replica manager's ISR-shrink duty (half the lag time, as its scheduler runs it)."""

@@ -17,7 +17,18 @@ import pytest
 
 import kraftlog.broker.replica._metadata_follower as mf
 from kraftlog.broker._lifecycle import BrokerLifecycle
-from kraftlog.metadata_log import LogEntry, NoOpRecord, TopicRecord, encode_entry
+from kraftlog.metadata_log import (
+    LogEntry,
+    MetadataDelta,
+    MetadataImage,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+    encode_entry,
+    encode_record,
+)
 from kraftlog.proto import controller_pb2
 
 F = 2.0  # controller.quorum.fetch.timeout.ms, in seconds
@@ -307,6 +318,187 @@ def test_follower_stays_on_a_healthy_standby() -> None:
     assert follower.source == "standby"
 
 
+# ---------------------------------------------------------------- the initial catch-up (issue 23)
+
+TID = "id-t"
+
+
+def history(start: int, *records: MetadataRecord, epoch: int = 3) -> list[bytes]:
+    return [encode_entry(LogEntry(start + i, epoch, 0, r)) for i, r in enumerate(records)]
+
+
+# A restarted broker 101 replays this log: it led partition 0 in epoch 0, then lost it to 102
+# (epoch 1), got it back (epoch 2) and lost it again (epoch 3).
+CREATED = (
+    NoOpRecord(),
+    TopicRecord(name="t", topic_id=TID),
+    PartitionRecord(partition_id=0, topic_id=TID, replicas=(101, 102), isr=(101, 102), leader=101),
+)
+MOVES = (
+    PartitionChangeRecord(partition_id=0, topic_id=TID, leader=102),
+    PartitionChangeRecord(partition_id=0, topic_id=TID, leader=101),
+    PartitionChangeRecord(partition_id=0, topic_id=TID, leader=102),
+)
+
+Published = list[tuple[MetadataDelta | None, MetadataImage, MetadataImage]]
+
+
+def recording_follower(
+    *, catch_up_to_active_controller: bool = False, on_caught_up: Callable[[], None] = lambda: None
+) -> tuple[mf.MetadataFollower, Published]:
+    published: Published = []
+    follower = mf.MetadataFollower(
+        ["c"],
+        broker_id=101,
+        listener=lambda delta, image, old: published.append((delta, image, old)),
+        catch_up_to_active_controller=catch_up_to_active_controller,
+        on_caught_up=on_caught_up,
+    )
+    return follower, published
+
+
+def leader_of(image: MetadataImage) -> tuple[int, int]:
+    topic = image.topics.get_by_name("t")
+    assert topic is not None
+    reg = topic.partitions[0]
+    return reg.leader, reg.leader_epoch
+
+
+def test_a_restarted_broker_publishes_nothing_before_it_has_caught_up() -> None:
+    """The defect: every batch was published as it arrived, so the replica manager of a restarted
+    broker was told it leads partition 0 in epoch 0 (the log's first PartitionRecord), and then in
+    epoch 2, long after both stopped being true. Kafka's broker publishes after the catch-up."""
+    follower, published = recording_follower()
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(0, *CREATED)))
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(3, *MOVES[:2])))
+    assert published == []
+    assert follower.offset == -1  # the heartbeat's offset: the controller does not unfence it yet
+    assert follower.image is MetadataImage.EMPTY
+
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
+    assert len(published) == 1
+    delta, image, old = published[0]
+    assert old is MetadataImage.EMPTY and image.offset == 5 and follower.offset == 5
+    assert leader_of(image) == (102, 3)  # only the final state: never leader in epoch 0 or 2
+    assert delta is not None and delta.image is old and delta.changed_partitions == {TID: {0}}
+    assert follower.image is image
+
+
+def test_after_the_catch_up_each_batch_is_published_on_its_own() -> None:
+    """Leadership changes after the catch-up still reach the replica manager one at a time."""
+    follower, published = recording_follower()
+    follower._apply(batch(leader=1, epoch=3, hw=3, raw=history(0, *CREATED, MOVES[0])))
+    assert [leader_of(image) for _, image, _ in published] == [(102, 1)]
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(4, MOVES[1])))
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
+    assert [leader_of(image) for _, image, _ in published] == [(102, 1), (101, 2), (102, 3)]
+    for (_, previous, _), (delta, _, old) in zip(published, published[1:], strict=False):
+        assert old is previous and delta is not None and delta.image is previous
+
+
+def test_the_catch_up_waits_for_the_quorum_offset_a_heartbeat_taught() -> None:
+    """A standby that lags serves a high watermark below the quorum's: reaching the source's
+    committed offset is not enough when a heartbeat said the quorum committed more."""
+    follower, published = recording_follower()
+    follower.note_quorum_high_watermark(5)
+    follower._apply(batch(leader=1, epoch=3, hw=3, raw=history(0, *CREATED, MOVES[0])))
+    assert published == []
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(4, *MOVES[1:])))
+    assert [leader_of(image) for _, image, _ in published] == [(102, 3)]
+
+
+def test_a_snapshot_loaded_during_the_catch_up_is_published_with_what_follows_it() -> None:
+    """The same hazard from the controller's snapshot: it names 101 leader in epoch 2, entries
+    after it move the partition on. One publish, as a snapshot (no delta), of the final state."""
+    follower, published = recording_follower()
+    snapshot = [
+        TopicRecord(name="t", topic_id=TID),
+        PartitionRecord(partition_id=0, topic_id=TID, replicas=(101, 102), isr=(101, 102), leader=101, leader_epoch=2),
+    ]
+    follower._apply(
+        controller_pb2.MetadataBatch(
+            snapshot_records=[encode_record(r) for r in snapshot],
+            snapshot_offset=4,
+            snapshot_epoch=3,
+            high_watermark=5,
+            leader_id=1,
+            leader_epoch=3,
+        )
+    )
+    assert published == []
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
+    assert len(published) == 1
+    delta, image, old = published[0]
+    assert delta is None and old is MetadataImage.EMPTY and image.offset == 5
+    assert leader_of(image) == (102, 3)
+
+
+def test_the_stream_resumes_after_what_was_loaded_not_what_was_published() -> None:
+    """A source left mid-catch-up: the next one is asked for the entries after those loaded."""
+    clock = Clock()
+    first = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=5, raw=history(0, *CREATED))],
+        keepalive=lambda: batch(leader=-1, epoch=4, hw=2),
+    )
+    second = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=5, raw=history(3, *MOVES))],
+        keepalive=lambda: batch(leader=1, epoch=3, hw=5),
+    )
+    follower = run_follower({"first": first, "second": second}, clock, until=lambda f: f.offset == 5)
+    assert second.requests[0].from_offset == 3
+    assert leader_of(follower.image) == (102, 3)
+
+
+def test_the_broker_waits_for_the_active_controllers_offset_before_it_ends_the_catch_up() -> None:
+    """A standby that restarted from its local snapshot serves what it replayed so far, with that
+    as its committed offset: a broker that only trusted it would publish an old state (leader in
+    epoch 2 here). The broker's follower also waits for the active controller's offset."""
+    caught_up: list[int] = []
+    follower, published = recording_follower(
+        catch_up_to_active_controller=True, on_caught_up=lambda: caught_up.append(follower.offset)
+    )
+    follower._apply(batch(leader=1, epoch=3, hw=4, raw=history(0, *CREATED, *MOVES[:2])))
+    assert published == [] and follower.offset == -1 and caught_up == []
+    follower.note_quorum_high_watermark(5)  # the first heartbeat answer
+    follower._apply(batch(leader=1, epoch=3, hw=5, raw=history(5, MOVES[2])))
+    assert [leader_of(image) for _, image, _ in published] == [(102, 3)]
+    follower._apply(batch(leader=1, epoch=3, hw=6, raw=history(6, PartitionChangeRecord(0, TID, isr=(102,)))))
+    assert len(published) == 2
+    assert caught_up == [5]  # once, with the offset published: the broker heartbeats it at once
+
+
+def test_the_active_controllers_offset_ends_a_catch_up_already_loaded() -> None:
+    """Everything loaded before the first heartbeat answer: the catch-up ends when it comes."""
+    clock = Clock()
+    box: list[mf.MetadataFollower] = []
+    heard: list[int] = []
+
+    def heartbeat_answer() -> None:
+        heard.append(5)
+        box[0].note_quorum_high_watermark(5)
+
+    def set_up(f: mf.MetadataFollower) -> None:
+        box.append(f)
+        f._catch_up_needs_active = True  # what the broker's `catch_up_to_active_controller=True` sets
+
+    source = FakeController(
+        clock,
+        [batch(leader=1, epoch=3, hw=5, raw=history(0, *CREATED, *MOVES)), heartbeat_answer],
+        keepalive=lambda: batch(leader=1, epoch=3, hw=5),
+    )
+    offsets: list[tuple[int, bool]] = []
+
+    def until(f: mf.MetadataFollower) -> bool:
+        offsets.append((f.offset, bool(heard)))
+        return True
+
+    follower = run_follower({"c": source}, clock, until=until, before=set_up)
+    assert offsets == [(5, True)]
+    assert leader_of(follower.image) == (102, 3)
+
+
 # ---------------------------------------------------------------- the lifecycle hands the offset on
 
 
@@ -337,3 +529,45 @@ def test_heartbeat_answers_feed_the_quorum_high_watermark(error_code: int, expec
     lifecycle.broker_epoch = 7
     asyncio.run(lifecycle._heartbeat())
     assert seen == expected
+
+
+def test_heartbeat_now_during_a_heartbeat_sends_the_next_one_at_once() -> None:
+    """The catch-up ends while a heartbeat is in flight (it reported the old offset): the next one
+    goes at once, not a heartbeat interval (a minute here) later, so unfencing is not delayed."""
+
+    async def main() -> list[int]:
+        offsets: list[int] = []
+        lifecycle: BrokerLifecycle
+
+        class Channel:
+            async def call(self, service: str, method: str, request: Any, *, timeout_s: float) -> Any:
+                offsets.append(request.current_metadata_offset)
+                await asyncio.sleep(0)
+                if len(offsets) == 1:
+                    published[0] = 9
+                    lifecycle.heartbeat_now()  # what the follower's on_caught_up does
+                return controller_pb2.BrokerHeartbeatResponse(metadata_high_watermark=9, is_fenced=True)
+
+        published = [-1]
+        lifecycle = BrokerLifecycle(
+            Channel(),  # type: ignore[arg-type]
+            broker_id=101,
+            cluster_id="c",
+            listeners=[],
+            rack=None,
+            log_dirs=[],
+            heartbeat_interval_ms=60_000,
+            metadata_offset=lambda: published[0],
+        )
+        lifecycle.broker_epoch = 7
+        lifecycle.start()
+        try:
+            for _ in range(500):  # bounded poll: a few event-loop turns are enough
+                if len(offsets) >= 2:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await lifecycle.stop()
+        return offsets
+
+    assert asyncio.run(main())[:2] == [-1, 9]
