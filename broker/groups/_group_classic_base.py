@@ -70,6 +70,12 @@ class ClassicGroupBase:
         return self._members.get(member_id)
 
     def next_deadline(self) -> int | None:
+        """The earliest timer, or 0 (due at once) while what timers set off on the way through
+        another call waits in ``_out`` for `poll`: a call whose result cannot carry it (a
+        TxnOffsetCommit's transactional write) leaves it there, and the runtime polls a shard
+        only at its deadline."""
+        if self._out.responses or self._out.records or self._out.then is not None or self._out.jobs:
+            return 0
         return min((t[0] for t in self._timers.values()), default=None)
 
     def has_all_members_joined(self) -> bool:

@@ -413,3 +413,66 @@ def test_a_continuation_that_raises_does_not_stop_the_ones_after_it() -> None:
         assert [e.key for e in writer.logs[0]] == [b"x", b"y"]
 
     run(main)
+
+
+def test_results_of_group_timers_fired_inside_a_transactional_commit_are_not_left_waiting() -> None:
+    """A classic group runs its due timers inside any call that checks membership, and keeps what
+    they set off (answers, records) for its next `poll`. A TxnOffsetCommit is such a call but its
+    result is the producer's transactional write, so the group's output cannot ride along: the
+    runtime must poll the shard at once, not at the group's next timer (the review of issue 23
+    found a rebalance completed inside a commit whose parked JoinGroup waited 10 minutes)."""
+    import random
+
+    import structlog
+
+    from kraftlog.broker.groups._group_classic_types import JoinRequest, Protocol, SyncRequest
+    from kraftlog.broker.groups._group_coordinator import GroupShards
+    from kraftlog.broker.groups._group_shard import GroupShardConfig
+    from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
+
+    async def main() -> None:
+        clock = Clock(0)
+        handler = GroupShards(GroupShardConfig(), random.Random(3), structlog.get_logger())
+        runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(
+            "groups", "__consumer_offsets", 1, MemoryWriter(), handler, clock_ms=clock, max_wait_ms=600_000
+        )
+        runtime.start()
+        try:
+            runtime.follow({0: 1})
+            await until(loaded(runtime))  # type: ignore[arg-type]
+            shard = runtime.shard(0)
+            loop = asyncio.get_running_loop()
+
+            def parked(call: Callable[[object], Any]) -> asyncio.Future[Any]:
+                token: asyncio.Future[Any] = loop.create_future()
+                runtime.run(shard, lambda: call(token))
+                return token
+
+            def join(member_id: str) -> JoinRequest:
+                return JoinRequest("g", member_id, "consumer", (Protocol("range", b"m"),), 10_000, 30_000)
+
+            a = (await parked(lambda t: shard.join(join(""), t, clock()))).member_id  # MEMBER_ID_REQUIRED
+            b = (await parked(lambda t: shard.join(join(""), t, clock()))).member_id
+            joined_a = parked(lambda t: shard.join(join(a), t, clock()))
+            joined_b = parked(lambda t: shard.join(join(b), t, clock()))
+            clock.now_ms += 6_001  # past the initial rebalance delay
+            runtime.wake()
+            first = await asyncio.wait_for(joined_a, BOUND_S)
+            second = await asyncio.wait_for(joined_b, BOUND_S)
+            leader = first if first.members else second
+            assignments = tuple((m.member_id, b"A") for m in leader.members)
+            sync = SyncRequest("g", leader.member_id, leader.generation_id, assignments=assignments)
+            await asyncio.wait_for(parked(lambda t: shard.sync(sync, t, clock())), BOUND_S)
+
+            rejoin = parked(lambda t: shard.join(join(a), t, clock()))  # a rebalance starts, a waits
+            clock.now_ms += 31_000  # past b's session and the rebalance timeout, before any timer ran
+            commit = TxnOffsetCommitRequest(
+                "g", 77, 0, (("t", 0, 1, -1, ""),), member_id=b, generation_id=first.generation_id
+            )
+            await asyncio.wait_for(parked(lambda t: shard.txn_commit_offsets(commit, t, clock())), BOUND_S)
+            answer = await asyncio.wait_for(rejoin, BOUND_S)  # the clock does not move again
+            assert answer.error is None and answer.generation_id > first.generation_id
+        finally:
+            await runtime.stop()
+
+    run(main)
