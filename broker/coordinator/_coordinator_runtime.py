@@ -339,7 +339,10 @@ class CoordinatorRuntime(Generic[S]):
                     self._log.error("coordinator_continuation_failed", partition=partition, error=repr(err))
                     continue
                 if self.is_current(shard):
-                    self._execute(shard, follow)
+                    try:
+                        self._execute(shard, follow)
+                    except Exception as err:  # noqa: BLE001 - the appender must go on with what is queued
+                        self._log.error("coordinator_continuation_failed", partition=partition, error=repr(err))
                 else:
                     for token, response in follow.responses:  # answered, but by a shard now gone
                         if isinstance(token, asyncio.Future) and not token.done():
