@@ -168,10 +168,17 @@ def test_the_producer_state_survives_a_restart_of_every_broker(cluster: LocalClu
     for n in list(cluster.nodes):
         cluster.restart_node(n, clean=n % 2 == 0)  # clean stops write the snapshot; the others replay
     cluster.wait_unfenced_brokers(3)
-    new = wait_until(lambda: leader(cluster), 30, what="a leader")
-    retry = wait_until(
-        lambda: (r := produce(cluster, new, batch(pid, epoch, 0, tag="s"))).error.code == 0 and r, 30, what="retry"
-    )
+
+    def retried() -> tuple[int, broker_pb2.ProduceResponse.PartitionResponse] | None:
+        # the leader is asked each time: after every broker restarted, leadership may still move
+        # (a broker that asked first can name an older leader than the one elected last)
+        n = leader(cluster)
+        if n is None:
+            return None
+        r = produce(cluster, n, batch(pid, epoch, 0, tag="s"))
+        return (n, r) if r.error.code == 0 else None
+
+    new, retry = wait_until(retried, 30, what="retry")
     assert retry.base_offset == written.base_offset
     described = stub(cluster, new).DescribeProducers(
         broker_pb2.DescribeProducersRequest(
