@@ -162,8 +162,8 @@ def _metadata_package_zip(tmp_dir: Path) -> Path:
     with zipfile.ZipFile(target, "w") as zf:
         zf.write(Path(kraftlog.__file__).resolve(), "kraftlog/__init__.py")
         for name, pkg in packages.items():
-            for f in sorted(pkg.glob("*.py")):
-                zf.write(f, f"kraftlog/{name}/{f.name}")
+            for f in sorted(pkg.rglob("*.py")):  # with the sub-packages (common.errors, metadata_log.image, ...)
+                zf.write(f, f"kraftlog/{name}/{f.relative_to(pkg).as_posix()}")
     return target
 
 

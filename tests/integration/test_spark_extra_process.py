@@ -40,7 +40,9 @@ def test_executor_zip_holds_the_namespaced_package(tmp_path: Path) -> None:
         "kraftlog/spark/__init__.py",
         "kraftlog/spark/_fold.py",
         "kraftlog/common/__init__.py",
-        "kraftlog/common/records.py",
+        "kraftlog/common/records/__init__.py",
+        "kraftlog/common/errors/__init__.py",
+        "kraftlog/metadata_log/image/__init__.py",
     } <= names
     code = "import kraftlog.spark._fold as f; print(f.__file__)"
     result = subprocess.run(
