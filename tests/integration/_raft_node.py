@@ -148,7 +148,7 @@ async def main() -> None:
                 }
         if op == "status":
             status = dataclasses.asdict(quorum.status())
-            status["journal_stats"] = dataclasses.asdict(quorum.raft._journal.stats) if quorum.raft._journal else None
+            status["journal_stats"] = dataclasses.asdict(quorum._journal.stats) if quorum._journal else None
             return {"status": status}
         if op == "bench":
             return await bench(int(req["count"]), int(req["concurrency"]))
