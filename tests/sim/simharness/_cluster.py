@@ -420,7 +420,7 @@ class SimCluster:
             t.cancel()
         await node.fm.shutdown()
         await node.apm.shutdown()
-        for part in list(node.rm._partitions.values()):
+        for part in list(node.rm.partitions().values()):
             part.stop()
         for purgatory in (node.rm.produce_purgatory, node.rm.delete_records_purgatory, node.rm.fetch_purgatory):
             purgatory.shutdown()
