@@ -11,7 +11,8 @@ by one with an equal or newer leader epoch, so a lagging broker's answer cannot 
 The KIP-951 hints a broker attaches to NOT_LEADER_OR_FOLLOWER (``current_leader`` plus the leader's
 endpoint) update the entry in place through `apply_leader_hint`, so a client need not refetch.
 
-`ChannelPool` holds one gRPC channel per broker address for all of a client's calls.
+Channels to brokers are `client._channels.ChannelPool`'s; a blocking refresh runs on the one request
+driver (`retry_until`: a round asks each candidate once, rounds back off by the retry policy).
 """
 
 from __future__ import annotations
@@ -21,32 +22,21 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 import grpc
 import structlog
 
-from kraftlog.client._security import ClientSecurity, client_security
-from kraftlog.client._transport import Transport
+from kraftlog.client._channels import UNREACHABLE_CODES, ChannelPool, grpc_error
 from kraftlog.common import Done, Outcome, Retry, RetryPolicy, backoff_ms, parse_bootstrap_servers, retry_until
 from kraftlog.common import errors as kerr
-from kraftlog.proto import (
-    RECONNECT_OPTIONS,
-    broker_pb2,
-    broker_pb2_grpc,
-    group_pb2,
-    group_pb2_grpc,
-    txn_pb2_grpc,
-)
+from kraftlog.proto import broker_pb2
 
 __all__ = [
     "BrokerMetadata",
-    "ChannelPool",
     "ClusterMetadata",
     "PartitionMetadata",
     "TopicPartition",
-    "grpc_error",
-    "timed_out",
     "parse_bootstrap_servers",
 ]
 
@@ -95,101 +85,6 @@ class PartitionMetadata:
     isr: list[int] = field(default_factory=list)
     offline_replicas: list[int] = field(default_factory=list)
     error_code: int = 0
-
-
-def timed_out(message: str, cause: BaseException) -> kerr.RequestTimedOutError:
-    """The `RequestTimedOutError` a retry loop raises at its deadline, caused by ``cause``."""
-    error = kerr.RequestTimedOutError(message)
-    error.__cause__ = cause
-    return error
-
-
-def grpc_error(err: grpc.RpcError, what: str) -> kerr.KafkaError:
-    """A transport failure as a typed Kafka error: a deadline is REQUEST_TIMED_OUT, an unreachable
-    or cancelled call NETWORK_EXCEPTION (both retriable); anything else UNKNOWN_SERVER_ERROR."""
-    code = err.code() if hasattr(err, "code") else None
-    details = err.details() if hasattr(err, "details") else str(err)
-    text = f"{what}: {code.name if code is not None else 'error'}: {details}"
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return kerr.RequestTimedOutError(text)
-    if code in (
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.UNKNOWN,
-    ):
-        return kerr.NetworkError(text)
-    return kerr.UnknownServerError(text)
-
-
-# a broker that did not answer at all (down, or cut off the network), as opposed to one that answered
-_UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-
-
-class ChannelPool:
-    """One gRPC channel (and BrokerService stub) per address, and which addresses failed lately.
-
-    A broker cut off the network does not refuse connections: calls to it hang until their deadline.
-    Like Kafka's clients, which back off from a node whose connection failed, callers report such
-    failures (`mark_unreachable`) and metadata requests try the other brokers first for
-    ``UNREACHABLE_BACKOFF_S``.
-    """
-
-    UNREACHABLE_BACKOFF_S = 5.0
-
-    def __init__(self, max_message_bytes: int = 104_857_600, *, security: Transport | None = None) -> None:
-        max_message_bytes = min(max_message_bytes, 2**31 - 1)  # gRPC takes a C int
-        self.security = security or ClientSecurity()  # default: plaintext channels
-        self._options = [
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            *RECONNECT_OPTIONS,
-        ]
-        self._stubs: dict[str, broker_pb2_grpc.BrokerServiceStub] = {}
-        self._channels: dict[str, grpc.Channel] = {}
-        self._lock = threading.Lock()
-        self._unreachable_at: dict[str, float] = {}
-
-    def mark_unreachable(self, address: str) -> None:
-        self._unreachable_at[address] = time.monotonic()
-
-    def mark_reachable(self, address: str) -> None:
-        self._unreachable_at.pop(address, None)
-
-    def recently_unreachable(self, address: str) -> bool:
-        at = self._unreachable_at.get(address)
-        return at is not None and time.monotonic() - at < self.UNREACHABLE_BACKOFF_S
-
-    def stub(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
-        stub = self._stubs.get(address)
-        if stub is None:
-            with self._lock:
-                stub = self._stubs.get(address)
-                if stub is None:
-                    channel = self.security.open(address, self._options)
-                    self._channels[address] = channel
-                    stub = broker_pb2_grpc.BrokerServiceStub(channel)
-                    self._stubs[address] = stub
-        return stub
-
-    def group_stub(self, address: str) -> group_pb2_grpc.GroupServiceStub:
-        """GroupService on the same channel as `stub` (a consumer's group coordinator)."""
-        self.stub(address)
-        with self._lock:
-            return group_pb2_grpc.GroupServiceStub(self._channels[address])
-
-    def txn_stub(self, address: str) -> txn_pb2_grpc.TxnServiceStub:
-        """TxnService on the same channel as `stub` (a producer's transaction coordinator)."""
-        self.stub(address)
-        with self._lock:
-            return txn_pb2_grpc.TxnServiceStub(self._channels[address])
-
-    def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
-            self._stubs.clear()
 
 
 class ClusterMetadata:
@@ -389,7 +284,7 @@ class ClusterMetadata:
             except (grpc.RpcError, grpc.FutureCancelledError) as err:
                 _log.debug("metadata_request_failed", address=address, error=str(err))
                 code = getattr(err, "code", lambda: None)()
-                if code in _UNREACHABLE_CODES:
+                if code in UNREACHABLE_CODES:
                     self._pool.mark_unreachable(address)
                     if index + 1 < len(candidates) and not self._closed:
                         self._send_async(request, candidates, index + 1)  # try the next broker at once
@@ -413,47 +308,56 @@ class ClusterMetadata:
             self._on_update()
 
     def update(self, topics: Iterable[str] | None = None, timeout_ms: int | None = None) -> None:
-        """Refresh now, blocking; raises `RequestTimedOutError` when no broker answered in time."""
-        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000.0
-        last: BaseException | None = None
+        """Refresh now, blocking; raises `RequestTimedOutError` when no broker answered in time.
+
+        A round asks each candidate once, in `candidates` order, without waiting between them (a
+        broker that is down should not cost a back-off when another answers); a round nobody
+        answered backs off by the retry policy before the next (`retry_until`)."""
+        timeout_s = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000.0
+        deadline = time.monotonic() + timeout_s
         with self._cond:
             if topics is not None:
                 self._topics |= set(topics)
-        while not self._closed:
-            with self._cond:
-                request = self._request(None)
-                candidates = self._candidates()
-                self._last_attempt = time.monotonic()
-            for address in candidates:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    response = self._pool.stub(address).Metadata(
-                        request, timeout=min(remaining, self.request_timeout_ms / 1000.0)
-                    )
-                except grpc.RpcError as err:
-                    last = err
-                    if err.code() in _UNREACHABLE_CODES:
-                        self._pool.mark_unreachable(address)
-                    continue
-                self._pool.mark_reachable(address)
+
+        def one_round(_attempt_timeout_s: float) -> Outcome:
+            last: BaseException | None = None
+            if not self._closed:
                 with self._cond:
-                    self._apply(response)
-                    self._cond.notify_all()
-                if self._on_update is not None:
-                    self._on_update()
-                return
-            with self._cond:
-                self._failures += 1
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            time.sleep(min(remaining, self._backoff_s() or self.retry_backoff_ms / 1000.0))
-        detail = f" (last error: {grpc_error(last, 'Metadata')})" if isinstance(last, grpc.RpcError) else ""
-        raise kerr.RequestTimedOutError(
-            f"no broker of {','.join(self.bootstrap_servers)} answered a Metadata request in time{detail}"
-        )
+                    request = self._request(None)
+                    candidates = self._candidates()
+                    self._last_attempt = time.monotonic()
+                for address in candidates:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        response = self._pool.stub(address).Metadata(
+                            request, timeout=min(remaining, self.request_timeout_ms / 1000.0)
+                        )
+                    except grpc.RpcError as err:
+                        last = err
+                        if err.code() in UNREACHABLE_CODES:
+                            self._pool.mark_unreachable(address)
+                        continue
+                    self._pool.mark_reachable(address)
+                    with self._cond:
+                        self._apply(response)
+                        self._cond.notify_all()
+                    if self._on_update is not None:
+                        self._on_update()
+                    return Done(None)
+                with self._cond:
+                    self._failures += 1
+            detail = f" (last error: {grpc_error(last, 'Metadata')})" if isinstance(last, grpc.RpcError) else ""
+            error = kerr.RequestTimedOutError(
+                f"no broker of {','.join(self.bootstrap_servers)} answered a Metadata request in time{detail}"
+            )
+            if self._closed:
+                raise error
+            return Retry("no broker answered", error=error)
+
+        policy = RetryPolicy(self.retry_backoff_ms, self.retry_backoff_max_ms, self.request_timeout_ms)
+        retry_until(one_round, timeout_s=timeout_s, policy=policy, what="Metadata", rng=self._rng)
 
     def wait_for_topic(self, topic: str, timeout_ms: int, *, partition: int | None = None) -> list[int]:
         """Block until ``topic`` (and ``partition``, when given) is in the cache; returns its partition
@@ -574,97 +478,3 @@ class ClusterMetadata:
         self._closed = True
         with self._cond:
             self._cond.notify_all()
-
-
-class BrokerAdminClient:
-    """What the admin clients that talk to brokers (not the controller) share: a channel pool and
-    the brokers' metadata, closed together; a context manager."""
-
-    def __init__(
-        self,
-        bootstrap_servers: str | Sequence[str],
-        *,
-        request_timeout_ms: int = 30_000,
-        security_protocol: str = "PLAINTEXT",
-        **ssl: Any,
-    ) -> None:
-        """``security_protocol`` and kafka-python's ``ssl_*`` arguments or ``tls``: see
-        `client_security`."""
-        self.request_timeout_ms = request_timeout_ms
-        self._pool = ChannelPool(security=client_security(security_protocol, **ssl))
-        self._metadata = ClusterMetadata(bootstrap_servers, self._pool, request_timeout_ms=request_timeout_ms)
-        # retries start at 100 ms and back off to 1 s (the one retry policy, KIP-580)
-        self._policy = RetryPolicy(backoff_ms=100, backoff_max_ms=1000, attempt_timeout_ms=request_timeout_ms)
-        self._sleep: Callable[[float], object] = time.sleep  # how retries wait (a unit test's no-op)
-
-    def _retry(self, attempt: Callable[[float], Outcome], deadline: float, what: str) -> Any:
-        """Run ``attempt`` until it is done or ``deadline`` passes (see `retry_until`)."""
-        timeout_s = deadline - time.monotonic()
-        return retry_until(attempt, timeout_s=timeout_s, policy=self._policy, what=what, sleep=self._sleep)
-
-    def close(self) -> None:
-        self._metadata.close()
-        self._pool.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-GROUP_KEY = 0  # FindCoordinator key types: a group id, a transactional id
-TRANSACTION_KEY = 1
-_COORDINATOR_RETRY = {
-    kerr.CoordinatorNotAvailableError.error_code,
-    kerr.NotCoordinatorError.error_code,
-    kerr.CoordinatorLoadInProgressError.error_code,
-}
-
-
-def find_coordinator(
-    pool: ChannelPool,
-    metadata: ClusterMetadata,
-    key: str,
-    key_type: int,
-    deadline: float,
-    *,
-    backoff_s: float = 0.1,
-    stop: threading.Event | None = None,
-) -> tuple[int, str]:
-    """``(node id, address)`` of the coordinator of a group (``key_type`` 0) or transactional id
-    (1), asking FindCoordinator of every broker in turn until one names it; a coordinator not
-    there yet (being created, loading) is asked for again until ``deadline``
-    (COORDINATOR_NOT_AVAILABLE then), any other error is raised as its type."""
-    if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-        raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} (no time left)")
-    request = group_pb2.FindCoordinatorRequest(key_type=key_type, keys=[key])
-
-    def one_round(_timeout_s: float) -> Outcome:
-        """Ask every known broker once; a round that found nothing is retried after a back-off."""
-        last = "stopped"
-        if stop is not None and stop.is_set():
-            raise kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})")
-        for address in metadata.candidates():
-            try:
-                r = pool.group_stub(address).FindCoordinator(request, timeout=5.0)
-            except grpc.RpcError as err:
-                last = str(err.code())
-                continue
-            c = r.coordinators[0]
-            if c.error.code == 0:
-                host = f"[{c.host}]" if ":" in c.host else c.host
-                return Done((c.node_id, f"{host}:{c.port}"))
-            if c.error.code not in _COORDINATOR_RETRY:
-                kerr.raise_for_code(c.error.code, c.error.message or c.error.name)
-            last = c.error.name
-        return Retry(last, error=kerr.CoordinatorNotAvailableError(f"no coordinator found for {key!r} ({last})"))
-
-    found: tuple[int, str] = retry_until(
-        one_round,
-        timeout_s=deadline - time.monotonic(),
-        policy=RetryPolicy(backoff_ms=backoff_s * 1000.0, backoff_max_ms=max(backoff_s * 1000.0, 1000.0)),
-        what="FindCoordinator",
-        sleep=stop.wait if stop is not None else time.sleep,
-    )
-    return found

@@ -13,14 +13,9 @@ from typing import Any
 
 import grpc
 
-from kraftlog.client._metadata import (
-    GROUP_KEY,
-    BrokerAdminClient,
-    TopicPartition,
-    find_coordinator,
-    partitions_by_topic,
-    timed_out,
-)
+from kraftlog.client._channels import timed_out
+from kraftlog.client._coordinators import GROUP_KEY, BrokerAdminClient, find_coordinator
+from kraftlog.client._metadata import TopicPartition, partitions_by_topic
 from kraftlog.client.consumer import decode_assignment, decode_subscription
 from kraftlog.common import Done, Outcome, Retry
 from kraftlog.common import errors as kerr

@@ -11,13 +11,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from kraftlog.client._metadata import (
-    TRANSACTION_KEY,
-    BrokerAdminClient,
-    TopicPartition,
-    find_coordinator,
-    timed_out,
-)
+from kraftlog.client._channels import timed_out
+from kraftlog.client._coordinators import TRANSACTION_KEY, BrokerAdminClient, find_coordinator
+from kraftlog.client._metadata import TopicPartition
 from kraftlog.common import Done, Outcome, Retry
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2, txn_pb2

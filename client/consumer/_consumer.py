@@ -38,9 +38,10 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from kraftlog.client._channels import ChannelPool
 from kraftlog.client._config import CONSUMER_CONFIG
 from kraftlog.client._config import CONSUMER_CONFIG as _C
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client._security import client_security
 from kraftlog.client.consumer._consumer_fetch import _ConsumerFetches
 from kraftlog.client.consumer._consumer_group import GroupMembership

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
+from kraftlog.client._channels import ChannelPool, grpc_error
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.consumer._fetched import CompletedFetch, decode_partition
 from kraftlog.client.consumer._positions import PartitionState
 from kraftlog.common import errors as kerr

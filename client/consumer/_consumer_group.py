@@ -34,7 +34,8 @@ from typing import Any
 
 import structlog
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from kraftlog.client._channels import ChannelPool
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.assignors import PartitionAssignor, Subscription
 from kraftlog.client.consumer._consumer_protocol import (
     decode_assignment,

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import structlog
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from kraftlog.client._channels import ChannelPool
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.assignors import (
     CooperativeStickyAssignor,
     PartitionAssignor,

@@ -27,7 +27,8 @@ from typing import Any
 
 import structlog
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from kraftlog.client._channels import ChannelPool
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.consumer._consumer_group import CommitFailedError
 from kraftlog.client.consumer._group_client import COORDINATOR_ERRORS, GroupClient
 from kraftlog.common import errors as kerr

@@ -13,14 +13,9 @@ from typing import Any
 
 import grpc
 
-from kraftlog.client._metadata import (
-    GROUP_KEY,
-    ChannelPool,
-    ClusterMetadata,
-    TopicPartition,
-    find_coordinator,
-    partitions_by_topic,
-)
+from kraftlog.client._channels import ChannelPool
+from kraftlog.client._coordinators import GROUP_KEY, find_coordinator
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition, partitions_by_topic
 from kraftlog.common import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2, group_pb2_grpc

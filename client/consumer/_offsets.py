@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 import grpc
 import structlog
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
+from kraftlog.client._channels import ChannelPool, grpc_error
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.consumer._positions import (
     LogTruncationError,
     PartitionState,

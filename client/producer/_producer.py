@@ -55,8 +55,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kraftlog.client._channels import ChannelPool
 from kraftlog.client._config import PRODUCER_CONFIG as _P
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client._security import client_security
 from kraftlog.client.producer._partitioner import DefaultPartitioner
 from kraftlog.client.producer._producer_idempotence import IdempotenceState
@@ -73,6 +74,7 @@ from kraftlog.client.producer._producer_types import (
     _headers,
     _to_bytes,
     producer_config_from_properties,
+    run_callback,
 )
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import HEADER_SIZE, record_size_upper_bound
@@ -259,7 +261,7 @@ class Producer(_ProducerSender, _ProducerTransactions):
             self._do_send(topic, key_bytes, value_bytes, hdrs, partition, timestamp_ms, future, callback)
         except kerr.KafkaError as err:
             future.set_exception(err)
-            self._run_callback(callback, None, err)
+            run_callback(callback, None, err)
         return future
 
     def _do_send(

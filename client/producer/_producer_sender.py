@@ -14,20 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from kraftlog.client._metadata import ChannelPool, ClusterMetadata, TopicPartition, grpc_error
-from kraftlog.client.producer._producer_idempotence import IdempotenceState, Stamp
+from kraftlog.client._channels import ChannelPool, grpc_error
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition
+from kraftlog.client.producer._producer_idempotence import IdempotenceState
 from kraftlog.client.producer._producer_types import (
     _MESSAGE_TOO_LARGE,
-    _NO_TIMESTAMP,
-    Callback,
     ProducerClosedError,
-    RecordMetadata,
     _Batch,
     _log,
 )
 from kraftlog.common import backoff_ms
 from kraftlog.common import errors as kerr
-from kraftlog.common.records import RecordBatch, set_producer_fields
 from kraftlog.common.records.compression import CompressionType
 from kraftlog.proto import broker_pb2
 
@@ -452,11 +449,15 @@ class _ProducerSender:
     def _requeue(self, batch: _Batch) -> None:
         """Back to the head of its partition; stamped batches in sequence order (lock held)."""
         dq = self._batches.setdefault(batch.tp, deque())
-        if batch.stamp is None:
+        stamp = batch.stamp
+        if stamp is None:
             dq.appendleft(batch)
             return
         i = 0
-        while i < len(dq) and dq[i].stamp is not None and dq[i].stamp.base_sequence < batch.stamp.base_sequence:
+        while i < len(dq):
+            other = dq[i].stamp
+            if other is None or other.base_sequence >= stamp.base_sequence:
+                break
             i += 1
         dq.insert(i, batch)
 
@@ -466,18 +467,8 @@ class _ProducerSender:
         """Give a drained batch its producer id, epoch and sequence (lock held); a batch from an
         older epoch is stamped anew."""
         stamp = idem.stamp(batch.tp, batch.stamp, batch.record_count)
-        if stamp == batch.stamp:
-            return
-        batch.stamp = stamp
-        if batch.builder is not None:
-            batch.builder.producer_id = stamp.producer_id
-            batch.builder.producer_epoch = stamp.epoch
-            batch.builder.base_sequence = stamp.base_sequence
-            batch.builder.is_transactional = idem.transactional
-        elif batch.payload is not None:
-            buf = bytearray(batch.payload)
-            set_producer_fields(buf, 0, len(buf), stamp.producer_id, stamp.epoch, stamp.base_sequence)
-            batch.payload = bytes(buf)
+        if stamp != batch.stamp:
+            batch.restamp(stamp, transactional=idem.transactional)
 
     def _ensure_producer_id(self) -> float | None:
         """None when batches may go out; else the seconds to wait (InitProducerId failed, or an
@@ -515,24 +506,7 @@ class _ProducerSender:
 
     def _split(self, batch: _Batch) -> None:
         """MESSAGE_TOO_LARGE for a batch of several records: retry it as two halves."""
-        records = RecordBatch(batch.close()).records()
-        half = len(records) // 2
-        children: list[_Batch] = []
-        for chunk, thunks in ((records[:half], batch.thunks[:half]), (records[half:], batch.thunks[half:])):
-            child = _Batch(batch.tp, self.codec, batch.created)
-            assert child.builder is not None
-            for rec, (future, callback, _delta, ts) in zip(chunk, thunks, strict=False):
-                delta = child.builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers)
-                child.thunks.append((future, callback, delta, ts))
-            child.parent = batch
-            child.attempts = batch.attempts
-            if batch.stamp is not None:  # the halves keep the parent's sequence range, in order
-                offset = 0 if not children else half
-                child.stamp = Stamp(batch.stamp.producer_id, batch.stamp.epoch, batch.stamp.base_sequence + offset)
-                child.builder.producer_id = child.stamp.producer_id
-                child.builder.producer_epoch = child.stamp.epoch
-                child.builder.base_sequence = child.stamp.base_sequence
-            children.append(child)
+        children = batch.halves(self.codec)
         children[0].reserved, batch.reserved = batch.reserved, 0
         with self._lock:
             batch.pending = len(children)
@@ -556,24 +530,7 @@ class _ProducerSender:
             self._buffer_used -= batch.reserved
             batch.reserved = 0
             self._lock.notify_all()
-        tp = batch.tp
-        for future, callback, delta, ts in batch.thunks:
-            metadata: RecordMetadata | None = None
-            if error is None:
-                metadata = RecordMetadata(
-                    tp.topic,
-                    tp.partition,
-                    base_offset + delta if base_offset >= 0 else -1,
-                    log_append_time if log_append_time != _NO_TIMESTAMP else ts,
-                )
-            try:
-                if metadata is not None:
-                    future.set_result(metadata)
-                else:
-                    future.set_exception(error)
-            except concurrent.futures.InvalidStateError:  # the caller cancelled it
-                pass
-            self._run_callback(callback, metadata, error)
+        batch.settle(base_offset, log_append_time, error)
         with self._lock:
             batch.done.set()
             parent = batch.parent
@@ -583,15 +540,6 @@ class _ProducerSender:
                     break
                 parent.done.set()
                 parent = parent.parent
-
-    @staticmethod
-    def _run_callback(callback: Callback | None, metadata: RecordMetadata | None, error: BaseException | None) -> None:
-        if callback is None:
-            return
-        try:
-            callback(metadata, error)
-        except Exception:
-            _log.exception("producer_callback_failed")
 
     def _abort_all(self, error: BaseException) -> None:
         with self._lock:

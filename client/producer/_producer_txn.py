@@ -23,16 +23,9 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
-from kraftlog.client._metadata import (
-    GROUP_KEY,
-    TRANSACTION_KEY,
-    ChannelPool,
-    ClusterMetadata,
-    TopicPartition,
-    find_coordinator,
-    partitions_by_topic,
-    timed_out,
-)
+from kraftlog.client._channels import ChannelPool, timed_out
+from kraftlog.client._coordinators import GROUP_KEY, TRANSACTION_KEY, find_coordinator
+from kraftlog.client._metadata import ClusterMetadata, TopicPartition, partitions_by_topic
 from kraftlog.client.producer._producer_idempotence import IdempotenceState
 from kraftlog.common import Done, Outcome, Retry, RetryPolicy, retry_until
 from kraftlog.common import errors as kerr

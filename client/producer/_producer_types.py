@@ -14,8 +14,9 @@ import structlog
 
 from kraftlog.client._config import PRODUCER_CONFIG
 from kraftlog.client._metadata import TopicPartition
+from kraftlog.client.producer._producer_idempotence import Stamp
 from kraftlog.common import errors as kerr
-from kraftlog.common.records import RecordBatchBuilder
+from kraftlog.common.records import RecordBatch, RecordBatchBuilder, set_producer_fields
 from kraftlog.common.records.compression import CompressionType
 
 _log = structlog.get_logger(__name__)
@@ -101,6 +102,17 @@ class _CallablePartitioner:
         pass
 
 
+def run_callback(callback: Callback | None, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+    """Run a send's callback, if any: one that raises is logged, never propagated (the sender
+    thread and the caller's thread both run callbacks)."""
+    if callback is None:
+        return
+    try:
+        callback(metadata, error)
+    except Exception:
+        _log.exception("producer_callback_failed")
+
+
 class _Batch:
     """The records of one partition on their way to the broker."""
 
@@ -139,7 +151,7 @@ class _Batch:
         self.done = threading.Event()
         self.parent: _Batch | None = None
         self.pending = 0  # children still running after a split
-        self.stamp: Any = None  # an idempotent producer's (producer id, epoch, base sequence)
+        self.stamp: Stamp | None = None  # an idempotent producer's (producer id, epoch, base sequence)
 
     @property
     def record_count(self) -> int:
@@ -185,3 +197,64 @@ class _Batch:
             self.payload = self.builder.build()
             self.builder = None
         return self.payload
+
+    def restamp(self, stamp: Stamp, *, transactional: bool) -> None:
+        """Take an idempotent producer's producer id, epoch and base sequence (a new stamp, or a
+        batch from an older epoch stamped anew), in the builder or in the encoded bytes."""
+        self.stamp = stamp
+        if self.builder is not None:
+            self.builder.producer_id = stamp.producer_id
+            self.builder.producer_epoch = stamp.epoch
+            self.builder.base_sequence = stamp.base_sequence
+            self.builder.is_transactional = transactional
+        elif self.payload is not None:
+            buf = bytearray(self.payload)
+            set_producer_fields(buf, 0, len(buf), stamp.producer_id, stamp.epoch, stamp.base_sequence)
+            self.payload = bytes(buf)
+
+    def halves(self, codec: CompressionType) -> list[_Batch]:
+        """This batch's records as two sealed-to-be children (MESSAGE_TOO_LARGE for a batch of
+        several records): each keeps its records' futures, callbacks and timestamps, and, when
+        stamped, its part of the parent's sequence range, in order."""
+        records = RecordBatch(self.close()).records()
+        half = len(records) // 2
+        children: list[_Batch] = []
+        for chunk, thunks in ((records[:half], self.thunks[:half]), (records[half:], self.thunks[half:])):
+            child = _Batch(self.tp, codec, self.created)
+            assert child.builder is not None
+            for rec, (future, callback, _delta, ts) in zip(chunk, thunks, strict=False):
+                delta = child.builder.append(rec.timestamp_ms, rec.key, rec.value, rec.headers)
+                child.thunks.append((future, callback, delta, ts))
+            child.parent = self
+            child.attempts = self.attempts
+            if self.stamp is not None:
+                offset = 0 if not children else half
+                child.stamp = Stamp(self.stamp.producer_id, self.stamp.epoch, self.stamp.base_sequence + offset)
+                child.builder.producer_id = child.stamp.producer_id
+                child.builder.producer_epoch = child.stamp.epoch
+                child.builder.base_sequence = child.stamp.base_sequence
+            children.append(child)
+        return children
+
+    def settle(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        """Complete every record's future and run its callback: its offset (``base_offset`` plus
+        its delta) and time (the broker's LogAppendTime, else its own), or ``error``. A future the
+        caller cancelled is skipped; a callback that raises is logged, not propagated."""
+        tp = self.tp
+        for future, callback, delta, ts in self.thunks:
+            metadata: RecordMetadata | None = None
+            if error is None:
+                metadata = RecordMetadata(
+                    tp.topic,
+                    tp.partition,
+                    base_offset + delta if base_offset >= 0 else -1,
+                    log_append_time if log_append_time != _NO_TIMESTAMP else ts,
+                )
+            try:
+                if metadata is not None:
+                    future.set_result(metadata)
+                else:
+                    future.set_exception(error)
+            except concurrent.futures.InvalidStateError:  # the caller cancelled it
+                pass
+            run_callback(callback, metadata, error)

@@ -1018,7 +1018,7 @@ def _metadata_response(epoch: int, leader: int = 1, topic_id: str = "id-1") -> A
 
 def test_metadata_cache_never_goes_back_in_leader_epoch() -> None:
     from kraftlog.client import ClusterMetadata, TopicPartition
-    from kraftlog.client._metadata import ChannelPool
+    from kraftlog.client._channels import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=3, leader=2))
@@ -1035,7 +1035,7 @@ def test_metadata_cache_never_goes_back_in_leader_epoch() -> None:
 
 def test_leader_hints_need_a_newer_epoch_and_a_known_endpoint() -> None:
     from kraftlog.client import ClusterMetadata, TopicPartition
-    from kraftlog.client._metadata import ChannelPool
+    from kraftlog.client._channels import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=5, leader=1))
@@ -1051,7 +1051,7 @@ def test_leader_hints_need_a_newer_epoch_and_a_known_endpoint() -> None:
 
 def test_metadata_asks_unreachable_brokers_last(monkeypatch: pytest.MonkeyPatch) -> None:
     from kraftlog.client import ClusterMetadata
-    from kraftlog.client._metadata import ChannelPool
+    from kraftlog.client._channels import ChannelPool
 
     now = [100.0]
     monkeypatch.setattr("kraftlog.client._metadata.time.monotonic", lambda: now[0])
@@ -1069,7 +1069,7 @@ def test_metadata_asks_unreachable_brokers_last(monkeypatch: pytest.MonkeyPatch)
 
 def test_unknown_topic_is_dropped_from_the_cache() -> None:
     from kraftlog.client import ClusterMetadata
-    from kraftlog.client._metadata import ChannelPool
+    from kraftlog.client._channels import ChannelPool
 
     md = ClusterMetadata("h1:1", ChannelPool())
     md._apply(_metadata_response(epoch=1))

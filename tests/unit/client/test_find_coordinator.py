@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from kraftlog.client import MockTransport
-from kraftlog.client._metadata import GROUP_KEY, ChannelPool, ClusterMetadata, find_coordinator
+from kraftlog.client._channels import ChannelPool
+from kraftlog.client._coordinators import GROUP_KEY, find_coordinator
+from kraftlog.client._metadata import ClusterMetadata
 from kraftlog.common import errors as kerr
 from kraftlog.proto import errors_pb2, group_pb2
 
