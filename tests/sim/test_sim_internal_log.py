@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from simharness import run_simulated
+from simharness import find_failing_seed_in_workers, run_simulated
 from simharness._internal_log import InternalPartition, LeaderView
 
 from kraftlog.broker.coordinator import LogEntry, ReplicaPartitionWriter
@@ -60,3 +60,17 @@ def test_a_failover_keeps_a_prefix_of_the_appends_in_flight_and_fences_the_old_l
         assert keys == [bytes([i]) for i in range(len(keys))]  # a prefix, in order
         kept.add(len(keys))
     assert len(kept) > 2  # sometimes none, sometimes some, sometimes all
+
+
+def _fails_at_37_and_after_every_fifth(seed: int) -> None:
+    if seed >= 37 and seed % 5 == 2:
+        raise AssertionError(f"seed {seed} broke an invariant")
+
+
+def test_workers_report_the_lowest_failing_seed() -> None:
+    """Seeds spread over worker processes still name the lowest failing seed, with its traceback."""
+    failure = find_failing_seed_in_workers(_fails_at_37_and_after_every_fifth, list(range(200)), workers=2)
+    assert failure is not None and failure.seed == 37
+    message = failure.describe("tests/sim/test_sim_internal_log.py::x")
+    assert "seed 37 broke an invariant" in message and "_fails_at_37_and_after_every_fifth" in message
+    assert find_failing_seed_in_workers(_fails_at_37_and_after_every_fifth, list(range(37)), workers=2) is None

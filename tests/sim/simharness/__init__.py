@@ -3,7 +3,15 @@ time, a network that drops, delays and reorders, and the seed loop that names a 
 
 from ._cluster import CLIENT, CONTROLLER, TOPIC, TOPIC_ID, SimBroker, SimCluster, SimNetwork, log_records
 from ._loop import SimulationStalled, VirtualTimeLoop, run_simulated
-from ._seeds import DEFAULT_SEEDS, SeedFailure, find_failing_seed, run_seeds, seeds_from_env
+from ._seeds import (
+    DEFAULT_SEEDS,
+    SeedFailure,
+    find_failing_seed,
+    find_failing_seed_in_workers,
+    run_seeds,
+    seeds_from_env,
+    workers_from_env,
+)
 
 __all__ = [
     "CLIENT",
@@ -18,8 +26,10 @@ __all__ = [
     "SimulationStalled",
     "VirtualTimeLoop",
     "find_failing_seed",
+    "find_failing_seed_in_workers",
     "log_records",
     "run_seeds",
     "run_simulated",
     "seeds_from_env",
+    "workers_from_env",
 ]
