@@ -38,6 +38,7 @@ from kraftlog.common.security._listener_security import (
     SaslLogin,
     grpc_listener_name,
     listener_protocol,
+    scram_secret_of,
 )
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
@@ -127,6 +128,7 @@ __all__: list[str] = [
     "sasl_step",
     "scram_credential_from_salted_password",
     "scram_salted_password",
+    "scram_secret_of",
     "server_context",
     "spawn",
     "supported_operations",
