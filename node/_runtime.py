@@ -84,10 +84,16 @@ class Node:
         _warn_without_scram_secret(self.config)
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
+            from kraftlog.common._config_def import ConfigError
             from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
+            from kraftlog.node._metrics_endpoint import MetricsAccess
 
+            try:
+                access = MetricsAccess.from_config(self.config)
+            except ConfigError as err:
+                raise NodeStartupError(f"metrics endpoint: {err}") from err
             self.registry = new_node_registry()
-            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
+            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port, access)
             self.metrics_endpoint.start()
 
         def new_server(service_names: list[str], role: str, security: Any, sasl: Any = None) -> tuple[Any, Any]:
