@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.common import write_private_file
-from kraftlog.common.security import STANDARD_AUTHORIZER
+from kraftlog.common.security import SCRAM_DEFAULT_ITERATIONS, STANDARD_AUTHORIZER
 
 if TYPE_CHECKING:
     from kraftlog.deploy._node_spec import NodeSpec
@@ -134,7 +134,10 @@ class _ClusterSecurity:
             return
         password = self.scram_password_file.read_text().strip()
         with self.admin(request_timeout_ms=30_000) as admin:
-            answer = admin.alter_user_scram_credentials([("admin", 1, password, 4096), ("admin", 2, password, 4096)])
+            iterations = SCRAM_DEFAULT_ITERATIONS  # as an unknown name's answer says (docs/security.md)
+            answer = admin.alter_user_scram_credentials(
+                [("admin", 1, password, iterations), ("admin", 2, password, iterations)]
+            )
         failed = [r.error.name for r in answer.results if r.error.code] + (
             [answer.error.name] if answer.error.code else []
         )

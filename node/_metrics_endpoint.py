@@ -41,7 +41,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
-from kraftlog.common._config_def import ConfigError
+from kraftlog.common.config import ConfigError
 from kraftlog.node._errors import NodeStartupError
 
 __all__ = [
@@ -88,8 +88,7 @@ class MetricsAccess:
         """The access of a node's endpoint; `ConfigError` names the key at fault (a certificate
         login without a TLS listener or trust store, a token file that cannot be read or is empty)."""
         from kraftlog.common.config import parse_listeners
-        from kraftlog.common.security import TlsSettings, listener_protocol, server_context
-        from kraftlog.common.security._tls import listener_prefix
+        from kraftlog.common.security import TlsSettings, listener_prefix, listener_protocol, server_context
 
         authentication = str(config["metrics.listener.authentication"])
         names = list(parse_listeners(config["listeners"]))

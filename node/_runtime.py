@@ -84,7 +84,7 @@ class Node:
         _warn_without_scram_secret(self.config)
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
-            from kraftlog.common._config_def import ConfigError
+            from kraftlog.common.config import ConfigError
             from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
             from kraftlog.node._metrics_endpoint import MetricsAccess
 

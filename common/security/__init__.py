@@ -62,6 +62,7 @@ from kraftlog.common.security._sasl_sessions import (
     sasl_step,
 )
 from kraftlog.common.security._scram import (
+    SCRAM_DEFAULT_ITERATIONS,
     ScramClient,
     ScramCredential,
     scram_credential_from_salted_password,
@@ -72,12 +73,14 @@ from kraftlog.common.security._tls import (
     grpc_channel_credentials,
     grpc_server_credentials,
     grpc_unsupported_keys,
+    listener_prefix,
     peer_principal,
     principal_from_certificate,
     server_context,
 )
 
 __all__: list[str] = [
+    "SCRAM_DEFAULT_ITERATIONS",
     "ANONYMOUS",
     "AclBinding",
     "AclBindingFilter",
@@ -116,6 +119,7 @@ __all__: list[str] = [
     "grpc_listener_name",
     "grpc_server_credentials",
     "grpc_unsupported_keys",
+    "listener_prefix",
     "listener_prefixed_key",
     "listener_protocol",
     "parse_jaas_config",
