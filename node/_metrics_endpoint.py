@@ -129,6 +129,12 @@ class MetricsAccess:
                 raise ConfigError(
                     f"metrics.listener.token.file {token_file} is empty", key="metrics.listener.token.file"
                 )
+            if token_file.stat().st_mode & 0o077:
+                _log.warning(
+                    "metrics_token_file_readable_by_others",
+                    path=str(token_file),
+                    detail="the bearer token should be readable by its owner only: chmod 600",
+                )
             if tls is None:
                 _log.warning(
                     "metrics_token_over_plaintext",

@@ -87,3 +87,16 @@ def test_bad_access_configs_fail_naming_the_key(tmp_path: Path, tls_dir: Path) -
     with pytest.raises(ConfigError) as err:
         _config(None, **{"metrics.listener.authentication": "password"})
     assert err.value.key == "metrics.listener.authentication"
+
+
+def test_a_token_file_others_may_read_is_warned_about(tmp_path: Path, tls_dir: Path) -> None:
+    from structlog.testing import capture_logs
+
+    token_file = tmp_path / "metrics.token"
+    token_file.write_text("abc")
+    settings = {"metrics.listener.authentication": "token", "metrics.listener.token.file": str(token_file)}
+    for mode, warned in ((0o644, True), (0o600, False)):
+        token_file.chmod(mode)
+        with capture_logs() as logs:
+            MetricsAccess.from_config(_config(tls_dir, **settings))
+        assert any(e["event"] == "metrics_token_file_readable_by_others" for e in logs) is warned
