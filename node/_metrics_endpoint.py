@@ -13,7 +13,7 @@ like the node's listeners (issue 24), from the node's own config:
   (read again on every scrape, so a rotated file applies without a restart; compared in constant
   time). A refused scrape gets 401 and nothing else.
 - **Labels**: with an authorizer on (``authorizer.class.name``), every sample carrying a per-topic
-  label is left out (Metadata hides topics a principal may not describe; a scraper is no principal
+  (or per-group) label is left out (Metadata hides topics a principal may not describe; a scraper is no principal
   the ACLs know), unless ``metrics.listener.topic.labels`` is true. Without an authorizer every topic
   is visible to every client anyway, and so are the labels.
 
@@ -56,8 +56,10 @@ __all__ = [
 _log = structlog.get_logger(__name__)
 
 METRICS_AUTHENTICATIONS: Final = ("none", "certificate", "token")
-#: the labels that name topics (a sample carrying any of them is left out when labels are hidden)
-TOPIC_LABELS: Final = frozenset({"topic"})
+#: the labels that name ACL-protected resources: topics, and consumer groups (ListGroups hides a
+#: group from a principal without Describe as Metadata hides a topic); a sample carrying any of them
+#: is left out when labels are hidden
+TOPIC_LABELS: Final = frozenset({"topic", "group"})
 _SCRAPE_TIMEOUT_S: Final = 10.0
 _PATHS: Final = ("/metrics", "/")
 

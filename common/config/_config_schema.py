@@ -618,7 +618,8 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         False,
         None,
         "kraftlog: with an authorizer on (authorizer.class.name), the metrics endpoint leaves out every sample "
-        "labelled with a topic, as Metadata hides topics from principals without Describe; true shows them. "
+        "labelled with a topic or consumer group, as Metadata and ListGroups hide them from principals "
+        "without Describe; true shows them. "
         "Without an authorizer they are always shown.",
         kraftlog_only=True,
     )

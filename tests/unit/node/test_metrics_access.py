@@ -45,6 +45,8 @@ def test_without_labels_keeps_families_that_mix_labels() -> None:
     families = {f.name: f for f in without_labels(registry).collect()}
     assert "mixed" not in families  # every sample named a topic
     assert [s.labels for s in families["plain"].samples if s.name == "plain_total"] == [{"kind": "b"}]
+    Counter("per_group", "g", ["group"], registry=registry).labels("payroll").inc()
+    assert "per_group" not in {f.name for f in without_labels(registry).collect()}
 
 
 def test_the_token_check(tmp_path: Path) -> None:
