@@ -23,11 +23,11 @@ from kraftlog.cli._admin_command import (
 )
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json, print_table
 from kraftlog.cli._configs import parse_config_list, parse_name_list
-from kraftlog.common.security import ScramMechanism
+from kraftlog.common.security import SCRAM_DEFAULT_ITERATIONS, ScramMechanism
 
 __all__ = ["add_parser", "make_admin", "run"]
 
-_DEFAULT_ITERATIONS = 4096
+_DEFAULT_ITERATIONS = SCRAM_DEFAULT_ITERATIONS  # Kafka's kafka-configs default, and an unknown name's
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
 from kraftlog.common._clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from kraftlog.common._config_def import ConfigType
-from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file
+from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file, private_directory, write_private_file
 from kraftlog.common._java import (
     JavaHashTable,
     coordinator_partition,
@@ -130,6 +130,8 @@ __all__ = [
     "WILDCARD_RESOURCE",
     "acl_binding_problem",
     "atomic_write",
+    "private_directory",
+    "write_private_file",
     "backoff_ms",
     "coordinator_partition",
     "crc_frame_header",

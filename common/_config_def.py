@@ -272,7 +272,9 @@ class ConfigKey:
         return str(value)
 
     def _invalid(self, raw: object, detail: str = "") -> ConfigError:
-        message = f"invalid value {_show(raw)} for {self.name!r}: expected {self.expectation()}"
+        # a rejected password is still a password (a typo of the real one): never in the message
+        shown = repr(Password.HIDDEN) if self.type is ConfigType.PASSWORD else _show(raw)
+        message = f"invalid value {shown} for {self.name!r}: expected {self.expectation()}"
         if detail:
             message += f" ({detail})"
         return ConfigError(message, key=self.name, value=raw)

@@ -20,7 +20,6 @@ import datetime as dt
 import ipaddress
 import os
 import re
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from kraftlog.common import atomic_write, private_directory, write_private_file
 
 __all__ = [
     "CA_CERT_FILE",
@@ -89,32 +90,6 @@ class IssuedCertificate:
         return {prefix + key: value for key, value in config.items()}
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` through a fresh temporary file created with ``mode`` (O_EXCL, so
-    never an existing file with wider permissions), fsynced, then renamed over ``path``."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        try:
-            os.fchmod(fd, mode)  # the umask may only have narrowed it; make it exact
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def _directory(directory: str | os.PathLike[str]) -> Path:
-    path = Path(directory)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
-
-
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -139,7 +114,7 @@ def make_ca(
 ) -> CertificateAuthority:
     """Create a self-signed CA valid from ``now`` (minus five minutes of clock skew) for
     ``validity``, and write ``ca.crt`` and ``ca.key`` (0600) into ``directory``."""
-    folder = _directory(directory)
+    folder = private_directory(directory)
     start = _now(now)
     key = ec.generate_private_key(ec.SECP256R1())
     public = key.public_key()
@@ -170,8 +145,8 @@ def make_ca(
         .sign(key, hashes.SHA256())
     )
     key_path, cert_path = folder / CA_KEY_FILE, folder / CA_CERT_FILE
-    _write(key_path, _key_pem(key, None), 0o600)
-    _write(cert_path, certificate.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_private_file(key_path, _key_pem(key, None))
+    atomic_write(cert_path, certificate.public_bytes(serialization.Encoding.PEM), mode=0o644)
     return CertificateAuthority(certificate, key, cert_path, key_path)
 
 
@@ -217,7 +192,7 @@ def make_certificate(
         raise ValueError(f"certificate name {name!r} must be letters, digits, '.', '_' or '-' (a file name)")
     if not client and not hosts:
         raise ValueError(f"node certificate {name!r} needs at least one host name or address")
-    folder = _directory(directory)
+    folder = private_directory(directory)
     start = _now(now)
     key = ec.generate_private_key(ec.SECP256R1())
     usages = (
@@ -257,9 +232,9 @@ def make_certificate(
     chain = certificate.public_bytes(serialization.Encoding.PEM) + ca.certificate_pem
     key_pem = _key_pem(key, key_password)
     paths = folder / f"{name}.crt", folder / f"{name}.key", folder / f"{name}.keystore.pem"
-    _write(paths[1], key_pem, 0o600)
-    _write(paths[2], key_pem + chain, 0o600)
-    _write(paths[0], chain, 0o644)
+    write_private_file(paths[1], key_pem)
+    write_private_file(paths[2], key_pem + chain)
+    atomic_write(paths[0], chain, mode=0o644)  # a certificate chain is public
     return IssuedCertificate(name, certificate, paths[0], paths[1], paths[2], ca.certificate_path)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import tomli_w
 
-from kraftlog.common import atomic_write
+from kraftlog.common import private_directory, write_private_file
 from kraftlog.common import wait_until as poll_until
 from kraftlog.deploy._cluster_security import SECURITY_MODES, _ClusterSecurity
 from kraftlog.deploy._node_spec import NodeSpec
@@ -156,7 +156,7 @@ class LocalCluster(_ClusterSecurity):
         """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
         from kraftlog.node import new_cluster_id
 
-        self.base_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.base_dir)  # it holds keys and passwords: only its owner enters it
         self.cluster_id = self.cluster_id or new_cluster_id()
         self.password = self.password or secrets.token_hex(16)
         taken: set[int] = set()
@@ -186,8 +186,7 @@ class LocalCluster(_ClusterSecurity):
         )
 
     def _write_config(self, spec: NodeSpec) -> None:
-        d = Path(spec.dir)
-        d.mkdir(parents=True, exist_ok=True)
+        d = private_directory(spec.dir)
         settings: dict[str, Any] = {
             "node.id": spec.node_id,
             "process.roles": spec.roles,
@@ -212,9 +211,9 @@ class LocalCluster(_ClusterSecurity):
             settings["transaction.state.log.replication.factor"] = brokers
             settings["transaction.state.log.min.isr"] = min(2, brokers)
         settings.update(self.overrides)
-        # a secured node's config names key files and under scram holds passwords: 0600 from the start
-        mode = 0o644 if self.security == "plaintext" else 0o600
-        atomic_write(spec.config_path, tomli_w.dumps(settings).encode(), fsync=False, mode=mode)
+        # every node's config holds controller.quorum.raft.password (and under scram the SASL
+        # passwords): 0600 from the first byte
+        write_private_file(spec.config_path, tomli_w.dumps(settings), fsync=False)
 
     def _format(self, spec: NodeSpec) -> None:
         proc = subprocess.run(
@@ -249,9 +248,8 @@ class LocalCluster(_ClusterSecurity):
             "security": self.security,
             "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
         }
-        tmp = self.base_dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
-        os.replace(tmp, self.base_dir / STATE_FILE)
+        # it holds controller.quorum.raft.password: 0600 (issue 24)
+        write_private_file(self.base_dir / STATE_FILE, json.dumps(state, indent=2), fsync=False)
 
     @classmethod
     def load(cls, base_dir: str | os.PathLike[str]) -> LocalCluster:
@@ -286,7 +284,8 @@ class LocalCluster(_ClusterSecurity):
 
     def start_node(self, node_id: int) -> int:
         spec = self.nodes[node_id]
-        log = open(spec.log_path, "ab")
+        # the node's log stays its owner's, like the rest of the cluster directory
+        log = open(os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         prefix = self.netns.exec_prefix(node_id) if self.netns is not None else []
         proc = subprocess.Popen(
@@ -468,7 +467,8 @@ class LocalCluster(_ClusterSecurity):
             "controllers": ",".join(self.controller_addresses),
             "security": self.security,
             "command_config": str(self.command_config) if self.security != "plaintext" else None,
-            "client_security": self.client_security(),
+            # what a client needs, with a password's file named instead of the password (issue 24)
+            "client_security": self.client_security_shown(),
             "scram_password_file": str(self.scram_password_file) if self.security == "scram" else None,
             "pids": {str(k): v.pid for k, v in self.nodes.items()},
             "running": {k: state in _ALIVE for k, state in states.items()},

@@ -6,8 +6,9 @@ registers into (a combined node shows broker and controller metrics together), a
 per gRPC server times each RPC and counts the Kafka errors in its answers.
 
 - A registry per node, never prometheus_client's global one: tests run several nodes in one process.
-- The endpoint is prometheus_client's own threaded HTTP server. A scrape therefore runs on that
-  thread, which is why the role collectors only read immutable or copied state.
+- The endpoint (`node._metrics_endpoint`: TLS, authentication, topic labels) is a threaded HTTP
+  server. A scrape therefore runs on its own thread, which is why the role collectors only read
+  immutable or copied state.
 - Request metrics cover the unary methods of kraftlog's services (``kraftlog.v1.*``); streams
   (FetchMetadata) have no meaningful latency, and health/reflection are not kraftlog's.
 - Errors are counted as kraftlog answers carry them: each ``kraftlog.v1.Error`` with a non-zero code
@@ -34,10 +35,9 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
 )
 
-from kraftlog.node._errors import NodeStartupError
+from kraftlog.node._metrics_endpoint import MetricsEndpoint, metrics_host
 from kraftlog.proto import errors_pb2
 
 __all__ = ["MetricsEndpoint", "RpcMetricsInterceptor", "metrics_host", "new_node_registry", "response_errors"]
@@ -63,55 +63,6 @@ def new_node_registry() -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
-
-
-def metrics_host(config: Any) -> str:
-    """Where the endpoint binds: the host of the node's first listener (the interface the operator
-    already chose for this node), or every interface when that host is empty, as Kafka reads it."""
-    from kraftlog.common.config import parse_listeners
-
-    listeners = parse_listeners(config["listeners"])
-    for host, _port in listeners.values():
-        return host or "0.0.0.0"
-    return "0.0.0.0"
-
-
-class MetricsEndpoint:
-    """``GET /metrics`` in the Prometheus text format on ``host:port``, from its own thread."""
-
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
-        self.registry = registry
-        self.host = host
-        self.requested_port = port
-        self._httpd: Any = None
-        self._thread: Any = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (differs from the configured one only for ``metrics.port = 0``)."""
-        return int(self._httpd.server_port) if self._httpd is not None else self.requested_port
-
-    def start(self) -> None:
-        """Bind and serve; a port that cannot be bound stops the node with an error naming the key."""
-        try:
-            self._httpd, self._thread = start_http_server(self.requested_port, addr=self.host, registry=self.registry)
-        except OSError as err:
-            reason = err.strerror or str(err)
-            raise NodeStartupError(
-                f"cannot serve metrics on {self.host}:{self.requested_port} (metrics.port): {reason}"
-            ) from err
-        _log.info("metrics_endpoint_started", address=f"{self.host}:{self.port}", path="/metrics")
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (blocks for up to the server's 0.5 s poll interval)."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        _log.info("metrics_endpoint_stopped")
 
 
 def _error_plan(descriptor: Any, depth: int = 0) -> _Plan:

@@ -32,6 +32,28 @@ __all__ = ["Node", "serve"]
 _log = structlog.get_logger(__name__)
 
 
+def _warn_without_scram_secret(config: Any) -> None:
+    """A node offering SCRAM without a cluster-wide secret answers unknown names with a salt of its
+    own (another one on each node and after each restart): say so once, at start."""
+    from kraftlog.common.security import listener_protocol, scram_secret_of
+
+    scram = any(str(m).startswith("SCRAM-") for m in config.get("sasl.enabled.mechanisms") or [])
+    sasl = any(listener_protocol(config, name).startswith("SASL_") for name in _listener_names(config))
+    if scram and sasl and scram_secret_of(config) is None:
+        _log.warning(
+            "scram_unknown_user_secret_missing",
+            detail="set sasl.scram.unknown.user.secret (the same on every node) or "
+            "controller.quorum.raft.password: without either, an unknown SCRAM user gets another "
+            "salt on each node, which tells it from a real one",
+        )
+
+
+def _listener_names(config: Any) -> list[str]:
+    from kraftlog.common.config import parse_listeners
+
+    return list(parse_listeners(config["listeners"]))
+
+
 class Node:
     """The roles of one process, sharing one asyncio loop and one gRPC server per listener."""
 
@@ -59,12 +81,19 @@ class Node:
             ("grpc.max_receive_message_length", min(max_bytes, self.config["socket.request.max.bytes"])),
             ("grpc.so_reuseport", 0),
         ]
+        _warn_without_scram_secret(self.config)
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
+            from kraftlog.common.config import ConfigError
             from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
+            from kraftlog.node._metrics_endpoint import MetricsAccess
 
+            try:
+                access = MetricsAccess.from_config(self.config)
+            except ConfigError as err:
+                raise NodeStartupError(f"metrics endpoint: {err}") from err
             self.registry = new_node_registry()
-            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port)
+            self.metrics_endpoint = MetricsEndpoint(self.registry, metrics_host(self.config), metrics_port, access)
             self.metrics_endpoint.start()
 
         def new_server(service_names: list[str], role: str, security: Any, sasl: Any = None) -> tuple[Any, Any]:

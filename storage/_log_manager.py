@@ -26,7 +26,7 @@ from pathlib import Path
 
 import structlog
 
-from kraftlog.common import META_PROPERTIES_FILE, SYSTEM_CLOCK, fsync_directory
+from kraftlog.common import META_PROPERTIES_FILE, SYSTEM_CLOCK, fsync_directory, private_directory
 from kraftlog.storage._checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -94,7 +94,8 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
 
 def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
     log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    if not log_dir.exists():  # a dir kraftlog creates for the cluster: only its owner enters it (issue 24)
+        private_directory(log_dir)
     lines = [f"version={meta.version}", f"cluster.id={meta.cluster_id}", f"node.id={meta.node_id}"]
     if meta.directory_id:
         lines.append(f"directory.id={meta.directory_id}")

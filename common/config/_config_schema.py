@@ -401,7 +401,39 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         _I,
         -1,
         Range(-1, 65535),
-        "kraftlog: port of the Prometheus metrics endpoint; -1 turns it off.",
+        "kraftlog: port of the Prometheus metrics endpoint; -1 turns it off. It binds the host of the "
+        "node's first listener and serves HTTPS with that listener's ssl.* certificate when it is SSL or SASL_SSL.",
+        kraftlog_only=True,
+    )
+    .define(
+        "metrics.listener.authentication",
+        _S,
+        "none",
+        OneOf("none", "certificate", "token"),
+        "kraftlog: who may scrape the metrics endpoint: none (anyone who reaches it); certificate (a client "
+        "certificate chaining to the first listener's trust store, checked in the TLS handshake); token "
+        "(an 'Authorization: Bearer' header equal to the content of metrics.listener.token.file).",
+        kraftlog_only=True,
+    )
+    .define(
+        "metrics.listener.token.file",
+        _S,
+        None,
+        None,
+        "kraftlog: the file holding the metrics endpoint's bearer token (surrounding whitespace ignored; read "
+        "again on every scrape, so rotating it needs no restart); required by "
+        "metrics.listener.authentication=token. Keep it 0600.",
+        kraftlog_only=True,
+    )
+    .define(
+        "metrics.listener.topic.labels",
+        _B,
+        False,
+        None,
+        "kraftlog: with an authorizer on (authorizer.class.name), the metrics endpoint leaves out every sample "
+        "labelled with a topic or consumer group, as Metadata and ListGroups hide them from principals "
+        "without Describe; true shows them. "
+        "Without an authorizer they are always shown.",
         kraftlog_only=True,
     )
     .define(

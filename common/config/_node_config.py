@@ -217,6 +217,11 @@ def _check_node(values: Mapping[str, object]) -> dict[int, tuple[str, int]]:
     if not dirs:
         raise ConfigError("'log.dirs' (or 'log.dir') must name at least one directory", key="log.dirs", value=dirs)
 
+    if values["metrics.listener.authentication"] == "token" and not values["metrics.listener.token.file"]:
+        raise ConfigError(
+            "'metrics.listener.authentication' is token: set 'metrics.listener.token.file' to the file holding it",
+            key="metrics.listener.token.file",
+        )
     wait_ms, lag_ms = values["replica.fetch.wait.max.ms"], values["replica.lag.time.max.ms"]
     assert isinstance(wait_ms, int) and isinstance(lag_ms, int)
     if wait_ms > lag_ms:

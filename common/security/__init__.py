@@ -38,6 +38,7 @@ from kraftlog.common.security._listener_security import (
     SaslLogin,
     grpc_listener_name,
     listener_protocol,
+    scram_secret_of,
 )
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
@@ -61,6 +62,7 @@ from kraftlog.common.security._sasl_sessions import (
     sasl_step,
 )
 from kraftlog.common.security._scram import (
+    SCRAM_DEFAULT_ITERATIONS,
     ScramClient,
     ScramCredential,
     scram_credential_from_salted_password,
@@ -71,12 +73,14 @@ from kraftlog.common.security._tls import (
     grpc_channel_credentials,
     grpc_server_credentials,
     grpc_unsupported_keys,
+    listener_prefix,
     peer_principal,
     principal_from_certificate,
     server_context,
 )
 
 __all__: list[str] = [
+    "SCRAM_DEFAULT_ITERATIONS",
     "ANONYMOUS",
     "AclBinding",
     "AclBindingFilter",
@@ -115,6 +119,7 @@ __all__: list[str] = [
     "grpc_listener_name",
     "grpc_server_credentials",
     "grpc_unsupported_keys",
+    "listener_prefix",
     "listener_prefixed_key",
     "listener_protocol",
     "parse_jaas_config",
@@ -127,6 +132,7 @@ __all__: list[str] = [
     "sasl_step",
     "scram_credential_from_salted_password",
     "scram_salted_password",
+    "scram_secret_of",
     "server_context",
     "spawn",
     "supported_operations",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from kraftlog.common._config_def import ConfigDef, ConfigError, ConfigKey, ConfigType, OneOf, Password
+from kraftlog.common._config_def import ConfigDef, ConfigError, ConfigKey, ConfigType, Custom, OneOf, Password
 
 __all__ = [
     "LISTENER_PREFIXABLE",
@@ -122,6 +122,19 @@ def define_security_keys(defs: ConfigDef) -> None:
             None,
             None,
             "JAAS login of this node as a SASL client (a ScramLoginModule or PlainLoginModule with its password).",
+        )
+        .define(
+            "sasl.scram.unknown.user.secret",
+            _P,
+            None,
+            Custom(
+                lambda v: v is None or len(v.value if isinstance(v, Password) else str(v)) >= 16,
+                "at least 16 characters",
+            ),
+            "kraftlog: the cluster-wide secret that keys the made-up SCRAM salt of unknown user names, so "
+            "that every node answers an unknown name with the same salt, as for a real user; the same on "
+            "every node and never given to clients. Unset: derived from controller.quorum.raft.password.",
+            kraftlog_only=True,
         )
         .define(
             "security.inter.broker.protocol",

@@ -20,6 +20,7 @@ from typing import Final
 
 from kraftlog.common._config_def import ConfigError, Password
 from kraftlog.common.security._config_schema_security import SASL_MECHANISMS_SUPPORTED, parse_jaas_config
+from kraftlog.common.security._scram import scram_unknown_user_key
 from kraftlog.common.security._tls import TlsSettings, listener_prefix
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "SaslLogin",
     "grpc_listener_name",
     "listener_protocol",
+    "scram_secret_of",
 ]
 
 #: the name of a broker's gRPC listener (without one, the first listener that is not CONTROLLER)
@@ -45,6 +47,19 @@ def grpc_listener_name(names: Iterable[str]) -> str | None:
 
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def scram_secret_of(config: Mapping[str, object]) -> str | None:
+    """The cluster-wide secret keying unknown users' SCRAM salts: ``sasl.scram.unknown.user.secret``,
+    else ``controller.quorum.raft.password`` (every controller has it, the same on each, and no client
+    ever sees it), else None (a per-process key: unknown names then get another salt on each node)."""
+    for key in ("sasl.scram.unknown.user.secret", "controller.quorum.raft.password"):
+        value = config.get(key)
+        if isinstance(value, Password):
+            return value.value
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def listener_protocol(config: Mapping[str, object], listener: str) -> str:
@@ -77,6 +92,8 @@ class ListenerSecurity:
     sasl_mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     logins: Mapping[str, SaslLogin] = field(default_factory=dict, repr=False)
+    #: keys the made-up SCRAM salt of unknown names (`scram_secret_of`): the same on every node
+    scram_unknown_user_key: bytes = field(default_factory=lambda: scram_unknown_user_key(None), repr=False)
 
     @property
     def uses_tls(self) -> bool:
@@ -98,8 +115,9 @@ class ListenerSecurity:
                 f"ssl.keystore.certificate.chain and ssl.keystore.key (optionally prefixed {prefix})",
                 key=f"{prefix}ssl.keystore.location",
             )
+        unknown_key = scram_unknown_user_key(scram_secret_of(config))
         if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
-            return cls(listener, protocol, tls)
+            return cls(listener, protocol, tls, scram_unknown_user_key=unknown_key)
         key = f"{prefix}sasl.enabled.mechanisms"
         mechanisms = config.get(key, config.get("sasl.enabled.mechanisms"))
         assert isinstance(mechanisms, list)
@@ -135,7 +153,7 @@ class ListenerSecurity:
                 plain_users.update({k[5:]: v for k, v in options.items() if k.startswith("user_") and k[5:]})
             if "username" in options and "password" in options:
                 logins[mechanism] = SaslLogin(mechanism, options["username"], options["password"])
-        return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins)
+        return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins, unknown_key)
 
     def node_login(self, config: Mapping[str, object]) -> SaslLogin | None:
         """The login a node uses towards this listener of other nodes (None: not SASL): the JAAS

@@ -43,7 +43,7 @@ def sasl_server(security: ListenerSecurity, mechanism: str, lookup: ScramLookup)
     if mechanism == "PLAIN":
         return PlainServer(security.verify_plain)
     scram = ScramMechanism.from_name(mechanism)
-    return ScramServer(scram, lambda user: lookup(scram, user))
+    return ScramServer(scram, lambda user: lookup(scram, user), fake_salt_key=security.scram_unknown_user_key)
 
 
 def sasl_step(server: ScramServer | PlainServer, token: bytes) -> bytes:

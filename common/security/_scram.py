@@ -23,9 +23,12 @@ Where this follows Kafka's ScramSaslServer, and where it is stricter (each a del
 * The client-final nonce must equal client nonce + server nonce exactly (Kafka checks a suffix),
   and the channel-binding attribute must echo the client's gs2 header (``c=biws`` for ``n,,``).
 * An unknown user does not fail at client-first, as Kafka does: the server answers with a made-up
-  salt (an HMAC of the name under a per-process secret, so asking twice gives the same salt) and
-  fails at client-final with the very message a wrong password gets (RFC 5802 section 9). Neither
-  the step nor the text tells a prober which names exist.
+  salt and fails at client-final with the very message a wrong password gets (RFC 5802 section 9).
+  The salt is `unknown_user_salt`: an HMAC of the mechanism and the name under a cluster-wide secret
+  (``fake_salt_key``, see `scram_unknown_user_key`), so every node and every try gives the same salt,
+  as for a real user, and the iteration count is `SCRAM_DEFAULT_ITERATIONS`, the count credentials are
+  made with by default. Neither the step, the numbers nor the text tells a prober which names exist;
+  what a real user's non-default iteration count still reveals is said in docs/security.md.
 * Passwords are UTF-8 bytes without SASLprep, as Kafka's ScramFormatter, so credentials made by
   Kafka's tools and by kraftlog agree.
 """
@@ -58,12 +61,16 @@ __all__ = [
     "scram_credential",
     "scram_credential_from_salted_password",
     "scram_salted_password",
+    "scram_unknown_user_key",
+    "unknown_user_salt",
     "validate_scram_iterations",
 ]
 
 #: Kafka's bounds for both mechanisms (ScramMechanism.minIterations, ScramControlManager.MAX_ITERATIONS)
 SCRAM_MIN_ITERATIONS: Final = 4096
 SCRAM_MAX_ITERATIONS: Final = 16384
+#: the count of credentials made without one (kraftlog's CLI, Kafka's kafka-configs and
+#: kafka-storage --add-scram), and the one an unknown user's made-up answer carries
 SCRAM_DEFAULT_ITERATIONS: Final = 4096
 #: salt length of credentials made here; the made-up salt for unknown users has the same length
 _SALT_BYTES: Final = 32
@@ -72,7 +79,26 @@ _HASH_BY_MECHANISM: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512
 _PRINTABLE_NONCE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")
 _EXTENSION = re.compile(r"([A-Za-z]+)=([^\x00]+)")
 _DIGITS = re.compile(r"[1-9][0-9]{0,9}")
-_FAKE_SALT_KEY: Final = secrets.token_bytes(32)
+#: used only when no cluster-wide secret is configured (then the salt differs from node to node)
+_PROCESS_FAKE_SALT_KEY: Final = secrets.token_bytes(32)
+_UNKNOWN_USER_LABEL: Final = b"kraftlog SCRAM unknown-user salt v1"
+
+
+def scram_unknown_user_key(cluster_secret: str | None) -> bytes:
+    """The key of `unknown_user_salt` from a cluster-wide secret (the same on every node, unknown
+    to clients): an HMAC of a fixed label under it, so the secret itself is used for nothing else.
+    None (no secret configured) gives this process's random key."""
+    if cluster_secret is None:
+        return _PROCESS_FAKE_SALT_KEY
+    return hmac.new(cluster_secret.encode("utf-8"), _UNKNOWN_USER_LABEL, "sha256").digest()
+
+
+def unknown_user_salt(key: bytes, mechanism_name: str, username: str) -> bytes:
+    """The made-up salt of an unknown ``username``: HMAC-SHA-256(key, mechanism NUL name), as long
+    as a real credential's salt. The mechanism is part of it because a real user's two credentials
+    have two independent salts."""
+    message = mechanism_name.encode("ascii") + b"\x00" + username.encode("utf-8")
+    return hmac.new(key, message, "sha256").digest()[:_SALT_BYTES]
 
 
 def _hash_name(mechanism: ScramMechanism) -> str:
@@ -279,7 +305,7 @@ class ScramServer:
     ``lookup(username)`` returns the user's credential for this mechanism, or None for an unknown
     user (any exception it raises fails the exchange). ``nonce_factory()`` returns the server's
     nonce part (printable ASCII without ','). ``fake_salt_key`` keys the made-up salt of unknown
-    users (a per-process secret unless a test injects one).
+    users (`scram_unknown_user_key` of the cluster-wide secret; a per-process one when not given).
 
     Every failure raises `SaslAuthenticationFailedError` whose message never holds the password,
     the proof or any key; after completion or a failure `evaluate` raises `IllegalSaslStateError`.
@@ -291,7 +317,7 @@ class ScramServer:
         lookup: Callable[[str], ScramCredential | None],
         nonce_factory: Callable[[], str] = _default_nonce,
         *,
-        fake_salt_key: bytes = _FAKE_SALT_KEY,
+        fake_salt_key: bytes = _PROCESS_FAKE_SALT_KEY,
     ) -> None:
         self._mechanism = mechanism
         self._hash = _hash_name(mechanism)
@@ -339,11 +365,13 @@ class ScramServer:
             raise _failure("Credentials could not be obtained") from err
         self._known_user = credential is not None
         if credential is None:
-            # RFC 5802 section 9: go on with a made-up salt; the proof check fails later exactly as
-            # for a wrong password. The keys are random: no password matches them.
-            salt = _hmac("sha256", self._fake_salt_key, first.username.encode("utf-8"))[:_SALT_BYTES]
+            # RFC 5802 section 9: go on with a made-up salt and the default count; the proof check
+            # fails later exactly as for a wrong password. The keys are random: no password matches.
+            salt = unknown_user_salt(self._fake_salt_key, self.mechanism_name, first.username)
             digest = hashlib.new(self._hash).digest_size
-            credential = ScramCredential(salt, secrets.token_bytes(digest), secrets.token_bytes(digest), 4096)
+            credential = ScramCredential(
+                salt, secrets.token_bytes(digest), secrets.token_bytes(digest), SCRAM_DEFAULT_ITERATIONS
+            )
         elif credential.iterations < SCRAM_MIN_ITERATIONS:
             raise _failure(f"the stored credential has fewer than {SCRAM_MIN_ITERATIONS} iterations")
         server_nonce = self._nonce_factory()

@@ -307,6 +307,12 @@ def test_bad_values_name_key_value_and_expectation(key: str, value: object, expe
     assert expected in message
 
 
+def test_a_rejected_password_is_not_shown_either() -> None:
+    err = _error({"sasl.scram.unknown.user.secret": "tooshort"})
+    assert err.key == "sasl.scram.unknown.user.secret"
+    assert "tooshort" not in str(err) and "expected at least 16 characters" in str(err)
+
+
 def test_bad_password_value_never_shows_the_secret() -> None:
     err = _error({"controller.quorum.raft.password": 12345})
     assert err.key == "controller.quorum.raft.password"

@@ -201,6 +201,43 @@ def test_unknown_users_made_up_salt_is_stable_per_name() -> None:
     assert len(salt_of("ghost")) == 32  # as long as a real credential's salt
 
 
+def test_unknown_users_answer_is_the_same_on_every_node_and_like_a_real_one() -> None:
+    """Issue 24: two nodes of one cluster (two servers built from the same cluster secret) give
+    an unknown name one salt; another secret (another cluster) another; the mechanism matters (a
+    real user's two credentials have two salts); the count is the default one."""
+    from kraftlog.common.security._scram import SCRAM_DEFAULT_ITERATIONS, scram_unknown_user_key
+
+    def first_of(secret: str | None, name: str, mechanism: ScramMechanism = SHA256) -> tuple[bytes, int]:
+        server = ScramServer(mechanism, lambda _: None, fake_salt_key=scram_unknown_user_key(secret))
+        fields = dict(f.split("=", 1) for f in server.evaluate(f"n,,n={name},r=abc".encode()).decode().split(","))
+        return base64.b64decode(fields["s"]), int(fields["i"])
+
+    node1, node2 = first_of("cluster-secret-1", "ghost"), first_of("cluster-secret-1", "ghost")
+    assert node1 == node2 and node1[1] == SCRAM_DEFAULT_ITERATIONS
+    assert first_of("cluster-secret-2", "ghost")[0] != node1[0]
+    assert first_of("cluster-secret-1", "ghost", SHA512)[0] != node1[0]
+    assert first_of("cluster-secret-1", "phantom")[0] != node1[0]
+    assert scram_unknown_user_key("s") != b"s" and len(scram_unknown_user_key("s")) == 32
+    assert scram_unknown_user_key(None) == scram_unknown_user_key(None)  # this process's own key
+
+
+def test_the_cluster_secret_comes_from_the_config() -> None:
+    from kraftlog.common._config_def import Password
+    from kraftlog.common.security import ListenerSecurity, scram_secret_of
+    from kraftlog.common.security._scram import scram_unknown_user_key
+
+    assert scram_secret_of({}) is None
+    assert scram_secret_of({"controller.quorum.raft.password": Password("raft-pw")}) == "raft-pw"
+    both = {
+        "sasl.scram.unknown.user.secret": Password("dedicated-secret-1234"),
+        "controller.quorum.raft.password": Password("raft-pw"),
+    }
+    assert scram_secret_of(both) == "dedicated-secret-1234"
+    security = ListenerSecurity.from_config({"controller.quorum.raft.password": Password("raft-pw")}, "BROKER")
+    assert security.scram_unknown_user_key == scram_unknown_user_key("raft-pw")
+    assert "raft-pw" not in repr(security) and repr(security.scram_unknown_user_key) not in repr(security)
+
+
 def test_replayed_client_final_fails_against_a_new_exchange(pencil: ScramCredential) -> None:
     first = _rfc_server(pencil)
     first.evaluate(RFC7677_CLIENT_FIRST)
