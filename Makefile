@@ -24,7 +24,7 @@ export PYTHONDONTWRITEBYTECODE :=
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite (test-floors first)"
-	@echo "make test-unit - only tests/unit: no process, no socket, a few minutes on 2 cores (PYTEST_ARGS=... passes on)"
+	@echo "make test-unit - only tests/unit: no process, no socket, on every core, ~1 minute on 2 (PYTEST_ARGS=... passes on)"
 	@echo "make lint   - ruff (lint and format check) and the import-linter layering contracts"
 	@echo "make test-floors - tests/unit with every dependency at its floor (constraints/floors.txt), in .venv-floors"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
@@ -66,12 +66,13 @@ system-deps-test:
 test: system-deps system-deps-test $(STAMP_DEV)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-unit
+	$(PY) -m pytest --ignore=tests/unit $(PYTEST_ARGS)
 
 # The fast loop while editing: tests/unit only (no process and no socket, tests/unit/conftest.py enforces
 # it), no lint and no floors. One test: .venv/bin/python -m pytest tests/unit/storage/test_log.py::test_name
 test-unit: $(STAMP_DEV)
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n auto $(PYTEST_ARGS)
 
 # Static checks: ruff check, ruff format --check, mypy (every package; strict for the server side and
 # the ground floor), import-linter (deploy/scripts/lint.py; settings in pyproject.toml).
@@ -90,7 +91,8 @@ test-floors: system-deps
 	$(FLOORS_VENV)/bin/pip install --quiet -c $(FLOORS) '.[dev]'
 	$(FLOORS_VENV)/bin/pip install --quiet --no-deps --force-reinstall .
 	$(FLOORS_VENV)/bin/pip check
-	$(FLOORS_VENV)/bin/python -m pytest tests/unit $(FLOORS_CLIENT_TESTS) -q -p no:cacheprovider
+	$(FLOORS_VENV)/bin/python -m pytest tests/unit -n auto -q -p no:cacheprovider
+	$(FLOORS_VENV)/bin/python -m pytest $(FLOORS_CLIENT_TESTS) -q -p no:cacheprovider
 
 # One target generates every gRPC module; tests/integration/test_proto_fresh.py fails when they are stale.
 # protoc sees proto/ as kraftlog/proto/ (the .proto files import "kraftlog/proto/x.proto"), so the
