@@ -18,13 +18,8 @@ from kraftlog.node._format import (
     node_dirs,
 )
 from kraftlog.node._logging import configure_logging
-from kraftlog.node._metrics import (
-    MetricsEndpoint,
-    RpcMetricsInterceptor,
-    metrics_host,
-    new_node_registry,
-    response_errors,
-)
+from kraftlog.node._metrics import RpcMetricsInterceptor, new_node_registry, response_errors
+from kraftlog.node._metrics_endpoint import MetricsEndpoint, metrics_host
 from kraftlog.node._runtime import Node, serve
 
 __all__ = [

@@ -37,10 +37,9 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from kraftlog.node._metrics_endpoint import MetricsEndpoint, metrics_host
 from kraftlog.proto import errors_pb2
 
-__all__ = ["MetricsEndpoint", "RpcMetricsInterceptor", "metrics_host", "new_node_registry", "response_errors"]
+__all__ = ["RpcMetricsInterceptor", "new_node_registry", "response_errors"]
 
 _log = structlog.get_logger(__name__)
 

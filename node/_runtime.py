@@ -85,8 +85,8 @@ class Node:
         metrics_port = self.config["metrics.port"]
         if metrics_port >= 0:
             from kraftlog.common.config import ConfigError
-            from kraftlog.node._metrics import MetricsEndpoint, metrics_host, new_node_registry
-            from kraftlog.node._metrics_endpoint import MetricsAccess
+            from kraftlog.node._metrics import new_node_registry
+            from kraftlog.node._metrics_endpoint import MetricsAccess, MetricsEndpoint, metrics_host
 
             try:
                 access = MetricsAccess.from_config(self.config)

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kraftlog.client import GroupAdmin, NewTopic, Producer
 from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
 from kraftlog.node import NodeStartupError
-from kraftlog.node._metrics import MetricsEndpoint
+from kraftlog.node._metrics_endpoint import MetricsEndpoint
 
 pytestmark = pytest.mark.integration
 

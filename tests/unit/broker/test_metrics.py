@@ -42,7 +42,8 @@ from kraftlog.metadata_log import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from kraftlog.node._metrics import RpcMetricsInterceptor, metrics_host, response_errors
+from kraftlog.node._metrics import RpcMetricsInterceptor, response_errors
+from kraftlog.node._metrics_endpoint import metrics_host
 from kraftlog.proto import admin_pb2, broker_pb2, errors_pb2
 from kraftlog.quorum._metrics import ControllerStateCollector, cluster_counts
 
