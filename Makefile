@@ -67,7 +67,7 @@ test: system-deps system-deps-test $(STAMP_DEV)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
 	@$(MAKE) --no-print-directory test-unit
-	$(PY) -m pytest --ignore=tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/unit --durations=40 $(PYTEST_ARGS)
 
 # The fast loop while editing: tests/unit only (no process and no socket, tests/unit/conftest.py enforces
 # it), no lint and no floors. One test: .venv/bin/python -m pytest tests/unit/storage/test_log.py::test_name
