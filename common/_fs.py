@@ -73,6 +73,16 @@ def fsync_file(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, data: bytes | bytearray | memoryview, *, fsync: bool) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less than asked), then fsync it
+    when ``fsync``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if fsync:
+        os.fsync(fd)
+
+
 def atomic_write(
     path: Path,
     data: bytes | bytearray | memoryview,
@@ -89,12 +99,7 @@ def atomic_write(
     tmp = path.with_name(path.name + temp_suffix)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if fsync:
-            os.fsync(fd)
+        _write_all(fd, data, fsync=fsync)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -118,11 +123,7 @@ def write_private_file(path: str | os.PathLike[str], data: bytes | str, *, fsync
     try:
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
+            _write_all(fd, payload, fsync=fsync)
         finally:
             os.close(fd)
         os.replace(tmp, target)
