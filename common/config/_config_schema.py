@@ -23,6 +23,7 @@ from kraftlog.common._config_def import (
     Range,
 )
 from kraftlog.common.config._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
+from kraftlog.common.config._config_schema_connections import define_connection_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
     _CLEANUP_POLICIES,
@@ -610,6 +611,7 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
 )
 
 define_security_keys(NODE_CONFIG_DEFS)
+define_connection_keys(NODE_CONFIG_DEFS)
 
 
 def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:
