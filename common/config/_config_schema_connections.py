@@ -94,6 +94,15 @@ def define_connection_keys(defs: ConfigDef) -> None:
             "announced closes the connection unread.",
         )
         .define(
+            "grpc.max.concurrent.streams",
+            _I,
+            100,
+            Range(1),
+            "kraftlog: calls one client connection may have in progress on a gRPC listener "
+            "(grpc.max_concurrent_streams); more wait in the client.",
+            kraftlog_only=True,
+        )
+        .define(
             "socket.listen.backlog.size",
             _I,
             50,
