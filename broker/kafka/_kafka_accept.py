@@ -59,7 +59,8 @@ class LeanTlsProtocol(sslproto.SSLProtocol):
         self._on_lost = on_lost
 
     def grow(self) -> None:
-        self.max_size = TLS_READ_BYTES  # the next read allocates the larger buffer
+        # the next read allocates the larger buffer (asyncio reads the attribute per read)
+        self.max_size = TLS_READ_BYTES  # type: ignore[misc]
 
     def connection_lost(self, exc: BaseException | None) -> None:
         try:
@@ -107,7 +108,7 @@ class _TrackedStreamProtocol(asyncio.StreamReaderProtocol):
         super().__init__(*args, **kwargs)
         self._on_lost = on_lost
 
-    def connection_lost(self, exc: BaseException | None) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         try:
             super().connection_lost(exc)
         finally:
@@ -212,7 +213,7 @@ class Connection:
         self.ip = ip
         self.port = port
         self.state = state
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None
         self.protocol: Any = None
         self.released = False
 
@@ -358,7 +359,8 @@ class KafkaAcceptor:
         try:
             raw.setblocking(False)
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.transport, conn.protocol = await loop.connect_accepted_socket(lambda: self._protocol(conn), raw)
+            transport, conn.protocol = await loop.connect_accepted_socket(lambda: self._protocol(conn), raw)
+            conn.transport = transport  # a socket transport: it has abort()
         except Exception as err:  # noqa: BLE001  # one connection's failure must not stop accepting
             self._log.info("kafka_connection_failed", peer=conn.peer, error=repr(err))
             raw.close()
