@@ -13,9 +13,10 @@ Kafka's rules, kept here:
 - ``max.connections.per.ip`` (or the address's entry of ``max.connections.per.ip.overrides``): a
   new connection over it is closed at once and not counted.
 - A connection that has not authenticated (finished TLS, and SASL on a SASL listener) within the
-  handshake deadline of its opening is closed, whatever it sent meanwhile. An authenticated one is
-  closed after ``connections.max.idle.ms`` without traffic and without a request in progress (a
-  long-polled Fetch is not idleness); a negative value turns that off.
+  handshake deadline of its opening is closed, whatever it sent meanwhile. Any connection is closed
+  after ``connections.max.idle.ms`` without traffic (a request read, an answer sent), as Kafka's
+  selector closes it whether a request is in progress or not: an answer its peer does not read
+  for that long frees its memory; a negative value turns that off.
 """
 
 from __future__ import annotations
@@ -114,30 +115,29 @@ class ConnectionQuotas:
 
 
 class ConnectionState:
-    """One connection's clock: when it opened, its last traffic, whether it has authenticated and
-    whether a request is in progress. Times are the listener clock's milliseconds."""
+    """One connection's clock: when it opened, its last traffic and whether it has authenticated.
+    Times are the listener clock's milliseconds."""
 
-    __slots__ = ("opened_ms", "last_active_ms", "authenticated", "in_request")
+    __slots__ = ("opened_ms", "last_active_ms", "authenticated")
 
     def __init__(self, now_ms: int, *, authenticated: bool) -> None:
         self.opened_ms = now_ms
         self.last_active_ms = now_ms
         self.authenticated = authenticated
-        self.in_request = False
 
     def request_started(self, now_ms: int) -> None:
+        """A request was read whole."""
         self.last_active_ms = now_ms
-        self.in_request = True
 
     def request_done(self, now_ms: int) -> None:
+        """Its answer went out (or it needs none)."""
         self.last_active_ms = now_ms
-        self.in_request = False
 
     def expiry(self, now_ms: int, *, idle_ms: int, handshake_ms: int) -> str | None:
         """Why the connection must close now (``"handshake"``, ``"idle"``), None if it may stay."""
         if not self.authenticated and now_ms - self.opened_ms >= handshake_ms:
             return "handshake"
-        if idle_ms >= 0 and not self.in_request and now_ms - self.last_active_ms >= idle_ms:
+        if idle_ms >= 0 and now_ms - self.last_active_ms >= idle_ms:
             return "idle"
         return None
 

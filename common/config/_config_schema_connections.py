@@ -72,7 +72,7 @@ def define_connection_keys(defs: ConfigDef) -> None:
             _L,
             600_000,
             Range(-1, LONG_MAX),
-            "A connection without a request in progress and without traffic for this long is closed; "
+            "A connection without traffic (a request read, an answer sent) for this long is closed; "
             "-1: never (gRPC listeners: grpc.max_connection_idle_ms).",
         )
         .define(

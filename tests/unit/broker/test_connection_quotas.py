@@ -75,10 +75,12 @@ def test_an_unauthenticated_connection_closes_at_its_deadline_whatever_it_sends(
     assert state.expiry(11_000, idle_ms=60_000, handshake_ms=10_000) is None
 
 
-def test_idleness_counts_from_the_last_traffic_and_never_during_a_request() -> None:
+def test_idleness_counts_from_the_last_traffic_in_or_out() -> None:
     state = ConnectionState(0, authenticated=True)
     state.request_started(1_000)
-    assert state.expiry(100_000, idle_ms=5_000, handshake_ms=1) is None  # a long-polled fetch
+    assert state.expiry(5_999, idle_ms=5_000, handshake_ms=1) is None
+    # as Kafka's selector: an answer that does not go out for that long is idleness too
+    assert state.expiry(6_000, idle_ms=5_000, handshake_ms=1) == "idle"
     state.request_done(100_000)
     assert state.expiry(104_999, idle_ms=5_000, handshake_ms=1) is None
     assert state.expiry(105_000, idle_ms=5_000, handshake_ms=1) == "idle"
