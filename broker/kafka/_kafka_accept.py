@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kraftlog.broker.kafka._connection_quotas import ConnectionQuotas, ConnectionState, check_interval_ms
 from kraftlog.common import SYSTEM_CLOCK, Clock
+from kraftlog.common.config import ConfigError
 
 __all__ = ["Connection", "ConnectionLimiter", "ConnectionMetrics", "KafkaAcceptor", "LeanTlsProtocol"]
 
@@ -161,8 +162,12 @@ class ConnectionLimiter:
         from kraftlog.common.security import listener_prefix
 
         overrides = {}
-        for host, count in parse_ip_overrides(config["max.connections.per.ip.overrides"]).items():
-            overrides[_normal_ip(resolve(host))] = count
+        key = "max.connections.per.ip.overrides"
+        for host, count in parse_ip_overrides(config[key]).items():
+            try:
+                overrides[_normal_ip(resolve(host))] = count
+            except OSError as err:
+                raise ConfigError(f"'{key}' names {host!r}, which does not resolve: {err}", key=key) from err
         listener_max = {}
         for name in listeners:
             key = listener_prefix(name) + "max.connections"

@@ -6,6 +6,10 @@ it, then read the next, so answers go out in request order (a client pipelines u
 ``max.in.flight`` requests; they wait in the socket). A request larger than
 ``socket.request.max.bytes`` or a frame that does not decode closes that connection only; an API
 or version that is not served is answered with UNSUPPORTED_VERSION and the connection stays open.
+Connections are accepted by `_kafka_accept.KafkaAcceptor` under the broker's connection quotas
+(``max.connections``, per-address limits, idle and handshake deadlines); on a SASL listener a
+request announced larger than ``sasl.server.max.receive.size`` before SASL completes closes the
+connection before a byte of it is read, as Kafka does.
 
 Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
 regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to

@@ -144,6 +144,16 @@ def test_bad_connection_limits_fail_at_start_naming_the_key(key: str, value: obj
     assert err.value.key == key
 
 
+def test_an_override_host_that_does_not_resolve_fails_at_start_naming_the_key() -> None:
+    def resolve(host: str) -> str:
+        raise OSError("Name or service not known")
+
+    cfg = NodeConfig({**_BROKER, "max.connections.per.ip.overrides": "nohost.invalid:3"})
+    with pytest.raises(ConfigError, match="nohost.invalid") as err:
+        ConnectionLimiter.from_config(cfg, ["PLAINTEXT"], resolve=resolve)
+    assert err.value.key == "max.connections.per.ip.overrides"
+
+
 def test_ip_overrides_parse_hosts_and_addresses() -> None:
     assert parse_ip_overrides("hostName:100,127.0.0.1:200") == {"hostName": 100, "127.0.0.1": 200}
     assert parse_ip_overrides("") == {} and parse_ip_overrides(None) == {}
