@@ -280,10 +280,11 @@ class KafkaAcceptor:
         self._tasks = [loop.create_task(self._accept_loop()), loop.create_task(self._reap_loop())]
 
     async def stop(self) -> None:
-        """Stop accepting and close the socket; the connections are the listener's to end."""
-        for task in self._tasks:
+        """Stop accepting (connections accepted but not yet set up are closed) and close the
+        socket; the connections are the listener's to end."""
+        for task in [*self._tasks, *self._starting]:
             task.cancel()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._starting]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
@@ -366,8 +367,17 @@ class KafkaAcceptor:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             transport, conn.protocol = await loop.connect_accepted_socket(lambda: self._protocol(conn), raw)
             conn.transport = transport  # a socket transport: it has abort()
+        except asyncio.CancelledError:  # the listener stops
+            self._abandon(conn, raw)
+            raise
         except Exception as err:  # noqa: BLE001  # one connection's failure must not stop accepting
             self._log.info("kafka_connection_failed", peer=conn.peer, error=repr(err))
+            self._abandon(conn, raw)
+
+    def _abandon(self, conn: Connection, raw: socket.socket) -> None:
+        if conn.transport is not None:
+            conn.transport.abort()  # its loss releases the quota
+        else:
             raw.close()
             self._release(conn)
 
