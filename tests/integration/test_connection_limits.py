@@ -251,22 +251,25 @@ def test_an_unauthenticated_grpc_produce_is_refused_unread(scram: LocalCluster) 
 
 
 def test_a_connection_without_a_handshake_is_closed_after_the_deadline(scram: LocalCluster) -> None:
-    """No TLS ClientHello, or TLS but no SASL: closed after connections.handshake.timeout.ms, while
-    an authenticated client is not."""
+    """No TLS ClientHello, or TLS but no SASL: closed after connections.handshake.timeout.ms (on
+    the gRPC listener too: grpc.server_handshake_timeout_ms)."""
     address = _kafka_address(scram)
+    grpc_host, grpc_port = broker_address(scram).rsplit(":", 1)
     started = time.monotonic()
     silent = _connect(address)
+    silent_grpc = _connect((grpc_host, int(grpc_port)))
     tls_only = _tls(scram, _connect(address), address[0])
     try:
         assert _api_versions(tls_only) == 0  # allowed before SASL, and no reason to keep it
         deadline_s = HANDSHAKE_TIMEOUT_MS / 1000
         assert _closed_by_peer(silent, deadline_s + 10.0)
         assert _closed_by_peer(tls_only, deadline_s + 10.0)
+        assert _closed_by_peer(silent_grpc, deadline_s + 10.0 - (time.monotonic() - started))
         elapsed = time.monotonic() - started
         assert elapsed >= deadline_s * 0.8, f"closed after {elapsed:.1f} s, before the deadline"
     finally:
-        silent.close()
-        tls_only.close()
+        for s in (silent, silent_grpc, tls_only):
+            s.close()
 
 
 def test_an_idle_connection_is_closed_after_connections_max_idle_ms(plain: LocalCluster) -> None:
