@@ -10,7 +10,7 @@ every connection, before it has sent a byte, asyncio's TLS protocol with a 256 K
   blocks the same way over ``max.connections``: the kernel holds the newcomers in the listen
   backlog), and closes a connection over its address's limit right after accepting it;
 - a TLS connection has no TLS state until its first byte arrives (`_AwaitingClientHello`), then
-  `LeanTlsProtocol`, asyncio's TLS protocol with a 16 KiB read buffer, grown
+  `LeanTlsProtocol`, asyncio's TLS protocol with a 4 KiB read buffer, grown
   to asyncio's 256 KiB once the connection authenticates (TLS done, and SASL on a SASL listener),
   when throughput matters more than the cost of an idle stranger; the stream reader's high-water
   mark (how much it buffers before it stops reading the socket) is likewise small until then;
@@ -38,8 +38,8 @@ from kraftlog.common.config import ConfigError
 
 __all__ = ["Connection", "ConnectionLimiter", "ConnectionMetrics", "KafkaAcceptor", "LeanTlsProtocol"]
 
-#: read buffer of a TLS connection until it authenticates: one TLS record
-PRE_AUTH_TLS_READ_BYTES: Final = 16 * 1024
+#: read buffer of a TLS connection until it authenticates (a ClientHello, SASL frames: small)
+PRE_AUTH_TLS_READ_BYTES: Final = 4 * 1024
 #: asyncio's own TLS read buffer, for authenticated connections
 TLS_READ_BYTES: Final = 256 * 1024
 #: the stream reader's limit (it stops reading the socket at twice this) before authentication
