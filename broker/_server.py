@@ -178,9 +178,20 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
-        from kraftlog.broker.kafka import KafkaApis, KafkaListener
+        from kraftlog.broker.kafka import (
+            ConnectionLimiter,
+            ConnectionLimits,
+            ConnectionMetrics,
+            KafkaApis,
+            KafkaListener,
+        )
+        from kraftlog.common.security import listener_prefix
 
         self.kafka_apis = KafkaApis(self)
+        kafka_names = list(kafka_listeners(config))
+        # Kafka's ConnectionQuotas: one count over the broker's Kafka listeners (gRPC ones are
+        # bounded by grpc options instead, see node._runtime)
+        self.connection_limiter = ConnectionLimiter.from_config(config, kafka_names, ConnectionMetrics(registry))
         self.kafka_listeners = [
             KafkaListener(
                 name,
@@ -194,6 +205,8 @@ class BrokerServer:
                 node_id=self.broker_id,
                 security=ListenerSecurity.from_config(config, name),
                 sasl_token=self.kafka_apis.sasl_token,
+                limiter=self.connection_limiter,
+                limits=ConnectionLimits.from_config(config, listener_prefix(name)),
             )
             for name, ((host, port), _advertised) in kafka_listeners(config).items()
         ]

@@ -7,6 +7,11 @@ reflection). For each call it:
    listener with mutual TLS (``User:<subject>`` after ``ssl.principal.mapping.rules``), else
    ``User:ANONYMOUS``; a broker forwarding a client's admin request (KIP-590) names that client
    in the call metadata, which is believed only when the broker itself may ClusterAction;
+   On a SASL listener a call that cannot have a session (no session token, or one no session
+   has, and no client certificate possible) is refused before its request message is read:
+   grpc reads a message whole before the handler runs, so a stranger's 90 MiB Produce would
+   otherwise be held (three at once: +500 MiB) only to be refused. The refusal is a
+   request-streaming handler that never asks for the message;
 2. runs the handler inside a `RequestContext` (`kraftlog.common.security._request_context`), through which
    the handler asks its authorization questions;
 3. fails the call closed (INTERNAL, logged as ``rpc_without_authorization_decision``) when the
@@ -94,6 +99,7 @@ def interceptor(
         authorize_fn=authorize_fn,
         principal_of=principal_of,
         sasl=sasl,
+        client_certificates=security.tls is not None and security.tls.client_auth != "none",
     )
 
 
@@ -113,8 +119,10 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         authorize_fn: AuthorizeFn,
         principal_of: PrincipalOf | None = None,
         sasl: SaslSessions | None = None,
+        client_certificates: bool = False,
     ) -> None:
         self.listener = listener
+        self.client_certificates = client_certificates  # a caller may be known by its certificate
         self.sasl = sasl  # on SASL listeners: every call but the exchange needs a session
         self.security_protocol = security_protocol
         self.authorize_fn = authorize_fn
@@ -130,6 +138,9 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         path = handler_call_details.method
+        refusal = self._refusal_before_reading(path, handler_call_details.invocation_metadata)
+        if refusal is not None:
+            return _unread_refusal(refusal)
         cached = self._wrapped.get(path)
         if cached is not None and cached[0] is handler:
             return cached[1]
@@ -138,6 +149,25 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
     # ------------------------------------------------------------------ sessions
+
+    def _refusal_before_reading(self, path: str, metadata: Any) -> str | None:
+        """Why a call on a SASL listener is refused before its message is read (None: read it,
+        `session` decides). Only what the metadata alone proves: no session token and no client
+        certificate possible, or a token no session has."""
+        if self.sasl is None:
+            return None
+        service = path.lstrip("/").partition("/")[0]
+        if service == "kraftlog.v1.SaslService" or service.startswith("grpc."):
+            return None
+        token = next((str(v) for k, v in metadata or () if k == SESSION_METADATA), None)
+        if token is None and self.client_certificates:
+            return None  # perhaps a node with its certificate: `session` looks
+        if token is not None and self.sasl.known(token):
+            return None
+        return (
+            f"{kerr.SaslAuthenticationFailedError.error_name}: listener {self.listener} needs a SASL session: "
+            "authenticate with SaslService first"
+        )
 
     def session(self, context: Any, *, exchange: bool = False, forwardable: bool = False) -> Session:
         """The caller of this call; raises `SaslAuthenticationFailedError` when it did not
@@ -253,3 +283,14 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             return
         _log.error("rpc_without_authorization_decision", method=path, principal=ctx.principal)
         await context.abort(grpc.StatusCode.INTERNAL, f"{path} reached no authorization decision")
+
+
+def _unread_refusal(message: str) -> Any:
+    """A handler that answers UNAUTHENTICATED without reading the request: as request-streaming,
+    grpc hands it an iterator it never advances, so the message is not received (HTTP/2 flow
+    control holds the sender to its window)."""
+
+    async def refuse(request_iterator: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    return grpc.stream_unary_rpc_method_handler(refuse)

@@ -97,13 +97,14 @@ class Node:
             self.metrics_endpoint.start()
 
         def new_server(service_names: list[str], role: str, security: Any, sasl: Any = None) -> tuple[Any, Any]:
+            listener_options = [*options, *_connection_options(self.config, security.listener)]
             interceptors = []
             if self.registry is not None:
                 from kraftlog.node._metrics import RpcMetricsInterceptor
 
                 interceptors.append(RpcMetricsInterceptor(self.registry, role))
             interceptors.append(security)  # inside the metrics: refusals are measured too
-            server = grpc.aio.server(options=options, interceptors=interceptors)
+            server = grpc.aio.server(options=listener_options, interceptors=interceptors)
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
             security_pb2_grpc.add_SaslServiceServicer_to_server(SaslServicer(sasl), server)
@@ -217,6 +218,39 @@ class Node:
             return True
         _log.info("controlled_shutdown_skipped", reason="no majority of the controller quorum is reachable")
         return False
+
+
+def _connection_options(config: Any, listener: str) -> list[tuple[str, int]]:
+    """Kafka's connection limits as a gRPC server of ``listener`` can have them (grpc's options
+    are per server, and it never shows the application a connection):
+
+    - ``connections.max.idle.ms`` -> ``grpc.max_connection_idle_ms``: a connection without a call
+      for that long gets a GOAWAY (clients reconnect on their next call);
+    - ``connections.handshake.timeout.ms`` -> ``grpc.server_handshake_timeout_ms``: TLS and the
+      HTTP/2 preface must finish within it (a SASL session is per call, not per connection, so
+      SASL is not part of it);
+    - ``listener.name.<l>.max.connections`` -> ``grpc.max_allowed_incoming_connections``: grpc
+      closes connections over it (Kafka would wait to accept them). The broker-wide
+      ``max.connections`` and the per-address limits count Kafka listeners only: grpc cannot count
+      by address, and the nodes' own traffic runs on the gRPC listeners (Kafka likewise exempts its
+      inter-broker listener from the broker-wide limit);
+    - ``grpc.max.concurrent.streams`` -> ``grpc.max_concurrent_streams``: calls in progress on one
+      connection (more wait in the client).
+    """
+    from kraftlog.common.security import listener_prefix
+
+    int_max = 2**31 - 1
+    out = [
+        ("grpc.server_handshake_timeout_ms", int(config["connections.handshake.timeout.ms"])),
+        ("grpc.max_concurrent_streams", int(config["grpc.max.concurrent.streams"])),
+    ]
+    idle_ms = int(config["connections.max.idle.ms"])
+    if idle_ms >= 0:
+        out.append(("grpc.max_connection_idle_ms", min(idle_ms, int_max)))
+    key = listener_prefix(listener) + "max.connections"
+    if key in config:
+        out.append(("grpc.max_allowed_incoming_connections", int(config[key])))
+    return out
 
 
 def _sasl_sessions(security: Any, image: Any) -> Any:

@@ -6,6 +6,10 @@ it, then read the next, so answers go out in request order (a client pipelines u
 ``max.in.flight`` requests; they wait in the socket). A request larger than
 ``socket.request.max.bytes`` or a frame that does not decode closes that connection only; an API
 or version that is not served is answered with UNSUPPORTED_VERSION and the connection stays open.
+Connections are accepted by `_kafka_accept.KafkaAcceptor` under the broker's connection quotas
+(``max.connections``, per-address limits, idle and handshake deadlines); on a SASL listener a
+request announced larger than ``sasl.server.max.receive.size`` before SASL completes closes the
+connection before a byte of it is read, as Kafka does.
 
 Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
 regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
+from kraftlog.broker.kafka._connection_quotas import ConnectionLimits, ConnectionQuotas
+from kraftlog.broker.kafka._kafka_accept import Connection, ConnectionLimiter, KafkaAcceptor
 from kraftlog.broker.kafka._kafka_wire import (
     Chunk,
     MalformedRequest,
@@ -32,6 +37,7 @@ from kraftlog.broker.kafka._kafka_wire import (
     encode_response,
     parse_request,
 )
+from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common.security import ANONYMOUS, ListenerSecurity, Session, peer_principal, server_context
 from kraftlog.storage import FileRegion
 
@@ -106,6 +112,9 @@ class KafkaListener:
         node_id: int,
         security: ListenerSecurity | None = None,
         sasl_token: Callable[[ConnectionInfo, bytes], bytes] | None = None,
+        limiter: ConnectionLimiter | None = None,
+        limits: ConnectionLimits | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.name = name
         self._sasl_token = sasl_token
@@ -125,64 +134,62 @@ class KafkaListener:
             # the kernel cannot encrypt (no kTLS here): TLS listeners send fetched batches with
             # the copy path, through OpenSSL
             self.sendfile = False
-        self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._log = structlog.get_logger(__name__).bind(node_id=node_id, listener=name)
+        self.limits = limits or ConnectionLimits()
+        self._acceptor = KafkaAcceptor(
+            name,
+            ssl_context=self._ssl_context,
+            sasl=self.security.uses_sasl,
+            limiter=limiter or ConnectionLimiter(ConnectionQuotas()),
+            serve=self._serve,
+            idle_ms=self.limits.idle_ms,
+            handshake_ms=self.limits.handshake_ms,
+            backlog=self.limits.backlog,
+            clock=clock,
+            log=self._log,
+        )
 
     async def bind(self) -> None:
         """Bind the socket (port 0 gets its real port, which the broker registers) without
         accepting yet: requests are served from `start_serving`, once the broker has caught up
         with the metadata log, as Kafka enables its request processing after the initial
-        catch-up."""
-        self._server = await asyncio.start_server(
-            self._serve,
-            self.host or None,
-            self.port,
-            reuse_address=True,
-            limit=1 << 20,
-            start_serving=False,
-            ssl=self._ssl_context,
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        catch-up. Connections are accepted under the broker's connection quotas
+        (`_kafka_accept.KafkaAcceptor`)."""
+        self.port = self._acceptor.bind(self.host, self.port)
 
     async def start_serving(self) -> None:
-        if self._server is not None and not self._stopping:
-            await self._server.start_serving()
+        if not self._stopping:
+            self._acceptor.start()
             self._log.info("kafka_listener_started", address=f"{self.host}:{self.port}")
 
     async def stop(self) -> None:
-        """Stop accepting, end every connection (a request in progress is cancelled) and wait for
-        them, so none is still serving when the broker closes its logs."""
+        """Stop accepting, end every connection (a request in progress is cancelled, a TLS
+        handshake aborted) and wait for them, so none is still serving when the broker closes
+        its logs."""
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        await self._acceptor.stop()
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
+        self._acceptor.abort_all()
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: Connection) -> None:
         task = asyncio.current_task()
         assert task is not None
         if self._stopping:
             writer.close()
             return
         self._connections.add(task)
-        peer_addr = writer.get_extra_info("peername")
-        peer = f"{peer_addr[0]}:{peer_addr[1]}" if peer_addr else "?"
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = accepted.peer
         log = self._log.bind(peer=peer)
         try:
-            session = self._session(writer, peer_addr[0] if peer_addr else "?")
+            session = self._session(writer, accepted.ip)
             conn = ConnectionInfo(self.name, peer, session, self.security)
-            await self._requests(reader, writer, conn, log)
+            await self._requests(reader, writer, conn, log, accepted)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except asyncio.CancelledError:
@@ -205,18 +212,36 @@ class KafkaListener:
         return Session(principal, host, self.name, self.security.protocol)
 
     async def _requests(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: ConnectionInfo, log: Any
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        conn: ConnectionInfo,
+        log: Any,
+        accepted: Connection,
     ) -> None:
+        """Serve the connection's requests in order. Before SASL authentication completes a frame
+        may be at most ``sasl.server.max.receive.size``: a larger one announced closes the
+        connection before a byte of it is read (Kafka's InvalidReceiveException)."""
+        state, acceptor = accepted.state, self._acceptor
         while True:
+            state.request_done(acceptor.now_ms())  # the previous request (if any) is answered
+            if conn.authenticated and not state.authenticated:  # SASL completed on the last request
+                acceptor.authenticated(accepted, reader)
             (size,) = _SIZE.unpack(await reader.readexactly(4))
-            if size <= 0 or size > self._max_request_bytes:
+            state.last_active_ms = acceptor.now_ms()
+            limit, key = self._max_request_bytes, "socket.request.max.bytes"
+            if not conn.authenticated and self.limits.pre_auth_max_bytes < limit:
+                limit, key = self.limits.pre_auth_max_bytes, "sasl.server.max.receive.size"
+            if size <= 0 or size > limit:
                 log.warning(
                     "kafka_request_refused",
-                    reason=f"a request of {size} bytes is outside 1..socket.request.max.bytes "
-                    f"({self._max_request_bytes}); closing the connection",
+                    reason=f"a request of {size} bytes is outside 1..{key} ({limit}); closing the connection",
                 )
+                if key != "socket.request.max.bytes":
+                    acceptor.closed(accepted, "pre_auth_frame_too_large")
                 return
             frame = await reader.readexactly(size)
+            state.request_started(acceptor.now_ms())
             if conn.sasl_raw_tokens and self._sasl_token is not None:
                 try:  # SaslHandshake v0: this frame is the client's SASL token, the answer ours
                     challenge = self._sasl_token(conn, frame)

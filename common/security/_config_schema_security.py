@@ -202,6 +202,8 @@ LISTENER_PREFIXABLE: Final = frozenset(
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms",
+        "sasl.server.max.receive.size",
+        "max.connections",
     }
 )
 
@@ -222,8 +224,8 @@ def listener_prefixed_key(defs: ConfigDef, name: str) -> tuple[str, ConfigKey] |
     if tail == "sasl.jaas.config" and mechanism.upper() in _SASL_MECHANISMS_KNOWN:
         return listener.upper(), defs["sasl.jaas.config"]
     raise ConfigError(
-        f"'{name}' sets {rest!r} for listener {listener.upper()}, but only ssl.*, sasl.enabled.mechanisms and "
-        "<mechanism>.sasl.jaas.config can be set per listener",
+        f"'{name}' sets {rest!r} for listener {listener.upper()}, but only ssl.*, sasl.enabled.mechanisms, "
+        "sasl.server.max.receive.size, max.connections and <mechanism>.sasl.jaas.config can be set per listener",
         key=name,
     )
 

@@ -154,6 +154,11 @@ class SaslSessions:
             self._sessions.popitem(last=False)
         return challenge, session_token
 
+    def known(self, token: str) -> bool:
+        """Whether ``token`` names a session at all (from any host, expired or not): a cheap
+        first look before a call's request is read; `session` decides."""
+        return token in self._sessions
+
     def session(self, token: str, host: str) -> Session | None:
         """The session of ``token`` used from ``host`` (None: unknown, expired or elsewhere)."""
         entry = self._sessions.get(token)
