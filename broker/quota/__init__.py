@@ -1,0 +1,24 @@
+"""Client quotas on the broker (KIP-13, KIP-124, KIP-599): windowed rates, the quota managers that
+resolve each client's quota from the metadata image and compute throttle times, and their
+Prometheus gauges. The Kafka listener and the gRPC servicers both enforce through `QuotaManagers`.
+"""
+
+from kraftlog.broker.quota._quota_manager import (
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    QuotaManagers,
+    QuotaSample,
+)
+from kraftlog.broker.quota._quota_metrics import QuotaCollector
+from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
+
+__all__ = [
+    "ClientQuotaManager",
+    "ControllerMutationQuotaManager",
+    "QuotaCollector",
+    "QuotaManagers",
+    "QuotaSample",
+    "SampledRate",
+    "TokenBucket",
+    "throttle_time_ms",
+]
