@@ -33,6 +33,7 @@ from kraftlog.broker._listeners import (
 from kraftlog.broker._metadata_response import metadata_response
 from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
+from kraftlog.broker.quota import QuotaCollector, QuotaManagers
 from kraftlog.broker.replica import (
     AlterPartitionManager,
     BrokerStateCollector,
@@ -178,6 +179,14 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
+        # client quotas (issue 24), enforced from this broker's metadata image by both front ends
+        self.quotas = QuotaManagers(
+            lambda: self.follower.image.quotas,
+            window_num=config["quota.window.num"],
+            window_size_s=config["quota.window.size.seconds"],
+            controller_window_num=config["controller.quota.window.num"],
+            controller_window_size_s=config["controller.quota.window.size.seconds"],
+        )
         from kraftlog.broker.kafka import KafkaApis, KafkaListener
 
         self.kafka_apis = KafkaApis(self)
@@ -212,6 +221,7 @@ class BrokerServer:
             )
         )
         self.metrics.registry.register(self.group_lag)
+        self.metrics.registry.register(QuotaCollector(self.quotas, self.quotas.now_ms))
 
     # ------------------------------------------------------------------ lifecycle
 

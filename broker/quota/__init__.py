@@ -8,6 +8,7 @@ from kraftlog.broker.quota._quota_manager import (
     ControllerMutationQuotaManager,
     QuotaManagers,
     QuotaSample,
+    quota_user,
 )
 from kraftlog.broker.quota._quota_metrics import QuotaCollector
 from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
@@ -20,5 +21,6 @@ __all__ = [
     "QuotaSample",
     "SampledRate",
     "TokenBucket",
+    "quota_user",
     "throttle_time_ms",
 ]

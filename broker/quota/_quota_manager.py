@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
+from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.metadata_log import ClientQuotasImage
 
 __all__ = [
@@ -25,10 +26,17 @@ __all__ = [
     "ControllerMutationQuotaManager",
     "QuotaManagers",
     "QuotaSample",
+    "quota_user",
 ]
 
 _SENSOR_EXPIRY_MS = 3_600_000
 _NANOS_PER_PERCENT_SECOND = 1e7  # 1 % of one second: Kafka's nanosToPercentagePerSecond
+
+
+def quota_user(principal: str) -> str:
+    """The user a principal's quotas are looked up under: its name (``User:alice`` -> ``alice``),
+    as Kafka keys user quotas by the principal's name."""
+    return principal.split(":", 1)[1] if ":" in principal else principal
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,17 +179,20 @@ class ControllerMutationQuotaManager:
 
 class QuotaManagers:
     """The broker's quota managers (Kafka's QuotaFactory.QuotaManagers), over one metadata image
-    getter and the ``quota.window.*`` / ``controller.quota.window.*`` configs."""
+    getter and the ``quota.window.*`` / ``controller.quota.window.*`` configs; ``clock`` is the
+    monotonic clock the enforcing front ends read (`now_ms`)."""
 
     def __init__(
         self,
         image: Callable[[], ClientQuotasImage],
         *,
+        clock: Clock = SYSTEM_CLOCK,
         window_num: int = 11,
         window_size_s: int = 1,
         controller_window_num: int = 11,
         controller_window_size_s: int = 1,
     ) -> None:
+        self.clock = clock
         size_ms = window_size_s * 1000
         self.produce = ClientQuotaManager(
             "Produce", "producer_byte_rate", image, window_num=window_num, window_size_ms=size_ms
@@ -200,6 +211,9 @@ class QuotaManagers:
         self.controller_mutation = ControllerMutationQuotaManager(
             image, window_num=controller_window_num, window_size_ms=controller_window_size_s * 1000
         )
+
+    def now_ms(self) -> int:
+        return self.clock.monotonic_ms()
 
     def record_request_time(self, user: str, client_id: str, elapsed_ns: int, now_ms: int) -> int:
         """Record the time a request held the broker (as a percentage of one second, Kafka's
