@@ -56,6 +56,9 @@ from kraftlog.metadata_log.image._image_quotas import (
     ClientQuotasImage,
     QuotaResolution,
     make_entity,
+    next_quota_values,
+    quota_sort_key,
+    quota_to_records,
     validate_alteration,
 )
 from kraftlog.metadata_log.image._image_security import (
@@ -80,6 +83,9 @@ __all__ = [
     "ClientQuotasImage",
     "QuotaResolution",
     "make_entity",
+    "next_quota_values",
+    "quota_sort_key",
+    "quota_to_records",
     "validate_alteration",
     "BrokerRegistration",
     "ClusterImage",

@@ -40,6 +40,8 @@ __all__ = [
     "ClientQuotasImage",
     "QuotaResolution",
     "make_entity",
+    "next_quota_values",
+    "quota_sort_key",
     "quota_to_records",
     "validate_alteration",
 ]
@@ -245,17 +247,34 @@ class ClientQuotasImage:
             elif strict and len(as_map) != len(named):
                 continue
             found.append((entity, values))
-        found.sort(key=lambda item: [(t, "" if n is None else "\x01" + n) for t, n in item[0]])
+        found.sort(key=lambda item: quota_sort_key(item[0]))
         return found
 
 
 ClientQuotasImage.EMPTY = ClientQuotasImage()
 
 
+def quota_sort_key(entity: QuotaEntity) -> tuple[tuple[str, str], ...]:
+    """The order of entities in snapshots and answers: by type, then the default before names."""
+    return tuple((t, "" if n is None else "\x01" + n) for t, n in entity)
+
+
+def next_quota_values(current: Mapping[str, float], record: ClientQuotaRecord) -> dict[str, float]:
+    """One entity's keys after ``record`` (empty: the entity is gone); `MetadataReplayError` for
+    a record `ClientQuotasDelta` refuses. The Spark fold replays with this function too."""
+    _replay_entity(record)
+    values = dict(current)
+    if record.remove:
+        values.pop(record.key, None)
+    else:
+        values[record.key] = float(record.value)
+    return values
+
+
 def quota_to_records(image: ClientQuotasImage) -> list[ClientQuotaRecord]:
     """The records that recreate ``image`` (a snapshot's part), by entity then key."""
     out = []
-    for entity in sorted(image.entities, key=lambda e: [(t, "" if n is None else "\x01" + n) for t, n in e]):
+    for entity in sorted(image.entities, key=quota_sort_key):
         values = image.entities[entity]
         for key in sorted(values):
             out.append(ClientQuotaRecord(entity=entity, key=key, value=values[key], remove=False))
@@ -279,16 +298,11 @@ class ClientQuotasDelta:
         """Apply one record; on `MetadataReplayError` nothing changed. Removing a key that is not
         set changes nothing (Kafka's replay ignores it too)."""
         entity = _replay_entity(record)
-        values = self._changes.get(entity)
-        if values is None:
-            current = self._image.entities.get(entity, _EMPTY_MAP)
-            if record.remove and record.key not in current:
-                return
-            values = self._changes[entity] = dict(current)
-        if record.remove:
-            values.pop(record.key, None)
-        else:
-            values[record.key] = float(record.value)
+        changed = self._changes.get(entity)
+        current: Mapping[str, float] = self._image.entities.get(entity, _EMPTY_MAP) if changed is None else changed
+        if changed is None and record.remove and record.key not in current:
+            return
+        self._changes[entity] = next_quota_values(current, record)
 
     def apply(self) -> ClientQuotasImage:
         if not self._changes:
