@@ -33,7 +33,13 @@ from kraftlog.broker._listeners import (
 from kraftlog.broker._metadata_response import metadata_response
 from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
-from kraftlog.broker.quota import QuotaCollector, QuotaManagers
+from kraftlog.broker.quota import (
+    QuotaCollector,
+    QuotaManagers,
+    grpc_client_id,
+    throttle_grpc_fetch,
+    throttle_grpc_produce,
+)
 from kraftlog.broker.replica import (
     AlterPartitionManager,
     BrokerStateCollector,
@@ -529,10 +535,14 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         self.s = server
 
     async def Produce(self, request: Any, context: Any) -> Any:
-        return await self.s.replicas.produce(request)
+        response = await self.s.replicas.produce(request)
+        principal = current_request().principal
+        return await throttle_grpc_produce(self.s.quotas, request, response, principal, grpc_client_id(context))
 
     async def Fetch(self, request: Any, context: Any) -> Any:
-        return await self.s.replicas.fetch(request)
+        response = await self.s.replicas.fetch(request)
+        principal = current_request().principal
+        return await throttle_grpc_fetch(self.s.quotas, request, response, principal, grpc_client_id(context))
 
     async def ListOffsets(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.list_offsets(request))

@@ -3,6 +3,12 @@ resolve each client's quota from the metadata image and compute throttle times, 
 Prometheus gauges. The Kafka listener and the gRPC servicers both enforce through `QuotaManagers`.
 """
 
+from kraftlog.broker.quota._grpc_quota import (
+    CLIENT_ID_METADATA,
+    grpc_client_id,
+    throttle_grpc_fetch,
+    throttle_grpc_produce,
+)
 from kraftlog.broker.quota._quota_manager import (
     ClientQuotaManager,
     ControllerMutationQuotaManager,
@@ -14,6 +20,10 @@ from kraftlog.broker.quota._quota_metrics import QuotaCollector
 from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
 
 __all__ = [
+    "CLIENT_ID_METADATA",
+    "grpc_client_id",
+    "throttle_grpc_fetch",
+    "throttle_grpc_produce",
     "ClientQuotaManager",
     "ControllerMutationQuotaManager",
     "QuotaCollector",
