@@ -5,12 +5,13 @@ within 10 % of it over 20 s, is told the throttle (``throttle_cb`` and its stati
 broker's metrics show the entity's byte rate and throttle time.
 
 On main the node does not serve api keys 48/49 (UNSUPPORTED_VERSION) and has no quota: the same
-producer ran unthrottled (see the note of issue 24 for the figure).
+producer ran unthrottled: 88.8 MB/s over the same 20 s.
 
 The node runs with ``quota.window.num = 2`` so that a 20 s measurement sees the steady state: with
-Kafka's default 11 windows the quota is held over the window, and a new client's first burst
-(10 s worth) is averaged over 10 s, which a 20 s measurement shows as ~1.1x
-(tests/unit/broker/test_quota_manager.py shows both).
+Kafka's default 11 windows a new client's first burst (10 s worth) is averaged over 10 s and then
+paid back, which a 20 s measurement shows as ~1.1x from the start or ~0.65x from the first throttle
+(tests/unit/broker/test_quota_manager.py has the arithmetic). The 20 s are counted from two windows
+after the first throttled answer, once the first window's burst is paid back.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.integration
 
 QUOTA_BYTES_PER_S = 1_000_000
 MEASURE_S = 20.0
+WARM_UP_S = 2.0  # two quota windows after the first throttle
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +226,7 @@ def test_librdkafka_producer_is_held_to_its_byte_rate(node: tuple[LocalCluster, 
         admin.alter_client_quotas([({"client-id": "held-producer"}, {"producer_byte_rate": QUOTA_BYTES_PER_S})])
     wait_until(lambda: (("client-id", "held-producer"),) in _described(cluster, []), 30, what="the quota in the image")
     throttles: list[int] = []
+    first_throttle: list[float] = []  # when the first throttled answer reached the producer
     stats_throttle: list[float] = []
     delivered: list[tuple[float, int]] = []
     lock = threading.Lock()
@@ -239,6 +242,11 @@ def test_librdkafka_producer_is_held_to_its_byte_rate(node: tuple[LocalCluster, 
             if avg:
                 stats_throttle.append(avg)
 
+    def on_throttle(event) -> None:  # type: ignore[no-untyped-def]
+        throttles.append(int(event.throttle_time * 1000))
+        if not first_throttle:
+            first_throttle.append(time.monotonic())
+
     producer = Producer(
         {
             "bootstrap.servers": cluster.kafka_bootstrap_servers,
@@ -248,14 +256,18 @@ def test_librdkafka_producer_is_held_to_its_byte_rate(node: tuple[LocalCluster, 
             "queue.buffering.max.messages": 2000,
             "statistics.interval.ms": 1000,
             "stats_cb": on_stats,
-            "throttle_cb": lambda event: throttles.append(int(event.throttle_time * 1000)),
+            "throttle_cb": on_throttle,
+            "batch.size": 100_000,
         }
     )
     value = b"x" * 10_000
     start = time.monotonic()
-    deadline = start + MEASURE_S
     try:
-        while time.monotonic() < deadline:
+        # the 20 s are measured once the first burst is paid back: before the first throttle the
+        # client may send a window's worth at once (Kafka's rate counts at least
+        # quota.window.num - 1 windows), which the next window pays back
+        while not first_throttle or time.monotonic() < first_throttle[0] + WARM_UP_S + MEASURE_S:
+            assert first_throttle or time.monotonic() < start + 15, "no throttle within 15 s"
             try:
                 producer.produce(topic, value, on_delivery=on_delivery)
             except BufferError:
@@ -263,8 +275,9 @@ def test_librdkafka_producer_is_held_to_its_byte_rate(node: tuple[LocalCluster, 
                 continue
             producer.poll(0)
         producer.poll(0)
+        begin = first_throttle[0] + WARM_UP_S
         with lock:
-            in_window = sum(size for at, size in delivered if at <= deadline)
+            in_window = sum(size for at, size in delivered if begin < at <= begin + MEASURE_S)
     finally:
         producer.purge()
         producer.flush(10)
