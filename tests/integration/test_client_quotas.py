@@ -302,3 +302,51 @@ def test_librdkafka_producer_is_held_to_its_byte_rate(node: tuple[LocalCluster, 
         if labels.get("client_id") == "held-producer"
     ]
     assert throttle_series
+
+
+def test_librdkafka_consumer_is_held_to_its_fetch_byte_rate(node: tuple[LocalCluster, int]) -> None:
+    """consumer_byte_rate on Fetch: 6 MB on the topic, a consumer held to 500 kB/s reads about a
+    window's burst plus 500 kB a second (unheld, it reads all 6 MB within the first second)."""
+    from confluent_kafka import Consumer, Producer
+
+    cluster, _port = node
+    topic = "quota-fetch"
+    with Admin(cluster.bootstrap_servers, request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        admin.alter_client_quotas([({"client-id": "held-consumer"}, {"consumer_byte_rate": 500_000})])
+    wait_until(lambda: (("client-id", "held-consumer"),) in _described(cluster, []), 30, what="the quota in the image")
+    producer = Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "acks": 1})
+    for _ in range(600):
+        producer.produce(topic, b"y" * 10_000)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    del producer
+    throttles: list[int] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "client.id": "held-consumer",
+            "group.id": "held-group",
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 262_144,
+            "message.max.bytes": 262_144,
+            "max.partition.fetch.bytes": 262_144,
+            "throttle_cb": lambda event: throttles.append(int(event.throttle_time * 1000)),
+        }
+    )
+    consumed = 0
+    try:
+        consumer.subscribe([topic])
+        first = None
+        while first is None or time.monotonic() < first + 4.0:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                consumed += len(msg.value())
+                first = first or time.monotonic()
+    finally:
+        consumer.close()
+    print(f"consumer held to 500000 B/s read {consumed} bytes in 4 s; {len(throttles)} throttles")
+    assert throttles and max(throttles) > 0
+    # one window's burst (500 kB), 4 s at the quota (2 MB), and what librdkafka prefetched: about
+    # 3 MB, well below the 6 MB an unheld consumer reads; and not starved either
+    assert 1_000_000 < consumed < 4_200_000
