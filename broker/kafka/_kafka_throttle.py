@@ -5,7 +5,10 @@ After a request is handled (`KafkaThrottle.after`):
 
 - Produce records the request's record bytes against ``producer_byte_rate``, Fetch the bytes of
   the answer's records against ``consumer_byte_rate``; every request but the SASL exchange
-  records the time it held the broker against ``request_percentage``;
+  records the time it held the broker against ``request_percentage`` (the event loop thread's
+  CPU time while it was served, at most its wall time: time parked waiting, as a long-polled
+  Fetch is, costs nothing, as Kafka counts only its handler threads' time; other connections'
+  work interleaved on the loop meanwhile is counted too, so a busy broker throttles earlier);
 - the throttle time is the larger of the bandwidth and request throttles (Kafka's
   ``maxThrottleTimeMs``); it goes into the answer's ``throttle_time_ms`` and the connection is
   muted for it (`ConnectionInfo.throttle_ms`: the listener reads no further request of that
