@@ -86,10 +86,6 @@ class ClientQuotaManager:
         self._sensors: dict[tuple[str, str], _Sensor] = {}
         self._next_expiry_ms = 0
 
-    def quota_enabled(self) -> bool:
-        """Whether any entity has this quota (nothing to record otherwise)."""
-        return any(self.key in values for values in self._image().entities.values())
-
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value`` for the client; the throttle time it earned (0: within its quota)."""
         resolution = self._image().resolve(user, client_id, self.key)
