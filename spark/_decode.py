@@ -278,13 +278,14 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
         record = d["record"]
         offset, epoch, timestamp_ms = int(d["offset"]), int(d["epoch"]), int(d["timestamp_ms"])
         type_id = record["type"]
-        if type_id == _QUOTA:  # its entity is a list of maps: ClientQuotaRecord.from_wire reads it
-            return None
         spec = _SPECS[type_id]
         if record.get("version", 0) > spec[0]:
             return None
     except (KeyError, TypeError, ValueError):
         return None
+    if type_id == _QUOTA:
+        quota = _fast_quota(record)
+        return None if quota is None else (offset, epoch, timestamp_ms, type_id, quota)
     values = []
     get = record.get
     for name, default in spec[1]:
@@ -295,6 +296,24 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
             return None
         values.append(value)
     return offset, epoch, timestamp_ms, type_id, tuple(values)
+
+
+def _fast_quota(record: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A ClientQuotaRecord's fields as `ClientQuotaRecord.from_wire` reads them (its entity, a list
+    of ``{entity_type, entity_name}`` maps, as sorted pairs); None for anything else."""
+    entity = record.get("entity")
+    if type(entity) is not list or "key" not in record:
+        return None
+    pairs = []
+    for e in entity:
+        if type(e) is not dict or "entity_type" not in e:
+            return None
+        pairs.append((e["entity_type"], e.get("entity_name")))
+    try:
+        pairs.sort()
+    except TypeError:
+        return None
+    return (tuple(pairs), record["key"], record.get("value", 0.0), bool(record.get("remove", False)))
 
 
 def _slow_entry(payload: Any) -> tuple[int, int, int, int, tuple[Any, ...]]:

@@ -126,3 +126,28 @@ def test_bad_command_lines_name_the_problem(
     assert main(["client-quotas", *argv, "--bootstrap-server", "127.0.0.1:1"]) != 0
     assert message in capsys.readouterr().err
     assert admin.altered == []
+
+
+def test_snapshot_diff_names_quota_changes() -> None:
+    from kraftlog.cli._snapshot import diff_images
+    from kraftlog.metadata_log import MetadataImage
+
+    alice = (("user", "alice"),)
+    a = MetadataImage.from_records(
+        [
+            ClientQuotaRecord(entity=alice, key="producer_byte_rate", value=1000),
+            ClientQuotaRecord(entity=alice, key="consumer_byte_rate", value=5),
+        ]
+    )
+    b = MetadataImage.from_records(
+        [
+            ClientQuotaRecord(entity=alice, key="producer_byte_rate", value=2000),
+            ClientQuotaRecord(entity=(("client-id", None),), key="request_percentage", value=10),
+        ]
+    )
+    found = [(d.change, d.kind, d.entity, d.fields) for d in diff_images(a, b)]
+    assert found == [
+        ("added", "client_quota", "client-id=<default> request_percentage", {"value": (None, 10.0)}),
+        ("removed", "client_quota", "user=alice consumer_byte_rate", {"value": (5.0, None)}),
+        ("changed", "client_quota", "user=alice producer_byte_rate", {"value": (1000.0, 2000.0)}),
+    ]
