@@ -33,6 +33,13 @@ from kraftlog.broker._listeners import (
 from kraftlog.broker._metadata_response import metadata_response
 from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
+from kraftlog.broker.quota import (
+    QuotaCollector,
+    QuotaManagers,
+    grpc_client_id,
+    throttle_grpc_fetch,
+    throttle_grpc_produce,
+)
 from kraftlog.broker.replica import (
     AlterPartitionManager,
     BrokerStateCollector,
@@ -178,6 +185,14 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
+        # client quotas (issue 24), enforced from this broker's metadata image by both front ends
+        self.quotas = QuotaManagers(
+            lambda: self.follower.image.quotas,
+            window_num=config["quota.window.num"],
+            window_size_s=config["quota.window.size.seconds"],
+            controller_window_num=config["controller.quota.window.num"],
+            controller_window_size_s=config["controller.quota.window.size.seconds"],
+        )
         from kraftlog.broker.kafka import (
             ConnectionLimiter,
             ConnectionLimits,
@@ -225,6 +240,7 @@ class BrokerServer:
             )
         )
         self.metrics.registry.register(self.group_lag)
+        self.metrics.registry.register(QuotaCollector(self.quotas, self.quotas.now_ms))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -532,10 +548,14 @@ class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
         self.s = server
 
     async def Produce(self, request: Any, context: Any) -> Any:
-        return await self.s.replicas.produce(request)
+        response = await self.s.replicas.produce(request)
+        principal = current_request().principal
+        return await throttle_grpc_produce(self.s.quotas, request, response, principal, grpc_client_id(context))
 
     async def Fetch(self, request: Any, context: Any) -> Any:
-        return await self.s.replicas.fetch(request)
+        response = await self.s.replicas.fetch(request)
+        principal = current_request().principal
+        return await throttle_grpc_fetch(self.s.quotas, request, response, principal, grpc_client_id(context))
 
     async def ListOffsets(self, request: Any, context: Any) -> Any:
         return await _maybe_await(self.s.replicas.list_offsets(request))

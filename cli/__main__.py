@@ -48,6 +48,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "kraftlog.cli._configs",
     "kraftlog.cli._acls",
     "kraftlog.cli._user_scram_credentials",
+    "kraftlog.cli._client_quotas",
     "kraftlog.cli._reassign",
     "kraftlog.cli._elect_leaders",
     "kraftlog.cli._quorum",

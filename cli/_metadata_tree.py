@@ -7,6 +7,10 @@ DescribeUserScramCredentials yet): ``/kafka-acl/<ResourceType>/<name>`` for LITE
 ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` for PREFIXED ones, as Kafka's ZooKeeper ACL
 stores laid them out, and ``/config/users/<user>`` naming each SCRAM mechanism with its iteration
 count only: salts and keys are never printed.
+
+Client quotas are drawn online and offline where ZooKeeper kept them: ``/config/users/<user>``
+(shared with the SCRAM mechanisms, as in ZooKeeper), ``/config/users/<user>/clients/<client>``,
+``/config/clients/<client>``, ``<default>`` standing for a default entity.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class TreeImage:
     acls: dict[str, list[dict[str, str]]] | None = None
     # user -> {SCRAM mechanism name: iterations}; None online (not served yet)
     scram_users: dict[str, dict[str, int]] | None = None
+    # ZooKeeper quota node path -> {quota key: value text}
+    quotas: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _endpoint_text(ep: Any) -> str:
@@ -124,7 +130,36 @@ def _tree_from_image(image: Any, provenance: Any, source: str, cluster_id: str |
         user: {mechanism.mechanism_name: iterations for mechanism, iterations in image.scram.describe(user)}
         for user in image.scram.users()
     }
+    tree.quotas = quota_nodes(image.quotas.entities.items())
     return tree
+
+
+def _quota_value_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _quota_name(name: str | None) -> str:
+    return "<default>" if name is None else _zk_sanitize(name)
+
+
+def quota_nodes(entities: Any) -> dict[str, dict[str, str]]:
+    """ZooKeeper quota node path -> its config, for ``(entity, values)`` pairs (an entity being
+    ``(entity_type, name or None)`` pairs); ip entities under ``/config/ips``."""
+    nodes: dict[str, dict[str, str]] = {}
+    for entity, values in entities:
+        parts = dict(entity)
+        if "user" in parts and "client-id" in parts:
+            path = f"/config/users/{_quota_name(parts['user'])}/clients/{_quota_name(parts['client-id'])}"
+        elif "user" in parts:
+            path = f"/config/users/{_quota_name(parts['user'])}"
+        elif "client-id" in parts:
+            path = f"/config/clients/{_quota_name(parts['client-id'])}"
+        elif "ip" in parts:
+            path = f"/config/ips/{_quota_name(parts['ip'])}"
+        else:
+            continue
+        nodes[path] = {key: _quota_value_text(v) for key, v in sorted(values.items())}
+    return nodes
 
 
 # Kafka's ZooKeeper ACL stores: LITERAL patterns under /kafka-acl, every other pattern type under
@@ -258,9 +293,12 @@ def tree_nodes(tree: TreeImage) -> list[tuple[str, Any]]:
         nodes.append(("/latest_producer_id_block", {"version": 1, "next_producer_id": tree.next_producer_id}))
     for path, entries in (tree.acls or {}).items():
         nodes.append((path, {"version": 1, "acls": entries}))
+    configs: dict[str, dict[str, str]] = {path: dict(values) for path, values in tree.quotas.items()}
     for user, mechanisms in (tree.scram_users or {}).items():
-        config = {name: f"iterations={iterations}" for name, iterations in mechanisms.items()}
-        nodes.append((f"/config/users/{_zk_sanitize(user)}", _config_node(config)))
+        config = configs.setdefault(f"/config/users/{_zk_sanitize(user)}", {})
+        config.update({name: f"iterations={iterations}" for name, iterations in mechanisms.items()})
+    for path, config in configs.items():
+        nodes.append((path, _config_node(config)))
     nodes.sort(key=lambda n: _path_order(n[0]))
     return nodes
 
@@ -436,4 +474,8 @@ def _online_tree(admin: Any, args: argparse.Namespace) -> TreeImage:
         }
         if values:
             tree.broker_configs[result.resource.resource_name] = values
+    try:
+        tree.quotas = quota_nodes(admin.describe_client_quotas())
+    except Exception as err:  # an older cluster, or no DescribeConfigs on the cluster: say so
+        report_error(args, f"client quotas: {err}")
     return tree

@@ -313,7 +313,7 @@ class Difference:
     """One entity on which two snapshots disagree."""
 
     change: str  # "added" (only in B), "removed" (only in A), "changed"
-    kind: str  # header, feature, broker, producer_ids, topic, partition, config
+    kind: str  # header, feature, broker, producer_ids, topic, partition, config, acl, ..., client_quota
     entity: str  # e.g. "orders-3", "broker 2", "topic:orders retention.ms"
     fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> (in A, in B)
 
@@ -466,6 +466,19 @@ def diff_images(a: Any, b: Any) -> list[Difference]:
             elif x != y:
                 changed = {"iterations": (x.iterations, y.iterations), "keys": ("[hidden]", "[hidden, changed]")}
                 out.append(Difference("changed", "scram_credential", entity, changed))
+    # client quotas, one difference per entity and key
+    qa, qb = a.quotas.entities, b.quotas.entities
+    for quota_entity in sorted(set(qa) | set(qb), key=lambda e: [(t, "" if n is None else "\x01" + n) for t, n in e]):
+        va, vb = qa.get(quota_entity, {}), qb.get(quota_entity, {})
+        text = ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in quota_entity)
+        for key in sorted(set(va) | set(vb)):
+            entity = f"{text} {key}"
+            if key not in vb:
+                out.append(Difference("removed", "client_quota", entity, {"value": (va[key], None)}))
+            elif key not in va:
+                out.append(Difference("added", "client_quota", entity, {"value": (None, vb[key])}))
+            elif va[key] != vb[key]:
+                out.append(Difference("changed", "client_quota", entity, {"value": (va[key], vb[key])}))
     return out
 
 

@@ -5,8 +5,8 @@ a version. On disk and on the wire a record is a msgpack map ``{"type": id, "ver
 a log entry wraps it with ``offset`` (dense from 0), ``epoch`` (the controller epoch that wrote it)
 and ``timestamp_ms``.
 
-Type ids are Kafka's apiKeys for the same record wherever ours have the same meaning (ACL and SCRAM
-records: 18, 19, 11, 22 as in Kafka's ``metadata/src/main/resources/common/metadata``).
+Type ids are Kafka's apiKeys for the same record wherever ours have the same meaning (ACL, SCRAM and
+quota records: 18, 19, 11, 22, 14 as in Kafka's ``metadata/src/main/resources/common/metadata``).
 
 Decoding is strict: an unknown type id, an unknown version, or a missing field raises
 `MetadataRecordError`. Fields a newer writer added may be ignored only when they are listed as
@@ -45,6 +45,8 @@ __all__ = [
     "AccessControlEntryRecord",
     "RemoveAccessControlEntryRecord",
     "RemoveUserScramCredentialRecord",
+    "ClientQuotaRecord",
+    "QuotaEntity",
     "RECORD_TYPES",
     "encode_record",
     "decode_record",
@@ -317,6 +319,52 @@ class RemoveUserScramCredentialRecord(MetadataRecord):
     mechanism: int
 
 
+#: a client quota entity: ``(entity_type, entity_name)`` pairs sorted by type, a name of None
+#: being the type's default (``<default>`` in the CLI), as Kafka's ClientQuotaEntity
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord(MetadataRecord):
+    """Set (``remove`` False) or remove one quota ``key`` of one client quota entity
+    (``/config/users/[u]``, ``/config/clients/[c]``, ``/config/users/[u]/clients/[c]`` in
+    ZooKeeper mode); Kafka's QuotaRecord (apiKey 14, formerly ClientQuotaRecord).
+
+    ``entity`` holds ``(entity_type, entity_name)`` pairs, entity_name None for the default; on
+    the wire it is a list of ``{"entity_type", "entity_name"}`` maps as in Kafka's schema.
+    """
+
+    TYPE_ID: ClassVar[int] = 14
+    entity: QuotaEntity
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE_ID,
+            "version": self.VERSION,
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in self.entity],
+            "key": self.key,
+            "value": self.value,
+            "remove": self.remove,
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> MetadataRecord:
+        if d.get("version", 0) > cls.VERSION:
+            raise MetadataRecordError(
+                f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}"
+            )
+        for name in ("entity", "key"):
+            if name not in d:
+                raise MetadataRecordError(f"{cls.__name__} is missing field {name!r}")
+        if not isinstance(d["entity"], list) or not all(isinstance(e, dict) for e in d["entity"]):
+            raise MetadataRecordError(f"{cls.__name__}: entity is not a list of maps")
+        entity = tuple(sorted((e["entity_type"], e.get("entity_name")) for e in d["entity"]))
+        return cls(entity=entity, key=d["key"], value=d.get("value", 0.0), remove=bool(d.get("remove", False)))
+
+
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
     cls.TYPE_ID: cls
     for cls in (
@@ -337,6 +385,7 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 

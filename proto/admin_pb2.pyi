@@ -1,6 +1,7 @@
 from kraftlog.proto import errors_pb2 as _errors_pb2
 from kraftlog.proto import controller_pb2 as _controller_pb2
 from kraftlog.proto import security_pb2 as _security_pb2
+from kraftlog.proto import quotas_pb2 as _quotas_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

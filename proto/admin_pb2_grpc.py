@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from kraftlog.proto import admin_pb2 as kraftlog_dot_proto_dot_admin__pb2
+from kraftlog.proto import quotas_pb2 as kraftlog_dot_proto_dot_quotas__pb2
 from kraftlog.proto import security_pb2 as kraftlog_dot_proto_dot_security__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -120,6 +121,16 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
                 _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DescribeClientQuotas',
+                request_serializer=kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/kraftlog.v1.AdminService/AlterClientQuotas',
+                request_serializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -227,6 +238,18 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -314,6 +337,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterUserScramCredentials,
                     request_deserializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -775,6 +808,60 @@ class AdminService:
             '/kraftlog.v1.AdminService/AlterUserScramCredentials',
             kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsRequest.SerializeToString,
             kraftlog_dot_proto_dot_security__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DescribeClientQuotas',
+            kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasRequest.SerializeToString,
+            kraftlog_dot_proto_dot_quotas__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/AlterClientQuotas',
+            kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.SerializeToString,
+            kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,7 +15,15 @@ import kraftlog.quorum.controller as ctl
 from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request
-from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc, errors_pb2, security_pb2
+from kraftlog.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    controller_pb2,
+    controller_pb2_grpc,
+    errors_pb2,
+    quotas_pb2,
+    security_pb2,
+)
 from kraftlog.quorum.controller import authorize_cluster, authorize_items
 
 if TYPE_CHECKING:
@@ -317,6 +325,20 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         return await self.s.run_write(
             ctl.alter_user_scram_credentials, request, security_pb2.AlterUserScramCredentialsResponse
         )
+
+    # ------------------------------------------------------------------ client quotas (KIP-546)
+
+    async def DescribeClientQuotas(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+            return _refused(quotas_pb2.DescribeClientQuotasResponse, err)
+        return await self.s.run_read(
+            lambda: ctl.describe_client_quotas(self.s.image, request), quotas_pb2.DescribeClientQuotasResponse
+        )
+
+    async def AlterClientQuotas(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER_CONFIGS):
+            return _refused(quotas_pb2.AlterClientQuotasResponse, err)
+        return await self.s.run_write(ctl.alter_client_quotas, request, quotas_pb2.AlterClientQuotasResponse)
 
     async def DescribeTopics(self, request: Any, context: Any) -> Any:
         async def run(allowed: Any) -> Any:

@@ -21,6 +21,7 @@ from kraftlog.metadata_log import (
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -94,6 +95,9 @@ _ACL, _REMOVE_ACL = AccessControlEntryRecord.TYPE_ID, RemoveAccessControlEntryRe
 _SCRAM, _REMOVE_SCRAM = UserScramCredentialRecord.TYPE_ID, RemoveUserScramCredentialRecord.TYPE_ID
 
 
+_QUOTA = ClientQuotaRecord.TYPE_ID
+
+
 _BROKER_TYPES = frozenset((_REGISTER, _UNREGISTER, _FENCE, _UNFENCE, _REG_CHANGE))
 
 
@@ -112,6 +116,7 @@ _KNOWN_TYPES = frozenset(
         _REMOVE_ACL,
         _SCRAM,
         _REMOVE_SCRAM,
+        _QUOTA,
     )
 )
 
@@ -147,7 +152,7 @@ assert all(
 
 
 # Sort keys of snapshot records: the order of MetadataImage.to_records.
-_S_FEATURE, _S_BROKER, _S_PRODUCER_IDS, _S_TOPIC, _S_CONFIG, _S_ACL, _S_SCRAM = 0, 1, 2, 3, 4, 5, 6
+_S_FEATURE, _S_BROKER, _S_PRODUCER_IDS, _S_TOPIC, _S_CONFIG, _S_ACL, _S_SCRAM, _S_QUOTA = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def _key_part(value: Any) -> Any:
@@ -198,6 +203,8 @@ def _key_of(type_id: int, rec: Any) -> tuple[Any, ...] | None:
         return ("a", _key_part(rec.id))
     if type_id == _SCRAM or type_id == _REMOVE_SCRAM:
         return ("s", _key_part(rec.mechanism), _key_part(rec.name))
+    if type_id == _QUOTA:
+        return ("q", _key_part(rec.entity))
     if type_id == _NOOP:
         return None
     raise MetadataReplayError(f"cannot replay unknown record type {type(rec).__name__}")
@@ -276,6 +283,9 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
             return None
     except (KeyError, TypeError, ValueError):
         return None
+    if type_id == _QUOTA:
+        quota = _fast_quota(record)
+        return None if quota is None else (offset, epoch, timestamp_ms, type_id, quota)
     values = []
     get = record.get
     for name, default in spec[1]:
@@ -286,6 +296,24 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
             return None
         values.append(value)
     return offset, epoch, timestamp_ms, type_id, tuple(values)
+
+
+def _fast_quota(record: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A ClientQuotaRecord's fields as `ClientQuotaRecord.from_wire` reads them (its entity, a list
+    of ``{entity_type, entity_name}`` maps, as sorted pairs); None for anything else."""
+    entity = record.get("entity")
+    if type(entity) is not list or "key" not in record:
+        return None
+    pairs = []
+    for e in entity:
+        if type(e) is not dict or "entity_type" not in e:
+            return None
+        pairs.append((e["entity_type"], e.get("entity_name")))
+    try:
+        pairs.sort()
+    except TypeError:
+        return None
+    return (tuple(pairs), record["key"], record.get("value", 0.0), bool(record.get("remove", False)))
 
 
 def _slow_entry(payload: Any) -> tuple[int, int, int, int, tuple[Any, ...]]:
@@ -314,6 +342,8 @@ def _key_of_fields(type_id: int, f: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return ("a", _key_part(f[0]))  # id is the first field of both
     if type_id == _SCRAM or type_id == _REMOVE_SCRAM:
         return ("s", _key_part(f[1]), _key_part(f[0]))  # name, mechanism are the first two of both
+    if type_id == _QUOTA:
+        return ("q", _key_part(f[0]))  # the entity, a tuple of (type, name) pairs
     return None  # NoOpRecord
 
 

@@ -13,6 +13,7 @@ from kraftlog.common import AclBinding
 from kraftlog.metadata_log import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -40,7 +41,9 @@ from kraftlog.metadata_log.image import (
     next_acl,
     next_broker_registration,
     next_producer_id,
+    next_quota_values,
     next_scram_credential,
+    quota_sort_key,
 )
 from kraftlog.spark._decode import (
     _ACL,
@@ -53,6 +56,7 @@ from kraftlog.spark._decode import (
     _S_CONFIG,
     _S_FEATURE,
     _S_PRODUCER_IDS,
+    _S_QUOTA,
     _S_SCRAM,
     _S_TOPIC,
     _SCRAM,
@@ -151,6 +155,8 @@ def _fold_entities(
                 _fold_acl(key, values, cut, out, errors)
             elif kind == "s":
                 _fold_scram(key, values, cut, out, errors)
+            elif kind == "q":
+                _fold_quota(values, cut, out, errors)
             else:  # pragma: no cover - keys are made by _key_of
                 raise AssertionError(f"unexpected key {key!r}")
         merged.clear()
@@ -342,3 +348,26 @@ def _fold_scram(key: tuple[Any, ...], values: list[Any], cut: int, out: list[Any
     if credential is not None:
         _, mechanism, name = key
         out.append(((_S_SCRAM, mechanism, name), encode_record(credential_to_record(credential, name, mechanism))))
+
+
+def _fold_quota(values: list[Any], cut: int, out: list[Any], errors: list[Any]) -> None:
+    """One client quota entity's records in log order, through the transitions `MetadataDelta`
+    replays (`next_quota_values`); the snapshot gets one record per key left."""
+    current: dict[str, float] = {}
+    entity: Any = None
+    for position, _type_id, fields in values:
+        if position > cut:
+            break
+        record = ClientQuotaRecord(*fields)
+        try:
+            current = next_quota_values(current, record)
+        except MetadataReplayError as err:
+            errors.append(_err(position, "MetadataReplayError", str(err)))
+            return
+        entity = record.entity
+    if entity is None:
+        return
+    order = quota_sort_key(entity)
+    for name in sorted(current):
+        record = ClientQuotaRecord(entity=entity, key=name, value=current[name], remove=False)
+        out.append(((_S_QUOTA, order, name), encode_record(record)))

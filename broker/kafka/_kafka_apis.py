@@ -14,6 +14,7 @@ authorization decision is never answered.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -27,9 +28,11 @@ from kraftlog.broker.kafka._kafka_admin import AdminApis, ControllerForwarder
 from kraftlog.broker.kafka._kafka_data import DataApis
 from kraftlog.broker.kafka._kafka_groups import GroupApis
 from kraftlog.broker.kafka._kafka_metadata import MetadataApis
+from kraftlog.broker.kafka._kafka_quotas import QuotaApis
 from kraftlog.broker.kafka._kafka_sasl import SASL_APIS, SaslApis
 from kraftlog.broker.kafka._kafka_security import SecurityApis
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
+from kraftlog.broker.kafka._kafka_throttle import KafkaThrottle
 from kraftlog.broker.kafka._kafka_txn import TxnApis
 from kraftlog.broker.kafka._kafka_wire import (
     ParsedRequest,
@@ -44,6 +47,7 @@ from kraftlog.common.security import RequestContext, request_scope
 
 if TYPE_CHECKING:
     from kraftlog.broker.groups import GroupService
+    from kraftlog.broker.quota import QuotaManagers
     from kraftlog.broker.txn import TxnService
     from kraftlog.common.config import NodeConfig
     from kraftlog.metadata_log import AclGate
@@ -82,6 +86,9 @@ class KafkaBroker(Protocol):
 
     @property
     def group_service(self) -> GroupService: ...
+
+    @property
+    def quotas(self) -> QuotaManagers: ...
 
     @property
     def txn_service(self) -> TxnService: ...
@@ -137,6 +144,8 @@ class KafkaApis:
             replicas=replicas,
         )
         security = SecurityApis(forward)
+        quotas = QuotaApis(forward, image)
+        self._throttle = KafkaThrottle(broker.quotas, image)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
         meta = MetadataApis(
             node_id=broker.broker_id,
@@ -189,6 +198,8 @@ class KafkaApis:
             29: _Route("DescribeAcls", 1, 3, security.describe_acls),
             30: _Route("CreateAcls", 1, 3, security.create_acls),
             31: _Route("DeleteAcls", 1, 3, security.delete_acls),
+            48: _Route("DescribeClientQuotas", 0, 1, quotas.describe_client_quotas),
+            49: _Route("AlterClientQuotas", 0, 1, quotas.alter_client_quotas),
             50: _Route("DescribeUserScramCredentials", 0, 0, security.describe_user_scram_credentials),
             51: _Route("AlterUserScramCredentials", 0, 0, security.alter_user_scram_credentials),
             17: _Route("SaslHandshake", 0, 1, sasl.sasl_handshake),
@@ -220,13 +231,25 @@ class KafkaApis:
             return CLOSE_CONNECTION  # Kafka's ILLEGAL_SASL_STATE: nothing else before the exchange
         answer_type = response_type(request.api_key, request.api_version)
         ctx = RequestContext(conn.session, api=name, authorize_fn=self._acl_gate)
+        started_ns, started_cpu_ns = time.perf_counter_ns(), time.thread_time_ns()
         try:
+            refusal = self._throttle.mutation_refusal(request, conn)
+            if refusal is not None:  # KIP-599: an exhausted mutation quota refuses strict versions
+                return build(answer_type, refusal)
+            mutations = self._throttle.mutations(request)
             with request_scope(ctx):
                 answer = await handler(request, conn)
             if not ctx.decided:  # a handler nobody authorized is a bug: never answer it
                 self._log.error("kafka_request_without_authorization_decision", api=name, principal=ctx.principal)
                 return CLOSE_CONNECTION
-            if answer is None or answer is CLOSE_CONNECTION:
+            if answer is CLOSE_CONNECTION:
+                return answer
+            # the request's time for request_percentage: the event loop thread's CPU time meanwhile,
+            # at most the wall time (Kafka counts handler thread time, not time parked in purgatory:
+            # a long-polled Fetch or an acks=all Produce waiting for followers costs little)
+            busy_ns = min(time.perf_counter_ns() - started_ns, time.thread_time_ns() - started_cpu_ns)
+            self._throttle.after(request, conn, answer, busy_ns, mutations)
+            if answer is None:
                 return answer
             return build(answer_type, answer)
         except Exception as err:  # the broker keeps serving; this request gets what it can

@@ -68,6 +68,7 @@ class ConnectionInfo:
         "authenticated",
         "close_after_answer",
         "sasl_raw_tokens",
+        "throttle_ms",
     )
 
     def __init__(
@@ -89,6 +90,16 @@ class ConnectionInfo:
         self.authenticated = security is None or not security.uses_sasl
         self.close_after_answer = False  # a failed SASL exchange: answer, then close
         self.sasl_raw_tokens = False  # after SaslHandshake v0 the exchange is raw tokens
+        #: a client quota's throttle (issue 24): once the answer is out, no request of this
+        #: connection is read for that long (Kafka mutes the channel)
+        self.throttle_ms = 0
+
+
+async def _mute(conn: ConnectionInfo) -> None:
+    """Hold a throttled connection: read nothing more of it until its throttle time has passed."""
+    if conn.throttle_ms > 0:
+        throttle_s, conn.throttle_ms = conn.throttle_ms / 1000.0, 0
+        await asyncio.sleep(throttle_s)
 
 
 Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
@@ -263,6 +274,7 @@ class KafkaListener:
                 return
             response = await self._dispatch(request, conn)
             if response is None:  # Produce with acks=0 has no answer
+                await _mute(conn)
                 continue
             if response is CLOSE_CONNECTION:
                 log.info("kafka_connection_closed", api_key=request.api_key, reason="the request failed")
@@ -272,6 +284,7 @@ class KafkaListener:
             if conn.close_after_answer:
                 log.info("kafka_connection_closed", api_key=request.api_key, reason="SASL exchange failed")
                 return
+            await _mute(conn)
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[Chunk]) -> None:
         """Write one answer; regions with sendfile (closed once sent, whatever happens)."""

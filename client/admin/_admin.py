@@ -37,7 +37,7 @@ from kraftlog.common import (
 )
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import ScramMechanism, scram_salted_password
-from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, security_pb2
+from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2, admin_pb2_grpc, controller_pb2, quotas_pb2, security_pb2
 
 __all__ = ["Admin", "raise_for_errors", "parse_bootstrap_servers", "NewTopic"]
 
@@ -374,6 +374,66 @@ class Admin:
             )
         request = R(upsertions=ups, deletions=[R.Deletion(name=u, mechanism=m) for u, m in deletions])
         response: security_pb2.AlterUserScramCredentialsResponse = self.call("AlterUserScramCredentials", request)
+        return response
+
+    # ------------------------------------------------------------------ client quotas (KIP-546)
+
+    def describe_client_quotas(
+        self, components: Iterable[tuple[str, int, str | None]] = (), *, strict: bool = False
+    ) -> list[tuple[tuple[tuple[str, str | None], ...], dict[str, float]]]:
+        """The quota entities a filter matches (Kafka's DescribeClientQuotas): ``components`` are
+        ``(entity_type, match_type, match)`` with match_type 0 (exact name), 1 (the default) or
+        2 (any name); none matches every entity unless ``strict``. Each result is ``(entity,
+        values)``, an entity being ``(entity_type, name or None for the default)`` pairs."""
+        C = quotas_pb2.DescribeClientQuotasRequest.Component
+        pbs = []
+        for entity_type, match_type, match in components:
+            c = C(entity_type=entity_type, match_type=match_type)
+            if match is not None:
+                c.match = match
+            pbs.append(c)
+        response: quotas_pb2.DescribeClientQuotasResponse = self.call(
+            "DescribeClientQuotas", quotas_pb2.DescribeClientQuotasRequest(components=pbs, strict=strict)
+        )
+        if response.error.code:
+            raise kerr.error_for_code(response.error.code)(response.error.message)
+        return [
+            (
+                tuple((c.entity_type, c.entity_name if c.HasField("entity_name") else None) for c in e.entity),
+                dict(e.values),
+            )
+            for e in response.entries
+        ]
+
+    def alter_client_quotas(
+        self,
+        alterations: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+    ) -> quotas_pb2.AlterClientQuotasResponse:
+        """Set or remove quotas (Kafka's AlterClientQuotas): each alteration is ``(entity, ops)``,
+        the entity mapping entity types to names (None: the default), the ops mapping keys to a
+        value or None to remove the key. One result per alteration, in order."""
+        R = quotas_pb2.AlterClientQuotasRequest
+        entries = []
+        for entity, ops in alterations:
+            components = []
+            for entity_type, name in entity.items():
+                c = quotas_pb2.QuotaEntityComponent(entity_type=entity_type)
+                if name is not None:
+                    c.entity_name = name
+                components.append(c)
+            entries.append(
+                R.Entry(
+                    entity=components,
+                    ops=[
+                        R.Op(key=k, remove=True) if v is None else R.Op(key=k, value=float(v)) for k, v in ops.items()
+                    ],
+                )
+            )
+        response: quotas_pb2.AlterClientQuotasResponse = self.call(
+            "AlterClientQuotas", R(entries=entries, validate_only=validate_only)
+        )
         return response
 
     def wait_for(self, predicate: Callable[[Admin], bool], timeout_s: float = 30.0, interval_s: float = 0.1) -> bool:

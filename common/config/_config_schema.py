@@ -459,6 +459,22 @@ define_log_keys(NODE_CONFIG_DEFS)
 define_security_keys(NODE_CONFIG_DEFS)
 define_connection_keys(NODE_CONFIG_DEFS)
 
+# --- client quotas (KIP-13 / KIP-124 / KIP-599): the sampled windows the rates are measured over
+(
+    NODE_CONFIG_DEFS.define(
+        "quota.window.num", _I, 11, Range(1), "Samples kept for the client byte-rate and request quotas."
+    )
+    .define("quota.window.size.seconds", _I, 1, Range(1), "Length of each client quota sample, in seconds.")
+    .define("controller.quota.window.num", _I, 11, Range(1), "Samples kept for the controller mutation quota.")
+    .define(
+        "controller.quota.window.size.seconds",
+        _I,
+        1,
+        Range(1),
+        "Length of each controller mutation quota sample, in seconds.",
+    )
+)
+
 
 def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:
     found = listener_prefixed_key(defs, name)

@@ -24,9 +24,9 @@ topic name, producer ids going backwards, ...) raises `MetadataReplayError` and 
 exactly as it was before that record.
 
 The delta also says what changed (`changed_topic_ids`, `deleted_topics`, `changed_partitions`,
-`changed_broker_ids`, `acls_changed`, `changed_scram_users`, ...) so a broker can decide "become
-leader / follower / stop replica" (or "rebuild the authorizer") from the delta alone instead of
-diffing two images.
+`changed_broker_ids`, `acls_changed`, `changed_scram_users`, `changed_quota_entities`, ...) so a
+broker can decide "become leader / follower / stop replica" (or "rebuild the authorizer") from the
+delta alone instead of diffing two images.
 """
 
 from __future__ import annotations
@@ -51,6 +51,16 @@ from kraftlog.metadata_log.image._image_delta import (
     MetadataDelta,
     MetadataImage,
 )
+from kraftlog.metadata_log.image._image_quotas import (
+    QUOTA_KEYS,
+    ClientQuotasImage,
+    QuotaResolution,
+    make_entity,
+    next_quota_values,
+    quota_sort_key,
+    quota_to_records,
+    validate_alteration,
+)
 from kraftlog.metadata_log.image._image_security import (
     AclsImage,
     ScramCredential,
@@ -68,7 +78,15 @@ from kraftlog.metadata_log.image._image_topics import (
 )
 
 __all__ = [
+    "QUOTA_KEYS",
     "AclsImage",
+    "ClientQuotasImage",
+    "QuotaResolution",
+    "make_entity",
+    "next_quota_values",
+    "quota_sort_key",
+    "quota_to_records",
+    "validate_alteration",
     "BrokerRegistration",
     "ClusterImage",
     "ConfigResource",

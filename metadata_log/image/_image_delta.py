@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from kraftlog.metadata_log._records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -48,6 +49,7 @@ from kraftlog.metadata_log.image._image_cluster import (
     ClusterImage,
     next_broker_registration,
 )
+from kraftlog.metadata_log.image._image_quotas import ClientQuotasDelta, ClientQuotasImage, quota_to_records
 from kraftlog.metadata_log.image._image_security import (
     AclsDelta,
     AclsImage,
@@ -78,6 +80,7 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = ProducerIdsImage.EMPTY
     acls: AclsImage = AclsImage.EMPTY
     scram: ScramImage = ScramImage.EMPTY
+    quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -95,6 +98,7 @@ class MetadataImage:
             and self.producer_ids == other.producer_ids
             and self.acls == other.acls
             and self.scram == other.scram
+            and self.quotas == other.quotas
         )
 
     def with_provenance(self, offset: int, epoch: int, timestamp_ms: int) -> MetadataImage:
@@ -107,7 +111,7 @@ class MetadataImage:
         Order: features by name; brokers by id (RegisterBrokerRecord with their flags); the producer
         id block when one was handed out; topics by name, each TopicRecord followed by its
         PartitionRecords in partition order; ConfigRecords by (type, resource, key); ACLs by id;
-        SCRAM credentials by (mechanism, user). Replaying them
+        SCRAM credentials by (mechanism, user); client quotas by entity then key. Replaying them
         into an empty delta gives an image with the same content. Equal images give equal lists.
         """
         out: list[MetadataRecord] = []
@@ -140,6 +144,7 @@ class MetadataImage:
             users = mechanisms[mechanism]
             for user in sorted(users):
                 out.append(credential_to_record(users[user], user, mechanism))
+        out.extend(quota_to_records(self.quotas))
         return out
 
     @classmethod
@@ -199,6 +204,7 @@ class MetadataDelta:
         "_next_producer_id",
         "_acls",
         "_scram",
+        "_quotas",
     )
 
     _DISPATCH: ClassVar[dict[type, Callable[[MetadataDelta, Any], None]]]
@@ -217,6 +223,7 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._acls = AclsDelta(image.acls)
         self._scram = ScramDelta(image.scram)
+        self._quotas = ClientQuotasDelta(image.quotas)
 
     # ---- provenance and change sets
 
@@ -290,6 +297,11 @@ class MetadataDelta:
     def changed_scram_users(self) -> set[str]:
         """Users whose SCRAM credential for some mechanism was created, replaced or removed here."""
         return self._scram.changed_users
+
+    @property
+    def changed_quota_entities(self) -> set[tuple[tuple[str, str | None], ...]]:
+        """Client quota entities with a key set or removed here: brokers re-resolve quotas."""
+        return self._quotas.changed_entities
 
     # ---- replay
 
@@ -441,6 +453,9 @@ class MetadataDelta:
     def _replay_scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
         self._scram.replay(record)
 
+    def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        self._quotas.replay(record)
+
     def _replay_no_op(self, record: NoOpRecord) -> None:
         """Nothing to change: the entry's provenance is the point (a new epoch's first commit)."""
 
@@ -462,6 +477,7 @@ class MetadataDelta:
             ),
             acls=self._acls.apply(),
             scram=self._scram.apply(),
+            quotas=self._quotas.apply(),
         )
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:
@@ -537,4 +553,5 @@ MetadataDelta._DISPATCH = {
     RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,
     UserScramCredentialRecord: MetadataDelta._replay_scram,
     RemoveUserScramCredentialRecord: MetadataDelta._replay_scram,
+    ClientQuotaRecord: MetadataDelta._replay_client_quota,
 }

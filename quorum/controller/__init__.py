@@ -54,6 +54,7 @@ from kraftlog.quorum.controller._partition_control import (
     list_partition_reassignments,
     preferred_leader_rebalance,
 )
+from kraftlog.quorum.controller._quota_control import alter_client_quotas, describe_client_quotas
 from kraftlog.quorum.controller._security_control import (
     alter_user_scram_credentials,
     create_acls,
@@ -79,11 +80,13 @@ __all__ = [
     "_remove_from_isrs",
     "allocate_producer_ids",
     "alter_partition",
+    "alter_client_quotas",
     "alter_partition_reassignments",
     "alter_user_scram_credentials",
     "create_acls",
     "delete_acls",
     "describe_acls",
+    "describe_client_quotas",
     "describe_user_scram_credentials",
     "apply_records",
     "authorize_cluster",

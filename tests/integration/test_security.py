@@ -314,6 +314,28 @@ def test_alice_may_not_manage_acls_or_the_cluster(cluster: LocalCluster, matrix:
         assert admin.describe_cluster().error.code == 0  # any principal may, as in Kafka
 
 
+def test_client_quotas_need_the_cluster_config_operations(cluster: LocalCluster, matrix: TlsSettings) -> None:
+    """Kafka's ACLs for KIP-546 (issue 24): DescribeConfigs / AlterConfigs on the cluster."""
+    from kraftlog.client import Admin
+
+    entry = {
+        "entity": [{"entity_type": "user", "entity_name": "alice"}],
+        "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+    }
+    described = kafka_call(cluster, matrix, 48, 1, {"components": [], "strict": False})
+    assert described.error_code == CLUSTER_DENIED and described.entries is None
+    altered = kafka_call(cluster, matrix, 49, 1, {"entries": [entry], "validate_only": False})
+    assert [int(e.error_code) for e in altered.entries] == [CLUSTER_DENIED]
+    with Admin(controller_address(cluster), **cluster.client_security("alice")) as admin:
+        assert (
+            admin.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 1024})]).error.code == CLUSTER_DENIED
+        )
+    admin_tls = tls_of(cluster, "admin")
+    altered = kafka_call(cluster, admin_tls, 49, 1, {"entries": [entry], "validate_only": True})
+    assert [int(e.error_code) for e in altered.entries] == [0]
+    assert kafka_call(cluster, admin_tls, 48, 1, {"components": [], "strict": False}).error_code == 0
+
+
 # ------------------------------------------------------------------ every RPC is authorized
 
 _NO_DECISION = "without_authorization_decision"

@@ -50,6 +50,7 @@ from kraftlog.metadata_log import (
 )
 from kraftlog.metadata_log._records import (
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     LeaderRecoveryState,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
@@ -308,8 +309,24 @@ class LogGenerator:
                 ConfigRecord(ConfigResourceType.BROKER_LOGGER, f"logger-{rng.randint(0, 9)}", "kraftlog.root", None)
             )
 
+    def _quota_op(self, out: list) -> None:
+        """Set or remove a client quota key (removing an unset one changes nothing, as in replay)."""
+        rng = self.rng
+        user = rng.choice((None, "user-1", "user-2"))
+        client = rng.choice((None, "app", "cli"))
+        kind = rng.randrange(3)
+        entity = tuple(sorted(([("user", user)] if kind != 1 else []) + ([("client-id", client)] if kind != 0 else [])))
+        key = rng.choice(("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"))
+        if rng.random() < 0.3:
+            out.append(ClientQuotaRecord(entity=entity, key=key, remove=True))
+        else:
+            out.append(ClientQuotaRecord(entity=entity, key=key, value=float(rng.choice((1024, 2048, 50, 12.5)))))
+
     def _security_op(self, out: list) -> None:
         rng = self.rng
+        if rng.random() < 0.15:
+            self._quota_op(out)
+            return
         r = rng.random()
         if r < 0.25 and self.acl_ids:
             acl_id = self.acl_ids.pop(rng.randrange(len(self.acl_ids)))

@@ -13,8 +13,10 @@ from typing import Any
 from kraftlog.broker.kafka._kafka_apis import KafkaApis
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest
+from kraftlog.broker.quota import QuotaManagers
 from kraftlog.common.config import NodeConfig
 from kraftlog.common.security._request_context import ANONYMOUS, Session
+from kraftlog.metadata_log import ClientQuotasImage
 
 
 def _apis() -> KafkaApis:
@@ -33,6 +35,7 @@ def _apis() -> KafkaApis:
         init_producer_id=None,
         follower=None,
         replicas=None,
+        quotas=QuotaManagers(lambda: ClientQuotasImage.EMPTY),
     )
     return KafkaApis(broker)
 

@@ -25,6 +25,7 @@ from kraftlog.metadata_log._records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -104,6 +105,7 @@ ALL_RECORDS: list[MetadataRecord] = [
     AccessControlEntryRecord("5f0c6d3e-8a1b-4c2d-9e3f-001122334455", 2, "orders", 4, "User:*", "*", 4, 2),
     RemoveAccessControlEntryRecord("5f0c6d3e-8a1b-4c2d-9e3f-001122334455"),
     RemoveUserScramCredentialRecord("alice", 2),
+    ClientQuotaRecord(entity=(("client-id", None), ("user", "alice")), key="producer_byte_rate", value=1048576.0),
 ]
 
 

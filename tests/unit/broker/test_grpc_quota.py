@@ -1,0 +1,53 @@
+"""Client quotas on the gRPC BrokerService (issue 24): a throttled answer carries its throttle and
+comes late; replica fetches are exempt."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kraftlog.broker.quota import QuotaManagers, grpc_client_id, throttle_grpc_fetch, throttle_grpc_produce
+from kraftlog.common import ManualClock
+from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
+from kraftlog.proto import broker_pb2
+
+
+def _managers(key: str, clock: ManualClock) -> QuotaManagers:
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    delta.replay(ClientQuotaRecord(entity=(("client-id", "app"),), key=key, value=1000))
+    quotas = delta.apply().quotas
+    return QuotaManagers(lambda: quotas, window_num=2, clock=clock)
+
+
+class _Context:
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("other", "x"), ("kraftlog-client-id", "app"))
+
+
+def test_client_id_comes_from_call_metadata() -> None:
+    assert grpc_client_id(_Context()) == "app"
+    assert grpc_client_id(object()) == ""
+
+
+def test_a_throttled_produce_answer_carries_its_throttle_time() -> None:
+    clock = ManualClock()
+    quotas = _managers("producer_byte_rate", clock)
+    request = broker_pb2.ProduceRequest(
+        topics=[broker_pb2.ProduceRequest.TopicData(name="t", partitions=[{"index": 0, "records": b"x" * 1100}])]
+    )
+    response = asyncio.run(throttle_grpc_produce(quotas, request, broker_pb2.ProduceResponse(), "User:a", "app"))
+    # 1100 bytes over a 1 s window against 1000 B/s: (1100 - 1000) / 1000 * 1000 ms
+    assert response.throttle_time_ms == 100
+    other = asyncio.run(throttle_grpc_produce(quotas, request, broker_pb2.ProduceResponse(), "User:a", "other"))
+    assert other.throttle_time_ms == 0
+
+
+def test_replica_fetches_are_not_throttled() -> None:
+    clock = ManualClock()
+    quotas = _managers("consumer_byte_rate", clock)
+    response = broker_pb2.FetchResponse(
+        responses=[{"topic": "t", "partitions": [{"partition_index": 0, "records": b"y" * 5000}]}]
+    )
+    replica = broker_pb2.FetchRequest(replica_id=2)
+    assert asyncio.run(throttle_grpc_fetch(quotas, replica, response, "User:b", "app")).throttle_time_ms == 0
+    consumer = broker_pb2.FetchRequest(replica_id=-1)
+    assert asyncio.run(throttle_grpc_fetch(quotas, consumer, response, "User:b", "app")).throttle_time_ms > 0

@@ -1,0 +1,69 @@
+"""Quota enforcement on the Kafka listener (issue 24): the answer's throttle_time and the
+connection's mute, per Kafka's KafkaApis; KIP-599's strict refusal of mutating requests."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from kraftlog.broker.kafka._kafka_server import ConnectionInfo
+from kraftlog.broker.kafka._kafka_throttle import KafkaThrottle
+from kraftlog.broker.kafka._kafka_wire import ParsedRequest
+from kraftlog.broker.quota import QuotaManagers
+from kraftlog.common import ManualClock
+from kraftlog.common.security._request_context import Session
+from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
+
+
+def _image(*records: ClientQuotaRecord) -> MetadataImage:
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for r in records:
+        delta.replay(r)
+    return delta.apply()
+
+
+def _produce(size: int, client_id: str = "app") -> ParsedRequest:
+    body = SimpleNamespace(topic_data=[SimpleNamespace(partition_data=[SimpleNamespace(records=b"x" * size)])])
+    return ParsedRequest(0, 9, 1, client_id, body)
+
+
+def _conn(principal: str = "User:alice") -> ConnectionInfo:
+    return ConnectionInfo("PLAINTEXT", "127.0.0.1:5", Session(principal, "127.0.0.1", "PLAINTEXT", "PLAINTEXT"))
+
+
+def test_a_produce_over_the_users_quota_is_answered_with_its_throttle_and_mutes_the_connection() -> None:
+    clock = ManualClock()
+    image = _image(ClientQuotaRecord(entity=(("user", "alice"),), key="producer_byte_rate", value=1000))
+    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock), lambda: image)
+    conn = _conn()
+    answer: dict[str, Any] = {"throttle_time": 0, "responses": []}
+    throttle.after(_produce(5_000), conn, answer, elapsed_ns=1000)
+    assert answer["throttle_time"] == 0 and conn.throttle_ms == 0  # 500 B/s over the 10 s window
+    throttle.after(_produce(15_000), conn, answer, elapsed_ns=1000)
+    # 20 000 bytes over 10 s: 2000 B/s against 1000, (2000 - 1000) / 1000 * 10 s
+    assert answer["throttle_time"] == 10_000
+    assert conn.throttle_ms == 10_000
+    other = _conn("User:bob")
+    answer = {"throttle_time": 0}
+    throttle.after(_produce(100_000), other, answer, elapsed_ns=1000)
+    assert answer["throttle_time"] == 0 and other.throttle_ms == 0  # bob has no quota
+
+
+def test_a_strict_create_topics_is_refused_once_the_mutation_bucket_is_empty() -> None:
+    clock = ManualClock()
+    image = _image(ClientQuotaRecord(entity=(("client-id", None),), key="controller_mutation_rate", value=1))
+    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock), lambda: image)
+    conn = _conn()
+    body = SimpleNamespace(topics=[SimpleNamespace(name="t", num_partitions=20, assignments=())])
+    create = ParsedRequest(19, 7, 1, "admin", body)
+    assert throttle.mutation_refusal(create, conn) is None  # a full bucket: 11 tokens
+    mutations = throttle.mutations(create)
+    answer: dict[str, Any] = {"throttle_time": 0, "topics": [{"name": "t", "error_code": 0}]}
+    throttle.after(create, conn, answer, elapsed_ns=1000, mutations=mutations)
+    assert answer["throttle_time"] == 9_000  # 20 taken of 11: 9 short at 1 per second
+    refusal = throttle.mutation_refusal(create, conn)
+    assert refusal is not None
+    assert refusal["topics"][0]["error_code"] == 89  # THROTTLING_QUOTA_EXCEEDED
+    assert refusal["throttle_time"] == 9_000
+    # CreateTopics v5 is not strict (KIP-599): served, throttled afterwards
+    assert throttle.mutation_refusal(ParsedRequest(19, 5, 1, "admin", body), conn) is None

@@ -1,0 +1,117 @@
+"""The broker's quota arithmetic with a manual clock (issue 24): Kafka's sampled rate windows,
+throttle = (rate - quota) / quota * window, the request-percentage cap, KIP-599's token bucket."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraftlog.broker.quota import QuotaManagers, SampledRate, TokenBucket, throttle_time_ms
+from kraftlog.common import ManualClock
+from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
+
+
+def _quotas(*records: ClientQuotaRecord):  # type: ignore[no-untyped-def]
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for r in records:
+        delta.replay(r)
+    return delta.apply().quotas
+
+
+def test_rate_averages_over_at_least_window_num_minus_one_windows() -> None:
+    clock = ManualClock()
+    rate = SampledRate(11, 1000)
+    rate.record(10_000, clock.monotonic_ms())
+    # a first burst is spread over 10 full windows, not the instant it took
+    assert rate.window_size_ms(clock.monotonic_ms()) == 10_000
+    assert rate.measure(clock.monotonic_ms()) == pytest.approx(1000.0)
+    clock.advance(15_000)
+    rate.record(1, clock.monotonic_ms())
+    # 11 windows later the first sample is forgotten
+    assert rate.measure(clock.monotonic_ms()) == pytest.approx(0.1)
+
+
+def test_rate_of_a_steady_flow_converges_to_it() -> None:
+    clock = ManualClock()
+    rate = SampledRate(11, 1000)
+    for _ in range(300):  # 30 s of 100 bytes every 100 ms: 1000 bytes/s
+        rate.record(100, clock.monotonic_ms())
+        clock.advance(100)
+    assert rate.measure(clock.monotonic_ms()) == pytest.approx(1000.0, rel=0.1)
+
+
+def test_throttle_time_is_kafkas_formula() -> None:
+    clock = ManualClock()
+    rate = SampledRate(11, 1000)
+    rate.record(20_000, clock.monotonic_ms())  # 2000/s over a 10 s window
+    # (2000 - 1000) / 1000 * 10 000 ms
+    assert throttle_time_ms(rate, 1000.0, clock.monotonic_ms()) == 10_000
+    assert throttle_time_ms(rate, 2500.0, clock.monotonic_ms()) == 0
+
+
+@pytest.mark.parametrize(
+    ("window_num", "batch_bytes", "duration_ms"),
+    [(11, 16_384, 60_000), (2, 16_384, 20_000), (2, 262_144, 20_000), (2, 1_000_000, 20_000)],
+)
+def test_a_client_that_waits_its_throttles_out_holds_the_quota(
+    window_num: int, batch_bytes: int, duration_ms: int
+) -> None:
+    """What the librdkafka test checks, in arithmetic: send, wait the throttle, repeat."""
+    clock = ManualClock()
+    quota = 1_000_000.0
+    image = _quotas(ClientQuotaRecord(entity=(("client-id", "p"),), key="producer_byte_rate", value=quota))
+    managers = QuotaManagers(lambda: image, window_num=window_num)
+    start = clock.monotonic_ms()
+    sent = 0
+    while clock.monotonic_ms() - start < duration_ms:
+        sent += batch_bytes
+        throttle = managers.produce.record("u", "p", batch_bytes, clock.monotonic_ms())
+        clock.advance(max(throttle, 5))  # a fast client: 5 ms a request when not throttled
+    achieved = sent / ((clock.monotonic_ms() - start) / 1000)
+    assert achieved == pytest.approx(quota, rel=0.1)
+
+
+def test_the_first_window_allows_a_burst_of_window_num_minus_one_windows() -> None:
+    """Kafka's Rate divides by at least (window_num - 1) windows: a new client may send ten
+    seconds' worth at once before its first throttle (with the default 11 x 1 s)."""
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("client-id", "p"),), key="producer_byte_rate", value=1000))
+    managers = QuotaManagers(lambda: image)
+    assert managers.produce.record("u", "p", 10_000, clock.monotonic_ms()) == 0
+    assert managers.produce.record("u", "p", 1_000, clock.monotonic_ms()) == 1_000
+
+
+def test_managers_throttle_per_resolved_entity_and_record_metrics() -> None:
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("user", "alice"),), key="producer_byte_rate", value=1000))
+    managers = QuotaManagers(lambda: image)
+    now = clock.monotonic_ms()
+    assert managers.produce.record("bob", "x", 1_000_000, now) == 0  # no quota for bob
+    assert managers.produce.record("alice", "a", 5_000, now) == 0  # 500/s
+    # another client of alice shares her user-level rate: 15 000 bytes in total, 1500/s
+    throttle = managers.produce.record("alice", "b", 10_000, now)
+    assert throttle == 5_000
+    managers.produce.record_throttle("alice", "b", throttle, now)
+    (sample,) = list(managers.samples(now))
+    assert (sample.quota_type, sample.user, sample.client_id) == ("Produce", "alice", "")
+    assert sample.rate == pytest.approx(1500.0)
+    assert sample.throttle_time_ms == pytest.approx(5000.0)
+    assert sample.quota == 1000.0
+
+
+def test_request_percentage_throttle_is_capped_at_one_window() -> None:
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("client-id", None),), key="request_percentage", value=1.0))
+    managers = QuotaManagers(lambda: image)
+    # 5 s of handling time: 50 % of a 10 s window, against a 1 % quota
+    assert managers.record_request_time("u", "c", 5_000_000_000, clock.monotonic_ms()) == 1000
+
+
+def test_token_bucket_allows_a_burst_then_throttles() -> None:
+    clock = ManualClock()
+    bucket = TokenBucket(11, 1000)
+    quota = 2.0  # mutations per second: a burst of 22
+    assert bucket.tokens(quota, clock.monotonic_ms()) == pytest.approx(22.0)
+    bucket.record(30, quota, clock.monotonic_ms())
+    assert bucket.throttle_time_ms(quota, clock.monotonic_ms()) == 4000  # 8 tokens short at 2/s
+    clock.advance(4000)
+    assert bucket.throttle_time_ms(quota, clock.monotonic_ms()) == 0
