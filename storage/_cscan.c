@@ -80,6 +80,9 @@ read_varint64(const unsigned char *data, Py_ssize_t *pos, Py_ssize_t limit, int6
     return 0;
 }
 
+/* Sections from this size on are scanned with the GIL released. */
+#define RELEASE_GIL_FROM_BYTES (256 * 1024)
+
 static PyObject *
 cscan_scan(PyObject *self, PyObject *args)
 {
@@ -97,6 +100,13 @@ cscan_scan(PyObject *self, PyObject *args)
         ok = 0;
     }
     Py_ssize_t pos = start;
+    /* The loop touches no Python object, only the exported buffer (held until PyBuffer_Release),
+     * so a large section is scanned without the GIL: a worker thread validating a big produce
+     * payload leaves the event loop running. A small one keeps it (releasing costs more). */
+    PyThreadState *released = NULL;
+    if (end - start >= RELEASE_GIL_FROM_BYTES) {
+        released = PyEval_SaveThread();
+    }
     for (Py_ssize_t i = 0; ok && i < count; i++) {
         int64_t length, ts_delta, od, key_len, value_len, header_count, n;
         Py_ssize_t p = pos;
@@ -159,6 +169,9 @@ cscan_scan(PyObject *self, PyObject *args)
             null_keys++;
         }
         pos = stop;
+    }
+    if (released != NULL) {
+        PyEval_RestoreThread(released);
     }
     PyBuffer_Release(&view);
     if (!ok || pos != end) {
