@@ -40,7 +40,6 @@ from kraftlog.storage._errors import (
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
 )
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_loader import load_segments
@@ -61,7 +60,6 @@ from kraftlog.storage._log_types import (
     partition_dir_name,
 )
 from kraftlog.storage._producer_state import ProducerStateEntry, ProducerStateManager
-from kraftlog.storage._record_set import validate_record_set
 from kraftlog.storage._segment import BatchLocation, LogSegment
 from kraftlog.storage._txn_index import AbortedTxn
 from kraftlog.storage._validator import PreparedAppend, check_stored_batch, prepare_leader_append

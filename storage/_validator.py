@@ -37,7 +37,7 @@ from kraftlog.common.records import (
     RecordBatchBuilder,
     TimestampType,
 )
-from kraftlog.common.records.compression import CompressionType, decompress, inflate_bound
+from kraftlog.common.records.compression import CompressionType, decompress_chunks, inflate_bound
 from kraftlog.storage._config import LogConfig
 from kraftlog.storage._errors import (
     CorruptRecordError,
@@ -50,7 +50,7 @@ from kraftlog.storage._errors import (
     UnsupportedForMessageFormatError,
 )
 from kraftlog.storage._record_set import BatchHeader, validate_record_set
-from kraftlog.storage._scan import Malformed, compiled_scan, record_fields, scan_records
+from kraftlog.storage._scan import Malformed, compiled_scan, join_chunks, record_fields, scan_records
 
 __all__ = [
     "PreparedAppend",
@@ -71,12 +71,14 @@ _SHOWN_ERRORS = 3  # record errors quoted in the error message, as Kafka's proce
 
 
 def records_section(batch: memoryview | bytes, attributes: int) -> bytes:
-    """The uncompressed records section of one whole batch (decompressed once, bounded)."""
+    """The uncompressed records section of one whole batch (decompressed once, bounded; large
+    sections in pieces joined without the GIL, see `decompress_chunks`)."""
     raw = batch[HEADER_SIZE:]
     codec = attributes & _COMPRESSION_MASK
     if codec == 0:
         return bytes(raw)
-    return decompress(CompressionType.from_id(codec), raw, inflate_bound(len(raw)))
+    chunks = decompress_chunks(CompressionType.from_id(codec), raw, inflate_bound(len(raw)))
+    return chunks[0] if len(chunks) == 1 else join_chunks(chunks)
 
 
 def _summary(what: str, errors: Sequence[RecordError]) -> str:
