@@ -457,9 +457,10 @@ class Partition(_LeaderReplication):
 
     # ============================================================== follower
 
-    def append_records_to_follower(self, records: bytes) -> storage.LogAppendInfo | None:
-        """Append the leader's batches unchanged (offsets and epochs kept)."""
-        return self.log.append_as_follower(records)
+    def append_records_to_follower(self, records: bytes, *, checked: bool = False) -> storage.LogAppendInfo | None:
+        """Append the leader's batches unchanged (offsets and epochs kept); ``checked``: their CRC
+        and framing were checked off the loop already (`Log.check_replicated`)."""
+        return self.log.append_as_follower(records, checked=checked)
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int = -1) -> None:
         """Follower: HW = min(leader HW, own LEO); then follow the leader's log start offset."""

@@ -5,6 +5,10 @@ few hundred KiB of gzip can inflate to hundreds of MiB. Done on the event loop, 
 other client of the broker for seconds (issue 24). Kafka runs this work on its request handler
 threads (``num.io.threads``) and streams the decompression, so its network threads keep answering.
 
+A follower checks what it replicates the same way (`ProducePreparation.check_replicated`: CRC
+and framing of compressed or large fetched batches on the pool), so a bomb that reached a leader
+does not stall its followers either.
+
 Here `ProducePreparation` hands such payloads to a thread pool of ``num.io.threads`` workers that
 run `Log.prepare_append` (decompression with zlib, lz4, zstd and snappy and the compiled record
 scan release the GIL, so the loop keeps running beside them), and `Log.append_as_leader` then
@@ -28,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from kraftlog import storage
 from kraftlog.common.records.compression import inflate_bound
@@ -40,6 +46,7 @@ _LENGTH_AT = 8  # batchLength follows baseOffset
 _ATTRIBUTES_AT = 21  # baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4
 _LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
 _COMPRESSION_MASK = 0x07
+_T = TypeVar("_T")
 
 
 def payload_charge(records: bytes) -> tuple[int, bool]:
@@ -149,13 +156,27 @@ class ProducePreparation:
     ) -> storage.PreparedAppend:
         """`Log.prepare_append` of ``records`` on the pool, once ``charge`` bytes of both budgets
         are free; raises what it raises."""
+        return await self._run(log.prepare_append, records, charge, connection)
+
+    async def check_replicated(self, records: bytes) -> bool:
+        """A follower's side: `Log.check_replicated` of fetched ``records`` on the pool (within
+        the broker's budget) when they hold a compressed batch or more than the inline allowance;
+        True once they passed there (raises what the check raises), False when they are left to
+        `Log.append_as_follower` to check inline."""
+        charge, compressed = payload_charge(records)
+        if not compressed and len(records) <= self.inline_max_bytes:
+            return False
+        await self._run(storage.Log.check_replicated, records, charge, None)
+        return True
+
+    async def _run(self, fn: Callable[[bytes], _T], records: bytes, charge: int, connection: ByteBudget | None) -> _T:
         conn_grant = await connection.acquire(charge) if connection is not None else 0
         try:
             grant = await self.budget.acquire(charge)
             try:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="produce-validation")
-                return await asyncio.get_running_loop().run_in_executor(self._executor, log.prepare_append, records)
+                return await asyncio.get_running_loop().run_in_executor(self._executor, fn, records)
             finally:
                 self.budget.release(grant)
         finally:

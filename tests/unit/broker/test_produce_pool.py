@@ -337,3 +337,22 @@ def test_decompressed_pieces_are_joined_whole_and_only_bytes_are_taken() -> None
     assert join_chunks([]) == b""
     with pytest.raises(TypeError):
         join_chunks([b"a", "b"])  # type: ignore[list-item]
+
+
+# ------------------------------------------------------------------------------ a follower's side
+
+
+def test_a_follower_checks_compressed_fetched_batches_on_the_pool_and_small_plain_ones_inline() -> None:
+    async def main() -> None:
+        pool = ProducePreparation(1, 1 << 30, 1 << 30, inline_max_bytes=10_000)
+        assert await pool.check_replicated(_batch()) is False  # left to append_as_follower
+        assert await pool.check_replicated(_batch(codec=CompressionType.GZIP)) is True
+        assert await pool.check_replicated(_batch(2000)) is True  # past the inline allowance
+        bad = bytearray(_batch(codec=CompressionType.GZIP))
+        bad[-3] ^= 0xFF  # the CRC no longer matches
+        with pytest.raises(storage.CorruptRecordError):
+            await pool.check_replicated(bytes(bad))
+        assert pool.budget.available == pool.budget.capacity
+        pool.shutdown()
+
+    run(main)
