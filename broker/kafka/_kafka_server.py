@@ -13,8 +13,10 @@ connection before a byte of it is read, as Kafka does.
 
 Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
 regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to
-socket in the kernel). With sendfile off, or when a region cannot be sent so, the region is read
-and written as bytes (the copy path).
+socket in the kernel). With sendfile off (always on TLS listeners), or when a region cannot be
+sent so, the region is read and written as bytes (the copy path), `REGION_CHUNK_BYTES` at a time,
+each written only once the transport's buffer drained below `WRITE_HIGH_WATER_BYTES`: a peer that
+does not read holds its socket buffers plus about one chunk, not a whole fetch answer (issue 24).
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common.security import ANONYMOUS, ListenerSecurity, Session, peer_principal, server_context
 from kraftlog.storage import FileRegion
 
-__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo"]
+__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo", "REGION_CHUNK_BYTES", "WRITE_HIGH_WATER_BYTES"]
 
 _SIZE = struct.Struct(">i")
+
+#: bytes of a file region read and written at once on the copy path
+REGION_CHUNK_BYTES = 128 * 1024
+#: the transport's write buffer above which the copy path waits for the peer (asyncio's default is
+#: 64 KiB; the TLS transport's own buffer sits beneath it)
+WRITE_HIGH_WATER_BYTES = 128 * 1024
 
 
 class _Close:
@@ -69,6 +77,7 @@ class ConnectionInfo:
         "close_after_answer",
         "sasl_raw_tokens",
         "throttle_ms",
+        "produce_budget",
     )
 
     def __init__(
@@ -93,6 +102,9 @@ class ConnectionInfo:
         #: a client quota's throttle (issue 24): once the answer is out, no request of this
         #: connection is read for that long (Kafka mutes the channel)
         self.throttle_ms = 0
+        #: bytes this connection's produce payloads may hold while validated (a ByteBudget, made
+        #: by the first produce)
+        self.produce_budget: Any = None
 
 
 async def _mute(conn: ConnectionInfo) -> None:
@@ -295,7 +307,7 @@ class KafkaListener:
                     writer.write(chunk)
                     continue
                 if not self.sendfile:
-                    writer.write(chunk.read())
+                    await _copy_region(writer, chunk)
                     continue
                 await writer.drain()
                 try:
@@ -307,7 +319,7 @@ class KafkaListener:
                         fallback=False,
                     )
                 except asyncio.SendfileNotAvailableError:  # e.g. a file system without sendfile
-                    writer.write(chunk.read())
+                    await _copy_region(writer, chunk)
                     continue
                 if sent != chunk.size:
                     # the file was cut short under us: the frame's size is already on the wire
@@ -317,3 +329,14 @@ class KafkaListener:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
+
+
+async def _copy_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    """The copy path of one region: read and written `REGION_CHUNK_BYTES` at a time, the next
+    piece read only once the transport took the last (``drain``), so memory stays at about one
+    piece per connection whatever the fetch's size and however slowly the peer reads."""
+    writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+    await writer.drain()
+    for offset in range(0, region.size, REGION_CHUNK_BYTES):
+        writer.write(region.read(offset, min(REGION_CHUNK_BYTES, region.size - offset)))
+        await writer.drain()
