@@ -19,6 +19,7 @@ from kraftlog.common._config_def import (
     Range,
 )
 from kraftlog.common.config._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
+from kraftlog.common.config._config_schema_inert import define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
@@ -456,6 +457,7 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
 
 define_log_keys(NODE_CONFIG_DEFS)
 define_security_keys(NODE_CONFIG_DEFS)
+define_inert_keys(NODE_CONFIG_DEFS)  # Kafka 4.0 keys kraftlog has no machinery for (issue 25)
 
 
 def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:
