@@ -38,7 +38,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         controllers=1,
         brokers=2,
         combined=True,
-        overrides={"broker.heartbeat.interval.ms": 500},
+        overrides={"broker.heartbeat.interval.ms": 500, "log.flush.offset.checkpoint.interval.ms": 1000},
     )
     c.start(timeout_s=120)
     try:
@@ -119,6 +119,14 @@ def test_delete_records_moves_the_start_on_every_replica(cluster: LocalCluster) 
         assert got == [4, 5, 6, 7, 8, 9]
     finally:
         consumer.close()
+    # every replica checkpoints its new start (log-start-offset-checkpoint, read at restart)
+    for spec in cluster.nodes.values():
+        checkpoint = Path(spec.dir) / "data" / "log-start-offset-checkpoint"
+        wait_until(
+            lambda c=checkpoint: c.exists() and f"{topic} 0 4" in c.read_text().splitlines(),
+            20,
+            what=f"{checkpoint} naming {topic} 0 4",
+        )
 
 
 def test_delete_records_past_the_high_watermark_and_to_it(cluster: LocalCluster) -> None:
