@@ -43,6 +43,11 @@ _PASSWORDS = "kraftlog keeps no encoded passwords in dynamic configs (SCRAM cred
 _SAMPLING = "metrics are Prometheus counters and gauges read at each scrape, not sampled in windows"
 _TOKENS = "kraftlog has no delegation tokens (KIP-48)"
 _PLUGIN = "kraftlog loads no Java classes"
+_GRPC_DEADLINES = (
+    "calls between nodes are gRPC calls with deadlines of their own (controller.quorum.request.timeout.ms)"
+)
+_GRPC_CONNECT = "connections between nodes are gRPC channels, which reconnect with gRPC's back-off"
+_NO_RELOAD = "the ssl.* material is read at start and never reloaded, so there is no change to allow"
 
 #: key -> (type, Kafka 4.0's default, why it has no effect)
 _WITHOUT_EFFECT: Final[Mapping[str, tuple[ConfigType, object, str]]] = {
@@ -94,6 +99,11 @@ _WITHOUT_EFFECT: Final[Mapping[str, tuple[ConfigType, object, str]]] = {
     "metrics.recording.level": (_S, "INFO", _SAMPLING),
     "kafka.metrics.polling.interval.secs": (_I, 10, _SAMPLING),
     "telemetry.max.bytes": (_I, 1_048_576, "kraftlog takes no client telemetry (KIP-714)"),
+    "controller.socket.timeout.ms": (_I, 30_000, _GRPC_DEADLINES),
+    "socket.connection.setup.timeout.ms": (_L, 10_000, _GRPC_CONNECT),
+    "socket.connection.setup.timeout.max.ms": (_L, 30_000, _GRPC_CONNECT),
+    "ssl.allow.dn.changes": (_B, False, _NO_RELOAD),
+    "ssl.allow.san.changes": (_B, False, _NO_RELOAD),
 }
 
 
@@ -127,6 +137,10 @@ _NOT_SUPPORTED: Final[Mapping[str, tuple[ConfigType, object, str, Callable[[obje
     "unstable.api.versions.enable": (_B, False, "only stable API versions are served", _only(False)),
     "unstable.feature.versions.enable": (_B, False, "only stable feature versions are served", _only(False)),
     "offsets.topic.compression.codec": (_I, 0, "__consumer_offsets batches are written uncompressed", _only(0)),
+    "ssl.provider": (_S, None, "TLS is OpenSSL's, configured by the ssl.* keys", _only(None)),
+    "replica.selector.class": (_S, None, f"{_PLUGIN}: consumers fetch from the leader (no KIP-392)", _no_class),
+    "log.local.retention.ms": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
+    "log.local.retention.bytes": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
 }
 
 INERT_WITHOUT_EFFECT: Final[Mapping[str, str]] = {key: why for key, (_t, _d, why) in _WITHOUT_EFFECT.items()}

@@ -29,6 +29,9 @@ _KAFKA_FILE = {
     "metric.reporters": "org.apache.kafka.common.metrics.JmxReporter",
     "eligible.leader.replicas.enable": "false",
     "offsets.topic.compression.codec": "0",
+    "log.local.retention.ms": "-2",
+    "controller.socket.timeout.ms": "30000",
+    "ssl.allow.dn.changes": "false",
 }
 
 
@@ -54,6 +57,9 @@ def test_a_kafka_file_with_these_keys_loads_and_the_inert_ones_are_reported() ->
         ("eligible.leader.replicas.enable", "true"),
         ("unstable.api.versions.enable", "true"),
         ("offsets.topic.compression.codec", "1"),
+        ("ssl.provider", "SunJSSE"),
+        ("replica.selector.class", "org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+        ("log.local.retention.ms", "3600000"),
     ],
 )
 def test_a_value_that_would_silently_mislead_is_refused_naming_the_key(key: str, value: str) -> None:
