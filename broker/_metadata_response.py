@@ -7,6 +7,7 @@ from collections.abc import Set as AbstractSet
 from kraftlog.broker._listeners import BROKER_LISTENER
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import errors as kerr
+from kraftlog.common import topic_name_problem
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2
 
@@ -30,7 +31,8 @@ def metadata_response(
     ``describable`` (None: all) are the topics the caller may describe: the others are left out of
     an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named, whether they exist or
     not, so their existence does not show. ``create_denied``: missing topics the caller asked to
-    auto-create without the right to (TOPIC_AUTHORIZATION_FAILED, as Kafka answers)."""
+    auto-create without the right to (TOPIC_AUTHORIZATION_FAILED, as Kafka answers). A missing
+    topic of an illegal name is INVALID_TOPIC_EXCEPTION, as Kafka answers it."""
     R = broker_pb2.MetadataResponse
     brokers = []
     for bid in image.cluster.broker_ids():
@@ -54,11 +56,13 @@ def metadata_response(
             continue
         topic = image.topics.get_by_name(name)
         if topic is None:
-            err = (
-                error_pb(kerr.LeaderNotAvailableError, "topic is being created")
-                if name in auto_created
-                else error_pb(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
-            )
+            problem = topic_name_problem(name)
+            if problem is not None:  # Kafka: INVALID_TOPIC_EXCEPTION, auto-creation on or off
+                err = error_pb(kerr.InvalidTopicError, problem)
+            elif name in auto_created:
+                err = error_pb(kerr.LeaderNotAvailableError, "topic is being created")
+            else:
+                err = error_pb(kerr.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
             topics.append(R.Topic(error=err, name=name))
             continue
         parts = []

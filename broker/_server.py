@@ -58,7 +58,7 @@ from kraftlog.broker.txn import (
     allocate_from_controller,
     init_producer_id,
 )
-from kraftlog.common import SYSTEM_CLOCK
+from kraftlog.common import SYSTEM_CLOCK, topic_name_problem
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
@@ -457,7 +457,11 @@ class BrokerServer:
         every_topic = req.all_topics or not req.topics
         names = list(image.topics.by_name) if every_topic else list(req.topics)
         describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-        missing = [t for t in req.topics if t in describable and image.topics.get_by_name(t) is None]
+        missing = [
+            t
+            for t in req.topics
+            if t in describable and image.topics.get_by_name(t) is None and topic_name_problem(t) is None
+        ]
         create_denied: set[str] = set()
         if missing and req.allow_auto_topic_creation and self.config["auto.create.topics.enable"]:
             if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):

@@ -9,9 +9,11 @@ from kraftlog.client._security import client_security, security_from_properties
 from kraftlog.client._transport import MockTransport, Transport, rpc_error
 from kraftlog.client.admin import (
     Admin,
+    DeletedRecords,
     GroupAdmin,
     NewTopic,
     ProducerState,
+    RecordsAdmin,
     TransactionAdmin,
     parse_bootstrap_servers,
     raise_for_errors,
@@ -59,7 +61,9 @@ __all__ = [
     "PartitionMetadata",
     "Producer",
     "ProducerClosedError",
+    "DeletedRecords",
     "ProducerState",
+    "RecordsAdmin",
     "RebalanceListener",
     "RecordMetadata",
     "TopicPartition",

@@ -44,6 +44,7 @@ _log = structlog.get_logger(__name__)
 
 NO_LEADER = -1
 _UNKNOWN_TOPIC = kerr.UnknownTopicOrPartitionError.error_code
+_INVALID_TOPIC = kerr.InvalidTopicError.error_code
 
 
 class TopicPartition(NamedTuple):
@@ -361,7 +362,8 @@ class ClusterMetadata:
 
     def wait_for_topic(self, topic: str, timeout_ms: int, *, partition: int | None = None) -> list[int]:
         """Block until ``topic`` (and ``partition``, when given) is in the cache; returns its partition
-        ids. Raises `UnknownTopicOrPartitionError` (or the topic's own error) when time runs out."""
+        ids. Raises `UnknownTopicOrPartitionError` (or the topic's own error) when time runs out, and
+        `InvalidTopicError` at once for a name the brokers call illegal."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         self.add_topics([topic])
 
@@ -378,6 +380,8 @@ class ClusterMetadata:
             except kerr.RequestTimedOutError:
                 return Done(None)
             found = present()
+            if found is None and self.topic_error(topic) == _INVALID_TOPIC:
+                return Done(None)  # the name can never exist: fail now, as Kafka's producer does
             return Done(found) if found is not None else Retry(f"{topic} not in metadata yet", value=False)
 
         policy = RetryPolicy(self.retry_backoff_ms, self.retry_backoff_max_ms, timeout_ms)

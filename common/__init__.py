@@ -53,6 +53,7 @@ from kraftlog.common._request_driver import (
     retry_until,
     wait_until,
 )
+from kraftlog.common._topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
 from kraftlog.common._uuid import kafka_uuid, parse_uuid
 from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
@@ -103,6 +104,8 @@ __all__ = [
     "JavaHashTable",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
+    "MAX_TOPIC_NAME_LENGTH",
+    "topic_name_problem",
     "LOG_SUFFIX",
     "METADATA_PARTITION_DIR",
     "META_PROPERTIES_FILE",

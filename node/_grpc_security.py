@@ -247,26 +247,50 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         return checked
 
     def _streaming(self, path: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        """The request context is current only while the handler's stream computes an item, never
+        across a ``yield``: a stream the client dropped (a broker that stops, a controller change)
+        is closed by the event loop's async-generator finalizer, in a task and context of its own,
+        where resetting a token set in the RPC's task would fail ("created in a different
+        Context") and log "Task exception was never retrieved" (issue 25)."""
+
         async def checked(request: Any, context: Any) -> AsyncIterator[Any]:
             ctx = await self._enter(path, context)
-            with request_scope(ctx):
-                try:
+            try:
+                with request_scope(ctx):
                     stream = behavior(request, context)
                     if inspect.isawaitable(stream):  # a handler that answers once (returns, not yields)
                         stream = await stream
-                    if hasattr(stream, "__aiter__"):
-                        first = True
-                        async for item in stream:
+                if hasattr(stream, "__aiter__"):
+                    items = stream.__aiter__()
+                    first = True
+                    try:
+                        while True:
+                            with request_scope(ctx):
+                                try:
+                                    item = await items.__anext__()
+                                except StopAsyncIteration:
+                                    break
                             if first:
                                 await self._check_decided(path, ctx, context)
                                 first = False
                             yield item
-                    else:
-                        for item in stream or ():
-                            await self._check_decided(path, ctx, context)
-                            yield item
-                except _AUTHORIZATION_ERRORS as err:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{err.error_name}: {err}")
+                    finally:
+                        aclose = getattr(items, "aclose", None)
+                        if aclose is not None:
+                            with request_scope(ctx):  # set and reset in the task that closes it
+                                await aclose()
+                else:
+                    plain = iter(stream or ())
+                    while True:
+                        with request_scope(ctx):
+                            try:
+                                item = next(plain)
+                            except StopIteration:
+                                break
+                        await self._check_decided(path, ctx, context)
+                        yield item
+            except _AUTHORIZATION_ERRORS as err:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{err.error_name}: {err}")
             await self._check_decided(path, ctx, context)
 
         return checked

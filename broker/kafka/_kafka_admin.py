@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
-from kraftlog.broker.kafka._kafka_wire import ParsedRequest, ms
+from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest, ms
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import admin_pb2
@@ -359,7 +359,8 @@ class AdminApis:
     async def describe_cluster(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """The unfenced brokers' endpoints on this listener. KIP-919's controller endpoints
         (endpoint_type 2) are not served: kraftlog's controllers speak gRPC only. Any principal may
-        ask, as in Kafka (the cluster's authorized operations, which need Describe, are not computed)."""
+        ask, as in Kafka; the cluster's authorized operations (KIP-430), when asked, are 0 without
+        Describe on the cluster."""
         current_request().public("DescribeCluster answers any authenticated principal, as Kafka's")
         if getattr(request.body, "endpoint_type", 1) != 1:
             return {
@@ -385,7 +386,11 @@ class AdminApis:
             "cluster_id": self._cluster_id,
             "controller_id": self._node_id,  # it forwards admin requests (see Metadata)
             "brokers": brokers,
-            "cluster_authorized_operations": -2147483648,
+            "cluster_authorized_operations": current_request().authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, needs_describe=True
+            )
+            if request.body.include_cluster_authorized_operations
+            else NOT_REQUESTED_OPERATIONS,
         }
 
     async def describe_log_dirs(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:

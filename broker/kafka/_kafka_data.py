@@ -1,5 +1,5 @@
 """Kafka-protocol data requests: Produce, Fetch (zero copy, fetch sessions), ListOffsets,
-OffsetForLeaderEpoch. Each is built into the gRPC request the replica manager already serves and
+OffsetForLeaderEpoch, DeleteRecords. Each is built into the gRPC request the replica manager already serves and
 its answer turned back; the record batches are the bytes the client sent and, for a fetch, the
 bytes of the segment file (a `FileRegion` the listener sends with sendfile).
 """
@@ -288,6 +288,36 @@ class DataApis:
                             "partition": p.partition,
                             "leader_epoch": p.leader_epoch,
                             "end_offset": p.end_offset,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in resp.topics
+            ],
+        }
+
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def delete_records(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """DeleteRecords (v0-2): the replica manager's; it authorizes DELETE on each topic, moves the
+        leader's log start offset and waits (up to the request's timeout) for the low watermark."""
+        body = request.body
+        pb = broker_pb2.DeleteRecordsRequest(timeout_ms=ms(body.timeout))
+        for t in body.topics:
+            pt = pb.topics.add(name=t.name)
+            for p in t.partitions:
+                pt.partitions.add(partition_index=p.partition_index, offset=p.offset)
+        resp = await self._replicas().delete_records(pb)
+        return {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "low_watermark": p.low_watermark,
+                            "error_code": p.error.code,
                         }
                         for p in t.partitions
                     ],

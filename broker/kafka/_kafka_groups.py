@@ -13,14 +13,20 @@ from typing import Any
 from kraftlog.broker.groups import GroupService, JoinRequest, Protocol
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
-from kraftlog.broker.kafka._kafka_wire import ParsedRequest, ms
+from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest, ms
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.proto import group_pb2
 
 __all__ = ["GroupApis"]
 
-_UNKNOWN_OPERATIONS = -2147483648  # authorized operations not asked for / not computed
+
+def _authorized_operations(request: ParsedRequest, group: dict[str, Any]) -> int:
+    """KIP-430: the caller's operations on a described group when the request asks (v3+) and the
+    group was described (Kafka leaves the field unset on an error)."""
+    if not getattr(request.body, "include_authorized_operations", False) or group.get("error_code"):
+        return NOT_REQUESTED_OPERATIONS
+    return current_request().authorized_operations(ResourceType.GROUP, group["group_id"])
 
 
 class GroupApis:
@@ -178,7 +184,7 @@ class GroupApis:
         pb = group_pb2.DescribeGroupsRequest(groups=list(request.body.groups))
         answer = from_pb(await self.service.DescribeGroups(pb))
         for g in answer["groups"]:
-            g["authorized_operations"] = _UNKNOWN_OPERATIONS
+            g["authorized_operations"] = _authorized_operations(request, g)
             for m in g["members"]:
                 m["group_instance_id"] = m["group_instance_id"] or None
         answer["throttle_time"] = 0
@@ -229,7 +235,7 @@ class GroupApis:
         pb = group_pb2.ConsumerGroupDescribeRequest(group_ids=list(request.body.group_ids))
         answer = from_pb(await self.service.ConsumerGroupDescribe(pb))
         for g in answer["groups"]:
-            g["authorized_operations"] = _UNKNOWN_OPERATIONS
+            g["authorized_operations"] = _authorized_operations(request, g)
             for m in g["members"]:
                 for key in ("assignment", "target_assignment"):
                     topics = (m[key] or {}).get("topics", [])

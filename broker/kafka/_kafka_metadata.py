@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
-from kraftlog.broker.kafka._kafka_wire import ParsedRequest
+from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import AclOperation, ResourceType, current_request
+from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import broker_pb2
 
 if TYPE_CHECKING:
@@ -87,9 +87,12 @@ class MetadataApis:
             conn.listener_name,
         )
         topics: list[dict[str, Any]] = []
+        ctx = current_request()
+        topic_ops = bool(getattr(body, "include_topic_authorized_operations", False))
         if all_topics or names:
             for t in pb.topics:
                 hidden = t.name in by_id and t.error.code == kerr.TopicAuthorizationFailedError.error_code
+                denied = t.error.code == kerr.TopicAuthorizationFailedError.error_code
                 topics.append(
                     {
                         "error_code": t.error.code,
@@ -108,7 +111,9 @@ class MetadataApis:
                             }
                             for p in t.partitions
                         ],
-                        "topic_authorized_operations": -2147483648,
+                        "topic_authorized_operations": ctx.authorized_operations(ResourceType.TOPIC, t.name)
+                        if topic_ops and not denied
+                        else NOT_REQUESTED_OPERATIONS,
                     }
                 )
         for topic_id in unknown_ids:
@@ -130,7 +135,12 @@ class MetadataApis:
             # forwards them, so the "controller" a client is told of is this broker
             "controller_id": self._node_id,
             "topics": topics,
-            "cluster_authorized_operations": -2147483648,
+            # v8-10 only: later versions ask DescribeCluster
+            "cluster_authorized_operations": ctx.authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME, needs_describe=True
+            )
+            if getattr(body, "include_cluster_authorized_operations", False)
+            else NOT_REQUESTED_OPERATIONS,
         }
 
     async def describe_topic_partitions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
@@ -187,7 +197,7 @@ class MetadataApis:
                     "topic_id": topic.topic_id,
                     "is_internal": name.startswith("__"),
                     "partitions": partitions,
-                    "topic_authorized_operations": -2147483648,
+                    "topic_authorized_operations": current_request().authorized_operations(ResourceType.TOPIC, name),
                 }
             )
             if next_cursor is not None:

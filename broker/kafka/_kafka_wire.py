@@ -48,6 +48,7 @@ from kraftlog.storage import FileRegion
 __all__ = [
     "Chunk",
     "MalformedRequest",
+    "NOT_REQUESTED_OPERATIONS",
     "ParsedRequest",
     "RegionRecords",
     "UnsupportedRequest",
@@ -57,6 +58,9 @@ __all__ = [
     "ms",
     "parse_request",
 ]
+
+#: KIP-430's authorized-operations field when the request did not ask for it (Integer.MIN_VALUE)
+NOT_REQUESTED_OPERATIONS = -2147483648
 
 Chunk: TypeAlias = bytes | FileRegion
 _SIZE = struct.Struct(">i")

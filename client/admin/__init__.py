@@ -4,13 +4,16 @@ brokers' coordinators.
 
 from kraftlog.client.admin._admin import Admin, NewTopic, parse_bootstrap_servers, raise_for_errors
 from kraftlog.client.admin._group_admin import GroupAdmin
+from kraftlog.client.admin._records_admin import DeletedRecords, RecordsAdmin
 from kraftlog.client.admin._transaction_admin import ProducerState, TransactionAdmin
 
 __all__: list[str] = [
     "Admin",
+    "DeletedRecords",
     "GroupAdmin",
     "NewTopic",
     "ProducerState",
+    "RecordsAdmin",
     "TransactionAdmin",
     "parse_bootstrap_servers",
     "raise_for_errors",

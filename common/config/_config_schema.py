@@ -20,6 +20,7 @@ from kraftlog.common._config_def import (
 )
 from kraftlog.common.config._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
 from kraftlog.common.config._config_schema_connections import define_connection_keys
+from kraftlog.common.config._config_schema_inert import define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
@@ -498,6 +499,7 @@ define_connection_keys(NODE_CONFIG_DEFS)
         "Length of each controller mutation quota sample, in seconds.",
     )
 )
+define_inert_keys(NODE_CONFIG_DEFS)  # Kafka 4.0 keys kraftlog has no machinery for (issue 25)
 
 
 def _listener_key(defs: ConfigDef, name: str) -> ConfigKey | None:

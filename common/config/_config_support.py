@@ -19,6 +19,7 @@ from typing import Final
 
 from kraftlog.common._config_def import ConfigError
 from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS
+from kraftlog.common.config._config_schema_inert import INERT_NOT_SUPPORTED, INERT_WITHOUT_EFFECT
 from kraftlog.common.security import listener_prefixed_key
 
 __all__ = ["NOT_SUPPORTED", "WITHOUT_EFFECT", "check_supported", "keys_without_effect"]
@@ -49,6 +50,7 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "ssl.keymanager.algorithm": "TLS keys are read from PEM (KIP-651) by OpenSSL, not by a Java key manager",
     "ssl.trustmanager.algorithm": "TLS trust is checked by OpenSSL against the PEM trust store",
     "ssl.secure.random.implementation": "TLS randomness comes from OpenSSL",
+    **INERT_WITHOUT_EFFECT,
 }
 
 
@@ -81,6 +83,7 @@ NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
         "the controller listener is the one named CONTROLLER",
         lambda value: value is None or value == ["CONTROLLER"],
     ),
+    **INERT_NOT_SUPPORTED,
 }
 
 

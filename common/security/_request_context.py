@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from kraftlog.common import errors as kerr
-from kraftlog.common.security._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+from kraftlog.common.security._acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, supported_operations
 
 T = TypeVar("T")
 
@@ -112,6 +112,20 @@ class RequestContext:
         if not self.decisions:
             self.decisions.append((operation, resource_type, None, True))
         return allowed
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, *, needs_describe: bool = False) -> int:
+        """KIP-430's bit field (bit ``1 << code``) of the operations Kafka lists for the resource
+        type that the caller may do on the resource: from the ACLs with an authorizer, every one
+        without (``authorize_fn`` then allows all). Asked, not recorded: these are no request's
+        decisions and a denial here refuses nothing (Kafka does not log them either).
+        ``needs_describe``: 0 unless the caller may describe it (the cluster's, as Kafka answers)."""
+        if needs_describe and not self.authorize_fn(self.session, AclOperation.DESCRIBE, resource_type, name):
+            return 0
+        bits = 0
+        for operation in supported_operations(resource_type):
+            if self.authorize_fn(self.session, operation, resource_type, name):
+                bits |= 1 << int(operation)
+        return bits
 
     def require(self, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
         """Raise the resource type's *_AUTHORIZATION_FAILED error unless the caller may do it."""

@@ -21,6 +21,7 @@ Rules kept here (Kafka's, KRaft mode):
 
 from __future__ import annotations
 
+from kraftlog.common import MAX_TOPIC_NAME_LENGTH
 from kraftlog.quorum.controller._admin_authz import authorize_cluster, authorize_items
 from kraftlog.quorum.controller._cluster_control import (
     broker_heartbeat,
@@ -33,7 +34,6 @@ from kraftlog.quorum.controller._config_control import (
     incremental_alter_configs,
 )
 from kraftlog.quorum.controller._controller_base import (
-    MAX_TOPIC_NAME_LENGTH,
     PRODUCER_ID_BLOCK_SIZE,
     BrokerHeartbeats,
     ControllerContext,

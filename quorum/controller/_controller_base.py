@@ -7,7 +7,6 @@ Handlers are pure: `(image, request, context) -> (records, response)`; see `quor
 from __future__ import annotations
 
 import random
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +18,6 @@ from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration
 from kraftlog.proto import errors_pb2
 
 PRODUCER_ID_BLOCK_SIZE = 1000
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 Records = list[MetadataRecord]
 
 

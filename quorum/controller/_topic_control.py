@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kraftlog.common import errors as kerr
+from kraftlog.common import topic_name_problem
 from kraftlog.common.config import ConfigError, validate_topic_configs
 from kraftlog.metadata_log import (
     NO_LEADER,
@@ -23,8 +24,6 @@ from kraftlog.metadata_log import (
 from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.proto import admin_pb2
 from kraftlog.quorum.controller._controller_base import (
-    _LEGAL_TOPIC,
-    MAX_TOPIC_NAME_LENGTH,
     ControllerContext,
     Records,
     _apply,
@@ -37,15 +36,7 @@ from kraftlog.quorum.controller._controller_base import (
 
 def validate_topic_name(name: str) -> str | None:
     """Kafka's topic-name rules; returns why ``name`` is illegal, or None."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC.fullmatch(name):  # not match(): "$" would accept a trailing newline
-        return f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
+    return topic_name_problem(name)
 
 
 def _validate_topic_configs(configs: Mapping[str, str]) -> None:

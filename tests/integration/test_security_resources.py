@@ -237,3 +237,54 @@ def _produce_code(cluster: LocalCluster, tls: TlsSettings, request: broker_pb2.P
         return int(
             broker_pb2_grpc.BrokerServiceStub(channel).Produce(request, timeout=10).topics[0].partitions[0].error.code
         )
+
+
+# ------------------------------------------------------------------ KIP-430 authorized operations (issue 25)
+
+
+def test_authorized_operations_come_from_the_acls(cluster: LocalCluster) -> None:
+    """librdkafka's describe_cluster / describe_topics / describe_consumer_groups with
+    include_authorized_operations, as Dave: Read on topic ops-t (Describe implied), Describe and
+    Alter on the cluster, Describe on group ops-g. On main every answer was 'not computed'."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+
+    def dave(resource_type: ResourceType, name: str, op: AclOperation) -> security_pb2.AclBinding:
+        binding = _acl(resource_type, name, "literal", op, True)
+        binding.principal = "User:CN=dave"
+        return binding
+
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("ops-t", num_partitions=1, replication_factor=1)])
+        answer = admin.create_acls(
+            [
+                dave(ResourceType.TOPIC, "ops-t", AclOperation.READ),
+                dave(ResourceType.CLUSTER, "kafka-cluster", AclOperation.DESCRIBE),
+                dave(ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER),
+                dave(ResourceType.GROUP, "ops-g", AclOperation.DESCRIBE),
+            ]
+        )
+        assert [r.error.code for r in answer.results] == [0] * 4
+    security = cluster.client_certificate("dave")
+    client = AdminClient(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "security.protocol": "SSL",
+            "ssl.ca.location": security["ssl_cafile"],
+            "ssl.certificate.location": security["ssl_certfile"],
+            "ssl.key.location": security["ssl_keyfile"],
+        }
+    )
+
+    def names(ops) -> set[str]:
+        return {op.name for op in ops or ()}
+
+    def settled() -> bool:  # the broker's image has the ACLs
+        d = client.describe_cluster(include_authorized_operations=True, request_timeout=10).result(timeout=20)
+        return names(d.authorized_operations) == {"DESCRIBE", "ALTER"}
+
+    wait_until(settled, 30, what="Dave's cluster operations")
+    topic = client.describe_topics(ck.TopicCollection(["ops-t"]), include_authorized_operations=True)["ops-t"]
+    assert names(topic.result(timeout=20).authorized_operations) == {"READ", "DESCRIBE"}
+    group = client.describe_consumer_groups(["ops-g"], include_authorized_operations=True)["ops-g"]
+    assert names(group.result(timeout=20).authorized_operations) == {"DESCRIBE"}

@@ -73,3 +73,25 @@ def test_a_closed_cache_does_not_refresh() -> None:
         assert transport.calls == []
     finally:
         transport.close()
+
+
+def test_an_illegal_topic_name_fails_at_once_not_after_the_timeout() -> None:
+    """Issue 25: brokers answer INVALID_TOPIC_EXCEPTION for an illegal name; waiting the whole
+    timeout for a topic that can never exist helps nobody (Kafka's producer throws at once)."""
+
+    def invalid(address: str, method: str, request: Any) -> Any:
+        response = answer(address, method, request)
+        for name in request.topics:
+            response.topics.add(name=name).error.code = kerr.InvalidTopicError.error_code
+        return response
+
+    transport = MockTransport(invalid)
+    md = metadata(transport, [UP], retry_backoff_ms=20, retry_backoff_max_ms=40)
+    try:
+        started = time.monotonic()
+        with pytest.raises(kerr.InvalidTopicError):
+            md.wait_for_topic("bad$name", timeout_ms=10_000)
+        assert time.monotonic() - started < 5.0
+    finally:
+        md.close()
+        transport.close()
