@@ -486,9 +486,11 @@ class GroupService:
             return R(error=denied, member_id=request.member_id, member_epoch=request.member_epoch)
         try:
             shard = self._shard(request.group_id)
-            lookup = self.c.topic_lookup(self.image())
+            image = self.image()
+            lookup, all_names = self.c.topic_lookup(image), self.c.topic_names(image)
+            settings = self.c.consumer_group_config(image, request.group_id)
             response: HeartbeatResponse = await self._parked(
-                shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup)
+                shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup, all_names, settings)
             )
         except ShardUnavailable as err:
             return R(error=error_pb(err.error), member_id=request.member_id, member_epoch=request.member_epoch)

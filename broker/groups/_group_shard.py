@@ -28,8 +28,8 @@ from kraftlog.broker.groups._group_classic_types import (
     SyncRequest,
     SyncResponse,
 )
-from kraftlog.broker.groups._group_consumer import ConsumerGroup, TopicLookup
-from kraftlog.broker.groups._group_consumer_types import ConsumerGroupState, HeartbeatRequest
+from kraftlog.broker.groups._group_consumer import ConsumerGroup, TopicLookup, TopicNames, no_topic_names
+from kraftlog.broker.groups._group_consumer_types import ConsumerGroupConfig, ConsumerGroupState, HeartbeatRequest
 from kraftlog.broker.groups._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -88,10 +88,18 @@ class GroupShard:
         return self.consumer.groups
 
     def consumer_heartbeat(
-        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
+        self,
+        req: HeartbeatRequest,
+        token: object,
+        now_ms: int,
+        lookup: TopicLookup,
+        topic_names: TopicNames = no_topic_names,
+        group_config: ConsumerGroupConfig | None = None,
     ) -> ShardOutcome:
-        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
-        return self.consumer.heartbeat(req, token, now_ms, lookup)
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed;
+        ``topic_names`` gives every topic's name, for members that subscribe by regex;
+        ``group_config`` the group's own session timeout and heartbeat interval."""
+        return self.consumer.heartbeat(req, token, now_ms, lookup, topic_names, group_config)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         return self.consumer.describe(group_id)

@@ -202,8 +202,8 @@ class GroupApis:
         )
         for name in ("instance_id", "rack_id", "server_assignor", "subscribed_topic_regex"):
             value = getattr(body, name, None)
-            if value is not None and not (name == "subscribed_topic_regex" and value == ""):
-                setattr(pb, name, value)  # an empty regex clears it (librdkafka sends one): no regex
+            if value is not None:
+                setattr(pb, name, value)  # an empty regex clears the member's (librdkafka sends one)
         rebalance = getattr(body, "rebalance_timeout", None)
         if rebalance is not None:
             pb.rebalance_timeout_ms = ms(rebalance)

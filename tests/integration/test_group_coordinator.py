@@ -116,7 +116,7 @@ def _create_orders(cluster: LocalCluster, partitions: int = 3) -> None:
         admin.create_topics([NewTopic("orders", num_partitions=partitions, replication_factor=3)])
 
     def known_everywhere() -> bool:
-        for nid, node in cluster.nodes.items():
+        for node in cluster.nodes.values():
             with grpc.insecure_channel(f"127.0.0.1:{node.broker_port}") as channel:
                 try:
                     md = broker_pb2_grpc.BrokerServiceStub(channel).Metadata(

@@ -3,7 +3,8 @@ confluent-kafka against one combined node's Kafka listener: a commit to a topic 
 does not exist is refused per partition (0030 do_nonexist_commit, 0081); offsets of an open
 transaction are unstable per partition, so ``committed()`` waits for the transaction instead of
 failing (0103); OffsetDelete on a Stable group deletes what the group does not subscribe to and
-refuses the rest per partition (0081)."""
+refuses the rest per partition (0081); a KIP-848 consumer subscribed by regex is assigned the
+topics the coordinator resolves, and a topic created later that matches (0033, 0045, 0113)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ OVERRIDES = {
     "transaction.state.log.replication.factor": 1,
     "transaction.state.log.min.isr": 1,
     "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
 }
 
 
@@ -142,5 +144,30 @@ def test_offset_delete_on_a_stable_group_refuses_only_subscribed_topics(cluster:
         assert deleted == {wanted[0]: GroupSubscribedToTopicError, wanted[1]: NoError}
         left = consumer.committed([TopicPartition("read", 0), TopicPartition("other", 0)], timeout=20)
         assert [tp.offset for tp in left] == [1, ck.OFFSET_INVALID]
+    finally:
+        consumer.close()
+
+
+def test_a_regex_subscription_of_the_consumer_protocol_follows_new_topics(cluster: LocalCluster) -> None:
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic("rx-a", num_partitions=2, replication_factor=1)])
+    errors: list[object] = []
+    conf = {"group.id": "regex-848", "group.protocol": "consumer", "error_cb": errors.append}
+    consumer = ck.Consumer(_conf(cluster, **conf))
+    try:
+        consumer.subscribe(["^rx-.*"])  # librdkafka sends it as SubscribedTopicRegex
+
+        def assigned() -> set[tuple[str, int]]:
+            consumer.poll(0.1)
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+        started = time.monotonic()
+        wait_until(lambda: assigned() == {("rx-a", 0), ("rx-a", 1)}, 20, what=f"rx-a assigned ({errors})")
+        first_s = time.monotonic() - started
+        with cluster.admin(request_timeout_ms=20_000) as admin:
+            admin.create_topics([NewTopic("rx-b", num_partitions=1, replication_factor=1)])
+        wait_until(lambda: ("rx-b", 0) in assigned(), 20, what=f"rx-b assigned as it appears ({errors})")
+        assert ("other", 0) not in assigned() and ("read", 0) not in assigned()
+        print(f"regex subscription assigned in {first_s:.2f}s")
     finally:
         consumer.close()
