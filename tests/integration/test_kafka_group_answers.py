@@ -171,3 +171,62 @@ def test_a_regex_subscription_of_the_consumer_protocol_follows_new_topics(cluste
         print(f"regex subscription assigned in {first_s:.2f}s")
     finally:
         consumer.close()
+
+
+def test_group_configs_are_altered_described_validated_and_applied(cluster: LocalCluster) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    group = "cfg-group"
+    admin = AdminClient(_conf(cluster))
+
+    def alter(name: str, value: str) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+    alter("consumer.session.timeout.ms", "50000")
+    alter("consumer.heartbeat.interval.ms", "6000")
+    with pytest.raises(ck.KafkaException) as refused:  # below group.consumer.min.session.timeout.ms
+        alter("consumer.session.timeout.ms", "1000")
+    assert refused.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+    resource = ConfigResource(ResourceType.GROUP, group)
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert described["consumer.session.timeout.ms"].value == "50000"
+    assert described["consumer.heartbeat.interval.ms"].value == "6000"
+    assert not described["consumer.session.timeout.ms"].is_default
+
+    # the coordinator gives the group's members its own heartbeat interval (the broker's is 500 ms)
+    import grpc
+
+    from kraftlog.proto import group_pb2, group_pb2_grpc
+
+    node = next(iter(cluster.nodes.values()))
+    with grpc.insecure_channel(f"127.0.0.1:{node.broker_port}") as channel:
+        stub = group_pb2_grpc.GroupServiceStub(channel)
+        request = group_pb2.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_epoch=0, rebalance_timeout_ms=30_000, member_id="m-cfg"
+        )
+        request.subscribed_topic_names.names.append("read")
+        request.topic_partitions.SetInParent()
+        answers: list[object] = []
+
+        def joined() -> bool:  # the first FindCoordinator creates __consumer_offsets; it loads
+            stub.FindCoordinator(group_pb2.FindCoordinatorRequest(keys=[group]), timeout=20)
+            answers.append(stub.ConsumerGroupHeartbeat(request, timeout=20))
+            return answers[-1].error.code == 0  # type: ignore[attr-defined]
+
+        wait_until(joined, 30, what=f"a heartbeat answered ({answers[-1:]})")
+        assert answers[-1].heartbeat_interval_ms == 6000  # type: ignore[attr-defined]
+
+    import subprocess
+    import sys
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "kraftlog.cli", "configs", "describe", "--entity-type", "groups"]
+        + ["--entity-name", group, "--bootstrap-server", ",".join(cluster.controller_addresses)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "consumer.session.timeout.ms=50000" in shown.stdout and f"group {group}" in shown.stdout
