@@ -288,8 +288,15 @@ class GroupService:
             refused = [(t, p) for t, p in wanted if t not in describable]
             wanted = [(t, p) for t, p in wanted if t in describable]
         # with require_stable, a partition whose offset an open transaction may still change
-        # answers UNSTABLE_OFFSET_COMMIT (retriable) on its own, as Kafka's OffsetMetadataManager does
+        # answers UNSTABLE_OFFSET_COMMIT (retriable) on its own, as Kafka's OffsetMetadataManager
+        # does; the gRPC answer also says so for the group (the Kafka listener clears that one,
+        # which Kafka's clients do not retry)
         unstable = shard.unstable_partitions(request.group_id) if request.require_stable else set()
+        group_error = (
+            error_pb(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending")
+            if request.require_stable and shard.unstable(request.group_id, wanted)
+            else None
+        )
         error, offsets = shard.fetch_offsets(request.group_id, wanted) if wanted != [] else (None, [])
         if request.all_topics:
             describable = _topics_may(_DESCRIBE, [o.topic for o in offsets])
@@ -324,7 +331,10 @@ class GroupService:
                     error=error_pb(None),
                 )
             )
-        return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        topics = [R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        if error is None and group_error is not None:
+            return R(error=group_error, topics=topics)
+        return R(error=error_pb(error), topics=topics)
 
     async def ListGroups(self, request: Any) -> Any:
         R = group_pb2.ListGroupsResponse
