@@ -1,4 +1,4 @@
-"""``kraftlog configs``: describe and alter topic and broker configs, like ``kafka-configs.sh``.
+"""``kraftlog configs``: describe and alter topic, broker and group configs, like ``kafka-configs.sh``.
 
 ``describe`` shows the dynamic configs of one entity (``--all`` adds every effective config with
 its source), in Kafka's ``name=value sensitive=... synonyms={SOURCE:name=value}`` lines;
@@ -26,10 +26,11 @@ from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, print_json
 
 __all__ = ["add_parser", "run", "make_admin", "parse_config_list", "parse_name_list"]
 
-# ConfigResource types (proto/admin.proto): 2 = topic, 4 = broker.
-RESOURCE_TYPES = {"topics": 2, "brokers": 4}
+# ConfigResource types (proto/admin.proto): 2 = topic, 4 = broker, 32 = group (KIP-848's group configs).
+RESOURCE_TYPES = {"topics": 2, "brokers": 4, "groups": 32}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-_DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG"}
+_DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG", "groups": "GROUP_CONFIG"}
+_SINGULAR = {"topics": "topic", "brokers": "broker", "groups": "group"}
 _DEFAULT_BROKER_SOURCE = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 
 
@@ -86,15 +87,17 @@ def parse_name_list(texts: Sequence[str], option: str) -> list[str]:
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "configs",
-        help="describe and alter topic and broker configs (kafka-configs)",
-        description="Describe and alter the dynamic configs of topics and brokers, like Kafka's kafka-configs.sh.",
+        help="describe and alter topic, broker and group configs (kafka-configs)",
+        description=(
+            "Describe and alter the dynamic configs of topics, brokers and groups, like Kafka's kafka-configs.sh."
+        ),
     )
     sub = parser.add_subparsers(dest="configs_command", metavar="ACTION")
     sub.required = True
 
     def entity_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--entity-type", required=True, choices=sorted(RESOURCE_TYPES), help="the kind of entity")
-        p.add_argument("--entity-name", default=None, metavar="NAME", help="topic name or broker id")
+        p.add_argument("--entity-name", default=None, metavar="NAME", help="topic name, broker id or group id")
         p.add_argument(
             "--entity-default",
             action="store_true",
@@ -149,7 +152,7 @@ def _entity(args: argparse.Namespace) -> tuple[int, str, str]:
         if broker_id < 0:
             raise UserError(f"broker id {broker_id} is negative")
         return RESOURCE_TYPES[etype], str(broker_id), f"config for broker {broker_id}"
-    return RESOURCE_TYPES[etype], name, f"config for topic {name}"
+    return RESOURCE_TYPES[etype], name, f"config for {_SINGULAR[etype]} {name}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,8 +213,7 @@ def _heading(args: argparse.Namespace, rname: str) -> str:
     kind = "All" if args.all else "Dynamic"
     if args.entity_type == "brokers" and not rname:
         return f"{'All' if args.all else 'Default'} configs for brokers in the cluster are:"
-    singular = "topic" if args.entity_type == "topics" else "broker"
-    return f"{kind} configs for {singular} {rname} are:"
+    return f"{kind} configs for {_SINGULAR[args.entity_type]} {rname} are:"
 
 
 def _describe(admin: Any, args: argparse.Namespace, rtype: int, rname: str) -> int:

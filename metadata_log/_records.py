@@ -73,6 +73,7 @@ class ConfigResourceType:
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32  # a group's own configs (KIP-848: consumer.session.timeout.ms, ...)
 
 
 class FencingChange:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from kraftlog.broker.coordinator import CoordinatorResult, chain
 from kraftlog.broker.groups._group_classic_types import (
+    CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
     VALID_PREVIOUS,
     ClassicGroupConfig,
@@ -18,6 +19,7 @@ from kraftlog.broker.groups._group_classic_types import (
     JoinResponse,
     Protocol,
     SyncResponse,
+    subscription_topics,
 )
 from kraftlog.broker.groups._group_records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from kraftlog.common import JavaHashTable, java_string_hash
@@ -65,6 +67,20 @@ class ClassicGroupBase:
     def members(self) -> list[ClassicMember]:
         """Members in Kafka's HashMap order (the order the leader receives them in)."""
         return [self._members[m] for m in self._order]
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Whether a member of a group of Kafka's consumers subscribes to ``topic``, read from the
+        members' metadata of the selected protocol; a subscription that cannot be read counts as
+        subscribed to everything (Kafka's ClassicGroup is as careful). Groups of other protocol
+        types subscribe to nothing the coordinator knows of."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or not self.protocol_name:
+            return False
+        for m in self.members:
+            metadata = next((p.metadata for p in m.protocols if p.name == self.protocol_name), None)
+            topics = None if metadata is None else subscription_topics(metadata)
+            if topics is None or topic in topics:
+                return True
+        return False
 
     def member(self, member_id: str) -> ClassicMember | None:
         return self._members.get(member_id)

@@ -25,9 +25,12 @@ __all__ = [
     "ClassicMember",
     "UNKNOWN_MEMBER_ID",
     "NO_GENERATION",
+    "CONSUMER_PROTOCOL_TYPE",
+    "subscription_topics",
 ]
 
 UNKNOWN_MEMBER_ID = ""
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type of Kafka's consumers (ConsumerProtocol)
 NO_GENERATION = -1
 ErrorType = type[kerr.KafkaError] | None
 
@@ -177,3 +180,22 @@ class ClassicMember:
             if p.name in candidates:
                 return p.name
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a consumer's ConsumerProtocolSubscription (every version starts with an int16
+    version and the topic names, int32 count and int16-length strings), None if unreadable."""
+    try:
+        count = int.from_bytes(metadata[2:6], "big", signed=True)
+        if len(metadata) < 6 or count < 0:
+            return None
+        pos, topics = 6, set()
+        for _ in range(count):
+            size = int.from_bytes(metadata[pos : pos + 2], "big", signed=True)
+            if size < 0 or pos + 2 + size > len(metadata):
+                return None
+            topics.add(metadata[pos + 2 : pos + 2 + size].decode())
+            pos += 2 + size
+        return topics
+    except UnicodeDecodeError:
+        return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from kraftlog.broker.groups._group_consumer_assignors import MemberSpec, PartitionAssignorError, assign
@@ -55,12 +55,18 @@ from kraftlog.broker.groups._group_records_consumer import (
     TopicMetadata,
     assignment_of,
 )
+from kraftlog.broker.groups._group_regex import resolve_regex
 from kraftlog.common import errors as kerr
 
-__all__ = ["ConsumerGroup", "TopicLookup", "Record"]
+__all__ = ["ConsumerGroup", "TopicLookup", "TopicNames", "Record", "no_topic_names"]
 
 Record = tuple[ConsumerKey, ConsumerValue | None]
 TopicLookup = Callable[[str], "tuple[str, int] | None"]  # topic name -> (topic id, partition count)
+TopicNames = Callable[[], Iterable[str]]  # every topic's name, for subscriptions by regex
+
+
+def no_topic_names() -> Iterable[str]:
+    return ()
 
 
 class ConsumerGroup:
@@ -84,6 +90,9 @@ class ConsumerGroup:
         # timers, beside the state: member id -> deadline; member id -> (deadline, member epoch)
         self.session_deadlines: dict[str, int] = {}
         self.rebalance_deadlines: dict[str, tuple[int, int]] = {}
+        # also beside the state: each member regex's topics when last resolved (at a heartbeat,
+        # against the broker's metadata then; a loaded group resolves them at its next heartbeat)
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
 
     # ===================================================================== reading
 
@@ -115,11 +124,19 @@ class ConsumerGroup:
         order = {name: i for i, name in enumerate(self.config.assignors)}
         return min(counts, key=lambda name: (-counts[name], order.get(name, len(order)), name))
 
+    def topics_of(self, m: ConsumerMember, resolved: dict[str, frozenset[str]] | None = None) -> set[str]:
+        """The topics ``m`` subscribes to: its names and what its regex resolved to."""
+        regexes = self.resolved_regexes if resolved is None else resolved
+        out = set(m.subscribed_topic_names)
+        if m.subscribed_topic_regex:
+            out |= regexes.get(m.subscribed_topic_regex, frozenset())
+        return out
+
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+        return {t for m in self.members.values() for t in self.topics_of(m)}
 
     def is_subscribed_to(self, topic: str) -> bool:
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
+        return any(topic in self.topics_of(m) for m in self.members.values())
 
     # ====================================================================== replay
 
@@ -213,10 +230,14 @@ class ConsumerGroup:
     # ================================================================ the handlers
 
     def heartbeat(
-        self, req: HeartbeatRequest, now_ms: int, lookup: TopicLookup
+        self, req: HeartbeatRequest, now_ms: int, lookup: TopicLookup, topic_names: TopicNames = no_topic_names
     ) -> tuple[list[Record], HeartbeatResponse]:
         """ConsumerGroupHeartbeat of a member that is in (or joins) this group; raises the Kafka
-        error to answer with. The request was validated already (`validate_heartbeat`)."""
+        error to answer with. The request was validated already (`validate_heartbeat`).
+
+        Members' regexes are resolved against ``topic_names`` at every heartbeat, so a topic
+        created or deleted that a regex matches changes the subscribed topics' metadata and
+        bumps the group epoch, as Kafka's refresh on metadata changes does."""
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
         records: list[Record] = []
@@ -237,21 +258,33 @@ class ConsumerGroup:
                 if req.subscribed_topic_names is not None
                 else member.subscribed_topic_names
             ),
+            # an empty regex clears it
+            subscribed_topic_regex=(
+                (req.subscribed_topic_regex or None)
+                if req.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
             client_id=req.client_id,
             client_host=req.client_host,
         )
         bump = False
         if updated != member or member_id not in self.members:
             records.append((ConsumerGroupMemberMetadataKey(self.group_id, member_id), _metadata_value(updated)))
-            bump = updated.subscribed_topic_names != member.subscribed_topic_names or (
-                updated.server_assignor != member.server_assignor
+            bump = (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+                or updated.server_assignor != member.server_assignor
             )
         members = {k: v for k, v in self.members.items() if k != replaced}
         members[member_id] = updated
         current = dict(self.target)
         if replaced is not None:
             current[member_id] = current.pop(replaced, ())
-        metadata = _subscription_metadata(members, lookup)
+        regexes = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+        names = tuple(topic_names()) if regexes else ()
+        resolved = {r: resolve_regex(r, names) for r in sorted(regexes)}
+        self.resolved_regexes = resolved
+        metadata = _subscription_metadata({t for m in members.values() for t in self.topics_of(m)}, lookup)
         if metadata != self.subscription_metadata:
             records.append(
                 (
@@ -303,9 +336,8 @@ class ConsumerGroup:
         elif member_id not in self.members:
             records.append((ConsumerGroupCurrentMemberAssignmentKey(self.group_id, member_id), _current_value(updated)))
         self.session_deadlines[member_id] = now_ms + self.config.session_timeout_ms
-        full = joining or (
-            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None
-        )
+        subscription = req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
+        full = joining or (req.rebalance_timeout_ms != -1 and subscription and req.owned is not None)
         changed = (updated.assigned, updated.pending_revocation) != (member.assigned, member.pending_revocation)
         response = HeartbeatResponse(
             None,
@@ -333,7 +365,12 @@ class ConsumerGroup:
                     raise kerr.UnknownMemberIdError(f"member {member_id} is not a member of group {self.group_id}")
                 return ConsumerMember(member_id), None
             if joining:  # the member gave up what it owned and rejoins under its id
-                return ConsumerMember(member_id, subscribed_topic_names=member.subscribed_topic_names), None
+                rejoined = ConsumerMember(
+                    member_id,
+                    subscribed_topic_names=member.subscribed_topic_names,
+                    subscribed_topic_regex=member.subscribed_topic_regex,
+                )
+                return rejoined, None
             _check_epoch(member, req.member_epoch, req.owned)
             return member, None
         existing_id = self.static_members.get(req.instance_id)
@@ -344,7 +381,10 @@ class ConsumerGroup:
             if existing.member_id == member_id:
                 return (
                     ConsumerMember(
-                        member_id, instance_id=req.instance_id, subscribed_topic_names=existing.subscribed_topic_names
+                        member_id,
+                        instance_id=req.instance_id,
+                        subscribed_topic_names=existing.subscribed_topic_names,
+                        subscribed_topic_regex=existing.subscribed_topic_regex,
                     ),
                     None,
                 )
@@ -384,7 +424,7 @@ class ConsumerGroup:
             m.member_id: MemberSpec(
                 m.member_id,
                 m.instance_id,
-                frozenset(metadata[t].topic_id for t in m.subscribed_topic_names if t in metadata),
+                frozenset(metadata[t].topic_id for t in self.topics_of(m) if t in metadata),
                 {t: frozenset(ps) for t, ps in current.get(m.member_id, ())},
             )
             for m in members.values()
@@ -437,7 +477,7 @@ class ConsumerGroup:
         time) and bump the group epoch, so the others are given its partitions."""
         records = self._remove_records(member_id)
         others = {k: v for k, v in self.members.items() if k != member_id}
-        topics = {t for m in others.values() for t in m.subscribed_topic_names}
+        topics = {t for m in others.values() for t in self.topics_of(m)}
         metadata = {name: t for name, t in self.subscription_metadata.items() if name in topics}
         if metadata != self.subscription_metadata:
             value = ConsumerGroupPartitionMetadataValue(tuple(metadata.values()))
@@ -531,10 +571,10 @@ def _current_value(m: ConsumerMember) -> ConsumerGroupCurrentMemberAssignmentVal
     )
 
 
-def _subscription_metadata(members: dict[str, ConsumerMember], lookup: TopicLookup) -> dict[str, TopicMetadata]:
+def _subscription_metadata(topics: set[str], lookup: TopicLookup) -> dict[str, TopicMetadata]:
     """The subscribed topics that exist, with their ids and partition counts, by name (sorted)."""
     out: dict[str, TopicMetadata] = {}
-    for name in sorted({t for m in members.values() for t in m.subscribed_topic_names}):
+    for name in sorted(topics):
         found = lookup(name)
         if found is not None:
             out[name] = TopicMetadata(found[0], name, found[1])

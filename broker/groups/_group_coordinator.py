@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -40,7 +41,8 @@ from kraftlog.broker.groups._group_records import (
 from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, ShardOutcome
 from kraftlog.common import SYSTEM_CLOCK, coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.metadata_log import MetadataImage
+from kraftlog.common.config import ConfigError, group_configs
+from kraftlog.metadata_log import ConfigResourceType, MetadataImage
 
 __all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC"]
 
@@ -143,7 +145,8 @@ class GroupCoordinator:
             read_chunk_bytes=lambda: int(config["offsets.load.buffer.size"]),
             clock_ms=clock_ms,
         )
-        handler = GroupShards(shard_config(config), rng or random.Random(), log)
+        self.shard_config = shard_config(config)
+        handler = GroupShards(self.shard_config, rng or random.Random(), log)
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             "group-coordinator", OFFSETS_TOPIC, broker_id, writer, handler, clock_ms=clock_ms
         )
@@ -193,6 +196,35 @@ class GroupCoordinator:
             return None if topic is None else (topic.topic_id, len(topic.partitions))
 
         return lookup
+
+    def consumer_group_config(self, image: MetadataImage, group_id: str) -> ConsumerGroupConfig:
+        """The KIP-848 settings of ``group_id``: the broker's, with the group's own configs
+        (config resource GROUP: consumer.session.timeout.ms, consumer.heartbeat.interval.ms) in
+        their place. A stored value the bounds no longer admit (the broker's bounds changed since)
+        leaves the broker's."""
+        base = self.shard_config.consumer
+        own = image.configs.config(ConfigResourceType.GROUP, group_id)
+        if not own:
+            return base
+        try:
+            values = group_configs(own, self.config.__getitem__)
+        except ConfigError as err:
+            _log.warning("group_config_ignored", group_id=group_id, error=str(err))
+            return base
+        return replace(
+            base,
+            session_timeout_ms=values["consumer.session.timeout.ms"],
+            heartbeat_interval_ms=values["consumer.heartbeat.interval.ms"],
+        )
+
+    @staticmethod
+    def topic_names(image: MetadataImage) -> Callable[[], list[str]]:
+        """Every topic's name in ``image``, for subscriptions by regex (read only when asked)."""
+
+        def names() -> list[str]:
+            return list(image.topics.by_name)
+
+        return names
 
     def shard_for(self, group_id: str, image: MetadataImage) -> GroupShard:
         """The shard of ``group_id`` on this broker, or `ShardUnavailable`."""

@@ -241,7 +241,9 @@ class GroupService:
     ) -> tuple[tuple[str, int, Error], ...]:
         """An offset commit (plain or transactional) after Kafka's checks: Write on the
         transactional id, Read on the group (each failing every partition), then Read on each
-        topic (failing that topic's partitions); the allowed partitions are committed."""
+        topic (failing that topic's partitions), then the topic's existence in the metadata image
+        (UNKNOWN_TOPIC_OR_PARTITION per partition; a plain commit checks each partition too, a
+        transactional one only the topic, as Kafka's KafkaApis does); the rest are committed."""
         denied: Error = None
         if transactional_id is not None and not _may(_WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             denied = kerr.TransactionalIdAuthorizationFailedError
@@ -250,9 +252,14 @@ class GroupService:
         if denied is not None:
             return tuple((topic, p, denied) for topic, p, *_rest in req.offsets)
         readable = _topics_may(_READ, [o[0] for o in req.offsets])
-        refused = tuple((o[0], o[1], _TOPIC_DENIED) for o in req.offsets if o[0] not in readable)
+        refused: tuple[tuple[str, int, Error], ...] = tuple(
+            (o[0], o[1], _TOPIC_DENIED) for o in req.offsets if o[0] not in readable
+        )
+        allowed = [o for o in req.offsets if o[0] in readable]
+        unknown = _unknown_partitions(self.image(), allowed, partitions=transactional_id is None)
+        refused += tuple((o[0], o[1], kerr.UnknownTopicOrPartitionError) for o in unknown)
         if refused:
-            req = replace(req, offsets=tuple(o for o in req.offsets if o[0] in readable))
+            req = replace(req, offsets=tuple(o for o in allowed if o not in unknown))
             if not req.offsets:
                 return refused
         try:
@@ -280,8 +287,16 @@ class GroupService:
             describable = _topics_may(_DESCRIBE, [t for t, _p in wanted])
             refused = [(t, p) for t, p in wanted if t not in describable]
             wanted = [(t, p) for t, p in wanted if t in describable]
-        if request.require_stable and shard.unstable(request.group_id, wanted):
-            return R(error=error_pb(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending"))
+        # with require_stable, a partition whose offset an open transaction may still change
+        # answers UNSTABLE_OFFSET_COMMIT (retriable) on its own, as Kafka's OffsetMetadataManager
+        # does; the gRPC answer also says so for the group (the Kafka listener clears that one,
+        # which Kafka's clients do not retry)
+        unstable = shard.unstable_partitions(request.group_id) if request.require_stable else set()
+        group_error = (
+            error_pb(kerr.UnstableOffsetCommitError, "offsets of an open transaction are pending")
+            if request.require_stable and shard.unstable(request.group_id, wanted)
+            else None
+        )
         error, offsets = shard.fetch_offsets(request.group_id, wanted) if wanted != [] else (None, [])
         if request.all_topics:
             describable = _topics_may(_DESCRIBE, [o.topic for o in offsets])
@@ -297,6 +312,16 @@ class GroupService:
                 )
             )
         for o in offsets:
+            if (o.topic, o.partition) in unstable:
+                by_topic.setdefault(o.topic, []).append(
+                    R.Partition(
+                        partition_index=o.partition,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        error=error_pb(kerr.UnstableOffsetCommitError),
+                    )
+                )
+                continue
             by_topic.setdefault(o.topic, []).append(
                 R.Partition(
                     partition_index=o.partition,
@@ -306,7 +331,10 @@ class GroupService:
                     error=error_pb(None),
                 )
             )
-        return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        topics = [R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        if error is None and group_error is not None:
+            return R(error=group_error, topics=topics)
+        return R(error=error_pb(error), topics=topics)
 
     async def ListGroups(self, request: Any) -> Any:
         R = group_pb2.ListGroupsResponse
@@ -392,10 +420,11 @@ class GroupService:
         readable = _topics_may(_READ, [t for t, _p in partitions])
         refused = [(t, p) for t, p in partitions if t not in readable]
         partitions = [(t, p) for t, p in partitions if t in readable]
+        subscribed: list[tuple[str, int]] = []
         try:
             shard = self._shard(request.group_id)
             token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            error, out = shard.delete_offsets(request.group_id, partitions, token, self.clock_ms())
+            error, subscribed, out = shard.delete_offsets(request.group_id, partitions, token, self.clock_ms())
             if error is None:
                 self.c.run(shard, lambda: out)
                 answered = await token
@@ -405,7 +434,8 @@ class GroupService:
         by_topic: dict[str, list[Any]] = {}
         if error is None:
             for topic, p in partitions:
-                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(None)))
+                refusal = kerr.GroupSubscribedToTopicError if (topic, p) in subscribed else None
+                by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(refusal)))
             for topic, p in refused:
                 by_topic.setdefault(topic, []).append(R.Partition(partition_index=p, error=error_pb(_TOPIC_DENIED)))
         return R(error=error_pb(error), topics=[R.Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
@@ -466,9 +496,11 @@ class GroupService:
             return R(error=denied, member_id=request.member_id, member_epoch=request.member_epoch)
         try:
             shard = self._shard(request.group_id)
-            lookup = self.c.topic_lookup(self.image())
+            image = self.image()
+            lookup, all_names = self.c.topic_lookup(image), self.c.topic_names(image)
+            settings = self.c.consumer_group_config(image, request.group_id)
             response: HeartbeatResponse = await self._parked(
-                shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup)
+                shard, lambda t: shard.consumer_heartbeat(req, t, self.clock_ms(), lookup, all_names, settings)
             )
         except ShardUnavailable as err:
             return R(error=error_pb(err.error), member_id=request.member_id, member_epoch=request.member_epoch)
@@ -525,6 +557,17 @@ class GroupService:
                 )
             )
         return R(groups=out)
+
+
+def _unknown_partitions(image: MetadataImage, offsets: Any, *, partitions: bool) -> list[Any]:
+    """The offsets (tuples of topic name, partition, ...) whose topic the image does not know,
+    or, with ``partitions``, whose partition it does not know either."""
+    out = []
+    for o in offsets:
+        topic = image.topics.get_by_name(o[0])
+        if topic is None or (partitions and o[1] not in topic.partitions):
+            out.append(o)
+    return out
 
 
 def _assignment_in(message: Any) -> Assignment:

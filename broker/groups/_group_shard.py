@@ -16,19 +16,20 @@ SyncGroup, Heartbeat and LeaveGroup, as in Kafka.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kraftlog.broker.coordinator import coordinator_error, merge
 from kraftlog.broker.groups._group_classic import ClassicGroup
 from kraftlog.broker.groups._group_classic_types import (
+    CONSUMER_PROTOCOL_TYPE,
     GroupState,
     JoinRequest,
     JoinResponse,
     SyncRequest,
     SyncResponse,
 )
-from kraftlog.broker.groups._group_consumer import ConsumerGroup, TopicLookup
-from kraftlog.broker.groups._group_consumer_types import ConsumerGroupState, HeartbeatRequest
+from kraftlog.broker.groups._group_consumer import ConsumerGroup, TopicLookup, TopicNames, no_topic_names
+from kraftlog.broker.groups._group_consumer_types import ConsumerGroupConfig, ConsumerGroupState, HeartbeatRequest
 from kraftlog.broker.groups._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -87,10 +88,18 @@ class GroupShard:
         return self.consumer.groups
 
     def consumer_heartbeat(
-        self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup
+        self,
+        req: HeartbeatRequest,
+        token: object,
+        now_ms: int,
+        lookup: TopicLookup,
+        topic_names: TopicNames = no_topic_names,
+        group_config: ConsumerGroupConfig | None = None,
     ) -> ShardOutcome:
-        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
-        return self.consumer.heartbeat(req, token, now_ms, lookup)
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed;
+        ``topic_names`` gives every topic's name, for members that subscribe by regex;
+        ``group_config`` the group's own session timeout and heartbeat interval."""
+        return self.consumer.heartbeat(req, token, now_ms, lookup, topic_names, group_config)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         return self.consumer.describe(group_id)
@@ -108,6 +117,11 @@ class GroupShard:
     def replay_txn_offset(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         """Loading: an offset record of a transactional batch (pending until its marker)."""
         self.txn_offsets.replay(producer_id, key, value)
+
+    def unstable_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with transactional offsets pending (OffsetFetch with
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for each, as Kafka does)."""
+        return self.txn_offsets.pending_partitions(group_id)
 
     def unstable(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of the group's partitions (all, with None) has transactional offsets pending."""
@@ -294,24 +308,27 @@ class GroupShard:
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]], token: object, now_ms: int
-    ) -> tuple[Error, ShardOutcome]:
-        """OffsetDelete: for a classic group only while it has no members (NON_EMPTY_GROUP); for a
-        consumer group only of topics no member is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    ) -> tuple[Error, list[tuple[str, int]], ShardOutcome]:
+        """OffsetDelete, as Kafka's OffsetMetadataManager: the group's error (GROUP_ID_NOT_FOUND;
+        NON_EMPTY_GROUP for a classic group with members that is not of Kafka's consumers), the
+        partitions refused with GROUP_SUBSCRIBED_TO_TOPIC (their topic is subscribed to by a
+        member: a consumer group's, or a classic consumer group's read from its members'
+        subscriptions), and the outcome deleting the others' offsets."""
         consumer = self.consumer_groups.get(group_id)
-        if consumer is not None:
-            if any(consumer.is_subscribed_to(t) for t, _p in partitions):
-                return kerr.GroupSubscribedToTopicError, ShardOutcome()
-            stored = self.offsets.get(group_id, {})
-            keys = [(t, p) for t, p in partitions if (t, p) in stored]
-            return None, self._tombstones(group_id, keys, token, delete_group=False)
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return kerr.GroupIdNotFoundError, ShardOutcome()
-        if group.state is not GroupState.EMPTY:
-            return kerr.NonEmptyGroupError, ShardOutcome()
+        subscribed_to: Callable[[str], bool]
+        if consumer is not None:
+            subscribed_to = consumer.is_subscribed_to
+        elif group is None or group.state is GroupState.DEAD:
+            return kerr.GroupIdNotFoundError, [], ShardOutcome()
+        elif group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return kerr.NonEmptyGroupError, [], ShardOutcome()
+        else:
+            subscribed_to = group.is_subscribed_to
+        refused = [(t, p) for t, p in partitions if subscribed_to(t)]
         stored = self.offsets.get(group_id, {})
-        keys = [(t, p) for t, p in partitions if (t, p) in stored]
-        return None, self._tombstones(group_id, keys, token, delete_group=False)
+        keys = [(t, p) for t, p in partitions if (t, p) in stored and (t, p) not in refused]
+        return None, refused, self._tombstones(group_id, keys, token, delete_group=False)
 
     def _tombstones(
         self, group_id: str, keys: list[tuple[str, int]], token: object, *, delete_group: bool

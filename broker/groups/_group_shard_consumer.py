@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kraftlog.broker.coordinator import coordinator_error
-from kraftlog.broker.groups._group_consumer import ConsumerGroup, Record, TopicLookup
+from kraftlog.broker.groups._group_consumer import ConsumerGroup, Record, TopicLookup, TopicNames, no_topic_names
 from kraftlog.broker.groups._group_consumer_types import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -33,6 +33,7 @@ from kraftlog.broker.groups._group_records_consumer import (
     ConsumerKey,
     ConsumerValue,
 )
+from kraftlog.broker.groups._group_regex import regex_error
 from kraftlog.broker.groups._group_shard_types import ShardOutcome
 from kraftlog.common import errors as kerr
 
@@ -78,8 +79,10 @@ def validate_heartbeat(req: HeartbeatRequest, assignors: tuple[str, ...]) -> ker
         return kerr.InvalidRequestError("InstanceId can't be empty.")
     if req.rack_id == "":
         return kerr.InvalidRequestError("RackId can't be empty.")
-    if req.subscribed_topic_regex is not None:
-        return kerr.InvalidRequestError("SubscribedTopicRegex is not supported; subscribe to topic names")
+    if req.subscribed_topic_regex:
+        invalid = regex_error(req.subscribed_topic_regex)
+        if invalid is not None:
+            return invalid
     if req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH:
         if not req.member_id:
             return kerr.InvalidRequestError("MemberId can't be empty.")
@@ -88,8 +91,10 @@ def validate_heartbeat(req: HeartbeatRequest, assignors: tuple[str, ...]) -> ker
             return kerr.InvalidRequestError("RebalanceTimeoutMs must be provided in first request.")
         if req.owned is None or req.owned:
             return kerr.InvalidRequestError("TopicPartitions must be empty when (re-)joining.")
-        if not req.subscribed_topic_names:
-            return kerr.InvalidRequestError("SubscribedTopicNames must be set in first request.")
+        if not req.subscribed_topic_names and not req.subscribed_topic_regex:
+            return kerr.InvalidRequestError(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
     elif req.member_epoch == STATIC_LEAVE_EPOCH:
         if not req.member_id:
             return kerr.InvalidRequestError("MemberId can't be empty.")
@@ -119,8 +124,18 @@ class ConsumerGroups:
         self._writes = 0
         self._parked: list[tuple[object, HeartbeatRequest, HeartbeatResponse]] = []
 
-    def heartbeat(self, req: HeartbeatRequest, token: object, now_ms: int, lookup: TopicLookup) -> ShardOutcome:
-        """ConsumerGroupHeartbeat: answered once the records it wrote are committed."""
+    def heartbeat(
+        self,
+        req: HeartbeatRequest,
+        token: object,
+        now_ms: int,
+        lookup: TopicLookup,
+        topic_names: TopicNames = no_topic_names,
+        group_config: ConsumerGroupConfig | None = None,
+    ) -> ShardOutcome:
+        """ConsumerGroupHeartbeat: answered once the records it wrote are committed.
+        ``group_config``: the group's own settings (its config resource), which it keeps from
+        then on (timers set after loading included); None: the broker's."""
         config = self._config
         refused = validate_heartbeat(req, config.assignors)
         if refused is not None:
@@ -140,8 +155,10 @@ class ConsumerGroups:
                 error = kerr.GroupIdNotFoundError(f"group {req.group_id} is a classic group with members")
                 return ShardOutcome([(token, _failed(req, error))])
             group = ConsumerGroup(req.group_id, config, self._rng)
+        if group_config is not None:
+            group.config = replace(group_config, assignors=config.assignors, max_size=config.max_size)
         try:
-            records, response = group.heartbeat(req, now_ms, lookup)
+            records, response = group.heartbeat(req, now_ms, lookup, topic_names)
         except kerr.KafkaError as err:
             return ShardOutcome([(token, _failed(req, err))])
         self.groups[req.group_id] = group

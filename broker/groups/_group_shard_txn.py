@@ -102,6 +102,10 @@ class TxnOffsets:
         if value is not None:
             self._pend(producer_id, key, value)
 
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with offsets of an open transaction pending."""
+        return {key for by_group in self.pending.values() for key in by_group.get(group_id, {})}
+
     def unstable(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of the group's partitions (all, with None) has offsets pending."""
         wanted = None if partitions is None else set(partitions)

@@ -150,7 +150,14 @@ class GroupApis:
             else:
                 for t in topics:
                     pb.topics.add(name=t.name, partition_indexes=list(t.partition_indexes))
-            return from_pb(await service.OffsetFetch(pb))
+            answer = from_pb(await service.OffsetFetch(pb))
+            if answer["error_code"] == kerr.UnstableOffsetCommitError.error_code:
+                # Kafka answers it per partition only (there librdkafka retries it): the service's
+                # group-level note of it is for its gRPC clients
+                answer["error_code"] = 0
+                if "error_message" in answer:
+                    answer["error_message"] = None
+            return answer
 
         if request.api_version >= 8:
             # each group is authorized by the service; a request naming none decides here
@@ -208,8 +215,8 @@ class GroupApis:
         )
         for name in ("instance_id", "rack_id", "server_assignor", "subscribed_topic_regex"):
             value = getattr(body, name, None)
-            if value is not None and not (name == "subscribed_topic_regex" and value == ""):
-                setattr(pb, name, value)  # an empty regex clears it (librdkafka sends one): no regex
+            if value is not None:
+                setattr(pb, name, value)  # an empty regex clears the member's (librdkafka sends one)
         rebalance = getattr(body, "rebalance_timeout", None)
         if rebalance is not None:
             pb.rebalance_timeout_ms = ms(rebalance)

@@ -249,6 +249,12 @@ class GroupAdmin(BrokerAdminClient):
         _node, r = self._call(group_id, "OffsetDelete", request)
         if r.error.code:
             kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+        for t in r.topics:  # e.g. GROUP_SUBSCRIBED_TO_TOPIC for a topic a member still reads
+            for p in t.partitions:
+                if p.error.code:
+                    kerr.raise_for_code(
+                        p.error.code, f"{t.name}-{p.partition_index}: {p.error.message or p.error.name}"
+                    )
 
 
 def _partition_codes(response: Any) -> list[int]:

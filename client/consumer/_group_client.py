@@ -169,9 +169,12 @@ class GroupClient:
                 r = self._call("OffsetFetch", request, timeout_left_s)
             except kerr.CoordinatorNotAvailableError as err:
                 return Retry("COORDINATOR_NOT_AVAILABLE", error=err)
-            if self._coordinator_lost(r.error.code) or r.error.code == kerr.UnstableOffsetCommitError.error_code:
-                # a lost coordinator is found again; a transaction's pending offsets are waited out
-                return Retry(r.error.name, value=r)
+            unstable = kerr.UnstableOffsetCommitError.error_code
+            pending = any(p.error.code == unstable for t in r.topics for p in t.partitions)
+            if self._coordinator_lost(r.error.code) or r.error.code == unstable or pending:
+                # a lost coordinator is found again; a transaction's pending offsets (answered per
+                # partition, as Kafka does) are waited out
+                return Retry("UNSTABLE_OFFSET_COMMIT" if pending else r.error.name, value=r)
             return Done(r)
 
         r = self._retry(attempt, timeout_s, "OffsetFetch")

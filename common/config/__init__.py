@@ -44,6 +44,7 @@ from kraftlog.common.config._config_parse import (
 )
 from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 from kraftlog.common.config._config_schema_connections import parse_ip_overrides
+from kraftlog.common.config._config_schema_group import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, group_configs
 from kraftlog.common.config._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
 from kraftlog.common.config._node_config import NodeConfig, load_node_config, validate_topic_configs
 
@@ -68,6 +69,9 @@ __all__ = [
     "keys_without_effect",
     "TOPIC_CONFIG_DEFS",
     "TOPIC_SYNONYMS",
+    "GROUP_CONFIG_DEFS",
+    "GROUP_CONFIG_SYNONYMS",
+    "group_configs",
     "NodeConfig",
     "load_node_config",
     "read_config_file",

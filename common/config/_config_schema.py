@@ -369,6 +369,34 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         Range(1),
         "Heartbeat interval the coordinator gives consumer-protocol (KIP-848) group members.",
     )
+    .define(
+        "group.consumer.min.session.timeout.ms",
+        _I,
+        45_000,
+        Range(1),
+        "Smallest consumer.session.timeout.ms a consumer group's own config (KIP-848) may set.",
+    )
+    .define(
+        "group.consumer.max.session.timeout.ms",
+        _I,
+        60_000,
+        Range(1),
+        "Largest consumer.session.timeout.ms a consumer group's own config (KIP-848) may set.",
+    )
+    .define(
+        "group.consumer.min.heartbeat.interval.ms",
+        _I,
+        5_000,
+        Range(1),
+        "Smallest consumer.heartbeat.interval.ms a consumer group's own config (KIP-848) may set.",
+    )
+    .define(
+        "group.consumer.max.heartbeat.interval.ms",
+        _I,
+        15_000,
+        Range(1),
+        "Largest consumer.heartbeat.interval.ms a consumer group's own config (KIP-848) may set.",
+    )
     .define("group.consumer.max.size", _I, INT_MAX, Range(1), "Maximum members of one consumer-protocol group.")
     .define(
         "group.consumer.assignors",

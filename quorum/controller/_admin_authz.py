@@ -43,6 +43,8 @@ def _config_resource(item: Any) -> tuple[ResourceType, str]:
     resource = item.resource
     if resource.resource_type == ConfigResourceType.TOPIC:
         return ResourceType.TOPIC, resource.resource_name
+    if resource.resource_type == ConfigResourceType.GROUP:  # DescribeConfigs / AlterConfigs on the group
+        return ResourceType.GROUP, resource.resource_name
     return ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME  # broker and broker-logger configs
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kraftlog.common import errors as kerr
@@ -22,6 +23,8 @@ def _resource_error(image: MetadataImage, rtype: int, name: str) -> errors_pb2.E
         if name and (not name.isdigit() or image.cluster.broker(int(name)) is None):
             return error_pb(kerr.InvalidRequestError, f"broker {name!r} is not registered")
         return None
+    if rtype == ConfigResourceType.GROUP:  # any group id, existing or not; no cluster-wide default
+        return error_pb(kerr.InvalidRequestError, "a group config resource needs a group id") if not name else None
     return error_pb(kerr.InvalidRequestError, f"unsupported config resource type {rtype}")
 
 
@@ -29,7 +32,8 @@ def describe_configs(
     image: MetadataImage, req: admin_pb2.DescribeConfigsRequest, ctx: ControllerContext
 ) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
     """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
-    cluster default, static broker config, or Kafka's default)."""
+    cluster default, static broker config, or Kafka's default); a group's (its own, source
+    GROUP_CONFIG, else the broker's default, as Kafka's ConfigHelper answers)."""
     from kraftlog.common import ConfigType
     from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 
@@ -43,7 +47,9 @@ def describe_configs(
             continue
         wanted = set(res.config_names)
         entries = []
-        if rtype == ConfigResourceType.TOPIC:
+        if rtype == ConfigResourceType.GROUP:
+            entries = _group_entries(image.configs.config(rtype, name), wanted, ctx)
+        elif rtype == ConfigResourceType.TOPIC:
             dynamic = image.configs.topic_config(name)
             cluster_dynamic = image.configs.broker_config("")
             defaults = ctx.config.topic_defaults()
@@ -105,6 +111,31 @@ def describe_configs(
     return [], R(results=results)
 
 
+def _group_entries(
+    dynamic: Mapping[str, str], wanted: set[str], ctx: ControllerContext
+) -> list[admin_pb2.DescribeConfigsResponse.Entry]:
+    from kraftlog.common.config import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS
+
+    R = admin_pb2.DescribeConfigsResponse
+    entries = []
+    for key in sorted(GROUP_CONFIG_DEFS):
+        if wanted and key not in wanted:
+            continue
+        own = dynamic.get(key)
+        value = own if own is not None else _fmt(ctx.config.get(GROUP_CONFIG_SYNONYMS[key][0]))
+        entries.append(
+            R.Entry(
+                name=key,
+                value=value or "",
+                has_value=value is not None,
+                read_only=False,
+                is_default=own is None,
+                source="GROUP_CONFIG" if own is not None else "DEFAULT_CONFIG",
+            )
+        )
+    return entries
+
+
 def _topic_value(broker_key: str, raw: str) -> str:
     """A broker-level synonym's value in its topic key's unit (``log.retention.hours`` 1 ->
     ``retention.ms`` 3600000), as `NodeConfig.topic_defaults` converts static values."""
@@ -141,7 +172,14 @@ def incremental_alter_configs(
     twice in one resource, or a resource named twice, is INVALID_REQUEST. A SUBTRACT that would
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
-    from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, ConfigType
+    from kraftlog.common.config import (
+        GROUP_CONFIG_DEFS,
+        NODE_CONFIG_DEFS,
+        TOPIC_CONFIG_DEFS,
+        TOPIC_SYNONYMS,
+        ConfigType,
+        group_configs,
+    )
 
     R = admin_pb2.IncrementalAlterConfigsResponse
     dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}
@@ -174,7 +212,9 @@ def incremental_alter_configs(
                 )
             )
             continue
-        defs = TOPIC_CONFIG_DEFS if rtype == ConfigResourceType.TOPIC else NODE_CONFIG_DEFS
+        defs = {ConfigResourceType.TOPIC: TOPIC_CONFIG_DEFS, ConfigResourceType.GROUP: GROUP_CONFIG_DEFS}.get(
+            rtype, NODE_CONFIG_DEFS
+        )
         current = dict(image.configs.config(rtype, name))
         updated = dict(current)
         problem = None
@@ -218,6 +258,11 @@ def incremental_alter_configs(
         if problem is None and rtype == ConfigResourceType.TOPIC:
             try:
                 _validate_topic_configs(updated)
+            except ConfigError as exc:
+                problem = str(exc)
+        elif problem is None and rtype == ConfigResourceType.GROUP:
+            try:  # within the broker's group.consumer.* bounds, as Kafka's GroupConfig.validate
+                group_configs(updated, ctx.config.get)
             except ConfigError as exc:
                 problem = str(exc)
         elif problem is None:

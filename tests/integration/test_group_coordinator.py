@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.proto import group_pb2, group_pb2_grpc
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, group_pb2, group_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +107,30 @@ def cluster(tmp_path: Path):
         c.stop()
 
 
+def _create_orders(cluster: LocalCluster, partitions: int = 3) -> None:
+    """The topic the tests commit offsets for, known to every broker's metadata: a commit to a
+    topic or partition that does not exist is refused (issue 25, as Kafka answers)."""
+    from kraftlog.client import NewTopic
+
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic("orders", num_partitions=partitions, replication_factor=3)])
+
+    def known_everywhere() -> bool:
+        for node in cluster.nodes.values():
+            with grpc.insecure_channel(f"127.0.0.1:{node.broker_port}") as channel:
+                try:
+                    md = broker_pb2_grpc.BrokerServiceStub(channel).Metadata(
+                        broker_pb2.MetadataRequest(topics=["orders"]), timeout=2
+                    )
+                except grpc.RpcError:
+                    return False
+            if not md.topics or len(md.topics[0].partitions) != partitions or md.topics[0].error.code:
+                return False
+        return True
+
+    wait_until(known_everywhere, 30, what="orders in every broker's metadata")
+
+
 def _join(groups: Groups, member_id: str = "") -> Any:
     req = group_pb2.JoinGroupRequest(
         group_id=GROUP,
@@ -121,6 +145,7 @@ def _join(groups: Groups, member_id: str = "") -> Any:
 
 
 def test_group_joins_commits_and_survives_its_coordinator(cluster: LocalCluster) -> None:
+    _create_orders(cluster)
     groups = Groups(cluster)
     wait_until(lambda: groups.coordinator() is not None, 40, what="a coordinator for the group")
     first = _join(groups)
@@ -180,6 +205,7 @@ def test_group_joins_commits_and_survives_its_coordinator(cluster: LocalCluster)
 
 
 def test_offsets_survive_a_restart_of_every_broker(cluster: LocalCluster) -> None:
+    _create_orders(cluster)
     groups = Groups(cluster)
     wait_until(lambda: groups.coordinator() is not None, 40, what="a coordinator for the group")
     commit = group_pb2.OffsetCommitRequest(

@@ -147,8 +147,10 @@ def test_delete_offsets_and_groups_only_when_empty() -> None:
     )
     error, _out = d.shard.delete_group("g", "del", d.now)
     assert error is kerr.NonEmptyGroupError
-    error, _out = d.shard.delete_offsets("g", [("t", 0)], "del", d.now)
-    assert error is kerr.NonEmptyGroupError
+    error, refused, _out = d.shard.delete_offsets("g", [("t", 0)], "del", d.now)
+    # issue 25: a group of Kafka's consumers (protocol type "consumer") is not refused whole, as in
+    # Kafka; its members' subscriptions (b"m": unreadable) count as every topic: refused per partition
+    assert error is None and refused == [("t", 0)]
     _e, _r, out = d.shard.leave("g", [(member.member_id, None)], d.now)
     d.absorb(out)
     assert d.shard.groups["g"].state is GroupState.EMPTY

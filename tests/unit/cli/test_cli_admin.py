@@ -1346,3 +1346,40 @@ def test_json_error_for_bad_input_and_bad_arguments(capsys) -> None:
     # without --output json the failure stays one line on stderr and stdout stays empty
     assert main(["topics", "describe", *BOOT, "--no-such-option"]) == 2
     assert capsys.readouterr().out == ""
+
+
+def test_configs_of_groups(fake, capsys) -> None:
+    """``--entity-type groups`` (issue 25): config resource type 32, the group's own configs."""
+    group_configs = R.DescribeConfigsResponse(
+        results=[
+            R.DescribeConfigsResponse.Result(
+                configs=[
+                    R.DescribeConfigsResponse.Entry(
+                        name="consumer.heartbeat.interval.ms", value="5000", has_value=True, source="DEFAULT_CONFIG"
+                    ),
+                    R.DescribeConfigsResponse.Entry(
+                        name="consumer.session.timeout.ms", value="50000", has_value=True, source="GROUP_CONFIG"
+                    ),
+                ]
+            )
+        ]
+    )
+    admin = fake(
+        _configs,
+        describe_configs=group_configs,
+        incremental_alter_configs=R.IncrementalAlterConfigsResponse(
+            results=[R.IncrementalAlterConfigsResponse.Result()]
+        ),
+    )
+    assert main(["configs", "describe", "--entity-type", "groups", "--entity-name", "readers", *BOOT]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Dynamic configs for group readers are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}",
+    ]
+    assert admin.called("describe_configs")[0][0] == ([(32, "readers")],)
+    argv = ["configs", "alter", "--entity-type", "groups", "--entity-name", "readers"]
+    assert main([*argv, "--add-config", "consumer.session.timeout.ms=50000", *BOOT]) == 0
+    assert capsys.readouterr().out.strip() == "Completed updating config for group readers."
+    assert admin.called("incremental_alter_configs")[0][0] == (
+        {(32, "readers"): [("consumer.session.timeout.ms", 0, "50000")]},
+    )

@@ -1,0 +1,88 @@
+"""KIP-848 subscriptions by regex (issue 25): ``SubscribedTopicRegex`` resolved by the coordinator
+with RE2 (whole names, internal topics left out), invalid patterns refused with
+INVALID_REGULAR_EXPRESSION, the resolved topics assigned like named ones, and re-resolved as topics
+come and go."""
+
+from __future__ import annotations
+
+import time
+
+from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
+from kraftlog.broker.groups._group_regex import regex_error, resolve_regex
+from kraftlog.common import errors as kerr
+from tests.unit.broker.test_group_consumer import T1, T2, Driver
+
+T3 = "33333333-3333-4333-8333-333333333333"
+
+
+def test_resolve_matches_whole_names_with_re2_syntax_and_skips_internal_topics() -> None:
+    names = ["orders", "orders-eu", "audit", "__consumer_offsets", "xorders"]
+    assert resolve_regex("orders.*", names) == {"orders", "orders-eu"}
+    assert resolve_regex(".*", names) == {"orders", "orders-eu", "audit", "xorders"}
+    assert resolve_regex(r"\p{L}+", names) == {"orders", "audit", "xorders"}  # RE2's Unicode classes
+    assert resolve_regex("(a", names) == frozenset()
+
+
+def test_invalid_and_catastrophic_patterns() -> None:
+    assert isinstance(regex_error("(a"), kerr.InvalidRegularExpressionError)
+    assert isinstance(regex_error(r"(a)\1"), kerr.InvalidRegularExpressionError)  # no backreferences in RE2
+    assert regex_error("orders-[0-9]+") is None
+    started = time.monotonic()  # exponential for a backtracking engine, linear for RE2
+    assert resolve_regex("(a+)+b", ["a" * 5000]) == frozenset()
+    assert time.monotonic() - started < 1.0
+
+
+def _beat(d: Driver, req: HeartbeatRequest) -> HeartbeatResponse:
+    token = object()
+    d.absorb(d.shard.consumer_heartbeat(req, token, d.now, d.topics.get, lambda: list(d.topics)))
+    answer = d.answers.pop(token)
+    assert isinstance(answer, HeartbeatResponse)
+    return answer
+
+
+def test_a_regex_member_is_assigned_the_matching_topics_and_follows_new_ones() -> None:
+    d = Driver({"orders-a": (T1, 2), "audit": (T2, 1)})
+    joined = _beat(
+        d, HeartbeatRequest("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="orders-.*", owned=())
+    )
+    assert joined.error is None and joined.assignment == ((T1, (0, 1)),)
+    group = d.shard.consumer_groups["g"]
+    assert group.is_subscribed_to("orders-a") and not group.is_subscribed_to("audit")
+    epoch = group.group_epoch
+    d.topics["orders-b"] = (T3, 1)  # a topic the regex matches is created
+    again = _beat(d, HeartbeatRequest("g", joined.member_id, joined.member_epoch, owned=joined.assignment))
+    assert group.group_epoch == epoch + 1
+    assert again.assignment is not None and dict(again.assignment) == {T1: (0, 1), T3: (0,)}
+    del d.topics["orders-a"]  # and one goes away
+    gone = _beat(d, HeartbeatRequest("g", joined.member_id, again.member_epoch, owned=again.assignment))
+    assert gone.assignment == ((T3, (0,)),)
+
+
+def test_an_invalid_regex_is_refused_and_a_first_heartbeat_needs_a_subscription() -> None:
+    d = Driver()
+    bad = _beat(d, HeartbeatRequest("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="(", owned=()))
+    assert bad.error is kerr.InvalidRegularExpressionError and "(" in bad.message
+    none = _beat(d, HeartbeatRequest("g", "", 0, rebalance_timeout_ms=30_000, owned=()))
+    assert none.error is kerr.InvalidRequestError
+
+
+def test_an_empty_regex_clears_the_members_regex() -> None:
+    d = Driver()
+    joined = _beat(
+        d, HeartbeatRequest("g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="aud.*", owned=())
+    )
+    assert joined.assignment == ((T2, (0, 1, 2)),)
+    moved = _beat(
+        d,
+        HeartbeatRequest(
+            "g",
+            joined.member_id,
+            joined.member_epoch,
+            subscribed_topic_names=("orders",),
+            subscribed_topic_regex="",
+            owned=joined.assignment,
+        ),
+    )
+    assert moved.error is None
+    member = d.shard.consumer_groups["g"].members[joined.member_id]
+    assert member.subscribed_topic_regex is None and member.subscribed_topic_names == ("orders",)
