@@ -20,6 +20,7 @@ import grpc
 import structlog
 from prometheus_client import CollectorRegistry
 
+from kraftlog.broker._broker_servicers import BrokerServicer, DiagnosticsServicer, forwarding_admin_service, maybe_await
 from kraftlog.broker._controller_channel import ControllerChannel
 from kraftlog.broker._coordinator_servicers import GroupServicer, TxnServicer
 from kraftlog.broker._lifecycle import BrokerLifecycle
@@ -36,9 +37,6 @@ from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, Gr
 from kraftlog.broker.quota import (
     QuotaCollector,
     QuotaManagers,
-    grpc_client_id,
-    throttle_grpc_fetch,
-    throttle_grpc_produce,
 )
 from kraftlog.broker.replica import (
     AlterPartitionManager,
@@ -75,7 +73,6 @@ from kraftlog.proto import (
     broker_pb2,
     broker_pb2_grpc,
     controller_pb2,
-    diagnostics_pb2,
     diagnostics_pb2_grpc,
     group_pb2_grpc,
     open_aio_channel,
@@ -415,7 +412,7 @@ class BrokerServer:
     ) -> broker_pb2.ListOffsetsResponse:
         """ListOffsets on ``node_id``: answered here when it is this broker."""
         if node_id == self.broker_id:
-            response: broker_pb2.ListOffsetsResponse = await _maybe_await(self.replicas.list_offsets(request))
+            response: broker_pb2.ListOffsetsResponse = await maybe_await(self.replicas.list_offsets(request))
             return response
         reg = self.follower.image.cluster.broker(node_id)
         ep = reg.endpoint(BROKER_LISTENER) if reg is not None else None
@@ -439,11 +436,13 @@ class BrokerServer:
     # ------------------------------------------------------------------ gRPC
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
-        broker_pb2_grpc.add_BrokerServiceServicer_to_server(_BrokerService(self), server)
+        broker_pb2_grpc.add_BrokerServiceServicer_to_server(
+            BrokerServicer(self.replicas, self.quotas, self.metadata, self.init_producer_id), server
+        )
         group_pb2_grpc.add_GroupServiceServicer_to_server(GroupServicer(self.group_service, BROKER_LISTENER), server)
         txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnServicer(self.txn_service), server)
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(_forwarding_admin_service(self), server)
-        diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(_Diagnostics(), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(forwarding_admin_service(self.channel), server)
+        diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
 
     async def metadata(
         self, req: broker_pb2.MetadataRequest, *, listener: str = BROKER_LISTENER
@@ -539,82 +538,3 @@ class BrokerServer:
         for t in resp.topics:
             if t.error.code in (0, kerr.TopicAlreadyExistsError.error_code):
                 self._auto_created.add(t.name)
-
-
-async def _maybe_await(value: Any) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value
-
-
-class _BrokerService(broker_pb2_grpc.BrokerServiceServicer):
-    def __init__(self, server: BrokerServer) -> None:
-        self.s = server
-
-    async def Produce(self, request: Any, context: Any) -> Any:
-        response = await self.s.replicas.produce(request)
-        principal = current_request().principal
-        return await throttle_grpc_produce(self.s.quotas, request, response, principal, grpc_client_id(context))
-
-    async def Fetch(self, request: Any, context: Any) -> Any:
-        response = await self.s.replicas.fetch(request)
-        principal = current_request().principal
-        return await throttle_grpc_fetch(self.s.quotas, request, response, principal, grpc_client_id(context))
-
-    async def ListOffsets(self, request: Any, context: Any) -> Any:
-        return await _maybe_await(self.s.replicas.list_offsets(request))
-
-    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
-        return await _maybe_await(self.s.replicas.offset_for_leader_epoch(request))
-
-    async def Metadata(self, request: Any, context: Any) -> Any:
-        return await self.s.metadata(request)
-
-    async def DeleteRecords(self, request: Any, context: Any) -> Any:
-        return await _maybe_await(self.s.replicas.delete_records(request))
-
-    async def InitProducerId(self, request: Any, context: Any) -> Any:
-        return await self.s.init_producer_id(request)
-
-    async def DescribeProducers(self, request: Any, context: Any) -> Any:
-        return self.s.replicas.describe_producers(request)
-
-    async def WriteTxnMarkers(self, request: Any, context: Any) -> Any:
-        return await self.s.replicas.write_txn_markers(request)
-
-
-class _Diagnostics(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
-    """Echo (the gRPC baseline of the benchmarks): Describe on the cluster, like other diagnostics."""
-
-    async def Echo(self, request: Any, context: Any) -> Any:
-        current_request().require_cluster(AclOperation.DESCRIBE)
-        return diagnostics_pb2.EchoResponse(payload=request.payload)
-
-    async def EchoStream(self, request_iterator: Any, context: Any) -> Any:
-        current_request().require_cluster(AclOperation.DESCRIBE)
-        async for req in request_iterator:
-            yield diagnostics_pb2.EchoResponse(payload=req.payload)
-
-
-def _forwarding_admin_service(server: BrokerServer) -> admin_pb2_grpc.AdminServiceServicer:
-    """AdminService on a broker: every call is forwarded to the active controller (Kafka brokers
-    forward admin requests the same way since KIP-590)."""
-    methods = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods
-
-    def make(name: str) -> Callable[..., Any]:
-        async def forward(self: Any, request: Any, context: Any) -> Any:
-            # admin writes (CreateTopics of many topics) may take longer than a heartbeat
-            ctx = current_request()
-            ctx.delegate("the active controller")
-            return await server.channel.call(
-                "admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0, on_behalf_of=ctx.session
-            )
-
-        forward.__name__ = name
-        return forward
-
-    cls = type(
-        "_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,), {m.name: make(m.name) for m in methods}
-    )
-    servicer: admin_pb2_grpc.AdminServiceServicer = cls()
-    return servicer

@@ -1,0 +1,109 @@
+"""The broker's own gRPC services: BrokerService (produce, fetch, offsets, metadata, producer ids,
+markers) over the broker's replica manager and quotas, the Diagnostics echo (the benchmarks'
+baseline), and AdminService forwarded to the active controller (KIP-590). Wired by
+`kraftlog.broker._server.BrokerServer.add_to_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kraftlog.broker.quota import grpc_client_id, throttle_grpc_fetch, throttle_grpc_produce
+from kraftlog.common.security import AclOperation, current_request
+from kraftlog.proto import admin_pb2, admin_pb2_grpc, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
+
+__all__ = ["BrokerServicer", "DiagnosticsServicer", "forwarding_admin_service", "maybe_await"]
+
+
+async def maybe_await(value: Any) -> Any:
+    """The value of a replica-manager call that answers at once or later (a coroutine/future)."""
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
+    """BrokerService over its collaborators: the replica manager, the quota managers, and the
+    broker's Metadata and InitProducerId (which need its image and controller channel)."""
+
+    def __init__(
+        self,
+        replicas: Any,
+        quotas: Any,
+        metadata: Callable[[Any], Awaitable[Any]],
+        init_producer_id: Callable[[Any], Awaitable[Any]],
+    ) -> None:
+        self.replicas = replicas
+        self.quotas = quotas
+        self.metadata = metadata
+        self.init_producer_id = init_producer_id
+
+    async def Produce(self, request: Any, context: Any) -> Any:
+        response = await self.replicas.produce(request)
+        principal = current_request().principal
+        return await throttle_grpc_produce(self.quotas, request, response, principal, grpc_client_id(context))
+
+    async def Fetch(self, request: Any, context: Any) -> Any:
+        response = await self.replicas.fetch(request)
+        principal = current_request().principal
+        return await throttle_grpc_fetch(self.quotas, request, response, principal, grpc_client_id(context))
+
+    async def ListOffsets(self, request: Any, context: Any) -> Any:
+        return await maybe_await(self.replicas.list_offsets(request))
+
+    async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
+        return await maybe_await(self.replicas.offset_for_leader_epoch(request))
+
+    async def Metadata(self, request: Any, context: Any) -> Any:
+        return await self.metadata(request)
+
+    async def DeleteRecords(self, request: Any, context: Any) -> Any:
+        return await maybe_await(self.replicas.delete_records(request))
+
+    async def InitProducerId(self, request: Any, context: Any) -> Any:
+        return await self.init_producer_id(request)
+
+    async def DescribeProducers(self, request: Any, context: Any) -> Any:
+        return self.replicas.describe_producers(request)
+
+    async def WriteTxnMarkers(self, request: Any, context: Any) -> Any:
+        return await self.replicas.write_txn_markers(request)
+
+
+class DiagnosticsServicer(diagnostics_pb2_grpc.DiagnosticsServiceServicer):
+    """Echo (the gRPC baseline of the benchmarks): Describe on the cluster, like other diagnostics."""
+
+    async def Echo(self, request: Any, context: Any) -> Any:
+        current_request().require_cluster(AclOperation.DESCRIBE)
+        return diagnostics_pb2.EchoResponse(payload=request.payload)
+
+    async def EchoStream(self, request_iterator: Any, context: Any) -> Any:
+        current_request().require_cluster(AclOperation.DESCRIBE)
+        async for req in request_iterator:
+            yield diagnostics_pb2.EchoResponse(payload=req.payload)
+
+
+def forwarding_admin_service(channel: Any) -> admin_pb2_grpc.AdminServiceServicer:
+    """AdminService on a broker: every call is forwarded to the active controller (Kafka brokers
+    forward admin requests the same way since KIP-590)."""
+    methods = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods
+
+    def make(name: str) -> Callable[..., Any]:
+        async def forward(self: Any, request: Any, context: Any) -> Any:
+            # admin writes (CreateTopics of many topics) may take longer than a heartbeat
+            ctx = current_request()
+            ctx.delegate("the active controller")
+            return await channel.call(
+                "admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0, on_behalf_of=ctx.session
+            )
+
+        forward.__name__ = name
+        return forward
+
+    cls = type(
+        "_ForwardingAdminService", (admin_pb2_grpc.AdminServiceServicer,), {m.name: make(m.name) for m in methods}
+    )
+    servicer: admin_pb2_grpc.AdminServiceServicer = cls()
+    return servicer
