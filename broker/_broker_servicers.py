@@ -7,14 +7,14 @@ baseline), and AdminService forwarded to the active controller (KIP-590). Wired 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from kraftlog.broker.quota import grpc_client_id, throttle_grpc_fetch, throttle_grpc_produce
 from kraftlog.common.security import AclOperation, current_request
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
 
-__all__ = ["BrokerServicer", "DiagnosticsServicer", "forwarding_admin_service", "maybe_await"]
+__all__ = ["BrokerCore", "BrokerServicer", "DiagnosticsServicer", "forwarding_admin_service", "maybe_await"]
 
 
 async def maybe_await(value: Any) -> Any:
@@ -24,52 +24,54 @@ async def maybe_await(value: Any) -> Any:
     return value
 
 
-class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
-    """BrokerService over its collaborators: the replica manager, the quota managers, and the
-    broker's Metadata and InitProducerId (which need its image and controller channel)."""
+class BrokerCore(Protocol):
+    """What BrokerService needs of the broker (`BrokerServer`). Read at each call: the replica
+    manager exists only once the broker has started."""
 
-    def __init__(
-        self,
-        replicas: Any,
-        quotas: Any,
-        metadata: Callable[[Any], Awaitable[Any]],
-        init_producer_id: Callable[[Any], Awaitable[Any]],
-    ) -> None:
-        self.replicas = replicas
-        self.quotas = quotas
-        self.metadata = metadata
-        self.init_producer_id = init_producer_id
+    replicas: Any
+    quotas: Any
+
+    async def metadata(self, req: Any) -> Any: ...
+
+    async def init_producer_id(self, req: Any) -> Any: ...
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
+    """BrokerService over the broker's replica manager, quota managers, Metadata and InitProducerId."""
+
+    def __init__(self, broker: BrokerCore) -> None:
+        self.broker = broker
 
     async def Produce(self, request: Any, context: Any) -> Any:
-        response = await self.replicas.produce(request)
+        response = await self.broker.replicas.produce(request)
         principal = current_request().principal
-        return await throttle_grpc_produce(self.quotas, request, response, principal, grpc_client_id(context))
+        return await throttle_grpc_produce(self.broker.quotas, request, response, principal, grpc_client_id(context))
 
     async def Fetch(self, request: Any, context: Any) -> Any:
-        response = await self.replicas.fetch(request)
+        response = await self.broker.replicas.fetch(request)
         principal = current_request().principal
-        return await throttle_grpc_fetch(self.quotas, request, response, principal, grpc_client_id(context))
+        return await throttle_grpc_fetch(self.broker.quotas, request, response, principal, grpc_client_id(context))
 
     async def ListOffsets(self, request: Any, context: Any) -> Any:
-        return await maybe_await(self.replicas.list_offsets(request))
+        return await maybe_await(self.broker.replicas.list_offsets(request))
 
     async def OffsetForLeaderEpoch(self, request: Any, context: Any) -> Any:
-        return await maybe_await(self.replicas.offset_for_leader_epoch(request))
+        return await maybe_await(self.broker.replicas.offset_for_leader_epoch(request))
 
     async def Metadata(self, request: Any, context: Any) -> Any:
-        return await self.metadata(request)
+        return await self.broker.metadata(request)
 
     async def DeleteRecords(self, request: Any, context: Any) -> Any:
-        return await maybe_await(self.replicas.delete_records(request))
+        return await maybe_await(self.broker.replicas.delete_records(request))
 
     async def InitProducerId(self, request: Any, context: Any) -> Any:
-        return await self.init_producer_id(request)
+        return await self.broker.init_producer_id(request)
 
     async def DescribeProducers(self, request: Any, context: Any) -> Any:
-        return self.replicas.describe_producers(request)
+        return self.broker.replicas.describe_producers(request)
 
     async def WriteTxnMarkers(self, request: Any, context: Any) -> Any:
-        return await self.replicas.write_txn_markers(request)
+        return await self.broker.replicas.write_txn_markers(request)
 
 
 class DiagnosticsServicer(diagnostics_pb2_grpc.DiagnosticsServiceServicer):

@@ -436,9 +436,7 @@ class BrokerServer:
     # ------------------------------------------------------------------ gRPC
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
-        broker_pb2_grpc.add_BrokerServiceServicer_to_server(
-            BrokerServicer(self.replicas, self.quotas, self.metadata, self.init_producer_id), server
-        )
+        broker_pb2_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(self), server)
         group_pb2_grpc.add_GroupServiceServicer_to_server(GroupServicer(self.group_service, BROKER_LISTENER), server)
         txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnServicer(self.txn_service), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(forwarding_admin_service(self.channel), server)
