@@ -101,9 +101,16 @@ def targets(cluster: LocalCluster) -> list[int]:
     return [leader, min(n for n in cluster.nodes if n != leader)]
 
 
+#: (node id, our ``ip:port``) -> how many log events the node had written when we connected: the
+#: kernel reuses source ports, so a refusal is looked for only among the lines logged after it
+_EVENTS_AT_CONNECT: dict[tuple[int, str], int] = {}
+
+
 def connect(cluster: LocalCluster, nid: int, timeout_s: float = 5.0) -> socket.socket:
+    logged = len(log_events(cluster, nid))
     sock = socket.create_connection(("127.0.0.1", raft_port(cluster, nid)), timeout=timeout_s)
     sock.settimeout(timeout_s)
+    _EVENTS_AT_CONNECT[(nid, peer_of(sock))] = logged
     return sock
 
 
@@ -141,8 +148,10 @@ def log_events(cluster: LocalCluster, nid: int) -> list[dict[str, Any]]:
 def refusal_of(cluster: LocalCluster, nid: int, peer: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """The node's log line refusing the connection from ``peer`` (``ip:port``)."""
 
+    since = _EVENTS_AT_CONNECT.get((nid, peer), 0)
+
     def find() -> dict[str, Any] | None:
-        for event in log_events(cluster, nid):
+        for event in log_events(cluster, nid)[since:]:
             if event.get("event") == "raft_peer_refused" and event.get("peer") == peer:
                 return event
         return None
