@@ -22,18 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from kraftlog.common._config_def import ConfigDef, ConfigType
+from kraftlog.common.config._config_schema_topic import _B, _D, _I, _L, _LS, _P, _S
 
 __all__ = ["INERT_NOT_SUPPORTED", "INERT_WITHOUT_EFFECT", "define_inert_keys"]
-
-_I, _L, _D, _B, _S, _LS, _P = (
-    ConfigType.INT,
-    ConfigType.LONG,
-    ConfigType.DOUBLE,
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.LIST,
-    ConfigType.PASSWORD,
-)
 
 _KERBEROS = "GSSAPI is not served (sasl.enabled.mechanisms refuses it), so there is no Kerberos login to tune"
 _OAUTH = "OAUTHBEARER is not served (sasl.enabled.mechanisms refuses it), so there is no token login to tune"

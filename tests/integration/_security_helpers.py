@@ -50,8 +50,9 @@ def controller_address(cluster: LocalCluster) -> str:
     return cluster.controller_addresses[0]
 
 
-def kafka_call(cluster: LocalCluster, tls: TlsSettings, api_key: int, version: int, values: dict) -> object:
-    """One Kafka-protocol request over TLS to the broker's Kafka listener; the decoded answer."""
+def kafka_call(cluster: LocalCluster, tls: TlsSettings | None, api_key: int, version: int, values: dict) -> object:
+    """One Kafka-protocol request to the broker's Kafka listener, over TLS unless ``tls`` is None;
+    the decoded answer."""
     request_type = load_request_schema(api_key, version)
     response_type = load_response_schema(api_key, version)
     header = build(
@@ -63,14 +64,12 @@ def kafka_call(cluster: LocalCluster, tls: TlsSettings, api_key: int, version: i
     entity_writer(request_type)(out, build(request_type, values))
     buf = out.getvalue()
     host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
-    context = client_context(tls)
-    with (
-        socket.create_connection((host, int(port)), timeout=10) as raw,
-        context.wrap_socket(raw, server_hostname=host) as sock,
-    ):
-        sock.sendall(struct.pack(">i", len(buf)) + buf)
-        size = struct.unpack(">i", recv(sock, 4))[0]
-        frame = recv(sock, size)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        sock = client_context(tls).wrap_socket(raw, server_hostname=host) if tls is not None else raw
+        with sock:
+            sock.sendall(struct.pack(">i", len(buf)) + buf)
+            size = struct.unpack(">i", recv(sock, 4))[0]
+            frame = recv(sock, size)
     _header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
     body, _ = entity_reader(response_type)(frame, offset)
     return body

@@ -16,10 +16,7 @@ after the first throttled answer, once the first window's burst is paid back.
 
 from __future__ import annotations
 
-import io
 import json
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -28,13 +25,11 @@ import urllib.request
 from collections import defaultdict
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraftlog.broker.kafka._kafka_wire import build
 from kraftlog.client import Admin, NewTopic
 from kraftlog.deploy._cluster import LocalCluster, free_port_pair, wait_until
+from tests.integration._security_helpers import kafka_call
 
 pytestmark = pytest.mark.integration
 
@@ -74,39 +69,8 @@ def cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def kafka_call(cluster: LocalCluster, api_key: int, version: int, values: dict) -> object:
-    request_type = load_request_schema(api_key, version)
-    response_type = load_response_schema(api_key, version)
-    header = build(
-        request_type.__header_schema__,
-        {"request_api_key": api_key, "request_api_version": version, "correlation_id": 3, "client_id": "quota-test"},
-    )
-    out = io.BytesIO()
-    entity_writer(request_type.__header_schema__)(out, header)
-    entity_writer(request_type)(out, build(request_type, values))
-    buf = out.getvalue()
-    host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(buf)) + buf)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        frame = _recv(sock, size)
-    _header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
-    body, _ = entity_reader(response_type)(frame, offset)
-    return body
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
 def _described(cluster: LocalCluster, components: list[dict]) -> dict:
-    answer = kafka_call(cluster, 48, 1, {"components": components, "strict": False})
+    answer = kafka_call(cluster, None, 48, 1, {"components": components, "strict": False})
     assert answer.error_code == 0, answer
     return {
         tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
@@ -146,6 +110,7 @@ def test_quotas_are_set_and_described_over_both_protocols(node: tuple[LocalClust
     # over the Kafka listener: AlterClientQuotas for the default client-id
     answer = kafka_call(
         cluster,
+        None,
         49,
         1,
         {
@@ -164,6 +129,7 @@ def test_quotas_are_set_and_described_over_both_protocols(node: tuple[LocalClust
     assert bad.returncode != 0 and "Invalid configuration key bogus_rate" in bad.stderr + bad.stdout
     answer = kafka_call(
         cluster,
+        None,
         49,
         1,
         {
