@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kraftlog.metadata_log._records import RECORD_TYPES, BrokerEndpoint, LogEntry, MetadataRecord
+from kraftlog.metadata_log._records import RECORD_TYPES, BrokerEndpoint, LogEntry, MetadataRecord, QuotaEntity
 
 __all__ = ["records", "entries", "msgpack_values", "record_like_maps", "wire_ints"]
 
@@ -19,6 +19,7 @@ __all__ = ["records", "entries", "msgpack_values", "record_like_maps", "wire_int
 _ints = st.integers(-(2**31), 2**31 - 1)
 _text = st.text(max_size=12)
 _endpoints = st.builds(BrokerEndpoint, _text, _text, st.integers(0, 65535), _text)
+_quota_entities = st.dictionaries(_text, st.none() | _text, max_size=3).map(lambda d: tuple(sorted(d.items())))
 
 
 def _for_type(hint: Any) -> st.SearchStrategy[Any]:
@@ -27,10 +28,14 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return _ints
     if hint is bool:
         return st.booleans()
+    if hint is float:  # a quota's value: any finite double (NaN would not equal itself after a round trip)
+        return st.floats(allow_nan=False, allow_infinity=False)
     if hint is str:
         return _text
     if hint is bytes:
         return st.binary(max_size=16)
+    if hint == QuotaEntity:  # as the record keeps one: one name per entity type, sorted by type
+        return _quota_entities
     if origin is tuple:
         return st.lists(_for_type(args[0]), max_size=4).map(tuple)
     if hint is BrokerEndpoint:
