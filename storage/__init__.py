@@ -65,6 +65,7 @@ from kraftlog.storage._log_manager import (
 from kraftlog.storage._producer_state import ProducerStateManager
 from kraftlog.storage._record_set import split_batches
 from kraftlog.storage._segment import LogSegment
+from kraftlog.storage._validator import PreparedAppend
 
 __all__ = [
     "AppendOrigin",
@@ -101,6 +102,7 @@ __all__ = [
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
+    "PreparedAppend",
     "ProducerStateManager",
     "Record",
     "RecordBatch",

@@ -46,16 +46,21 @@ class FileRegion:
             raise ValueError("the file region is closed")
         return self._fd
 
-    def read(self) -> bytes:
-        """The bytes of the region (the copy path); raises when the file was cut short."""
+    def read(self, offset: int = 0, size: int | None = None) -> bytes:
+        """The bytes of the region (the copy path), or ``size`` of them from ``offset`` into it (a
+        region sent piece by piece); raises when the file was cut short."""
+        if size is None:
+            size = self.size - offset
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise ValueError(f"bytes {offset}..{offset + size} are outside a region of {self.size}")
+        position = self.position + offset
         try:
-            data = os.pread(self.fileno(), self.size, self.position)
+            data = os.pread(self.fileno(), size, position)
         except OSError as err:
             raise KafkaStorageError(f"cannot read {self.path}: {err}") from err
-        if len(data) != self.size:
+        if len(data) != size:
             raise KafkaStorageError(
-                f"{self.path} ended at {self.position + len(data)}, "
-                f"before the {self.size} bytes read at {self.position}"
+                f"{self.path} ended at {position + len(data)}, before the {size} bytes read at {position}"
             )
         return data
 

@@ -40,7 +40,6 @@ from kraftlog.storage._errors import (
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
 )
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_loader import load_segments
@@ -61,10 +60,9 @@ from kraftlog.storage._log_types import (
     partition_dir_name,
 )
 from kraftlog.storage._producer_state import ProducerStateEntry, ProducerStateManager
-from kraftlog.storage._record_set import validate_record_set
 from kraftlog.storage._segment import BatchLocation, LogSegment
 from kraftlog.storage._txn_index import AbortedTxn
-from kraftlog.storage._validator import check_stored_batch, recompress, target_codec, validate_leader_batches
+from kraftlog.storage._validator import PreparedAppend, check_stored_batch, prepare_leader_append
 
 __all__ = [
     "Log",
@@ -237,8 +235,23 @@ class Log:
 
     # ================================================================== append
 
+    def prepare_append(
+        self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> PreparedAppend:
+        """Validate (and recompress) a produce payload for `append_as_leader` without taking the
+        log's lock or touching its state: safe on a worker thread, so decompressing and scanning a
+        large payload need not hold the event loop."""
+        return prepare_leader_append(
+            records, config=self._local.config, now=self._clock_ms(), from_client=origin is AppendOrigin.CLIENT
+        )
+
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        prepared: PreparedAppend | None = None,
     ) -> LogAppendInfo:
         """Validate a produce payload, assign offsets from the log end, and append it.
 
@@ -248,31 +261,17 @@ class Log:
         is rewritten, and the CRC recomputed, with ``message.timestamp.type=LogAppendTime`` or when
         the producer's header disagrees with its records. Records are re-encoded only when the
         topic's ``compression.type`` differs from the producer's codec.
+
+        ``prepared``: what `prepare_append` made of these ``records`` (on another thread); used
+        when it was made for the log's current config, else the payload is prepared again here.
         """
         from_client = origin is AppendOrigin.CLIENT
-        headers = validate_record_set(records, from_client=from_client)
         now = self._clock_ms()
         cfg = self._local.config
-        max_timestamps = validate_leader_batches(records, headers, config=cfg, now=now, from_client=from_client)
-        codec = target_codec(cfg.compression_type)
-        if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
-            view = memoryview(records)
-            records = b"".join(
-                bytes(view[h.position : h.position + h.size])
-                if h.is_control or h.compression_id == codec
-                else recompress(RecordBatch(view[h.position : h.position + h.size]), codec)
-                for h in headers
-            )
-            headers = validate_record_set(records, from_client=False)
-            for h in headers:  # a recompressed batch can come out larger than it went in
-                if h.size > cfg.max_message_bytes:
-                    raise RecordTooLargeError(
-                        f"batch of {h.size} bytes after recompression to {cfg.compression_type} "
-                        f"exceeds max.message.bytes {cfg.max_message_bytes}"
-                    )
+        if prepared is None or prepared.config is not cfg:  # none, or checked for an older config
+            prepared = prepare_leader_append(records, config=cfg, now=now, from_client=from_client)
+        records, headers, max_timestamps = prepared.records, prepared.headers, prepared.max_timestamps
         total = headers[-1].position + headers[-1].size
-        if total > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         view = memoryview(records)
         with self._lock:
@@ -353,18 +352,27 @@ class Log:
                 ),
             )
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
+    @staticmethod
+    def check_replicated(records: bytes | bytearray | memoryview) -> None:
+        """`check_stored_batch` of every whole batch of a follower's fetch, touching no log state:
+        safe on a worker thread (then `append_as_follower` with ``checked=True``)."""
+        for _pos, b in iter_batches(memoryview(records)):
+            check_stored_batch(b)
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, *, checked: bool = False
+    ) -> LogAppendInfo | None:
         """Append the leader's batches with their offsets and epochs unchanged.
 
         A partial batch at the end (a size-limited fetch) is ignored. Every batch must pass
         `check_stored_batch` (CRC and framing; else `CorruptRecordError`). The first batch must
         start at or after the log end, and offsets must increase; otherwise
         `OffsetsOutOfOrderError`. On any error the log is unchanged. Returns None when ``records``
-        holds no whole batch.
+        holds no whole batch. ``checked``: `check_replicated` already passed these very bytes.
         """
         view = memoryview(records)
         batches = list(iter_batches(view))
-        for _pos, b in batches:  # CRC and framing, before the lock: a scan may take a while
+        for _pos, b in () if checked else batches:  # CRC and framing, before the lock: a scan may take a while
             check_stored_batch(b)
         locs: list[BatchLocation] = []
         end = 0

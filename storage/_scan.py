@@ -38,7 +38,20 @@ try:
 except ImportError:  # built without a C compiler: the Python scan alone
     compiled_scan = None
 
-__all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields", "compiled_scan"]
+
+def _python_join(chunks: list[bytes]) -> bytes:
+    return b"".join(chunks)
+
+
+#: concatenates decompressed pieces: compiled, the copy runs without the GIL (a worker validating a
+#: large payload leaves the event loop running); else bytes.join
+join_chunks: Callable[[list[bytes]], bytes]
+try:
+    from kraftlog.storage._cscan import join as join_chunks
+except ImportError:
+    join_chunks = _python_join
+
+__all__ = ["Malformed", "RecordsScan", "scan_records", "record_fields", "compiled_scan", "join_chunks"]
 
 _LOW = bytes(range(0x80))  # deleting these leaves the bytes with the high bit set
 _HIGH = bytes(range(0x80, 0x100))  # deleting these leaves the bytes with the high bit clear

@@ -27,6 +27,7 @@ Errors are raised before anything is appended; nothing here writes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from kraftlog.common.records import (
     CONTROL_FLAG,
@@ -36,21 +37,24 @@ from kraftlog.common.records import (
     RecordBatchBuilder,
     TimestampType,
 )
-from kraftlog.common.records.compression import CompressionType, decompress, inflate_bound
+from kraftlog.common.records.compression import CompressionType, decompress_chunks, inflate_bound
 from kraftlog.storage._config import LogConfig
 from kraftlog.storage._errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    RecordBatchTooLargeError,
     RecordError,
     RecordTooLargeError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from kraftlog.storage._record_set import BatchHeader
-from kraftlog.storage._scan import Malformed, compiled_scan, record_fields, scan_records
+from kraftlog.storage._record_set import BatchHeader, validate_record_set
+from kraftlog.storage._scan import Malformed, compiled_scan, join_chunks, record_fields, scan_records
 
 __all__ = [
+    "PreparedAppend",
+    "prepare_leader_append",
     "validate_leader_batches",
     "check_stored_batch",
     "records_section",
@@ -67,12 +71,14 @@ _SHOWN_ERRORS = 3  # record errors quoted in the error message, as Kafka's proce
 
 
 def records_section(batch: memoryview | bytes, attributes: int) -> bytes:
-    """The uncompressed records section of one whole batch (decompressed once, bounded)."""
+    """The uncompressed records section of one whole batch (decompressed once, bounded; large
+    sections in pieces joined without the GIL, see `decompress_chunks`)."""
     raw = batch[HEADER_SIZE:]
     codec = attributes & _COMPRESSION_MASK
     if codec == 0:
         return bytes(raw)
-    return decompress(CompressionType.from_id(codec), raw, inflate_bound(len(raw)))
+    chunks = decompress_chunks(CompressionType.from_id(codec), raw, inflate_bound(len(raw)))
+    return chunks[0] if len(chunks) == 1 else join_chunks(chunks)
 
 
 def _summary(what: str, errors: Sequence[RecordError]) -> str:
@@ -151,6 +157,50 @@ def validate_leader_batches(
         out.append(max_ts)
         first_index += count
     return out
+
+
+class PreparedAppend(NamedTuple):
+    """A produce payload checked (and recompressed where the topic asks) for one `LogConfig`:
+    what `Log.append_as_leader` writes, its batches' headers and their true max timestamps."""
+
+    config: LogConfig
+    records: bytes | bytearray | memoryview
+    headers: list[BatchHeader]
+    max_timestamps: list[int]
+
+
+def prepare_leader_append(
+    records: bytes | bytearray | memoryview, *, config: LogConfig, now: int, from_client: bool
+) -> PreparedAppend:
+    """Everything a leader does to a produce payload before it takes the log's lock: validate
+    every batch (`validate_record_set`, `validate_leader_batches`), recompress to the topic's
+    ``compression.type`` where it differs from the producer's codec, and check the sizes.
+
+    It reads no log state, so it may run on any thread (the broker runs large or compressed
+    payloads on its produce-validation pool, off the event loop); raises what the checks raise.
+    """
+    headers = validate_record_set(records, from_client=from_client)
+    max_timestamps = validate_leader_batches(records, headers, config=config, now=now, from_client=from_client)
+    codec = target_codec(config.compression_type)
+    if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
+        view = memoryview(records)
+        records = b"".join(
+            bytes(view[h.position : h.position + h.size])
+            if h.is_control or h.compression_id == codec
+            else recompress(RecordBatch(view[h.position : h.position + h.size]), codec)
+            for h in headers
+        )
+        headers = validate_record_set(records, from_client=False)
+        for h in headers:  # a recompressed batch can come out larger than it went in
+            if h.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes after recompression to {config.compression_type} "
+                    f"exceeds max.message.bytes {config.max_message_bytes}"
+                )
+    total = headers[-1].position + headers[-1].size
+    if total > config.segment_bytes:
+        raise RecordBatchTooLargeError(f"append of {total} bytes exceeds segment.bytes {config.segment_bytes}")
+    return PreparedAppend(config, records, headers, max_timestamps)
 
 
 def _check_timestamps(

@@ -62,7 +62,10 @@ class DataApis:
             td = pb.topics.add(name=t.name)
             for p in t.partition_data:
                 td.partitions.add(index=p.index, records=p.records or b"")
-        resp = await self._replicas().produce(pb)
+        replicas = self._replicas()
+        if conn.produce_budget is None:
+            conn.produce_budget = replicas.produce_preparation.connection_budget()
+        resp = await replicas.produce(pb, conn.produce_budget)
         if body.acks == 0:
             failed = resp.error.code or any(p.error.code for t in resp.topics for p in t.partitions)
             return CLOSE_CONNECTION if failed else None

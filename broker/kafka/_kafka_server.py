@@ -13,8 +13,10 @@ connection before a byte of it is read, as Kafka does.
 
 Answers are chunks (`_kafka_wire.encode_response`): bytes are written to the transport, file
 regions of a zero-copy fetch go out with ``loop.sendfile`` (``os.sendfile``: segment file to
-socket in the kernel). With sendfile off, or when a region cannot be sent so, the region is read
-and written as bytes (the copy path).
+socket in the kernel). With sendfile off (always on TLS listeners), or when a region cannot be
+sent so, the region is read and written as bytes (the copy path), `REGION_CHUNK_BYTES` at a time,
+each written only once the transport's buffer drained below `WRITE_HIGH_WATER_BYTES`: a peer that
+does not read holds its socket buffers plus about one chunk, not a whole fetch answer (issue 24).
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common.security import ANONYMOUS, ListenerSecurity, Session, peer_principal, server_context
 from kraftlog.storage import FileRegion
 
-__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo"]
+__all__ = ["CLOSE_CONNECTION", "KafkaListener", "ConnectionInfo", "REGION_CHUNK_BYTES", "WRITE_HIGH_WATER_BYTES"]
 
 _SIZE = struct.Struct(">i")
+
+#: bytes of a file region read and written at once on the copy path
+REGION_CHUNK_BYTES = 128 * 1024
+#: the transport's write buffer above which the copy path waits for the peer (asyncio's default is
+#: 64 KiB; the TLS transport's own buffer sits beneath it)
+WRITE_HIGH_WATER_BYTES = 128 * 1024
 
 
 class _Close:
@@ -68,6 +76,7 @@ class ConnectionInfo:
         "authenticated",
         "close_after_answer",
         "sasl_raw_tokens",
+        "produce_budget",
     )
 
     def __init__(
@@ -89,6 +98,9 @@ class ConnectionInfo:
         self.authenticated = security is None or not security.uses_sasl
         self.close_after_answer = False  # a failed SASL exchange: answer, then close
         self.sasl_raw_tokens = False  # after SaslHandshake v0 the exchange is raw tokens
+        #: bytes this connection's produce payloads may hold while validated (a ByteBudget, made
+        #: by the first produce)
+        self.produce_budget: Any = None
 
 
 Dispatch = Callable[[ParsedRequest, ConnectionInfo], Awaitable[Any]]
@@ -282,7 +294,7 @@ class KafkaListener:
                     writer.write(chunk)
                     continue
                 if not self.sendfile:
-                    writer.write(chunk.read())
+                    await _copy_region(writer, chunk)
                     continue
                 await writer.drain()
                 try:
@@ -294,7 +306,7 @@ class KafkaListener:
                         fallback=False,
                     )
                 except asyncio.SendfileNotAvailableError:  # e.g. a file system without sendfile
-                    writer.write(chunk.read())
+                    await _copy_region(writer, chunk)
                     continue
                 if sent != chunk.size:
                     # the file was cut short under us: the frame's size is already on the wire
@@ -304,3 +316,14 @@ class KafkaListener:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
+
+
+async def _copy_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    """The copy path of one region: read and written `REGION_CHUNK_BYTES` at a time, the next
+    piece read only once the transport took the last (``drain``), so memory stays at about one
+    piece per connection whatever the fetch's size and however slowly the peer reads."""
+    writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+    await writer.drain()
+    for offset in range(0, region.size, REGION_CHUNK_BYTES):
+        writer.write(region.read(offset, min(REGION_CHUNK_BYTES, region.size - offset)))
+        await writer.drain()

@@ -217,7 +217,11 @@ class ReplicaFetcher:
                                 self._delay({tp: entry}, m.backoff_ms)
                             continue
                         if pd.records:
-                            part.append_records_to_follower(pd.records)
+                            # compressed or large: CRC and framing checked on the pool, off the loop
+                            checked = await m.replica_manager.produce_preparation.check_replicated(pd.records)
+                            if checked and not self._current(tp, state, offset):
+                                continue  # the partition moved on while it was checked
+                            part.append_records_to_follower(pd.records, checked=checked)
                             m.replica_manager.metrics.record_replication_in(len(pd.records))
                         part.update_follower_high_watermark(pd.high_watermark, pd.log_start_offset)
                     except Exception as err:

@@ -331,14 +331,20 @@ class Partition(_LeaderReplication):
     # ============================================================== leader: produce
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: storage.AppendOrigin = storage.AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        required_acks: int,
+        origin: storage.AppendOrigin = storage.AppendOrigin.CLIENT,
+        prepared: storage.PreparedAppend | Exception | None = None,
     ) -> storage.LogAppendInfo:
         """Append a produce payload as leader.
 
         With acks=-1 the committed ISR must hold at least ``min.insync.replicas`` replicas before
         anything is written (NOT_ENOUGH_REPLICAS). The records are in the log before this returns;
         the caller acknowledges acks=1 at once and acks=-1 once
-        `check_enough_replicas_reach_offset` says so.
+        `check_enough_replicas_reach_offset` says so. ``prepared``: the payload as `Log.prepare_append`
+        checked it off the loop (see `Log.append_as_leader`), or what that check raised, raised here
+        after the leader's own checks (Kafka checks the ISR before it validates).
         """
         if not self.is_leader:
             raise _not_leader(
@@ -352,7 +358,9 @@ class Partition(_LeaderReplication):
                 f"the ISR {list(self._isr_state.isr)} of {self.topic}-{self.partition_id} is smaller than "
                 f"min.insync.replicas={self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self._leader_epoch, origin=origin)
+        if isinstance(prepared, Exception):
+            raise prepared
+        info = self.log.append_as_leader(records, self._leader_epoch, origin=origin, prepared=prepared)
         self._listener.on_records_appended(self.tp)
         self.maybe_increment_high_watermark()
         return info
@@ -449,9 +457,10 @@ class Partition(_LeaderReplication):
 
     # ============================================================== follower
 
-    def append_records_to_follower(self, records: bytes) -> storage.LogAppendInfo | None:
-        """Append the leader's batches unchanged (offsets and epochs kept)."""
-        return self.log.append_as_follower(records)
+    def append_records_to_follower(self, records: bytes, *, checked: bool = False) -> storage.LogAppendInfo | None:
+        """Append the leader's batches unchanged (offsets and epochs kept); ``checked``: their CRC
+        and framing were checked off the loop already (`Log.check_replicated`)."""
+        return self.log.append_as_follower(records, checked=checked)
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int = -1) -> None:
         """Follower: HW = min(leader HW, own LEO); then follow the leader's log start offset."""

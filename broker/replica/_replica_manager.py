@@ -37,6 +37,7 @@ from typing import Any
 from kraftlog import storage
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import AlterPartitionSender, Partition, TopicPartition
+from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation
 from kraftlog.broker.replica._replica_changes import FollowTarget, ReplicaChanges
 from kraftlog.broker.replica._replica_metadata import MetadataApplier
 from kraftlog.broker.replica._replica_registry import PartitionRegistry, ReplicaPurgatories
@@ -114,8 +115,19 @@ class ReplicaManager:
             replication_listener=replication_listener or (listener if isinstance(listener, str) else None),
             log=self._log,
         )
+        self.produce_preparation = ProducePreparation(
+            int(config["num.io.threads"]),
+            int(config["produce.validation.max.bytes"]),
+            int(config["produce.validation.max.bytes.per.connection"]),
+        )
         self._requests = ReplicaRequests(
-            self._registry, self._purgatories, self.metrics, config, self.clock_ms, self.marker_listeners
+            self._registry,
+            self._purgatories,
+            self.metrics,
+            config,
+            self.clock_ms,
+            self.marker_listeners,
+            self.produce_preparation,
         )
         self.produce_purgatory = self._purgatories.produce
         self.fetch_purgatory = self._purgatories.fetch
@@ -161,6 +173,7 @@ class ReplicaManager:
         for _tp, part in list(self._registry.partitions.items()):
             part.stop()
         self._purgatories.shutdown()
+        self.produce_preparation.shutdown()
         try:
             self.log_manager.checkpoint_high_watermarks()
         finally:
@@ -221,9 +234,12 @@ class ReplicaManager:
 
     # ============================================================== requests (`ReplicaRequests`)
 
-    async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
-        """See `ReplicaRequests.produce`."""
-        return await self._requests.produce(req)
+    async def produce(
+        self, req: broker_pb2.ProduceRequest, connection: ByteBudget | None = None
+    ) -> broker_pb2.ProduceResponse:
+        """See `ReplicaRequests.produce`; ``connection``: the produce budget of the caller's
+        connection (`ProducePreparation.connection_budget`)."""
+        return await self._requests.produce(req, connection)
 
     async def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         """See `ReplicaRequests.fetch`."""

@@ -6,11 +6,13 @@ DescribeProducers, DeleteRecords. `ReplicaManager` holds one; it reads the `Part
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from kraftlog import storage
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import error_pb
+from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation
 from kraftlog.broker.replica._replica_registry import PartitionRegistry, ReplicaPurgatories
 from kraftlog.broker.replica._replica_types import (
     LEADER_HINT_CODES,
@@ -78,7 +80,9 @@ class ReplicaRequests:
         config: NodeConfig,
         clock_ms: Callable[[], int],
         marker_listeners: list[MarkerListener],
+        preparation: ProducePreparation | None = None,
     ) -> None:
+        self._preparation = preparation
         self._registry = registry
         self._purgatories = purgatories
         self._metrics = metrics
@@ -86,8 +90,14 @@ class ReplicaRequests:
         self._clock_ms = clock_ms
         self._marker_listeners = marker_listeners
 
-    async def produce(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+    async def produce(
+        self, req: broker_pb2.ProduceRequest, connection: ByteBudget | None = None
+    ) -> broker_pb2.ProduceResponse:
         """Produce: append each partition's batches to its leader log, then answer by ``acks``.
+
+        Compressed or large payloads are validated on the produce-validation pool first, within
+        the broker's and the ``connection``'s byte budget (`_prepare`); the appends then happen
+        in request order on the loop.
 
         acks=0 and acks=1 are answered once the records are in the log; acks=-1 waits (up to
         ``timeout_ms``) until the HW passed every appended batch. A partition that fails (unknown,
@@ -136,16 +146,17 @@ class ReplicaRequests:
         resp.error.CopyFrom(error_pb())
         statuses: list[_ProduceStatus] = []
         writable = _topics_allowed(AclOperation.WRITE, [t.name for t in req.topics])
-        for t in req.topics:
+        prepared = await self._prepare(req, writable, connection)
+        for ti, t in enumerate(req.topics):
             tr = resp.topics.add(name=t.name)
             appended_bytes = appended_records = 0
-            for p in t.partitions:
+            for pi, p in enumerate(t.partitions):
                 pr = tr.partitions.add(index=p.index)
                 try:
                     if t.name not in writable:
                         raise _topic_denied(t.name, AclOperation.WRITE)
                     part = self._registry.leader_partition(t.name, p.index)
-                    info = part.append_records_to_leader(p.records, acks)
+                    info = part.append_records_to_leader(p.records, acks, prepared=prepared.get((ti, pi)))
                 except Exception as exc:
                     self._set_produce_error(pr, exc, t.name, p.index, hinted)
                     continue
@@ -172,6 +183,43 @@ class ReplicaRequests:
         if hinted:
             resp.node_endpoints.extend(self._registry.node_endpoints(hinted))
         return resp
+
+    async def _prepare(
+        self, req: broker_pb2.ProduceRequest, writable: set[str], connection: ByteBudget | None
+    ) -> dict[tuple[int, int], storage.PreparedAppend | Exception]:
+        """`Log.prepare_append` on the pool for the payloads that should not be checked on the
+        loop: compressed ones, those past the request's inline allowance, and those a topic's
+        ``compression.type`` may recompress. Keyed by (topic index, partition index); a failure is
+        kept as its exception for the append to raise in its turn (after the leader's own checks).
+        """
+        pool = self._preparation
+        if pool is None:
+            return {}
+        inline_left = pool.inline_max_bytes
+        jobs = {}
+        for ti, t in enumerate(req.topics):
+            if t.name not in writable:
+                continue
+            for pi, p in enumerate(t.partitions):
+                try:
+                    part = self._registry.leader_partition(t.name, p.index)
+                except Exception:  # not led here (or unknown): the append loop answers its error
+                    continue
+                log = part.log
+                to_pool, charge = pool.offloads(p.records, inline_left)
+                if not to_pool and log.config.compression_type == "producer":
+                    inline_left -= len(p.records)
+                    continue
+                jobs[(ti, pi)] = pool.prepare(log, p.records, charge, connection)
+        if not jobs:
+            return {}
+        results = await asyncio.gather(*jobs.values(), return_exceptions=True)
+        out: dict[tuple[int, int], storage.PreparedAppend | Exception] = {}
+        for key, result in zip(jobs, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # cancelled: the request is being torn down
+            out[key] = result
+        return out
 
     def _set_produce_error(
         self,

@@ -130,7 +130,13 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     )
     .define("inter.broker.listener.name", _S, None, None, "Listener brokers use to reach each other.")
     .define("num.network.threads", _I, 3, Range(1), "Threads receiving requests and sending responses.")
-    .define("num.io.threads", _I, 8, Range(1), "Threads processing requests, including disk I/O.")
+    .define(
+        "num.io.threads",
+        _I,
+        8,
+        Range(1),
+        "Threads processing requests; kraftlog: the workers that decompress and validate produced batches.",
+    )
     .define("background.threads", _I, 10, Range(1), "Threads for background tasks.")
     .define("queued.max.requests", _I, 500, Range(1), "Requests queued before network threads stop reading.")
     .define("socket.send.buffer.bytes", _I, 102_400, None, "SO_SNDBUF of server sockets; -1: OS default.")
@@ -606,6 +612,24 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         True,
         None,
         "kraftlog: Kafka-listener fetches send record batches with sendfile (zero copy); false copies them.",
+        kraftlog_only=True,
+    )
+    .define(
+        "produce.validation.max.bytes",
+        _L,
+        536_870_912,
+        Range(1),
+        "kraftlog: bytes a broker's produce payloads may hold while they are decompressed and validated "
+        "on the num.io.threads workers (the payload plus twice the inflate bound of its largest "
+        "compressed batch); past it a produce waits its turn.",
+        kraftlog_only=True,
+    )
+    .define(
+        "produce.validation.max.bytes.per.connection",
+        _L,
+        268_435_456,
+        Range(1),
+        "kraftlog: the same bound for the produce requests of one Kafka-protocol connection.",
         kraftlog_only=True,
     )
 )

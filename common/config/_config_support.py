@@ -28,7 +28,6 @@ _CLEANER_BUFFERS = "the log cleaner's offset map grows with the data instead of 
 
 WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "background.threads": _NO_POOLS,
-    "num.io.threads": _NO_POOLS,
     "num.network.threads": _NO_POOLS,
     "queued.max.requests": _NO_POOLS,
     "socket.send.buffer.bytes": "the gRPC and Kafka listeners leave their sockets' buffers to gRPC and the OS",

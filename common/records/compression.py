@@ -24,7 +24,7 @@ import lz4.frame
 from kraftlog.common.errors import CorruptMessageError as CorruptRecordError
 from kraftlog.common.errors import UnsupportedCompressionTypeError
 
-__all__ = ["CompressionType", "compress", "decompress", "inflate_bound"]
+__all__ = ["CompressionType", "compress", "decompress", "decompress_chunks", "inflate_bound"]
 
 
 class CompressionType(enum.IntEnum):
@@ -127,6 +127,48 @@ def _decode_members(
     return b"".join(out)
 
 
+#: output of one step of `decompress_chunks`: a thread inflating a large section holds the GIL only
+#: between steps (zlib and lz4 release it while they inflate)
+STEP_BYTES = 1 << 20
+
+
+def _stepped_members(
+    data: bytes | memoryview, max_bytes: int, codec: str, member: str, new_decompressor: Callable[[], Any]
+) -> list[bytes]:
+    """`_decode_members` in pieces of at most `STEP_BYTES`, as a list (never joined here). Works
+    with zlib's decompressor (the input it did not take is in ``unconsumed_tail``) and lz4's (it
+    keeps it, and is fed ``b""`` for more); two steps in a row without output and without new
+    input mean the stream ends inside a member."""
+    rest = bytes(data)
+    if not rest:
+        raise CorruptRecordError(f"empty {codec} stream")
+    out: list[bytes] = []
+    total = 0
+    while rest:
+        d = new_decompressor()
+        feed = rest
+        idle = 0
+        while True:
+            chunk = d.decompress(feed, max_length=min(STEP_BYTES, max_bytes - total + 1))
+            total += len(chunk)
+            if total > max_bytes:
+                raise CorruptRecordError(f"{codec} records inflate past {max_bytes} bytes")
+            if d.eof:
+                if chunk:
+                    out.append(chunk)
+                break
+            feed = getattr(d, "unconsumed_tail", b"")
+            if chunk:
+                out.append(chunk)
+                idle = 0
+            elif not feed:
+                idle += 1
+                if idle > 1:
+                    raise CorruptRecordError(f"{codec} stream ends inside a {member}")
+        rest = d.unused_data
+    return out
+
+
 def _gzip_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
     """Every member of a gzip stream, as java.util.zip.GZIPInputStream reads it."""
     return _decode_members(data, max_bytes, "gzip", "member", lambda: zlib.decompressobj(wbits=31))
@@ -210,6 +252,23 @@ def compress(codec: CompressionType, data: bytes | memoryview) -> bytes:
     if codec == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise UnsupportedCompressionTypeError(f"unknown compression codec {codec!r}")
+
+
+def decompress_chunks(codec: CompressionType, data: bytes | memoryview, max_bytes: int | None = None) -> list[bytes]:
+    """`decompress`, as a list of pieces whose concatenation is the records section: gzip and lz4
+    inflate in steps of `STEP_BYTES` (a worker thread then holds the GIL only briefly at a time;
+    the caller joins the pieces without it), the other codecs in one piece."""
+    limit = inflate_bound(len(data)) if max_bytes is None else max_bytes
+    try:
+        if codec == CompressionType.GZIP:
+            return _stepped_members(data, limit, "gzip", "member", lambda: zlib.decompressobj(wbits=31))
+        if codec == CompressionType.LZ4:
+            return _stepped_members(data, limit, "lz4", "frame", lz4.frame.LZ4FrameDecompressor)
+    except CorruptRecordError:
+        raise
+    except Exception as err:  # every codec library has its own error type
+        raise CorruptRecordError(f"cannot decompress {codec.name.lower()} records: {err}") from err
+    return [decompress(codec, data, limit)]
 
 
 def decompress(codec: CompressionType, data: bytes | memoryview, max_bytes: int | None = None) -> bytes:

@@ -23,7 +23,13 @@ from kafka.codec import (
     zstd_encode,
 )
 
-from kraftlog.common.records.compression import CompressionType, compress, decompress
+from kraftlog.common.records.compression import (
+    STEP_BYTES,
+    CompressionType,
+    compress,
+    decompress,
+    decompress_chunks,
+)
 from kraftlog.storage._errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 ALL_CODECS = list(CompressionType)
@@ -316,3 +322,42 @@ def test_compress_and_decompress_refuse_unknown_codec(bad: int) -> None:
         compress(bad, b"abc")
     with pytest.raises(UnsupportedCompressionTypeError):
         decompress(bad, b"abc")
+
+
+# ---------------------------------------------------------------------------------------------
+# stepped decompression (issue 24): the same bytes in pieces, the same refusals
+
+
+@settings(max_examples=60, deadline=None)
+@given(codec=st.sampled_from(COMPRESSED_CODECS), data=data_st)
+def test_decompress_chunks_joins_to_what_decompress_returns(codec: CompressionType, data: bytes) -> None:
+    packed = compress(codec, data)
+    assert b"".join(decompress_chunks(codec, packed)) == decompress(codec, packed) == data
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4])
+def test_large_sections_inflate_in_pieces_of_at_most_a_step(codec: CompressionType) -> None:
+    data = make_data(9, 3 * STEP_BYTES + 17, "repeat")
+    packed = compress(codec, data)
+    two = packed + packed  # two members (gzip) or frames (lz4)
+    chunks = decompress_chunks(codec, two)
+    assert len(chunks) >= 6 and max(len(c) for c in chunks) <= STEP_BYTES
+    assert b"".join(chunks) == data + data
+
+
+@pytest.mark.parametrize("codec", COMPRESSED_CODECS)
+def test_decompress_chunks_refuses_truncated_streams_and_garbage(codec: CompressionType) -> None:
+    packed = compress(codec, make_data(6, 3 * STEP_BYTES, "text"))
+    for cut in (1, 5, len(packed) // 2, len(packed) - 1):
+        with pytest.raises(CorruptRecordError):
+            decompress_chunks(codec, packed[:cut])
+    with pytest.raises(CorruptRecordError):
+        decompress_chunks(codec, b"garbage!" * 4)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4])
+def test_decompress_chunks_stops_a_bomb_at_the_bound(codec: CompressionType) -> None:
+    packed = compress(codec, bytes(8 * STEP_BYTES))
+    with pytest.raises(CorruptRecordError, match="inflate past"):
+        decompress_chunks(codec, packed, 5 * STEP_BYTES)
+    assert sum(len(c) for c in decompress_chunks(codec, packed, 8 * STEP_BYTES)) == 8 * STEP_BYTES

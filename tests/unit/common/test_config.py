@@ -562,11 +562,17 @@ def test_keys_without_effect_are_reported_for_the_start_up_warning() -> None:
     from kraftlog.common.config import keys_without_effect
 
     cfg = NodeConfig(
-        {**_BROKER, "num.io.threads": "16", "metadata.max.idle.interval.ms": "500", "log.segment.bytes": 1 << 20}
+        {
+            **_BROKER,
+            "num.network.threads": "16",
+            "num.io.threads": "16",  # sizes the produce-validation pool (issue 24): has an effect
+            "metadata.max.idle.interval.ms": "500",
+            "log.segment.bytes": 1 << 20,
+        }
     )
     reported = dict(keys_without_effect(cfg.originals))
-    assert set(reported) == {"num.io.threads", "metadata.max.idle.interval.ms"}
-    assert "thread pools" in reported["num.io.threads"]
+    assert set(reported) == {"num.network.threads", "metadata.max.idle.interval.ms"}
+    assert "thread pools" in reported["num.network.threads"]
 
 
 def test_advertised_listeners_are_what_the_broker_registers() -> None:

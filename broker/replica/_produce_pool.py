@@ -1,0 +1,190 @@
+"""Produced batches are decompressed and validated off the event loop, with bounded memory.
+
+A compressed produce payload is inflated and its records scanned before anything is written; a
+few hundred KiB of gzip can inflate to hundreds of MiB. Done on the event loop, that stalls every
+other client of the broker for seconds (issue 24). Kafka runs this work on its request handler
+threads (``num.io.threads``) and streams the decompression, so its network threads keep answering.
+
+A follower checks what it replicates the same way (`ProducePreparation.check_replicated`: CRC
+and framing of compressed or large fetched batches on the pool), so a bomb that reached a leader
+does not stall its followers either.
+
+Here `ProducePreparation` hands such payloads to a thread pool of ``num.io.threads`` workers that
+run `Log.prepare_append` (decompression with zlib, lz4, zstd and snappy and the compiled record
+scan release the GIL, so the loop keeps running beside them), and `Log.append_as_leader` then
+writes the prepared result on the loop. Small uncompressed payloads stay inline: the compiled
+scan of 1 MiB costs less than a trip through the pool.
+
+Memory is bounded by `ByteBudget`: before a payload goes to the pool it takes its charge (its own
+size plus twice the largest inflated size one of its batches may reach, `inflate_bound`: the
+inflated section and one copy live while a batch is scanned, one batch at a time) from its
+connection's budget, then from the broker's, waiting in line when either is short. A charge larger
+than a whole budget is cut to that budget, so such a payload runs alone rather than never.
+
+Ordering rules: a budget grants in arrival order (FIFO), so a large waiter is not starved by a
+stream of small ones; the connection budget is taken before the broker's (one order everywhere,
+no deadlock); both are given back when the work ends, whatever happened, or when the waiter is
+cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import struct
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from kraftlog import storage
+from kraftlog.common.records.compression import inflate_bound
+
+__all__ = ["ByteBudget", "ProducePreparation", "payload_charge"]
+
+_BATCH_LENGTH = struct.Struct(">i")
+_LENGTH_AT = 8  # batchLength follows baseOffset
+_ATTRIBUTES_AT = 21  # baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4
+_LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
+_COMPRESSION_MASK = 0x07
+_T = TypeVar("_T")
+
+
+def payload_charge(records: bytes) -> tuple[int, bool]:
+    """``(bytes, compressed)``: what preparing ``records`` may hold in memory at once, and whether
+    any batch is compressed. Reads only the batch headers (a malformed payload is charged its size
+    and left to the validator to refuse)."""
+    size = len(records)
+    largest_inflate = 0
+    pos = 0
+    while pos + _ATTRIBUTES_AT + 2 <= size:
+        (length,) = _BATCH_LENGTH.unpack_from(records, pos + _LENGTH_AT)
+        if length <= 0:
+            break
+        batch = min(_LOG_OVERHEAD + length, size - pos)
+        if records[pos + _ATTRIBUTES_AT + 1] & _COMPRESSION_MASK:
+            largest_inflate = max(largest_inflate, inflate_bound(batch))
+        pos += batch
+    return size + 2 * largest_inflate, largest_inflate > 0
+
+
+class ByteBudget:
+    """Bytes that may be in flight at once, granted in arrival order (event-loop only)."""
+
+    __slots__ = ("capacity", "_available", "_waiters")
+
+    def __init__(self, capacity_bytes: int) -> None:
+        if capacity_bytes <= 0:
+            raise ValueError(f"a byte budget needs a positive capacity, not {capacity_bytes}")
+        self.capacity = capacity_bytes
+        self._available = capacity_bytes
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    @property
+    def available(self) -> int:
+        return self._available
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    async def acquire(self, nbytes: int) -> int:
+        """Wait until ``nbytes`` (at most the capacity) are free and take them; returns the bytes
+        taken, which the caller gives back with `release`."""
+        grant = max(0, min(nbytes, self.capacity))
+        if not self._waiters and self._available >= grant:
+            self._available -= grant
+            return grant
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (grant, fut)
+        self._waiters.append(entry)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted just as it was cancelled: give it back
+                self.release(grant)
+            else:
+                self._waiters.remove(entry)
+                self._wake()  # the next in line may fit now that this one left the head
+            raise
+        return grant
+
+    def release(self, nbytes: int) -> None:
+        self._available = min(self.capacity, self._available + nbytes)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self._available:
+            grant, fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            self._available -= grant
+            fut.set_result(None)
+
+
+class ProducePreparation:
+    """Runs `Log.prepare_append` for a produce payload: inline when it is small and uncompressed,
+    else on a pool of ``threads`` workers within the broker's budget (``max_bytes``) and the
+    caller's connection budget (`connection_budget`, ``max_bytes_per_connection`` each).
+
+    ``inline_max_bytes``: uncompressed bytes of one request prepared on the loop (the rest of that
+    request goes to the pool)."""
+
+    def __init__(
+        self, threads: int, max_bytes: int, max_bytes_per_connection: int, *, inline_max_bytes: int = 4 << 20
+    ) -> None:
+        self._threads = threads
+        self._executor: ThreadPoolExecutor | None = None
+        self.budget = ByteBudget(max_bytes)
+        self.max_bytes_per_connection = max_bytes_per_connection
+        self.inline_max_bytes = inline_max_bytes
+
+    def connection_budget(self) -> ByteBudget:
+        return ByteBudget(self.max_bytes_per_connection)
+
+    def offloads(self, records: bytes, inline_left: int) -> tuple[bool, int]:
+        """``(to the pool, charge)`` for a payload of a request that may still prepare
+        ``inline_left`` uncompressed bytes on the loop."""
+        charge, compressed = payload_charge(records)
+        return compressed or len(records) > inline_left, charge
+
+    async def prepare(
+        self,
+        log: storage.Log,
+        records: bytes,
+        charge: int,
+        connection: ByteBudget | None = None,
+    ) -> storage.PreparedAppend:
+        """`Log.prepare_append` of ``records`` on the pool, once ``charge`` bytes of both budgets
+        are free; raises what it raises."""
+        return await self._run(log.prepare_append, records, charge, connection)
+
+    async def check_replicated(self, records: bytes) -> bool:
+        """A follower's side: `Log.check_replicated` of fetched ``records`` on the pool (within
+        the broker's budget) when they hold a compressed batch or more than the inline allowance;
+        True once they passed there (raises what the check raises), False when they are left to
+        `Log.append_as_follower` to check inline."""
+        charge, compressed = payload_charge(records)
+        if not compressed and len(records) <= self.inline_max_bytes:
+            return False
+        await self._run(storage.Log.check_replicated, records, charge, None)
+        return True
+
+    async def _run(self, fn: Callable[[bytes], _T], records: bytes, charge: int, connection: ByteBudget | None) -> _T:
+        conn_grant = await connection.acquire(charge) if connection is not None else 0
+        try:
+            grant = await self.budget.acquire(charge)
+            try:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="produce-validation")
+                return await asyncio.get_running_loop().run_in_executor(self._executor, fn, records)
+            finally:
+                self.budget.release(grant)
+        finally:
+            if connection is not None:
+                connection.release(conn_grant)
+
+    def shutdown(self) -> None:
+        """Stop the workers (work already handed to them finishes; nothing waits for it)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
