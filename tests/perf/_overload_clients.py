@@ -147,6 +147,16 @@ def tls_connect(address: tuple[str, int], ca: str, *, receive_buffer: int = 0, t
 # ---------------------------------------------------------------------------- measuring (this process)
 
 
+def open_files_limit(pid: int) -> int:
+    """The soft RLIMIT_NOFILE of process ``pid`` (-1: unlimited)."""
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                soft = line.split()[3]
+                return -1 if soft == "unlimited" else int(soft)
+    raise RuntimeError(f"no open files limit for process {pid}")
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -211,7 +221,7 @@ class ApiVersionsProbe(Sampler):
                 start = time.monotonic()
             self.sock.sendall(api_versions_frame(self.correlation_id))
             read_answer(self.sock)
-        except (OSError, ConnectionError):
+        except OSError:  # (ConnectionError and ssl.SSLError are ones)
             if self.sock is not None:
                 self.sock.close()
             self.sock = None

@@ -63,6 +63,7 @@ from _overload_clients import (
     Plan,
     RssSampler,
     WellBehaved,
+    open_files_limit,
     produce_error,
     produce_frame,
     progress,
@@ -155,6 +156,9 @@ def run(
         assert pid is not None
         host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
         address, ca = (host, int(port)), str(cluster.tls_dir / "ca.crt")
+        node_nofile = open_files_limit(pid)
+        if 0 <= node_nofile < plan.idle + 200:
+            raise RuntimeError(f"the node may open {node_nofile} files, too few for {plan.idle} connections")
         fill(address, ca, plan.bulk_mib)
         progress(f"{plan.bulk_mib} MiB in {BULK_TOPIC}")
         rss, probe = RssSampler(pid), ApiVersionsProbe(address, ca)
@@ -180,6 +184,7 @@ def run(
         probe.stop()
         rss.stop()
         figures["attack_ramp_s"] = round(ramp_s, 1)
+        figures["node_nofile_soft_limit"] = node_nofile
         figures["produce_failed"] = clients.failed
         figures["produce_unacked"] = clients.sent - len(clients.acked) - clients.failed
         figures["consume_missing"] = len(clients.acked) - len(clients.received)
