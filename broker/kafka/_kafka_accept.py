@@ -158,7 +158,7 @@ class ConnectionLimiter:
     ) -> ConnectionLimiter:
         """The limits of ``config`` for ``listeners``; host names of the overrides are resolved now,
         as Kafka does at start."""
-        from kraftlog.common.config._config_schema_connections import parse_ip_overrides
+        from kraftlog.common.config import parse_ip_overrides
         from kraftlog.common.security import listener_prefix
 
         overrides = {}

@@ -43,6 +43,7 @@ from kraftlog.common.config._config_parse import (
     read_config_file,
 )
 from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._config_schema_connections import parse_ip_overrides
 from kraftlog.common.config._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
 from kraftlog.common.config._node_config import NodeConfig, load_node_config, validate_topic_configs
 
@@ -73,5 +74,6 @@ __all__ = [
     "parse_properties",
     "parse_quorum_voters",
     "parse_listeners",
+    "parse_ip_overrides",
     "validate_topic_configs",
 ]
