@@ -81,8 +81,10 @@ read_varint64(const unsigned char *data, Py_ssize_t *pos, Py_ssize_t limit, int6
     return 0;
 }
 
-/* Sections from this size on are scanned with the GIL released. */
-#define RELEASE_GIL_FROM_BYTES (256 * 1024)
+/* Sections from this size on are scanned with the GIL released: only inflated sections a worker
+ * thread scans reach it (an inline scan on the event loop, at most 4 MiB, keeps the GIL: giving it
+ * up there could leave the loop waiting a switch interval to take it back). */
+#define RELEASE_GIL_FROM_BYTES (8 * 1024 * 1024)
 
 static PyObject *
 cscan_scan(PyObject *self, PyObject *args)
