@@ -34,6 +34,9 @@ SLOW_WINDOW_BYTES = 4096
 SLOW_FETCH_BYTES = 64 * MIB
 
 
+ATTACKERS = ("idle", "slow", "bomb")
+
+
 @dataclass(frozen=True)
 class Plan:
     """The sizes of one run."""
@@ -45,6 +48,7 @@ class Plan:
     slow_readers: int
     bulk_mib: int
     bomb_batches: int
+    attackers: tuple[str, ...] = ATTACKERS  # a subset: what each attack costs alone
 
 
 _T0 = time.monotonic()
@@ -364,8 +368,12 @@ def attack(plan: Plan, orders: Any, prepared: Any, ready: Any, stopping: Any, re
         threading.Thread(target=_slow_readers, args=(address, ca, plan.slow_readers, started[1], done, figures)),
         threading.Thread(target=_bomber, args=(address, ca, payload, plan.bomb_batches, started[2], done, figures)),
     ]
-    for t in threads:
-        t.start()
+    for name, thread, event in zip(ATTACKERS, threads, started, strict=True):
+        if name in plan.attackers:
+            thread.start()
+        else:
+            event.set()
+    threads = [t for name, t in zip(ATTACKERS, threads, strict=True) if name in plan.attackers]
     for event, what in zip(started, ("idle connections open", "slow readers waiting", "first bombs sent"), strict=True):
         event.wait(300)
         progress(f"attackers: {what}")

@@ -28,8 +28,9 @@ The node inherits this script's RLIMIT_NOFILE (kraftlog does not change its own)
 the script raises to what the connections need (at most the hard limit). ``--kraftlog`` runs the
 node from another checkout (its console script's interpreter): the node's config is the one
 ``LocalCluster`` writes, without keys of this change, so the code before issue 24 starts too.
+``--attackers`` runs some of the attackers only, to see what each costs alone.
 
-    python tests/perf/overload_bench.py [--quick] [--kraftlog PATH/.venv/bin/kraftlog]
+    python tests/perf/overload_bench.py [--quick] [--kraftlog PATH/.venv/bin/kraftlog] [--attackers idle,slow,bomb]
 
 ``--quick``: 200 idle connections, 4 slow readers of 8 MiB, bombs of 2 batches, phases of 5/8/4 s.
 The last line printed is one JSON object of the figures. The clients are in ``_overload_clients.py``.
@@ -52,6 +53,7 @@ import structlog
 
 # a sibling module: tests/perf is the script's sys.path[0]
 from _overload_clients import (
+    ATTACKERS,
     BOMB_TOPIC,
     BULK_TOPIC,
     MIB,
@@ -201,11 +203,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer connections, shorter phases (for CI)")
     parser.add_argument("--kraftlog", help="run the node with this kraftlog console script's interpreter")
     parser.add_argument("--idle", type=int, help="idle connections (default 1000, --quick 200)")
+    parser.add_argument(
+        "--attackers",
+        default=",".join(ATTACKERS),
+        help=f"which attackers run, comma-separated (default all: {','.join(ATTACKERS)}): what each costs alone",
+    )
     args = parser.parse_args(argv)
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(40), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
     )
     plan = QUICK if args.quick else FULL
+    chosen = tuple(a for a in ATTACKERS if a in args.attackers.split(","))
+    if not chosen or set(args.attackers.split(",")) - set(ATTACKERS):
+        parser.error(f"--attackers takes some of {','.join(ATTACKERS)}")
+    plan = Plan(**{**plan.__dict__, "attackers": chosen})
     if args.idle is not None:
         plan = Plan(**{**plan.__dict__, "idle": args.idle})
     python = node_python(args.kraftlog)
@@ -233,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     out["rss_after_mib"] = round(rss["after"][-1], 1)
     out.update(figures)
     out.update(
-        idle_connections=plan.idle,
-        slow_readers=plan.slow_readers,
+        idle_connections=plan.idle if "idle" in plan.attackers else 0,
+        slow_readers=plan.slow_readers if "slow" in plan.attackers else 0,
         nofile_soft_limit=nofile,
         loadavg_1m_start=round(load_start, 2),
         loadavg_1m_end=round(os.getloadavg()[0], 2),
@@ -244,14 +255,16 @@ def main(argv: list[str] | None = None) -> int:
         f"overload benchmark ({'quick' if args.quick else 'full'}): one combined node, TLS listeners, "
         f"node interpreter {python}"
     )
-    print(
-        f"attack: {plan.idle} idle TCP connections ({figures.get('idle_reopened', 0)} reopened after the broker closed "
-        f"them), gzip bombs ({figures.get('bomb_pairs_sent', 0)} pipelined pairs of "
+    parts = {
+        "idle": f"{plan.idle} idle TCP connections ({figures.get('idle_reopened', 0)} reopened after the broker "
+        "closed them)",
+        "bomb": f"gzip bombs ({figures.get('bomb_pairs_sent', 0)} pipelined pairs of "
         f"{figures.get('bomb_wire_kib_per_pair', 0)} KiB -> {figures.get('bomb_inflated_mib_per_pair', 0)} MiB sent, "
-        f"{figures.get('bomb_pairs', 0)} answered, the slowest in {figures.get('bomb_slowest_pair_s', 0)} s), "
-        f"{plan.slow_readers} TLS readers of 2 x "
-        f"{SLOW_FETCH_BYTES // MIB} MiB fetches through a {SLOW_WINDOW_BYTES // 1024} KiB window"
-    )
+        f"{figures.get('bomb_pairs', 0)} answered, the slowest in {figures.get('bomb_slowest_pair_s', 0)} s)",
+        "slow": f"{plan.slow_readers} TLS readers of 2 x {SLOW_FETCH_BYTES // MIB} MiB fetches through a "
+        f"{SLOW_WINDOW_BYTES // 1024} KiB window",
+    }
+    print("attack: " + ", ".join(parts[a] for a in plan.attackers))
     print(f"{'phase':<10}{'s':>6}{'produce p50/p99 ms':>22}{'e2e p50/p99 ms':>22}", end="")
     print(f"{'ApiVersions p99/max ms':>26}{'RSS MiB':>18}")
     rss_cells = {
