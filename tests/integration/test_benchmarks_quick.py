@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,34 @@ EXPECTED_KEYS = {
         "offset_commits_per_s",
         "echo_round_trip_ms",
     },
+    "overload_bench.py": {
+        "baseline_produce_p99_ms",
+        "attack_produce_p99_ms",
+        "after_produce_p99_ms",
+        "baseline_e2e_p99_ms",
+        "attack_e2e_p99_ms",
+        "attack_apiversions_max_ms",
+        "rss_baseline_mib",
+        "rss_attack_peak_mib",
+        "rss_after_mib",
+        "idle_opened",
+        "bomb_pairs",
+    },
 }
+
+
+def _overload_sane(figures: dict[str, Any]) -> None:
+    """Every phase measured something and every attacker ran (no bound on the figures: the
+    machine is shared; the full run is where they are read)."""
+    for phase in ("baseline", "attack", "after"):
+        assert figures[f"{phase}_produce_count"] > 0 and figures[f"{phase}_e2e_count"] > 0, phase
+    assert figures["produce_failed"] == 0 and figures["consume_missing"] == 0
+    assert figures["idle_opened"] == figures["idle_connections"]
+    assert figures["bomb_pairs_sent"] > 0 and figures["slow_readers"] > 0
+    assert 0 < figures["rss_baseline_mib"] <= figures["rss_attack_peak_mib"]
+
+
+SANITY = {"overload_bench.py": _overload_sane}
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in PERF.glob("*.py") if not p.name.startswith("_")))
@@ -62,3 +90,5 @@ def test_quick_variant_prints_json_last(script: str, tmp_path: Path) -> None:
     missing = EXPECTED_KEYS.get(script, set()) - figures.keys()
     assert not missing, f"{script} JSON lacks {missing}"
     assert all(isinstance(v, (int, float)) for v in figures.values() if not isinstance(v, (str, dict, list)))
+    if script in SANITY:
+        SANITY[script](figures)
