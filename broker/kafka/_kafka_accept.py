@@ -425,18 +425,31 @@ class KafkaAcceptor:
         interval_s = check_interval_ms(self._idle_ms, self._handshake_ms) / 1000.0
         while True:
             await asyncio.sleep(interval_s)
-            self.reap(self.now_ms())
+            now_ms = self.now_ms()
+            # a thousand connections that came together expire together: close them a batch per
+            # loop step, so the other clients' requests are served in between
+            while self.reap(now_ms, max_closes=REAP_BATCH):
+                await asyncio.sleep(0)
 
-    def reap(self, now_ms: int) -> None:
-        """Abort the connections whose time is up (their quota is released as they are lost)."""
+    def reap(self, now_ms: int, *, max_closes: int | None = None) -> bool:
+        """Abort the connections whose time is up (their quota is released as they are lost), at
+        most ``max_closes`` of them; True when that cut it short (more may be due)."""
+        closes = 0
         for conn in list(self.connections):
             reason = conn.state.expiry(now_ms, idle_ms=self._idle_ms, handshake_ms=self._handshake_ms)
-            if reason is None or conn.transport is None:
-                continue
+            if reason is None or conn.transport is None or conn.transport.is_closing():
+                continue  # not due, not set up yet, or aborted by an earlier batch and not yet lost
+            if max_closes is not None and closes >= max_closes:
+                return True
             self._log.info("kafka_connection_closed", peer=conn.peer, reason=_REASONS[reason])
             self.closed(conn, f"{reason}_timeout" if reason == "handshake" else reason)
             conn.transport.abort()
+            closes += 1
+        return False
 
+
+#: connections the reaper closes per event-loop step
+REAP_BATCH: Final = 64
 
 _REASONS: Final = {
     "handshake": "no TLS handshake or SASL authentication within connections.handshake.timeout.ms",

@@ -247,3 +247,59 @@ def test_the_refusal_answers_unauthenticated_without_reading_the_request() -> No
     context = Context()
     asyncio.run(handler.stream_unary(Untouched(), context))
     assert context.aborted == (grpc.StatusCode.UNAUTHENTICATED, "SASL_AUTHENTICATION_FAILED: no session")
+
+
+# ------------------------------------------------------------------ the reaper
+
+
+class _Transport:
+    """What the reaper asks of a socket's transport; `abort` marks it closing, as asyncio's does."""
+
+    def __init__(self) -> None:
+        self.aborted = 0
+
+    def is_closing(self) -> bool:
+        return self.aborted > 0
+
+    def abort(self) -> None:
+        self.aborted += 1
+
+
+def test_the_reaper_closes_expired_connections_a_batch_at_a_time() -> None:
+    """1,000 connections that came together expire together: `reap` closes at most a batch and
+    says more are due; a connection aborted by an earlier batch is not aborted (or counted) again
+    while it waits to be lost; one not yet due is left alone."""
+    from kraftlog.broker.kafka._kafka_accept import REAP_BATCH, Connection, KafkaAcceptor
+    from kraftlog.common import ManualClock
+
+    async def never(*_: object) -> None:
+        return None
+
+    clock = ManualClock()
+    limiter = ConnectionLimiter(ConnectionQuotas())
+    acceptor = KafkaAcceptor(
+        "SSL",
+        ssl_context=None,
+        sasl=False,
+        limiter=limiter,
+        serve=never,
+        idle_ms=600_000,
+        handshake_ms=10_000,
+        backlog=50,
+        clock=clock,
+    )
+    now_ms = acceptor.now_ms()
+    stale = [Connection("10.0.0.1", 40_000 + i, ConnectionState(now_ms, authenticated=False)) for i in range(150)]
+    fresh = Connection("10.0.0.2", 1, ConnectionState(now_ms + 9_000, authenticated=False))
+    for conn in [*stale, fresh]:
+        conn.transport = _Transport()  # type: ignore[assignment]
+        acceptor.connections.add(conn)
+    later = now_ms + 10_000
+    assert acceptor.reap(later, max_closes=REAP_BATCH) is True
+    assert sum(c.transport.aborted for c in stale) == REAP_BATCH  # type: ignore[union-attr]
+    assert acceptor.reap(later, max_closes=REAP_BATCH) is True
+    assert acceptor.reap(later, max_closes=REAP_BATCH) is False
+    assert [c.transport.aborted for c in stale] == [1] * 150  # type: ignore[union-attr]
+    assert fresh.transport.aborted == 0  # type: ignore[union-attr]
+    closed = limiter.metrics.closed.labels("SSL", "handshake_timeout")._value.get()
+    assert closed == 150
