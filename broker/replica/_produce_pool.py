@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import struct
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -103,7 +104,8 @@ class ByteBudget:
             if fut.done() and not fut.cancelled():  # granted just as it was cancelled: give it back
                 self.release(grant)
             else:
-                self._waiters.remove(entry)
+                with contextlib.suppress(ValueError):  # already popped by a wake that saw it cancelled
+                    self._waiters.remove(entry)
                 self._wake()  # the next in line may fit now that this one left the head
             raise
         return grant
@@ -170,18 +172,38 @@ class ProducePreparation:
         return True
 
     async def _run(self, fn: Callable[[bytes], _T], records: bytes, charge: int, connection: ByteBudget | None) -> _T:
+        """Run ``fn(records)`` on a worker once the connection's and the broker's budgets hold
+        ``charge``. Ordering: the bytes are given back when the worker is done with them, not
+        when the caller stops waiting (a cancelled call's work goes on in its thread, and its
+        memory with it)."""
+        loop = asyncio.get_running_loop()
         conn_grant = await connection.acquire(charge) if connection is not None else 0
         try:
             grant = await self.budget.acquire(charge)
-            try:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="produce-validation")
-                return await asyncio.get_running_loop().run_in_executor(self._executor, fn, records)
-            finally:
-                self.budget.release(grant)
-        finally:
+        except BaseException:
             if connection is not None:
                 connection.release(conn_grant)
+            raise
+
+        def give_back() -> None:
+            self.budget.release(grant)
+            if connection is not None:
+                connection.release(conn_grant)
+
+        try:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="produce-validation")
+            work = self._executor.submit(fn, records)
+        except BaseException:
+            give_back()
+            raise
+
+        def done(_work: object) -> None:  # in the worker thread (or here, if cancelled unstarted)
+            with contextlib.suppress(RuntimeError):  # the loop closed at shutdown: nothing to give back to
+                loop.call_soon_threadsafe(give_back)
+
+        work.add_done_callback(done)
+        return await asyncio.wrap_future(work, loop=loop)
 
     def shutdown(self) -> None:
         """Stop the workers (work already handed to them finishes; nothing waits for it)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,15 @@ async def _until(event: threading.Event) -> None:
     raise AssertionError("the worker did not get there")
 
 
+async def _until_true(predicate: Callable[[], bool]) -> None:
+    """Poll ``predicate`` on the loop (bounded)."""
+    for _ in range(1000):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the condition did not come true")
+
+
 def test_prepare_runs_on_a_worker_while_the_loop_keeps_serving() -> None:
     async def main() -> None:
         pool = ProducePreparation(2, 1 << 30, 1 << 30)
@@ -170,6 +180,28 @@ def test_the_broker_budget_holds_back_a_second_payload_until_the_first_is_done()
         second.release.set()
         await t2
         assert pool.budget.available == 100
+        pool.shutdown()
+
+    run(main)
+
+
+def test_a_cancelled_call_keeps_its_bytes_charged_until_the_worker_is_done() -> None:
+    """A client that gives up (a gRPC deadline) cancels its wait, not the worker: the bytes stay
+    charged while the worker still holds them, so give-ups cannot run the pool past its budget."""
+
+    async def main() -> None:
+        pool = ProducePreparation(2, 100, 1000)
+        conn = pool.connection_budget()
+        work = _BlockingLog()
+        task = asyncio.create_task(pool.prepare(work, b"a", 60, conn))  # type: ignore[arg-type]
+        await _until(work.started)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await settle()
+        assert (pool.budget.available, conn.available) == (40, 940)
+        work.release.set()
+        await _until_true(lambda: pool.budget.available == 100 and conn.available == 1000)
         pool.shutdown()
 
     run(main)
