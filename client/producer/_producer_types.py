@@ -215,8 +215,10 @@ class _Batch:
     def halves(self, codec: CompressionType) -> list[_Batch]:
         """This batch's records as two sealed-to-be children (MESSAGE_TOO_LARGE for a batch of
         several records): each keeps its records' futures, callbacks and timestamps, and, when
-        stamped, its part of the parent's sequence range, in order."""
-        records = RecordBatch(self.close()).records()
+        stamped, its part of the parent's sequence range, in order, and whether it is part of a
+        transaction (a half sent outside it would be visible to read_committed after an abort)."""
+        parent = RecordBatch(self.close())
+        records = parent.records()
         half = len(records) // 2
         children: list[_Batch] = []
         for chunk, thunks in ((records[:half], self.thunks[:half]), (records[half:], self.thunks[half:])):
@@ -233,6 +235,7 @@ class _Batch:
                 child.builder.producer_id = child.stamp.producer_id
                 child.builder.producer_epoch = child.stamp.epoch
                 child.builder.base_sequence = child.stamp.base_sequence
+                child.builder.is_transactional = parent.is_transactional
             children.append(child)
         return children
 

@@ -66,3 +66,25 @@ def test_a_partition_sends_one_batch_until_its_first_is_acked() -> None:
     idem.sent(TP, second)
     assert idem.may_send(TP, None)  # once one batch is acked, up to max.in.flight go out
     assert idem.on_error(TP, second, kerr.NotLeaderOrFollowerError("moved"))  # retriable as before
+
+
+def test_the_halves_of_a_split_batch_keep_their_sequences_and_the_transaction() -> None:
+    """MESSAGE_TOO_LARGE splits a batch in two: each half keeps its records, its part of the
+    parent's sequence range and the transactional flag (a half sent outside the transaction would
+    be visible to read_committed consumers after an abort)."""
+    import concurrent.futures
+
+    from kraftlog.client.producer._producer_idempotence import Stamp
+    from kraftlog.client.producer._producer_types import _Batch
+    from kraftlog.common.records import RecordBatch
+    from kraftlog.common.records.compression import CompressionType
+
+    batch = _Batch(TopicPartition("t", 0), CompressionType.NONE, 0.0)
+    for i in range(4):
+        batch.try_append(i, None, f"v{i}".encode(), [], 10, 1 << 20, concurrent.futures.Future(), None)
+    batch.restamp(Stamp(7, 2, 100), transactional=True)
+    halves = batch.halves(CompressionType.NONE)
+    encoded = [RecordBatch(half.close()) for half in halves]
+    assert [[r.value for r in b.records()] for b in encoded] == [[b"v0", b"v1"], [b"v2", b"v3"]]
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in encoded] == [(7, 2, 100), (7, 2, 102)]
+    assert all(b.is_transactional for b in encoded)
