@@ -437,12 +437,18 @@ class Partition(_LeaderReplication):
 
     def delete_records_on_leader(self, offset: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the HW); it may not pass the
-        HW (OFFSET_OUT_OF_RANGE). Returns the new low watermark."""
+        HW (OFFSET_OUT_OF_RANGE), and a topic whose cleanup.policy lacks ``delete`` refuses it
+        (POLICY_VIOLATION, as Kafka's Partition.deleteRecordsOnLeader). Returns the new low
+        watermark."""
         if not self.is_leader:
             raise _not_leader(
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}",
                 self._leader_id,
                 self._leader_epoch,
+            )
+        if not self.log.config.delete:
+            raise kerr.PolicyViolationError(
+                f"Records of partition {self.topic}-{self.partition_id} can not be deleted due to the configured policy"
             )
         hw = self.log.high_watermark
         target = hw if offset == -1 else offset

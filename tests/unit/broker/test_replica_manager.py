@@ -648,6 +648,21 @@ def test_delete_records_waits_for_the_low_watermark(tmp_path: Path) -> None:
     run(main)
 
 
+def test_delete_records_is_refused_on_a_compact_only_topic(tmp_path: Path) -> None:
+    """As Kafka: the log start moves only where cleanup.policy includes delete (POLICY_VIOLATION)."""
+
+    async def main() -> None:
+        rm, _meta = setup(tmp_path, configs={"cleanup.policy": "compact"})
+        await rm.produce(produce_req({0: batch(5)}, acks=1))
+        D = broker_pb2.DeleteRecordsRequest
+        req = D(timeout_ms=1000, topics=[D.Topic(name="t", partitions=[D.Partition(partition_index=0, offset=3)])])
+        assert (await rm.delete_records(req)).topics[0].partitions[0].error.name == "POLICY_VIOLATION"
+        assert rm.get_partition("t", 0).log_start_offset == 0
+        await rm.shutdown()
+
+    run(main)
+
+
 # ------------------------------------------------------------------------------ periodic duties
 
 
