@@ -72,7 +72,6 @@ _WITHOUT_EFFECT: Final[Mapping[str, tuple[ConfigType, object, str]]] = {
     "num.replica.alter.log.dirs.threads": (_I, None, "partitions are not moved between log dirs of one broker"),
     "group.coordinator.threads": (_I, 4, "the coordinators run on the broker's event loop, not in thread pools"),
     "share.coordinator.threads": (_I, 1, "kraftlog has no share groups"),
-    "queued.max.request.bytes": (_L, -1, _NO_POOLS),
     "replica.socket.receive.buffer.bytes": (_I, 65_536, "followers fetch over gRPC, which sizes its sockets' buffers"),
     "transaction.state.log.load.buffer.size": (_I, 5_242_880, "a coordinator loads its partition batch by batch"),
     "password.encoder.secret": (_P, None, _PASSWORDS),
@@ -131,6 +130,12 @@ _NOT_SUPPORTED: Final[Mapping[str, tuple[ConfigType, object, str, Callable[[obje
     "replica.selector.class": (_S, None, f"{_PLUGIN}: consumers fetch from the leader (no KIP-392)", _no_class),
     "log.local.retention.ms": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
     "log.local.retention.bytes": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
+    "queued.max.request.bytes": (
+        _L,
+        -1,
+        "request memory is bounded per connection and by produce.validation.max.bytes, not by one pool",
+        _only(-1),
+    ),
 }
 
 INERT_WITHOUT_EFFECT: Final[Mapping[str, str]] = {key: why for key, (_t, _d, why) in _WITHOUT_EFFECT.items()}
