@@ -21,7 +21,9 @@ The gRPC health service of every listener is not part of this endpoint and stays
 
 Serving: one thread accepts, one thread per scrape (prometheus_client's threading WSGI server), the
 TLS handshake done in the scrape's thread with a timeout, so a client that connects and stays silent
-holds one thread for ``_SCRAPE_TIMEOUT_S`` at most and never the accepting one.
+holds one thread for ``_SCRAPE_TIMEOUT_S`` at most and never the accepting one; at most
+`MAX_CONCURRENT_SCRAPES` threads serve at once (one that trickles a byte now and then keeps its
+slot, but a crowd of them cannot grow the node's threads).
 """
 
 from __future__ import annotations
@@ -210,8 +212,34 @@ class _Handler(WSGIRequestHandler):
         pass
 
 
+#: scrapes served at once, each in its thread; a connection over it is closed at accept, so
+#: clients that connect and trickle bytes cannot pile up threads (a scraper retries)
+MAX_CONCURRENT_SCRAPES: Final = 16
+
+
 class _Server(ThreadingWSGIServer):
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._scrape_slots = threading.BoundedSemaphore(MAX_CONCURRENT_SCRAPES)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._scrape_slots.acquire(blocking=False):
+            _log.debug("metrics_scrape_refused", client=client_address[0] if client_address else None)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._scrape_slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._scrape_slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         _log.debug("metrics_scrape_failed", client=client_address[0] if client_address else None)

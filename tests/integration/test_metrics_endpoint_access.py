@@ -144,3 +144,44 @@ def test_certificate_authentication_wants_one_from_the_cluster_ca(serve: Any, tl
     # a silent client does not block the others (the handshake runs in the scrape's own thread)
     with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5):
         assert _get(url, context=_client(tls_dir, "scraper"))[0] == 200
+
+
+def test_clients_that_hold_connections_open_cannot_pile_up_threads(serve: Any) -> None:
+    """Connections that send nothing hold at most MAX_CONCURRENT_SCRAPES threads; the rest are
+    closed at accept, and once the holders go a scrape is served again."""
+    import select
+    import threading
+
+    from kraftlog.common import wait_until
+    from kraftlog.node._metrics_endpoint import MAX_CONCURRENT_SCRAPES
+
+    endpoint = serve(MetricsAccess.from_config(_config(None)))
+    before = threading.active_count()
+    holders = [socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) for _ in range(60)]
+    ended: set[socket.socket] = set()
+
+    def over_the_cap_closed() -> bool:
+        readable, _, _ = select.select([h for h in holders if h not in ended], [], [], 0.2)
+        for sock in readable:
+            try:
+                if sock.recv(1) == b"":
+                    ended.add(sock)
+            except ConnectionResetError:
+                ended.add(sock)
+        return len(ended) >= len(holders) - MAX_CONCURRENT_SCRAPES
+
+    try:
+        assert wait_until(over_the_cap_closed, timeout_s=8), f"{len(ended)} of {len(holders)} closed"
+        assert len(ended) == len(holders) - MAX_CONCURRENT_SCRAPES  # the others hold a slot each
+        assert threading.active_count() - before <= MAX_CONCURRENT_SCRAPES
+    finally:
+        for sock in holders:
+            sock.close()
+
+    def scraped() -> bool:
+        try:
+            return _get(f"http://127.0.0.1:{endpoint.port}/metrics")[0] == 200
+        except OSError:  # refused while the holders' threads were still ending
+            return False
+
+    assert wait_until(scraped, timeout_s=20)
