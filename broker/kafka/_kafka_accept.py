@@ -154,13 +154,14 @@ class ConnectionLimiter:
         config: Mapping[str, Any],
         listeners: list[str],
         metrics: ConnectionMetrics | None = None,
-        resolve: Callable[[str], str] = socket.gethostbyname,
+        resolve: Callable[[str], str] | None = None,
     ) -> ConnectionLimiter:
         """The limits of ``config`` for ``listeners``; host names of the overrides are resolved now,
         as Kafka does at start."""
         from kraftlog.common.config import parse_ip_overrides
         from kraftlog.common.security import listener_prefix
 
+        resolve = resolve or _resolve_host
         overrides = {}
         key = "max.connections.per.ip.overrides"
         for host, count in parse_ip_overrides(config[key]).items():
@@ -457,15 +458,22 @@ _REASONS: Final = {
 }
 
 
+def _resolve_host(host: str) -> str:
+    """The first address ``host`` (a name, an IPv4 or an IPv6 address, bracketed or not)
+    resolves to, in either family (``gethostbyname`` knows IPv4 only)."""
+    return str(socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM)[0][4][0])
+
+
 def _normal_ip(address: str) -> str:
-    """An address as the quotas count it: IPv4-mapped IPv6 (a dual-stack socket) as IPv4."""
+    """An address as the quotas count it: in its canonical text (``0:0::1`` is ``::1``), and
+    IPv4-mapped IPv6 (a dual-stack socket) as IPv4."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return address
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return str(ip.ipv4_mapped)
-    return address
+    return str(ip)
 
 
 def _listening_socket(host: str, port: int, backlog: int) -> socket.socket:

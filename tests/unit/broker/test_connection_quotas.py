@@ -165,6 +165,24 @@ def test_ip_overrides_parse_hosts_and_addresses() -> None:
 def test_a_dual_stack_peer_is_counted_as_its_ipv4_address() -> None:
     assert _normal_ip("::ffff:127.0.0.2") == "127.0.0.2"
     assert _normal_ip("::1") == "::1" and _normal_ip("10.0.0.1") == "10.0.0.1"
+    assert _normal_ip("0:0::1") == "::1"  # one text per address, whichever way it was written
+
+
+def test_ipv6_overrides_resolve_at_start() -> None:
+    """An IPv6 host in max.connections.per.ip.overrides is an address like any other (it failed
+    at start with gethostbyname, which knows IPv4 only)."""
+    cfg = NodeConfig.from_mapping(
+        {
+            "node.id": 1,
+            "process.roles": "broker",
+            "listeners": "PLAINTEXT://127.0.0.1:9092",
+            "controller.quorum.voters": "9@127.0.0.1:9999",
+            "log.dirs": "/tmp/x",
+            "max.connections.per.ip.overrides": "[0:0::1]:5,127.0.0.1:3",
+        }
+    )
+    limiter = ConnectionLimiter.from_config(cfg, ["PLAINTEXT"])
+    assert limiter.quotas._overrides == {"::1": 5, "127.0.0.1": 3}
 
 
 # ------------------------------------------------------------------ waiting for a slot
