@@ -52,9 +52,17 @@ def regex_error(pattern: str) -> kerr.KafkaError | None:
 
 def resolve_regex(pattern: str, topic_names: Iterable[str]) -> frozenset[str]:
     """The topics of ``topic_names`` whose whole name ``pattern`` matches (internal ones left out);
-    an invalid pattern matches none."""
+    an invalid pattern matches none. Every member's heartbeat asks again with the same topics
+    until they change: the answer is remembered per (pattern, topics), so a heartbeat costs a
+    look-up, not a match against every topic."""
+    names = topic_names if isinstance(topic_names, tuple) else tuple(topic_names)
+    return _resolved(pattern, names)
+
+
+@functools.lru_cache(maxsize=32)
+def _resolved(pattern: str, names: tuple[str, ...]) -> frozenset[str]:
     try:
         compiled = _compiled(pattern)
     except kerr.InvalidRegularExpressionError:
         return frozenset()
-    return frozenset(name for name in topic_names if not name.startswith("__") and compiled.fullmatch(name))
+    return frozenset(name for name in names if not name.startswith("__") and compiled.fullmatch(name))

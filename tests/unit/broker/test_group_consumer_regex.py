@@ -86,3 +86,14 @@ def test_an_empty_regex_clears_the_members_regex() -> None:
     assert moved.error is None
     member = d.shard.consumer_groups["g"].members[joined.member_id]
     assert member.subscribed_topic_regex is None and member.subscribed_topic_names == ("orders",)
+
+
+def test_a_heartbeat_with_the_same_topics_reuses_the_resolution_and_new_topics_are_seen() -> None:
+    from kraftlog.broker.groups._group_regex import _resolved
+
+    _resolved.cache_clear()
+    names = tuple(f"t{i}" for i in range(1000))
+    assert len(resolve_regex("t1.*", names)) == 111
+    assert len(resolve_regex("t1.*", tuple(names))) == 111  # an equal list of topics: no new matching
+    assert _resolved.cache_info().hits == 1
+    assert resolve_regex("t1.*", (*names, "t1-new")) >= {"t1-new"}  # a topic that came is matched
