@@ -106,7 +106,7 @@ proto: $(STAMP_DEV)
 	rm -rf $(PROTO_OUT)
 
 bench: $(STAMP_DEV)
-	@for f in tests/perf/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 # The fuzz tests also run in `make test` with a short default budget; this runs them long.
 fuzz: $(STAMP_DEV)

@@ -33,7 +33,7 @@ node from another checkout (its console script's interpreter): the node's config
     python tests/perf/overload_bench.py [--quick] [--kraftlog PATH/.venv/bin/kraftlog] [--attackers idle,slow,bomb]
 
 ``--quick``: 200 idle connections, 4 slow readers of 8 MiB, bombs of 2 batches, phases of 5/8/4 s.
-The last line printed is one JSON object of the figures. The clients are in ``_overload_clients.py``.
+The last line printed is one JSON object of the figures. The clients are in ``overload/clients.py``.
 
 Measured on the 2-core development machine (load average about 3, full run), the code before issue
 24 (b810c35) against the code after it: produce p99 18 / 9,681 / 3,119 ms before (baseline /
@@ -58,7 +58,7 @@ from typing import Any
 import structlog
 
 # a sibling module: tests/perf is the script's sys.path[0]
-from _overload_clients import (
+from overload.clients import (
     ATTACKERS,
     BOMB_TOPIC,
     BULK_TOPIC,

@@ -1,0 +1,1 @@
+"""The overload benchmark's clients and attackers (`tests/perf/overload_bench.py`)."""
