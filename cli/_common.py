@@ -19,6 +19,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.common import kafka_uuid, parse_bootstrap_servers, parse_uuid
 
 __all__ = [
+    "partition_entries",
     "EXIT_OK",
     "EXIT_FAILURE",
     "EXIT_USAGE",
@@ -296,3 +297,33 @@ class JsonObjectStream:
         self._closed = True
         rest = json_dumps(dict(tail or {}))[1:]  # drop the opening brace
         self._file.write("]" + ("," + rest if tail else "}") + "\n")
+
+
+def partition_entries(obj: Any, path: str, *, duplicates_in: str) -> list[tuple[int, dict[str, Any], str, int]]:
+    """The entries of a Kafka tool's ``{"partitions": [{"topic": "t", "partition": 0, ...}]}``
+    file as ``(index, entry, topic, partition)``; a missing list, an entry that is not an object or
+    lacks a topic or partition, a partition named twice (``duplicates_in`` names the file's
+    kind in that message) and an empty list are UserErrors naming the entry."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("partitions"), list):
+        raise UserError(f"{path}: expected a JSON object with a 'partitions' list")
+    out: list[tuple[int, dict[str, Any], str, int]] = []
+    seen: set[tuple[str, int]] = set()
+    duplicates: list[str] = []
+    for i, item in enumerate(obj["partitions"]):
+        if not isinstance(item, dict):
+            raise UserError(f"{path}: partitions[{i}] is not an object")
+        topic, partition = item.get("topic"), item.get("partition")
+        if not isinstance(topic, str) or not topic:
+            raise UserError(f"{path}: partitions[{i}] needs a non-empty 'topic'")
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise UserError(f"{path}: partitions[{i}] needs a non-negative integer 'partition'")
+        if (topic, partition) in seen:
+            duplicates.append(f"{topic}-{partition}")
+            continue
+        seen.add((topic, partition))
+        out.append((i, item, topic, partition))
+    if duplicates:
+        raise UserError(f"{path}: {duplicates_in} contains duplicate partitions: {', '.join(duplicates)}")
+    if not out:
+        raise UserError(f"{path}: the partition list is empty")
+    return out

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kraftlog.cli._admin_command import add_admin_options, read_json_file, report_error, run_with_admin, tp_name
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, described, print_json
+from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, described, partition_entries, print_json
 
 __all__ = ["add_parser", "run", "make_records_admin", "parse_offset_json"]
 
@@ -30,33 +30,18 @@ def parse_offset_json(obj: Any, path: str = "the offset JSON file") -> dict[tupl
     """kafka-delete-records' ``--offset-json-file`` content -> ``{(topic, partition): offset}``;
     problems (a missing field, an offset below -1, a partition named twice, an unknown version)
     are UserErrors naming the entry."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("partitions"), list):
-        raise UserError(f"{path}: expected a JSON object with a 'partitions' list")
-    version = obj.get("version", 1)
-    if version != 1:
-        raise UserError(f"{path}: version {version!r} is not supported (only 1)")
+    if isinstance(obj, dict):
+        version = obj.get("version", 1)
+        if version != 1:
+            raise UserError(f"{path}: version {version!r} is not supported (only 1)")
     out: dict[tuple[str, int], int] = {}
-    duplicates: list[str] = []
-    for i, item in enumerate(obj["partitions"]):
-        if not isinstance(item, dict):
-            raise UserError(f"{path}: partitions[{i}] is not an object")
-        topic, partition, offset = item.get("topic"), item.get("partition"), item.get("offset")
-        if not isinstance(topic, str) or not topic:
-            raise UserError(f"{path}: partitions[{i}] needs a non-empty 'topic'")
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise UserError(f"{path}: partitions[{i}] needs a non-negative integer 'partition'")
+    for i, item, topic, partition in partition_entries(obj, path, duplicates_in="the offset JSON file"):
+        offset = item.get("offset")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
             raise UserError(
                 f"{path}: partitions[{i}] needs an integer 'offset' of at least -1 (-1: the high watermark)"
             )
-        if (topic, partition) in out:
-            duplicates.append(tp_name(topic, partition))
-            continue
         out[(topic, partition)] = offset
-    if duplicates:
-        raise UserError(f"{path}: the offset JSON file contains duplicate partitions: {', '.join(duplicates)}")
-    if not out:
-        raise UserError(f"{path}: the partition list is empty")
     return out
 
 

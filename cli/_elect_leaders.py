@@ -24,7 +24,16 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
     tp_name,
 )
-from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, UserError, described, non_negative_int, print_json
+from kraftlog.cli._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    Subparsers,
+    UserError,
+    described,
+    non_negative_int,
+    partition_entries,
+    print_json,
+)
 
 __all__ = ["add_parser", "run", "make_admin", "parse_partitions_file", "ELECTION_TYPES"]
 
@@ -41,25 +50,9 @@ def _election_type(text: str) -> str:
 
 def parse_partitions_file(obj: Any, path: str = "the partitions file") -> dict[str, list[int]]:
     """``{"partitions": [{"topic": "t", "partition": 0}]}`` -> ``{"t": [0]}``; problems are UserErrors."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("partitions"), list):
-        raise UserError(f"{path}: expected a JSON object with a 'partitions' list")
     out: dict[str, list[int]] = {}
-    duplicates: list[str] = []
-    for i, item in enumerate(obj["partitions"]):
-        topic = item.get("topic") if isinstance(item, dict) else None
-        partition = item.get("partition") if isinstance(item, dict) else None
-        if not isinstance(topic, str) or not topic:
-            raise UserError(f"{path}: partitions[{i}] needs a non-empty 'topic'")
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise UserError(f"{path}: partitions[{i}] needs a non-negative integer 'partition'")
-        if partition in out.get(topic, []):
-            duplicates.append(tp_name(topic, partition))
-            continue
+    for _i, _item, topic, partition in partition_entries(obj, path, duplicates_in="replica election data"):
         out.setdefault(topic, []).append(partition)
-    if duplicates:
-        raise UserError(f"{path}: replica election data contains duplicate partitions: {', '.join(duplicates)}")
-    if not out:
-        raise UserError(f"{path}: the partition list is empty")
     return out
 
 
