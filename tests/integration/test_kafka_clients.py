@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import struct
 import subprocess
@@ -181,6 +182,11 @@ class _PollingMember:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=500,
         )
+        # the topic's partitions are known before the first JoinGroup (the first poll), as Java's consumer
+        # makes sure: else kafka-python 3.0 may join first, assign nothing and rejoin when the metadata
+        # arrives, and a poll that times out while that rejoin's SyncGroup is in flight loses the
+        # assignment for good (need_rejoin() is already False then); CI hit it on a loaded machine
+        wait_until(lambda: self.consumer.partitions_for_topic(topic), 30, what=f"kafka-python knowing {topic}")
         self.seen: set[bytes] = set()
         self.owned: set[int] = set()
         self._stop = threading.Event()
@@ -189,8 +195,11 @@ class _PollingMember:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for batch in self.consumer.poll(timeout_ms=200).values():
-                self.seen.update(m.value for m in batch)
+            try:
+                for batch in self.consumer.poll(timeout_ms=200).values():
+                    self.seen.update(m.value for m in batch)
+            except Exception:  # an application polls again after an error; the log shows it
+                logging.getLogger(__name__).warning("kafka-python's poll raised", exc_info=True)
             self.owned = {tp.partition for tp in self.consumer.assignment()}
 
     def stop_polling(self) -> None:
