@@ -145,27 +145,42 @@ class ControllerMutationQuotaManager:
         self._image = image
         self._window_num = window_num
         self._window_size_ms = window_size_ms
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._buckets: dict[tuple[str, str], tuple[TokenBucket, float]] = {}
+        self._next_expiry_ms = 0
 
-    def _bucket(self, user: str, client_id: str) -> tuple[TokenBucket, float] | None:
+    def _bucket(self, user: str, client_id: str, now_ms: int) -> tuple[TokenBucket, float] | None:
+        self._expire(now_ms)
         resolution = self._image().resolve(user, client_id, self.key)
         if resolution is None:
             return None
         tags = (resolution.user_tag, resolution.client_id_tag)
-        bucket = self._buckets.get(tags)
-        if bucket is None:
-            bucket = self._buckets[tags] = TokenBucket(self._window_num, self._window_size_ms)
+        found = self._buckets.get(tags)
+        bucket = TokenBucket(self._window_num, self._window_size_ms) if found is None else found[0]
+        self._buckets[tags] = (bucket, resolution.quota)
         return bucket, resolution.quota
+
+    def _expire(self, now_ms: int) -> None:
+        """Forget, once a minute, the buckets that refilled to their whole burst (a client id or user
+        seen once must not be kept for ever; a full bucket is what a new one starts as, so nothing
+        owed is forgiven)."""
+        if now_ms < self._next_expiry_ms:
+            return
+        self._next_expiry_ms = now_ms + 60_000
+        for tags in [t for t, (bucket, quota) in self._buckets.items() if bucket.full(quota, now_ms)]:
+            del self._buckets[tags]
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
     def exhausted_ms(self, user: str, client_id: str, now_ms: int) -> int:
         """The throttle time when the bucket is already below zero (a strict request then fails
         with THROTTLING_QUOTA_EXCEEDED before any mutation), else 0."""
-        found = self._bucket(user, client_id)
+        found = self._bucket(user, client_id, now_ms)
         return 0 if found is None else found[0].throttle_time_ms(found[1], now_ms)
 
     def record(self, user: str, client_id: str, mutations: int, now_ms: int) -> int:
         """Take ``mutations`` tokens; the throttle time the client earned."""
-        found = self._bucket(user, client_id)
+        found = self._bucket(user, client_id, now_ms)
         if found is None:
             return 0
         bucket, quota = found
