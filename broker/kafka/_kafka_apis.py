@@ -132,7 +132,10 @@ class KafkaApis:
             return broker.replicas
 
         forward = ControllerForwarder(broker.channel)
-        data = DataApis(replicas, image, broker.config["max.incremental.fetch.session.cache.slots"])
+        self._throttle = throttle = KafkaThrottle(broker.quotas, image)
+        data = DataApis(
+            replicas, image, broker.config["max.incremental.fetch.session.cache.slots"], throttle.fetch_max_bytes
+        )
         groups = GroupApis(broker.group_service)
         txn = TxnApis(broker.txn_service, broker.group_service, broker.init_producer_id, replicas)
         admin = AdminApis(
@@ -145,7 +148,6 @@ class KafkaApis:
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)
-        self._throttle = KafkaThrottle(broker.quotas, image)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
         meta = MetadataApis(
             node_id=broker.broker_id,

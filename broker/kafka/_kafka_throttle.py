@@ -14,8 +14,9 @@ After a request is handled (`KafkaThrottle.after`):
   muted for it (`ConnectionInfo.throttle_ms`: the listener reads no further request of that
   connection until it has passed), so a client that ignores the field is held back all the same.
   Kafka sends KIP-219 answers first and mutes after; the listener does the same for every version.
-  A throttled Fetch is still answered with its data (Kafka answers it empty and un-records it;
-  here a fetch session has already moved on by then, so the data goes out and the mute pays).
+  A throttled Fetch is answered empty and its bytes un-recorded, as Kafka's: the client fetches
+  the same positions again once the throttle has passed, and its fetch session is left as if
+  this fetch had not been answered (`FetchSessionCache.throttled`).
 
 Before CreateTopics, DeleteTopics and CreatePartitions (`KafkaThrottle.mutation_refusal`): a
 client whose ``controller_mutation_rate`` bucket is below zero is refused with
@@ -29,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kraftlog.broker.kafka._kafka_fetch_sessions import THROTTLED_FETCH
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest
 from kraftlog.broker.quota import QuotaManagers, quota_user
@@ -75,6 +77,11 @@ class KafkaThrottle:
     def __init__(self, quotas: QuotaManagers, image: Callable[[], MetadataImage]) -> None:
         self._quotas = quotas
         self._image = image
+
+    def fetch_max_bytes(self, request: ParsedRequest, conn: ConnectionInfo) -> int | None:
+        """The cap a consumer_byte_rate quota puts on a Fetch's max_bytes, None without one."""
+        cap = self._quotas.fetch.max_value_in_window(quota_user(conn.session.principal), request.client_id or "")
+        return None if cap is None else max(1, int(min(cap, 2**31 - 1)))
 
     def mutation_refusal(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any] | None:
         """The answer refusing a strict mutating request whose client's bucket is exhausted, or None."""
@@ -142,6 +149,8 @@ class KafkaThrottle:
         """Record the request against its client's quotas; put the throttle into ``answer`` (a
         dict answer, before it is built) and mute the connection for it."""
         quotas = self._quotas
+        empty_fetch = answer.pop(THROTTLED_FETCH, None) if isinstance(answer, dict) else None
+        fetched = 0
         user = quota_user(conn.session.principal)
         client_id = request.client_id or ""
         now_ms = quotas.now_ms()
@@ -155,7 +164,8 @@ class KafkaThrottle:
             bandwidth_ms = manager.record(user, client_id, produce_bytes(request.body), now_ms)
         elif request.api_key == _FETCH:
             manager = quotas.fetch
-            bandwidth_ms = manager.record(user, client_id, fetch_bytes(answer), now_ms)
+            fetched = fetch_bytes(answer)
+            bandwidth_ms = manager.record(user, client_id, fetched, now_ms)
         elif mutations and (done := self._done_mutations(answer, mutations)):
             bandwidth_ms = quotas.controller_mutation.record(user, client_id, done, now_ms)
         throttle_ms = max(request_ms, bandwidth_ms)
@@ -165,6 +175,9 @@ class KafkaThrottle:
             manager.record_throttle(user, client_id, throttle_ms, now_ms)
         elif request_ms > 0:
             quotas.request.record_throttle(user, client_id, throttle_ms, now_ms)
+        if request.api_key == _FETCH and empty_fetch is not None:
+            quotas.fetch.unrecord(user, client_id, fetched, now_ms)
+            empty_fetch()
         if isinstance(answer, dict):
             answer["throttle_time"] = throttle_ms
         conn.throttle_ms = max(conn.throttle_ms, throttle_ms)

@@ -104,6 +104,16 @@ class ClientQuotaManager:
             throttle_ms = min(throttle_ms, self._max_throttle_ms)
         return throttle_ms
 
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """What the client may take in one quota window's worth of samples (Kafka's
+        getMaxValueInQuotaWindow: quota x (window_num - 1) x window size), None without a quota. A
+        Fetch asks for no more, so that one answer cannot put its client over the quota by itself
+        (it would be answered empty, and the same fetch again and again)."""
+        resolution = self._image().resolve(user, client_id, self.key)
+        if resolution is None:
+            return None
+        return resolution.quota * (self._window_num - 1) * self._window_size_ms / 1000.0
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         resolution = self._image().resolve(user, client_id, self.key)
         if resolution is not None:

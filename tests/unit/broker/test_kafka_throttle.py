@@ -67,3 +67,34 @@ def test_a_strict_create_topics_is_refused_once_the_mutation_bucket_is_empty() -
     assert refusal["throttle_time"] == 9_000
     # CreateTopics v5 is not strict (KIP-599): served, throttled afterwards
     assert throttle.mutation_refusal(ParsedRequest(19, 5, 1, "admin", body), conn) is None
+
+
+def test_a_throttled_fetch_is_answered_empty_and_its_bytes_unrecorded() -> None:
+    """KIP-219 as Kafka's KafkaApis (review, issue 24): over the quota, the answer goes out empty
+    with the throttle, and the bytes it would have carried do not count against the client."""
+    clock = ManualClock()
+    image = _image(ClientQuotaRecord(entity=(("user", "alice"),), key="consumer_byte_rate", value=1000))
+    quotas = QuotaManagers(lambda: image.quotas, clock=clock)
+    throttle = KafkaThrottle(quotas, lambda: image)
+    conn = _conn()
+    fetch = ParsedRequest(1, 12, 1, "app", SimpleNamespace())
+    assert throttle.fetch_max_bytes(fetch, conn) == 10_000  # 1000 B/s x 10 sampled windows of 1 s
+    assert throttle.fetch_max_bytes(fetch, _conn("User:bob")) is None
+    emptied: list[bool] = []
+
+    def fetch_answer(size: int) -> dict[str, Any]:
+        part = {"partition_index": 0, "records": b"x" * size}
+        return {
+            "throttle_time": 0,
+            "responses": [{"topic": "t", "partitions": [part]}],
+            "_throttled": lambda: emptied.append(True),
+        }
+
+    first = fetch_answer(8_000)
+    throttle.after(fetch, conn, first, elapsed_ns=1000)
+    assert first["throttle_time"] == 0 and not emptied and "_throttled" not in first
+    second = fetch_answer(8_000)
+    throttle.after(fetch, conn, second, elapsed_ns=1000)
+    assert second["throttle_time"] > 0 and emptied == [True]
+    # only the first answer's bytes count: 8 000 over the 10 s window, within the quota
+    assert quotas.fetch.record("alice", "app", 0, clock.monotonic_ms()) == 0
