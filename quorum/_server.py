@@ -94,8 +94,11 @@ class ControllerServer(_ControllerLog):
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
+        mutation_quotas: ctl.MutationQuotas | None = None,
     ) -> None:
         self.config = config
+        #: the controller mutation quota (KIP-599) applied to topic creations, deletions and growth
+        self.mutation_quotas = mutation_quotas
         self.cluster_id = cluster_id
         self.node_id: int = config.node_id
         self._wall_ms = wall_ms

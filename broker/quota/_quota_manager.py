@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
 from kraftlog.common import SYSTEM_CLOCK, Clock
+from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import ClientQuotasImage
 
 __all__ = [
@@ -147,16 +148,31 @@ class ClientQuotaManager:
 
 class ControllerMutationQuotaManager:
     """KIP-599: partition mutations (topics created or deleted count their partitions, CreatePartitions
-    the partitions added) per second, in a token bucket per quota entity."""
+    the partitions added) per second, in a token bucket per quota entity. The active controller
+    applies it (`for_request`), topic by topic, as Kafka's controller does; ``clock`` is its
+    monotonic clock."""
 
-    def __init__(self, image: Callable[[], ClientQuotasImage], *, window_num: int, window_size_ms: int) -> None:
+    def __init__(
+        self,
+        image: Callable[[], ClientQuotasImage],
+        *,
+        window_num: int,
+        window_size_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.quota_type = "ControllerMutation"
         self.key = "controller_mutation_rate"
         self._image = image
         self._window_num = window_num
         self._window_size_ms = window_size_ms
+        self._clock = clock
         self._buckets: dict[tuple[str, str], tuple[TokenBucket, float]] = {}
         self._next_expiry_ms = 0
+
+    def for_request(self, principal: str, client_id: str, *, strict: bool) -> RequestMutationQuota:
+        """The quota of one request of ``principal``'s client ``client_id`` (a
+        ``quorum.controller.PartitionChangeQuota``)."""
+        return RequestMutationQuota(self, quota_user(principal), client_id, strict, self._clock.monotonic_ms())
 
     def _bucket(self, user: str, client_id: str, now_ms: int) -> tuple[TokenBucket, float] | None:
         self._expire(now_ms)
@@ -198,10 +214,38 @@ class ControllerMutationQuotaManager:
         return bucket.throttle_time_ms(quota, now_ms)
 
 
+class RequestMutationQuota:
+    """One request's controller mutation quota, as Kafka's Strict/PermissiveControllerMutationQuota:
+    `apply` takes a valid change's partitions from the client's bucket; when ``strict`` and the
+    bucket is already below zero it raises THROTTLING_QUOTA_EXCEEDED instead (a change that takes
+    the bucket below zero is still allowed: it is the next one that waits). `throttle_time_ms` is
+    the wait the answer carries. The request's time is read once (``now_ms``)."""
+
+    def __init__(
+        self, manager: ControllerMutationQuotaManager, user: str, client_id: str, strict: bool, now_ms: int
+    ) -> None:
+        self._manager = manager
+        self._user = user
+        self._client_id = client_id
+        self._strict = strict
+        self._now_ms = now_ms
+
+    def apply(self, partitions: int) -> None:
+        if self._strict and (throttle_ms := self.throttle_time_ms()) > 0:
+            raise kerr.ThrottlingQuotaExceededError(
+                f"the controller mutation quota of this client is exceeded: retry in {throttle_ms} ms"
+            )
+        self._manager.record(self._user, self._client_id, partitions, self._now_ms)
+
+    def throttle_time_ms(self) -> int:
+        return self._manager.exhausted_ms(self._user, self._client_id, self._now_ms)
+
+
 class QuotaManagers:
     """The broker's quota managers (Kafka's QuotaFactory.QuotaManagers), over one metadata image
-    getter and the ``quota.window.*`` / ``controller.quota.window.*`` configs; ``clock`` is the
-    monotonic clock the enforcing front ends read (`now_ms`)."""
+    getter and the ``quota.window.*`` configs; ``clock`` is the monotonic clock the enforcing front
+    ends read (`now_ms`). The controller mutation quota is the active controller's
+    (`ControllerMutationQuotaManager`)."""
 
     def __init__(
         self,
@@ -210,8 +254,6 @@ class QuotaManagers:
         clock: Clock = SYSTEM_CLOCK,
         window_num: int = 11,
         window_size_s: int = 1,
-        controller_window_num: int = 11,
-        controller_window_size_s: int = 1,
     ) -> None:
         self.clock = clock
         size_ms = window_size_s * 1000
@@ -228,9 +270,6 @@ class QuotaManagers:
             window_num=window_num,
             window_size_ms=size_ms,
             max_throttle_ms=size_ms,
-        )
-        self.controller_mutation = ControllerMutationQuotaManager(
-            image, window_num=controller_window_num, window_size_ms=controller_window_size_s * 1000
         )
 
     def now_ms(self) -> int:

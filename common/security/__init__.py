@@ -42,7 +42,9 @@ from kraftlog.common.security._listener_security import (
 )
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
+    CLIENT_ID_METADATA,
     FORWARDED_HOST,
+    FORWARDED_PERMISSIVE_QUOTA,
     FORWARDED_PRINCIPAL,
     AuthorizeFn,
     RequestContext,
@@ -50,6 +52,7 @@ from kraftlog.common.security._request_context import (
     current_request,
     denied_error,
     forwarding_metadata,
+    metadata_value,
     request_scope,
     spawn,
 )
@@ -89,7 +92,9 @@ __all__: list[str] = [
     "AuthorizeFn",
     "BROKER_LISTENER",
     "CLUSTER_RESOURCE_NAME",
+    "CLIENT_ID_METADATA",
     "FORWARDED_HOST",
+    "FORWARDED_PERMISSIVE_QUOTA",
     "FORWARDED_PRINCIPAL",
     "LISTENER_PREFIXABLE",
     "ListenerSecurity",
@@ -115,6 +120,7 @@ __all__: list[str] = [
     "define_security_keys",
     "denied_error",
     "forwarding_metadata",
+    "metadata_value",
     "grpc_channel_credentials",
     "grpc_listener_name",
     "grpc_server_credentials",
