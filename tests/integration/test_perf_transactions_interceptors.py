@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
-from kraftlog.client import NewTopic
+from kraftlog.client import Consumer, NewTopic, OffsetAndMetadata, Producer, ProducerRecord, TopicPartition
+from kraftlog.common import errors as kerr
 from kraftlog.deploy._cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -25,7 +29,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.wait_unfenced_brokers()
         with c.admin(request_timeout_ms=20_000) as admin:
             admin.create_topics(
-                [NewTopic(t, num_partitions=2, replication_factor=1) for t in ("perf-txn", "icpt", "icpt-small")]
+                [
+                    NewTopic("perf-txn", num_partitions=2, replication_factor=1),
+                    NewTopic("icpt", num_partitions=2, replication_factor=1),
+                    NewTopic("icpt-small", 1, 1, configs={"max.message.bytes": "1000"}),
+                ]
             )
         yield c
     finally:
@@ -102,3 +110,79 @@ def test_perf_produce_sends_inside_transactions(cluster: LocalCluster) -> None:
     values = _read_committed_values(cluster, "perf-txn", report["records"])
     assert len(values) == report["records"]
     assert all(len(v) == 20 for v in values)
+
+
+class _Counting:
+    """Counts every acknowledgement, with the thread it ran on."""
+
+    def __init__(self) -> None:
+        self.acks: list[tuple[Any, BaseException | None, str]] = []
+        self.sent = 0
+
+    def on_send(self, record: ProducerRecord) -> ProducerRecord:
+        self.sent += 1
+        return record
+
+    def on_acknowledgement(self, metadata: Any, exception: BaseException | None) -> None:
+        self.acks.append((metadata, exception, threading.current_thread().name))
+
+    def close(self) -> None:
+        pass
+
+
+class _Rewriting:
+    """Rewrites every value the application will see; records the commits."""
+
+    def __init__(self) -> None:
+        self.commits: list[dict[TopicPartition, OffsetAndMetadata]] = []
+
+    def on_consume(self, records: list[Any]) -> list[Any]:
+        return [r._replace(value=b"seen:" + r.value) for r in records]
+
+    def on_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self.commits.append(dict(offsets))
+
+    def close(self) -> None:
+        pass
+
+
+def test_interceptors_see_every_ack_and_rewrite_what_the_application_reads(cluster: LocalCluster) -> None:
+    counting = _Counting()
+    with Producer(cluster.bootstrap_servers, linger_ms=0, interceptors=[counting]) as producer:
+        futures = [producer.send("icpt", f"v{i}".encode(), key=f"k{i}".encode()) for i in range(6)]
+        too_large = producer.send("icpt-small", b"x" * 5000)  # the broker's max.message.bytes refuses it
+        producer.flush(30)
+    for f in futures:
+        f.result(1)
+    with pytest.raises(kerr.MessageTooLargeError):
+        too_large.result(1)
+    assert counting.sent == 7 and len(counting.acks) == 7
+    assert {thread for _m, _e, thread in counting.acks} == {"kraftlog-producer-sender"}
+    [(metadata, error, _thread)] = [a for a in counting.acks if a[1] is not None]
+    assert isinstance(error, kerr.MessageTooLargeError)
+    assert (metadata.topic, metadata.partition, metadata.offset) == ("icpt-small", 0, -1)
+
+    rewriting = _Rewriting()
+    consumer = Consumer(
+        cluster.bootstrap_servers,
+        group_id="icpt-" + uuid.uuid4().hex,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        interceptors=[rewriting],
+    )
+    try:
+        consumer.subscribe(["icpt"])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 6 and time.monotonic() < deadline:
+            got.extend(consumer.poll(timeout_ms=500))
+        assert sorted(r.value for r in got) == sorted(f"seen:v{i}".encode() for i in range(6))
+        consumer.commit()
+        [committed] = rewriting.commits
+        positions = {tp: consumer.position(tp) for tp in consumer.assignment()}
+        assert {tp: o.offset for tp, o in committed.items()} == positions
+        assert sum(positions.values()) == 6
+        stored = consumer.committed(list(committed))
+        assert {tp: o.offset for tp, o in stored.items()} == positions
+    finally:
+        consumer.close()
