@@ -53,6 +53,7 @@ from kraftlog.common.security._request_context import (
     request_scope,
     spawn,
 )
+from kraftlog.common.security._reauth import MIN_REAUTH_INTERVAL_MS, SessionExpiry, session_lifetime_ms
 from kraftlog.common.security._sasl_sessions import (
     SESSION_METADATA,
     SaslSessions,
@@ -100,6 +101,9 @@ __all__: list[str] = [
     "SESSION_METADATA",
     "STANDARD_AUTHORIZER",
     "SaslLogin",
+    "SessionExpiry",
+    "MIN_REAUTH_INTERVAL_MS",
+    "session_lifetime_ms",
     "SaslSessions",
     "ScramClient",
     "ScramCredential",
