@@ -115,8 +115,9 @@ class SessionToken:
 
 def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, tuple[str, int]]:
     """The client's side of one SASL exchange over SaslService: yields (method, request), is sent
-    each answer, returns the session token and its lifetime in ms (0: no limit asked). Failures raise the Kafka error the server named; a
-    SCRAM server that cannot prove it knows the credential is refused."""
+    each answer, returns the session token and its lifetime in ms (0: no limit asked). Failures
+    raise the Kafka error the server named; a SCRAM server that cannot prove it knows the
+    credential is refused."""
     from kraftlog.common import errors as kerr
     from kraftlog.common.security import ScramClient, ScramMechanism
     from kraftlog.proto import security_pb2

@@ -40,6 +40,7 @@ from kraftlog.common.security._listener_security import (
     listener_protocol,
     scram_secret_of,
 )
+from kraftlog.common.security._reauth import MIN_REAUTH_INTERVAL_MS, SessionExpiry, session_lifetime_ms
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
     FORWARDED_HOST,
@@ -53,7 +54,6 @@ from kraftlog.common.security._request_context import (
     request_scope,
     spawn,
 )
-from kraftlog.common.security._reauth import MIN_REAUTH_INTERVAL_MS, SessionExpiry, session_lifetime_ms
 from kraftlog.common.security._sasl_sessions import (
     SESSION_METADATA,
     SaslSessions,
