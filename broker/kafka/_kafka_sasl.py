@@ -96,6 +96,7 @@ class SaslApis:
         server = conn.sasl
         assert server is not None
         reauth = conn.reauth
+        reauthenticating = reauth is not None and reauth.reauthenticating
         try:
             if reauth is not None and reauth.bad_mechanism is not None:
                 raise kerr.SaslAuthenticationFailedError(reauth.bad_mechanism)
@@ -122,6 +123,10 @@ class SaslApis:
                 reauthentication=reauth is not None,
                 reason=str(err.__cause__ or err),
             )
+            if reauthenticating and str(err).startswith("Authentication failed during authentication"):
+                # Kafka's message names the re-authentication (authenticationOrReauthenticationText)
+                message = str(err).replace("during authentication", "during re-authentication", 1)
+                raise type(err)(message) from err.__cause__
             raise
         if server.complete:
             conn.session = session

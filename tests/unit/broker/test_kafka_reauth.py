@@ -119,3 +119,16 @@ def test_a_second_handshake_is_illegal_without_a_lifetime_or_within_a_second() -
     _finish(apis, conn, "alice")
     clock.advance(999)
     assert _handshake(apis, conn) == kerr.IllegalSaslStateError.error_code
+
+
+def test_a_wrong_password_on_reauthentication_says_so_in_kafkas_words() -> None:
+    clock = ManualClock()
+    apis, conn = _apis(clock), _conn()
+    _login(apis, conn)
+    assert _handshake(apis, conn) == 0
+    client = ScramClient(ScramMechanism.SCRAM_SHA_512, "alice", "wrong")
+    first = _authenticate(apis, conn, client.first_message())
+    refused = _authenticate(apis, conn, client.final_message(first["auth_bytes"]))
+    assert refused["error_code"] == _BAD
+    assert refused["error_message"].startswith("Authentication failed during re-authentication due to invalid")
+    assert conn.close_after_answer and conn.reauth.failures == 1
