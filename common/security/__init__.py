@@ -40,6 +40,7 @@ from kraftlog.common.security._listener_security import (
     listener_protocol,
     scram_secret_of,
 )
+from kraftlog.common.security._reauth import MIN_REAUTH_INTERVAL_MS, SessionExpiry, session_lifetime_ms
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
     CLIENT_ID_METADATA,
@@ -105,6 +106,9 @@ __all__: list[str] = [
     "SESSION_METADATA",
     "STANDARD_AUTHORIZER",
     "SaslLogin",
+    "SessionExpiry",
+    "MIN_REAUTH_INTERVAL_MS",
+    "session_lifetime_ms",
     "SaslSessions",
     "ScramClient",
     "ScramCredential",
