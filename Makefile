@@ -19,7 +19,7 @@ FLOORS := constraints/floors.txt
 # compiles kraftlog again (~0.35 s of CPU each). An empty value turns it back on.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz sim help
+.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz sim librdkafka-suite help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
 	@echo "make fuzz   - run the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
 	@echo "make sim    - run the seeded simulation (tests/sim) over many seeds (KRAFTLOG_SIM_SEEDS, default 20000)"
+	@echo "make librdkafka-suite - librdkafka's own test suite against local clusters (not in make test; needs the network)"
 
 # System packages: python3-venv (Debian ships venv separately). No JRE: `make run` installs kraftlog
 # without the [spark] extra; `make test` asks for the JRE (system-deps.sh test).
@@ -116,6 +117,13 @@ fuzz: $(STAMP_DEV)
 # A failure prints its seed and the replay command (PYTHONHASHSEED fixed: set order must not vary).
 sim: $(STAMP_DEV)
 	PYTHONHASHSEED=0 KRAFTLOG_SIM_SEEDS=$${KRAFTLOG_SIM_SEEDS:-20000} $(PY) -m pytest tests/sim -q -p no:cacheprovider
+
+# librdkafka's own integration tests (its tests/test-runner) against kraftlog clusters, both
+# group.protocol values (docs/tests.md). Not part of `make test`: it clones librdkafka (the version of
+# the installed confluent-kafka) into .cache/librdkafka, builds it once, and runs for about an hour on
+# 2 cores. LIBRDKAFKA_SUITE_ARGS passes on (e.g. --tests 0030,0081 --protocols consumer).
+librdkafka-suite: $(STAMP_DEV)
+	$(PY) deploy/scripts/librdkafka_suite.py $(LIBRDKAFKA_SUITE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLOORS_VENV) build .kraftlog .pytest_cache .hypothesis
