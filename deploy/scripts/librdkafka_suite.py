@@ -291,6 +291,9 @@ def run_suite(
         TEST_CONSUMER_GROUP_PROTOCOL=protocol,
         TEST_REPORT=str(work / f"report-{scenario}-{protocol}.json"),
     )
+    # The test-runner links the freshly built libraries, not an installed librdkafka (run-test.sh's way).
+    libs = [str(runner.parent.parent / "src"), str(runner.parent.parent / "src-cpp")]
+    env["LD_LIBRARY_PATH"] = ":".join([*libs, env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
     env.pop("ZK_ADDRESS", None)
     env.pop("CI", None)
     if args.tests:
