@@ -45,6 +45,7 @@ from kraftlog.common.config._config_parse import (
 from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
 from kraftlog.common.config._config_schema_connections import parse_ip_overrides
 from kraftlog.common.config._config_schema_group import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, group_configs
+from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT
 from kraftlog.common.config._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
 from kraftlog.common.config._node_config import NodeConfig, load_node_config, validate_topic_configs
 
@@ -66,6 +67,7 @@ __all__ = [
     "NODE_CONFIG_DEFS",
     "NOT_SUPPORTED",
     "WITHOUT_EFFECT",
+    "DYNAMIC_WITHOUT_EFFECT",
     "keys_without_effect",
     "TOPIC_CONFIG_DEFS",
     "TOPIC_SYNONYMS",

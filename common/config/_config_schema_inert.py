@@ -24,7 +24,7 @@ from typing import Final
 from kraftlog.common._config_def import ConfigDef, ConfigType
 from kraftlog.common.config._config_schema_topic import _B, _D, _I, _L, _LS, _P, _S
 
-__all__ = ["INERT_NOT_SUPPORTED", "INERT_WITHOUT_EFFECT", "define_inert_keys"]
+__all__ = ["DYNAMIC_WITHOUT_EFFECT", "INERT_NOT_SUPPORTED", "INERT_WITHOUT_EFFECT", "define_inert_keys"]
 
 _KERBEROS = "GSSAPI is not served (sasl.enabled.mechanisms refuses it), so there is no Kerberos login to tune"
 _OAUTH = "OAUTHBEARER is not served (sasl.enabled.mechanisms refuses it), so there is no token login to tune"
@@ -139,6 +139,26 @@ _NOT_SUPPORTED: Final[Mapping[str, tuple[ConfigType, object, str, Callable[[obje
 }
 
 INERT_WITHOUT_EFFECT: Final[Mapping[str, str]] = {key: why for key, (_t, _d, why) in _WITHOUT_EFFECT.items()}
+
+#: The keys of `INERT_WITHOUT_EFFECT` that Kafka 4.0 reconfigures on a running broker (the SASL keys of
+#: DynamicListenerConfig): AlterConfigs / IncrementalAlterConfigs on a BROKER resource accept them, as
+#: Kafka does (librdkafka's 0081 sets ``sasl.kerberos.min.time.before.relogin``), and they stay without
+#: effect. Kafka's other reconfigurable SASL keys (``sasl.enabled.mechanisms``, ``sasl.jaas.config``)
+#: would change what kraftlog serves, so they remain static here.
+DYNAMIC_WITHOUT_EFFECT: Final[frozenset[str]] = frozenset(
+    {
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.buffer.seconds",
+    }
+)
 INERT_NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
     key: (instead, accepted) for key, (_t, _d, instead, accepted) in _NOT_SUPPORTED.items()
 }

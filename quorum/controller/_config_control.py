@@ -173,6 +173,7 @@ def incremental_alter_configs(
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
     from kraftlog.common.config import (
+        DYNAMIC_WITHOUT_EFFECT,
         GROUP_CONFIG_DEFS,
         NODE_CONFIG_DEFS,
         TOPIC_CONFIG_DEFS,
@@ -182,7 +183,9 @@ def incremental_alter_configs(
     )
 
     R = admin_pb2.IncrementalAlterConfigsResponse
-    dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}
+    # What a BROKER resource takes at run time: the broker-wide defaults of topic configs, and the
+    # SASL listener keys Kafka reconfigures, which are without effect here (DYNAMIC_WITHOUT_EFFECT).
+    dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns} | DYNAMIC_WITHOUT_EFFECT
     records: Records = []
     results = []
     resources = [(r.resource.resource_type, r.resource.resource_name) for r in req.resources]

@@ -199,3 +199,26 @@ def test_authorized_operations_without_an_authorizer_are_every_supported_one(clu
     # not asked: not computed (Kafka's Integer.MIN_VALUE, which the client shows as none)
     plain = admin.describe_cluster(request_timeout=20).result(timeout=30)
     assert not plain.authorized_operations
+
+
+def test_broker_alter_configs_takes_the_sasl_keys_kafka_reconfigures(cluster: LocalCluster) -> None:
+    """librdkafka's 0081 AlterConfigs sets ``sasl.kerberos.min.time.before.relogin`` on a broker and
+    expects success: Kafka 4.0 reconfigures the listener SASL keys (DynamicListenerConfig) at run time.
+    A key Kafka does not reconfigure (``log.dirs``) is still refused."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    first, second = (str(node_id) for node_id in sorted(cluster.nodes)[:2])
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    legacy = ConfigResource(ResourceType.BROKER, first, set_config={"sasl.kerberos.min.time.before.relogin": "58000"})
+    admin.alter_configs([legacy], request_timeout=20)[legacy].result(timeout=30)
+    incremental = ConfigResource(
+        ResourceType.BROKER,
+        second,
+        incremental_configs=[
+            ConfigEntry("sasl.kerberos.ticket.renew.jitter", "0.1", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([incremental], request_timeout=20)[incremental].result(timeout=30)
+    static = ConfigResource(ResourceType.BROKER, first, set_config={"log.dirs": "/elsewhere"})
+    with pytest.raises(ck.KafkaException, match="cannot be updated dynamically"):
+        admin.alter_configs([static], request_timeout=20)[static].result(timeout=30)

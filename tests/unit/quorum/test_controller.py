@@ -1792,6 +1792,20 @@ def test_broker_level_dynamic_configs() -> None:
     assert records == [] and resp.results[0].error.name == "INVALID_CONFIG"
 
 
+def test_broker_takes_the_sasl_keys_kafka_reconfigures() -> None:
+    """Kafka reconfigures the listener SASL keys at run time (librdkafka's 0081 sets one); they are
+    without effect here, and every one of them is a key the node schema knows as such."""
+    from kraftlog.common.config import DYNAMIC_WITHOUT_EFFECT, WITHOUT_EFFECT
+
+    assert DYNAMIC_WITHOUT_EFFECT <= set(WITHOUT_EFFECT)
+    h = cluster(1)
+    records, resp = h.alter_configs((BROKER, "1", [("sasl.kerberos.min.time.before.relogin", SET, "58000")]))
+    assert resp.results[0].error.name == "NONE"
+    assert records == [ConfigRecord(BROKER, "1", "sasl.kerberos.min.time.before.relogin", "58000")]
+    records, resp = h.alter_configs((BROKER, "1", [("sasl.enabled.mechanisms", SET, "PLAIN")]))
+    assert records == [] and resp.results[0].error.name == "INVALID_CONFIG"
+
+
 def entries(result: Any) -> dict[str, tuple[str, str, bool]]:
     return {e.name: (e.value, e.source, e.is_default) for e in result.configs}
 
