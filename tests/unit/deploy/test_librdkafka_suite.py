@@ -14,6 +14,10 @@ TABLE = """
 struct test tests[] = {
     {.name = "<MAIN>", .flags = TEST_F_LOCAL},
     _TEST(0001_multiobj, 0),
+    _TEST(0028_long_topicnames,
+          TEST_F_KNOWN_ISSUE,
+          TEST_BRKVER(0, 9, 0, 0)),
+    _TEST(0055_producer_latency, TEST_F_KNOWN_ISSUE_WIN32),
     _TEST(0009_mock_cluster,
           TEST_F_LOCAL,
           TEST_BRKVER(0, 11, 0, 0)),
@@ -55,7 +59,9 @@ def test_table_marks_local_manual_scenario_and_minimum_version() -> None:
     assert sorted(entries) == [
         "0001_multiobj",
         "0009_mock_cluster",
+        "0028_long_topicnames",
         "0045_subscribe_update_topic_remove",
+        "0055_producer_latency",
         "0103_transactions",
         "0170_share_consumer_subscription",
         "8000_idle",
@@ -65,7 +71,8 @@ def test_table_marks_local_manual_scenario_and_minimum_version() -> None:
     assert entries["0103_transactions"].scenarios == ("default", "ak23")
     assert entries["0170_share_consumer_subscription"].min_version == (4, 2)
     in_default = sorted(n for n, e in entries.items() if e.in_scope("default"))
-    assert in_default == ["0001_multiobj", "0103_transactions"]
+    assert entries["0028_long_topicnames"].known_issue and not entries["0055_producer_latency"].known_issue
+    assert in_default == ["0001_multiobj", "0055_producer_latency", "0103_transactions"]
     assert [n for n, e in entries.items() if e.in_scope("noautocreate")] == ["0045_subscribe_update_topic_remove"]
 
 
@@ -83,8 +90,11 @@ def test_counts_cover_in_scope_tests_and_a_missing_row_is_a_failure() -> None:
     rows = suite.parse_summary(SUMMARY)
     counts = suite.summarize(entries, rows, "default")
     assert counts.passed == ["0001_multiobj"]
-    assert counts.failed == [("0103_transactions", "test.c:123: Expected NO_ERROR")]
+    assert counts.failed == [
+        ("0055_producer_latency", "no result: test-runner ended before it"),
+        ("0103_transactions", "test.c:123: Expected NO_ERROR"),
+    ]
     cut_off = suite.summarize(entries, {"0001_multiobj": ("PASSED", "")}, "default")
-    assert [name for name, _ in cut_off.failed] == ["0103_transactions"]
+    assert [name for name, _ in cut_off.failed] == ["0055_producer_latency", "0103_transactions"]
     only = suite.summarize(entries, rows, "default", only=["0001"])
     assert only.passed == ["0001_multiobj"] and not only.failed
