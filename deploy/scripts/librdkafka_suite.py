@@ -69,6 +69,7 @@ SASL_TESTS = ("0142",)
 OUT_OF_SCOPE = {
     "0092": "MsgVersion 0/1 (removed in Kafka 4.0; the test skips itself)",
     "0097": "SSL listeners and keys set up by trivup (SSL_* variables)",
+    "0098": "Kafka's Java producer (TransactionProducerCli), built against the jars in $KAFKA_PATH/libs",
     "0126": "OAUTHBEARER/OIDC, which kraftlog does not serve",
     "0135": "half of it is a share consumer (KIP-932, broker 4.2); its two SASL subtests pass over SCRAM",
 }
