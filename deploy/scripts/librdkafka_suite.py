@@ -77,7 +77,7 @@ SASL_OVERRIDES = ("connections.max.reauth.ms=10000",)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ROW = re.compile(r"^\|\s*(?P<name>\S+)\s*\|\s*(?P<state>[A-Z]+)\s*\|\s*(?P<secs>[0-9.]+)s\s*\|\s?(?P<why>.*)$")
 
-__all__ = ["TestEntry", "main", "parse_summary", "parse_test_table", "summarize"]
+__all__ = ["TestEntry", "main", "parse_report", "parse_summary", "parse_test_table", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,12 @@ def parse_summary(output: str) -> dict[str, tuple[str, str]]:
         if match and match.group("name") != "<MAIN>":
             rows[match.group("name")] = (match.group("state"), match.group("why").strip())
     return rows
+
+
+def parse_report(text: str) -> dict[str, str]:
+    """test-runner's TEST_REPORT file: test name -> state (written and closed even when the summary
+    on stdout is cut off)."""
+    return {m.group(1): m.group(2) for m in re.finditer(r'"name": "([^"]+)", "state": "([A-Z]+)"', text)}
 
 
 @dataclass
@@ -342,11 +348,30 @@ def run_suite(
     if args.debug:
         env["TEST_DEBUG"] = args.debug
     log_path = work / f"output-{label}-{protocol}.log"
-    cmd = ["nice", "-n", "10", str(runner), "-L", f"-p{args.parallel}", "-s", scenario, "-V", KAFKA_VERSION]
+    # Line-buffered: test-runner prints its summary with printf and may abort in its exit handlers
+    # (a free() of librdkafka's test harness), which would lose a block-buffered tail.
+    cmd = [
+        "nice",
+        "-n",
+        "10",
+        "stdbuf",
+        "-oL",
+        str(runner),
+        "-L",
+        f"-p{args.parallel}",
+        "-s",
+        scenario,
+        "-V",
+        KAFKA_VERSION,
+    ]
     _log(f"running librdkafka's tests ({label}), group.protocol={protocol}; output in {log_path}")
     with log_path.open("w") as out:
         subprocess.run(cmd, cwd=runner.parent, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
-    return parse_summary(log_path.read_text(errors="replace")), log_path
+    rows = parse_summary(log_path.read_text(errors="replace"))
+    report = work / f"report-{label}-{protocol}.json"
+    for name, state in (parse_report(report.read_text(errors="replace")) if report.exists() else {}).items():
+        rows.setdefault(name, (state, ""))
+    return rows, log_path
 
 
 def _one_run(

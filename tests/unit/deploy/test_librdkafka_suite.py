@@ -98,3 +98,14 @@ def test_counts_cover_in_scope_tests_and_a_missing_row_is_a_failure() -> None:
     assert [name for name, _ in cut_off.failed] == ["0055_producer_latency", "0103_transactions"]
     only = suite.summarize(entries, rows, "default", only=["0001"])
     assert only.passed == ["0001_multiobj"] and not only.failed
+
+
+def test_report_file_gives_the_states_when_the_summary_is_cut_off() -> None:
+    report = (
+        '{ "id": "x", "tests": {"<MAIN>": {"name": "<MAIN>", "state": "PASSED", "extra": "", "report": [ ] }, '
+        '"0107_topic_recreate": {"name": "0107_topic_recreate", "state": "PASSED", "known_issue": false}, '
+        '"0111_delay_create_topics": {"name": "0111_delay_create_topics", "state": "FAILED", "known_issue": false}}}'
+    )
+    states = _suite().parse_report(report)
+    assert states["0107_topic_recreate"] == "PASSED"
+    assert states["0111_delay_create_topics"] == "FAILED"
