@@ -83,6 +83,7 @@ from kraftlog.metadata_log.log_files import (
     read_snapshot,
     write_snapshot,
 )
+from kraftlog.metadata_log._zk_tree import ZkTreeScope, zk_quota_nodes, zk_sanitize, zk_tree_nodes
 
 __all__ = [
     "AccessControlEntryRecord",
@@ -154,4 +155,8 @@ __all__ = [
     "read_segment",
     "read_snapshot",
     "write_snapshot",
+    "ZkTreeScope",
+    "zk_quota_nodes",
+    "zk_sanitize",
+    "zk_tree_nodes",
 ]

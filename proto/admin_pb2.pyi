@@ -493,3 +493,32 @@ class CreateMetadataSnapshotResponse(_message.Message):
     snapshot_epoch: int
     path: str
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., node_id: _Optional[int] = ..., snapshot_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class DescribeMetadataTreeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeMetadataTreeResponse(_message.Message):
+    __slots__ = ("error", "offset", "epoch", "timestamp_ms", "nodes", "omitted", "controller")
+    class Node(_message.Message):
+        __slots__ = ("path", "data_json")
+        PATH_FIELD_NUMBER: _ClassVar[int]
+        DATA_JSON_FIELD_NUMBER: _ClassVar[int]
+        path: str
+        data_json: str
+        def __init__(self, path: _Optional[str] = ..., data_json: _Optional[str] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    offset: int
+    epoch: int
+    timestamp_ms: int
+    nodes: _containers.RepeatedCompositeFieldContainer[DescribeMetadataTreeResponse.Node]
+    omitted: _containers.RepeatedScalarFieldContainer[str]
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., offset: _Optional[int] = ..., epoch: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeMetadataTreeResponse.Node, _Mapping]]] = ..., omitted: _Optional[_Iterable[str]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
