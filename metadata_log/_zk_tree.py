@@ -141,9 +141,7 @@ def _broker_node(reg: BrokerRegistration, registered_ms: int | None, features: M
         "listener_security_protocol_map": {ep.name: ep.security_protocol for ep in endpoints},
         "rack": reg.rack,
         "features": {
-            name: {"min_version": level, "max_version": level}
-            for name, level in sorted(features.items())
-            if level > 0
+            name: {"min_version": level, "max_version": level} for name, level in sorted(features.items()) if level > 0
         },
         "epoch": reg.broker_epoch,
         "fenced": reg.fenced,

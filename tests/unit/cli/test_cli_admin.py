@@ -1257,14 +1257,16 @@ def test_metadata_tree_online(fake, capsys) -> None:
     assert list(obj["nodes"]) == ["/brokers/ids/1", "/controller"]
     assert obj["nodes"]["/brokers/ids/1"] == broker and obj["nodes"]["/controller"] == controller
     assert captured.err == ""
-    (args, _kwargs), = admin.called("call")
+    ((args, _kwargs),) = admin.called("call")
     assert args[0] == "DescribeMetadataTree" and isinstance(args[1], R.DescribeMetadataTreeRequest)
     assert admin.closed
     # text output and --path work on the online tree as on the offline one
     assert main(["metadata", "tree", *BOOT, "--path", "/controller"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "# metadata image from cluster localhost:9093 at offset 42 (epoch 7)"
-    assert out[1:] == ['/controller: {"version":2,"brokerid":3001,"timestamp":"1700000000000","kraftControllerEpoch":7}']
+    assert out[1:] == [
+        '/controller: {"version":2,"brokerid":3001,"timestamp":"1700000000000","kraftControllerEpoch":7}'
+    ]
 
 
 def test_metadata_tree_online_says_what_it_may_not_show(fake, capsys) -> None:
@@ -1272,7 +1274,10 @@ def test_metadata_tree_online_says_what_it_may_not_show(fake, capsys) -> None:
     fake(_metadata, call=lambda method, request: answer)
     assert main(["metadata", "tree", *BOOT]) == 0
     captured = capsys.readouterr()
-    assert captured.err == "kraftlog metadata: warning: not authorized, left out: ACLs, SCRAM users (Describe on the cluster)\n"
+    assert (
+        captured.err
+        == "kraftlog metadata: warning: not authorized, left out: ACLs, SCRAM users (Describe on the cluster)\n"
+    )
 
 
 def test_metadata_tree_online_error(fake, capsys) -> None:
