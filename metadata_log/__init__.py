@@ -49,6 +49,7 @@ from kraftlog.metadata_log._records import (
     encode_entry,
     encode_record,
 )
+from kraftlog.metadata_log._zk_tree import ZkTreeScope, zk_quota_nodes, zk_sanitize, zk_tree_nodes
 from kraftlog.metadata_log.image import (
     AclsImage,
     BrokerRegistration,
@@ -83,7 +84,6 @@ from kraftlog.metadata_log.log_files import (
     read_snapshot,
     write_snapshot,
 )
-from kraftlog.metadata_log._zk_tree import ZkTreeScope, zk_quota_nodes, zk_sanitize, zk_tree_nodes
 
 __all__ = [
     "AccessControlEntryRecord",

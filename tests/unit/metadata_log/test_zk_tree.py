@@ -10,8 +10,6 @@ from kraftlog.metadata_log import (
     BrokerEndpoint,
     ClientQuotaRecord,
     ConfigRecord,
-    decode_record,
-    encode_record,
     FeatureLevelRecord,
     LogEntry,
     MetadataDelta,
@@ -26,6 +24,8 @@ from kraftlog.metadata_log import (
     TopicRecord,
     UserScramCredentialRecord,
     ZkTreeScope,
+    decode_record,
+    encode_record,
     zk_tree_nodes,
 )
 
