@@ -97,9 +97,7 @@ def forwarding_admin_service(channel: Any) -> admin_pb2_grpc.AdminServiceService
             # admin writes (CreateTopics of many topics) may take longer than a heartbeat
             ctx = current_request()
             ctx.delegate("the active controller")
-            return await channel.call(
-                "admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0, on_behalf_of=ctx.session
-            )
+            return await channel.call("admin", name, request, timeout_s=30.0, attempt_timeout_s=10.0, on_behalf_of=ctx)
 
         forward.__name__ = name
         return forward

@@ -31,7 +31,7 @@ from kraftlog.common import (
     drive_async,
 )
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import SaslLogin, Session, TlsSettings, forwarding_metadata
+from kraftlog.common.security import RequestContext, SaslLogin, TlsSettings, forwarding_metadata
 from kraftlog.proto import RECONNECT_OPTIONS, admin_pb2_grpc, controller_pb2_grpc, open_aio_channel
 
 __all__ = ["ControllerChannel"]
@@ -105,14 +105,15 @@ class ControllerChannel:
         *,
         timeout_s: float,
         attempt_timeout_s: float | None = None,
-        on_behalf_of: Session | None = None,
+        on_behalf_of: RequestContext | None = None,
     ) -> Any:
         """Call ``service.method`` on the active controller; returns its response, or the last
         NOT_CONTROLLER response when no controller became active before the deadline.
 
-        ``on_behalf_of``: the session of the client whose request this forwards (KIP-590); the
-        controller authorizes that principal, trusting the broker to name it because the broker
-        itself has ClusterAction. The node's own work (internal topics) passes None.
+        ``on_behalf_of``: the request of the client this forwards (KIP-590); the controller
+        authorizes its principal, trusting the broker to name it because the broker itself has
+        ClusterAction, and applies its client's controller mutation quota (client id, strictness).
+        The node's own work (internal topics) passes None.
 
         Raises `RequestTimedOutError` when no controller could be reached at all.
         """

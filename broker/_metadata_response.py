@@ -7,7 +7,7 @@ from collections.abc import Set as AbstractSet
 from kraftlog.broker._listeners import BROKER_LISTENER
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import errors as kerr
-from kraftlog.common import topic_name_problem
+from kraftlog.common import is_internal_topic, topic_name_problem
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2
 
@@ -86,7 +86,7 @@ def metadata_response(
                 error=error_pb(),
                 name=name,
                 topic_id=topic.topic_id,
-                is_internal=name.startswith("__"),
+                is_internal=is_internal_topic(name),
                 partitions=parts,
             )
         )

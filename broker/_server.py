@@ -13,6 +13,7 @@ clean-shutdown marker, and close the server.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -188,8 +189,6 @@ class BrokerServer:
             lambda: self.follower.image.quotas,
             window_num=config["quota.window.num"],
             window_size_s=config["quota.window.size.seconds"],
-            controller_window_num=config["controller.quota.window.num"],
-            controller_window_size_s=config["controller.quota.window.size.seconds"],
         )
         from kraftlog.broker.kafka import (
             ConnectionLimiter,
@@ -534,7 +533,7 @@ class BrokerServer:
                 req,
                 timeout_s=5.0,
                 attempt_timeout_s=5.0,
-                on_behalf_of=current_request().session,
+                on_behalf_of=dataclasses.replace(current_request(), strict_quota=False),  # Kafka's permissive quota
             )
         except kerr.KafkaError as err:
             self._log.info("auto_create_failed", topics=names, error=str(err))

@@ -7,6 +7,10 @@ records/s (-1: as fast as possible), and prints Kafka's lines: every 5 s (``--re
 the totals with the 50th, 95th, 99th and 99.9th latency percentiles; then one JSON line with the
 same figures for scripts (``--output json``: only that line). Latency is from ``send`` to the
 acknowledgement. ``--producer-props`` takes Kafka's producer configs (``acks=1 linger.ms=5 batch.size=...``).
+With ``--transactional-id`` (or ``--transaction-duration-ms``, or ``transactional.id`` in the
+producer configs) the records are sent inside transactions, each committed once it is
+``--transaction-duration-ms`` old (default 3000) and the last one at the end; the report adds the
+number of transactions committed (``N transactions committed.``, ``"transactions"`` in the JSON).
 
 ``perf consume`` is ``kafka-consumer-perf-test`` without groups: it reads every partition of the
 topic from the beginning (``--from-latest``: from the end) until ``--messages`` records arrived or
@@ -49,6 +53,9 @@ __all__ = ["add_parser", "run", "make_producer", "make_consumer", "ProduceStats"
 
 _PROG = "kraftlog"
 _MB = 1024.0 * 1024.0
+#: Kafka's ProducerPerformance defaults when transactions are on
+_DEFAULT_TRANSACTION_ID_PREFIX = "performance-producer-"
+_DEFAULT_TRANSACTION_DURATION_MS = 3000
 
 
 def make_producer(bootstrap_servers: Any, **config: Any) -> Any:
@@ -96,6 +103,21 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="producer configs, e.g. acks=1 linger.ms=5 compression.type=lz4",
     )
     prod.add_argument("--producer.config", dest="producer_config", default=None, metavar="FILE")
+    prod.add_argument(
+        "--transactional-id",
+        default=None,
+        metavar="ID",
+        help="send inside transactions with this transactional.id (it wins over transactional.id in "
+        "--producer-props / --producer.config); --transaction-duration-ms alone uses "
+        "performance-producer-<uuid>",
+    )
+    prod.add_argument(
+        "--transaction-duration-ms",
+        type=positive_int,
+        default=None,
+        metavar="MS",
+        help="commit the open transaction once it is this old (default: 3000, as Kafka's, when transactions are on)",
+    )
     prod.add_argument(
         "--reporting-interval",
         type=positive_int,
@@ -270,8 +292,7 @@ def _produce(args: argparse.Namespace) -> int:
         config, unknown = producer_config_from_properties(props)
     except ValueError as err:
         raise UserError(str(err)) from None
-    if config.get("transactional_id"):
-        raise UserError("transactional.id: perf produce sends no transactions (use the client library's Producer)")
+    duration_ms = _transactions(args, config)
     for name in unknown:
         print(f"WARN The configuration '{name}' was supplied but isn't a known config.", file=sys.stderr)
     bootstrap = config.pop("bootstrap_servers", None) or args.bootstrap_server
@@ -303,22 +324,66 @@ def _produce(args: argparse.Namespace) -> int:
 
         return callback
 
+    committed = 0  # transactions committed (only with transactions on)
+    txn_failure: BaseException | None = None
     with progress("producing", total=args.num_records) as acknowledged:
         try:
+            if duration_ms is not None:
+                producer.init_transactions()
             begin = time.monotonic()
+            txn_started: float | None = None  # when the open transaction began; None: none is open
             for i in range(args.num_records):
                 payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
                 sent_at = time.monotonic()
+                if duration_ms is not None and txn_started is None:
+                    producer.begin_transaction()
+                    txn_started = sent_at
                 producer.send(args.topic, payload, callback=on_done(i, sent_at, len(payload)))
+                # as Kafka's: commit once the open transaction is --transaction-duration-ms old
+                if (
+                    duration_ms is not None
+                    and txn_started is not None
+                    and (sent_at - txn_started) * 1000.0 >= duration_ms
+                ):
+                    producer.commit_transaction()
+                    committed += 1
+                    txn_started = None
                 if args.throughput > 0:
                     ahead = begin + (i + 1) / args.throughput - time.monotonic()
                     if ahead > 0:
                         time.sleep(ahead)
+            if txn_started is not None:
+                producer.commit_transaction()
+                committed += 1
+        except kerr.KafkaError as err:  # a transaction that cannot commit ends the run, as Kafka's
+            txn_failure = err
+            print(f"ERROR {getattr(err, 'error_name', type(err).__name__)}: {err}", file=sys.stderr)
         finally:
             producer.close()
     totals = stats.print_total()
+    if duration_ms is not None:
+        totals["transactions"] = committed
+        if args.output != "json":
+            print(f"{committed} transactions committed.", flush=True)
     print(json_dumps({"test": "produce", "topic": args.topic, **{k: _round(v) for k, v in totals.items()}}))
-    return EXIT_FAILURE if stats.failed else EXIT_OK
+    return EXIT_FAILURE if stats.failed or txn_failure is not None else EXIT_OK
+
+
+def _transactions(args: argparse.Namespace, config: dict[str, Any]) -> int | None:
+    """The transaction duration (ms) when the run sends inside transactions, else None; sets
+    ``config["transactional_id"]``. Kafka's rules: transactions are on with ``--transactional-id``,
+    ``--transaction-duration-ms`` or a ``transactional.id`` producer property; the option wins
+    over the property, and neither gives ``performance-producer-<uuid>``."""
+    if args.transactional_id is None and args.transaction_duration_ms is None and not config.get("transactional_id"):
+        return None
+    transactional_id = args.transactional_id or config.get("transactional_id")
+    if not transactional_id:
+        import uuid
+
+        transactional_id = _DEFAULT_TRANSACTION_ID_PREFIX + str(uuid.uuid4())
+    config["transactional_id"] = transactional_id
+    duration_ms = args.transaction_duration_ms
+    return int(duration_ms) if duration_ms is not None else _DEFAULT_TRANSACTION_DURATION_MS
 
 
 def _round(value: Any) -> Any:

@@ -1,9 +1,11 @@
 """``kraftlog storage``: format a node's directories, like ``kafka-storage.sh``.
 
 ``format`` writes ``meta.properties`` (cluster id, node id, a directory id per dir) into every log dir
-and the metadata log dir of the node's config. The cluster id replaces ZooKeeper's ``/cluster/id``:
-every node of a cluster is formatted with the same one, and a node refuses to start unformatted or
-with another cluster's id.
+and the metadata log dir of the node's config; ``--add-scram`` (KIP-900) also writes SCRAM
+credentials into the metadata log dir's ``bootstrap.checkpoint``, which the first active controller
+commits, so a cluster whose listeners all ask for SCRAM has a user from its first second. The
+cluster id replaces ZooKeeper's ``/cluster/id``: every node of a cluster is formatted with the same
+one, and a node refuses to start unformatted or with another cluster's id.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from kraftlog import storage
 from kraftlog.cli._common import Subparsers, UserError, add_output_option, described, print_json, print_table
+from kraftlog.cli._storage_scram import parse_add_scram
 from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
 __all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
@@ -53,6 +56,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--ignore-formatted",
         action="store_true",
         help="succeed when the dirs are already formatted with this cluster id",
+    )
+    fmt.add_argument(
+        "-S",
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="MECHANISM=[name=U,password=P]",
+        help="a SCRAM credential for the bootstrap metadata (repeatable; also iterations=, salt=, "
+        "saltedpassword=), so a SCRAM-only cluster has its first user (KIP-900)",
     )
     add_output_option(fmt)
     uuid = sub.add_parser("random-uuid", help="print a new random cluster id")
@@ -102,8 +114,11 @@ def run(args: argparse.Namespace) -> int:
                 ],
             )
         return 0
+    bootstrap = parse_add_scram(args.add_scram)
     try:
-        result = format_node_dirs(cfg, args.cluster_id, ignore_formatted=args.ignore_formatted)
+        result = format_node_dirs(
+            cfg, args.cluster_id, ignore_formatted=args.ignore_formatted, bootstrap_records=bootstrap
+        )
     except NodeStartupError as err:
         raise UserError(err.message) from err
     if args.output == "json":

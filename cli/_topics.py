@@ -46,6 +46,7 @@ from kraftlog.cli._common import (
     topic_id_arg,
     topic_id_text,
 )
+from kraftlog.common import is_internal_topic
 
 __all__ = [
     "add_parser",
@@ -205,10 +206,6 @@ def run(args: argparse.Namespace) -> int:
     return _alter(args)
 
 
-def _is_internal(name: str) -> bool:
-    return name.startswith("__")
-
-
 # ---------------------------------------------------------------------------- create
 
 
@@ -279,7 +276,7 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
     names = []
     for topic in response.topics:
         raise_if_error(topic.error)
-        if args.exclude_internal and _is_internal(topic.name):
+        if args.exclude_internal and is_internal_topic(topic.name):
             continue
         names.append(topic.name)
     names.sort()
@@ -386,7 +383,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             errors.append({"name": topic.name, "error": error_json(topic.error)})
             status = EXIT_FAILURE
             continue
-        if args.exclude_internal and _is_internal(topic.name):
+        if args.exclude_internal and is_internal_topic(topic.name):
             continue
         parts = sorted(topic.partitions, key=lambda p: p.partition_index)
         if filtering:

@@ -53,7 +53,15 @@ from kraftlog.common._request_driver import (
     retry_until,
     wait_until,
 )
-from kraftlog.common._topic_names import MAX_TOPIC_NAME_LENGTH, topic_name_problem
+from kraftlog.common._topic_names import (
+    INTERNAL_TOPICS,
+    MAX_TOPIC_NAME_LENGTH,
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TXN_TOPIC,
+    is_internal_topic,
+    topic_name_problem,
+)
 from kraftlog.common._uuid import kafka_uuid, parse_uuid
 from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
@@ -104,7 +112,12 @@ __all__ = [
     "JavaHashTable",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
+    "INTERNAL_TOPICS",
     "MAX_TOPIC_NAME_LENGTH",
+    "OFFSETS_TOPIC",
+    "SHARE_GROUP_STATE_TOPIC",
+    "TXN_TOPIC",
+    "is_internal_topic",
     "topic_name_problem",
     "LOG_SUFFIX",
     "METADATA_PARTITION_DIR",

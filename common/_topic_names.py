@@ -8,9 +8,31 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["MAX_TOPIC_NAME_LENGTH", "topic_name_problem"]
+__all__ = [
+    "INTERNAL_TOPICS",
+    "MAX_TOPIC_NAME_LENGTH",
+    "OFFSETS_TOPIC",
+    "SHARE_GROUP_STATE_TOPIC",
+    "TXN_TOPIC",
+    "is_internal_topic",
+    "topic_name_problem",
+]
 
 MAX_TOPIC_NAME_LENGTH: Final = 249
+
+#: Kafka's internal topics (``Topic.INTERNAL_TOPICS``): the coordinators keep their state in them,
+#: Metadata flags them ``is_internal``, and pattern subscriptions leave them out. Any other name,
+#: one starting with ``__`` included, is a user's topic.
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+TXN_TOPIC: Final = "__transaction_state"
+SHARE_GROUP_STATE_TOPIC: Final = "__share_group_state"
+INTERNAL_TOPICS: Final = frozenset({OFFSETS_TOPIC, TXN_TOPIC, SHARE_GROUP_STATE_TOPIC})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 _LEGAL_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]+")
 
 

@@ -313,10 +313,11 @@ class NoOpRecord(MetadataRecord):
     of an epoch plays the part of Kafka's LeaderChangeMessage: the log itself says who became the
     active controller and when, which ``kraftlog metadata tree`` shows as ``/controller`` (see
     `MetadataProvenance`). An optional field, as a tagged field is in Kafka's records: readers that
-    do not know it ignore it, so the version stays 0."""
+    do not know it ignore it, so the version stays 0. It is not compared: every NoOp is the same
+    no-op to the image, who wrote it is provenance."""
 
     TYPE_ID: ClassVar[int] = 20
-    leader_id: int = -1
+    leader_id: int = field(default=-1, compare=False)
 
     def to_wire(self) -> dict[str, Any]:
         out = MetadataRecord.to_wire(self)

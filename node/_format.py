@@ -9,13 +9,16 @@ another node's dirs or with another cluster's id (`check_formatted`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kraftlog import storage
 from kraftlog.common import kafka_uuid, parse_uuid
+from kraftlog.metadata_log import MetadataRecord
 from kraftlog.node._errors import NodeStartupError
+from kraftlog.quorum import write_bootstrap_records
 
 __all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id", "node_dirs"]
 
@@ -76,12 +79,19 @@ class FormatResult:
     already_formatted: list[str] = field(default_factory=list)
 
 
-def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = False) -> FormatResult:
+def format_node_dirs(
+    cfg: Any, cluster_id: str, *, ignore_formatted: bool = False, bootstrap_records: Sequence[MetadataRecord] = ()
+) -> FormatResult:
     """Write ``meta.properties`` into every dir of the node.
 
     Every dir is checked before any is written, so a refusal leaves nothing half-formatted: a dir of
     another cluster or node is refused; one of this cluster and node is refused unless
     ``ignore_formatted``. Raises `NodeStartupError` naming the dir (or the bad cluster id).
+
+    ``bootstrap_records`` (``--add-scram``'s credentials) go into the metadata log dir's
+    ``bootstrap.checkpoint`` when that dir is formatted now, before its ``meta.properties``: a dir
+    that says it is formatted holds its bootstrap file. The first active controller of the empty
+    log commits them (`kraftlog.quorum.read_bootstrap_records`).
     """
     if not is_valid_cluster_id(cluster_id):
         raise NodeStartupError(
@@ -90,6 +100,7 @@ def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = Fals
         )
     result = FormatResult()
     dirs = node_dirs(cfg)
+    metadata_dir = Path(cfg.metadata_log_dir)
     for d in dirs:
         meta = storage.read_meta_properties(d)
         if meta is None:
@@ -102,6 +113,8 @@ def format_node_dirs(cfg: Any, cluster_id: str, *, ignore_formatted: bool = Fals
         if storage.read_meta_properties(d) is not None:
             result.already_formatted.append(str(d))
             continue
+        if bootstrap_records and d == metadata_dir:
+            write_bootstrap_records(d, bootstrap_records)
         storage.write_meta_properties(
             d, storage.MetaProperties(cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id())
         )

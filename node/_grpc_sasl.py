@@ -43,4 +43,5 @@ class SaslServicer(security_pb2_grpc.SaslServiceServicer):
             )
         except (kerr.SaslAuthenticationFailedError, kerr.IllegalSaslStateError) as err:
             return R(error=_error(type(err), str(err)))
-        return R(error=_error(None), auth_bytes=challenge, session=session or "", session_lifetime_ms=0)
+        lifetime_ms = self.sessions.lifetime_ms(session) if session else 0
+        return R(error=_error(None), auth_bytes=challenge, session=session or "", session_lifetime_ms=lifetime_ms)

@@ -35,6 +35,7 @@ import structlog
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import (
     ANONYMOUS,
+    CLIENT_ID_METADATA,
     CLUSTER_RESOURCE_NAME,
     FORWARDED_HOST,
     FORWARDED_PRINCIPAL,
@@ -46,6 +47,7 @@ from kraftlog.common.security import (
     ResourceType,
     SaslSessions,
     Session,
+    metadata_value,
     principal_from_certificate,
     request_scope,
 )
@@ -214,7 +216,12 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             exchange=service == "kraftlog.v1.SaslService" or service.startswith("grpc."),
             forwardable=self.listener == "CONTROLLER" and service == "kraftlog.v1.AdminService",
         )
-        ctx = RequestContext(session, api=method or path, authorize_fn=self.authorize_fn)
+        ctx = RequestContext(
+            session,
+            api=method or path,
+            authorize_fn=self.authorize_fn,
+            client_id=metadata_value(context, CLIENT_ID_METADATA) or "",
+        )
         if public is not None:
             ctx.public(public)
         return ctx

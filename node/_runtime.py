@@ -131,9 +131,17 @@ class Node:
 
         admin_name = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
         if "controller" in self.config.roles:
+            from kraftlog.broker.quota import ControllerMutationQuotaManager
             from kraftlog.quorum import ControllerServer
 
-            self.controller = ControllerServer(self.config, self.cluster_id, registry=self.registry)
+            mutation_quotas = ControllerMutationQuotaManager(
+                lambda: self.controller.image.quotas,
+                window_num=self.config["controller.quota.window.num"],
+                window_size_ms=self.config["controller.quota.window.size.seconds"] * 1000,
+            )
+            self.controller = ControllerServer(
+                self.config, self.cluster_id, registry=self.registry, mutation_quotas=mutation_quotas
+            )
             controller_sasl = _sasl_sessions(controller_security, lambda: self.controller.image)
             server, self.health = new_server(
                 [admin_name, controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name],

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 import threading
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
+from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common.security import SESSION_METADATA, SaslLogin, TlsSettings, grpc_channel_credentials
 
 __all__ = [
@@ -81,11 +83,41 @@ def open_aio_channel(
 
 # --------------------------------------------------------------------------- SASL over gRPC
 
+#: the share of a session's lifetime after which a channel logs in again (KIP-368: Kafka's Java
+#: client re-authenticates at 85-95% of it, at random, so a fleet's logins do not come together)
+REAUTH_AT_FRACTION: Final = (0.85, 0.95)
 
-def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, str]:
+
+class SessionToken:
+    """A channel's SASL session token and when to log in again (KIP-368): at a random point in
+    `REAUTH_AT_FRACTION` of the lifetime the server answered (never when it answered 0), so
+    that no call fails because the session expired. Time and randomness are parameters."""
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None) -> None:
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.token: str | None = None
+        self.refresh_at_ms: int | None = None  # monotonic; None: no re-authentication due
+
+    def set(self, token: str, lifetime_ms: int) -> None:
+        self.token = token
+        self.refresh_at_ms = None
+        if lifetime_ms > 0:
+            self.refresh_at_ms = self._clock.monotonic_ms() + int(lifetime_ms * self._rng.uniform(*REAUTH_AT_FRACTION))
+
+    def needs_login(self, stale: str | None = None) -> bool:
+        """Whether to log in (again): no token yet, the server refused ``stale`` (the token
+        held), or the session is near its end."""
+        if self.token is None or self.token == stale:
+            return True
+        return self.refresh_at_ms is not None and self._clock.monotonic_ms() >= self.refresh_at_ms
+
+
+def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, tuple[str, int]]:
     """The client's side of one SASL exchange over SaslService: yields (method, request), is sent
-    each answer, returns the session token. Failures raise the Kafka error the server named; a
-    SCRAM server that cannot prove it knows the credential is refused."""
+    each answer, returns the session token and its lifetime in ms (0: no limit asked). Failures
+    raise the Kafka error the server named; a SCRAM server that cannot prove it knows the
+    credential is refused."""
     from kraftlog.common import errors as kerr
     from kraftlog.common.security import ScramClient, ScramMechanism
     from kraftlog.proto import security_pb2
@@ -107,7 +139,7 @@ def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, str]:
         if answer.session:
             if scram is not None:
                 scram.verify(bytes(answer.auth_bytes))
-            return str(answer.session)
+            return str(answer.session), int(answer.session_lifetime_ms)
         if scram is None:
             raise kerr.IllegalSaslStateError("the server asked for more than one PLAIN message")
         message = scram.final_message(bytes(answer.auth_bytes))
@@ -127,18 +159,18 @@ class _SaslInterceptor(
     grpc.StreamUnaryClientInterceptor,
     grpc.StreamStreamClientInterceptor,
 ):
-    """Logs a blocking channel in (once, and again when the server forgot the session) and sends
-    the session token with every call."""
+    """Logs a blocking channel in (once, again before its session's lifetime ends, and when the
+    server forgot the session) and sends the session token with every call."""
 
-    def __init__(self, raw: grpc.Channel, login: SaslLogin) -> None:
+    def __init__(self, raw: grpc.Channel, login: SaslLogin, clock: Clock = SYSTEM_CLOCK) -> None:
         self._raw = raw
         self._login = login
-        self._token: str | None = None
+        self._token = SessionToken(clock)
         self._lock = threading.Lock()
 
     def _session(self, stale: str | None = None) -> str:
         with self._lock:
-            if self._token is None or self._token == stale:
+            if self._token.needs_login(stale):
                 from kraftlog.proto import security_pb2_grpc
 
                 stub = security_pb2_grpc.SaslServiceStub(self._raw)
@@ -148,9 +180,9 @@ class _SaslInterceptor(
                     while True:
                         method, request = steps.send(getattr(stub, method)(request, timeout=30))
                 except StopIteration as done:
-                    self._token = done.value
-            assert self._token is not None
-            return self._token
+                    self._token.set(*done.value)
+            assert self._token.token is not None
+            return self._token.token
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         token = self._session()
@@ -178,12 +210,12 @@ class _AioSaslInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
         self, address: str, options: Sequence[tuple[str, Any]], tls: TlsSettings | None, login: SaslLogin
     ) -> None:
         self._address, self._options, self._tls, self._login = address, options, tls, login
-        self._token: str | None = None
+        self._token = SessionToken()
         self._lock = asyncio.Lock()
 
     async def session(self, stale: str | None = None) -> str:
         async with self._lock:
-            if self._token is None or self._token == stale:
+            if self._token.needs_login(stale):
                 from kraftlog.proto import security_pb2_grpc
 
                 async with open_aio_channel(self._address, options=self._options, tls=self._tls) as raw:
@@ -194,9 +226,9 @@ class _AioSaslInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
                         while True:
                             method, request = steps.send(await getattr(stub, method)(request, timeout=30))
                     except StopIteration as done:
-                        self._token = done.value
-            assert self._token is not None
-            return self._token
+                        self._token.set(*done.value)
+            assert self._token.token is not None
+            return self._token.token
 
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         token = await self.session()

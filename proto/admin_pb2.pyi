@@ -49,7 +49,7 @@ class CreateTopicsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.CreatableTopic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
-    __slots__ = ("topics", "controller", "error")
+    __slots__ = ("topics", "controller", "error", "throttle_time_ms")
     class Result(_message.Message):
         __slots__ = ("name", "topic_id", "error", "num_partitions", "replication_factor")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -66,10 +66,12 @@ class CreateTopicsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Result]
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
-    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicsRequest(_message.Message):
     __slots__ = ("names", "topic_ids", "timeout_ms")
@@ -82,7 +84,7 @@ class DeleteTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., topic_ids: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicsResponse(_message.Message):
-    __slots__ = ("topics", "controller", "error")
+    __slots__ = ("topics", "controller", "error", "throttle_time_ms")
     class Result(_message.Message):
         __slots__ = ("name", "topic_id", "error")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -95,10 +97,12 @@ class DeleteTopicsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.Result]
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
-    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms", "validate_only")
@@ -120,7 +124,7 @@ class CreatePartitionsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
-    __slots__ = ("results", "controller", "error")
+    __slots__ = ("results", "controller", "error", "throttle_time_ms")
     class Result(_message.Message):
         __slots__ = ("name", "error")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -131,10 +135,12 @@ class CreatePartitionsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CreatePartitionsResponse.Result]
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
-    def __init__(self, results: _Optional[_Iterable[_Union[CreatePartitionsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, results: _Optional[_Iterable[_Union[CreatePartitionsResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class TopicPartitions(_message.Message):
     __slots__ = ("topic", "partitions")

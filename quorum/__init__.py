@@ -7,12 +7,14 @@ holds the seam's machinery and `quorum.controller` the active controller's decis
 ``(image, request) -> (records, response)`` handlers. Imports `metadata_log` and `proto` only.
 """
 
+from kraftlog.quorum._bootstrap import BOOTSTRAP_FILE, read_bootstrap_records, write_bootstrap_records
 from kraftlog.quorum._controller_services import ControllerCore
 from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer, MetadataReplayFailure
 from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
 from kraftlog.quorum.raft import MetadataQuorum, QuorumStatus, VoterStatus
 
 __all__ = [
+    "BOOTSTRAP_FILE",
     "BrokerHeartbeats",
     "ControllerContext",
     "ControllerCore",
@@ -22,4 +24,6 @@ __all__ = [
     "MetadataReplayFailure",
     "QuorumStatus",
     "VoterStatus",
+    "read_bootstrap_records",
+    "write_bootstrap_records",
 ]

@@ -15,7 +15,15 @@ import structlog
 import kraftlog.quorum.controller as ctl
 from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
+from kraftlog.common.security import (
+    CLUSTER_RESOURCE_NAME,
+    FORWARDED_PERMISSIVE_QUOTA,
+    FORWARDED_PRINCIPAL,
+    AclOperation,
+    ResourceType,
+    current_request,
+    metadata_value,
+)
 from kraftlog.metadata_log import ZkTreeScope, zk_tree_nodes
 from kraftlog.proto import (
     admin_pb2,
@@ -46,6 +54,7 @@ class ControllerCore(Protocol):
     provenance: MetadataProvenance
     image: MetadataImage
     heartbeats: ctl.BrokerHeartbeats
+    mutation_quotas: ctl.MutationQuotas | None
 
     def context(self) -> ctl.ControllerContext: ...
 
@@ -227,14 +236,41 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             _with_error,
         )
 
+    def _mutation_quota(self, context: Any) -> ctl.PartitionChangeQuota:
+        """The KIP-599 quota of the caller's client: strict, unless a forwarding broker (the
+        interceptor let only a broker forward) says the client's request version is not."""
+        quotas = self.s.mutation_quotas
+        if quotas is None:
+            return ctl.NO_PARTITION_CHANGE_QUOTA
+        caller = current_request()
+        permissive = (
+            metadata_value(context, FORWARDED_PRINCIPAL) is not None
+            and metadata_value(context, FORWARDED_PERMISSIVE_QUOTA) == "1"
+        )
+        return quotas.for_request(caller.principal, caller.client_id, strict=not permissive)
+
+    async def _mutation(self, handler: Any, request: Any, response_type: type, context: Any) -> Any:
+        """A topic creation, deletion or growth: the handler applies the client's mutation quota
+        topic by topic (Kafka's applyPartitionChangeQuota), and the answer says how long to wait."""
+        quota = self._mutation_quota(context)
+
+        def decide(image: Any, req: Any, ctx: ctl.ControllerContext, *extra: Any) -> Any:
+            ctx.partition_change_quota = quota
+            return handler(image, req, ctx, *extra)
+
+        decide.__name__ = handler.__name__
+        response = await self._items(decide, request, response_type)
+        response.throttle_time_ms = quota.throttle_time_ms()
+        return response
+
     async def CreateTopics(self, request: Any, context: Any) -> Any:
-        return await self._items(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
+        return await self._mutation(ctl.create_topics, request, admin_pb2.CreateTopicsResponse, context)
 
     async def DeleteTopics(self, request: Any, context: Any) -> Any:
-        return await self._items(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
+        return await self._mutation(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse, context)
 
     async def CreatePartitions(self, request: Any, context: Any) -> Any:
-        return await self._items(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
+        return await self._mutation(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse, context)
 
     async def ElectLeaders(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):

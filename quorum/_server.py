@@ -61,6 +61,7 @@ from kraftlog.metadata_log import (
     read_snapshot,
 )
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, controller_pb2, controller_pb2_grpc
+from kraftlog.quorum._bootstrap import read_bootstrap_records
 from kraftlog.quorum._controller_log import _ControllerLog
 from kraftlog.quorum._controller_services import (
     _FENCE_CHECK_S,
@@ -94,8 +95,11 @@ class ControllerServer(_ControllerLog):
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
+        mutation_quotas: ctl.MutationQuotas | None = None,
     ) -> None:
         self.config = config
+        #: the controller mutation quota (KIP-599) applied to topic creations, deletions and growth
+        self.mutation_quotas = mutation_quotas
         self.cluster_id = cluster_id
         self.node_id: int = config.node_id
         self._wall_ms = wall_ms
@@ -252,7 +256,7 @@ class ControllerServer(_ControllerLog):
                 return
             try:
                 async with self._write_lock:
-                    await self._propose([NoOpRecord(leader_id=self.node_id)], epoch)
+                    await self._propose([NoOpRecord(leader_id=self.node_id), *self._bootstrap_records()], epoch)
                     self.heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
                     self._active_epoch = epoch
                     self._uncertain_epoch = None
@@ -270,6 +274,16 @@ class ControllerServer(_ControllerLog):
                     "noop_commit_failed", epoch=epoch, error=str(err), attempt=attempt, retry_in_ms=round(delay_ms)
                 )
                 await asyncio.sleep(delay_ms / 1000.0)
+
+    def _bootstrap_records(self) -> list[MetadataRecord]:
+        """The records of ``bootstrap.checkpoint`` (`kraftlog.quorum._bootstrap`) while this node
+        has applied nothing yet, i.e. the metadata log may be empty; none once it holds anything."""
+        if self.image.offset >= 0 or getattr(self._quorum, "committed_offset", -1) >= 0:
+            return []
+        records = read_bootstrap_records(self.config.metadata_log_dir)
+        if records:
+            self._log.info("bootstrap_records_proposed", count=len(records))
+        return records
 
     async def _propose(self, records: Sequence[MetadataRecord], epoch: int) -> int:
         """Propose and wait until this node applied the records. A timeout leaves the outcome

@@ -12,13 +12,9 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from kraftlog.common import OFFSETS_TOPIC, TXN_TOPIC
 from kraftlog.common import errors as kerr
 from kraftlog.common.records import ControlRecordType, RecordBatchBuilder, iter_batches
-
-#: Kafka's internal topics the coordinators keep their state in (one place: the group service answers
-#: FindCoordinator for both, the transaction service adds a group's partition to a transaction).
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 __all__ = [
     "OFFSETS_TOPIC",

@@ -16,6 +16,7 @@ from typing import Any
 import re2
 
 from kraftlog.common import errors as kerr
+from kraftlog.common import is_internal_topic
 
 __all__ = ["regex_error", "resolve_regex"]
 
@@ -65,4 +66,4 @@ def _resolved(pattern: str, names: tuple[str, ...]) -> frozenset[str]:
         compiled = _compiled(pattern)
     except kerr.InvalidRegularExpressionError:
         return frozenset()
-    return frozenset(name for name in names if not name.startswith("__") and compiled.fullmatch(name))
+    return frozenset(name for name in names if not is_internal_topic(name) and compiled.fullmatch(name))

@@ -128,8 +128,16 @@ class ConnectionMetrics:
         self.closed = Counter(
             "kraftlog_kafka_connections_closed",
             "Connections a Kafka listener closed for a limit: max_connections_per_ip (at accept), "
-            "handshake_timeout, idle, pre_auth_frame_too_large.",
+            "handshake_timeout, idle, pre_auth_frame_too_large, session_expired (a SASL session past "
+            "connections.max.reauth.ms: Kafka's expired-connections-killed-count).",
             ["listener", "reason"],
+            registry=r,
+        )
+        self.reauthentications = Counter(
+            "kraftlog_kafka_reauthentications",
+            "SASL re-authentications on established connections (KIP-368), by result: success or failed "
+            "(Kafka's successful-reauthentication-total and failed-reauthentication-total).",
+            ["listener", "result"],
             registry=r,
         )
         self.accept_blocked = Counter(
@@ -313,6 +321,10 @@ class KafkaAcceptor:
     def closed(self, conn: Connection, reason: str) -> None:
         """The listener closes ``conn`` for a limit (counted by reason)."""
         self._limiter.metrics.closed.labels(self.name, reason).inc()
+
+    def reauthenticated(self, conn: Connection, *, ok: bool) -> None:
+        """A re-authentication on ``conn`` completed (``ok``) or failed (counted)."""
+        self._limiter.metrics.reauthentications.labels(self.name, "success" if ok else "failed").inc()
 
     # ------------------------------------------------------------------ accept
 

@@ -58,7 +58,7 @@ class ControllerForwarder:
                 request,
                 timeout_s=30.0,
                 attempt_timeout_s=10.0,
-                on_behalf_of=ctx.session,
+                on_behalf_of=ctx,
             )
         except kerr.KafkaError:
             raise
@@ -119,7 +119,7 @@ class AdminApis:
                     "configs": [],
                 }
             )
-        return {"throttle_time": 0, "topics": results}
+        return {"throttle_time": resp.throttle_time_ms, "topics": results}
 
     async def delete_topics(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """v0-5 name topics; v6 names or topic ids (KIP-516)."""
@@ -138,7 +138,7 @@ class AdminApis:
         except kerr.KafkaError as err:
             return {"throttle_time": 0, "responses": [_failed(n, err) for n in pb.names]}
         return {
-            "throttle_time": 0,
+            "throttle_time": resp.throttle_time_ms,
             "responses": [
                 {
                     "name": r.name or None,
@@ -161,7 +161,10 @@ class AdminApis:
             resp = await self._forward("CreatePartitions", pb)
         except kerr.KafkaError as err:
             return {"throttle_time": 0, "results": [_failed(t.name, err) for t in body.topics]}
-        return {"throttle_time": 0, "results": [_result(r.name, r.error, resp.error) for r in resp.results]}
+        return {
+            "throttle_time": resp.throttle_time_ms,
+            "results": [_result(r.name, r.error, resp.error) for r in resp.results],
+        }
 
     # ------------------------------------------------------------------ configs
 

@@ -132,7 +132,10 @@ class KafkaApis:
             return broker.replicas
 
         forward = ControllerForwarder(broker.channel)
-        data = DataApis(replicas, image, broker.config["max.incremental.fetch.session.cache.slots"])
+        self._throttle = throttle = KafkaThrottle(broker.quotas)
+        data = DataApis(
+            replicas, image, broker.config["max.incremental.fetch.session.cache.slots"], throttle.fetch_max_bytes
+        )
         groups = GroupApis(broker.group_service)
         txn = TxnApis(broker.txn_service, broker.group_service, broker.init_producer_id, replicas)
         admin = AdminApis(
@@ -145,7 +148,6 @@ class KafkaApis:
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)
-        self._throttle = KafkaThrottle(broker.quotas, image)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
         meta = MetadataApis(
             node_id=broker.broker_id,
@@ -231,13 +233,15 @@ class KafkaApis:
             self._log.info("kafka_request_before_authentication", api=name, peer=conn.peer)
             return CLOSE_CONNECTION  # Kafka's ILLEGAL_SASL_STATE: nothing else before the exchange
         answer_type = response_type(request.api_key, request.api_version)
-        ctx = RequestContext(conn.session, api=name, authorize_fn=self._acl_gate)
+        ctx = RequestContext(
+            conn.session,
+            api=name,
+            authorize_fn=self._acl_gate,
+            client_id=request.client_id or "",
+            strict_quota=KafkaThrottle.strict_quota(request),
+        )
         started_ns, started_cpu_ns = time.perf_counter_ns(), time.thread_time_ns()
         try:
-            refusal = self._throttle.mutation_refusal(request, conn)
-            if refusal is not None:  # KIP-599: an exhausted mutation quota refuses strict versions
-                return build(answer_type, refusal)
-            mutations = self._throttle.mutations(request)
             with request_scope(ctx):
                 answer = await handler(request, conn)
             if not ctx.decided:  # a handler nobody authorized is a bug: never answer it
@@ -249,7 +253,7 @@ class KafkaApis:
             # at most the wall time (Kafka counts handler thread time, not time parked in purgatory:
             # a long-polled Fetch or an acks=all Produce waiting for followers costs little)
             busy_ns = min(time.perf_counter_ns() - started_ns, time.thread_time_ns() - started_cpu_ns)
-            self._throttle.after(request, conn, answer, busy_ns, mutations)
+            self._throttle.after(request, conn, answer, busy_ns)
             if answer is None:
                 return answer
             return build(answer_type, answer)

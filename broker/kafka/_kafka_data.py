@@ -6,11 +6,17 @@ bytes of the segment file (a `FileRegion` the listener sends with sendfile).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from kraftlog.broker.kafka._kafka_fetch_sessions import FetchSessionCache, SessionFetch, SessionPartition
+from kraftlog.broker.kafka._kafka_fetch_sessions import (
+    THROTTLED_FETCH,
+    FetchSessionCache,
+    SessionFetch,
+    SessionPartition,
+)
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest, RegionRecords, ms
 from kraftlog.broker.replica import LEADER_HINT_CODES, FetchResult, close_regions
@@ -29,13 +35,19 @@ __all__ = ["DataApis"]
 class DataApis:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch for `KafkaApis`, over the replica manager
     (``replicas``: there once the broker started) and the broker's metadata image. It owns the
-    listener's incremental fetch sessions (KIP-227), ``fetch_session_slots`` of them at most."""
+    listener's incremental fetch sessions (KIP-227), ``fetch_session_slots`` of them at most.
+    ``fetch_max_bytes`` caps a consumer's Fetch by its quota (None: no cap)."""
 
     def __init__(
-        self, replicas: Callable[[], ReplicaManager], image: Callable[[], MetadataImage], fetch_session_slots: int
+        self,
+        replicas: Callable[[], ReplicaManager],
+        image: Callable[[], MetadataImage],
+        fetch_session_slots: int,
+        fetch_max_bytes: Callable[[ParsedRequest, ConnectionInfo], int | None] = lambda request, conn: None,
     ) -> None:
         self._replicas = replicas
         self._image = image
+        self._fetch_max_bytes = fetch_max_bytes
         self.fetch_sessions = FetchSessionCache(fetch_session_slots, rng=random.Random())
 
     def _endpoints(self, broker_ids: Iterable[int], listener: str) -> list[dict[str, Any]]:
@@ -135,11 +147,14 @@ class DataApis:
         except kerr.KafkaError as err:
             current_request().refused_early(f"fetch session: {err.error_name}")
             return {"error_code": err.error_code, "session_id": 0, "responses": []}
+        max_bytes = getattr(body, "max_bytes", 0) or 0  # 0: no limit (v0-v2 have none)
+        if (quota_cap := self._fetch_max_bytes(request, conn)) is not None:
+            max_bytes = quota_cap if max_bytes <= 0 else min(max_bytes, quota_cap)
         pb = broker_pb2.FetchRequest(
             replica_id=-1,
             max_wait_ms=ms(body.max_wait),
             min_bytes=body.min_bytes,
-            max_bytes=getattr(body, "max_bytes", 0) or 0,
+            max_bytes=max_bytes,
             isolation_level=getattr(body, "isolation_level", 0),
             rack_id=getattr(body, "rack_id", "") or "",
         )
@@ -223,13 +238,26 @@ class DataApis:
                         hinted.append(leader)
             topics.setdefault(r.topic, []).append(entry)
         close_regions(dropped)
-        return {
+        answer: dict[str, Any] = {
             "throttle_time": 0,
             "error_code": 0,
             "session_id": fetch.session_id,
             "responses": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
             "node_endpoints": self._endpoints(hinted, listener),
         }
+        answer[THROTTLED_FETCH] = functools.partial(self._answer_throttled, answer, fetch)
+        return answer
+
+    def _answer_throttled(self, answer: dict[str, Any], fetch: SessionFetch) -> None:
+        """Empty ``answer`` as a throttled fetch is answered (KIP-219, Kafka's getThrottledResponse):
+        its file regions closed, its session as if the fetch had not been answered."""
+        for topic in answer["responses"]:
+            for part in topic["partitions"]:
+                records = part.get("records")
+                if isinstance(records, RegionRecords):
+                    records.region.close()
+        answer["responses"] = []
+        answer["session_id"] = self.fetch_sessions.throttled(fetch)
 
     # ------------------------------------------------------------------ ListOffsets, OffsetForLeaderEpoch
 

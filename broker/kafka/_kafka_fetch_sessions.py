@@ -13,6 +13,12 @@ remembers the rest in a session, named by ``session_id`` and stepped by ``sessio
   wrong epoch -> INVALID_FETCH_SESSION_EPOCH; otherwise the request's partitions are added or
   updated, its forgotten partitions removed, and the epoch advances.
 
+A throttled fetch (KIP-219: the client is over a quota) is answered empty, as Kafka's
+``getThrottledResponse``: `FetchSessionCache.throttled` forgets the session a full fetch opened
+(the answer carries session id 0) and restores, for an incremental one, what the session
+remembered as answered, so the partitions are answered again next time; the epoch still advances
+and the request's positions stay, as Kafka updates those when it resolves the fetch.
+
 Pure logic: time and randomness are parameters.
 """
 
@@ -25,7 +31,11 @@ from dataclasses import dataclass, field
 
 from kraftlog.common import errors as kerr
 
-__all__ = ["FetchSessionCache", "FetchSession", "SessionPartition", "SessionFetch"]
+__all__ = ["FetchSessionCache", "FetchSession", "SessionPartition", "SessionFetch", "THROTTLED_FETCH"]
+
+#: the key of a Fetch answer (a dict until it is built; the builder ignores it) under which the data
+#: layer leaves the callable that empties the answer when the throttle decides so
+THROTTLED_FETCH = "_throttled"
 
 TopicPartition = tuple[str, int]
 
@@ -64,6 +74,9 @@ class SessionFetch:
     partitions: OrderedDict[TopicPartition, SessionPartition]
     full: bool
     session: FetchSession | None = None
+    #: what `include` overwrote, for `FetchSessionCache.throttled`: (partition, hw, lso, log start)
+    answered_before: list[tuple[TopicPartition, int, int, int]] = field(default_factory=list)
+    order_before: list[TopicPartition] | None = None  # the session's order before `include` moved one
 
     def include(
         self, tp: TopicPartition, *, has_data: bool, has_error: bool, hw: int, lso: int, log_start: int
@@ -73,10 +86,13 @@ class SessionFetch:
         if has_error:  # remembered as unknown, so the partition is answered again once it recovers
             hw = lso = log_start = -1
         changed = (sp.high_watermark, sp.last_stable_offset, sp.log_start_offset) != (hw, lso, log_start)
+        self.answered_before.append((tp, sp.high_watermark, sp.last_stable_offset, sp.log_start_offset))
         sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = hw, lso, log_start
         if has_data and self.session is not None:
             # a partition that got records goes to the back of the session: the next fetch's
             # byte budget reaches the others first (Kafka rotates its sessions so)
+            if self.order_before is None:
+                self.order_before = list(self.partitions)
             self.partitions.move_to_end(tp)
         return self.full or has_data or has_error or changed
 
@@ -135,6 +151,28 @@ class FetchSessionCache:
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)
         return SessionFetch(session_id, session.partitions, full=False, session=session)
+
+    def throttled(self, fetch: SessionFetch) -> int:
+        """Undo what answering ``fetch`` did to its session, as it is answered empty (module
+        docstring); the session id the empty answer carries."""
+        session = fetch.session
+        if session is None:
+            return 0
+        if fetch.full:  # Kafka opens the session only with a real answer
+            if self._sessions.get(session.session_id) is session:
+                del self._sessions[session.session_id]
+            return 0
+        for tp, hw, lso, log_start in reversed(fetch.answered_before):
+            sp = fetch.partitions.get(tp)
+            if sp is not None:
+                sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = hw, lso, log_start
+        if fetch.order_before is not None:
+            for tp in fetch.order_before:
+                if tp in fetch.partitions:
+                    fetch.partitions.move_to_end(tp)
+        fetch.answered_before.clear()
+        fetch.order_before = None
+        return session.session_id
 
     def _make_room(self, now_ms: int) -> bool:
         if self.max_slots <= 0:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest
 from kraftlog.common import errors as kerr
+from kraftlog.common import is_internal_topic
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import broker_pb2
 
@@ -195,7 +196,7 @@ class MetadataApis:
                     "error_code": 0,
                     "name": name,
                     "topic_id": topic.topic_id,
-                    "is_internal": name.startswith("__"),
+                    "is_internal": is_internal_topic(name),
                     "partitions": partitions,
                     "topic_authorized_operations": current_request().authorized_operations(ResourceType.TOPIC, name),
                 }

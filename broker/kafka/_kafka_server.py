@@ -76,6 +76,7 @@ class ConnectionInfo:
         "authenticated",
         "close_after_answer",
         "sasl_raw_tokens",
+        "reauth",
         "throttle_ms",
         "produce_budget",
     )
@@ -99,6 +100,9 @@ class ConnectionInfo:
         self.authenticated = security is None or not security.uses_sasl
         self.close_after_answer = False  # a failed SASL exchange: answer, then close
         self.sasl_raw_tokens = False  # after SaslHandshake v0 the exchange is raw tokens
+        #: the SASL session's lifetime and re-authentication (KIP-368): a `SessionExpiry` once a
+        #: SASL exchange completed on this connection
+        self.reauth: Any = None
         #: a client quota's throttle (issue 24): once the answer is out, no request of this
         #: connection is read for that long (Kafka mutes the channel)
         self.throttle_ms = 0
@@ -284,7 +288,23 @@ class KafkaListener:
             except MalformedRequest as err:
                 log.warning("kafka_malformed_request", error=str(err))
                 return
+            reauth = conn.reauth
+            if reauth is not None and conn.authenticated and request.api_key != 17 and reauth.expired():
+                # KIP-368: not re-authenticated in time; closed unanswered, as Kafka's SocketServer
+                log.info(
+                    "kafka_connection_closed",
+                    api_key=request.api_key,
+                    reason="the SASL session expired (connections.max.reauth.ms) and was not re-authenticated",
+                )
+                acceptor.closed(accepted, "session_expired")
+                return
+            counts = (reauth.reauthentications, reauth.failures) if reauth is not None else (0, 0)
             response = await self._dispatch(request, conn)
+            if reauth is not None and request.api_key in (17, 36):  # Kafka's re-authentication counts
+                if reauth.reauthentications > counts[0]:
+                    acceptor.reauthenticated(accepted, ok=True)
+                if reauth.failures > counts[1]:
+                    acceptor.reauthenticated(accepted, ok=False)
             if response is None:  # Produce with acks=0 has no answer
                 await _mute(conn)
                 continue

@@ -14,28 +14,30 @@ After a request is handled (`KafkaThrottle.after`):
   muted for it (`ConnectionInfo.throttle_ms`: the listener reads no further request of that
   connection until it has passed), so a client that ignores the field is held back all the same.
   Kafka sends KIP-219 answers first and mutes after; the listener does the same for every version.
-  A throttled Fetch is still answered with its data (Kafka answers it empty and un-records it;
-  here a fetch session has already moved on by then, so the data goes out and the mute pays).
+  A throttled Fetch is answered empty and its bytes un-recorded, as Kafka's: the client fetches
+  the same positions again once the throttle has passed, and its fetch session is left as if
+  this fetch had not been answered (`FetchSessionCache.throttled`).
 
-Before CreateTopics, DeleteTopics and CreatePartitions (`KafkaThrottle.mutation_refusal`): a
-client whose ``controller_mutation_rate`` bucket is below zero is refused with
-THROTTLING_QUOTA_EXCEEDED and the throttle time, at the versions KIP-599 makes strict
-(CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+); older versions are served and
-throttled afterwards. Afterwards the partitions created or deleted are taken from the bucket.
+CreateTopics, DeleteTopics and CreatePartitions are decided by the active controller, which
+applies the client's ``controller_mutation_rate`` bucket topic by topic, as Kafka's controller does:
+the forward names the client id and whether the version is one KIP-599 makes strict
+(`strict_quota`: CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+), where a topic met with
+the bucket below zero is refused with THROTTLING_QUOTA_EXCEEDED; older versions are served and
+throttled afterwards. The answer's throttle time comes from the controller, and the connection is
+muted for it like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kraftlog.broker.kafka._kafka_fetch_sessions import THROTTLED_FETCH
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest
 from kraftlog.broker.quota import QuotaManagers, quota_user
-from kraftlog.common import errors as kerr
 
 if TYPE_CHECKING:
-    from kraftlog.metadata_log import MetadataImage
+    pass
 
 __all__ = ["KafkaThrottle"]
 
@@ -72,64 +74,20 @@ def fetch_bytes(answer: Any) -> int:
 class KafkaThrottle:
     """Applies `QuotaManagers` to the Kafka listener's requests (see the module docstring)."""
 
-    def __init__(self, quotas: QuotaManagers, image: Callable[[], MetadataImage]) -> None:
+    def __init__(self, quotas: QuotaManagers) -> None:
         self._quotas = quotas
-        self._image = image
 
-    def mutation_refusal(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any] | None:
-        """The answer refusing a strict mutating request whose client's bucket is exhausted, or None."""
-        strict_since = _STRICT_SINCE.get(request.api_key)
-        if strict_since is None or request.api_version < strict_since:
-            return None
-        quotas = self._quotas
-        throttle_ms = quotas.controller_mutation.exhausted_ms(
-            quota_user(conn.session.principal), request.client_id or "", quotas.now_ms()
-        )
-        if throttle_ms <= 0:
-            return None
-        conn.throttle_ms = max(conn.throttle_ms, throttle_ms)
-        err = kerr.ThrottlingQuotaExceededError(f"the controller mutation quota is exhausted for {throttle_ms} ms")
-        body = request.body
-
-        def failed(name: Any) -> dict[str, Any]:
-            return {"name": name, "error_code": err.error_code, "error_message": str(err)}
-
-        if request.api_key == _CREATE_TOPICS:
-            return {"throttle_time": throttle_ms, "topics": [failed(t.name) for t in body.topics]}
-        if request.api_key == _CREATE_PARTITIONS:
-            return {"throttle_time": throttle_ms, "results": [failed(t.name) for t in body.topics]}
-        names = [t.name for t in body.topics] if request.api_version >= 6 else list(body.topic_names)
-        return {"throttle_time": throttle_ms, "responses": [failed(n) for n in names]}
-
-    def mutations(self, request: ParsedRequest) -> dict[str | None, int]:
-        """Per topic name, the partitions a mutating request would create or delete, by the image
-        before it (empty for any other request)."""
-        if request.api_key not in _STRICT_SINCE:
-            return {}
-        body = request.body
-        topics = self._image().topics
-        if request.api_key == _CREATE_TOPICS:
-            return {t.name: max(t.num_partitions, len(t.assignments or ()), 1) for t in body.topics}
-        if request.api_key == _CREATE_PARTITIONS:
-            out: dict[str | None, int] = {}
-            for t in body.topics:
-                topic = topics.by_name.get(t.name)
-                out[t.name] = max(0, t.count - (len(topic.partitions) if topic is not None else 0))
-            return out
-        names = [t.name for t in body.topics] if request.api_version >= 6 else list(body.topic_names)
-        out = {}
-        for name in names:
-            topic = topics.by_name.get(name) if name is not None else None
-            out[name] = len(topic.partitions) if topic is not None else 0
-        return out
+    def fetch_max_bytes(self, request: ParsedRequest, conn: ConnectionInfo) -> int | None:
+        """The cap a consumer_byte_rate quota puts on a Fetch's max_bytes, None without one."""
+        cap = self._quotas.fetch.max_value_in_window(quota_user(conn.session.principal), request.client_id or "")
+        return None if cap is None else max(1, int(min(cap, 2**31 - 1)))
 
     @staticmethod
-    def _done_mutations(answer: Any, mutations: dict[str | None, int]) -> int:
-        """The partitions of the topics the answer reports done (error code 0)."""
-        if not mutations or not isinstance(answer, dict):
-            return 0
-        items = answer.get("topics") or answer.get("results") or answer.get("responses") or ()
-        return sum(mutations.get(i.get("name"), 0) for i in items if isinstance(i, dict) and not i.get("error_code"))
+    def strict_quota(request: ParsedRequest) -> bool:
+        """Whether the controller may refuse this request's topics for an exhausted mutation
+        quota (KIP-599's versions), rather than only throttle it afterwards."""
+        strict_since = _STRICT_SINCE.get(request.api_key)
+        return strict_since is None or request.api_version >= strict_since
 
     def after(
         self,
@@ -137,11 +95,12 @@ class KafkaThrottle:
         conn: ConnectionInfo,
         answer: Any,
         elapsed_ns: int,
-        mutations: dict[str | None, int] | None = None,
     ) -> None:
         """Record the request against its client's quotas; put the throttle into ``answer`` (a
         dict answer, before it is built) and mute the connection for it."""
         quotas = self._quotas
+        empty_fetch = answer.pop(THROTTLED_FETCH, None) if isinstance(answer, dict) else None
+        fetched = 0
         user = quota_user(conn.session.principal)
         client_id = request.client_id or ""
         now_ms = quotas.now_ms()
@@ -155,9 +114,11 @@ class KafkaThrottle:
             bandwidth_ms = manager.record(user, client_id, produce_bytes(request.body), now_ms)
         elif request.api_key == _FETCH:
             manager = quotas.fetch
-            bandwidth_ms = manager.record(user, client_id, fetch_bytes(answer), now_ms)
-        elif mutations and (done := self._done_mutations(answer, mutations)):
-            bandwidth_ms = quotas.controller_mutation.record(user, client_id, done, now_ms)
+            fetched = fetch_bytes(answer)
+            bandwidth_ms = manager.record(user, client_id, fetched, now_ms)
+        elif request.api_key in _STRICT_SINCE and isinstance(answer, dict):
+            # the controller applied the mutation quota and said how long to wait (KIP-599)
+            bandwidth_ms = int(answer.get("throttle_time") or 0)
         throttle_ms = max(request_ms, bandwidth_ms)
         if throttle_ms <= 0:
             return
@@ -165,6 +126,9 @@ class KafkaThrottle:
             manager.record_throttle(user, client_id, throttle_ms, now_ms)
         elif request_ms > 0:
             quotas.request.record_throttle(user, client_id, throttle_ms, now_ms)
+        if request.api_key == _FETCH and empty_fetch is not None:
+            quotas.fetch.unrecord(user, client_id, fetched, now_ms)
+            empty_fetch()
         if isinstance(answer, dict):
             answer["throttle_time"] = throttle_ms
         conn.throttle_ms = max(conn.throttle_ms, throttle_ms)

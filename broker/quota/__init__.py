@@ -1,6 +1,7 @@
 """Client quotas on the broker (KIP-13, KIP-124, KIP-599): windowed rates, the quota managers that
 resolve each client's quota from the metadata image and compute throttle times, and their
-Prometheus gauges. The Kafka listener and the gRPC servicers both enforce through `QuotaManagers`.
+Prometheus gauges. The Kafka listener and the gRPC servicers both enforce through `QuotaManagers`;
+the active controller applies `ControllerMutationQuotaManager` (the node wires it in).
 """
 
 from kraftlog.broker.quota._grpc_quota import (
@@ -14,6 +15,7 @@ from kraftlog.broker.quota._quota_manager import (
     ControllerMutationQuotaManager,
     QuotaManagers,
     QuotaSample,
+    RequestMutationQuota,
     quota_user,
 )
 from kraftlog.broker.quota._quota_metrics import QuotaCollector
@@ -29,6 +31,7 @@ __all__ = [
     "QuotaCollector",
     "QuotaManagers",
     "QuotaSample",
+    "RequestMutationQuota",
     "SampledRate",
     "TokenBucket",
     "quota_user",

@@ -14,22 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from kraftlog.broker.quota._quota_manager import QuotaManagers, quota_user
+from kraftlog.common.security import CLIENT_ID_METADATA, metadata_value
 
 __all__ = ["CLIENT_ID_METADATA", "grpc_client_id", "throttle_grpc_fetch", "throttle_grpc_produce"]
-
-CLIENT_ID_METADATA = "kraftlog-client-id"
 
 
 def grpc_client_id(context: Any) -> str:
     """The call's client id (metadata ``kraftlog-client-id``), "" without one."""
-    try:
-        metadata = context.invocation_metadata() or ()
-    except Exception:  # a context without metadata (tests, in-process calls)
-        return ""
-    for key, value in metadata:
-        if key == CLIENT_ID_METADATA:
-            return value if isinstance(value, str) else value.decode("utf-8", "replace")
-    return ""
+    return metadata_value(context, CLIENT_ID_METADATA) or ""
 
 
 async def _throttle(quotas: QuotaManagers, response: Any, throttle_ms: int) -> Any:

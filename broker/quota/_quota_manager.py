@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_ms
 from kraftlog.common import SYSTEM_CLOCK, Clock
+from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import ClientQuotasImage
 
 __all__ = [
@@ -104,6 +105,16 @@ class ClientQuotaManager:
             throttle_ms = min(throttle_ms, self._max_throttle_ms)
         return throttle_ms
 
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """What the client may take in one quota window's worth of samples (Kafka's
+        getMaxValueInQuotaWindow: quota x (window_num - 1) x window size), None without a quota. A
+        Fetch asks for no more, so that one answer cannot put its client over the quota by itself
+        (it would be answered empty, and the same fetch again and again)."""
+        resolution = self._image().resolve(user, client_id, self.key)
+        if resolution is None:
+            return None
+        return resolution.quota * (self._window_num - 1) * self._window_size_ms / 1000.0
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         resolution = self._image().resolve(user, client_id, self.key)
         if resolution is not None:
@@ -137,35 +148,65 @@ class ClientQuotaManager:
 
 class ControllerMutationQuotaManager:
     """KIP-599: partition mutations (topics created or deleted count their partitions, CreatePartitions
-    the partitions added) per second, in a token bucket per quota entity."""
+    the partitions added) per second, in a token bucket per quota entity. The active controller
+    applies it (`for_request`), topic by topic, as Kafka's controller does; ``clock`` is its
+    monotonic clock."""
 
-    def __init__(self, image: Callable[[], ClientQuotasImage], *, window_num: int, window_size_ms: int) -> None:
+    def __init__(
+        self,
+        image: Callable[[], ClientQuotasImage],
+        *,
+        window_num: int,
+        window_size_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.quota_type = "ControllerMutation"
         self.key = "controller_mutation_rate"
         self._image = image
         self._window_num = window_num
         self._window_size_ms = window_size_ms
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._clock = clock
+        self._buckets: dict[tuple[str, str], tuple[TokenBucket, float]] = {}
+        self._next_expiry_ms = 0
 
-    def _bucket(self, user: str, client_id: str) -> tuple[TokenBucket, float] | None:
+    def for_request(self, principal: str, client_id: str, *, strict: bool) -> RequestMutationQuota:
+        """The quota of one request of ``principal``'s client ``client_id`` (a
+        ``quorum.controller.PartitionChangeQuota``)."""
+        return RequestMutationQuota(self, quota_user(principal), client_id, strict, self._clock.monotonic_ms())
+
+    def _bucket(self, user: str, client_id: str, now_ms: int) -> tuple[TokenBucket, float] | None:
+        self._expire(now_ms)
         resolution = self._image().resolve(user, client_id, self.key)
         if resolution is None:
             return None
         tags = (resolution.user_tag, resolution.client_id_tag)
-        bucket = self._buckets.get(tags)
-        if bucket is None:
-            bucket = self._buckets[tags] = TokenBucket(self._window_num, self._window_size_ms)
+        found = self._buckets.get(tags)
+        bucket = TokenBucket(self._window_num, self._window_size_ms) if found is None else found[0]
+        self._buckets[tags] = (bucket, resolution.quota)
         return bucket, resolution.quota
+
+    def _expire(self, now_ms: int) -> None:
+        """Forget, once a minute, the buckets that refilled to their whole burst (a client id or user
+        seen once must not be kept for ever; a full bucket is what a new one starts as, so nothing
+        owed is forgiven)."""
+        if now_ms < self._next_expiry_ms:
+            return
+        self._next_expiry_ms = now_ms + 60_000
+        for tags in [t for t, (bucket, quota) in self._buckets.items() if bucket.full(quota, now_ms)]:
+            del self._buckets[tags]
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
     def exhausted_ms(self, user: str, client_id: str, now_ms: int) -> int:
         """The throttle time when the bucket is already below zero (a strict request then fails
         with THROTTLING_QUOTA_EXCEEDED before any mutation), else 0."""
-        found = self._bucket(user, client_id)
+        found = self._bucket(user, client_id, now_ms)
         return 0 if found is None else found[0].throttle_time_ms(found[1], now_ms)
 
     def record(self, user: str, client_id: str, mutations: int, now_ms: int) -> int:
         """Take ``mutations`` tokens; the throttle time the client earned."""
-        found = self._bucket(user, client_id)
+        found = self._bucket(user, client_id, now_ms)
         if found is None:
             return 0
         bucket, quota = found
@@ -173,10 +214,38 @@ class ControllerMutationQuotaManager:
         return bucket.throttle_time_ms(quota, now_ms)
 
 
+class RequestMutationQuota:
+    """One request's controller mutation quota, as Kafka's Strict/PermissiveControllerMutationQuota:
+    `apply` takes a valid change's partitions from the client's bucket; when ``strict`` and the
+    bucket is already below zero it raises THROTTLING_QUOTA_EXCEEDED instead (a change that takes
+    the bucket below zero is still allowed: it is the next one that waits). `throttle_time_ms` is
+    the wait the answer carries. The request's time is read once (``now_ms``)."""
+
+    def __init__(
+        self, manager: ControllerMutationQuotaManager, user: str, client_id: str, strict: bool, now_ms: int
+    ) -> None:
+        self._manager = manager
+        self._user = user
+        self._client_id = client_id
+        self._strict = strict
+        self._now_ms = now_ms
+
+    def apply(self, partitions: int) -> None:
+        if self._strict and (throttle_ms := self.throttle_time_ms()) > 0:
+            raise kerr.ThrottlingQuotaExceededError(
+                f"the controller mutation quota of this client is exceeded: retry in {throttle_ms} ms"
+            )
+        self._manager.record(self._user, self._client_id, partitions, self._now_ms)
+
+    def throttle_time_ms(self) -> int:
+        return self._manager.exhausted_ms(self._user, self._client_id, self._now_ms)
+
+
 class QuotaManagers:
     """The broker's quota managers (Kafka's QuotaFactory.QuotaManagers), over one metadata image
-    getter and the ``quota.window.*`` / ``controller.quota.window.*`` configs; ``clock`` is the
-    monotonic clock the enforcing front ends read (`now_ms`)."""
+    getter and the ``quota.window.*`` configs; ``clock`` is the monotonic clock the enforcing front
+    ends read (`now_ms`). The controller mutation quota is the active controller's
+    (`ControllerMutationQuotaManager`)."""
 
     def __init__(
         self,
@@ -185,8 +254,6 @@ class QuotaManagers:
         clock: Clock = SYSTEM_CLOCK,
         window_num: int = 11,
         window_size_s: int = 1,
-        controller_window_num: int = 11,
-        controller_window_size_s: int = 1,
     ) -> None:
         self.clock = clock
         size_ms = window_size_s * 1000
@@ -203,9 +270,6 @@ class QuotaManagers:
             window_num=window_num,
             window_size_ms=size_ms,
             max_throttle_ms=size_ms,
-        )
-        self.controller_mutation = ControllerMutationQuotaManager(
-            image, window_num=controller_window_num, window_size_ms=controller_window_size_s * 1000
         )
 
     def now_ms(self) -> int:

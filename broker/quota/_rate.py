@@ -104,6 +104,8 @@ def throttle_time_ms(rate: SampledRate, quota: float, now_ms: int) -> int:
     observed = rate.measure(now_ms)
     if observed <= quota:
         return 0
+    if quota <= 0:  # our controller refuses it, but a replayed record is not checked again: a whole window
+        return rate.window_size_ms(now_ms)
     return int((observed - quota) / quota * rate.window_size_ms(now_ms) + 0.5)
 
 
@@ -140,4 +142,11 @@ class TokenBucket:
         tokens = self._refill(quota, now_ms)
         if tokens >= 0:
             return 0
+        if quota <= 0:  # never refills (a replayed record our controller would refuse): the whole window
+            return self._window_num * self._window_size_ms
         return int(-tokens / quota * 1000.0 + 0.5)
+
+    def full(self, quota: float, now_ms: int) -> bool:
+        """Whether the bucket holds its whole burst: forgetting it then loses nothing, as a new bucket
+        starts full."""
+        return self._refill(quota, now_ms) >= quota * self._window_num * self._window_size_ms / 1000.0

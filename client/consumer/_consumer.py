@@ -22,7 +22,10 @@ Either way, as Kafka's Java consumer:
 - OFFSET_OUT_OF_RANGE resets the position per ``auto_offset_reset`` (``none``: `poll` raises
   `OffsetOutOfRangeError`); NOT_LEADER_OR_FOLLOWER and the other stale-metadata errors take the
   broker's leader hint when there is one (KIP-951) or refresh metadata, and back the partition off
-  for ``retry_backoff_ms``; other errors are raised from `poll` as typed `common.errors` exceptions.
+  for ``retry_backoff_ms``; other errors are raised from `poll` as typed `common.errors` exceptions;
+- ``interceptors=[...]`` (`client.consumer._interceptors`, rules in `client._interceptors`): Kafka's
+  ConsumerInterceptors, ``on_consume`` on the records of each `poll` before they are returned,
+  ``on_commit`` after each successful commit.
 
 A consumer is meant for one thread, as Java's. ``transport=`` (a `MockTransport`) replaces the
 network, for unit tests without servers.
@@ -48,6 +51,7 @@ from kraftlog.client.consumer._consumer_group import GroupMembership
 from kraftlog.client.consumer._consumer_groups import OffsetAndMetadata, _ConsumerGroups, make_assignors
 from kraftlog.client.consumer._consumer_membership import ConsumerProtocolMembership
 from kraftlog.client.consumer._fetched import CompletedFetch, ConsumerRecord
+from kraftlog.client.consumer._interceptors import ConsumerInterceptor, ConsumerInterceptors
 from kraftlog.client.consumer._offsets import OffsetLookups
 from kraftlog.client.consumer._positions import LogTruncationError, PartitionState
 from kraftlog.common import errors as kerr
@@ -121,10 +125,12 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         client_id: str = _C.default("client.id"),
         key_deserializer: Callable[[bytes | None], Any] | None = None,
         value_deserializer: Callable[[bytes | None], Any] | None = None,
+        interceptors: Sequence[ConsumerInterceptor] | None = None,
         security_protocol: str = "PLAINTEXT",
         **ssl: Any,
     ) -> None:
         security = client_security(security_protocol, **ssl)  # kafka-python's ssl_*/sasl_* arguments
+        self._interceptors = ConsumerInterceptors(interceptors)
         self.group_id, self.enable_auto_commit = self._check_group_settings(group_id, enable_auto_commit)
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -448,7 +454,8 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
             records = self._drain(self.max_poll_records)
             if records:
                 self._send_fetches()  # prefetch while the caller works on these
-                return records
+                # positions are those of the records fetched, whatever the interceptors return
+                return self._interceptors.on_consume(records) if self._interceptors else records
             self._send_fetches()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -498,7 +505,8 @@ class Consumer(_ConsumerFetches, _ConsumerGroups):
         if self._closed:
             return
         self._closed = True
-        self._close_group()
+        self._close_group()  # its last commit still reaches the interceptors' on_commit
+        self._interceptors.close()
         for future in list(self._in_flight.values()):
             future.cancel()
         self._in_flight.clear()

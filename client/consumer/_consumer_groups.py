@@ -27,6 +27,7 @@ from kraftlog.client.assignors import (
 from kraftlog.client.consumer._consumer_group import CommitFailedError, GroupMembership, RebalanceListener
 from kraftlog.client.consumer._consumer_membership import ConsumerProtocolMembership
 from kraftlog.client.consumer._fetched import CompletedFetch
+from kraftlog.client.consumer._interceptors import ConsumerInterceptors
 from kraftlog.client.consumer._positions import PartitionState
 from kraftlog.common import errors as kerr
 from kraftlog.proto import broker_pb2
@@ -119,6 +120,7 @@ class _ConsumerGroups:
     _assigned_counts: dict[str, int]
     _awaiting_committed: set[TopicPartition]
     _async_commits: Any
+    _interceptors: ConsumerInterceptors
 
     if TYPE_CHECKING:
 
@@ -330,6 +332,10 @@ class _ConsumerGroups:
             for tp, o in offsets.items()
         }
         self._group.commit(payload, timeout_s)
+        if self._interceptors:  # after a successful commit only, as Kafka's onCommit
+            self._interceptors.on_commit(
+                {TopicPartition(*tp): OffsetAndMetadata(o, m, e) for tp, (o, e, m) in payload.items()}
+            )
 
     def commit(
         self, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int] | None = None, timeout_ms: int | None = None

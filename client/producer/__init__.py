@@ -2,6 +2,7 @@
 default partitioner.
 """
 
+from kraftlog.client.producer._interceptors import ProducerInterceptor, ProducerRecord
 from kraftlog.client.producer._partitioner import DefaultPartitioner, murmur2, partition_for_key
 from kraftlog.client.producer._producer import (
     AsyncProducer,
@@ -16,6 +17,8 @@ __all__: list[str] = [
     "DefaultPartitioner",
     "Producer",
     "ProducerClosedError",
+    "ProducerInterceptor",
+    "ProducerRecord",
     "RecordMetadata",
     "murmur2",
     "partition_for_key",

@@ -25,7 +25,10 @@ turns batches into ProduceRequests:
 
 A failed record's future raises the typed `common.errors` exception (``err.retriable`` tells whether
 Kafka would call it transient); the optional ``callback(metadata, exception)`` of `send` runs on the
-sender thread once the record is done, as Java's ``Callback.onCompletion``.
+sender thread once the record is done, as Java's ``Callback.onCompletion``. ``interceptors=[...]``
+(`client.producer._interceptors`, rules in `client._interceptors`): Kafka's ProducerInterceptors,
+``on_send`` in ``send`` before the record is serialized and partitioned, ``on_acknowledgement`` for
+every record on the sender thread.
 
 Idempotence (``enable_idempotence``, on by default as in Kafka 3+ whenever ``acks=all``,
 ``retries`` > 0 and at most 5 requests in flight; see `client.producer._producer_idempotence`): the producer
@@ -59,6 +62,7 @@ from kraftlog.client._channels import ChannelPool
 from kraftlog.client._config import PRODUCER_CONFIG as _P
 from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client._security import client_security
+from kraftlog.client.producer._interceptors import ProducerInterceptor, ProducerInterceptors, ProducerRecord
 from kraftlog.client.producer._partitioner import DefaultPartitioner
 from kraftlog.client.producer._producer_idempotence import IdempotenceState
 from kraftlog.client.producer._producer_sender import _ProducerSender
@@ -66,6 +70,7 @@ from kraftlog.client.producer._producer_txn import _ProducerTransactions
 from kraftlog.client.producer._producer_types import (
     Callback,
     HeadersArg,
+    InterceptedCallback,
     ProducerClosedError,
     RecordMetadata,
     _acks,
@@ -143,10 +148,12 @@ class Producer(_ProducerSender, _ProducerTransactions):
         partitioner: Any = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
+        interceptors: Sequence[ProducerInterceptor] | None = None,
         security_protocol: str = "PLAINTEXT",
         **ssl: Any,
     ) -> None:
         security = client_security(security_protocol, **ssl)  # kafka-python's ssl_*/sasl_* arguments
+        self._interceptors = ProducerInterceptors(interceptors)
         if transactional_id is not None and not transactional_id:
             raise ValueError("transactional_id must not be empty")
         if transactional_id and enable_idempotence is False:
@@ -253,9 +260,19 @@ class Producer(_ProducerSender, _ProducerTransactions):
         """
         if self._closing:
             raise ProducerClosedError("Cannot perform operation after producer has been closed")
-        key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
-        value_bytes = _to_bytes(self._value_serializer(value) if self._value_serializer else value, "value")
-        hdrs = _headers(headers)
+        if self._interceptors:  # before serialization and partitioning, as Kafka's
+            record = self._interceptors.on_send(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+            topic, value, key, headers = record.topic, record.value, record.key, record.headers
+            partition, timestamp_ms = record.partition, record.timestamp_ms
+            callback = InterceptedCallback(self._interceptors, callback, topic, partition)
+        try:
+            key_bytes = _to_bytes(self._key_serializer(key) if self._key_serializer else key, "key")
+            value_bytes = _to_bytes(self._value_serializer(value) if self._value_serializer else value, "value")
+            hdrs = _headers(headers)
+        except Exception as err:  # raised to the caller; the interceptors still hear of the record
+            if isinstance(callback, InterceptedCallback):
+                self._interceptors.on_acknowledgement(RecordMetadata(topic, callback.partition, -1, -1), err)
+            raise
         future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
         try:
             self._do_send(topic, key_bytes, value_bytes, hdrs, partition, timestamp_ms, future, callback)
@@ -297,6 +314,8 @@ class Producer(_ProducerSender, _ProducerTransactions):
         if chosen is None:
             available = self._metadata.available_partitions_for_topic(topic)
             chosen = self._partitioner.partition(topic, key, num, available)
+        if isinstance(callback, InterceptedCallback):
+            callback.partition = chosen
         abort = partition is None
         outcome = None
         with self._lock:  # the common case: memory is free, one trip through the lock
@@ -331,6 +350,8 @@ class Producer(_ProducerSender, _ProducerTransactions):
             available = self._metadata.available_partitions_for_topic(topic)
             self._partitioner.on_new_batch(topic, num, available, chosen)
             chosen = self._partitioner.partition(topic, key, num, available)
+            if isinstance(callback, InterceptedCallback):
+                callback.partition = chosen
             with self._lock:
                 outcome = self._append(
                     TopicPartition(topic, chosen),
@@ -471,6 +492,7 @@ class Producer(_ProducerSender, _ProducerTransactions):
             if threading.current_thread() is not self._sender:
                 self._sender.join()
         self._closed = True
+        self._interceptors.close()  # every record is settled by now: no acknowledgement follows
         self._metadata.close()
         if threading.current_thread() is not self._sender:
             self._pool.close()

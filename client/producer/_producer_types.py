@@ -102,6 +102,26 @@ class _CallablePartitioner:
         pass
 
 
+class InterceptedCallback:
+    """A send's callback behind the producer's interceptors (Kafka's InterceptorCallback): every
+    outcome goes to `ProducerInterceptors.on_acknowledgement` first -- a failure with a
+    `RecordMetadata` of the record's topic, its partition once chosen (else -1) and offset -1 --
+    then to the send's own callback, unchanged. ``partition`` is set by ``send`` once chosen."""
+
+    __slots__ = ("interceptors", "callback", "topic", "partition")
+
+    def __init__(self, interceptors: Any, callback: Callback | None, topic: str, partition: int | None) -> None:
+        self.interceptors = interceptors
+        self.callback = callback
+        self.topic = topic
+        self.partition = partition if partition is not None else -1
+
+    def __call__(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        seen = metadata if metadata is not None else RecordMetadata(self.topic, self.partition, -1, _NO_TIMESTAMP)
+        self.interceptors.on_acknowledgement(seen, error)
+        run_callback(self.callback, metadata, error)
+
+
 def run_callback(callback: Callback | None, metadata: RecordMetadata | None, error: BaseException | None) -> None:
     """Run a send's callback, if any: one that raises is logged, never propagated (the sender
     thread and the caller's thread both run callbacks)."""

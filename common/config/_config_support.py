@@ -78,7 +78,6 @@ NOT_SUPPORTED: Final[Mapping[str, tuple[str, Callable[[object], bool]]]] = {
         "principals are User:<certificate subject after ssl.principal.mapping.rules> or User:<SASL name>",
         _only(None, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
     ),
-    "connections.max.reauth.ms": ("SASL sessions are not re-authenticated (KIP-368); 0 is accepted", _only(0)),
     "controller.listener.names": (
         "the controller listener is the one named CONTROLLER",
         lambda value: value is None or value == ["CONTROLLER"],

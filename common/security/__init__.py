@@ -40,9 +40,12 @@ from kraftlog.common.security._listener_security import (
     listener_protocol,
     scram_secret_of,
 )
+from kraftlog.common.security._reauth import MIN_REAUTH_INTERVAL_MS, SessionExpiry, session_lifetime_ms
 from kraftlog.common.security._request_context import (
     ANONYMOUS,
+    CLIENT_ID_METADATA,
     FORWARDED_HOST,
+    FORWARDED_PERMISSIVE_QUOTA,
     FORWARDED_PRINCIPAL,
     AuthorizeFn,
     RequestContext,
@@ -50,6 +53,7 @@ from kraftlog.common.security._request_context import (
     current_request,
     denied_error,
     forwarding_metadata,
+    metadata_value,
     request_scope,
     spawn,
 )
@@ -89,7 +93,9 @@ __all__: list[str] = [
     "AuthorizeFn",
     "BROKER_LISTENER",
     "CLUSTER_RESOURCE_NAME",
+    "CLIENT_ID_METADATA",
     "FORWARDED_HOST",
+    "FORWARDED_PERMISSIVE_QUOTA",
     "FORWARDED_PRINCIPAL",
     "LISTENER_PREFIXABLE",
     "ListenerSecurity",
@@ -100,6 +106,9 @@ __all__: list[str] = [
     "SESSION_METADATA",
     "STANDARD_AUTHORIZER",
     "SaslLogin",
+    "SessionExpiry",
+    "MIN_REAUTH_INTERVAL_MS",
+    "session_lifetime_ms",
     "SaslSessions",
     "ScramClient",
     "ScramCredential",
@@ -115,6 +124,7 @@ __all__: list[str] = [
     "define_security_keys",
     "denied_error",
     "forwarding_metadata",
+    "metadata_value",
     "grpc_channel_credentials",
     "grpc_listener_name",
     "grpc_server_credentials",

@@ -148,7 +148,11 @@ def define_security_keys(defs: ConfigDef) -> None:
             ConfigType.LONG,
             0,
             None,
-            "Re-authentication interval of SASL connections (KIP-368); kraftlog supports 0 (never).",
+            "When positive, the longest a SASL session lives (KIP-368): its lifetime is told to clients "
+            "in SaslAuthenticate v1+ (and to kraftlog's gRPC clients), a connection that is not "
+            "re-authenticated within it is closed at its next request, and a gRPC session token is refused "
+            "after it. 0: sessions last as long as their connection. May be prefixed with the listener "
+            "prefix and the mechanism in lower case (listener.name.sasl_ssl.scram-sha-256.connections.max.reauth.ms).",
         )
         .define(
             "principal.builder.class",
@@ -204,6 +208,7 @@ LISTENER_PREFIXABLE: Final = frozenset(
         "sasl.enabled.mechanisms",
         "sasl.server.max.receive.size",
         "max.connections",
+        "connections.max.reauth.ms",
     }
 )
 
@@ -221,11 +226,12 @@ def listener_prefixed_key(defs: ConfigDef, name: str) -> tuple[str, ConfigKey] |
     if rest in LISTENER_PREFIXABLE:
         return listener.upper(), defs[rest]
     mechanism, _, tail = rest.partition(".")
-    if tail == "sasl.jaas.config" and mechanism.upper() in _SASL_MECHANISMS_KNOWN:
-        return listener.upper(), defs["sasl.jaas.config"]
+    if tail in ("sasl.jaas.config", "connections.max.reauth.ms") and mechanism.upper() in _SASL_MECHANISMS_KNOWN:
+        return listener.upper(), defs[tail]
     raise ConfigError(
         f"'{name}' sets {rest!r} for listener {listener.upper()}, but only ssl.*, sasl.enabled.mechanisms, "
-        "sasl.server.max.receive.size, max.connections and <mechanism>.sasl.jaas.config can be set per listener",
+        "sasl.server.max.receive.size, max.connections, [<mechanism>.]connections.max.reauth.ms and "
+        "<mechanism>.sasl.jaas.config can be set per listener",
         key=name,
     )
 

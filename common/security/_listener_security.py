@@ -94,6 +94,8 @@ class ListenerSecurity:
     logins: Mapping[str, SaslLogin] = field(default_factory=dict, repr=False)
     #: keys the made-up SCRAM salt of unknown names (`scram_secret_of`): the same on every node
     scram_unknown_user_key: bytes = field(default_factory=lambda: scram_unknown_user_key(None), repr=False)
+    #: ``connections.max.reauth.ms`` per mechanism (KIP-368; absent or 0: sessions never expire)
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def uses_tls(self) -> bool:
@@ -153,7 +155,12 @@ class ListenerSecurity:
                 plain_users.update({k[5:]: v for k, v in options.items() if k.startswith("user_") and k[5:]})
             if "username" in options and "password" in options:
                 logins[mechanism] = SaslLogin(mechanism, options["username"], options["password"])
-        return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins, unknown_key)
+        reauth = {m: _max_reauth_ms(config, prefix, m) for m in mechanisms}
+        return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins, unknown_key, reauth)
+
+    def reauth_ms(self, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` of ``mechanism`` on this listener (0: no re-authentication)."""
+        return self.max_reauth_ms.get(mechanism, 0)
 
     def node_login(self, config: Mapping[str, object]) -> SaslLogin | None:
         """The login a node uses towards this listener of other nodes (None: not SASL): the JAAS
@@ -192,3 +199,12 @@ class ListenerSecurity:
         """SASL/PLAIN: the password of ``user_<username>`` in the listener's JAAS entry."""
         expected = self.plain_users.get(username)
         return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
+
+
+def _max_reauth_ms(config: Mapping[str, object], prefix: str, mechanism: str) -> int:
+    """Kafka's lookup of ``connections.max.reauth.ms`` for one mechanism of a listener:
+    ``listener.name.<l>.<mechanism>.``, then ``listener.name.<l>.``, then the node's key."""
+    for key in (f"{prefix}{mechanism.lower()}.connections.max.reauth.ms", f"{prefix}connections.max.reauth.ms"):
+        if key in config:
+            return int(str(config[key]))
+    return int(str(config.get("connections.max.reauth.ms", 0)))

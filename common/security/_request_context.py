@@ -30,8 +30,11 @@ T = TypeVar("T")
 __all__ = [
     "ANONYMOUS",
     "spawn",
+    "CLIENT_ID_METADATA",
     "FORWARDED_HOST",
+    "FORWARDED_PERMISSIVE_QUOTA",
     "FORWARDED_PRINCIPAL",
+    "metadata_value",
     "INTERNAL_SESSION",
     "denied_error",
     "forwarding_metadata",
@@ -75,13 +78,17 @@ def _allow_all(session: Session, operation: AclOperation, resource_type: Resourc
 
 @dataclass(slots=True)
 class RequestContext:
-    """One request being handled: its session, the authorizer to ask, and what was decided."""
+    """One request being handled: its session, the authorizer to ask, and what was decided;
+    ``client_id`` names the client for quotas, and ``strict_quota`` is False for the request
+    versions KIP-599 throttles after the fact instead of refusing (CreateTopics before v6, ...)."""
 
     session: Session
     api: str
     authorize_fn: AuthorizeFn = _allow_all
     decisions: list[tuple[AclOperation, ResourceType, str | None, bool]] = field(default_factory=list)
     public_reason: str | None = None
+    client_id: str = ""
+    strict_quota: bool = True
 
     @property
     def principal(self) -> str:
@@ -170,13 +177,37 @@ _INTERNAL = INTERNAL_SESSION
 #: envelope, as call metadata)
 FORWARDED_PRINCIPAL: Final = "kraftlog-forwarded-principal"
 FORWARDED_HOST: Final = "kraftlog-forwarded-host"
+#: set on a forwarded request of a version KIP-599 does not refuse (its quota throttles afterwards)
+FORWARDED_PERMISSIVE_QUOTA: Final = "kraftlog-forwarded-permissive-quota"
+#: the gRPC call metadata key naming the client (Kafka's client.id), for quotas; a forwarding broker
+#: sets it to its client's
+CLIENT_ID_METADATA: Final = "kraftlog-client-id"
 
 
-def forwarding_metadata(session: Session) -> tuple[tuple[str, str], ...] | None:
-    """The call metadata naming ``session``'s client to the controller; None for the node's own work."""
+def forwarding_metadata(ctx: RequestContext) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata naming ``ctx``'s client to the controller; None for the node's own work."""
+    session = ctx.session
     if session is INTERNAL_SESSION:
         return None
-    return ((FORWARDED_PRINCIPAL, session.principal), (FORWARDED_HOST, session.client_host))
+    metadata = [(FORWARDED_PRINCIPAL, session.principal), (FORWARDED_HOST, session.client_host)]
+    if ctx.client_id:
+        metadata.append((CLIENT_ID_METADATA, ctx.client_id))
+    if not ctx.strict_quota:
+        metadata.append((FORWARDED_PERMISSIVE_QUOTA, "1"))
+    return tuple(metadata)
+
+
+def metadata_value(context: Any, key: str) -> str | None:
+    """The value of ``key`` in a gRPC call's metadata, None when absent (or the context has none:
+    in-process calls)."""
+    try:
+        metadata = context.invocation_metadata() or ()
+    except Exception:
+        return None
+    for k, value in metadata:
+        if k == key:
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return None
 
 
 def current_request() -> RequestContext:

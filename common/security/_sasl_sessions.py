@@ -7,7 +7,10 @@ SaslAuthenticate carries its messages) and ends with a random session token the 
 as call metadata. Tokens are bound to the client's host (a token seen from another address is
 refused, as a Kafka session cannot move to another connection), expire after ``idle_s`` unused,
 and are never logged. A session ends after ``max_lifetime_s`` even in use, and at once when its
-user's SCRAM credential is removed or replaced (the channel then logs in again). Exchanges that do
+user's SCRAM credential is removed or replaced (the channel then logs in again). With
+``connections.max.reauth.ms`` (KIP-368, per listener and mechanism as on the Kafka listener) a
+session lives at most that long: its lifetime is answered with the session token, the client logs
+in again before it ends (a new token; the old one is refused once expired, UNAUTHENTICATED). Exchanges that do
 not finish within ``exchange_timeout_s`` are dropped; a host has at most ``pending_per_host`` of them
 (its oldest goes first, so one flooding host cannot push out the others' logins) and both tables are
 bounded, so unauthenticated callers cannot grow them without limit.
@@ -25,6 +28,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.common._clock import SYSTEM_CLOCK
 from kraftlog.common.security._acl import ScramMechanism
 from kraftlog.common.security._listener_security import ListenerSecurity
+from kraftlog.common.security._reauth import session_lifetime_ms
 from kraftlog.common.security._request_context import Session
 from kraftlog.common.security._sasl_plain import PlainServer
 from kraftlog.common.security._scram import ScramCredential, ScramServer
@@ -78,6 +82,7 @@ class _Session:
     created_s: float
     last_used_s: float
     credential: ScramCredential | None  # the SCRAM credential it logged in with (checked on use)
+    lifetime_ms: int = 0  # connections.max.reauth.ms of its mechanism (0: max_lifetime_s only)
 
 
 class SaslSessions:
@@ -149,10 +154,19 @@ class SaslSessions:
             )
         session_token = self._token()
         now = self._clock()
-        self._sessions[session_token] = _Session(session, now, now, credential)
+        max_reauth_ms = self.security.reauth_ms(exchange.server.mechanism_name)
+        lifetime_ms = session_lifetime_ms(max_reauth_ms, None, 0) or 0
+        self._sessions[session_token] = _Session(session, now, now, credential, lifetime_ms)
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
         return challenge, session_token
+
+    def lifetime_ms(self, token: str) -> int:
+        """The lifetime of the session ``token`` names, as SaslAuthenticate answers it: its
+        ``connections.max.reauth.ms`` (0: no re-authentication asked; the session still ends
+        after ``max_lifetime_s`` or idle, and the client logs in again when refused)."""
+        entry = self._sessions.get(token)
+        return entry.lifetime_ms if entry is not None else 0
 
     def known(self, token: str) -> bool:
         """Whether ``token`` names a session at all (from any host, expired or not): a cheap
@@ -165,7 +179,7 @@ class SaslSessions:
         now = self._clock()
         if entry is None or entry.session.client_host != host:
             return None
-        if now - entry.last_used_s > self.idle_s or now - entry.created_s > self.max_lifetime_s:
+        if now - entry.last_used_s > self.idle_s or now - entry.created_s > self._lifetime_s(entry):
             del self._sessions[token]
             return None
         if entry.credential is not None:
@@ -176,6 +190,11 @@ class SaslSessions:
         entry.last_used_s = now
         self._sessions.move_to_end(token)
         return entry.session
+
+    def _lifetime_s(self, entry: _Session) -> float:
+        if entry.lifetime_ms > 0:
+            return min(self.max_lifetime_s, entry.lifetime_ms / 1000.0)
+        return self.max_lifetime_s
 
     def _expire(self) -> None:
         now = self._clock()

@@ -34,9 +34,12 @@ from kraftlog.quorum.controller._config_control import (
     incremental_alter_configs,
 )
 from kraftlog.quorum.controller._controller_base import (
+    NO_PARTITION_CHANGE_QUOTA,
     PRODUCER_ID_BLOCK_SIZE,
     BrokerHeartbeats,
     ControllerContext,
+    MutationQuotas,
+    PartitionChangeQuota,
     Records,
     _elect_offline_partitions,
     _remove_from_isrs,
@@ -73,6 +76,9 @@ from kraftlog.quorum.controller._topic_control import (
 __all__ = [
     "BrokerHeartbeats",
     "ControllerContext",
+    "MutationQuotas",
+    "NO_PARTITION_CHANGE_QUOTA",
+    "PartitionChangeQuota",
     "MAX_TOPIC_NAME_LENGTH",
     "PRODUCER_ID_BLOCK_SIZE",
     "Records",

@@ -10,7 +10,7 @@ import random
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import NO_LEADER, MetadataRecord, PartitionChangeRecord
@@ -42,18 +42,61 @@ def new_topic_id(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+class PartitionChangeQuota(Protocol):
+    """The controller mutation quota (KIP-599) of the client whose request a handler decides:
+    `apply` takes the partitions a topic creation, deletion or growth changes, once the change
+    is valid (Kafka's ``ControllerRequestContext.applyPartitionChangeQuota``), and raises
+    `ThrottlingQuotaExceededError` instead when the client's bucket is already below zero and the
+    request is strict; `throttle_time_ms` is what the answer tells the client afterwards."""
+
+    def apply(self, partitions: int) -> None: ...
+
+    def throttle_time_ms(self) -> int: ...
+
+
+class MutationQuotas(Protocol):
+    """Where the active controller gets each request's `PartitionChangeQuota` (the node wires in the
+    broker package's quota manager, over the controller's image): ``strict`` is False for a
+    forwarded request of a version KIP-599 only throttles."""
+
+    def for_request(self, principal: str, client_id: str, *, strict: bool) -> PartitionChangeQuota: ...
+
+
+class _NoQuota:
+    def apply(self, partitions: int) -> None:
+        return None
+
+    def throttle_time_ms(self) -> int:
+        return 0
+
+
+#: the quota of requests nobody limits (the node's own decisions, handlers in unit tests)
+NO_PARTITION_CHANGE_QUOTA: PartitionChangeQuota = _NoQuota()
+
+
 @dataclass
 class ControllerContext:
-    """What a handler may know beyond the image: config, time and randomness are parameters."""
+    """What a handler may know beyond the image: config, time and randomness are parameters, and
+    the quota of the request's client (the one side effect a handler has, as in Kafka)."""
 
     cluster_id: str
     config: Any  # kraftlog.common.config.NodeConfig
     now_ms: int
     rng: random.Random
     next_offset: int = 0  # the offset the first proposed record will get (KRaft's broker epoch)
+    partition_change_quota: PartitionChangeQuota = NO_PARTITION_CHANGE_QUOTA
 
     def cfg(self, key: str) -> Any:
         return self.config[key]
+
+    def quota_refusal(self, partitions: int) -> errors_pb2.Error | None:
+        """Apply the request's quota to a valid change of ``partitions``; the THROTTLING_QUOTA_EXCEEDED
+        error to answer for it instead, or None when it may go ahead."""
+        try:
+            self.partition_change_quota.apply(partitions)
+        except kerr.ThrottlingQuotaExceededError as err:
+            return error_pb(err)
+        return None
 
 
 @dataclass

@@ -193,6 +193,10 @@ def create_topics(
             except PlacementError as err:
                 results.append(Result(name=t.name, error=_err_from(err)))
                 continue
+        refusal = ctx.quota_refusal(len(assignment))
+        if refusal is not None:
+            results.append(Result(name=t.name, error=refusal))
+            continue
         topic_id = new_topic_id(ctx.rng)
         rf_out = len(next(iter(assignment.values())))
         results.append(
@@ -260,6 +264,9 @@ def delete_topics(
                     name=name, topic_id=topic_id, error=error_pb(missing, f"topic {name or topic_id} does not exist")
                 )
             )
+            continue
+        if topic.topic_id not in removed and (refusal := ctx.quota_refusal(len(topic.partitions))) is not None:
+            results.append(Result(name=topic.name, topic_id=topic.topic_id, error=refusal))
             continue
         results.append(Result(name=topic.name, topic_id=topic.topic_id, error=error_pb()))
         if topic.topic_id not in removed:
@@ -341,6 +348,10 @@ def create_partitions(
             except PlacementError as err:
                 results.append(Result(name=t.name, error=_err_from(err)))
                 continue
+        refusal = ctx.quota_refusal(new_count)
+        if refusal is not None:
+            results.append(Result(name=t.name, error=refusal))
+            continue
         results.append(Result(name=t.name, error=error_pb()))
         if not req.validate_only:
             records += [_new_partition(image, topic.topic_id, pid, reps) for pid, reps in sorted(assignment.items())]

@@ -316,3 +316,71 @@ def test_librdkafka_consumer_is_held_to_its_fetch_byte_rate(node: tuple[LocalClu
     # one window's burst (500 kB), 4 s at the quota (2 MB), and what librdkafka prefetched: about
     # 3 MB, well below the 6 MB an unheld consumer reads; and not starved either
     assert 1_000_000 < consumed < 4_200_000
+
+
+def test_the_controller_refuses_topics_topic_by_topic_once_the_mutation_quota_is_spent(
+    node: tuple[LocalCluster, int],
+) -> None:
+    """KIP-599 as Kafka's controller applies it (review, issue 24): each valid topic takes its
+    partitions from the client's bucket in request order, and a topic met while the bucket is below
+    zero is refused with THROTTLING_QUOTA_EXCEEDED; over the Kafka listener (kafka-python's admin
+    client, CreateTopics v7: strict) and over gRPC (the AdminService, forwarded by the broker with the
+    call's client id). A bucket of 1 partition/s holds 11 (controller.quota.window.num x 1 s): of five
+    4-partition topics three are created (11 -> 7 -> 3 -> -1) and two refused. On main the broker
+    let the whole request through on a full bucket (five created), and gRPC was never limited."""
+    import grpc
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    from kraftlog.proto import admin_pb2, admin_pb2_grpc
+
+    cluster, _port = node
+    quota = {"controller_mutation_rate": 1.0}
+    entities = [{"client-id": "kp-mutator"}, {"client-id": "grpc-mutator"}]
+    with Admin(cluster.bootstrap_servers, request_timeout_ms=20_000) as admin:
+        admin.alter_client_quotas([(entity, quota) for entity in entities])
+    try:
+        wait_until(
+            lambda: {(("client-id", e["client-id"]),) for e in entities} <= set(_described(cluster, [])),
+            30,
+            what="the mutation quotas in the image",
+        )
+        kp = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers, client_id="kp-mutator")
+        try:
+            answer = kp.create_topics(
+                [KpNewTopic(f"mq-kp-{i}", num_partitions=4, replication_factor=1) for i in range(5)],
+                raise_errors=False,
+            )
+        finally:
+            kp.close()
+        assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [
+            ("mq-kp-0", 0),
+            ("mq-kp-1", 0),
+            ("mq-kp-2", 0),
+            ("mq-kp-3", 89),
+            ("mq-kp-4", 89),
+        ]
+
+        with grpc.insecure_channel(cluster.bootstrap_servers.split(",")[0]) as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            request = admin_pb2.CreateTopicsRequest(
+                topics=[
+                    admin_pb2.CreateTopicsRequest.CreatableTopic(
+                        name=f"mq-grpc-{i}", num_partitions=4, replication_factor=1
+                    )
+                    for i in range(5)
+                ],
+                timeout_ms=20_000,
+            )
+            response = stub.CreateTopics(request, timeout=30, metadata=(("kraftlog-client-id", "grpc-mutator"),))
+        assert [(t.name, t.error.name) for t in response.topics] == [
+            ("mq-grpc-0", "NONE"),
+            ("mq-grpc-1", "NONE"),
+            ("mq-grpc-2", "NONE"),
+            ("mq-grpc-3", "THROTTLING_QUOTA_EXCEEDED"),
+            ("mq-grpc-4", "THROTTLING_QUOTA_EXCEEDED"),
+        ]
+        assert 0 < response.throttle_time_ms <= 2_000  # 1 partition short at 1/s
+    finally:
+        with Admin(cluster.bootstrap_servers, request_timeout_ms=20_000) as admin:
+            admin.alter_client_quotas([(entity, {"controller_mutation_rate": None}) for entity in entities])

@@ -23,6 +23,12 @@ def test_resolve_matches_whole_names_with_re2_syntax_and_skips_internal_topics()
     assert resolve_regex("(a", names) == frozenset()
 
 
+def test_only_kafkas_internal_topics_are_left_out_not_every_double_underscore_name() -> None:
+    """Kafka's Topic.INTERNAL_TOPICS, not a prefix: ``__audit`` is a user's topic (review, issue 24)."""
+    names = ["__audit", "__consumer_offsets", "__transaction_state", "__share_group_state"]
+    assert resolve_regex("__.*", names) == {"__audit"}
+
+
 def test_invalid_and_catastrophic_patterns() -> None:
     assert isinstance(regex_error("(a"), kerr.InvalidRegularExpressionError)
     assert isinstance(regex_error(r"(a)\1"), kerr.InvalidRegularExpressionError)  # no backreferences in RE2

@@ -70,6 +70,6 @@ def test_a_handler_that_decides_nothing_is_not_answered() -> None:
     conn: Any = SimpleNamespace(
         authenticated=True, session=Session(ANONYMOUS, "127.0.0.1", "PLAINTEXT", "PLAINTEXT"), peer="127.0.0.1:1"
     )
-    request: Any = SimpleNamespace(api_key=16, api_version=4, body=None)
+    request: Any = SimpleNamespace(api_key=16, api_version=4, client_id="app", body=None)
     assert asyncio.run(apis.dispatch(request, conn)) is CLOSE_CONNECTION
     assert calls == ["called"]

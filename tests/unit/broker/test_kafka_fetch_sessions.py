@@ -82,3 +82,31 @@ def test_partitions_with_records_move_to_the_back_and_errors_are_answered_again(
     again = cache.resolve(full.session_id, 2, [], [], now_ms=2)
     assert answer(again, A1)  # recovered with the same offsets as before the error: still news
     assert not answer(again, B0)
+
+
+def test_a_throttled_incremental_fetch_leaves_the_session_as_if_unanswered() -> None:
+    """KIP-219 (review, issue 24): the fetch is answered empty, so what the session remembers as
+    answered is put back and the partitions come again next time; the epoch still advances."""
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    full = cache.resolve(0, 0, [(A0, sp(0)), (A1, sp(0))], [], now_ms=0)
+    assert all(answer(full, tp) for tp in (A0, A1))
+    inc = cache.resolve(full.session_id, 1, [(A0, sp(3))], [], now_ms=1)
+    assert answer(inc, A0, data=True, hw=20, lso=20)
+    assert answer(inc, A1, hw=21, lso=21)
+    assert list(inc.partitions) == [A1, A0]
+    assert cache.throttled(inc) == full.session_id
+    nxt = cache.resolve(full.session_id, 2, [], [], now_ms=2)
+    assert list(nxt.partitions) == [A0, A1]  # the order before the throttled answer
+    assert nxt.partitions[A0].fetch_offset == 3  # the request's position stays, as in Kafka
+    assert answer(nxt, A1, hw=21, lso=21)  # the moved high watermark is news again
+
+
+def test_a_throttled_full_fetch_opens_no_session() -> None:
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    full = cache.resolve(0, 0, [(A0, sp(0))], [], now_ms=0)
+    assert answer(full, A0, data=True)
+    assert cache.throttled(full) == 0 and len(cache) == 0
+    with pytest.raises(kerr.FetchSessionIdNotFoundError):
+        cache.resolve(full.session_id, 1, [], [], now_ms=1)
+    sessionless = cache.resolve(0, -1, [(A0, sp(0))], [], now_ms=2)
+    assert cache.throttled(sessionless) == 0

@@ -34,7 +34,7 @@ def _conn(principal: str = "User:alice") -> ConnectionInfo:
 def test_a_produce_over_the_users_quota_is_answered_with_its_throttle_and_mutes_the_connection() -> None:
     clock = ManualClock()
     image = _image(ClientQuotaRecord(entity=(("user", "alice"),), key="producer_byte_rate", value=1000))
-    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock), lambda: image)
+    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock))
     conn = _conn()
     answer: dict[str, Any] = {"throttle_time": 0, "responses": []}
     throttle.after(_produce(5_000), conn, answer, elapsed_ns=1000)
@@ -49,21 +49,51 @@ def test_a_produce_over_the_users_quota_is_answered_with_its_throttle_and_mutes_
     assert answer["throttle_time"] == 0 and other.throttle_ms == 0  # bob has no quota
 
 
-def test_a_strict_create_topics_is_refused_once_the_mutation_bucket_is_empty() -> None:
+def test_a_mutating_request_is_muted_for_the_throttle_the_controller_answered() -> None:
+    """KIP-599 on the listener: the active controller applies the mutation quota topic by topic
+    (tests/unit/quorum); the listener forwards whether the version is strict and mutes the
+    connection for the throttle the controller's answer carries."""
     clock = ManualClock()
-    image = _image(ClientQuotaRecord(entity=(("client-id", None),), key="controller_mutation_rate", value=1))
-    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock), lambda: image)
-    conn = _conn()
+    image = _image()
+    throttle = KafkaThrottle(QuotaManagers(lambda: image.quotas, clock=clock))
     body = SimpleNamespace(topics=[SimpleNamespace(name="t", num_partitions=20, assignments=())])
-    create = ParsedRequest(19, 7, 1, "admin", body)
-    assert throttle.mutation_refusal(create, conn) is None  # a full bucket: 11 tokens
-    mutations = throttle.mutations(create)
-    answer: dict[str, Any] = {"throttle_time": 0, "topics": [{"name": "t", "error_code": 0}]}
-    throttle.after(create, conn, answer, elapsed_ns=1000, mutations=mutations)
-    assert answer["throttle_time"] == 9_000  # 20 taken of 11: 9 short at 1 per second
-    refusal = throttle.mutation_refusal(create, conn)
-    assert refusal is not None
-    assert refusal["topics"][0]["error_code"] == 89  # THROTTLING_QUOTA_EXCEEDED
-    assert refusal["throttle_time"] == 9_000
-    # CreateTopics v5 is not strict (KIP-599): served, throttled afterwards
-    assert throttle.mutation_refusal(ParsedRequest(19, 5, 1, "admin", body), conn) is None
+    assert KafkaThrottle.strict_quota(ParsedRequest(19, 6, 1, "admin", body))
+    assert not KafkaThrottle.strict_quota(ParsedRequest(19, 5, 1, "admin", body))  # served, throttled after
+    assert not KafkaThrottle.strict_quota(ParsedRequest(20, 4, 1, "admin", body))
+    assert KafkaThrottle.strict_quota(ParsedRequest(37, 3, 1, "admin", body))
+    assert KafkaThrottle.strict_quota(ParsedRequest(18, 0, 1, "admin", body))  # not a mutation at all
+    conn = _conn()
+    answer: dict[str, Any] = {"throttle_time": 9_000, "topics": [{"name": "t", "error_code": 0}]}
+    throttle.after(ParsedRequest(19, 7, 1, "admin", body), conn, answer, elapsed_ns=1000)
+    assert answer["throttle_time"] == 9_000 and conn.throttle_ms == 9_000
+
+
+def test_a_throttled_fetch_is_answered_empty_and_its_bytes_unrecorded() -> None:
+    """KIP-219 as Kafka's KafkaApis (review, issue 24): over the quota, the answer goes out empty
+    with the throttle, and the bytes it would have carried do not count against the client."""
+    clock = ManualClock()
+    image = _image(ClientQuotaRecord(entity=(("user", "alice"),), key="consumer_byte_rate", value=1000))
+    quotas = QuotaManagers(lambda: image.quotas, clock=clock)
+    throttle = KafkaThrottle(quotas)
+    conn = _conn()
+    fetch = ParsedRequest(1, 12, 1, "app", SimpleNamespace())
+    assert throttle.fetch_max_bytes(fetch, conn) == 10_000  # 1000 B/s x 10 sampled windows of 1 s
+    assert throttle.fetch_max_bytes(fetch, _conn("User:bob")) is None
+    emptied: list[bool] = []
+
+    def fetch_answer(size: int) -> dict[str, Any]:
+        part = {"partition_index": 0, "records": b"x" * size}
+        return {
+            "throttle_time": 0,
+            "responses": [{"topic": "t", "partitions": [part]}],
+            "_throttled": lambda: emptied.append(True),
+        }
+
+    first = fetch_answer(8_000)
+    throttle.after(fetch, conn, first, elapsed_ns=1000)
+    assert first["throttle_time"] == 0 and not emptied and "_throttled" not in first
+    second = fetch_answer(8_000)
+    throttle.after(fetch, conn, second, elapsed_ns=1000)
+    assert second["throttle_time"] > 0 and emptied == [True]
+    # only the first answer's bytes count: 8 000 over the 10 s window, within the quota
+    assert quotas.fetch.record("alice", "app", 0, clock.monotonic_ms()) == 0

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from kraftlog.broker.quota import QuotaManagers, SampledRate, TokenBucket, throttle_time_ms
+from kraftlog.broker.quota import (
+    ControllerMutationQuotaManager,
+    QuotaManagers,
+    SampledRate,
+    TokenBucket,
+    throttle_time_ms,
+)
 from kraftlog.common import ManualClock
+from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
 
 
@@ -115,3 +122,52 @@ def test_token_bucket_allows_a_burst_then_throttles() -> None:
     assert bucket.throttle_time_ms(quota, clock.monotonic_ms()) == 4000  # 8 tokens short at 2/s
     clock.advance(4000)
     assert bucket.throttle_time_ms(quota, clock.monotonic_ms()) == 0
+
+
+def test_a_non_positive_quota_from_replay_throttles_a_window_and_does_not_divide_by_zero() -> None:
+    """Our controller refuses quotas <= 0, but a replayed record is not checked again (review, issue 24)."""
+    clock = ManualClock()
+    rate = SampledRate(11, 1000)
+    rate.record(100, clock.monotonic_ms())
+    assert throttle_time_ms(rate, 0.0, clock.monotonic_ms()) == rate.window_size_ms(clock.monotonic_ms())
+    bucket = TokenBucket(11, 1000)
+    bucket.record(1, 0.0, clock.monotonic_ms())
+    assert bucket.throttle_time_ms(0.0, clock.monotonic_ms()) == 11_000
+    image = _quotas(ClientQuotaRecord(entity=(("client-id", None),), key="producer_byte_rate", value=0.0))
+    assert QuotaManagers(lambda: image).produce.record("u", "c", 10, clock.monotonic_ms()) > 0
+
+
+def test_controller_mutation_buckets_of_clients_gone_quiet_are_forgotten_once_refilled() -> None:
+    """A default client-id quota gives every client id its own bucket: one bucket per id ever seen grew
+    without bound (review, issue 24); a bucket is forgotten once full again, so no debt is forgiven."""
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("client-id", None),), key="controller_mutation_rate", value=1.0))
+    mutations = ControllerMutationQuotaManager(lambda: image, window_num=11, window_size_ms=1000)
+    for i in range(1000):
+        mutations.record("u", f"client-{i}", 1, clock.monotonic_ms())
+    mutations.record("u", "greedy", 100, clock.monotonic_ms())  # 89 tokens short at 1/s
+    assert len(mutations) == 1001
+    clock.advance(61_000)
+    assert mutations.exhausted_ms("u", "greedy", clock.monotonic_ms()) == 28_000  # still owed: kept
+    assert len(mutations) == 1
+    clock.advance(60_000)
+    assert mutations.exhausted_ms("u", "other", clock.monotonic_ms()) == 0
+    assert len(mutations) == 1  # greedy refilled and was forgotten; "other" is new and full
+
+
+def test_a_strict_request_quota_refuses_once_below_zero_and_a_permissive_one_only_records() -> None:
+    """Kafka's Strict/PermissiveControllerMutationQuota: a change that takes the bucket below zero
+    is allowed, the next one of a strict request is refused; a permissive one records and throttles."""
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("user", "alice"),), key="controller_mutation_rate", value=1.0))
+    manager = ControllerMutationQuotaManager(lambda: image, window_num=11, window_size_ms=1000, clock=clock)
+    strict = manager.for_request("User:alice", "app", strict=True)
+    strict.apply(20)  # 11 tokens: allowed, 9 short
+    assert strict.throttle_time_ms() == 9_000
+    with pytest.raises(kerr.ThrottlingQuotaExceededError):
+        strict.apply(1)
+    manager.for_request("User:alice", "app", strict=False).apply(5)
+    assert manager.for_request("User:alice", "app", strict=True).throttle_time_ms() == 14_000
+    manager.for_request("User:bob", "app", strict=True).apply(1000)  # no quota for bob
+    clock.advance(14_000)
+    manager.for_request("User:alice", "app", strict=True).apply(1)  # paid back

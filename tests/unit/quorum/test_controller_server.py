@@ -329,6 +329,34 @@ async def _snapshot_interval(tmp_path: Path) -> None:
         await server.stop()
 
 
+def test_the_first_active_controller_commits_the_bootstrap_records_once(tmp_path: Path) -> None:
+    asyncio.run(_bootstrap_once(tmp_path))
+
+
+async def _bootstrap_once(tmp_path: Path) -> None:
+    """``storage format --add-scram`` (issue 25): the credentials of ``bootstrap.checkpoint`` commit in
+    the first active controller's NoOp batch, so they are there before any other decision; a later
+    epoch, whose image holds them, proposes them no more."""
+    from kraftlog.common.security import ScramMechanism
+    from kraftlog.common.security._scram import scram_credential
+    from kraftlog.metadata_log import NoOpRecord
+    from kraftlog.metadata_log.image import credential_to_record
+    from kraftlog.quorum import write_bootstrap_records
+
+    credential = scram_credential(ScramMechanism.SCRAM_SHA_512, "alice-secret", salt=b"s" * 32)
+    record = credential_to_record(credential, "alice", ScramMechanism.SCRAM_SHA_512)
+    write_bootstrap_records(tmp_path / "meta", [record])
+    server, quorum = await _active_server(tmp_path)
+    try:
+        assert quorum.proposed[0] == [NoOpRecord(), record]
+        assert server.image.scram.credential(ScramMechanism.SCRAM_SHA_512, "alice") == credential
+        quorum.elect(1, 2)
+        await _eventually(lambda: server.is_active, "the controller to become active again")
+        assert quorum.proposed[1:] == [[NoOpRecord()]]
+    finally:
+        await server.stop()
+
+
 def test_the_metadata_tree_is_the_builders_over_the_committed_image_minus_what_the_caller_may_not_see(
     tmp_path: Path,
 ) -> None:
