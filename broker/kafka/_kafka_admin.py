@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest, ms
 from kraftlog.common import errors as kerr
+from kraftlog.common.config import CONFIG_SOURCE_IDS, CONFIG_TYPE_IDS
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import admin_pb2
 
@@ -25,17 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AdminApis", "ControllerForwarder"]
 
-# Kafka's DescribeConfigsResponse ConfigSource ids
-_CONFIG_SOURCES = {
-    "UNKNOWN": 0,
-    "DYNAMIC_TOPIC_CONFIG": 1,
-    "DYNAMIC_BROKER_CONFIG": 2,
-    "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
-    "STATIC_BROKER_CONFIG": 4,
-    "DEFAULT_CONFIG": 5,
-    "DYNAMIC_BROKER_LOGGER_CONFIG": 6,
-    "GROUP_CONFIG": 8,
-}
 _DYNAMIC_SOURCES = ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "GROUP_CONFIG")
 _SET, _DELETE = 0, 1
 
@@ -167,7 +157,11 @@ class AdminApis:
 
     async def describe_configs(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         body = request.body
-        pb = admin_pb2.DescribeConfigsRequest(include_synonyms=bool(getattr(body, "include_synonyms", False)))
+        pb = admin_pb2.DescribeConfigsRequest(
+            include_synonyms=bool(getattr(body, "include_synonyms", False)),
+            include_documentation=bool(getattr(body, "include_documentation", False)),
+            broker_id=self._node_id,
+        )
         for r in body.resources:
             res = pb.resources.add(config_names=list(r.configuration_keys or ()))
             res.resource.resource_type = r.resource_type
@@ -196,12 +190,19 @@ class AdminApis:
                             "name": c.name,
                             "value": c.value if c.has_value and not c.is_sensitive else None,
                             "read_only": c.read_only,
-                            "config_source": _CONFIG_SOURCES.get(c.source, 0),
+                            "config_source": CONFIG_SOURCE_IDS.get(c.source, 0),
                             "is_default": c.is_default,
                             "is_sensitive": c.is_sensitive,
-                            "synonyms": [],
-                            "config_type": 0,
-                            "documentation": None,
+                            "synonyms": [
+                                {
+                                    "name": s.name,
+                                    "value": s.value if s.has_value and not c.is_sensitive else None,
+                                    "source": CONFIG_SOURCE_IDS.get(s.source, 0),
+                                }
+                                for s in c.synonyms
+                            ],
+                            "config_type": CONFIG_TYPE_IDS.get(c.config_type, 0),
+                            "documentation": c.documentation if c.HasField("documentation") else None,
                         }
                         for c in r.configs
                     ],
