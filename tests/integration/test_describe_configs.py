@@ -140,6 +140,27 @@ def test_topic_configs_carry_types_and_synonyms_in_kafkas_order(cluster: LocalCl
     ]
 
 
+def test_kraftlog_configs_describe_prints_the_synonyms(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI asks the controller over gRPC, as no broker: no broker's own layer."""
+    from kraftlog.cli.__main__ import main
+
+    argv = ["configs", "describe", "--entity-type", "topics", "--entity-name", TOPIC]
+    assert main([*argv, "--bootstrap-server", cluster.bootstrap_servers]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "  retention.ms=123456 sensitive=false synonyms={"
+        + ", ".join(
+            f"{source}:{name}={value}"
+            for name, value, source in RETENTION_SYNONYMS
+            if source != "DYNAMIC_BROKER_CONFIG"
+        )
+        + "}"
+        in lines
+    )
+
+
 def test_broker_configs_carry_types_synonyms_and_hide_passwords(cluster: LocalCluster) -> None:
     from kafka.admin import ConfigResourceType
 
