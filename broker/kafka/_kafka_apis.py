@@ -142,6 +142,7 @@ class KafkaApis:
             image=image,
             log_dirs=broker.config.log_dirs,
             replicas=replicas,
+            config=broker.config,
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)

@@ -14,19 +14,22 @@ documentation; the controller and the CLI both read them from here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from kraftlog.common._config_def import NO_DEFAULT, ConfigKey, Password
+from kraftlog.common._config_def import NO_DEFAULT, ConfigKey, ConfigType, Password
 from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._node_config import NodeConfig
 
 __all__ = [
     "CONFIG_SOURCE_IDS",
     "CONFIG_TYPE_IDS",
     "ConfigSynonym",
+    "DescribedConfig",
     "broker_key_synonyms",
+    "describe_broker_configs",
     "config_type_name",
     "layered_synonyms",
     "node_defaults",
@@ -73,6 +76,26 @@ class ConfigSynonym:
     name: str
     value: str | None
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    """One entry of a DescribeConfigs answer: the value (None: null, as for a sensitive key), its
+    source (the first synonym's layer, DEFAULT_CONFIG when there is none), the synonyms, Kafka's
+    type name and the schema's documentation ("" when the schema has none)."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    config_type: str
+    documentation: str
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "DEFAULT_CONFIG"
 
 
 def config_type_name(key: ConfigKey | None) -> str:
@@ -139,3 +162,62 @@ def _render(name: str, value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+#: the broker keys that can change without a restart: those that default a topic key
+_DYNAMIC_BROKER_KEYS: Final = frozenset(s for group in TOPIC_SYNONYMS.values() for s in group)
+
+
+def describe_broker_configs(
+    config: NodeConfig,
+    own: Mapping[str, str],
+    cluster_default: Mapping[str, str],
+    wanted: Collection[str] = (),
+) -> list[DescribedConfig]:
+    """A broker's configs, by name: every schema key and every dynamic key (``wanted``: only
+    those; empty: all). ``own`` is the broker's dynamic config (empty for the cluster-wide default
+    resource), ``cluster_default`` the dynamic default, ``config`` the node config whose static
+    values and defaults are the last two layers: the broker's own, when the broker answers.
+
+    The value is the broker's dynamic one, else the dynamic default, else the node config's; the
+    source is the first synonym's. Read-only unless the key can be changed dynamically (Kafka's
+    rule); every PASSWORD-typed key is sensitive, with no value anywhere. A key's synonyms start at
+    the key itself (Kafka drops those before it: ``log.retention.hours`` shows no
+    ``log.retention.ms``)."""
+    entries = []
+    for key in sorted(set(own) | set(cluster_default) | set(NODE_CONFIG_DEFS)):
+        if wanted and key not in wanted:
+            continue
+        definition = NODE_CONFIG_DEFS.key_for(key)
+        sensitive = "password" in key or (definition is not None and definition.type is ConfigType.PASSWORD)
+        names = broker_key_synonyms(key)
+        layers: list[tuple[str, Mapping[str, object]]] = [
+            ("DYNAMIC_BROKER_CONFIG", own),
+            ("DYNAMIC_DEFAULT_BROKER_CONFIG", cluster_default),
+            ("STATIC_BROKER_CONFIG", config.originals),
+            ("DEFAULT_CONFIG", node_defaults(names)),
+        ]
+        listed = layered_synonyms(names, layers, sensitive=sensitive)
+        own_at = next((i for i, s in enumerate(listed) if s.name == key), len(listed))
+        synonyms = tuple(listed[own_at:])
+        value: str | None
+        if key in own:
+            value = own[key]
+        elif key in cluster_default:
+            value = cluster_default[key]
+        else:
+            typed = config.get(key)
+            value = None if typed is None else _render(key, typed)
+        entries.append(
+            DescribedConfig(
+                name=key,
+                value=None if sensitive else value,
+                source=synonyms[0].source if synonyms else "DEFAULT_CONFIG",
+                read_only=key not in _DYNAMIC_BROKER_KEYS,
+                is_sensitive=sensitive,
+                synonyms=synonyms,
+                config_type=config_type_name(definition),
+                documentation=definition.doc if definition is not None else "",
+            )
+        )
+    return entries

@@ -130,63 +130,28 @@ def _topic_entries(
 def _broker_entries(
     image: MetadataImage, broker: str, wanted: set[str], ctx: ControllerContext
 ) -> list[admin_pb2.DescribeConfigsResponse.Entry]:
-    """A broker's keys (``broker`` "": the cluster-wide default). Every schema key and every
-    dynamic key; read-only unless the key can be changed dynamically (Kafka's rule). A broker
-    key's synonyms start at the key itself (Kafka drops those listed before it: ``log.retention.hours``
-    shows no ``log.retention.ms``)."""
-    from kraftlog.common.config import (
-        NODE_CONFIG_DEFS,
-        TOPIC_SYNONYMS,
-        ConfigType,
-        broker_key_synonyms,
-        config_type_name,
-        layered_synonyms,
-    )
+    """A broker's keys (``broker`` "": the cluster-wide default), the static layer this
+    controller's (see `kraftlog.common.config.describe_broker_configs`; a broker answers its own
+    resource itself)."""
+    from kraftlog.common.config import describe_broker_configs
 
-    dynamic_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}
     own = image.configs.broker_config(broker) if broker else {}
-    cluster_default = image.configs.broker_config("")
-    entries = []
-    for key in sorted(set(own) | set(cluster_default) | set(NODE_CONFIG_DEFS)):
-        if wanted and key not in wanted:
-            continue
-        definition = NODE_CONFIG_DEFS.key_for(key)
-        # Kafka's rule: every PASSWORD-typed key (keys, JAAS entries, passwords) is sensitive
-        sensitive = "password" in key or (definition is not None and definition.type is ConfigType.PASSWORD)
-        names = broker_key_synonyms(key)
-        layers: list[tuple[str, Mapping[str, object]]] = [
-            ("DYNAMIC_BROKER_CONFIG", own),
-            ("DYNAMIC_DEFAULT_BROKER_CONFIG", cluster_default),
-            ("STATIC_BROKER_CONFIG", ctx.config.originals),
-            ("DEFAULT_CONFIG", node_defaults(names)),
-        ]
-        listed = layered_synonyms(names, layers, sensitive=sensitive)
-        own_at = next((i for i, s in enumerate(listed) if s.name == key), len(listed))
-        synonyms = listed[own_at:]
-        head = synonyms[0] if synonyms else None
-        source = head.source if head is not None else "DEFAULT_CONFIG"
-        value: str | None
-        if key in own:
-            value = own[key]
-        elif key in cluster_default:
-            value = cluster_default[key]
-        else:
-            value = _fmt(ctx.config.get(key))
-        entries.append(
-            admin_pb2.DescribeConfigsResponse.Entry(
-                name=key,
-                value="" if sensitive or value is None else value,
-                has_value=not sensitive and value is not None,
-                read_only=key not in dynamic_keys,
-                is_default=source == "DEFAULT_CONFIG",
-                source=source,
-                is_sensitive=sensitive,
-                synonyms=_synonym_pbs(synonyms),
-                config_type=config_type_name(definition),
-                documentation=definition.doc if definition is not None else "",
-            )
+    described = describe_broker_configs(ctx.config, own, image.configs.broker_config(""), wanted)
+    return [
+        admin_pb2.DescribeConfigsResponse.Entry(
+            name=d.name,
+            value=d.value or "",
+            has_value=d.value is not None,
+            read_only=d.read_only,
+            is_default=d.is_default,
+            source=d.source,
+            is_sensitive=d.is_sensitive,
+            synonyms=_synonym_pbs(d.synonyms),
+            config_type=d.config_type,
+            documentation=d.documentation,
         )
-    return entries
+        for d in described
+    ]
 
 
 def _group_entries(

@@ -61,6 +61,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         ):
             resource.add_incremental_config(ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET))
             admin.incremental_alter_configs([resource])[resource].result(30)
+        # broker 1 answers its own resource from its image, which follows the controller's log
+        mine = ConfigResource(ResourceType.BROKER, "1")
+
+        def applied() -> bool:
+            entry = admin.describe_configs([mine])[mine].result(30)["log.retention.ms"]
+            return bool(entry.value == "7000000")
+
+        wait_until(applied, 30, what="broker 1's dynamic config in its image")
         topic = NewTopic(TOPIC, 1, 1, config={"retention.ms": "123456", "cleanup.policy": "compact"})
         admin.create_topics([topic])[TOPIC].result(30)
         wait_until(lambda: TOPIC in admin.list_topics(timeout=10).topics, 30, what="the topic")
