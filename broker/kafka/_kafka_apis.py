@@ -145,6 +145,7 @@ class KafkaApis:
             image=image,
             log_dirs=broker.config.log_dirs,
             replicas=replicas,
+            config=broker.config,
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)
@@ -171,7 +172,7 @@ class KafkaApis:
             14: _Route("SyncGroup", 0, 5, groups.sync_group),
             15: _Route("DescribeGroups", 0, 5, groups.describe_groups),
             16: _Route("ListGroups", 0, 5, groups.list_groups),
-            18: _Route("ApiVersions", 0, 3, meta.api_versions),
+            18: _Route("ApiVersions", 0, 4, meta.api_versions),
             21: _Route("DeleteRecords", 0, 2, data.delete_records),
             22: _Route("InitProducerId", 0, 5, txn.init_producer_id),
             23: _Route("OffsetForLeaderEpoch", 2, 4, data.offset_for_leader_epoch),

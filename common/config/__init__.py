@@ -38,6 +38,17 @@ from kraftlog.common._config_def import (
     Validator,
 )
 from kraftlog.common.config._config_addresses import parse_listeners, parse_quorum_voters
+from kraftlog.common.config._config_describe import (
+    CONFIG_SOURCE_IDS,
+    CONFIG_TYPE_IDS,
+    ConfigSynonym,
+    DescribedConfig,
+    broker_key_synonyms,
+    config_type_name,
+    describe_broker_configs,
+    layered_synonyms,
+    node_defaults,
+)
 from kraftlog.common.config._config_parse import (
     parse_properties,
     read_config_file,
@@ -72,6 +83,15 @@ __all__ = [
     "GROUP_CONFIG_DEFS",
     "GROUP_CONFIG_SYNONYMS",
     "group_configs",
+    "CONFIG_SOURCE_IDS",
+    "CONFIG_TYPE_IDS",
+    "ConfigSynonym",
+    "DescribedConfig",
+    "broker_key_synonyms",
+    "describe_broker_configs",
+    "config_type_name",
+    "layered_synonyms",
+    "node_defaults",
     "NodeConfig",
     "load_node_config",
     "read_config_file",

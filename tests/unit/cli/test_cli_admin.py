@@ -558,6 +558,36 @@ def test_configs_describe_topic(fake, capsys) -> None:
     } in obj["configs"]
 
 
+def test_configs_describe_prints_every_synonym_in_the_clusters_order(fake, capsys) -> None:
+    R = admin_pb2.DescribeConfigsResponse
+    entry = R.Entry(
+        name="retention.ms",
+        value="1000",
+        has_value=True,
+        source="DYNAMIC_TOPIC_CONFIG",
+        synonyms=[
+            R.Synonym(name="retention.ms", value="1000", has_value=True, source="DYNAMIC_TOPIC_CONFIG"),
+            R.Synonym(name="log.retention.hours", value="168", has_value=True, source="DEFAULT_CONFIG"),
+        ],
+    )
+    response = R(
+        results=[
+            R.Result(
+                resource=admin_pb2.ConfigResource(resource_type=2, resource_name="orders"),
+                error=errors_pb2.Error(code=0, name="NONE"),
+                configs=[entry],
+            )
+        ]
+    )
+    admin = fake(_configs, describe_configs=response)
+    assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "orders", *BOOT]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  retention.ms=1000 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, DEFAULT_CONFIG:log.retention.hours=168}"
+    )
+    assert admin.called("describe_configs")[0][1] == {"include_synonyms": True}  # as kafka-configs asks
+
+
 def test_configs_describe_brokers(fake, capsys) -> None:
     admin = fake(_configs, describe_configs=configs_response("1", 4))
     assert main(["configs", "describe", "--entity-type", "brokers", "--entity-name", "1", *BOOT]) == 0
