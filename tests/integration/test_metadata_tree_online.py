@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kraftlog.client import NewTopic
+from kraftlog.client import GroupAdmin, NewTopic
 from kraftlog.common.security import AclOperation, AclPermissionType, PatternType, ResourceType
 from kraftlog.deploy._cluster import LocalCluster
 from kraftlog.proto import security_pb2
@@ -152,3 +152,42 @@ def test_a_principal_sees_what_its_acls_allow(cluster: LocalCluster, tmp_path: P
     assert {"/brokers/ids/1", "/cluster/id", "/controller"} <= set(seen)  # as DescribeCluster shows anyone
     assert {p: d for p, d in full["nodes"].items() if p in seen} == seen
     assert "not authorized, left out" in proc.stderr and "Describe on the cluster" in proc.stderr
+
+
+def test_a_regex_subscription_is_assigned_only_topics_its_principal_may_describe(cluster: LocalCluster) -> None:
+    """KAFKA-18813 (issue 25), with librdkafka's KIP-848 consumer: bob may Describe zk-open but not
+    zk-hidden; his SubscribedTopicRegex ``^zk-.*`` matches both, and the coordinator assigns him
+    zk-open's partitions only (it assigned zk-hidden's too before: existence, id and partitions of
+    a topic bob may not see). Runs last in the module: it creates __consumer_offsets."""
+    from confluent_kafka import Consumer
+
+    security = cluster.kafka_client_security()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": security["ssl_cafile"],
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "bob",
+            "sasl.password": _BOB_PASSWORD,
+            "group.id": "app-regex",
+            "group.protocol": "consumer",
+        }
+    )
+    try:
+        consumer.subscribe(["^zk-.*"])
+        deadline = time.monotonic() + 60
+        assigned: set[tuple[str, int]] = set()
+        while time.monotonic() < deadline and len(assigned) < 2:
+            consumer.poll(0.2)
+            assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        assert assigned == {("zk-open", 0), ("zk-open", 1)}
+        for _ in range(10):  # a few more heartbeats
+            consumer.poll(0.2)
+        # what the coordinator assigned, not what librdkafka could resolve: zk-hidden is not there
+        with GroupAdmin(cluster.bootstrap_servers, **cluster.client_security()) as groups:
+            (member,) = groups.describe_group("app-regex").members
+        assert {tp.topic for tp in member.assignment} == {"zk-open"}
+        assert {tp.topic for tp in member.target_assignment} == {"zk-open"}
+    finally:
+        consumer.close()
