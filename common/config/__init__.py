@@ -53,7 +53,12 @@ from kraftlog.common.config._config_parse import (
     parse_properties,
     read_config_file,
 )
-from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._config_schema import (
+    DYNAMIC_BROKER_KEYS,
+    NODE_CONFIG_DEFS,
+    TOPIC_CONFIG_DEFS,
+    TOPIC_SYNONYMS,
+)
 from kraftlog.common.config._config_schema_connections import parse_ip_overrides
 from kraftlog.common.config._config_schema_group import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, group_configs
 from kraftlog.common.config._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
@@ -80,6 +85,7 @@ __all__ = [
     "keys_without_effect",
     "TOPIC_CONFIG_DEFS",
     "TOPIC_SYNONYMS",
+    "DYNAMIC_BROKER_KEYS",
     "GROUP_CONFIG_DEFS",
     "GROUP_CONFIG_SYNONYMS",
     "group_configs",

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Final
 
 from kraftlog.common._config_def import NO_DEFAULT, ConfigKey, ConfigType, Password
-from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._config_schema import DYNAMIC_BROKER_KEYS, NODE_CONFIG_DEFS, TOPIC_SYNONYMS
 from kraftlog.common.config._node_config import NodeConfig
 
 __all__ = [
@@ -165,7 +165,6 @@ def _render(name: str, value: object) -> str:
 
 
 #: the broker keys that can change without a restart: those that default a topic key
-_DYNAMIC_BROKER_KEYS: Final = frozenset(s for group in TOPIC_SYNONYMS.values() for s in group)
 
 
 def describe_broker_configs(
@@ -213,7 +212,7 @@ def describe_broker_configs(
                 name=key,
                 value=None if sensitive else value,
                 source=synonyms[0].source if synonyms else "DEFAULT_CONFIG",
-                read_only=key not in _DYNAMIC_BROKER_KEYS,
+                read_only=key not in DYNAMIC_BROKER_KEYS,
                 is_sensitive=sensitive,
                 synonyms=synonyms,
                 config_type=config_type_name(definition),

@@ -552,6 +552,10 @@ def _build_synonyms() -> dict[str, tuple[str, ...]]:
 #: Topic-level key -> the broker-level keys that default it, highest precedence first.
 TOPIC_SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(_build_synonyms())
 
+#: the broker keys that may be set dynamically (IncrementalAlterConfigs on a BROKER resource, per
+#: broker or as the cluster default): the log defaults of topics, as Kafka's DynamicLogConfig
+DYNAMIC_BROKER_KEYS: Final = frozenset(key for group in TOPIC_SYNONYMS.values() for key in group)
+
 # A topic key in a node file, or a broker key in a topic request, is a predictable mix-up.
 for _topic_key, _broker_keys in TOPIC_SYNONYMS.items():
     if _broker_keys and _topic_key not in NODE_CONFIG_DEFS:

@@ -223,16 +223,15 @@ def incremental_alter_configs(
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
     from kraftlog.common.config import (
+        DYNAMIC_BROKER_KEYS,
         GROUP_CONFIG_DEFS,
         NODE_CONFIG_DEFS,
         TOPIC_CONFIG_DEFS,
-        TOPIC_SYNONYMS,
         ConfigType,
         group_configs,
     )
 
     R = admin_pb2.IncrementalAlterConfigsResponse
-    dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns}
     records: Records = []
     results = []
     resources = [(r.resource.resource_type, r.resource.resource_name) for r in req.resources]
@@ -269,7 +268,7 @@ def incremental_alter_configs(
         updated = dict(current)
         problem = None
         for op in res.configs:
-            if rtype == ConfigResourceType.BROKER and op.name not in dynamic_broker_keys:
+            if rtype == ConfigResourceType.BROKER and op.name not in DYNAMIC_BROKER_KEYS:
                 problem = (
                     f"config {op.name!r} cannot be updated dynamically"
                     if op.name in NODE_CONFIG_DEFS

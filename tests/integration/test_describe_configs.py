@@ -277,3 +277,40 @@ def test_api_versions_v4_and_an_unsupported_version(cluster: LocalCluster) -> No
     v0 = _read(frame, 18, 0)
     assert v0.error_code == 35
     assert (18, 0, 4) in {(k.api_key, k.min_version, k.max_version) for k in v0.api_keys}
+
+
+def test_a_dynamic_broker_config_is_applied_to_the_brokers_logs(cluster: LocalCluster) -> None:
+    """What DescribeConfigs reports is what the broker does: a dynamic ``log.segment.bytes`` on
+    broker 1 rolls the segments of a topic without its own ``segment.bytes`` at that size (on main
+    the broker accepted it, reported it, and kept rolling at the static 1 GiB)."""
+    from confluent_kafka import Producer
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    broker.add_incremental_config(
+        ConfigEntry("log.segment.bytes", "65536", incremental_operation=AlterConfigOpType.SET)
+    )
+    admin.incremental_alter_configs([broker])[broker].result(30)
+    try:
+        wait_until(
+            lambda: admin.describe_configs([broker])[broker].result(30)["log.segment.bytes"].value == "65536",
+            30,
+            what="broker 1's dynamic log.segment.bytes in its image",
+        )
+        admin.create_topics([NewTopic("dc-segments", 1, 1)])["dc-segments"].result(30)
+        wait_until(lambda: "dc-segments" in admin.list_topics(timeout=10).topics, 30, what="the topic")
+        # batches under the segment size: a larger one is RECORD_LIST_TOO_LARGE, as in Kafka
+        producer = Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "batch.size": 16384})
+        failed: list[str] = []
+        for _ in range(300):
+            producer.produce("dc-segments", b"s" * 1000, on_delivery=lambda e, m: e and failed.append(str(e)))
+            producer.poll(0)
+        assert producer.flush(30) == 0 and not failed, failed[:3]
+        segments = sorted(cluster.base_dir.rglob("dc-segments-0/*.log"))
+        assert len(segments) >= 4, segments  # 300 kB in 64 KiB segments
+    finally:
+        undo = ConfigResource(ResourceType.BROKER, "1")
+        undo.add_incremental_config(
+            ConfigEntry("log.segment.bytes", None, incremental_operation=AlterConfigOpType.DELETE)
+        )
+        admin.incremental_alter_configs([undo])[undo].result(30)

@@ -637,3 +637,18 @@ def test_properties_writer_is_read_back_by_javaproperties(value: str) -> None:
     if cfg is None:
         return
     assert javaproperties.loads(cfg.to_properties())["broker.rack"] == value
+
+
+def test_topic_defaults_take_dynamic_broker_configs_key_by_key() -> None:
+    """Dynamic broker configs (the cluster default, then the broker's own) override the static ones
+    key by key, as Kafka's DynamicBrokerConfig; the topics' defaults follow them. A key that is not
+    dynamic, or a value that does not parse, is ignored."""
+    cfg = NodeConfig({**BASE, "log.retention.hours": "100", "log.segment.bytes": "4096"})
+    cluster_default = {"log.retention.minutes": "600", "log.segment.bytes": "8192", "node.id": "9"}
+    own = {"log.segment.bytes": "16384", "min.insync.replicas": "not-a-number"}
+    defaults = cfg.topic_defaults(cluster_default, own)
+    assert defaults["retention.ms"] == 600 * 60_000  # minutes (dynamic) before hours (static)
+    assert defaults["segment.bytes"] == 16384  # the broker's own over the cluster default
+    assert defaults["min.insync.replicas"] == 1
+    assert cfg.topic_defaults()["segment.bytes"] == 4096
+    assert cfg.topic_defaults({"log.retention.ms": "5000"}, {})["retention.ms"] == 5000
