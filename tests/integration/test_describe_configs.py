@@ -11,18 +11,13 @@ static broker, default) with each key's own value.
 
 from __future__ import annotations
 
-import io
-import socket
-import struct
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 
-from kraftlog.broker.kafka._kafka_wire import build
 from kraftlog.common.config import TOPIC_CONFIG_DEFS
 from kraftlog.deploy._cluster import LocalCluster, wait_until
+from tests.integration._security_helpers import kafka_exchange, read_answer
 
 pytestmark = pytest.mark.integration
 
@@ -213,44 +208,6 @@ def test_group_configs_carry_types_and_their_one_synonym(cluster: LocalCluster) 
 # ---------------------------------------------------------------------------- raw requests (kio)
 
 
-def _exchange(
-    cluster: LocalCluster, api_key: int, version: int, values: dict[str, Any], *, labelled: int | None = None
-) -> bytes:
-    """One request of ``version`` on a fresh connection (its header saying ``labelled`` when
-    given: a version kio has no schema for); the answer's frame (header included)."""
-    request_type = load_request_schema(api_key, version)
-    header = {
-        "request_api_key": api_key,
-        "request_api_version": version if labelled is None else labelled,
-        "correlation_id": 7,
-        "client_id": "t",
-    }
-    out = io.BytesIO()
-    entity_writer(request_type.__header_schema__)(out, build(request_type.__header_schema__, header))
-    entity_writer(request_type)(out, build(request_type, values))
-    host, port = cluster.kafka_bootstrap_servers.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(out.getvalue())) + out.getvalue())
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        return _recv(sock, size)
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
-def _read(frame: bytes, api_key: int, version: int) -> Any:
-    response_type = load_response_schema(api_key, version)
-    _header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
-    return entity_reader(response_type)(frame, offset)[0]
-
-
 @pytest.mark.parametrize("documentation", [True, False])
 def test_documentation_only_when_asked(cluster: LocalCluster, documentation: bool) -> None:
     values = {
@@ -258,7 +215,7 @@ def test_documentation_only_when_asked(cluster: LocalCluster, documentation: boo
         "include_synonyms": False,
         "include_documentation": documentation,
     }
-    answer = _read(_exchange(cluster, 32, 4, values), 32, 4)
+    answer = read_answer(kafka_exchange(cluster, None, 32, 4, values), 32, 4)
     (entry,) = answer.results[0].configs
     assert entry.config_type == 5  # LONG
     if documentation:
@@ -268,13 +225,17 @@ def test_documentation_only_when_asked(cluster: LocalCluster, documentation: boo
 
 
 def test_api_versions_v4_and_an_unsupported_version(cluster: LocalCluster) -> None:
-    answer = _read(_exchange(cluster, 18, 4, {"client_software_name": "t", "client_software_version": "1"}), 18, 4)
+    answer = read_answer(
+        kafka_exchange(cluster, None, 18, 4, {"client_software_name": "t", "client_software_version": "1"}), 18, 4
+    )
     assert answer.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in answer.api_keys if k.api_key == 18} == {(18, 0, 4)}
     # a version past the highest: UNSUPPORTED_VERSION with a v0 body listing what is served
     # (KIP-511), so the client retries with one it and the broker share
-    frame = _exchange(cluster, 18, 4, {"client_software_name": "t", "client_software_version": "1"}, labelled=5)
-    v0 = _read(frame, 18, 0)
+    frame = kafka_exchange(
+        cluster, None, 18, 4, {"client_software_name": "t", "client_software_version": "1"}, labelled=5
+    )
+    v0 = read_answer(frame, 18, 0)
     assert v0.error_code == 35
     assert (18, 0, 4) in {(k.api_key, k.min_version, k.max_version) for k in v0.api_keys}
 
