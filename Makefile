@@ -29,7 +29,7 @@ help:
 	@echo "make test-floors - tests/unit with every dependency at its floor (constraints/floors.txt), in .venv-floors"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
-	@echo "make fuzz   - run the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES)"
+	@echo "make fuzz   - the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES), then tests/unit's properties with HYPOTHESIS_PROFILE=thorough"
 	@echo "make sim    - run the seeded simulation (tests/sim) over many seeds (KRAFTLOG_SIM_SEEDS, default 20000)"
 
 # System packages: python3-venv (Debian ships venv separately). No JRE: `make run` installs kraftlog
@@ -108,9 +108,13 @@ proto: $(STAMP_DEV)
 bench: $(STAMP_DEV)
 	@for f in tests/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
-# The fuzz tests also run in `make test` with a short default budget; this runs them long.
+# The fuzz tests also run in `make test` with a short default budget; this runs them long, and then
+# tests/unit's property tests (the `hypothesis` marker) with the thorough profile: ten times the
+# count each names (`make test-unit` runs a tenth; tests/unit/_hypothesis_budget.py).
 fuzz: $(STAMP_DEV)
 	KRAFTLOG_FUZZ_EXAMPLES=$${KRAFTLOG_FUZZ_EXAMPLES:-20000} $(PY) -m pytest tests/fuzz -q -p no:cacheprovider
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-thorough} $(PY) -m pytest tests/unit -m hypothesis -n auto -q \
+		-p no:cacheprovider
 
 # The seeded simulation also runs in `make test` over 1,000 seeds per scenario; this runs it long.
 # A failure prints its seed and the replay command (PYTHONHASHSEED fixed: set order must not vary).

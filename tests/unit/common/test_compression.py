@@ -10,6 +10,7 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from _hypothesis_budget import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from kafka.codec import (
@@ -77,7 +78,7 @@ data_st = st.one_of(
 # round trips
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), data=data_st)
 def test_every_codec_round_trips(codec: CompressionType, data: bytes) -> None:
     packed = compress(codec, data)
@@ -115,7 +116,7 @@ def test_compressible_data_shrinks() -> None:
 # interop with the formats other clients write and read
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(codec=st.sampled_from(COMPRESSED_CODECS), data=data_st)
 def test_kafka_python_reads_our_output_and_we_read_theirs(codec: CompressionType, data: bytes) -> None:
     # kafka-python only recognises a xerial stream longer than its 16-byte header, so it cannot read
@@ -148,7 +149,7 @@ def test_snappy_output_is_xerial_framed(size: int) -> None:
     assert b"".join(decoded) == data
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=data_st)
 def test_snappy_decoder_accepts_raw_snappy(data: bytes) -> None:
     raw = bytes(cramjam.snappy.compress_raw(data))
@@ -239,7 +240,7 @@ def test_truncated_stream_raises(codec: CompressionType) -> None:
             decompress(codec, packed[:cut])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(codec=st.sampled_from(COMPRESSED_CODECS), data=st.data())
 def test_damaged_stream_raises_only_corrupt_record_error(codec: CompressionType, data: st.DataObject) -> None:
     packed = bytearray(compress(codec, make_data(7, 5000, "text")))
@@ -328,7 +329,7 @@ def test_compress_and_decompress_refuse_unknown_codec(bad: int) -> None:
 # stepped decompression (issue 24): the same bytes in pieces, the same refusals
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(codec=st.sampled_from(COMPRESSED_CODECS), data=data_st)
 def test_decompress_chunks_joins_to_what_decompress_returns(codec: CompressionType, data: bytes) -> None:
     packed = compress(codec, data)

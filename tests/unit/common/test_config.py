@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -610,7 +611,7 @@ def test_the_manual_lists_every_key_without_effect_and_every_refused_one() -> No
 _PROPERTIES_ALPHABET = st.sampled_from(list("ab=: \t\\#!\n\r\fuU0123456789é") + ["\\u00e9", "\\u12", "\r\n"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_PROPERTIES_ALPHABET, max_size=40).map("".join))
 def test_properties_reader_agrees_with_javaproperties(text: str) -> None:
     import javaproperties
@@ -628,7 +629,7 @@ def test_properties_reader_agrees_with_javaproperties(text: str) -> None:
     assert parse_properties(text) == dict(expected)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=20))
 def test_properties_writer_is_read_back_by_javaproperties(value: str) -> None:
     import javaproperties
