@@ -270,6 +270,22 @@ def test_unknown_key_names_the_key_and_the_closest_known_one() -> None:
     assert str(err) == "unknown config key 'log.segment.byte' (did you mean 'log.segment.bytes'?)"
 
 
+def test_membership_asks_no_suggestion_and_a_missing_key_still_gets_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``key in config`` is a look-up: Mapping's default went through ``config[key]``, whose
+    KeyError carries a "did you mean" found by difflib over every known key (~20 ms a miss), and
+    every TLS listener asks for each ssl.* key whether its ``listener.name.<l>.`` form is set."""
+    from kraftlog.common.config import _node_config
+
+    config = NodeConfig.from_mapping(BASE)
+    suggest = _node_config.NODE_CONFIG_DEFS.suggest
+    monkeypatch.setattr(_node_config.NODE_CONFIG_DEFS, "suggest", lambda name: pytest.fail(f"suggested for {name}"))
+    assert "listener.name.broker.ssl.keystore.location" not in config and 42 not in config
+    assert "node.id" in config
+    monkeypatch.setattr(_node_config.NODE_CONFIG_DEFS, "suggest", suggest)
+    with pytest.raises(KeyError, match="did you mean 'log.segment.bytes'"):
+        config["log.segment.byte"]
+
+
 def test_topic_key_in_a_node_file_suggests_its_broker_synonym() -> None:
     err = _error({"retention.ms": "1000"})
     assert "did you mean 'log.retention.ms'" in str(err)
