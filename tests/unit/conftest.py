@@ -13,6 +13,7 @@ socketpair stays allowed (asyncio needs it to wake itself)."""
 
 from __future__ import annotations
 
+import _posixsubprocess
 import os
 import socket
 import subprocess
@@ -43,11 +44,14 @@ def _refuse(*_args: Any, **_kwargs: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def _no_sockets_and_no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("bind", "connect", "connect_ex"):
+    # sendto: a datagram needs neither bind nor connect to leave the process
+    for name in ("bind", "connect", "connect_ex", "sendto"):
         monkeypatch.setattr(socket.socket, name, _refuse)
     monkeypatch.setattr(socket, "create_connection", _refuse)
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse)
-    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve"):
+    # multiprocessing's spawn and forkserver start methods call fork_exec without Popen
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", _refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve", "system"):
         if hasattr(os, name):
             monkeypatch.setattr(os, name, _refuse)
     for module, names in (
