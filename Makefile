@@ -24,7 +24,7 @@ export PYTHONDONTWRITEBYTECODE :=
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
 	@echo "make test   - install the test extras and run the whole test suite (test-floors first)"
-	@echo "make test-unit - only tests/unit: no process, no socket, on every core, ~1 minute on 2 (PYTEST_ARGS=... passes on)"
+	@echo "make test-unit - only tests/unit: no process, no socket, on every core, well under a minute on 2 (PYTEST_ARGS=... passes on)"
 	@echo "make lint   - ruff (lint and format check) and the import-linter layering contracts"
 	@echo "make test-floors - tests/unit with every dependency at its floor (constraints/floors.txt), in .venv-floors"
 	@echo "make proto  - regenerate the gRPC modules from proto/*.proto"
