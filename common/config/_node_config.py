@@ -73,6 +73,12 @@ class NodeConfig(Mapping[str, Any]):
         except KeyError:
             raise KeyError(str(NODE_CONFIG_DEFS.unknown_key_error(key))) from None
 
+    def __contains__(self, key: object) -> bool:
+        # Mapping's default calls __getitem__ and catches its KeyError, whose "did you mean" message
+        # costs a difflib search over every known key (~20 ms); TLS setup asks, for each ssl.* key
+        # of each listener, whether its listener.name.<l>. form is set: a look-up answers that.
+        return key in self._values
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
