@@ -254,6 +254,7 @@ class KafkaApis:
             # at most the wall time (Kafka counts handler thread time, not time parked in purgatory:
             # a long-polled Fetch or an acks=all Produce waiting for followers costs little)
             busy_ns = min(time.perf_counter_ns() - started_ns, time.thread_time_ns() - started_cpu_ns)
+            busy_ns += ctx.offloaded_cpu_ns  # produce validation on the worker threads
             self._throttle.after(request, conn, answer, busy_ns)
             if answer is None:
                 return answer
