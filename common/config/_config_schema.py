@@ -467,8 +467,8 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         False,
         None,
         "kraftlog: with an authorizer on (authorizer.class.name), the metrics endpoint leaves out every sample "
-        "labelled with a topic or consumer group, as Metadata and ListGroups hide them from principals "
-        "without Describe; true shows them. "
+        "labelled with a topic, consumer group, user or client id, as Metadata, ListGroups and "
+        "DescribeClientQuotas hide them from principals without Describe; true shows them. "
         "Without an authorizer they are always shown.",
         kraftlog_only=True,
     )
