@@ -14,8 +14,8 @@ like the node's listeners (issue 24), from the node's own config:
   time). A refused scrape gets 401 and nothing else.
 - **Labels**: with an authorizer on (``authorizer.class.name``), every sample carrying a per-topic,
   per-group, per-user or per-client-id label is left out (Metadata hides topics a principal may not
-  describe; a scraper is no principal the ACLs know), unless ``metrics.listener.topic.labels`` is true. Without an authorizer every topic
-  is visible to every client anyway, and so are the labels.
+  describe; a scraper is no principal the ACLs know), unless ``metrics.listener.topic.labels`` is
+  true. Without an authorizer every topic is visible to every client anyway, and so are the labels.
 
 The gRPC health service of every listener is not part of this endpoint and stays public.
 
