@@ -343,11 +343,11 @@ def test_decompress_chunks_joins_to_what_decompress_returns(codec: CompressionTy
     assert b"".join(decompress_chunks(codec, packed)) == decompress(codec, packed) == data
 
 
-@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4])
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
 def test_large_sections_inflate_in_pieces_of_at_most_a_step(codec: CompressionType) -> None:
     data = make_data(9, 3 * STEP_BYTES + 17, "repeat")
     packed = compress(codec, data)
-    two = packed + packed  # two members (gzip) or frames (lz4)
+    two = packed + packed  # two members (gzip) or frames (lz4, zstd)
     chunks = decompress_chunks(codec, two)
     assert len(chunks) >= 6 and max(len(c) for c in chunks) <= STEP_BYTES
     assert b"".join(chunks) == data + data
@@ -363,9 +363,24 @@ def test_decompress_chunks_refuses_truncated_streams_and_garbage(codec: Compress
         decompress_chunks(codec, b"garbage!" * 4)
 
 
-@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4])
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
 def test_decompress_chunks_stops_a_bomb_at_the_bound(codec: CompressionType) -> None:
     packed = compress(codec, bytes(8 * STEP_BYTES))
     with pytest.raises(CorruptRecordError, match="inflate past"):
         decompress_chunks(codec, packed, 5 * STEP_BYTES)
     assert sum(len(c) for c in decompress_chunks(codec, packed, 8 * STEP_BYTES)) == 8 * STEP_BYTES
+
+
+def test_zstd_frames_are_walked_whole_skippable_ones_included() -> None:
+    """zstd inflates in steps through zstandard's reader (cramjam held the GIL for a whole inflate,
+    review of issue 24), which reads what it can: a stream cut inside a frame is caught by walking
+    the frames' block headers first; skippable frames (RFC 8878 §3.1.2) are stepped over."""
+    data = make_data(3, 2 * STEP_BYTES, "text")
+    packed = compress(CompressionType.ZSTD, data)
+    skippable = struct.pack("<II", 0x184D2A53, 4) + b"meta"
+    assert b"".join(decompress_chunks(CompressionType.ZSTD, skippable + packed + skippable)) == data
+    for cut in range(len(packed) - 12, len(packed)):
+        with pytest.raises(CorruptRecordError, match="ends inside"):
+            decompress_chunks(CompressionType.ZSTD, packed[:cut])
+    with pytest.raises(CorruptRecordError, match="skippable"):
+        decompress_chunks(CompressionType.ZSTD, skippable[:-1])
