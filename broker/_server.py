@@ -65,6 +65,7 @@ from kraftlog.common.security import (
     ListenerSecurity,
     ResourceType,
     current_request,
+    listener_protocol,
 )
 from kraftlog.metadata_log import AclGate, MetadataDelta, MetadataImage
 from kraftlog.proto import (
@@ -143,7 +144,7 @@ class BrokerServer:
                     name=BROKER_LISTENER,
                     host=self.advertised_host,
                     port=self.advertised_port,
-                    security_protocol="PLAINTEXT",
+                    security_protocol=listener_protocol(config, self.grpc_listener_name),
                 )
             ],
             rack=config["broker.rack"],
@@ -264,7 +265,12 @@ class BrokerServer:
             (_host, port), (adv_host, adv_port) = advertised[kl.name]
             self.lifecycle.listeners.append(
                 controller_pb2.Endpoint(
-                    name=kl.name, host=adv_host, port=adv_port or kl.port, security_protocol="PLAINTEXT"
+                    name=kl.name,
+                    host=adv_host,
+                    port=adv_port or kl.port,
+                    # its protocol as listener.security.protocol.map says (the tree's endpoints and
+                    # listener_security_protocol_map are these registrations)
+                    security_protocol=listener_protocol(self.config, kl.name),
                 )
             )
         self.follower.start()

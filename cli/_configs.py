@@ -1,7 +1,8 @@
 """``kraftlog configs``: describe and alter topic, broker and group configs, like ``kafka-configs.sh``.
 
 ``describe`` shows the dynamic configs of one entity (``--all`` adds every effective config with
-its source), in Kafka's ``name=value sensitive=... synonyms={SOURCE:name=value}`` lines;
+its source), in Kafka's ``name=value sensitive=... synonyms={SOURCE:name=value, ...}`` lines (every
+layer the value could come from, in the cluster's order, as kafka-configs prints them);
 ``alter`` sends one IncrementalAlterConfigs request built from ``--add-config``,
 ``--delete-config``, ``--append-config`` and ``--subtract-config``.
 
@@ -216,8 +217,19 @@ def _heading(args: argparse.Namespace, rname: str) -> str:
     return f"{kind} configs for {_SINGULAR[args.entity_type]} {rname} are:"
 
 
+def _synonyms(entry: Any, value: str) -> str:
+    """kafka-configs' ``SOURCE:name=value, ...``: every layer the value could come from, first the
+    one it comes from; a cluster that sends none (an older kraftlog) gets the entry's own source."""
+    if entry.synonyms:
+        return ", ".join(
+            f"{s.source}:{s.name}={s.value if s.has_value and not entry.is_sensitive else 'null'}"
+            for s in entry.synonyms
+        )
+    return f"{entry.source}:{entry.name}={value}" if entry.source else ""
+
+
 def _describe(admin: Any, args: argparse.Namespace, rtype: int, rname: str) -> int:
-    response = admin.describe_configs([(rtype, rname)])
+    response = admin.describe_configs([(rtype, rname)], include_synonyms=True)
     result = next(iter(response.results), None)
     if result is None:
         raise ClusterError("UNKNOWN_SERVER_ERROR", "the response has no result")
@@ -249,6 +261,5 @@ def _describe(admin: Any, args: argparse.Namespace, rtype: int, rname: str) -> i
     print(_heading(args, rname))
     for e in entries:
         value = e.value if e.has_value and not e.is_sensitive else "null"
-        synonym = f"{e.source}:{e.name}={value}" if e.source else ""
-        print(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonym}}}")
+        print(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{_synonyms(e, value)}}}")
     return EXIT_OK

@@ -12,7 +12,8 @@
   (``/brokers/ids/1``, ``/brokers/topics/t/partitions/0/state``, ``/config/topics/t``, ...), one
   ``path: data`` line per node. The image comes from files (``--snapshot FILE`` and/or
   ``--log-dir DIR``, replayed offline, optionally only up to ``--as-of-offset N``) or from a
-  running cluster (``--bootstrap-server``).
+  running cluster (``--bootstrap-server``); both are drawn by one builder, so the trees of one log
+  are equal (online, nodes the caller may not describe are left out, with a warning).
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ from kraftlog.cli._common import (
     topic_id_text,
 )
 from kraftlog.cli._metadata_tree import (
-    TreeImage,
+    TreeView,
     _offline_tree,
     _online_tree,
     image_from_files,
-    tree_nodes,
 )
 from kraftlog.common import LOG_SUFFIX as _LOG_SUFFIX
 from kraftlog.common import METADATA_PARTITION_DIR, PARTIAL_SUFFIX, SNAPSHOT_SUFFIX
@@ -57,9 +57,8 @@ __all__ = [
     "add_parser",
     "run",
     "make_admin",
-    "TreeImage",
+    "TreeView",
     "image_from_files",
-    "tree_nodes",
     "record_fields",
     "METADATA_PARTITION_DIR",
 ]
@@ -338,7 +337,7 @@ def _tree(args: argparse.Namespace) -> int:
     if args.path is not None and not args.path.startswith("/"):
         raise UserError(f"--path {args.path!r} must start with '/'")
     if online:
-        holder: list[TreeImage] = []
+        holder: list[TreeView] = []
 
         def body(admin: Any) -> int:
             holder.append(_online_tree(admin, args))
@@ -356,7 +355,7 @@ def _tree(args: argparse.Namespace) -> int:
         except (metadata_log.MetadataRecordError, metadata_log.MetadataReplayError) as err:
             report_error(args, f"cannot rebuild the metadata image: {err}")
             return EXIT_FAILURE
-    nodes = tree_nodes(tree)
+    nodes = tree.nodes
     if args.path is not None:
         prefix = args.path.rstrip("/") or "/"
         nodes = [(p, d) for p, d in nodes if prefix == "/" or p == prefix or p.startswith(prefix + "/")]

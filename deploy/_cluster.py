@@ -107,6 +107,8 @@ class LocalCluster(_ClusterSecurity):
     #: required, Kafka's StandardAuthorizer on, the nodes and ``User:CN=admin`` super users); scram
     #: (as mtls, but the Kafka listener is SASL_SSL with SCRAM-SHA-256/512: ``User:admin``)
     security: str = "plaintext"
+    #: more arguments of every node's ``kraftlog storage format`` (e.g. ``--add-scram ...``)
+    format_args: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ layout
 
@@ -228,6 +230,7 @@ class LocalCluster(_ClusterSecurity):
                 "-c",
                 str(spec.config_path),
                 "--ignore-formatted",
+                *self.format_args,
             ],
             capture_output=True,
             text=True,

@@ -49,6 +49,7 @@ from kraftlog.metadata_log._records import (
     encode_entry,
     encode_record,
 )
+from kraftlog.metadata_log._zk_tree import ZkTreeScope, zk_quota_nodes, zk_sanitize, zk_tree_nodes
 from kraftlog.metadata_log.image import (
     AclsImage,
     BrokerRegistration,
@@ -154,4 +155,8 @@ __all__ = [
     "read_segment",
     "read_snapshot",
     "write_snapshot",
+    "ZkTreeScope",
+    "zk_quota_nodes",
+    "zk_sanitize",
+    "zk_tree_nodes",
 ]

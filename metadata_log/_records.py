@@ -306,9 +306,24 @@ class RemoveAccessControlEntryRecord(MetadataRecord):
 
 @dataclass(frozen=True, slots=True)
 class NoOpRecord(MetadataRecord):
-    """Committed first in every new controller epoch, so a new leader knows its log is current."""
+    """Committed first in every new controller epoch, so a new leader knows its log is current.
+
+    ``leader_id`` names the controller that wrote it (-1: not said, as in logs written before it
+    existed, and in the barriers a leader commits later in its epoch may say it again). The first one
+    of an epoch plays the part of Kafka's LeaderChangeMessage: the log itself says who became the
+    active controller and when, which ``kraftlog metadata tree`` shows as ``/controller`` (see
+    `MetadataProvenance`). An optional field, as a tagged field is in Kafka's records: readers that
+    do not know it ignore it, so the version stays 0. It is not compared: every NoOp is the same
+    no-op to the image, who wrote it is provenance."""
 
     TYPE_ID: ClassVar[int] = 20
+    leader_id: int = field(default=-1, compare=False)
+
+    def to_wire(self) -> dict[str, Any]:
+        out = MetadataRecord.to_wire(self)
+        if self.leader_id < 0:  # as a tagged field at its default: not written
+            del out["leader_id"]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ like the node's listeners (issue 24), from the node's own config:
   ``Authorization: Bearer <token>`` header equal to the content of ``metrics.listener.token.file``
   (read again on every scrape, so a rotated file applies without a restart; compared in constant
   time). A refused scrape gets 401 and nothing else.
-- **Labels**: with an authorizer on (``authorizer.class.name``), every sample carrying a per-topic
-  (or per-group) label is left out (Metadata hides topics a principal may not describe; a scraper is no principal
-  the ACLs know), unless ``metrics.listener.topic.labels`` is true. Without an authorizer every topic
-  is visible to every client anyway, and so are the labels.
+- **Labels**: with an authorizer on (``authorizer.class.name``), every sample carrying a per-topic,
+  per-group, per-user or per-client-id label is left out (Metadata hides topics a principal may not
+  describe; a scraper is no principal the ACLs know), unless ``metrics.listener.topic.labels`` is
+  true. Without an authorizer every topic is visible to every client anyway, and so are the labels.
 
 The gRPC health service of every listener is not part of this endpoint and stays public.
 
@@ -58,10 +58,11 @@ __all__ = [
 _log = structlog.get_logger(__name__)
 
 METRICS_AUTHENTICATIONS: Final = ("none", "certificate", "token")
-#: the labels that name ACL-protected resources: topics, and consumer groups (ListGroups hides a
-#: group from a principal without Describe as Metadata hides a topic); a sample carrying any of them
-#: is left out when labels are hidden
-TOPIC_LABELS: Final = frozenset({"topic", "group"})
+#: the labels that name what the ACLs protect: topics, consumer groups (ListGroups hides a group
+#: from a principal without Describe as Metadata hides a topic), and the users and client ids of
+#: the quota metrics (DescribeClientQuotas needs DescribeConfigs on the cluster); a sample carrying
+#: any of them is left out when labels are hidden
+TOPIC_LABELS: Final = frozenset({"topic", "group", "user", "client_id"})
 _SCRAPE_TIMEOUT_S: Final = 10.0
 _PATHS: Final = ("/metrics", "/")
 

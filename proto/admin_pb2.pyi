@@ -260,7 +260,7 @@ class ConfigResource(_message.Message):
     def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ...) -> None: ...
 
 class DescribeConfigsRequest(_message.Message):
-    __slots__ = ("resources", "include_synonyms")
+    __slots__ = ("resources", "include_synonyms", "include_documentation", "broker_id")
     class Resource(_message.Message):
         __slots__ = ("resource", "config_names")
         RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -270,14 +270,18 @@ class DescribeConfigsRequest(_message.Message):
         def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., config_names: _Optional[_Iterable[str]] = ...) -> None: ...
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SYNONYMS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DOCUMENTATION_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     resources: _containers.RepeatedCompositeFieldContainer[DescribeConfigsRequest.Resource]
     include_synonyms: bool
-    def __init__(self, resources: _Optional[_Iterable[_Union[DescribeConfigsRequest.Resource, _Mapping]]] = ..., include_synonyms: _Optional[bool] = ...) -> None: ...
+    include_documentation: bool
+    broker_id: int
+    def __init__(self, resources: _Optional[_Iterable[_Union[DescribeConfigsRequest.Resource, _Mapping]]] = ..., include_synonyms: _Optional[bool] = ..., include_documentation: _Optional[bool] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class DescribeConfigsResponse(_message.Message):
     __slots__ = ("results", "controller", "error")
     class Entry(_message.Message):
-        __slots__ = ("name", "value", "has_value", "read_only", "is_default", "source", "is_sensitive")
+        __slots__ = ("name", "value", "has_value", "read_only", "is_default", "source", "is_sensitive", "synonyms", "config_type", "documentation")
         NAME_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         HAS_VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +289,9 @@ class DescribeConfigsResponse(_message.Message):
         IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
         SOURCE_FIELD_NUMBER: _ClassVar[int]
         IS_SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+        SYNONYMS_FIELD_NUMBER: _ClassVar[int]
+        CONFIG_TYPE_FIELD_NUMBER: _ClassVar[int]
+        DOCUMENTATION_FIELD_NUMBER: _ClassVar[int]
         name: str
         value: str
         has_value: bool
@@ -292,7 +299,21 @@ class DescribeConfigsResponse(_message.Message):
         is_default: bool
         source: str
         is_sensitive: bool
-        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., has_value: _Optional[bool] = ..., read_only: _Optional[bool] = ..., is_default: _Optional[bool] = ..., source: _Optional[str] = ..., is_sensitive: _Optional[bool] = ...) -> None: ...
+        synonyms: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Synonym]
+        config_type: str
+        documentation: str
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., has_value: _Optional[bool] = ..., read_only: _Optional[bool] = ..., is_default: _Optional[bool] = ..., source: _Optional[str] = ..., is_sensitive: _Optional[bool] = ..., synonyms: _Optional[_Iterable[_Union[DescribeConfigsResponse.Synonym, _Mapping]]] = ..., config_type: _Optional[str] = ..., documentation: _Optional[str] = ...) -> None: ...
+    class Synonym(_message.Message):
+        __slots__ = ("name", "value", "has_value", "source")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        HAS_VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        has_value: bool
+        source: str
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., has_value: _Optional[bool] = ..., source: _Optional[str] = ...) -> None: ...
     class Result(_message.Message):
         __slots__ = ("resource", "error", "configs")
         RESOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -499,3 +520,32 @@ class CreateMetadataSnapshotResponse(_message.Message):
     snapshot_epoch: int
     path: str
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., node_id: _Optional[int] = ..., snapshot_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class DescribeMetadataTreeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeMetadataTreeResponse(_message.Message):
+    __slots__ = ("error", "offset", "epoch", "timestamp_ms", "nodes", "omitted", "controller")
+    class Node(_message.Message):
+        __slots__ = ("path", "data_json")
+        PATH_FIELD_NUMBER: _ClassVar[int]
+        DATA_JSON_FIELD_NUMBER: _ClassVar[int]
+        path: str
+        data_json: str
+        def __init__(self, path: _Optional[str] = ..., data_json: _Optional[str] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    offset: int
+    epoch: int
+    timestamp_ms: int
+    nodes: _containers.RepeatedCompositeFieldContainer[DescribeMetadataTreeResponse.Node]
+    omitted: _containers.RepeatedScalarFieldContainer[str]
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., offset: _Optional[int] = ..., epoch: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeMetadataTreeResponse.Node, _Mapping]]] = ..., omitted: _Optional[_Iterable[str]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...

@@ -131,6 +131,11 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.FromString,
                 _registered_method=True)
+        self.DescribeMetadataTree = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DescribeMetadataTree',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -250,6 +255,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeMetadataTree(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -347,6 +358,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterClientQuotas,
                     request_deserializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeMetadataTree': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeMetadataTree,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -862,6 +878,33 @@ class AdminService:
             '/kraftlog.v1.AdminService/AlterClientQuotas',
             kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasRequest.SerializeToString,
             kraftlog_dot_proto_dot_quotas__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeMetadataTree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DescribeMetadataTree',
+            kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,7 @@ small pieces the server's modules share (see `quorum._server`).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,6 +16,7 @@ import kraftlog.quorum.controller as ctl
 from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import (
+    CLUSTER_RESOURCE_NAME,
     FORWARDED_PERMISSIVE_QUOTA,
     FORWARDED_PRINCIPAL,
     AclOperation,
@@ -22,6 +24,7 @@ from kraftlog.common.security import (
     current_request,
     metadata_value,
 )
+from kraftlog.metadata_log import ZkTreeScope, zk_tree_nodes
 from kraftlog.proto import (
     admin_pb2,
     admin_pb2_grpc,
@@ -326,6 +329,43 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             snapshot_epoch=image.epoch if path else -1,
             path=str(path) if path else "",
         )
+
+    async def DescribeMetadataTree(self, request: Any, context: Any) -> Any:
+        """The committed image as the ZooKeeper tree, drawn by the builder the offline tree uses.
+
+        Authorized node by node, as the APIs that show the same things are: topics by Describe
+        (and their config nodes by DescribeConfigs) on each, ACLs, SCRAM users, reassignments and
+        the producer id block by Describe on the cluster, broker configs and quotas by
+        DescribeConfigs on it; brokers, the cluster id and the controller show to any principal,
+        as DescribeCluster answers. What is left out is named in ``omitted``."""
+        ctx = current_request()
+        ctx.public("the tree's public nodes are DescribeCluster's; the others are authorized node by node")
+
+        def build() -> admin_pb2.DescribeMetadataTreeResponse:
+            image, provenance = self.s.image, self.s.provenance
+            names = sorted(image.topics.by_name)
+            described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            configs = ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+            scope = ZkTreeScope(
+                topics=None if len(described) == len(names) else frozenset(described),
+                topic_configs=None if len(configs) == len(names) else frozenset(configs),
+                cluster=ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME),
+                cluster_configs=ctx.authorize(
+                    AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME
+                ),
+            )
+            nodes = zk_tree_nodes(image, provenance, cluster_id=self.s.context().cluster_id or None, scope=scope)
+            R = admin_pb2.DescribeMetadataTreeResponse
+            return R(
+                error=ctl.error_pb(),
+                offset=image.offset,
+                epoch=image.epoch,
+                timestamp_ms=image.timestamp_ms,
+                nodes=[R.Node(path=path, data_json=json.dumps(data, separators=(",", ":"))) for path, data in nodes],
+                omitted=scope.omitted(),
+            )
+
+        return await self.s.run_read(build, admin_pb2.DescribeMetadataTreeResponse)
 
     # ------------------------------------------------------------------ ACLs and SCRAM credentials
 

@@ -256,7 +256,7 @@ class ControllerServer(_ControllerLog):
                 return
             try:
                 async with self._write_lock:
-                    await self._propose([NoOpRecord(), *self._bootstrap_records()], epoch)
+                    await self._propose([NoOpRecord(leader_id=self.node_id), *self._bootstrap_records()], epoch)
                     self.heartbeats.reset(self.image.cluster.broker_ids(), self._wall_ms())
                     self._active_epoch = epoch
                     self._uncertain_epoch = None

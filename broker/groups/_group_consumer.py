@@ -283,6 +283,8 @@ class ConsumerGroup:
         regexes = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
         names = tuple(topic_names()) if regexes else ()
         resolved = {r: resolve_regex(r, names) for r in sorted(regexes)}
+        if req.describable is not None:  # only topics the heartbeating member may see (KAFKA-18813)
+            resolved = {r: req.describable(topics) for r, topics in resolved.items()}
         self.resolved_regexes = resolved
         metadata = _subscription_metadata({t for m in members.values() for t in self.topics_of(m)}, lookup)
         if metadata != self.subscription_metadata:

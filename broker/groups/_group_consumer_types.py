@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kraftlog.broker.groups._group_records_consumer import Assignment, assignment_of
 from kraftlog.common import errors as kerr
@@ -90,6 +90,9 @@ class HeartbeatRequest:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    #: the topics, of those a regex matched, the heartbeating member may Describe (KAFKA-18813:
+    #: a regex resolves only to topics its member is authorized to see); None: all of them
+    describable: Callable[[frozenset[str]], frozenset[str]] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

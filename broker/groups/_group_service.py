@@ -25,7 +25,13 @@ from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
+from kraftlog.common.security import (
+    CLUSTER_RESOURCE_NAME,
+    AclOperation,
+    RequestContext,
+    ResourceType,
+    current_request,
+)
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
@@ -45,6 +51,16 @@ def _may(operation: AclOperation, resource_type: ResourceType, name: str) -> boo
 
 def _topics_may(operation: AclOperation, names: list[str]) -> set[str]:
     return current_request().authorized(operation, ResourceType.TOPIC, names)
+
+
+def _describable_by(ctx: RequestContext) -> Callable[[frozenset[str]], frozenset[str]]:
+    """The topics of a set that ``ctx``'s principal may Describe; bound to the request itself, as
+    the group shard may run the heartbeat in another task."""
+
+    def describable(topics: frozenset[str]) -> frozenset[str]:
+        return frozenset(ctx.authorized(_DESCRIBE, ResourceType.TOPIC, sorted(topics))) if topics else topics
+
+    return describable
 
 
 class GroupService:
@@ -486,6 +502,7 @@ class GroupService:
             owned=_assignment_in(request.topic_partitions) if request.HasField("topic_partitions") else None,
             client_id=request.client_id,
             client_host=client_host,
+            describable=_describable_by(current_request()),
         )
         if not _may(_READ, ResourceType.GROUP, request.group_id):
             return R(error=error_pb(_GROUP_DENIED), member_id=request.member_id, member_epoch=request.member_epoch)

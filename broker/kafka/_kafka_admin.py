@@ -2,8 +2,9 @@
 active controller, as Kafka's brokers forward them (KIP-590): CreateTopics, DeleteTopics,
 CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments. DescribeCluster is answered from the
-broker's image (it names the brokers' endpoints on this listener) and DescribeLogDirs from the
-broker's own logs, as in Kafka.
+broker's image (it names the brokers' endpoints on this listener), DescribeLogDirs from the
+broker's own logs, and DescribeConfigs of this broker's own resource from its node config and
+image, as in Kafka.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from typing import TYPE_CHECKING, Any
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest, ms
 from kraftlog.common import errors as kerr
+from kraftlog.common.config import (
+    CONFIG_SOURCE_IDS,
+    CONFIG_TYPE_IDS,
+    ConfigSynonym,
+    DescribedConfig,
+    NodeConfig,
+    describe_broker_configs,
+)
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import admin_pb2
 
@@ -25,17 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AdminApis", "ControllerForwarder"]
 
-# Kafka's DescribeConfigsResponse ConfigSource ids
-_CONFIG_SOURCES = {
-    "UNKNOWN": 0,
-    "DYNAMIC_TOPIC_CONFIG": 1,
-    "DYNAMIC_BROKER_CONFIG": 2,
-    "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
-    "STATIC_BROKER_CONFIG": 4,
-    "DEFAULT_CONFIG": 5,
-    "DYNAMIC_BROKER_LOGGER_CONFIG": 6,
-    "GROUP_CONFIG": 8,
-}
+_BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 _DYNAMIC_SOURCES = ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "GROUP_CONFIG")
 _SET, _DELETE = 0, 1
 
@@ -79,8 +78,10 @@ class AdminApis:
         image: Callable[[], MetadataImage],
         log_dirs: Sequence[str],
         replicas: Callable[[], ReplicaManager],
+        config: NodeConfig,
     ) -> None:
         self._forward = forward
+        self._config = config
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._image = image
@@ -169,48 +170,90 @@ class AdminApis:
     # ------------------------------------------------------------------ configs
 
     async def describe_configs(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """The broker resource naming this broker is answered here, from this broker's node config
+        and image, as Kafka's broker answers it (the static layer is this broker's own); every
+        other resource is forwarded to the active controller, naming this broker, whose dynamic
+        config is a topic key's DYNAMIC_BROKER_CONFIG layer. Results in the request's order."""
         body = request.body
-        pb = admin_pb2.DescribeConfigsRequest(include_synonyms=bool(getattr(body, "include_synonyms", False)))
-        for r in body.resources:
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        documentation = bool(getattr(body, "include_documentation", False))
+        if not body.resources:
+            current_request().public("an empty DescribeConfigs touches nothing")
+        own = str(self._node_id)
+        answers: list[dict[str, Any] | None] = [
+            self._describe_own(r, synonyms, documentation)
+            if r.resource_type == _BROKER_RESOURCE and r.resource_name == own
+            else None
+            for r in body.resources
+        ]
+        forwarded = [r for r, answer in zip(body.resources, answers, strict=True) if answer is None]
+        if forwarded:
+            by_resource = await self._describe_forwarded(forwarded, synonyms, documentation)
+            missing = kerr.UnknownServerError("the controller's answer lacks this resource")
+            answers = [
+                answer
+                if answer is not None
+                else (
+                    by_resource.get((r.resource_type, r.resource_name))
+                    or [{**_resource_failed(r, missing), "configs": []}]
+                ).pop(0)
+                for r, answer in zip(body.resources, answers, strict=True)
+            ]
+        return {"throttle_time": 0, "results": answers}
+
+    def _describe_own(self, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
+        """This broker's configs (Kafka's ConfigHelper for a broker id that is its own), with
+        DescribeConfigs on the cluster, as Kafka asks."""
+        named = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        if not current_request().authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            err = kerr.ClusterAuthorizationFailedError("not authorized")
+            return {**_failed(None, err), **named, "configs": []}
+        configs = self._image().configs
+        described = describe_broker_configs(
+            self._config,
+            configs.broker_config(self._node_id),
+            configs.broker_config(""),
+            set(resource.configuration_keys or ()),
+        )
+        entries = [_config_entry(d, synonyms=synonyms, documentation=documentation) for d in described]
+        return {"error_code": 0, "error_message": None, **named, "configs": entries}
+
+    async def _describe_forwarded(
+        self, resources: Sequence[Any], synonyms: bool, documentation: bool
+    ) -> dict[tuple[int, str], list[dict[str, Any]]]:
+        """The controller's answers for ``resources``, by resource (a resource asked twice has
+        two answers, in order)."""
+        pb = admin_pb2.DescribeConfigsRequest(
+            include_synonyms=synonyms, include_documentation=documentation, broker_id=self._node_id
+        )
+        for r in resources:
             res = pb.resources.add(config_names=list(r.configuration_keys or ()))
             res.resource.resource_type = r.resource_type
             res.resource.resource_name = r.resource_name
+        by_resource: dict[tuple[int, str], list[dict[str, Any]]] = {}
         try:
             resp = await self._forward("DescribeConfigs", pb)
         except kerr.KafkaError as err:
-            return {
-                "throttle_time": 0,
-                "results": [
-                    {**_failed(None, err), "resource_type": r.resource_type, "resource_name": r.resource_name}
-                    for r in body.resources
-                ],
-            }
-        results = []
+            for r in resources:
+                by_resource.setdefault((r.resource_type, r.resource_name), []).append(
+                    {**_resource_failed(r, err), "configs": []}
+                )
+            return by_resource
         for r in resp.results:
             code = r.error.code or resp.error.code
-            results.append(
+            by_resource.setdefault((r.resource.resource_type, r.resource.resource_name), []).append(
                 {
                     "error_code": code,
                     "error_message": (r.error.message or None) if code else None,
                     "resource_type": r.resource.resource_type,
                     "resource_name": r.resource.resource_name,
                     "configs": [
-                        {
-                            "name": c.name,
-                            "value": c.value if c.has_value and not c.is_sensitive else None,
-                            "read_only": c.read_only,
-                            "config_source": _CONFIG_SOURCES.get(c.source, 0),
-                            "is_default": c.is_default,
-                            "is_sensitive": c.is_sensitive,
-                            "synonyms": [],
-                            "config_type": 0,
-                            "documentation": None,
-                        }
+                        _config_entry(_described(c), synonyms=True, documentation=c.HasField("documentation"))
                         for c in r.configs
                     ],
                 }
             )
-        return {"throttle_time": 0, "results": results}
+        return by_resource
 
     async def incremental_alter_configs(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         body = request.body
@@ -436,6 +479,43 @@ class AdminApis:
                 }
             )
         return {"throttle_time": 0, "error_code": 0, "results": results}
+
+
+def _described(c: admin_pb2.DescribeConfigsResponse.Entry) -> DescribedConfig:
+    """A controller's entry (the flags already applied: no synonyms unless asked)."""
+    return DescribedConfig(
+        name=c.name,
+        value=c.value if c.has_value and not c.is_sensitive else None,
+        source=c.source,
+        read_only=c.read_only,
+        is_sensitive=c.is_sensitive,
+        synonyms=tuple(
+            ConfigSynonym(s.name, s.value if s.has_value and not c.is_sensitive else None, s.source) for s in c.synonyms
+        ),
+        config_type=c.config_type,
+        documentation=c.documentation,
+    )
+
+
+def _config_entry(d: DescribedConfig, *, synonyms: bool, documentation: bool) -> dict[str, Any]:
+    """One DescribeConfigs entry with Kafka's ids for the source and the type; the synonyms and the
+    documentation only when asked (empty and null otherwise, as Kafka answers)."""
+    return {
+        "name": d.name,
+        "value": None if d.is_sensitive else d.value,
+        "read_only": d.read_only,
+        "config_source": CONFIG_SOURCE_IDS.get(d.source, 0),
+        "is_default": d.is_default,
+        "is_sensitive": d.is_sensitive,
+        "synonyms": [
+            {"name": s.name, "value": None if d.is_sensitive else s.value, "source": CONFIG_SOURCE_IDS.get(s.source, 0)}
+            for s in d.synonyms
+        ]
+        if synonyms
+        else [],
+        "config_type": CONFIG_TYPE_IDS.get(d.config_type, 0),
+        "documentation": d.documentation if documentation else None,
+    }
 
 
 def _failed(name: str | None, err: kerr.KafkaError) -> dict[str, Any]:

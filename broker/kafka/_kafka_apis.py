@@ -145,6 +145,7 @@ class KafkaApis:
             image=image,
             log_dirs=broker.config.log_dirs,
             replicas=replicas,
+            config=broker.config,
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)
@@ -171,7 +172,7 @@ class KafkaApis:
             14: _Route("SyncGroup", 0, 5, groups.sync_group),
             15: _Route("DescribeGroups", 0, 5, groups.describe_groups),
             16: _Route("ListGroups", 0, 5, groups.list_groups),
-            18: _Route("ApiVersions", 0, 3, meta.api_versions),
+            18: _Route("ApiVersions", 0, 4, meta.api_versions),
             21: _Route("DeleteRecords", 0, 2, data.delete_records),
             22: _Route("InitProducerId", 0, 5, txn.init_producer_id),
             23: _Route("OffsetForLeaderEpoch", 2, 4, data.offset_for_leader_epoch),
@@ -253,6 +254,7 @@ class KafkaApis:
             # at most the wall time (Kafka counts handler thread time, not time parked in purgatory:
             # a long-polled Fetch or an acks=all Produce waiting for followers costs little)
             busy_ns = min(time.perf_counter_ns() - started_ns, time.thread_time_ns() - started_cpu_ns)
+            busy_ns += ctx.offloaded_cpu_ns  # produce validation on the worker threads
             self._throttle.after(request, conn, answer, busy_ns)
             if answer is None:
                 return answer

@@ -33,12 +33,14 @@ import asyncio
 import collections
 import contextlib
 import struct
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from kraftlog import storage
 from kraftlog.common.records.compression import inflate_bound
+from kraftlog.common.security import current_request
 
 __all__ = ["ByteBudget", "ProducePreparation", "payload_charge"]
 
@@ -175,8 +177,19 @@ class ProducePreparation:
         """Run ``fn(records)`` on a worker once the connection's and the broker's budgets hold
         ``charge``. Ordering: the bytes are given back when the worker is done with them, not
         when the caller stops waiting (a cancelled call's work goes on in its thread, and its
-        memory with it)."""
+        memory with it). The worker's CPU time is added to the current request's
+        (`RequestContext.offloaded_cpu_ns`, for request_percentage) once it is done."""
         loop = asyncio.get_running_loop()
+        request = current_request()
+        cpu_ns = [0]
+
+        def timed(payload: bytes) -> _T:  # in the worker thread
+            started_ns = time.thread_time_ns()
+            try:
+                return fn(payload)
+            finally:
+                cpu_ns[0] = time.thread_time_ns() - started_ns
+
         conn_grant = await connection.acquire(charge) if connection is not None else 0
         try:
             grant = await self.budget.acquire(charge)
@@ -193,7 +206,7 @@ class ProducePreparation:
         try:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix="produce-validation")
-            work = self._executor.submit(fn, records)
+            work = self._executor.submit(timed, records)
         except BaseException:
             give_back()
             raise
@@ -203,7 +216,11 @@ class ProducePreparation:
                 loop.call_soon_threadsafe(give_back)
 
         work.add_done_callback(done)
-        return await asyncio.wrap_future(work, loop=loop)
+        try:
+            return await asyncio.wrap_future(work, loop=loop)
+        finally:
+            if work.done():  # written by the worker before its future completed
+                request.offloaded_cpu_ns += cpu_ns[0]
 
     def shutdown(self) -> None:
         """Stop the workers (work already handed to them finishes; nothing waits for it)."""

@@ -59,6 +59,7 @@ class MetadataApplier:
         self.clock_ms = clock_ms
         self.replica_lag_time_max_ms = int(config["replica.lag.time.max.ms"])
         self._replication_listener = replication_listener
+        self._config = config
         self._topic_defaults: dict[str, object] = dict(config.topic_defaults())
         self._synced = False
         self._log = log
@@ -77,6 +78,14 @@ class MetadataApplier:
         self._registry.image = image
         changes = ReplicaChanges()
         local = self.node_id
+        # dynamic broker configs (the cluster default, this broker's own) change the topics'
+        # defaults: before partitions are made here, so new logs get them too
+        broker_resources = {(ConfigResourceType.BROKER, ""), (ConfigResourceType.BROKER, str(local))}
+        defaults_changed = False
+        if full_sync or broker_resources & set(delta.changed_config_resources):
+            defaults = self._config.topic_defaults(image.configs.broker_config(""), image.configs.broker_config(local))
+            defaults_changed = defaults != self._topic_defaults
+            self._topic_defaults = defaults
 
         for topic_id, old in delta.deleted_topics.items():
             self.metrics.remove_topic(old.name)
@@ -120,6 +129,8 @@ class MetadataApplier:
             self._refresh_leader_endpoints(delta.changed_broker_ids, changes)
 
         topics = {name for (rtype, name) in delta.changed_config_resources if rtype == ConfigResourceType.TOPIC}
+        if defaults_changed:
+            topics = {topic for topic, _pid in self._partitions}
         if topics:
             self._update_topic_configs(topics)
 

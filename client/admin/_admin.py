@@ -293,15 +293,25 @@ class Admin:
         return response
 
     def describe_configs(
-        self, resources: Iterable[tuple[int, str]], names: Iterable[str] = ()
+        self,
+        resources: Iterable[tuple[int, str]],
+        names: Iterable[str] = (),
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
     ) -> admin_pb2.DescribeConfigsResponse:
+        """Each resource's configs; with ``include_synonyms`` every layer a value could come from
+        (Kafka's order: dynamic topic, dynamic broker, dynamic default, static, default), with
+        ``include_documentation`` each key's documentation."""
         req = admin_pb2.DescribeConfigsRequest(
             resources=[
                 admin_pb2.DescribeConfigsRequest.Resource(
                     resource=admin_pb2.ConfigResource(resource_type=t, resource_name=n), config_names=list(names)
                 )
                 for t, n in resources
-            ]
+            ],
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
         )
         response: admin_pb2.DescribeConfigsResponse = self.call("DescribeConfigs", req)
         return response

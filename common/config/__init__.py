@@ -38,11 +38,27 @@ from kraftlog.common._config_def import (
     Validator,
 )
 from kraftlog.common.config._config_addresses import parse_listeners, parse_quorum_voters
+from kraftlog.common.config._config_describe import (
+    CONFIG_SOURCE_IDS,
+    CONFIG_TYPE_IDS,
+    ConfigSynonym,
+    DescribedConfig,
+    broker_key_synonyms,
+    config_type_name,
+    describe_broker_configs,
+    layered_synonyms,
+    node_defaults,
+)
 from kraftlog.common.config._config_parse import (
     parse_properties,
     read_config_file,
 )
-from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._config_schema import (
+    DYNAMIC_BROKER_KEYS,
+    NODE_CONFIG_DEFS,
+    TOPIC_CONFIG_DEFS,
+    TOPIC_SYNONYMS,
+)
 from kraftlog.common.config._config_schema_connections import parse_ip_overrides
 from kraftlog.common.config._config_schema_group import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, group_configs
 from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT
@@ -71,9 +87,19 @@ __all__ = [
     "keys_without_effect",
     "TOPIC_CONFIG_DEFS",
     "TOPIC_SYNONYMS",
+    "DYNAMIC_BROKER_KEYS",
     "GROUP_CONFIG_DEFS",
     "GROUP_CONFIG_SYNONYMS",
     "group_configs",
+    "CONFIG_SOURCE_IDS",
+    "CONFIG_TYPE_IDS",
+    "ConfigSynonym",
+    "DescribedConfig",
+    "broker_key_synonyms",
+    "describe_broker_configs",
+    "config_type_name",
+    "layered_synonyms",
+    "node_defaults",
     "NodeConfig",
     "load_node_config",
     "read_config_file",

@@ -20,7 +20,7 @@ from kraftlog.common._config_def import (
 )
 from kraftlog.common.config._config_parse import _check_host_ports, _check_protocol_map, _listeners, _voters
 from kraftlog.common.config._config_schema_connections import define_connection_keys
-from kraftlog.common.config._config_schema_inert import define_inert_keys
+from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT, define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
@@ -467,8 +467,8 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         False,
         None,
         "kraftlog: with an authorizer on (authorizer.class.name), the metrics endpoint leaves out every sample "
-        "labelled with a topic or consumer group, as Metadata and ListGroups hide them from principals "
-        "without Describe; true shows them. "
+        "labelled with a topic, consumer group, user or client id, as Metadata, ListGroups and "
+        "DescribeClientQuotas hide them from principals without Describe; true shows them. "
         "Without an authorizer they are always shown.",
         kraftlog_only=True,
     )
@@ -551,6 +551,14 @@ def _build_synonyms() -> dict[str, tuple[str, ...]]:
 
 #: Topic-level key -> the broker-level keys that default it, highest precedence first.
 TOPIC_SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(_build_synonyms())
+
+#: the broker keys that may be set dynamically (IncrementalAlterConfigs on a BROKER resource, per
+#: broker or as the cluster default): the log defaults of topics, as Kafka's DynamicLogConfig
+#: What a BROKER resource takes at run time: the broker-wide defaults of topic configs, and the SASL
+#: listener keys Kafka reconfigures, which are without effect here (DYNAMIC_WITHOUT_EFFECT).
+DYNAMIC_BROKER_KEYS: Final = (
+    frozenset(key for group in TOPIC_SYNONYMS.values() for key in group) | DYNAMIC_WITHOUT_EFFECT
+)
 
 # A topic key in a node file, or a broker key in a topic request, is a predictable mix-up.
 for _topic_key, _broker_keys in TOPIC_SYNONYMS.items():

@@ -11,7 +11,12 @@ from typing import Any, final
 
 from kraftlog.common._config_def import LONG_MAX, ConfigError
 from kraftlog.common.config._config_parse import _escape_properties, _split_override, _voters, read_config_file
-from kraftlog.common.config._config_schema import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+from kraftlog.common.config._config_schema import (
+    DYNAMIC_BROKER_KEYS,
+    NODE_CONFIG_DEFS,
+    TOPIC_CONFIG_DEFS,
+    TOPIC_SYNONYMS,
+)
 from kraftlog.common.config._config_support import check_supported
 
 # ---------------------------------------------------------------------------------------------
@@ -67,6 +72,12 @@ class NodeConfig(Mapping[str, Any]):
             return self._values[key]
         except KeyError:
             raise KeyError(str(NODE_CONFIG_DEFS.unknown_key_error(key))) from None
+
+    def __contains__(self, key: object) -> bool:
+        # Mapping's default calls __getitem__ and catches its KeyError, whose "did you mean" message
+        # costs a difflib search over every known key (~20 ms); TLS setup asks, for each ssl.* key
+        # of each listener, whether its listener.name.<l>. form is set: a look-up answers that.
+        return key in self._values
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -127,18 +138,30 @@ class NodeConfig(Mapping[str, Any]):
         """``controller.quorum.voters`` as voter id -> (host, port)."""
         return self._voters
 
-    def topic_defaults(self) -> dict[str, object]:
+    def topic_defaults(self, *dynamic_layers: Mapping[str, str]) -> dict[str, object]:
         """Topic-level defaults derived from this node's broker-level keys, with Kafka's precedence.
 
+        ``dynamic_layers`` are dynamic broker configs as the metadata image holds them (the
+        cluster-wide default, then this broker's own): each overrides, key by key, this node's
+        static values and the layers before it, as Kafka's DynamicBrokerConfig does; keys that
+        are not dynamic, and values that do not parse (the controller checked them), are ignored.
         For each topic key the first broker synonym with a value wins (``log.retention.ms``, then
         ``log.retention.minutes``, then ``log.retention.hours``), scaled to milliseconds; a negative
         retention means unlimited and is reported as -1, as Kafka does.
         """
+        values = dict(self._values)
+        for layer in dynamic_layers:
+            for key, raw in layer.items():
+                if key in DYNAMIC_BROKER_KEYS:
+                    try:
+                        values[key] = NODE_CONFIG_DEFS.parse_value(key, raw)
+                    except ConfigError:
+                        continue
         result: dict[str, object] = {}
         for topic_key, spec in TOPIC_CONFIG_DEFS.items():
             value: object = spec.default
             for broker_key in TOPIC_SYNONYMS[topic_key]:
-                candidate = self._values[broker_key]
+                candidate = values[broker_key]
                 if candidate is None:
                     continue
                 unit = NODE_CONFIG_DEFS[broker_key].topic_unit_ms

@@ -89,6 +89,9 @@ class RequestContext:
     public_reason: str | None = None
     client_id: str = ""
     strict_quota: bool = True
+    #: CPU time spent on this request by worker threads (produce validation), which the event loop
+    #: thread's own clock does not see; counted into the request's time for request_percentage
+    offloaded_cpu_ns: int = 0
 
     @property
     def principal(self) -> str:

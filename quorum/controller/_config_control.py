@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kraftlog.common import errors as kerr
-from kraftlog.common.config import ConfigError
+from kraftlog.common.config import NO_DEFAULT, ConfigError, ConfigSynonym, node_defaults
 from kraftlog.metadata_log import ConfigRecord, ConfigResourceType
 from kraftlog.metadata_log.image import MetadataImage
 from kraftlog.proto import admin_pb2, errors_pb2
@@ -31,14 +31,17 @@ def _resource_error(image: MetadataImage, rtype: int, name: str) -> errors_pb2.E
 def describe_configs(
     image: MetadataImage, req: admin_pb2.DescribeConfigsRequest, ctx: ControllerContext
 ) -> tuple[Records, admin_pb2.DescribeConfigsResponse]:
-    """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, dynamic
-    cluster default, static broker config, or Kafka's default); a group's (its own, source
-    GROUP_CONFIG, else the broker's default, as Kafka's ConfigHelper answers)."""
-    from kraftlog.common import ConfigType
-    from kraftlog.common.config import NODE_CONFIG_DEFS, TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS
+    """DescribeConfigs: a topic's effective configs with their source (dynamic topic config, the
+    asking broker's dynamic config, dynamic cluster default, static broker config, or Kafka's
+    default); a broker's (its dynamic config, the cluster default, static, default); a group's (its
+    own, source GROUP_CONFIG, else the broker's default, as Kafka's ConfigHelper answers).
 
+    Each entry carries Kafka's config type and, when asked, the schema's documentation and the
+    synonyms in Kafka's order (see `kraftlog.common.config.layered_synonyms`); the first synonym
+    is the entry's source. The static layer is this controller's node config."""
     R = admin_pb2.DescribeConfigsResponse
     results = []
+    asking = str(req.broker_id) if req.HasField("broker_id") else None
     for res in req.resources:
         rtype, name = res.resource.resource_type, res.resource.resource_name
         err = _resource_error(image, rtype, name)
@@ -46,75 +49,117 @@ def describe_configs(
             results.append(R.Result(resource=res.resource, error=err))
             continue
         wanted = set(res.config_names)
-        entries = []
         if rtype == ConfigResourceType.GROUP:
             entries = _group_entries(image.configs.config(rtype, name), wanted, ctx)
         elif rtype == ConfigResourceType.TOPIC:
-            dynamic = image.configs.topic_config(name)
-            cluster_dynamic = image.configs.broker_config("")
-            defaults = ctx.config.topic_defaults()
-            value: str | None
-            for key in sorted(TOPIC_CONFIG_DEFS):
-                if wanted and key not in wanted:
-                    continue
-                if key in dynamic:
-                    value, source, is_default = dynamic[key], "DYNAMIC_TOPIC_CONFIG", False
-                else:
-                    synonym = next((s for s in TOPIC_SYNONYMS.get(key, ()) if s in cluster_dynamic), None)
-                    if synonym is not None:
-                        value = _topic_value(synonym, cluster_dynamic[synonym])
-                        source, is_default = "DYNAMIC_DEFAULT_BROKER_CONFIG", False
-                    elif any(s in ctx.config.originals for s in TOPIC_SYNONYMS.get(key, ())):
-                        value, source, is_default = _fmt(defaults.get(key)), "STATIC_BROKER_CONFIG", False
-                    else:
-                        value, source, is_default = _fmt(defaults.get(key)), "DEFAULT_CONFIG", True
-                entries.append(
-                    R.Entry(
-                        name=key,
-                        value=value or "",
-                        has_value=value is not None,
-                        read_only=False,
-                        is_default=is_default,
-                        source=source,
-                    )
-                )
+            entries = _topic_entries(image, name, asking, wanted, ctx)
         else:
-            dynamic = image.configs.config(rtype, name)
-            for key in sorted(set(dynamic) | ({k for k in NODE_CONFIG_DEFS} if not name else set())):
-                if wanted and key not in wanted:
-                    continue
-                definition = NODE_CONFIG_DEFS.key_for(key)
-                # Kafka's rule: every PASSWORD-typed key (keys, JAAS entries, passwords) is sensitive
-                sensitive = "password" in key or (definition is not None and definition.type is ConfigType.PASSWORD)
-                if key in dynamic:
-                    value, source, is_default = (
-                        dynamic[key],
-                        ("DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"),
-                        False,
-                    )
-                else:
-                    value = _fmt(ctx.config.get(key))
-                    is_default = key not in ctx.config.originals
-                    source = "DEFAULT_CONFIG" if is_default else "STATIC_BROKER_CONFIG"
-                entries.append(
-                    R.Entry(
-                        name=key,
-                        value="" if sensitive or value is None else value,
-                        has_value=not sensitive and value is not None,
-                        read_only=key not in dynamic,
-                        is_default=is_default,
-                        source=source,
-                        is_sensitive=sensitive,
-                    )
-                )
+            entries = _broker_entries(image, name, wanted, ctx)
+        for entry in entries:
+            if not req.include_synonyms:
+                del entry.synonyms[:]
+            if not req.include_documentation:
+                entry.ClearField("documentation")
         results.append(R.Result(resource=res.resource, error=error_pb(), configs=entries))
     return [], R(results=results)
+
+
+def _synonym_pbs(synonyms: Iterable[ConfigSynonym]) -> list[admin_pb2.DescribeConfigsResponse.Synonym]:
+    return [
+        admin_pb2.DescribeConfigsResponse.Synonym(
+            name=s.name, value=s.value or "", has_value=s.value is not None, source=s.source
+        )
+        for s in synonyms
+    ]
+
+
+def _topic_entries(
+    image: MetadataImage, topic: str, asking: str | None, wanted: set[str], ctx: ControllerContext
+) -> list[admin_pb2.DescribeConfigsResponse.Entry]:
+    """A topic's keys. The value is the first synonym's, in the topic key's unit (a broker key in
+    hours gives milliseconds); with no synonym at all, the topic key's own default."""
+    from kraftlog.common.config import TOPIC_CONFIG_DEFS, TOPIC_SYNONYMS, config_type_name, layered_synonyms
+
+    dynamic = image.configs.topic_config(topic)
+    layers: list[tuple[str, Mapping[str, object]]] = []
+    if asking is not None:
+        layers.append(("DYNAMIC_BROKER_CONFIG", image.configs.broker_config(asking)))
+    layers += [
+        ("DYNAMIC_DEFAULT_BROKER_CONFIG", image.configs.broker_config("")),
+        ("STATIC_BROKER_CONFIG", ctx.config.originals),
+    ]
+    static_defaults = ctx.config.topic_defaults()
+    entries = []
+    for key in sorted(TOPIC_CONFIG_DEFS):
+        if wanted and key not in wanted:
+            continue
+        spec = TOPIC_CONFIG_DEFS[key]
+        broker_keys = TOPIC_SYNONYMS.get(key, ())
+        synonyms = layered_synonyms(
+            broker_keys, [*layers, ("DEFAULT_CONFIG", node_defaults(broker_keys))], sensitive=False
+        )
+        if key in dynamic:
+            synonyms.insert(0, ConfigSynonym(key, dynamic[key], "DYNAMIC_TOPIC_CONFIG"))
+        head = synonyms[0] if synonyms else None
+        value: str | None
+        if head is None:
+            value = _fmt(spec.default if spec.default is not NO_DEFAULT else None)
+        elif head.source == "DYNAMIC_TOPIC_CONFIG":
+            value = head.value
+        elif head.source in ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"):
+            value = _topic_value(head.name, head.value or "")
+        else:  # static or default: the node config resolved the broker keys' precedence already
+            value = _fmt(static_defaults.get(key))
+        source = head.source if head is not None else "DEFAULT_CONFIG"
+        entries.append(
+            admin_pb2.DescribeConfigsResponse.Entry(
+                name=key,
+                value=value or "",
+                has_value=value is not None,
+                read_only=False,
+                is_default=source == "DEFAULT_CONFIG",
+                source=source,
+                synonyms=_synonym_pbs(synonyms),
+                config_type=config_type_name(spec),
+                documentation=spec.doc,
+            )
+        )
+    return entries
+
+
+def _broker_entries(
+    image: MetadataImage, broker: str, wanted: set[str], ctx: ControllerContext
+) -> list[admin_pb2.DescribeConfigsResponse.Entry]:
+    """A broker's keys (``broker`` "": the cluster-wide default), the static layer this
+    controller's (see `kraftlog.common.config.describe_broker_configs`; a broker answers its own
+    resource itself)."""
+    from kraftlog.common.config import describe_broker_configs
+
+    own = image.configs.broker_config(broker) if broker else {}
+    described = describe_broker_configs(ctx.config, own, image.configs.broker_config(""), wanted)
+    return [
+        admin_pb2.DescribeConfigsResponse.Entry(
+            name=d.name,
+            value=d.value or "",
+            has_value=d.value is not None,
+            read_only=d.read_only,
+            is_default=d.is_default,
+            source=d.source,
+            is_sensitive=d.is_sensitive,
+            synonyms=_synonym_pbs(d.synonyms),
+            config_type=d.config_type,
+            documentation=d.documentation,
+        )
+        for d in described
+    ]
 
 
 def _group_entries(
     dynamic: Mapping[str, str], wanted: set[str], ctx: ControllerContext
 ) -> list[admin_pb2.DescribeConfigsResponse.Entry]:
-    from kraftlog.common.config import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS
+    """A group's keys. As Kafka's, the one synonym names the group key itself, with the group's
+    own value (GROUP_CONFIG) or the broker default it falls back to (DEFAULT_CONFIG)."""
+    from kraftlog.common.config import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, config_type_name
 
     R = admin_pb2.DescribeConfigsResponse
     entries = []
@@ -123,6 +168,8 @@ def _group_entries(
             continue
         own = dynamic.get(key)
         value = own if own is not None else _fmt(ctx.config.get(GROUP_CONFIG_SYNONYMS[key][0]))
+        source = "GROUP_CONFIG" if own is not None else "DEFAULT_CONFIG"
+        spec = GROUP_CONFIG_DEFS[key]
         entries.append(
             R.Entry(
                 name=key,
@@ -130,7 +177,10 @@ def _group_entries(
                 has_value=value is not None,
                 read_only=False,
                 is_default=own is None,
-                source="GROUP_CONFIG" if own is not None else "DEFAULT_CONFIG",
+                source=source,
+                synonyms=_synonym_pbs([ConfigSynonym(key, value, source)]),
+                config_type=config_type_name(spec),
+                documentation=spec.doc,
             )
         )
     return entries
@@ -173,19 +223,15 @@ def incremental_alter_configs(
     leave a list empty is INVALID_CONFIG (an empty cleanup.policy is no policy the log accepts).
     """
     from kraftlog.common.config import (
-        DYNAMIC_WITHOUT_EFFECT,
+        DYNAMIC_BROKER_KEYS,
         GROUP_CONFIG_DEFS,
         NODE_CONFIG_DEFS,
         TOPIC_CONFIG_DEFS,
-        TOPIC_SYNONYMS,
         ConfigType,
         group_configs,
     )
 
     R = admin_pb2.IncrementalAlterConfigsResponse
-    # What a BROKER resource takes at run time: the broker-wide defaults of topic configs, and the
-    # SASL listener keys Kafka reconfigures, which are without effect here (DYNAMIC_WITHOUT_EFFECT).
-    dynamic_broker_keys = {s for syns in TOPIC_SYNONYMS.values() for s in syns} | DYNAMIC_WITHOUT_EFFECT
     records: Records = []
     results = []
     resources = [(r.resource.resource_type, r.resource.resource_name) for r in req.resources]
@@ -222,7 +268,7 @@ def incremental_alter_configs(
         updated = dict(current)
         problem = None
         for op in res.configs:
-            if rtype == ConfigResourceType.BROKER and op.name not in dynamic_broker_keys:
+            if rtype == ConfigResourceType.BROKER and op.name not in DYNAMIC_BROKER_KEYS:
                 problem = (
                     f"config {op.name!r} cannot be updated dynamically"
                     if op.name in NODE_CONFIG_DEFS

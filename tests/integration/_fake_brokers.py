@@ -67,7 +67,13 @@ class FakeBrokers:
                             broker_id=b,
                             cluster_id=self.cluster_id,
                             incarnation_id=self._incarnations[b],
-                            listeners=[controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=1 + b)],
+                            # as a real broker: its gRPC listener, then its Kafka listener
+                            listeners=[
+                                controller_pb2.Endpoint(name="BROKER", host="127.0.0.1", port=1 + b),
+                                controller_pb2.Endpoint(
+                                    name="PLAINTEXT", host="127.0.0.1", port=10_001 + b, security_protocol="PLAINTEXT"
+                                ),
+                            ],
                         ),
                     )
                     if resp is not None and resp.error.code == 0:

@@ -50,14 +50,27 @@ def controller_address(cluster: LocalCluster) -> str:
     return cluster.controller_addresses[0]
 
 
-def kafka_call(cluster: LocalCluster, tls: TlsSettings | None, api_key: int, version: int, values: dict) -> object:
-    """One Kafka-protocol request to the broker's Kafka listener, over TLS unless ``tls`` is None;
-    the decoded answer."""
+def kafka_exchange(
+    cluster: LocalCluster,
+    tls: TlsSettings | None,
+    api_key: int,
+    version: int,
+    values: dict,
+    *,
+    labelled: int | None = None,
+) -> bytes:
+    """One Kafka-protocol request of ``version`` on a fresh connection to the broker's Kafka
+    listener, over TLS unless ``tls`` is None (its header saying ``labelled`` when given: a version
+    kio has no schema for); the answer's frame, header included."""
     request_type = load_request_schema(api_key, version)
-    response_type = load_response_schema(api_key, version)
     header = build(
         request_type.__header_schema__,
-        {"request_api_key": api_key, "request_api_version": version, "correlation_id": 7, "client_id": "security-test"},
+        {
+            "request_api_key": api_key,
+            "request_api_version": version if labelled is None else labelled,
+            "correlation_id": 7,
+            "client_id": "security-test",
+        },
     )
     out = io.BytesIO()
     entity_writer(request_type.__header_schema__)(out, header)
@@ -69,10 +82,21 @@ def kafka_call(cluster: LocalCluster, tls: TlsSettings | None, api_key: int, ver
         with sock:
             sock.sendall(struct.pack(">i", len(buf)) + buf)
             size = struct.unpack(">i", recv(sock, 4))[0]
-            frame = recv(sock, size)
+            return recv(sock, size)
+
+
+def read_answer(frame: bytes, api_key: int, version: int) -> object:
+    """The answer of ``frame`` decoded as ``api_key``'s response at ``version``."""
+    response_type = load_response_schema(api_key, version)
     _header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
     body, _ = entity_reader(response_type)(frame, offset)
     return body
+
+
+def kafka_call(cluster: LocalCluster, tls: TlsSettings | None, api_key: int, version: int, values: dict) -> object:
+    """One Kafka-protocol request to the broker's Kafka listener, over TLS unless ``tls`` is None;
+    the decoded answer."""
+    return read_answer(kafka_exchange(cluster, tls, api_key, version, values), api_key, version)
 
 
 def recv(sock: socket.socket, n: int) -> bytes:

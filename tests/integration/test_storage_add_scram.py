@@ -4,14 +4,12 @@ one. On main the option does not exist (format fails), and without it no client 
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 
 import pytest
 
 from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.deploy._node_spec import NodeSpec
 
 _PASSWORD = "alice-secret"
 
@@ -24,30 +22,6 @@ class _ScramOnlyCluster(LocalCluster):
     def kafka_listener_name(self) -> str:
         return "SASL_PLAINTEXT"
 
-    def _format(self, spec: NodeSpec) -> None:
-        proc = subprocess.run(
-            [
-                self.python,
-                "-m",
-                "kraftlog.cli",
-                "storage",
-                "format",
-                "-t",
-                str(self.cluster_id),
-                "-c",
-                str(spec.config_path),
-                "--add-scram",
-                f"SCRAM-SHA-256=[name=alice,password={_PASSWORD}]",
-                "--add-scram",
-                f'SCRAM-SHA-512=[name=alice,iterations=8192,password="{_PASSWORD}"]',
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"storage format of node {spec.node_id} failed: {proc.stderr.strip()}")
-
 
 @pytest.fixture(scope="module")
 def scram_only(tmp_path_factory: pytest.TempPathFactory):
@@ -56,6 +30,12 @@ def scram_only(tmp_path_factory: pytest.TempPathFactory):
         controllers=1,
         brokers=1,
         overrides={"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"},
+        format_args=(
+            "--add-scram",
+            f"SCRAM-SHA-256=[name=alice,password={_PASSWORD}]",
+            "--add-scram",
+            f'SCRAM-SHA-512=[name=alice,iterations=8192,password="{_PASSWORD}"]',
+        ),
     )
     cluster.start(timeout_s=90)
     try:

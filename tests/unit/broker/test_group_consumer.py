@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -328,7 +329,7 @@ def test_describe() -> None:
     assert d.shard.describe_consumer_group("nope").error is kerr.GroupIdNotFoundError
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["beat", "join", "leave", "silence"]), st.integers(0, 4)), max_size=40))
 def test_no_partition_ever_has_two_owners_and_the_group_converges(steps: list[tuple[str, int]]) -> None:
     d = Driver(topics={"orders": (T1, 7), "audit": (T2, 2)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,7 @@ def test_unknown_topics_are_an_error() -> None:
         assign("range", {"m": spec("m", {"zz"})}, {})
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), min_size=1),
     st.lists(st.sets(st.sampled_from(["a", "b", "c"]), min_size=1), min_size=1, max_size=6),

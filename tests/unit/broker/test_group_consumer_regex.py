@@ -103,3 +103,23 @@ def test_a_heartbeat_with_the_same_topics_reuses_the_resolution_and_new_topics_a
     assert len(resolve_regex("t1.*", tuple(names))) == 111  # an equal list of topics: no new matching
     assert _resolved.cache_info().hits == 1
     assert resolve_regex("t1.*", (*names, "t1-new")) >= {"t1-new"}  # a topic that came is matched
+
+
+def test_a_regex_resolves_only_to_the_topics_its_member_may_describe() -> None:
+    """KAFKA-18813: a topic the heartbeating member may not Describe is neither subscribed nor
+    assigned, so a regex does not reveal its existence, id or partitions."""
+    d = Driver({"orders-a": (T1, 2), "orders-secret": (T2, 1)})
+    joined = _beat(
+        d,
+        HeartbeatRequest(
+            "g",
+            "",
+            0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_regex="orders-.*",
+            owned=(),
+            describable=lambda topics: frozenset(t for t in topics if t != "orders-secret"),
+        ),
+    )
+    assert joined.error is None and joined.assignment == ((T1, (0, 1)),)
+    assert not d.shard.consumer_groups["g"].is_subscribed_to("orders-secret")

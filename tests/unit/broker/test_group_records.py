@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,7 +132,7 @@ def test_malformed_keys_are_corrupt_message(raw: bytes) -> None:
         decode_key(raw)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=80), st.booleans())
 def test_any_bytes_decode_or_raise_corrupt_message(raw: bytes, group: bool) -> None:
     key = GroupMetadataKey("g") if group else OffsetCommitKey("g", "t", 0)
@@ -145,7 +146,7 @@ def test_any_bytes_decode_or_raise_corrupt_message(raw: bytes, group: bool) -> N
 names = st.text(max_size=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.builds(
         GroupMetadataValue,

@@ -54,7 +54,7 @@ def test_every_api_goes_to_the_async_handler_named_after_it() -> None:
 def test_api_versions_advertises_the_table() -> None:
     apis = _apis()
     assert apis.supported() == {key: (r.min_version, r.max_version) for key, r in apis._routes.items()}
-    assert apis.supported()[18] == (0, 3)  # ApiVersions itself
+    assert apis.supported()[18] == (0, 4)  # ApiVersions itself (v4: Kafka 4.x, issue 25)
     assert 0 in apis.supported() and 36 in apis.supported()
 
 

@@ -388,3 +388,31 @@ def test_a_follower_checks_compressed_fetched_batches_on_the_pool_and_small_plai
         pool.shutdown()
 
     run(main)
+
+
+class _BusyLog:
+    """A stand-in `Log` whose `prepare_append` burns CPU in its worker thread."""
+
+    def prepare_append(self, records: bytes) -> Any:
+        total = 0
+        for i in range(300_000):
+            total += i * i
+        return ("prepared", total)
+
+
+def test_the_workers_cpu_time_counts_into_the_requests_time() -> None:
+    """request_percentage (review, issue 24): validation moved to the workers was time the event
+    loop thread's clock never saw, so a client could spend the workers' CPU unthrottled."""
+    from kraftlog.common.security import RequestContext, Session, request_scope
+
+    async def main() -> int:
+        pool = ProducePreparation(2, 1 << 30, 1 << 30)
+        ctx = RequestContext(Session("User:alice", "127.0.0.1"), api="Produce")
+        try:
+            with request_scope(ctx):
+                await asyncio.gather(*(pool.prepare(_BusyLog(), b"x", 1) for _ in range(2)))  # type: ignore[arg-type]
+        finally:
+            pool.shutdown()
+        return ctx.offloaded_cpu_ns
+
+    assert asyncio.run(main()) > 1_000_000  # two workers' loops: well over a millisecond of CPU

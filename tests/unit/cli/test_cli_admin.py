@@ -558,6 +558,36 @@ def test_configs_describe_topic(fake, capsys) -> None:
     } in obj["configs"]
 
 
+def test_configs_describe_prints_every_synonym_in_the_clusters_order(fake, capsys) -> None:
+    R = admin_pb2.DescribeConfigsResponse
+    entry = R.Entry(
+        name="retention.ms",
+        value="1000",
+        has_value=True,
+        source="DYNAMIC_TOPIC_CONFIG",
+        synonyms=[
+            R.Synonym(name="retention.ms", value="1000", has_value=True, source="DYNAMIC_TOPIC_CONFIG"),
+            R.Synonym(name="log.retention.hours", value="168", has_value=True, source="DEFAULT_CONFIG"),
+        ],
+    )
+    response = R(
+        results=[
+            R.Result(
+                resource=admin_pb2.ConfigResource(resource_type=2, resource_name="orders"),
+                error=errors_pb2.Error(code=0, name="NONE"),
+                configs=[entry],
+            )
+        ]
+    )
+    admin = fake(_configs, describe_configs=response)
+    assert main(["configs", "describe", "--entity-type", "topics", "--entity-name", "orders", *BOOT]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  retention.ms=1000 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, DEFAULT_CONFIG:log.retention.hours=168}"
+    )
+    assert admin.called("describe_configs")[0][1] == {"include_synonyms": True}  # as kafka-configs asks
+
+
 def test_configs_describe_brokers(fake, capsys) -> None:
     admin = fake(_configs, describe_configs=configs_response("1", 4))
     assert main(["configs", "describe", "--entity-type", "brokers", "--entity-name", "1", *BOOT]) == 0
@@ -1224,73 +1254,69 @@ def test_quorum_errors(fake, capsys) -> None:
 # ================================================================================ metadata tree (online)
 
 
+def _tree_response(**fields: Any) -> Any:
+    T = R.DescribeMetadataTreeResponse
+    nodes = fields.pop("nodes", {})
+    return T(nodes=[T.Node(path=p, data_json=json.dumps(d)) for p, d in nodes.items()], **fields)
+
+
 def test_metadata_tree_online(fake, capsys) -> None:
-    broker_configs = R.DescribeConfigsResponse(
-        results=[
-            R.DescribeConfigsResponse.Result(
-                resource=R.ConfigResource(resource_type=4, resource_name="1"),
-                configs=[
-                    E(name="log.cleaner.threads", value="2", has_value=True, source="DYNAMIC_BROKER_CONFIG"),
-                    E(name="num.io.threads", value="8", has_value=True, source="DEFAULT_CONFIG"),
-                ],
-            ),
-            R.DescribeConfigsResponse.Result(
-                resource=R.ConfigResource(resource_type=4, resource_name=""),
-                configs=[E(name="num.io.threads", value="16", has_value=True, source="DYNAMIC_DEFAULT_BROKER_CONFIG")],
-            ),
-        ]
-    )
-    admin = fake(
-        _metadata,
-        describe_cluster=cluster_response({1: "r1"}),
-        describe_quorum=quorum_response(),
-        describe_topics=describe_response(),
-        describe_configs=broker_configs,
-    )
-    assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 0
-    nodes = json.loads(capsys.readouterr().out)["nodes"]
-    # what a KRaft controller writes to /controller in a ZooKeeper migration
-    assert nodes["/controller"] == {"version": 2, "brokerid": 3001, "kraftControllerEpoch": 7}
-    assert nodes["/controller_epoch"] == 7
-    assert nodes["/cluster/id"] == {"version": "1", "id": "CID"}
-    assert nodes["/brokers/ids/1"] == {
+    # the controller draws the tree (the builder the offline tree uses); the CLI prints its nodes
+    # as they came, in their order, with the image's offset (issue 25)
+    broker = {
         "version": 5,
         "host": "h1",
         "port": 9092,
-        "timestamp": "1700000000001",
         "jmx_port": -1,
-        "endpoints": ["PLAINTEXT://h1:9092"],
+        "timestamp": "1700000000001",
+        "endpoints": ["PLAINTEXT://h1:9092", "SSL://h1:9093"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"},
         "rack": "r1",
-        "epoch": 11,
-        "fenced": False,
-        "in_controlled_shutdown": False,
+        "features": {},
     }
-    assert nodes["/brokers/topics/orders"]["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1], "2": [3, 1, 2]}
-    assert nodes["/brokers/topics/orders/partitions/0/state"]["controller_epoch"] is None  # not served
-    assert nodes["/brokers/topics/orders/partitions/2/state"] == {
-        "version": 1,
-        "controller_epoch": 6,
-        "leader": -1,
-        "leader_epoch": 0,
-        "isr": [3],
-        "partition_epoch": 0,
-    }
-    assert nodes["/config/topics/orders"] == {
-        "version": 1,
-        "config": {"cleanup.policy": "compact", "retention.ms": "1000"},
-    }
-    assert nodes["/config/brokers/1"] == {"version": 1, "config": {"log.cleaner.threads": "2"}}
-    assert nodes["/config/brokers/<default>"] == {"version": 1, "config": {"num.io.threads": "16"}}
-    assert nodes["/admin/reassign_partitions"]["partitions"][0]["topic"] == "moving"
-    assert "/latest_producer_id_block" not in nodes
-    assert admin.called("describe_configs")[0][0] == ([(4, "1"), (4, "2"), (4, "3"), (4, "4"), (4, "")],)
+    controller = {"version": 2, "brokerid": 3001, "timestamp": "1700000000000", "kraftControllerEpoch": 7}
+    answer = _tree_response(
+        offset=42, epoch=7, timestamp_ms=1700000000009, nodes={"/brokers/ids/1": broker, "/controller": controller}
+    )
+    admin = fake(_metadata, call=lambda method, request: answer)
+    assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 0
+    captured = capsys.readouterr()
+    obj = json.loads(captured.out)
+    assert obj["offset"] == 42 and obj["epoch"] == 7 and obj["timestamp_ms"] == 1700000000009
+    assert obj["source"] == "cluster localhost:9093"
+    assert list(obj["nodes"]) == ["/brokers/ids/1", "/controller"]
+    assert obj["nodes"]["/brokers/ids/1"] == broker and obj["nodes"]["/controller"] == controller
+    assert captured.err == ""
+    ((args, _kwargs),) = admin.called("call")
+    assert args[0] == "DescribeMetadataTree" and isinstance(args[1], R.DescribeMetadataTreeRequest)
     assert admin.closed
+    # text output and --path work on the online tree as on the offline one
+    assert main(["metadata", "tree", *BOOT, "--path", "/controller"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# metadata image from cluster localhost:9093 at offset 42 (epoch 7)"
+    assert out[1:] == [
+        '/controller: {"version":2,"brokerid":3001,"timestamp":"1700000000000","kraftControllerEpoch":7}'
+    ]
+
+
+def test_metadata_tree_online_says_what_it_may_not_show(fake, capsys) -> None:
+    answer = _tree_response(offset=3, epoch=1, omitted=["ACLs, SCRAM users (Describe on the cluster)"])
+    fake(_metadata, call=lambda method, request: answer)
+    assert main(["metadata", "tree", *BOOT]) == 0
+    captured = capsys.readouterr()
+    assert (
+        captured.err
+        == "kraftlog metadata: warning: not authorized, left out: ACLs, SCRAM users (Describe on the cluster)\n"
+    )
 
 
 def test_metadata_tree_online_error(fake, capsys) -> None:
-    fake(_metadata, describe_cluster=kerr.RequestTimedOutError("DescribeCluster: no controller answered"))
+    fake(_metadata, call=kerr.RequestTimedOutError("DescribeMetadataTree: no controller answered"))
     assert main(["metadata", "tree", *BOOT]) == 1
     one_line_error(capsys, "REQUEST_TIMED_OUT")
+    fake(_metadata, call=lambda method, request: _tree_response(error=err("NOT_CONTROLLER", "standby")))
+    assert main(["metadata", "tree", *BOOT]) == 1
+    one_line_error(capsys, "NOT_CONTROLLER")
 
 
 def test_every_admin_command_has_its_own_factory() -> None:
@@ -1328,7 +1354,8 @@ def test_json_error_when_the_cluster_does_not_answer(fake, capsys) -> None:
 
 
 def test_json_error_for_a_cluster_error_answer(fake, capsys) -> None:
-    fake(_metadata, describe_cluster=R.DescribeClusterResponse(error=err("NOT_CONTROLLER", "ask 3001")))
+    answer = R.DescribeMetadataTreeResponse(error=err("NOT_CONTROLLER", "ask 3001"))
+    fake(_metadata, call=lambda method, request: answer)  # the tree's one call (issue 25)
     assert main(["metadata", "tree", *BOOT, "--output", "json"]) == 1
     error = _only_json(capsys.readouterr().out)["error"]
     assert (error["name"], error["code"]) == ("NOT_CONTROLLER", 41) and "ask 3001" in error["message"]

@@ -251,6 +251,7 @@ def test_tree_from_log_dir(log_dir: Path, capsys) -> None:
         "endpoints": ["PLAINTEXT://host1:9092"],
         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
         "rack": "rack-1",
+        "features": {},  # v5 has them (issue 25): no feature is finalized in this log
         "epoch": 11,
         "fenced": False,
         "in_controlled_shutdown": False,

@@ -12,6 +12,7 @@ import random
 from collections import Counter
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KpPartitioner
@@ -57,7 +58,7 @@ def test_many_random_keys_agree_with_kafka_python() -> None:
         assert partition_for_key(key, n) == _kp_partition(key, n)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(key=st.binary(max_size=200), n=st.integers(1, 10_000))
 def test_property_agrees_with_kafka_python(key: bytes, n: int) -> None:
     assert partition_for_key(key, n) == _kp_partition(key, n)

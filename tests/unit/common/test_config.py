@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -267,6 +268,22 @@ def test_unknown_key_names_the_key_and_the_closest_known_one() -> None:
     err = _error({"log.segment.byte": "1024"})
     assert err.key == "log.segment.byte"
     assert str(err) == "unknown config key 'log.segment.byte' (did you mean 'log.segment.bytes'?)"
+
+
+def test_membership_asks_no_suggestion_and_a_missing_key_still_gets_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``key in config`` is a look-up: Mapping's default went through ``config[key]``, whose
+    KeyError carries a "did you mean" found by difflib over every known key (~20 ms a miss), and
+    every TLS listener asks for each ssl.* key whether its ``listener.name.<l>.`` form is set."""
+    from kraftlog.common.config import _node_config
+
+    config = NodeConfig.from_mapping(BASE)
+    suggest = _node_config.NODE_CONFIG_DEFS.suggest
+    monkeypatch.setattr(_node_config.NODE_CONFIG_DEFS, "suggest", lambda name: pytest.fail(f"suggested for {name}"))
+    assert "listener.name.broker.ssl.keystore.location" not in config and 42 not in config
+    assert "node.id" in config
+    monkeypatch.setattr(_node_config.NODE_CONFIG_DEFS, "suggest", suggest)
+    with pytest.raises(KeyError, match="did you mean 'log.segment.bytes'"):
+        config["log.segment.byte"]
 
 
 def test_topic_key_in_a_node_file_suggests_its_broker_synonym() -> None:
@@ -610,7 +627,7 @@ def test_the_manual_lists_every_key_without_effect_and_every_refused_one() -> No
 _PROPERTIES_ALPHABET = st.sampled_from(list("ab=: \t\\#!\n\r\fuU0123456789é") + ["\\u00e9", "\\u12", "\r\n"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_PROPERTIES_ALPHABET, max_size=40).map("".join))
 def test_properties_reader_agrees_with_javaproperties(text: str) -> None:
     import javaproperties
@@ -628,7 +645,7 @@ def test_properties_reader_agrees_with_javaproperties(text: str) -> None:
     assert parse_properties(text) == dict(expected)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=20))
 def test_properties_writer_is_read_back_by_javaproperties(value: str) -> None:
     import javaproperties
@@ -637,3 +654,18 @@ def test_properties_writer_is_read_back_by_javaproperties(value: str) -> None:
     if cfg is None:
         return
     assert javaproperties.loads(cfg.to_properties())["broker.rack"] == value
+
+
+def test_topic_defaults_take_dynamic_broker_configs_key_by_key() -> None:
+    """Dynamic broker configs (the cluster default, then the broker's own) override the static ones
+    key by key, as Kafka's DynamicBrokerConfig; the topics' defaults follow them. A key that is not
+    dynamic, or a value that does not parse, is ignored."""
+    cfg = NodeConfig({**BASE, "log.retention.hours": "100", "log.segment.bytes": "4096"})
+    cluster_default = {"log.retention.minutes": "600", "log.segment.bytes": "8192", "node.id": "9"}
+    own = {"log.segment.bytes": "16384", "min.insync.replicas": "not-a-number"}
+    defaults = cfg.topic_defaults(cluster_default, own)
+    assert defaults["retention.ms"] == 600 * 60_000  # minutes (dynamic) before hours (static)
+    assert defaults["segment.bytes"] == 16384  # the broker's own over the cluster default
+    assert defaults["min.insync.replicas"] == 1
+    assert cfg.topic_defaults()["segment.bytes"] == 4096
+    assert cfg.topic_defaults({"log.retention.ms": "5000"}, {})["retention.ms"] == 5000

@@ -11,6 +11,7 @@ import struct
 
 import cramjam
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -32,7 +33,7 @@ from kraftlog.common.records import (
 from kraftlog.common.records.compression import CompressionType, compress, decompress
 
 ALL = list(CompressionType)
-PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 blob = st.binary(max_size=300)
 maybe_blob = st.none() | blob

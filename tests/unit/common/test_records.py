@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import (
@@ -69,7 +70,7 @@ RECORDS_COUNT_AT = 57
 
 ALL_CODECS = list(CompressionType)
 PROPS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 
 
@@ -187,7 +188,7 @@ def test_varint_known_encodings(value: int, encoded: str) -> None:
     assert read_varint(bytes.fromhex(encoded), 0) == (value, len(out))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=st.integers(INT64_MIN, INT64_MAX), prefix=st.binary(max_size=5), suffix=st.binary(max_size=5))
 def test_varint_round_trip_full_int64_range(value: int, prefix: bytes, suffix: bytes) -> None:
     out = bytearray(prefix)
@@ -204,7 +205,7 @@ def test_varint_round_trip_full_int64_range(value: int, prefix: bytes, suffix: b
     assert bytes(out[len(prefix) :]) == bytes(theirs)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=st.integers(INT64_MIN, INT64_MAX))
 def test_varint_reads_kafka_python_encoding(value: int) -> None:
     theirs = bytearray()
@@ -744,7 +745,7 @@ def test_control_batch_with_short_key_is_corrupt() -> None:
 SAMPLE_BATCHES = {codec: sample_batch(codec, producer_id=3, producer_epoch=1, base_sequence=0) for codec in ALL_CODECS}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), data=st.data(), mask=st.integers(1, 255))
 def test_any_flipped_byte_in_crc_range_is_detected(codec: CompressionType, data: st.DataObject, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
@@ -756,7 +757,7 @@ def test_any_flipped_byte_in_crc_range_is_detected(codec: CompressionType, data:
     assert not batch.is_valid()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(CRC_AT, ATTRIBUTES_AT - 1), mask=st.integers(1, 255))
 def test_flipped_crc_byte_is_detected(codec: CompressionType, pos: int, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
@@ -765,7 +766,7 @@ def test_flipped_crc_byte_is_detected(codec: CompressionType, pos: int, mask: in
         RecordBatch(bytes(buf)).ensure_valid()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), pos=st.integers(LENGTH_AT, EPOCH_AT - 1), mask=st.integers(1, 255))
 def test_flipped_length_byte_is_detected(codec: CompressionType, pos: int, mask: int) -> None:
     buf = bytearray(SAMPLE_BATCHES[codec])
@@ -774,7 +775,7 @@ def test_flipped_length_byte_is_detected(codec: CompressionType, pos: int, mask:
         RecordBatch(bytes(buf)).ensure_valid()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     codec=st.sampled_from(ALL_CODECS),
     pos=st.integers(BASE_OFFSET_AT, LENGTH_AT - 1) | st.integers(EPOCH_AT, MAGIC_AT - 1),
@@ -994,7 +995,7 @@ def test_negative_header_count_and_null_header_key_are_corrupt() -> None:
     assert ok.records()[0].key is None and ok.records()[0].headers == ()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), data=st.data())
 def test_mangled_records_section_raises_only_corrupt_record_error(codec: CompressionType, data: st.DataObject) -> None:
     """Whatever a (CRC-valid) records section holds, decoding succeeds or raises CorruptRecordError."""
@@ -1015,7 +1016,7 @@ def test_mangled_records_section_raises_only_corrupt_record_error(codec: Compres
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(codec=st.sampled_from([c for c in ALL_CODECS if c != CompressionType.NONE]), data=st.data())
 def test_mangled_compressed_payload_raises_only_corrupt_record_error(
     codec: CompressionType, data: st.DataObject
@@ -1036,7 +1037,7 @@ def test_mangled_compressed_payload_raises_only_corrupt_record_error(
 # 4. in-place rewrites
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), base_offset=st.integers(0, 2**62), epoch=st.integers(-1, INT32_MAX))
 def test_rewrite_offset_and_epoch_keeps_crc(codec: CompressionType, base_offset: int, epoch: int) -> None:
     first, second = SAMPLE_BATCHES[CompressionType.NONE], SAMPLE_BATCHES[codec]
@@ -1053,7 +1054,7 @@ def test_rewrite_offset_and_epoch_keeps_crc(codec: CompressionType, base_offset:
     assert DefaultRecordBatch(bytes(buf[len(first) :])).validate_crc()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(codec=st.sampled_from(ALL_CODECS), append_time=st.integers(0, INT64_MAX))
 def test_set_log_append_time(codec: CompressionType, append_time: int) -> None:
     first, second = SAMPLE_BATCHES[CompressionType.NONE], SAMPLE_BATCHES[codec]

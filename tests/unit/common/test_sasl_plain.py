@@ -4,6 +4,7 @@ PLAIN passwords verified against the SCRAM credentials of the metadata log."""
 from __future__ import annotations
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,7 +92,7 @@ def test_second_use_is_illegal_after_success_or_failure() -> None:
         failed.evaluate(b"\x00alice\x00wonderland")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=100))
 def test_random_bytes_only_fail_as_authentication_failures(message: bytes) -> None:
     server = PlainServer(_Verifier())

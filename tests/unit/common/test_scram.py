@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Callable
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -395,7 +396,7 @@ def test_stored_credential_below_minimum_iterations_is_refused() -> None:
     assert "iterations" in str(_fails(ScramServer(SHA256, lambda _: weak), b"n,,n=user,r=abc"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(first=st.binary(max_size=200), final=st.binary(max_size=200))
 def test_random_bytes_only_ever_fail_as_authentication_failures(first: bytes, final: bytes) -> None:
     credential = scram_credential(SHA256, "pw", salt=b"salt")
@@ -409,7 +410,7 @@ def test_random_bytes_only_ever_fail_as_authentication_failures(first: bytes, fi
         pytest.fail("random bytes authenticated")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     user=st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=20),
     extra=st.lists(st.text(alphabet="abcXYZ=,", min_size=0, max_size=8), max_size=3),
@@ -426,7 +427,7 @@ def test_structured_client_first_messages_never_raise_anything_else(user: str, e
         server.evaluate(b"c=biws,r=abc,p=AAAA")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(final=st.one_of(st.binary(max_size=200), st.text(alphabet="cprbiws=,AZ+/09", max_size=80).map(str.encode)))
 def test_random_client_final_after_a_valid_client_first_fails(final: bytes) -> None:
     credential = scram_credential(SHA256, "pw", salt=b"salt")

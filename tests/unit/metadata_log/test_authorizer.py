@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -414,7 +415,7 @@ _BINDINGS = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_BINDINGS, max_size=12, unique=True), st.booleans())
 def test_index_agrees_with_brute_force(bindings: list[AclBinding], everyone: bool) -> None:
     a = authorizer(*bindings, everyone=everyone)

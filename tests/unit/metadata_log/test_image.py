@@ -12,6 +12,7 @@ import dataclasses
 from types import MappingProxyType
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -899,7 +900,7 @@ def _replay_valid(image: MetadataImage, records: list[MetadataRecord]) -> tuple[
     return delta.apply(), accepted
 
 
-_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS

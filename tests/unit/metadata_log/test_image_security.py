@@ -8,6 +8,7 @@ import dataclasses
 import re
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -351,7 +352,7 @@ _RECORDS = st.one_of(
     st.builds(scram, _USERS, _MECHS, st.sampled_from([4096, 8192, 0]), st.sampled_from([b"1", b"2"])),
     st.builds(RemoveUserScramCredentialRecord, _USERS, _MECHS),
 )
-_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _replay_valid(records: list[MetadataRecord]) -> tuple[MetadataImage, list[MetadataRecord]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import crc32c
 import msgpack
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -808,7 +809,7 @@ _records = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=st.lists(
         st.tuples(_records, st.integers(min_value=0, max_value=2**31), st.integers(min_value=0, max_value=2**62)),

@@ -11,6 +11,7 @@ import random
 from collections import Counter
 
 import pytest
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -224,7 +225,7 @@ def placements(draw: st.DrawFn) -> tuple[int, int, int, int, int]:
     return n, rf, k, start, shift
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(placements(), st.integers(0, 3))
 def test_rack_unaware_properties(case: tuple[int, int, int, int, int], offset: int) -> None:
     n, rf, k, start, shift = case
@@ -258,7 +259,7 @@ def rack_cases(draw: st.DrawFn) -> tuple[dict[int, str], int, int, int, int]:
     return racks, rf, partitions, start, shift
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rack_cases())
 def test_rack_aware_properties(case: tuple[dict[int, str], int, int, int, int]) -> None:
     racks, rf, partitions, start, shift = case
@@ -274,7 +275,7 @@ def test_rack_aware_properties(case: tuple[dict[int, str], int, int, int, int]) 
     assert max(leaders.values()) - min(leaders.get(b, 0) for b in racks) <= 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 4), st.integers(1, 4), st.integers(0, 100))
 def test_rack_aware_balanced_racks_spread_evenly(num_racks: int, per_rack: int, seed: int) -> None:
     racks = {b: f"r{b % num_racks}" for b in range(num_racks * per_rack)}
@@ -286,7 +287,7 @@ def test_rack_aware_balanced_racks_spread_evenly(num_racks: int, per_rack: int, 
         assert len({racks[b] for b in replicas}) == rf
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(placements(), st.integers(1, 12), st.integers(1, 12))
 def test_expand_is_kafkas_fixed_start_walk(case: tuple[int, int, int, int, int], have: int, more: int) -> None:
     n, rf, _k, start, _shift = case

@@ -49,6 +49,27 @@ def test_without_labels_keeps_families_that_mix_labels() -> None:
     assert "per_group" not in {f.name for f in without_labels(registry).collect()}
 
 
+def test_without_labels_hides_the_users_and_client_ids_of_the_quota_metrics() -> None:
+    """A principal's name is what DescribeClientQuotas keeps from those without DescribeConfigs on
+    the cluster; the quota gauges carried it to any scraper (review, issue 24)."""
+    from kraftlog.broker.quota import QuotaCollector, QuotaManagers
+    from kraftlog.common import ManualClock
+    from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
+
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    delta.replay(ClientQuotaRecord(entity=(("user", "alice"),), key="producer_byte_rate", value=1000.0))
+    image = delta.apply()
+    clock = ManualClock()
+    managers = QuotaManagers(lambda: image.quotas, clock=clock)
+    managers.produce.record("alice", "app", 10, clock.monotonic_ms())
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(managers, clock.monotonic_ms))
+    shown = {f.name for f in registry.collect() if f.samples}
+    assert {"kraftlog_quota_byte_rate", "kraftlog_quota_limit"} <= shown
+    hidden = {f.name for f in without_labels(registry).collect() if f.samples}
+    assert not hidden & {"kraftlog_quota_byte_rate", "kraftlog_quota_limit", "kraftlog_quota_throttle_time_ms"}
+
+
 def test_the_token_check(tmp_path: Path) -> None:
     token_file = tmp_path / "t"
     token_file.write_text("abc\n")

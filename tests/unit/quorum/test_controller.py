@@ -306,19 +306,30 @@ class Harness:
         )
         return self.run(ctl.incremental_alter_configs, req, commit=commit)
 
-    def describe_configs(self, rtype: int, name: str, keys: Sequence[str] = ()) -> Any:
+    def describe_configs(
+        self,
+        rtype: int,
+        name: str,
+        keys: Sequence[str] = (),
+        *,
+        synonyms: bool = False,
+        documentation: bool = False,
+        broker_id: int | None = None,
+    ) -> Any:
         Req = admin_pb2.DescribeConfigsRequest
-        _, resp = self.run(
-            ctl.describe_configs,
-            Req(
-                resources=[
-                    Req.Resource(
-                        resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=name),
-                        config_names=list(keys),
-                    )
-                ]
-            ),
+        req = Req(
+            resources=[
+                Req.Resource(
+                    resource=admin_pb2.ConfigResource(resource_type=rtype, resource_name=name),
+                    config_names=list(keys),
+                )
+            ],
+            include_synonyms=synonyms,
+            include_documentation=documentation,
         )
+        if broker_id is not None:
+            req.broker_id = broker_id
+        _, resp = self.run(ctl.describe_configs, req)
         assert len(resp.results) == 1
         return resp.results[0]
 

@@ -355,3 +355,49 @@ async def _bootstrap_once(tmp_path: Path) -> None:
         assert quorum.proposed[1:] == [[NoOpRecord()]]
     finally:
         await server.stop()
+
+
+def test_the_metadata_tree_is_the_builders_over_the_committed_image_minus_what_the_caller_may_not_see(
+    tmp_path: Path,
+) -> None:
+    asyncio.run(_metadata_tree(tmp_path))
+
+
+async def _metadata_tree(tmp_path: Path) -> None:
+    """DescribeMetadataTree (issue 25): the nodes `zk_tree_nodes` draws from the image and its
+    provenance; /controller from the NoOp this controller committed on becoming active; a principal
+    allowed only Describe on one topic sees that topic and the public nodes, and is told the rest."""
+    import json
+
+    from kraftlog.common.security import AclOperation, RequestContext, ResourceType, Session, request_scope
+    from kraftlog.metadata_log import zk_tree_nodes
+
+    server, quorum = await _active_server(tmp_path)
+    try:
+        await _unfenced_broker(server, 1)
+        admin = _AdminService(server)
+        for name in ("seen", "unseen"):
+            assert (await admin.CreateTopics(_create(name), None)).topics[0].error.code == 0
+        full = await admin.DescribeMetadataTree(admin_pb2.DescribeMetadataTreeRequest(), None)
+        assert full.error.code == 0 and list(full.omitted) == []
+        nodes = [(n.path, json.loads(n.data_json)) for n in full.nodes]
+        assert nodes == zk_tree_nodes(server.image, server.provenance, cluster_id=CLUSTER_ID)
+        assert (full.offset, full.epoch) == (server.image.offset, server.image.epoch)
+        assert dict(nodes)["/controller"]["brokerid"] == 1 and dict(nodes)["/controller"]["kraftControllerEpoch"] == 1
+
+        def only_seen(session: Any, op: AclOperation, rtype: ResourceType, name: str | None) -> bool:
+            return op == AclOperation.DESCRIBE and rtype == ResourceType.TOPIC and name == "seen"
+
+        ctx = RequestContext(Session("User:bob", "127.0.0.1"), api="DescribeMetadataTree", authorize_fn=only_seen)
+        with request_scope(ctx):
+            partial = await admin.DescribeMetadataTree(admin_pb2.DescribeMetadataTreeRequest(), None)
+        paths = {n.path for n in partial.nodes}
+        assert "/brokers/topics/seen" in paths and not any("unseen" in p for p in paths)
+        assert "/config/topics/seen" not in paths and "/brokers/ids/1" in paths and "/controller" in paths
+        assert len(partial.omitted) == 4 and ctx.decided  # topics, topic configs, cluster, cluster configs
+
+        quorum.elect(None, 2)  # an election under way: no active controller answers
+        standby = await admin.DescribeMetadataTree(admin_pb2.DescribeMetadataTreeRequest(), None)
+        assert standby.error.name == "NOT_CONTROLLER" and not standby.nodes
+    finally:
+        await server.stop()
