@@ -49,8 +49,8 @@ def test_short_chaos_run_loses_nothing_and_converges(tmp_path: Path) -> None:
         cmd, cwd=ROOT, capture_output=True, text=True, timeout=540, env=dict(os.environ, PYTHONUNBUFFERED="1")
     )
     lines = proc.stdout.strip().splitlines()
-    assert lines, f"no output; stderr: {proc.stderr[-3000:]}"
     print(proc.stdout)
+    assert lines and lines[-1].startswith("{"), f"no summary (exit {proc.returncode}); stderr: {proc.stderr[-3000:]}"
     result = json.loads(lines[-1])
     assert result["seed"] == SEED and result["client"] == "kafka-python"
     assert result["lost"] == 0, result.get("lost_examples")

@@ -109,8 +109,14 @@ def test_the_coordinator_assigns_and_members_take_over_from_a_leaver(cluster: Lo
     members = [Member(cluster, "n1", f"m{i}", owners) for i in range(3)]
     for m in members:
         m.start()
-    wait_until(lambda: disjoint_cover(members), 60, what="three members sharing the 12 partitions")
-    assert sorted(len(m.owned) for m in members) == [4, 4, 4]  # uniform
+    # uniform once reconciled: a disjoint cover can come first while a member still holds partitions
+    # it is revoking for a member that gets them next (KIP-848 revokes before it assigns), which a
+    # loaded machine showed as [2, 4, 6]
+    wait_until(
+        lambda: disjoint_cover(members) and sorted(len(m.owned) for m in members) == [4, 4, 4],
+        60,
+        what="three members sharing the 12 partitions, 4 each",
+    )
     wait_until(lambda: sum(len(m.records) for m in members) >= 120, 60, what="every record consumed")
     assert sorted(r for m in members for r in m.records) == sorted(f"v{i}".encode() for i in range(120))
 
