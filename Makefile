@@ -135,6 +135,7 @@ sim: $(STAMP_DEV)
 # the installed confluent-kafka) into .cache/librdkafka, builds it once, and runs for about an hour on
 # 2 cores. LIBRDKAFKA_SUITE_ARGS passes on (e.g. --tests 0030,0081 --protocols consumer).
 librdkafka-suite: $(STAMP_DEV)
+	@bash deploy/scripts/system-deps.sh librdkafka
 	$(PY) deploy/scripts/librdkafka_suite.py $(LIBRDKAFKA_SUITE_ARGS)
 
 clean:

@@ -7,6 +7,9 @@
 # slower pure-Python scan. `spark`: plus the JRE, for hosts that run `kraftlog snapshot rebuild`.
 # `test` (make test, which installs '.[dev]' and so pyspark): the JRE, the C compiler and headers, and
 # the optional tools below.
+# `librdkafka` (make librdkafka-suite): the C toolchain and the headers librdkafka's configure uses
+# for what the suite exercises (OpenSSL, SASL for SCRAM, zlib, zstd, lz4) and RapidJSON (tests 0053,
+# 0101 and 0110 skip themselves without it).
 # `system-deps.sh test` (make test) also wants systemd-analyze, which tests/integration/test_deploy_scripts.py runs on
 # the units in deploy/systemd/: Debian's `systemd` package, installed only as root and only then;
 # without root its test is skipped, so it is never a reason to fail here; likewise iproute2 for the chaos
@@ -15,8 +18,8 @@ set -euo pipefail
 
 purpose=${1:-run}
 case "$purpose" in
-  run | spark | test) ;;
-  *) echo "usage: $0 [run|spark|test]" >&2; exit 2 ;;
+  run | spark | test | librdkafka) ;;
+  *) echo "usage: $0 [run|spark|test|librdkafka]" >&2; exit 2 ;;
 esac
 optional=()
 if [ "$purpose" = "test" ] && ! command -v systemd-analyze >/dev/null 2>&1; then
@@ -64,6 +67,11 @@ fi
 # kcat: one of the real Kafka clients the Kafka listener's tests drive
 if [ "$purpose" = "test" ] && ! command -v kcat >/dev/null 2>&1; then
   missing+=("kcat")
+fi
+if [ "$purpose" = "librdkafka" ]; then
+  for pkg in gcc g++ make pkg-config git libssl-dev libsasl2-dev zlib1g-dev libzstd-dev liblz4-dev rapidjson-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
 fi
 if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
   exit 0
