@@ -29,15 +29,12 @@ muted for it like any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraftlog.broker.kafka._kafka_fetch_sessions import THROTTLED_FETCH
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest
 from kraftlog.broker.quota import QuotaManagers, quota_user
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["KafkaThrottle"]
 
