@@ -174,7 +174,7 @@ def test_a_regex_subscription_of_the_consumer_protocol_follows_new_topics(cluste
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # librdkafka may apply the literal topics first on its own (topic ids it resolves later)
     reason="kraftlog resolves a new regex at the heartbeat that brings it; resolving it later, as Kafka "
     "does, changes what tests/unit/broker/test_group_consumer_regex.py asserts (lead's call, issue 25)",
 )
