@@ -6,7 +6,8 @@ group service both front ends call, and the consumer-lag gauges.
 from kraftlog.broker.groups._group_classic_types import JoinRequest, Protocol
 from kraftlog.broker.groups._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kraftlog.broker.groups._group_lag import GroupLag
-from kraftlog.broker.groups._group_service import GroupService, client_host_of
+from kraftlog.broker.groups._group_service import GroupService
+from kraftlog.broker.groups._group_wire import client_host_of
 
 __all__: list[str] = [
     "GroupCoordinator",

@@ -19,9 +19,9 @@ from kraftlog.broker.coordinator import TXN_TOPIC, ShardUnavailable, coordinator
 from kraftlog.broker.groups._group_classic_types import JoinRequest, JoinResponse, SyncRequest, SyncResponse
 from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from kraftlog.broker.groups._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from kraftlog.broker.groups._group_records_consumer import Assignment
 from kraftlog.broker.groups._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
+from kraftlog.broker.groups._group_wire import assignment_in, assignment_out
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
@@ -35,7 +35,7 @@ from kraftlog.common.security import (
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
-__all__ = ["GroupService", "client_host_of"]
+__all__ = ["GroupService"]
 
 Error = type[kerr.KafkaError] | None
 
@@ -499,7 +499,7 @@ class GroupService:
             if request.HasField("subscribed_topic_regex")
             else None,
             server_assignor=request.server_assignor if request.HasField("server_assignor") else None,
-            owned=_assignment_in(request.topic_partitions) if request.HasField("topic_partitions") else None,
+            owned=assignment_in(request.topic_partitions) if request.HasField("topic_partitions") else None,
             client_id=request.client_id,
             client_host=client_host,
             describable=_describable_by(current_request()),
@@ -528,7 +528,7 @@ class GroupService:
             heartbeat_interval_ms=response.heartbeat_interval_ms,
         )
         if response.assignment is not None:
-            out.assignment.CopyFrom(_assignment_out(response.assignment))
+            out.assignment.CopyFrom(assignment_out(response.assignment))
         return out
 
     async def ConsumerGroupDescribe(self, request: Any) -> Any:
@@ -566,8 +566,8 @@ class GroupService:
                             client_host=m.client_host,
                             subscribed_topic_names=m.subscribed_topic_names,
                             subscribed_topic_regex=m.subscribed_topic_regex,
-                            assignment=_assignment_out(m.assignment, image),
-                            target_assignment=_assignment_out(m.target_assignment, image),
+                            assignment=assignment_out(m.assignment, image),
+                            target_assignment=assignment_out(m.target_assignment, image),
                         )
                         for m in d.members
                     ],
@@ -585,27 +585,3 @@ def _unknown_partitions(image: MetadataImage, offsets: Any, *, partitions: bool)
         if topic is None or (partitions and o[1] not in topic.partitions):
             out.append(o)
     return out
-
-
-def _assignment_in(message: Any) -> Assignment:
-    merged: dict[str, set[int]] = {}
-    for t in message.topics:
-        merged.setdefault(t.topic_id, set()).update(t.partitions)
-    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(merged.items()))
-
-
-def _assignment_out(assignment: Assignment, image: MetadataImage | None = None) -> Any:
-    """An assignment as the proto carries it; with ``image``, each topic's name too."""
-    topics = []
-    for topic_id, partitions in assignment:
-        topic = image.topics.get_by_id(topic_id) if image is not None else None
-        name = topic.name if topic is not None else ""
-        topics.append(group_pb2.GroupTopicPartitions(topic_id=topic_id, partitions=partitions, topic_name=name))
-    return group_pb2.TopicAssignment(topics=topics)
-
-
-def client_host_of(peer: str) -> str:
-    """Kafka's client host, e.g. ``/127.0.0.1``, from gRPC's peer string ``ipv4:127.0.0.1:5678``."""
-    kind, _, rest = peer.partition(":")
-    host = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else rest
-    return "/" + host.strip("[]")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kraftlog.broker._coordinator_servicers import GroupServicer, TxnServicer
-from kraftlog.broker.groups._group_service import client_host_of
+from kraftlog.broker.groups import client_host_of
 from kraftlog.proto import group_pb2, txn_pb2
 
 
