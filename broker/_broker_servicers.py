@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kraftlog.broker.quota import grpc_client_id, throttle_grpc_fetch, throttle_grpc_produce
+from kraftlog.broker.quota import throttle_grpc_fetch, throttle_grpc_produce
 from kraftlog.common.security import AclOperation, current_request
 from kraftlog.proto import admin_pb2, admin_pb2_grpc, broker_pb2_grpc, diagnostics_pb2, diagnostics_pb2_grpc
 
@@ -44,13 +44,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
 
     async def Produce(self, request: Any, context: Any) -> Any:
         response = await self.broker.replicas.produce(request)
-        principal = current_request().principal
-        return await throttle_grpc_produce(self.broker.quotas, request, response, principal, grpc_client_id(context))
+        caller = current_request()  # the interceptor read the client id from the call's metadata
+        return await throttle_grpc_produce(self.broker.quotas, request, response, caller.principal, caller.client_id)
 
     async def Fetch(self, request: Any, context: Any) -> Any:
         response = await self.broker.replicas.fetch(request)
-        principal = current_request().principal
-        return await throttle_grpc_fetch(self.broker.quotas, request, response, principal, grpc_client_id(context))
+        caller = current_request()
+        return await throttle_grpc_fetch(self.broker.quotas, request, response, caller.principal, caller.client_id)
 
     async def ListOffsets(self, request: Any, context: Any) -> Any:
         return await maybe_await(self.broker.replicas.list_offsets(request))

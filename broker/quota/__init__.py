@@ -6,7 +6,6 @@ the active controller applies `ControllerMutationQuotaManager` (the node wires i
 
 from kraftlog.broker.quota._grpc_quota import (
     CLIENT_ID_METADATA,
-    grpc_client_id,
     throttle_grpc_fetch,
     throttle_grpc_produce,
 )
@@ -23,7 +22,6 @@ from kraftlog.broker.quota._rate import SampledRate, TokenBucket, throttle_time_
 
 __all__ = [
     "CLIENT_ID_METADATA",
-    "grpc_client_id",
     "throttle_grpc_fetch",
     "throttle_grpc_produce",
     "ClientQuotaManager",

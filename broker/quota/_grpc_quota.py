@@ -14,14 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from kraftlog.broker.quota._quota_manager import QuotaManagers, quota_user
-from kraftlog.common.security import CLIENT_ID_METADATA, metadata_value
+from kraftlog.common.security import CLIENT_ID_METADATA
 
-__all__ = ["CLIENT_ID_METADATA", "grpc_client_id", "throttle_grpc_fetch", "throttle_grpc_produce"]
-
-
-def grpc_client_id(context: Any) -> str:
-    """The call's client id (metadata ``kraftlog-client-id``), "" without one."""
-    return metadata_value(context, CLIENT_ID_METADATA) or ""
+__all__ = ["CLIENT_ID_METADATA", "throttle_grpc_fetch", "throttle_grpc_produce"]
 
 
 async def _throttle(quotas: QuotaManagers, response: Any, throttle_ms: int) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kraftlog.broker.quota import QuotaManagers, grpc_client_id, throttle_grpc_fetch, throttle_grpc_produce
+from kraftlog.broker.quota import QuotaManagers, throttle_grpc_fetch, throttle_grpc_produce
 from kraftlog.common import ManualClock
 from kraftlog.metadata_log import ClientQuotaRecord, MetadataDelta, MetadataImage
 from kraftlog.proto import broker_pb2
@@ -24,8 +24,11 @@ class _Context:
 
 
 def test_client_id_comes_from_call_metadata() -> None:
-    assert grpc_client_id(_Context()) == "app"
-    assert grpc_client_id(object()) == ""
+    """The security interceptor puts it in the request context (`RequestContext.client_id`)."""
+    from kraftlog.common.security import CLIENT_ID_METADATA, metadata_value
+
+    assert (metadata_value(_Context(), CLIENT_ID_METADATA) or "") == "app"
+    assert (metadata_value(object(), CLIENT_ID_METADATA) or "") == ""
 
 
 def test_a_throttled_produce_answer_carries_its_throttle_time() -> None:
