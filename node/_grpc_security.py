@@ -38,6 +38,7 @@ from kraftlog.common.security import (
     CLIENT_ID_METADATA,
     CLUSTER_RESOURCE_NAME,
     FORWARDED_HOST,
+    FORWARDED_PERMISSIVE_QUOTA,
     FORWARDED_PRINCIPAL,
     SESSION_METADATA,
     AclOperation,
@@ -216,11 +217,15 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             exchange=service == "kraftlog.v1.SaslService" or service.startswith("grpc."),
             forwardable=self.listener == "CONTROLLER" and service == "kraftlog.v1.AdminService",
         )
+        # a forward's client id is its client's; a forwarding broker (session() let only one
+        # forward) says when the client's request version is one KIP-599 does not refuse
+        forwarded = metadata_value(context, FORWARDED_PRINCIPAL) is not None
         ctx = RequestContext(
             session,
             api=method or path,
             authorize_fn=self.authorize_fn,
             client_id=metadata_value(context, CLIENT_ID_METADATA) or "",
+            strict_quota=not (forwarded and metadata_value(context, FORWARDED_PERMISSIVE_QUOTA) == "1"),
         )
         if public is not None:
             ctx.public(public)

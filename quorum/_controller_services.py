@@ -17,12 +17,9 @@ from kraftlog.common import SYSTEM_CLOCK
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import (
     CLUSTER_RESOURCE_NAME,
-    FORWARDED_PERMISSIVE_QUOTA,
-    FORWARDED_PRINCIPAL,
     AclOperation,
     ResourceType,
     current_request,
-    metadata_value,
 )
 from kraftlog.metadata_log import ZkTreeScope, zk_tree_nodes
 from kraftlog.proto import (
@@ -236,23 +233,19 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             _with_error,
         )
 
-    def _mutation_quota(self, context: Any) -> ctl.PartitionChangeQuota:
-        """The KIP-599 quota of the caller's client: strict, unless a forwarding broker (the
-        interceptor let only a broker forward) says the client's request version is not."""
+    def _mutation_quota(self) -> ctl.PartitionChangeQuota:
+        """The KIP-599 quota of the caller's client (its client id and strictness as the security
+        interceptor read them: a forwarding broker names its client's)."""
         quotas = self.s.mutation_quotas
         if quotas is None:
             return ctl.NO_PARTITION_CHANGE_QUOTA
         caller = current_request()
-        permissive = (
-            metadata_value(context, FORWARDED_PRINCIPAL) is not None
-            and metadata_value(context, FORWARDED_PERMISSIVE_QUOTA) == "1"
-        )
-        return quotas.for_request(caller.principal, caller.client_id, strict=not permissive)
+        return quotas.for_request(caller.principal, caller.client_id, strict=caller.strict_quota)
 
-    async def _mutation(self, handler: Any, request: Any, response_type: type, context: Any) -> Any:
+    async def _mutation(self, handler: Any, request: Any, response_type: type) -> Any:
         """A topic creation, deletion or growth: the handler applies the client's mutation quota
         topic by topic (Kafka's applyPartitionChangeQuota), and the answer says how long to wait."""
-        quota = self._mutation_quota(context)
+        quota = self._mutation_quota()
 
         def decide(image: Any, req: Any, ctx: ctl.ControllerContext, *extra: Any) -> Any:
             ctx.partition_change_quota = quota
@@ -264,13 +257,13 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         return response
 
     async def CreateTopics(self, request: Any, context: Any) -> Any:
-        return await self._mutation(ctl.create_topics, request, admin_pb2.CreateTopicsResponse, context)
+        return await self._mutation(ctl.create_topics, request, admin_pb2.CreateTopicsResponse)
 
     async def DeleteTopics(self, request: Any, context: Any) -> Any:
-        return await self._mutation(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse, context)
+        return await self._mutation(ctl.delete_topics, request, admin_pb2.DeleteTopicsResponse)
 
     async def CreatePartitions(self, request: Any, context: Any) -> Any:
-        return await self._mutation(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse, context)
+        return await self._mutation(ctl.create_partitions, request, admin_pb2.CreatePartitionsResponse)
 
     async def ElectLeaders(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):
