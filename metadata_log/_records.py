@@ -16,6 +16,9 @@ optional in the record (its dataclass default), so a reader never silently drops
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -102,7 +105,8 @@ class BrokerEndpoint:
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BrokerEndpoint:
-        return cls(d["name"], d["host"], int(d["port"]), d.get("security_protocol", "PLAINTEXT"))
+        kwargs = {name: read(d[name]) for name, read, required in _wire_fields(cls) if required or name in d}
+        return cls(**kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +134,80 @@ class MetadataRecord:
                 f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}"
             )
         kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name in d:
-                value = d[f.name]
-                if isinstance(value, list):
-                    value = tuple(BrokerEndpoint.from_wire(v) if isinstance(v, dict) else v for v in value)
-                kwargs[f.name] = value
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise MetadataRecordError(f"{cls.__name__} is missing field {f.name!r}")
+        for name, convert, required in _wire_fields(cls):
+            if name in d:
+                kwargs[name] = convert(d[name])
+            elif required:
+                raise MetadataRecordError(f"{cls.__name__} is missing field {name!r}")
         return cls(**kwargs)
+
+
+#: one field's reader: the wire value in, the field's value out, `MetadataRecordError` if the value
+#: is not of the field's type (a None where an int belongs would reach the image and fail later)
+_FieldReader = Callable[[Any], Any]
+
+_WIRE_FIELDS: dict[type, tuple[tuple[str, _FieldReader, bool], ...]] = {}
+
+
+def _wire_fields(cls: type) -> tuple[tuple[str, _FieldReader, bool], ...]:
+    """``(name, reader, required)`` per field of a record class, built once from its type hints."""
+    fields = _WIRE_FIELDS.get(cls)
+    if fields is None:
+        hints = typing.get_type_hints(cls)
+        fields = tuple(
+            (
+                f.name,
+                _reader_for(hints[f.name], f"{cls.__name__}.{f.name}"),
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            )
+            for f in dataclasses.fields(cls)
+        )
+        _WIRE_FIELDS[cls] = fields
+    return fields
+
+
+def _reader_for(hint: Any, where: str) -> _FieldReader:
+    """The reader of one type hint; the hints records use are scalars, ``X | None`` and
+    ``tuple[X, ...]`` (msgpack gives a list) of those or of `BrokerEndpoint`."""
+
+    def refuse(value: Any) -> typing.NoReturn:
+        raise MetadataRecordError(f"{where}: {type(value).__name__} {value!r:.60} is not a {hint}")
+
+    if typing.get_origin(hint) is types.UnionType:
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        inner = _reader_for(options[0], where)
+        return lambda v: None if v is None else inner(v)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _reader_for(args[0], where)
+        else:  # a fixed shape, such as a quota entity's (entity_type, entity_name)
+            items = [_reader_for(a, where) for a in args]
+
+            def item_tuple(v: Any) -> Any:
+                if not isinstance(v, (list, tuple)) or len(v) != len(items):
+                    refuse(v)
+                return tuple(read(x) for read, x in zip(items, v, strict=True))
+
+            return item_tuple
+
+        def each(v: Any) -> Any:
+            if not isinstance(v, (list, tuple)):
+                refuse(v)
+            return tuple(item(x) for x in v)
+
+        return each
+    if hint is BrokerEndpoint:
+        return lambda v: BrokerEndpoint.from_wire(v) if isinstance(v, dict) else refuse(v)
+    if hint is bool:
+        return lambda v: v if isinstance(v, bool) else refuse(v)
+    if hint is int:
+        return lambda v: v if isinstance(v, int) and not isinstance(v, bool) else refuse(v)
+    if hint is float:
+        return lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else refuse(v)
+    if hint in (str, bytes):
+        return lambda v: v if isinstance(v, hint) else refuse(v)
+    raise TypeError(f"{where}: no wire reader for {hint!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,8 +446,14 @@ class ClientQuotaRecord(MetadataRecord):
                 raise MetadataRecordError(f"{cls.__name__} is missing field {name!r}")
         if not isinstance(d["entity"], list) or not all(isinstance(e, dict) for e in d["entity"]):
             raise MetadataRecordError(f"{cls.__name__}: entity is not a list of maps")
-        entity = tuple(sorted((e["entity_type"], e.get("entity_name")) for e in d["entity"]))
-        return cls(entity=entity, key=d["key"], value=d.get("value", 0.0), remove=bool(d.get("remove", False)))
+        read = {name: reader for name, reader, _ in _wire_fields(cls)}
+        entity = read["entity"]([(e["entity_type"], e.get("entity_name")) for e in d["entity"]])
+        return cls(
+            entity=tuple(sorted(entity)),
+            key=read["key"](d["key"]),
+            value=read["value"](d.get("value", 0.0)),
+            remove=read["remove"](d.get("remove", False)),
+        )
 
 
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {

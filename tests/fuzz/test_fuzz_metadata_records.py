@@ -90,6 +90,8 @@ def test_record_from_mutated_encoding(data: bytes) -> None:
 @example(b"\x81\xa4type\x91\x01")
 # found by this test: an endpoint map without its keys raised KeyError from BrokerEndpoint.from_wire
 @example(b"\x85\xa4type\x00\xa9broker_id\x01\xaeincarnation_id\xa1x\xacbroker_epoch\x01\xa9endpoints\x91\x80")
+# found by this test (in CI): a NoOpRecord whose leader_id was nil decoded, and could not be encoded
+@example(b"\x83\xa4type\x14\xb0SENSITIVE_FIELDS\xc0\xa9leader_id\xc0")
 def test_record_from_record_like_map(data: bytes) -> None:
     _check_record(data)
 

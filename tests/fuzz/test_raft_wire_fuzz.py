@@ -17,6 +17,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from _decoder_fuzz import RANDOM_SEARCH
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,10 @@ from kraftlog.quorum.raft._wire import (
 
 EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=EXAMPLES,
+    derandomize=not RANDOM_SEARCH,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES))
 

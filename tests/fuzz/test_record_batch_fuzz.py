@@ -25,6 +25,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from _decoder_fuzz import RANDOM_SEARCH
 from _oracle import kafka_python_can_judge
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,7 +43,7 @@ EXAMPLES = int(os.environ.get("KRAFTLOG_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    derandomize=False,
+    derandomize=not RANDOM_SEARCH,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES))
