@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import structlog
+
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
 
 __all__ = ["CLIENTS", "KafkaPythonConsumer", "KafkaPythonProducer"]
@@ -17,6 +19,8 @@ __all__ = ["CLIENTS", "KafkaPythonConsumer", "KafkaPythonProducer"]
 #: the producer/consumer the data workload runs: kraftlog's gRPC client, or kafka-python over the
 #: Kafka listener
 CLIENTS = ("kraftlog", "kafka-python")
+
+_log = structlog.get_logger("deploy.chaos")
 
 
 class _Sent(NamedTuple):
@@ -54,7 +58,20 @@ class KafkaPythonProducer:
         return _Sent(meta.offset)
 
     def close(self, timeout: float) -> None:
-        self._producer.close(timeout=timeout)
+        """Close within about ``timeout`` seconds even if sends are still in flight.
+
+        kafka-python's ``close(timeout)`` raises KafkaTimeoutError when its flush does not finish,
+        and leaves the producer open, where Java's producer force-closes. A chaos run closes its
+        producer while a fault may hold a broker down, so the sends still pending are aborted (they
+        were never acknowledged: the checker counts them as failed sends, never as lost records)."""
+        from kafka.errors import KafkaTimeoutError
+
+        try:
+            self._producer.close(timeout=timeout)
+        except KafkaTimeoutError:
+            _log.warning("chaos_producer_force_closed", timeout_s=timeout)
+            self._producer._sender.force_close()  # aborts the incomplete batches, so flush ends
+            self._producer.close(timeout=timeout)
 
 
 class _Record(NamedTuple):
