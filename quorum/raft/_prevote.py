@@ -58,7 +58,9 @@ TERM_AHEAD: Final = "kl_term_ahead"
 TRANSFER_FLAG: Final = "kl_transfer"
 
 
-def log_is_up_to_date(candidate_last_term: int, candidate_last_index: int, own_last_term: int, own_last_index: int) -> bool:
+def log_is_up_to_date(
+    candidate_last_term: int, candidate_last_index: int, own_last_term: int, own_last_index: int
+) -> bool:
     """Raft's §5.4.1 comparison: the candidate's log is at least as up to date as ours."""
     return (candidate_last_term, candidate_last_index) >= (own_last_term, own_last_index)
 
@@ -109,10 +111,10 @@ class PreVoteRound:
 
     term: int
     voters: int
-    granted: set[int] = field(default_factory=set)
-    refused: set[int] = field(default_factory=set)
+    granted: set[str] = field(default_factory=set)
+    refused: set[str] = field(default_factory=set)
 
-    def record(self, voter: int, term: int, granted: bool) -> None:
+    def record(self, voter: str, term: int, granted: bool) -> None:
         """Count one answer; answers for another round's term are ignored."""
         if term != self.term:
             return

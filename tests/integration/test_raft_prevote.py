@@ -124,7 +124,9 @@ def netns_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Callable[..., 
         cluster.stop()
 
 
-def _watch_epoch(in_hub: Callable[..., Any], controllers: str, before: tuple[int, int], seconds: float, what: str) -> None:
+def _watch_epoch(
+    in_hub: Callable[..., Any], controllers: str, before: tuple[int, int], seconds: float, what: str
+) -> None:
     """Poll the quorum for ``seconds``; fail as soon as the leader or epoch differs from ``before``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
