@@ -3,6 +3,8 @@ the wire shapes of the messages that carry them."""
 
 from __future__ import annotations
 
+import types
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -21,7 +23,7 @@ from kraftlog.quorum.raft._prevote import (
     leader_recently_heard,
     log_is_up_to_date,
 )
-from kraftlog.quorum.raft._wire import decode_message
+from kraftlog.quorum.raft._wire import decode_message, encode_message
 
 WINDOW = 0.9
 
@@ -161,3 +163,67 @@ def test_pre_vote_messages_round_trip() -> None:
 def test_malformed_pre_vote_messages_are_refused(message: dict[str, Any]) -> None:
     with pytest.raises(CorruptMessageError):
         _wire(message)
+
+
+# ------------------------------------------------------------------ three _RaftNodes on an in-memory network
+
+
+def _harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.unit.quorum.test_raft_journal import ADDRS, Cluster
+
+    monkeypatch.setattr("kraftlog.quorum.raft._raft_node.random", types.SimpleNamespace(uniform=lambda a, b: 0.0))
+    cl = Cluster(tmp_path, stock=False)
+    cl.elect(ADDRS[0])
+    assert cl.nodes[ADDRS[0]]._isLeader()
+    return cl, ADDRS
+
+
+def test_a_node_cut_off_from_a_live_leader_changes_no_term(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl, (a, b, c) = _harness(tmp_path, monkeypatch)
+    cl.propose(a, "X")
+    term = cl.nodes[a].raftCurrentTerm
+    cl.net.blocked |= {(a, c), (c, a)}
+    cl.nodes[c]._SyncObj__raftElectionDeadline = 0  # c's timer fires; b heard from a just now
+    cl.pump()
+    assert [cl.nodes[n].raftCurrentTerm for n in (a, b, c)] == [term, term, term]
+    assert cl.nodes[a]._isLeader()
+    assert cl.nodes[c]._kl_prevote is not None and cl.nodes[c]._kl_prevote.refused == {b}
+    # a real vote request (as a node without pre-vote would send) is ignored by b, which heard from a
+    cl.net.inject(
+        c, b, encode_message({"type": "request_vote", "term": term + 5, "last_log_index": 99, "last_log_term": term})
+    )
+    assert cl.nodes[b].raftCurrentTerm == term
+    cl.net.blocked.clear()
+    cl.pump()
+    assert cl.propose(a, "Y")[0][1] == 0  # FAIL_REASON.SUCCESS
+    assert cl.nodes[a]._isLeader() and cl.nodes[a].raftCurrentTerm == term
+
+
+def test_a_node_whose_log_is_behind_cannot_start_a_term(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl, (a, b, c) = _harness(tmp_path, monkeypatch)
+    cl.net.blocked |= {(a, c), (c, a)}
+    cl.propose(a, "X")  # c misses X
+    cl.net.dead.add(a)
+    cl.net.blocked.clear()
+    term = cl.nodes[b].raftCurrentTerm
+    cl.elect(c)  # no leader is alive now, but c is behind b: b refuses, then campaigns itself
+    assert cl.nodes[b]._isLeader()
+    assert cl.nodes[b].raftCurrentTerm == term + 1, "exactly one new term: b's, none for c's attempt"
+
+
+def test_a_leader_told_of_a_higher_term_steps_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl, (a, b, c) = _harness(tmp_path, monkeypatch)
+    term = cl.nodes[a].raftCurrentTerm
+    cl.nodes[c]._SyncObj__setCurrentTerm(term + 2, None)  # c's term got ahead (a lost race after a won pre-vote)
+    cl.propose(a, "X")  # a's append of the lower term reaches c, which answers with its own term
+    assert cl.nodes[a].raftCurrentTerm == term + 2
+    assert not cl.nodes[a]._isLeader()
+
+
+def test_a_leadership_transfer_needs_no_pre_vote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl, (a, b, c) = _harness(tmp_path, monkeypatch)
+    term = cl.nodes[a].raftCurrentTerm
+    cl.pump()
+    cl.nodes[a].transferLeadership(b)
+    cl.pump()
+    assert cl.nodes[b]._isLeader() and cl.nodes[b].raftCurrentTerm == term + 1
