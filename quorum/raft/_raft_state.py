@@ -16,8 +16,8 @@ import structlog
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from kraftlog.metadata_log import LogEntry
-from kraftlog.quorum.raft._serializer import DumpCorruptError
 from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE
+from kraftlog.quorum.raft._serializer import DumpCorruptError
 from kraftlog.quorum.raft._wire import (
     COMMAND_NO_OP,
     COMMAND_REGULAR,
