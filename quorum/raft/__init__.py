@@ -110,6 +110,15 @@ it was. Here:
 
 from __future__ import annotations
 
+from kraftlog.quorum.raft._identity import (
+    AUTH_MODES,
+    DEFAULT_KEY_FILE,
+    NodeIdentity,
+    generate_identity_key,
+    identity_from_config,
+    key_file_of,
+    public_key_text,
+)
 from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._raft_node import (
     _RaftNode,
@@ -137,11 +146,13 @@ from kraftlog.quorum.raft._raft_state import (
 from kraftlog.quorum.raft._serializer import FullDump, encode_dump
 
 __all__ = [
+    "AUTH_MODES",
     "APPLY_INTERNAL",
     "APPLY_INVALID",
     "APPLY_OK",
     "APPLY_STALE_EPOCH",
     "CommittedEntriesConsumer",
+    "DEFAULT_KEY_FILE",
     "DUMP_FILE",
     "FullDump",
     "JOURNAL_FILE",
@@ -149,6 +160,7 @@ __all__ = [
     "MAX_PROPOSAL_BYTES",
     "MetadataQuorum",
     "MetadataStateMachine",
+    "NodeIdentity",
     "QuorumConfigError",
     "QuorumStatus",
     "RaftJournal",
@@ -157,4 +169,8 @@ __all__ = [
     "_RaftNode",
     "build_syncobj_conf",
     "encode_dump",
+    "generate_identity_key",
+    "identity_from_config",
+    "key_file_of",
+    "public_key_text",
 ]

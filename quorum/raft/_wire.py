@@ -337,7 +337,8 @@ class ResponderHandshake:
             raise CorruptMessageError("not a kraftlog Raft hello")
         if type(raw.get("v")) is not int or raw["v"] != PROTOCOL_VERSION:
             raise UnsupportedVersionError(
-                f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION}"
+                f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION} "
+                "(controller.quorum.raft.authentication=password: it must be the same on every controller)"
             )
         msg = _map(raw, frozenset({"proto", "v", "cluster", "from", "to", "nonce"}), "hello")
         cluster, sender, target, nonce = msg["cluster"], msg["from"], msg["to"], msg["nonce"]
