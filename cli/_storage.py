@@ -145,8 +145,13 @@ def run(args: argparse.Namespace) -> int:
 def _raft_identity(cfg: Any) -> str | None:
     """A controller in node-key mode gets its Raft identity key (0600) unless it has one; returns its
     ``id@public key`` entry for ``controller.quorum.raft.voter.keys`` (None for other nodes)."""
-    from kraftlog.quorum.raft import generate_identity_key, key_file_of, public_key_text
-    from kraftlog.quorum.raft._identity import IdentityError, load_private_key
+    from kraftlog.quorum.raft import (
+        IdentityError,
+        generate_identity_key,
+        key_file_of,
+        load_private_key,
+        public_key_text,
+    )
 
     if "controller" not in cfg["process.roles"] or cfg["controller.quorum.raft.authentication"] != "node-key":
         return None

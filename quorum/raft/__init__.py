@@ -128,10 +128,12 @@ from __future__ import annotations
 from kraftlog.quorum.raft._identity import (
     AUTH_MODES,
     DEFAULT_KEY_FILE,
+    IdentityError,
     NodeIdentity,
     generate_identity_key,
     identity_from_config,
     key_file_of,
+    load_private_key,
     public_key_text,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
@@ -170,6 +172,7 @@ __all__ = [
     "DEFAULT_KEY_FILE",
     "DUMP_FILE",
     "FullDump",
+    "IdentityError",
     "JOURNAL_FILE",
     "LeaderChangeListener",
     "MAX_PROPOSAL_BYTES",
@@ -187,5 +190,6 @@ __all__ = [
     "generate_identity_key",
     "identity_from_config",
     "key_file_of",
+    "load_private_key",
     "public_key_text",
 ]
