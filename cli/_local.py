@@ -110,6 +110,8 @@ _LAYOUT_KEYS = frozenset(
         "controller.quorum.voters",
         "controller.quorum.raft.port.offset",
         "controller.quorum.raft.password",
+        "controller.quorum.raft.voter.keys",
+        "controller.quorum.raft.identity.key.file",
         "listeners",
         "log.dirs",
         "log.dir",

@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except NodeStartupError as err:
         raise UserError(err.message) from err
+    voter_key = _raft_identity(cfg)
     if args.output == "json":
         print_json(
             {
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 "node_id": cfg.node_id,
                 "formatted": result.written,
                 "already_formatted": result.already_formatted,
+                "raft_voter_key": voter_key,
             }
         )
     else:
@@ -135,4 +137,31 @@ def run(args: argparse.Namespace) -> int:
             print(f"Formatting {written} with cluster.id {args.cluster_id} node.id {cfg.node_id}")
         for formatted in result.already_formatted:
             print(f"{formatted} is already formatted with cluster.id {args.cluster_id}")
+        if voter_key is not None:
+            print(f"Raft identity of voter {cfg.node_id}: {voter_key} (list it in controller.quorum.raft.voter.keys)")
     return 0
+
+
+def _raft_identity(cfg: Any) -> str | None:
+    """A controller in node-key mode gets its Raft identity key (0600) unless it has one; returns its
+    ``id@public key`` entry for ``controller.quorum.raft.voter.keys`` (None for other nodes)."""
+    from kraftlog.quorum.raft import (
+        IdentityError,
+        generate_identity_key,
+        key_file_of,
+        load_private_key,
+        public_key_text,
+    )
+
+    if "controller" not in cfg["process.roles"] or cfg["controller.quorum.raft.authentication"] != "node-key":
+        return None
+    path = key_file_of(cfg, cfg.metadata_log_dir)
+    try:
+        if path.exists():
+            public = public_key_text(load_private_key(path, config_key="controller.quorum.raft.identity.key.file"))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            public = generate_identity_key(path)
+    except (IdentityError, OSError) as err:
+        raise UserError(f"Raft identity key {path}: {err}") from err
+    return f"{cfg.node_id}@{public}"

@@ -40,6 +40,7 @@ _ALIVE = ("running", "paused")  # the node states of a live process (`LocalClust
 
 STATE_FILE = "cluster.json"
 _RAFT_PORT_OFFSET = 1
+_RAFT_KEY_FILE = "raft-identity.key"  # each controller's Raft identity (node-key mode), in its node dir
 
 
 def wait_until(
@@ -200,8 +201,9 @@ class LocalCluster(_ClusterSecurity):
                 self.nodes[nid].host = self.netns.address_of(index)
         if self.security != "plaintext":
             self._make_certificates()
+        voter_keys = self._make_raft_identities()
         for spec in self.nodes.values():
-            self._write_config(spec)
+            self._write_config(spec, voter_keys)
             self._format(spec)
         self.save()
 
@@ -213,7 +215,25 @@ class LocalCluster(_ClusterSecurity):
             if n.controller_port
         )
 
-    def _write_config(self, spec: NodeSpec) -> None:
+    def _make_raft_identities(self) -> list[str]:
+        """Each controller's own Raft identity key (0600, in its node directory) unless the overrides
+        ask for the shared password; returns the ``controller.quorum.raft.voter.keys`` entries."""
+        from kraftlog.quorum.raft import generate_identity_key
+
+        if self.overrides.get("controller.quorum.raft.authentication", "node-key") != "node-key":
+            return []
+        entries = []
+        for spec in sorted(self.nodes.values(), key=lambda n: n.node_id):
+            if spec.controller_port:
+                key_file = private_directory(spec.dir) / _RAFT_KEY_FILE
+                entries.append(f"{spec.node_id}@{generate_identity_key(key_file)}")
+        return entries
+
+    def raft_key_file(self, node_id: int) -> Path:
+        """Controller ``node_id``'s Raft identity key (node-key mode)."""
+        return Path(self.nodes[node_id].dir) / _RAFT_KEY_FILE
+
+    def _write_config(self, spec: NodeSpec, voter_keys: list[str]) -> None:
         d = private_directory(spec.dir)
         settings: dict[str, Any] = {
             "node.id": spec.node_id,
@@ -221,6 +241,14 @@ class LocalCluster(_ClusterSecurity):
             "controller.quorum.voters": self.voters,
             "controller.quorum.raft.port.offset": _RAFT_PORT_OFFSET,
             "controller.quorum.raft.password": self.password,
+            **(
+                {
+                    "controller.quorum.raft.voter.keys": voter_keys,
+                    "controller.quorum.raft.identity.key.file": str(d / _RAFT_KEY_FILE),
+                }
+                if voter_keys and spec.controller_port
+                else {}
+            ),
             "log.dirs": str(d / "data"),
             "metadata.log.dir": str(d / "metadata"),
         }

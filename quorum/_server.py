@@ -160,13 +160,19 @@ class ControllerServer(_ControllerLog):
         raft_voters = {vid: raft_address(h, p, offset) for vid, (h, p) in self.voters.items()}
         password = self.config["controller.quorum.raft.password"]
         factory: Callable[..., Any]
+        extra: dict[str, Any] = {}
         if self._quorum_factory is not None:
             factory = self._quorum_factory
         else:
-            from kraftlog.quorum.raft import MetadataQuorum
+            from kraftlog.quorum.raft import MetadataQuorum, identity_from_config
 
             factory = MetadataQuorum
+            # per-node Raft identity (node-key mode) or None (password mode); a bad combination fails here
+            extra["identity"] = identity_from_config(
+                self.config, node_id=self.node_id, voters=raft_voters, metadata_log_dir=self.config.metadata_log_dir
+            )
         self._quorum = factory(
+            **extra,
             node_id=self.node_id,
             voters=raft_voters,
             data_dir=Path(self.config.metadata_log_dir) / RAFT_DIR,

@@ -428,8 +428,40 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         _P,
         None,
         None,
-        "kraftlog: shared secret authenticating controllers to each other on the Raft port (handshake HMAC, "
-        "per-connection encryption keys); required, a controller refuses to start without it.",
+        "kraftlog: shared secret of controller.quorum.raft.authentication=password (handshake HMAC, "
+        "per-connection encryption keys); that mode refuses to start without it. In node-key mode it only seeds "
+        "the secrets derived from it elsewhere (sasl.scram.unknown.user.secret, ...).",
+        kraftlog_only=True,
+    )
+    .define(
+        "controller.quorum.raft.authentication",
+        _S,
+        "node-key",
+        OneOf("node-key", "password"),
+        "kraftlog: how controllers authenticate each other on the Raft port. node-key: each controller as "
+        "itself, with its own Ed25519 key (controller.quorum.raft.identity.key.file) checked against "
+        "controller.quorum.raft.voter.keys, so one node's secret lets no one pose as another voter. "
+        "password: the explicit legacy mode, every controller holds controller.quorum.raft.password and "
+        "anyone holding it can pose as any voter. The same on every controller.",
+        kraftlog_only=True,
+    )
+    .define(
+        "controller.quorum.raft.identity.key.file",
+        _S,
+        None,
+        None,
+        "kraftlog: this controller's Raft identity, an unencrypted PKCS8 PEM Ed25519 private key readable by "
+        "its owner only (0600); `kraftlog storage format` writes one when the file is missing. Unset: "
+        "raft-identity.key in metadata.log.dir (or the first log dir). node-key mode only.",
+        kraftlog_only=True,
+    )
+    .define(
+        "controller.quorum.raft.voter.keys",
+        _LS,
+        [],
+        None,
+        "kraftlog: every voter's Raft identity public key as id@<base64 of the raw 32-byte Ed25519 key>, one "
+        "per controller.quorum.voters entry (`kraftlog storage format` prints this node's). node-key mode only.",
         kraftlog_only=True,
     )
     .define(

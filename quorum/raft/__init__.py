@@ -103,13 +103,39 @@ it was. Here:
 * ``appendEntriesBatchSizeBytes`` is one more than the largest command, so pysyncobj never takes
   its chunked ``transmission`` path (which unpickles); snapshots travel as ``serialized`` chunks
   of our msgpack dump file through the same frames;
-* the password is still required (``controller.quorum.raft.password``): it is the only thing that
-  tells a voter from anyone who can reach the port. ``allow_unauthenticated=True`` (tests, never
-  production) runs with an empty password.
+* each controller authenticates as itself (issue 26, `quorum.raft._identity`): ``identity`` (a
+  `NodeIdentity`: this node's Ed25519 key and every voter's public key, from
+  ``controller.quorum.raft.authentication=node-key``, the default) selects the version-2 handshake,
+  whose signatures bind a connection to one voter id, so a node's secret lets no one pose as another
+  voter. Without it the shared ``password`` is required (the explicit ``password`` mode: anyone who
+  has it can pose as any voter). ``allow_unauthenticated=True`` (tests, never production) runs with
+  an empty password.
+
+Pre-vote and leader stickiness (issue 26, KIP-996)
+--------------------------------------------------
+A node whose election timer fires does not increment the term: it asks every voter first
+(``kl_pre_vote``) and runs pysyncobj's election only with a majority of grants. A voter grants only
+a candidate whose log is at least as up to date as its own while it has not heard from a live
+leader, and ignores real vote requests while it does (except on a leadership transfer the leader
+asked for). A leader told by a voter that the voter's term is ahead (a lost race after a won
+pre-vote) steps down to it, as Raft's leader does on a higher term in a response. The rules and why
+are in `quorum.raft._prevote`; `_RaftNode` runs them. So a node that cannot win -- behind, or cut
+off and back while a leader lives -- changes no epoch.
 """
 
 from __future__ import annotations
 
+from kraftlog.quorum.raft._identity import (
+    AUTH_MODES,
+    DEFAULT_KEY_FILE,
+    IdentityError,
+    NodeIdentity,
+    generate_identity_key,
+    identity_from_config,
+    key_file_of,
+    load_private_key,
+    public_key_text,
+)
 from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._raft_node import (
     _RaftNode,
@@ -137,18 +163,22 @@ from kraftlog.quorum.raft._raft_state import (
 from kraftlog.quorum.raft._serializer import FullDump, encode_dump
 
 __all__ = [
+    "AUTH_MODES",
     "APPLY_INTERNAL",
     "APPLY_INVALID",
     "APPLY_OK",
     "APPLY_STALE_EPOCH",
     "CommittedEntriesConsumer",
+    "DEFAULT_KEY_FILE",
     "DUMP_FILE",
     "FullDump",
+    "IdentityError",
     "JOURNAL_FILE",
     "LeaderChangeListener",
     "MAX_PROPOSAL_BYTES",
     "MetadataQuorum",
     "MetadataStateMachine",
+    "NodeIdentity",
     "QuorumConfigError",
     "QuorumStatus",
     "RaftJournal",
@@ -157,4 +187,9 @@ __all__ = [
     "_RaftNode",
     "build_syncobj_conf",
     "encode_dump",
+    "generate_identity_key",
+    "identity_from_config",
+    "key_file_of",
+    "load_private_key",
+    "public_key_text",
 ]

@@ -22,6 +22,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE, Poller
 
 from kraftlog.common.errors import CorruptMessageError, KafkaError
+from kraftlog.quorum.raft._identity import NodeKeyInitiator, NodeKeyResponder
 from kraftlog.quorum.raft._wire import (
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -110,6 +111,9 @@ _REASONS: Final = {
     "UNSUPPORTED_VERSION": "unsupported_version",
 }
 
+#: the shared-password handshake (protocol 1) or the per-node-key one (protocol 2), either side
+Handshake = InitiatorHandshake | ResponderHandshake | NodeKeyInitiator | NodeKeyResponder
+
 CONNECTING: Final = "connecting"
 HANDSHAKE: Final = "handshake"
 ESTABLISHED: Final = "established"
@@ -125,7 +129,7 @@ class RaftConnection:
         sock: socket.socket,
         peer: str,
         *,
-        handshake: InitiatorHandshake | ResponderHandshake,
+        handshake: Handshake,
         node: TCPNode | None,
         state: str,
         deadline: float,
@@ -135,8 +139,8 @@ class RaftConnection:
         self.sock: socket.socket | None = sock
         self.fd = sock.fileno()
         self.peer = peer
-        self.handshake: InitiatorHandshake | ResponderHandshake | None = handshake
-        self.incoming = isinstance(handshake, ResponderHandshake)
+        self.handshake: Handshake | None = handshake
+        self.incoming = isinstance(handshake, (ResponderHandshake, NodeKeyResponder))
         self.session: Session | None = None
         self.node = node
         self.voter_id: int | None = None
@@ -164,7 +168,7 @@ class RaftConnection:
             self._flush()
 
     def _on_connected(self) -> None:
-        assert self.sock is not None and isinstance(self.handshake, InitiatorHandshake)
+        assert self.sock is not None and isinstance(self.handshake, (InitiatorHandshake, NodeKeyInitiator))
         err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             self.close("connect_failed", detail=errno.errorcode.get(err, str(err)))
@@ -216,7 +220,7 @@ class RaftConnection:
             self.send_raw(frame(reply))
         if session is not None and self.state != CLOSED:
             self.session = session
-            if isinstance(self.handshake, ResponderHandshake):
+            if isinstance(self.handshake, (ResponderHandshake, NodeKeyResponder)):
                 self.voter_id = self.handshake.peer_id
             self.handshake = None
             self.state = ESTABLISHED

@@ -26,6 +26,17 @@ from kraftlog.common.errors import (
     RecordListTooLargeError,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._prevote import (
+    PRE_VOTE,
+    PRE_VOTE_RESPONSE,
+    TERM_AHEAD,
+    TRANSFER_FLAG,
+    PreVoteRound,
+    grant_pre_vote,
+    ignore_vote_request,
+    leader_alive_window_s,
+    log_is_up_to_date,
+)
 from kraftlog.quorum.raft._raft_state import (
     _KEEPALIVE,
     _NO_BARRIER,
@@ -105,8 +116,11 @@ def _durable_transport_class(base: type[Transport]) -> type[Transport]:
             super().__init__(syncObj, selfNode, otherNodes)
 
         def send(self, node: Any, message: Any) -> bool:
-            if not (type(message) is dict and message.get("type") in _NO_BARRIER):
+            kind = message.get("type") if type(message) is dict else None
+            if kind not in _NO_BARRIER:
                 self._kl_owner._kl_sync()
+            if kind == "request_vote" and self._kl_owner._kl_transfer_election:
+                message = {**message, TRANSFER_FLAG: True}  # the leader asked for this election
             return bool(super().send(node, message))
 
     DurableTransport.__name__ = DurableTransport.__qualname__ = "Durable" + base.__name__
@@ -139,6 +153,14 @@ class _RaftNode(SyncObj):
         self._kl_keepalive_at = 0.0
         #: set (by `MetadataQuorum`) once this node resigned for good: it never campaigns again
         self._kl_no_campaign = False
+        # pre-vote (quorum.raft._prevote): the round in progress, the term a won round may start, when
+        # a leader was last heard from, and whether the election being started is a leadership transfer
+        self._kl_prevote: PreVoteRound | None = None
+        self._kl_prevote_won_term: int | None = None
+        self._kl_prevote_lost_rounds = 0
+        self._kl_leader_heard_at: float | None = None
+        self._kl_transfer_election = False
+        self._kl_window_s = leader_alive_window_s(conf.raftMinTimeout, conf.appendEntriesPeriod)
         with _journal_installed(journal, conf.journalFile):
             super().__init__(
                 self_address, list(other_addresses), conf, transportClass=_durable_transport_class(transport_class)
@@ -159,7 +181,124 @@ class _RaftNode(SyncObj):
         self._kl_keepalive()
         if self._kl_no_campaign:
             self._SyncObj__raftElectionDeadline = float("inf")
-        super()._onTick(timeToWait)
+        else:
+            self._kl_pre_vote_gate()
+        try:
+            super()._onTick(timeToWait)
+        finally:
+            self._kl_transfer_election = False
+
+    # ------------------------------------------------------------------ pre-vote (quorum.raft._prevote)
+
+    def _kl_is_leader_state(self) -> bool:
+        return bool(self._SyncObj__raftState == _RAFT_STATE.LEADER)
+
+    def _kl_pre_vote_gate(self) -> None:
+        """Run before pysyncobj's tick: let its election start only after a won pre-vote round.
+
+        pysyncobj starts an election (term + 1) when the election deadline passed. Here, when it has
+        passed, either the leader asked for this election (``timeout_now``: no pre-vote, the vote
+        requests carry ``kl_transfer``), or a pre-vote round for ``term + 1`` was won (pysyncobj
+        proceeds, this tick), or a new pre-vote round starts and the deadline moves one election
+        timeout on (the round's expiry; pysyncobj does nothing this tick).
+        """
+        if self._SyncObj__raftState not in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE):
+            self._kl_prevote = None
+            self._kl_prevote_won_term = None
+            return
+        now = _raft_monotonic()
+        if self._SyncObj__raftElectionDeadline >= now or not self._SyncObj__connectedToAnyone():
+            return
+        term = self.raftCurrentTerm
+        if self._SyncObj__transferInProgress:
+            self._kl_transfer_election = True
+            self._kl_prevote = None
+            return
+        if self._kl_prevote_won_term == term + 1:
+            self._kl_prevote = None
+            self._kl_prevote_won_term = None
+            self._kl_prevote_lost_rounds = 0
+            return
+        if self._kl_prevote is not None and not self._kl_prevote.won:
+            self._kl_prevote_lost_rounds += 1
+            if self._kl_prevote_lost_rounds in (1, 2) or self._kl_prevote_lost_rounds % 30 == 0:
+                self._kl_log.info(
+                    "raft_pre_vote_lost",
+                    term=self._kl_prevote.term,
+                    granted=len(self._kl_prevote.granted),
+                    refused=len(self._kl_prevote.refused),
+                    voters=self._kl_prevote.voters,
+                    rounds_lost=self._kl_prevote_lost_rounds,
+                )
+        self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
+        self._kl_prevote = PreVoteRound(
+            term=term + 1, voters=len(self.otherNodes) + 1, granted={self._SyncObj__selfNode.id}
+        )
+        request = {
+            "type": PRE_VOTE,
+            "term": term + 1,
+            "last_log_index": self._SyncObj__getCurrentLogIndex(),
+            "last_log_term": self._SyncObj__getCurrentLogTerm(),
+        }
+        if self._kl_transport is not None:
+            for node in self.otherNodes:
+                self._kl_transport.send(node, request)
+        self._kl_check_pre_vote()
+
+    def _kl_check_pre_vote(self) -> None:
+        round_ = self._kl_prevote
+        if round_ is not None and round_.won and self._kl_prevote_won_term != round_.term:
+            self._kl_prevote_won_term = round_.term
+            self._SyncObj__raftElectionDeadline = 0.0  # pysyncobj campaigns on the next tick
+            self._kl_log.info("raft_pre_vote_won", term=round_.term, granted=len(round_.granted), voters=round_.voters)
+
+    def _kl_on_pre_vote(self, node: Any, message: dict[str, Any]) -> None:
+        """Answer a pre-vote request; nothing of this node's state changes (``grant_pre_vote``)."""
+        now = _raft_monotonic()
+        own_index = self._SyncObj__getCurrentLogIndex()
+        own_term = self._SyncObj__getCurrentLogTerm()
+        leader = self._kl_is_leader_state()
+        granted = grant_pre_vote(
+            candidate_term=message["term"],
+            candidate_last_term=message["last_log_term"],
+            candidate_last_index=message["last_log_index"],
+            own_term=self.raftCurrentTerm,
+            own_last_term=own_term,
+            own_last_index=own_index,
+            is_leader=leader,
+            leader_heard_s=self._kl_leader_heard_at,
+            now_s=now,
+            window_s=self._kl_window_s,
+        )
+        if self._kl_transport is not None:
+            self._kl_transport.send(node, {"type": PRE_VOTE_RESPONSE, "term": message["term"], "granted": granted})
+        behind = not log_is_up_to_date(message["last_log_term"], message["last_log_index"], own_term, own_index)
+        if behind and not leader and not self._kl_leader_alive(now):
+            # The asker cannot win and no leader is alive: campaign soon rather than at our own timer
+            # (liveness only, like the stale request_vote case below).
+            self._kl_campaign_within(0.0, self.conf.appendEntriesPeriod)
+
+    def _kl_on_pre_vote_response(self, node: Any, message: dict[str, Any]) -> None:
+        round_ = self._kl_prevote
+        if round_ is None or self._SyncObj__raftState not in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE):
+            return
+        round_.record(node.id, message["term"], message["granted"])
+        self._kl_check_pre_vote()
+
+    def _kl_leader_alive(self, now: float) -> bool:
+        heard = self._kl_leader_heard_at
+        return heard is not None and now - heard < self._kl_window_s
+
+    def _kl_on_term_ahead(self, message: dict[str, Any]) -> None:
+        """A voter whose term is above ours ignores our appends: as Raft's leader seeing a higher term
+        in a response, step down to it (the voter's term got ahead only in a lost race between its
+        won pre-vote and a new leader; without this it could never rejoin while we lead)."""
+        term = message["term"]
+        if self._kl_is_leader_state() and term > self.raftCurrentTerm:
+            self._kl_log.warning("raft_leader_saw_higher_term", term=self.raftCurrentTerm, higher_term=term)
+            self._SyncObj__setCurrentTerm(term, None)
+            self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+            self._SyncObj__raftLeader = None
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         """pysyncobj's message handler, minus one regression of the leader's ``nextIndex``.
@@ -175,6 +314,32 @@ class _RaftNode(SyncObj):
         kind = message.get("type") if type(message) is dict else None
         if kind == "timeout_now" and self._kl_no_campaign:
             return  # a resigned node must not be handed leadership back
+        if kind == PRE_VOTE:
+            self._kl_on_pre_vote(node, message)
+            return
+        if kind == PRE_VOTE_RESPONSE:
+            self._kl_on_pre_vote_response(node, message)
+            return
+        if kind == TERM_AHEAD:
+            self._kl_on_term_ahead(message)
+            return
+        if kind == "request_vote":
+            transfer = bool(message.pop(TRANSFER_FLAG, False))
+            if ignore_vote_request(
+                transfer=transfer,
+                is_leader=self._kl_is_leader_state(),
+                leader_heard_s=self._kl_leader_heard_at,
+                now_s=_raft_monotonic(),
+                window_s=self._kl_window_s,
+            ):
+                return  # leader stickiness: a live leader was heard from (quorum.raft._prevote)
+        if kind == "append_entries":
+            if message["term"] >= self.raftCurrentTerm:
+                self._kl_leader_heard_at = _raft_monotonic()
+                self._kl_prevote = None  # a leader of our term or newer: no round may turn into an election
+                self._kl_prevote_won_term = None
+            elif not self._kl_is_leader_state() and self._kl_transport is not None:
+                self._kl_transport.send(node, {"type": TERM_AHEAD, "term": self.raftCurrentTerm})
         if kind == "next_node_idx" and message.get("success") and not message.get("reset") and self._isLeader():
             saved = self._SyncObj__raftNextIndex.get(node)
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)

@@ -24,6 +24,7 @@ from kraftlog.common.errors import (
     UnknownServerError,
 )
 from kraftlog.metadata_log import LogEntry, MetadataRecord, encode_record
+from kraftlog.quorum.raft._identity import NodeIdentity
 from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._raft_delivery import _QuorumDelivery
 from kraftlog.quorum.raft._raft_node import _check_journal_format, _install_log_filter, _RaftNode, build_syncobj_conf
@@ -79,13 +80,21 @@ class MetadataQuorum(_QuorumDelivery):
         compaction_entries: int = 10_000,
         compaction_interval_s: float = 300.0,
         snapshot_retain_entries: int = 20_000,
+        identity: NodeIdentity | None = None,
     ) -> None:
         if node_id not in voters:
             raise QuorumConfigError(f"node {node_id} is not a voter of {sorted(voters)}")
         addresses = {vid: f"{host}:{int(port)}" for vid, (host, port) in voters.items()}
         if len(set(addresses.values())) != len(addresses):
             raise QuorumConfigError("two voters share one Raft endpoint")
-        if not password:
+        if identity is not None:
+            if identity.node_id != node_id or set(identity.voter_keys) != set(voters):
+                raise QuorumConfigError(
+                    f"the Raft identity is voter {identity.node_id}'s with keys of {sorted(identity.voter_keys)}; "
+                    f"this is node {node_id} of voters {sorted(voters)}"
+                )
+            password = None
+        elif not password:
             if not allow_unauthenticated:
                 raise QuorumConfigError(
                     "controller.quorum.raft.password is required: it is what authenticates a controller "
@@ -108,6 +117,7 @@ class MetadataQuorum(_QuorumDelivery):
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
         self._data_dir = Path(data_dir)
         self._password = password
+        self._identity = identity
         self._cluster_id = cluster_id
         # the Raft port listens on this node's own voter host unless told otherwise
         self._bind_host = bind_host if bind_host is not None else voters[node_id][0]
@@ -170,7 +180,8 @@ class MetadataQuorum(_QuorumDelivery):
             election_timeout_ms=self._election_timeout_ms,
             cluster_id=self._cluster_id,
             bind_host=self._bind_host,
-            authenticated=self._password is not None,
+            authenticated=self._password is not None or self._identity is not None,
+            authentication="node-key" if self._identity is not None else "password",
         )
 
     def _build(self, owner: threading.Thread) -> _RaftNode:
@@ -211,7 +222,9 @@ class MetadataQuorum(_QuorumDelivery):
                 node_id=self.node_id,
                 voters=dict(self._addresses),
                 cluster_id=self._cluster_id,
-                auth_key=derive_auth_key(self._password or "", self._cluster_id),
+                # node-key mode needs no password key (and skips the deliberately slow derivation)
+                auth_key=b"" if self._identity is not None else derive_auth_key(self._password or "", self._cluster_id),
+                identity=self._identity,
                 bind_host=self._bind_host,
                 # a voter finishes the handshake in two round trips; an attacker holds a slot this long
                 handshake_timeout_s=min(max(2 * e, 1.0), 5.0),

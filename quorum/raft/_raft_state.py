@@ -16,6 +16,7 @@ import structlog
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from kraftlog.metadata_log import LogEntry
+from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE
 from kraftlog.quorum.raft._serializer import DumpCorruptError
 from kraftlog.quorum.raft._wire import (
     COMMAND_NO_OP,
@@ -185,7 +186,8 @@ class MetadataStateMachine:
 _KEEPALIVE: Final = KEEPALIVE
 
 
-_NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE})
+#: pre-votes promise nothing durable (no term, no vote is recorded), so they skip the barrier too
+_NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE, PRE_VOTE, PRE_VOTE_RESPONSE})
 
 
 _TRUNCATION_NOTICE: Final = "truncating already-applied log entries"

@@ -49,11 +49,13 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
 
+from kraftlog.quorum.raft._identity import NodeIdentity, NodeKeyInitiator, NodeKeyResponder
 from kraftlog.quorum.raft._raft_connection import (
     CONNECTING,
     ESTABLISHED,
     HANDSHAKE,
     MAX_PENDING_WRITE_BYTES,
+    Handshake,
     RaftConnection,
     RefusalLog,
 )
@@ -82,11 +84,14 @@ class TransportSettings:
     #: voter id -> Raft ``host:port``, this node included
     voters: Mapping[int, str]
     cluster_id: str
+    #: the shared-password key (``password`` mode); unused when ``identity`` is set
     auth_key: bytes
     bind_host: str
     handshake_timeout_s: float = 2.0
     max_unauthenticated: int = 32
     backlog: int = 256
+    #: this node's own key and every voter's public key (``node-key`` mode, `quorum.raft._identity`)
+    identity: NodeIdentity | None = None
 
 
 def raft_transport_class(settings: TransportSettings) -> type[RaftTransport]:
@@ -242,12 +247,7 @@ class RaftTransport(Transport):
             except OSError:
                 sock.close()
                 continue
-            handshake = ResponderHandshake(
-                auth_key=self.SETTINGS.auth_key,
-                cluster_id=self.SETTINGS.cluster_id,
-                node_id=self.SETTINGS.node_id,
-                initiators=self._initiators,
-            )
+            handshake = self._responder()
             now = _monotonic()
             conn = RaftConnection(
                 self,
@@ -260,6 +260,29 @@ class RaftTransport(Transport):
                 now=now,
             )
             self._pending.add(conn)
+
+    # -------------------------------------------------------------- handshakes
+
+    def _responder(self) -> Handshake:
+        settings = self.SETTINGS
+        if settings.identity is not None:
+            return NodeKeyResponder(
+                identity=settings.identity, cluster_id=settings.cluster_id, initiators=self._initiators
+            )
+        return ResponderHandshake(
+            auth_key=settings.auth_key,
+            cluster_id=settings.cluster_id,
+            node_id=settings.node_id,
+            initiators=self._initiators,
+        )
+
+    def _initiator(self, vid: int) -> Handshake:
+        settings = self.SETTINGS
+        if settings.identity is not None:
+            return NodeKeyInitiator(identity=settings.identity, cluster_id=settings.cluster_id, peer_id=vid)
+        return InitiatorHandshake(
+            auth_key=settings.auth_key, cluster_id=settings.cluster_id, node_id=settings.node_id, peer_id=vid
+        )
 
     # -------------------------------------------------------------- dialling
 
@@ -280,17 +303,11 @@ class RaftTransport(Transport):
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             sock.close()
             return
-        handshake = InitiatorHandshake(
-            auth_key=self.SETTINGS.auth_key,
-            cluster_id=self.SETTINGS.cluster_id,
-            node_id=self.SETTINGS.node_id,
-            peer_id=vid,
-        )
         conn = RaftConnection(
             self,
             sock,
             f"{ip}:{node.port}",
-            handshake=handshake,
+            handshake=self._initiator(vid),
             node=node,
             state=CONNECTING,
             deadline=now + self.SETTINGS.handshake_timeout_s,
@@ -353,8 +370,9 @@ class RaftTransport(Transport):
                 peer=conn.peer,
                 voter=conn.voter_id,
                 reason=reason,
-                hint="the peer refused this node: compare cluster id, voters and "
-                "controller.quorum.raft.password, and read the peer's raft_peer_refused line",
+                hint="the peer refused this node: compare cluster id, voters, "
+                "controller.quorum.raft.authentication and its secrets (voter.keys / identity.key.file, or "
+                "the password), and read the peer's raft_peer_refused line",
             )
 
     def on_connection_closed(self, conn: RaftConnection, was: str) -> None:

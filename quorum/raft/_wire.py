@@ -84,6 +84,7 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
+from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE, TERM_AHEAD, TRANSFER_FLAG
 
 __all__ = [
     "COMMAND_NO_OP",
@@ -336,7 +337,8 @@ class ResponderHandshake:
             raise CorruptMessageError("not a kraftlog Raft hello")
         if type(raw.get("v")) is not int or raw["v"] != PROTOCOL_VERSION:
             raise UnsupportedVersionError(
-                f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION}"
+                f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION} "
+                "(controller.quorum.raft.authentication=password: it must be the same on every controller)"
             )
         msg = _map(raw, frozenset({"proto", "v", "cluster", "from", "to", "nonce"}), "hello")
         cluster, sender, target, nonce = msg["cluster"], msg["from"], msg["to"], msg["nonce"]
@@ -490,9 +492,28 @@ def _apply_command_response(m: dict[str, Any]) -> None:
         raise CorruptMessageError("apply_command_response: integers expected")
 
 
+def _request_vote(m: dict[str, Any]) -> None:
+    # ``kl_transfer`` (optional): the vote request of an election the leader asked for (`quorum.raft._prevote`)
+    if TRANSFER_FLAG in m:
+        if m[TRANSFER_FLAG] is not True:
+            raise CorruptMessageError(f"request_vote: {TRANSFER_FLAG} must be true when present")
+        _ints("term", "last_log_index", "last_log_term", TRANSFER_FLAG)({**m, TRANSFER_FLAG: 1})
+        return
+    _ints("term", "last_log_index", "last_log_term")(m)
+
+
+def _pre_vote_response(m: dict[str, Any]) -> None:
+    _map(m, frozenset({"type", "term", "granted"}), PRE_VOTE_RESPONSE)
+    if not _uint(m["term"]) or type(m["granted"]) is not bool:
+        raise CorruptMessageError(f"{PRE_VOTE_RESPONSE}: an integer term and a boolean expected")
+
+
 _VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], None]]] = {
     "append_entries": _append_entries,
-    "request_vote": _ints("term", "last_log_index", "last_log_term"),
+    "request_vote": _request_vote,
+    PRE_VOTE: _ints("term", "last_log_index", "last_log_term"),
+    PRE_VOTE_RESPONSE: _pre_vote_response,
+    TERM_AHEAD: _ints("term"),
     "response_vote": _ints("term"),
     "timeout_now": _ints("term"),
     "next_node_idx": _next_node_idx,

@@ -34,7 +34,13 @@ from ._fake_brokers import FakeBrokers
 
 pytestmark = pytest.mark.integration
 
-OVERRIDES = {"controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 9000}
+#: the shared-password mode, explicitly: these attacks are on its handshake (the per-node-key mode's
+#: impostor tests are in test_raft_hostile_identity.py)
+OVERRIDES = {
+    "controller.quorum.election.timeout.ms": 1000,
+    "broker.session.timeout.ms": 9000,
+    "controller.quorum.raft.authentication": "password",
+}
 #: What the attacks may grow a controller by (the issue measured ~300 MiB before the fix).
 RSS_BOUND_BYTES = 48 << 20
 

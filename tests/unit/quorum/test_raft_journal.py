@@ -500,8 +500,15 @@ class Cluster:
 
     def elect(self, addr: str) -> None:
         self.forced.append(addr)
-        self.nodes[addr]._SyncObj__raftElectionDeadline = 0
+        self.timer_fired(addr)
         self.pump()
+
+    def timer_fired(self, addr: str) -> None:
+        """``addr``'s election timer fires. That is at least an election timeout after the last
+        heartbeat anyone heard, so no voter still counts a leader as alive (pre-vote's window)."""
+        for node in self.live():
+            node._kl_leader_heard_at = None
+        self.nodes[addr]._SyncObj__raftElectionDeadline = 0
 
     def propose(self, addr: str, value: str) -> list[Any]:
         node = self.nodes[addr]
@@ -588,9 +595,14 @@ def test_split_vote_after_the_leader_dies_is_retried_before_the_election_timeout
     cl.elect(a)
     assert cl.propose(a, "X") == [((APPLY_OK, 0, 0), FAIL_REASON.SUCCESS)]
     cl.net.dead.add(a)
-    # Both timers fire before either vote request is delivered: a split vote in the same term.
+    # Both timers fire; both win their pre-vote rounds (a pre-vote records no vote), and both
+    # campaign before either vote request is delivered: a split vote in the same term.
     for addr in (b, c):
-        cl.nodes[addr]._SyncObj__raftElectionDeadline = 0
+        cl.timer_fired(addr)
+        cl.nodes[addr].doTick(0)
+    cl.net.deliver_all()  # the pre-vote requests
+    cl.net.deliver_all()  # the grants
+    for addr in (b, c):
         cl.nodes[addr].doTick(0)
     term = cl.nodes[b].raftCurrentTerm
     assert cl.nodes[c].raftCurrentTerm == term and not cl.nodes[b]._isLeader() and not cl.nodes[c]._isLeader()
