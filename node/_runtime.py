@@ -18,6 +18,8 @@ record, ``kraftlog quorum repair`` rebuilds the log before it). Shutdown is boun
 from __future__ import annotations
 
 import asyncio
+import atexit
+import gc
 import os
 import signal
 import socket
@@ -376,4 +378,11 @@ def serve(config: Any, *, log_level: str = "info") -> int:
     for key, why in keys_without_effect(config.originals):
         _log.warning("config_key_without_effect", key=key, value=config[key], reason=why)
     cluster_id = check_formatted(config)
-    return asyncio.run(_serve(config, cluster_id))
+    status = asyncio.run(_serve(config, cluster_id))
+    # The node has stopped and closed what it owns. The interpreter's last collection at exit then
+    # took 1-6 s of wall time (measured: a one-node cluster's SIGTERM-to-exit went from 6-7.5 s to
+    # 0.4-1.4 s on a loaded 2-core machine, for ~0.25 s less CPU) running the finalizers of objects
+    # left in cycles (grpc's among them): every stop, restart and test teardown waited for it
+    # (issue 23). Freezing the heap at exit skips that collection; module teardown still runs.
+    atexit.register(gc.freeze)
+    return status

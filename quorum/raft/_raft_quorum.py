@@ -254,6 +254,11 @@ class MetadataQuorum(_QuorumDelivery):
         self._journal = journal
         self._serializer = serializer
         node.addOnTickCallback(self._observe)
+        if not others:
+            # The only voter stands for election at once, as Kafka's KafkaRaftClient does when it
+            # starts (``quorum.isOnlyVoter()``): no one can outvote it, so waiting out a first
+            # election timeout (1 s by default) only delayed every single-controller node's start.
+            node._SyncObj__raftElectionDeadline = 0.0
         return node
 
     def _align(self, journal: RaftJournal, dump_path: Path) -> None:

@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     total = (args.mib or (48 if args.quick else 1024)) * MIB
     segment_bytes = 8 * MIB if args.quick else 64 * MIB
-    baseline_s = 4.0 if args.quick else 10.0
+    baseline_s = 2.0 if args.quick else 10.0
     out: dict[str, float | int | bool] = {}
     with tempfile.TemporaryDirectory(prefix="kraftlog-cleaner-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "c", controllers=1, brokers=1, overrides=OVERRIDES)

@@ -352,10 +352,10 @@ def _leaders(cluster: LocalCluster) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="64 MiB instead of 512 MiB")
+    parser.add_argument("--quick", action="store_true", help="32 MiB instead of 512 MiB")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
-    total = (64 if args.quick else 512) * MIB
+    total = (32 if args.quick else 512) * MIB
     count = total // VALUE_BYTES
     tmp = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
     try:

@@ -32,7 +32,7 @@ node from another checkout (its console script's interpreter): the node's config
 
     python tests/perf/overload_bench.py [--quick] [--kraftlog PATH/.venv/bin/kraftlog] [--attackers idle,slow,bomb]
 
-``--quick``: 200 idle connections, 4 slow readers of 8 MiB, bombs of 2 batches, phases of 5/8/4 s.
+``--quick``: 100 idle connections, 4 slow readers of 8 MiB, bombs of 2 batches, phases of 3/5/4 s.
 The last line printed is one JSON object of the figures. The clients are in ``overload/clients.py``.
 
 Measured on the 2-core development machine (load average about 3, full run), the code before issue
@@ -84,7 +84,7 @@ from kraftlog.common.records import build_batch
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 FULL = Plan(baseline_s=20, attack_s=30, after_s=15, idle=1000, slow_readers=8, bulk_mib=32, bomb_batches=4)
-QUICK = Plan(baseline_s=5, attack_s=8, after_s=4, idle=200, slow_readers=4, bulk_mib=8, bomb_batches=2)
+QUICK = Plan(baseline_s=3, attack_s=5, after_s=4, idle=100, slow_readers=4, bulk_mib=8, bomb_batches=2)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer connections, shorter phases (for CI)")
     parser.add_argument("--kraftlog", help="run the node with this kraftlog console script's interpreter")
-    parser.add_argument("--idle", type=int, help="idle connections (default 1000, --quick 200)")
+    parser.add_argument("--idle", type=int, help="idle connections (default 1000, --quick 100)")
     parser.add_argument(
         "--attackers",
         default=",".join(ATTACKERS),

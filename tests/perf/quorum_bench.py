@@ -191,11 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         wrapper_class=structlog.make_filtering_bound_logger(30), logger_factory=structlog.PrintLoggerFactory(sys.stderr)
     )
     quick = args.quick
-    seconds = 3.0 if quick else 10.0
+    # --quick keeps the script working in `make test` (issue 23's time budget): every phase, shorter
+    seconds = 1.0 if quick else 10.0
     threads = 16
-    topics = 100 if quick else 1000
-    rounds = 3 if quick else 10
-    partitions = 20_000 if quick else 100_000
+    topics = 50 if quick else 1000
+    rounds = 2 if quick else 10
+    partitions = 10_000 if quick else 100_000
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kraftlog-quorum-bench-") as tmp:
         work = Path(tmp)

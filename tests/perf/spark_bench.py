@@ -1,6 +1,6 @@
 """Spark snapshot rebuild benchmark: the Spark job next to in-process replay of the same log.
 
-For metadata logs of 1 M and 10 M records (``--quick``: 100 k and 300 k; the JSON keys keep their
+For metadata logs of 1 M and 10 M records (``--quick``: 50 k and 150 k; the JSON keys keep their
 names, the table says which sizes ran), generated with the tests' generator (every record type;
 64 MiB segments, 8 MiB in --quick), measures in the same run:
 
@@ -56,7 +56,7 @@ def replay(log_dir: Path, out_dir: Path) -> tuple[float, Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="100 k and 300 k records instead of 1 M and 10 M")
+    parser.add_argument("--quick", action="store_true", help="50 k and 150 k records instead of 1 M and 10 M")
     parser.add_argument(
         "--keep",
         default=None,
@@ -67,7 +67,7 @@ def main() -> int:
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
-    sizes = {"1m": 100_000, "10m": 300_000} if args.quick else {"1m": 1_000_000, "10m": 10_000_000}
+    sizes = {"1m": 50_000, "10m": 150_000} if args.quick else {"1m": 1_000_000, "10m": 10_000_000}
     segment_bytes = (8 << 20) if args.quick else (64 << 20)
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kraftlog-spark-bench-"))
     base.mkdir(parents=True, exist_ok=True)
