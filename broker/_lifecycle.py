@@ -22,6 +22,7 @@ import structlog
 from kraftlog.broker._controller_channel import ControllerChannel
 from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import SUPPORTED_FEATURES
 from kraftlog.proto import controller_pb2
 
 __all__ = ["BrokerLifecycle"]
@@ -135,6 +136,12 @@ class BrokerLifecycle:
             rack=self.rack,
             log_dirs=self.log_dirs,
             previous_broker_epoch=-1,
+            features=[
+                controller_pb2.RegisterBrokerRequest.Feature(
+                    name=name, min_supported_version=r.min_version, max_supported_version=r.max_version
+                )
+                for name, r in sorted(SUPPORTED_FEATURES.items())
+            ],
         )
         resp = await self.channel.call("controller", "RegisterBroker", req, timeout_s=self.timeout_s)
         if resp.error.code:

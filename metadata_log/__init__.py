@@ -8,6 +8,17 @@ folds it offline is the package kraftlog.spark.
 
 from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.metadata_log._authorizer import Authorizer
+from kraftlog.metadata_log._features import (
+    ELR_FEATURE,
+    FEATURE_DEPENDENCIES,
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    SUPPORTED_FEATURES,
+    FeatureRange,
+    UnsupportedFeatureLevelError,
+    check_supported,
+    feature_dependency_problem,
+)
 from kraftlog.metadata_log._placement import (
     PlacementError,
     RackAwareMode,
@@ -86,6 +97,15 @@ from kraftlog.metadata_log.log_files import (
 )
 
 __all__ = [
+    "ELR_FEATURE",
+    "FEATURE_DEPENDENCIES",
+    "FeatureRange",
+    "KRAFT_VERSION",
+    "METADATA_VERSION",
+    "SUPPORTED_FEATURES",
+    "UnsupportedFeatureLevelError",
+    "check_supported",
+    "feature_dependency_problem",
     "AccessControlEntryRecord",
     "AclGate",
     "AclsImage",
