@@ -11,7 +11,8 @@ and writes nothing, as Kafka 3.8+ does; every error is INVALID_UPDATE_VERSION un
 4. ``metadata.version`` is never downgraded (it might drop metadata; Kafka 4 refuses both kinds);
 5. ``kraft.version`` 1 needs the dynamic controller quorum (KIP-853), not in this build;
 6. every registered broker supports the level (its registration says its range; a broker that named
-   no range for the feature supports only 0);
+   no range for the feature supports only 0; one whose registration names no features at all was
+   started by a build before feature versions and is not asked);
 7. the levels after the whole request satisfy the features' dependencies
    (``eligible.leader.replicas.version`` 1 needs ``metadata.version`` 23+).
 
@@ -66,6 +67,11 @@ def _refusal(image: MetadataImage, name: str, level: int, upgrade_type: int) -> 
     current = image.features.level(name)
     if name == METADATA_VERSION and level == 0:
         return bad, "metadata.version cannot be set to 0 (it cannot be turned off)"
+    if name == KRAFT_VERSION and level >= 1 and level != current:
+        return bad, (
+            "kraft.version 1 needs the dynamic controller quorum (KIP-853), which this build does not have;"
+            " the quorum stays static (kraft.version 0)"
+        )
     if level != 0 and level not in supported:
         return bad, (
             f"invalid update version {level} for feature {name}: the controller supports"
@@ -82,14 +88,11 @@ def _refusal(image: MetadataImage, name: str, level: int, upgrade_type: int) -> 
             f"invalid metadata.version {level}: refusing to downgrade from {current} because it might delete"
             " metadata information"
         )
-    if name == KRAFT_VERSION and level >= 1 and level != current:
-        return bad, (
-            "kraft.version 1 needs the dynamic controller quorum (KIP-853), which this build does not have;"
-            " the quorum stays static (kraft.version 0)"
-        )
     for broker_id in image.cluster.broker_ids():
         reg = image.cluster.broker(broker_id)
         assert reg is not None
+        if not reg.features:
+            continue
         low, high = reg.supported_range(name)
         if level != 0 and not low <= level <= high:
             return bad, (
