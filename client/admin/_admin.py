@@ -263,7 +263,9 @@ class Admin:
 
     def describe_features(self) -> admin_pb2.DescribeFeaturesResponse:
         """The finalized feature levels and the levels the answering controller supports."""
-        response: admin_pb2.DescribeFeaturesResponse = self.call("DescribeFeatures", admin_pb2.DescribeFeaturesRequest())
+        response: admin_pb2.DescribeFeaturesResponse = self.call(
+            "DescribeFeatures", admin_pb2.DescribeFeaturesRequest()
+        )
         return response
 
     def update_features(

@@ -54,7 +54,9 @@ def describe_features(image: MetadataImage, ctx: ControllerContext) -> admin_pb2
     )
 
 
-def _refusal(image: MetadataImage, name: str, level: int, upgrade_type: int) -> tuple[type[kerr.KafkaError], str] | None:
+def _refusal(
+    image: MetadataImage, name: str, level: int, upgrade_type: int
+) -> tuple[type[kerr.KafkaError], str] | None:
     """Why one update is refused (rules 1-6 of the module docstring), or None."""
     bad = kerr.InvalidUpdateVersionError
     if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
@@ -111,9 +113,7 @@ def update_features(
     names = [u.feature for u in req.updates]
 
     def refuse(err: type[kerr.KafkaError], msg: str) -> tuple[Records, admin_pb2.UpdateFeaturesResponse]:
-        return [], R(
-            error=error_pb(err, msg), results=[R.Result(feature=n, error=error_pb(err, msg)) for n in names]
-        )
+        return [], R(error=error_pb(err, msg), results=[R.Result(feature=n, error=error_pb(err, msg)) for n in names])
 
     if len(set(names)) != len(names):
         return refuse(kerr.InvalidRequestError, "a feature is named twice")

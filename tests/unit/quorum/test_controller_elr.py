@@ -15,7 +15,6 @@ from kraftlog.metadata_log import NO_LEADER, FeatureLevelRecord, PartitionChange
 from kraftlog.metadata_log.image import PartitionRegistration
 from kraftlog.proto import admin_pb2
 from kraftlog.quorum.controller._elr import decide
-
 from tests.unit.quorum.test_controller import Harness
 
 ELR = "eligible.leader.replicas.version"
