@@ -3,7 +3,8 @@
 One controller and three broker-only processes on 127.0.0.1, shared by the two tests in order
 (the features test leaves the cluster at the levels the ELR test needs; that one kills brokers).
 The features are finalized through the real tools: ``kraftlog features`` (subprocess) and
-kafka-python's ``KafkaAdminClient`` (UpdateFeatures API 57, ApiVersions v3 features) on the Kafka listener. Then the KIP-966 story:
+kafka-python's ``KafkaAdminClient`` (UpdateFeatures API 57, ApiVersions v3 features) on the
+Kafka listener. Then the KIP-966 story:
 min.insync.replicas=2, RF 3, ELR on; the ISR is killed down to one member, then that one too; a
 restarted ELR member leads without an unclean election (unclean.leader.election.enable stays
 false) and every record acknowledged with acks=all is read back.
