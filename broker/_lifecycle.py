@@ -69,6 +69,10 @@ class BrokerLifecycle:
         self.fenced_event = asyncio.Event()  # the opposite of `unfenced`, so either state can be awaited
         self.fenced_event.set()
         self.registered = asyncio.Event()
+        #: set when the controller refused the registration because a finalized feature level is
+        #: one this build does not support (UNSUPPORTED_VERSION): the node must stop, not retry
+        self.unsupported = asyncio.Event()
+        self.unsupported_reason = ""
         self._want_shutdown = False
         self._shutdown_granted = asyncio.Event()
         self._wake = asyncio.Event()
@@ -146,6 +150,12 @@ class BrokerLifecycle:
         resp = await self.channel.call("controller", "RegisterBroker", req, timeout_s=self.timeout_s)
         if resp.error.code:
             self._log.warning("registration_refused", error=resp.error.name, message=resp.error.message)
+            if resp.error.code == kerr.UnsupportedVersionError.error_code:
+                self._log.critical("unsupported_finalized_feature", message=resp.error.message)
+                self.unsupported_reason = resp.error.message
+                self._stop = True
+                self.unsupported.set()
+                return
             if resp.error.code == kerr.InconsistentClusterIdError.error_code:
                 raise kerr.InconsistentClusterIdError(resp.error.message)
             return

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +158,22 @@ def test_a_restarted_elr_member_leads_cleanly_and_loses_nothing(cluster: LocalCl
         print(f"ELR member led {elected_after_s:.1f}s after its restart; {len(acked)} acknowledged records all read")
     finally:
         client.close()
+
+
+def test_a_node_refuses_to_start_on_a_finalized_level_it_does_not_support(tmp_path: Path) -> None:
+    """A metadata log that finalizes metadata.version 99 (here through the bootstrap file the first
+    active controller commits): the controller stops with status 1 and its log names the feature."""
+    from kraftlog.metadata_log import FeatureLevelRecord
+    from kraftlog.quorum import write_bootstrap_records
+
+    c = LocalCluster(tmp_path / "c", controllers=1)
+    try:
+        c.plan()
+        spec = c.nodes[1]
+        write_bootstrap_records(Path(spec.dir) / "metadata", [FeatureLevelRecord("metadata.version", 99)])
+        c.start_node(1)
+        wait_until(lambda: not c.is_running(1), 60, what="the controller to stop")
+        text = Path(spec.log_path).read_text()
+        assert "metadata.version at level 99" in text and "supports 7-25" in text, text[-2000:]
+    finally:
+        c.stop()
