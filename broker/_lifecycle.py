@@ -46,6 +46,7 @@ class BrokerLifecycle:
         session_timeout_ms: int | None = None,
         on_quorum_high_watermark: Callable[[int], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        previous_broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self._clock = clock  # monotonic seconds: heartbeat send times and the session timeout
         self.channel = channel
@@ -62,6 +63,8 @@ class BrokerLifecycle:
         self._last_heartbeat_sent_ok = self._clock.monotonic_s()  # send time of the last answered heartbeat
         self._metadata_offset = metadata_offset
         self._on_quorum_high_watermark = on_quorum_high_watermark
+        #: the epoch the log dirs' clean-shutdown markers name (-1: the last stop was unclean)
+        self._previous_broker_epoch = previous_broker_epoch
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
@@ -139,7 +142,7 @@ class BrokerLifecycle:
             listeners=self.listeners,
             rack=self.rack,
             log_dirs=self.log_dirs,
-            previous_broker_epoch=-1,
+            previous_broker_epoch=self._previous_broker_epoch(),
             features=[
                 controller_pb2.RegisterBrokerRequest.Feature(
                     name=name, min_supported_version=r.min_version, max_supported_version=r.max_version

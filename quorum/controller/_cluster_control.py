@@ -90,7 +90,10 @@ def register_broker(
         # the old process is gone, so it must not keep leading or counting in ISRs while the new
         # one is fenced and catching up (what fencing it would have done; Kafka's
         # handleBrokerUncleanShutdown). The new epoch is still the RegisterBrokerRecord's offset.
-        records += _remove_from_isrs(_apply(image, records), ctx, {req.broker_id})
+        # A previous broker epoch other than the old registration's means its last stop was not
+        # clean (its log dirs had no marker naming it): it also leaves every ELR (KIP-966).
+        unclean = req.previous_broker_epoch != existing.broker_epoch
+        records += _remove_from_isrs(_apply(image, records), ctx, {req.broker_id}, unclean_shutdown=unclean)
     heartbeats.touch(req.broker_id, ctx.now_ms)
     return records, resp(error=error_pb(), broker_epoch=epoch)
 

@@ -181,6 +181,7 @@ def _elr_change(
     target_isr: Sequence[int],
     reelect: bool,
     excluded: frozenset[int] = frozenset(),
+    unclean_shutdown: frozenset[int] = frozenset(),
 ) -> PartitionChangeRecord | None:
     """The change of one partition to ``target_isr`` with ELR on (`kraftlog.quorum.controller._elr`)."""
     d = decide(
@@ -190,6 +191,7 @@ def _elr_change(
         usable=lambda r: _usable(image, r, excluded),
         unclean_allowed=reelect and _unclean_enabled(image, ctx, topic.name),
         reelect=reelect,
+        unclean_shutdown=unclean_shutdown,
     )
     return _change(topic.topic_id, pid, part, leader=d.leader, isr=d.isr, elr=d.elr, last_known_elr=d.last_known_elr)
 
@@ -235,24 +237,41 @@ def _change(
     return PartitionChangeRecord(partition_id=pid, topic_id=topic_id, **kwargs)
 
 
-def _remove_from_isrs(image: MetadataImage, ctx: ControllerContext, broker_ids: set[int]) -> Records:
+def _remove_from_isrs(
+    image: MetadataImage, ctx: ControllerContext, broker_ids: set[int], *, unclean_shutdown: bool = False
+) -> Records:
     """Take brokers out of every ISR and move their leaderships (fencing, controlled shutdown).
 
-    An ISR never becomes empty: its last member stays, and the partition goes offline when that
-    member cannot lead (KRaft keeps it so a clean election can follow when the broker returns).
+    Without ELR an ISR never becomes empty: its last member stays, and the partition goes offline
+    when that member cannot lead (KRaft keeps it so a clean election can follow when the broker
+    returns). With ELR on (KIP-966) the ISR may empty, its members waiting in the ELR;
+    ``unclean_shutdown`` (the brokers re-register after an unclean stop) also takes them out of
+    every ELR (Kafka's handleBrokerUncleanShutdown).
     """
     excluded = frozenset(broker_ids)
+    dropped = excluded if unclean_shutdown else frozenset()
     records: Records = []
     with_elr = elr_enabled(image)
     for topic in image.topics.by_id.values():
         unclean = None
         for pid, part in topic.partitions.items():
-            if not (excluded & set(part.isr)) and part.leader not in excluded:
+            in_elr = with_elr and bool(dropped & set(part.elr))
+            if not (excluded & set(part.isr)) and part.leader not in excluded and not in_elr:
                 continue
             if with_elr:  # the ISR may empty: its members wait in the ELR (KIP-966)
                 target = tuple(r for r in part.isr if r not in excluded)
                 reelect = part.leader in excluded or part.leader == NO_LEADER
-                rec = _elr_change(image, ctx, topic, pid, part, target_isr=target, reelect=reelect, excluded=excluded)
+                rec = _elr_change(
+                    image,
+                    ctx,
+                    topic,
+                    pid,
+                    part,
+                    target_isr=target,
+                    reelect=reelect,
+                    excluded=excluded,
+                    unclean_shutdown=dropped,
+                )
                 if rec is not None:
                     records.append(rec)
                 continue

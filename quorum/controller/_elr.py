@@ -10,6 +10,8 @@ Rules (Kafka 4.0's, with ``useLastKnownLeaderInBalancedRecovery`` off, its defau
   completes below min ISR), so it may lead cleanly. It stays in the ELR until it rejoins the ISR
   or an unclean election clears the ELR. The last known ELR keeps the others that were ever in
   ISR or ELR and are in neither now (shown to operators; never elected by this build).
+- A broker that registers again after an unclean stop (its log dirs had no clean-shutdown marker
+  naming its last broker epoch) leaves every ELR: it may have lost acknowledged records.
 - With ELR on, the ISR may become empty (the last member is fenced): the partition is leaderless
   and its members wait in the ELR.
 - Election order: the current leader if it is still valid, then the first replica in assignment
@@ -48,9 +50,12 @@ def decide(
     usable: Callable[[int], bool],
     unclean_allowed: bool,
     reelect: bool,
+    unclean_shutdown: frozenset[int] = frozenset(),
 ) -> ElrDecision:
     """The ELR-aware change of ``part`` to ``target_isr``; ``reelect`` asks for an election (the
-    leader left, or the partition is leaderless), else the leader stays."""
+    leader left, or the partition is leaderless), else the leader stays. ``unclean_shutdown`` are
+    brokers that came back from an unclean stop: they may have lost records they had acknowledged,
+    so they leave the ELR (Kafka's ``uncleanShutdownReplicas``; they stay in the last known ELR)."""
     isr = tuple(target_isr)
     isr_set = set(isr)
     if len(isr) >= min_isr:
@@ -58,7 +63,7 @@ def decide(
         last_known: tuple[int, ...] = ()
     else:
         candidates = set(part.elr) | set(part.isr)
-        elr = tuple(r for r in part.replicas if r in candidates and r not in isr_set)
+        elr = tuple(r for r in part.replicas if r in candidates and r not in isr_set and r not in unclean_shutdown)
         known = candidates | set(part.last_known_elr)
         last_known = tuple(r for r in part.replicas if r in known and r not in isr_set and r not in elr)
     if not reelect:

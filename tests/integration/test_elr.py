@@ -5,9 +5,11 @@ One controller and three broker-only processes on 127.0.0.1, shared by the two t
 The features are finalized through the real tools: ``kraftlog features`` (subprocess) and
 kafka-python's ``KafkaAdminClient`` (UpdateFeatures API 57, ApiVersions v3 features) on the
 Kafka listener. Then the KIP-966 story:
-min.insync.replicas=2, RF 3, ELR on; the ISR is killed down to one member, then that one too; a
-restarted ELR member leads without an unclean election (unclean.leader.election.enable stays
-false) and every record acknowledged with acks=all is read back.
+min.insync.replicas=2, RF 3, ELR on; the ISR is brought down to one member (103 killed -9, 102
+stopped cleanly with SIGTERM: Kafka keeps in the ELR only replicas whose last stop was clean, since
+an unclean one may have lost what it acknowledged), then that one is killed -9 too; the restarted
+ELR member 102 leads without an unclean election (unclean.leader.election.enable stays false) and
+every record acknowledged with acks=all is read back.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def test_a_restarted_elr_member_leads_cleanly_and_loses_nothing(cluster: LocalCl
         wait_until(lambda: list(_partition(cluster, "elr").isr) == [B1, B2], 20, what="ISR [101, 102]")
         assert list(_partition(cluster, "elr").eligible_leader_replicas) == []  # still at min.insync.replicas
         produce("two", 50)  # acks=all with the ISR at min.insync.replicas: on 101 and 102
-        cluster.kill(B2)
+        cluster.stop_node(B2)  # SIGTERM: a clean stop, so 102 stays eligible when it returns
         p = _wait_partition(cluster, "elr", lambda q: list(q.isr) == [B1], "ISR [101]")
         assert list(p.eligible_leader_replicas) == [B2]
         cluster.kill(B1)

@@ -48,10 +48,18 @@ def fence(h: Harness, *brokers: int) -> None:
         assert resp.error.name == "NONE"
 
 
-def restart(h: Harness, broker: int, incarnation: str) -> None:
-    """A new incarnation registers and heartbeats caught up (unfenced)."""
-    _, resp = h.register(broker, incarnation=incarnation)
+def restart(h: Harness, broker: int, incarnation: str, *, clean: bool = True) -> None:
+    """A new incarnation registers (reporting the old epoch as its previous one after a clean stop,
+    -1 after an unclean one) and heartbeats caught up (unfenced)."""
+    from kraftlog.proto import controller_pb2
+
+    previous = h.epochs[broker] if clean else -1
+    req = controller_pb2.RegisterBrokerRequest(
+        broker_id=broker, cluster_id=h.ctx().cluster_id, incarnation_id=incarnation, previous_broker_epoch=previous
+    )
+    _, resp = h.run(ctl.register_broker, req, h.heartbeats)
     assert resp.error.name == "NONE", resp.error
+    h.epochs[broker] = resp.broker_epoch
     h.heartbeat(broker)
     assert not h.broker(broker).fenced
 
@@ -134,6 +142,20 @@ def test_without_the_feature_the_last_isr_member_stays_and_no_elr_is_kept() -> N
     assert (p.leader, p.isr, p.elr) == (NO_LEADER, (1,), ())
     restart(h, 2, "second-life")
     assert h.part("t").leader == NO_LEADER  # 2 is not in the ISR: only an unclean election could
+
+
+def test_an_unclean_restart_leaves_the_elr_and_cannot_lead() -> None:
+    h = elr_cluster()
+    fence(h, 3)
+    fence(h, 2)
+    fence(h, 1)
+    restart(h, 2, "after-a-crash", clean=False)  # may have lost what it acknowledged
+    p = h.part("t")
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (), (1,))
+    assert 2 in p.last_known_elr
+    restart(h, 1, "clean-return")
+    p = h.part("t")
+    assert (p.leader, p.isr) == (1, (1,))
 
 
 def test_isr_expansion_back_to_min_isr_clears_the_elr() -> None:
