@@ -74,6 +74,33 @@ def _wait_partition(
     return wait_until(check, timeout_s, what=what)
 
 
+def _describe_topic_partitions(cluster: LocalCluster, node_id: int, topic: str) -> Any:
+    """Partition 0 as DescribeTopicPartitions (Kafka API 75) answers on ``node_id``'s Kafka listener."""
+    import io
+    import socket
+    import struct
+
+    from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
+    from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.serial import entity_reader, entity_writer
+
+    from kraftlog.broker.kafka._kafka_wire import build
+
+    from .test_kafka_clients import _answer
+
+    buf = io.BytesIO()
+    header = {"request_api_key": 75, "request_api_version": 0, "correlation_id": 7, "client_id": "elr-test"}
+    entity_writer(RequestHeader)(buf, build(RequestHeader, header))
+    body = {"topics": [{"name": topic}], "response_partition_limit": 10, "cursor": None}
+    entity_writer(DescribeTopicPartitionsRequest)(buf, build(DescribeTopicPartitionsRequest, body))
+    spec = cluster.nodes[node_id]
+    with socket.create_connection((spec.host, spec.kafka_port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+        answer = _answer(sock)
+    return entity_reader(DescribeTopicPartitionsResponse)(answer, 5)[0].topics[0].partitions[0]
+
+
 def test_features_through_the_cli_and_kafka_python(cluster: LocalCluster) -> None:
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
@@ -154,6 +181,8 @@ def test_a_restarted_elr_member_leads_cleanly_and_loses_nothing(cluster: LocalCl
         p = _wait_partition(cluster, "elr", lambda q: q.leader_id == B2, "the ELR member 102 to lead", 30)
         elected_after_s = time.monotonic() - restarted
         assert list(p.isr) == [B2] and list(p.eligible_leader_replicas) == [B1]
+        kafka_view = _describe_topic_partitions(cluster, B2, "elr")
+        assert (list(kafka_view.eligible_leader_replicas), kafka_view.leader_id) == ([B1], B2)
         read = [v for _o, v in client.read_all("elr", 0)]
         missing = [v for v in acked if v not in set(read)]
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
