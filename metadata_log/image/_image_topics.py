@@ -176,11 +176,12 @@ class PartitionRegistration:
             or len(last_known) != len(self.last_known_elr)
             or not elr <= replica_set
             or not last_known <= replica_set
-            or elr & isr_set
         ):
+            # (an ELR member also in the ISR is not refused: Kafka's replay does not, and the
+            # controller never writes one, `_change` takes a rejoining member out of the ELR)
             raise MetadataReplayError(
                 f"eligible leader replicas {list(self.elr)} / last known {list(self.last_known_elr)} must be"
-                f" duplicate-free subsets of replicas {list(replicas)}, the ELR outside isr {list(self.isr)}"
+                f" duplicate-free subsets of replicas {list(replicas)}"
             )
         if self.leader_epoch < 0 or self.partition_epoch < 0:
             raise MetadataReplayError("leader and partition epochs must not be negative")
