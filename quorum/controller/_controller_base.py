@@ -212,11 +212,19 @@ def _change(
     """A PartitionChangeRecord with only the fields that differ, or None when nothing does.
 
     Any change that leaves an ELR member in the ISR takes it out of the ELR (the two are disjoint),
-    so callers that know nothing of ELR stay correct; an unclean election's caller passes
-    ``elr=()``."""
+    so callers that know nothing of ELR stay correct, and a new replica set drops the replicas it
+    no longer has from both lists; an unclean election's caller passes ``elr=()``."""
     new_isr = tuple(isr)
     if elr is None and part.elr and set(part.elr) & set(new_isr):
         elr = tuple(r for r in part.elr if r not in new_isr)
+    if replicas is not None:  # a replica that leaves the partition leaves its ELR and last known ELR
+        kept = set(replicas)
+        base_elr = part.elr if elr is None else tuple(elr)
+        base_known = part.last_known_elr if last_known_elr is None else tuple(last_known_elr)
+        if not set(base_elr) <= kept:
+            elr = tuple(r for r in base_elr if r in kept)
+        if not set(base_known) <= kept:
+            last_known_elr = tuple(r for r in base_known if r in kept)
     kwargs: dict[str, Any] = {}
     if elr is not None and tuple(elr) != part.elr:
         kwargs["eligible_leader_replicas"] = tuple(elr)

@@ -282,3 +282,16 @@ def test_validate_only_writes_nothing_and_a_broker_without_support_cannot_regist
     _, resp = h.run(ctl.register_broker, req, h.heartbeats)
     assert resp.error.name == "UNSUPPORTED_VERSION"
     assert ELR in resp.error.message
+
+
+def test_a_reassignment_that_drops_an_elr_member_drops_it_from_the_elr() -> None:
+    h = elr_cluster()
+    h.start_brokers([4])
+    fence(h, 3)
+    fence(h, 2)
+    assert h.part("t").elr == (2,)
+    _, resp = h.reassign("t", 0, [1, 4])
+    assert resp.results[0].error.name == "NONE", resp.results[0].error
+    h.alter_isr("t", 0, [1, 4])  # 4 caught up: the reassignment completes
+    p = h.part("t")
+    assert p.replicas == (1, 4) and 2 not in p.elr and 2 not in p.last_known_elr
