@@ -9,8 +9,8 @@ Two kinds, each with Kafka's name, type and default, and the reason `_config_sup
   password encoder of dynamic configs, JMX-style metric sampling. Accepted with the start-up warning.
 * `INERT_NOT_SUPPORTED`: a value other than Kafka's default would change what the user gets
   (a Java plug-in class, delegation tokens, tiered storage, ELR by key (it is a feature version),
-  unstable APIs, a compressed ``__consumer_offsets``), so kraftlog refuses such a value at start, naming the key, rather than
-  silently not doing it; Kafka's default is accepted.
+  unstable APIs, a compressed ``__consumer_offsets``), so kraftlog refuses such a value at start,
+  naming the key, rather than silently not doing it; Kafka's default is accepted.
 
 Part of the node schema (`kraftlog.common.config._config_schema`); docs/configuration.md lists
 every key.

@@ -5,15 +5,16 @@ Rules, in the order they are checked for each update (a refused update refuses t
 and writes nothing, as Kafka 3.8+ does; every error is INVALID_UPDATE_VERSION unless said):
 
 1. the upgrade type is 1 (upgrade), 2 (safe downgrade) or 3 (unsafe downgrade) (INVALID_REQUEST);
-2. the feature is one this controller knows, and the level is within its supported range (0, off,
-   always is, except for ``metadata.version``, which cannot be turned off);
-3. a lower level than the finalized one needs a downgrade type, a higher one the upgrade type;
-4. ``metadata.version`` is never downgraded (it might drop metadata; Kafka 4 refuses both kinds);
-5. ``kraft.version`` 1 needs the dynamic controller quorum (KIP-853), not in this build;
-6. every registered broker supports the level (its registration says its range; a broker that named
+2. the feature is one this controller knows, and the level is not negative (0 is off; ``metadata.version``
+   cannot be turned off);
+3. ``kraft.version`` 1 needs the dynamic controller quorum (KIP-853), not in this build (said so);
+4. the level is within this controller's supported range;
+5. a lower level than the finalized one needs a downgrade type, a higher one the upgrade type;
+6. ``metadata.version`` is never downgraded (it might drop metadata; Kafka 4 refuses both kinds);
+7. every registered broker supports the level (its registration says its range; a broker that named
    no range for the feature supports only 0; one whose registration names no features at all was
    started by a build before feature versions and is not asked);
-7. the levels after the whole request satisfy the features' dependencies
+8. the levels after the whole request satisfy the features' dependencies
    (``eligible.leader.replicas.version`` 1 needs ``metadata.version`` 23+).
 
 Turning ``eligible.leader.replicas.version`` off also clears every partition's ELR and last known
@@ -57,7 +58,7 @@ def describe_features(image: MetadataImage, ctx: ControllerContext) -> admin_pb2
 def _refusal(
     image: MetadataImage, name: str, level: int, upgrade_type: int
 ) -> tuple[type[kerr.KafkaError], str] | None:
-    """Why one update is refused (rules 1-6 of the module docstring), or None."""
+    """Why one update is refused (rules 1-7 of the module docstring), or None."""
     bad = kerr.InvalidUpdateVersionError
     if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         return kerr.InvalidRequestError, f"unknown upgrade type {upgrade_type} for feature {name}"
