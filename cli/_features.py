@@ -3,8 +3,10 @@
 ``describe`` prints each feature this controller supports with its finalized level (Kafka's
 ``Feature: f  SupportedMinVersion: a  SupportedMaxVersion: b  FinalizedVersionLevel: c  Epoch: e``).
 ``upgrade --feature name=level ...`` and ``downgrade --feature name=level ... [--unsafe]`` send one
-UpdateFeatures (all or nothing); ``--dry-run`` validates without writing. Exit 1 when refused,
-with Kafka's error (INVALID_UPDATE_VERSION and why).
+UpdateFeatures (all or nothing); ``--release-version 4.0`` (or ``3.9``, ``4.0-IV1``, ...) stands for
+``--feature metadata.version=`` that release's level (only metadata.version, unlike Kafka 4's tool,
+which also sets the other features to the release's defaults); ``--dry-run`` validates without
+writing. Exit 1 when refused, with Kafka's error (INVALID_UPDATE_VERSION and why).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kraftlog.cli._admin_command import (
     run_with_admin,
 )
 from kraftlog.cli._common import EXIT_FAILURE, EXIT_OK, Subparsers, described, print_json
+from kraftlog.metadata_log import METADATA_VERSION, metadata_version_level
 
 __all__ = ["add_parser", "run", "parse_feature"]
 
@@ -41,6 +44,13 @@ def parse_feature(text: str) -> tuple[str, int]:
     return name.strip(), value
 
 
+def _release_level(text: str) -> int:
+    try:
+        return metadata_version_level(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "features", help="describe/upgrade/downgrade feature versions (kafka-features)", **described(__doc__)
@@ -50,13 +60,19 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_admin_options(describe)
     for name, what in (("upgrade", "raise"), ("downgrade", "lower")):
         p = sub.add_parser(name, help=f"{what} finalized feature levels")
-        p.add_argument(
+        chosen = p.add_mutually_exclusive_group(required=True)
+        chosen.add_argument(
             "--feature",
             action="append",
-            required=True,
             type=parse_feature,
             metavar="NAME=LEVEL",
             help="a feature and its new level (repeatable)",
+        )
+        chosen.add_argument(
+            "--release-version",
+            type=_release_level,
+            metavar="X.Y[-IVn]",
+            help="metadata.version at the level of this Kafka release (e.g. 4.0)",
         )
         p.add_argument("--dry-run", action="store_true", help="validate only: nothing is written")
         if name == "downgrade":
@@ -98,7 +114,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
 
 
 def _update(admin: Any, args: argparse.Namespace) -> int:
-    levels = dict(args.feature)
+    levels = dict(args.feature) if args.feature else {METADATA_VERSION: args.release_version}
     if args.features_command == "upgrade":
         kind = _UPGRADE
     else:

@@ -18,6 +18,7 @@ from kraftlog.metadata_log._features import (
     UnsupportedFeatureLevelError,
     check_supported,
     feature_dependency_problem,
+    metadata_version_level,
 )
 from kraftlog.metadata_log._placement import (
     PlacementError,
@@ -106,6 +107,7 @@ __all__ = [
     "UnsupportedFeatureLevelError",
     "check_supported",
     "feature_dependency_problem",
+    "metadata_version_level",
     "AccessControlEntryRecord",
     "AclGate",
     "AclsImage",

@@ -30,6 +30,7 @@ __all__ = [
     "UnsupportedFeatureLevelError",
     "check_supported",
     "feature_dependency_problem",
+    "metadata_version_level",
 ]
 
 METADATA_VERSION = "metadata.version"
@@ -64,6 +65,44 @@ FEATURE_DEPENDENCIES: Mapping[str, Mapping[int, Mapping[str, int]]] = {
     "group.version": {1: {METADATA_VERSION: 22}},
     "transaction.version": {1: {METADATA_VERSION: 22}, 2: {METADATA_VERSION: 22}},
 }
+
+
+#: Kafka's MetadataVersion levels by release (``--release-version`` of kafka-features), from 3.3-IV3,
+#: the first this build supports; a bare release ("4.0") is its last internal version
+_METADATA_VERSIONS: Mapping[str, int] = {
+    "3.3-IV3": 7,
+    "3.4-IV0": 8,
+    "3.5-IV0": 9,
+    "3.5-IV1": 10,
+    "3.5-IV2": 11,
+    "3.6-IV0": 12,
+    "3.6-IV1": 13,
+    "3.6-IV2": 14,
+    "3.7-IV0": 15,
+    "3.7-IV1": 16,
+    "3.7-IV2": 17,
+    "3.7-IV3": 18,
+    "3.7-IV4": 19,
+    "3.8-IV0": 20,
+    "3.9-IV0": 21,
+    "4.0-IV0": 22,
+    "4.0-IV1": 23,
+    "4.0-IV2": 24,
+    "4.0-IV3": 25,
+}
+
+
+def metadata_version_level(release: str) -> int:
+    """The ``metadata.version`` level of a Kafka release ("3.9", "4.0-IV1"); `ValueError` naming
+    the releases known when it is not one of them."""
+    text = release.strip()
+    if text in _METADATA_VERSIONS:
+        return _METADATA_VERSIONS[text]
+    matching = [level for name, level in _METADATA_VERSIONS.items() if name.split("-")[0] == text]
+    if matching:
+        return max(matching)
+    known = sorted({name.split("-")[0] for name in _METADATA_VERSIONS})
+    raise ValueError(f"unknown release version {release!r}: known are {', '.join(known)} (or X.Y-IVn)")
 
 
 class UnsupportedFeatureLevelError(RuntimeError):

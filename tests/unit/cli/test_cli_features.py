@@ -52,3 +52,13 @@ def test_upgrade_downgrade_and_refusal(fake, capsys) -> None:  # noqa: F811 (the
     fake(_features, update_features=refused)
     assert main(["features", "upgrade", "--feature", "kraft.version=1", *BOOT]) == 1
     assert "Could not upgrade kraft.version to 1: INVALID_UPDATE_VERSION" in capsys.readouterr().err
+
+
+def test_release_version_stands_for_metadata_version(fake, capsys) -> None:  # noqa: F811 (the fixture)
+    admin = fake(_features, update_features=R.UpdateFeaturesResponse())
+    assert main(["features", "upgrade", "--release-version", "4.0", *BOOT]) == 0
+    assert admin.called("update_features")[-1][0] == ({"metadata.version": 25},)
+    assert main(["features", "upgrade", "--release-version", "4.0-IV1", *BOOT]) == 0
+    assert admin.called("update_features")[-1][0] == ({"metadata.version": 23},)
+    assert main(["features", "upgrade", "--release-version", "2.8", *BOOT]) == 2  # a usage error
+    assert "unknown release version '2.8'" in capsys.readouterr().err
