@@ -22,6 +22,7 @@ import structlog
 from kraftlog.broker._controller_channel import ControllerChannel
 from kraftlog.common import SYSTEM_CLOCK, Clock
 from kraftlog.common import errors as kerr
+from kraftlog.metadata_log import SUPPORTED_FEATURES
 from kraftlog.proto import controller_pb2
 
 __all__ = ["BrokerLifecycle"]
@@ -45,6 +46,7 @@ class BrokerLifecycle:
         session_timeout_ms: int | None = None,
         on_quorum_high_watermark: Callable[[int], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        previous_broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self._clock = clock  # monotonic seconds: heartbeat send times and the session timeout
         self.channel = channel
@@ -61,6 +63,8 @@ class BrokerLifecycle:
         self._last_heartbeat_sent_ok = self._clock.monotonic_s()  # send time of the last answered heartbeat
         self._metadata_offset = metadata_offset
         self._on_quorum_high_watermark = on_quorum_high_watermark
+        #: the epoch the log dirs' clean-shutdown markers name (-1: the last stop was unclean)
+        self._previous_broker_epoch = previous_broker_epoch
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
@@ -68,6 +72,10 @@ class BrokerLifecycle:
         self.fenced_event = asyncio.Event()  # the opposite of `unfenced`, so either state can be awaited
         self.fenced_event.set()
         self.registered = asyncio.Event()
+        #: set when the controller refused the registration because a finalized feature level is
+        #: one this build does not support (UNSUPPORTED_VERSION): the node must stop, not retry
+        self.unsupported = asyncio.Event()
+        self.unsupported_reason = ""
         self._want_shutdown = False
         self._shutdown_granted = asyncio.Event()
         self._wake = asyncio.Event()
@@ -134,11 +142,23 @@ class BrokerLifecycle:
             listeners=self.listeners,
             rack=self.rack,
             log_dirs=self.log_dirs,
-            previous_broker_epoch=-1,
+            previous_broker_epoch=self._previous_broker_epoch(),
+            features=[
+                controller_pb2.RegisterBrokerRequest.Feature(
+                    name=name, min_supported_version=r.min_version, max_supported_version=r.max_version
+                )
+                for name, r in sorted(SUPPORTED_FEATURES.items())
+            ],
         )
         resp = await self.channel.call("controller", "RegisterBroker", req, timeout_s=self.timeout_s)
         if resp.error.code:
             self._log.warning("registration_refused", error=resp.error.name, message=resp.error.message)
+            if resp.error.code == kerr.UnsupportedVersionError.error_code:
+                self._log.critical("unsupported_finalized_feature", message=resp.error.message)
+                self.unsupported_reason = resp.error.message
+                self._stop = True
+                self.unsupported.set()
+                return
             if resp.error.code == kerr.InconsistentClusterIdError.error_code:
                 raise kerr.InconsistentClusterIdError(resp.error.message)
             return

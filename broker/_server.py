@@ -153,6 +153,7 @@ class BrokerServer:
             session_timeout_ms=config["broker.session.timeout.ms"],
             metadata_offset=lambda: self.follower.offset,
             on_quorum_high_watermark=self.follower.note_quorum_high_watermark,
+            previous_broker_epoch=lambda: self.replicas.log_manager.previous_broker_epoch if self.replicas else -1,
         )
         self._replica_manager_factory = replica_manager_factory
         self.alter_partition = AlterPartitionManager(
@@ -316,7 +317,8 @@ class BrokerServer:
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:
-            await self.replicas.shutdown()  # checkpoints, closes the logs, writes the clean marker
+            # checkpoints, closes the logs, writes the clean marker with this registration's epoch
+            await self.replicas.shutdown(broker_epoch=self.lifecycle.broker_epoch)
         await self.alter_partition.shutdown()
         for ch in self._peer_channels.values():
             await ch.close()

@@ -53,6 +53,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "kraftlog.cli._client_quotas",
     "kraftlog.cli._reassign",
     "kraftlog.cli._elect_leaders",
+    "kraftlog.cli._features",
     "kraftlog.cli._delete_records",
     "kraftlog.cli._quorum",
     "kraftlog.cli._metadata",

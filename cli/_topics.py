@@ -305,7 +305,8 @@ def _unavailable(partition: Any) -> bool:
 
 
 def _partition_json(topic: str, p: Any) -> dict[str, Any]:
-    return {
+    """One partition; the KIP-966 fields only when the partition has any (as the table does)."""
+    out = {
         "topic": topic,
         "partition": p.partition_index,
         "leader": None if p.leader_id == NO_LEADER else p.leader_id,
@@ -317,6 +318,10 @@ def _partition_json(topic: str, p: Any) -> dict[str, Any]:
         "adding_replicas": list(p.adding_replicas),
         "removing_replicas": list(p.removing_replicas),
     }
+    if p.eligible_leader_replicas or p.last_known_elr:
+        out["eligible_leader_replicas"] = list(p.eligible_leader_replicas)
+        out["last_known_elr"] = list(p.last_known_elr)
+    return out
 
 
 def _format_configs(configs: Mapping[str, str]) -> str:
@@ -343,6 +348,8 @@ def format_partition_line(topic: str, p: Any) -> str:
     )
     if p.adding_replicas or p.removing_replicas:
         line += f"\tAdding Replicas: {join_ids(p.adding_replicas)}\tRemoving Replicas: {join_ids(p.removing_replicas)}"
+    if p.eligible_leader_replicas or p.last_known_elr:  # KIP-966, as Kafka 4's tool prints them
+        line += f"\tElr: {join_ids(p.eligible_leader_replicas)}\tLastKnownElr: {join_ids(p.last_known_elr)}"
     return line
 
 

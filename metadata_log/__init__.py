@@ -8,6 +8,18 @@ folds it offline is the package kraftlog.spark.
 
 from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.metadata_log._authorizer import Authorizer
+from kraftlog.metadata_log._features import (
+    ELR_FEATURE,
+    FEATURE_DEPENDENCIES,
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    SUPPORTED_FEATURES,
+    FeatureRange,
+    UnsupportedFeatureLevelError,
+    check_supported,
+    feature_dependency_problem,
+    metadata_version_level,
+)
 from kraftlog.metadata_log._placement import (
     PlacementError,
     RackAwareMode,
@@ -86,6 +98,16 @@ from kraftlog.metadata_log.log_files import (
 )
 
 __all__ = [
+    "ELR_FEATURE",
+    "FEATURE_DEPENDENCIES",
+    "FeatureRange",
+    "KRAFT_VERSION",
+    "METADATA_VERSION",
+    "SUPPORTED_FEATURES",
+    "UnsupportedFeatureLevelError",
+    "check_supported",
+    "feature_dependency_problem",
+    "metadata_version_level",
     "AccessControlEntryRecord",
     "AclGate",
     "AclsImage",

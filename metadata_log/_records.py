@@ -142,6 +142,16 @@ class MetadataRecord:
         return cls(**kwargs)
 
 
+def _drop_at_default(out: dict[str, Any], names: tuple[str, ...], default: Any) -> dict[str, Any]:
+    """``out`` without the optional fields ``names`` that hold ``default`` (a tagged field at its
+    default is not written, so adding one leaves the encoding of every existing record unchanged)."""
+    for name in names:
+        value = out.get(name)
+        if value == default or (default == [] and value == ()):
+            del out[name]
+    return out
+
+
 #: one field's reader: the wire value in, the field's value out, `MetadataRecordError` if the value
 #: is not of the field's type (a None where an int belongs would reach the image and fail later)
 _FieldReader = Callable[[Any], Any]
@@ -221,6 +231,13 @@ class RegisterBrokerRecord(MetadataRecord):
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: tuple[str, ...] = ()
+    #: ``(name, min_supported, max_supported)`` per feature the broker supports (Kafka's
+    #: RegisterBrokerRecord.Features); the controller refuses to finalize a level outside any
+    #: registered broker's range. Left off the wire when empty (an old registration has none).
+    features: tuple[tuple[str, int, int], ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return _drop_at_default(MetadataRecord.to_wire(self), ("features",), [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +267,13 @@ class PartitionRecord(MetadataRecord):
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+    #: KIP-966, tagged fields in Kafka's PartitionRecord v2: left off the wire when empty, so a
+    #: record without ELR encodes as before and older readers ignore them
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return _drop_at_default(MetadataRecord.to_wire(self), ("eligible_leader_replicas", "last_known_elr"), [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +304,13 @@ class PartitionChangeRecord(MetadataRecord):
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = LeaderRecoveryState.NO_CHANGE
+    #: KIP-966 (tagged in Kafka's PartitionChangeRecord v2): None leaves the ELR / last known ELR
+    #: unchanged and is left off the wire
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return _drop_at_default(MetadataRecord.to_wire(self), ("eligible_leader_replicas", "last_known_elr"), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -330,19 +330,27 @@ async def _serve(config: Any, cluster_id: str) -> int:
         except MetadataReplayFailure as err:
             _log.info("node_stopping", reason="metadata_replay_failed", offset=err.offset)
             return 1
-        fatal = node.controller.fatal if node.controller is not None else asyncio.Event()
+        # what stops the node: a metadata record the controller cannot replay (a finalized feature
+        # level it does not support included), or the controller refusing this broker's
+        # registration for a finalized feature level it does not support
+        fatals = [node.controller.fatal] if node.controller is not None else []
+        if node.broker is not None:
+            fatals.append(node.broker.lifecycle.unsupported)
         if node.broker is not None:
             # READY means joined: registered and unfenced (caught up with the metadata log)
-            while not stop.is_set() and not fatal.is_set() and not await node.broker.wait_ready(1.0):
+            while not stop.is_set() and not any(f.is_set() for f in fatals) and not await node.broker.wait_ready(1.0):
                 pass
         _sd_notify("READY=1")
-        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(fatal.wait())]
+        waits = [asyncio.ensure_future(stop.wait()), *(asyncio.ensure_future(f.wait()) for f in fatals)]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for w in waits:
             w.cancel()
         _sd_notify("STOPPING=1")
-        if fatal.is_set():
+        if node.controller is not None and node.controller.fatal.is_set():
             _log.info("node_stopping", reason="metadata_replay_failed", offset=node.controller.fatal_error.offset)
+            return 1
+        if node.broker is not None and node.broker.lifecycle.unsupported.is_set():
+            _log.info("node_stopping", reason=node.broker.lifecycle.unsupported_reason)
             return 1
     finally:
         await node.stop()

@@ -453,7 +453,7 @@ class DescribeTopicsRequest(_message.Message):
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics", "controller", "error")
     class Partition(_message.Message):
-        __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas", "adding_replicas", "removing_replicas", "controller_epoch")
+        __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas", "adding_replicas", "removing_replicas", "controller_epoch", "eligible_leader_replicas", "last_known_elr")
         PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
         LEADER_ID_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -464,6 +464,8 @@ class DescribeTopicsResponse(_message.Message):
         ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
         partition_index: int
         leader_id: int
         leader_epoch: int
@@ -474,7 +476,9 @@ class DescribeTopicsResponse(_message.Message):
         adding_replicas: _containers.RepeatedScalarFieldContainer[int]
         removing_replicas: _containers.RepeatedScalarFieldContainer[int]
         controller_epoch: int
-        def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
+        eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
+        last_known_elr: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., controller_epoch: _Optional[int] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., last_known_elr: _Optional[_Iterable[int]] = ...) -> None: ...
     class Topic(_message.Message):
         __slots__ = ("name", "topic_id", "error", "partitions", "configs")
         class ConfigsEntry(_message.Message):
@@ -502,6 +506,76 @@ class DescribeTopicsResponse(_message.Message):
     controller: _controller_pb2.ControllerHint
     error: _errors_pb2.Error
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeFeaturesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeFeaturesResponse(_message.Message):
+    __slots__ = ("error", "finalized", "supported", "finalized_epoch", "controller")
+    class Finalized(_message.Message):
+        __slots__ = ("name", "level")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        LEVEL_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        level: int
+        def __init__(self, name: _Optional[str] = ..., level: _Optional[int] = ...) -> None: ...
+    class Supported(_message.Message):
+        __slots__ = ("name", "min_version", "max_version")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        MIN_VERSION_FIELD_NUMBER: _ClassVar[int]
+        MAX_VERSION_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        min_version: int
+        max_version: int
+        def __init__(self, name: _Optional[str] = ..., min_version: _Optional[int] = ..., max_version: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FINALIZED_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    FINALIZED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    finalized: _containers.RepeatedCompositeFieldContainer[DescribeFeaturesResponse.Finalized]
+    supported: _containers.RepeatedCompositeFieldContainer[DescribeFeaturesResponse.Supported]
+    finalized_epoch: int
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., finalized: _Optional[_Iterable[_Union[DescribeFeaturesResponse.Finalized, _Mapping]]] = ..., supported: _Optional[_Iterable[_Union[DescribeFeaturesResponse.Supported, _Mapping]]] = ..., finalized_epoch: _Optional[int] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+
+class UpdateFeaturesRequest(_message.Message):
+    __slots__ = ("updates", "validate_only", "timeout_ms")
+    class FeatureUpdate(_message.Message):
+        __slots__ = ("feature", "max_version_level", "upgrade_type")
+        FEATURE_FIELD_NUMBER: _ClassVar[int]
+        MAX_VERSION_LEVEL_FIELD_NUMBER: _ClassVar[int]
+        UPGRADE_TYPE_FIELD_NUMBER: _ClassVar[int]
+        feature: str
+        max_version_level: int
+        upgrade_type: int
+        def __init__(self, feature: _Optional[str] = ..., max_version_level: _Optional[int] = ..., upgrade_type: _Optional[int] = ...) -> None: ...
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.RepeatedCompositeFieldContainer[UpdateFeaturesRequest.FeatureUpdate]
+    validate_only: bool
+    timeout_ms: int
+    def __init__(self, updates: _Optional[_Iterable[_Union[UpdateFeaturesRequest.FeatureUpdate, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class UpdateFeaturesResponse(_message.Message):
+    __slots__ = ("error", "results", "controller")
+    class Result(_message.Message):
+        __slots__ = ("feature", "error")
+        FEATURE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        feature: str
+        error: _errors_pb2.Error
+        def __init__(self, feature: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    results: _containers.RepeatedCompositeFieldContainer[UpdateFeaturesResponse.Result]
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., results: _Optional[_Iterable[_Union[UpdateFeaturesResponse.Result, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
 
 class CreateMetadataSnapshotRequest(_message.Message):
     __slots__ = ()

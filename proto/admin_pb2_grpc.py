@@ -136,6 +136,16 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.FromString,
                 _registered_method=True)
+        self.DescribeFeatures = channel.unary_unary(
+                '/kraftlog.v1.AdminService/DescribeFeatures',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesResponse.FromString,
+                _registered_method=True)
+        self.UpdateFeatures = channel.unary_unary(
+                '/kraftlog.v1.AdminService/UpdateFeatures',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -261,6 +271,18 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeFeatures(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateFeatures(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -363,6 +385,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeMetadataTree,
                     request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.SerializeToString,
+            ),
+            'DescribeFeatures': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeFeatures,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesResponse.SerializeToString,
+            ),
+            'UpdateFeatures': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateFeatures,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -905,6 +937,60 @@ class AdminService:
             '/kraftlog.v1.AdminService/DescribeMetadataTree',
             kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeRequest.SerializeToString,
             kraftlog_dot_proto_dot_admin__pb2.DescribeMetadataTreeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/DescribeFeatures',
+            kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.DescribeFeaturesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/UpdateFeatures',
+            kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.UpdateFeaturesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kraftlog.proto import errors_pb2 as kraftlog_dot_proto_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fkraftlog/proto/controller.proto\x12\x0bkraftlog.v1\x1a\x1bkraftlog/proto/errors.proto\"O\n\x08\x45ndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"Q\n\x0e\x43ontrollerHint\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x16\n\x0eleader_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"\xbf\x01\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\t\x12(\n\tlisteners\x18\x04 \x03(\x0b\x32\x15.kraftlog.v1.Endpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x10\n\x08log_dirs\x18\x06 \x03(\t\x12\x1d\n\x15previous_broker_epoch\x18\x07 \x01(\x03\"\x82\x01\n\x16RegisterBrokerResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12/\n\ncontroller\x18\x03 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\"\x8d\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x15\n\rwant_shutdown\x18\x05 \x01(\x08\"\xd0\x01\n\x17\x42rokerHeartbeatResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x17\n\x0fshould_shutdown\x18\x04 \x01(\x08\x12/\n\ncontroller\x18\x05 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\x12\x1f\n\x17metadata_high_watermark\x18\x06 \x01(\x03\"\xed\x02\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12<\n\x06topics\x18\x03 \x03(\x0b\x32,.kraftlog.v1.AlterPartitionRequest.TopicData\x1a\x87\x01\n\rPartitionData\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0f\n\x07new_isr\x18\x03 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x1d\n\x15leader_recovery_state\x18\x05 \x01(\x05\x1a\x63\n\tTopicData\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x44\n\npartitions\x18\x02 \x03(\x0b\x32\x30.kraftlog.v1.AlterPartitionRequest.PartitionData\"\xcd\x03\n\x16\x41lterPartitionResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12=\n\x06topics\x18\x02 \x03(\x0b\x32-.kraftlog.v1.AlterPartitionResponse.TopicData\x12/\n\ncontroller\x18\x03 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\x1a\xb9\x01\n\rPartitionData\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x1d\n\x15leader_recovery_state\x18\x07 \x01(\x05\x1a\x64\n\tTopicData\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x45\n\npartitions\x18\x02 \x03(\x0b\x32\x31.kraftlog.v1.AlterPartitionResponse.PartitionData\"g\n\x14\x46\x65tchMetadataRequest\x12\x13\n\x0b\x66rom_offset\x18\x01 \x01(\x03\x12\x11\n\tbroker_id\x18\x02 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x11\n\tmin_epoch\x18\x04 \x01(\x05\"\x82\x02\n\rMetadataBatch\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x18\n\x10snapshot_records\x18\x02 \x03(\x0c\x12\x17\n\x0fsnapshot_offset\x18\x03 \x01(\x03\x12\x16\n\x0esnapshot_epoch\x18\x04 \x01(\x05\x12\x1d\n\x15snapshot_timestamp_ms\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x11\n\tleader_id\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x12\n\nkeep_alive\x18\t \x01(\x08\x12!\n\x05\x65rror\x18\n \x01(\x0b\x32\x12.kraftlog.v1.Error\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa5\x01\n\x1b\x41llocateProducerIdsResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\x12/\n\ncontroller\x18\x04 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint2\xe3\x03\n\x11\x43ontrollerService\x12Y\n\x0eRegisterBroker\x12\".kraftlog.v1.RegisterBrokerRequest\x1a#.kraftlog.v1.RegisterBrokerResponse\x12\\\n\x0f\x42rokerHeartbeat\x12#.kraftlog.v1.BrokerHeartbeatRequest\x1a$.kraftlog.v1.BrokerHeartbeatResponse\x12Y\n\x0e\x41lterPartition\x12\".kraftlog.v1.AlterPartitionRequest\x1a#.kraftlog.v1.AlterPartitionResponse\x12h\n\x13\x41llocateProducerIds\x12\'.kraftlog.v1.AllocateProducerIdsRequest\x1a(.kraftlog.v1.AllocateProducerIdsResponse\x12P\n\rFetchMetadata\x12!.kraftlog.v1.FetchMetadataRequest\x1a\x1a.kraftlog.v1.MetadataBatch0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fkraftlog/proto/controller.proto\x12\x0bkraftlog.v1\x1a\x1bkraftlog/proto/errors.proto\"O\n\x08\x45ndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"Q\n\x0e\x43ontrollerHint\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x16\n\x0eleader_address\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"\xd4\x02\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x16\n\x0eincarnation_id\x18\x03 \x01(\t\x12(\n\tlisteners\x18\x04 \x03(\x0b\x32\x15.kraftlog.v1.Endpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x10\n\x08log_dirs\x18\x06 \x03(\t\x12\x1d\n\x15previous_broker_epoch\x18\x07 \x01(\x03\x12<\n\x08\x66\x65\x61tures\x18\x08 \x03(\x0b\x32*.kraftlog.v1.RegisterBrokerRequest.Feature\x1aU\n\x07\x46\x65\x61ture\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1d\n\x15min_supported_version\x18\x02 \x01(\x05\x12\x1d\n\x15max_supported_version\x18\x03 \x01(\x05\"\x82\x01\n\x16RegisterBrokerResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12/\n\ncontroller\x18\x03 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\"\x8d\x01\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x1f\n\x17\x63urrent_metadata_offset\x18\x03 \x01(\x03\x12\x12\n\nwant_fence\x18\x04 \x01(\x08\x12\x15\n\rwant_shutdown\x18\x05 \x01(\x08\"\xd0\x01\n\x17\x42rokerHeartbeatResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x14\n\x0cis_caught_up\x18\x02 \x01(\x08\x12\x11\n\tis_fenced\x18\x03 \x01(\x08\x12\x17\n\x0fshould_shutdown\x18\x04 \x01(\x08\x12/\n\ncontroller\x18\x05 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\x12\x1f\n\x17metadata_high_watermark\x18\x06 \x01(\x03\"\xed\x02\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12<\n\x06topics\x18\x03 \x03(\x0b\x32,.kraftlog.v1.AlterPartitionRequest.TopicData\x1a\x87\x01\n\rPartitionData\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0f\n\x07new_isr\x18\x03 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x1d\n\x15leader_recovery_state\x18\x05 \x01(\x05\x1a\x63\n\tTopicData\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x44\n\npartitions\x18\x02 \x03(\x0b\x32\x30.kraftlog.v1.AlterPartitionRequest.PartitionData\"\xcd\x03\n\x16\x41lterPartitionResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12=\n\x06topics\x18\x02 \x03(\x0b\x32-.kraftlog.v1.AlterPartitionResponse.TopicData\x12/\n\ncontroller\x18\x03 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint\x1a\xb9\x01\n\rPartitionData\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x0b\n\x03isr\x18\x05 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x1d\n\x15leader_recovery_state\x18\x07 \x01(\x05\x1a\x64\n\tTopicData\x12\x10\n\x08topic_id\x18\x01 \x01(\t\x12\x45\n\npartitions\x18\x02 \x03(\x0b\x32\x31.kraftlog.v1.AlterPartitionResponse.PartitionData\"g\n\x14\x46\x65tchMetadataRequest\x12\x13\n\x0b\x66rom_offset\x18\x01 \x01(\x03\x12\x11\n\tbroker_id\x18\x02 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x11\n\tmin_epoch\x18\x04 \x01(\x05\"\x82\x02\n\rMetadataBatch\x12\x0f\n\x07\x65ntries\x18\x01 \x03(\x0c\x12\x18\n\x10snapshot_records\x18\x02 \x03(\x0c\x12\x17\n\x0fsnapshot_offset\x18\x03 \x01(\x03\x12\x16\n\x0esnapshot_epoch\x18\x04 \x01(\x05\x12\x1d\n\x15snapshot_timestamp_ms\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x11\n\tleader_id\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x12\n\nkeep_alive\x18\t \x01(\x08\x12!\n\x05\x65rror\x18\n \x01(\x0b\x32\x12.kraftlog.v1.Error\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\xa5\x01\n\x1b\x41llocateProducerIdsResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\x12/\n\ncontroller\x18\x04 \x01(\x0b\x32\x1b.kraftlog.v1.ControllerHint2\xe3\x03\n\x11\x43ontrollerService\x12Y\n\x0eRegisterBroker\x12\".kraftlog.v1.RegisterBrokerRequest\x1a#.kraftlog.v1.RegisterBrokerResponse\x12\\\n\x0f\x42rokerHeartbeat\x12#.kraftlog.v1.BrokerHeartbeatRequest\x1a$.kraftlog.v1.BrokerHeartbeatResponse\x12Y\n\x0e\x41lterPartition\x12\".kraftlog.v1.AlterPartitionRequest\x1a#.kraftlog.v1.AlterPartitionResponse\x12h\n\x13\x41llocateProducerIds\x12\'.kraftlog.v1.AllocateProducerIdsRequest\x1a(.kraftlog.v1.AllocateProducerIdsResponse\x12P\n\rFetchMetadata\x12!.kraftlog.v1.FetchMetadataRequest\x1a\x1a.kraftlog.v1.MetadataBatch0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,33 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTROLLERHINT']._serialized_start=158
   _globals['_CONTROLLERHINT']._serialized_end=239
   _globals['_REGISTERBROKERREQUEST']._serialized_start=242
-  _globals['_REGISTERBROKERREQUEST']._serialized_end=433
-  _globals['_REGISTERBROKERRESPONSE']._serialized_start=436
-  _globals['_REGISTERBROKERRESPONSE']._serialized_end=566
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=569
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=710
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=713
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=921
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=924
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1289
-  _globals['_ALTERPARTITIONREQUEST_PARTITIONDATA']._serialized_start=1053
-  _globals['_ALTERPARTITIONREQUEST_PARTITIONDATA']._serialized_end=1188
-  _globals['_ALTERPARTITIONREQUEST_TOPICDATA']._serialized_start=1190
-  _globals['_ALTERPARTITIONREQUEST_TOPICDATA']._serialized_end=1289
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1292
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1753
-  _globals['_ALTERPARTITIONRESPONSE_PARTITIONDATA']._serialized_start=1466
-  _globals['_ALTERPARTITIONRESPONSE_PARTITIONDATA']._serialized_end=1651
-  _globals['_ALTERPARTITIONRESPONSE_TOPICDATA']._serialized_start=1653
-  _globals['_ALTERPARTITIONRESPONSE_TOPICDATA']._serialized_end=1753
-  _globals['_FETCHMETADATAREQUEST']._serialized_start=1755
-  _globals['_FETCHMETADATAREQUEST']._serialized_end=1858
-  _globals['_METADATABATCH']._serialized_start=1861
-  _globals['_METADATABATCH']._serialized_end=2119
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=2121
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=2190
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=2193
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2358
-  _globals['_CONTROLLERSERVICE']._serialized_start=2361
-  _globals['_CONTROLLERSERVICE']._serialized_end=2844
+  _globals['_REGISTERBROKERREQUEST']._serialized_end=582
+  _globals['_REGISTERBROKERREQUEST_FEATURE']._serialized_start=497
+  _globals['_REGISTERBROKERREQUEST_FEATURE']._serialized_end=582
+  _globals['_REGISTERBROKERRESPONSE']._serialized_start=585
+  _globals['_REGISTERBROKERRESPONSE']._serialized_end=715
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=718
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=859
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=862
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=1070
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1073
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1438
+  _globals['_ALTERPARTITIONREQUEST_PARTITIONDATA']._serialized_start=1202
+  _globals['_ALTERPARTITIONREQUEST_PARTITIONDATA']._serialized_end=1337
+  _globals['_ALTERPARTITIONREQUEST_TOPICDATA']._serialized_start=1339
+  _globals['_ALTERPARTITIONREQUEST_TOPICDATA']._serialized_end=1438
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1441
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1902
+  _globals['_ALTERPARTITIONRESPONSE_PARTITIONDATA']._serialized_start=1615
+  _globals['_ALTERPARTITIONRESPONSE_PARTITIONDATA']._serialized_end=1800
+  _globals['_ALTERPARTITIONRESPONSE_TOPICDATA']._serialized_start=1802
+  _globals['_ALTERPARTITIONRESPONSE_TOPICDATA']._serialized_end=1902
+  _globals['_FETCHMETADATAREQUEST']._serialized_start=1904
+  _globals['_FETCHMETADATAREQUEST']._serialized_end=2007
+  _globals['_METADATABATCH']._serialized_start=2010
+  _globals['_METADATABATCH']._serialized_end=2268
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=2270
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=2339
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=2342
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2507
+  _globals['_CONTROLLERSERVICE']._serialized_start=2510
+  _globals['_CONTROLLERSERVICE']._serialized_end=2993
 # @@protoc_insertion_point(module_scope)

@@ -30,7 +30,16 @@ class ControllerHint(_message.Message):
     def __init__(self, leader_id: _Optional[int] = ..., leader_address: _Optional[str] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "listeners", "rack", "log_dirs", "previous_broker_epoch")
+    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "listeners", "rack", "log_dirs", "previous_broker_epoch", "features")
+    class Feature(_message.Message):
+        __slots__ = ("name", "min_supported_version", "max_supported_version")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        MIN_SUPPORTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+        MAX_SUPPORTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        min_supported_version: int
+        max_supported_version: int
+        def __init__(self, name: _Optional[str] = ..., min_supported_version: _Optional[int] = ..., max_supported_version: _Optional[int] = ...) -> None: ...
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +47,7 @@ class RegisterBrokerRequest(_message.Message):
     RACK_FIELD_NUMBER: _ClassVar[int]
     LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     cluster_id: str
     incarnation_id: str
@@ -45,7 +55,8 @@ class RegisterBrokerRequest(_message.Message):
     rack: str
     log_dirs: _containers.RepeatedScalarFieldContainer[str]
     previous_broker_epoch: int
-    def __init__(self, broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., rack: _Optional[str] = ..., log_dirs: _Optional[_Iterable[str]] = ..., previous_broker_epoch: _Optional[int] = ...) -> None: ...
+    features: _containers.RepeatedCompositeFieldContainer[RegisterBrokerRequest.Feature]
+    def __init__(self, broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., incarnation_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ..., rack: _Optional[str] = ..., log_dirs: _Optional[_Iterable[str]] = ..., previous_broker_epoch: _Optional[int] = ..., features: _Optional[_Iterable[_Union[RegisterBrokerRequest.Feature, _Mapping]]] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error", "broker_epoch", "controller")

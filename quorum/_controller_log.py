@@ -18,12 +18,15 @@ from kraftlog.common import Clock
 from kraftlog.common.config import NodeConfig
 from kraftlog.common.security import ListenerSecurity
 from kraftlog.metadata_log import (
+    FeatureLevelRecord,
     LogEntry,
     MetadataDelta,
     MetadataImage,
     MetadataLogWriter,
     MetadataProvenance,
     MetadataRecord,
+    UnsupportedFeatureLevelError,
+    check_supported,
     decode_entry,
     decode_record,
     encode_entry,
@@ -86,6 +89,11 @@ class _ControllerLog:
         """Replay one committed entry; a record that does not replay stops the node (never skipped)."""
         try:
             delta.replay(entry)
+            if isinstance(entry.record, FeatureLevelRecord):  # a level this node cannot run at
+                try:
+                    check_supported({entry.record.name: entry.record.feature_level})
+                except UnsupportedFeatureLevelError as unsupported:
+                    raise MetadataReplayError(str(unsupported)) from unsupported
         except MetadataReplayError as err:
             failure = MetadataReplayFailure(entry.offset, type(entry.record).__name__, str(err))
             self._log.critical(

@@ -170,6 +170,8 @@ def _with_error(
         response.results.extend(response.Result(resource=r.resource, error=e) for r in request.resources)
     elif isinstance(response, admin_pb2.DescribeTopicsResponse):
         response.topics.extend(response.Topic(name=n, error=e) for n in request.names)
+    elif isinstance(response, admin_pb2.UpdateFeaturesResponse):
+        response.results.extend(response.Result(feature=u.feature, error=e) for u in request.updates)
     return response
 
 
@@ -304,6 +306,17 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
             lambda: ctl.describe_cluster(self.s.image, self.s.context(), self.s.node_id, provenance=self.s.provenance),
             admin_pb2.DescribeClusterResponse,
         )
+
+    async def DescribeFeatures(self, request: Any, context: Any) -> Any:
+        current_request().public("the finalized features are ApiVersions', which answers anyone")
+        return await self.s.run_read(
+            lambda: ctl.describe_features(self.s.image, self.s.context()), admin_pb2.DescribeFeaturesResponse
+        )
+
+    async def UpdateFeatures(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.UpdateFeaturesResponse, err, request)
+        return await self.s.run_write(ctl.update_features, request, admin_pb2.UpdateFeaturesResponse)
 
     async def DescribeQuorum(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.DESCRIBE):

@@ -55,6 +55,8 @@ from kraftlog.metadata_log import (
     MetadataProvenance,
     MetadataRecord,
     NoOpRecord,
+    UnsupportedFeatureLevelError,
+    check_supported,
     encode_record,
     latest_snapshot,
     read_log_dir,
@@ -225,6 +227,12 @@ class ControllerServer(_ControllerLog):
             image = MetadataImage.from_records(s.records, s.offset, s.epoch, s.timestamp_ms)
             self.provenance = MetadataProvenance.from_snapshot(s.records, s.epoch, s.timestamp_ms)
             start = s.offset + 1
+            try:  # a finalized level this build cannot run at: refuse to start, naming it
+                check_supported(image.features.levels, f"snapshot {snap.path.name}")
+            except UnsupportedFeatureLevelError as err:
+                self._log.critical("unsupported_finalized_feature", reason=str(err))
+                self.fatal_error = MetadataReplayFailure(s.offset, "FeatureLevelRecord", str(err))
+                raise self.fatal_error from err
         delta = MetadataDelta(image)
         count = 0
         for entry in read_log_dir(self.metadata_dir, from_offset=start):

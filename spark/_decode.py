@@ -135,6 +135,8 @@ class _Change(NamedTuple):
     removing_replicas: tuple[int, ...] | None
     adding_replicas: tuple[int, ...] | None
     leader_recovery_state: int
+    eligible_leader_replicas: tuple[int, ...] | None
+    last_known_elr: tuple[int, ...] | None
 
 
 assert _Change._fields == tuple(f.name for f in dataclasses.fields(PartitionChangeRecord)), "out of step"
@@ -291,7 +293,9 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
     for name, default in spec[1]:
         value = get(name, default)  # a required field's default is _MISSING
         if type(value) is list:
-            value = tuple([BrokerEndpoint.from_wire(v) if type(v) is dict else v for v in value])
+            value = tuple(
+                [BrokerEndpoint.from_wire(v) if type(v) is dict else tuple(v) if type(v) is list else v for v in value]
+            )
         elif value is _MISSING:
             return None
         values.append(value)

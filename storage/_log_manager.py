@@ -4,6 +4,9 @@ Per log dir it owns ``recovery-point-offset-checkpoint``, ``log-start-offset-che
 ``replication-offset-checkpoint`` (high watermarks), ``cleaner-offset-checkpoint`` and the
 clean-shutdown marker ``.kafka_cleanshutdown``. The marker is written last on a clean shutdown and
 removed once the logs are loaded, so its absence at start means "recover from the recovery points".
+It holds the broker epoch of the registration that shut down (``{"version": 0, "BrokerEpoch": N}``,
+Kafka 3.7+'s content; empty when unknown), which the next registration reports as its previous
+broker epoch: the controller keeps a replica in a partition's ELR (KIP-966) only across a clean stop.
 
 Storage runs no timers of its own: the broker calls `flush_dirty_logs`, `cleanup_logs` (or
 `submit_retention`, which runs it on the ``kafka-log-retention`` thread), `clean_compacted_logs`
@@ -14,6 +17,7 @@ them and waits for a retention run before closing the logs.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -131,6 +135,9 @@ class LogManager:
         self._lock = threading.RLock()
         self._started = False
         self.had_clean_shutdown: dict[Path, bool] = {}
+        #: the broker epoch the clean-shutdown markers of every log dir agree on; -1 when a dir had
+        #: none (an unclean stop) or they name none or differ (read by `startup`)
+        self.previous_broker_epoch = -1
         self.cleaner = LogCleaner(self.all_logs, threads=0, clock_ms=self._clock_ms)
         self._retention_pool: ThreadPoolExecutor | None = None
         self._retention_run: Future[int] | None = None
@@ -143,6 +150,7 @@ class LogManager:
         ``configs(topic)`` gives each topic's config (default: the manager's default config).
         """
         with self._lock:
+            marker_epochs: set[int] = set()
             for d in self.log_dirs:
                 try:
                     d.mkdir(parents=True, exist_ok=True)
@@ -151,6 +159,7 @@ class LogManager:
                 marker = d / CLEAN_SHUTDOWN_FILE
                 clean = marker.exists()
                 self.had_clean_shutdown[d] = clean
+                marker_epochs.add(_marker_broker_epoch(marker) if clean else -1)
                 recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).read()
                 starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).read()
                 hws = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).read()
@@ -188,12 +197,13 @@ class LogManager:
                     clean_shutdown=clean,
                     partitions=sum(1 for v in self._dir_of.values() if v == d),
                 )
+            self.previous_broker_epoch = marker_epochs.pop() if len(marker_epochs) == 1 else -1
             self._started = True
             self.checkpoint()
 
-    def shutdown(self) -> None:
+    def shutdown(self, broker_epoch: int = -1) -> None:
         """Stop the cleaner threads and wait for a retention run, then flush and close every log,
-        write the checkpoints, then the clean-shutdown marker."""
+        write the checkpoints, then the clean-shutdown marker (naming ``broker_epoch`` when known)."""
         self.cleaner.shutdown()
         if self._retention_pool is not None:
             self._retention_pool.shutdown(wait=True)
@@ -205,6 +215,8 @@ class LogManager:
             for d in self.log_dirs:
                 marker = d / CLEAN_SHUTDOWN_FILE
                 with open(marker, "w", encoding="utf-8") as fh:
+                    if broker_epoch >= 0:
+                        fh.write(json.dumps({"version": 0, "BrokerEpoch": broker_epoch}))
                     fh.flush()
                     os.fsync(fh.fileno())
                 fsync_directory(d, missing_ok=True)
@@ -364,3 +376,12 @@ class LogManager:
         """Compact, in the calling thread, every log with ``cleanup.policy`` containing ``compact``
         that is dirty enough and not being cleaned by a cleaner thread right now."""
         return self.cleaner.clean_all()
+
+
+def _marker_broker_epoch(marker: Path) -> int:
+    """The broker epoch a clean-shutdown marker names; -1 for an empty or unreadable one."""
+    try:
+        value = json.loads(marker.read_text(encoding="utf-8") or "{}").get("BrokerEpoch", -1)
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1

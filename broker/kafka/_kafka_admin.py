@@ -320,6 +320,31 @@ class AdminApis:
             ],
         }
 
+    # ------------------------------------------------------------------ features
+
+    async def update_features(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """UpdateFeatures (API 57), forwarded; all or nothing, so v0-1's per-feature results all
+        carry the request's error (v2 has only the top-level one, as Kafka 3.8+)."""
+        body = request.body
+        pb = admin_pb2.UpdateFeaturesRequest(validate_only=bool(getattr(body, "validate_only", False)))
+        for u in body.feature_updates:
+            # v0 has allow_downgrade instead of upgrade_type: a downgrade it allows is the safe kind
+            kind = getattr(u, "upgrade_type", None)
+            if kind is None:
+                kind = 2 if getattr(u, "allow_downgrade", False) else 1
+            pb.updates.add(feature=u.feature, max_version_level=u.max_version_level, upgrade_type=kind)
+        try:
+            resp = await self._forward("UpdateFeatures", pb)
+            code, message = resp.error.code, (resp.error.message or None) if resp.error.code else None
+        except kerr.KafkaError as err:
+            code, message = err.error_code, str(err)
+        out: dict[str, Any] = {"throttle_time": 0, "error_code": code, "error_message": message}
+        if request.api_version < 2:
+            out["results"] = [
+                {"feature": u.feature, "error_code": code, "error_message": message} for u in body.feature_updates
+            ]
+        return out
+
     # ------------------------------------------------------------------ partitions
 
     async def elect_leaders(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:

@@ -192,6 +192,7 @@ class KafkaApis:
             45: _Route("AlterPartitionReassignments", 0, 0, admin.alter_partition_reassignments),
             46: _Route("ListPartitionReassignments", 0, 0, admin.list_partition_reassignments),
             47: _Route("OffsetDelete", 0, 0, groups.offset_delete),
+            57: _Route("UpdateFeatures", 0, 2, admin.update_features),
             60: _Route("DescribeCluster", 0, 1, admin.describe_cluster),
             61: _Route("DescribeProducers", 0, 0, txn.describe_producers),
             65: _Route("DescribeTransactions", 0, 0, txn.describe_transactions),

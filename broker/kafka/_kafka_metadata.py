@@ -14,6 +14,7 @@ from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRe
 from kraftlog.common import errors as kerr
 from kraftlog.common import is_internal_topic
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
+from kraftlog.metadata_log import SUPPORTED_FEATURES
 from kraftlog.proto import broker_pb2
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class MetadataApis:
         body = request.body
         if request.api_version >= 3:
             conn.client_software = (body.client_software_name, body.client_software_version)
-        return {
+        out: dict[str, Any] = {
             "error_code": 0,
             "api_keys": [
                 {"api_key": key, "min_version": lo, "max_version": hi}
@@ -57,6 +58,18 @@ class MetadataApis:
             ],
             "throttle_time": 0,
         }
+        if request.api_version >= 3:  # KIP-584's tagged fields: what this broker supports, what is finalized
+            image = self._image()
+            out["supported_features"] = [
+                {"name": n, "min_version": r.min_version, "max_version": r.max_version}
+                for n, r in sorted(SUPPORTED_FEATURES.items())
+            ]
+            out["finalized_features_epoch"] = image.offset
+            out["finalized_features"] = [
+                {"name": n, "max_version_level": lvl, "min_version_level": lvl}
+                for n, lvl in sorted(image.features.levels.items())
+            ]
+        return out
 
     async def metadata(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """Metadata: the brokers' endpoints on *this* listener (as Kafka answers: a client only
@@ -146,8 +159,8 @@ class MetadataApis:
 
     async def describe_topic_partitions(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         """DescribeTopicPartitions (KIP-966): topics by name (none named: all) in name order, at
-        most ``response_partition_limit`` partitions per answer, paged with a cursor. kraftlog has
-        no eligible leader replicas (ELR): those fields are null."""
+        most ``response_partition_limit`` partitions per answer, paged with a cursor, with each
+        partition's eligible leader replicas and last known ELR (KIP-966; empty lists when none)."""
         body = request.body
         image = self._image()
         names = sorted({t.name for t in body.topics} if body.topics else image.topics.by_name)
@@ -185,8 +198,8 @@ class MetadataApis:
                         "leader_epoch": reg.leader_epoch,
                         "replica_nodes": list(reg.replicas),
                         "isr_nodes": list(reg.isr),
-                        "eligible_leader_replicas": None,
-                        "last_known_elr": None,
+                        "eligible_leader_replicas": list(reg.elr),
+                        "last_known_elr": list(reg.last_known_elr),
                         "offline_replicas": list(reg.offline_replicas(image.cluster)),
                     }
                 )

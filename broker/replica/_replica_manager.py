@@ -166,8 +166,9 @@ class ReplicaManager:
                 io_max_bytes_per_second=float(self.config["log.cleaner.io.max.bytes.per.second"]),
             )
 
-    async def shutdown(self) -> None:
-        """Stop fetchers, answer every parked request, checkpoint and close the logs."""
+    async def shutdown(self, broker_epoch: int = -1) -> None:
+        """Stop fetchers, answer every parked request, checkpoint and close the logs (the
+        clean-shutdown marker names ``broker_epoch``)."""
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         for _tp, part in list(self._registry.partitions.items()):
@@ -177,7 +178,7 @@ class ReplicaManager:
         try:
             self.log_manager.checkpoint_high_watermarks()
         finally:
-            self.log_manager.shutdown()
+            self.log_manager.shutdown(broker_epoch)
         self._registry.partitions.clear()
         self._log.info("replica_manager_shut_down")
 

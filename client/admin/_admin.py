@@ -261,6 +261,29 @@ class Admin:
         )
         return response
 
+    def describe_features(self) -> admin_pb2.DescribeFeaturesResponse:
+        """The finalized feature levels and the levels the answering controller supports."""
+        response: admin_pb2.DescribeFeaturesResponse = self.call(
+            "DescribeFeatures", admin_pb2.DescribeFeaturesRequest()
+        )
+        return response
+
+    def update_features(
+        self, levels: Mapping[str, int], *, upgrade_type: int = 1, validate_only: bool = False, timeout_ms: int = 30_000
+    ) -> admin_pb2.UpdateFeaturesResponse:
+        """Finalize ``{feature: level}`` (UpdateFeatures, Kafka API 57): ``upgrade_type`` 1 upgrades,
+        2 is a safe and 3 an unsafe downgrade; all or nothing."""
+        updates = [
+            admin_pb2.UpdateFeaturesRequest.FeatureUpdate(feature=n, max_version_level=lvl, upgrade_type=upgrade_type)
+            for n, lvl in levels.items()
+        ]
+        response: admin_pb2.UpdateFeaturesResponse = self.call(
+            "UpdateFeatures",
+            admin_pb2.UpdateFeaturesRequest(updates=updates, validate_only=validate_only, timeout_ms=timeout_ms),
+            timeout_ms=timeout_ms,
+        )
+        return response
+
     def alter_partition_reassignments(
         self, plan: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int = 30_000
     ) -> admin_pb2.AlterPartitionReassignmentsResponse:

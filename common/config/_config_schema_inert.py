@@ -8,9 +8,9 @@ Two kinds, each with Kafka's name, type and default, and the reason `_config_sup
   keys have nothing to tune), purgatory purge intervals, thread counts and socket buffers, the
   password encoder of dynamic configs, JMX-style metric sampling. Accepted with the start-up warning.
 * `INERT_NOT_SUPPORTED`: a value other than Kafka's default would change what the user gets
-  (a Java plug-in class, delegation tokens, tiered storage, ELR, unstable APIs, a compressed
-  ``__consumer_offsets``), so kraftlog refuses such a value at start, naming the key, rather than
-  silently not doing it; Kafka's default is accepted.
+  (a Java plug-in class, delegation tokens, tiered storage, ELR by key (it is a feature version),
+  unstable APIs, a compressed ``__consumer_offsets``), so kraftlog refuses such a value at start,
+  naming the key, rather than silently not doing it; Kafka's default is accepted.
 
 Part of the node schema (`kraftlog.common.config._config_schema`); docs/configuration.md lists
 every key.
@@ -122,7 +122,13 @@ _NOT_SUPPORTED: Final[Mapping[str, tuple[ConfigType, object, str, Callable[[obje
     ),
     "delegation.token.secret.key": (_P, None, f"{_TOKENS}; a secret key would enable them", _only(None)),
     "remote.log.storage.system.enable": (_B, False, "kraftlog has no tiered storage (KIP-405)", _only(False)),
-    "eligible.leader.replicas.enable": (_B, False, "kraftlog has no eligible leader replicas (KIP-966)", _only(False)),
+    "eligible.leader.replicas.enable": (
+        _B,
+        False,
+        "ELR (KIP-966) is the feature eligible.leader.replicas.version, set with kraftlog features upgrade as in"
+        " Kafka 4, not this 3.x broker key",
+        _only(False),
+    ),
     "unstable.api.versions.enable": (_B, False, "only stable API versions are served", _only(False)),
     "unstable.feature.versions.enable": (_B, False, "only stable feature versions are served", _only(False)),
     "offsets.topic.compression.codec": (_I, 0, "__consumer_offsets batches are written uncompressed", _only(0)),

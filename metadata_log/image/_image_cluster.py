@@ -43,6 +43,16 @@ class BrokerRegistration:
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: tuple[str, ...] = ()
+    #: ``(name, min_supported, max_supported)`` per feature the broker said it supports
+    features: tuple[tuple[str, int, int], ...] = ()
+
+    def supported_range(self, feature: str) -> tuple[int, int]:
+        """The levels this broker supports of ``feature``; ``(0, 0)`` when it named none (a broker
+        that does not know a feature supports only its absence, as Kafka's ``BrokerRegistration``)."""
+        for name, low, high in self.features:
+            if name == feature:
+                return low, high
+        return 0, 0
 
     @classmethod
     def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
@@ -55,6 +65,7 @@ class BrokerRegistration:
             fenced=bool(record.fenced),
             in_controlled_shutdown=bool(record.in_controlled_shutdown),
             log_dirs=tuple(record.log_dirs),
+            features=tuple(tuple(f) for f in record.features),  # type: ignore[misc]
         )
 
     def to_record(self) -> RegisterBrokerRecord:
@@ -68,6 +79,7 @@ class BrokerRegistration:
             fenced=self.fenced,
             in_controlled_shutdown=self.in_controlled_shutdown,
             log_dirs=self.log_dirs,
+            features=self.features,
         )
 
     def endpoint(self, listener_name: str) -> BrokerEndpoint | None:

@@ -45,6 +45,10 @@ class PartitionChange(Protocol):
     def adding_replicas(self) -> Sequence[int] | None: ...
     @property
     def leader_recovery_state(self) -> int: ...
+    @property
+    def eligible_leader_replicas(self) -> Sequence[int] | None: ...
+    @property
+    def last_known_elr(self) -> Sequence[int] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,11 @@ class PartitionRegistration:
 
     ``leader_epoch`` changes only with the leader, so it fences a deposed leader; ``partition_epoch``
     changes with every change, so an `AlterPartition` built on stale state is rejected.
+
+    ``elr`` (KIP-966's eligible leader replicas) are replicas that were in the ISR when it shrank
+    below ``min.insync.replicas``: they hold every record acknowledged with acks=all, so one may lead
+    cleanly when the ISR is empty. ``last_known_elr`` are former ELR members kept for an operator's
+    last-resort choice. Both are empty unless ``eligible.leader.replicas.version`` >= 1.
     """
 
     replicas: tuple[int, ...]
@@ -63,6 +72,8 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
@@ -75,6 +86,8 @@ class PartitionRegistration:
             removing_replicas=tuple(record.removing_replicas),
             adding_replicas=tuple(record.adding_replicas),
             leader_recovery_state=record.leader_recovery_state,
+            elr=tuple(record.eligible_leader_replicas),
+            last_known_elr=tuple(record.last_known_elr),
         )
 
     def to_record(self, topic_id: str, partition_id: int) -> PartitionRecord:
@@ -90,6 +103,8 @@ class PartitionRegistration:
             removing_replicas=self.removing_replicas,
             adding_replicas=self.adding_replicas,
             leader_recovery_state=self.leader_recovery_state,
+            eligible_leader_replicas=self.elr,
+            last_known_elr=self.last_known_elr,
         )
 
     def merge(self, change: PartitionChange) -> PartitionRegistration:
@@ -119,6 +134,8 @@ class PartitionRegistration:
                 if change.leader_recovery_state == LeaderRecoveryState.NO_CHANGE
                 else change.leader_recovery_state
             ),
+            elr=self.elr if change.eligible_leader_replicas is None else tuple(change.eligible_leader_replicas),
+            last_known_elr=self.last_known_elr if change.last_known_elr is None else tuple(change.last_known_elr),
         )
 
     def validate(self) -> None:
@@ -153,6 +170,19 @@ class PartitionRegistration:
                     f"adding {list(self.adding_replicas)} / removing {list(self.removing_replicas)}"
                     f" must be disjoint subsets of replicas {list(replicas)}"
                 )
+        elr, last_known = set(self.elr), set(self.last_known_elr)
+        if (
+            len(elr) != len(self.elr)
+            or len(last_known) != len(self.last_known_elr)
+            or not elr <= replica_set
+            or not last_known <= replica_set
+        ):
+            # (an ELR member also in the ISR is not refused: Kafka's replay does not, and the
+            # controller never writes one, `_change` takes a rejoining member out of the ELR)
+            raise MetadataReplayError(
+                f"eligible leader replicas {list(self.elr)} / last known {list(self.last_known_elr)} must be"
+                f" duplicate-free subsets of replicas {list(replicas)}"
+            )
         if self.leader_epoch < 0 or self.partition_epoch < 0:
             raise MetadataReplayError("leader and partition epochs must not be negative")
         if self.leader_recovery_state not in (LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING):

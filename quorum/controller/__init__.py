@@ -48,6 +48,7 @@ from kraftlog.quorum.controller._controller_base import (
     error_pb,
     new_topic_id,
 )
+from kraftlog.quorum.controller._feature_control import describe_features, update_features
 from kraftlog.quorum.controller._partition_control import (
     allocate_producer_ids,
     alter_partition,
@@ -104,6 +105,8 @@ __all__ = [
     "delete_topics",
     "describe_cluster",
     "describe_configs",
+    "describe_features",
+    "update_features",
     "describe_topics",
     "elect_leader",
     "elect_leaders",

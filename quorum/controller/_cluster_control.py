@@ -57,6 +57,19 @@ def register_broker(
                     f"broker {req.broker_id} is registered by another incarnation whose session is alive",
                 )
             )
+    supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
+    for name, level in sorted(image.features.levels.items()):
+        low, high = supported.get(name, (0, 0))
+        if req.features and not low <= level <= high:
+            # Kafka's check; a registration naming no features comes from a build before feature
+            # versions and is let in (its node checks the finalized levels itself at start)
+            return [], resp(
+                error=error_pb(
+                    kerr.UnsupportedVersionError,
+                    f"broker {req.broker_id} does not support finalized version {level} of {name}"
+                    f" (it supports {low}-{high})",
+                )
+            )
     epoch = ctx.next_offset
     record = RegisterBrokerRecord(
         broker_id=req.broker_id,
@@ -69,6 +82,7 @@ def register_broker(
         fenced=True,
         in_controlled_shutdown=False,
         log_dirs=tuple(req.log_dirs),
+        features=tuple((f.name, f.min_supported_version, f.max_supported_version) for f in req.features),
     )
     records: Records = [record]
     if existing is not None:
@@ -76,7 +90,10 @@ def register_broker(
         # the old process is gone, so it must not keep leading or counting in ISRs while the new
         # one is fenced and catching up (what fencing it would have done; Kafka's
         # handleBrokerUncleanShutdown). The new epoch is still the RegisterBrokerRecord's offset.
-        records += _remove_from_isrs(_apply(image, records), ctx, {req.broker_id})
+        # A previous broker epoch other than the old registration's means its last stop was not
+        # clean (its log dirs had no marker naming it): it also leaves every ELR (KIP-966).
+        unclean = req.previous_broker_epoch != existing.broker_epoch
+        records += _remove_from_isrs(_apply(image, records), ctx, {req.broker_id}, unclean_shutdown=unclean)
     heartbeats.touch(req.broker_id, ctx.now_ms)
     return records, resp(error=error_pb(), broker_epoch=epoch)
 

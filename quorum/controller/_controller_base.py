@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kraftlog.common import errors as kerr
-from kraftlog.metadata_log import NO_LEADER, MetadataRecord, PartitionChangeRecord
-from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration
+from kraftlog.metadata_log import ELR_FEATURE, NO_LEADER, MetadataRecord, PartitionChangeRecord
+from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.proto import errors_pb2
+from kraftlog.quorum.controller._elr import decide
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 Records = list[MetadataRecord]
@@ -160,6 +161,41 @@ def _unclean_enabled(image: MetadataImage, ctx: ControllerContext, topic_name: s
     return bool(ctx.cfg("unclean.leader.election.enable"))
 
 
+def elr_enabled(image: MetadataImage) -> bool:
+    """``eligible.leader.replicas.version`` >= 1: the controller keeps ELRs (KIP-966)."""
+    return image.features.level(ELR_FEATURE) >= 1
+
+
+def _min_isr(image: MetadataImage, ctx: ControllerContext, topic_name: str) -> int:
+    value = image.configs.topic_config(topic_name).get("min.insync.replicas")
+    return int(value) if value is not None else int(ctx.cfg("min.insync.replicas"))
+
+
+def _elr_change(
+    image: MetadataImage,
+    ctx: ControllerContext,
+    topic: TopicImage,
+    pid: int,
+    part: PartitionRegistration,
+    *,
+    target_isr: Sequence[int],
+    reelect: bool,
+    excluded: frozenset[int] = frozenset(),
+    unclean_shutdown: frozenset[int] = frozenset(),
+) -> PartitionChangeRecord | None:
+    """The change of one partition to ``target_isr`` with ELR on (`kraftlog.quorum.controller._elr`)."""
+    d = decide(
+        part,
+        target_isr=target_isr,
+        min_isr=_min_isr(image, ctx, topic.name),
+        usable=lambda r: _usable(image, r, excluded),
+        unclean_allowed=reelect and _unclean_enabled(image, ctx, topic.name),
+        reelect=reelect,
+        unclean_shutdown=unclean_shutdown,
+    )
+    return _change(topic.topic_id, pid, part, leader=d.leader, isr=d.isr, elr=d.elr, last_known_elr=d.last_known_elr)
+
+
 def _change(
     topic_id: str,
     pid: int,
@@ -170,10 +206,30 @@ def _change(
     replicas: Sequence[int] | None = None,
     adding: Sequence[int] | None = None,
     removing: Sequence[int] | None = None,
+    elr: Sequence[int] | None = None,
+    last_known_elr: Sequence[int] | None = None,
 ) -> PartitionChangeRecord | None:
-    """A PartitionChangeRecord with only the fields that differ, or None when nothing does."""
+    """A PartitionChangeRecord with only the fields that differ, or None when nothing does.
+
+    Any change that leaves an ELR member in the ISR takes it out of the ELR (the two are disjoint),
+    so callers that know nothing of ELR stay correct, and a new replica set drops the replicas it
+    no longer has from both lists; an unclean election's caller passes ``elr=()``."""
     new_isr = tuple(isr)
+    if elr is None and part.elr and set(part.elr) & set(new_isr):
+        elr = tuple(r for r in part.elr if r not in new_isr)
+    if replicas is not None:  # a replica that leaves the partition leaves its ELR and last known ELR
+        kept = set(replicas)
+        base_elr = part.elr if elr is None else tuple(elr)
+        base_known = part.last_known_elr if last_known_elr is None else tuple(last_known_elr)
+        if not set(base_elr) <= kept:
+            elr = tuple(r for r in base_elr if r in kept)
+        if not set(base_known) <= kept:
+            last_known_elr = tuple(r for r in base_known if r in kept)
     kwargs: dict[str, Any] = {}
+    if elr is not None and tuple(elr) != part.elr:
+        kwargs["eligible_leader_replicas"] = tuple(elr)
+    if last_known_elr is not None and tuple(last_known_elr) != part.last_known_elr:
+        kwargs["last_known_elr"] = tuple(last_known_elr)
     if new_isr != part.isr:
         kwargs["isr"] = new_isr
     if leader != part.leader:
@@ -189,18 +245,43 @@ def _change(
     return PartitionChangeRecord(partition_id=pid, topic_id=topic_id, **kwargs)
 
 
-def _remove_from_isrs(image: MetadataImage, ctx: ControllerContext, broker_ids: set[int]) -> Records:
+def _remove_from_isrs(
+    image: MetadataImage, ctx: ControllerContext, broker_ids: set[int], *, unclean_shutdown: bool = False
+) -> Records:
     """Take brokers out of every ISR and move their leaderships (fencing, controlled shutdown).
 
-    An ISR never becomes empty: its last member stays, and the partition goes offline when that
-    member cannot lead (KRaft keeps it so a clean election can follow when the broker returns).
+    Without ELR an ISR never becomes empty: its last member stays, and the partition goes offline
+    when that member cannot lead (KRaft keeps it so a clean election can follow when the broker
+    returns). With ELR on (KIP-966) the ISR may empty, its members waiting in the ELR;
+    ``unclean_shutdown`` (the brokers re-register after an unclean stop) also takes them out of
+    every ELR (Kafka's handleBrokerUncleanShutdown).
     """
     excluded = frozenset(broker_ids)
+    dropped = excluded if unclean_shutdown else frozenset()
     records: Records = []
+    with_elr = elr_enabled(image)
     for topic in image.topics.by_id.values():
         unclean = None
         for pid, part in topic.partitions.items():
-            if not (excluded & set(part.isr)) and part.leader not in excluded:
+            in_elr = with_elr and bool(dropped & set(part.elr))
+            if not (excluded & set(part.isr)) and part.leader not in excluded and not in_elr:
+                continue
+            if with_elr:  # the ISR may empty: its members wait in the ELR (KIP-966)
+                target = tuple(r for r in part.isr if r not in excluded)
+                reelect = part.leader in excluded or part.leader == NO_LEADER
+                rec = _elr_change(
+                    image,
+                    ctx,
+                    topic,
+                    pid,
+                    part,
+                    target_isr=target,
+                    reelect=reelect,
+                    excluded=excluded,
+                    unclean_shutdown=dropped,
+                )
+                if rec is not None:
+                    records.append(rec)
                 continue
             new_isr = tuple(r for r in part.isr if r not in excluded) or part.isr[-1:]
             if part.leader in excluded or part.leader == NO_LEADER:
@@ -218,9 +299,15 @@ def _remove_from_isrs(image: MetadataImage, ctx: ControllerContext, broker_ids: 
 def _elect_offline_partitions(image: MetadataImage, ctx: ControllerContext, candidates: set[int]) -> Records:
     """Elect leaders for leaderless partitions that one of ``candidates`` (just unfenced) can lead."""
     records: Records = []
+    with_elr = elr_enabled(image)
     for topic in image.topics.by_id.values():
         for pid, part in topic.partitions.items():
             if part.leader != NO_LEADER or not candidates & set(part.replicas):
+                continue
+            if with_elr:
+                rec = _elr_change(image, ctx, topic, pid, part, target_isr=part.isr, reelect=True)
+                if rec is not None and rec.leader != NO_LEADER:
+                    records.append(rec)
                 continue
             leader, isr = elect_leader(image, part, unclean=_unclean_enabled(image, ctx, topic.name))
             if leader != NO_LEADER:

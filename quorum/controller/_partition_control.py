@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kraftlog.common import errors as kerr
-from kraftlog.metadata_log import NO_LEADER, ProducerIdsRecord
+from kraftlog.metadata_log import NO_LEADER, NO_LEADER_CHANGE, ProducerIdsRecord
 from kraftlog.metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlog.proto import admin_pb2, controller_pb2
 from kraftlog.quorum.controller._controller_base import (
@@ -17,9 +17,11 @@ from kraftlog.quorum.controller._controller_base import (
     Records,
     _apply,
     _change,
+    _elr_change,
     _unclean_enabled,
     _usable,
     elect_leader,
+    elr_enabled,
     error_pb,
 )
 
@@ -124,7 +126,10 @@ def alter_partition(
                     )
                 )
                 continue
-            rec = _change(t.topic_id, p.partition_index, part, leader=part.leader, isr=new_isr)
+            if elr_enabled(working) and topic is not None:
+                rec = _elr_change(working, ctx, topic, p.partition_index, part, target_isr=new_isr, reelect=False)
+            else:
+                rec = _change(t.topic_id, p.partition_index, part, leader=part.leader, isr=new_isr)
             if rec is not None:
                 step: Records = [rec]
                 after = _apply(working, step)
@@ -218,10 +223,24 @@ def elect_leaders(
                 err = (kerr.ElectionNotNeededError, "the partition has a live leader")
             else:
                 leader, isr = elect_leader(image, part, unclean=True)
+                if elr_enabled(image) and not part.isr:  # ISR empty: an ELR member leads cleanly first
+                    clean = _elr_change(image, ctx, topic, pid, part, target_isr=part.isr, reelect=True)
+                    if clean is not None and clean.leader not in (NO_LEADER, NO_LEADER_CHANGE):
+                        leader = clean.leader
+                        isr = clean.isr if clean.isr is not None else part.isr
                 if leader == NO_LEADER:
                     err = (kerr.EligibleLeadersNotAvailableError, "no live replica")
                 else:
-                    rec = _change(topic.topic_id, pid, part, leader=leader, isr=isr)
+                    unclean_pick = leader not in part.isr and leader not in part.elr
+                    rec = _change(
+                        topic.topic_id,
+                        pid,
+                        part,
+                        leader=leader,
+                        isr=isr,
+                        elr=() if unclean_pick else None,
+                        last_known_elr=() if unclean_pick else None,
+                    )
                     if rec:
                         records.append(rec)
                     err = None

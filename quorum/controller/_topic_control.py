@@ -388,6 +388,8 @@ def describe_topics(
                     offline_replicas=offline,
                     adding_replicas=list(p.adding_replicas),
                     removing_replicas=list(p.removing_replicas),
+                    eligible_leader_replicas=list(p.elr),
+                    last_known_elr=list(p.last_known_elr),
                     controller_epoch=partition_epochs.get((topic.topic_id, pid)),
                 )
             )

@@ -323,3 +323,21 @@ def test_cleaner_checkpoint_survives_restart(tmp_path: Path) -> None:
     keys = [(r.offset, r.key) for b in log2.batches() for r in b.records() if r.offset < end]
     assert sorted(k for _o, k in keys) == [b"k0", b"k1"]
     lm2.shutdown()
+
+
+def test_the_clean_shutdown_marker_names_the_broker_epoch(tmp_path: Path) -> None:
+    """Issue 26 (KIP-966): the next registration reports the epoch a clean stop wrote in every dir;
+    a dir without the marker (an unclean stop) or an epoch-less marker gives -1."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = new_manager(dirs)  # starts the manager
+    assert lm.previous_broker_epoch == -1  # first start: no marker
+    lm.shutdown(broker_epoch=42)
+    again = new_manager(dirs)
+    assert again.previous_broker_epoch == 42
+    again.shutdown()  # epoch unknown: an empty marker, as before
+    third = new_manager(dirs)
+    assert third.previous_broker_epoch == -1
+    third.shutdown(broker_epoch=7)
+    (dirs[1] / ".kafka_cleanshutdown").unlink()  # one dir was not shut down cleanly
+    fourth = new_manager(dirs)
+    assert fourth.previous_broker_epoch == -1
