@@ -36,8 +36,10 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.binary(max_size=16)
     if hint == QuotaEntity:  # as the record keeps one: one name per entity type, sorted by type
         return _quota_entities
-    if origin is tuple:
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]
         return st.lists(_for_type(args[0]), max_size=4).map(tuple)
+    if origin is tuple:  # a fixed shape, such as a supported feature's (name, min, max)
+        return st.tuples(*(_for_type(a) for a in args))
     if hint is BrokerEndpoint:
         return _endpoints
     if type(None) in args:  # X | None
