@@ -12,7 +12,7 @@ from collections.abc import Callable
 from kraftlog import storage
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import error_pb
-from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation
+from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation, payload_shape
 from kraftlog.broker.replica._replica_registry import PartitionRegistry, ReplicaPurgatories
 from kraftlog.broker.replica._replica_types import (
     LEADER_HINT_CODES,
@@ -218,11 +218,12 @@ class ReplicaRequests:
                     continue
                 log = part.log
                 records = payloads[ti][pi]
-                to_pool, charge = pool.offloads(records, inline_left)
-                if not to_pool and log.config.compression_type == "producer":
-                    inline_left -= len(records)
+                size, largest_compressed = payload_shape(records)
+                if not largest_compressed and size <= inline_left and log.config.compression_type == "producer":
+                    inline_left -= size
                     continue
-                jobs[(ti, pi)] = pool.prepare(log, records, charge, connection)
+                # a compressed payload is charged by steps of what it may inflate to (`prepare`)
+                jobs[(ti, pi)] = pool.prepare(log, records, size, connection, largest_compressed=largest_compressed)
         if not jobs:
             return {}
         results = await asyncio.gather(*jobs.values(), return_exceptions=True)
