@@ -236,13 +236,22 @@ class Log:
     # ================================================================== append
 
     def prepare_append(
-        self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        max_inflate_bytes: int | None = None,
     ) -> PreparedAppend:
         """Validate (and recompress) a produce payload for `append_as_leader` without taking the
         log's lock or touching its state: safe on a worker thread, so decompressing and scanning a
-        large payload need not hold the event loop."""
+        large payload need not hold the event loop. ``max_inflate_bytes``: see
+        `prepare_leader_append`."""
         return prepare_leader_append(
-            records, config=self._local.config, now=self._clock_ms(), from_client=origin is AppendOrigin.CLIENT
+            records,
+            config=self._local.config,
+            now=self._clock_ms(),
+            from_client=origin is AppendOrigin.CLIENT,
+            max_inflate_bytes=max_inflate_bytes,
         )
 
     def append_as_leader(

@@ -70,14 +70,18 @@ _LONG_MAX = 2**63 - 1
 _SHOWN_ERRORS = 3  # record errors quoted in the error message, as Kafka's processRecordErrors
 
 
-def records_section(batch: memoryview | bytes, attributes: int) -> bytes:
-    """The uncompressed records section of one whole batch (decompressed once, bounded; large
-    sections in pieces joined without the GIL, see `decompress_chunks`)."""
+def records_section(batch: memoryview | bytes, attributes: int, max_inflate_bytes: int | None = None) -> bytes:
+    """The uncompressed records section of one whole batch (decompressed once, bounded by
+    `inflate_bound`, or by ``max_inflate_bytes`` when that is less: `InflateLimitError` past it;
+    large sections in pieces joined without the GIL, see `decompress_chunks`)."""
     raw = batch[HEADER_SIZE:]
     codec = attributes & _COMPRESSION_MASK
     if codec == 0:
         return bytes(raw)
-    chunks = decompress_chunks(CompressionType.from_id(codec), raw, inflate_bound(len(raw)))
+    limit = inflate_bound(len(raw))
+    if max_inflate_bytes is not None:
+        limit = min(limit, max_inflate_bytes)
+    chunks = decompress_chunks(CompressionType.from_id(codec), raw, limit)
     return chunks[0] if len(chunks) == 1 else join_chunks(chunks)
 
 
@@ -94,8 +98,11 @@ def validate_leader_batches(
     config: LogConfig,
     now: int,
     from_client: bool,
+    max_inflate_bytes: int | None = None,
 ) -> list[int]:
     """Check every batch of a produce payload; returns each batch's true max timestamp.
+    ``max_inflate_bytes``: what one batch may inflate to, when less than `inflate_bound` (see
+    `records_section`).
 
     ``headers`` come from `validate_record_set` (header and CRC already checked). The returned
     max timestamp is computed from the records for CreateTime topics (-1 for a batch whose records
@@ -124,7 +131,7 @@ def validate_leader_batches(
             errors = [RecordError(first_index + k, msg) for k in range(count)]
             raise InvalidTimestampError(_summary("their timestamp type", errors), record_errors=errors)
         if h.attributes & _COMPRESSION_MASK or not isinstance(buffer, bytes):
-            data = records_section(view[h.position : h.position + h.size], h.attributes)
+            data = records_section(view[h.position : h.position + h.size], h.attributes, max_inflate_bytes)
             start, end = 0, len(data)
         else:  # uncompressed records scanned where they are: a 1 MiB copy costs ~30 us
             data, start, end = buffer, h.position + HEADER_SIZE, h.position + h.size
@@ -170,7 +177,12 @@ class PreparedAppend(NamedTuple):
 
 
 def prepare_leader_append(
-    records: bytes | bytearray | memoryview, *, config: LogConfig, now: int, from_client: bool
+    records: bytes | bytearray | memoryview,
+    *,
+    config: LogConfig,
+    now: int,
+    from_client: bool,
+    max_inflate_bytes: int | None = None,
 ) -> PreparedAppend:
     """Everything a leader does to a produce payload before it takes the log's lock: validate
     every batch (`validate_record_set`, `validate_leader_batches`), recompress to the topic's
@@ -178,9 +190,13 @@ def prepare_leader_append(
 
     It reads no log state, so it may run on any thread (the broker runs large or compressed
     payloads on its produce-validation pool, off the event loop); raises what the checks raise.
+    ``max_inflate_bytes``: the most one batch may inflate to when less than `inflate_bound` (the
+    pool charges its memory budget for that much, and asks again with more on `InflateLimitError`).
     """
     headers = validate_record_set(records, from_client=from_client)
-    max_timestamps = validate_leader_batches(records, headers, config=config, now=now, from_client=from_client)
+    max_timestamps = validate_leader_batches(
+        records, headers, config=config, now=now, from_client=from_client, max_inflate_bytes=max_inflate_bytes
+    )
     codec = target_codec(config.compression_type)
     if codec is not None and any(not h.is_control and h.compression_id != codec for h in headers):
         view = memoryview(records)

@@ -36,7 +36,8 @@ class DataApis:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch for `KafkaApis`, over the replica manager
     (``replicas``: there once the broker started) and the broker's metadata image. It owns the
     listener's incremental fetch sessions (KIP-227), ``fetch_session_slots`` of them at most.
-    ``fetch_max_bytes`` caps a consumer's Fetch by its quota (None: no cap)."""
+    ``fetch_max_bytes`` caps a consumer's Fetch by its quota (None: no cap); ``quotas_enabled``
+    says whether any client quota is set (else a fetch keeps no journal to undo a throttle)."""
 
     def __init__(
         self,
@@ -44,10 +45,12 @@ class DataApis:
         image: Callable[[], MetadataImage],
         fetch_session_slots: int,
         fetch_max_bytes: Callable[[ParsedRequest, ConnectionInfo], int | None] = lambda request, conn: None,
+        quotas_enabled: Callable[[], bool] = lambda: True,
     ) -> None:
         self._replicas = replicas
         self._image = image
         self._fetch_max_bytes = fetch_max_bytes
+        self._quotas_enabled = quotas_enabled
         self.fetch_sessions = FetchSessionCache(fetch_session_slots, rng=random.Random())
 
     def _endpoints(self, broker_ids: Iterable[int], listener: str) -> list[dict[str, Any]]:
@@ -147,6 +150,7 @@ class DataApis:
         except kerr.KafkaError as err:
             current_request().refused_early(f"fetch session: {err.error_name}")
             return {"error_code": err.error_code, "session_id": 0, "responses": []}
+        fetch.journal = self._quotas_enabled()  # only a quota can make this answer a throttled one
         max_bytes = getattr(body, "max_bytes", 0) or 0  # 0: no limit (v0-v2 have none)
         if (quota_cap := self._fetch_max_bytes(request, conn)) is not None:
             max_bytes = quota_cap if max_bytes <= 0 else min(max_bytes, quota_cap)

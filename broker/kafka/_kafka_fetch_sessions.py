@@ -77,6 +77,9 @@ class SessionFetch:
     #: what `include` overwrote, for `FetchSessionCache.throttled`: (partition, hw, lso, log start)
     answered_before: list[tuple[TopicPartition, int, int, int]] = field(default_factory=list)
     order_before: list[TopicPartition] | None = None  # the session's order before `include` moved one
+    #: whether `include` keeps that journal: only while a quota could throttle the fetch (without
+    #: one, a consumer's every fetch would copy its session's partition order for nothing)
+    journal: bool = True
 
     def include(
         self, tp: TopicPartition, *, has_data: bool, has_error: bool, hw: int, lso: int, log_start: int
@@ -86,12 +89,13 @@ class SessionFetch:
         if has_error:  # remembered as unknown, so the partition is answered again once it recovers
             hw = lso = log_start = -1
         changed = (sp.high_watermark, sp.last_stable_offset, sp.log_start_offset) != (hw, lso, log_start)
-        self.answered_before.append((tp, sp.high_watermark, sp.last_stable_offset, sp.log_start_offset))
+        if self.journal:
+            self.answered_before.append((tp, sp.high_watermark, sp.last_stable_offset, sp.log_start_offset))
         sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = hw, lso, log_start
         if has_data and self.session is not None:
             # a partition that got records goes to the back of the session: the next fetch's
             # byte budget reaches the others first (Kafka rotates its sessions so)
-            if self.order_before is None:
+            if self.journal and self.order_before is None:
                 self.order_before = list(self.partitions)
             self.partitions.move_to_end(tp)
         return self.full or has_data or has_error or changed
@@ -158,7 +162,10 @@ class FetchSessionCache:
         session = fetch.session
         if session is None:
             return 0
-        if fetch.full:  # Kafka opens the session only with a real answer
+        if fetch.full or not fetch.journal:
+            # Kafka opens the session only with a real answer; an incremental one answered without
+            # a journal (a quota set while it was served) cannot be put back: it is closed, and
+            # the client's next fetch is a full one (its positions did not move)
             if self._sessions.get(session.session_id) is session:
                 del self._sessions[session.session_id]
             return 0

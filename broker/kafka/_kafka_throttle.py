@@ -74,6 +74,12 @@ class KafkaThrottle:
     def __init__(self, quotas: QuotaManagers) -> None:
         self._quotas = quotas
 
+    @property
+    def enabled(self) -> bool:
+        """Whether any client quota is set (`QuotaManagers.enabled`); without one `after` records
+        nothing and the request's time need not be measured."""
+        return self._quotas.enabled
+
     def fetch_max_bytes(self, request: ParsedRequest, conn: ConnectionInfo) -> int | None:
         """The cap a consumer_byte_rate quota puts on a Fetch's max_bytes, None without one."""
         cap = self._quotas.fetch.max_value_in_window(quota_user(conn.session.principal), request.client_id or "")
@@ -97,6 +103,8 @@ class KafkaThrottle:
         dict answer, before it is built) and mute the connection for it."""
         quotas = self._quotas
         empty_fetch = answer.pop(THROTTLED_FETCH, None) if isinstance(answer, dict) else None
+        if not quotas.enabled and request.api_key not in _STRICT_SINCE:
+            return  # no quota to record against (Kafka's managers skip too); a mutation's is the controller's
         fetched = 0
         user = quota_user(conn.session.principal)
         client_id = request.client_id or ""

@@ -29,7 +29,11 @@ async def _throttle(quotas: QuotaManagers, response: Any, throttle_ms: int) -> A
 async def throttle_grpc_produce(
     quotas: QuotaManagers, request: Any, response: Any, principal: str, client_id: str
 ) -> Any:
-    """Record a Produce's record bytes against ``producer_byte_rate``; the answer, late if throttled."""
+    """Record a Produce's record bytes against ``producer_byte_rate``; the answer, late if throttled.
+    Without any producer quota nothing is measured: each read of a protobuf bytes field copies
+    it (a 1 MiB copy per partition, per request)."""
+    if not quotas.produce.enabled:
+        return response
     size = sum(len(p.records) for t in request.topics for p in t.partitions)
     user = quota_user(principal)
     now_ms = quotas.now_ms()
@@ -42,8 +46,9 @@ async def throttle_grpc_produce(
 async def throttle_grpc_fetch(
     quotas: QuotaManagers, request: Any, response: Any, principal: str, client_id: str
 ) -> Any:
-    """Record a consumer Fetch's answered bytes against ``consumer_byte_rate``."""
-    if request.replica_id >= 0:
+    """Record a consumer Fetch's answered bytes against ``consumer_byte_rate`` (nothing is measured
+    without any consumer quota, as for Produce)."""
+    if request.replica_id >= 0 or not quotas.fetch.enabled:
         return response
     size = sum(len(p.records) for t in response.responses for p in t.partitions)
     user = quota_user(principal)

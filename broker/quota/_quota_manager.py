@@ -87,6 +87,12 @@ class ClientQuotaManager:
         self._sensors: dict[tuple[str, str], _Sensor] = {}
         self._next_expiry_ms = 0
 
+    @property
+    def enabled(self) -> bool:
+        """Whether any entity has a quota of this type (Kafka's quotasEnabled): while none has, a
+        request need not even be measured (its size, its time) for this manager."""
+        return self.key in self._image().keys
+
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value`` for the client; the throttle time it earned (0: within its quota)."""
         resolution = self._image().resolve(user, client_id, self.key)
@@ -140,6 +146,7 @@ class ClientQuotaManager:
             del self._sensors[tags]
 
     def samples(self, now_ms: int) -> Iterator[QuotaSample]:
+        self._expire(now_ms)  # also here: without a quota of this type nothing records (`enabled`)
         for (user, client_id), sensor in list(self._sensors.items()):
             count = sensor.throttle_count.total(now_ms)
             avg = sensor.throttle_sum.total(now_ms) / count if count else 0.0
@@ -174,7 +181,8 @@ class ControllerMutationQuotaManager:
         ``quorum.controller.PartitionChangeQuota``)."""
         return RequestMutationQuota(self, quota_user(principal), client_id, strict, self._clock.monotonic_ms())
 
-    def _bucket(self, user: str, client_id: str, now_ms: int) -> tuple[TokenBucket, float] | None:
+    def bucket_of(self, user: str, client_id: str, now_ms: int) -> tuple[TokenBucket, float] | None:
+        """The client's bucket and quota (None: no quota applies), created full on first use."""
         self._expire(now_ms)
         resolution = self._image().resolve(user, client_id, self.key)
         if resolution is None:
@@ -201,12 +209,12 @@ class ControllerMutationQuotaManager:
     def exhausted_ms(self, user: str, client_id: str, now_ms: int) -> int:
         """The throttle time when the bucket is already below zero (a strict request then fails
         with THROTTLING_QUOTA_EXCEEDED before any mutation), else 0."""
-        found = self._bucket(user, client_id, now_ms)
+        found = self.bucket_of(user, client_id, now_ms)
         return 0 if found is None else found[0].throttle_time_ms(found[1], now_ms)
 
     def record(self, user: str, client_id: str, mutations: int, now_ms: int) -> int:
         """Take ``mutations`` tokens; the throttle time the client earned."""
-        found = self._bucket(user, client_id, now_ms)
+        found = self.bucket_of(user, client_id, now_ms)
         if found is None:
             return 0
         bucket, quota = found
@@ -231,11 +239,16 @@ class RequestMutationQuota:
         self._now_ms = now_ms
 
     def apply(self, partitions: int) -> None:
-        if self._strict and (throttle_ms := self.throttle_time_ms()) > 0:
+        # the client's bucket is resolved once per topic (its quota is looked up in the image)
+        found = self._manager.bucket_of(self._user, self._client_id, self._now_ms)
+        if found is None:
+            return
+        bucket, quota = found
+        if self._strict and (throttle_ms := bucket.throttle_time_ms(quota, self._now_ms)) > 0:
             raise kerr.ThrottlingQuotaExceededError(
                 f"the controller mutation quota of this client is exceeded: retry in {throttle_ms} ms"
             )
-        self._manager.record(self._user, self._client_id, partitions, self._now_ms)
+        bucket.record(partitions, quota, self._now_ms)
 
     def throttle_time_ms(self) -> int:
         return self._manager.exhausted_ms(self._user, self._client_id, self._now_ms)
@@ -274,6 +287,13 @@ class QuotaManagers:
 
     def now_ms(self) -> int:
         return self.clock.monotonic_ms()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any client quota a broker enforces is set: without one, requests skip every
+        quota step (no size sums, CPU clock reads or fetch-session journal), as Kafka's managers
+        record nothing while no quota of theirs is set."""
+        return self.produce.enabled or self.fetch.enabled or self.request.enabled
 
     def record_request_time(self, user: str, client_id: str, elapsed_ns: int, now_ms: int) -> int:
         """Record the time a request held the broker (as a percentage of one second, Kafka's

@@ -16,10 +16,14 @@ writes the prepared result on the loop. Small uncompressed payloads stay inline:
 scan of 1 MiB costs less than a trip through the pool.
 
 Memory is bounded by `ByteBudget`: before a payload goes to the pool it takes its charge (its own
-size plus twice the largest inflated size one of its batches may reach, `inflate_bound`: the
-inflated section and one copy live while a batch is scanned, one batch at a time) from its
-connection's budget, then from the broker's, waiting in line when either is short. A charge larger
-than a whole budget is cut to that budget, so such a payload runs alone rather than never.
+size plus twice the inflate limit its batches are decompressed under: the inflated section and
+one copy live while a batch is scanned, one batch at a time) from its connection's budget, then
+from the broker's, waiting in line when either is short. A charge larger than a whole budget is
+cut to that budget, so such a payload runs alone rather than never. The limit is stepped
+(`inflate_limits`): first 16 times the largest compressed batch (at least 1 MiB), then 8 times
+more per try up to `inflate_bound`; a batch that inflates past a limit stops there (the
+decompressors are bounded as they go) and is tried again with the larger charge. Legitimate
+compressed batches are charged about what they hold, a gzip bomb never holds more than its charge.
 
 Ordering rules: a budget grants in arrival order (FIFO), so a large waiter is not starved by a
 stream of small ones; the connection budget is taken before the broker's (one order everywhere,
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import struct
 import time
 from collections.abc import Callable
@@ -39,10 +44,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from kraftlog import storage
-from kraftlog.common.records.compression import inflate_bound
+from kraftlog.common.records.compression import InflateLimitError, inflate_bound
 from kraftlog.common.security import current_request
 
-__all__ = ["ByteBudget", "ProducePreparation", "payload_charge"]
+__all__ = ["ByteBudget", "ProducePreparation", "inflate_limits", "payload_charge", "payload_shape"]
 
 _BATCH_LENGTH = struct.Struct(">i")
 _LENGTH_AT = 8  # batchLength follows baseOffset
@@ -50,14 +55,19 @@ _ATTRIBUTES_AT = 21  # baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magi
 _LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
 _COMPRESSION_MASK = 0x07
 _T = TypeVar("_T")
+#: the first inflate limit a compressed payload is charged for: 16 times its largest compressed
+#: batch (producers' codecs reach 2-10 on real records), at least 1 MiB (`inflate_limits`)
+FIRST_INFLATE_RATIO = 16
+FIRST_INFLATE_BYTES = 1 << 20
+INFLATE_STEP = 8
 
 
-def payload_charge(records: bytes) -> tuple[int, bool]:
-    """``(bytes, compressed)``: what preparing ``records`` may hold in memory at once, and whether
-    any batch is compressed. Reads only the batch headers (a malformed payload is charged its size
-    and left to the validator to refuse)."""
+def payload_shape(records: bytes) -> tuple[int, int]:
+    """``(bytes, largest compressed batch)``: the payload's size and the size of its largest
+    compressed batch (0: none is compressed). Reads only the batch headers (a malformed payload is
+    left to the validator to refuse)."""
     size = len(records)
-    largest_inflate = 0
+    largest = 0
     pos = 0
     while pos + _ATTRIBUTES_AT + 2 <= size:
         (length,) = _BATCH_LENGTH.unpack_from(records, pos + _LENGTH_AT)
@@ -65,9 +75,33 @@ def payload_charge(records: bytes) -> tuple[int, bool]:
             break
         batch = min(_LOG_OVERHEAD + length, size - pos)
         if records[pos + _ATTRIBUTES_AT + 1] & _COMPRESSION_MASK:
-            largest_inflate = max(largest_inflate, inflate_bound(batch))
+            largest = max(largest, batch)
         pos += batch
-    return size + 2 * largest_inflate, largest_inflate > 0
+    return size, largest
+
+
+def payload_charge(records: bytes) -> tuple[int, bool]:
+    """``(bytes, compressed)``: the most preparing ``records`` may hold in memory at once (its
+    size plus twice the `inflate_bound` of its largest compressed batch), and whether any batch is
+    compressed. The pool charges less at first (`inflate_limits`)."""
+    size, largest = payload_shape(records)
+    return size + (2 * inflate_bound(largest) if largest else 0), largest > 0
+
+
+def inflate_limits(largest_compressed: int) -> list[int]:
+    """The inflate limits, smallest first, under which a payload whose largest compressed batch
+    has ``largest_compressed`` bytes is tried (each charged as the payload plus twice the limit):
+    `FIRST_INFLATE_RATIO` times that batch, at least `FIRST_INFLATE_BYTES`, then `INFLATE_STEP`
+    times more each time up to `inflate_bound`, the last. A batch that inflates past a limit is
+    tried again under the next with its charge (its earlier work is lost: at most 1 / (step - 1)
+    more); past the bound it is refused (CORRUPT_MESSAGE), as before."""
+    bound = inflate_bound(largest_compressed)
+    limit = min(bound, max(FIRST_INFLATE_BYTES, FIRST_INFLATE_RATIO * largest_compressed))
+    limits = [limit]
+    while limit < bound:
+        limit = min(bound, limit * INFLATE_STEP)
+        limits.append(limit)
+    return limits
 
 
 class ByteBudget:
@@ -146,8 +180,8 @@ class ProducePreparation:
         return ByteBudget(self.max_bytes_per_connection)
 
     def offloads(self, records: bytes, inline_left: int) -> tuple[bool, int]:
-        """``(to the pool, charge)`` for a payload of a request that may still prepare
-        ``inline_left`` uncompressed bytes on the loop."""
+        """``(to the pool, most it may charge)`` for a payload of a request that may still prepare
+        ``inline_left`` uncompressed bytes on the loop (`payload_charge`: the last step's charge)."""
         charge, compressed = payload_charge(records)
         return compressed or len(records) > inline_left, charge
 
@@ -157,10 +191,34 @@ class ProducePreparation:
         records: bytes,
         charge: int,
         connection: ByteBudget | None = None,
+        *,
+        largest_compressed: int = 0,
     ) -> storage.PreparedAppend:
         """`Log.prepare_append` of ``records`` on the pool, once ``charge`` bytes of both budgets
-        are free; raises what it raises."""
-        return await self._run(log.prepare_append, records, charge, connection)
+        are free; raises what it raises.
+
+        With ``largest_compressed`` (`payload_shape`'s), the charge is stepped instead: the payload
+        is charged its size plus twice each of `inflate_limits` in turn and prepared under that
+        limit, and only a batch that inflates past it is tried again under the next (the budgets
+        given back in between, so no call ever holds one charge while it waits for another). A
+        compressed batch that inflates 10 times then costs what it holds, not the bound's 128 MiB,
+        and a bomb still never holds more than it was charged for."""
+        if largest_compressed <= 0:
+            return await self._run(log.prepare_append, records, charge, connection)
+        size = len(records)
+        limits = inflate_limits(largest_compressed)
+        for limit in limits:
+            try:
+                return await self._run(
+                    functools.partial(log.prepare_append, max_inflate_bytes=limit),
+                    records,
+                    size + 2 * limit,
+                    connection,
+                )
+            except InflateLimitError as err:
+                if err.limit_bytes != limit or limit == limits[-1]:
+                    raise  # a batch's own bound (smaller than this limit), or the last step: a bomb
+        raise AssertionError("unreachable: the last limit returns or raises")
 
     async def check_replicated(self, records: bytes) -> bool:
         """A follower's side: `Log.check_replicated` of fetched ``records`` on the pool (within

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from kraftlog import storage
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import error_pb
-from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation
+from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation, payload_shape
 from kraftlog.broker.replica._replica_registry import PartitionRegistry, ReplicaPurgatories
 from kraftlog.broker.replica._replica_types import (
     LEADER_HINT_CODES,
@@ -52,11 +52,17 @@ def _topics_allowed(operation: AclOperation, names: list[str], *, replica: bool 
     return ctx.authorized(operation, ResourceType.TOPIC, names)
 
 
-def _has_transactional_batch(req: broker_pb2.ProduceRequest) -> bool:
+def _payloads(req: broker_pb2.ProduceRequest) -> list[list[bytes]]:
+    """Each partition's records of a produce request, by topic and partition index: read once,
+    as every read of a protobuf bytes field is a copy of it (1 MiB per partition and request)."""
+    return [[p.records for p in t.partitions] for t in req.topics]
+
+
+def _has_transactional_batch(payloads: list[list[bytes]]) -> bool:
     """Whether any batch of a produce request is transactional (header attributes only)."""
-    for t in req.topics:
-        for p in t.partitions:
-            if any(batch.is_transactional for _pos, batch in storage.iter_batches(p.records)):
+    for topic in payloads:
+        for records in topic:
+            if any(batch.is_transactional for _pos, batch in storage.iter_batches(records)):
                 return True
     return False
 
@@ -110,9 +116,10 @@ class ReplicaRequests:
         acks = req.acks
         err = None
         ctx = current_request()
+        payloads = _payloads(req)
         # Kafka's rule: transactional batches need Write on a transactional id the request names
         # (a transaction no coordinator knows would hold back the LSO of its partitions for good)
-        if not req.transactional_id and _has_transactional_batch(req):
+        if not req.transactional_id and _has_transactional_batch(payloads):
             ctx.refused_early("transactional batches without a transactional id")
             err = error_pb(
                 kerr.TransactionalIdAuthorizationFailedError,
@@ -146,7 +153,7 @@ class ReplicaRequests:
         resp.error.CopyFrom(error_pb())
         statuses: list[_ProduceStatus] = []
         writable = _topics_allowed(AclOperation.WRITE, [t.name for t in req.topics])
-        prepared = await self._prepare(req, writable, connection)
+        prepared = await self._prepare(req, payloads, writable, connection)
         for ti, t in enumerate(req.topics):
             tr = resp.topics.add(name=t.name)
             appended_bytes = appended_records = 0
@@ -156,7 +163,7 @@ class ReplicaRequests:
                     if t.name not in writable:
                         raise _topic_denied(t.name, AclOperation.WRITE)
                     part = self._registry.leader_partition(t.name, p.index)
-                    info = part.append_records_to_leader(p.records, acks, prepared=prepared.get((ti, pi)))
+                    info = part.append_records_to_leader(payloads[ti][pi], acks, prepared=prepared.get((ti, pi)))
                 except Exception as exc:
                     self._set_produce_error(pr, exc, t.name, p.index, hinted)
                     continue
@@ -185,7 +192,11 @@ class ReplicaRequests:
         return resp
 
     async def _prepare(
-        self, req: broker_pb2.ProduceRequest, writable: set[str], connection: ByteBudget | None
+        self,
+        req: broker_pb2.ProduceRequest,
+        payloads: list[list[bytes]],
+        writable: set[str],
+        connection: ByteBudget | None,
     ) -> dict[tuple[int, int], storage.PreparedAppend | Exception]:
         """`Log.prepare_append` on the pool for the payloads that should not be checked on the
         loop: compressed ones, those past the request's inline allowance, and those a topic's
@@ -206,11 +217,13 @@ class ReplicaRequests:
                 except Exception:  # not led here (or unknown): the append loop answers its error
                     continue
                 log = part.log
-                to_pool, charge = pool.offloads(p.records, inline_left)
-                if not to_pool and log.config.compression_type == "producer":
-                    inline_left -= len(p.records)
+                records = payloads[ti][pi]
+                size, largest_compressed = payload_shape(records)
+                if not largest_compressed and size <= inline_left and log.config.compression_type == "producer":
+                    inline_left -= size
                     continue
-                jobs[(ti, pi)] = pool.prepare(log, p.records, charge, connection)
+                # a compressed payload is charged by steps of what it may inflate to (`prepare`)
+                jobs[(ti, pi)] = pool.prepare(log, records, size, connection, largest_compressed=largest_compressed)
         if not jobs:
             return {}
         results = await asyncio.gather(*jobs.values(), return_exceptions=True)

@@ -526,8 +526,8 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         536_870_912,
         Range(1),
         "kraftlog: bytes a broker's produce payloads may hold while they are decompressed and validated "
-        "on the num.io.threads workers (the payload plus twice the inflate bound of its largest "
-        "compressed batch); past it a produce waits its turn.",
+        "on the num.io.threads workers (the payload plus twice the limit its compressed batches "
+        "inflate under, stepped up to the inflate bound); past it a produce waits its turn.",
         kraftlog_only=True,
     )
     .define(

@@ -25,7 +25,7 @@ import zstandard
 from kraftlog.common.errors import CorruptMessageError as CorruptRecordError
 from kraftlog.common.errors import UnsupportedCompressionTypeError
 
-__all__ = ["CompressionType", "compress", "decompress", "decompress_chunks", "inflate_bound"]
+__all__ = ["CompressionType", "InflateLimitError", "compress", "decompress", "decompress_chunks", "inflate_bound"]
 
 
 class CompressionType(enum.IntEnum):
@@ -77,11 +77,20 @@ def _snappy_encode(data: bytes | memoryview) -> bytes:
     return b"".join(parts)
 
 
+class InflateLimitError(CorruptRecordError):
+    """A records section inflates past the limit it was decompressed under (CORRUPT_MESSAGE, as
+    any stream that will not inflate); ``limit_bytes`` names that limit, so a caller that asked
+    for less than `inflate_bound` (the produce pool charges its memory budget by steps) can tell
+    its own limit from the bound and try again with more."""
+
+    limit_bytes: int
+
+
 def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
         if cramjam.snappy.decompress_raw_len(view) > max_bytes:
-            raise CorruptRecordError(f"snappy records inflate past {max_bytes} bytes")
+            raise InflateLimitError(f"snappy records inflate past {max_bytes} bytes", limit_bytes=max_bytes)
         return bytes(cramjam.snappy.decompress_raw(view))
     if len(view) < len(_XERIAL_HEADER):
         raise CorruptRecordError("truncated xerial snappy stream header")
@@ -98,7 +107,7 @@ def _snappy_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
         block = view[pos : pos + size]
         total += cramjam.snappy.decompress_raw_len(block)
         if total > max_bytes:
-            raise CorruptRecordError(f"snappy records inflate past {max_bytes} bytes")
+            raise InflateLimitError(f"snappy records inflate past {max_bytes} bytes", limit_bytes=max_bytes)
         out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += size
     return b"".join(out)
@@ -120,7 +129,7 @@ def _decode_members(
         chunk = d.decompress(rest, max_length=max_bytes - total + 1)
         total += len(chunk)
         if total > max_bytes:
-            raise CorruptRecordError(f"{codec} records inflate past {max_bytes} bytes")
+            raise InflateLimitError(f"{codec} records inflate past {max_bytes} bytes", limit_bytes=max_bytes)
         out.append(chunk)
         if not d.eof:
             raise CorruptRecordError(f"{codec} stream ends inside a {member}")
@@ -153,7 +162,7 @@ def _stepped_members(
             chunk = d.decompress(feed, max_length=min(STEP_BYTES, max_bytes - total + 1))
             total += len(chunk)
             if total > max_bytes:
-                raise CorruptRecordError(f"{codec} records inflate past {max_bytes} bytes")
+                raise InflateLimitError(f"{codec} records inflate past {max_bytes} bytes", limit_bytes=max_bytes)
             if d.eof:
                 if chunk:
                     out.append(chunk)
@@ -196,7 +205,7 @@ def _zstd_decode(data: bytes | memoryview, max_bytes: int) -> bytes:
             if "failed to write whole buffer" not in str(err):
                 raise CorruptRecordError(f"cannot decompress zstd records: {err}") from err
             if size >= max_bytes:
-                raise CorruptRecordError(f"zstd records inflate past {max_bytes} bytes") from err
+                raise InflateLimitError(f"zstd records inflate past {max_bytes} bytes", limit_bytes=max_bytes) from err
             size = min(max_bytes, max(size * 2, 64 * 1024))
             continue
         del out[n:]
@@ -269,7 +278,7 @@ def _zstd_stepped(data: bytes | memoryview, max_bytes: int) -> list[bytes]:
             return out
         total += len(piece)
         if total > max_bytes:
-            raise CorruptRecordError(f"zstd records inflate past {max_bytes} bytes")
+            raise InflateLimitError(f"zstd records inflate past {max_bytes} bytes", limit_bytes=max_bytes)
         out.append(piece)
 
 

@@ -154,6 +154,9 @@ class ClientQuotasImage:
     quota subtrees of ZooKeeper mode). An entity with no key left is absent."""
 
     entities: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: _EMPTY_MAP)
+    #: the quota keys some entity sets (derived): a request of a type no entity limits is not
+    #: measured at all, as Kafka's quota managers skip recording while no quota of theirs is set
+    keys: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     EMPTY: ClassVar[ClientQuotasImage]
 
@@ -162,6 +165,7 @@ class ClientQuotasImage:
         if not isinstance(entities, MappingProxyType):
             entities = MappingProxyType({e: MappingProxyType(dict(v)) for e, v in entities.items() if v})
         object.__setattr__(self, "entities", entities)
+        object.__setattr__(self, "keys", frozenset(k for values in entities.values() for k in values))
 
     def __len__(self) -> int:
         return len(self.entities)

@@ -54,3 +54,29 @@ def test_replica_fetches_are_not_throttled() -> None:
     assert asyncio.run(throttle_grpc_fetch(quotas, replica, response, "User:b", "app")).throttle_time_ms == 0
     consumer = broker_pb2.FetchRequest(replica_id=-1)
     assert asyncio.run(throttle_grpc_fetch(quotas, consumer, response, "User:b", "app")).throttle_time_ms > 0
+
+
+class _Unreadable:
+    """A request or answer whose records must not be read (each read of a protobuf bytes field
+    copies it)."""
+
+    replica_id = -1
+
+    @property
+    def topics(self) -> list[object]:
+        raise AssertionError("the payloads were read")
+
+    responses = topics
+
+
+def test_without_a_quota_of_its_type_no_payload_is_read() -> None:
+    """issue 24, broker_bench: the no-quota case measures nothing; a quota of another type
+    (consumer_byte_rate) does not make produces measured either."""
+    quotas = _managers("consumer_byte_rate", ManualClock())
+    assert quotas.enabled and quotas.fetch.enabled and not quotas.produce.enabled
+    answer = broker_pb2.ProduceResponse()
+    assert asyncio.run(throttle_grpc_produce(quotas, _Unreadable(), answer, "User:a", "app")) is answer
+    none = _managers("producer_byte_rate", ManualClock())
+    assert not none.fetch.enabled
+    fetched = broker_pb2.FetchResponse()
+    assert asyncio.run(throttle_grpc_fetch(none, _Unreadable(), fetched, "User:a", "app")) is fetched

@@ -110,3 +110,20 @@ def test_a_throttled_full_fetch_opens_no_session() -> None:
         cache.resolve(full.session_id, 1, [], [], now_ms=1)
     sessionless = cache.resolve(0, -1, [(A0, sp(0))], [], now_ms=2)
     assert cache.throttled(sessionless) == 0
+
+
+def test_a_fetch_without_a_journal_copies_nothing_and_a_throttle_then_closes_its_session() -> None:
+    """Without any client quota a fetch keeps no journal (issue 24, broker_bench: no quota, no
+    cost); should a quota set meanwhile throttle it anyway, the session cannot be put back, so it
+    is closed and the answer carries session id 0 (the client's next fetch is a full one)."""
+    cache = FetchSessionCache(10, rng=random.Random(1))
+    full = cache.resolve(0, 0, [(A0, sp(0)), (A1, sp(0))], [], now_ms=0)
+    assert all(answer(full, tp) for tp in (A0, A1))
+    inc = cache.resolve(full.session_id, 1, [], [], now_ms=1)
+    inc.journal = False
+    assert answer(inc, A0, data=True, hw=20, lso=20)
+    assert inc.answered_before == [] and inc.order_before is None
+    assert list(inc.partitions) == [A1, A0]  # the rotation itself still happens
+    assert cache.throttled(inc) == 0 and len(cache) == 0
+    with pytest.raises(kerr.FetchSessionIdNotFoundError):
+        cache.resolve(full.session_id, 2, [], [], now_ms=2)

@@ -97,3 +97,26 @@ def test_a_throttled_fetch_is_answered_empty_and_its_bytes_unrecorded() -> None:
     assert second["throttle_time"] > 0 and emptied == [True]
     # only the first answer's bytes count: 8 000 over the 10 s window, within the quota
     assert quotas.fetch.record("alice", "app", 0, clock.monotonic_ms()) == 0
+
+
+def test_without_a_client_quota_nothing_is_recorded_and_a_mutation_throttle_still_mutes() -> None:
+    """The no-quota fast path (issue 24, broker_bench): `enabled` is False, `after` takes the
+    fetch's undo callback out of the answer and records nothing (no size sums, no sensors), and a
+    controller's mutation throttle still mutes the connection."""
+    clock = ManualClock()
+    image = _image(ClientQuotaRecord(entity=(("user", "alice"),), key="controller_mutation_rate", value=1.0))
+    quotas = QuotaManagers(lambda: image.quotas, clock=clock)
+    throttle = KafkaThrottle(quotas)
+    assert not throttle.enabled
+    conn = _conn()
+    emptied: list[bool] = []
+    fetched: dict[str, Any] = {"throttle_time": 0, "responses": [], "_throttled": lambda: emptied.append(True)}
+    throttle.after(ParsedRequest(1, 12, 1, "app", SimpleNamespace()), conn, fetched, elapsed_ns=10**12)
+    throttle.after(_produce(10**6), conn, {"throttle_time": 0}, elapsed_ns=10**12)
+    assert "_throttled" not in fetched and not emptied and conn.throttle_ms == 0
+    assert list(quotas.samples(clock.monotonic_ms())) == []
+    body = SimpleNamespace(topics=[])
+    throttle.after(ParsedRequest(19, 7, 1, "admin", body), conn, {"throttle_time": 4_000}, elapsed_ns=1)
+    assert conn.throttle_ms == 4_000
+    with_quota = _image(ClientQuotaRecord(entity=(("user", None),), key="request_percentage", value=1.0))
+    assert KafkaThrottle(QuotaManagers(lambda: with_quota.quotas, clock=clock)).enabled

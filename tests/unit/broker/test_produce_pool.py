@@ -17,7 +17,13 @@ from test_replica_manager import presp, produce_req, run, settle, setup
 
 from kraftlog import storage
 from kraftlog.broker.kafka._kafka_server import REGION_CHUNK_BYTES, WRITE_HIGH_WATER_BYTES, _copy_region
-from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation, payload_charge
+from kraftlog.broker.replica._produce_pool import (
+    ByteBudget,
+    ProducePreparation,
+    inflate_limits,
+    payload_charge,
+    payload_shape,
+)
 from kraftlog.common.records.compression import CompressionType, inflate_bound
 
 NOW = 1_700_000_000_000
@@ -416,3 +422,128 @@ def test_the_workers_cpu_time_counts_into_the_requests_time() -> None:
         return ctx.offloaded_cpu_ns
 
     assert asyncio.run(main()) > 1_000_000  # two workers' loops: well over a millisecond of CPU
+
+
+# ------------------------------------------------------------------------------ stepped inflate charges
+
+
+class _ValidatingLog:
+    """A stand-in `Log` whose `prepare_append` is the real validation (no file), noting the inflate
+    limit of each try."""
+
+    def __init__(self, max_message_bytes: int = 1 << 30) -> None:
+        from dataclasses import replace
+
+        self.config = replace(
+            storage.LogConfig(), max_message_bytes=max_message_bytes, message_timestamp_type="LogAppendTime"
+        )
+        self.limits: list[int | None] = []
+
+    def prepare_append(self, records: bytes, *, max_inflate_bytes: int | None = None) -> Any:
+        from kraftlog.storage._validator import prepare_leader_append
+
+        self.limits.append(max_inflate_bytes)
+        return prepare_leader_append(
+            records, config=self.config, now=NOW, from_client=True, max_inflate_bytes=max_inflate_bytes
+        )
+
+
+class _SpyBudget(ByteBudget):
+    """A broker budget that notes every charge asked of it."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        super().__init__(capacity_bytes)
+        self.grants: list[int] = []
+
+    async def acquire(self, nbytes: int) -> int:
+        self.grants.append(nbytes)
+        return await super().acquire(nbytes)
+
+
+def _charges(pool: ProducePreparation) -> list[int]:
+    """The charges asked of the broker budget from now on."""
+    spy = _SpyBudget(pool.budget.capacity)
+    pool.budget = spy
+    return spy.grants
+
+
+def test_inflate_limits_start_near_the_batch_and_end_at_the_bound() -> None:
+    mib = 1 << 20
+    assert inflate_limits(16 * 1024) == [mib, 8 * mib, 64 * mib]
+    assert inflate_limits(256 * 1024) == [4 * mib, 32 * mib, 64 * mib]
+    assert inflate_limits(8 * mib) == [128 * mib] == [inflate_bound(8 * mib)]  # large: the bound at once
+    plain, gz = _batch(), _batch(codec=CompressionType.GZIP)
+    assert payload_shape(plain + gz + plain) == (2 * len(plain) + len(gz), len(gz))
+    assert payload_shape(plain) == (len(plain), 0)
+
+
+def test_a_legitimate_compressed_payload_is_charged_what_it_may_hold_not_the_bound() -> None:
+    """issue 24 (review): every compressed payload was charged >= 128 MiB (twice the 64 MiB bound),
+    so two of them could not be prepared at once within a 256 MiB connection budget; charged by its
+    first inflate limit, it costs ~2 MiB, and both budgets have room for many."""
+    records = storage.build_batch(
+        [(b"k", b"v" * 1000) for _ in range(500)], timestamp_ms=NOW, compression=CompressionType.GZIP
+    )
+    size, largest = payload_shape(records)
+    assert largest == size and 16 * size < (1 << 20)  # ~3 KiB inflating to ~510 KiB: within the 1 MiB floor
+
+    async def main() -> None:
+        pool = ProducePreparation(2, 64 << 20, 16 << 20)
+        grants = _charges(pool)
+        log = _ValidatingLog()
+        conn = pool.connection_budget()
+        prepared = await asyncio.gather(
+            *(pool.prepare(log, records, size, conn, largest_compressed=largest) for _ in range(4))  # type: ignore[arg-type]
+        )
+        assert all(p.headers[0].records_count == 500 for p in prepared)
+        assert grants == [size + 2 * (1 << 20)] * 4 and log.limits == [1 << 20] * 4
+        assert pool.budget.available == pool.budget.capacity and conn.available == conn.capacity
+        pool.shutdown()
+
+    run(main)
+
+
+def test_a_bomb_is_charged_step_by_step_never_holds_more_than_its_charge_and_is_refused() -> None:
+    """A gzip batch of 70 MiB of zeros (~70 KiB on the wire) is tried under 1.6 MiB, then 12.8 MiB,
+    then the 64 MiB bound, each try charged for its limit (the budgets given back in between), and
+    refused past the bound as before (CORRUPT_MESSAGE)."""
+    zeros = storage.build_batch(
+        [(None, bytes(1 << 20)) for _ in range(100)], timestamp_ms=NOW, compression=CompressionType.GZIP
+    )
+    size, largest = payload_shape(zeros)
+    limits = inflate_limits(largest)
+    assert len(limits) == 3 and limits[-1] == inflate_bound(largest) == 64 << 20
+
+    async def main() -> None:
+        pool = ProducePreparation(1, 512 << 20, 256 << 20)
+        grants = _charges(pool)
+        log = _ValidatingLog()
+        with pytest.raises(storage.CorruptRecordError, match="inflate past"):
+            await pool.prepare(log, zeros, size, largest_compressed=largest)  # type: ignore[arg-type]
+        assert log.limits == limits
+        assert grants == [size + 2 * limit for limit in limits]
+        assert pool.budget.available == pool.budget.capacity
+        pool.shutdown()
+
+    run(main)
+
+
+def test_a_compressed_batch_that_inflates_past_its_first_limit_is_prepared_under_the_next() -> None:
+    """Highly compressible records (2 MiB of one byte, ~10 KiB of gzip) pass the 1 MiB first try's
+    limit: the second try, charged for 8 MiB, prepares them."""
+    records = storage.build_batch(
+        [(None, b"a" * 4096) for _ in range(512)], timestamp_ms=NOW, compression=CompressionType.GZIP
+    )
+    size, largest = payload_shape(records)
+    assert inflate_limits(largest)[0] == 1 << 20
+
+    async def main() -> None:
+        pool = ProducePreparation(1, 512 << 20, 256 << 20)
+        grants = _charges(pool)
+        log = _ValidatingLog()
+        prepared = await pool.prepare(log, records, size, largest_compressed=largest)  # type: ignore[arg-type]
+        assert prepared.headers[0].records_count == 512
+        assert log.limits == [1 << 20, 8 << 20] and grants == [size + (2 << 20), size + (16 << 20)]
+        pool.shutdown()
+
+    run(main)

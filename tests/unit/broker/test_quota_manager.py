@@ -171,3 +171,41 @@ def test_a_strict_request_quota_refuses_once_below_zero_and_a_permissive_one_onl
     manager.for_request("User:bob", "app", strict=True).apply(1000)  # no quota for bob
     clock.advance(14_000)
     manager.for_request("User:alice", "app", strict=True).apply(1)  # paid back
+
+
+def test_a_mutation_resolves_the_clients_quota_once_per_topic() -> None:
+    """`RequestMutationQuota.apply` looks the client's bucket up once (it looked it up twice: once
+    to decide, once to record), with the same outcome."""
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("user", "alice"),), key="controller_mutation_rate", value=1.0))
+    reads = [0]
+
+    def read_image():  # type: ignore[no-untyped-def]
+        reads[0] += 1
+        return image
+
+    manager = ControllerMutationQuotaManager(read_image, window_num=11, window_size_ms=1000, clock=clock)
+    quota = manager.for_request("User:alice", "app", strict=True)
+    quota.apply(20)
+    assert reads[0] == 1
+    with pytest.raises(kerr.ThrottlingQuotaExceededError):
+        quota.apply(1)
+    assert reads[0] == 2 and quota.throttle_time_ms() == 9_000
+
+
+def test_quota_types_are_enabled_by_the_keys_some_entity_sets_and_stale_sensors_expire_at_a_scrape() -> None:
+    """Kafka's quotasEnabled: a manager measures nothing while no entity sets its key; since then
+    nothing calls `record`, a scrape forgets the sensors of a quota removed an hour ago."""
+    clock = ManualClock()
+    image = _quotas(ClientQuotaRecord(entity=(("user", "alice"),), key="producer_byte_rate", value=1000))
+    current = [image]
+    managers = QuotaManagers(lambda: current[0], clock=clock)
+    assert image.keys == {"producer_byte_rate"}
+    assert managers.enabled and managers.produce.enabled
+    assert not managers.fetch.enabled and not managers.request.enabled
+    managers.produce.record("alice", "app", 5000, clock.monotonic_ms())
+    assert [s.user for s in managers.samples(clock.monotonic_ms())] == ["alice"]
+    current[0] = _quotas()
+    assert not managers.enabled and current[0].keys == frozenset()
+    clock.advance(3_600_001 + 60_000)
+    assert list(managers.samples(clock.monotonic_ms())) == []
