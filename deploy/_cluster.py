@@ -110,6 +110,10 @@ class LocalCluster(_ClusterSecurity):
     security: str = "plaintext"
     #: more arguments of every node's ``kraftlog storage format`` (e.g. ``--add-scram ...``)
     format_args: tuple[str, ...] = ()
+    #: ``static`` (``controller.quorum.voters``, kraft.version 0) or ``dynamic`` (KIP-853: the nodes
+    #: know ``controller.quorum.bootstrap.servers``; the controllers are formatted with
+    #: ``--standalone`` when there is one, else ``--initial-controllers``)
+    quorum: str = "static"
 
     # ------------------------------------------------------------------ layout
 
@@ -120,6 +124,9 @@ class LocalCluster(_ClusterSecurity):
             raise ValueError(f"network must be one of {NETWORKS}, not {self.network!r}")
         if self.network == "netns" and self.netns_prefix is None:
             self.netns_prefix = "kl" + secrets.token_hex(2)
+        if self.quorum not in ("static", "dynamic"):
+            raise ValueError(f"quorum must be static or dynamic, not {self.quorum!r}")
+        self._directory_ids: dict[int, str] = {}
         if self.security not in SECURITY_MODES:
             raise ValueError(f"security must be one of {SECURITY_MODES}, not {self.security!r}")
 
@@ -212,7 +219,11 @@ class LocalCluster(_ClusterSecurity):
         settings: dict[str, Any] = {
             "node.id": spec.node_id,
             "process.roles": spec.roles,
-            "controller.quorum.voters": self.voters,
+            **(
+                {"controller.quorum.voters": self.voters}
+                if self.quorum == "static"
+                else {"controller.quorum.bootstrap.servers": ",".join(self.controller_addresses)}
+            ),
             "controller.quorum.raft.port.offset": _RAFT_PORT_OFFSET,
             "controller.quorum.raft.password": self.password,
             **(
@@ -258,6 +269,7 @@ class LocalCluster(_ClusterSecurity):
                 "-c",
                 str(spec.config_path),
                 "--ignore-formatted",
+                *self._quorum_format_args(spec),
                 *self.format_args,
             ],
             capture_output=True,
@@ -266,6 +278,24 @@ class LocalCluster(_ClusterSecurity):
         )
         if proc.returncode != 0:
             raise RuntimeError(f"storage format of node {spec.node_id} failed: {proc.stderr.strip()}")
+
+    def _quorum_format_args(self, spec: NodeSpec) -> list[str]:
+        """``storage format``'s quorum arguments for ``spec`` (none for a static quorum)."""
+        from kraftlog.node import new_cluster_id
+
+        if self.quorum == "static":
+            return []
+        if not spec.controller_port:
+            return ["--no-initial-controllers"]
+        controllers = [n for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port]
+        if len(controllers) == 1:
+            return ["--standalone"]
+        for n in controllers:
+            self._directory_ids.setdefault(n.node_id, new_cluster_id())
+        voters = ",".join(
+            f"{n.node_id}@{n.host}:{n.controller_port}:{self._directory_ids[n.node_id]}" for n in controllers
+        )
+        return ["--initial-controllers", voters]
 
     def save(self) -> None:
         state = {
@@ -277,6 +307,7 @@ class LocalCluster(_ClusterSecurity):
             "network": self.network,
             "netns_prefix": self.netns_prefix,
             "security": self.security,
+            "quorum": self.quorum,
             "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
         }
         # it holds controller.quorum.raft.password: 0600 (issue 24)
@@ -296,6 +327,7 @@ class LocalCluster(_ClusterSecurity):
             network=state.get("network", "loopback"),
             netns_prefix=state.get("netns_prefix"),
             security=state.get("security", "plaintext"),
+            quorum=state.get("quorum", "static"),
         )
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster
