@@ -8,6 +8,9 @@ bounded poll.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -63,7 +66,21 @@ def test_initial_controllers_elect_commit_and_fail_over(tmp_path: Path) -> None:
         with cluster.admin(request_timeout_ms=15_000) as admin:
             brokers.wait_unfenced(admin)
             quorum = admin.describe_quorum()
-            assert sorted(v.replica_id for v in quorum.voters) == [1, 2, 3]
+            assert sorted(v.replica_id for v in quorum.voters) == [1, 2, 3] and quorum.kraft_version == 1
+            # the operator's view: every voter with the directory id its metadata dir carries
+            proc = subprocess.run(
+                [sys.executable, "-m", "kraftlog.cli", "quorum", "describe", "--status", "--output", "json"]
+                + ["--bootstrap-server", ",".join(cluster.controller_addresses)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 0, proc.stderr
+            status = json.loads(proc.stdout)
+            assert status["kraft_version"] == 1
+            assert {v["id"]: v["directory_id"] for v in status["voters"]} == {
+                nid: read_meta_properties(Path(cluster.nodes[nid].dir) / "metadata").directory_id for nid in (1, 2, 3)
+            }
             wait_until(lambda: _created(admin, "before"), 30, what="a topic created")
             before = admin.describe_quorum()
             old_leader, old_epoch = before.leader_id, before.leader_epoch
