@@ -20,6 +20,7 @@ from kraftlog.quorum._dynamic_voters import (
     write_bootstrap_voters,
 )
 from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer, MetadataReplayFailure
+from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter
 from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
 from kraftlog.quorum.raft import MetadataQuorum, QuorumStatus, VoterStatus
 
@@ -29,6 +30,9 @@ __all__ = [
     "BootstrapVoters",
     "DynamicVoter",
     "DynamicVoterError",
+    "LeaderView",
+    "check_add_voter",
+    "check_remove_voter",
     "check_voter_directory",
     "parse_dynamic_voters",
     "read_bootstrap_voters",
