@@ -108,7 +108,7 @@ class BrokerServer:
         self.host, self.port = broker_listener(config)  # where this broker listens
         self.grpc_listener_name = broker_listener_name(config)
         self.advertised_host, self.advertised_port = advertised_broker_listener(config)
-        controllers = [f"{h}:{p}" for _vid, (h, p) in sorted(config.quorum_voters.items())]
+        controllers = config.controller_endpoints  # the voters, or controller.quorum.bootstrap.servers
         max_bytes = config["grpc.max.message.bytes"]
         self.grpc_options = [
             ("grpc.max_send_message_length", max_bytes),

@@ -108,6 +108,7 @@ _LAYOUT_KEYS = frozenset(
         "node.id",
         "process.roles",
         "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
         "controller.quorum.raft.port.offset",
         "controller.quorum.raft.password",
         "controller.quorum.raft.voter.keys",

@@ -111,7 +111,43 @@ def quorum_status(quorum: Any, cluster_id: str | None) -> dict[str, Any]:
         "max_follower_lag_time_ms": lag_time,
         "current_voters": sorted(v.replica_id for v in quorum.voters),
         "current_observers": sorted(o.replica_id for o in quorum.observers),
+        **(_dynamic_status(quorum) if _is_dynamic(quorum) else {}),
     }
+
+
+def _is_dynamic(quorum: Any) -> bool:
+    """A dynamic quorum (KIP-853, kraft.version 1): voters are (id, directory id) and are shown so."""
+    return int(getattr(quorum, "kraft_version", 0)) >= 1
+
+
+def _dynamic_status(quorum: Any) -> dict[str, Any]:
+    """What ``describe --status`` adds for a dynamic quorum: kraft.version and every voter's and
+    observer's id, directory id and controller endpoint (Kafka 4.x prints them as objects)."""
+
+    def replica(r: Any) -> dict[str, Any]:
+        return {
+            "id": r.replica_id,
+            "directory_id": r.replica_directory_id or None,
+            "endpoints": [f"CONTROLLER://{r.endpoint}"] if r.endpoint else [],
+        }
+
+    return {
+        "kraft_version": int(quorum.kraft_version),
+        "voters": [replica(v) for v in sorted(quorum.voters, key=lambda v: v.replica_id)],
+        "observers": [replica(o) for o in sorted(quorum.observers, key=lambda o: o.replica_id)],
+    }
+
+
+def _kafka_replicas(replicas: list[dict[str, Any]]) -> str:
+    """Voters or observers as ``kafka-metadata-quorum`` 4.x prints them for a dynamic quorum."""
+    items = []
+    for r in replicas:
+        fields = [f'"id": {r["id"]}']
+        if r["directory_id"]:
+            fields.append(f'"directoryId": "{r["directory_id"]}"')
+        fields.append('"endpoints": [' + ", ".join(f'"{e}"' for e in r["endpoints"]) + "]")
+        items.append("{" + ", ".join(fields) + "}")
+    return "[" + ", ".join(items) + "]"
 
 
 def quorum_replication(quorum: Any) -> list[dict[str, Any]]:
@@ -133,6 +169,7 @@ def quorum_replication(quorum: Any) -> list[dict[str, Any]]:
                     "last_fetch_timestamp": r.last_fetch_timestamp_ms,
                     "last_caught_up_timestamp": r.last_caught_up_timestamp_ms,
                     "status": label,
+                    **({"directory_id": r.replica_directory_id or None} if _is_dynamic(quorum) else {}),
                 }
             )
     return rows
@@ -163,6 +200,11 @@ def _status(admin: Any, args: argparse.Namespace) -> int:
         ("CurrentVoters", "[" + ",".join(str(v) for v in status["current_voters"]) + "]"),
         ("CurrentObservers", "[" + ",".join(str(o) for o in status["current_observers"]) + "]"),
     ]
+    if "kraft_version" in status:  # a dynamic quorum: voters with their directory ids, as Kafka 4.x
+        lines[-2:] = [
+            ("CurrentVoters", _kafka_replicas(status["voters"])),
+            ("CurrentObservers", _kafka_replicas(status["observers"])),
+        ]
     width = max(len(k) for k, _ in lines) + 4  # "MaxFollowerLagTimeMs:" + 3 spaces, as Kafka
     for key, value in lines:
         print(f"{key + ':':<{width}}{value}")
@@ -174,11 +216,14 @@ def _replication(admin: Any, args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json({"replicas": rows})
         return EXIT_OK
+    dynamic = any("directory_id" in r for r in rows)  # Kafka 4.x's DirectoryId column, KIP-853
     print_table(
-        ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"],
+        ["NodeId", *(["DirectoryId"] if dynamic else []), "LogEndOffset", "Lag"]
+        + ["LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"],
         [
             [
                 r["node_id"],
+                *([r.get("directory_id") or "-"] if dynamic else []),
                 r["log_end_offset"],
                 r["lag"],
                 r["last_fetch_timestamp"],

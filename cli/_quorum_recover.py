@@ -171,7 +171,7 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     """Install ``snapshot`` as the whole metadata state of the controller configured by ``cfg``
     (see the module docstring). Raises `UserError` for a node or snapshot that cannot be used."""
     from kraftlog import metadata_log
-    from kraftlog.node import check_formatted
+    from kraftlog.node import NodeStartupError, check_formatted, resolve_quorum
 
     if not cfg.is_controller:
         raise UserError(f"node {cfg.node_id} has no controller role (process.roles = {list(cfg.roles)})")
@@ -181,6 +181,10 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     snap = metadata_log.read_snapshot(source)  # full validation before anything is touched
     metadata_log.MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
     check_formatted(cfg)  # a lost meta.properties: format again with the cluster's id first
+    try:
+        cfg = resolve_quorum(cfg)  # a dynamic quorum: the formatted voter set
+    except NodeStartupError as err:
+        raise UserError(err.message) from err
     host, port = cfg.quorum_voters[cfg.node_id]
     offset_cfg = cfg["controller.quorum.raft.port.offset"]
     if _raft_port_in_use(host, port + offset_cfg) or _raft_port_in_use(host, port):

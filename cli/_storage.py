@@ -18,7 +18,7 @@ from kraftlog.cli._common import Subparsers, UserError, add_output_option, descr
 from kraftlog.cli._storage_scram import parse_add_scram
 from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
-__all__ = ["add_parser", "run", "load_config_args", "add_config_options"]
+__all__ = ["add_parser", "run", "load_config_args", "add_config_options", "initial_voters_of"]
 
 
 def add_config_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -65,6 +65,26 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="MECHANISM=[name=U,password=P]",
         help="a SCRAM credential for the bootstrap metadata (repeatable; also iterations=, salt=, "
         "saltedpassword=), so a SCRAM-only cluster has its first user (KIP-900)",
+    )
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "-s",
+        "--standalone",
+        action="store_true",
+        help="a dynamic quorum (KIP-853) whose only voter is this controller, at its CONTROLLER listener",
+    )
+    quorum.add_argument(
+        "-I",
+        "--initial-controllers",
+        metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+        help="the initial voters of a dynamic quorum, the same on every controller; this node's directory id "
+        "becomes its metadata log dir's",
+    )
+    quorum.add_argument(
+        "-N",
+        "--no-initial-controllers",
+        action="store_true",
+        help="no initial voter set (a broker of a dynamic quorum)",
     )
     add_output_option(fmt)
     uuid = sub.add_parser("random-uuid", help="print a new random cluster id")
@@ -115,9 +135,19 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     bootstrap = parse_add_scram(args.add_scram)
+    initial_voters = initial_voters_of(
+        cfg,
+        standalone=args.standalone,
+        initial_controllers=args.initial_controllers,
+        no_initial_controllers=args.no_initial_controllers,
+    )
     try:
         result = format_node_dirs(
-            cfg, args.cluster_id, ignore_formatted=args.ignore_formatted, bootstrap_records=bootstrap
+            cfg,
+            args.cluster_id,
+            ignore_formatted=args.ignore_formatted,
+            bootstrap_records=bootstrap,
+            initial_voters=initial_voters,
         )
     except NodeStartupError as err:
         raise UserError(err.message) from err
@@ -130,16 +160,81 @@ def run(args: argparse.Namespace) -> int:
                 "formatted": result.written,
                 "already_formatted": result.already_formatted,
                 "raft_voter_key": voter_key,
+                "kraft_version": cfg.kraft_version,
+                "initial_voters": None if initial_voters is None else [str(v) for v in initial_voters.values()],
             }
         )
     else:
         for written in result.written:
             print(f"Formatting {written} with cluster.id {args.cluster_id} node.id {cfg.node_id}")
+        if initial_voters is not None and result.written:
+            voters = ",".join(str(v) for v in initial_voters.values())
+            print(f"Formatting dynamic metadata voter directory {cfg.metadata_log_dir} with voters {voters}")
         for formatted in result.already_formatted:
             print(f"{formatted} is already formatted with cluster.id {args.cluster_id}")
         if voter_key is not None:
             print(f"Raft identity of voter {cfg.node_id}: {voter_key} (list it in controller.quorum.raft.voter.keys)")
     return 0
+
+
+def initial_voters_of(
+    cfg: Any, *, standalone: bool, initial_controllers: str | None, no_initial_controllers: bool
+) -> dict[int, Any] | None:
+    """The initial voter set ``storage format`` writes (None: a static quorum, or none), with the
+    rules of Kafka's StorageTool; `UserError` with its messages otherwise.
+
+    A controller of a dynamic quorum must be one of its initial voters: joining a running quorum as
+    an observer (``--no-initial-controllers``, then ``quorum add-controller``) is refused until
+    kraftlog's Raft can change its voter set.
+    """
+    from kraftlog.common.config import ConfigError, parse_listeners
+    from kraftlog.node import new_cluster_id
+    from kraftlog.quorum import DynamicVoter, DynamicVoterError, parse_dynamic_voters
+
+    dynamic = standalone or initial_controllers is not None
+    if dynamic and cfg.quorum_voters:
+        raise UserError(
+            "You cannot specify controller.quorum.voters and format the node with --initial-controllers or "
+            "--standalone. If you want to use dynamic quorum, please remove controller.quorum.voters and "
+            "specify controller.quorum.bootstrap.servers instead."
+        )
+    if standalone and not cfg.is_controller:
+        raise UserError("You can only use --standalone on a controller.")
+    if cfg.is_controller and not cfg.quorum_voters and not dynamic:
+        if no_initial_controllers:
+            raise UserError(
+                "--no-initial-controllers on a controller: it would start as an observer and wait for "
+                "'kraftlog quorum add-controller', and kraftlog's Raft cannot change its voter set yet "
+                "(KIP-853 membership changes); format it with --standalone or --initial-controllers"
+            )
+        raise UserError(
+            "Because controller.quorum.voters is not set on this controller, you must specify one of the "
+            "following: --standalone, --initial-controllers, or --no-initial-controllers."
+        )
+    if standalone:
+        try:
+            listeners = parse_listeners(cfg["listeners"] or [])
+        except ConfigError as err:
+            raise UserError(str(err)) from err
+        endpoint = listeners.get("CONTROLLER")
+        if endpoint is None or not endpoint[0]:
+            raise UserError(
+                "--standalone needs this controller's address: list it in 'listeners' as CONTROLLER://host:port"
+            )
+        host, port = endpoint
+        return {cfg.node_id: DynamicVoter(cfg.node_id, host, port, new_cluster_id())}
+    if initial_controllers is None:
+        return None
+    try:
+        voters = parse_dynamic_voters(initial_controllers)
+    except DynamicVoterError as err:
+        raise UserError(f"--initial-controllers: {err}") from err
+    if cfg.is_controller and cfg.node_id not in voters:
+        raise UserError(
+            f"--initial-controllers does not list this controller (node {cfg.node_id}): it would start as an "
+            "observer, and kraftlog's Raft cannot change its voter set yet (KIP-853 membership changes)"
+        )
+    return voters
 
 
 def _raft_identity(cfg: Any) -> str | None:

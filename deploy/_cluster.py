@@ -136,6 +136,10 @@ class LocalCluster(_ClusterSecurity):
     security: str = "plaintext"
     #: more arguments of every node's ``kraftlog storage format`` (e.g. ``--add-scram ...``)
     format_args: tuple[str, ...] = ()
+    #: ``static`` (``controller.quorum.voters``, kraft.version 0) or ``dynamic`` (KIP-853: the nodes
+    #: know ``controller.quorum.bootstrap.servers``; the controllers are formatted with
+    #: ``--standalone`` when there is one, else ``--initial-controllers``)
+    quorum: str = "static"
 
     # ------------------------------------------------------------------ layout
 
@@ -146,6 +150,9 @@ class LocalCluster(_ClusterSecurity):
             raise ValueError(f"network must be one of {NETWORKS}, not {self.network!r}")
         if self.network == "netns" and self.netns_prefix is None:
             self.netns_prefix = "kl" + secrets.token_hex(2)
+        if self.quorum not in ("static", "dynamic"):
+            raise ValueError(f"quorum must be static or dynamic, not {self.quorum!r}")
+        self._directory_ids: dict[int, str] = {}
         if self.security not in SECURITY_MODES:
             raise ValueError(f"security must be one of {SECURITY_MODES}, not {self.security!r}")
 
@@ -238,7 +245,11 @@ class LocalCluster(_ClusterSecurity):
         settings: dict[str, Any] = {
             "node.id": spec.node_id,
             "process.roles": spec.roles,
-            "controller.quorum.voters": self.voters,
+            **(
+                {"controller.quorum.voters": self.voters}
+                if self.quorum == "static"
+                else {"controller.quorum.bootstrap.servers": ",".join(self.controller_addresses)}
+            ),
             "controller.quorum.raft.port.offset": _RAFT_PORT_OFFSET,
             "controller.quorum.raft.password": self.password,
             **(
@@ -275,8 +286,9 @@ class LocalCluster(_ClusterSecurity):
         """``kraftlog storage format --ignore-formatted`` of the node. With this interpreter and no
         extra format arguments it runs here: a new interpreter per node cost about 1.3 s of CPU
         (imports) on a 2-core machine, paid by every cluster a test starts (issue 23's time budget).
-        Another interpreter (``python``: another checkout) or ``format_args`` go through the command."""
-        if self.python == sys.executable and not self.format_args:
+        Another interpreter (``python``: another checkout), ``format_args`` or a dynamic quorum's
+        arguments go through the command."""
+        if self.python == sys.executable and not self.format_args and not self._quorum_format_args(spec):
             self._format_here(spec)
             return
         proc = subprocess.run(
@@ -291,6 +303,7 @@ class LocalCluster(_ClusterSecurity):
                 "-c",
                 str(spec.config_path),
                 "--ignore-formatted",
+                *self._quorum_format_args(spec),
                 *self.format_args,
             ],
             capture_output=True,
@@ -312,6 +325,24 @@ class LocalCluster(_ClusterSecurity):
         except (ConfigError, NodeStartupError) as err:
             raise RuntimeError(f"storage format of node {spec.node_id} failed: {err}") from err
 
+    def _quorum_format_args(self, spec: NodeSpec) -> list[str]:
+        """``storage format``'s quorum arguments for ``spec`` (none for a static quorum)."""
+        from kraftlog.node import new_cluster_id
+
+        if self.quorum == "static":
+            return []
+        if not spec.controller_port:
+            return ["--no-initial-controllers"]
+        controllers = [n for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port]
+        if len(controllers) == 1:
+            return ["--standalone"]
+        for n in controllers:
+            self._directory_ids.setdefault(n.node_id, new_cluster_id())
+        voters = ",".join(
+            f"{n.node_id}@{n.host}:{n.controller_port}:{self._directory_ids[n.node_id]}" for n in controllers
+        )
+        return ["--initial-controllers", voters]
+
     def save(self) -> None:
         state = {
             "cluster_id": self.cluster_id,
@@ -322,6 +353,7 @@ class LocalCluster(_ClusterSecurity):
             "network": self.network,
             "netns_prefix": self.netns_prefix,
             "security": self.security,
+            "quorum": self.quorum,
             "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
         }
         # it holds controller.quorum.raft.password: 0600 (issue 24)
@@ -341,6 +373,7 @@ class LocalCluster(_ClusterSecurity):
             network=state.get("network", "loopback"),
             netns_prefix=state.get("netns_prefix"),
             security=state.get("security", "plaintext"),
+            quorum=state.get("quorum", "static"),
         )
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster

@@ -16,6 +16,7 @@ from kraftlog.node._format import (
     is_valid_cluster_id,
     new_cluster_id,
     node_dirs,
+    resolve_quorum,
 )
 from kraftlog.node._logging import configure_logging
 from kraftlog.node._metrics import RpcMetricsInterceptor, new_node_registry, response_errors
@@ -36,6 +37,7 @@ __all__ = [
     "new_cluster_id",
     "new_node_registry",
     "node_dirs",
+    "resolve_quorum",
     "response_errors",
     "serve",
 ]

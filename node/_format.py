@@ -9,7 +9,7 @@ another node's dirs or with another cluster's id (`check_formatted`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,24 @@ from kraftlog import storage
 from kraftlog.common import kafka_uuid, parse_uuid
 from kraftlog.metadata_log import MetadataRecord
 from kraftlog.node._errors import NodeStartupError
-from kraftlog.quorum import write_bootstrap_records
+from kraftlog.quorum import (
+    DynamicVoter,
+    DynamicVoterError,
+    check_voter_directory,
+    read_bootstrap_voters,
+    write_bootstrap_records,
+    write_bootstrap_voters,
+)
 
-__all__ = ["FormatResult", "check_formatted", "format_node_dirs", "is_valid_cluster_id", "new_cluster_id", "node_dirs"]
+__all__ = [
+    "FormatResult",
+    "check_formatted",
+    "format_node_dirs",
+    "is_valid_cluster_id",
+    "new_cluster_id",
+    "node_dirs",
+    "resolve_quorum",
+]
 
 
 def new_cluster_id() -> str:
@@ -80,7 +95,12 @@ class FormatResult:
 
 
 def format_node_dirs(
-    cfg: Any, cluster_id: str, *, ignore_formatted: bool = False, bootstrap_records: Sequence[MetadataRecord] = ()
+    cfg: Any,
+    cluster_id: str,
+    *,
+    ignore_formatted: bool = False,
+    bootstrap_records: Sequence[MetadataRecord] = (),
+    initial_voters: Mapping[int, DynamicVoter] | None = None,
 ) -> FormatResult:
     """Write ``meta.properties`` into every dir of the node.
 
@@ -92,6 +112,11 @@ def format_node_dirs(
     ``bootstrap.checkpoint`` when that dir is formatted now, before its ``meta.properties``: a dir
     that says it is formatted holds its bootstrap file. The first active controller of the empty
     log commits them (`kraftlog.quorum.read_bootstrap_records`).
+
+    ``initial_voters`` (``--standalone`` / ``--initial-controllers``, a dynamic quorum) go into the
+    metadata log dir's voters file, written before its ``meta.properties`` too; that dir takes the
+    directory id this node's voter entry names (Kafka's Formatter does the same), so the voter is
+    bound to this very directory.
     """
     if not is_valid_cluster_id(cluster_id):
         raise NodeStartupError(
@@ -113,10 +138,52 @@ def format_node_dirs(
         if storage.read_meta_properties(d) is not None:
             result.already_formatted.append(str(d))
             continue
-        if bootstrap_records and d == metadata_dir:
-            write_bootstrap_records(d, bootstrap_records)
+        directory_id = new_cluster_id()
+        if d == metadata_dir:
+            if bootstrap_records:
+                write_bootstrap_records(d, bootstrap_records)
+            if initial_voters is not None:
+                d.mkdir(parents=True, exist_ok=True)
+                write_bootstrap_voters(d, initial_voters)
+                own = initial_voters.get(cfg.node_id)
+                if own is not None:
+                    directory_id = own.directory_id
         storage.write_meta_properties(
-            d, storage.MetaProperties(cluster_id=cluster_id, node_id=cfg.node_id, directory_id=new_cluster_id())
+            d, storage.MetaProperties(cluster_id=cluster_id, node_id=cfg.node_id, directory_id=directory_id)
         )
         result.written.append(str(d))
     return result
+
+
+def resolve_quorum(cfg: Any) -> Any:
+    """The config this node runs with: as loaded for a static quorum (``controller.quorum.voters``)
+    or a broker of a dynamic one; for a controller of a dynamic quorum (KIP-853), with the voter set
+    its metadata log dir was formatted with (`NodeConfig.with_formatted_voters`).
+
+    Raises `NodeStartupError` when a dynamic-quorum controller's dir holds no voter set (formatted
+    with ``--no-initial-controllers``, or for a static quorum), when it is not a voter, when its
+    metadata dir is not the directory its voter entry names, or when a static config meets a dir
+    formatted for a dynamic quorum.
+    """
+    from kraftlog.common.config import ConfigError
+
+    metadata_dir = Path(cfg.metadata_log_dir)
+    try:
+        formatted = read_bootstrap_voters(metadata_dir)
+    except DynamicVoterError as err:
+        raise NodeStartupError(str(err)) from None
+    if formatted is None:
+        if cfg.is_controller and not cfg.quorum_voters:
+            raise NodeStartupError(
+                f"{metadata_dir} holds no voter set: a controller of a dynamic quorum "
+                "(controller.quorum.bootstrap.servers) must be formatted with --standalone or --initial-controllers"
+            )
+        return cfg
+    if not cfg.is_controller:
+        return cfg
+    meta = storage.read_meta_properties(metadata_dir)
+    try:
+        check_voter_directory(formatted, cfg.node_id, meta.directory_id if meta is not None else None)
+        return cfg.with_formatted_voters(formatted.endpoints())
+    except (DynamicVoterError, ConfigError) as err:
+        raise NodeStartupError(str(err)) from None

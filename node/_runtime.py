@@ -376,16 +376,18 @@ def serve(config: Any, *, log_level: str = "info") -> int:
     """Run a node until SIGTERM/SIGINT (exit status 0) or a fatal metadata error (1).
 
     Order: logging with the node's id and roles bound, the formatted-dirs check (`NodeStartupError`
-    when a dir is not the node's), then `Node.start`.
+    when a dir is not the node's), the voter set of a dynamic quorum (`resolve_quorum`), then
+    `Node.start`.
     """
     from kraftlog.common.config import keys_without_effect
-    from kraftlog.node._format import check_formatted
+    from kraftlog.node._format import check_formatted, resolve_quorum
     from kraftlog.node._logging import configure_logging
 
     configure_logging(node_id=config.node_id, role="+".join(config.roles), level=log_level)
     for key, why in keys_without_effect(config.originals):
         _log.warning("config_key_without_effect", key=key, value=config[key], reason=why)
     cluster_id = check_formatted(config)
+    config = resolve_quorum(config)  # a dynamic quorum's controller: the voter set it was formatted with
     status = asyncio.run(_serve(config, cluster_id))
     # The node has stopped and closed what it owns. The interpreter's last collection at exit then
     # took 1-6 s of wall time (measured: a one-node cluster's SIGTERM-to-exit went from 6-7.5 s to

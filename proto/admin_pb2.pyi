@@ -416,18 +416,22 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
-    __slots__ = ("error", "leader_id", "leader_epoch", "high_watermark", "voters", "observers", "controller")
+    __slots__ = ("error", "leader_id", "leader_epoch", "high_watermark", "voters", "observers", "controller", "kraft_version")
     class Replica(_message.Message):
-        __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp_ms", "last_caught_up_timestamp_ms")
+        __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp_ms", "last_caught_up_timestamp_ms", "replica_directory_id", "endpoint")
         REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
         LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
         LAST_FETCH_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
         LAST_CAUGHT_UP_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+        REPLICA_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+        ENDPOINT_FIELD_NUMBER: _ClassVar[int]
         replica_id: int
         log_end_offset: int
         last_fetch_timestamp_ms: int
         last_caught_up_timestamp_ms: int
-        def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp_ms: _Optional[int] = ..., last_caught_up_timestamp_ms: _Optional[int] = ...) -> None: ...
+        replica_directory_id: str
+        endpoint: str
+        def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp_ms: _Optional[int] = ..., last_caught_up_timestamp_ms: _Optional[int] = ..., replica_directory_id: _Optional[str] = ..., endpoint: _Optional[str] = ...) -> None: ...
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -435,6 +439,7 @@ class DescribeQuorumResponse(_message.Message):
     VOTERS_FIELD_NUMBER: _ClassVar[int]
     OBSERVERS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.Error
     leader_id: int
     leader_epoch: int
@@ -442,7 +447,8 @@ class DescribeQuorumResponse(_message.Message):
     voters: _containers.RepeatedCompositeFieldContainer[DescribeQuorumResponse.Replica]
     observers: _containers.RepeatedCompositeFieldContainer[DescribeQuorumResponse.Replica]
     controller: _controller_pb2.ControllerHint
-    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+    kraft_version: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., kraft_version: _Optional[int] = ...) -> None: ...
 
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names",)

@@ -9,12 +9,34 @@ holds the seam's machinery and `quorum.controller` the active controller's decis
 
 from kraftlog.quorum._bootstrap import BOOTSTRAP_FILE, read_bootstrap_records, write_bootstrap_records
 from kraftlog.quorum._controller_services import ControllerCore
+from kraftlog.quorum._dynamic_voters import (
+    BOOTSTRAP_VOTERS_FILE,
+    BootstrapVoters,
+    DynamicVoter,
+    DynamicVoterError,
+    check_voter_directory,
+    parse_dynamic_voters,
+    read_bootstrap_voters,
+    write_bootstrap_voters,
+)
 from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer, MetadataReplayFailure
+from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter
 from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
 from kraftlog.quorum.raft import MetadataQuorum, QuorumStatus, VoterStatus
 
 __all__ = [
     "BOOTSTRAP_FILE",
+    "BOOTSTRAP_VOTERS_FILE",
+    "BootstrapVoters",
+    "DynamicVoter",
+    "DynamicVoterError",
+    "LeaderView",
+    "check_add_voter",
+    "check_remove_voter",
+    "check_voter_directory",
+    "parse_dynamic_voters",
+    "read_bootstrap_voters",
+    "write_bootstrap_voters",
     "BrokerHeartbeats",
     "ControllerContext",
     "ControllerCore",

@@ -78,6 +78,7 @@ from kraftlog.quorum._controller_services import (
     _with_error,
     raft_address,
 )
+from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
 from kraftlog.quorum._metrics import ControllerStateCollector
 from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
 
@@ -112,6 +113,14 @@ class ControllerServer(_ControllerLog):
         self.voters: dict[int, tuple[str, int]] = dict(voters)
         host, port = voters[self.node_id]
         self.address = f"{host}:{port}"
+        #: 0: static controller.quorum.voters; 1: the voter set formatted into the metadata log dir
+        self.kraft_version: int = config.kraft_version
+        #: voter id -> its metadata log dir id (KIP-853); empty in a static quorum
+        self.voter_directory_ids: dict[int, str] = {}
+        if self.kraft_version >= 1:
+            formatted = read_bootstrap_voters(config.metadata_log_dir)
+            if formatted is not None:
+                self.voter_directory_ids = {vid: v.directory_id for vid, v in formatted.voters.items()}
         self.metadata_dir = Path(config.metadata_log_dir) / METADATA_PARTITION_DIR
         self.image = MetadataImage.EMPTY
         self.acl_gate = AclGate(lambda: self.image, config)  # authorizes every request of its listener
@@ -502,6 +511,10 @@ class ControllerServer(_ControllerLog):
                     log_end_offset=v.log_end_offset,
                     last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
                     last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms,
+                    replica_directory_id=self.voter_directory_ids.get(v.voter_id, ""),
+                    endpoint=f"{self.voters[v.voter_id][0]}:{self.voters[v.voter_id][1]}"
+                    if v.voter_id in self.voters
+                    else "",
                 )
             )
         return R(
@@ -511,4 +524,5 @@ class ControllerServer(_ControllerLog):
             high_watermark=status.committed_offset,
             voters=voters,
             controller=self.hint(),
+            kraft_version=self.kraft_version,
         )

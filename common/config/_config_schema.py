@@ -59,14 +59,18 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         _LS,
         [],
         Custom(_voters, "a comma-separated list of id@host:port"),
-        "The controller quorum: every voter's node id and Raft endpoint.",
+        "A static controller quorum (kraft.version 0): every voter's node id and endpoint. Leave it empty "
+        "and set controller.quorum.bootstrap.servers for a dynamic quorum (KIP-853).",
     )
     .define(
         "controller.quorum.bootstrap.servers",
         _LS,
         [],
         Custom(_check_host_ports, "a comma-separated list of host:port"),
-        "Accepted for Kafka compatibility; kraftlog's pysyncobj quorum still needs controller.quorum.voters.",
+        "A dynamic quorum (KIP-853, kraft.version 1): the controllers' gRPC endpoints (host:port) through which "
+        "brokers and tools find the quorum, used when controller.quorum.voters is empty. A controller of a dynamic "
+        "quorum reads its voter set from its metadata log dir, written by 'kraftlog storage format --standalone' "
+        "or '--initial-controllers'; controller.quorum.voters, when set, wins (a static quorum, kraft.version 0).",
     )
     .define(
         "controller.quorum.election.timeout.ms",

@@ -33,31 +33,51 @@ class NodeConfig(Mapping[str, Any]):
     explicitly, which is what a config dump or DescribeConfigs "source" needs.
     """
 
-    __slots__ = ("_values", "_originals", "_voters")
+    __slots__ = ("_values", "_originals", "_voters", "_formatted_voters")
 
     _values: Mapping[str, object]
     _originals: Mapping[str, object]
     _voters: Mapping[int, tuple[str, int]]
+    _formatted_voters: Mapping[int, tuple[str, int]] | None
 
-    def __init__(self, settings: Mapping[str, object] | None = None) -> None:
-        """Parse and validate ``settings`` (raw strings or typed values keyed by Kafka name)."""
+    def __init__(
+        self,
+        settings: Mapping[str, object] | None = None,
+        formatted_voters: Mapping[int, tuple[str, int]] | None = None,
+    ) -> None:
+        """Parse and validate ``settings`` (raw strings or typed values keyed by Kafka name).
+
+        ``formatted_voters`` is the voter set of a dynamic quorum (KIP-853) as ``kraftlog storage
+        format --standalone|--initial-controllers`` wrote it into the metadata log dir: a node
+        without ``controller.quorum.voters`` runs with it (see `with_formatted_voters`).
+        """
         parsed = NODE_CONFIG_DEFS.parse(settings or {})
         values = NODE_CONFIG_DEFS.defaults()
         values.update(parsed)
-        voters = _check_node(values)
+        voters = _check_node(values, formatted_voters)
         check_supported(values, parsed)
         object.__setattr__(self, "_values", MappingProxyType(values))
         object.__setattr__(self, "_originals", MappingProxyType(parsed))
         object.__setattr__(self, "_voters", MappingProxyType(voters))
+        kept = None if formatted_voters is None else MappingProxyType(dict(formatted_voters))
+        object.__setattr__(self, "_formatted_voters", kept)
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, object]) -> NodeConfig:
         """Build a config from a mapping, e.g. in tests or the local-cluster launcher."""
         return cls(settings)
 
-    def __reduce__(self) -> tuple[type[NodeConfig], tuple[dict[str, object]]]:
+    def __reduce__(
+        self,
+    ) -> tuple[type[NodeConfig], tuple[dict[str, object], dict[int, tuple[str, int]] | None]]:
         """Pickle as the explicit settings (re-validated on load), e.g. for worker processes."""
-        return (NodeConfig, (dict(self._originals),))
+        formatted = None if self._formatted_voters is None else dict(self._formatted_voters)
+        return (NodeConfig, (dict(self._originals), formatted))
+
+    def with_formatted_voters(self, voters: Mapping[int, tuple[str, int]]) -> NodeConfig:
+        """This config running the dynamic quorum formatted with ``voters`` (id -> controller host,
+        port); ConfigError when the config has a static ``controller.quorum.voters``."""
+        return NodeConfig(dict(self._originals), voters)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("NodeConfig is immutable")
@@ -135,8 +155,25 @@ class NodeConfig(Mapping[str, Any]):
 
     @property
     def quorum_voters(self) -> Mapping[int, tuple[str, int]]:
-        """``controller.quorum.voters`` as voter id -> (host, port)."""
+        """The voters as id -> (host, port): ``controller.quorum.voters`` (static quorum), or the
+        formatted voter set of a dynamic one (`with_formatted_voters`); empty on a dynamic-quorum
+        node before its formatted voters are known (a broker, or a config loaded to format)."""
         return self._voters
+
+    @property
+    def kraft_version(self) -> int:
+        """0 for a static quorum (``controller.quorum.voters``), 1 for a dynamic one (KIP-853)."""
+        return 0 if self._values["controller.quorum.voters"] else 1
+
+    @property
+    def controller_endpoints(self) -> list[str]:
+        """Where this node reaches the controllers' gRPC listener: the voters' ``host:port``, or
+        ``controller.quorum.bootstrap.servers`` when the voter set is not in the config."""
+        if self._voters:
+            return [f"{h}:{p}" for _vid, (h, p) in sorted(self._voters.items())]
+        servers = self._values["controller.quorum.bootstrap.servers"]
+        assert isinstance(servers, list)
+        return [str(s) for s in servers]
 
     def topic_defaults(self, *dynamic_layers: Mapping[str, str]) -> dict[str, object]:
         """Topic-level defaults derived from this node's broker-level keys, with Kafka's precedence.
@@ -196,8 +233,10 @@ class NodeConfig(Mapping[str, Any]):
         return "".join(line + "\n" for line in lines)
 
 
-def _check_node(values: Mapping[str, object]) -> dict[int, tuple[str, int]]:
-    """Cross-key checks Kafka makes at start-up; returns the parsed voters."""
+def _check_node(
+    values: Mapping[str, object], formatted_voters: Mapping[int, tuple[str, int]] | None = None
+) -> dict[int, tuple[str, int]]:
+    """Cross-key checks Kafka makes at start-up; returns the voters (static, or formatted)."""
     node_id = values.get("node.id")
     if node_id is None:
         raise ConfigError("missing required config 'node.id' (a non-negative integer)", key="node.id")
@@ -215,21 +254,32 @@ def _check_node(values: Mapping[str, object]) -> dict[int, tuple[str, int]]:
     voter_items = values["controller.quorum.voters"]
     assert isinstance(voter_items, list)
     voters = _voters(voter_items)  # already validated by the key's validator
-    if not voters:
+    bootstrap = values["controller.quorum.bootstrap.servers"]
+    if not voters and not bootstrap:
         raise ConfigError(
-            "'controller.quorum.voters' must list the controller quorum as id@host:port,... "
-            "(kraftlog needs the static voter set even when controller.quorum.bootstrap.servers is set)",
+            "set 'controller.quorum.voters' (a static quorum: id@host:port,...) or "
+            "'controller.quorum.bootstrap.servers' (a dynamic quorum, KIP-853: host:port,...)",
             key="controller.quorum.voters",
             value=voter_items,
         )
+    if formatted_voters is not None:
+        if voters:
+            raise ConfigError(
+                "'controller.quorum.voters' is set (a static quorum) but the metadata log dir is formatted "
+                "for a dynamic quorum: remove controller.quorum.voters and set controller.quorum.bootstrap.servers",
+                key="controller.quorum.voters",
+                value=voter_items,
+            )
+        voters = dict(formatted_voters)
+    # without voters: a dynamic quorum whose voter set is on disk, read at start (or a broker's)
     ids = ", ".join(str(voter) for voter in voters)
-    if "controller" in roles and node_id not in voters:
+    if voters and "controller" in roles and node_id not in voters:
         raise ConfigError(
             f"node.id {node_id} has the controller role but is not in 'controller.quorum.voters' ({ids})",
             key="controller.quorum.voters",
             value=voter_items,
         )
-    if "controller" not in roles and node_id in voters:
+    if voters and "controller" not in roles and node_id in voters:
         raise ConfigError(
             f"node.id {node_id} is in 'controller.quorum.voters' ({ids}) but process.roles lacks 'controller'",
             key="process.roles",

@@ -1,0 +1,99 @@
+"""A dynamic controller quorum (KIP-853, kraft.version 1) with real processes on 127.0.0.1 (issue 26).
+
+The nodes' configs name only ``controller.quorum.bootstrap.servers``; the controllers are formatted
+with ``--standalone`` (one) or ``--initial-controllers`` (three) and run with the voter set their
+metadata log dir holds; brokers find the controllers through the bootstrap servers. Every wait is a
+bounded poll.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.quorum import read_bootstrap_voters
+from kraftlog.storage import read_meta_properties
+
+from ._fake_brokers import FakeBrokers
+
+pytestmark = pytest.mark.integration
+
+OVERRIDES = {"controller.quorum.election.timeout.ms": 1000, "broker.session.timeout.ms": 9000}
+
+
+def _created(admin, name: str) -> bool:
+    resp = admin.create_topics([NewTopic(name, 1, 1)], timeout_ms=3000)
+    return len(resp.topics) == 1 and all(t.error.code in (0, 36) for t in resp.topics)
+
+
+def test_standalone_controller_with_a_broker_found_through_bootstrap_servers(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "c", controllers=1, combined=True, overrides=OVERRIDES, quorum="dynamic")
+    cluster.plan()
+    spec = cluster.nodes[1]
+    config = tomllib.loads(Path(spec.config_path).read_text())
+    assert "controller.quorum.voters" not in config and config["controller.quorum.bootstrap.servers"]
+    formatted = read_bootstrap_voters(Path(spec.dir) / "metadata")
+    meta = read_meta_properties(Path(spec.dir) / "metadata")
+    assert formatted is not None and meta is not None
+    assert formatted.endpoints() == {1: (spec.host, spec.controller_port)}
+    assert formatted.voters[1].directory_id == meta.directory_id
+    with cluster.start(timeout_s=60):
+        cluster.wait_unfenced_brokers(1, timeout_s=60)
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            quorum = admin.describe_quorum()
+            assert quorum.leader_id == 1 and [v.replica_id for v in quorum.voters] == [1]
+            wait_until(lambda: _created(admin, "standalone-topic"), 30, what="a topic created")
+
+
+def test_initial_controllers_elect_commit_and_fail_over(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "c", controllers=3, overrides=OVERRIDES, quorum="dynamic")
+    cluster.start(timeout_s=60)
+    brokers = FakeBrokers(cluster.controller_addresses, str(cluster.cluster_id), [1001, 1002, 1003]).start()
+    try:
+        dirs = set()
+        for nid in (1, 2, 3):
+            meta = read_meta_properties(Path(cluster.nodes[nid].dir) / "metadata")
+            assert meta is not None and meta.directory_id
+            dirs.add(meta.directory_id)
+        assert len(dirs) == 3
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            brokers.wait_unfenced(admin)
+            quorum = admin.describe_quorum()
+            assert sorted(v.replica_id for v in quorum.voters) == [1, 2, 3] and quorum.kraft_version == 1
+            # the operator's view: every voter with the directory id its metadata dir carries
+            proc = subprocess.run(
+                [sys.executable, "-m", "kraftlog.cli", "quorum", "describe", "--status", "--output", "json"]
+                + ["--bootstrap-server", ",".join(cluster.controller_addresses)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 0, proc.stderr
+            status = json.loads(proc.stdout)
+            assert status["kraft_version"] == 1
+            assert {v["id"]: v["directory_id"] for v in status["voters"]} == {
+                nid: read_meta_properties(Path(cluster.nodes[nid].dir) / "metadata").directory_id for nid in (1, 2, 3)
+            }
+            wait_until(lambda: _created(admin, "before"), 30, what="a topic created")
+            before = admin.describe_quorum()
+            old_leader, old_epoch = before.leader_id, before.leader_epoch
+            cluster.kill(old_leader)
+
+            def new_leader() -> bool:
+                q = admin.describe_quorum()
+                return q.error.code == 0 and q.leader_id not in (-1, old_leader) and q.leader_epoch > old_epoch
+
+            wait_until(new_leader, 30, what="a new leader after the old one was killed")
+            wait_until(lambda: _created(admin, "after"), 30, what="a topic created after the failover")
+            after = admin.describe_quorum()
+            assert after.high_watermark > before.high_watermark
+    finally:
+        brokers.stop()
+        cluster.stop()
