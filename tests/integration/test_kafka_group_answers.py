@@ -173,11 +173,6 @@ def test_a_regex_subscription_of_the_consumer_protocol_follows_new_topics(cluste
         consumer.close()
 
 
-@pytest.mark.xfail(
-    strict=False,  # librdkafka may apply the literal topics first on its own (topic ids it resolves later)
-    reason="kraftlog resolves a new regex at the heartbeat that brings it; resolving it later, as Kafka "
-    "does, changes what tests/unit/broker/test_group_consumer_regex.py asserts (lead's call, issue 25)",
-)
 def test_a_new_regex_is_resolved_after_the_literal_topics_are_assigned(cluster: LocalCluster) -> None:
     """Kafka resolves a regex new to the group asynchronously: the heartbeat that brings it assigns
     the member's literal topics, and the topics the regex matches come at a later heartbeat
