@@ -285,9 +285,9 @@ class ConsumerGroup:
         if self.regexes.from_log:
             self.regexes.from_log = False
             loaded = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
-            self.regexes.resolve_now(loaded, topic_names, now_ms)
+            self.regexes.resolve_now(loaded, topic_names, req.describable, now_ms)
         regexes = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
-        # only topics the heartbeating member may see (KAFKA-18813)
+        # a refresh resolves to the topics the member that asked for it may see (KAFKA-18813)
         bump |= self.regexes.update(
             member.subscribed_topic_regex,
             updated.subscribed_topic_regex,

@@ -68,11 +68,14 @@ class GroupRegexes:
         if not self.resolved:  # Kafka's last refresh time is its resolutions': none, none
             self.refreshed_ms = None
 
-    def resolve_now(self, regexes: Iterable[str], topic_names: TopicNames, now_ms: int) -> None:
+    def resolve_now(
+        self, regexes: Iterable[str], topic_names: TopicNames, describable: Describable | None, now_ms: int
+    ) -> None:
         """Resolve ``regexes`` at once (a loaded group's, which Kafka reads from its records)."""
         names = tuple(topic_names())
         for regex in regexes:
-            self.resolved[regex] = resolve_regex(regex, names)
+            topics = resolve_regex(regex, names)
+            self.resolved[regex] = topics if describable is None else describable(topics)
         self.refreshed_ms, self.seen_names = now_ms, frozenset(names)
 
     def update(

@@ -213,3 +213,20 @@ def test_a_regex_resolves_only_to_the_topics_its_member_may_describe() -> None:
     )
     assert joined.error is None and joined.assignment == ((T1, (0, 1)),)
     assert not d.shard.consumer_groups["g"].is_subscribed_to("orders-secret")
+
+
+def test_a_loaded_group_resolves_its_regexes_to_what_the_heartbeating_member_may_describe() -> None:
+    d = Driver({"orders-a": (T1, 2), "orders-secret": (T2, 1)})
+
+    def hidden(topics: frozenset[str]) -> frozenset[str]:
+        return frozenset(t for t in topics if t != "orders-secret")
+
+    req = HeartbeatRequest(
+        "g", "", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="orders-.*", owned=(), describable=hidden
+    )
+    got = _join_resolved(d, req)
+    assert got.assignment == ((T1, (0, 1)),)
+    d.shard = d.reloaded()
+    again = _beat(d, HeartbeatRequest("g", got.member_id, got.member_epoch, owned=got.assignment, describable=hidden))
+    group = d.shard.consumer_groups["g"]
+    assert again.error is None and not group.is_subscribed_to("orders-secret") and group.is_subscribed_to("orders-a")
