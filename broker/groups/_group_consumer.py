@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from kraftlog.broker.groups._group_consumer_assignors import MemberSpec, PartitionAssignorError, assign
+from kraftlog.broker.groups._group_consumer_regex import GroupRegexes
 from kraftlog.broker.groups._group_consumer_types import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -33,8 +34,9 @@ from kraftlog.broker.groups._group_consumer_types import (
     HeartbeatRequest,
     HeartbeatResponse,
     MemberState,
-    as_map,
+    check_epoch,
     reconcile,
+    subscription_metadata,
 )
 from kraftlog.broker.groups._group_records_consumer import (
     Assignment,
@@ -55,7 +57,6 @@ from kraftlog.broker.groups._group_records_consumer import (
     TopicMetadata,
     assignment_of,
 )
-from kraftlog.broker.groups._group_regex import resolve_regex
 from kraftlog.common import errors as kerr
 
 __all__ = ["ConsumerGroup", "TopicLookup", "TopicNames", "Record", "no_topic_names"]
@@ -90,9 +91,9 @@ class ConsumerGroup:
         # timers, beside the state: member id -> deadline; member id -> (deadline, member epoch)
         self.session_deadlines: dict[str, int] = {}
         self.rebalance_deadlines: dict[str, tuple[int, int]] = {}
-        # also beside the state: each member regex's topics when last resolved (at a heartbeat,
-        # against the broker's metadata then; a loaded group resolves them at its next heartbeat)
-        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        # also beside the state: the members' regexes as last resolved, and the refresh scheduled
+        # (Kafka keeps the resolutions in records; a loaded group resolves them at its first heartbeat)
+        self.regexes = GroupRegexes(config.regex_refresh_min_interval_ms, config.regex_refresh_interval_ms)
 
     # ===================================================================== reading
 
@@ -124,12 +125,12 @@ class ConsumerGroup:
         order = {name: i for i, name in enumerate(self.config.assignors)}
         return min(counts, key=lambda name: (-counts[name], order.get(name, len(order)), name))
 
-    def topics_of(self, m: ConsumerMember, resolved: dict[str, frozenset[str]] | None = None) -> set[str]:
-        """The topics ``m`` subscribes to: its names and what its regex resolved to."""
-        regexes = self.resolved_regexes if resolved is None else resolved
+    def topics_of(self, m: ConsumerMember) -> set[str]:
+        """The topics ``m`` subscribes to: its names and what its regex resolved to (nothing
+        while it is not resolved yet)."""
         out = set(m.subscribed_topic_names)
         if m.subscribed_topic_regex:
-            out |= regexes.get(m.subscribed_topic_regex, frozenset())
+            out |= self.regexes.topics(m.subscribed_topic_regex)
         return out
 
     def subscribed_topics(self) -> set[str]:
@@ -235,9 +236,10 @@ class ConsumerGroup:
         """ConsumerGroupHeartbeat of a member that is in (or joins) this group; raises the Kafka
         error to answer with. The request was validated already (`validate_heartbeat`).
 
-        Members' regexes are resolved against ``topic_names`` at every heartbeat, so a topic
-        created or deleted that a regex matches changes the subscribed topics' metadata and
-        bumps the group epoch, as Kafka's refresh on metadata changes does."""
+        Members' regexes are resolved against ``topic_names`` by a refresh the heartbeat may
+        schedule (`GroupRegexes`: a regex new to the group is not resolved in the heartbeat that
+        brings it, as in Kafka); `refresh_regexes` carries it out and bumps the group epoch when
+        their topics changed. A deleted topic leaves the subscription metadata at once."""
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(req)
         records: list[Record] = []
@@ -267,12 +269,12 @@ class ConsumerGroup:
             client_id=req.client_id,
             client_host=req.client_host,
         )
-        bump = False
+        bump = self.group_epoch == 0  # a new group moves off epoch 0 (a regex-only member's, too)
         if updated != member or member_id not in self.members:
             records.append((ConsumerGroupMemberMetadataKey(self.group_id, member_id), _metadata_value(updated)))
             bump = (
-                updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+                bump
+                or updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.server_assignor != member.server_assignor
             )
         members = {k: v for k, v in self.members.items() if k != replaced}
@@ -280,13 +282,22 @@ class ConsumerGroup:
         current = dict(self.target)
         if replaced is not None:
             current[member_id] = current.pop(replaced, ())
+        if self.regexes.from_log:
+            self.regexes.from_log = False
+            loaded = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+            self.regexes.resolve_now(loaded, topic_names, req.describable, now_ms)
         regexes = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
-        names = tuple(topic_names()) if regexes else ()
-        resolved = {r: resolve_regex(r, names) for r in sorted(regexes)}
-        if req.describable is not None:  # only topics the heartbeating member may see (KAFKA-18813)
-            resolved = {r: req.describable(topics) for r, topics in resolved.items()}
-        self.resolved_regexes = resolved
-        metadata = _subscription_metadata({t for m in members.values() for t in self.topics_of(m)}, lookup)
+        # a refresh resolves to the topics the member that asked for it may see (KAFKA-18813)
+        bump |= self.regexes.update(
+            member.subscribed_topic_regex,
+            updated.subscribed_topic_regex,
+            regexes,
+            now_ms,
+            topic_names,
+            req.describable,
+            lookup,
+        )
+        metadata = subscription_metadata({t for m in members.values() for t in self.topics_of(m)}, lookup)
         if metadata != self.subscription_metadata:
             records.append(
                 (
@@ -373,7 +384,7 @@ class ConsumerGroup:
                     subscribed_topic_regex=member.subscribed_topic_regex,
                 )
                 return rejoined, None
-            _check_epoch(member, req.member_epoch, req.owned)
+            check_epoch(member, req.member_epoch, req.owned)
             return member, None
         existing_id = self.static_members.get(req.instance_id)
         existing = self.members.get(existing_id) if existing_id is not None else None
@@ -411,7 +422,7 @@ class ConsumerGroup:
             raise kerr.FencedInstanceIdError(
                 f"instance id {req.instance_id} belongs to member {existing.member_id}, not {member_id}"
             )
-        _check_epoch(existing, req.member_epoch, req.owned)
+        check_epoch(existing, req.member_epoch, req.owned)
         return existing, None
 
     def _new_targets(
@@ -479,6 +490,7 @@ class ConsumerGroup:
         time) and bump the group epoch, so the others are given its partitions."""
         records = self._remove_records(member_id)
         others = {k: v for k, v in self.members.items() if k != member_id}
+        self.regexes.forget_others({m.subscribed_topic_regex for m in others.values() if m.subscribed_topic_regex})
         topics = {t for m in others.values() for t in self.topics_of(m)}
         metadata = {name: t for name, t in self.subscription_metadata.items() if name in topics}
         if metadata != self.subscription_metadata:
@@ -505,7 +517,27 @@ class ConsumerGroup:
 
     def next_deadline(self) -> int | None:
         deadlines = [*self.session_deadlines.values(), *(d for d, _e in self.rebalance_deadlines.values())]
+        if self.regexes.pending is not None:
+            deadlines.append(self.regexes.pending.due_ms)
         return min(deadlines, default=None)
+
+    def refresh_regexes(self, now_ms: int) -> list[Record]:
+        """The regex refresh a heartbeat scheduled, when due (Kafka's handleRegularExpressionsResult):
+        when a regex's topics changed, the subscription metadata and a bumped group epoch, so the
+        members' next heartbeats compute the new target."""
+        if not self.regexes.due(now_ms):
+            return []
+        regexes = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        changed, lookup = self.regexes.run(now_ms, regexes)
+        if not changed:
+            return []
+        records: list[Record] = []
+        metadata = subscription_metadata(self.subscribed_topics(), lookup)
+        if metadata != self.subscription_metadata:
+            value = ConsumerGroupPartitionMetadataValue(tuple(metadata.values()))
+            records.append((ConsumerGroupPartitionMetadataKey(self.group_id), value))
+        records.append((ConsumerGroupMetadataKey(self.group_id), ConsumerGroupMetadataValue(self.group_epoch + 1)))
+        return records
 
     def start_sessions(self, now_ms: int) -> None:
         """After loading: every member gets a full session, and a member still revoking its full
@@ -538,22 +570,6 @@ class ConsumerGroup:
         return None
 
 
-def _check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:
-    """Kafka's epoch check: a member ahead of the coordinator, or behind it other than by one lost
-    answer (its previous epoch, owning a subset of what it is assigned), is fenced."""
-    if received > member.member_epoch:
-        raise kerr.FencedMemberEpochError(
-            f"member epoch {received} is ahead of the coordinator's {member.member_epoch}; rejoin"
-        )
-    if received < member.member_epoch:
-        assigned = as_map(member.assigned)
-        subset = owned is not None and all(p in assigned.get(t, set()) for t, ps in owned for p in ps)
-        if received != member.previous_member_epoch or not subset:
-            raise kerr.FencedMemberEpochError(
-                f"member epoch {received} is behind the coordinator's {member.member_epoch}; rejoin"
-            )
-
-
 def _metadata_value(m: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
     return ConsumerGroupMemberMetadataValue(
         m.instance_id,
@@ -571,13 +587,3 @@ def _current_value(m: ConsumerMember) -> ConsumerGroupCurrentMemberAssignmentVal
     return ConsumerGroupCurrentMemberAssignmentValue(
         m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned, m.pending_revocation
     )
-
-
-def _subscription_metadata(topics: set[str], lookup: TopicLookup) -> dict[str, TopicMetadata]:
-    """The subscribed topics that exist, with their ids and partition counts, by name (sorted)."""
-    out: dict[str, TopicMetadata] = {}
-    for name in sorted(topics):
-        found = lookup(name)
-        if found is not None:
-            out[name] = TopicMetadata(found[0], name, found[1])
-    return out

@@ -8,7 +8,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from kraftlog.broker.groups._group_records_consumer import Assignment, assignment_of
+from kraftlog.broker.groups._group_records_consumer import Assignment, TopicMetadata, assignment_of
 from kraftlog.common import errors as kerr
 
 __all__ = [
@@ -21,7 +21,9 @@ __all__ = [
     "LEAVE_EPOCH",
     "STATIC_LEAVE_EPOCH",
     "as_map",
+    "check_epoch",
     "reconcile",
+    "subscription_metadata",
 ]
 
 Error = type[kerr.KafkaError] | None
@@ -72,6 +74,10 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+    regex_refresh_interval_ms: int = 600_000  # group.consumer.regex.refresh.interval.ms
+    # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (a constant there): the least time between two
+    # resolutions of one group's regexes
+    regex_refresh_min_interval_ms: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -185,3 +191,31 @@ def _next(
     return replace(
         member.with_epoch(target_epoch), state=state, assigned=assignment_of(assigned), pending_revocation=()
     )
+
+
+def check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:
+    """Kafka's epoch check: a member ahead of the coordinator, or behind it other than by one lost
+    answer (its previous epoch, owning a subset of what it is assigned), is fenced."""
+    if received > member.member_epoch:
+        raise kerr.FencedMemberEpochError(
+            f"member epoch {received} is ahead of the coordinator's {member.member_epoch}; rejoin"
+        )
+    if received < member.member_epoch:
+        assigned = as_map(member.assigned)
+        subset = owned is not None and all(p in assigned.get(t, set()) for t, ps in owned for p in ps)
+        if received != member.previous_member_epoch or not subset:
+            raise kerr.FencedMemberEpochError(
+                f"member epoch {received} is behind the coordinator's {member.member_epoch}; rejoin"
+            )
+
+
+def subscription_metadata(
+    topics: set[str], lookup: Callable[[str], tuple[str, int] | None]
+) -> dict[str, TopicMetadata]:
+    """The subscribed topics that exist, with their ids and partition counts, by name (sorted)."""
+    out: dict[str, TopicMetadata] = {}
+    for name in sorted(topics):
+        found = lookup(name)
+        if found is not None:
+            out[name] = TopicMetadata(found[0], name, found[1])
+    return out

@@ -64,6 +64,7 @@ def shard_config(config: Any) -> GroupShardConfig:
             heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
             max_size=config["group.consumer.max.size"],
             assignors=tuple(config["group.consumer.assignors"]) or ("uniform",),
+            regex_refresh_interval_ms=config["group.consumer.regex.refresh.interval.ms"],
         ),
         offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],

@@ -204,10 +204,15 @@ class ConsumerGroups:
         return out
 
     def poll(self, now_ms: int) -> ShardOutcome:
-        """Fence the members whose session or rebalance timeout ran out: their records (replayed
-        already), with the continuation that reloads the shard should they not be written."""
+        """Carry out the regex refreshes heartbeats scheduled, and fence the members whose session
+        or rebalance timeout ran out: their records (replayed already), with the continuation
+        that reloads the shard should they not be written."""
         records: list[Record] = []
         for group in list(self.groups.values()):
+            refreshed = group.refresh_regexes(now_ms)
+            for key, value in refreshed:
+                group.replay(key, value)
+            records.extend(refreshed)
             for member_id in group.expired_members(now_ms):
                 fenced = group.fence(member_id)
                 for key, value in fenced:
@@ -228,6 +233,7 @@ class ConsumerGroups:
             if value is None:
                 return
             group = ConsumerGroup(key.group, self._config, self._rng)
+            group.regexes.from_log = True
             self.groups[key.group] = group
         group.replay(key, value)
         if isinstance(key, ConsumerGroupMetadataKey) and value is None:

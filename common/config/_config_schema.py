@@ -403,6 +403,15 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     )
     .define("group.consumer.max.size", _I, INT_MAX, Range(1), "Maximum members of one consumer-protocol group.")
     .define(
+        "group.consumer.regex.refresh.interval.ms",
+        _I,
+        600_000,
+        Range(10_000),
+        "How long the coordinator keeps a consumer-protocol group's resolution of its members' topic "
+        "regexes before a heartbeat has them resolved again (also on a new regex or a created topic, "
+        "at most every 10 s).",
+    )
+    .define(
         "group.consumer.assignors",
         _LS,
         ["uniform", "range"],
