@@ -11,7 +11,9 @@ reflection). For each call it:
    has, and no client certificate possible) is refused before its request message is read:
    grpc reads a message whole before the handler runs, so a stranger's 90 MiB Produce would
    otherwise be held (three at once: +500 MiB) only to be refused. The refusal is a
-   request-streaming handler that never asks for the message;
+   request-streaming handler that never asks for the message. The SASL exchange itself
+   (``SaslService``, node/_grpc_sasl.py) never reads a message body either: it travels in the
+   call metadata;
 2. runs the handler inside a `RequestContext` (`kraftlog.common.security._request_context`), through which
    the handler asks its authorization questions;
 3. fails the call closed (INTERNAL, logged as ``rpc_without_authorization_decision``) when the

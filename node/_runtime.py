@@ -109,7 +109,7 @@ class Node:
             server = grpc.aio.server(options=listener_options, interceptors=interceptors)
             servicer = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-            security_pb2_grpc.add_SaslServiceServicer_to_server(SaslServicer(sasl), server)
+            add_sasl_service(server, sasl)
             service_names = [*service_names, security_pb2.DESCRIPTOR.services_by_name["SaslService"].full_name]
             reflection.enable_server_reflection(
                 service_names + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
@@ -118,7 +118,7 @@ class Node:
             return server, servicer
 
         from kraftlog.common.security import ListenerSecurity
-        from kraftlog.node._grpc_sasl import SaslServicer
+        from kraftlog.node._grpc_sasl import add_sasl_service
         from kraftlog.node._grpc_security import interceptor
         from kraftlog.proto import (
             admin_pb2,
@@ -126,7 +126,6 @@ class Node:
             controller_pb2,
             diagnostics_pb2,
             security_pb2,
-            security_pb2_grpc,
         )
 
         controller_security = ListenerSecurity.from_config(self.config, "CONTROLLER")

@@ -20,13 +20,22 @@ from typing import Any, Final
 import grpc
 
 from kraftlog.common import SYSTEM_CLOCK, Clock
-from kraftlog.common.security import SESSION_METADATA, SaslLogin, TlsSettings, grpc_channel_credentials
+from kraftlog.common.security import (
+    SASL_AUTH_METADATA,
+    SASL_EXCHANGE_METADATA,
+    SASL_MECHANISM_METADATA,
+    SESSION_METADATA,
+    SaslLogin,
+    TlsSettings,
+    grpc_channel_credentials,
+)
 
 __all__ = [
     "RECONNECT_OPTIONS",
     "channel_credentials",
     "open_aio_channel",
     "open_channel",
+    "sasl_metadata",
 ]
 
 RECONNECT_OPTIONS: tuple[tuple[str, int], ...] = (
@@ -113,16 +122,41 @@ class SessionToken:
         return self.refresh_at_ms is not None and self._clock.monotonic_ms() >= self.refresh_at_ms
 
 
-def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, tuple[str, int]]:
-    """The client's side of one SASL exchange over SaslService: yields (method, request), is sent
+def sasl_metadata(
+    *, mechanism: str | None = None, exchange_id: str | None = None, auth_bytes: bytes | None = None
+) -> tuple[tuple[str, str | bytes], ...]:
+    """The call metadata of one SaslService call: SaslHandshake names ``mechanism``,
+    SaslAuthenticate ``exchange_id`` and its SASL message ``auth_bytes``. The server reads the
+    exchange from here only, never from the (empty) request message (node/_grpc_sasl.py says why)."""
+    pairs: list[tuple[str, str | bytes]] = []
+    if mechanism is not None:
+        pairs.append((SASL_MECHANISM_METADATA, mechanism))
+    if exchange_id is not None:
+        pairs.append((SASL_EXCHANGE_METADATA, exchange_id))
+    if auth_bytes is not None:
+        pairs.append((SASL_AUTH_METADATA, auth_bytes))
+    return tuple(pairs)
+
+
+#: one call of a SaslService exchange: the method and its metadata (the request message is empty)
+SaslCall = tuple[str, tuple[tuple[str, str | bytes], ...]]
+
+
+def _sasl_request(method: str) -> Any:
+    from kraftlog.proto import security_pb2
+
+    return security_pb2.SaslHandshakeRequest() if method == "SaslHandshake" else security_pb2.SaslAuthenticateRequest()
+
+
+def _exchange(login: SaslLogin) -> Generator[SaslCall, Any, tuple[str, int]]:
+    """The client's side of one SASL exchange over SaslService: yields (method, metadata), is sent
     each answer, returns the session token and its lifetime in ms (0: no limit asked). Failures
     raise the Kafka error the server named; a SCRAM server that cannot prove it knows the
     credential is refused."""
     from kraftlog.common import errors as kerr
     from kraftlog.common.security import ScramClient, ScramMechanism
-    from kraftlog.proto import security_pb2
 
-    handshake = yield ("SaslHandshake", security_pb2.SaslHandshakeRequest(mechanism=login.mechanism))
+    handshake = yield ("SaslHandshake", sasl_metadata(mechanism=login.mechanism))
     if handshake.error.code:
         raise kerr.error_for_code(handshake.error.code)(handshake.error.message)
     scram = None
@@ -132,8 +166,7 @@ def _exchange(login: SaslLogin) -> Generator[tuple[str, Any], Any, tuple[str, in
         scram = ScramClient(ScramMechanism.from_name(login.mechanism), login.username, login.password)
         message = scram.first_message()
     while True:
-        request = security_pb2.SaslAuthenticateRequest(exchange_id=handshake.exchange_id, auth_bytes=message)
-        answer = yield ("SaslAuthenticate", request)
+        answer = yield ("SaslAuthenticate", sasl_metadata(exchange_id=handshake.exchange_id, auth_bytes=message))
         if answer.error.code:
             raise kerr.error_for_code(answer.error.code)(answer.error.message)
         if answer.session:
@@ -175,10 +208,11 @@ class _SaslInterceptor(
 
                 stub = security_pb2_grpc.SaslServiceStub(self._raw)
                 steps = _exchange(self._login)
-                method, request = next(steps)
+                method, metadata = next(steps)
                 try:
                     while True:
-                        method, request = steps.send(getattr(stub, method)(request, timeout=30))
+                        call = getattr(stub, method)
+                        method, metadata = steps.send(call(_sasl_request(method), metadata=metadata, timeout=30))
                 except StopIteration as done:
                     self._token.set(*done.value)
             assert self._token.token is not None
@@ -221,10 +255,12 @@ class _AioSaslInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
                 async with open_aio_channel(self._address, options=self._options, tls=self._tls) as raw:
                     stub = security_pb2_grpc.SaslServiceStub(raw)
                     steps = _exchange(self._login)
-                    method, request = next(steps)
+                    method, metadata = next(steps)
                     try:
                         while True:
-                            method, request = steps.send(await getattr(stub, method)(request, timeout=30))
+                            call = getattr(stub, method)
+                            answer = await call(_sasl_request(method), metadata=metadata, timeout=30)
+                            method, metadata = steps.send(answer)
                     except StopIteration as done:
                         self._token.set(*done.value)
             assert self._token.token is not None

@@ -29,6 +29,12 @@ class SaslServiceStub:
     """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
     once per channel; a completed exchange yields a session token the channel then sends as call
     metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    The exchange itself travels in call metadata, not in the request messages, which are sent empty
+    and never read: grpc reads a message whole (up to the server's one, Produce-sized limit) before a
+    handler could refuse it, so an unauthenticated caller could make a node hold any message it sends.
+    SaslHandshake: kraftlog-sasl-mechanism; SaslAuthenticate: kraftlog-sasl-exchange (the exchange_id
+    of the handshake) and kraftlog-sasl-auth-bin (the SASL message, at most sasl.server.max.receive.size
+    bytes). A call without them is refused (INVALID_ARGUMENT).
     """
 
     def __init__(self, channel):
@@ -53,6 +59,12 @@ class SaslServiceServicer:
     """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
     once per channel; a completed exchange yields a session token the channel then sends as call
     metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    The exchange itself travels in call metadata, not in the request messages, which are sent empty
+    and never read: grpc reads a message whole (up to the server's one, Produce-sized limit) before a
+    handler could refuse it, so an unauthenticated caller could make a node hold any message it sends.
+    SaslHandshake: kraftlog-sasl-mechanism; SaslAuthenticate: kraftlog-sasl-exchange (the exchange_id
+    of the handshake) and kraftlog-sasl-auth-bin (the SASL message, at most sasl.server.max.receive.size
+    bytes). A call without them is refused (INVALID_ARGUMENT).
     """
 
     def SaslHandshake(self, request, context):
@@ -92,6 +104,12 @@ class SaslService:
     """SASL over gRPC: the exchange Kafka's SaslHandshake / SaslAuthenticate make on a connection, made
     once per channel; a completed exchange yields a session token the channel then sends as call
     metadata (kraftlog-sasl-session) on every call. Served on SASL_PLAINTEXT / SASL_SSL listeners.
+    The exchange itself travels in call metadata, not in the request messages, which are sent empty
+    and never read: grpc reads a message whole (up to the server's one, Produce-sized limit) before a
+    handler could refuse it, so an unauthenticated caller could make a node hold any message it sends.
+    SaslHandshake: kraftlog-sasl-mechanism; SaslAuthenticate: kraftlog-sasl-exchange (the exchange_id
+    of the handshake) and kraftlog-sasl-auth-bin (the SASL message, at most sasl.server.max.receive.size
+    bytes). A call without them is refused (INVALID_ARGUMENT).
     """
 
     @staticmethod

@@ -58,6 +58,9 @@ from kraftlog.common.security._request_context import (
     spawn,
 )
 from kraftlog.common.security._sasl_sessions import (
+    SASL_AUTH_METADATA,
+    SASL_EXCHANGE_METADATA,
+    SASL_MECHANISM_METADATA,
     SESSION_METADATA,
     SaslSessions,
     ScramLookup,
@@ -103,6 +106,9 @@ __all__: list[str] = [
     "RequestContext",
     "ResourceType",
     "SASL_MECHANISMS_SUPPORTED",
+    "SASL_AUTH_METADATA",
+    "SASL_EXCHANGE_METADATA",
+    "SASL_MECHANISM_METADATA",
     "SESSION_METADATA",
     "STANDARD_AUTHORIZER",
     "SaslLogin",

@@ -96,6 +96,8 @@ class ListenerSecurity:
     scram_unknown_user_key: bytes = field(default_factory=lambda: scram_unknown_user_key(None), repr=False)
     #: ``connections.max.reauth.ms`` per mechanism (KIP-368; absent or 0: sessions never expire)
     max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
+    #: ``sasl.server.max.receive.size``: the largest SASL message taken before authentication
+    sasl_max_receive_bytes: int = 524_288
 
     @property
     def uses_tls(self) -> bool:
@@ -156,7 +158,20 @@ class ListenerSecurity:
             if "username" in options and "password" in options:
                 logins[mechanism] = SaslLogin(mechanism, options["username"], options["password"])
         reauth = {m: _max_reauth_ms(config, prefix, m) for m in mechanisms}
-        return cls(listener, protocol, tls, tuple(mechanisms), plain_users, logins, unknown_key, reauth)
+        cap_key = f"{prefix}sasl.server.max.receive.size"
+        cap = config.get(cap_key, config.get("sasl.server.max.receive.size", 524_288))
+        assert isinstance(cap, int)
+        return cls(
+            listener,
+            protocol,
+            tls,
+            tuple(mechanisms),
+            plain_users,
+            logins,
+            unknown_key,
+            reauth,
+            sasl_max_receive_bytes=cap,
+        )
 
     def reauth_ms(self, mechanism: str) -> int:
         """``connections.max.reauth.ms`` of ``mechanism`` on this listener (0: no re-authentication)."""

@@ -33,10 +33,26 @@ from kraftlog.common.security._request_context import Session
 from kraftlog.common.security._sasl_plain import PlainServer
 from kraftlog.common.security._scram import ScramCredential, ScramServer
 
-__all__ = ["SESSION_METADATA", "SaslSessions", "sasl_server", "sasl_step", "sasl_session"]
+__all__ = [
+    "SASL_AUTH_METADATA",
+    "SASL_EXCHANGE_METADATA",
+    "SASL_MECHANISM_METADATA",
+    "SESSION_METADATA",
+    "SaslSessions",
+    "sasl_server",
+    "sasl_step",
+    "sasl_session",
+]
 
 #: the call metadata key carrying a channel's session token
 SESSION_METADATA: Final = "kraftlog-sasl-session"
+#: the SASL exchange travels in SaslService's call metadata, never in its message bodies: grpc reads
+#: a message whole (up to the server's one size limit) before a handler could refuse it, while
+#: metadata is bounded by grpc's header limit; SaslHandshake names the mechanism, SaslAuthenticate
+#: the exchange and its SASL message (binary: a ``-bin`` key, base64 on the wire)
+SASL_MECHANISM_METADATA: Final = "kraftlog-sasl-mechanism"
+SASL_EXCHANGE_METADATA: Final = "kraftlog-sasl-exchange"
+SASL_AUTH_METADATA: Final = "kraftlog-sasl-auth-bin"
 
 ScramLookup = Callable[[ScramMechanism, str], "ScramCredential | None"]
 

@@ -24,7 +24,7 @@ from kraftlog.common.security import TlsSettings
 from kraftlog.common.security._acl import ScramMechanism
 from kraftlog.common.security._scram import ScramClient
 from kraftlog.deploy._cluster import LocalCluster, wait_until
-from kraftlog.proto import broker_pb2, broker_pb2_grpc, open_channel, security_pb2, security_pb2_grpc
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, open_channel, sasl_metadata, security_pb2, security_pb2_grpc
 from tests.integration.test_security_sasl import _call_on, _sasl_socket
 
 LIFETIME_MS = 3000
@@ -192,15 +192,18 @@ def test_grpc_sessions_expire_and_kraftlog_clients_log_in_again(
     with open_channel(address, tls=ca) as channel:
         sasl = security_pb2_grpc.SaslServiceStub(channel)
         client = ScramClient(ScramMechanism.SCRAM_SHA_512, "alice", "alice-secret")
-        hs = sasl.SaslHandshake(security_pb2.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), timeout=10)
+        # the exchange travels in call metadata; the request messages stay empty (never read)
+        hs = sasl.SaslHandshake(
+            security_pb2.SaslHandshakeRequest(), metadata=sasl_metadata(mechanism="SCRAM-SHA-512"), timeout=10
+        )
         first = sasl.SaslAuthenticate(
-            security_pb2.SaslAuthenticateRequest(exchange_id=hs.exchange_id, auth_bytes=client.first_message()),
+            security_pb2.SaslAuthenticateRequest(),
+            metadata=sasl_metadata(exchange_id=hs.exchange_id, auth_bytes=client.first_message()),
             timeout=10,
         )
         done = sasl.SaslAuthenticate(
-            security_pb2.SaslAuthenticateRequest(
-                exchange_id=hs.exchange_id, auth_bytes=client.final_message(first.auth_bytes)
-            ),
+            security_pb2.SaslAuthenticateRequest(),
+            metadata=sasl_metadata(exchange_id=hs.exchange_id, auth_bytes=client.final_message(first.auth_bytes)),
             timeout=10,
         )
         logged_in = time.monotonic()
