@@ -22,7 +22,8 @@ reflection). For each call it:
    error's name in the details.
 
 Health checks and reflection need no authorization (systemd, load balancers and grpcurl ask them
-before any credentials exist), and say so.
+before any credentials exist), and say so. On a SASL listener a caller without a session gets the
+node's overall health without its request being read, and no reflection (`_unread_overall_health`).
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         path = handler_call_details.method
         refusal = self._refusal_before_reading(path, handler_call_details.invocation_metadata)
         if refusal is not None:
+            if path.startswith(_HEALTH_PATH_PREFIX):
+                return _unread_overall_health(handler)
             return _unread_refusal(refusal)
         cached = self._wrapped.get(path)
         if cached is not None and cached[0] is handler:
@@ -162,7 +165,7 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         if self.sasl is None:
             return None
         service = path.lstrip("/").partition("/")[0]
-        if service == "kraftlog.v1.SaslService" or service.startswith("grpc."):
+        if service == "kraftlog.v1.SaslService":
             return None
         token = next((str(v) for k, v in metadata or () if k == SESSION_METADATA), None)
         if token is None and self.client_certificates:
@@ -321,6 +324,42 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             return
         _log.error("rpc_without_authorization_decision", method=path, principal=ctx.principal)
         await context.abort(grpc.StatusCode.INTERNAL, f"{path} reached no authorization decision")
+
+
+#: the health service's methods: on a SASL listener a caller without a session is answered the
+#: node's overall health without its request being read (see `_unread_overall_health`)
+_HEALTH_PATH_PREFIX: Final = "/grpc.health.v1.Health/"
+
+
+def _unread_overall_health(handler: Any) -> Any:
+    """Health for a caller without a session on a SASL listener, its request never read.
+
+    Supervisors and load balancers ask ``Check``/``Watch`` before any credentials exist, so they
+    cannot be refused; but their request is a message like any other, which grpc would read whole
+    (a stranger's 64 MiB service name: +230 MiB). So the request-streaming handler never advances
+    its iterator and answers for the empty service name, the node's overall status, whatever
+    service was named: a check of one named service needs a session on a SASL listener.
+    Reflection, the other public service, is refused there without a session (a tool that has
+    authenticated sends its session token)."""
+    from grpc_health.v1 import health_pb2
+
+    overall = health_pb2.HealthCheckRequest(service="")
+    if handler.unary_unary is not None:  # Check
+
+        async def check(request_iterator: Any, context: Any) -> Any:
+            return await handler.unary_unary(overall, context)
+
+        return grpc.stream_unary_rpc_method_handler(check, response_serializer=handler.response_serializer)
+
+    async def watch(request_iterator: Any, context: Any) -> None:
+        answers = handler.unary_stream(overall, context)
+        if inspect.isasyncgen(answers):
+            async for status in answers:
+                await context.write(status)
+        else:  # grpc's aio servicer writes through the context itself
+            await answers
+
+    return grpc.stream_stream_rpc_method_handler(watch, response_serializer=handler.response_serializer)
 
 
 def _unread_refusal(message: str) -> Any:

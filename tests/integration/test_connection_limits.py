@@ -11,7 +11,6 @@ Produce +644 MiB; no connection was ever refused, closed when idle or closed wit
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import socket
@@ -320,27 +319,32 @@ def test_grpc_sasl_bodies_beside_the_metadata_are_never_read(scram: LocalCluster
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24, open: grpc's health and reflection services are public (supervisors ask them "
-    "without credentials) and standard, so their request messages are read whole; see the docstring",
-)
-def test_an_oversized_grpc_health_check_is_refused_unread(scram: LocalCluster) -> None:
+def test_an_oversized_grpc_health_check_is_answered_unread(scram: LocalCluster) -> None:
     """A stranger's 64 MiB grpc.health.v1.Health/Check (a service name of 64 MiB) on the SASL_SSL
-    gRPC listener is read whole before the health servicer answers NOT_FOUND: measured +228 MiB and +257 MiB
-    (with SaslService fixed). SaslService's remedy (the request in metadata) cannot apply to a
-    standard protocol whose callers send bodies; a fix needs a decision on what a health check
-    without a session may ask (e.g. answer the overall status unread on SASL listeners)."""
+    gRPC listener was read whole before the health servicer answered NOT_FOUND: measured +228 MiB
+    and +257 MiB. Health must stay public (supervisors ask before any credentials exist), so a
+    caller without a session is answered the node's overall status, its request never read; Watch
+    likewise; reflection, the other public service, is refused without a session."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
     pid = _pid(scram)
     tls = TlsSettings(truststore_location=str(scram.tls_dir / "ca.crt"))
     request = health_pb2.HealthCheckRequest(service="x" * (64 * MIB))
     with _peak_rss(pid) as rss, open_channel(broker_address(scram), tls=tls) as channel:
-        with contextlib.suppress(grpc.RpcError):
-            health_pb2_grpc.HealthStub(channel).Check(request, timeout=60)
+        answer = health_pb2_grpc.HealthStub(channel).Check(request, timeout=60)
     print(f"\nan unauthenticated 64 MiB gRPC health check: node RSS +{rss['grown_kib'] / 1024:.1f} MiB")
     assert rss["grown_kib"] < 40 * 1024, f"an unauthenticated health check cost {rss['grown_kib'] / 1024:.0f} MiB"
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING  # the node's overall status
+
+    with open_channel(broker_address(scram), tls=tls) as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service="any"), timeout=30)
+        assert next(iter(watch)).status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()
+        asks = iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        with pytest.raises(grpc.RpcError) as refused:
+            list(reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(asks, timeout=30))
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 # ------------------------------------------------------------------ deadlines
