@@ -81,7 +81,10 @@ Hardening of pysyncobj 0.3.17 (measured weaknesses)
   campaigns at once instead of waiting for its own timer (up to 1.5x the election timeout), and a
   candidate that gets a vote request from a rival of its own term (a split vote) re-campaigns after
   2-8 heartbeat periods instead of a whole election timeout (3 of 20 failovers took 2.5 s before);
-* ``dynamicMembershipChange=False``; ``commandsWaitLeader=False`` (fail fast without a leader);
+* ``dynamicMembershipChange=True`` for kraftlog's own voter changes only (`quorum.raft._membership`:
+  msgpack, carrying id, endpoint, directory id and public key; in force on append, reverted on
+  truncation, the committed set kept in the dump; pysyncobj's pickled membership commands are never
+  decoded); ``commandsWaitLeader=False`` (fail fast without a leader);
 * every proposal has its own timeout: pysyncobj silently drops commands sent to a dead leader.
 
 No pickle on the Raft port (issue 11)
@@ -137,6 +140,13 @@ from kraftlog.quorum.raft._identity import (
     public_key_text,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._membership import (
+    VOTER_ADD,
+    VOTER_REMOVE,
+    RaftVoter,
+    VoterChange,
+    VoterChangeError,
+)
 from kraftlog.quorum.raft._raft_node import (
     _RaftNode,
     build_syncobj_conf,
@@ -149,6 +159,7 @@ from kraftlog.quorum.raft._raft_state import (
     APPLY_INVALID,
     APPLY_OK,
     APPLY_STALE_EPOCH,
+    APPLY_VOTERS,
     DUMP_FILE,
     JOURNAL_FILE,
     MAX_PROPOSAL_BYTES,
@@ -168,6 +179,7 @@ __all__ = [
     "APPLY_INVALID",
     "APPLY_OK",
     "APPLY_STALE_EPOCH",
+    "APPLY_VOTERS",
     "CommittedEntriesConsumer",
     "DEFAULT_KEY_FILE",
     "DUMP_FILE",
@@ -182,7 +194,12 @@ __all__ = [
     "QuorumConfigError",
     "QuorumStatus",
     "RaftJournal",
+    "RaftVoter",
     "RawEntry",
+    "VOTER_ADD",
+    "VOTER_REMOVE",
+    "VoterChange",
+    "VoterChangeError",
     "VoterStatus",
     "_RaftNode",
     "build_syncobj_conf",

@@ -9,7 +9,7 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import structlog
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.journal import Journal
 from pysyncobj.monotonic import monotonic as _raft_monotonic
+from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from pysyncobj.transport import Transport
 
@@ -26,6 +27,16 @@ from kraftlog.common.errors import (
     RecordListTooLargeError,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._membership import (
+    VOTER_ADD,
+    RaftVoter,
+    VoterChange,
+    VoterChangeError,
+    apply_voter_change,
+    decode_voter_change,
+    encode_voter_change,
+    is_voter_change,
+)
 from kraftlog.quorum.raft._prevote import (
     PRE_VOTE,
     PRE_VOTE_RESPONSE,
@@ -43,6 +54,7 @@ from kraftlog.quorum.raft._raft_state import (
     _TRUNCATION_NOTICE,
     APPLY_INTERNAL,
     APPLY_INVALID,
+    APPLY_VOTERS,
     MetadataStateMachine,
     QuorumConfigError,
     RawEntry,
@@ -57,6 +69,34 @@ from kraftlog.quorum.raft._wire import (
 _log = structlog.get_logger(__name__)
 
 _FACTORY_LOCK = threading.Lock()
+
+
+class VoterNode(TCPNode):
+    """A pysyncobj node that carries its `RaftVoter` (id, directory id, public key) to the transport.
+
+    pysyncobj compares nodes by address only, so a ``VoterNode`` and a plain ``TCPNode`` of the same
+    ``host:port`` are the same member.
+    """
+
+    def __init__(self, voter: RaftVoter) -> None:
+        super().__init__(voter.address)
+        self.kl_voter = voter
+
+
+def fold_voter_changes(
+    voters: Mapping[int, RaftVoter], commands: Iterator[bytes] | Sequence[bytes]
+) -> dict[int, RaftVoter]:
+    """``voters`` after every voter change among ``commands`` (journal commands, type byte included),
+    in order; a change that does not fit the set at its turn is skipped, as apply skips it."""
+    current = dict(voters)
+    for command in commands:
+        if not is_voter_change(command):
+            continue
+        try:
+            current = apply_voter_change(current, decode_voter_change(command))
+        except (CorruptMessageError, VoterChangeError):
+            continue
+    return current
 
 
 class _TentativeTruncationFilter(logging.Filter):
@@ -142,8 +182,20 @@ class _RaftNode(SyncObj):
         node_id: int,
         transport_class: type[Transport],
         receive_dump: Callable[[Any], bool] | None = None,
+        voters: Mapping[int, RaftVoter] | None = None,
+        dump_serializer: DumpSerializer | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
+        #: the committed voter set: the fold of the voter changes applied so far (what the dump keeps)
+        self._kl_applied_voters: dict[int, RaftVoter] = dict(voters or {})
+        #: the voter set in force (Raft: the last change in the log, committed or not) must be re-derived
+        self._kl_voters_dirty = voters is not None
+        #: voter changes are tracked (a `MetadataQuorum` node; the unit tests' bare nodes are not)
+        self._kl_dynamic = voters is not None
+        self._kl_node_id = node_id
+        if dump_serializer is not None and voters is not None:
+            # before SyncObj.__init__: its tick thread may load the dump at once
+            dump_serializer.track_voters(self.kl_applied_voters, self.kl_load_applied_voters, VoterNode)
         self._kl_journal = journal
         self._kl_sm = state_machine
         self._kl_sink = sink
@@ -179,6 +231,8 @@ class _RaftNode(SyncObj):
         # node towards a commit (leader) or applies anything.
         self._kl_sync()
         self._kl_keepalive()
+        if self._kl_voters_dirty and not getattr(self, "_SyncObj__needLoadDumpFile", True):
+            self._kl_reconcile_voters()
         if self._kl_no_campaign:
             self._SyncObj__raftElectionDeadline = float("inf")
         else:
@@ -345,6 +399,8 @@ class _RaftNode(SyncObj):
         stale_candidate = kind == "request_vote" and self._kl_candidate_is_behind(message)
         split_vote = kind == "request_vote" and self._kl_is_rival_candidate(message)
         SyncObj._SyncObj__onMessageReceived(self, node, message)
+        if kind == "append_entries" and self._kl_dynamic:
+            self._kl_voters_dirty = True
         if saved is not None:
             next_index: dict[Any, int] = self._SyncObj__raftNextIndex
             if next_index.get(node, saved) < saved:
@@ -456,11 +512,77 @@ class _RaftNode(SyncObj):
             return (APPLY_INVALID, f"refused Raft entry: {err.message}")
         if decoded is None:
             return None
+        if isinstance(decoded, bytes):
+            return self._kl_apply_voter_change(decoded)
         return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
 
-    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> None:
-        """Membership changes are pickles in pysyncobj and the voter set is static: there are none."""
-        return None
+    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[Any] | None:
+        """pysyncobj's view of a membership entry: ``['add'|'rem', address, VoterNode]`` for a kraftlog
+        voter change (`quorum.raft._membership`), None for anything else (pysyncobj's own membership
+        commands are pickles and never decoded). pysyncobj applies it on append on the leader and
+        followers and reverts it when the entry is truncated away."""
+        if not is_voter_change(command):
+            return None
+        try:
+            change = decode_voter_change(command)
+        except CorruptMessageError:
+            return None
+        return ["add" if change.op == VOTER_ADD else "rem", change.voter.address, VoterNode(change.voter)]
+
+    def _kl_change_voters(self, change: VoterChange, *, callback: Callable[[Any, int], None] | None = None) -> None:
+        """Propose one voter change (any thread). pysyncobj's leader appends it only once its
+        epoch's no-op and the previous change are applied, else ``callback(None, REQUEST_DENIED)``."""
+        self._applyCommand(encode_voter_change(change), callback, _COMMAND_TYPE.REGULAR)
+
+    def _kl_apply_voter_change(self, command: bytes) -> tuple[Any, ...]:
+        """Apply a committed voter change to the committed voter set. Deterministic; never raises."""
+        try:
+            change = decode_voter_change(command)
+            self._kl_applied_voters = apply_voter_change(self._kl_applied_voters, change)
+        except (CorruptMessageError, VoterChangeError) as err:
+            self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"voter change not applied: {err}")
+        self._kl_voters_dirty = True
+        self._kl_log.info(
+            "raft_voter_change_committed",
+            op=change.op,
+            voter=change.voter.node_id,
+            directory_id=change.voter.directory_id,
+            voters=sorted(self._kl_applied_voters),
+        )
+        return (APPLY_VOTERS, change.op, change.voter.node_id)
+
+    def kl_applied_voters(self) -> dict[int, RaftVoter]:
+        """The committed voter set (a copy); read on pysyncobj's thread (the dump) or racily."""
+        return dict(self._kl_applied_voters)
+
+    def kl_load_applied_voters(self, voters: Mapping[int, RaftVoter]) -> None:
+        """The committed voter set of a dump just loaded (pysyncobj's thread)."""
+        self._kl_applied_voters = dict(voters)
+        self._kl_voters_dirty = True
+
+    def _kl_voters_in_force(self) -> dict[int, RaftVoter]:
+        """The committed set with every voter change appended after the last applied entry."""
+        tail = self._SyncObj__getEntries(self.raftLastApplied + 1)
+        return fold_voter_changes(self._kl_applied_voters, [entry[0] for entry in tail])
+
+    def _kl_reconcile_voters(self) -> None:
+        """Make pysyncobj's members the voter set the log says is in force.
+
+        pysyncobj applies and reverts membership entries itself, but `RaftJournal` cuts only on a
+        conflict while pysyncobj reverts every entry after a re-sent prefix, and a restart starts from
+        the configured members: deriving the set from the log (on pysyncobj's thread, before each tick
+        that follows an append or an apply) is what keeps it right.
+        """
+        self._kl_voters_dirty = False
+        desired = self._kl_voters_in_force()
+        me = self._SyncObj__selfNode
+        nodes = {VoterNode(v) for v in desired.values() if v.address != me.address}
+        current: set[Any] = self._SyncObj__otherNodes
+        if {n.address for n in nodes} == {n.address for n in current}:
+            return
+        self._kl_log.info("raft_voters_in_force", voters=sorted(desired))
+        self._SyncObj__updateClusterConfiguration(nodes)
 
     def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
         """Apply one committed batch. Deterministic; never raises (see the module docstring)."""
@@ -516,7 +638,7 @@ def build_syncobj_conf(
         appendEntriesBatchSizeBytes=MAX_COMMAND_BYTES + 1,
         logCompactionBatchSize=1 << 16,  # snapshot chunk, far below MAX_FRAME_BYTES
         commandsWaitLeader=False,
-        dynamicMembershipChange=False,
+        dynamicMembershipChange=True,  # our voter changes (quorum.raft._membership); never pickles
         journalFile=str(journal_file),
         fullDumpFile=str(dump_file),
         serializer=serializer.serialize,

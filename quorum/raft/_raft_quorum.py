@@ -24,8 +24,9 @@ from kraftlog.common.errors import (
     UnknownServerError,
 )
 from kraftlog.metadata_log import LogEntry, MetadataRecord, encode_record
-from kraftlog.quorum.raft._identity import NodeIdentity
+from kraftlog.quorum.raft._identity import NodeIdentity, public_key_text
 from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._membership import RaftVoter, VoterChange
 from kraftlog.quorum.raft._raft_delivery import _QuorumDelivery
 from kraftlog.quorum.raft._raft_node import _check_journal_format, _install_log_filter, _RaftNode, build_syncobj_conf
 from kraftlog.quorum.raft._raft_state import (
@@ -33,6 +34,7 @@ from kraftlog.quorum.raft._raft_state import (
     APPLY_INVALID,
     APPLY_OK,
     APPLY_STALE_EPOCH,
+    APPLY_VOTERS,
     DUMP_FILE,
     JOURNAL_FILE,
     MetadataStateMachine,
@@ -81,6 +83,7 @@ class MetadataQuorum(_QuorumDelivery):
         compaction_interval_s: float = 300.0,
         snapshot_retain_entries: int = 20_000,
         identity: NodeIdentity | None = None,
+        directory_ids: Mapping[int, str] | None = None,
     ) -> None:
         if node_id not in voters:
             raise QuorumConfigError(f"node {node_id} is not a voter of {sorted(voters)}")
@@ -118,6 +121,17 @@ class MetadataQuorum(_QuorumDelivery):
         self._data_dir = Path(data_dir)
         self._password = password
         self._identity = identity
+        #: the voter set this node starts from (voter changes in the log and dump take over at start)
+        self._raft_voters = {
+            vid: RaftVoter(
+                node_id=vid,
+                host=host,
+                port=int(port),
+                directory_id=(directory_ids or {}).get(vid),
+                public_key=public_key_text(identity.voter_keys[vid]) if identity is not None else None,
+            )
+            for vid, (host, port) in voters.items()
+        }
         self._cluster_id = cluster_id
         # the Raft port listens on this node's own voter host unless told otherwise
         self._bind_host = bind_host if bind_host is not None else voters[node_id][0]
@@ -239,6 +253,8 @@ class MetadataQuorum(_QuorumDelivery):
                 node_id=self.node_id,
                 transport_class=raft_transport_class(settings),
                 receive_dump=serializer.receive,
+                voters=self._raft_voters,
+                dump_serializer=serializer,
             )
         except BaseException:
             journal.close()
@@ -408,6 +424,62 @@ class MetadataQuorum(_QuorumDelivery):
                 ) from None
         finally:
             self._inflight.discard(fut)
+
+    async def change_voters(self, change: VoterChange, *, timeout_s: float) -> None:
+        """Append one voter change (issue 26) on this leader and return once it is committed.
+
+        The caller checked KIP-853's rules first (`quorum._voter_changes`); pysyncobj enforces the
+        single-server rule again (its leader appends a change only once its epoch's no-op and the
+        previous change are applied): a refusal there is ``RequestTimedOutError`` (retriable).
+        ``NotControllerError`` when this node is not the leader or lost leadership meanwhile;
+        ``RequestTimedOutError`` when not committed within ``timeout_s`` (outcome unknown).
+        """
+        node = self._node
+        if node is None or not self.is_leader:
+            raise NotControllerError(**self._leader_hint())
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._inflight.add(fut)
+
+        def on_result(result: Any, error: int) -> None:  # pysyncobj's thread
+            self._call_soon(self._resolve_voter_change, fut, result, error)
+
+        try:
+            try:
+                node._kl_change_voters(change, callback=on_result)
+            except BlockingIOError:
+                pass
+            try:
+                await asyncio.wait_for(fut, timeout_s)
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"voter change not committed within {timeout_s:.3f}s; outcome unknown", **self._leader_hint()
+                ) from None
+        finally:
+            self._inflight.discard(fut)
+
+    def voters(self) -> dict[int, RaftVoter]:
+        """The committed voter set (this node's view)."""
+        node = self._node
+        return node.kl_applied_voters() if node is not None else dict(self._raft_voters)
+
+    def _resolve_voter_change(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
+        if fut.done():
+            return
+        if error == FAIL_REASON.SUCCESS and isinstance(result, tuple) and result and result[0] == APPLY_VOTERS:
+            fut.set_result(None)
+        elif error == FAIL_REASON.SUCCESS:
+            fut.set_exception(InvalidRequestError(f"voter change refused: {result!r:.200}"))
+        elif error == FAIL_REASON.REQUEST_DENIED:
+            fut.set_exception(
+                RequestTimedOutError(
+                    "the leader has not committed its epoch's first entry or the previous voter change yet",
+                    **self._leader_hint(),
+                )
+            )
+        elif error in (FAIL_REASON.QUEUE_FULL, FAIL_REASON.UNKNOWN_OUTCOME):
+            fut.set_exception(RequestTimedOutError("voter change outcome unknown", **self._leader_hint()))
+        else:
+            fut.set_exception(NotControllerError(f"voter change not committed (reason {error})", **self._leader_hint()))
 
     def _resolve(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
         if fut.done():

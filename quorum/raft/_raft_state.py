@@ -33,6 +33,8 @@ _log = structlog.get_logger(__name__)
 
 
 APPLY_OK: Final = 0
+#: a committed voter change (quorum.raft._membership): (APPLY_VOTERS, op, voter id)
+APPLY_VOTERS: Final = 4
 
 
 APPLY_STALE_EPOCH: Final = 1

@@ -27,6 +27,8 @@ File format (little endian)::
         "raft_last": [command bytes, raft index, raft term],   # last applied raft entry
         "raft_prev": [command bytes, raft index, raft term],   # the one before it
         "cluster": ["host:port", ...],                          # pysyncobj's member addresses
+        "voters": [{"id", "host", "port", "directory.id", "public.key"}, ...],
+                        # the committed voter set at raft_last (issue 26; absent in older dumps)
         "state": {...}                                          # the state machine's own map
     }
 """
@@ -34,7 +36,7 @@ File format (little endian)::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -44,6 +46,8 @@ import structlog
 from pysyncobj.node import TCPNode
 
 from kraftlog.common import crc_frame_header, crc_frame_problem, encode_crc_frame, fsync_directory, fsync_file
+from kraftlog.common.errors import CorruptMessageError
+from kraftlog.quorum.raft._membership import RaftVoter, voters_from_wire, voters_to_wire
 
 __all__ = ["DUMP_MAGIC", "DumpCorruptError", "FullDump", "DumpSerializer", "encode_dump", "decode_dump", "read_dump"]
 
@@ -69,6 +73,8 @@ class FullDump:
     raft_prev: Entry
     cluster: tuple[str, ...]
     state: dict[str, Any]
+    #: the committed voter set at ``raft_last`` (empty: a dump written before voter changes existed)
+    voters: tuple[RaftVoter, ...] = ()
 
 
 def _entry(value: Any) -> Entry:
@@ -88,6 +94,7 @@ def encode_dump(dump: FullDump) -> bytes:
             "raft_prev": list(dump.raft_prev),
             "cluster": list(dump.cluster),
             "state": dump.state,
+            "voters": voters_to_wire(dump.voters),
         },
         use_bin_type=True,
     )
@@ -117,7 +124,11 @@ def decode_dump(data: bytes) -> FullDump:
         raise DumpCorruptError(f"dump cluster is not a list of addresses: {cluster!r:.80}")
     if not isinstance(state, dict):
         raise DumpCorruptError("dump state is not a map")
-    return FullDump(_entry(d["raft_last"]), _entry(d["raft_prev"]), tuple(cluster), state)
+    try:
+        voters = tuple(voters_from_wire(d.get("voters", [])).values())
+    except CorruptMessageError as err:
+        raise DumpCorruptError(f"dump voters: {err.message}") from None
+    return FullDump(_entry(d["raft_last"]), _entry(d["raft_prev"]), tuple(cluster), state, voters)
 
 
 def read_dump(path: Path) -> FullDump:
@@ -153,6 +164,10 @@ class DumpSerializer:
         self.serialized = 0
         self.deserialized = 0
         self._incoming: Any = None  # the dump being received from the leader, chunk by chunk
+        #: the committed voter set to write and where a loaded one goes (`_RaftNode`; set after it is built)
+        self.voters_provider: Callable[[], Mapping[int, RaftVoter]] | None = None
+        self.voters_loader: Callable[[Mapping[int, RaftVoter]], None] | None = None
+        self._node_factory: Callable[[RaftVoter], TCPNode] | None = None
 
     @property
     def path(self) -> Path:
@@ -166,7 +181,8 @@ class DumpSerializer:
         """
         try:
             last, prev, cluster = data
-            dump = FullDump(_entry(tuple(last)), _entry(tuple(prev)), _addresses(cluster), self._provider())
+            voters = tuple(self.voters_provider().values()) if self.voters_provider is not None else ()
+            dump = FullDump(_entry(tuple(last)), _entry(tuple(prev)), _addresses(cluster), self._provider(), voters)
             encoded = encode_dump(dump)
             fd = os.open(file_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
@@ -194,7 +210,22 @@ class DumpSerializer:
             raise
         self.deserialized += 1
         self._log.info("raft_dump_loaded", raft_index=dump.raft_last[1])
+        if dump.voters and self.voters_loader is not None and self._node_factory is not None:
+            self.voters_loader({v.node_id: v for v in dump.voters})
+            factory = self._node_factory
+            return dump.raft_last, dump.raft_prev, {factory(v) for v in dump.voters}
         return dump.raft_last, dump.raft_prev, {TCPNode(a) for a in dump.cluster}
+
+    def track_voters(
+        self,
+        provider: Callable[[], Mapping[int, RaftVoter]],
+        loader: Callable[[Mapping[int, RaftVoter]], None],
+        node_factory: Callable[[RaftVoter], TCPNode],
+    ) -> None:
+        """Persist the committed voter set with every dump and restore it from one (issue 26)."""
+        self.voters_provider = provider
+        self.voters_loader = loader
+        self._node_factory = node_factory
 
     def receive(self, data: Any) -> bool:
         """pysyncobj's ``Serializer.setTransmissionData`` for a dump streamed from the leader.

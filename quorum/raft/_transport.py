@@ -8,7 +8,9 @@ on pysyncobj's tick thread, like the rest of the node.
 
 Connections
 -----------
-* Static membership: the voters are ``controller.quorum.voters``. pysyncobj's rule decides who
+* Membership: the voters are ``controller.quorum.voters`` (or the formatted set) at start; a voter
+  change (`quorum.raft._membership`) adds or drops one through ``addNode``/``dropNode``, with the
+  public key it carried. pysyncobj's rule decides who
   dials: the voter with the greater ``host:port`` dials the other, at most every
   ``connectionRetryTime``. So each pair has one connection, and an incoming connection is accepted
   only from a voter that dials this node (anything else is refused before a reply).
@@ -35,6 +37,7 @@ a frame was at fault, the Kafka ``error`` name; the lines are rate-limited (a to
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import socket
 import threading
@@ -49,7 +52,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
 
-from kraftlog.quorum.raft._identity import NodeIdentity, NodeKeyInitiator, NodeKeyResponder
+from kraftlog.quorum.raft._identity import NodeIdentity, NodeKeyInitiator, NodeKeyResponder, parse_public_key
 from kraftlog.quorum.raft._raft_connection import (
     CONNECTING,
     ESTABLISHED,
@@ -135,8 +138,15 @@ class RaftTransport(Transport):
                 raise ValueError(f"Raft peer {node.address} is not in the voter set")
             self._nodes[ids[node.address]] = node
         # pysyncobj's rule: the greater address dials.
-        self._dials = {vid for vid, node in self._nodes.items() if selfNode.address > node.address}
-        self._initiators = frozenset(vid for vid, node in self._nodes.items() if node.address > selfNode.address)
+        self._dials: set[int] = set()
+        self._initiators: frozenset[int] = frozenset()
+        self._recompute_roles()
+        # voter changes add and remove public keys: this transport's own copy of the identity
+        self._identity_keys: dict[int, Any] = {}
+        self._identity: NodeIdentity | None = None
+        if settings.identity is not None:
+            self._identity_keys = dict(settings.identity.voter_keys)
+            self._identity = dataclasses.replace(settings.identity, voter_keys=self._identity_keys)
         self._links: dict[TCPNode, RaftConnection] = {}
         self._pending: set[RaftConnection] = set()
         self._last_dial: dict[TCPNode, float] = {}
@@ -265,9 +275,9 @@ class RaftTransport(Transport):
 
     def _responder(self) -> Handshake:
         settings = self.SETTINGS
-        if settings.identity is not None:
+        if self._identity is not None:
             return NodeKeyResponder(
-                identity=settings.identity, cluster_id=settings.cluster_id, initiators=self._initiators
+                identity=self._identity, cluster_id=settings.cluster_id, initiators=self._initiators
             )
         return ResponderHandshake(
             auth_key=settings.auth_key,
@@ -278,8 +288,8 @@ class RaftTransport(Transport):
 
     def _initiator(self, vid: int) -> Handshake:
         settings = self.SETTINGS
-        if settings.identity is not None:
-            return NodeKeyInitiator(identity=settings.identity, cluster_id=settings.cluster_id, peer_id=vid)
+        if self._identity is not None:
+            return NodeKeyInitiator(identity=self._identity, cluster_id=settings.cluster_id, peer_id=vid)
         return InitiatorHandshake(
             auth_key=settings.auth_key, cluster_id=settings.cluster_id, node_id=settings.node_id, peer_id=vid
         )
@@ -345,8 +355,8 @@ class RaftTransport(Transport):
     def on_connection_established(self, conn: RaftConnection) -> None:
         if conn.node is None:  # incoming: the handshake named (and authenticated) the voter
             self._pending.discard(conn)
-            node = self._nodes[conn.voter_id] if conn.voter_id is not None else None
-            if node is None:  # unreachable: the handshake accepts only dialling voters
+            node = self._nodes.get(conn.voter_id) if conn.voter_id is not None else None
+            if node is None:  # the handshake accepts only dialling voters; this one was removed meanwhile
                 conn.refuse(None, reason="unknown_voter")
                 return
             old = self._links.get(node)
@@ -398,10 +408,48 @@ class RaftTransport(Transport):
         return conn.send_message(message)
 
     def addNode(self, node: Any) -> None:
-        raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
+        """pysyncobj adds a voter (a voter change appended, or a dump loaded): from now on this node
+        dials it or accepts it by pysyncobj's address rule, authenticating it with the public key the
+        change carried (``node-key`` mode). Only a `VoterNode` (which carries its `RaftVoter`) joins."""
+        voter = getattr(node, "kl_voter", None)
+        if voter is None:
+            raise ValueError(f"Raft peer {node.address} joins only through a voter change")
+        old = self._nodes.get(voter.node_id)
+        if old is not None and old.address != node.address:
+            self.dropNode(old)
+        self._nodes[voter.node_id] = node
+        if self._identity is not None:
+            if voter.public_key is None:
+                self._identity_keys.pop(voter.node_id, None)
+                self.log.warning("raft_voter_without_key", voter=voter.node_id, hint="it cannot be authenticated")
+            else:
+                try:
+                    self._identity_keys[voter.node_id] = parse_public_key(voter.public_key)
+                except ValueError as err:
+                    self._identity_keys.pop(voter.node_id, None)
+                    self.log.warning("raft_voter_key_invalid", voter=voter.node_id, error=str(err))
+        self._recompute_roles()
+        self.log.info("raft_voter_added", voter=voter.node_id, address=node.address)
 
     def dropNode(self, node: Any) -> None:
-        raise NotImplementedError("the controller quorum's voter set is static (controller.quorum.voters)")
+        """pysyncobj removes a voter: close its connection and refuse it from now on."""
+        vid = next((v for v, n in self._nodes.items() if n == node), None)
+        if vid is None:
+            return
+        del self._nodes[vid]
+        self._identity_keys.pop(vid, None)
+        self._recompute_roles()
+        conn = self._links.get(node)
+        if conn is not None:
+            conn.close("voter_removed")
+            self._links.pop(node, None)
+        self._last_dial.pop(node, None)
+        self.log.info("raft_voter_removed", voter=vid, address=node.address)
+
+    def _recompute_roles(self) -> None:
+        me = self._self_node.address
+        self._dials = {vid for vid, node in self._nodes.items() if me > node.address}
+        self._initiators = frozenset(vid for vid, node in self._nodes.items() if node.address > me)
 
     def destroy(self) -> None:
         self._destroyed = True

@@ -84,6 +84,7 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
+from kraftlog.quorum.raft._membership import is_voter_change
 from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE, TERM_AHEAD, TRANSFER_FLAG
 
 __all__ = [
@@ -554,8 +555,9 @@ def encode_append_command(epoch: int, timestamp_ms: int, records: list[bytes]) -
     return packed
 
 
-def decode_command(command: bytes) -> AppendCommand | None:
-    """A journal entry's command (type byte included): None for a NO_OP, else the batch.
+def decode_command(command: bytes) -> AppendCommand | bytes | None:
+    """A journal entry's command (type byte included): None for a NO_OP, the command itself for a
+    voter change (`quorum.raft._membership` decodes it), else the batch.
 
     Raises ``CorruptMessageError`` for any other type (pysyncobj's membership and version commands
     are pickles) or shape; the caller refuses the entry.
@@ -567,6 +569,8 @@ def decode_command(command: bytes) -> AppendCommand | None:
         return None
     if kind != COMMAND_REGULAR:
         raise CorruptMessageError(f"Raft command type {kind} is not a kraftlog command")
+    if is_voter_change(command):
+        return command
     value = _unpack(command[1:])
     if type(value) is not list or len(value) != 4 or value[0] != _OP_APPEND or type(value[0]) is not int:
         raise CorruptMessageError("not a kraftlog append command")

@@ -1,0 +1,215 @@
+"""The replicated voter change of the dynamic controller quorum (issue 26, KIP-853): one voter added
+or removed by one Raft entry, in kraftlog's own msgpack (pysyncobj's membership commands are pickles,
+which this Raft never loads).
+
+Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter]`` where ``op`` is
+``"add"`` or ``"remove"`` and ``voter`` a map ``{"id", "host", "port", "directory.id",
+"public.key"}``. A metadata batch is ``[1, epoch, timestamp_ms, records]`` (`quorum.raft._wire`), so
+the two never decode as each other; `is_voter_change` tells them apart by the first two bytes
+without decoding a batch.
+
+Why the voter travels whole: in ``node-key`` mode a connection is accepted only from a voter whose
+public key this node knows (`quorum.raft._identity`), so a new voter's key must reach every voter
+with the change that makes it one -- including voters that start later and replay the log. The
+directory id makes a wiped and re-formatted disk another replica (KIP-853's ``ReplicaKey``).
+
+Raft's single-server rule (Ongaro's thesis, 4.1), as pysyncobj runs it once
+``dynamicMembershipChange`` is on and `quorum.raft._raft_node._RaftNode` decodes these entries:
+
+* a change takes effect on every node when the entry is *appended* to its log (not when committed);
+* it is reverted when a new leader truncates the entry away (`revert_voter_change`);
+* the leader appends the next change only after the previous one is applied (committed);
+* the committed voter set (the fold of applied changes, `apply_voter_change`) is what the full dump
+  persists beside the state it was taken at.
+
+The functions here are pure: `apply_voter_change` and `revert_voter_change` return new maps and
+raise `VoterChangeError` for a change that does not fit the set (the Raft path then leaves the set
+as it is: applying is deterministic on every node alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from kraftlog.common.errors import CorruptMessageError
+
+__all__ = [
+    "VOTER_ADD",
+    "VOTER_REMOVE",
+    "RaftVoter",
+    "VoterChange",
+    "VoterChangeError",
+    "apply_voter_change",
+    "decode_voter_change",
+    "encode_voter_change",
+    "is_voter_change",
+    "revert_voter_change",
+    "voters_from_wire",
+    "voters_to_wire",
+]
+
+VOTER_ADD: Final = "add"
+VOTER_REMOVE: Final = "remove"
+_OP_VOTER_CHANGE: Final = 2
+#: pysyncobj's REGULAR type byte, msgpack fixarray(3), positive fixint 2
+_PREFIX: Final = bytes([0, 0x93, _OP_VOTER_CHANGE])
+_MAX_NODE_ID: Final = (1 << 31) - 1
+_MAX_PORT: Final = 65535
+_MAX_TEXT: Final = 255
+
+
+class VoterChangeError(ValueError):
+    """A voter change that does not fit the voter set it is applied to."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftVoter:
+    """One voter as the Raft layer knows it: id, Raft endpoint, directory id, public key.
+
+    ``directory_id`` is None for a voter of a static quorum; ``public_key`` (`public_key_text`'s
+    form) is None in ``password`` mode.
+    """
+
+    node_id: int
+    host: str
+    port: int
+    directory_id: str | None = None
+    public_key: str | None = None
+
+    @property
+    def address(self) -> str:
+        """pysyncobj's node id: ``host:port``."""
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChange:
+    """Add or remove one voter."""
+
+    op: str
+    voter: RaftVoter
+
+
+def _voter_map(voter: RaftVoter) -> dict[str, Any]:
+    return {
+        "id": voter.node_id,
+        "host": voter.host,
+        "port": voter.port,
+        "directory.id": voter.directory_id,
+        "public.key": voter.public_key,
+    }
+
+
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not str or not 0 < len(value) <= _MAX_TEXT:
+        raise CorruptMessageError(f"voter change: {what} must be a short string")
+    return value
+
+
+def _voter_of(value: Any) -> RaftVoter:
+    if type(value) is not dict:
+        raise CorruptMessageError("voter change: the voter must be a map")
+    try:
+        node_id, host, port = value["id"], value["host"], value["port"]
+    except KeyError as err:
+        raise CorruptMessageError(f"voter change: the voter lacks {err.args[0]}") from None
+    if type(node_id) is not int or not 0 <= node_id <= _MAX_NODE_ID:
+        raise CorruptMessageError("voter change: the voter id must be a non-negative int32")
+    if type(host) is not str or not 0 < len(host) <= _MAX_TEXT:
+        raise CorruptMessageError("voter change: the host must be a short string")
+    if type(port) is not int or not 0 < port <= _MAX_PORT:
+        raise CorruptMessageError("voter change: the port must be 1..65535")
+    return RaftVoter(
+        node_id=node_id,
+        host=host,
+        port=port,
+        directory_id=_optional_text(value.get("directory.id"), "the directory id"),
+        public_key=_optional_text(value.get("public.key"), "the public key"),
+    )
+
+
+def encode_voter_change(change: VoterChange) -> bytes:
+    """The REGULAR command payload (without pysyncobj's type byte) of one voter change."""
+    if change.op not in (VOTER_ADD, VOTER_REMOVE):
+        raise ValueError(f"unknown voter change {change.op!r}")
+    packed: bytes = msgpack.packb([_OP_VOTER_CHANGE, change.op, _voter_map(change.voter)], use_bin_type=True)
+    return packed
+
+
+def is_voter_change(command: bytes) -> bool:
+    """Whether a journal entry's command (type byte included) is a voter change (no decoding)."""
+    return command[: len(_PREFIX)] == _PREFIX
+
+
+def decode_voter_change(command: bytes) -> VoterChange:
+    """Decode a journal entry's command (type byte included); ``CorruptMessageError`` if malformed."""
+    if not is_voter_change(command):
+        raise CorruptMessageError("not a voter change")
+    try:
+        value = msgpack.unpackb(command[1:], raw=False, strict_map_key=True, use_list=True)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise CorruptMessageError(f"undecodable voter change: {err}") from None
+    if type(value) is not list or len(value) != 3 or value[0] != _OP_VOTER_CHANGE:
+        raise CorruptMessageError("not a voter change")
+    op = value[1]
+    if op not in (VOTER_ADD, VOTER_REMOVE):
+        raise CorruptMessageError(f"voter change: unknown operation {op!r}")
+    return VoterChange(op=op, voter=_voter_of(value[2]))
+
+
+def _add(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:
+    if voter.node_id in voters:
+        raise VoterChangeError(f"voter {voter.node_id} is already a voter")
+    if any(v.address == voter.address for v in voters.values()):
+        raise VoterChangeError(f"another voter already has the Raft endpoint {voter.address}")
+    return {**voters, voter.node_id: voter}
+
+
+def _remove(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:
+    current = voters.get(voter.node_id)
+    if current is None or current.directory_id != voter.directory_id:
+        raise VoterChangeError(f"voter {voter.node_id} (directory {voter.directory_id}) is not a voter")
+    if len(voters) == 1:
+        raise VoterChangeError("the last voter cannot be removed")
+    return {vid: v for vid, v in voters.items() if vid != voter.node_id}
+
+
+def apply_voter_change(voters: Mapping[int, RaftVoter], change: VoterChange) -> dict[int, RaftVoter]:
+    """The voter set after ``change``; `VoterChangeError` when it does not fit ``voters``."""
+    if change.op == VOTER_ADD:
+        return _add(voters, change.voter)
+    return _remove(voters, change.voter)
+
+
+def revert_voter_change(voters: Mapping[int, RaftVoter], change: VoterChange) -> dict[int, RaftVoter]:
+    """The voter set before ``change`` (a truncated entry); `VoterChangeError` when it does not fit."""
+    if change.op == VOTER_ADD:
+        current = voters.get(change.voter.node_id)
+        if current != change.voter or len(voters) == 1:
+            raise VoterChangeError(f"voter {change.voter.node_id} was not added by this change")
+        return {vid: v for vid, v in voters.items() if vid != change.voter.node_id}
+    return _add(voters, change.voter)
+
+
+def voters_to_wire(voters: Iterable[RaftVoter]) -> list[dict[str, Any]]:
+    """The voter set as the full dump stores it (sorted by id)."""
+    return [_voter_map(v) for v in sorted(voters, key=lambda v: v.node_id)]
+
+
+def voters_from_wire(value: Any) -> dict[int, RaftVoter]:
+    """Inverse of `voters_to_wire`; ``CorruptMessageError`` for a malformed list or a duplicate id."""
+    if type(value) is not list:
+        raise CorruptMessageError("voters must be a list")
+    voters: dict[int, RaftVoter] = {}
+    for item in value:
+        voter = _voter_of(item)
+        if voter.node_id in voters:
+            raise CorruptMessageError(f"voter {voter.node_id} is listed twice")
+        voters[voter.node_id] = voter
+    return voters
