@@ -77,6 +77,7 @@ __all__ = [
     "load_private_key",
     "parse_public_key",
     "parse_voter_keys",
+    "ObserverPeer",
     "public_key_text",
 ]
 
@@ -180,6 +181,20 @@ class NodeIdentity:
     directory_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ObserverPeer:
+    """A controller that is not a voter yet (KIP-853's observer), as its handshake authenticated it."""
+
+    node_id: int
+    directory_id: str | None
+    #: `public_key_text`'s form; the key its handshake proof verified with
+    public_key: str
+
+
+def _raw_public(key: Ed25519PrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
 def load_identity(
     *,
     node_id: int,
@@ -273,9 +288,16 @@ class NodeKeyInitiator:
     """The dialling side (same interface as `quorum.raft._wire.InitiatorHandshake`)."""
 
     def __init__(
-        self, *, identity: NodeIdentity, cluster_id: str, peer_id: int, nonce: Callable[[int], bytes] = os.urandom
+        self,
+        *,
+        identity: NodeIdentity,
+        cluster_id: str,
+        peer_id: int,
+        nonce: Callable[[int], bytes] = os.urandom,
+        observer: bool = False,
     ) -> None:
         self._id = identity
+        self._observer = observer
         self._cluster = cluster_id
         self._peer = peer_id
         self._nonce = nonce(NONCE_BYTES)
@@ -294,6 +316,11 @@ class NodeKeyInitiator:
                 "to": self._peer,
                 "nonce": self._nonce,
                 "kx": _kx_public(self._kx),
+                **(
+                    {"obs": {"key": _raw_public(self._id.private_key), "dir": self._id.directory_id}}
+                    if self._observer
+                    else {}
+                ),
             },
             use_bin_type=True,
         )
@@ -333,10 +360,15 @@ class NodeKeyResponder:
         cluster_id: str,
         initiators: frozenset[int],
         nonce: Callable[[int], bytes] = os.urandom,
+        admit_observer: Callable[[ObserverPeer], bool] | None = None,
     ) -> None:
         self._id = identity
         self._cluster = cluster_id
         self._initiators = initiators
+        self._admit_observer = admit_observer
+        #: set when the peer is an observer this node admitted (its key proven by the proof)
+        self.observer: ObserverPeer | None = None
+        self._peer_key: Ed25519PublicKey | None = None
         self._nonce = nonce(NONCE_BYTES)
         self._kx = X25519PrivateKey.generate()
         self._transcript: bytes | None = None
@@ -357,7 +389,8 @@ class NodeKeyResponder:
         msg = _unpack_map(body, frozenset({"sig"}), "proof")
         signature = _bytes(msg["sig"], _SIG_BYTES, "proof: sig")
         assert self.peer_id is not None
-        if not _verify(self._id.voter_keys[self.peer_id], signature, _LABEL + b"initiator" + self._transcript):
+        peer_key = self._peer_key if self._peer_key is not None else self._id.voter_keys[self.peer_id]
+        if not _verify(peer_key, signature, _LABEL + b"initiator" + self._transcript):
             raise SaslAuthenticationFailedError(
                 f"the peer failed to prove it is voter {self.peer_id} (a signature of another key)",
                 claimed_node_id=self.peer_id,
@@ -376,7 +409,8 @@ class NodeKeyResponder:
             raise CorruptMessageError(f"hello: not a msgpack body ({type(err).__name__})") from None
         if type(raw) is not dict or raw.get("proto") != PROTOCOL_NAME:
             raise CorruptMessageError("not a kraftlog Raft hello")
-        msg = _unpack_map(body, frozenset({"proto", "v", "cluster", "from", "to", "nonce", "kx"}), "hello")
+        keys = frozenset({"proto", "v", "cluster", "from", "to", "nonce", "kx"})
+        msg = _unpack_map(body, keys | {"obs"} if "obs" in raw else keys, "hello")
         cluster, sender, target = msg["cluster"], msg["from"], msg["to"]
         if type(cluster) is not str or not 0 < len(cluster) <= MAX_CLUSTER_ID_CHARS:
             raise CorruptMessageError("hello: cluster must be a short string")
@@ -391,7 +425,9 @@ class NodeKeyResponder:
             raise InconsistentVoterSetError(
                 f"peer dialled node {target}, this is node {self._id.node_id}", claimed_node_id=sender
             )
-        if sender not in self._initiators or sender not in self._id.voter_keys:
+        if "obs" in msg:
+            self._check_observer(sender, msg["obs"])
+        elif sender not in self._initiators or sender not in self._id.voter_keys:
             raise InconsistentVoterSetError(
                 f"node {sender} is not a voter that dials node {self._id.node_id} "
                 f"(those are {sorted(self._initiators)})",
@@ -402,6 +438,35 @@ class NodeKeyResponder:
         self._transcript = _transcript(
             self._cluster, sender, self._id.node_id, nonce_i, self._nonce, kx_i, _kx_public(self._kx)
         )
+
+    def _check_observer(self, sender: int, value: Any) -> None:
+        """An observer (a controller not yet a voter, KIP-853) offers its public key and directory id;
+        the proof that follows must verify with that key, and this node's policy must admit it."""
+        if type(value) is not dict or frozenset(value) != {"key", "dir"}:
+            raise CorruptMessageError("hello: obs must be a map of key and dir")
+        key, directory = value["key"], value["dir"]
+        _bytes(key, _KEY_BYTES, "hello: obs key")
+        if directory is not None and (type(directory) is not str or not 0 < len(directory) <= 64):
+            raise CorruptMessageError("hello: obs dir must be a short string or nil")
+        peer_key = Ed25519PublicKey.from_public_bytes(key)
+        voter_key = self._id.voter_keys.get(sender)
+        if voter_key is not None:
+            # A voter that does not know it is one yet (the change adding it is in our log, not in
+            # its own): accept it as that voter -- with that voter's key only -- so it gets the entry.
+            if public_key_text(voter_key) != public_key_text(peer_key):
+                raise InconsistentVoterSetError(
+                    f"node {sender} is a voter with another key: it cannot connect as an observer",
+                    claimed_node_id=sender,
+                )
+            self._peer_key = voter_key
+            return
+        observer = ObserverPeer(node_id=sender, directory_id=directory, public_key=public_key_text(peer_key))
+        if self._admit_observer is None or not self._admit_observer(observer):
+            raise InconsistentVoterSetError(
+                f"node {sender} is not a voter and this node admits no observers", claimed_node_id=sender
+            )
+        self._peer_key = peer_key
+        self.observer = observer
 
 
 # --------------------------------------------------------------------------------------- config

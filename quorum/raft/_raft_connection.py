@@ -22,7 +22,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE, Poller
 
 from kraftlog.common.errors import CorruptMessageError, KafkaError
-from kraftlog.quorum.raft._identity import NodeKeyInitiator, NodeKeyResponder
+from kraftlog.quorum.raft._identity import NodeKeyInitiator, NodeKeyResponder, ObserverPeer
 from kraftlog.quorum.raft._wire import (
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -144,6 +144,8 @@ class RaftConnection:
         self.session: Session | None = None
         self.node = node
         self.voter_id: int | None = None
+        #: an authenticated observer (issue 26): (node id, directory id, public key text); None for a voter
+        self.observer: ObserverPeer | None = None
         self.state = state
         self.reader = FrameReader(MAX_HANDSHAKE_FRAME_BYTES)
         self.deadline = deadline  # of the handshake
@@ -222,6 +224,8 @@ class RaftConnection:
             self.session = session
             if isinstance(self.handshake, (ResponderHandshake, NodeKeyResponder)):
                 self.voter_id = self.handshake.peer_id
+            if isinstance(self.handshake, NodeKeyResponder):
+                self.observer = self.handshake.observer
             self.handshake = None
             self.state = ESTABLISHED
             self.reader.limit = MAX_FRAME_BYTES

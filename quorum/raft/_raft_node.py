@@ -184,6 +184,7 @@ class _RaftNode(SyncObj):
         receive_dump: Callable[[Any], bool] | None = None,
         voters: Mapping[int, RaftVoter] | None = None,
         dump_serializer: DumpSerializer | None = None,
+        observer: bool = False,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
         #: the committed voter set: the fold of the voter changes applied so far (what the dump keeps)
@@ -193,6 +194,8 @@ class _RaftNode(SyncObj):
         #: voter changes are tracked (a `MetadataQuorum` node; the unit tests' bare nodes are not)
         self._kl_dynamic = voters is not None
         self._kl_node_id = node_id
+        #: not in the voter set in force (KIP-853's observer): it replicates but never campaigns
+        self._kl_observer = observer
         if dump_serializer is not None and voters is not None:
             # before SyncObj.__init__: its tick thread may load the dump at once
             dump_serializer.track_voters(self.kl_applied_voters, self.kl_load_applied_voters, VoterNode)
@@ -233,7 +236,7 @@ class _RaftNode(SyncObj):
         self._kl_keepalive()
         if self._kl_voters_dirty and not getattr(self, "_SyncObj__needLoadDumpFile", True):
             self._kl_reconcile_voters()
-        if self._kl_no_campaign:
+        if self._kl_no_campaign or self._kl_observer:
             self._SyncObj__raftElectionDeadline = float("inf")
         else:
             self._kl_pre_vote_gate()
@@ -421,7 +424,7 @@ class _RaftNode(SyncObj):
 
     def _kl_campaign_within(self, low_s: float, high_s: float) -> None:
         """Bring this node's election deadline forward to a random point ``low_s..high_s`` from now."""
-        if self._kl_no_campaign:
+        if self._kl_no_campaign or self._kl_observer:
             return
         deadline = _raft_monotonic() + random.uniform(low_s, high_s)
         self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, deadline)
@@ -576,6 +579,15 @@ class _RaftNode(SyncObj):
         """
         self._kl_voters_dirty = False
         desired = self._kl_voters_in_force()
+        observer = self._kl_node_id not in desired
+        if observer != self._kl_observer:
+            self._kl_log.info("raft_voter_role", role="observer" if observer else "voter", voters=sorted(desired))
+            self._kl_observer = observer
+            if not observer:
+                self._kl_campaign_within(self.conf.raftMinTimeout, self.conf.raftMaxTimeout)
+            set_voter = getattr(self._kl_transport, "set_voter", None)
+            if set_voter is not None:
+                set_voter(not observer)
         me = self._SyncObj__selfNode
         nodes = {VoterNode(v) for v in desired.values() if v.address != me.address}
         current: set[Any] = self._SyncObj__otherNodes

@@ -84,14 +84,27 @@ class MetadataQuorum(_QuorumDelivery):
         snapshot_retain_entries: int = 20_000,
         identity: NodeIdentity | None = None,
         directory_ids: Mapping[int, str] | None = None,
+        observer_endpoint: tuple[str, int] | None = None,
+        admit_observers: bool = False,
     ) -> None:
-        if node_id not in voters:
-            raise QuorumConfigError(f"node {node_id} is not a voter of {sorted(voters)}")
+        # An observer (issue 26, KIP-853: formatted with --no-initial-controllers) is not in
+        # ``voters`` and names its own Raft endpoint; it replicates until a voter change adds it.
+        self._observer = node_id not in voters
+        if self._observer and (observer_endpoint is None or identity is None):
+            raise QuorumConfigError(
+                f"node {node_id} is not a voter of {sorted(voters)}: it can run only as an observer, "
+                "which needs its own Raft endpoint and node-key authentication"
+            )
+        self._admit_observers = admit_observers
         addresses = {vid: f"{host}:{int(port)}" for vid, (host, port) in voters.items()}
         if len(set(addresses.values())) != len(addresses):
             raise QuorumConfigError("two voters share one Raft endpoint")
+        if observer_endpoint is not None and self._observer:
+            addresses[node_id] = f"{observer_endpoint[0]}:{int(observer_endpoint[1])}"
+            voters = {**voters, node_id: observer_endpoint}
         if identity is not None:
-            if identity.node_id != node_id or set(identity.voter_keys) != set(voters):
+            keyed = set(identity.voter_keys) | ({node_id} if self._observer else set())
+            if identity.node_id != node_id or keyed != set(voters):
                 raise QuorumConfigError(
                     f"the Raft identity is voter {identity.node_id}'s with keys of {sorted(identity.voter_keys)}; "
                     f"this is node {node_id} of voters {sorted(voters)}"
@@ -131,6 +144,7 @@ class MetadataQuorum(_QuorumDelivery):
                 public_key=public_key_text(identity.voter_keys[vid]) if identity is not None else None,
             )
             for vid, (host, port) in voters.items()
+            if not (self._observer and vid == node_id)
         }
         self._cluster_id = cluster_id
         # the Raft port listens on this node's own voter host unless told otherwise
@@ -240,6 +254,8 @@ class MetadataQuorum(_QuorumDelivery):
                 auth_key=b"" if self._identity is not None else derive_auth_key(self._password or "", self._cluster_id),
                 identity=self._identity,
                 bind_host=self._bind_host,
+                observer=self._observer,
+                admit_observers=self._admit_observers,
                 # a voter finishes the handshake in two round trips; an attacker holds a slot this long
                 handshake_timeout_s=min(max(2 * e, 1.0), 5.0),
             )
@@ -255,6 +271,7 @@ class MetadataQuorum(_QuorumDelivery):
                 receive_dump=serializer.receive,
                 voters=self._raft_voters,
                 dump_serializer=serializer,
+                observer=self._observer,
             )
         except BaseException:
             journal.close()

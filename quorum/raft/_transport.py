@@ -47,12 +47,18 @@ from typing import Any, ClassVar, Final
 
 import structlog
 from pysyncobj.monotonic import monotonic as _monotonic
-from pysyncobj.node import TCPNode
+from pysyncobj.node import Node, TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
 
-from kraftlog.quorum.raft._identity import NodeIdentity, NodeKeyInitiator, NodeKeyResponder, parse_public_key
+from kraftlog.quorum.raft._identity import (
+    NodeIdentity,
+    NodeKeyInitiator,
+    NodeKeyResponder,
+    ObserverPeer,
+    parse_public_key,
+)
 from kraftlog.quorum.raft._raft_connection import (
     CONNECTING,
     ESTABLISHED,
@@ -71,7 +77,14 @@ if getattr(socket.inet_ntop, "__module__", None) == "pysyncobj.win_inet_pton":
 
     socket.inet_ntop = _socket.inet_ntop
 
-__all__ = ["MAX_PENDING_WRITE_BYTES", "RaftTransport", "RefusalLog", "TransportSettings", "raft_transport_class"]
+__all__ = [
+    "MAX_PENDING_WRITE_BYTES",
+    "ObserverNode",
+    "RaftTransport",
+    "RefusalLog",
+    "TransportSettings",
+    "raft_transport_class",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -95,6 +108,19 @@ class TransportSettings:
     backlog: int = 256
     #: this node's own key and every voter's public key (``node-key`` mode, `quorum.raft._identity`)
     identity: NodeIdentity | None = None
+    #: this node starts as an observer (not in ``voters``): it dials every voter and accepts no one
+    observer: bool = False
+    #: accept observers' connections (``node-key`` mode only): they get the log, never a vote
+    admit_observers: bool = False
+
+
+class ObserverNode(Node):
+    """pysyncobj's read-only node standing for one connected observer (its leader sends it entries
+    and never counts it towards a commit)."""
+
+    def __init__(self, observer: ObserverPeer) -> None:
+        super().__init__(f"observer-{observer.node_id}")
+        self.kl_observer = observer
 
 
 def raft_transport_class(settings: TransportSettings) -> type[RaftTransport]:
@@ -130,7 +156,10 @@ class RaftTransport(Transport):
         self.log = _log.bind(node_id=settings.node_id)
         self.refusals = RefusalLog(self.log)
         ids = {address: vid for vid, address in settings.voters.items()}
-        if ids.get(selfNode.address) != settings.node_id:
+        #: this node is a voter (an observer until the change adding it is in its log)
+        self._is_voter = not settings.observer
+        self._observers: dict[int, ObserverNode] = {}
+        if self._is_voter and ids.get(selfNode.address) != settings.node_id:
             raise ValueError(f"this node's Raft address {selfNode.address} is not voter {settings.node_id}")
         self._nodes: dict[int, TCPNode] = {}
         for node in otherNodes:
@@ -277,7 +306,10 @@ class RaftTransport(Transport):
         settings = self.SETTINGS
         if self._identity is not None:
             return NodeKeyResponder(
-                identity=self._identity, cluster_id=settings.cluster_id, initiators=self._initiators
+                identity=self._identity,
+                cluster_id=settings.cluster_id,
+                initiators=self._initiators,
+                admit_observer=self._admit_observer if settings.admit_observers and self._is_voter else None,
             )
         return ResponderHandshake(
             auth_key=settings.auth_key,
@@ -289,7 +321,9 @@ class RaftTransport(Transport):
     def _initiator(self, vid: int) -> Handshake:
         settings = self.SETTINGS
         if self._identity is not None:
-            return NodeKeyInitiator(identity=self._identity, cluster_id=settings.cluster_id, peer_id=vid)
+            return NodeKeyInitiator(
+                identity=self._identity, cluster_id=settings.cluster_id, peer_id=vid, observer=not self._is_voter
+            )
         return InitiatorHandshake(
             auth_key=settings.auth_key, cluster_id=settings.cluster_id, node_id=settings.node_id, peer_id=vid
         )
@@ -352,7 +386,45 @@ class RaftTransport(Transport):
 
     # -------------------------------------------------------------- connection callbacks
 
+    def _admit_observer(self, observer: ObserverPeer) -> bool:
+        """Observers are admitted while this node is a voter; one that is a voter already is not."""
+        return self._is_voter and observer.node_id not in self._nodes
+
+    def set_voter(self, is_voter: bool) -> None:
+        """The voter set in force now includes (or no longer includes) this node: switch between
+        observer (dial every voter) and voter (pysyncobj's address rule); links are re-made."""
+        if is_voter == self._is_voter:
+            return
+        self._is_voter = is_voter
+        self._recompute_roles()
+        self.log.info("raft_role_changed", role="voter" if is_voter else "observer")
+        for conn in list(self._links.values()):
+            conn.close("role_changed")
+
+    def observers(self) -> dict[int, ObserverNode]:
+        """The observers connected to this node (pysyncobj's thread)."""
+        return dict(self._observers)
+
+    def _on_observer_established(self, conn: RaftConnection, observer: ObserverPeer) -> None:
+        old = self._observers.get(observer.node_id)
+        if old is not None:
+            link = self._links.get(old)
+            if link is not None:
+                link.close("replaced")
+        node = ObserverNode(observer)
+        conn.node = node
+        self._observers[observer.node_id] = node
+        self._links[node] = conn
+        self.log.info(
+            "raft_observer_authenticated", peer=conn.peer, observer=observer.node_id, directory_id=observer.directory_id
+        )
+        self._onReadonlyNodeConnected(node)
+
     def on_connection_established(self, conn: RaftConnection) -> None:
+        if conn.node is None and conn.observer is not None:
+            self._pending.discard(conn)
+            self._on_observer_established(conn, conn.observer)
+            return
         if conn.node is None:  # incoming: the handshake named (and authenticated) the voter
             self._pending.discard(conn)
             node = self._nodes.get(conn.voter_id) if conn.voter_id is not None else None
@@ -390,7 +462,11 @@ class RaftTransport(Transport):
         node = conn.node
         if node is not None and self._links.get(node) is conn:
             del self._links[node]
-            if was == ESTABLISHED:
+            if isinstance(node, ObserverNode):
+                if self._observers.get(node.kl_observer.node_id) is node:
+                    del self._observers[node.kl_observer.node_id]
+                self._onReadonlyNodeDisconnected(node)
+            elif was == ESTABLISHED:
                 self._onNodeDisconnected(node)
 
     def on_connection_message(self, conn: RaftConnection, message: dict[str, Any]) -> None:
@@ -417,6 +493,9 @@ class RaftTransport(Transport):
         old = self._nodes.get(voter.node_id)
         if old is not None and old.address != node.address:
             self.dropNode(old)
+        observer = self._observers.get(voter.node_id)
+        if observer is not None and self._links.get(observer) is not None:
+            self._links[observer].close("now_a_voter")  # it reconnects as a voter
         self._nodes[voter.node_id] = node
         if self._identity is not None:
             if voter.public_key is None:
@@ -447,6 +526,10 @@ class RaftTransport(Transport):
         self.log.info("raft_voter_removed", voter=vid, address=node.address)
 
     def _recompute_roles(self) -> None:
+        if not self._is_voter:  # an observer dials every voter and is dialled by none
+            self._dials = set(self._nodes)
+            self._initiators = frozenset()
+            return
         me = self._self_node.address
         self._dials = {vid for vid, node in self._nodes.items() if me > node.address}
         self._initiators = frozenset(vid for vid, node in self._nodes.items() if node.address > me)

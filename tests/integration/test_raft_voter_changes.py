@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,9 @@ class Node:
         self.entries: list[LogEntry] = []
         self.q: MetadataQuorum | None = None
 
-    def make(self, voters: dict[int, RaftVoter]) -> MetadataQuorum:
+    def make(self, voters: dict[int, RaftVoter], **kw: Any) -> MetadataQuorum:
+        if self.voter.node_id not in voters:
+            kw["observer_endpoint"] = (self.voter.host, self.voter.port)
         identity = NodeIdentity(
             node_id=self.voter.node_id,
             private_key=load_private_key(self.key_file, config_key="test"),
@@ -68,6 +71,8 @@ class Node:
             directory_ids={vid: v.directory_id for vid, v in voters.items() if v.directory_id},
             compaction_entries=20,
             compaction_interval_s=0.5,
+            admit_observers=True,
+            **kw,
         )
         return self.q
 
@@ -177,6 +182,58 @@ def test_grow_one_to_three_fail_over_remove_and_restart_from_the_log(tmp_path: P
                 lambda: all(n.entries and n.entries[-1].offset == last for n in survivors.values()),
                 timeout=10,
                 what="both survivors to commit after the restart",
+            )
+        finally:
+            await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))
+
+    asyncio.run(body())
+
+
+def test_an_observer_catches_up_without_voting_then_joins(tmp_path: Path) -> None:
+    """A controller outside the voter set (formatted with --no-initial-controllers) dials the voters
+    as an observer: it receives the log, no voter counts it or hears a vote request from it, and the
+    change adding it turns it into a voter (with the key its handshake proved)."""
+
+    async def body() -> None:
+        voters, keys = make_voters(tmp_path, 3)
+        nodes = {i: Node(tmp_path, voters[i], keys[i]) for i in voters}
+        try:
+            await nodes[1].make({1: voters[1]}).start()
+            await wait_until(lambda: leader(nodes) is nodes[1], timeout=10, what="the standalone leader")
+            for i in range(30):
+                await propose(nodes, i)
+            q1 = nodes[1].q
+            assert q1 is not None
+            epoch = q1.epoch
+
+            # observers know only the voter set (as bootstrap servers would tell them)
+            for i in (2, 3):
+                await nodes[i].make({1: voters[1]}).start()
+            await wait_until(
+                lambda: all(len(nodes[i].entries) == 30 for i in (2, 3)), timeout=10, what="observers to catch up"
+            )
+            last = await propose(nodes, 30)
+            await wait_until(lambda: all(len(n.entries) == last + 1 for n in nodes.values()), timeout=10, what="tail")
+            assert q1.epoch == epoch and q1.is_leader, "observers never campaign"
+            assert set(q1.voters()) == {1}
+            assert all(n.q is not None and not n.q.is_leader for i, n in nodes.items() if i != 1)
+
+            # add 2, then 3: each observer becomes a voter once the change is in its log
+            await change_on_leader(nodes, VoterChange(VOTER_ADD, voters[2]))
+            await change_on_leader(nodes, VoterChange(VOTER_ADD, voters[3]))
+            await wait_until(
+                lambda: all(n.q is not None and set(n.q.voters()) == {1, 2, 3} for n in nodes.values()),
+                timeout=10,
+                what="every node to commit the set {1, 2, 3}",
+            )
+            # the new voters vote: with the first one gone, they elect a leader between them
+            await q1.stop()
+            nodes[1].q = None
+            rest = {i: nodes[i] for i in (2, 3)}
+            await wait_until(lambda: leader(rest) is not None, timeout=10, what="a leader among the added voters")
+            last = await propose(rest, 31)
+            await wait_until(
+                lambda: all(n.entries[-1].offset == last for n in rest.values()), timeout=10, what="commit by 2 and 3"
             )
         finally:
             await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))

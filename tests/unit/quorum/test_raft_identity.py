@@ -243,3 +243,72 @@ def test_password_mode_is_explicit(tmp_path: Path) -> None:
         },
     )
     assert _identity(cfg) is None
+
+
+# ------------------------------------------------------------------------- observers (KIP-853)
+
+
+def observer_pair(
+    me: int, *, key: Ed25519PrivateKey, admit: bool = True, voter_keys: dict[int, Any] | None = None
+) -> tuple[NodeKeyInitiator, NodeKeyResponder]:
+    admitted: list[Any] = []
+    responder = NodeKeyResponder(
+        identity=NodeIdentity(node_id=1, private_key=KEYS[1], voter_keys=voter_keys or {1: PUBLIC[1]}),
+        cluster_id=CLUSTER,
+        initiators=frozenset(),
+        admit_observer=(lambda o: admitted.append(o) or True) if admit else None,
+    )
+    initiator = NodeKeyInitiator(
+        identity=NodeIdentity(
+            node_id=me, private_key=key, voter_keys={1: PUBLIC[1]}, directory_id="DirOfNodeFour000000000"
+        ),
+        cluster_id=CLUSTER,
+        peer_id=1,
+        observer=True,
+    )
+    return initiator, responder
+
+
+def test_an_observer_is_admitted_with_the_key_its_proof_verified() -> None:
+    key = Ed25519PrivateKey.generate()
+    initiator, responder = observer_pair(4, key=key)
+    i_session, r_session = run(initiator, responder)
+    assert r_session.open(i_session.seal({"type": "kl_keepalive"})) == {"type": "kl_keepalive"}
+    assert responder.observer is not None
+    assert (responder.observer.node_id, responder.observer.directory_id) == (4, "DirOfNodeFour000000000")
+    assert responder.observer.public_key == public_key_text(key)
+
+
+def test_an_observer_is_refused_where_observers_are_not_admitted() -> None:
+    initiator, responder = observer_pair(4, key=Ed25519PrivateKey.generate(), admit=False)
+    with pytest.raises(InconsistentVoterSetError, match="admits no observers"):
+        responder.receive(initiator.hello())
+
+
+def test_an_observer_cannot_prove_a_key_it_does_not_hold() -> None:
+    """The hello offers one key, the proof is signed with another: refused at the proof."""
+    initiator, responder = observer_pair(4, key=Ed25519PrivateKey.generate())
+    hello = msgpack.unpackb(initiator.hello())
+    hello["obs"]["key"] = public_key_bytes(Ed25519PrivateKey.generate())
+    challenge, _ = responder.receive(msgpack.packb(hello))
+    assert challenge is not None
+    with pytest.raises(SaslAuthenticationFailedError):
+        responder.receive(initiator.receive(challenge)[0] or b"")
+
+
+def test_a_voter_that_still_thinks_it_observes_is_accepted_only_with_its_own_key() -> None:
+    """The change adding voter 2 is in the responder's log, not yet in 2's: 2 connects as an
+    observer and gets the voter link -- but with someone else's key it is refused."""
+    keys = {1: PUBLIC[1], 2: PUBLIC[2]}
+    initiator, responder = observer_pair(2, key=KEYS[2], voter_keys=keys)
+    run(initiator, responder)
+    assert responder.observer is None and responder.peer_id == 2, "a voter link, not an observer's"
+    impostor, responder = observer_pair(2, key=Ed25519PrivateKey.generate(), voter_keys=keys)
+    with pytest.raises(InconsistentVoterSetError, match="another key"):
+        responder.receive(impostor.hello())
+
+
+def public_key_bytes(key: Ed25519PrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
