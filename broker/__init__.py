@@ -13,8 +13,10 @@ Imports go down that list's reverse: kafka -> txn -> groups -> coordinator -> re
 sub-package imports the wiring.
 """
 
+from kraftlog.broker._controller_channel import ControllerChannel
 from kraftlog.broker._server import BrokerServer
 
 __all__ = [
     "BrokerServer",
+    "ControllerChannel",
 ]

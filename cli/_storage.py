@@ -183,9 +183,9 @@ def initial_voters_of(
     """The initial voter set ``storage format`` writes (None: a static quorum, or none), with the
     rules of Kafka's StorageTool; `UserError` with its messages otherwise.
 
-    A controller of a dynamic quorum must be one of its initial voters: joining a running quorum as
-    an observer (``--no-initial-controllers``, then ``quorum add-controller``) is refused until
-    kraftlog's Raft can change its voter set.
+    A controller formatted with ``--no-initial-controllers`` joins a running quorum as an observer
+    (issue 26): it finds the voters through ``controller.quorum.bootstrap.servers`` at start,
+    replicates without voting, and votes once ``quorum add-controller`` added it.
     """
     from kraftlog.common.config import ConfigError, parse_listeners
     from kraftlog.node import new_cluster_id
@@ -202,11 +202,7 @@ def initial_voters_of(
         raise UserError("You can only use --standalone on a controller.")
     if cfg.is_controller and not cfg.quorum_voters and not dynamic:
         if no_initial_controllers:
-            raise UserError(
-                "--no-initial-controllers on a controller: it would start as an observer and wait for "
-                "'kraftlog quorum add-controller', and kraftlog's Raft cannot change its voter set yet "
-                "(KIP-853 membership changes); format it with --standalone or --initial-controllers"
-            )
+            return None  # an observer: it finds the voters through the bootstrap servers at start
         raise UserError(
             "Because controller.quorum.voters is not set on this controller, you must specify one of the "
             "following: --standalone, --initial-controllers, or --no-initial-controllers."

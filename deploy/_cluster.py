@@ -140,6 +140,9 @@ class LocalCluster(_ClusterSecurity):
     #: know ``controller.quorum.bootstrap.servers``; the controllers are formatted with
     #: ``--standalone`` when there is one, else ``--initial-controllers``)
     quorum: str = "static"
+    #: dynamic quorum: how many of the controllers (the lowest ids) are its initial voters; the others
+    #: are formatted with ``--no-initial-controllers`` and start as observers (None: all of them)
+    initial_controllers: int | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -334,6 +337,10 @@ class LocalCluster(_ClusterSecurity):
         if not spec.controller_port:
             return ["--no-initial-controllers"]
         controllers = [n for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port]
+        if self.initial_controllers is not None:
+            controllers = controllers[: self.initial_controllers]
+            if spec not in controllers:
+                return ["--no-initial-controllers"]
         if len(controllers) == 1:
             return ["--standalone"]
         for n in controllers:
@@ -354,6 +361,7 @@ class LocalCluster(_ClusterSecurity):
             "netns_prefix": self.netns_prefix,
             "security": self.security,
             "quorum": self.quorum,
+            "initial_controllers": self.initial_controllers,
             "nodes": {str(k): asdict(v) for k, v in self.nodes.items()},
         }
         # it holds controller.quorum.raft.password: 0600 (issue 24)
@@ -374,6 +382,7 @@ class LocalCluster(_ClusterSecurity):
             netns_prefix=state.get("netns_prefix"),
             security=state.get("security", "plaintext"),
             quorum=state.get("quorum", "static"),
+            initial_controllers=state.get("initial_controllers"),
         )
         cluster.nodes = {int(k): NodeSpec(**v) for k, v in state["nodes"].items()}
         return cluster

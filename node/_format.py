@@ -160,8 +160,8 @@ def resolve_quorum(cfg: Any) -> Any:
     or a broker of a dynamic one; for a controller of a dynamic quorum (KIP-853), with the voter set
     its metadata log dir was formatted with (`NodeConfig.with_formatted_voters`).
 
-    Raises `NodeStartupError` when a dynamic-quorum controller's dir holds no voter set (formatted
-    with ``--no-initial-controllers``, or for a static quorum), when it is not a voter, when its
+    A dynamic-quorum controller whose dir holds no voter set (``--no-initial-controllers``) is
+    returned as loaded: it starts as an observer. Raises `NodeStartupError` when it is not a voter, when its
     metadata dir is not the directory its voter entry names, or when a static config meets a dir
     formatted for a dynamic quorum.
     """
@@ -173,11 +173,8 @@ def resolve_quorum(cfg: Any) -> Any:
     except DynamicVoterError as err:
         raise NodeStartupError(str(err)) from None
     if formatted is None:
-        if cfg.is_controller and not cfg.quorum_voters:
-            raise NodeStartupError(
-                f"{metadata_dir} holds no voter set: a controller of a dynamic quorum "
-                "(controller.quorum.bootstrap.servers) must be formatted with --standalone or --initial-controllers"
-            )
+        # a dynamic quorum's controller formatted with --no-initial-controllers: an observer, which
+        # learns the voters from controller.quorum.bootstrap.servers at start (`discover_voters`)
         return cfg
     if not cfg.is_controller:
         return cfg

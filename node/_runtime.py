@@ -140,6 +140,11 @@ class Node:
                 window_num=self.config["controller.quota.window.num"],
                 window_size_ms=self.config["controller.quota.window.size.seconds"] * 1000,
             )
+            if self.config.kraft_version >= 1 and self.config.node_id not in self.config.quorum_voters:
+                from kraftlog.node._quorum_join import discover_voters
+
+                # an observer (--no-initial-controllers, issue 26): the voters, from the bootstrap servers
+                self.config = await discover_voters(self.config)
             self.controller = ControllerServer(
                 self.config, self.cluster_id, registry=self.registry, mutation_quotas=mutation_quotas
             )
@@ -151,7 +156,7 @@ class Node:
                 controller_sasl,
             )
             self.controller.add_to_server(server)
-            host, port = self.config.quorum_voters[self.config.node_id]
+            host, port = self.config.controller_endpoint
             if _add_port(server, f"{host}:{port}", controller_security) == 0:
                 raise NodeStartupError(f"cannot listen on the controller address {host}:{port}")
             await self.controller.start()

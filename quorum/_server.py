@@ -34,6 +34,7 @@ rebuilds the log up to the record before it (on every controller).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -81,6 +82,7 @@ from kraftlog.quorum._controller_services import (
 from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
 from kraftlog.quorum._metrics import ControllerStateCollector
 from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
+from kraftlog.storage import read_meta_properties
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
@@ -111,7 +113,13 @@ class ControllerServer(_ControllerLog):
         self._log = _log.bind(node_id=self.node_id, role="controller")
         voters = config.quorum_voters
         self.voters: dict[int, tuple[str, int]] = dict(voters)
-        host, port = voters[self.node_id]
+        #: not a voter at start (issue 26, KIP-853: formatted with --no-initial-controllers): it
+        #: replicates as an observer until a voter change adds it
+        self.observer = self.node_id not in voters
+        own = config.controller_endpoint
+        if own is None:
+            raise ValueError(f"controller {self.node_id} has no endpoint: list it in 'listeners' as CONTROLLER://")
+        host, port = own
         self.address = f"{host}:{port}"
         #: 0: static controller.quorum.voters; 1: the voter set formatted into the metadata log dir
         self.kraft_version: int = config.kraft_version
@@ -169,6 +177,8 @@ class ControllerServer(_ControllerLog):
         loop = asyncio.get_running_loop()
         offset = self.config["controller.quorum.raft.port.offset"]
         raft_voters = {vid: raft_address(h, p, offset) for vid, (h, p) in self.voters.items()}
+        own_host, own_port = self.address.rsplit(":", 1)
+        own_raft = raft_address(own_host, int(own_port), offset)
         password = self.config["controller.quorum.raft.password"]
         factory: Callable[..., Any]
         extra: dict[str, Any] = {}
@@ -179,9 +189,25 @@ class ControllerServer(_ControllerLog):
 
             factory = MetadataQuorum
             # per-node Raft identity (node-key mode) or None (password mode); a bad combination fails here
-            extra["identity"] = identity_from_config(
-                self.config, node_id=self.node_id, voters=raft_voters, metadata_log_dir=self.config.metadata_log_dir
+            identity = identity_from_config(
+                self.config,
+                node_id=self.node_id,
+                voters=set(raft_voters) | {self.node_id},
+                metadata_log_dir=self.config.metadata_log_dir,
+                dynamic=self.kraft_version >= 1,
             )
+            if identity is not None:
+                meta = read_meta_properties(Path(self.config.metadata_log_dir))
+                keys = {vid: k for vid, k in identity.voter_keys.items() if vid in raft_voters}
+                identity = dataclasses.replace(
+                    identity, voter_keys=keys, directory_id=meta.directory_id if meta is not None else None
+                )
+            extra["identity"] = identity
+            if self.kraft_version >= 1:
+                extra["directory_ids"] = dict(self.voter_directory_ids)
+                extra["admit_observers"] = True
+                if self.observer:
+                    extra["observer_endpoint"] = own_raft
         self._quorum = factory(
             **extra,
             node_id=self.node_id,
@@ -190,7 +216,7 @@ class ControllerServer(_ControllerLog):
             password=str(password.value) if password is not None and hasattr(password, "value") else password,
             # the Raft handshake binds connections to this cluster; the port listens on the voter host
             cluster_id=self.cluster_id,
-            bind_host=raft_voters[self.node_id][0],
+            bind_host=own_raft[0],
             fsync=self.config["controller.quorum.fsync"],
             election_timeout_ms=self.config["controller.quorum.election.timeout.ms"],
             loop=loop,

@@ -33,17 +33,19 @@ class NodeConfig(Mapping[str, Any]):
     explicitly, which is what a config dump or DescribeConfigs "source" needs.
     """
 
-    __slots__ = ("_values", "_originals", "_voters", "_formatted_voters")
+    __slots__ = ("_values", "_originals", "_voters", "_formatted_voters", "_observer")
 
     _values: Mapping[str, object]
     _originals: Mapping[str, object]
     _voters: Mapping[int, tuple[str, int]]
     _formatted_voters: Mapping[int, tuple[str, int]] | None
+    _observer: bool
 
     def __init__(
         self,
         settings: Mapping[str, object] | None = None,
         formatted_voters: Mapping[int, tuple[str, int]] | None = None,
+        observer: bool = False,
     ) -> None:
         """Parse and validate ``settings`` (raw strings or typed values keyed by Kafka name).
 
@@ -54,13 +56,14 @@ class NodeConfig(Mapping[str, Any]):
         parsed = NODE_CONFIG_DEFS.parse(settings or {})
         values = NODE_CONFIG_DEFS.defaults()
         values.update(parsed)
-        voters = _check_node(values, formatted_voters)
+        voters = _check_node(values, formatted_voters, observer=observer)
         check_supported(values, parsed)
         object.__setattr__(self, "_values", MappingProxyType(values))
         object.__setattr__(self, "_originals", MappingProxyType(parsed))
         object.__setattr__(self, "_voters", MappingProxyType(voters))
         kept = None if formatted_voters is None else MappingProxyType(dict(formatted_voters))
         object.__setattr__(self, "_formatted_voters", kept)
+        object.__setattr__(self, "_observer", observer)
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, object]) -> NodeConfig:
@@ -69,15 +72,20 @@ class NodeConfig(Mapping[str, Any]):
 
     def __reduce__(
         self,
-    ) -> tuple[type[NodeConfig], tuple[dict[str, object], dict[int, tuple[str, int]] | None]]:
+    ) -> tuple[type[NodeConfig], tuple[dict[str, object], dict[int, tuple[str, int]] | None, bool]]:
         """Pickle as the explicit settings (re-validated on load), e.g. for worker processes."""
         formatted = None if self._formatted_voters is None else dict(self._formatted_voters)
-        return (NodeConfig, (dict(self._originals), formatted))
+        return (NodeConfig, (dict(self._originals), formatted, self._observer))
 
     def with_formatted_voters(self, voters: Mapping[int, tuple[str, int]]) -> NodeConfig:
         """This config running the dynamic quorum formatted with ``voters`` (id -> controller host,
         port); ConfigError when the config has a static ``controller.quorum.voters``."""
         return NodeConfig(dict(self._originals), voters)
+
+    def with_discovered_voters(self, voters: Mapping[int, tuple[str, int]]) -> NodeConfig:
+        """This controller running as an observer (issue 26, KIP-853) of the voter set the bootstrap
+        servers reported: like `with_formatted_voters`, but this node need not be a voter."""
+        return NodeConfig(dict(self._originals), voters, observer=True)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("NodeConfig is immutable")
@@ -161,6 +169,19 @@ class NodeConfig(Mapping[str, Any]):
         return self._voters
 
     @property
+    def controller_endpoint(self) -> tuple[str, int] | None:
+        """This controller's own ``host:port``: its voter entry, else its ``CONTROLLER`` listener
+        (a dynamic-quorum controller that is not a voter yet, KIP-853's observer); None if neither."""
+        own = self._voters.get(self.node_id)
+        if own is not None:
+            return own
+        from kraftlog.common.config._config_addresses import parse_listeners
+
+        listeners = self._values["listeners"]
+        endpoint = parse_listeners(listeners if isinstance(listeners, (str, list)) else []).get("CONTROLLER")
+        return endpoint if endpoint is not None and endpoint[0] else None
+
+    @property
     def kraft_version(self) -> int:
         """0 for a static quorum (``controller.quorum.voters``), 1 for a dynamic one (KIP-853)."""
         return 0 if self._values["controller.quorum.voters"] else 1
@@ -234,7 +255,10 @@ class NodeConfig(Mapping[str, Any]):
 
 
 def _check_node(
-    values: Mapping[str, object], formatted_voters: Mapping[int, tuple[str, int]] | None = None
+    values: Mapping[str, object],
+    formatted_voters: Mapping[int, tuple[str, int]] | None = None,
+    *,
+    observer: bool = False,
 ) -> dict[int, tuple[str, int]]:
     """Cross-key checks Kafka makes at start-up; returns the voters (static, or formatted)."""
     node_id = values.get("node.id")
@@ -273,7 +297,8 @@ def _check_node(
         voters = dict(formatted_voters)
     # without voters: a dynamic quorum whose voter set is on disk, read at start (or a broker's)
     ids = ", ".join(str(voter) for voter in voters)
-    if voters and "controller" in roles and node_id not in voters:
+    # an observer (issue 26, KIP-853) is a dynamic quorum's controller outside the voter set it discovered
+    if voters and "controller" in roles and node_id not in voters and not observer:
         raise ConfigError(
             f"node.id {node_id} has the controller role but is not in 'controller.quorum.voters' ({ids})",
             key="controller.quorum.voters",

@@ -203,6 +203,7 @@ def load_identity(
     voter_keys: Iterable[str],
     key_file_key: str = "controller.quorum.raft.identity.key.file",
     voter_keys_key: str = "controller.quorum.raft.voter.keys",
+    allow_other_keys: bool = False,
 ) -> NodeIdentity:
     """Load and cross-check: every voter has a public key, and this node's private key is the one
     the others know as this voter's (else the others would refuse it, far from the cause)."""
@@ -214,7 +215,7 @@ def load_identity(
     if missing:
         raise IdentityError(f"{voter_keys_key} lacks the public key of voter(s) {missing}", key=voter_keys_key)
     extra = sorted(set(keys) - set(voters))
-    if extra:
+    if extra and not allow_other_keys:
         raise IdentityError(f"{voter_keys_key} lists {extra}, which are not voters", key=voter_keys_key)
     private = load_private_key(key_file, config_key=key_file_key)
     if public_key_text(private) != public_key_text(keys[node_id]):
@@ -223,6 +224,8 @@ def load_identity(
             f"(its public key is {public_key_text(private)})",
             key=key_file_key,
         )
+    if allow_other_keys:
+        keys = {vid: key for vid, key in keys.items() if vid in set(voters)}
     return NodeIdentity(node_id=node_id, private_key=private, voter_keys=keys)
 
 
@@ -486,7 +489,12 @@ def key_file_of(config: Mapping[str, Any], metadata_log_dir: str) -> Path:
 
 
 def identity_from_config(
-    config: Mapping[str, Any], *, node_id: int, voters: Iterable[int], metadata_log_dir: str
+    config: Mapping[str, Any],
+    *,
+    node_id: int,
+    voters: Iterable[int],
+    metadata_log_dir: str,
+    dynamic: bool = False,
 ) -> NodeIdentity | None:
     """The Raft identity the node config asks for: None in ``password`` mode (then the password is
     required). Contradictory settings fail here, at start, naming the key (``ConfigError``)."""
@@ -519,6 +527,9 @@ def identity_from_config(
             voters=voters,
             key_file=key_file_of(config, metadata_log_dir),
             voter_keys=config[VOTER_KEYS_KEY],
+            # a dynamic quorum (KIP-853): the config may list controllers that are not voters (yet);
+            # the keys of voters added later travel in the voter changes
+            allow_other_keys=dynamic,
         )
     except IdentityError as err:
         raise ConfigError(str(err), key=err.key) from None

@@ -97,3 +97,37 @@ def test_initial_controllers_elect_commit_and_fail_over(tmp_path: Path) -> None:
     finally:
         brokers.stop()
         cluster.stop()
+
+
+def _metadata_bytes(cluster: LocalCluster, node_id: int) -> int:
+    part = Path(cluster.nodes[node_id].dir) / "metadata" / "__cluster_metadata-0"
+    return sum(p.stat().st_size for p in part.glob("*.log")) if part.exists() else 0
+
+
+def test_a_controller_formatted_without_initial_controllers_observes_without_voting(tmp_path: Path) -> None:
+    """Issue 26: ``--no-initial-controllers`` on a controller. It finds the standalone voter through
+    controller.quorum.bootstrap.servers, replicates the metadata log as an observer (the voter's
+    Raft layer admits it with the key its handshake proved), and changes no epoch: it never votes."""
+    cluster = LocalCluster(tmp_path / "c", controllers=2, overrides=OVERRIDES, quorum="dynamic", initial_controllers=1)
+    cluster.plan()
+    assert read_bootstrap_voters(Path(cluster.nodes[2].dir) / "metadata") is None
+    meta = read_meta_properties(Path(cluster.nodes[2].dir) / "metadata")
+    assert meta is not None and meta.directory_id
+    try:
+        cluster.start_node(1)
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            wait_until(lambda: admin.describe_quorum().leader_id == 1, 30, what="the standalone leader")
+            before = admin.describe_quorum()
+            cluster.start_node(2)
+            wait_until(lambda: _metadata_bytes(cluster, 2) > 0, 30, what="the observer to replicate the metadata log")
+            wait_until(
+                lambda: "raft_observer_authenticated" in Path(cluster.nodes[1].log_path).read_text(),
+                10,
+                what="voter 1 to log the observer",
+            )
+            after = admin.describe_quorum()
+            assert after.leader_id == 1 and after.leader_epoch == before.leader_epoch, "the observer never campaigns"
+            assert [v.replica_id for v in after.voters] == [1]
+            assert cluster.is_running(2)
+    finally:
+        cluster.stop()

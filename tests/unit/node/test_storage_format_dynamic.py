@@ -107,12 +107,21 @@ def test_kafkas_storage_tool_rules(tmp_path: Path, capsys: pytest.CaptureFixture
         assert not (tmp_path / d / BOOTSTRAP_VOTERS_FILE).exists()
 
 
-def test_what_kraftlog_cannot_do_yet_is_refused_not_half_done(
+def test_a_controller_formatted_without_initial_controllers_joins_as_an_observer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Joining as an observer needs voter changes in Raft: refused at format, nothing written."""
-    assert _format(_config(tmp_path, 1), "--no-initial-controllers") == 2
-    assert "cannot change its voter set yet" in capsys.readouterr().err
+    """Issue 26: Raft changes its voter set now, so --no-initial-controllers formats a controller that
+    starts as an observer (no voter set in its dir; a directory id in meta.properties); an
+    --initial-controllers list without this controller is still refused, nothing written."""
+    other = tmp_path / "observer"
+    other.mkdir()
+    assert _format(_config(other, 1), "--no-initial-controllers") == 0
+    meta = storage.read_meta_properties(other / "meta1")
+    assert meta is not None and meta.directory_id
+    assert not (other / "meta1" / BOOTSTRAP_VOTERS_FILE).exists()
+    observer = resolve_quorum(common_config.load_node_config(_config(other, 1)))
+    assert observer.quorum_voters == {} and observer.controller_endpoint == ("127.0.0.1", 19091)
+    capsys.readouterr()
     other = f"2@127.0.0.1:19092:{new_cluster_id()}"
     assert _format(_config(tmp_path, 1), "--initial-controllers", other) == 2
     assert "does not list this controller" in capsys.readouterr().err
@@ -127,7 +136,7 @@ def test_bad_initial_controllers_are_user_errors(tmp_path: Path, capsys: pytest.
     assert "Failed to parse directory ID" in capsys.readouterr().err
 
 
-def test_a_static_config_on_a_dynamic_dir_and_a_dynamic_controller_without_voters_fail_to_start(
+def test_a_static_config_on_a_dynamic_dir_fails_to_start_and_one_without_voters_observes(
     tmp_path: Path,
 ) -> None:
     cfg_path = _config(tmp_path)
@@ -138,8 +147,8 @@ def test_a_static_config_on_a_dynamic_dir_and_a_dynamic_controller_without_voter
         resolve_quorum(common_config.load_node_config(cfg_path))
     (tmp_path / "meta1" / BOOTSTRAP_VOTERS_FILE).unlink()
     dynamic = _config(tmp_path, 1)
-    with pytest.raises(NodeStartupError, match="holds no voter set"):
-        resolve_quorum(common_config.load_node_config(dynamic))
+    # a dir without a voter set is an observer's (issue 26): it starts and learns the voters
+    assert resolve_quorum(common_config.load_node_config(dynamic)).quorum_voters == {}
 
 
 def test_static_quorum_is_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
