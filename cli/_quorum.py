@@ -5,6 +5,9 @@
 * ``replication`` (``describe --replication``): per voter and observer its NodeId, LogEndOffset,
   Lag behind the leader, LastFetchTimestamp, LastCaughtUpTimestamp and Status (Leader, Follower,
   Observer);
+* ``add-controller -c NODE_CONFIG`` / ``remove-controller --controller-id N
+  --controller-directory-id D``: change the voter set of a dynamic quorum (KIP-853, one change at a
+  time);
 * ``recover --snapshot FILE --config NODE_CONFIG`` (offline, on a stopped controller): install a
   snapshot as the node's whole metadata state, to restart a quorum that lost every controller's
   state; run it on every controller with the same file (see ``kraftlog quorum recover --help``).
@@ -50,7 +53,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_admin_options(describe)
     from kraftlog.cli._quorum_recover import add_recover_parser
     from kraftlog.cli._quorum_repair import add_check_parser, add_repair_parser
+    from kraftlog.cli._quorum_voters import add_voter_parsers
 
+    add_voter_parsers(sub)
     add_recover_parser(sub)
     add_check_parser(sub)
     add_repair_parser(sub)
@@ -67,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         from kraftlog.cli._quorum_repair import run_check, run_repair
 
         return run_check(args) if action == "check" else run_repair(args)
+    if action in ("add-controller", "remove-controller"):
+        from kraftlog.cli._quorum_voters import run_add_controller, run_remove_controller
+
+        return run_add_controller(args) if action == "add-controller" else run_remove_controller(args)
     if action == "describe":
         action = "status" if args.status else "replication"
     if action not in ("status", "replication"):

@@ -27,8 +27,9 @@ def _endpoint(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def discover_voters(config: Any, *, timeout_s: float = 60.0, retry_s: float = 0.5) -> Any:
-    """``config`` running with the voter set the bootstrap servers report (`NodeConfig.with_formatted_voters`).
+async def discover_voters(config: Any, *, timeout_s: float = 60.0, retry_s: float = 0.5) -> tuple[Any, dict[int, str]]:
+    """``config`` running with the voter set the bootstrap servers report
+    (`NodeConfig.with_discovered_voters`), and the voters' directory ids.
 
     Retries until a controller answers with a leader and every voter's endpoint; raises
     `NodeStartupError` after ``timeout_s`` (naming the servers it asked).
@@ -54,6 +55,7 @@ async def discover_voters(config: Any, *, timeout_s: float = 60.0, retry_s: floa
                     and all(v.endpoint for v in resp.voters)
                 ):
                     voters = {v.replica_id: _endpoint(v.endpoint) for v in resp.voters}
+                    directories = {v.replica_id: v.replica_directory_id for v in resp.voters if v.replica_directory_id}
                     break
                 last = f"error {resp.error.code}, leader {resp.leader_id}, {len(resp.voters)} voters"
             except Exception as err:  # unreachable, refused: retry until the deadline
@@ -67,4 +69,4 @@ async def discover_voters(config: Any, *, timeout_s: float = 60.0, retry_s: floa
     finally:
         await channel.close()
     _log.info("quorum_voters_discovered", voters={k: f"{h}:{p}" for k, (h, p) in voters.items()})
-    return config.with_discovered_voters(voters)
+    return config.with_discovered_voters(voters), directories

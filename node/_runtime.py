@@ -140,13 +140,18 @@ class Node:
                 window_num=self.config["controller.quota.window.num"],
                 window_size_ms=self.config["controller.quota.window.size.seconds"] * 1000,
             )
+            directories: dict[int, str] | None = None
             if self.config.kraft_version >= 1 and self.config.node_id not in self.config.quorum_voters:
                 from kraftlog.node._quorum_join import discover_voters
 
                 # an observer (--no-initial-controllers, issue 26): the voters, from the bootstrap servers
-                self.config = await discover_voters(self.config)
+                self.config, directories = await discover_voters(self.config)
             self.controller = ControllerServer(
-                self.config, self.cluster_id, registry=self.registry, mutation_quotas=mutation_quotas
+                self.config,
+                self.cluster_id,
+                registry=self.registry,
+                mutation_quotas=mutation_quotas,
+                voter_directory_ids=directories,
             )
             controller_sasl = _sasl_sessions(controller_security, lambda: self.controller.image)
             server, self.health = new_server(

@@ -450,6 +450,44 @@ class DescribeQuorumResponse(_message.Message):
     kraft_version: int
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ..., kraft_version: _Optional[int] = ...) -> None: ...
 
+class AddRaftVoterRequest(_message.Message):
+    __slots__ = ("voter_id", "voter_directory_id", "host", "port", "timeout_ms")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    voter_directory_id: str
+    host: str
+    port: int
+    timeout_ms: int
+    def __init__(self, voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AddRaftVoterResponse(_message.Message):
+    __slots__ = ("error", "controller")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+
+class RemoveRaftVoterRequest(_message.Message):
+    __slots__ = ("voter_id", "voter_directory_id")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    voter_directory_id: str
+    def __init__(self, voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ...) -> None: ...
+
+class RemoveRaftVoterResponse(_message.Message):
+    __slots__ = ("error", "controller")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names",)
     NAMES_FIELD_NUMBER: _ClassVar[int]

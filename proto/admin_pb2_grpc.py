@@ -86,6 +86,16 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/kraftlog.v1.AdminService/AddRaftVoter',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/kraftlog.v1.AdminService/RemoveRaftVoter',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
+                _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeTopics',
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
@@ -206,6 +216,18 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DescribeQuorum(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -335,6 +357,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
@@ -667,6 +699,60 @@ class AdminService:
             '/kraftlog.v1.AdminService/DescribeQuorum',
             kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumRequest.SerializeToString,
             kraftlog_dot_proto_dot_admin__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/AddRaftVoter',
+            kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.AddRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/RemoveRaftVoter',
+            kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

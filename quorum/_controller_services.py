@@ -63,6 +63,12 @@ class ControllerCore(Protocol):
 
     def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse: ...
 
+    async def add_raft_voter(self, request: admin_pb2.AddRaftVoterRequest) -> admin_pb2.AddRaftVoterResponse: ...
+
+    async def remove_raft_voter(
+        self, request: admin_pb2.RemoveRaftVoterRequest
+    ) -> admin_pb2.RemoveRaftVoterResponse: ...
+
     def stream_metadata(
         self, request: controller_pb2.FetchMetadataRequest
     ) -> AsyncIterator[controller_pb2.MetadataBatch]: ...
@@ -322,6 +328,16 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         if err := authorize_cluster(AclOperation.DESCRIBE):
             return _refused(admin_pb2.DescribeQuorumResponse, err)
         return await self.s.run_read(self.s.describe_quorum, admin_pb2.DescribeQuorumResponse)
+
+    async def AddRaftVoter(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.AddRaftVoterResponse, err)
+        return await self.s.add_raft_voter(request)
+
+    async def RemoveRaftVoter(self, request: Any, context: Any) -> Any:
+        if err := authorize_cluster(AclOperation.ALTER):
+            return _refused(admin_pb2.RemoveRaftVoterResponse, err)
+        return await self.s.remove_raft_voter(request)
 
     async def CreateMetadataSnapshot(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):

@@ -37,7 +37,7 @@ import asyncio
 import dataclasses
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,7 @@ class ControllerServer(_ControllerLog):
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
         mutation_quotas: ctl.MutationQuotas | None = None,
+        voter_directory_ids: Mapping[int, str] | None = None,
     ) -> None:
         self.config = config
         #: the controller mutation quota (KIP-599) applied to topic creations, deletions and growth
@@ -124,8 +125,8 @@ class ControllerServer(_ControllerLog):
         #: 0: static controller.quorum.voters; 1: the voter set formatted into the metadata log dir
         self.kraft_version: int = config.kraft_version
         #: voter id -> its metadata log dir id (KIP-853); empty in a static quorum
-        self.voter_directory_ids: dict[int, str] = {}
-        if self.kraft_version >= 1:
+        self.voter_directory_ids: dict[int, str] = dict(voter_directory_ids or {})
+        if self.kraft_version >= 1 and voter_directory_ids is None:
             formatted = read_bootstrap_voters(config.metadata_log_dir)
             if formatted is not None:
                 self.voter_directory_ids = {vid: v.directory_id for vid, v in formatted.voters.items()}
@@ -377,7 +378,10 @@ class ControllerServer(_ControllerLog):
             return controller_pb2.ControllerHint(
                 leader_id=-1, leader_address="", leader_epoch=self._quorum.epoch if self._quorum else -1
             )
-        host, port = self.voters[leader]
+        endpoint = self.voter_endpoints().get(leader)
+        if endpoint is None:
+            return controller_pb2.ControllerHint(leader_id=leader, leader_address="", leader_epoch=self._quorum.epoch)
+        host, port = endpoint
         return controller_pb2.ControllerHint(
             leader_id=leader, leader_address=f"{host}:{port}", leader_epoch=self._quorum.epoch
         )
@@ -526,9 +530,36 @@ class ControllerServer(_ControllerLog):
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(_ControllerService(self), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(_AdminService(self), server)
 
+    async def add_raft_voter(self, request: admin_pb2.AddRaftVoterRequest) -> admin_pb2.AddRaftVoterResponse:
+        """AddRaftVoter (KIP-853) on this controller: `quorum._voter_admin`."""
+        from kraftlog.quorum._voter_admin import add_raft_voter
+
+        return await add_raft_voter(self, request)
+
+    async def remove_raft_voter(self, request: admin_pb2.RemoveRaftVoterRequest) -> admin_pb2.RemoveRaftVoterResponse:
+        """RemoveRaftVoter (KIP-853) on this controller: `quorum._voter_admin`."""
+        from kraftlog.quorum._voter_admin import remove_raft_voter
+
+        return await remove_raft_voter(self, request)
+
+    def voter_endpoints(self) -> dict[int, tuple[str, int]]:
+        """voter id -> controller ``(host, port)``: the configured or formatted set, and in a dynamic
+        quorum every voter its Raft log added (its Raft port less ``controller.quorum.raft.port.offset``)."""
+        endpoints = dict(self.voters)
+        quorum = self._quorum
+        if quorum is not None and self.kraft_version >= 1 and hasattr(quorum, "voters"):
+            offset = int(self.config["controller.quorum.raft.port.offset"])
+            for vid, voter in quorum.voters().items():
+                endpoints[vid] = (voter.host, voter.port - offset)
+        return endpoints
+
     def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
         R = admin_pb2.DescribeQuorumResponse
         status = self._quorum.status()
+        endpoints = self.voter_endpoints()
+        directories = dict(self.voter_directory_ids)
+        if self.kraft_version >= 1 and hasattr(self._quorum, "voters"):
+            directories.update({vid: v.directory_id for vid, v in self._quorum.voters().items() if v.directory_id})
         voters = []
         for v in status.voters:
             voters.append(
@@ -537,9 +568,9 @@ class ControllerServer(_ControllerLog):
                     log_end_offset=v.log_end_offset,
                     last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
                     last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms,
-                    replica_directory_id=self.voter_directory_ids.get(v.voter_id, ""),
-                    endpoint=f"{self.voters[v.voter_id][0]}:{self.voters[v.voter_id][1]}"
-                    if v.voter_id in self.voters
+                    replica_directory_id=directories.get(v.voter_id, ""),
+                    endpoint=f"{endpoints[v.voter_id][0]}:{endpoints[v.voter_id][1]}"
+                    if v.voter_id in endpoints
                     else "",
                 )
             )

@@ -250,6 +250,22 @@ class Admin:
         response: admin_pb2.DescribeQuorumResponse = self.call("DescribeQuorum", admin_pb2.DescribeQuorumRequest())
         return response
 
+    def add_raft_voter(
+        self, voter_id: int, directory_id: str, host: str, port: int, *, timeout_ms: int = 30_000
+    ) -> admin_pb2.AddRaftVoterResponse:
+        """AddRaftVoter (KIP-853): make the observer ``(voter_id, directory_id)`` a voter."""
+        request = admin_pb2.AddRaftVoterRequest(
+            voter_id=voter_id, voter_directory_id=directory_id, host=host, port=port, timeout_ms=timeout_ms
+        )
+        response: admin_pb2.AddRaftVoterResponse = self.call("AddRaftVoter", request)
+        return response
+
+    def remove_raft_voter(self, voter_id: int, directory_id: str) -> admin_pb2.RemoveRaftVoterResponse:
+        """RemoveRaftVoter (KIP-853): remove voter ``(voter_id, directory_id)``."""
+        request = admin_pb2.RemoveRaftVoterRequest(voter_id=voter_id, voter_directory_id=directory_id)
+        response: admin_pb2.RemoveRaftVoterResponse = self.call("RemoveRaftVoter", request)
+        return response
+
     def elect_leaders(
         self, election_type: int = 0, partitions: Mapping[str, Sequence[int]] | None = None, *, timeout_ms: int = 30_000
     ) -> admin_pb2.ElectLeadersResponse:

@@ -36,6 +36,8 @@ class _QuorumDelivery:
     _addresses: dict[int, str]
     _addr_to_id: dict[str, int]
     _raft_nodes: dict[int, TCPNode]
+    _own_address: str
+    _members_key: frozenset[str] | None
     _election_timeout_ms: int
     _fetch_timeout_s: float
     _loop: asyncio.AbstractEventLoop
@@ -102,6 +104,7 @@ class _QuorumDelivery:
         if node is None:
             return
         try:
+            self._refresh_members(node)
             raft_leader = node._isLeader()
             leader = node._getLeader()
             term = node.raftCurrentTerm
@@ -159,6 +162,30 @@ class _QuorumDelivery:
                 self._resign(node, now)
         except Exception:
             self._log.exception("metadata_quorum_observe_failed")
+
+    def _refresh_members(self, node: _RaftNode) -> None:
+        """Follow the voter set in force (issue 26): pysyncobj's members after voter changes, so the
+        leader id, the connected voters and check-quorum's majority count the voters the log says.
+        The maps are replaced whole (the loop thread reads them)."""
+        if not getattr(node, "_kl_dynamic", False):
+            return
+        others = node.otherNodes
+        key = frozenset(str(n.id) for n in others) | {str(node._kl_observer)}
+        if key == self._members_key:
+            return
+        self._members_key = key
+        addresses: dict[int, str] = {}
+        for n in others:
+            voter = getattr(n, "kl_voter", None)
+            vid = voter.node_id if voter is not None else self._addr_to_id.get(str(n.id))
+            if vid is not None:
+                addresses[vid] = str(n.id)
+        own = self._own_address
+        if not node._kl_observer:
+            addresses[self.node_id] = own
+        self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
+        self._addr_to_id = {addr: vid for vid, addr in addresses.items()} | {own: self.node_id}
+        self._addresses = addresses or {self.node_id: own}
 
     def _majority_contact_at(self, node: _RaftNode, now: float) -> float:
         """``clock()`` when a majority of voters (this leader included) last had answered it."""

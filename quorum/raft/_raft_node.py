@@ -555,6 +555,20 @@ class _RaftNode(SyncObj):
         )
         return (APPLY_VOTERS, change.op, change.voter.node_id)
 
+    def kl_pending_voter_change(self) -> int | None:
+        """The raft index of a voter change appended after the last applied entry, or None."""
+        tail = self._SyncObj__getEntries(self.raftLastApplied + 1)
+        return next((entry[1] for entry in tail if is_voter_change(entry[0])), None)
+
+    def kl_observers(self) -> dict[int, tuple[Any, int]]:
+        """Observers connected to this node: id -> (`ObserverPeer`, raft match index)."""
+        transport = self._kl_transport
+        observers = getattr(transport, "observers", None)
+        if observers is None:
+            return {}
+        match: dict[Any, int] = dict(self._SyncObj__raftMatchIndex)
+        return {oid: (node.kl_observer, match.get(node, 0)) for oid, node in observers().items()}
+
     def kl_applied_voters(self) -> dict[int, RaftVoter]:
         """The committed voter set (a copy); read on pysyncobj's thread (the dump) or racily."""
         return dict(self._kl_applied_voters)

@@ -131,6 +131,8 @@ class MetadataQuorum(_QuorumDelivery):
         self._addresses = addresses
         self._addr_to_id = {addr: vid for vid, addr in addresses.items()}
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
+        self._own_address = addresses[node_id]
+        self._members_key = None
         self._data_dir = Path(data_dir)
         self._password = password
         self._identity = identity
@@ -473,6 +475,21 @@ class MetadataQuorum(_QuorumDelivery):
                 ) from None
         finally:
             self._inflight.discard(fut)
+
+    def voter_change_view(self) -> tuple[int, int | None, dict[int, tuple[Any, int]]]:
+        """What a voter change is decided on (issue 26): (raft commit index, raft index of a voter
+        change not committed yet or None, observers: id -> (`ObserverPeer`, raft match index)).
+        Read from pysyncobj's state without its lock: a snapshot that may be a tick old."""
+        node = self._node
+        if node is None:
+            return -1, None, {}
+        return int(node.raftCommitIndex), node.kl_pending_voter_change(), node.kl_observers()
+
+    def transfer_leadership(self) -> None:
+        """Ask pysyncobj to hand leadership to a caught-up voter (the leader removing itself)."""
+        node = self._node
+        if node is not None and self.is_leader:
+            node.transferLeadership()
 
     def voters(self) -> dict[int, RaftVoter]:
         """The committed voter set (this node's view)."""

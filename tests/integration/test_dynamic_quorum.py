@@ -9,6 +9,7 @@ bounded poll.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -129,5 +130,94 @@ def test_a_controller_formatted_without_initial_controllers_observes_without_vot
             assert after.leader_id == 1 and after.leader_epoch == before.leader_epoch, "the observer never campaigns"
             assert [v.replica_id for v in after.voters] == [1]
             assert cluster.is_running(2)
+    finally:
+        cluster.stop()
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kraftlog.cli", *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _add_controller(cluster: LocalCluster, node_id: int) -> None:
+    """``quorum add-controller`` until the observer has caught up (REQUEST_TIMED_OUT until then)."""
+    servers = ",".join(cluster.controller_addresses)
+    last: list[str] = []
+
+    def added() -> bool:
+        proc = _cli(
+            "quorum", "add-controller", "-c", str(cluster.nodes[node_id].config_path), "--bootstrap-server", servers
+        )
+        last[:] = [proc.stderr.strip()]
+        return proc.returncode == 0
+
+    wait_until(added, 60, what=f"controller {node_id} added as a voter (last: {last})")
+
+
+def _voters(admin) -> dict[int, str]:
+    quorum = admin.describe_quorum()
+    return {v.replica_id: v.replica_directory_id for v in quorum.voters} if quorum.error.code == 0 else {}
+
+
+def test_grow_one_to_three_lose_the_leader_remove_it_and_replace_it_with_a_wiped_directory(tmp_path: Path) -> None:
+    """Issue 26 end to end with real processes and the operator's commands: standalone 1 -> add 2 ->
+    add 3 -> kill the leader -> remove it -> format its host anew (a new directory id) and add it back."""
+    cluster = LocalCluster(tmp_path / "c", controllers=3, overrides=OVERRIDES, quorum="dynamic", initial_controllers=1)
+    cluster.plan()
+    servers = ",".join(cluster.controller_addresses)
+    try:
+        cluster.start_node(1)
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            wait_until(lambda: admin.describe_quorum().leader_id == 1, 30, what="the standalone leader")
+            for nid in (2, 3):
+                cluster.start_node(nid)
+                _add_controller(cluster, nid)
+            wait_until(lambda: set(_voters(admin)) == {1, 2, 3}, 30, what="three voters")
+            dirs = _voters(admin)
+            before = admin.describe_quorum()
+            cluster.kill(before.leader_id)
+            dead = before.leader_id
+
+            def new_leader() -> bool:
+                q = admin.describe_quorum()
+                return q.error.code == 0 and q.leader_id not in (-1, dead) and q.leader_epoch > before.leader_epoch
+
+            wait_until(new_leader, 30, what="a new leader among the two voters left")
+            remove = ["quorum", "remove-controller", "--controller-id", str(dead)]
+            remove += ["--controller-directory-id", dirs[dead], "--bootstrap-server", servers]
+            removed: list[str] = []
+
+            def remove_it() -> bool:
+                proc = _cli(*remove)
+                removed[:] = [proc.stderr.strip()]
+                return proc.returncode == 0
+
+            wait_until(remove_it, 30, what=f"voter {dead} removed (last: {removed})")
+            wait_until(lambda: set(_voters(admin)) == {1, 2, 3} - {dead}, 30, what="two voters")
+
+            # the dead host comes back wiped: a new metadata dir (a new directory id), as an observer
+            spec = cluster.nodes[dead]
+            for sub in ("metadata", "data"):
+                shutil.rmtree(Path(spec.dir) / sub, ignore_errors=True)
+            fmt = _cli("storage", "format", "-t", str(cluster.cluster_id), "-c", str(spec.config_path))
+            assert fmt.returncode == 2, "a controller of a dynamic quorum must say how it joins"
+            fmt = _cli(
+                "storage",
+                "format",
+                "-t",
+                str(cluster.cluster_id),
+                "-c",
+                str(spec.config_path),
+                "--no-initial-controllers",
+            )
+            assert fmt.returncode == 0, fmt.stderr
+            meta = read_meta_properties(Path(spec.dir) / "metadata")
+            assert meta is not None and meta.directory_id != dirs[dead]
+            cluster.start_node(dead)
+            _add_controller(cluster, dead)
+            wait_until(lambda: _voters(admin).get(dead) == meta.directory_id, 30, what="the replacement voter")
+            assert set(_voters(admin)) == {1, 2, 3}
+            wait_until(lambda: admin.describe_quorum().leader_id in (1, 2, 3), 30, what="a leader")
     finally:
         cluster.stop()

@@ -232,6 +232,14 @@ def test_an_observer_catches_up_without_voting_then_joins(tmp_path: Path) -> Non
             rest = {i: nodes[i] for i in (2, 3)}
             await wait_until(lambda: leader(rest) is not None, timeout=10, what="a leader among the added voters")
             last = await propose(rest, 31)
+            # both know the leader (ids of voters added at run time) and count a majority of three
+            lead = leader(rest)
+            assert lead is not None
+            await wait_until(
+                lambda: all(n.q is not None and n.q.leader_id == lead.voter.node_id for n in rest.values()),
+                timeout=10,
+                what="both to name the leader",
+            )
             await wait_until(
                 lambda: all(n.entries[-1].offset == last for n in rest.values()), timeout=10, what="commit by 2 and 3"
             )
