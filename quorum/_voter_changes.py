@@ -1,8 +1,8 @@
 """The rules a voter change of a dynamic quorum (KIP-853) must pass before the leader appends it:
 pure functions over what the leader knows, raising Kafka's errors (AddRaftVoter, RemoveRaftVoter).
 
-Not wired to a Raft path yet: kraftlog's Raft cannot change its voter set (see docs/running.md, "A
-dynamic controller quorum"); these are the checks that path applies, each tested on its own.
+`quorum._voter_admin` runs them on the active controller before it appends the change
+(`quorum.raft._membership`); each is tested on its own.
 
 Raft's single-server rule, as KIP-853 states it, and the order the checks run in (Kafka's
 AddVoterHandler / RemoveVoterHandler order, so the same request gets the same error):

@@ -25,6 +25,13 @@ key before using the session. The session keys are ``HMAC(X25519(kx), "kraftlog-
 | T)`` and ``... r2i``: only the two holders of the ephemeral secrets know them, and the
 signatures bind both ephemeral keys to the two identities. A node of the other mode is refused at
 its hello (UNSUPPORTED_VERSION naming ``controller.quorum.raft.authentication``).
+
+Observers (issue 26, KIP-853): a controller that is not a voter yet adds ``"obs": {"key": its raw
+public key, "dir": its directory id}`` to its hello. A voter whose quorum admits observers accepts
+it when the id is not a voter's, and verifies the proof with the offered key (`ObserverPeer`: the
+key the leader later puts into the change that adds it). An id that *is* a voter in the
+responder's log (the change adding it is not in the joiner's own log yet) is accepted as that voter
+only with that voter's key.
 """
 
 from __future__ import annotations

@@ -247,3 +247,43 @@ def test_an_observer_catches_up_without_voting_then_joins(tmp_path: Path) -> Non
             await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))
 
     asyncio.run(body())
+
+
+def test_a_removed_voter_that_keeps_running_cannot_move_the_epoch(tmp_path: Path) -> None:
+    """Raft's removed voter never gets the entry removing it, so it still thinks it votes and
+    campaigns: the others refuse its connections, so its pre-votes get no grant and the epoch stays."""
+
+    async def body() -> None:
+        voters, keys = make_voters(tmp_path, 3)
+        nodes = {i: Node(tmp_path, voters[i], keys[i]) for i in voters}
+        try:
+            await asyncio.gather(*(n.make(dict(voters)).start() for n in nodes.values()))
+            await wait_until(lambda: leader(nodes) is not None, timeout=10, what="a leader")
+            lead = leader(nodes)
+            assert lead is not None and lead.q is not None
+            victim = next(n for n in nodes.values() if n is not lead)
+            await change_on_leader(nodes, VoterChange(VOTER_REMOVE, victim.voter))
+            rest = {i: n for i, n in nodes.items() if n is not victim}
+            await wait_until(
+                lambda: all(n.q is not None and set(n.q.voters()) == set(rest) for n in rest.values()),
+                timeout=10,
+                what="the two left to commit the removal",
+            )
+            epoch = lead.q.epoch
+            # the removed node campaigns for several election timeouts; the epoch does not move
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 6 * ELECTION_MS / 1000
+            while loop.time() < until:  # a window to watch, not a wait for something
+                assert lead.q.epoch == epoch, f"the removed voter moved the epoch to {lead.q.epoch}"
+                await asyncio.sleep(0.05)
+            last = await propose(rest, 1)
+            await wait_until(
+                lambda: all(n.entries and n.entries[-1].offset == last for n in rest.values()),
+                timeout=10,
+                what="commit",
+            )
+            assert lead.q.epoch == epoch and lead.q.is_leader, "the removed voter disturbed the quorum"
+        finally:
+            await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))
+
+    asyncio.run(body())
