@@ -17,7 +17,7 @@ import structlog
 
 from kraftlog.node._errors import NodeStartupError
 
-__all__ = ["discover_voters"]
+__all__ = ["discover_voters", "known_voters"]
 
 _log = structlog.get_logger(__name__)
 
@@ -25,6 +25,32 @@ _log = structlog.get_logger(__name__)
 def _endpoint(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+def known_voters(config: Any) -> tuple[Any, dict[int, str]] | None:
+    """The voter set this controller's own Raft dir kept (`quorum.raft.read_voters_file`), as
+    `discover_voters` returns it; None when it has none (it never saw a voter change commit).
+
+    Read first at start: a controller added at run time restarts without asking anyone, so a
+    quorum made only of such voters can restart together (there is no leader to ask then).
+    """
+    from pathlib import Path
+
+    from kraftlog.common import RAFT_DIR
+    from kraftlog.common.errors import CorruptMessageError
+    from kraftlog.quorum.raft import read_voters_file
+
+    try:
+        voters = read_voters_file(Path(config.metadata_log_dir) / RAFT_DIR)
+    except CorruptMessageError as err:
+        raise NodeStartupError(str(err)) from None
+    if not voters:
+        return None
+    offset = int(config["controller.quorum.raft.port.offset"])
+    endpoints = {vid: (v.host, v.port - offset) for vid, v in voters.items()}
+    directories = {vid: v.directory_id for vid, v in voters.items() if v.directory_id}
+    _log.info("quorum_voters_from_raft_dir", voters={k: f"{h}:{p}" for k, (h, p) in endpoints.items()})
+    return config.with_discovered_voters(endpoints), directories
 
 
 async def discover_voters(config: Any, *, timeout_s: float = 60.0, retry_s: float = 0.5) -> tuple[Any, dict[int, str]]:

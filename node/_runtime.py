@@ -142,10 +142,12 @@ class Node:
             )
             directories: dict[int, str] | None = None
             if self.config.kraft_version >= 1 and self.config.node_id not in self.config.quorum_voters:
-                from kraftlog.node._quorum_join import discover_voters
+                from kraftlog.node._quorum_join import discover_voters, known_voters
 
-                # an observer (--no-initial-controllers, issue 26): the voters, from the bootstrap servers
-                self.config, directories = await discover_voters(self.config)
+                # formatted with --no-initial-controllers (issue 26): the voters its Raft dir kept, else
+                # the bootstrap servers' answer (an observer until a voter change adds it)
+                known = known_voters(self.config)
+                self.config, directories = known if known is not None else await discover_voters(self.config)
             self.controller = ControllerServer(
                 self.config,
                 self.cluster_id,

@@ -143,9 +143,12 @@ from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
+    VOTERS_FILE,
     RaftVoter,
     VoterChange,
     VoterChangeError,
+    read_voters_file,
+    write_voters_file,
 )
 from kraftlog.quorum.raft._raft_node import (
     _RaftNode,
@@ -198,6 +201,7 @@ __all__ = [
     "RawEntry",
     "VOTER_ADD",
     "VOTER_REMOVE",
+    "VOTERS_FILE",
     "VoterChange",
     "VoterChangeError",
     "VoterStatus",
@@ -209,4 +213,6 @@ __all__ = [
     "key_file_of",
     "load_private_key",
     "public_key_text",
+    "read_voters_file",
+    "write_voters_file",
 ]

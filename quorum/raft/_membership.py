@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import msgpack
 
+from kraftlog.common import atomic_write
 from kraftlog.common.errors import CorruptMessageError
 
 __all__ = [
@@ -48,9 +50,15 @@ __all__ = [
     "encode_voter_change",
     "is_voter_change",
     "revert_voter_change",
+    "VOTERS_FILE",
+    "read_voters_file",
     "voters_from_wire",
     "voters_to_wire",
+    "write_voters_file",
 ]
+
+#: in the Raft data dir: the committed voter set, rewritten when it changes (read at start)
+VOTERS_FILE: Final = "voters.msgpack"
 
 VOTER_ADD: Final = "add"
 VOTER_REMOVE: Final = "remove"
@@ -213,3 +221,23 @@ def voters_from_wire(value: Any) -> dict[int, RaftVoter]:
             raise CorruptMessageError(f"voter {voter.node_id} is listed twice")
         voters[voter.node_id] = voter
     return voters
+
+
+def write_voters_file(data_dir: Path, voters: Mapping[int, RaftVoter]) -> None:
+    """Keep the committed voter set beside the Raft log (atomically, fsynced): a controller that
+    restarts knows who votes without asking anyone -- a quorum whose voters were all added at run
+    time could otherwise not restart together (no leader to ask)."""
+    body: bytes = msgpack.packb(voters_to_wire(voters.values()), use_bin_type=True)
+    atomic_write(Path(data_dir) / VOTERS_FILE, body, mode=0o644)
+
+
+def read_voters_file(data_dir: Path) -> dict[int, RaftVoter] | None:
+    """The voter set `write_voters_file` kept, None without one; ``CorruptMessageError`` if malformed."""
+    path = Path(data_dir) / VOTERS_FILE
+    if not path.exists():
+        return None
+    try:
+        value = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=True, use_list=True)
+    except Exception as err:  # msgpack raises several unrelated types
+        raise CorruptMessageError(f"{path}: undecodable ({err})") from None
+    return voters_from_wire(value)

@@ -11,6 +11,7 @@ import inspect
 import random
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pysyncobj.monotonic import monotonic as _raft_monotonic
@@ -20,6 +21,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 from kraftlog.common import backoff_ms
 from kraftlog.metadata_log import LogEntry, MetadataRecordError, decode_record
 from kraftlog.quorum.raft._journal import RaftJournal
+from kraftlog.quorum.raft._membership import RaftVoter, write_voters_file
 from kraftlog.quorum.raft._raft_node import _RaftNode
 from kraftlog.quorum.raft._raft_state import (
     MetadataStateMachine,
@@ -38,6 +40,8 @@ class _QuorumDelivery:
     _raft_nodes: dict[int, TCPNode]
     _own_address: str
     _members_key: frozenset[str] | None
+    _persisted_voters: dict[int, RaftVoter] | None
+    _data_dir: Path
     _election_timeout_ms: int
     _fetch_timeout_s: float
     _loop: asyncio.AbstractEventLoop
@@ -169,6 +173,7 @@ class _QuorumDelivery:
         The maps are replaced whole (the loop thread reads them)."""
         if not getattr(node, "_kl_dynamic", False):
             return
+        self._persist_voters(node)
         others = node.otherNodes
         key = frozenset(str(n.id) for n in others) | {str(node._kl_observer)}
         if key == self._members_key:
@@ -186,6 +191,22 @@ class _QuorumDelivery:
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
         self._addr_to_id = {addr: vid for vid, addr in addresses.items()} | {own: self.node_id}
         self._addresses = addresses or {self.node_id: own}
+
+    def _persist_voters(self, node: _RaftNode) -> None:
+        """Rewrite the Raft dir's voter file when the committed set changed (pysyncobj's thread,
+        outside apply; voter changes are rare). A failure is logged: the log still holds the set."""
+        committed = node._kl_applied_voters  # replaced whole on every change: compared by identity first
+        if committed is self._persisted_voters or not committed:
+            return
+        if committed == self._persisted_voters:
+            self._persisted_voters = committed
+            return
+        try:
+            write_voters_file(self._data_dir, committed)
+        except OSError as err:
+            self._log.warning("raft_voters_file_write_failed", error=str(err))
+            return
+        self._persisted_voters = committed
 
     def _majority_contact_at(self, node: _RaftNode, now: float) -> float:
         """``clock()`` when a majority of voters (this leader included) last had answered it."""

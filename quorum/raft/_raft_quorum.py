@@ -133,6 +133,7 @@ class MetadataQuorum(_QuorumDelivery):
         self._raft_nodes = {vid: TCPNode(addr) for vid, addr in addresses.items()}
         self._own_address = addresses[node_id]
         self._members_key = None
+        self._persisted_voters = None
         self._data_dir = Path(data_dir)
         self._password = password
         self._identity = identity

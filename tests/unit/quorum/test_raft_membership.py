@@ -130,3 +130,14 @@ def test_the_dump_keeps_the_committed_voter_set(tmp_path: Path) -> None:
     last, prev, cluster = serializer.deserialize(str(tmp_path / "dump"))
     assert loaded == {1: V1, 2: V2}
     assert {n.kl_voter for n in cluster} == {V1, V2}
+
+
+def test_the_voters_file_keeps_the_committed_set(tmp_path: Path) -> None:
+    from kraftlog.quorum.raft import VOTERS_FILE, read_voters_file, write_voters_file
+
+    assert read_voters_file(tmp_path) is None
+    write_voters_file(tmp_path, {1: V1, 3: V3})
+    assert read_voters_file(tmp_path) == {1: V1, 3: V3}
+    (tmp_path / VOTERS_FILE).write_bytes(b"\xc1garbage")
+    with pytest.raises(CorruptMessageError):
+        read_voters_file(tmp_path)
