@@ -105,8 +105,7 @@ class BrokerEndpoint:
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BrokerEndpoint:
-        kwargs = {name: read(d[name]) for name, read, required in _wire_fields(cls) if required or name in d}
-        return cls(**kwargs)
+        return cls(**_read_fields(cls, d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +132,7 @@ class MetadataRecord:
             raise MetadataRecordError(
                 f"{cls.__name__} version {d.get('version')} is newer than supported version {cls.VERSION}"
             )
-        kwargs: dict[str, Any] = {}
-        for name, convert, required in _wire_fields(cls):
-            if name in d:
-                kwargs[name] = convert(d[name])
-            elif required:
-                raise MetadataRecordError(f"{cls.__name__} is missing field {name!r}")
-        return cls(**kwargs)
+        return cls(**_read_fields(cls, d))
 
 
 def _drop_at_default(out: dict[str, Any], names: tuple[str, ...], default: Any) -> dict[str, Any]:
@@ -157,6 +150,18 @@ def _drop_at_default(out: dict[str, Any], names: tuple[str, ...], default: Any) 
 _FieldReader = Callable[[Any], Any]
 
 _WIRE_FIELDS: dict[type, tuple[tuple[str, _FieldReader, bool], ...]] = {}
+
+
+def _read_fields(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of ``cls`` read from the wire map ``d``: each present field through
+    its reader; a missing field with no default raises `MetadataRecordError` naming it."""
+    kwargs: dict[str, Any] = {}
+    for name, read, required in _wire_fields(cls):
+        if name in d:
+            kwargs[name] = read(d[name])
+        elif required:
+            raise MetadataRecordError(f"{cls.__name__} is missing field {name!r}")
+    return kwargs
 
 
 def _wire_fields(cls: type) -> tuple[tuple[str, _FieldReader, bool], ...]:

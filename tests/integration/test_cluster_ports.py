@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import socket
 
-from kraftlog.deploy._cluster import _ephemeral_port_range, free_port_pair
+from kraftlog.deploy._ports import _ephemeral_port_range, free_port_pair
 
 
 def test_pairs_are_free_below_the_ephemeral_range_and_never_handed_out_twice() -> None:

@@ -5,6 +5,7 @@ shared slot a listener waits for, and the gRPC interceptor's refusal before read
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -231,9 +232,11 @@ def test_a_call_that_cannot_have_a_session_is_refused_before_its_message() -> No
     produce = "/kraftlog.v1.BrokerService/Produce"
     assert "needs a SASL session" in str(interceptor._refusal_before_reading(produce, ()))
     assert interceptor._refusal_before_reading(produce, ((SESSION_METADATA, "forged"),)) is not None
-    # the exchange itself and grpc's own services are read
+    # the exchange itself is read (from its metadata); grpc's own services are not exempt: a health
+    # check without a session is answered unread (`_unread_overall_health`), reflection refused
     assert interceptor._refusal_before_reading("/kraftlog.v1.SaslService/SaslAuthenticate", ()) is None
-    assert interceptor._refusal_before_reading("/grpc.health.v1.Health/Check", ()) is None
+    assert interceptor._refusal_before_reading("/grpc.health.v1.Health/Check", ()) is not None
+    assert interceptor._refusal_before_reading("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", ())
     sessions._sessions["tok-1"] = object()  # type: ignore[assignment]  # a session exists
     assert sessions.known("tok-1")
     assert interceptor._refusal_before_reading(produce, ((SESSION_METADATA, "tok-1"),)) is None
@@ -321,3 +324,34 @@ def test_the_reaper_closes_expired_connections_a_batch_at_a_time() -> None:
     assert fresh.transport.aborted == 0  # type: ignore[union-attr]
     closed = limiter.metrics.closed.labels("SSL", "handshake_timeout")._value.get()
     assert closed == 150
+
+
+def test_a_health_check_without_a_session_is_answered_the_overall_status_unread() -> None:
+    """Check and Watch become request-streaming handlers that never read the request and ask the
+    real servicer for the empty service name (the node's overall status), whatever was named."""
+    from grpc_health.v1 import health, health_pb2
+
+    from kraftlog.node._grpc_security import _unread_overall_health
+
+    servicer = health.aio.HealthServicer()
+    asked: list[str] = []
+
+    async def check(request: health_pb2.HealthCheckRequest, context: object) -> health_pb2.HealthCheckResponse:
+        asked.append(request.service)
+        return await servicer.Check(request, context)
+
+    async def scenario() -> health_pb2.HealthCheckResponse:
+        await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        unary = grpc.unary_unary_rpc_method_handler(check)
+        handler = _unread_overall_health(unary)
+        assert handler.request_streaming and handler.request_deserializer is None
+
+        async def never_read() -> AsyncIterator[object]:
+            raise AssertionError("the request was read")
+            yield  # pragma: no cover
+
+        response: health_pb2.HealthCheckResponse = await handler.stream_unary(never_read(), object())
+        return response
+
+    assert asyncio.run(scenario()).status == health_pb2.HealthCheckResponse.SERVING
+    assert asked == [""]
