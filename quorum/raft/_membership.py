@@ -16,8 +16,11 @@ directory id makes a wiped and re-formatted disk another replica (KIP-853's ``Re
 Raft's single-server rule (Ongaro's thesis, 4.1), as pysyncobj runs it once
 ``dynamicMembershipChange`` is on and `quorum.raft._raft_node._RaftNode` decodes these entries:
 
-* a change takes effect on every node when the entry is *appended* to its log (not when committed);
-* it is reverted when a new leader truncates the entry away (`revert_voter_change`);
+* a change takes effect on every node when the entry is *appended* to its log (not when committed):
+  the set in force is the committed set folded with the changes in the uncommitted tail
+  (`voters_in_force`);
+* it is reverted when a new leader truncates the entry away: the truncated change is no longer in
+  the tail, so the fold no longer holds it (what `revert_voter_change` computes for one change);
 * the leader appends the next change only after the previous one is applied (committed);
 * the committed voter set (the fold of applied changes, `apply_voter_change`) is what the full dump
   persists beside the state it was taken at.
@@ -50,6 +53,8 @@ __all__ = [
     "encode_voter_change",
     "is_voter_change",
     "revert_voter_change",
+    "voters_in_force",
+    "pending_voter_change",
     "VOTERS_FILE",
     "read_voters_file",
     "voters_from_wire",
@@ -203,6 +208,31 @@ def revert_voter_change(voters: Mapping[int, RaftVoter], change: VoterChange) ->
             raise VoterChangeError(f"voter {change.voter.node_id} was not added by this change")
         return {vid: v for vid, v in voters.items() if vid != change.voter.node_id}
     return _add(voters, change.voter)
+
+
+def voters_in_force(voters: Mapping[int, RaftVoter], commands: Iterable[bytes]) -> dict[int, RaftVoter]:
+    """The voter set in force: the committed set ``voters`` after every voter change among
+    ``commands`` (the journal's commands after the last applied entry, type byte included), in log
+    order. A change that does not fit the set at its turn is skipped, as apply skips it; anything
+    that is not a voter change is ignored. Pure: the caller re-runs it on the tail left after a
+    truncation, which is how a change truncated away stops being in force."""
+    current = dict(voters)
+    for command in commands:
+        if not is_voter_change(command):
+            continue
+        try:
+            current = apply_voter_change(current, decode_voter_change(command))
+        except (CorruptMessageError, VoterChangeError):
+            continue
+    return current
+
+
+def pending_voter_change(entries: Iterable[tuple[bytes, int, int]]) -> int | None:
+    """The raft index of the first voter change among ``entries`` (pysyncobj's ``(command, index,
+    term)`` after the last applied entry), None without one: KIP-853's one change at a time refuses
+    a new change while this is not None (`quorum._voter_changes`). A change truncated away is no
+    longer among the entries, so it no longer blocks the next."""
+    return next((index for command, index, _term in entries if is_voter_change(command)), None)
 
 
 def voters_to_wire(voters: Iterable[RaftVoter]) -> list[dict[str, Any]]:

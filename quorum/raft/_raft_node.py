@@ -18,7 +18,6 @@ import structlog
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.journal import Journal
 from pysyncobj.monotonic import monotonic as _raft_monotonic
-from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 from pysyncobj.transport import Transport
 
@@ -27,16 +26,7 @@ from kraftlog.common.errors import (
     RecordListTooLargeError,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
-from kraftlog.quorum.raft._membership import (
-    VOTER_ADD,
-    RaftVoter,
-    VoterChange,
-    VoterChangeError,
-    apply_voter_change,
-    decode_voter_change,
-    encode_voter_change,
-    is_voter_change,
-)
+from kraftlog.quorum.raft._membership import RaftVoter
 from kraftlog.quorum.raft._prevote import (
     PRE_VOTE,
     PRE_VOTE_RESPONSE,
@@ -54,11 +44,11 @@ from kraftlog.quorum.raft._raft_state import (
     _TRUNCATION_NOTICE,
     APPLY_INTERNAL,
     APPLY_INVALID,
-    APPLY_VOTERS,
     MetadataStateMachine,
     QuorumConfigError,
     RawEntry,
 )
+from kraftlog.quorum.raft._raft_voters import VoterNode, _VoterChangesNode
 from kraftlog.quorum.raft._serializer import DumpSerializer
 from kraftlog.quorum.raft._wire import (
     MAX_COMMAND_BYTES,
@@ -69,34 +59,6 @@ from kraftlog.quorum.raft._wire import (
 _log = structlog.get_logger(__name__)
 
 _FACTORY_LOCK = threading.Lock()
-
-
-class VoterNode(TCPNode):
-    """A pysyncobj node that carries its `RaftVoter` (id, directory id, public key) to the transport.
-
-    pysyncobj compares nodes by address only, so a ``VoterNode`` and a plain ``TCPNode`` of the same
-    ``host:port`` are the same member.
-    """
-
-    def __init__(self, voter: RaftVoter) -> None:
-        super().__init__(voter.address)
-        self.kl_voter = voter
-
-
-def fold_voter_changes(
-    voters: Mapping[int, RaftVoter], commands: Iterator[bytes] | Sequence[bytes]
-) -> dict[int, RaftVoter]:
-    """``voters`` after every voter change among ``commands`` (journal commands, type byte included),
-    in order; a change that does not fit the set at its turn is skipped, as apply skips it."""
-    current = dict(voters)
-    for command in commands:
-        if not is_voter_change(command):
-            continue
-        try:
-            current = apply_voter_change(current, decode_voter_change(command))
-        except (CorruptMessageError, VoterChangeError):
-            continue
-    return current
 
 
 class _TentativeTruncationFilter(logging.Filter):
@@ -167,7 +129,7 @@ def _durable_transport_class(base: type[Transport]) -> type[Transport]:
     return DurableTransport
 
 
-class _RaftNode(SyncObj):
+class _RaftNode(_VoterChangesNode):
     """pysyncobj node carrying the metadata state machine. Only `MetadataQuorum` and tests use it."""
 
     def __init__(
@@ -193,6 +155,9 @@ class _RaftNode(SyncObj):
         self._kl_voters_dirty = voters is not None
         #: voter changes are tracked (a `MetadataQuorum` node; the unit tests' bare nodes are not)
         self._kl_dynamic = voters is not None
+        #: the voter set in force was derived from the loaded log (dump and journal) at least once:
+        #: until then this node does not campaign (see `_VoterChangesNode._kl_reconcile_voters`)
+        self._kl_voters_known = voters is None
         self._kl_node_id = node_id
         #: not in the voter set in force (KIP-853's observer): it replicates but never campaigns
         self._kl_observer = observer
@@ -236,7 +201,7 @@ class _RaftNode(SyncObj):
         self._kl_keepalive()
         if self._kl_voters_dirty and not getattr(self, "_SyncObj__needLoadDumpFile", True):
             self._kl_reconcile_voters()
-        if self._kl_no_campaign or self._kl_observer:
+        if self._kl_no_campaign or self._kl_observer or not self._kl_voters_known:
             self._SyncObj__raftElectionDeadline = float("inf")
         else:
             self._kl_pre_vote_gate()
@@ -518,97 +483,6 @@ class _RaftNode(SyncObj):
         if isinstance(decoded, bytes):
             return self._kl_apply_voter_change(decoded)
         return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
-
-    def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[Any] | None:
-        """pysyncobj's view of a membership entry: ``['add'|'rem', address, VoterNode]`` for a kraftlog
-        voter change (`quorum.raft._membership`), None for anything else (pysyncobj's own membership
-        commands are pickles and never decoded). pysyncobj applies it on append on the leader and
-        followers and reverts it when the entry is truncated away."""
-        if not is_voter_change(command):
-            return None
-        try:
-            change = decode_voter_change(command)
-        except CorruptMessageError:
-            return None
-        return ["add" if change.op == VOTER_ADD else "rem", change.voter.address, VoterNode(change.voter)]
-
-    def _kl_change_voters(self, change: VoterChange, *, callback: Callable[[Any, int], None] | None = None) -> None:
-        """Propose one voter change (any thread). pysyncobj's leader appends it only once its
-        epoch's no-op and the previous change are applied, else ``callback(None, REQUEST_DENIED)``."""
-        self._applyCommand(encode_voter_change(change), callback, _COMMAND_TYPE.REGULAR)
-
-    def _kl_apply_voter_change(self, command: bytes) -> tuple[Any, ...]:
-        """Apply a committed voter change to the committed voter set. Deterministic; never raises."""
-        try:
-            change = decode_voter_change(command)
-            self._kl_applied_voters = apply_voter_change(self._kl_applied_voters, change)
-        except (CorruptMessageError, VoterChangeError) as err:
-            self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
-            return (APPLY_INVALID, f"voter change not applied: {err}")
-        self._kl_voters_dirty = True
-        self._kl_log.info(
-            "raft_voter_change_committed",
-            op=change.op,
-            voter=change.voter.node_id,
-            directory_id=change.voter.directory_id,
-            voters=sorted(self._kl_applied_voters),
-        )
-        return (APPLY_VOTERS, change.op, change.voter.node_id)
-
-    def kl_pending_voter_change(self) -> int | None:
-        """The raft index of a voter change appended after the last applied entry, or None."""
-        tail = self._SyncObj__getEntries(self.raftLastApplied + 1)
-        return next((entry[1] for entry in tail if is_voter_change(entry[0])), None)
-
-    def kl_observers(self) -> dict[int, tuple[Any, int]]:
-        """Observers connected to this node: id -> (`ObserverPeer`, raft match index)."""
-        transport = self._kl_transport
-        observers = getattr(transport, "observers", None)
-        if observers is None:
-            return {}
-        match: dict[Any, int] = dict(self._SyncObj__raftMatchIndex)
-        return {oid: (node.kl_observer, match.get(node, 0)) for oid, node in observers().items()}
-
-    def kl_applied_voters(self) -> dict[int, RaftVoter]:
-        """The committed voter set (a copy); read on pysyncobj's thread (the dump) or racily."""
-        return dict(self._kl_applied_voters)
-
-    def kl_load_applied_voters(self, voters: Mapping[int, RaftVoter]) -> None:
-        """The committed voter set of a dump just loaded (pysyncobj's thread)."""
-        self._kl_applied_voters = dict(voters)
-        self._kl_voters_dirty = True
-
-    def _kl_voters_in_force(self) -> dict[int, RaftVoter]:
-        """The committed set with every voter change appended after the last applied entry."""
-        tail = self._SyncObj__getEntries(self.raftLastApplied + 1)
-        return fold_voter_changes(self._kl_applied_voters, [entry[0] for entry in tail])
-
-    def _kl_reconcile_voters(self) -> None:
-        """Make pysyncobj's members the voter set the log says is in force.
-
-        pysyncobj applies and reverts membership entries itself, but `RaftJournal` cuts only on a
-        conflict while pysyncobj reverts every entry after a re-sent prefix, and a restart starts from
-        the configured members: deriving the set from the log (on pysyncobj's thread, before each tick
-        that follows an append or an apply) is what keeps it right.
-        """
-        self._kl_voters_dirty = False
-        desired = self._kl_voters_in_force()
-        observer = self._kl_node_id not in desired
-        if observer != self._kl_observer:
-            self._kl_log.info("raft_voter_role", role="observer" if observer else "voter", voters=sorted(desired))
-            self._kl_observer = observer
-            if not observer:
-                self._kl_campaign_within(self.conf.raftMinTimeout, self.conf.raftMaxTimeout)
-            set_voter = getattr(self._kl_transport, "set_voter", None)
-            if set_voter is not None:
-                set_voter(not observer)
-        me = self._SyncObj__selfNode
-        nodes = {VoterNode(v) for v in desired.values() if v.address != me.address}
-        current: set[Any] = self._SyncObj__otherNodes
-        if {n.address for n in nodes} == {n.address for n in current}:
-            return
-        self._kl_log.info("raft_voters_in_force", voters=sorted(desired))
-        self._SyncObj__updateClusterConfiguration(nodes)
 
     def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
         """Apply one committed batch. Deterministic; never raises (see the module docstring)."""

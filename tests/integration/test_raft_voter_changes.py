@@ -287,3 +287,51 @@ def test_a_removed_voter_that_keeps_running_cannot_move_the_epoch(tmp_path: Path
             await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))
 
     asyncio.run(body())
+
+
+def test_a_voter_restarted_with_a_stale_voter_set_does_not_elect_itself_alone(tmp_path: Path) -> None:
+    """A voter formatted --standalone whose log has since added a second voter restarts with its
+    formatted set ({1}) while the other is down: it must not lead that stale set alone (it would
+    commit without the voter its log added) but wait for the log's set {1, 2} -- no leader, no
+    epoch change -- and elect with voter 2 once it is back."""
+
+    async def body() -> None:
+        voters, keys = make_voters(tmp_path, 2)
+        nodes = {i: Node(tmp_path, voters[i], keys[i]) for i in voters}
+        try:
+            await nodes[1].make({1: voters[1]}).start()
+            await wait_until(lambda: leader(nodes) is nodes[1], timeout=10, what="the standalone leader")
+            await propose(nodes, 0)
+            await nodes[2].make(dict(voters)).start()
+            await change_on_leader(nodes, VoterChange(VOTER_ADD, voters[2]))
+            last = await propose(nodes, 1)
+            await wait_until(lambda: len(nodes[2].entries) == last + 1, timeout=10, what="voter 2 to catch up")
+            assert nodes[1].q is not None
+            epoch = nodes[1].q.epoch
+            for n in nodes.values():
+                assert n.q is not None
+                await n.q.stop()
+                n.q = None
+                n.entries.clear()
+
+            q1 = nodes[1].make({1: voters[1]})  # the formatted set: itself alone
+            await q1.start()
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 6 * ELECTION_MS / 1000
+            while loop.time() < until:  # a window to watch, not a wait for something
+                assert not q1.is_leader and q1.status().leader_id is None, "it led the stale set {1} alone"
+                await asyncio.sleep(0.02)
+            assert q1.epoch == epoch, "a solo election moved the epoch"
+            await wait_until(lambda: set(q1.voters()) == {1, 2}, timeout=10, what="the log's voter set")
+
+            await nodes[2].make(dict(voters)).start()
+            last = await propose(nodes, 2)
+            await wait_until(
+                lambda: all(n.entries and n.entries[-1].offset == last for n in nodes.values()),
+                timeout=10,
+                what="both voters to commit after the restart",
+            )
+        finally:
+            await asyncio.gather(*(n.q.stop() for n in nodes.values() if n.q is not None))
+
+    asyncio.run(body())

@@ -20,9 +20,10 @@ from kraftlog.quorum.raft._membership import (
     is_voter_change,
     revert_voter_change,
     voters_from_wire,
+    voters_in_force,
     voters_to_wire,
 )
-from kraftlog.quorum.raft._raft_node import VoterNode, fold_voter_changes
+from kraftlog.quorum.raft._raft_voters import VoterNode
 from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, FullDump, decode_dump, encode_dump
 from kraftlog.quorum.raft._wire import decode_command, encode_append_command
 
@@ -101,7 +102,7 @@ def test_the_fold_skips_changes_that_do_not_fit_as_apply_does() -> None:
         command(VoterChange(VOTER_REMOVE, V1)),
         b"\x00\x93\x02garbage",
     ]
-    assert fold_voter_changes({1: V1}, commands) == {2: V2, 3: V3}
+    assert voters_in_force({1: V1}, commands) == {2: V2, 3: V3}
 
 
 def test_a_voter_node_is_the_member_of_its_address() -> None:
