@@ -34,7 +34,6 @@ rebuilds the log up to the record before it (on every controller).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -79,10 +78,11 @@ from kraftlog.quorum._controller_services import (
     _with_error,
     raft_address,
 )
+from kraftlog.quorum._describe_quorum import describe_quorum
 from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
 from kraftlog.quorum._metrics import ControllerStateCollector
+from kraftlog.quorum._quorum_identity import raft_identity
 from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
-from kraftlog.storage import read_meta_properties
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
@@ -186,24 +186,14 @@ class ControllerServer(_ControllerLog):
         if self._quorum_factory is not None:
             factory = self._quorum_factory
         else:
-            from kraftlog.quorum.raft import MetadataQuorum, identity_from_config
+            from kraftlog.quorum.raft import MetadataQuorum
 
             factory = MetadataQuorum
-            # per-node Raft identity (node-key mode) or None (password mode); a bad combination fails here
-            identity = identity_from_config(
-                self.config,
-                node_id=self.node_id,
-                voters=set(raft_voters) | {self.node_id},
-                metadata_log_dir=self.config.metadata_log_dir,
-                dynamic=self.kraft_version >= 1,
+            # per-node Raft identity (node-key mode) or None (password mode); a bad combination fails
+            # here. A dynamic quorum's voters' keys also come from the voter set this node kept.
+            extra["identity"] = raft_identity(
+                self.config, node_id=self.node_id, voter_ids=set(raft_voters), dynamic=self.kraft_version >= 1
             )
-            if identity is not None:
-                meta = read_meta_properties(Path(self.config.metadata_log_dir))
-                keys = {vid: k for vid, k in identity.voter_keys.items() if vid in raft_voters}
-                identity = dataclasses.replace(
-                    identity, voter_keys=keys, directory_id=meta.directory_id if meta is not None else None
-                )
-            extra["identity"] = identity
             if self.kraft_version >= 1:
                 extra["directory_ids"] = dict(self.voter_directory_ids)
                 extra["admit_observers"] = True
@@ -554,32 +544,5 @@ class ControllerServer(_ControllerLog):
         return endpoints
 
     def describe_quorum(self) -> admin_pb2.DescribeQuorumResponse:
-        R = admin_pb2.DescribeQuorumResponse
-        status = self._quorum.status()
-        endpoints = self.voter_endpoints()
-        directories = dict(self.voter_directory_ids)
-        if self.kraft_version >= 1 and hasattr(self._quorum, "voters"):
-            directories.update({vid: v.directory_id for vid, v in self._quorum.voters().items() if v.directory_id})
-        voters = []
-        for v in status.voters:
-            voters.append(
-                R.Replica(
-                    replica_id=v.voter_id,
-                    log_end_offset=v.log_end_offset,
-                    last_fetch_timestamp_ms=v.last_fetch_timestamp_ms,
-                    last_caught_up_timestamp_ms=v.last_caught_up_timestamp_ms,
-                    replica_directory_id=directories.get(v.voter_id, ""),
-                    endpoint=f"{endpoints[v.voter_id][0]}:{endpoints[v.voter_id][1]}"
-                    if v.voter_id in endpoints
-                    else "",
-                )
-            )
-        return R(
-            error=ctl.error_pb(),
-            leader_id=status.leader_id if status.leader_id is not None else -1,
-            leader_epoch=status.epoch,
-            high_watermark=status.committed_offset,
-            voters=voters,
-            controller=self.hint(),
-            kraft_version=self.kraft_version,
-        )
+        """DescribeQuorum (Kafka API key 55): voters and observers (`quorum._describe_quorum`)."""
+        return describe_quorum(self)

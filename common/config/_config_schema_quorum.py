@@ -122,7 +122,8 @@ def define_quorum_keys(defs: ConfigDef) -> None:
             [],
             None,
             "kraftlog: every voter's Raft identity public key as id@<base64 of the raw 32-byte Ed25519 key>, one "
-            "per controller.quorum.voters entry (`kraftlog storage format` prints this node's). node-key mode only.",
+            "per controller.quorum.voters entry (`kraftlog storage format` prints this node's). node-key mode only. "
+            "In a dynamic quorum the committed voter set this node kept (raft/voters.msgpack) adds its voters' keys.",
             kraftlog_only=True,
         )
     )

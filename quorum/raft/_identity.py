@@ -211,11 +211,19 @@ def load_identity(
     key_file_key: str = "controller.quorum.raft.identity.key.file",
     voter_keys_key: str = "controller.quorum.raft.voter.keys",
     allow_other_keys: bool = False,
+    committed_keys: Mapping[int, str] | None = None,
 ) -> NodeIdentity:
     """Load and cross-check: every voter has a public key, and this node's private key is the one
-    the others know as this voter's (else the others would refuse it, far from the cause)."""
+    the others know as this voter's (else the others would refuse it, far from the cause).
+
+    ``committed_keys`` (a dynamic quorum, issue 26): voter id -> public key text of the committed
+    voter set this node kept (`quorum.raft.read_voters_file`). They take precedence over the
+    configured keys of the same ids: a voter added at run time proved that key to the leader and
+    every voter verifies it with that key, so a node restarted with only its own key configured
+    still knows the others."""
     try:
         keys = parse_voter_keys(voter_keys)
+        keys.update({vid: parse_public_key(text) for vid, text in (committed_keys or {}).items()})
     except ValueError as err:
         raise IdentityError(f"{voter_keys_key}: {err}", key=voter_keys_key) from None
     missing = sorted(set(voters) - set(keys))
@@ -502,9 +510,11 @@ def identity_from_config(
     voters: Iterable[int],
     metadata_log_dir: str,
     dynamic: bool = False,
+    committed_keys: Mapping[int, str] | None = None,
 ) -> NodeIdentity | None:
     """The Raft identity the node config asks for: None in ``password`` mode (then the password is
-    required). Contradictory settings fail here, at start, naming the key (``ConfigError``)."""
+    required). Contradictory settings fail here, at start, naming the key (``ConfigError``).
+    ``committed_keys``: see `load_identity` (a dynamic quorum only)."""
     from kraftlog.common.config import ConfigError
 
     mode = config[MODE_KEY]
@@ -537,6 +547,7 @@ def identity_from_config(
             # a dynamic quorum (KIP-853): the config may list controllers that are not voters (yet);
             # the keys of voters added later travel in the voter changes
             allow_other_keys=dynamic,
+            committed_keys=committed_keys if dynamic else None,
         )
     except IdentityError as err:
         raise ConfigError(str(err), key=err.key) from None

@@ -58,6 +58,7 @@ class _QuorumDelivery:
     _last_emitted: tuple[int | None, int] | None
     _progress_at: float
     _caught_up_ms: dict[int, int]
+    _observer_caught_up_ms: dict[int, int]
     _progress_term: int
     _pending: list[RawEntry]
     _pending_lock: threading.Lock
@@ -114,11 +115,11 @@ class _QuorumDelivery:
             term = node.raftCurrentTerm
             leader_id = self._addr_to_id.get(str(leader.id)) if leader is not None else None
             ready = raft_leader and node._kl_term_start_applied()
-            progress = self._view.progress
+            progress, observer_progress = self._view.progress, self._view.observer_progress
             now = self._clock()
             if raft_leader and (now - self._progress_at >= 0.01 or not progress):
                 self._progress_at = now
-                progress = self._leader_progress(node, term)
+                progress, observer_progress = self._leader_progress(node, term)
             connected = tuple(
                 sorted(
                     [self.node_id]
@@ -151,6 +152,7 @@ class _QuorumDelivery:
                 node.raftCommitIndex,
                 node.raftLastApplied,
                 progress if raft_leader else {},
+                observer_progress if raft_leader else {},
                 connected,
                 last_index or 0,
                 observed_at=now,
@@ -245,27 +247,39 @@ class _QuorumDelivery:
             node._kl_no_campaign = True  # it never campaigns again until restarted
             self._step_down(node)
 
-    def _leader_progress(self, node: _RaftNode, term: int) -> dict[int, tuple[int, int, int]]:
-        """Per follower (raft match index, last fetch ms, last caught-up ms), on the leader."""
+    def _leader_progress(
+        self, node: _RaftNode, term: int
+    ) -> tuple[dict[int, tuple[int, int, int]], dict[int, tuple[int, int, int, str | None]]]:
+        """On the leader, per follower (raft match index, last fetch ms, last caught-up ms), and per
+        observer (issue 26: a connected controller outside the voter set, pysyncobj's read-only
+        node) the same and its directory id. Caught up: its match index reached this leader's last
+        index, as Kafka's ``lastCaughtUpTimestamp``; both are forgotten when the term changes."""
         if term != self._progress_term:
             self._progress_term = term
             self._caught_up_ms = {}
+            self._observer_caught_up_ms = {}
         match: dict[Any, int] = node._SyncObj__raftMatchIndex
         responses: dict[Any, float] = node._SyncObj__lastResponseTime
         last_index = self._journal.last_index if self._journal is not None else None
         now_ms = int(self._wall_clock() * 1000)
         now_raft = _raft_monotonic()
         out: dict[int, tuple[int, int, int]] = {}
+        observers: dict[int, tuple[int, int, int, str | None]] = {}
         for raft_node, index in list(match.items()):
-            vid = self._addr_to_id.get(str(raft_node.id))
+            peer = getattr(raft_node, "kl_observer", None)
+            vid = peer.node_id if peer is not None else self._addr_to_id.get(str(raft_node.id))
             if vid is None:
                 continue
+            caught_up = self._observer_caught_up_ms if peer is not None else self._caught_up_ms
             if last_index is not None and index >= last_index:
-                self._caught_up_ms[vid] = now_ms
+                caught_up[vid] = now_ms
             seen = responses.get(raft_node)
             fetch_ms = int(now_ms - (now_raft - seen) * 1000) if seen is not None else -1
-            out[vid] = (index, fetch_ms, self._caught_up_ms.get(vid, -1))
-        return out
+            if peer is not None:
+                observers[vid] = (index, fetch_ms, caught_up.get(vid, -1), peer.directory_id)
+            else:
+                out[vid] = (index, fetch_ms, caught_up.get(vid, -1))
+        return out, observers
 
     def _emit_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if self._closed:

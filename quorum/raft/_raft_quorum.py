@@ -175,6 +175,7 @@ class MetadataQuorum(_QuorumDelivery):
         self._last_emitted: tuple[int | None, int] | None = None
         self._progress_at = 0.0
         self._caught_up_ms: dict[int, int] = {}
+        self._observer_caught_up_ms: dict[int, int] = {}
         self._progress_term = -1
         # delivery (pysyncobj thread -> loop)
         self._pending: list[RawEntry] = []
@@ -551,6 +552,11 @@ class MetadataQuorum(_QuorumDelivery):
                 NotControllerError(f"metadata proposal not committed (pysyncobj reason {error})", **self._leader_hint())
             )
 
+    def _end_offset(self, raft_index: int) -> int:
+        """The metadata log end offset (exclusive) at ``raft_index``; -1 when unknown."""
+        end = self._sm.end_offset_at(raft_index)
+        return -1 if end is None else end
+
     def status(self) -> QuorumStatus:
         """DescribeQuorum from this node's point of view (followers know only themselves)."""
         view = self._view
@@ -565,8 +571,12 @@ class MetadataQuorum(_QuorumDelivery):
                 voters.append(VoterStatus(vid, addr, -1, -1, -1, None))
                 continue
             match_index, fetch_ms, caught_up_ms = progress
-            end = self._sm.end_offset_at(match_index)
-            voters.append(VoterStatus(vid, addr, -1 if end is None else end, fetch_ms, caught_up_ms, match_index))
+            voters.append(VoterStatus(vid, addr, self._end_offset(match_index), fetch_ms, caught_up_ms, match_index))
+        observers = tuple(
+            VoterStatus(oid, "", self._end_offset(match), fetch_ms, caught_up_ms, match, directory_id=directory)
+            for oid, (match, fetch_ms, caught_up_ms, directory) in sorted(view.observer_progress.items())
+            if view.raft_leader and oid not in self._addresses
+        )
         committed = self.committed_offset
         return QuorumStatus(
             node_id=self.node_id,
@@ -582,4 +592,5 @@ class MetadataQuorum(_QuorumDelivery):
             raft_last_applied=view.last_applied,
             delivery_error=self._delivery_error,
             connected_voters=view.connected,
+            observers=observers,
         )

@@ -197,7 +197,7 @@ _TRUNCATION_NOTICE: Final = "truncating already-applied log entries"
 
 @dataclass(frozen=True, slots=True)
 class VoterStatus:
-    """One voter as DescribeQuorum reports it. Offsets are metadata offsets, exclusive ends;
+    """One voter (or observer) as DescribeQuorum reports it. Offsets are metadata offsets, exclusive ends;
     -1 when unknown (only the leader knows its followers' progress)."""
 
     voter_id: int
@@ -206,6 +206,8 @@ class VoterStatus:
     last_fetch_timestamp_ms: int
     last_caught_up_timestamp_ms: int
     raft_match_index: int | None = None
+    #: an observer's metadata log dir id, as its Raft handshake proved it (KIP-853); None for voters
+    directory_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,3 +228,6 @@ class QuorumStatus:
     delivery_error: str | None = None
     #: voters this node currently has a Raft connection with (itself included)
     connected_voters: tuple[int, ...] = ()
+    #: on the leader, the controllers outside the voter set replicating from it (KIP-853's
+    #: observers), by id; empty elsewhere (only the leader sends them entries)
+    observers: tuple[VoterStatus, ...] = ()

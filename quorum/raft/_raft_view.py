@@ -24,6 +24,8 @@ class _View:
     commit_index: int = 0
     last_applied: int = 0
     progress: Mapping[int, tuple[int, int, int]] = field(default_factory=dict)
+    #: on the leader, per observer id: (raft match index, last fetch ms, last caught-up ms, directory id)
+    observer_progress: Mapping[int, tuple[int, int, int, str | None]] = field(default_factory=dict)
     connected: tuple[int, ...] = ()
     last_index: int = 0
     #: ``clock()`` when pysyncobj's thread took this view

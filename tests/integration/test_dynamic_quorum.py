@@ -12,10 +12,12 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from kraftlog.client import NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
@@ -130,6 +132,29 @@ def test_a_controller_formatted_without_initial_controllers_observes_without_vot
             assert after.leader_id == 1 and after.leader_epoch == before.leader_epoch, "the observer never campaigns"
             assert [v.replica_id for v in after.voters] == [1]
             assert cluster.is_running(2)
+
+            # DescribeQuorum lists it as Kafka's leader does: an observer's ReplicaState (directory
+            # id, log end offset, last fetch and caught-up times), no endpoint
+            started_ms = int(time.time() * 1000) - 60_000
+
+            def observed() -> bool:
+                q = admin.describe_quorum()
+                obs = [o for o in q.observers if o.replica_id == 2]
+                return bool(obs) and obs[0].log_end_offset == q.voters[0].log_end_offset > 0
+
+            wait_until(observed, 30, what="the leader to list observer 2 caught up")
+            q = admin.describe_quorum()
+            (obs,) = q.observers
+            assert obs.replica_directory_id == meta.directory_id and not obs.endpoint
+            assert obs.last_fetch_timestamp_ms > started_ms and obs.last_caught_up_timestamp_ms > started_ms
+            proc = _cli(
+                "quorum", "describe", "--replication", "--output", "json",
+                "--bootstrap-server", ",".join(cluster.controller_addresses),
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            rows = {r["node_id"]: r for r in json.loads(proc.stdout)["replicas"]}
+            assert rows[2]["status"] == "Observer" and rows[2]["directory_id"] == meta.directory_id
+            assert rows[2]["lag"] >= 0 and rows[1]["status"] == "Leader"
     finally:
         cluster.stop()
 
@@ -225,5 +250,64 @@ def test_grow_one_to_three_lose_the_leader_remove_it_and_replace_it_with_a_wiped
                 cluster.start_node(nid)
             wait_until(lambda: set(_voters(admin)) == {1, 2, 3}, 60, what="the quorum back after a full restart")
             assert _voters(admin)[dead] == meta.directory_id
+    finally:
+        cluster.stop()
+
+
+def _restart_with_only_its_own_key(cluster: LocalCluster, node_id: int) -> None:
+    """Stop controller ``node_id`` and start it again with ``controller.quorum.raft.voter.keys``
+    listing its own key only (the others' keys are nowhere in its configuration)."""
+    cluster.stop_node(node_id)
+    path = Path(cluster.nodes[node_id].config_path)
+    config = tomllib.loads(path.read_text())
+    config["controller.quorum.raft.voter.keys"] = [
+        e for e in config["controller.quorum.raft.voter.keys"] if e.startswith(f"{node_id}@")
+    ]
+    path.write_text(tomli_w.dumps(config))  # keeps the file's 0600
+    cluster.start_node(node_id)
+
+
+def test_an_added_voter_restarts_knowing_the_others_keys_from_its_voter_file(tmp_path: Path) -> None:
+    """Issue 26: a controller added at run time keeps the committed voter set, public keys included,
+    in raft/voters.msgpack; restarted with only its own key configured it still authenticates the
+    other voters (and they it). Two voters: no leader can be elected without it."""
+    cluster = LocalCluster(tmp_path / "c", controllers=2, overrides=OVERRIDES, quorum="dynamic", initial_controllers=1)
+    cluster.plan()
+    try:
+        cluster.start_node(1)
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            wait_until(lambda: admin.describe_quorum().leader_id == 1, 30, what="the standalone leader")
+            cluster.start_node(2)
+            _add_controller(cluster, 2)
+            wait_until(lambda: set(_voters(admin)) == {1, 2}, 30, what="two voters")
+            before = admin.describe_quorum()
+            restarted_ms = int(time.time() * 1000)
+            for nid in (2, 1):
+                _restart_with_only_its_own_key(cluster, nid)
+
+            def rejoined() -> bool:
+                q = admin.describe_quorum()
+                return (
+                    q.error.code == 0
+                    and q.leader_id in (1, 2)
+                    and q.leader_epoch > before.leader_epoch
+                    and {v.replica_id for v in q.voters} == {1, 2}
+                )
+
+            log = Path(cluster.nodes[2].log_path)
+            wait_until(rejoined, 60, what=f"a leader elected by both voters (node 2's log: {log})")
+            assert cluster.is_running(1) and cluster.is_running(2)
+
+            def follower_caught_up() -> bool:
+                q = admin.describe_quorum()
+                lead = [v for v in q.voters if v.replica_id == q.leader_id]
+                other = [v for v in q.voters if v.replica_id != q.leader_id]
+                return (
+                    len(lead) == len(other) == 1
+                    and other[0].log_end_offset == lead[0].log_end_offset
+                    and other[0].last_fetch_timestamp_ms >= restarted_ms
+                )
+
+            wait_until(follower_caught_up, 30, what="the follower to fetch from the new leader")
     finally:
         cluster.stop()

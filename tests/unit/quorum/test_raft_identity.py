@@ -169,7 +169,7 @@ def test_bad_voter_keys_are_refused(bad: list[str]) -> None:
         parse_voter_keys(bad)
 
 
-def _node(tmp_path: Path, **overrides: Any) -> tuple[NodeConfig, list[str]]:
+def _node(tmp_path: Path, only_own_key: bool = False, **overrides: Any) -> tuple[NodeConfig, list[str]]:
     entries = []
     for vid in (1, 2, 3):
         path = tmp_path / f"n{vid}.key"
@@ -180,7 +180,7 @@ def _node(tmp_path: Path, **overrides: Any) -> tuple[NodeConfig, list[str]]:
         "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097",
         "log.dirs": str(tmp_path / "data"),
         "metadata.log.dir": str(tmp_path),
-        "controller.quorum.raft.voter.keys": ",".join(entries),
+        "controller.quorum.raft.voter.keys": entries[0] if only_own_key else ",".join(entries),
         "controller.quorum.raft.identity.key.file": str(tmp_path / "n1.key"),
     }
     values.update(overrides)
@@ -230,6 +230,39 @@ def test_a_key_list_missing_a_voter_is_refused(tmp_path: Path) -> None:
     _, entries = _node(tmp_path)
     with pytest.raises(IdentityError, match=r"lacks the public key of voter\(s\) \[3\]"):
         load_identity(node_id=1, voters=[1, 2, 3], key_file=tmp_path / "n1.key", voter_keys=entries[:2])
+
+
+def test_the_committed_voter_set_supplies_the_keys_the_config_lacks(tmp_path: Path) -> None:
+    """Issue 26: a voter added at run time restarts with only its own key configured; the keys of
+    the others come from the committed voter set it kept, and win over a stale configured key."""
+    _, entries = _node(tmp_path)
+    own = entries[0]
+    committed = {2: entries[1].split("@", 1)[1], 3: entries[2].split("@", 1)[1]}
+    with pytest.raises(IdentityError, match=r"lacks the public key of voter\(s\) \[2, 3\]"):
+        load_identity(node_id=1, voters=[1, 2, 3], key_file=tmp_path / "n1.key", voter_keys=[own])
+    identity = load_identity(
+        node_id=1, voters=[1, 2, 3], key_file=tmp_path / "n1.key", voter_keys=[own], committed_keys=committed
+    )
+    assert {vid: public_key_text(k) for vid, k in identity.voter_keys.items()} == {
+        1: own.split("@", 1)[1],
+        **committed,
+    }
+    stale = f"2@{generate_identity_key(tmp_path / 'old2.key')}"
+    identity = load_identity(
+        node_id=1, voters=[1, 2, 3], key_file=tmp_path / "n1.key", voter_keys=[own, stale], committed_keys=committed
+    )
+    assert public_key_text(identity.voter_keys[2]) == committed[2]
+    (tmp_path / "cfg").mkdir()
+    cfg, others = _node(tmp_path / "cfg", only_own_key=True)
+    kept = {vid: entry.split("@", 1)[1] for vid, entry in ((2, others[1]), (3, others[2]))}
+    dynamic = identity_from_config(
+        cfg, node_id=1, voters=[1, 2, 3], metadata_log_dir=cfg.metadata_log_dir, dynamic=True, committed_keys=kept
+    )
+    assert dynamic is not None and set(dynamic.voter_keys) == {1, 2, 3}
+    with pytest.raises(ConfigError):  # a static quorum: the configuration is the only source of keys
+        identity_from_config(
+            cfg, node_id=1, voters=[1, 2, 3], metadata_log_dir=cfg.metadata_log_dir, committed_keys=kept
+        )
 
 
 def test_password_mode_is_explicit(tmp_path: Path) -> None:

@@ -1,0 +1,43 @@
+"""The Raft identity a controller starts its quorum with (`quorum.raft.NodeIdentity`, ``node-key``
+mode; None in ``password`` mode): its own key, the public key of every voter it starts with, and its
+metadata log dir's directory id.
+
+Where the voters' keys come from (issue 26, KIP-853): ``controller.quorum.raft.voter.keys``, and in
+a dynamic quorum also the committed voter set this controller kept beside its Raft log
+(``raft/voters.msgpack``, `quorum.raft.read_voters_file`), whose keys win over configured ones of
+the same ids. A voter added at run time carries its key in the voter change, so every voter that
+committed the change has it on disk: a restarted voter needs only its own key configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from kraftlog.common import RAFT_DIR
+from kraftlog.quorum.raft import NodeIdentity, identity_from_config, read_voters_file
+from kraftlog.storage import read_meta_properties
+
+__all__ = ["raft_identity"]
+
+
+def raft_identity(config: Any, *, node_id: int, voter_ids: Collection[int], dynamic: bool) -> NodeIdentity | None:
+    """The identity for ``node_id`` starting with voters ``voter_ids`` (this node may be an
+    observer, outside them). Raises ``ConfigError`` naming the key for a bad combination, and
+    ``CorruptMessageError`` for an undecodable voter file."""
+    committed = read_voters_file(Path(config.metadata_log_dir) / RAFT_DIR) if dynamic else None
+    identity = identity_from_config(
+        config,
+        node_id=node_id,
+        voters=set(voter_ids) | {node_id},
+        metadata_log_dir=config.metadata_log_dir,
+        dynamic=dynamic,
+        committed_keys={vid: v.public_key for vid, v in (committed or {}).items() if v.public_key},
+    )
+    if identity is None:
+        return None
+    meta = read_meta_properties(Path(config.metadata_log_dir))
+    keys = {vid: k for vid, k in identity.voter_keys.items() if vid in voter_ids}
+    return dataclasses.replace(identity, voter_keys=keys, directory_id=meta.directory_id if meta is not None else None)
