@@ -227,8 +227,8 @@ def initial_voters_of(
         raise UserError(f"--initial-controllers: {err}") from err
     if cfg.is_controller and cfg.node_id not in voters:
         raise UserError(
-            f"--initial-controllers does not list this controller (node {cfg.node_id}): it would start as an "
-            "observer, and kraftlog's Raft cannot change its voter set yet (KIP-853 membership changes)"
+            f"--initial-controllers does not list this controller (node {cfg.node_id}): to join a running "
+            "quorum, format it with --no-initial-controllers, start it and run 'kraftlog quorum add-controller'"
         )
     return voters
 
