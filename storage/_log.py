@@ -17,31 +17,19 @@ Ordering rules this class keeps:
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from kraftlog.common.records import (
-    CONTROL_FLAG as _CONTROL_FLAG,
-)
-from kraftlog.common.records import LOG_OVERHEAD as _LOG_OVERHEAD
-from kraftlog.common.records import MAGIC_V2 as _MAGIC
-from kraftlog.common.records import (
-    RecordBatch,
-    TimestampType,
-    iter_batches,
-    set_log_append_time,
-    set_max_timestamp,
-)
+from kraftlog.common.records import RecordBatch, TimestampType, iter_batches
 from kraftlog.storage._config import LogConfig
 from kraftlog.storage._epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kraftlog.storage._errors import (
     OffsetOutOfRangeError,
-    OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
 )
 from kraftlog.storage._local_log import LocalLog
+from kraftlog.storage._log_append import plan_follower_append, plan_leader_append
 from kraftlog.storage._log_loader import load_segments
 from kraftlog.storage._log_producers import LogProducers
 from kraftlog.storage._log_read import LogReader
@@ -79,15 +67,6 @@ __all__ = [
 ]
 
 
-# Below this many bytes, patching one copy of the payload is cheaper than a vectored write of two
-# pieces per batch. Measured (CPU time per append, storage_bench.py batches): the vector saves
-# ~1 us at 8 and 16 KiB and ~4 us at 64 KiB; at 4 KiB and below the copy is as cheap or cheaper.
-_COPY_BELOW_BYTES = 6 * 1024
-_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic: before the CRC
-_PREFIX_BYTES = _PREFIX.size  # 17
-_pack_prefix = _PREFIX.pack
-_pack_int64 = struct.Struct(">q").pack_into
-_pack_int32 = struct.Struct(">i").pack_into
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__ (hot path)
 
 
@@ -304,43 +283,22 @@ class Log:
                         0,
                     ),
                 )
-            offset = first_offset = self._local.log_end_offset
-            locs: list[BatchLocation] = []
-            # Small appends: one copy, patched in place, one pwrite. Large ones: a vectored write
-            # of each batch's patched 17-byte prefix (baseOffset, batchLength,
-            # partitionLeaderEpoch, magic) plus the untouched rest of the caller's buffer, so a
-            # 1 MiB batch is never copied in memory. LogAppendTime also changes attributes,
-            # maxTimestamp and the CRC, so that case always patches a copy.
-            rewrite = not log_append and max_timestamps != [h.max_timestamp for h in headers]
-            copy = bytearray(view[:total]) if total < _COPY_BELOW_BYTES or log_append or rewrite else None
-            iov: list[bytes | bytearray | memoryview] = [copy] if copy is not None else []
-            max_ts, offset_of_max_ts, num_records = -1, offset, 0
-            for h, true_max_ts in zip(headers, max_timestamps, strict=False):
-                pos, size = h.position, h.size
-                batch_max_ts = h.max_timestamp
-                if copy is not None:
-                    _pack_int64(copy, pos, offset)
-                    _pack_int32(copy, pos + 12, leader_epoch)
-                    if log_append and not h.attributes & _CONTROL_FLAG:
-                        set_log_append_time(copy, pos, size, now)
-                        batch_max_ts = now
-                    elif true_max_ts != batch_max_ts:  # Kafka keeps the records' max, not the header's
-                        set_max_timestamp(copy, pos, size, true_max_ts)
-                        batch_max_ts = true_max_ts
-                else:  # the prefix packed anew: batchLength and magic were validated above
-                    iov.append(_pack_prefix(offset, size - _LOG_OVERHEAD, leader_epoch, _MAGIC))
-                    iov.append(view[pos + _PREFIX_BYTES : pos + size])
-                last = offset + h.last_offset_delta
-                locs.append(_new_tuple(BatchLocation, (pos, size, offset, last, batch_max_ts, leader_epoch)))
-                if batch_max_ts > max_ts:
-                    max_ts, offset_of_max_ts = batch_max_ts, last
-                num_records += h.records_count
-                offset = last + 1
+            first_offset = self._local.log_end_offset
+            plan = plan_leader_append(
+                view,
+                headers,
+                max_timestamps,
+                total,
+                first_offset,
+                leader_epoch,
+                log_append_time_ms=now if log_append else None,
+            )
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, first_offset)
-            self._local.append(iov, locs, num_records, max_ts, total)
+            locs = plan.locations
+            self._local.append(plan.iov, locs, plan.num_records, plan.max_timestamp, total)
             if any(h.producer_id >= 0 for h in headers):
-                written = memoryview(copy) if copy is not None else view
+                written = memoryview(plan.written) if plan.written is not None else view
                 self._producers.record_leader_appends(
                     written, headers, [loc.base_offset for loc in locs], [loc.max_timestamp for loc in locs]
                 )
@@ -350,13 +308,13 @@ class Log:
                 LogAppendInfo,
                 (
                     first_offset,
-                    offset - 1,
-                    max_ts,
-                    offset_of_max_ts,
+                    plan.next_offset - 1,
+                    plan.max_timestamp,
+                    plan.offset_of_max_timestamp,
                     now if log_append else -1,
                     self._local.log_start_offset,
                     len(locs),
-                    num_records,
+                    plan.num_records,
                     total,
                 ),
             )
@@ -383,31 +341,13 @@ class Log:
         batches = list(iter_batches(view))
         for _pos, b in () if checked else batches:  # CRC and framing, before the lock: a scan may take a while
             check_stored_batch(b)
-        locs: list[BatchLocation] = []
-        end = 0
-        num_records = 0
-        max_ts, offset_of_max_ts = -1, -1
         with self._lock:
             self._local.ensure_open()
-            prev_last = self._local.log_end_offset - 1
-            for pos, b in batches:
-                if b.base_offset <= prev_last or b.last_offset < b.base_offset:
-                    raise OffsetsOutOfOrderError(
-                        f"follower append of batch {b.base_offset}..{b.last_offset} does not "
-                        f"follow offset {prev_last} of {self.topic}-{self.partition}"
-                    )
-                locs.append(
-                    BatchLocation(
-                        pos, b.size_bytes, b.base_offset, b.last_offset, b.max_timestamp, b.partition_leader_epoch
-                    )
-                )
-                if b.max_timestamp > max_ts:
-                    max_ts, offset_of_max_ts = b.max_timestamp, b.last_offset
-                num_records += b.records_count
-                prev_last = b.last_offset
-                end = pos + b.size_bytes
-            if not locs:
+            plan = plan_follower_append(view, batches, self._local.log_end_offset, f"{self.topic}-{self.partition}")
+            if plan is None:
                 return None
+            locs = plan.locations
+            end = locs[-1].position + locs[-1].size
             if end > self.config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"append of {end} bytes exceeds segment.bytes {self.config.segment_bytes}"
@@ -415,17 +355,17 @@ class Log:
             for loc in locs:
                 if loc.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(loc.partition_leader_epoch, loc.base_offset)
-            self._local.append([view[:end]], locs, num_records, max_ts, end)
+            self._local.append(plan.iov, locs, plan.num_records, plan.max_timestamp, end)
             self._producers.record_replicated([b for _pos, b in batches if b.producer_id >= 0])
             return LogAppendInfo(
                 locs[0].base_offset,
                 locs[-1].last_offset,
-                max_ts,
-                offset_of_max_ts,
+                plan.max_timestamp,
+                plan.offset_of_max_timestamp,
                 -1,
                 self._local.log_start_offset,
                 len(locs),
-                num_records,
+                plan.num_records,
                 end,
             )
 

@@ -4,9 +4,11 @@ a plain gRPC echo of the same payloads measured in the same run on the same mach
 - RF=1: one broker (a combined single node), produce 1 MiB requests of 1 KiB records (acks=1),
   then fetch them back with 1 MiB fetches; then produce 1 MiB requests of 100-byte records, where
   the broker's per-record validation (issue 12) costs the most. Each produce figure sits next to an
-  echo of the same payload, and the records/s are printed too.
+  echo of the same payload (for 1 KiB records the median of echo runs before, between and after
+  the produce and the consume), and the records/s are printed too.
 - Idempotence (issue 15): acks=all produce of 1 KiB records with a producer id and sequence
-  numbers against the same without, in the same run (each request's batch stamped either way);
+  numbers against the same without, in the same run (each request's batch stamped either way,
+  the two alternating in rounds, the median of each side);
   transactions/s of 10-partition transactions (one 100-byte record per partition, the client's
   transactional producer) against the same sends and a flush without a transaction.
 - TLS (issue 17), measured first: the RF=1 produce (acks=1, 1 KiB records) and consume of the
@@ -154,41 +156,84 @@ def stamped_produce_mb_s(
     """acks=all produce of ``batch``, each thread to its own partition; every request's batch is
     stamped (and re-CRCed) first: with a producer id and the next sequence when ``idempotent``,
     with none otherwise, so both runs do the same client-side work and differ only in what the
-    broker checks."""
+    broker checks. The channels and producer ids are set up before the clock starts: a fresh
+    node's first InitProducerId waits for a producer-id block from the controller, a one-time cost
+    that would otherwise weigh on a short run."""
     done = [0] * threads
-    stop = time.monotonic() + seconds
+    channels = [
+        grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) for _ in range(threads)
+    ]
+    stubs = [broker_pb2_grpc.BrokerServiceStub(ch) for ch in channels]
+    pids = [-1] * threads
+    if idempotent:
+        for i, stub in enumerate(stubs):
+            r = stub.InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=30)
+            assert r.error.code == 0, r.error
+            pids[i] = r.producer_id
+    stop = 0.0
 
     def work(i: int) -> None:
-        with grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 * MIB)]) as ch:
-            stub = broker_pb2_grpc.BrokerServiceStub(ch)
-            pid = -1
-            if idempotent:
-                r = stub.InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=30)
-                assert r.error.code == 0, r.error
-                pid = r.producer_id
-            buf = bytearray(batch)
-            seq = 0
-            while time.monotonic() < stop:
-                set_producer_fields(buf, 0, len(buf), pid, 0 if idempotent else -1, seq if idempotent else -1)
-                r = stub.Produce(
-                    broker_pb2.ProduceRequest(
-                        acks=-1,
-                        timeout_ms=30_000,
-                        topics=[
-                            broker_pb2.ProduceRequest.TopicData(
-                                name=topic,
-                                partitions=[broker_pb2.ProduceRequest.PartitionData(index=i, records=bytes(buf))],
-                            )
-                        ],
-                    ),
-                    timeout=60,
-                )
-                error = r.topics[0].partitions[0].error
-                assert error.code == 0, error
-                done[i] += len(batch)
-                seq += count
+        stub, pid = stubs[i], pids[i]
+        buf = bytearray(batch)
+        seq = 0
+        while time.monotonic() < stop:
+            set_producer_fields(buf, 0, len(buf), pid, 0 if idempotent else -1, seq if idempotent else -1)
+            r = stub.Produce(
+                broker_pb2.ProduceRequest(
+                    acks=-1,
+                    timeout_ms=30_000,
+                    topics=[
+                        broker_pb2.ProduceRequest.TopicData(
+                            name=topic,
+                            partitions=[broker_pb2.ProduceRequest.PartitionData(index=i, records=bytes(buf))],
+                        )
+                    ],
+                ),
+                timeout=60,
+            )
+            error = r.topics[0].partitions[0].error
+            assert error.code == 0, error
+            done[i] += len(batch)
+            seq += count
 
-    return _timed(threads, work)(done)
+    try:
+        stop = time.monotonic() + seconds
+        return _timed(threads, work)(done)
+    finally:
+        for ch in channels:
+            ch.close()
+
+
+def idempotence_comparison(
+    address: str, server_pid: int, batch: bytes, count: int, seconds: float, threads: int, rounds: int
+) -> dict[str, float]:
+    """acks=all produce MB/s without and with idempotence (`stamped_produce_mb_s`), ``rounds``
+    runs of each, to topics ``plain`` and ``idem``; the median run of each side is reported, and
+    the median of the server's CPU s/GB of each side, which a busy machine disturbs less than
+    the rate (the broker's own cost of the sequence checks).
+
+    Ordering: the two sides alternate, plain first in even rounds and idempotent first in odd
+    ones, so that a noisy machine's drift (and the writeback of what earlier runs wrote) hits
+    both; one run of each before, measured once, would put all of it on the second."""
+    rates: dict[str, list[float]] = {"plain": [], "idem": []}
+    cpu: dict[str, list[float]] = {"plain": [], "idem": []}
+    for run in range(rounds):
+        for name in ("plain", "idem") if run % 2 == 0 else ("idem", "plain"):
+            before, start = cpu_s(server_pid), time.monotonic()
+            rate = stamped_produce_mb_s(address, name, batch, count, seconds, threads, idempotent=name == "idem")
+            gigabytes = rate * (time.monotonic() - start) / 1e3
+            rates[name].append(rate)
+            cpu[name].append((cpu_s(server_pid) - before) / gigabytes)
+    plain, idem = statistics.median(rates["plain"]), statistics.median(rates["idem"])
+    plain_cpu, idem_cpu = statistics.median(cpu["plain"]), statistics.median(cpu["idem"])
+    return {
+        "produce_plain_acks_all_mb_s": round(plain, 1),
+        "produce_idempotent_mb_s": round(idem, 1),
+        "idempotent_produce_ratio": round(idem / plain, 3),
+        "plain_acks_all_server_cpu_s_per_gb": round(plain_cpu, 2),
+        "idempotent_server_cpu_s_per_gb": round(idem_cpu, 2),
+        "idempotent_server_cpu_ratio": round(idem_cpu / plain_cpu, 3),
+    }
 
 
 def txns_per_s(bootstrap: str, topic: str, partitions: int, seconds: float, *, transactional: bool) -> float:
@@ -496,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     latency_count = 50 if args.quick else 500
     tls_runs = 1 if args.quick else 5
     tls_requests = 32 if args.quick else 128  # per thread and run: 64 or 256 requests of ~1 MB
+    idem_rounds = 3 if args.quick else 5
     batch, count = one_mib_batch()
     small, small_count = one_mib_batch(100)
     out: dict[str, float] = {}
@@ -518,10 +564,15 @@ def main(argv: list[str] | None = None) -> int:
             with single.admin() as admin:
                 admin.create_topics([NewTopic("rf1", 2, 1)])
             _nid, addr = leader_address(single, "rf1")
-            echo = echo_mb_s(addr, batch, seconds, threads)
-            out["echo_mb_s"] = round(echo, 1)
+            # the echo baseline is the median of three runs, before, between and after the produce
+            # and consume runs it is compared with: one run beside them would carry the noise of
+            # its own second alone
+            echoes = [echo_mb_s(addr, batch, seconds, threads)]
             out["produce_rf1_mb_s"] = round(produce_mb_s(addr, "rf1", 2, batch, 1, seconds, threads), 1)
+            echoes.append(echo_mb_s(addr, batch, seconds, threads))
             out["consume_rf1_mb_s"] = round(consume_mb_s(addr, "rf1", 2, threads), 1)
+            echoes.append(echo_mb_s(addr, batch, seconds, threads))
+            out["echo_mb_s"] = round(statistics.median(echoes), 1)
             with single.admin() as admin:
                 admin.create_topics([NewTopic("rf1small", 2, 1)])
             _nid, addr = leader_address(single, "rf1small")
@@ -530,11 +581,9 @@ def main(argv: list[str] | None = None) -> int:
             with single.admin() as admin:
                 admin.create_topics([NewTopic("plain", 2, 1), NewTopic("idem", 2, 1)])
             _nid, addr = leader_address(single, "idem")
-            plain = stamped_produce_mb_s(addr, "plain", batch, count, seconds, threads, idempotent=False)
-            idem = stamped_produce_mb_s(addr, "idem", batch, count, seconds, threads, idempotent=True)
-            out["produce_plain_acks_all_mb_s"] = round(plain, 1)
-            out["produce_idempotent_mb_s"] = round(idem, 1)
-            out["idempotent_produce_ratio"] = round(idem / plain, 3)
+            out.update(
+                idempotence_comparison(addr, single.nodes[_nid].pid, batch, count, seconds, threads, idem_rounds)
+            )
             with single.admin() as admin:
                 admin.create_topics([NewTopic("txn", 10, 1)])
             boot = single.bootstrap_servers
@@ -598,10 +647,14 @@ def _print_rf1(out: dict[str, float], quick: bool, threads: int) -> None:
         f"{out['produce_rf1_small_ratio']:>8.2f}{0.6:>8.2f}   "
         f"{out['produce_rf1_small_records_s']:,.0f} records/s"
     )
-    print(f"{'produce RF=1 acks=all, plain (base)':<36}{out['produce_plain_acks_all_mb_s']:>12.1f}")
+    print(
+        f"{'produce RF=1 acks=all, plain (base)':<36}{out['produce_plain_acks_all_mb_s']:>12.1f}{'':16}"
+        f"   server CPU s/GB {out['plain_acks_all_server_cpu_s_per_gb']:.2f}"
+    )
     print(
         f"{'produce RF=1 acks=all, idempotent':<36}{out['produce_idempotent_mb_s']:>12.1f}"
-        f"{out['idempotent_produce_ratio']:>8.2f}{0.9:>8.2f}   (ratio to plain)"
+        f"{out['idempotent_produce_ratio']:>8.2f}{0.9:>8.2f}   server CPU s/GB "
+        f"{out['idempotent_server_cpu_s_per_gb']:.2f} ({out['idempotent_server_cpu_ratio']:.2f} of plain)"
     )
     print(f"{'10 records + flush per round (base)':<36}{out['flush_rounds_per_s']:>12.1f}   rounds/s")
     print(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import kraftlog.storage._log as log_module
+import kraftlog.storage._log_append as append_module
 from kraftlog.storage import Log, LogConfig, build_batch, iter_batches
 
 NOW = 1_700_000_000_000
@@ -33,7 +33,7 @@ def _expected(batch: bytes, base_offset: int, epoch: int) -> bytes:
 def test_both_write_paths_store_the_batch_with_assigned_offset_and_epoch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_below: int, shape: tuple[int, int]
 ) -> None:
-    monkeypatch.setattr(log_module, "_COPY_BELOW_BYTES", copy_below)
+    monkeypatch.setattr(append_module, "_COPY_BELOW_BYTES", copy_below)
     log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=0), clock_ms=lambda: NOW)
     n, value_size = shape
     batches = [_batch(n, value_size, NOW - 10 + i) for i in range(3)]
