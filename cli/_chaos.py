@@ -51,6 +51,9 @@ drain the topic; the output is read with read_committed and read_uncommitted. It
 input record in the output exactly once (eos_violations), no record of an aborted transaction
 visible (aborted_visible), no committed transaction only partly visible (partial_txns).
 
+``kraftlog chaos check --history FILE`` re-checks a queue history saved by a run (no cluster; see
+`kraftlog.cli._chaos_check`).
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
 exit code is 0 when the profile's checks pass (data: nothing acknowledged lost or written twice and
 the cluster converged, with the group workload its four figures 0, with the eos workload its
@@ -71,6 +74,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from kraftlog.cli._chaos_check import add_check_parser, run_check
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "parse_duration_s", "run"]
@@ -235,6 +239,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "with --inventory its [client] table's",
     )
     add_output_option(run_p)
+    add_check_parser(sub)
     return parser
 
 
@@ -250,6 +255,8 @@ def _session_timeout_ms(cluster: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.chaos_command == "check":
+        return run_check(args)
     from kraftlog.deploy.chaos import (
         FAULT_KINDS,
         QUORUM_FAULT_KINDS,

@@ -41,6 +41,8 @@ from kraftlog.deploy.chaos._group_check import (
 )
 from kraftlog.deploy.chaos._group_workload import CONSUMER_PROTOCOL_BROKER_KEYS, GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._queue_check import QUEUE_ALLOWED, QUEUE_ANOMALIES, QueueReport, check_queue, queue_rows
+from kraftlog.deploy.chaos._queue_history import History, HistoryOp, HistoryWriter, Poll, Send, read_history
 from kraftlog.deploy.chaos._quorum_check import (
     AdminOp,
     FinalTopic,
@@ -72,6 +74,8 @@ from kraftlog.deploy.chaos._targets import (
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
+    "QUEUE_ALLOWED",
+    "QUEUE_ANOMALIES",
     "Ack",
     "AdminOp",
     "AssignmentEvent",
@@ -96,16 +100,22 @@ __all__ = [
     "GroupReport",
     "GroupWorkload",
     "HealthProbe",
+    "History",
+    "HistoryOp",
+    "HistoryWriter",
     "Holding",
     "LONG_ELECTION",
     "LocalTarget",
     "PLAINTEXT",
+    "Poll",
     "QUORUM_FAULT_KINDS",
     "QUORUM_STALE_MS",
+    "QueueReport",
     "QuorumSettings",
     "QuorumTimeouts",
     "ReadRecord",
     "SECURITY_MODES",
+    "Send",
     "SystemdNode",
     "SystemdTarget",
     "TxnAttempt",
@@ -115,6 +125,7 @@ __all__ = [
     "check_admin",
     "check_eos",
     "check_group",
+    "check_queue",
     "choose_fault",
     "choose_quorum_fault",
     "commit_regressions",
@@ -142,9 +153,11 @@ __all__ = [
     "no_active_stretches",
     "overlapping_owners",
     "ownership_intervals",
+    "queue_rows",
     "quorum_pending",
     "read_back",
     "read_config_values",
+    "read_history",
     "replay_error_lines",
     "run_chaos",
     "run_quorum_chaos",
