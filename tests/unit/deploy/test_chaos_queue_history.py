@@ -113,3 +113,30 @@ def test_chaos_check_rechecks_a_saved_history(tmp_path: Path, capsys: pytest.Cap
     assert result["anomalies"] == ["lost_write", "unseen"] and result["lost_write"] == 1
     assert result["examples"]["lost_write"]["value"] == 1
     assert main(["chaos", "check", "--history", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_queue_workload_options() -> None:
+    import argparse
+
+    from kraftlog.cli._chaos import QUEUE_OWN_CLUSTER_OVERRIDES, add_parser, run
+    from kraftlog.cli._common import UserError
+    from kraftlog.deploy.chaos import WORKLOADS
+
+    def parse(*argv: str) -> argparse.Namespace:
+        parser = argparse.ArgumentParser()
+        add_parser(parser.add_subparsers(dest="command"))
+        return parser.parse_args(["chaos", "run", *argv])
+
+    assert "queue" in WORKLOADS
+    args = parse("--workload", "queue", "--queue-workers", "6", "--history", "h.jsonl")
+    assert (args.workload, args.queue_workers, args.history) == ("queue", 6, "h.jsonl")
+    assert parse().queue_workers == 4 and parse().history is None
+    with pytest.raises(UserError, match="--queue-workers must be >= 1"):
+        run(parse("--workload", "queue", "--queue-workers", "0"))
+    with pytest.raises(UserError, match="--workload queue belongs to the data profile"):
+        run(parse("--workload", "queue", "--profile", "quorum"))
+    with pytest.raises(UserError, match="--history is the queue workload's"):
+        run(parse("--history", "h.jsonl"))
+    # transactions and both group protocols on the run's own cluster
+    assert QUEUE_OWN_CLUSTER_OVERRIDES["transaction.state.log.num.partitions"] == 6
+    assert QUEUE_OWN_CLUSTER_OVERRIDES["group.consumer.session.timeout.ms"] == 6000
