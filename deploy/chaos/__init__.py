@@ -2,7 +2,8 @@
 partitions) against a local or systemd cluster under an acks=all workload (with ``--workload group``
 also consumer members of one group, checked by `deploy.chaos._group_check`; with ``--workload eos``
 transactional read-process-write processors, checked by `deploy.chaos._eos_check`; both end by one
-drain, `deploy.chaos._drain`), then a checker; and the
+drain, `deploy.chaos._drain`; with ``--workload queue`` Jepsen's queue workload, `deploy.chaos._queue_workload`,
+whose history, `deploy.chaos._queue_history`, is checked alone by `deploy.chaos._queue_check`), then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
