@@ -31,6 +31,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,7 @@ class QueueWorkload:
         self.crash_ratio = crash_ratio
         self.security = security
         self.counts: Counter[str] = Counter()
+        self.acknowledged: dict[int, int] = {}  # key -> the highest offset an ok operation sent to
         self._lock = threading.Lock()
         self._values = itertools.count(1)
         self._stop = threading.Event()
@@ -112,6 +114,12 @@ class QueueWorkload:
     def count(self, what: str) -> None:
         with self._lock:
             self.counts[what] += 1
+
+    def acknowledge(self, sends: Iterable[Send]) -> None:
+        with self._lock:
+            for s in sends:
+                if s.offset is not None:
+                    self.acknowledged[s.key] = max(s.offset, self.acknowledged.get(s.key, -1))
 
     def group_ids(self) -> list[str]:
         return sorted({f"{self.topic}-{k.group_protocol}" for k in WORKER_KINDS if k.group_protocol})
@@ -129,8 +137,9 @@ class QueueWorkload:
 
     def final_reads(self, timeout_s: float = 60.0) -> bool:
         """After `stop`: a fresh read_committed consumer assigned every key reads from the beginning
-        to the end offsets (Jepsen's final polls), each poll an operation of the history. True when
-        it got there within ``timeout_s``."""
+        past every acknowledged offset and to the end offsets (Jepsen's final polls), each poll an
+        operation of the history. True when it got there within ``timeout_s`` (a transaction left
+        open holds the last stable offset back until the coordinator aborts it)."""
         consumer = _consumer(self, None)
         try:
             tps = [(self.topic, k) for k in range(self.keys)]
@@ -141,8 +150,9 @@ class QueueWorkload:
             )
             deadline = time.monotonic() + timeout_s
             ends = consumer.end_offsets(tps, timeout_ms=int(timeout_s * 1000))
+            targets = {tp: max(ends[TopicPartition(*tp)], self.acknowledged.get(tp[1], -1) + 1) for tp in tps}
             while time.monotonic() < deadline:
-                if all(consumer.position(tp, timeout_ms=10_000) >= ends[TopicPartition(*tp)] for tp in tps):
+                if all(consumer.position(tp, timeout_ms=10_000) >= target for tp, target in targets.items()):
                     return True
                 invocation = self.history.invoke(FINAL_PROCESS, "poll", (Poll(),))
                 records = consumer.poll(500)
@@ -332,6 +342,8 @@ class _Worker(threading.Thread):
 
     def _complete(self, invocation: HistoryOp, op_type: str, value: Any, error: str | None = None) -> None:
         self.w.history.complete(invocation, op_type, value, rebalance=sorted(self.rebalanced), error=error)
+        if op_type == "ok":
+            self.w.acknowledge(m for m in value if isinstance(m, Send))
         self.rebalanced.clear()
         self.w.count(f"{invocation.f}_{op_type}")
 
