@@ -230,14 +230,14 @@ def _send_steps(a: QueueAnalysis) -> tuple[list[Case], list[Case]]:
 def _graphs(a: QueueAnalysis) -> tuple[nx.DiGraph, nx.DiGraph]:
     """The write-write and the write-read dependency graphs over operations (nodes: op indexes)."""
     nodes = {op.index: op for op in a.rw if a.must_have_committed(op)}
-    ww, wr = nx.DiGraph(), nx.DiGraph()
+    ww_edges: dict[tuple[int, int], Case] = {}
     for key, order in sorted(a.orders.items()):
         for v1, v2 in consecutive(order.by_index):
             w1, w2 = a.writer_of.get((key, v1)), a.writer_of.get((key, v2))
             if w1 is None or w2 is None or w1.index == w2.index or w1.index not in nodes or w2.index not in nodes:
                 continue
-            if not ww.has_edge(w1.index, w2.index):
-                ww.add_edge(w1.index, w2.index, key=key, values=[v1, v2])
+            ww_edges.setdefault((w1.index, w2.index), {"key": key, "values": [v1, v2]})
+    wr_edges: dict[tuple[int, int], Case] = {}
     for reader in nodes.values():
         if reader.type != "ok":
             continue
@@ -246,12 +246,15 @@ def _graphs(a: QueueAnalysis) -> tuple[nx.DiGraph, nx.DiGraph]:
                 writer = a.writer_of.get((key, value))
                 if writer is None or writer.index == reader.index or writer.index not in nodes:
                     continue
-                if not wr.has_edge(writer.index, reader.index):
-                    wr.add_edge(writer.index, reader.index, key=key, value=value)
-    for g in (ww, wr):
+                wr_edges.setdefault((writer.index, reader.index), {"key": key, "value": value})
+    graphs = []
+    for edges in (ww_edges, wr_edges):
+        g = nx.DiGraph()
+        g.add_edges_from((x, y, why) for (x, y), why in edges.items())
         for index in g.nodes:
             g.nodes[index]["op"] = nodes[index]
-    return ww, wr
+        graphs.append(g)
+    return graphs[0], graphs[1]
 
 
 def _cycles(g: nx.DiGraph, rel: str) -> list[Case]:

@@ -87,9 +87,10 @@ class QueueAnalysis:
     writer_of: dict[tuple[int, int], HistoryOp]  # (key, value) -> the completion that sent it
     ok_reads: dict[int, set[int]]  # key -> values some ok operation polled
     orders: dict[int, KeyOrder]
+    values_read: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # op index -> key -> values
 
     def read_values(self, op: HistoryOp) -> dict[int, list[int]]:
-        return {k: [v for _, v in pairs] for k, pairs in self.reads.get(op.index, {}).items()}
+        return self.values_read.get(op.index, {})
 
     def write_values(self, op: HistoryOp) -> dict[int, list[int]]:
         return {k: [v for _, v in pairs] for k, pairs in self.writes.get(op.index, {}).items()}
@@ -121,7 +122,8 @@ def analyse(history: Iterable[HistoryOp]) -> QueueAnalysis:
         if op.type == "ok":
             for key, rpairs in reads.get(op.index, {}).items():
                 ok_reads[key].update(v for _, v in rpairs)
-    analysis = QueueAnalysis(ops, rw, writes, reads, writer_of, dict(ok_reads), {})
+    values_read = {i: {k: [v for _, v in pairs] for k, pairs in r.items()} for i, r in reads.items()}
+    analysis = QueueAnalysis(ops, rw, writes, reads, writer_of, dict(ok_reads), {}, values_read)
     orders: dict[int, KeyOrder] = defaultdict(KeyOrder)
     for op in rw:
         if analysis.must_have_committed(op):
