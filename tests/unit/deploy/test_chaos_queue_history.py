@@ -140,3 +140,24 @@ def test_queue_workload_options() -> None:
     # transactions and both group protocols on the run's own cluster
     assert QUEUE_OWN_CLUSTER_OVERRIDES["transaction.state.log.num.partitions"] == 6
     assert QUEUE_OWN_CLUSTER_OVERRIDES["group.consumer.session.timeout.ms"] == 6000
+
+
+def test_queue_workers_cover_every_client_kind_and_record_polls_by_key() -> None:
+    from types import SimpleNamespace
+
+    from kraftlog.deploy.chaos._queue_workload import WORKER_KINDS, _poll_of
+
+    assert {k.producer for k in WORKER_KINDS} == {"idempotent", "transactional"}
+    assert {k.consumer for k in WORKER_KINDS} == {"assign", "subscribe"}
+    assert {k.group_protocol for k in WORKER_KINDS if k.consumer == "subscribe"} == {"classic", "consumer"}
+    assert any(k.auto_commit for k in WORKER_KINDS)
+    records = [
+        SimpleNamespace(topic=t, partition=p, offset=o, value=v)
+        for t, p, o, v in [
+            ("q", 1, 5, b"17"),
+            ("other", 1, 6, b"x"),
+            ("q", 0, 2, b"3"),
+            ("q", 1, 7, b"18"),
+        ]
+    ]
+    assert _poll_of(records, "q") == Poll({1: ((5, 17), (7, 18)), 0: ((2, 3),)})
