@@ -9,7 +9,7 @@ out. Share-group membership is the group coordinator's (`kraftlog.broker.groups`
 """
 
 from kraftlog.broker.share._share_coordinator import ShareShards, kafka_uuid_text, share_state_partition
-from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges
+from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges, fetched_batches
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
 from kraftlog.broker.share._share_records import (
     SHARE_STATE_TOPIC,
@@ -95,6 +95,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "fetched_batches",
     "initial_start_offset",
     "kafka_uuid_text",
     "parse_auto_offset_reset",

@@ -17,7 +17,9 @@ import heapq
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-__all__ = ["FetchedBatch", "aborted_ranges"]
+from kraftlog.common.records import iter_batches
+
+__all__ = ["FetchedBatch", "aborted_ranges", "fetched_batches"]
 
 
 class FetchedBatch(NamedTuple):
@@ -29,6 +31,15 @@ class FetchedBatch(NamedTuple):
     producer_id: int = -1
     is_transactional: bool = False
     is_control: bool = False
+
+
+def fetched_batches(records: bytes | bytearray | memoryview) -> list[FetchedBatch]:
+    """The headers of the whole batches of a read's bytes (a partial batch at the end, as a
+    size-limited read returns, is left out: its records are not handed out)."""
+    return [
+        FetchedBatch(b.base_offset, b.last_offset, b.producer_id, b.is_transactional, b.is_control)
+        for _pos, b in iter_batches(records)
+    ]
 
 
 def aborted_ranges(batches: Sequence[FetchedBatch], aborted: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

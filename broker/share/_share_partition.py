@@ -22,7 +22,9 @@ Ordering rules:
   fewer than ``max_record_locks`` offsets) and leave it only at its start, once the prefix is
   acknowledged or archived;
 - an acknowledgement call is all or nothing: any offset it may not change fails the whole call
-  (INVALID_RECORD_STATE; a malformed range INVALID_REQUEST) and changes nothing;
+  (INVALID_RECORD_STATE; a malformed range or one past the window's end INVALID_REQUEST) and
+  changes nothing; a range the start offset moved into is applied from the start offset on,
+  one wholly below it is INVALID_RECORD_STATE (Kafka's rules);
 - records archived by REJECT or by the delivery limit are returned once, by the call that
   archived them (for the dead-letter topic); records archived as GAP or as aborted are not.
 """
@@ -271,15 +273,17 @@ class SharePartition:
                 kinds = [AcknowledgeType(t) for t in types]
             except ValueError as err:
                 raise kerr.InvalidRequestError(f"unknown acknowledge type in {types}") from err
+            if last >= self._end:
+                raise kerr.InvalidRequestError(f"acknowledgement range {first}-{last} is past the acquired records")
+            if last < self._start:
+                raise kerr.InvalidRecordStateError(f"acknowledgement range {first}-{last} is below the start offset")
             for i, offset in enumerate(range(first, last + 1)):
                 kind = kinds[0] if len(kinds) == 1 else kinds[i]
                 if offset in seen:
                     raise kerr.InvalidRequestError(f"offset {offset} is acknowledged twice in one request")
                 seen.add(offset)
-                if offset < self._start or offset >= self._end:
-                    raise kerr.InvalidRecordStateError(
-                        f"offset {offset} is not in flight ({self._start}-{self._end - 1})"
-                    )
+                if offset < self._start:
+                    continue  # the start moved into the range (the records were archived since)
                 rec = self._records.get(offset)
                 if rec is None:
                     if kind is AcknowledgeType.GAP:

@@ -23,10 +23,12 @@ from kraftlog.broker.share import (
     SharePartition,
     SharePartitionConfig,
     StateBatch,
+    fetched_batches,
     initial_start_offset,
     parse_auto_offset_reset,
 )
 from kraftlog.common import errors as kerr
+from kraftlog.common.records import ControlRecordType, build_batch, build_control_batch
 
 LOCK_MS = 1_000
 CONFIG = SharePartitionConfig(record_lock_duration_ms=LOCK_MS, delivery_count_limit=3, max_record_locks=100)
@@ -152,25 +154,39 @@ def test_renew_extends_the_lock_without_a_new_delivery() -> None:
 
 
 @pytest.mark.parametrize(
-    ("batches", "error"),
+    ("member", "batches", "error"),
     [
-        ([ack(0, 0, ACCEPT)], kerr.InvalidRecordStateError),  # held by another member
-        ([ack(5, 5, ACCEPT)], kerr.InvalidRecordStateError),  # past the window
-        ([ack(2, 1, ACCEPT)], kerr.InvalidRequestError),  # an empty range
-        ([ack(0, 1, ACCEPT, ACCEPT, ACCEPT)], kerr.InvalidRequestError),  # types do not fit the range
-        ([ack(0, 0, 9)], kerr.InvalidRequestError),  # unknown type
-        ([ack(0, 0, ACCEPT), ack(0, 0, ACCEPT)], kerr.InvalidRequestError),  # twice in one call
+        ("a", [ack(0, 0, ACCEPT)], kerr.InvalidRecordStateError),  # held by another member
+        ("b", [ack(5, 5, ACCEPT)], kerr.InvalidRequestError),  # past the window
+        ("b", [ack(2, 1, ACCEPT)], kerr.InvalidRequestError),  # an empty range
+        ("b", [ack(0, 1, ACCEPT, ACCEPT, ACCEPT)], kerr.InvalidRequestError),  # types do not fit the range
+        ("b", [ack(0, 0, 9)], kerr.InvalidRequestError),  # unknown type
+        ("b", [ack(0, 0, ACCEPT), ack(0, 0, ACCEPT)], kerr.InvalidRequestError),  # twice in one call
     ],
 )
 def test_acknowledgement_errors_change_nothing(
-    batches: list[AcknowledgementBatch], error: type[kerr.KafkaError]
+    member: str, batches: list[AcknowledgementBatch], error: type[kerr.KafkaError]
 ) -> None:
     sp = SharePartition(CONFIG, 0)
     sp.acquire("b", log(0, 1), 0, 10)
     before = sp.state_batches(), sp.record(0), sp.record(1)
     with pytest.raises(error):
-        sp.acknowledge("a" if error is kerr.InvalidRecordStateError else "b", batches, 0)
+        sp.acknowledge(member, batches, 0)
     assert (sp.state_batches(), sp.record(0), sp.record(1)) == before
+
+
+def test_a_range_the_start_moved_into_applies_from_the_start_one_below_it_fails() -> None:
+    sp = SharePartition(CONFIG, 0)
+    sp.acquire("a", log(0, 3), 0, 10)
+    sp.expire_locks(LOCK_MS)
+    sp.acquire("b", log(0, 1), LOCK_MS, 2, AcquireMode.RECORD_LIMIT)
+    sp.acknowledge("b", [ack(0, 1, ACCEPT)], LOCK_MS)  # b took over 0-1 and accepted them
+    assert sp.start_offset == 2
+    sp.acquire("a", log(2, 3), LOCK_MS, 10)
+    sp.acknowledge("a", [ack(0, 3, ACCEPT)], LOCK_MS)  # a's late range straddles the start
+    assert sp.start_offset == 4
+    with pytest.raises(kerr.InvalidRecordStateError):
+        sp.acknowledge("a", [ack(0, 1, ACCEPT)], LOCK_MS)
 
 
 def test_a_failing_range_fails_the_ranges_before_it_too() -> None:
@@ -359,3 +375,31 @@ def test_random_schedules_keep_the_invariants(steps: list[tuple], limit: int, lo
         rebuilt = SharePartition.from_state(cfg, sp.start_offset, sp.state_batches())
         assert rebuilt.state_batches() == sp.state_batches()
         assert (rebuilt.start_offset, rebuilt.end_offset) == (sp.start_offset, sp.end_offset)
+
+
+def test_fetched_batches_reads_the_headers_of_a_read_and_feeds_read_committed() -> None:
+    """The headers `acquire` needs come from a read's bytes: an aborted transaction's batch is
+    archived, its marker and the plain batch are delivered, a torn last batch is left out."""
+    aborted = build_batch(
+        [(None, b"x"), (None, b"y")],
+        timestamp_ms=1,
+        base_offset=0,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    marker = build_control_batch(
+        ControlRecordType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp_ms=1, base_offset=2
+    )
+    plain = build_batch([(None, b"z")], timestamp_ms=1, base_offset=3)
+    read = aborted + marker + plain + plain[:20]
+    batches = fetched_batches(read)
+    assert batches == [
+        FetchedBatch(0, 1, 7, True, False),
+        FetchedBatch(2, 2, 7, True, True),
+        FetchedBatch(3, 3, -1, False, False),
+    ]
+    sp = SharePartition(SharePartitionConfig(read_committed=True), 0)
+    got = sp.acquire("a", batches, 0, 10, aborted=[(7, 0)])
+    assert got.acquired == (AcquiredRecords(2, 3, 1),) and got.archived_aborted == 2
