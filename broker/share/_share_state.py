@@ -41,6 +41,8 @@ def combine_state_batches(
         pieces = kept
     out: list[StateBatch] = []
     for b in sorted(pieces):
+        if b.last_offset < start_offset:
+            continue  # a piece left below the start by a split
         b = b._replace(first_offset=max(b.first_offset, start_offset))
         if out and out[-1].last_offset + 1 == b.first_offset and out[-1][2:] == b[2:]:
             out[-1] = out[-1]._replace(last_offset=b.last_offset)

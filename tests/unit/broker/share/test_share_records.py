@@ -148,6 +148,11 @@ def test_combining_writes_equals_the_per_offset_model(writes: list[list[StateBat
             o: (b.delivery_state, b.delivery_count) for b in state for o in range(b.first_offset, b.last_offset + 1)
         }
         assert flat == model
+        assert all(start <= b.first_offset <= b.last_offset for b in state)
         for a, b in zip(state, state[1:], strict=False):
             assert a.last_offset < b.first_offset
             assert not (a.last_offset + 1 == b.first_offset and a[2:] == b[2:])
+
+
+def test_combine_drops_a_split_piece_left_below_the_start() -> None:
+    assert combine_state_batches([StateBatch(0, 1, 0, 1)], [StateBatch(1, 1, 0, 2)], 1) == (StateBatch(1, 1, 0, 2),)

@@ -278,3 +278,36 @@ def test_snapshot_value_of_the_initialize_record() -> None:
     assert key == ShareSnapshotKey("g", TOPIC, 1)
     assert value == ShareSnapshotValue(0, 2, -1, 30, 77, 77, ())
     assert decode_value(key, encode_value(value)) == value and decode_key(encode_key(key)) == key
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(0, 4), st.booleans()), max_size=30),
+    st.integers(1, 3),
+)
+def test_a_leaders_writes_read_back_rebuild_an_equal_partition(
+    rounds: list[tuple[int, int, int, bool]], per_snapshot: int
+) -> None:
+    """After any run of acquisitions, acknowledgements and lock expiries, each followed by a write
+    of the partition's state through the shard (updates merged, snapshots every few), a new
+    leader's read rebuilds a partition with the same start offset and state batches."""
+    shard = ShareShard(0, ShareShardConfig(snapshot_update_records_per_snapshot=per_snapshot))
+    answer(shard.initialize_state(InitializeStateRequest("g", TOPIC, 0, 0, 0), "t", 0, topics))
+    cfg = SharePartitionConfig(record_lock_duration_ms=100, delivery_count_limit=3, max_record_locks=8)
+    leader = SharePartition(cfg, 0)
+    now = 0
+    for ack_type, n, k, tick in rounds:
+        start = leader.next_fetch_offset()
+        leader.acquire("m", [FetchedBatch(o, o) for o in range(start, 30)], now, n)
+        mine = leader.acquired_by("m")[:k]
+        if mine:
+            leader.acknowledge("m", [AcknowledgementBatch(o, o, (ack_type + 1,)) for o in mine], now)
+        if tick:
+            now += 100
+            leader.expire_locks(now)
+        req = WriteStateRequest("g", TOPIC, 0, 0, 1, leader.start_offset, tuple(leader.state_batches()))
+        assert answer(shard.write_state(req, "t", now, topics)).error is None
+        state = read(shard, leader=1)
+        rebuilt = SharePartition.from_state(cfg, state.start_offset, state.state_batches)
+        assert rebuilt.start_offset == leader.start_offset
+        assert rebuilt.state_batches() == leader.state_batches()
