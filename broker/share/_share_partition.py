@@ -168,6 +168,11 @@ class SharePartition:
             out[rec.state] += 1
         return out
 
+    def delivery_complete_count(self) -> int:
+        """Records of the window acknowledged or archived (KIP-1226's delivery-complete count, which
+        a write carries so that lag can be told without this partition)."""
+        return sum(1 for rec in self._records.values() if rec.state in _TERMINAL)
+
     def acquired_by(self, member_id: str) -> list[int]:
         """The offsets ``member_id`` holds now."""
         return [o for o in self._order if self._records[o].member_id == member_id]

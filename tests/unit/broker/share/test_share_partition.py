@@ -111,8 +111,10 @@ def test_accept_advances_the_start_past_the_contiguous_prefix_only() -> None:
     sp.acquire("a", log(0, 5), 0, 10)
     out = sp.acknowledge("a", [ack(1, 2, ACCEPT)], 0)
     assert not out.start_offset_moved and sp.start_offset == 0
+    assert sp.delivery_complete_count() == 2
     out = sp.acknowledge("a", [ack(0, 0, ACCEPT)], 0)
     assert out.start_offset_moved and sp.start_offset == 3
+    assert sp.delivery_complete_count() == 0  # below the start: no longer in the window
     assert sp.record(1) == (RecordState.ACKNOWLEDGED, 0, None)  # below the start: done
 
 
