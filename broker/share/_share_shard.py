@@ -14,12 +14,17 @@ Rules (Kafka 4.2's):
   epoch;
 - Write of a key that was never initialized is INVALID_REQUEST; a leader epoch or state epoch
   below the stored one is FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH (-1: not given, not checked);
-- a write is a ShareUpdate until ``snapshot_update_records_per_snapshot`` updates followed the
-  last snapshot, then a ShareSnapshot of the merged state (snapshot epoch + 1);
-- Read with a newer leader epoch records it (a ShareUpdate with no batches): the new leader
-  fences the old one's writes from then on;
-- Initialize writes a fresh snapshot at a state epoch above the stored one (FENCED_STATE_EPOCH
-  otherwise); Delete writes a tombstone (nothing for a key not stored);
+- a write is a ShareUpdate (its batches joined and clipped to its start offset) until enough
+  updates followed the last snapshot, then a ShareSnapshot of the merged state (snapshot epoch
+  + 1, fresh timestamps). Kafka's count: the first update after a key's first snapshot counts 0,
+  each later one 1 more, and a snapshot resets it once it reached
+  ``snapshot_update_records_per_snapshot``; so the first snapshot comes after N + 1 updates,
+  later ones after N;
+- a write never changes the leader epoch a record carries: only Read with a newer leader epoch
+  records it (a ShareUpdate with no batches), and the old leader's writes are fenced from then on;
+- Initialize writes a fresh snapshot (leader epoch 0, no batches, delivery-complete count -1 for
+  an unknown start offset, else 0) at a state epoch not below the stored one
+  (FENCED_STATE_EPOCH otherwise); Delete writes a tombstone (nothing for a key not stored);
 - a topic or partition the metadata image does not have is UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -85,13 +90,17 @@ class ShareShard:
         if isinstance(value, ShareSnapshotValue):
             self.state_epochs[k] = max(self.state_epochs.get(k, value.state_epoch), value.state_epoch)
             self.states[k] = ShareGroupOffset.from_snapshot(value)
-            self.updates_since_snapshot[k] = 0
+            # Kafka's count: reset by a snapshot only once it reached the limit, started (at 0) by
+            # the first update after a key's first snapshot
+            if self.updates_since_snapshot.get(k, 0) >= self.config.snapshot_update_records_per_snapshot:
+                self.updates_since_snapshot[k] = 0
             return
         current = self.states.get(k)
         if current is None:  # an update whose snapshot compaction removed (deleted later)
             current = ShareGroupOffset(value.snapshot_epoch, 0, value.leader_epoch, value.start_offset, ())
         self.states[k] = current.merge(value)
-        self.updates_since_snapshot[k] = self.updates_since_snapshot.get(k, 0) + 1
+        count = self.updates_since_snapshot.get(k)
+        self.updates_since_snapshot[k] = 0 if count is None else count + 1
 
     # ===================================================================== handlers
 
@@ -101,7 +110,7 @@ class ShareShard:
         """InitializeShareGroupState: a fresh snapshot at the request's state epoch and start offset."""
         k: StateKey = (req.group_id, req.topic_id, req.partition)
         refused = _invalid_partition(req.topic_id, req.partition)
-        if refused is None and k in self.state_epochs and self.state_epochs[k] > req.state_epoch:
+        if refused is None and req.state_epoch != -1 and self.state_epochs.get(k, -1) > req.state_epoch:
             refused = _answer(req.topic_id, req.partition, kerr.FencedStateEpochError)
         refused = refused or _unknown_topic(req.topic_id, req.partition, topics)
         if refused is not None:
@@ -110,11 +119,12 @@ class ShareShard:
         value = ShareSnapshotValue(
             0 if old is None else old.snapshot_epoch + 1,
             req.state_epoch,
-            -1,
+            0,
             req.start_offset,
             now_ms,
             now_ms,
             (),
+            -1 if req.start_offset == -1 else 0,
         )
         return self._write(ShareSnapshotKey(*k), value, token, lambda: ShareStateResult(req.topic_id, req.partition))
 
@@ -167,7 +177,6 @@ class ShareShard:
         if refused is not None:
             return CoordinatorResult([(token, refused)])
         state = self.states[k]
-        leader_epoch = state.leader_epoch if req.leader_epoch == -1 else req.leader_epoch
         value: ShareValue
         key: ShareKey
         if self.updates_since_snapshot.get(k, 0) >= self.config.snapshot_update_records_per_snapshot:
@@ -175,18 +184,19 @@ class ShareShard:
             key = ShareSnapshotKey(*k)
             value = ShareSnapshotValue(
                 state.snapshot_epoch + 1,
-                state.state_epoch if req.state_epoch == -1 else req.state_epoch,
-                leader_epoch,
+                state.state_epoch,
+                state.leader_epoch,
                 start,
-                state.create_timestamp_ms,
+                now_ms,
                 now_ms,
                 combine_state_batches(state.state_batches, req.state_batches, start),
                 req.delivery_complete_count,
             )
         else:
             key = ShareUpdateKey(*k)
+            batches = combine_state_batches((), req.state_batches, req.start_offset)
             value = ShareUpdateValue(
-                state.snapshot_epoch, leader_epoch, req.start_offset, req.state_batches, req.delivery_complete_count
+                state.snapshot_epoch, state.leader_epoch, req.start_offset, batches, req.delivery_complete_count
             )
         return self._write(key, value, token, lambda: ShareStateResult(req.topic_id, req.partition))
 

@@ -99,6 +99,16 @@ def test_initialize_then_read_then_write() -> None:
     assert read(shard, leader=3).state_batches == (StateBatch(7, 9, 2, 1),)
 
 
+def test_a_write_never_raises_the_leader_epoch_a_read_does() -> None:
+    shard = ShareShard(0, ShareShardConfig())
+    init(shard)
+    read(shard, leader=2)
+    out = write(shard, StateBatch(0, 0, 2, 1), leader=3)
+    assert out.records[0][1].leader_epoch == 2
+    answer(out)
+    assert shard.leader_epochs[("g", TOPIC, 0)] == 2
+
+
 def test_a_read_at_the_known_leader_epoch_writes_nothing() -> None:
     shard = ShareShard(0, ShareShardConfig())
     init(shard)
@@ -141,13 +151,14 @@ def test_every_nth_write_is_a_snapshot_of_the_merged_state() -> None:
     shard = ShareShard(0, ShareShardConfig(snapshot_update_records_per_snapshot=3))
     init(shard)
     kinds = []
-    for i in range(8):
+    for i in range(9):
         out = write(shard, StateBatch(i, i, 2, 1), start=0)
         kinds.append(type(out.records[0][0]).__name__)
         answer(out)
-    assert kinds == ["ShareUpdateKey"] * 3 + ["ShareSnapshotKey"] + ["ShareUpdateKey"] * 3 + ["ShareSnapshotKey"]
+    # Kafka's count: N + 1 updates before the first snapshot, N before each later one
+    assert kinds == ["ShareUpdateKey"] * 4 + ["ShareSnapshotKey"] + ["ShareUpdateKey"] * 3 + ["ShareSnapshotKey"]
     state = shard.states[("g", TOPIC, 0)]
-    assert state.state_batches == (StateBatch(0, 7, 2, 1),)
+    assert state.state_batches == (StateBatch(0, 8, 2, 1),)
     assert state.snapshot_epoch == 2  # initialize 0, then two snapshots
 
 
@@ -217,6 +228,7 @@ def test_replaying_the_written_records_rebuilds_the_same_state(
         again.replay(k, decode_value(k, value))
     assert again.states == shard.states
     assert again.leader_epochs == shard.leader_epochs and again.state_epochs == shard.state_epochs
+    assert again.updates_since_snapshot == shard.updates_since_snapshot  # the next snapshot comes as due
 
 
 def test_a_share_partition_survives_a_coordinator_reload_on_the_runtime() -> None:
@@ -276,7 +288,9 @@ def test_snapshot_value_of_the_initialize_record() -> None:
     out = shard.initialize_state(InitializeStateRequest("g", TOPIC, 1, 2, 30), "t", 77, topics)
     key, value = out.records[0]
     assert key == ShareSnapshotKey("g", TOPIC, 1)
-    assert value == ShareSnapshotValue(0, 2, -1, 30, 77, 77, ())
+    assert value == ShareSnapshotValue(0, 2, 0, 30, 77, 77, (), delivery_complete_count=0)
+    unknown_start = shard.initialize_state(InitializeStateRequest("g", TOPIC, 2, 0, -1), "t", 77, topics)
+    assert unknown_start.records[0][1].delivery_complete_count == -1
     assert decode_value(key, encode_value(value)) == value and decode_key(encode_key(key)) == key
 
 
