@@ -214,11 +214,10 @@ class ShareShard:
 
     def read_state_summary(self, req: ReadStateSummaryRequest, topics: TopicPartitions) -> ShareStateResult:
         """ReadShareGroupStateSummary (describing a share group's offsets): start offset, epochs and
-        delivery-complete count; a key never initialized answers start offset -1. Writes nothing."""
+        delivery-complete count; a key never initialized answers start offset -1. Writes nothing
+        and fences nothing (the request's leader epoch is not checked, as in Kafka)."""
         k: StateKey = (req.group_id, req.topic_id, req.partition)
-        refused = _invalid_partition(req.topic_id, req.partition)
-        refused = refused or self._fenced_leader(k, req.topic_id, req.partition, req.leader_epoch)
-        refused = refused or _unknown_topic(req.topic_id, req.partition, topics)
+        refused = _invalid_partition(req.topic_id, req.partition) or _unknown_topic(req.topic_id, req.partition, topics)
         if refused is not None:
             return refused
         state = self.states.get(k)

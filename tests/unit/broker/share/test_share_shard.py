@@ -180,8 +180,10 @@ def test_summary() -> None:
     read(shard, leader=4)
     got = shard.read_state_summary(ReadStateSummaryRequest("g", TOPIC, 0, 4), topics)
     assert (got.error, got.state_epoch, got.leader_epoch, got.start_offset) == (None, 2, 4, 10)
-    fenced = shard.read_state_summary(ReadStateSummaryRequest("g", TOPIC, 0, 3), topics)
-    assert fenced.error is kerr.FencedLeaderEpochError
+    older = shard.read_state_summary(ReadStateSummaryRequest("g", TOPIC, 0, 3), topics)
+    assert older.error is None  # a summary fences nothing
+    gone = shard.read_state_summary(ReadStateSummaryRequest("g", OTHER, 0), topics)
+    assert gone.error is kerr.UnknownTopicOrPartitionError
 
 
 def test_a_failed_write_answers_the_mapped_error_and_reloads() -> None:
