@@ -38,9 +38,7 @@ from kraftlog.broker.groups._group_records_consumer import (
     encode_consumer_value,
 )
 from kraftlog.broker.groups._group_records_share import (
-    SHARE_KEY_TYPES,
     SHARE_KEY_VERSIONS,
-    SHARE_VALUE_TYPES,
     ShareKey,
     ShareValue,
     decode_share_key,
@@ -117,8 +115,8 @@ GroupValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue | ShareValue
 
 def encode_key(key: GroupKey) -> bytes:
     """The record key: its version, then its fields (OffsetCommitKey v1, GroupMetadataKey v2)."""
-    if isinstance(key, SHARE_KEY_TYPES):
-        return encode_share_key(key)  # type: ignore[arg-type]
+    if isinstance(key, ShareKey):
+        return encode_share_key(key)
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
         return encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
@@ -128,8 +126,8 @@ def encode_key(key: GroupKey) -> bytes:
 
 def encode_value(value: GroupValue) -> bytes:
     """The record value, in the version Kafka 4.x writes (see the module docstring)."""
-    if isinstance(value, SHARE_VALUE_TYPES):
-        return encode_share_value(value)  # type: ignore[arg-type]
+    if isinstance(value, ShareValue):
+        return encode_share_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
         return encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
@@ -200,8 +198,8 @@ def decode_value(key: GroupKey, data: bytes | None) -> GroupValue | None:
         return _decode_offset_commit(data)
     if isinstance(key, GroupMetadataKey):
         return _decode_group_metadata(data)
-    if isinstance(key, SHARE_KEY_TYPES):
-        return decode_share_value(key, data)  # type: ignore[arg-type]
+    if isinstance(key, ShareKey):
+        return decode_share_value(key, data)
     return decode_consumer_value(key, data)
 
 
