@@ -101,7 +101,7 @@ class ShareGroupCalls:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=m.subscribed_topic_names,
-                    assignment=assignment_out(m.assignment, image),
+                    assignment=_named(assignment_out(m.assignment, image)),
                 )
                 for m in d.members
             ]
@@ -123,3 +123,8 @@ class ShareGroupCalls:
                 )
             )
         return R(groups=out)
+
+
+def _named(assignment: Any) -> Any:
+    """The assignment without topics the image no longer has (Kafka describes only known topics)."""
+    return group_pb2.TopicAssignment(topics=[t for t in assignment.topics if t.topic_name])
