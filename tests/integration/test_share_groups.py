@@ -181,3 +181,30 @@ def test_hand_made_heartbeats_see_kafkas_epochs_fencing_and_group_types(cluster:
     left = heartbeat(cluster, "raw-g", "member-a", -1)
     assert left.error_code == 0 and left.member_epoch == -1
     assert describe(cluster, "raw-g").group_state == "Empty"
+
+
+def test_a_share_group_is_loaded_back_from_consumer_offsets_after_a_restart(cluster: LocalCluster) -> None:
+    """Runs last: it restarts the node. The group's records are replayed when the coordinator loads
+    ``__consumer_offsets`` again: the member, its epoch and its partitions are back, and it carries on
+    heartbeating at its epoch (its session started afresh)."""
+    joined = heartbeat(cluster, "kept", "member-k", 0, ["raw"])
+
+    def assigned() -> Any:
+        answer = heartbeat(cluster, "kept", "member-k", joined.member_epoch)
+        return answer if answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions else None
+
+    epoch = wait_until(assigned, 10, what="member-k assigned").member_epoch
+    before = describe(cluster, "kept")
+    (node_id,) = cluster.nodes
+    cluster.stop_node(node_id)
+    cluster.start_node(node_id)
+    cluster.wait_unfenced_brokers()
+    after = wait_until(
+        lambda: (g := describe(cluster, "kept")).error_code == 0 and g, 30, what="the share group loaded again"
+    )
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert [(m.member_id, m.member_epoch, m.assignment) for m in after.members] == [
+        (m.member_id, m.member_epoch, m.assignment) for m in before.members
+    ]
+    again = heartbeat(cluster, "kept", "member-k", epoch)
+    assert again.error_code == 0 and again.member_epoch == epoch
