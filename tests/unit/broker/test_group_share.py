@@ -5,8 +5,12 @@ timeouts, group.share.max.size, one group id one group type, and a shard rebuilt
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
+from _hypothesis_budget import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraftlog.broker.groups._group_classic_types import JoinRequest, JoinResponse, Protocol
 from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
@@ -301,3 +305,62 @@ def test_the_group_epoch_moves_when_the_subscriptions_change(topics: tuple[str, 
         assert d.shard.share.groups["g"].group_epoch > epoch
         if topics == ("nope",):
             assert answer.assignment == ()  # the unsubscribed topic's partition is gone
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "beat", "leave", "resubscribe", "wait", "init"]),
+        st.sampled_from(["a", "b", "c", "d", "e"]),
+        st.sampled_from([("q",), ("r",), ("q", "r")]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_OPS)
+def test_any_history_converges_to_every_partition_held_and_reloads_the_same(ops: list[Any]) -> None:
+    """Whatever members do, once the state is initialized and every member heartbeats twice at its
+    epoch: each member holds only partitions of its topics, every partition of a subscribed topic is
+    held by a member subscribed to it, all are at the group epoch, and a shard rebuilt from the
+    records describes the same group."""
+    d = Driver(ShareGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1_000))
+    epochs: dict[str, int] = {}
+    for op, member, topics in ops:
+        if op == "join" and member not in epochs:
+            answer = d.beat(member, 0, topics)
+            if answer.error is None:
+                epochs[member] = answer.member_epoch
+        elif op in ("beat", "resubscribe") and member in epochs:
+            answer = d.beat(member, epochs[member], topics if op == "resubscribe" else None)
+            assert answer.error is None
+            epochs[member] = answer.member_epoch
+        elif op == "leave" and member in epochs:
+            assert d.beat(member, -1).error is None
+            del epochs[member]
+        elif op == "wait":
+            d.advance(4_000)
+            group = d.shard.share.groups.get("g")
+            for gone in [m for m in epochs if group is None or m not in group.members]:
+                del epochs[gone]  # its session ended
+        elif op == "init":
+            d.initialize_all()
+    for _round in range(3):
+        d.initialize_all()
+        for member in sorted(epochs):
+            answer = d.beat(member, epochs[member])
+            assert answer.error is None
+            epochs[member] = answer.member_epoch
+    group = d.shard.share.groups.get("g")
+    if group is None or not epochs:
+        return
+    assert set(group.members) == set(epochs)
+    ids = {tid: name for name, (tid, _n) in d.topics.items()}
+    for m in group.members.values():
+        assert m.member_epoch == group.group_epoch == group.assignment_epoch
+        assert all(ids[t] in m.subscribed_topic_names for t, _ps in m.assigned)
+    for name, (tid, count) in d.topics.items():
+        subscribers = [m for m in group.members.values() if name in m.subscribed_topic_names]
+        for p in range(count if subscribers else 0):
+            assert any(p in dict(m.assigned).get(tid, ()) for m in subscribers), (name, p)
+    assert d.reloaded().describe_share_group("g") == d.shard.describe_share_group("g")

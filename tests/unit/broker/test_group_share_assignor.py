@@ -4,6 +4,7 @@ deterministic, sticky (a fixed point) and balanced as Kafka's SimpleAssignor is.
 
 from __future__ import annotations
 
+from _hypothesis_budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,7 +80,7 @@ def groups(draw: st.DrawFn) -> tuple[dict[str, ShareMemberSpec], dict[str, froze
     return members, assignable
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(groups())
 def test_every_subscribed_partition_goes_to_a_subscriber_and_only_to_subscribers(
     case: tuple[dict[str, ShareMemberSpec], dict[str, frozenset[int]]],
@@ -103,7 +104,7 @@ def test_every_subscribed_partition_goes_to_a_subscriber_and_only_to_subscribers
                 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(groups())
 def test_deterministic_whatever_the_order_and_a_fixed_point(
     case: tuple[dict[str, ShareMemberSpec], dict[str, frozenset[int]]],
@@ -116,7 +117,7 @@ def test_deterministic_whatever_the_order_and_a_fixed_point(
     assert simple_assign(as_current(out, members), assignable) == out
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(1, 12), st.integers(1, 12))
 def test_homogeneous_from_nothing_is_balanced(n_members: int, n_partitions: int) -> None:
     members = {f"m{i:02d}": spec(f"m{i:02d}", {T1}) for i in range(n_members)}
