@@ -24,6 +24,7 @@ from ._security_helpers import kafka_call
 pytestmark = pytest.mark.integration
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+pytest.importorskip("confluent_kafka.admin")
 
 OVERRIDES = {
     "offsets.topic.num.partitions": 1,
@@ -92,18 +93,18 @@ def test_share_consumers_join_and_all_three_hold_the_one_partition(cluster: Loca
             group = describe(cluster, "sq")
             if group.error_code or len(group.members) != 3:
                 return False
-            return all(
+            return all(m.member_epoch == group.group_epoch for m in group.members) and all(
                 [(tp.topic_name, tuple(tp.partitions)) for tp in m.assignment.topic_partitions] == [("queue", (0,))]
                 for m in group.members
             )
 
-        wait_until(all_hold_it, 30, what="three share consumers each holding queue-0")
+        wait_until(all_hold_it, 30, what="three share consumers each holding queue-0 at the group epoch")
         joined_s = time.monotonic() - started
         print(f"three ShareConsumers held queue-0 after {joined_s:.2f} s")
         group = describe(cluster, "sq")
         assert group.group_state == "Stable" and group.assignor_name == "simple"
         assert {m.client_id for m in group.members} == {"share-0", "share-1", "share-2"}
-        assert len({m.member_epoch for m in group.members}) == 1 and group.assignment_epoch == group.group_epoch
+        assert group.assignment_epoch == group.group_epoch
 
         # ListGroups v5: the share type, and its filter
         listed: Any = kafka_call(cluster, None, 16, 5, {"states_filter": (), "types_filter": ("share",)})
@@ -120,6 +121,10 @@ def test_share_consumers_join_and_all_three_hold_the_one_partition(cluster: Loca
             consumer.close()
     # close() leaves the group (epoch -1): it is empty at once, not after the session timeout
     wait_until(lambda: describe(cluster, "sq").group_state == "Empty", 5, what="the share group empty after close")
+    # an empty share group is deleted as Kafka deletes one (DeleteGroups)
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    admin.delete_consumer_groups(["sq"], request_timeout=10)["sq"].result(timeout=15)
+    assert describe(cluster, "sq").error_code == ERR_GROUP_ID_NOT_FOUND
 
 
 def test_hand_made_heartbeats_see_kafkas_epochs_fencing_and_group_types(cluster: LocalCluster) -> None:
