@@ -19,6 +19,7 @@ from kraftlog.broker.coordinator import TXN_TOPIC, ShardUnavailable, coordinator
 from kraftlog.broker.groups._group_classic_types import JoinRequest, JoinResponse, SyncRequest, SyncResponse
 from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from kraftlog.broker.groups._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from kraftlog.broker.groups._group_service_share import ShareGroupCalls
 from kraftlog.broker.groups._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 from kraftlog.broker.groups._group_wire import assignment_in, assignment_out
@@ -63,8 +64,9 @@ def _describable_by(ctx: RequestContext) -> Callable[[frozenset[str]], frozenset
     return describable
 
 
-class GroupService:
-    """The service; ``image`` gives the broker's current metadata image."""
+class GroupService(ShareGroupCalls):
+    """The service; ``image`` gives the broker's current metadata image. Share groups' calls
+    (KIP-932) come from `ShareGroupCalls`."""
 
     def __init__(
         self,
