@@ -82,10 +82,10 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
         return await self.service.TxnOffsetCommit(request)
 
     async def ShareGroupHeartbeat(self, request: Any, context: Any) -> Any:
-        return await self.service.ShareGroupHeartbeat(request, client_host=_client_host(context))
+        return await self.service.share.ShareGroupHeartbeat(request, client_host=_client_host(context))
 
     async def ShareGroupDescribe(self, request: Any, context: Any) -> Any:
-        return await self.service.ShareGroupDescribe(request)
+        return await self.service.share.ShareGroupDescribe(request)
 
 
 class TxnServicer(txn_pb2_grpc.TxnServiceServicer):

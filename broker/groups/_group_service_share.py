@@ -1,13 +1,13 @@
 """The share-group calls of `GroupService` (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe,
 translated to and from the `GroupShard` calls, authorized as Kafka's KafkaApis does (READ on the
 group and DESCRIBE on the subscribed topics for a heartbeat; DESCRIBE on each group, and on the
-topics of its members' assignments, for a describe). A mixin of `GroupService`, which gives it
-the coordinator, the metadata image, the clock, and the calls that reach a group's shard.
+topics of its members' assignments, for a describe). `GroupService` holds one (``.share``) and
+hands it the coordinator, the metadata image, the clock, and its calls that reach a group's shard.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraftlog.broker.coordinator import ShardUnavailable
@@ -21,21 +21,27 @@ from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
-__all__ = ["ShareGroupCalls"]
+__all__ = ["ShareGroupService"]
 
 
-class ShareGroupCalls:
-    """ShareGroupHeartbeat and ShareGroupDescribe for `GroupService` (see the module docstring)."""
+class ShareGroupService:
+    """ShareGroupHeartbeat and ShareGroupDescribe (see the module docstring). ``shard`` finds a
+    group's shard and ``parked`` runs a shard call whose answer may come later: `GroupService`'s
+    own, so that both kinds of groups reach their shards the one way."""
 
-    c: GroupCoordinator
-    image: Callable[[], MetadataImage]
-    clock_ms: Callable[[], int]
-
-    def _shard(self, group_id: str) -> GroupShard:  # pragma: no cover - GroupService's
-        raise NotImplementedError
-
-    async def _parked(self, shard: GroupShard, call: Callable[[object], ShardOutcome]) -> Any:  # pragma: no cover
-        raise NotImplementedError
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        image: Callable[[], MetadataImage],
+        clock_ms: Callable[[], int],
+        shard: Callable[[str], GroupShard],
+        parked: Callable[[GroupShard, Callable[[object], ShardOutcome]], Awaitable[Any]],
+    ) -> None:
+        self.c = coordinator
+        self.image = image
+        self.clock_ms = clock_ms
+        self._shard = shard
+        self._parked = parked
 
     async def ShareGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
         """KIP-932's heartbeat; ``client_host`` is Kafka's form of the client's address."""

@@ -267,7 +267,7 @@ class GroupApis:
             pb.subscribed_topic_names.SetInParent()
             pb.subscribed_topic_names.names.extend(body.subscribed_topic_names)
         client_host = "/" + conn.peer.rsplit(":", 1)[0].strip("[]")
-        resp = await self.service.ShareGroupHeartbeat(pb, client_host=client_host)
+        resp = await self.service.share.ShareGroupHeartbeat(pb, client_host=client_host)
         answer = from_pb(resp)
         answer["throttle_time"] = 0
         answer["member_id"] = resp.member_id or None
@@ -280,7 +280,7 @@ class GroupApis:
 
     async def share_group_describe(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = group_pb2.ShareGroupDescribeRequest(group_ids=list(request.body.group_ids))
-        answer = from_pb(await self.service.ShareGroupDescribe(pb))
+        answer = from_pb(await self.service.share.ShareGroupDescribe(pb))
         for g in answer["groups"]:
             g["authorized_operations"] = _authorized_operations(request, g)
             for m in g["members"]:

@@ -8,24 +8,27 @@ import asyncio
 from typing import Any
 
 from kraftlog.broker.coordinator import ShardUnavailable
-from kraftlog.broker.groups._group_service_share import ShareGroupCalls
+from kraftlog.broker.groups._group_service_share import ShareGroupService
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import ANONYMOUS, AclOperation, RequestContext, ResourceType, Session, request_scope
 from kraftlog.proto import group_pb2
 
 
-class _Calls(ShareGroupCalls):
+class _Calls(ShareGroupService):
     """The share calls over a coordinator that has no shard here (NOT_COORDINATOR)."""
 
     def __init__(self) -> None:
         self.reached: list[str] = []
 
-    def image(self) -> Any:  # type: ignore[override]
-        return None
+        def shard(group_id: str) -> Any:
+            self.reached.append(group_id)
+            raise ShardUnavailable(kerr.NotCoordinatorError)
 
-    def _shard(self, group_id: str) -> Any:
-        self.reached.append(group_id)
-        raise ShardUnavailable(kerr.NotCoordinatorError)
+        async def parked(_shard: Any, _call: Any) -> Any:
+            raise AssertionError("no shard is reached")
+
+        coordinator: Any = None
+        super().__init__(coordinator, lambda: None, lambda: 0, shard, parked)  # type: ignore[arg-type,return-value]
 
 
 def _run(call: Any, denied: set[tuple[AclOperation, ResourceType, str]]) -> Any:
