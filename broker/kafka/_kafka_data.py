@@ -122,7 +122,9 @@ class DataApis:
         """Fetch for consumers; the answer's batches stay in the segment files (`RegionRecords`).
 
         Replication between kraftlog brokers runs over gRPC, so a replica fetch (``replica_id``
-        >= 0) on this listener is refused with INVALID_REQUEST."""
+        >= 0) on this listener is refused with INVALID_REQUEST. From v11 (KIP-392) the leader may
+        answer a partition with ``preferred_read_replica`` (``replica.selector.class`` and the
+        request's ``rack_id``), and a follower serves the fetch up to its high watermark."""
         body = request.body
         version = request.api_version
         replica_id = getattr(body, "replica_id", -1)
@@ -161,6 +163,7 @@ class DataApis:
             max_bytes=max_bytes,
             isolation_level=getattr(body, "isolation_level", 0),
             rack_id=getattr(body, "rack_id", "") or "",
+            fetch_from_follower=version >= 11,  # Kafka's ClientMetadata: KIP-392 from Fetch v11
         )
         by_topic: dict[str, Any] = {}
         for (topic, pid), sp in fetch.partitions.items():
@@ -195,9 +198,10 @@ class DataApis:
             if r.read is not None:
                 rd = r.read
                 lso = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
+                entry["preferred_read_replica"] = rd.preferred_read_replica
                 if not fetch.include(
                     tp,
-                    has_data=rd.num_bytes > 0 or rd.diverging_epoch is not None,
+                    has_data=rd.num_bytes > 0 or rd.diverging_epoch is not None or rd.preferred_read_replica >= 0,
                     has_error=False,
                     hw=rd.high_watermark,
                     lso=lso,

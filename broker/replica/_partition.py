@@ -469,11 +469,15 @@ class Partition(_LeaderReplication):
         return self.log.append_as_follower(records, checked=checked)
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int = -1) -> None:
-        """Follower: HW = min(leader HW, own LEO); then follow the leader's log start offset."""
+        """Follower: HW = min(leader HW, own LEO); then follow the leader's log start offset.
+
+        A moved HW completes the consumers' long polls waiting on this follower (KIP-392; Kafka's
+        fetcher completes the delayed fetches of partitions with a new high watermark)."""
         log = self.log
         new_hw = min(leader_high_watermark, log.log_end_offset)
         if new_hw >= 0 and new_hw != log.high_watermark:
             log.update_high_watermark(new_hw)
+            self._listener.on_high_watermark_advanced(self.tp)
         if leader_log_start_offset > log.log_start_offset:
             target = min(leader_log_start_offset, log.high_watermark)
             if target > log.log_start_offset:

@@ -113,6 +113,7 @@ class _LeaderReplication:
         update_fetch_state: bool = True,
         isolation_level: int = 0,
         zero_copy: bool = False,
+        fetch_only_leader: bool = True,
     ) -> PartitionRead:
         """Read for a consumer (``replica_id`` < 0: up to the HW, or with ``isolation_level`` 1,
         read_committed, up to the last stable offset, with the aborted transactions of what it
@@ -127,14 +128,21 @@ class _LeaderReplication:
         ``zero_copy``: the batches come as ``region`` (the caller sends and closes it), see
         `Log.read_region`.
 
+        ``fetch_only_leader`` False (a consumer's Fetch v11+, KIP-392, Kafka's
+        ``FetchParams.fetchOnlyLeader``): a follower serves it too, up to its own high watermark
+        (last stable offset for read_committed), after the same epoch checks (FENCED_LEADER_EPOCH /
+        UNKNOWN_LEADER_EPOCH against the epoch this replica knows). As in Kafka, an offset above
+        its HW but not above its LEO reads nothing, one above its LEO is OFFSET_OUT_OF_RANGE.
+        Followers' fetches always need the leader.
+
         KIP-903: a follower fetch whose ``replica_epoch`` is older than the broker epoch the
         metadata registers for that broker comes from an earlier incarnation of the replica (sent
         before it restarted, possibly losing unflushed data): it is refused with
         NOT_LEADER_OR_FOLLOWER before anything is read or recorded, so it neither moves the HW nor
         keeps the replica in (or brings it into) the ISR. ``replica_epoch`` -1 is not checked.
         """
-        self.check_leader_epoch(current_leader_epoch)
         is_replica = replica_id >= 0
+        self.check_leader_epoch(current_leader_epoch, require_leader=is_replica or fetch_only_leader)
         if is_replica and replica_id not in self._remote:
             raise _not_leader(
                 f"broker {replica_id} is not a replica of {self.topic}-{self.partition_id} "
@@ -184,6 +192,19 @@ class _LeaderReplication:
         return PartitionRead(
             info.records, log.high_watermark, log.log_start_offset, log.log_end_offset, None, lso, aborted, info.region
         )
+
+    def read_replica_candidates(self, fetch_offset: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """``(broker id, LEO, ms since last caught up)`` of the followers a consumer at
+        ``fetch_offset`` may be sent to (Kafka's ``findPreferredReadReplica``): in the ISR, with
+        the offset between their log start offset and their LEO as this leader last saw them."""
+        out = []
+        for rid in self._isr_state.isr:
+            st = self._remote.get(rid)
+            if rid == self.local_broker_id or st is None:
+                continue
+            if st.log_end_offset >= fetch_offset and st.log_start_offset <= fetch_offset:
+                out.append((rid, st.log_end_offset, now_ms - st.last_caught_up_time_ms))
+        return out
 
     def update_follower_fetch_state(
         self,

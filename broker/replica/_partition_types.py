@@ -126,6 +126,7 @@ class PartitionRead(NamedTuple):
     last_stable_offset: int = -1  # -1: the high watermark (a read_uncommitted or replica fetch)
     aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset) of aborts
     region: FileRegion | None = None  # a zero-copy read: the batches as a range of the segment file
+    preferred_read_replica: int = -1  # KIP-392: the leader sends the consumer to this follower (no records)
 
     @property
     def num_bytes(self) -> int:

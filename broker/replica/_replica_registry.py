@@ -18,8 +18,10 @@ from typing import Any
 
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import Partition, TopicPartition, error_pb, error_pb_from_exception
+from kraftlog.broker.replica._partition_types import PartitionRead
 from kraftlog.broker.replica._purgatory import DelayedOperations
 from kraftlog.broker.replica._replica_changes import FollowTarget
+from kraftlog.broker.replica._replica_selector import ReplicaSelector, find_preferred_read_replica
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import broker_pb2, errors_pb2
@@ -65,6 +67,47 @@ class PartitionRegistry:
         if reg is None:
             return None
         return reg.leader, reg.leader_epoch
+
+    def preferred_read(
+        self, part: Partition, selector: ReplicaSelector, client_rack: str, fetch_offset: int, now_ms: int
+    ) -> PartitionRead | None:
+        """KIP-392 on the leader: when ``selector`` sends a consumer at ``fetch_offset`` to a
+        follower, the answer naming it (``preferred_read_replica``, no records, this log's offsets
+        after the request's epoch was checked by the caller); None: read here. Followers that are
+        fenced or have no client endpoint are never named (Kafka's replica endpoints)."""
+        if not part.is_leader:
+            return None
+
+        def client_endpoint(broker_id: int) -> bool:
+            reg = self.image.cluster.broker(broker_id)
+            if reg is None or reg.fenced:
+                return False
+            return bool(reg.endpoint(self.client_listener) if self.client_listener else reg.endpoints)
+
+        def rack_of(broker_id: int) -> str | None:
+            reg = self.image.cluster.broker(broker_id)
+            return None if reg is None else reg.rack
+
+        log = part.log
+        chosen = find_preferred_read_replica(
+            selector,
+            client_rack=client_rack,
+            leader_id=self.node_id,
+            leader_log_end_offset=log.log_end_offset,
+            candidates=part.read_replica_candidates(fetch_offset, now_ms),
+            rack_of=rack_of,
+            has_endpoint=client_endpoint,
+        )
+        if chosen is None:
+            return None
+        return PartitionRead(
+            b"",
+            log.high_watermark,
+            log.log_start_offset,
+            log.log_end_offset,
+            last_stable_offset=log.last_stable_offset,
+            preferred_read_replica=chosen,
+        )
 
     def node_endpoints(self, broker_ids: Iterable[int]) -> list[broker_pb2.NodeEndpoint]:
         """The endpoints of the brokers a request's leader hints name (on the client listener)."""

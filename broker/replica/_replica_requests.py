@@ -14,6 +14,7 @@ from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import error_pb
 from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation, payload_shape
 from kraftlog.broker.replica._replica_registry import PartitionRegistry, ReplicaPurgatories
+from kraftlog.broker.replica._replica_selector import replica_selector
 from kraftlog.broker.replica._replica_types import (
     LEADER_HINT_CODES,
     DelayedDeleteRecords,
@@ -95,6 +96,7 @@ class ReplicaRequests:
         self._config = config
         self._clock_ms = clock_ms
         self._marker_listeners = marker_listeners
+        self._selector = replica_selector(config["replica.selector.class"])  # KIP-392; None: leader only
 
     async def produce(
         self, req: broker_pb2.ProduceRequest, connection: ByteBudget | None = None
@@ -270,11 +272,12 @@ class ReplicaRequests:
         """Each partition's read of a fetch, in request order (what both listeners answer from).
 
         Answered at once when ``max_wait_ms`` <= 0, when ``min_bytes`` are readable, or when a
-        partition has an error or a diverging epoch; otherwise parked in the fetch purgatory until
-        new data, a leadership change, or ``max_wait_ms``. The answer is read when the request
-        resumes, so it reflects the newest state. A follower fetch updates the follower's state
-        (and may advance the HW and expand the ISR) each time it is read. ``zero_copy``: reads
-        carry their batches as file regions, which the caller must close (`close_regions`).
+        partition has an error, a diverging epoch or a preferred read replica; otherwise parked in
+        the fetch purgatory until new data, a leadership change, or ``max_wait_ms``. The answer is
+        read when the request resumes, so it reflects the newest state. A follower fetch updates
+        the follower's state (and may advance the HW and expand the ISR) each time it is read.
+        ``zero_copy``: reads carry their batches as file regions, which the caller must close
+        (`close_regions`).
         """
         names = [t.topic for t in req.topics]
         readable = _topics_allowed(AclOperation.READ, names, replica=req.replica_id >= 0)
@@ -284,7 +287,8 @@ class ReplicaRequests:
             total = 0
             immediate = False
             for r in results:
-                if r.error is not None or (r.read is not None and r.read.diverging_epoch is not None):
+                rd = r.read
+                if r.error is not None or (rd is not None and (rd.diverging_epoch or rd.preferred_read_replica >= 0)):
                     immediate = True
                     break
                 if r.read is not None:
@@ -319,10 +323,13 @@ class ReplicaRequests:
         """Read each partition of a fetch; the topics in ``denied`` (not authorized) get
         TOPIC_AUTHORIZATION_FAILED without being looked at."""
         is_replica = req.replica_id >= 0
+        only_leader = is_replica or not req.fetch_from_follower  # Kafka's FetchParams.fetchOnlyLeader
+        select = self._selector if not only_leader else None
         # the request's max_bytes, never above the broker's cap (Kafka's min of the two)
         cap = int(self._config["replica.fetch.response.max.bytes" if is_replica else "fetch.max.bytes"])
         limit = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
         min_one = True
+        now_ms = self._clock_ms()
         out: list[FetchResult] = []
         for t in req.topics:
             for p in t.partitions:
@@ -333,6 +340,12 @@ class ReplicaRequests:
                         raise _topic_denied(t.topic, AclOperation.READ)
                     part = self._registry.hosted_partition(t.topic, p.partition)
                     res.part = part
+                    if select is not None:  # the leader may send the consumer to a follower (KIP-392)
+                        sent = self._registry.preferred_read(part, select, req.rack_id, p.fetch_offset, now_ms)
+                        if sent is not None:
+                            part.check_leader_epoch(p.current_leader_epoch, require_leader=False)
+                            res.read = sent
+                            continue
                     pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
                     res.read = part.fetch_records(
                         fetch_offset=p.fetch_offset,
@@ -346,6 +359,7 @@ class ReplicaRequests:
                         update_fetch_state=update_fetch_state,
                         isolation_level=req.isolation_level,
                         zero_copy=zero_copy,
+                        fetch_only_leader=only_leader,
                     )
                 except Exception as exc:
                     res.error = exc
@@ -369,6 +383,7 @@ class ReplicaRequests:
             pd = tr.partitions.add(partition_index=r.partition, preferred_read_replica=-1)
             if r.read is not None:
                 rd = r.read
+                pd.preferred_read_replica = rd.preferred_read_replica
                 pd.error.CopyFrom(error_pb())
                 pd.high_watermark = rd.high_watermark
                 pd.last_stable_offset = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark

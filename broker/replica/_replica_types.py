@@ -101,13 +101,14 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         req = self.req
         is_replica = req.replica_id >= 0
+        only_leader = is_replica or not req.fetch_from_follower  # a follower serves consumers too (KIP-392)
         min_bytes = req.min_bytes
         accumulated = 0
         for t in req.topics:
             for p in t.partitions:
                 tp = (t.topic, p.partition)
                 part = self._registry.get(tp)
-                if part is None or part is not self._parts.get(tp) or not part.is_leader:
+                if part is None or part is not self._parts.get(tp) or (only_leader and not part.is_leader):
                     return self.force_complete()
                 if 0 <= p.current_leader_epoch != part.leader_epoch:
                     return self.force_complete()

@@ -37,6 +37,14 @@ from kraftlog.common.security import define_security_keys, listener_prefixed_key
 
 __all__ = ["NODE_CONFIG_DEFS", "TOPIC_CONFIG_DEFS", "TOPIC_SYNONYMS"]
 
+#: The one replica selector kraftlog has (Kafka's class name, so that a Kafka config loads).
+_RACK_AWARE_SELECTOR: Final = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(value: object) -> bool:
+    return value in (None, "", _RACK_AWARE_SELECTOR)
+
+
 # ---------------------------------------------------------------------------------------------
 # Node-level keys (Kafka's KafkaConfig in KRaft mode, plus kraftlog's own)
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +61,24 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         OneOf("broker", "controller"),
         "broker, controller, or both (combined mode, for small and dev clusters).",
     )
-    .define("broker.rack", _S, None, None, "Rack of this broker, used to spread replicas across racks.")
+    .define(
+        "broker.rack",
+        _S,
+        None,
+        None,
+        "Rack of this broker, used to spread replicas across racks and, with replica.selector.class, to let"
+        " consumers fetch from a replica in their own rack (KIP-392).",
+    )
+    .define(
+        "replica.selector.class",
+        _S,
+        None,
+        Custom(_replica_selector, f"unset (consumers fetch from the leader) or {_RACK_AWARE_SELECTOR}"),
+        "How the leader picks the replica a consumer (Fetch v11+) should fetch from (KIP-392): unset, every"
+        f" consumer fetches from the leader; {_RACK_AWARE_SELECTOR}, an in-sync replica in the consumer's"
+        " client.rack (the leader when it is in that rack, or when none is). Other classes are refused:"
+        " kraftlog loads no Java classes.",
+    )
     .define("controller.listener.names", _LS, None, None, "Names of the listeners used by the controllers.")
     # --- listeners
     .define(

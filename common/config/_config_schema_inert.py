@@ -133,7 +133,6 @@ _NOT_SUPPORTED: Final[Mapping[str, tuple[ConfigType, object, str, Callable[[obje
     "unstable.feature.versions.enable": (_B, False, "only stable feature versions are served", _only(False)),
     "offsets.topic.compression.codec": (_I, 0, "__consumer_offsets batches are written uncompressed", _only(0)),
     "ssl.provider": (_S, None, "TLS is OpenSSL's, configured by the ssl.* keys", _only(None)),
-    "replica.selector.class": (_S, None, f"{_PLUGIN}: consumers fetch from the leader (no KIP-392)", _no_class),
     "log.local.retention.ms": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
     "log.local.retention.bytes": (_L, -2, "kraftlog has no tiered storage (KIP-405); -2 is accepted", _only(-2)),
     "queued.max.request.bytes": (

@@ -58,7 +58,7 @@ def test_a_kafka_file_with_these_keys_loads_and_the_inert_ones_are_reported() ->
         ("unstable.api.versions.enable", "true"),
         ("offsets.topic.compression.codec", "1"),
         ("ssl.provider", "SunJSSE"),
-        ("replica.selector.class", "org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+        ("replica.selector.class", "com.example.ClosestReplicaSelector"),  # RackAwareReplicaSelector is served
         ("log.local.retention.ms", "3600000"),
     ],
 )
