@@ -76,6 +76,8 @@ class LocalCluster(_ClusterSecurity):
     brokers: int = 0
     combined: bool = False
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    #: node id -> keys for that node only, over ``overrides`` (e.g. each broker's ``broker.rack``)
+    node_overrides: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
     cluster_id: str | None = None
     password: str | None = None
     nodes: dict[int, NodeSpec] = field(default_factory=dict)
@@ -233,6 +235,7 @@ class LocalCluster(_ClusterSecurity):
             settings["transaction.state.log.replication.factor"] = brokers
             settings["transaction.state.log.min.isr"] = min(2, brokers)
         settings.update(self.overrides)
+        settings.update(self.node_overrides.get(spec.node_id, {}))
         # every node's config holds controller.quorum.raft.password (and under scram the SASL
         # passwords): 0600 from the first byte
         write_private_file(spec.config_path, tomli_w.dumps(settings), fsync=False)
