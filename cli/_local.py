@@ -73,6 +73,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="a node config key set on every node, e.g. broker.session.timeout.ms=2000 "
         "(repeatable; applies when the cluster is first laid out in --dir)",
     )
+    start.add_argument(
+        "--node-override",
+        action="append",
+        default=[],
+        metavar="N:KEY=VALUE",
+        help="a node config key set on node N only, over --override, e.g. 2:broker.rack=r2 "
+        "(repeatable; applies when the cluster is first laid out in --dir)",
+    )
     _add_node_option(start, "start only this node of a cluster laid out already")
     add_output_option(start)
     stop = sub.add_parser("stop", help="stop every node of the cluster in --dir (or one, with --node)")
@@ -119,6 +127,17 @@ _LAYOUT_KEYS = frozenset(
         "metadata.log.dir",
     }
 )
+
+
+def parse_node_overrides(items: list[str]) -> dict[int, dict[str, Any]]:
+    """``N:KEY=VALUE`` strings -> settings per node id, checked as `parse_overrides` checks them."""
+    by_node: dict[int, list[str]] = {}
+    for item in items:
+        node, sep, rest = item.partition(":")
+        if not sep or not node.strip().isdigit():
+            raise UserError(f"--node-override {item!r}: expected N:KEY=VALUE (N a node id)")
+        by_node.setdefault(int(node), []).append(rest)
+    return {node: parse_overrides(entries) for node, entries in by_node.items()}
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -223,9 +242,10 @@ def run(args: argparse.Namespace) -> int:
     if args.controllers < 1 or args.brokers < 0:
         raise UserError("--controllers must be >= 1 and --brokers >= 0")
     overrides = parse_overrides(args.override)
+    node_overrides = parse_node_overrides(args.node_override)
     if (Path(args.dir) / STATE_FILE).exists():
         cluster = LocalCluster.load(args.dir)
-        if overrides:
+        if overrides or node_overrides:
             raise UserError(
                 f"--override applies when a cluster is first laid out; {args.dir} already has one "
                 f"(edit its nodes' config.toml, or remove the directory)"
@@ -244,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
             combined=not args.separate,
             network=args.network,
             overrides=overrides,
+            node_overrides=node_overrides,
             security=args.security,
         )
         if args.network == "netns":
@@ -252,7 +273,10 @@ def run(args: argparse.Namespace) -> int:
             why = unavailable_reason()
             if why is not None:
                 raise UserError(f"--network netns: {why}")
-        cluster.plan()
+        try:
+            cluster.plan()
+        except ValueError as err:  # a --node-override naming a node the layout does not have
+            raise UserError(f"--node-override: {err}") from err
         to_start = sorted(cluster.nodes)
     cluster.enter_network()  # before the first connection (a netns cluster is reachable from its hub only)
     for nid in to_start:

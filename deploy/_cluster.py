@@ -149,6 +149,10 @@ class LocalCluster(_ClusterSecurity):
         """Choose ports, write configs and format every node's dirs (``kraftlog storage format``)."""
         from kraftlog.node import new_cluster_id
 
+        ids = {*range(1, self.controllers + 1), *range(101, 101 + self.brokers)}
+        unknown = sorted(set(self.node_overrides) - ids)
+        if unknown:
+            raise ValueError(f"node_overrides name nodes {unknown} that this cluster does not have")
         private_directory(self.base_dir)  # it holds keys and passwords: only its owner enters it
         self.cluster_id = self.cluster_id or new_cluster_id()
         self.password = self.password or secrets.token_hex(16)

@@ -57,7 +57,12 @@ BASE_OVERRIDES = (
     "default.replication.factor=3",
     "group.initial.rebalance.delay.ms=0",
     "delete.topic.enable=true",
+    # trivup's racks (tests/cluster_testing.py): broker.rack=RACK<id> per node (NODE_OVERRIDES) and
+    # fetch from follower (KIP-392), which 0101 needs
+    "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector",
 )
+#: Node configs per node of the three: trivup's ``broker.rack=RACK${appid}``.
+NODE_OVERRIDES = tuple(f"{node}:broker.rack=RACK{node}" for node in (1, 2, 3))
 ACL_OVERRIDES = (
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found=true",
@@ -284,6 +289,7 @@ class Cluster:
         cmd = [self.kraftlog, "local", "start", "--dir", str(self.base_dir), "--controllers", "3"]
         cmd += ["--security", self.security]
         cmd += [f"--override={o}" for o in overrides]
+        cmd += [f"--node-override={o}" for o in NODE_OVERRIDES]
         cmd += ["--timeout-s", str(timeout_s), "--output", "json"]
         _log("$ " + " ".join(shlex.quote(c) for c in cmd))
         out = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, check=False)
