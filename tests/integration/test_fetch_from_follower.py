@@ -126,3 +126,64 @@ def test_a_racked_consumer_reads_every_acknowledged_record_from_its_rack_followe
     print(f"fetch requests per broker: {fetches}; the partition is fetched through broker {holder}")
     assert holder == [101], holder  # the r2 follower, not the r1 leader
     assert fetches.get(101, 0) >= 5 and fetches.get(101, 0) > fetches.get(1, 0), fetches
+
+
+def _consume_all(bootstrap: str, topic: str, rack: str, expected: int, **conf: Any) -> tuple[list[bytes], list[int]]:
+    """Values read from the start (until ``expected`` values or 30 s), and the brokers holding the
+    partition's fetch state at the end (librdkafka's statistics)."""
+    stats: list[dict[str, Any]] = []
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ffr-{rack}",
+            "client.rack": rack,
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 200,
+            "stats_cb": lambda s: stats.append(json.loads(s)),
+            "fetch.wait.max.ms": 100,
+            **conf,
+        }
+    )
+    consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(values) < expected:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                values.append(msg.value())
+        seen = len(stats)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and len(stats) < seen + 2:  # statistics after the last read
+            assert consumer.poll(0.2) is None
+    finally:
+        consumer.close()
+    holder = [b["nodeid"] for b in stats[-1]["brokers"].values() if f"{topic}-0" in b.get("toppars", {})]
+    return values, holder
+
+
+def test_a_read_committed_consumer_reads_only_committed_records_from_its_rack_follower(cluster: LocalCluster) -> None:
+    bootstrap = cluster.kafka_bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = "ffr-txn"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 101, 102]])])[topic].result(
+        timeout=30
+    )
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "ffr-txn"})
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        values = [f"t{n}-{i}".encode() for i in range(10)]
+        for v in values:
+            producer.produce(topic, value=v, partition=0)
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    values, holder = _consume_all(bootstrap, topic, "r3", len(committed), **{"isolation.level": "read_committed"})
+    print(f"read_committed from broker {holder}: {len(values)} records")
+    assert values == committed and holder == [102], (len(values), holder)

@@ -19,6 +19,7 @@ from kraftlog.broker.replica._replica_selector import (
     find_preferred_read_replica,
     replica_selector,
 )
+from kraftlog.broker.replica._replica_types import DelayedFetch
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, NodeConfig
 from kraftlog.metadata_log import BrokerEndpoint, BrokerRegistrationChangeRecord, PartitionRecord, RegisterBrokerRecord
@@ -218,5 +219,52 @@ def test_follower_serves_consumers_up_to_its_high_watermark(tmp_path: Path) -> N
             read(0, only_leader=True)  # Fetch < v11
         follower.update_follower_high_watermark(5, 0)
         assert read(3).records != b""
+
+    run(main)
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.advanced: list[tuple[str, int]] = []
+
+    def on_high_watermark_advanced(self, tp: tuple[str, int]) -> None:
+        self.advanced.append(tp)
+
+    def on_records_appended(self, tp: tuple[str, int]) -> None:
+        pass
+
+    def on_replica_state_changed(self, tp: tuple[str, int]) -> None:
+        pass
+
+    def on_isr_committed(self, tp: tuple[str, int], old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
+        pass
+
+
+def test_a_consumer_long_poll_on_a_follower_completes_as_its_high_watermark_moves(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = new_partition(tmp_path, PClock(), PSender(), local=1)
+        leader.make_leader(reg((1, 2), (1, 2), 1, 3, 1))
+        leader.append_records_to_leader(pbatch(3), 1)
+        follower = new_partition(tmp_path, PClock(), PSender(), local=2)
+        listener = _Listener()
+        follower._listener = listener
+        follower.make_follower(reg((1, 2), (1, 2), 1, 3, 1))
+        follower.append_records_to_follower(
+            leader.fetch_records(fetch_offset=0, max_bytes=1 << 20, replica_id=2).records
+        )
+        parts = {("t", 0): follower}
+        registry = type("Registry", (), {"get": lambda _self, tp: parts.get(tp)})()
+        req = fetch_req({0: 0}, max_wait_ms=5000)
+        req.fetch_from_follower = True
+        op = DelayedFetch(5000, req, registry, dict(parts))  # type: ignore[arg-type]
+        assert not op.try_complete()  # HW 0: nothing a consumer may read yet, and no error
+        follower.update_follower_high_watermark(3, 0)
+        assert listener.advanced == [("t", 0)]  # the purgatory is told
+        assert op.try_complete()
+        follower.update_follower_high_watermark(3, 0)
+        assert listener.advanced == [("t", 0)]  # unchanged: no event
+        # a fetch that only a leader may serve (Fetch < v11) is answered at once, with its error
+        req.fetch_from_follower = False
+        assert DelayedFetch(5000, req, registry, dict(parts)).try_complete()  # type: ignore[arg-type]
 
     run(main)
