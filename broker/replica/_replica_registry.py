@@ -69,14 +69,21 @@ class PartitionRegistry:
         return reg.leader, reg.leader_epoch
 
     def preferred_read(
-        self, part: Partition, selector: ReplicaSelector, client_rack: str, fetch_offset: int, now_ms: int
+        self,
+        part: Partition,
+        selector: ReplicaSelector,
+        client_rack: str,
+        fetch: broker_pb2.FetchRequest.FetchPartition,
+        now_ms: int,
     ) -> PartitionRead | None:
-        """KIP-392 on the leader: when ``selector`` sends a consumer at ``fetch_offset`` to a
-        follower, the answer naming it (``preferred_read_replica``, no records, this log's offsets
-        after the request's epoch was checked by the caller); None: read here. Followers that are
-        fenced or have no client endpoint are never named (Kafka's replica endpoints)."""
+        """KIP-392 on the leader: when ``selector`` sends a consumer at ``fetch.fetch_offset`` to
+        a follower, the answer naming it (``preferred_read_replica``, no records, this log's
+        offsets), after the request's leader epoch is checked (FENCED_LEADER_EPOCH /
+        UNKNOWN_LEADER_EPOCH raised, as Kafka's offset snapshot does); None: read here. Followers
+        that are fenced or have no client endpoint are never named (Kafka's replica endpoints)."""
         if not part.is_leader:
             return None
+        fetch_offset = fetch.fetch_offset
 
         def client_endpoint(broker_id: int) -> bool:
             reg = self.image.cluster.broker(broker_id)
@@ -100,6 +107,7 @@ class PartitionRegistry:
         )
         if chosen is None:
             return None
+        part.check_leader_epoch(fetch.current_leader_epoch, require_leader=False)
         return PartitionRead(
             b"",
             log.high_watermark,

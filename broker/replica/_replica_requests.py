@@ -341,10 +341,8 @@ class ReplicaRequests:
                     part = self._registry.hosted_partition(t.topic, p.partition)
                     res.part = part
                     if select is not None:  # the leader may send the consumer to a follower (KIP-392)
-                        sent = self._registry.preferred_read(part, select, req.rack_id, p.fetch_offset, now_ms)
-                        if sent is not None:
-                            part.check_leader_epoch(p.current_leader_epoch, require_leader=False)
-                            res.read = sent
+                        res.read = self._registry.preferred_read(part, select, req.rack_id, p, now_ms)
+                        if res.read is not None:
                             continue
                     pmax = p.partition_max_bytes if p.partition_max_bytes > 0 else limit
                     res.read = part.fetch_records(
