@@ -12,7 +12,9 @@ a hole would skip offsets.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +57,10 @@ def _partition(cluster: LocalCluster, topic: str) -> tuple[int, list[int], list[
         return p.leader_id, list(p.replicas), list(p.isr)
 
 
-def _produce(cluster: LocalCluster, topic: str, start: int, count: int) -> list[tuple[int, bytes]]:
-    with Producer(cluster.bootstrap_servers, acks="all", linger_ms=2, batch_size=2048) as producer:
+def _produce(
+    cluster: LocalCluster, topic: str, start: int, count: int, *, batch_size: int = 2048
+) -> list[tuple[int, bytes]]:
+    with Producer(cluster.bootstrap_servers, acks="all", linger_ms=2, batch_size=batch_size) as producer:
         values = [f"{topic}-{i:06d}-".encode() + b"x" * 100 for i in range(start, start + count)]
         futures = [producer.send(topic, v, partition=0) for v in values]
         producer.flush(60)
@@ -78,17 +82,39 @@ def _full_isr(cluster: LocalCluster, topic: str) -> bool:
     return leader >= 0 and set(isr) == set(replicas)
 
 
-@pytest.mark.parametrize("kind", STORAGE_KINDS)
-def test_a_damaged_follower_refetches_and_serves_only_valid_batches(cluster: LocalCluster, kind: str) -> None:
-    topic = f"damaged-{kind.replace('_', '-')}"
+def _written_topic(
+    cluster: LocalCluster, topic: str, *, batch_size: int = 2048
+) -> tuple[list[tuple[int, bytes]], int, list[int]]:
+    """Create ``topic`` and write `RECORDS` to it; returns what was acknowledged, a follower and
+    the replicas."""
     with cluster.admin() as admin:
         admin.create_topics([NewTopic(topic, 1, 3, configs=TOPIC_CONFIGS)], timeout_ms=30_000)
     wait_until(lambda: _full_isr(cluster, topic), 30, what=f"{topic} fully replicated")
-    acked = _produce(cluster, topic, 0, RECORDS)
+    acked = _produce(cluster, topic, 0, RECORDS, batch_size=batch_size)
     wait_until(lambda: _full_isr(cluster, topic), 30, what=f"{topic} ISR full after the writes")
     leader, replicas, _isr = _partition(cluster, topic)
-    follower = next(r for r in replicas if r != leader)
-    # the follower's log holds every acknowledged record (HW moved past it): wait for its files
+    return acked, next(r for r in replicas if r != leader), replicas
+
+
+@contextlib.contextmanager
+def _leading_alone(cluster: LocalCluster, topic: str, node: int, replicas: list[int]) -> Iterator[None]:
+    """Stop the other replicas cleanly (leadership moves to the last ISR member, ``node``; no
+    unclean election) for the body, then start them again."""
+    others = [r for r in replicas if r != node]
+    try:
+        for other in others:
+            cluster.stop_node(other)
+        wait_until(lambda: _partition(cluster, topic)[0] == node, 30, what=f"{node} leading {topic} alone")
+        yield
+    finally:
+        for other in others:
+            cluster.start_node(other)
+
+
+@pytest.mark.parametrize("kind", STORAGE_KINDS)
+def test_a_damaged_follower_refetches_and_serves_only_valid_batches(cluster: LocalCluster, kind: str) -> None:
+    topic = f"damaged-{kind.replace('_', '-')}"
+    acked, follower, replicas = _written_topic(cluster, topic)
     log_dir = Path(cluster.nodes[follower].dir) / "data"
     cluster.kill(follower)
     damage = damage_node([log_dir], kind, random.Random(f"{kind}-28"), include=lambda t: t == topic)
@@ -97,16 +123,37 @@ def test_a_damaged_follower_refetches_and_serves_only_valid_batches(cluster: Loc
     cluster.start_node(follower)
     acked += _produce(cluster, topic, RECORDS, 100)
     wait_until(lambda: _full_isr(cluster, topic), 60, what=f"follower {follower} back in the ISR of {topic}")
-    others = [r for r in replicas if r != follower]
-    try:
-        for node in others:  # clean stops: leadership moves to the last ISR member, the damaged one
-            cluster.stop_node(node)
-        wait_until(lambda: _partition(cluster, topic)[0] == follower, 30, what=f"{follower} leading {topic} alone")
+    with _leading_alone(cluster, topic, follower, replicas):
         got = _read_all(cluster, topic, acked[-1][0] + 1)
-    finally:
-        for node in others:
-            cluster.start_node(node)
     assert [o for o, _v in got] == list(range(len(got))), "offsets skipped or repeated"
-    assert dict(got) == dict(acked) or {o: v for o, v in got if o in dict(acked)} == dict(acked)
-    assert {o for o, _ in acked} <= {o for o, _ in got}
+    assert {o: v for o, v in got if o in dict(acked)} == dict(acked)
+    wait_until(lambda: _full_isr(cluster, topic), 60, what=f"{topic} ISR full again")
+
+
+def test_a_false_index_entry_never_makes_a_read_skip_records(cluster: LocalCluster) -> None:
+    """A bit flipped in an offset index entry of a rolled segment, on a follower stopped cleanly
+    (so the load trusts every segment and checks only each index's last entry): the entry still
+    increases but names an offset below the batch at its position. Led by that follower alone, a
+    consumer seeking to that offset must get it, not the batch the entry points at."""
+    topic = "damaged-index-entry"
+    # a batch per record: an index entry every few batches, so a false one points past its offset
+    acked, follower, replicas = _written_topic(cluster, topic, batch_size=64)
+    partition_dir = Path(cluster.nodes[follower].dir) / "data" / f"{topic}-0"
+    cluster.stop_node(follower)
+    index = sorted(partition_dir.glob("*.index"))[0]
+    raw = bytearray(index.read_bytes())
+    assert len(raw) >= 24, f"{index}: {len(raw)} bytes"
+    rel_prev, _pos = struct.unpack_from(">ii", raw, 8)
+    struct.pack_into(">i", raw, 16, rel_prev + 1)  # entry 2 now claims the offset after entry 1's
+    index.write_bytes(bytes(raw))
+    target = int(index.name[:20]) + rel_prev + 1
+    cluster.start_node(follower)
+    wait_until(lambda: _full_isr(cluster, topic), 60, what=f"follower {follower} back in the ISR of {topic}")
+    with _leading_alone(cluster, topic, follower, replicas):
+        with Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest") as consumer:
+            consumer.assign([(topic, 0)])
+            consumer.seek((topic, 0), target)
+            got = wait_until(lambda: consumer.poll(200) or None, 30, what=f"records from offset {target}")
+    assert got[0].offset == target, f"asked for offset {target}, got {got[0].offset} first"
+    assert got[0].value == dict(acked)[target]
     wait_until(lambda: _full_isr(cluster, topic), 60, what=f"{topic} ISR full again")
