@@ -10,6 +10,16 @@ from pathlib import Path
 import pytest
 
 from kraftlog.common import RECOVERY_POINT_CHECKPOINT
+from kraftlog.deploy.chaos import (
+    ALL_FAULT_KINDS,
+    FAULT_KINDS,
+    ClusterView,
+    SystemdNode,
+    SystemdTarget,
+    choose_fault,
+    heal,
+    inject,
+)
 from kraftlog.deploy.chaos._storage_faults import STORAGE_KINDS, damage_node, damage_partition
 from kraftlog.storage import Log, LogConfig, OffsetCheckpointFile, build_batch
 
@@ -117,3 +127,58 @@ def test_an_unknown_kind_is_refused(tmp_path: Path) -> None:
     log.close()
     with pytest.raises(ValueError, match="unknown storage fault kind"):
         damage_partition(log.dir, "melt", random.Random(0))
+
+
+# ------------------------------------------------------------------ the fault kinds in the schedule
+
+VIEW = ClusterView(
+    controllers=[1, 2, 3],
+    brokers=[101, 102, 103],
+    active_controller=1,
+    partition_leaders=[101],
+    session_timeout_ms=3000,
+)
+
+
+class _FakeTarget:
+    """Records what the fault did to it, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.running = {101: True, 102: True, 103: True}
+
+    def kill(self, node_id: int) -> None:
+        self.calls.append(("kill", node_id))
+        self.running[node_id] = False
+
+    def damage(self, node_id: int, kind: str, seed: int) -> list[str]:
+        assert not self.running[node_id], "damaged while running"
+        self.calls.append((f"damage {kind} {seed}", node_id))
+        return [f"file of {node_id}"]
+
+    def start(self, node_id: int) -> None:
+        self.calls.append(("start", node_id))
+        self.running[node_id] = True
+
+
+@pytest.mark.parametrize("kind", STORAGE_KINDS)
+def test_a_storage_fault_kills_one_broker_damages_it_down_and_starts_it_at_the_heal(kind: str) -> None:
+    rng = random.Random(11)
+    fault = choose_fault(rng, VIEW, [kind])
+    assert fault.kind == kind and len(fault.nodes) == 1 and fault.nodes[0] in VIEW.brokers
+    assert fault == choose_fault(random.Random(11), VIEW, [kind])  # seeded, the damage's seed too
+    target = _FakeTarget()
+    node = fault.nodes[0]
+    assert inject(target, fault) == [f"file of {node}"]  # type: ignore[arg-type]
+    heal(target, fault)  # type: ignore[arg-type]
+    assert target.calls == [("kill", node), (f"damage {kind} {fault.seed}", node), ("start", node)]
+
+
+def test_storage_kinds_are_named_only_and_systemd_targets_refuse_them() -> None:
+    assert not set(STORAGE_KINDS) & set(FAULT_KINDS)  # the default schedule is unchanged
+    assert set(STORAGE_KINDS) <= set(ALL_FAULT_KINDS)
+    target = SystemdTarget([SystemdNode(101, "broker", "10.0.0.11", 9092, "ops@b1")], lambda argv: None)
+    reason = target.storage_unavailable()
+    assert reason is not None and "local cluster" in reason
+    with pytest.raises(RuntimeError, match="local cluster"):
+        target.damage(101, "bitflip_segment", 1)
