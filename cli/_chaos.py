@@ -237,7 +237,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="comma-separated fault kinds to use (default: all of the profile). data: "
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
         "partition_active_controller, partition_leader, and (named only) the storage faults "
-        "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start: "
+        "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
+        "slow_fsync (a leader's fsyncs delayed; all five: "
         "local clusters); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller",

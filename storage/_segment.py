@@ -18,6 +18,7 @@ import structlog
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kraftlog.storage._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from kraftlog.storage._fault_hooks import fsync
 from kraftlog.storage._file_region import FileRegion
 from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
 from kraftlog.storage._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -501,7 +502,7 @@ class LogSegment:
         durable data)."""
         try:
             if self._dirty:
-                os.fsync(self._fd)
+                fsync(self._fd)
                 self._dirty = False
             self.offset_index.flush()
             self.time_index.flush()

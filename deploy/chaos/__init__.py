@@ -28,7 +28,9 @@ from kraftlog.deploy.chaos._eos_check import EosReport, TxnAttempt, check_eos, d
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
 from kraftlog.deploy.chaos._faults import (
     ALL_FAULT_KINDS,
+    DISK_KINDS,
     FAULT_KINDS,
+    SLOW_FSYNC,
     STORAGE_KINDS,
     ClusterView,
     Fault,
@@ -97,6 +99,7 @@ __all__ = [
     "ChaosTarget",
     "CheckReport",
     "ClusterView",
+    "DISK_KINDS",
     "CommitRecord",
     "ConsumedRecord",
     "ConsumingWorkload",
@@ -127,6 +130,7 @@ __all__ = [
     "QuorumTimeouts",
     "ReadRecord",
     "SECURITY_MODES",
+    "SLOW_FSYNC",
     "STORAGE_KINDS",
     "Send",
     "SystemdNode",

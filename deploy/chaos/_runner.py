@@ -27,6 +27,7 @@ from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_row
 from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, eos_rows, start_eos, txn_coordinators
 from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._faults import (
+    DISK_KINDS,
     FAULT_KINDS,
     NETWORK_KINDS,
     STORAGE_KINDS,
@@ -169,11 +170,11 @@ def run_chaos(
             skipped[kind] = reason
         kinds = [k for k in kinds if k not in NETWORK_KINDS]
         out(f"skipping network partitions: {reason}")
-    reason = target.storage_unavailable() if STORAGE_KINDS_SET & set(kinds) else None
+    reason = target.storage_unavailable() if DISK_KINDS & set(kinds) else None
     if reason is not None:
-        for kind in STORAGE_KINDS_SET & set(kinds):
+        for kind in DISK_KINDS & set(kinds):
             skipped[kind] = reason
-        kinds = [k for k in kinds if k not in STORAGE_KINDS_SET]
+        kinds = [k for k in kinds if k not in DISK_KINDS]
         out(f"skipping storage faults: {reason}")
     if not kinds:
         raise ValueError("no fault kind left to run")

@@ -50,6 +50,7 @@ class ChaosTarget(Protocol):
     def partitions_unavailable(self) -> str | None: ...
     def storage_unavailable(self) -> str | None: ...
     def damage(self, node_id: int, kind: str, seed: int) -> list[str]: ...
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None: ...
     def kill(self, node_id: int) -> None: ...
     def start(self, node_id: int) -> None: ...
     def pause(self, node_id: int) -> None: ...
@@ -125,6 +126,9 @@ class LocalTarget:
         done = damage_node(paths, kind, random.Random(seed), include=lambda topic: not topic.startswith("__"))
         _log.info("chaos_storage_damage", node_id=node_id, kind=kind, files=len(done))
         return [f"{d.file}: {d.what}" for d in done]
+
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
+        self.cluster.set_fsync_delay(node_id, delay_ms)
 
     def kill(self, node_id: int) -> None:
         self.cluster.kill(node_id)
@@ -279,6 +283,9 @@ class SystemdTarget:
         return "storage faults damage a local cluster's files (--dir, or the run's own cluster)"
 
     def damage(self, node_id: int, kind: str, seed: int) -> list[str]:
+        raise RuntimeError(self.storage_unavailable())
+
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
         raise RuntimeError(self.storage_unavailable())
 
     def kill(self, node_id: int) -> None:

@@ -1,8 +1,9 @@
 """The storage faults' chaos run (issue 28): ``kraftlog chaos run --faults`` naming the four
-storage kinds, as a real process with its own 6-node cluster, under the acks=all data workload.
-Each fault kills one broker with SIGKILL, damages its partition files while it is down (a bit
-flipped in the newest segment or in an offset index, the newest segment cut, the writes not
-fsynced lost) and starts it again, on a converged cluster only (so the damage is a minority's).
+storage kinds and slow fsync, as a real process with its own 6-node cluster, under the acks=all
+data workload. Each storage fault kills one broker with SIGKILL, damages its partition files
+while it is down (a bit flipped in the newest segment or in an offset index, the newest segment
+cut, the writes not fsynced lost) and starts it again, on a converged cluster only (so the damage
+is a minority's); slow fsync delays every fsync of a partition leader's broker for a while.
 
 The hard verdicts are the run's own: nothing acknowledged lost, no acknowledged offset rewritten,
 no duplicate, the cluster converged; the seeded schedule's kinds each damaged files.
@@ -21,8 +22,8 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED = 20260006  # its schedule: bitflip_segment, bitflip_index, truncate_segment, lose_unsynced
-KINDS = ("bitflip_segment", "bitflip_index", "truncate_segment", "lose_unsynced")
+SEED = 20260014  # its schedule: slow_fsync, bitflip_segment, truncate_segment, bitflip_index, ...
+KINDS = ("bitflip_segment", "bitflip_index", "truncate_segment", "lose_unsynced", "slow_fsync")
 
 
 @pytest.mark.timeout(300)
@@ -56,7 +57,8 @@ def test_storage_faults_on_a_minority_lose_nothing_and_converge(tmp_path: Path) 
     assert result["duplicates"] == 0 and result["offset_mismatches"] == 0 and result["reordered"] == 0
     assert result["converged"]
     assert not [f for f in result["fault_log"] if f["error"]]
-    damaged = {f["kind"] for f in result["fault_log"] if f["damaged_files"] > 0}
+    damaged = {f["kind"] for f in result["fault_log"] if f.get("damaged_files", 0) > 0}
     assert len(damaged) >= 2, result["fault_log"]
+    assert result["fault_counts"]["slow_fsync"] >= 1
     assert all(f["injected_before_recovery"] is None for f in result["fault_log"])  # a minority each time
     assert result["ok"] and proc.returncode == 0

@@ -157,3 +157,34 @@ def test_a_false_index_entry_never_makes_a_read_skip_records(cluster: LocalClust
     assert got[0].offset == target, f"asked for offset {target}, got {got[0].offset} first"
     assert got[0].value == dict(acked)[target]
     wait_until(lambda: _full_isr(cluster, topic), 60, what=f"{topic} ISR full again")
+
+
+def test_slow_fsync_on_the_leader_keeps_acks_all_correct(cluster: LocalCluster) -> None:
+    """The test-only fsync delay (``KRAFTLOG_TEST_FAULTS``, which a local cluster sets) on the
+    leader while its 16 KiB segments roll: every fsync of a rolled segment waits, holding the
+    partition; every acknowledged record is still read back at its offset, and the node says the
+    delay was on."""
+    topic = "slow-fsync"
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(topic, 1, 3, configs=TOPIC_CONFIGS)], timeout_ms=30_000)
+    wait_until(lambda: _full_isr(cluster, topic), 30, what=f"{topic} fully replicated")
+    leader = _partition(cluster, topic)[0]
+    node_log = Path(cluster.nodes[leader].log_path)
+    cluster.set_fsync_delay(leader, 300)
+    try:
+        started = time.monotonic()
+        acked = _produce(cluster, topic, 0, RECORDS)
+        took_s = time.monotonic() - started
+        # the first fsync after the change read it (the rolls fsync in the background: bounded wait)
+        wait_until(
+            lambda: '"delay_ms": 300' in node_log.read_text(encoding="utf-8") or None,
+            10,
+            what=f"node {leader} to log the fsync delay",
+        )
+    finally:
+        cluster.set_fsync_delay(leader, 0)
+    print(f"slow fsync: {len(acked)} records acknowledged in {took_s:.2f} s")
+    assert [o for o, _ in acked] == list(range(RECORDS))
+    got = _read_all(cluster, topic, RECORDS)
+    assert {o: v for o, v in got if o < RECORDS} == dict(acked)
+    assert len(list((Path(cluster.nodes[leader].dir) / "data" / f"{topic}-0").glob("*.log"))) >= 3

@@ -182,3 +182,19 @@ def test_storage_kinds_are_named_only_and_systemd_targets_refuse_them() -> None:
     assert reason is not None and "local cluster" in reason
     with pytest.raises(RuntimeError, match="local cluster"):
         target.damage(101, "bitflip_segment", 1)
+
+
+def test_slow_fsync_delays_a_leaders_fsyncs_until_the_heal() -> None:
+    fault = choose_fault(random.Random(3), VIEW, ["slow_fsync"])
+    assert fault.nodes == (101,) and fault.seed in (200, 500, 1000)  # the only partition leader
+
+    class Target:
+        delays: list[tuple[int, int]] = []
+
+        def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
+            self.delays.append((node_id, delay_ms))
+
+    target = Target()
+    assert inject(target, fault) == []  # type: ignore[arg-type]
+    heal(target, fault)  # type: ignore[arg-type]
+    assert target.delays == [(101, fault.seed), (101, 0)]
