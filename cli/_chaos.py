@@ -236,7 +236,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default="",
         help="comma-separated fault kinds to use (default: all of the profile). data: "
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
-        "partition_active_controller, partition_leader; quorum: pause_standbys, "
+        "partition_active_controller, partition_leader, and (named only) the storage faults "
+        "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
+        "slow_fsync (a leader's fsyncs delayed; all five: "
+        "local clusters); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller",
     )
@@ -283,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
     if args.chaos_command == "check":
         return run_check(args)
     from kraftlog.deploy.chaos import (
+        ALL_FAULT_KINDS,
         FAULT_KINDS,
         QUORUM_FAULT_KINDS,
         ChaosSettings,
@@ -294,8 +298,10 @@ def run(args: argparse.Namespace) -> int:
     )
 
     quorum = args.profile == "quorum"
-    known = QUORUM_FAULT_KINDS if quorum else FAULT_KINDS
-    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or known
+    known = QUORUM_FAULT_KINDS if quorum else ALL_FAULT_KINDS
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or (
+        QUORUM_FAULT_KINDS if quorum else FAULT_KINDS
+    )
     unknown = [k for k in kinds if k not in known]
     if unknown:
         raise UserError(f"unknown fault kind(s) {unknown} for the {args.profile} profile; known: {', '.join(known)}")

@@ -31,6 +31,7 @@ from kraftlog.common import wait_until as poll_until
 from kraftlog.deploy._cluster_security import SECURITY_MODES, _ClusterSecurity
 from kraftlog.deploy._node_spec import NodeSpec
 from kraftlog.deploy._ports import free_port_pair
+from kraftlog.storage import FAULTS_ENV, FSYNC_DELAY_FILE
 
 __all__ = ["LocalCluster", "NodeSpec", "free_port_pair", "wait_until"]
 
@@ -363,7 +364,8 @@ class LocalCluster(_ClusterSecurity):
         spec = self.nodes[node_id]
         # the node's log stays its owner's, like the rest of the cluster directory
         log = open(os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # test-only fault injection (storage.fault_dir): a local cluster is a test cluster
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{FAULTS_ENV: str(self.fault_dir(node_id))})
         prefix = self.netns.exec_prefix(node_id) if self.netns is not None else []
         proc = subprocess.Popen(
             [*prefix, self.python, "-m", "kraftlog.cli", "--log-level", "info", "serve", "-c", str(spec.config_path)],
@@ -378,6 +380,20 @@ class LocalCluster(_ClusterSecurity):
         spec.pid = proc.pid
         self.save()
         return proc.pid
+
+    def fault_dir(self, node_id: int) -> Path:
+        """The node's test-only fault control directory (``KRAFTLOG_TEST_FAULTS``, `storage.fault_dir`)."""
+        return Path(self.nodes[node_id].dir) / "faults"
+
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
+        """Make every segment and index fsync of the node wait ``delay_ms`` first (0: no delay),
+        while it runs (it rereads the control file within 0.2 s)."""
+        d = self.fault_dir(node_id)
+        d.mkdir(parents=True, exist_ok=True)
+        if delay_ms > 0:
+            (d / FSYNC_DELAY_FILE).write_text(str(delay_ms), encoding="utf-8")
+        else:
+            (d / FSYNC_DELAY_FILE).unlink(missing_ok=True)
 
     def is_running(self, node_id: int) -> bool:
         """Whether the node's process is alive (running or paused); a zombie has exited."""

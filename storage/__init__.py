@@ -40,6 +40,7 @@ from kraftlog.storage._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from kraftlog.storage._fault_hooks import FAULTS_ENV, FSYNC_DELAY_FILE, fault_dir
 from kraftlog.storage._file_region import FileRegion
 from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
 from kraftlog.storage._log import (
@@ -68,6 +69,9 @@ from kraftlog.storage._segment import LogSegment
 from kraftlog.storage._validator import PreparedAppend
 
 __all__ = [
+    "FAULTS_ENV",
+    "FSYNC_DELAY_FILE",
+    "fault_dir",
     "AppendOrigin",
     "CLEAN_SHUTDOWN_FILE",
     "CleanerStats",

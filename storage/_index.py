@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 
 from kraftlog.storage._errors import CorruptRecordError
+from kraftlog.storage._fault_hooks import fsync
 
 __all__ = ["OffsetIndex", "TimeIndex", "IndexCorruptError"]
 
@@ -73,7 +74,7 @@ class _Index:
             with open(self.path, "ab") as fh:
                 fh.write(self._pending)
                 fh.flush()
-                os.fsync(fh.fileno())
+                fsync(fh.fileno())
             self._pending.clear()
             self._flushed_entries = self.entries
         elif not self.path.exists():

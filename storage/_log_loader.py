@@ -22,7 +22,8 @@ __all__ = ["load_segments", "complete_or_discard_swaps"]
 def load_segments(local: LocalLog, had_clean_shutdown: bool, on_batch: Callable[[BatchLocation], None]) -> bool:
     """Open every segment file of ``local``'s directory; after an unclean shutdown, recover the
     segments from the recovery point on (``on_batch`` sees each batch recovered: the owner records
-    its leader epoch) and drop everything after an invalid tail. Sets the log end offset and
+    its leader epoch) and drop everything after an invalid tail or a hole left by unflushed
+    writes (`_unflushed_gap`). Sets the log end offset and
     brings the recovery point down to it; returns whether any segment was recovered."""
     complete_or_discard_swaps(local.dir, local.config, local.clock_ms)
     bases = sorted(
@@ -58,6 +59,12 @@ def load_segments(local: LocalLog, had_clean_shutdown: bool, on_batch: Callable[
                 truncated = seg.recover(max(local.config.max_message_bytes, local.config.segment_bytes) + 1, on_batch)
                 if truncated:
                     local.bound.warning("truncated_invalid_tail", segment=str(seg.log_path), bytes_truncated=truncated)
+                gap = _unflushed_gap(local, seg, next_base)
+                if gap is not None:
+                    local.bound.warning(
+                        "truncated_after_unflushed_gap", segment=str(seg.log_path), ends_at=gap, next_base=next_base
+                    )
+                if truncated or gap is not None:
                     for later in local.segments[i + 1 :]:
                         later.delete()
                     del local.segments[i + 1 :]
@@ -67,6 +74,21 @@ def load_segments(local: LocalLog, had_clean_shutdown: bool, on_batch: Callable[
     if recovered_any or local.recovery_point > local.log_end_offset:
         local.recovery_point = local.log_end_offset  # what was recovered is what the files hold now
     return recovered_any
+
+
+def _unflushed_gap(local: LocalLog, seg: LogSegment, next_base: int | None) -> int | None:
+    """Where a recovered segment ends when that is below the next segment's base in a log whose
+    offsets are dense (not compacted), else None.
+
+    A rolled segment is fsynced in the background, after the next one has started: a power loss
+    in between can leave it without its tail while the next segment's file (and some of its data)
+    survived. Its offsets are then a hole the log would claim to hold and never refetch, so the
+    recovery keeps only what comes before the hole. A compacted log has legitimate holes.
+    """
+    if next_base is None or local.config.compact:
+        return None
+    end = seg.read_next_offset()
+    return end if end < next_base else None
 
 
 def complete_or_discard_swaps(directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:

@@ -18,6 +18,7 @@ import structlog
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kraftlog.storage._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
+from kraftlog.storage._fault_hooks import fsync
 from kraftlog.storage._file_region import FileRegion
 from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
 from kraftlog.storage._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -77,6 +78,7 @@ class LogSegment:
         except OSError as err:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {err}") from err
         self.index_problem: str | None = None  # why the indexes must be rebuilt, found at open
+        self._is_view = False  # a `read_only_view`: never rebuilds the indexes it shares
         self.offset_index = self._open_index(
             OffsetIndex, directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix), max_index_size
         )
@@ -202,12 +204,53 @@ class LogSegment:
     # ------------------------------------------------------------------ lookups
 
     def find_batch(self, offset: int, start_position: int = 0) -> BatchLocation | None:
-        """The first batch at or after ``start_position`` whose last offset is >= ``offset``."""
-        _idx_off, idx_pos = self.offset_index.lookup(offset)
+        """The first batch at or after ``start_position`` whose last offset is >= ``offset``.
+
+        The index entry it starts from must name the batch found at its position (the entry's
+        offset is that batch's last one): an entry that does not (a flipped bit the load's sanity
+        check, which reads only the last entry, let through) would make the read start past
+        ``offset`` and skip records, so the indexes are rebuilt from the log and the lookup redone.
+        """
+        idx_off, idx_pos = self.offset_index.lookup(offset)
+        check = 0 < idx_pos and start_position <= idx_pos
         for loc in self.batches_from(max(idx_pos, start_position)):
+            if check:
+                check = False
+                if loc.position != idx_pos or loc.last_offset != idx_off:
+                    return self._after_false_entry(offset, start_position, idx_off, idx_pos)
             if loc.last_offset >= offset:
                 return loc
+        if check and idx_pos < self.size:
+            return self._after_false_entry(offset, start_position, idx_off, idx_pos)
         return None
+
+    def _after_false_entry(self, offset: int, start_position: int, idx_off: int, idx_pos: int) -> BatchLocation | None:
+        """`find_batch` once an index entry proved false: rebuild and look again (a view, which
+        shares the indexes outside the log's lock, walks from ``start_position`` instead)."""
+        if self._is_view:
+            return next((loc for loc in self.batches_from(start_position) if loc.last_offset >= offset), None)
+        self.rebuild_indexes(f"entry ({idx_off}, {idx_pos}) names no batch ending there")
+        return self.find_batch(offset, start_position)
+
+    def _entry_holds(self, entry_offset: int, position: int) -> bool:
+        """Whether the batch at ``position`` ends at ``entry_offset`` (an index entry is true)."""
+        loc = next(self.batches_from(position), None)
+        return loc is not None and loc.position == position and loc.last_offset == entry_offset
+
+    def rebuild_indexes(self, reason: str) -> None:
+        """Rebuild the offset and time indexes from the batch headers (a read found an entry
+        that is not true). The log is fsynced before the rebuilt entries are written (data
+        before index)."""
+        _log.warning("rebuilding_corrupt_index", segment=str(self.log_path), reason=reason)
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.rolling_based_timestamp = None
+        for loc in self.batches_from(0):
+            self._index_batch(loc.position, loc)
+        self.flush()
 
     def read(
         self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_message: bool = True
@@ -253,7 +296,13 @@ class LogSegment:
             # Jump to the last indexed batch start within the limit, then walk the few batches
             # after it: the boundaries come from the index, so one pread returns exactly the
             # whole batches and nothing is copied twice.
-            _idx_off, pos = self.offset_index.lookup_position(limit)
+            idx_off, pos = self.offset_index.lookup_position(limit)
+            if pos > end and not self._entry_holds(idx_off, pos):
+                if self._is_view:
+                    pos = end
+                else:
+                    self.rebuild_indexes(f"entry ({idx_off}, {pos}) names no batch ending there")
+                    idx_off, pos = self.offset_index.lookup_position(limit)
             for loc in self.batches_from(max(pos, end), limit):
                 if loc.position > end:
                     end, next_offset = loc.position, loc.base_offset
@@ -453,7 +502,7 @@ class LogSegment:
         durable data)."""
         try:
             if self._dirty:
-                os.fsync(self._fd)
+                fsync(self._fd)
                 self._dirty = False
             self.offset_index.flush()
             self.time_index.flush()
@@ -493,6 +542,7 @@ class LogSegment:
         may be stale, and the reader must check that the log did not change before using it.
         Close it with `close_without_flush`; never append through it."""
         view = copy.copy(self)
+        view._is_view = True
         try:
             view._fd = os.dup(self._fd)
         except OSError as err:

@@ -5,7 +5,8 @@ transactional read-process-write processors, checked by `deploy.chaos._eos_check
 drain, `deploy.chaos._drain`; with ``--workload queue`` Jepsen's queue workload, `deploy.chaos._queue_workload`,
 whose history, `deploy.chaos._queue_history`, is checked alone by `deploy.chaos._queue_check`), then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
-calls time out and are retried, then checks of the metadata log itself.
+calls time out and are retried, then checks of the metadata log itself. Storage faults damage a stopped
+broker's files (`deploy.chaos._storage_faults`) when ``--faults`` names them.
 
 Every connection a run opens goes through the target's `ChaosSecurity` (`deploy.chaos._security`),
 so a ``--security tls|mtls`` cluster is attacked the same way as a plaintext one.
@@ -25,7 +26,18 @@ from kraftlog.deploy.chaos._drain import (
 )
 from kraftlog.deploy.chaos._eos_check import EosReport, TxnAttempt, check_eos, decode_output, encode_output
 from kraftlog.deploy.chaos._eos_workload import EosOutcome, EosWorkload
-from kraftlog.deploy.chaos._faults import FAULT_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._faults import (
+    ALL_FAULT_KINDS,
+    DISK_KINDS,
+    FAULT_KINDS,
+    SLOW_FSYNC,
+    STORAGE_KINDS,
+    ClusterView,
+    Fault,
+    choose_fault,
+    heal,
+    inject,
+)
 from kraftlog.deploy.chaos._group_check import (
     AssignmentEvent,
     CommitRecord,
@@ -75,6 +87,7 @@ from kraftlog.deploy.chaos._targets import (
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
+    "ALL_FAULT_KINDS",
     "QUEUE_ALLOWED",
     "QUEUE_ANOMALIES",
     "Ack",
@@ -86,6 +99,7 @@ __all__ = [
     "ChaosTarget",
     "CheckReport",
     "ClusterView",
+    "DISK_KINDS",
     "CommitRecord",
     "ConsumedRecord",
     "ConsumingWorkload",
@@ -116,6 +130,8 @@ __all__ = [
     "QuorumTimeouts",
     "ReadRecord",
     "SECURITY_MODES",
+    "SLOW_FSYNC",
+    "STORAGE_KINDS",
     "Send",
     "SystemdNode",
     "SystemdTarget",

@@ -4,6 +4,12 @@
 seed replays the same schedule against the same cluster states. `inject` and `heal` are the only
 places that touch the target. Every fault hits at most a minority: one controller of three, one
 broker of three (two nodes at once only as one controller plus one broker).
+
+The storage kinds (`STORAGE_KINDS`, issue 28; chosen with ``--faults``, not part of the default
+schedule) kill one broker with SIGKILL, damage its partition files while it is down
+(`deploy.chaos._storage_faults`, seeded by the fault's ``seed``) and start it again at the heal.
+``slow_fsync`` delays every segment and index fsync of a partition leader's broker by the fault's
+``seed`` milliseconds (the test-only hook `storage.fault_dir`) until the heal.
 """
 
 from __future__ import annotations
@@ -12,9 +18,21 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kraftlog.deploy.chaos._storage_faults import STORAGE_KINDS
 from kraftlog.deploy.chaos._targets import ChaosTarget
 
-__all__ = ["FAULT_KINDS", "ClusterView", "Fault", "choose_fault", "heal", "inject"]
+__all__ = [
+    "ALL_FAULT_KINDS",
+    "DISK_KINDS",
+    "FAULT_KINDS",
+    "SLOW_FSYNC",
+    "STORAGE_KINDS",
+    "ClusterView",
+    "Fault",
+    "choose_fault",
+    "heal",
+    "inject",
+]
 
 FAULT_KINDS: tuple[str, ...] = (
     "kill_broker",  # kill -9 of a broker, restarted after the hold
@@ -25,7 +43,15 @@ FAULT_KINDS: tuple[str, ...] = (
     "partition_active_controller",  # the active controller's links cut, then healed
     "partition_leader",  # the links of a partition leader's broker cut, then healed
 )
+#: a slow_fsync fault's delay per fsync (its ``seed`` holds the one chosen)
+SLOW_FSYNC_DELAYS_MS = (200, 500, 1000)
 NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader"})
+#: every segment and index fsync of a partition leader's broker delayed, then not (test-only hook)
+SLOW_FSYNC = "slow_fsync"
+#: the kinds that touch a node's disk or its storage hooks: local clusters only
+DISK_KINDS = frozenset({*STORAGE_KINDS, SLOW_FSYNC})
+#: what ``--faults`` may name in the data profile: the default schedule plus the disk faults
+ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STORAGE_KINDS + (SLOW_FSYNC,)
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,7 @@ class Fault:
     kind: str
     nodes: tuple[int, ...]
     hold_s: float
+    seed: int = 0  # a storage fault's damage (which byte, which bit, where to cut)
 
     def describe(self) -> str:
         return f"{self.kind}({','.join(map(str, self.nodes))}) for {self.hold_s:.1f}s"
@@ -73,13 +100,21 @@ def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) ->
         return Fault(kind, nodes, hold)
     if kind == "partition_active_controller":
         return Fault(kind, (active,), round(rng.uniform(2.0, 5.0), 2))
+    if kind in STORAGE_KINDS:
+        return Fault(kind, (broker,), hold, seed=rng.randrange(2**31))
+    if kind == SLOW_FSYNC:
+        leaders = [n for n in view.partition_leaders if n in view.brokers]
+        node = rng.choice(leaders) if leaders else broker
+        return Fault(kind, (node,), round(rng.uniform(3.0, 6.0), 2), seed=rng.choice(SLOW_FSYNC_DELAYS_MS))
     if kind == "partition_leader":
         leaders = [n for n in view.partition_leaders if n in view.brokers]
         return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(2.0, 5.0), 2))
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
-def inject(target: ChaosTarget, fault: Fault) -> None:
+def inject(target: ChaosTarget, fault: Fault) -> list[str]:
+    """Inject ``fault``; returns what a storage fault damaged (one line per file), else nothing."""
+    damage: list[str] = []
     for node in fault.nodes:
         if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority"):
             target.kill(node)
@@ -89,13 +124,19 @@ def inject(target: ChaosTarget, fault: Fault) -> None:
             target.restart(node)
         elif fault.kind in NETWORK_KINDS:
             target.cut(node)
+        elif fault.kind in STORAGE_KINDS:
+            target.kill(node)
+            damage += target.damage(node, fault.kind, fault.seed)
+        elif fault.kind == SLOW_FSYNC:
+            target.set_fsync_delay(node, fault.seed)
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
+    return damage
 
 
 def heal(target: ChaosTarget, fault: Fault) -> None:
     for node in fault.nodes:
-        if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority"):
+        if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority") or fault.kind in STORAGE_KINDS:
             target.start(node)
         elif fault.kind == "pause":
             target.resume(node)
@@ -103,3 +144,5 @@ def heal(target: ChaosTarget, fault: Fault) -> None:
             target.heal(node)
         elif fault.kind == "restart":
             target.start(node)  # a no-op unless the restart left it down
+        elif fault.kind == SLOW_FSYNC:
+            target.set_fsync_delay(node, 0)

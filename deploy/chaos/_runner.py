@@ -26,7 +26,17 @@ from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
 from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_row
 from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, eos_rows, start_eos, txn_coordinators
 from kraftlog.deploy.chaos._eos_workload import EosWorkload
-from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterView, Fault, choose_fault, heal, inject
+from kraftlog.deploy.chaos._faults import (
+    DISK_KINDS,
+    FAULT_KINDS,
+    NETWORK_KINDS,
+    STORAGE_KINDS,
+    ClusterView,
+    Fault,
+    choose_fault,
+    heal,
+    inject,
+)
 from kraftlog.deploy.chaos._group_check import check_group
 from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
@@ -42,8 +52,12 @@ __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"
 WORKLOADS = ("data", "group", "eos", "queue")
 
 _log = structlog.get_logger("deploy.chaos")
+STORAGE_KINDS_SET = frozenset(STORAGE_KINDS)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the workload topic's segments when storage faults run: small enough to roll within a short run,
+#: so the damaged node has rolled segments (with offset index files) as well as an active one
+STORAGE_TOPIC_CONFIGS = {"segment.bytes": "16384", "index.interval.bytes": "512"}
 #: seconds between two looks at the cluster or the workload while the run waits for them
 _POLL_S = 0.2
 
@@ -80,6 +94,7 @@ class FaultRecord:
     group_coordinator: int | None = None  # group workload: the broker coordinating the group then
     txn_coordinators: tuple[int, ...] = ()  # eos workload: the brokers coordinating the processors' transactions
     error: str | None = None
+    damage: list[str] = field(default_factory=list)  # storage faults: each file damaged, and how
 
 
 @dataclass
@@ -155,6 +170,12 @@ def run_chaos(
             skipped[kind] = reason
         kinds = [k for k in kinds if k not in NETWORK_KINDS]
         out(f"skipping network partitions: {reason}")
+    reason = target.storage_unavailable() if DISK_KINDS & set(kinds) else None
+    if reason is not None:
+        for kind in DISK_KINDS & set(kinds):
+            skipped[kind] = reason
+        kinds = [k for k in kinds if k not in DISK_KINDS]
+        out(f"skipping storage faults: {reason}")
     if not kinds:
         raise ValueError("no fault kind left to run")
     if settings.workload not in WORKLOADS:
@@ -186,9 +207,10 @@ def run_chaos(
             interval_s=_POLL_S,
             what="a healthy cluster to start",
         )
-        created = admin.create_topics(
-            [NewTopic(topic, settings.partitions, 3, configs={"min.insync.replicas": "2"})], timeout_ms=30_000
-        )
+        configs = {"min.insync.replicas": "2"}
+        if STORAGE_KINDS_SET & set(kinds):
+            configs.update(STORAGE_TOPIC_CONFIGS)
+        created = admin.create_topics([NewTopic(topic, settings.partitions, 3, configs=configs)], timeout_ms=30_000)
         err = created.topics[0].error
         if err.code != 0:
             raise RuntimeError(f"create topic {topic}: {err.name} {err.message}")
@@ -244,6 +266,16 @@ def run_chaos(
             next_at = time.monotonic() + rng.uniform(*settings.interval_s)
             view = _view(admin, target, topic, settings.session_timeout_ms, probe)
             fault = choose_fault(rng, view, kinds)
+            if fault.kind in STORAGE_KINDS_SET and view.pending is not None:
+                # a storage fault damages the node's replica of every partition it holds: a minority
+                # only while every other replica is whole and in the ISR, so it waits for that
+                _recovery_s(
+                    lambda: converged(admin, brokers, probe),
+                    time.monotonic(),
+                    time.monotonic() + settings.converge_timeout_s,
+                    stop,
+                )
+                view = _view(admin, target, topic, settings.session_timeout_ms, probe)
             record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
             if group is not None:
                 record.group_coordinator = _group_coordinator(admin, group.group_id)
@@ -251,7 +283,7 @@ def run_chaos(
                 record.group_coordinator = _group_coordinator(admin, eos.group_id)
                 record.txn_coordinators = txn_coordinators(admin, eos.transactional_ids())
             try:
-                inject(target, fault)
+                record.damage = inject(target, fault)
                 stop.wait(fault.hold_s)
             except Exception as err:
                 record.error = repr(err)
@@ -338,6 +370,9 @@ def run_chaos(
         "max_outage_per_fault_s": round(max((r.outage_s for r in run.faults), default=0.0), 3),
         "max_recovery_s": round(max((r.recovery_s for r in run.faults if r.recovery_s is not None), default=0.0), 3),
         "faults_injected_before_recovery": sum(1 for r in run.faults if r.pending_at_injection),
+        "damaged_files": {
+            k: sum(len(r.damage) for r in run.faults if r.fault.kind == k) for k in settings.kinds if k in STORAGE_KINDS
+        },
         "fault_log": [
             {
                 "kind": r.fault.kind,
@@ -348,6 +383,7 @@ def run_chaos(
                 "error": r.error,
                 "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
                 "injected_before_recovery": r.pending_at_injection,
+                **({"damaged_files": len(r.damage), "damage": r.damage[:4]} if r.fault.kind in STORAGE_KINDS else {}),
             }
             for r in run.faults
         ],

@@ -8,11 +8,14 @@ cluster's from its state (``kraftlog local start --security``), an inventory's f
 and its key on the machine that runs the chaos command).
 
 Network partitions need a ``netns`` local cluster (links really cut) or, on systemd hosts, iptables
-rules tagged with a comment so healing removes exactly what the run added.
+rules tagged with a comment so healing removes exactly what the run added. Storage faults damage a
+stopped node's files (`deploy.chaos._storage_faults`): a local cluster's only (the run reads and
+writes them directly).
 """
 
 from __future__ import annotations
 
+import random
 import shlex
 import subprocess
 import tomllib
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ChaosSecurity
+from kraftlog.deploy.chaos._storage_faults import damage_node
 
 __all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
 
@@ -44,6 +48,9 @@ class ChaosTarget(Protocol):
     @property
     def security(self) -> ChaosSecurity: ...
     def partitions_unavailable(self) -> str | None: ...
+    def storage_unavailable(self) -> str | None: ...
+    def damage(self, node_id: int, kind: str, seed: int) -> list[str]: ...
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None: ...
     def kill(self, node_id: int) -> None: ...
     def start(self, node_id: int) -> None: ...
     def pause(self, node_id: int) -> None: ...
@@ -104,6 +111,24 @@ class LocalTarget:
                 else f"the cluster runs on loopback: {why}"
             )
         return None
+
+    def storage_unavailable(self) -> str | None:
+        return None
+
+    def damage(self, node_id: int, kind: str, seed: int) -> list[str]:
+        """Damage the stopped node's partitions of every topic but the internal ones (``__...``),
+        in every directory of its ``log.dirs``; one line per file damaged."""
+        if self.cluster.is_running(node_id):
+            raise RuntimeError(f"node {node_id} is running: storage faults damage a stopped node")
+        config = tomllib.loads(Path(self.cluster.nodes[node_id].config_path).read_text(encoding="utf-8"))
+        dirs = config.get("log.dirs", [])
+        paths = [Path(d) for d in (dirs.split(",") if isinstance(dirs, str) else dirs)]
+        done = damage_node(paths, kind, random.Random(seed), include=lambda topic: not topic.startswith("__"))
+        _log.info("chaos_storage_damage", node_id=node_id, kind=kind, files=len(done))
+        return [f"{d.file}: {d.what}" for d in done]
+
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
+        self.cluster.set_fsync_delay(node_id, delay_ms)
 
     def kill(self, node_id: int) -> None:
         self.cluster.kill(node_id)
@@ -253,6 +278,15 @@ class SystemdTarget:
 
     def partitions_unavailable(self) -> str | None:
         return None
+
+    def storage_unavailable(self) -> str | None:
+        return "storage faults damage a local cluster's files (--dir, or the run's own cluster)"
+
+    def damage(self, node_id: int, kind: str, seed: int) -> list[str]:
+        raise RuntimeError(self.storage_unavailable())
+
+    def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
+        raise RuntimeError(self.storage_unavailable())
 
     def kill(self, node_id: int) -> None:
         self._remote(node_id, "systemctl", "kill", "--signal=SIGKILL", self.nodes[node_id].unit)

@@ -1,0 +1,84 @@
+"""Test-only fault injection in the partition logs' fsync path (issue 28: the ``slow_fsync`` chaos
+fault): a delay before each fsync of a segment or an index, switched on and off while the node
+runs.
+
+Why a control file named by an environment variable, not a config key: the fault must come and go
+without a restart (a config change would need one), and nothing in a node's config can turn it
+on by mistake. ``KRAFTLOG_TEST_FAULTS`` names a directory; while it holds ``fsync_delay_ms`` (an
+integer), every `fsync` waits that long first. `kraftlog serve` refuses to start with the
+variable set under systemd (the units of ``deploy/``: production), and logs a warning otherwise.
+Without the variable (every production node) `fsync` is ``os.fsync`` and nothing is read.
+
+The control file is read at most every `_REREAD_S` seconds, so an fsync-heavy path does not stat
+it each time; a fault therefore starts and ends within that much of the file's change.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+__all__ = ["FAULTS_ENV", "FSYNC_DELAY_FILE", "fault_dir", "fsync"]
+
+#: the environment variable naming the control directory (test clusters only)
+FAULTS_ENV = "KRAFTLOG_TEST_FAULTS"
+#: the control file in that directory: milliseconds to wait before each fsync
+FSYNC_DELAY_FILE = "fsync_delay_ms"
+_REREAD_S = 0.2
+
+_log = structlog.get_logger(__name__)
+
+
+def fault_dir() -> Path | None:
+    """The control directory when fault injection is on (the variable is set), else None."""
+    value = os.environ.get(FAULTS_ENV, "")
+    return Path(value) if value else None
+
+
+class _Delay:
+    """The current fsync delay, re-read from the control file at most every `_REREAD_S`."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._delay_s = 0.0
+
+    def current_s(self) -> float:
+        if self.directory is None:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            if now - self._read_at >= _REREAD_S:
+                self._read_at = now
+                delay = self._read()
+                if delay != self._delay_s:
+                    _log.warning("test_fault_fsync_delay", delay_ms=round(delay * 1000), control=str(self.directory))
+                self._delay_s = delay
+            return self._delay_s
+
+    def _read(self) -> float:
+        assert self.directory is not None
+        try:
+            text = (self.directory / FSYNC_DELAY_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            return 0.0
+        try:
+            return max(0, int(text)) / 1000.0
+        except ValueError:
+            return 0.0
+
+
+_delay = _Delay(fault_dir())
+
+
+def fsync(fd: int) -> None:
+    """``os.fsync(fd)``, after the injected delay when a test turned one on."""
+    delay = _delay.current_s()
+    if delay > 0:
+        time.sleep(delay)
+    os.fsync(fd)
