@@ -31,6 +31,7 @@ from kraftlog.proto import (
     quotas_pb2,
     security_pb2,
 )
+from kraftlog.quorum._kraft_upgrade import upgrade_kraft_version
 from kraftlog.quorum.controller import authorize_cluster, authorize_items
 
 if TYPE_CHECKING:
@@ -322,7 +323,9 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def UpdateFeatures(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(admin_pb2.UpdateFeaturesResponse, err, request)
-        return await self.s.run_write(ctl.update_features, request, admin_pb2.UpdateFeaturesResponse)
+        checked = await self.s.run_write(ctl.update_features, request, admin_pb2.UpdateFeaturesResponse)
+        # kraft.version is the quorum's: its upgrade is a Raft entry, appended once the checks passed
+        return await upgrade_kraft_version(self.s, request, checked)
 
     async def DescribeQuorum(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.DESCRIBE):

@@ -144,10 +144,13 @@ from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
     VOTERS_FILE,
+    KRaftUpgrade,
     RaftVoter,
     VoterChange,
     VoterChangeError,
+    kraft_version_of,
     read_voters_file,
+    upgraded_voter_set,
     write_voters_file,
 )
 from kraftlog.quorum.raft._raft_node import (
@@ -189,6 +192,7 @@ __all__ = [
     "FullDump",
     "IdentityError",
     "JOURNAL_FILE",
+    "KRaftUpgrade",
     "LeaderChangeListener",
     "MAX_PROPOSAL_BYTES",
     "MetadataQuorum",
@@ -211,8 +215,10 @@ __all__ = [
     "generate_identity_key",
     "identity_from_config",
     "key_file_of",
+    "kraft_version_of",
     "load_private_key",
     "public_key_text",
     "read_voters_file",
+    "upgraded_voter_set",
     "write_voters_file",
 ]

@@ -48,10 +48,11 @@ from kraftlog.quorum.raft._raft_state import (
     QuorumConfigError,
     RawEntry,
 )
-from kraftlog.quorum.raft._raft_voters import VoterNode, _VoterChangesNode
+from kraftlog.quorum.raft._raft_voters import KRAFT_VERSION_MAX, VoterNode, _VoterChangesNode
 from kraftlog.quorum.raft._serializer import DumpSerializer
 from kraftlog.quorum.raft._wire import (
     MAX_COMMAND_BYTES,
+    VOTER_REPORT,
     decode_command,
     encode_append_command,
 )
@@ -147,8 +148,13 @@ class _RaftNode(_VoterChangesNode):
         voters: Mapping[int, RaftVoter] | None = None,
         dump_serializer: DumpSerializer | None = None,
         observer: bool = False,
+        directory_id: str | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
+        #: this node's metadata log dir id, reported to the peers (the kraft.version upgrade needs it)
+        self._kl_directory_id = directory_id
+        #: what the peers reported: voter id -> (directory id, highest kraft.version supported)
+        self._kl_voter_reports: dict[int, tuple[str | None, int]] = {}
         #: the committed voter set: the fold of the voter changes applied so far (what the dump keeps)
         self._kl_applied_voters: dict[int, RaftVoter] = dict(voters or {})
         #: the voter set in force (Raft: the last change in the log, committed or not) must be re-derived
@@ -345,6 +351,9 @@ class _RaftNode(_VoterChangesNode):
         if kind == TERM_AHEAD:
             self._kl_on_term_ahead(message)
             return
+        if kind == VOTER_REPORT:
+            self._kl_on_voter_report(node, message)
+            return
         if kind == "request_vote":
             transfer = bool(message.pop(TRANSFER_FLAG, False))
             if ignore_vote_request(
@@ -424,15 +433,19 @@ class _RaftNode(_VoterChangesNode):
         when it next uses it: the first message after ``connectionTimeout`` of silence -- the vote
         request once the leader died -- closes the connection instead of being sent. The lost vote
         request made split votes and added a whole election round (1-2 election timeouts) to most
-        failovers. Keepalives keep every voter-to-voter connection fresh.
+        failovers. Keepalives keep every voter-to-voter connection fresh. Each round also carries
+        this node's report (directory id, highest kraft.version): whoever leads next knows it.
         """
         now = _raft_monotonic()
         if now < self._kl_keepalive_at or self._kl_transport is None:
             return
         self._kl_keepalive_at = now + self._kl_keepalive_period
+        report = {"type": VOTER_REPORT, "dir": self._kl_directory_id, "kraft_max": KRAFT_VERSION_MAX}
         for node in self.otherNodes:
             if self.isNodeConnected(node):
                 self._kl_transport.send(node, {"type": _KEEPALIVE})
+                if not self._kl_observer:
+                    self._kl_transport.send(node, report)
 
     def _kl_term_of(self, raft_index: int) -> int | None:
         term_of = getattr(self._kl_journal, "term_of", None)

@@ -1,0 +1,118 @@
+"""The voter-change face of `quorum.raft.MetadataQuorum` (issue 26, KIP-853): append one voter
+change or the upgrade to kraft.version 1, and read what such a change is decided on (the committed
+voter set, the pending change, the observers, the voters' reports).
+
+Ordering: the proposals run on the event loop and are resolved there from pysyncobj's callback; the
+readers take pysyncobj's state without its lock (maps replaced whole: a view a tick old at worst).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pysyncobj import FAIL_REASON
+
+from kraftlog.common.errors import InvalidRequestError, NotControllerError, RequestTimedOutError
+from kraftlog.quorum.raft._membership import MembershipChange, RaftVoter, kraft_version_of
+from kraftlog.quorum.raft._raft_delivery import _QuorumDelivery
+from kraftlog.quorum.raft._raft_state import APPLY_VOTERS
+
+__all__: list[str] = []
+
+
+class _QuorumVoters(_QuorumDelivery):
+    """`MetadataQuorum`'s voter changes; `MetadataQuorum` derives from it."""
+
+    _inflight: set[asyncio.Future[Any]]
+    _raft_voters: dict[int, RaftVoter]
+
+    @property
+    def is_leader(self) -> bool:  # MetadataQuorum's
+        raise NotImplementedError
+
+    def _leader_hint(self) -> dict[str, Any]:  # MetadataQuorum's
+        raise NotImplementedError
+
+    async def change_voters(self, change: MembershipChange, *, timeout_s: float) -> None:
+        """Append one voter change (issue 26) -- or the upgrade to kraft.version 1 -- on this
+        leader and return once it is committed.
+
+        The caller checked KIP-853's rules first (`quorum._voter_changes`); pysyncobj enforces the
+        single-server rule again (its leader appends a change only once its epoch's no-op and the
+        previous change are applied): a refusal there is ``RequestTimedOutError`` (retriable).
+        ``NotControllerError`` when this node is not the leader or lost leadership meanwhile;
+        ``RequestTimedOutError`` when not committed within ``timeout_s`` (outcome unknown).
+        """
+        node = self._node
+        if node is None or not self.is_leader:
+            raise NotControllerError(**self._leader_hint())
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._inflight.add(fut)
+
+        def on_result(result: Any, error: int) -> None:  # pysyncobj's thread
+            self._call_soon(self._resolve_voter_change, fut, result, error)
+
+        try:
+            try:
+                node._kl_change_voters(change, callback=on_result)
+            except BlockingIOError:
+                pass
+            try:
+                await asyncio.wait_for(fut, timeout_s)
+            except TimeoutError:
+                raise RequestTimedOutError(
+                    f"voter change not committed within {timeout_s:.3f}s; outcome unknown", **self._leader_hint()
+                ) from None
+        finally:
+            self._inflight.discard(fut)
+
+    def voter_change_view(self) -> tuple[int, int | None, dict[int, tuple[Any, int]]]:
+        """What a voter change is decided on (issue 26): (raft commit index, raft index of a voter
+        change not committed yet or None, observers: id -> (`ObserverPeer`, raft match index)).
+        Read from pysyncobj's state without its lock: a snapshot that may be a tick old."""
+        node = self._node
+        if node is None:
+            return -1, None, {}
+        return int(node.raftCommitIndex), node.kl_pending_voter_change(), node.kl_observers()
+
+    def transfer_leadership(self) -> None:
+        """Ask pysyncobj to hand leadership to a caught-up voter (the leader removing itself)."""
+        node = self._node
+        if node is not None and self.is_leader:
+            node.transferLeadership()
+
+    def voters(self) -> dict[int, RaftVoter]:
+        """The committed voter set (this node's view)."""
+        node = self._node
+        return node.kl_applied_voters() if node is not None else dict(self._raft_voters)
+
+    @property
+    def kraft_version(self) -> int:
+        """1 when the committed voter set is dynamic (every voter has a directory id), else 0."""
+        return kraft_version_of(self.voters())
+
+    def voter_reports(self) -> dict[int, tuple[str | None, int]]:
+        """Voter id -> (directory id, highest kraft.version supported), as the voters reported them
+        to this node (its own included): what the upgrade to kraft.version 1 is decided on."""
+        node = self._node
+        return node.kl_voter_reports() if node is not None else {}
+
+    def _resolve_voter_change(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
+        if fut.done():
+            return
+        if error == FAIL_REASON.SUCCESS and isinstance(result, tuple) and result and result[0] == APPLY_VOTERS:
+            fut.set_result(None)
+        elif error == FAIL_REASON.SUCCESS:
+            fut.set_exception(InvalidRequestError(f"voter change refused: {result!r:.200}"))
+        elif error == FAIL_REASON.REQUEST_DENIED:
+            fut.set_exception(
+                RequestTimedOutError(
+                    "the leader has not committed its epoch's first entry or the previous voter change yet",
+                    **self._leader_hint(),
+                )
+            )
+        elif error in (FAIL_REASON.QUEUE_FULL, FAIL_REASON.UNKNOWN_OUTCOME):
+            fut.set_exception(RequestTimedOutError("voter change outcome unknown", **self._leader_hint()))
+        else:
+            fut.set_exception(NotControllerError(f"voter change not committed (reason {error})", **self._leader_hint()))
