@@ -209,6 +209,8 @@ class ControllerServer(_ControllerLog):
             )
             meta = read_meta_properties(Path(self.config.metadata_log_dir))
             extra["own_directory_id"] = meta.directory_id if meta is not None else None
+            extra["controller_port_offset"] = offset
+            extra["voter_records"] = True
             if dynamic:
                 extra["directory_ids"] = dict(self.voter_directory_ids)
                 extra["admit_observers"] = True

@@ -2,14 +2,16 @@
 or removed by one Raft entry, in kraftlog's own msgpack (pysyncobj's membership commands are pickles,
 which this Raft never loads).
 
-Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter]`` where ``op`` is
-``"add"`` or ``"remove"`` and ``voter`` a map ``{"id", "host", "port", "directory.id",
-"public.key"}``, or ``[2, "kraft.version", [voter, ...]]``: the upgrade of a static quorum to
-``kraft.version`` 1 (KIP-1170; Kafka writes a ``KRaftVersionRecord`` and a ``VotersRecord`` in one
-control batch), which gives every voter of the unchanged set its directory id (`KRaftUpgrade`).
-A metadata batch is ``[1, epoch, timestamp_ms, records]`` (`quorum.raft._wire`), so the two never
-decode as each other; `is_voter_change` tells them apart by the first two bytes without decoding a
-batch.
+Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter, ms]`` where ``op``
+is ``"add"`` or ``"remove"``, ``voter`` a map ``{"id", "host", "port", "directory.id",
+"public.key"}`` and ``ms`` the proposal's wall time (absent in entries of earlier builds), or
+``[2, "kraft.version", [voter, ...], ms]``: the upgrade of a static quorum to ``kraft.version`` 1
+(KIP-1170; Kafka writes a ``KRaftVersionRecord`` and a ``VotersRecord`` in one control batch),
+which gives every voter of the unchanged set its directory id (`KRaftUpgrade`). A metadata batch
+is ``[1, epoch, timestamp_ms, records]`` (`quorum.raft._wire`), so the two never decode as each
+other; `is_voter_change` tells them apart by the first three bytes without decoding a batch.
+Applying a committed change also appends the metadata log's ``VotersRecord`` (and, for the
+upgrade, ``KRaftVersionRecord``) at the next offsets (`kraftlog.metadata_log.VotersRecord`).
 
 Why the voter travels whole: in ``node-key`` mode a connection is accepted only from a voter whose
 public key this node knows (`quorum.raft._identity`), so a new voter's key must reach every voter
@@ -81,8 +83,9 @@ VOTER_ADD: Final = "add"
 VOTER_REMOVE: Final = "remove"
 KRAFT_UPGRADE: Final = "kraft.version"
 _OP_VOTER_CHANGE: Final = 2
-#: pysyncobj's REGULAR type byte, msgpack fixarray(3), positive fixint 2
-_PREFIX: Final = bytes([0, 0x93, _OP_VOTER_CHANGE])
+#: pysyncobj's REGULAR type byte, msgpack fixarray(4) (fixarray(3) before the time was added),
+#: positive fixint 2
+_PREFIXES: Final = (bytes([0, 0x94, _OP_VOTER_CHANGE]), bytes([0, 0x93, _OP_VOTER_CHANGE]))
 _MAX_NODE_ID: Final = (1 << 31) - 1
 _MAX_PORT: Final = 65535
 _MAX_TEXT: Final = 255
@@ -114,10 +117,12 @@ class RaftVoter:
 
 @dataclass(frozen=True, slots=True)
 class VoterChange:
-    """Add or remove one voter."""
+    """Add or remove one voter; ``timestamp_ms``: when the leader proposed it (the metadata log's
+    ``VotersRecord`` for it carries that time, the same on every node)."""
 
     op: str
     voter: RaftVoter
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,7 @@ class KRaftUpgrade:
     the directory id it reported (`upgraded_voter_set`)."""
 
     voters: tuple[RaftVoter, ...]
+    timestamp_ms: int = 0
 
     op: str = KRAFT_UPGRADE
 
@@ -209,18 +215,21 @@ def encode_voter_change(change: MembershipChange) -> bytes:
     """The REGULAR command payload (without pysyncobj's type byte) of one voter change."""
     if isinstance(change, KRaftUpgrade):
         body: bytes = msgpack.packb(
-            [_OP_VOTER_CHANGE, KRAFT_UPGRADE, [_voter_map(v) for v in change.voters]], use_bin_type=True
+            [_OP_VOTER_CHANGE, KRAFT_UPGRADE, [_voter_map(v) for v in change.voters], change.timestamp_ms],
+            use_bin_type=True,
         )
         return body
     if change.op not in (VOTER_ADD, VOTER_REMOVE):
         raise ValueError(f"unknown voter change {change.op!r}")
-    packed: bytes = msgpack.packb([_OP_VOTER_CHANGE, change.op, _voter_map(change.voter)], use_bin_type=True)
+    packed: bytes = msgpack.packb(
+        [_OP_VOTER_CHANGE, change.op, _voter_map(change.voter), change.timestamp_ms], use_bin_type=True
+    )
     return packed
 
 
 def is_voter_change(command: bytes) -> bool:
     """Whether a journal entry's command (type byte included) is a voter change (no decoding)."""
-    return command[: len(_PREFIX)] == _PREFIX
+    return command[:3] in _PREFIXES
 
 
 def decode_voter_change(command: bytes) -> MembershipChange:
@@ -231,17 +240,20 @@ def decode_voter_change(command: bytes) -> MembershipChange:
         value = msgpack.unpackb(command[1:], raw=False, strict_map_key=True, use_list=True)
     except Exception as err:  # msgpack raises several unrelated types
         raise CorruptMessageError(f"undecodable voter change: {err}") from None
-    if type(value) is not list or len(value) != 3 or value[0] != _OP_VOTER_CHANGE:
+    if type(value) is not list or len(value) not in (3, 4) or value[0] != _OP_VOTER_CHANGE:
         raise CorruptMessageError("not a voter change")
+    timestamp_ms = value[3] if len(value) == 4 else 0  # an entry written before the time was added
+    if type(timestamp_ms) is not int or timestamp_ms < 0:
+        raise CorruptMessageError("voter change: the timestamp must be a non-negative integer")
     op = value[1]
     if op == KRAFT_UPGRADE:
         listed = voters_from_wire(value[2])
         if not listed:
             raise CorruptMessageError("voter change: an upgrade names no voters")
-        return KRaftUpgrade(tuple(listed[vid] for vid in sorted(listed)))
+        return KRaftUpgrade(tuple(listed[vid] for vid in sorted(listed)), timestamp_ms)
     if op not in (VOTER_ADD, VOTER_REMOVE):
         raise CorruptMessageError(f"voter change: unknown operation {op!r}")
-    return VoterChange(op=op, voter=_voter_of(value[2]))
+    return VoterChange(op=op, voter=_voter_of(value[2]), timestamp_ms=timestamp_ms)
 
 
 def _add(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:

@@ -44,6 +44,7 @@ from kraftlog.quorum.raft._raft_state import (
     _TRUNCATION_NOTICE,
     APPLY_INTERNAL,
     APPLY_INVALID,
+    APPLY_OK,
     MetadataStateMachine,
     QuorumConfigError,
     RawEntry,
@@ -149,10 +150,12 @@ class _RaftNode(_VoterChangesNode):
         dump_serializer: DumpSerializer | None = None,
         observer: bool = False,
         directory_id: str | None = None,
+        port_offset: int | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
         #: this node's metadata log dir id, reported to the peers (the kraft.version upgrade needs it)
         self._kl_directory_id = directory_id
+        self._kl_port_offset = port_offset
         #: what the peers reported: voter id -> (directory id, highest kraft.version supported)
         self._kl_voter_reports: dict[int, tuple[str | None, int]] = {}
         #: the committed voter set: the fold of the voter changes applied so far (what the dump keeps)
@@ -496,6 +499,14 @@ class _RaftNode(_VoterChangesNode):
         if isinstance(decoded, bytes):
             return self._kl_apply_voter_change(decoded)
         return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
+
+    def _kl_append_control(self, timestamp_ms: int, records: list[bytes]) -> None:
+        """Append the metadata log's records of the voter change being applied (its Raft entry's
+        term as their epoch, its proposal time): the next offsets, the same on every node."""
+        term = self._kl_term_of(self.raftLastApplied + 1)
+        result = self._kl_apply(term if term is not None else -1, timestamp_ms, records)
+        if result[0] != APPLY_OK:
+            self._kl_log.warning("raft_voter_records_not_appended", result=str(result)[:200])
 
     def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
         """Apply one committed batch. Deterministic; never raises (see the module docstring)."""

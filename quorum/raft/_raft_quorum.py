@@ -86,6 +86,8 @@ class MetadataQuorum(_QuorumVoters):
         observer_endpoint: tuple[str, int] | None = None,
         admit_observers: bool = False,
         own_directory_id: str | None = None,
+        controller_port_offset: int = 0,
+        voter_records: bool = False,
     ) -> None:
         # An observer (issue 26, KIP-853: formatted with --no-initial-controllers) is not in
         # ``voters`` and names its own Raft endpoint; it replicates until a voter change adds it.
@@ -97,6 +99,10 @@ class MetadataQuorum(_QuorumVoters):
             )
         self._admit_observers = admit_observers
         #: this node's metadata log dir id, reported to the leader for the kraft.version upgrade
+        #: a voter's controller port is its Raft port less this (the metadata log's VotersRecord)
+        self._controller_port_offset = controller_port_offset
+        #: a committed voter change also appends VotersRecord (KRaftVersionRecord) to the metadata log
+        self._voter_records = voter_records
         self._own_directory_id = own_directory_id or (identity.directory_id if identity is not None else None)
         addresses = {vid: f"{host}:{int(port)}" for vid, (host, port) in voters.items()}
         if len(set(addresses.values())) != len(addresses):
@@ -279,6 +285,7 @@ class MetadataQuorum(_QuorumVoters):
                 dump_serializer=serializer,
                 observer=self._observer,
                 directory_id=self._own_directory_id,
+                port_offset=self._controller_port_offset if self._voter_records else None,
             )
         except BaseException:
             journal.close()

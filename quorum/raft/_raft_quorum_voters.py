@@ -9,6 +9,7 @@ readers take pysyncobj's state without its lock (maps replaced whole: a view a t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from pysyncobj import FAIL_REASON
@@ -55,7 +56,8 @@ class _QuorumVoters(_QuorumDelivery):
 
         try:
             try:
-                node._kl_change_voters(change, callback=on_result)
+                stamped = dataclasses.replace(change, timestamp_ms=int(self._wall_clock() * 1000))
+                node._kl_change_voters(stamped, callback=on_result)
             except BlockingIOError:
                 pass
             try:

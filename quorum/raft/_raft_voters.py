@@ -28,6 +28,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from kraftlog.common.errors import CorruptMessageError
+from kraftlog.metadata_log import KRaftVersionRecord, MetadataRecord, Voter, VoterEndpoint, VotersRecord, encode_record
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     KRaftUpgrade,
@@ -75,6 +76,12 @@ class _VoterChangesNode(SyncObj):
     _kl_voters_known: bool
     _kl_directory_id: str | None
     _kl_voter_reports: dict[int, tuple[str | None, int]]
+    #: a voter's controller port is its Raft port less this (the VotersRecord's endpoint); None:
+    #: the metadata log does not carry the voter set (a bare Raft seam: its own tests)
+    _kl_port_offset: int | None
+
+    def _kl_append_control(self, timestamp_ms: int, records: list[bytes]) -> None:  # `_RaftNode`'s
+        raise NotImplementedError
 
     def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[Any] | None:
         """pysyncobj's view of a membership entry: ``['add'|'rem', address, VoterNode]`` for a kraftlog
@@ -107,6 +114,8 @@ class _VoterChangesNode(SyncObj):
             self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
             return (APPLY_INVALID, f"voter change not applied: {err}")
         self._kl_voters_dirty = True
+        if self._kl_port_offset is not None:
+            self._kl_append_control(change.timestamp_ms, self._kl_control_records(change, self._kl_port_offset))
         if isinstance(change, KRaftUpgrade):
             self._kl_log.info(
                 "raft_kraft_version_upgraded",
@@ -122,6 +131,24 @@ class _VoterChangesNode(SyncObj):
             voters=sorted(self._kl_applied_voters),
         )
         return (APPLY_VOTERS, change.op, change.voter.node_id)
+
+    def _kl_control_records(self, change: MembershipChange, port_offset: int) -> list[bytes]:
+        """The metadata log's records of a committed change: the whole voter set after it
+        (``VotersRecord``), after ``KRaftVersionRecord`` for the upgrade, as Kafka writes them."""
+        voters = tuple(
+            Voter(
+                voter_id=v.node_id,
+                voter_directory_id=v.directory_id or "",
+                endpoints=(VoterEndpoint("CONTROLLER", v.host, v.port - port_offset),),
+                kraft_version_min=0,
+                kraft_version_max=KRAFT_VERSION_MAX,
+            )
+            for _vid, v in sorted(self._kl_applied_voters.items())
+        )
+        records: list[MetadataRecord] = [VotersRecord(voters=voters)]
+        if isinstance(change, KRaftUpgrade):
+            records.insert(0, KRaftVersionRecord(kraft_version=1))
+        return [encode_record(r) for r in records]
 
     def _kl_on_voter_report(self, node: Any, message: Mapping[str, Any]) -> None:
         """A voter's report (``kl_voter_report``, every keepalive round): its directory id and the

@@ -84,7 +84,7 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from kraftlog.quorum.raft._membership import is_voter_change
+from kraftlog.quorum.raft._membership import decode_voter_change, is_voter_change
 from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE, TERM_AHEAD, TRANSFER_FLAG
 
 __all__ = [
@@ -583,6 +583,7 @@ def decode_command(command: bytes) -> AppendCommand | bytes | None:
     if kind != COMMAND_REGULAR:
         raise CorruptMessageError(f"Raft command type {kind} is not a kraftlog command")
     if is_voter_change(command):
+        decode_voter_change(command)  # well-formed, or CorruptMessageError (voter changes are rare)
         return command
     value = _unpack(command[1:])
     if type(value) is not list or len(value) != 4 or value[0] != _OP_APPEND or type(value[0]) is not int:

@@ -9,8 +9,11 @@ refused as an unsupported API).
 from __future__ import annotations
 
 import io
+import json
 import socket
 import struct
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from kio.schema.remove_raft_voter.v0.response import RemoveRaftVoterResponse
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 
+from kraftlog.broker.kafka._kafka_quorum import directory_text
 from kraftlog.broker.kafka._kafka_wire import build
 from kraftlog.common import parse_uuid
 from kraftlog.deploy._cluster import LocalCluster, wait_until
@@ -55,6 +59,12 @@ def _call(cluster: LocalCluster, request_type: type, response_type: type, body: 
     return entity_reader(response_type)(answer, 5)[0]
 
 
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kraftlog.cli", *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def _describe(cluster: LocalCluster) -> Any:
     return _call(cluster, DescribeQuorumRequest, DescribeQuorumResponse, METADATA)
 
@@ -75,7 +85,8 @@ def test_a_controller_is_added_and_removed_through_a_brokers_kafka_listener(tmp_
     )
     cluster.plan()
     observer = cluster.nodes[2]
-    directory = parse_uuid(read_meta_properties(Path(observer.dir) / "metadata").directory_id)
+    dir_text = read_meta_properties(Path(observer.dir) / "metadata").directory_id
+    directory = parse_uuid(dir_text)
     try:
         cluster.start_node(1)
         cluster.start_node(BROKER)
@@ -131,5 +142,28 @@ def test_a_controller_is_added_and_removed_through_a_brokers_kafka_listener(tmp_
         )
         assert removed.error_code == 0, removed.error_message
         wait_until(lambda: list(_voters(_describe(cluster))) == [1], 30, what="voter 2 removed")
+
+        # the metadata log shows each change as Kafka's VotersRecord (the whole set after it)
+        metadata = str(Path(cluster.nodes[1].dir) / "metadata")
+
+        def voter_sets() -> list[list[tuple[int, str, int]]]:
+            dumped = _cli("metadata", "dump", metadata, "--output", "json")
+            assert dumped.returncode == 0, dumped.stderr
+            entries = [e for line in dumped.stdout.splitlines() if line.strip() for e in json.loads(line)["entries"]]
+            return [
+                [(v["voter_id"], v["voter_directory_id"], v["endpoints"][0]["port"]) for v in e["record"]["voters"]]
+                for e in entries
+                if e["record_type"] == "VotersRecord"
+            ]
+
+        first_dir = _voters(_describe(cluster))[1]
+        expected = [
+            [(1, directory_text(first_dir), cluster.nodes[1].controller_port), (2, dir_text, observer.controller_port)],
+            [(1, directory_text(first_dir), cluster.nodes[1].controller_port)],
+        ]
+        wait_until(lambda: voter_sets() == expected, 30, what=f"the VotersRecords in the metadata log ({voter_sets()})")
+        # the offline ZooKeeper-style tree replays them (as no-ops), as the controller does
+        tree = _cli("metadata", "tree", "--log-dir", metadata)
+        assert tree.returncode == 0 and "/brokers" in tree.stdout, tree.stderr
     finally:
         cluster.stop()
