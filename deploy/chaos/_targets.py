@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import structlog
 
 from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ChaosSecurity
+from kraftlog.deploy.chaos._voter_faults import VoterChanges
 
 __all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
 
@@ -63,6 +64,8 @@ class LocalTarget:
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
+        #: the voter changes of a dynamic quorum (KIP-853); None for a static one
+        self.voter_changes = VoterChanges(cluster) if getattr(cluster, "quorum", "static") == "dynamic" else None
         kafka = getattr(cluster, "kafka_client_security", None)
         self._security = ChaosSecurity.of(
             cluster.client_security(),

@@ -2,9 +2,10 @@
 or removed by one Raft entry, in kraftlog's own msgpack (pysyncobj's membership commands are pickles,
 which this Raft never loads).
 
-Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter, ms]`` where ``op``
-is ``"add"`` or ``"remove"``, ``voter`` a map ``{"id", "host", "port", "directory.id",
-"public.key"}`` and ``ms`` the proposal's wall time (absent in entries of earlier builds), or
+Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter, ms, after]`` where
+``op`` is ``"add"`` or ``"remove"``, ``voter`` a map ``{"id", "host", "port", "directory.id",
+"public.key"}``, ``ms`` the proposal's wall time and ``after`` the whole voter set after the change
+(both absent in entries of earlier builds), or
 ``[2, "kraft.version", [voter, ...], ms]``: the upgrade of a static quorum to ``kraft.version`` 1
 (KIP-1170; Kafka writes a ``KRaftVersionRecord`` and a ``VotersRecord`` in one control batch),
 which gives every voter of the unchanged set its directory id (`KRaftUpgrade`). A metadata batch
@@ -83,9 +84,9 @@ VOTER_ADD: Final = "add"
 VOTER_REMOVE: Final = "remove"
 KRAFT_UPGRADE: Final = "kraft.version"
 _OP_VOTER_CHANGE: Final = 2
-#: pysyncobj's REGULAR type byte, msgpack fixarray(4) (fixarray(3) before the time was added),
-#: positive fixint 2
-_PREFIXES: Final = (bytes([0, 0x94, _OP_VOTER_CHANGE]), bytes([0, 0x93, _OP_VOTER_CHANGE]))
+#: pysyncobj's REGULAR type byte, msgpack fixarray(4) or (with the set after it) fixarray(5)
+#: (fixarray(3) before the time was added), positive fixint 2
+_PREFIXES: Final = tuple(bytes([0, n, _OP_VOTER_CHANGE]) for n in (0x95, 0x94, 0x93))
 _MAX_NODE_ID: Final = (1 << 31) - 1
 _MAX_PORT: Final = 65535
 _MAX_TEXT: Final = 255
@@ -123,6 +124,10 @@ class VoterChange:
     op: str
     voter: RaftVoter
     timestamp_ms: int = 0
+    #: the whole voter set after the change, as the leader computed it when it proposed it: the
+    #: metadata log's VotersRecord is made from it, so it is the same on every node (a node that
+    #: joined late, seeded with a later set, may not be able to apply an old change itself)
+    voters_after: tuple[RaftVoter, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +226,10 @@ def encode_voter_change(change: MembershipChange) -> bytes:
         return body
     if change.op not in (VOTER_ADD, VOTER_REMOVE):
         raise ValueError(f"unknown voter change {change.op!r}")
-    packed: bytes = msgpack.packb(
-        [_OP_VOTER_CHANGE, change.op, _voter_map(change.voter), change.timestamp_ms], use_bin_type=True
-    )
+    fields: list[Any] = [_OP_VOTER_CHANGE, change.op, _voter_map(change.voter), change.timestamp_ms]
+    if change.voters_after:
+        fields.append([_voter_map(v) for v in change.voters_after])
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
     return packed
 
 
@@ -240,9 +246,9 @@ def decode_voter_change(command: bytes) -> MembershipChange:
         value = msgpack.unpackb(command[1:], raw=False, strict_map_key=True, use_list=True)
     except Exception as err:  # msgpack raises several unrelated types
         raise CorruptMessageError(f"undecodable voter change: {err}") from None
-    if type(value) is not list or len(value) not in (3, 4) or value[0] != _OP_VOTER_CHANGE:
+    if type(value) is not list or len(value) not in (3, 4, 5) or value[0] != _OP_VOTER_CHANGE:
         raise CorruptMessageError("not a voter change")
-    timestamp_ms = value[3] if len(value) == 4 else 0  # an entry written before the time was added
+    timestamp_ms = value[3] if len(value) >= 4 else 0  # an entry written before the time was added
     if type(timestamp_ms) is not int or timestamp_ms < 0:
         raise CorruptMessageError("voter change: the timestamp must be a non-negative integer")
     op = value[1]
@@ -253,7 +259,10 @@ def decode_voter_change(command: bytes) -> MembershipChange:
         return KRaftUpgrade(tuple(listed[vid] for vid in sorted(listed)), timestamp_ms)
     if op not in (VOTER_ADD, VOTER_REMOVE):
         raise CorruptMessageError(f"voter change: unknown operation {op!r}")
-    return VoterChange(op=op, voter=_voter_of(value[2]), timestamp_ms=timestamp_ms)
+    after = voters_from_wire(value[4]) if len(value) == 5 else {}
+    return VoterChange(
+        op=op, voter=_voter_of(value[2]), timestamp_ms=timestamp_ms, voters_after=tuple(after[v] for v in sorted(after))
+    )
 
 
 def _add(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:

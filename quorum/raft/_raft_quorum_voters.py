@@ -15,7 +15,14 @@ from typing import Any
 from pysyncobj import FAIL_REASON
 
 from kraftlog.common.errors import InvalidRequestError, NotControllerError, RequestTimedOutError
-from kraftlog.quorum.raft._membership import MembershipChange, RaftVoter, kraft_version_of
+from kraftlog.quorum.raft._membership import (
+    KRaftUpgrade,
+    MembershipChange,
+    RaftVoter,
+    VoterChangeError,
+    apply_voter_change,
+    kraft_version_of,
+)
 from kraftlog.quorum.raft._raft_delivery import _QuorumDelivery
 from kraftlog.quorum.raft._raft_state import APPLY_VOTERS
 
@@ -34,6 +41,18 @@ class _QuorumVoters(_QuorumDelivery):
 
     def _leader_hint(self) -> dict[str, Any]:  # MetadataQuorum's
         raise NotImplementedError
+
+    def _stamped(self, node: Any, change: MembershipChange) -> MembershipChange:
+        """``change`` with the proposal time and, for an add or remove, the whole voter set after it
+        (from the set in force on this leader): what the metadata log's VotersRecord is made of."""
+        now_ms = int(self._wall_clock() * 1000)
+        if isinstance(change, KRaftUpgrade):
+            return dataclasses.replace(change, timestamp_ms=now_ms)
+        try:
+            after = apply_voter_change(node._kl_voters_in_force(), change)
+        except VoterChangeError as err:
+            raise InvalidRequestError(f"voter change refused: {err}") from None
+        return dataclasses.replace(change, timestamp_ms=now_ms, voters_after=tuple(after[v] for v in sorted(after)))
 
     async def change_voters(self, change: MembershipChange, *, timeout_s: float) -> None:
         """Append one voter change (issue 26) -- or the upgrade to kraft.version 1 -- on this
@@ -56,7 +75,7 @@ class _QuorumVoters(_QuorumDelivery):
 
         try:
             try:
-                stamped = dataclasses.replace(change, timestamp_ms=int(self._wall_clock() * 1000))
+                stamped = self._stamped(node, change)
                 node._kl_change_voters(stamped, callback=on_result)
             except BlockingIOError:
                 pass

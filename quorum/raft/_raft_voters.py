@@ -109,13 +109,20 @@ class _VoterChangesNode(SyncObj):
         """Apply a committed voter change to the committed voter set. Deterministic; never raises."""
         try:
             change = decode_voter_change(command)
+        except CorruptMessageError as err:
+            self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"voter change not applied: {err}")
+        # the metadata log's records come from the entry alone (the set the leader computed), so they
+        # are the same on a node that cannot apply the change to the set it was seeded with
+        after = change.voters if isinstance(change, KRaftUpgrade) else change.voters_after
+        if self._kl_port_offset is not None and after:
+            self._kl_append_control(change.timestamp_ms, self._kl_control_records(change, after, self._kl_port_offset))
+        try:
             self._kl_applied_voters = apply_voter_change(self._kl_applied_voters, change)
-        except (CorruptMessageError, VoterChangeError) as err:
+        except VoterChangeError as err:
             self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
             return (APPLY_INVALID, f"voter change not applied: {err}")
         self._kl_voters_dirty = True
-        if self._kl_port_offset is not None:
-            self._kl_append_control(change.timestamp_ms, self._kl_control_records(change, self._kl_port_offset))
         if isinstance(change, KRaftUpgrade):
             self._kl_log.info(
                 "raft_kraft_version_upgraded",
@@ -132,7 +139,9 @@ class _VoterChangesNode(SyncObj):
         )
         return (APPLY_VOTERS, change.op, change.voter.node_id)
 
-    def _kl_control_records(self, change: MembershipChange, port_offset: int) -> list[bytes]:
+    def _kl_control_records(
+        self, change: MembershipChange, after: tuple[RaftVoter, ...], port_offset: int
+    ) -> list[bytes]:
         """The metadata log's records of a committed change: the whole voter set after it
         (``VotersRecord``), after ``KRaftVersionRecord`` for the upgrade, as Kafka writes them."""
         voters = tuple(
@@ -143,7 +152,7 @@ class _VoterChangesNode(SyncObj):
                 kraft_version_min=0,
                 kraft_version_max=KRAFT_VERSION_MAX,
             )
-            for _vid, v in sorted(self._kl_applied_voters.items())
+            for v in sorted(after, key=lambda v: v.node_id)
         )
         records: list[MetadataRecord] = [VotersRecord(voters=voters)]
         if isinstance(change, KRaftUpgrade):
