@@ -9,6 +9,7 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
+import msgpack
 import pytest
 
 import kraftlog.quorum.controller as ctl
@@ -229,3 +230,44 @@ def test_validate_only_appends_nothing_and_no_quorum_is_a_problem() -> None:
     assert _upgrade(quorum, validate_only=True).error.name == "NONE" and quorum.changes == []
     assert kraft_upgrade_problem(None) is not None
     assert "[2, 3] have not reported" in str(kraft_upgrade_problem(_Quorum(reports={1: (DIRS[1], 1)})))
+
+
+# ------------------------------------------------------------------ the metadata log's records of a change
+
+
+def test_a_change_carries_the_set_after_it_and_old_entries_still_decode() -> None:
+    four = RaftVoter(4, "127.0.0.1", 9004, "AAAAAAAAAAAAAAAAAAAABA", "key4")
+    dynamic = {v.node_id: v for v in upgraded_voter_set(STATIC, REPORTS)}
+    after = tuple(apply_voter_change(dynamic, VoterChange(VOTER_ADD, four)).values())
+    change = VoterChange(VOTER_ADD, four, timestamp_ms=123, voters_after=after)
+    assert decode_voter_change(_command(change)) == change
+    voter = {"id": 4, "host": "127.0.0.1", "port": 9004, "directory.id": four.directory_id, "public.key": "key4"}
+    old_shape = b"\x00" + msgpack.packb([2, VOTER_ADD, voter])  # an entry of the build before the time
+    assert decode_voter_change(old_shape) == VoterChange(VOTER_ADD, four)
+
+
+def test_the_records_come_from_the_entry_even_where_the_local_set_cannot_take_it() -> None:
+    from kraftlog.metadata_log import VotersRecord, decode_record
+
+    dynamic = {v.node_id: v for v in upgraded_voter_set(STATIC, REPORTS)}
+    three = dynamic[3]
+    after = tuple(v for vid, v in sorted(dynamic.items()) if vid != 3)
+    removal = VoterChange("remove", three, timestamp_ms=55, voters_after=after)
+    appended: list[tuple[int, list[bytes]]] = []
+    # a controller that joined late, seeded with the set after the removal: it cannot apply it
+    node: Any = SimpleNamespace(
+        _kl_applied_voters={vid: v for vid, v in dynamic.items() if vid != 3},
+        _kl_port_offset=1,
+        raftLastApplied=9,
+        _kl_log=SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None),
+        _kl_append_control=lambda ts, records: appended.append((ts, records)),
+    )
+    node._kl_control_records = lambda c, a, o: _VoterChangesNode._kl_control_records(node, c, a, o)
+    result = _VoterChangesNode._kl_apply_voter_change(node, _command(removal))
+    assert result[0] != 4  # not applied here (APPLY_VOTERS is 4)...
+    [(ts, records)] = appended  # ...and still the same VotersRecord as everywhere else
+    record = decode_record(records[0])
+    assert ts == 55 and isinstance(record, VotersRecord)
+    assert [(v.voter_id, v.voter_directory_id, v.endpoints[0].port) for v in record.voters] == [
+        (1, DIRS[1], 9000), (2, DIRS[2], 9001)
+    ]  # fmt: skip
