@@ -70,6 +70,10 @@ class ControllerCore(Protocol):
         self, request: admin_pb2.RemoveRaftVoterRequest
     ) -> admin_pb2.RemoveRaftVoterResponse: ...
 
+    async def update_raft_voter(
+        self, request: admin_pb2.UpdateRaftVoterRequest
+    ) -> admin_pb2.UpdateRaftVoterResponse: ...
+
     def stream_metadata(
         self, request: controller_pb2.FetchMetadataRequest
     ) -> AsyncIterator[controller_pb2.MetadataBatch]: ...
@@ -341,6 +345,12 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(admin_pb2.RemoveRaftVoterResponse, err)
         return await self.s.remove_raft_voter(request)
+
+    async def UpdateRaftVoter(self, request: Any, context: Any) -> Any:
+        # Kafka: CLUSTER_ACTION on the cluster (a controller's own request)
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(admin_pb2.UpdateRaftVoterResponse, err)
+        return await self.s.update_raft_voter(request)
 
     async def CreateMetadataSnapshot(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):

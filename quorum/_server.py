@@ -551,6 +551,12 @@ class ControllerServer(_ControllerLog):
 
         return await remove_raft_voter(self, request)
 
+    async def update_raft_voter(self, request: admin_pb2.UpdateRaftVoterRequest) -> admin_pb2.UpdateRaftVoterResponse:
+        """UpdateRaftVoter (KIP-853) on this controller: `quorum._voter_admin`."""
+        from kraftlog.quorum._voter_admin import update_raft_voter
+
+        return await update_raft_voter(self, request)
+
     def voter_endpoints(self) -> dict[int, tuple[str, int]]:
         """voter id -> controller ``(host, port)``: the configured or formatted set, and in a dynamic
         quorum every voter its Raft log added (its Raft port less ``controller.quorum.raft.port.offset``)."""

@@ -119,6 +119,13 @@ class _QuorumVoters(_QuorumDelivery):
         node = self._node
         return node.kl_voter_reports() if node is not None else {}
 
+    def record_voter_report(self, voter_id: int, directory_id: str | None, kraft_version_max: int) -> None:
+        """Keep what a voter's UpdateRaftVoter reported, as its keepalive report would (the map is
+        replaced whole; a report racing pysyncobj's thread may be lost, and is sent again)."""
+        node = self._node
+        if node is not None:
+            node._kl_voter_reports = {**node._kl_voter_reports, voter_id: (directory_id or None, kraft_version_max)}
+
     def _resolve_voter_change(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
         if fut.done():
             return

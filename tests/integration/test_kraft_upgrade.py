@@ -54,6 +54,14 @@ def test_a_static_quorum_upgraded_to_kraft_version_1_grows_by_an_observer_turned
             before = admin.describe_quorum()
             assert before.kraft_version == 0 and {v.replica_directory_id for v in before.voters} == {""}
             assert _kraft_level(static) == 0
+            # UpdateRaftVoter (82) on the controllers' gRPC: a static voter reports its directory id
+            spec1 = cluster.nodes[1]
+            wait_until(
+                lambda: admin.update_raft_voter(1, dirs[1], spec1.host, spec1.controller_port).error.code == 0,
+                30,
+                what="UpdateRaftVoter of voter 1 accepted",
+            )
+            assert admin.update_raft_voter(9, dirs[1], spec1.host, 1).error.name == "VOTER_NOT_FOUND"
 
             # the upgrade: retried while a voter's directory id has not reached the leader yet
             last: list[str] = []
@@ -69,6 +77,8 @@ def test_a_static_quorum_upgraded_to_kraft_version_1_grows_by_an_observer_turned
             # the static voters, each now (id, the directory id its metadata dir carries)
             assert _voters(admin) == {n: dirs[n] for n in (1, 2, 3)}
             assert _kraft_level(static) == 1
+            moved = admin.update_raft_voter(1, dirs[1], spec1.host, spec1.controller_port + 100)
+            assert moved.error.name == "INVALID_REQUEST" and "not supported" in moved.error.message
 
             # a fourth controller (formatted --no-initial-controllers) joins as an observer, then a voter
             cluster.start_node(4)
