@@ -271,3 +271,19 @@ def test_the_records_come_from_the_entry_even_where_the_local_set_cannot_take_it
     assert [(v.voter_id, v.voter_directory_id, v.endpoints[0].port) for v in record.voters] == [
         (1, DIRS[1], 9000), (2, DIRS[2], 9001)
     ]  # fmt: skip
+
+
+def test_a_restarted_controller_knows_its_quorum_was_upgraded_from_the_set_it_kept(tmp_path: Any) -> None:
+    from kraftlog.common import RAFT_DIR
+    from kraftlog.quorum._quorum_identity import kept_kraft_version
+    from kraftlog.quorum.raft import VOTERS_FILE, write_voters_file
+
+    raft = tmp_path / RAFT_DIR
+    raft.mkdir()
+    assert kept_kraft_version(tmp_path) == 0  # no file: a static quorum as configured
+    write_voters_file(raft, STATIC)
+    assert kept_kraft_version(tmp_path) == 0  # a static quorum keeps its set too, without directory ids
+    write_voters_file(raft, {v.node_id: v for v in upgraded_voter_set(STATIC, REPORTS)})
+    assert kept_kraft_version(tmp_path) == 1
+    (raft / VOTERS_FILE).write_bytes(b"\xc1")
+    assert kept_kraft_version(tmp_path) == 0  # undecodable: the Raft log still says who votes
