@@ -81,6 +81,12 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
         return await self.service.TxnOffsetCommit(request)
 
+    async def ShareGroupHeartbeat(self, request: Any, context: Any) -> Any:
+        return await self.service.share.ShareGroupHeartbeat(request, client_host=_client_host(context))
+
+    async def ShareGroupDescribe(self, request: Any, context: Any) -> Any:
+        return await self.service.share.ShareGroupDescribe(request)
+
 
 class TxnServicer(txn_pb2_grpc.TxnServiceServicer):
     """TxnService over gRPC."""

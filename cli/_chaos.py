@@ -51,6 +51,17 @@ drain the topic; the output is read with read_committed and read_uncommitted. It
 input record in the output exactly once (eos_violations), no record of an aborted transaction
 visible (aborted_visible), no committed transaction only partly visible (partial_txns).
 
+``--workload queue`` runs ``--queue-workers`` workers (default 4) after Jepsen's Kafka test on a
+topic of its own: sends, polls and transactions mixing both, with transactional and idempotent
+producers, assigned consumers and subscribed ones (a classic group and a KIP-848 group), all
+read_committed; about one transaction in ten is aborted on purpose and workers crash now and then.
+Every operation goes to the history file (``--history``, JSON lines) as it happens; after the
+faults a fresh consumer reads every partition to its end, and the checker reads only the history:
+lost writes, duplicates, two values at one offset, skipped or backward polls (between polls and
+within one), unseen records, aborted reads, and G1a/G1c dependency cycles fail the run (G0 and
+skips between one transaction's sends are reported, not failed: Kafka does not isolate concurrent
+writers). ``kraftlog chaos check --history FILE`` re-checks a saved history without a cluster.
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
 exit code is 0 when the profile's checks pass (data: nothing acknowledged lost or written twice and
 the cluster converged, with the group workload its four figures 0, with the eos workload its
@@ -71,6 +82,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from kraftlog.cli._chaos_check import add_check_parser, run_check
 from kraftlog.cli._common import EXIT_OK, Subparsers, UserError, add_output_option, described, print_json
 
 __all__ = ["add_parser", "parse_duration_s", "run"]
@@ -104,8 +116,14 @@ EOS_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
     **GROUP_OWN_CLUSTER_OVERRIDES,
     "transaction.state.log.num.partitions": 6,
 }
+# the queue workload's own cluster: transactions and both group protocols
+QUEUE_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
+    **EOS_OWN_CLUSTER_OVERRIDES,
+    "group.consumer.session.timeout.ms": 6000,
+    "group.consumer.heartbeat.interval.ms": 500,
+}
 PROFILES = ("data", "quorum")
-WORKLOADS = ("data", "group", "eos")
+WORKLOADS = ("data", "group", "eos", "queue")
 GROUP_PROTOCOLS = ("classic", "consumer")
 # deploy.chaos._kafka_clients.CLIENTS (not imported: every kraftlog command would load the chaos
 # package; tests/unit/deploy/test_chaos_clients.py keeps the two equal)
@@ -168,7 +186,18 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "group, checked for records never consumed, committed offsets moving backwards and "
         "partitions owned twice in a generation; eos: also transactional processors copying the "
         "topic to a second one (read-process-write), checked for inputs missing or doubled in the "
-        "output, aborted records visible and committed transactions partly visible",
+        "output, aborted records visible and committed transactions partly visible; queue: also "
+        "Jepsen's queue workload (send, poll, txn) on a topic of its own, its history written to "
+        "--history and checked for every anomaly class of 'kraftlog chaos check'",
+    )
+    run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
+    run_p.add_argument(
+        "--history",
+        metavar="FILE",
+        default=None,
+        help="--workload queue: where the history is written as JSON lines (default: "
+        "queue-history-SEED.jsonl in --work-dir, else in the current directory); re-check it with "
+        "'kraftlog chaos check --history FILE'",
     )
     run_p.add_argument(
         "--eos-processors",
@@ -243,6 +272,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "with --inventory its [client] table's",
     )
     add_output_option(run_p)
+    add_check_parser(sub)
     return parser
 
 
@@ -258,6 +288,8 @@ def _session_timeout_ms(cluster: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.chaos_command == "check":
+        return run_check(args)
     from kraftlog.deploy.chaos import (
         FAULT_KINDS,
         QUORUM_FAULT_KINDS,
@@ -296,6 +328,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--client belongs to the data profile (the quorum profile has its admin workload)")
     if quorum and eos:
         raise UserError("--workload eos belongs to the data profile (the quorum profile has its admin workload)")
+    queue = args.workload == "queue"
+    if quorum and queue:
+        raise UserError("--workload queue belongs to the data profile (the quorum profile has its admin workload)")
+    if args.queue_workers < 1:
+        raise UserError("--queue-workers must be >= 1")
+    if args.history is not None and not queue:
+        raise UserError("--history is the queue workload's (its history file): add --workload queue")
     if args.eos_processors < 1:
         raise UserError("--eos-processors must be >= 1")
     if args.group_protocol is not None and not group:
@@ -380,6 +419,8 @@ def run(args: argparse.Namespace) -> int:
             overrides = {**overrides, **GROUP_OWN_CLUSTER_OVERRIDES}
         if eos:
             overrides = {**overrides, **EOS_OWN_CLUSTER_OVERRIDES}
+        if queue:
+            overrides = {**overrides, **QUEUE_OWN_CLUSTER_OVERRIDES}
         if group_protocol == "consumer":
             from kraftlog.deploy.chaos import CONSUMER_PROTOCOL_BROKER_KEYS
 
@@ -441,6 +482,8 @@ def run(args: argparse.Namespace) -> int:
                     group_protocol=group_protocol,
                     eos_processors=args.eos_processors,
                     client=args.client,
+                    queue_workers=args.queue_workers,
+                    history_path=args.history or str(Path(args.work_dir or ".") / f"queue-history-{seed}.jsonl"),
                 ),
                 out=out,
                 stop=stop,

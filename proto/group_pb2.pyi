@@ -544,3 +544,79 @@ class ConsumerGroupDescribeResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ConsumerGroupDescribeResponse.Group]
     def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupDescribeResponse.Group, _Mapping]]] = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "rack_id", "subscribed_topic_names", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str
+    subscribed_topic_names: TopicNames
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., rack_id: _Optional[str] = ..., subscribed_topic_names: _Optional[_Union[TopicNames, _Mapping]] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class ShareGroupHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: TopicAssignment
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TopicAssignment, _Mapping]] = ...) -> None: ...
+
+class ShareGroupDescribeRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ShareGroupDescribeResponse(_message.Message):
+    __slots__ = ("groups",)
+    class Member(_message.Message):
+        __slots__ = ("member_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "assignment")
+        MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+        RACK_ID_FIELD_NUMBER: _ClassVar[int]
+        MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+        SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        member_id: str
+        rack_id: str
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
+        assignment: TopicAssignment
+        def __init__(self, member_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., assignment: _Optional[_Union[TopicAssignment, _Mapping]] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("error", "group_id", "group_state", "group_epoch", "assignment_epoch", "assignor_name", "members")
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
+        GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNOR_NAME_FIELD_NUMBER: _ClassVar[int]
+        MEMBERS_FIELD_NUMBER: _ClassVar[int]
+        error: _errors_pb2.Error
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: _containers.RepeatedCompositeFieldContainer[ShareGroupDescribeResponse.Member]
+        def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ShareGroupDescribeResponse.Member, _Mapping]]] = ...) -> None: ...
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ShareGroupDescribeResponse.Group]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ShareGroupDescribeResponse.Group, _Mapping]]] = ...) -> None: ...

@@ -104,6 +104,16 @@ class GroupServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.ShareGroupHeartbeat = channel.unary_unary(
+                '/kraftlog.v1.GroupService/ShareGroupHeartbeat',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.ShareGroupDescribe = channel.unary_unary(
+                '/kraftlog.v1.GroupService/ShareGroupDescribe',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.FromString,
+                _registered_method=True)
 
 
 class GroupServiceServicer:
@@ -193,6 +203,18 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareGroupHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShareGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +287,16 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.TxnOffsetCommit,
                     request_deserializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'ShareGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareGroupHeartbeat,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatResponse.SerializeToString,
+            ),
+            'ShareGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareGroupDescribe,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +677,60 @@ class GroupService:
             '/kraftlog.v1.GroupService/TxnOffsetCommit',
             kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitRequest.SerializeToString,
             kraftlog_dot_proto_dot_group__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/ShareGroupHeartbeat',
+            kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.ShareGroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/ShareGroupDescribe',
+            kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,6 +24,7 @@ from kraftlog.broker.coordinator._records_wire import (
     compact_array_length,
     compact_string,
     string,
+    uvarint,
 )
 
 __all__: list[str] = [
@@ -47,4 +48,5 @@ __all__: list[str] = [
     "coordinator_error",
     "merge",
     "string",
+    "uvarint",
 ]

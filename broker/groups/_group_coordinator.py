@@ -11,6 +11,7 @@ Kafka does.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -39,12 +40,23 @@ from kraftlog.broker.groups._group_records import (
     encode_value,
 )
 from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, ShardOutcome
+from kraftlog.broker.groups._group_share_types import ShareGroupConfig, ShareInitJob
 from kraftlog.common import SYSTEM_CLOCK, coordinator_partition
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, group_configs
+from kraftlog.common.security import spawn
 from kraftlog.metadata_log import ConfigResourceType, MetadataImage
 
-__all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC"]
+__all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC", "ShareStateInitializer", "initialized_at_once"]
+
+#: the share coordinator's InitializeShareGroupState for one job: the partitions that failed
+#: (topic id -> partitions; empty: all initialized)
+ShareStateInitializer = Callable[[ShareInitJob], Awaitable[dict[str, set[int]]]]
+
+
+async def initialized_at_once(job: ShareInitJob) -> dict[str, set[int]]:
+    """The initializer of a broker without a share coordinator: nothing to record, nothing failed."""
+    return {}
 
 
 _log = structlog.get_logger(__name__)
@@ -66,6 +78,14 @@ def shard_config(config: Any) -> GroupShardConfig:
             assignors=tuple(config["group.consumer.assignors"]) or ("uniform",),
             regex_refresh_interval_ms=config["group.consumer.regex.refresh.interval.ms"],
         ),
+        share=ShareGroupConfig(
+            session_timeout_ms=config["group.share.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+            max_size=config["group.share.max.size"],
+            assignors=tuple(config["group.share.assignors"]),
+            # Kafka's internal group.share.initialize.retry.interval.ms (30 s), at least the commit timeout
+            initialize_retry_interval_ms=max(30_000, int(config["offsets.commit.timeout.ms"])),
+        ),
         offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
         offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
@@ -75,13 +95,20 @@ def shard_config(config: Any) -> GroupShardConfig:
 class GroupShards:
     """What the runtime needs to know about group shards (its `ShardHandler`)."""
 
-    def __init__(self, config: GroupShardConfig, rng: random.Random, log: Any) -> None:
+    def __init__(
+        self,
+        config: GroupShardConfig,
+        rng: random.Random,
+        log: Any,
+        topic_lookup: Callable[[str], tuple[str, int] | None] | None = None,
+    ) -> None:
         self._config = config
         self._rng = rng
         self._log = log
+        self._topic_lookup = topic_lookup
 
     def new_shard(self, partition: int, now_ms: int) -> GroupShard:
-        return GroupShard(partition, self._config, self._rng, now_ms)
+        return GroupShard(partition, self._config, self._rng, now_ms, self._topic_lookup)
 
     def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
         return encode_key(record[0]), None if record[1] is None else encode_value(record[1])
@@ -147,10 +174,23 @@ class GroupCoordinator:
             clock_ms=clock_ms,
         )
         self.shard_config = shard_config(config)
-        handler = GroupShards(self.shard_config, rng or random.Random(), log)
+        self._image: MetadataImage | None = None
+        self._log = log
+        handler = GroupShards(self.shard_config, rng or random.Random(), log, self._lookup_now)
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
-            "group-coordinator", OFFSETS_TOPIC, broker_id, writer, handler, clock_ms=clock_ms
+            "group-coordinator",
+            OFFSETS_TOPIC,
+            broker_id,
+            writer,
+            handler,
+            clock_ms=clock_ms,
+            on_jobs=self._start_jobs,
         )
+        #: initializes share partitions' state for share groups (KIP-932): the share coordinator,
+        #: once the broker has one (`ShareStateInitializer`); until then every partition counts as
+        #: initialized at once, its state made by its share partition at first use
+        self.share_state_initializer: ShareStateInitializer = initialized_at_once
+        self._init_tasks: set[asyncio.Task[None]] = set()
 
     # ================================================================ leadership
 
@@ -158,11 +198,43 @@ class GroupCoordinator:
         self.runtime.start()
 
     async def stop(self) -> None:
+        for task in list(self._init_tasks):
+            task.cancel()
         await self.runtime.stop()
 
     def on_metadata(self, image: MetadataImage) -> None:
         """Load the partitions of ``__consumer_offsets`` this broker now leads, drop the others."""
+        self._image = image
         self.runtime.on_metadata(image)
+
+    def _lookup_now(self, name: str) -> tuple[str, int] | None:
+        """Topic name -> (id, partition count) in the latest image (share groups' timers)."""
+        return None if self._image is None else self.topic_lookup(self._image)(name)
+
+    # =========================================================== share state
+
+    def _start_jobs(self, shard: GroupShard, jobs: list[Any]) -> None:
+        """Share-group heartbeats marked partitions "initializing" (written): have their state
+        initialized, then write the outcome on the shard (Kafka's persisterInitialize)."""
+        for job in jobs:
+            if isinstance(job, ShareInitJob):
+                task = spawn(self._initialize(shard, job), name=f"share-init-{shard.partition}")
+                self._init_tasks.add(task)
+                task.add_done_callback(self._init_tasks.discard)
+
+    async def _initialize(self, shard: GroupShard, job: ShareInitJob) -> None:
+        try:
+            failed = await self.share_state_initializer(job)
+        except Exception as err:  # noqa: BLE001 - every partition of the job failed; asked again later
+            self._log.warning("share_state_initialize_failed", group_id=job.group_id, error=repr(err))
+            failed = job.partitions()
+        names = {t: name for t, name, _ps in job.topics}
+        if not self.runtime.is_current(shard):
+            return
+        try:
+            self.run(shard, lambda: shard.share.initialized(job, failed, lambda t: names.get(t, "<UNKNOWN>")))
+        except ShardUnavailable:
+            return
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was written (and replicated) into a partition: the offsets that

@@ -14,7 +14,8 @@ partitions and an operator's knowledge applies:
 Written as Kafka 4.x writes them: OffsetCommitValue v3 (v1 when an expire timestamp is set),
 GroupMetadataValue v3 — the highest non-flexible versions. Read: every version; tagged fields of the
 flexible versions are skipped. KIP-848's consumer-group records (key versions 3-8) are in
-`_group_records_consumer`. Key versions this code does not know (share groups, 9 and up) raise
+`_group_records_consumer`, share groups' (KIP-932, key versions 10-15) in `_group_records_share`.
+Key versions this code does not know (9: 4.0's share-group partition metadata, and 16 and up) raise
 `UnknownGroupRecordError`, which a loader skips, as Kafka's does.
 Malformed bytes raise `CorruptMessageError` (CORRUPT_MESSAGE); nothing else escapes.
 """
@@ -35,6 +36,15 @@ from kraftlog.broker.groups._group_records_consumer import (
     decode_consumer_value,
     encode_consumer_key,
     encode_consumer_value,
+)
+from kraftlog.broker.groups._group_records_share import (
+    SHARE_KEY_VERSIONS,
+    ShareKey,
+    ShareValue,
+    decode_share_key,
+    decode_share_value,
+    encode_share_key,
+    encode_share_value,
 )
 from kraftlog.common.errors import CorruptMessageError
 
@@ -96,8 +106,8 @@ class GroupMetadataValue(NamedTuple):
     members: tuple[MemberMetadata, ...]
 
 
-GroupKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey
-GroupValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue
+GroupKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey | ShareKey
+GroupValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue | ShareValue
 
 
 # ================================================================================= encoding
@@ -105,6 +115,8 @@ GroupValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 def encode_key(key: GroupKey) -> bytes:
     """The record key: its version, then its fields (OffsetCommitKey v1, GroupMetadataKey v2)."""
+    if isinstance(key, ShareKey):
+        return encode_share_key(key)
     if not isinstance(key, OffsetCommitKey | GroupMetadataKey):
         return encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
@@ -114,6 +126,8 @@ def encode_key(key: GroupKey) -> bytes:
 
 def encode_value(value: GroupValue) -> bytes:
     """The record value, in the version Kafka 4.x writes (see the module docstring)."""
+    if isinstance(value, ShareValue):
+        return encode_share_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
         return encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
@@ -159,7 +173,7 @@ def encode_value(value: GroupValue) -> bytes:
 
 
 def decode_key(data: bytes) -> GroupKey:
-    """A ``__consumer_offsets`` key; `UnknownGroupRecordError` for key versions past 8."""
+    """A ``__consumer_offsets`` key; `UnknownGroupRecordError` for key versions it does not know."""
     r = Reader(data, "__consumer_offsets key")
     version = r.int16()
     if version in (0, 1):
@@ -168,6 +182,8 @@ def decode_key(data: bytes) -> GroupKey:
         key = GroupMetadataKey(r.required_string(False))
     elif version in CONSUMER_KEY_VERSIONS:
         key = decode_consumer_key(version, r)
+    elif version in SHARE_KEY_VERSIONS:
+        key = decode_share_key(version, r)
     else:
         raise UnknownGroupRecordError(f"__consumer_offsets key version {version} is not one this broker reads")
     r.end()
@@ -182,6 +198,8 @@ def decode_value(key: GroupKey, data: bytes | None) -> GroupValue | None:
         return _decode_offset_commit(data)
     if isinstance(key, GroupMetadataKey):
         return _decode_group_metadata(data)
+    if isinstance(key, ShareKey):
+        return decode_share_value(key, data)
     return decode_consumer_value(key, data)
 
 

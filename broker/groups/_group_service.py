@@ -19,6 +19,7 @@ from kraftlog.broker.coordinator import TXN_TOPIC, ShardUnavailable, coordinator
 from kraftlog.broker.groups._group_classic_types import JoinRequest, JoinResponse, SyncRequest, SyncResponse
 from kraftlog.broker.groups._group_consumer_types import HeartbeatRequest, HeartbeatResponse
 from kraftlog.broker.groups._group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from kraftlog.broker.groups._group_service_share import ShareGroupService
 from kraftlog.broker.groups._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
 from kraftlog.broker.groups._group_wire import assignment_in, assignment_out
@@ -64,7 +65,8 @@ def _describable_by(ctx: RequestContext) -> Callable[[frozenset[str]], frozenset
 
 
 class GroupService:
-    """The service; ``image`` gives the broker's current metadata image."""
+    """The service; ``image`` gives the broker's current metadata image. Share groups' calls
+    (KIP-932) are its `ShareGroupService`, ``share``."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class GroupService:
         self.image = image
         self.clock_ms = clock_ms
         self.txn = txn  # the transaction coordinator (FindCoordinator key_type 1), when there is one
+        self.share = ShareGroupService(coordinator, image, clock_ms, self._shard, self._parked)
 
     # ------------------------------------------------------------------ helpers
 

@@ -29,7 +29,12 @@ from kraftlog.broker.groups._group_classic_types import (
     SyncResponse,
 )
 from kraftlog.broker.groups._group_consumer import ConsumerGroup, TopicLookup, TopicNames, no_topic_names
-from kraftlog.broker.groups._group_consumer_types import ConsumerGroupConfig, ConsumerGroupState, HeartbeatRequest
+from kraftlog.broker.groups._group_consumer_types import (
+    ConsumerGroupConfig,
+    ConsumerGroupState,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
 from kraftlog.broker.groups._group_records import (
     GroupKey,
     GroupMetadataKey,
@@ -39,7 +44,9 @@ from kraftlog.broker.groups._group_records import (
     OffsetCommitValue,
 )
 from kraftlog.broker.groups._group_records_consumer import CONSUMER_KEY_TYPES
+from kraftlog.broker.groups._group_records_share import SHARE_KEY_TYPES
 from kraftlog.broker.groups._group_shard_consumer import ConsumerGroupDescription, ConsumerGroups
+from kraftlog.broker.groups._group_shard_share import ShareGroupDescription, ShareGroups
 from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest, TxnOffsets
 from kraftlog.broker.groups._group_shard_types import (
     CommittedOffset,
@@ -51,6 +58,8 @@ from kraftlog.broker.groups._group_shard_types import (
     OffsetCommitResponse,
     ShardOutcome,
 )
+from kraftlog.broker.groups._group_share import TopicLookup as ShareTopicLookup
+from kraftlog.broker.groups._group_share_types import SHARE_PROTOCOL_TYPE, ShareGroupConfig, ShareHeartbeatRequest
 from kraftlog.common import errors as kerr
 
 __all__ = [
@@ -70,12 +79,23 @@ INVALID_OFFSET = -1
 class GroupShard:
     """Groups and offsets of one ``__consumer_offsets`` partition (see the module docstring)."""
 
-    def __init__(self, partition: int, config: GroupShardConfig, rng: random.Random, now_ms: int) -> None:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupShardConfig,
+        rng: random.Random,
+        now_ms: int,
+        topic_lookup: ShareTopicLookup | None = None,
+    ) -> None:
+        """``topic_lookup``: topic name -> (id, partition count) in the broker's current metadata,
+        for what timers do to share groups (a fenced member's group rehashes its topics)."""
         self.partition = partition
         self.config = config
         self._rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer = ConsumerGroups(config.consumer, rng, self._classic_blocks)
+        self.share = ShareGroups(config.share, self._not_share)
+        self._topic_lookup: ShareTopicLookup = topic_lookup or (lambda _name: None)
         self.txn_offsets = TxnOffsets(self._txn_member_error)
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._next_expiry_ms = now_ms + config.offsets_retention_check_interval_ms
@@ -99,10 +119,38 @@ class GroupShard:
         """ConsumerGroupHeartbeat: answered once the records it wrote are committed;
         ``topic_names`` gives every topic's name, for members that subscribe by regex;
         ``group_config`` the group's own session timeout and heartbeat interval."""
+        if self.share.live(req.group_id) is not None:  # Kafka: not a consumer group
+            refused = kerr.GroupIdNotFoundError(f"Group {req.group_id} is not a consumer group.")
+            answer = HeartbeatResponse(type(refused), str(refused), req.member_id, req.member_epoch)
+            return ShardOutcome([(token, answer)])
         return self.consumer.heartbeat(req, token, now_ms, lookup, topic_names, group_config)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        if self.share.live(group_id) is not None:
+            return ConsumerGroupDescription(group_id, kerr.GroupIdNotFoundError)
         return self.consumer.describe(group_id)
+
+    def share_heartbeat(
+        self,
+        req: ShareHeartbeatRequest,
+        token: object,
+        now_ms: int,
+        lookup: ShareTopicLookup,
+        group_config: ShareGroupConfig | None = None,
+    ) -> ShardOutcome:
+        """ShareGroupHeartbeat (KIP-932): answered once the records it wrote are committed."""
+        return self.share.heartbeat(req, token, now_ms, lookup, group_config)
+
+    def describe_share_group(self, group_id: str) -> ShareGroupDescription:
+        return self.share.describe(group_id)
+
+    def _not_share(self, group_id: str) -> bool:
+        """Whether a classic or consumer group has ``group_id`` (a share group cannot be made there)."""
+        group = self.groups.get(group_id)
+        consumer = self.consumer_groups.get(group_id)
+        return (group is not None and group.state is not GroupState.DEAD) or (
+            consumer is not None and not consumer.dead
+        )
 
     def txn_commit_offsets(self, request: TxnOffsetCommitRequest, token: object, now_ms: int) -> ShardOutcome:
         """TxnOffsetCommit: written in the producer's transaction, pending until it ends."""
@@ -130,6 +178,8 @@ class GroupShard:
     def _txn_member_error(self, request: TxnOffsetCommitRequest, now_ms: int) -> Error:
         """Kafka's membership checks of a transactional commit (none for a simple group or when
         the producer sends no generation)."""
+        if self.share.live(request.group_id) is not None:
+            return kerr.GroupIdNotFoundError  # Kafka: a share group takes no offsets
         consumer = self.consumer_groups.get(request.group_id)
         if consumer is not None:
             if request.generation_id < 0 and not request.member_id:
@@ -167,6 +217,8 @@ class GroupShard:
         if not cfg.min_session_timeout_ms <= request.session_timeout_ms <= cfg.max_session_timeout_ms:
             return ShardOutcome([(token, JoinResponse(kerr.InvalidSessionTimeoutError, request.member_id))])
         prelude: list[tuple[GroupKey, GroupValue | None]] = []
+        if self.share.live(request.group_id) is not None:  # Kafka: the group is of another protocol
+            return ShardOutcome([(token, JoinResponse(kerr.InconsistentGroupProtocolError, ""))])
         consumer = self.consumer_groups.get(request.group_id)
         if consumer is not None:
             if consumer.members:
@@ -227,6 +279,11 @@ class GroupShard:
         if not request.group_id:
             errors = tuple((t, p, kerr.InvalidGroupIdError) for t, p, *_rest in request.offsets)
             return ShardOutcome([(token, OffsetCommitResponse(errors))])
+        if self.share.live(request.group_id) is not None:  # Kafka: a share group takes no offsets
+            not_found: tuple[tuple[str, int, Error], ...] = tuple(
+                (t, p, kerr.GroupIdNotFoundError) for t, p, *_rest in request.offsets
+            )
+            return ShardOutcome([(token, OffsetCommitResponse(not_found))])
         consumer = self.consumer_groups.get(request.group_id)
         if consumer is not None:
             refused_by = consumer.validate_offset_commit(request.member_id, request.generation_id)
@@ -289,7 +346,9 @@ class GroupShard:
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None
     ) -> tuple[Error, list[CommittedOffset]]:
         """OffsetFetch: the committed offsets of ``partitions`` (-1 where none), or of every partition
-        the group committed for (``partitions`` None)."""
+        the group committed for (``partitions`` None); GROUP_ID_NOT_FOUND for a share group, as Kafka."""
+        if self.share.live(group_id) is not None:
+            return kerr.GroupIdNotFoundError, []
         group = self.groups.get(group_id)
         dead = group is not None and group.state is GroupState.DEAD
         stored = {} if dead else self.offsets.get(group_id, {})
@@ -370,6 +429,9 @@ class GroupShard:
         for group_id, c in self.consumer_groups.items():
             if not c.dead:
                 found.append(GroupListing(group_id, c.protocol_type, c.state.value, "consumer"))
+        for group_id, sg in self.share.groups.items():
+            if not sg.dead:
+                found.append(GroupListing(group_id, SHARE_PROTOCOL_TYPE, sg.state.value, "share"))
         return sorted(
             (
                 g
@@ -400,7 +462,10 @@ class GroupShard:
         return GroupDescription(group_id, g.state.value, g.protocol_type or "", g.protocol_name or "", members)
 
     def delete_group(self, group_id: str, token: object, now_ms: int) -> tuple[Error, ShardOutcome]:
-        """DeleteGroups for one group: its offsets and its metadata get tombstones."""
+        """DeleteGroups for one group: its offsets and its metadata get tombstones (a share group:
+        NON_EMPTY_GROUP while it has members, as Kafka)."""
+        if self.share.live(group_id) is not None:
+            return self.share.delete(group_id, token)
         consumer = self.consumer_groups.get(group_id)
         if consumer is not None:
             if consumer.members:
@@ -420,8 +485,9 @@ class GroupShard:
     def next_deadline(self) -> int:
         """When `poll` has something to do next: a group's timer or the retention check."""
         group_deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        consumer = self.consumer.next_deadline()
-        return min([self._next_expiry_ms, *group_deadlines, *([consumer] if consumer is not None else [])])
+        consumer, share = self.consumer.next_deadline(), self.share.next_deadline()
+        others = [d for d in (consumer, share) if d is not None]
+        return min([self._next_expiry_ms, *group_deadlines, *others])
 
     def poll(self, now_ms: int) -> ShardOutcome:
         """Every group's due timers, and the offsets retention check when it is due."""
@@ -429,6 +495,7 @@ class GroupShard:
         for group in list(self.groups.values()):
             merge(out, group.poll(now_ms))
         merge(out, self.consumer.poll(now_ms))
+        merge(out, self.share.poll(now_ms, self._topic_lookup))
         if now_ms >= self._next_expiry_ms:
             self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
             merge(out, self._expire_offsets(now_ms))
@@ -495,6 +562,9 @@ class GroupShard:
         if isinstance(key, CONSUMER_KEY_TYPES):
             self.consumer.replay(key, value)  # type: ignore[arg-type]
             return
+        if isinstance(key, SHARE_KEY_TYPES):
+            self.share.replay(key, value)  # type: ignore[arg-type]
+            return
         if isinstance(key, OffsetCommitKey):
             if value is None:
                 stored = self.offsets.get(key.group, {})
@@ -518,8 +588,13 @@ class GroupShard:
             group.start_sessions(now_ms)
         for consumer in self.consumer_groups.values():
             consumer.start_sessions(now_ms)
+        self.share.start_sessions(now_ms)
         for group_id in self.offsets:
-            if group_id not in self.groups and group_id not in self.consumer_groups:
+            if (
+                group_id not in self.groups
+                and group_id not in self.consumer_groups
+                and group_id not in self.share.groups
+            ):
                 group = self._new_group(group_id, now_ms)
                 group.protocol_type = None
         self._next_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms

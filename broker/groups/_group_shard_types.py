@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kraftlog.broker.coordinator import CoordinatorResult
 from kraftlog.broker.groups._group_classic_types import ClassicGroupConfig, JoinResponse, SyncResponse
 from kraftlog.broker.groups._group_consumer_types import ConsumerGroupConfig, HeartbeatResponse
+from kraftlog.broker.groups._group_share_types import ShareGroupConfig
 from kraftlog.common import errors as kerr
 
 __all__ = [
@@ -28,6 +29,7 @@ Error = type[kerr.KafkaError] | None
 class GroupShardConfig:
     classic: ClassicGroupConfig = ClassicGroupConfig()
     consumer: ConsumerGroupConfig = ConsumerGroupConfig()
+    share: ShareGroupConfig = ShareGroupConfig()
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (10080)
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
@@ -62,7 +64,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
-    group_type: str = "classic"  # or "consumer" (KIP-848)
+    group_type: str = "classic"  # or "consumer" (KIP-848), or "share" (KIP-932)
 
 
 @dataclass(frozen=True)

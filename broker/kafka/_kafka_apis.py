@@ -205,6 +205,8 @@ class KafkaApis:
             66: _Route("ListTransactions", 0, 0, txn.list_transactions),
             68: _Route("ConsumerGroupHeartbeat", 0, 1, groups.consumer_group_heartbeat),
             69: _Route("ConsumerGroupDescribe", 0, 1, groups.consumer_group_describe),
+            76: _Route("ShareGroupHeartbeat", 1, 1, groups.share_group_heartbeat),
+            77: _Route("ShareGroupDescribe", 1, 1, groups.share_group_describe),
             75: _Route("DescribeTopicPartitions", 0, 0, meta.describe_topic_partitions),
             29: _Route("DescribeAcls", 1, 3, security.describe_acls),
             30: _Route("CreateAcls", 1, 3, security.create_acls),

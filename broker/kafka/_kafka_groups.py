@@ -1,9 +1,10 @@
 """Kafka-protocol group requests: FindCoordinator, the classic group protocol (JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch, OffsetDelete),
-ListGroups, DescribeGroups, DeleteGroups and KIP-848's ConsumerGroupHeartbeat and
-ConsumerGroupDescribe, each served by the broker's one `GroupService` (the object the gRPC
-servicer calls too). What only this listener knows is passed as arguments: FindCoordinator names
-endpoints of the listener the request came on, and the client's host comes from the connection.
+ListGroups, DescribeGroups, DeleteGroups, KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe and KIP-932's ShareGroupHeartbeat and ShareGroupDescribe, each served by the
+broker's one `GroupService` (the object the gRPC servicer calls too). What only this listener
+knows is passed as arguments: FindCoordinator names endpoints of the listener the request came
+on, and the client's host comes from the connection.
 """
 
 from __future__ import annotations
@@ -247,6 +248,44 @@ class GroupApis:
                 for key in ("assignment", "target_assignment"):
                     topics = (m[key] or {}).get("topics", [])
                     m[key] = {"topic_partitions": [_topic_partitions(t, with_name=True) for t in topics]}
+        answer["throttle_time"] = 0
+        return answer
+
+    # ------------------------------------------------------------------ KIP-932
+
+    async def share_group_heartbeat(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        body = request.body
+        pb = group_pb2.ShareGroupHeartbeatRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            member_epoch=body.member_epoch,
+            client_id=request.client_id or "",
+        )
+        if body.rack_id is not None:
+            pb.rack_id = body.rack_id
+        if body.subscribed_topic_names is not None:
+            pb.subscribed_topic_names.SetInParent()
+            pb.subscribed_topic_names.names.extend(body.subscribed_topic_names)
+        client_host = "/" + conn.peer.rsplit(":", 1)[0].strip("[]")
+        resp = await self.service.share.ShareGroupHeartbeat(pb, client_host=client_host)
+        answer = from_pb(resp)
+        answer["throttle_time"] = 0
+        answer["member_id"] = resp.member_id or None
+        answer["assignment"] = (
+            {"topic_partitions": [_topic_partitions(t) for t in resp.assignment.topics]}
+            if resp.HasField("assignment")
+            else None
+        )
+        return answer
+
+    async def share_group_describe(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        pb = group_pb2.ShareGroupDescribeRequest(group_ids=list(request.body.group_ids))
+        answer = from_pb(await self.service.share.ShareGroupDescribe(pb))
+        for g in answer["groups"]:
+            g["authorized_operations"] = _authorized_operations(request, g)
+            for m in g["members"]:
+                topics = (m["assignment"] or {}).get("topics", [])
+                m["assignment"] = {"topic_partitions": [_topic_partitions(t, with_name=True) for t in topics]}
         answer["throttle_time"] = 0
         return answer
 

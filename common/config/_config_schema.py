@@ -20,6 +20,7 @@ from kraftlog.common._config_def import (
 )
 from kraftlog.common.config._config_parse import _check_protocol_map, _listeners
 from kraftlog.common.config._config_schema_connections import define_connection_keys
+from kraftlog.common.config._config_schema_group_share import define_share_group_keys
 from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT, define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_quorum import define_quorum_keys
@@ -448,6 +449,7 @@ define_quorum_keys(NODE_CONFIG_DEFS)
 define_log_keys(NODE_CONFIG_DEFS)
 define_security_keys(NODE_CONFIG_DEFS)
 define_connection_keys(NODE_CONFIG_DEFS)
+define_share_group_keys(NODE_CONFIG_DEFS)  # share groups' membership (KIP-932, issue 27)
 
 # --- client quotas (KIP-13 / KIP-124 / KIP-599): the sampled windows the rates are measured over
 (

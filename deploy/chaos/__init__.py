@@ -2,7 +2,8 @@
 partitions) against a local or systemd cluster under an acks=all workload (with ``--workload group``
 also consumer members of one group, checked by `deploy.chaos._group_check`; with ``--workload eos``
 transactional read-process-write processors, checked by `deploy.chaos._eos_check`; both end by one
-drain, `deploy.chaos._drain`), then a checker; and the
+drain, `deploy.chaos._drain`; with ``--workload queue`` Jepsen's queue workload, `deploy.chaos._queue_workload`,
+whose history, `deploy.chaos._queue_history`, is checked alone by `deploy.chaos._queue_check`), then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself.
 
@@ -41,6 +42,8 @@ from kraftlog.deploy.chaos._group_check import (
 )
 from kraftlog.deploy.chaos._group_workload import CONSUMER_PROTOCOL_BROKER_KEYS, GroupOutcome, GroupWorkload
 from kraftlog.deploy.chaos._health import QUORUM_STALE_MS, HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._queue_check import QUEUE_ALLOWED, QUEUE_ANOMALIES, QueueReport, check_queue, queue_rows
+from kraftlog.deploy.chaos._queue_history import History, HistoryOp, HistoryWriter, Poll, Send, read_history
 from kraftlog.deploy.chaos._quorum_check import (
     AdminOp,
     FinalTopic,
@@ -74,6 +77,8 @@ from kraftlog.deploy.chaos._voter_faults import VoterChanges
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
+    "QUEUE_ALLOWED",
+    "QUEUE_ANOMALIES",
     "Ack",
     "AdminOp",
     "AssignmentEvent",
@@ -98,18 +103,24 @@ __all__ = [
     "GroupReport",
     "GroupWorkload",
     "HealthProbe",
+    "History",
+    "HistoryOp",
+    "HistoryWriter",
     "Holding",
     "LONG_ELECTION",
     "LocalTarget",
     "PLAINTEXT",
+    "Poll",
     "QUORUM_FAULT_KINDS",
     "REPLACE_VOTER",
     "VoterChanges",
     "QUORUM_STALE_MS",
+    "QueueReport",
     "QuorumSettings",
     "QuorumTimeouts",
     "ReadRecord",
     "SECURITY_MODES",
+    "Send",
     "SystemdNode",
     "SystemdTarget",
     "TxnAttempt",
@@ -119,6 +130,7 @@ __all__ = [
     "check_admin",
     "check_eos",
     "check_group",
+    "check_queue",
     "choose_fault",
     "choose_quorum_fault",
     "commit_regressions",
@@ -146,9 +158,11 @@ __all__ = [
     "no_active_stretches",
     "overlapping_owners",
     "ownership_intervals",
+    "queue_rows",
     "quorum_pending",
     "read_back",
     "read_config_values",
+    "read_history",
     "replay_error_lines",
     "run_chaos",
     "run_quorum_chaos",

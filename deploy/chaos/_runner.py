@@ -30,14 +30,16 @@ from kraftlog.deploy.chaos._faults import FAULT_KINDS, NETWORK_KINDS, ClusterVie
 from kraftlog.deploy.chaos._group_check import check_group
 from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
+from kraftlog.deploy.chaos._queue_run import QueueRun, add_queue_result, queue_result_rows, start_queue
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"]
 
 #: data: acks=all producers only; group: also consumer members of one group (`deploy.chaos._group_workload`);
-#: eos: also transactional read-process-write processors from the topic to a second one (`deploy.chaos._eos_workload`)
-WORKLOADS = ("data", "group", "eos")
+#: eos: also transactional read-process-write processors from the topic to a second one (`deploy.chaos._eos_workload`);
+#: queue: also Jepsen's queue workload on a topic of its own, checked from its history (`deploy.chaos._queue_workload`)
+WORKLOADS = ("data", "group", "eos", "queue")
 
 _log = structlog.get_logger("deploy.chaos")
 
@@ -61,6 +63,8 @@ class ChaosSettings:
     group_protocol: str = "classic"  # the group workload's members: classic or consumer (KIP-848)
     eos_processors: int = 2
     client: str = "kraftlog"  # the data workload's producer and consumer: kraftlog or kafka-python
+    queue_workers: int = 4
+    history_path: str = "queue-history.jsonl"  # the queue workload's history (JSON lines)
 
 
 @dataclass
@@ -174,6 +178,7 @@ def run_chaos(
     eos: EosWorkload | None = None
     eos_outcome: DrainOutcome | None = None
     eos_reads: Any = None
+    queue: QueueRun | None = None
     try:
         wait_until(
             lambda: converged(admin, brokers, probe) is None,
@@ -213,6 +218,15 @@ def run_chaos(
             group = _start_group(target, topic, settings, admin, brokers, probe)
         if settings.workload == "eos":
             eos = start_eos(
+                target.bootstrap_servers,
+                topic,
+                settings,
+                admin,
+                lambda: converged(admin, brokers, probe),
+                security=security,
+            )
+        if settings.workload == "queue":
+            queue = start_queue(
                 target.bootstrap_servers,
                 topic,
                 settings,
@@ -285,6 +299,8 @@ def run_chaos(
             outcome = group.finish()
         if eos is not None:
             eos_outcome = eos.finish()
+        if queue is not None:
+            queue.finish()
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
         _attribute_gaps(run.faults, ack_times, started, ended)
@@ -299,6 +315,8 @@ def run_chaos(
             group.stop()
         if eos is not None:
             eos.stop()
+        if queue is not None:
+            queue.finish(timeout_s=5)
         admin.close()
         probe.close()
     max_outage = max((b - a for a, b in gaps.values()), default=0.0)
@@ -354,6 +372,8 @@ def run_chaos(
         for entry, r in zip(result["fault_log"], run.faults, strict=True):
             entry["group_coordinator"] = r.group_coordinator
             entry["txn_coordinators"] = list(r.txn_coordinators)
+    if queue is not None:
+        add_queue_result(result, queue)
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
     _print_table(result, run, out)
@@ -452,6 +472,8 @@ def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) 
         ]
     if result["workload"] == "eos":
         rows += eos_rows(result)
+    if result["workload"] == "queue":
+        rows += queue_result_rows(result)
     rows += [
         ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
         ("verdict", "PASS" if result["ok"] else "FAIL"),

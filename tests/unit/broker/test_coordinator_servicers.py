@@ -87,3 +87,24 @@ def test_every_other_group_and_txn_rpc_passes_the_request_through() -> None:
         service_descriptor = next(iter(descriptor.DESCRIPTOR.services_by_name.values()))
         for method in service_descriptor.methods:
             assert method.name in type(servicer).__dict__, method.name
+
+
+class _WithShare:
+    """Stands for a GroupService: its share-group calls are its ``share`` service's."""
+
+    def __init__(self) -> None:
+        self.share = _Recorder()
+
+
+def test_share_group_rpcs_reach_the_service_with_the_client_host() -> None:
+    holder = _WithShare()
+    service = holder.share
+    servicer = GroupServicer(holder, "BROKER")  # type: ignore[arg-type]
+    heartbeat = group_pb2.ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0)
+    asyncio.run(servicer.ShareGroupHeartbeat(heartbeat, _Context("ipv4:10.0.0.9:4242")))
+    describe = group_pb2.ShareGroupDescribeRequest(group_ids=["g"])
+    assert asyncio.run(servicer.ShareGroupDescribe(describe, _Context(""))) == "answer of ShareGroupDescribe"
+    assert service.calls == [
+        ("ShareGroupHeartbeat", heartbeat, {"client_host": "/10.0.0.9"}),
+        ("ShareGroupDescribe", describe, {}),
+    ]

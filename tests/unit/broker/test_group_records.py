@@ -112,7 +112,7 @@ def test_group_metadata_v0_and_v4_read() -> None:
 
 def test_unknown_key_versions_are_their_own_error() -> None:
     with pytest.raises(UnknownGroupRecordError):
-        decode_key(b"\x00\x0b" + s16("g"))  # a share group's ShareGroupMetadataKey
+        decode_key(b"\x00\x09" + s16("g"))  # Kafka 4.0's ShareGroupPartitionMetadataKey, gone from 4.2
     assert issubclass(UnknownGroupRecordError, CorruptMessageError)
 
 

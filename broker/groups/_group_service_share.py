@@ -1,0 +1,136 @@
+"""The share-group calls of `GroupService` (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe,
+translated to and from the `GroupShard` calls, authorized as Kafka's KafkaApis does (READ on the
+group and DESCRIBE on the subscribed topics for a heartbeat; DESCRIBE on each group, and on the
+topics of its members' assignments, for a describe). `GroupService` holds one (``.share``) and
+hands it the coordinator, the metadata image, the clock, and its calls that reach a group's shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kraftlog.broker.coordinator import ShardUnavailable
+from kraftlog.broker.groups._group_coordinator import GroupCoordinator
+from kraftlog.broker.groups._group_shard import GroupShard, ShardOutcome
+from kraftlog.broker.groups._group_share_types import ShareHeartbeatRequest, ShareHeartbeatResponse
+from kraftlog.broker.groups._group_wire import assignment_out
+from kraftlog.broker.replica import error_pb
+from kraftlog.common import errors as kerr
+from kraftlog.common.security import AclOperation, ResourceType, current_request
+from kraftlog.metadata_log import MetadataImage
+from kraftlog.proto import group_pb2
+
+__all__ = ["ShareGroupService"]
+
+
+class ShareGroupService:
+    """ShareGroupHeartbeat and ShareGroupDescribe (see the module docstring). ``shard`` finds a
+    group's shard and ``parked`` runs a shard call whose answer may come later: `GroupService`'s
+    own, so that both kinds of groups reach their shards the one way."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        image: Callable[[], MetadataImage],
+        clock_ms: Callable[[], int],
+        shard: Callable[[str], GroupShard],
+        parked: Callable[[GroupShard, Callable[[object], ShardOutcome]], Awaitable[Any]],
+    ) -> None:
+        self.c = coordinator
+        self.image = image
+        self.clock_ms = clock_ms
+        self._shard = shard
+        self._parked = parked
+
+    async def ShareGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
+        """KIP-932's heartbeat; ``client_host`` is Kafka's form of the client's address."""
+        R = group_pb2.ShareGroupHeartbeatResponse
+        ctx = current_request()
+        names = list(request.subscribed_topic_names.names) if request.HasField("subscribed_topic_names") else None
+        req = ShareHeartbeatRequest(
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            rack_id=request.rack_id if request.HasField("rack_id") else None,
+            subscribed_topic_names=tuple(names) if names is not None else None,
+            client_id=request.client_id,
+            client_host=client_host,
+        )
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return R(error=error_pb(kerr.GroupAuthorizationFailedError))
+        if names:
+            hidden = sorted(set(names) - ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names))
+            if hidden:
+                return R(error=error_pb(kerr.TopicAuthorizationFailedError))
+        try:
+            shard = self._shard(request.group_id)
+            lookup = self.c.topic_lookup(self.image())
+            response: ShareHeartbeatResponse = await self._parked(
+                shard, lambda t: shard.share_heartbeat(req, t, self.clock_ms(), lookup)
+            )
+        except ShardUnavailable as err:
+            return R(error=error_pb(err.error))
+        out = R(
+            error=error_pb(response.error, response.message),
+            member_id=response.member_id,
+            member_epoch=response.member_epoch,
+            heartbeat_interval_ms=response.heartbeat_interval_ms,
+        )
+        if response.assignment is not None:
+            out.assignment.CopyFrom(assignment_out(response.assignment))
+        return out
+
+    async def ShareGroupDescribe(self, request: Any) -> Any:
+        R = group_pb2.ShareGroupDescribeResponse
+        image = self.image()
+        ctx = current_request()
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, list(request.group_ids))
+        out = []
+        for group_id in request.group_ids:
+            if group_id not in describable:
+                out.append(R.Group(error=error_pb(kerr.GroupAuthorizationFailedError), group_id=group_id))
+                continue
+            try:
+                d = self._shard(group_id).describe_share_group(group_id)
+            except ShardUnavailable as err:
+                out.append(R.Group(error=error_pb(err.error), group_id=group_id))
+                continue
+            if d.error is not None:
+                out.append(R.Group(error=error_pb(d.error, d.message), group_id=group_id))
+                continue
+            members = [
+                R.Member(
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=m.subscribed_topic_names,
+                    assignment=_named(assignment_out(m.assignment, image)),
+                )
+                for m in d.members
+            ]
+            # Kafka: a group whose assignments name a topic the caller may not Describe is refused
+            topics = {t.topic_name for m in members for t in m.assignment.topics}
+            if topics - ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, sorted(topics)):
+                refused = "The group has described topic(s) that the client is not authorized to describe."
+                out.append(R.Group(error=error_pb(kerr.TopicAuthorizationFailedError, refused), group_id=group_id))
+                continue
+            out.append(
+                R.Group(
+                    error=error_pb(None),
+                    group_id=group_id,
+                    group_state=d.state,
+                    group_epoch=d.group_epoch,
+                    assignment_epoch=d.assignment_epoch,
+                    assignor_name=d.assignor_name,
+                    members=members,
+                )
+            )
+        return R(groups=out)
+
+
+def _named(assignment: Any) -> Any:
+    """The assignment without topics the image no longer has (Kafka describes only known topics)."""
+    return group_pb2.TopicAssignment(topics=[t for t in assignment.topics if t.topic_name])

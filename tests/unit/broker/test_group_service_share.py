@@ -1,0 +1,74 @@
+"""ShareGroupHeartbeat and ShareGroupDescribe are authorized as Kafka's KafkaApis: READ on the group
+and DESCRIBE on every subscribed topic for a heartbeat, DESCRIBE on each group for a describe,
+before any shard is reached (issue 27)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kraftlog.broker.coordinator import ShardUnavailable
+from kraftlog.broker.groups._group_service_share import ShareGroupService
+from kraftlog.common import errors as kerr
+from kraftlog.common.security import ANONYMOUS, AclOperation, RequestContext, ResourceType, Session, request_scope
+from kraftlog.proto import group_pb2
+
+
+class _Calls(ShareGroupService):
+    """The share calls over a coordinator that has no shard here (NOT_COORDINATOR)."""
+
+    def __init__(self) -> None:
+        self.reached: list[str] = []
+
+        def shard(group_id: str) -> Any:
+            self.reached.append(group_id)
+            raise ShardUnavailable(kerr.NotCoordinatorError)
+
+        async def parked(_shard: Any, _call: Any) -> Any:
+            raise AssertionError("no shard is reached")
+
+        coordinator: Any = None
+        super().__init__(coordinator, lambda: None, lambda: 0, shard, parked)  # type: ignore[arg-type,return-value]
+
+
+def _run(call: Any, denied: set[tuple[AclOperation, ResourceType, str]]) -> Any:
+    def authorize(_session: Session, op: AclOperation, kind: ResourceType, name: str | None) -> bool:
+        return (op, kind, name) not in denied
+
+    ctx = RequestContext(Session(ANONYMOUS, "127.0.0.1"), api="ShareGroupHeartbeat", authorize_fn=authorize)
+
+    async def scoped() -> Any:
+        with request_scope(ctx):
+            return await call
+
+    return asyncio.run(scoped())
+
+
+def _heartbeat(topics: list[str]) -> Any:
+    req = group_pb2.ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0)
+    req.subscribed_topic_names.names.extend(topics)
+    return req
+
+
+def test_a_heartbeat_needs_read_on_the_group_and_describe_on_its_topics() -> None:
+    calls = _Calls()
+    denied_group = {(AclOperation.READ, ResourceType.GROUP, "g")}
+    answer = _run(calls.ShareGroupHeartbeat(_heartbeat(["a"]), client_host="/h"), denied_group)
+    assert answer.error.code == kerr.GroupAuthorizationFailedError.error_code
+    denied_topic = {(AclOperation.DESCRIBE, ResourceType.TOPIC, "b")}
+    answer = _run(calls.ShareGroupHeartbeat(_heartbeat(["a", "b"]), client_host="/h"), denied_topic)
+    assert answer.error.code == kerr.TopicAuthorizationFailedError.error_code
+    assert calls.reached == []
+    answer = _run(calls.ShareGroupHeartbeat(_heartbeat(["a"]), client_host="/h"), denied_topic)
+    assert answer.error.code == kerr.NotCoordinatorError.error_code and calls.reached == ["g"]
+
+
+def test_describe_needs_describe_on_each_group() -> None:
+    calls = _Calls()
+    request = group_pb2.ShareGroupDescribeRequest(group_ids=["g", "h"])
+    answer = _run(calls.ShareGroupDescribe(request), {(AclOperation.DESCRIBE, ResourceType.GROUP, "g")})
+    assert [(g.group_id, g.error.code) for g in answer.groups] == [
+        ("g", kerr.GroupAuthorizationFailedError.error_code),
+        ("h", kerr.NotCoordinatorError.error_code),
+    ]
+    assert calls.reached == ["h"]
