@@ -241,7 +241,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "slow_fsync (a leader's fsyncs delayed; all five: "
         "local clusters); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
-        "partition_active_controller",
+        "partition_active_controller, replace_voter (a dynamic quorum's: remove a standby voter, wipe "
+        "its disk, add it back; in the default set when the quorum is dynamic)",
+    )
+    run_p.add_argument(
+        "--quorum",
+        choices=("static", "dynamic"),
+        default="static",
+        help="the run's own cluster: static controller.quorum.voters (default) or a dynamic quorum "
+        "(KIP-853: --initial-controllers; its voter set changes at run time)",
     )
     run_p.add_argument(
         "--session-timeout-ms",
@@ -289,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
         ALL_FAULT_KINDS,
         FAULT_KINDS,
         QUORUM_FAULT_KINDS,
+        REPLACE_VOTER,
         ChaosSettings,
         LocalTarget,
         SystemdTarget,
@@ -298,10 +307,10 @@ def run(args: argparse.Namespace) -> int:
     )
 
     quorum = args.profile == "quorum"
-    known = QUORUM_FAULT_KINDS if quorum else ALL_FAULT_KINDS
-    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip()) or (
-        QUORUM_FAULT_KINDS if quorum else FAULT_KINDS
-    )
+    known = (*QUORUM_FAULT_KINDS, REPLACE_VOTER) if quorum else ALL_FAULT_KINDS
+    requested = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    # the default: every kind of the profile, replace_voter only where the quorum is dynamic
+    kinds = requested or (QUORUM_FAULT_KINDS if quorum else FAULT_KINDS)
     unknown = [k for k in kinds if k not in known]
     if unknown:
         raise UserError(f"unknown fault kind(s) {unknown} for the {args.profile} profile; known: {', '.join(known)}")
@@ -425,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
             base / "cluster",
             controllers=3,
             brokers=1 if quorum else 3,
+            quorum=args.quorum,
             network=network,
             overrides=overrides,
             security=own_security,
@@ -437,6 +447,8 @@ def run(args: argparse.Namespace) -> int:
         target = LocalTarget(own_cluster)
         session_ms = args.session_timeout_ms or int(overrides["broker.session.timeout.ms"])
         out(f"started a local cluster ({network}, {own_security}) in {base / 'cluster'}")
+    if quorum and not requested and getattr(target, "voter_changes", None) is not None:
+        kinds = (*kinds, REPLACE_VOTER)
     if group_protocol == "consumer" and own_cluster is None:
         out(
             "consumer protocol: the members' session and heartbeat are the cluster's own "

@@ -95,8 +95,10 @@ class LocalCluster(_ClusterSecurity):
     #: know ``controller.quorum.bootstrap.servers``; the controllers are formatted with
     #: ``--standalone`` when there is one, else ``--initial-controllers``)
     quorum: str = "static"
-    #: dynamic quorum: how many of the controllers (the lowest ids) are its initial voters; the others
-    #: are formatted with ``--no-initial-controllers`` and start as observers (None: all of them)
+    #: how many of the controllers (the lowest ids) are the initial voters (None: all of them); the
+    #: others know ``controller.quorum.bootstrap.servers``, are formatted with
+    #: ``--no-initial-controllers`` and start as observers (a static quorum's join it once upgraded
+    #: to kraft.version 1)
     initial_controllers: int | None = None
 
     # ------------------------------------------------------------------ layout
@@ -176,13 +178,18 @@ class LocalCluster(_ClusterSecurity):
             self._format(spec)
         self.save()
 
+    def _initial_voters(self) -> list[NodeSpec]:
+        controllers = [n for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port]
+        return controllers if self.initial_controllers is None else controllers[: self.initial_controllers]
+
     @property
     def voters(self) -> str:
-        return ",".join(
-            f"{n.node_id}@{n.host}:{n.controller_port}"
-            for n in sorted(self.nodes.values(), key=lambda n: n.node_id)
-            if n.controller_port
-        )
+        """``controller.quorum.voters`` of a static quorum: its initial voters."""
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self._initial_voters())
+
+    def _joins_later(self, spec: NodeSpec) -> bool:
+        """A controller outside the initial voters (formatted ``--no-initial-controllers``)."""
+        return bool(spec.controller_port) and spec not in self._initial_voters()
 
     def _make_raft_identities(self) -> list[str]:
         """Each controller's own Raft identity key (0600, in its node directory) unless the overrides
@@ -204,12 +211,15 @@ class LocalCluster(_ClusterSecurity):
 
     def _write_config(self, spec: NodeSpec, voter_keys: list[str]) -> None:
         d = private_directory(spec.dir)
+        if self.quorum == "static" and not self._joins_later(spec):  # a static voter knows only voters' keys
+            initial = {f"{n.node_id}@" for n in self._initial_voters()}
+            voter_keys = [k for k in voter_keys if k[: k.index("@") + 1] in initial]
         settings: dict[str, Any] = {
             "node.id": spec.node_id,
             "process.roles": spec.roles,
             **(
                 {"controller.quorum.voters": self.voters}
-                if self.quorum == "static"
+                if self.quorum == "static" and not self._joins_later(spec)
                 else {"controller.quorum.bootstrap.servers": ",".join(self.controller_addresses)}
             ),
             "controller.quorum.raft.port.offset": _RAFT_PORT_OFFSET,
@@ -293,14 +303,12 @@ class LocalCluster(_ClusterSecurity):
         from kraftlog.node import new_cluster_id
 
         if self.quorum == "static":
-            return []
+            return ["--no-initial-controllers"] if self._joins_later(spec) else []
         if not spec.controller_port:
             return ["--no-initial-controllers"]
-        controllers = [n for n in sorted(self.nodes.values(), key=lambda n: n.node_id) if n.controller_port]
-        if self.initial_controllers is not None:
-            controllers = controllers[: self.initial_controllers]
-            if spec not in controllers:
-                return ["--no-initial-controllers"]
+        controllers = self._initial_voters()
+        if spec not in controllers:
+            return ["--no-initial-controllers"]
         if len(controllers) == 1:
             return ["--standalone"]
         for n in controllers:

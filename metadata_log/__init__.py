@@ -8,6 +8,13 @@ folds it offline is the package kraftlog.spark.
 
 from kraftlog.metadata_log._acl_gate import AclGate
 from kraftlog.metadata_log._authorizer import Authorizer
+from kraftlog.metadata_log._control_records import (
+    CONTROL_RECORD_TYPE_IDS,
+    KRaftVersionRecord,
+    Voter,
+    VoterEndpoint,
+    VotersRecord,
+)
 from kraftlog.metadata_log._features import (
     ELR_FEATURE,
     FEATURE_DEPENDENCIES,
@@ -138,6 +145,11 @@ __all__ = [
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "NoOpRecord",
+    "CONTROL_RECORD_TYPE_IDS",
+    "KRaftVersionRecord",
+    "Voter",
+    "VoterEndpoint",
+    "VotersRecord",
     "PartitionChangeRecord",
     "PartitionRecord",
     "PartitionRegistration",

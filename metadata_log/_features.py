@@ -10,9 +10,9 @@ support (`kraftlog.quorum.controller.update_features`).
 Levels follow Kafka 4.0: ``metadata.version`` 7 is 3.3-IV3 and 25 is 4.0-IV3;
 ``eligible.leader.replicas.version`` 1 needs ``metadata.version`` >= 23 (4.0-IV1), as in
 Kafka's ``EligibleLeaderReplicasVersion``; ``group.version`` 1 and ``transaction.version`` 1-2
-need 4.0-IV0 (22). ``kraft.version`` 1 is the dynamic controller quorum (KIP-853), which this
-build does not have yet: its supported range stops at 0 and an upgrade is refused with a message
-that says so.
+need 4.0-IV0 (22). ``kraft.version`` 1 is the dynamic controller quorum (KIP-853); its level is the
+Raft layer's (the voter set), never a ``FeatureLevelRecord``, and a static quorum is upgraded to it
+at run time (KIP-1170).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class FeatureRange:
 #: broker's registration). A level below ``min_version`` other than 0 is as unsupported as one above.
 SUPPORTED_FEATURES: Mapping[str, FeatureRange] = {
     METADATA_VERSION: FeatureRange(7, 25),
-    KRAFT_VERSION: FeatureRange(0, 0),
+    KRAFT_VERSION: FeatureRange(0, 1),
     "transaction.version": FeatureRange(0, 2),
     "group.version": FeatureRange(0, 1),
     ELR_FEATURE: FeatureRange(0, 1),
@@ -111,7 +111,8 @@ class UnsupportedFeatureLevelError(RuntimeError):
 
 def check_supported(levels: Mapping[str, int], where: str = "the metadata log") -> None:
     """Raise `UnsupportedFeatureLevelError` naming the first feature (by name) of ``levels`` whose
-    finalized level this build does not support; level 0 (off) is always supported."""
+    finalized level this build does not support; level 0 (off) is always supported. ``kraft.version``
+    above 0 is never finalized by a metadata record (the quorum's voter set holds it)."""
     for name in sorted(levels):
         level = levels[name]
         if level == 0:
@@ -120,6 +121,11 @@ def check_supported(levels: Mapping[str, int], where: str = "the metadata log") 
         if supported is None:
             raise UnsupportedFeatureLevelError(
                 f"{where} finalizes feature {name} at level {level}, which this node does not know"
+            )
+        if name == KRAFT_VERSION:
+            raise UnsupportedFeatureLevelError(
+                f"{where} finalizes feature {name} at level {level}; that level is the controller quorum's"
+                " (its voter set in the Raft log), never a metadata record"
             )
         if level not in supported:
             raise UnsupportedFeatureLevelError(

@@ -122,7 +122,7 @@ class MetadataRecord:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, tuple):
-                value = [v.to_wire() if isinstance(v, BrokerEndpoint) else v for v in value]
+                value = [v.to_wire() if hasattr(v, "to_wire") else v for v in value]
             out[f.name] = value
         return out
 
@@ -183,7 +183,8 @@ def _wire_fields(cls: type) -> tuple[tuple[str, _FieldReader, bool], ...]:
 
 def _reader_for(hint: Any, where: str) -> _FieldReader:
     """The reader of one type hint; the hints records use are scalars, ``X | None`` and
-    ``tuple[X, ...]`` (msgpack gives a list) of those or of `BrokerEndpoint`."""
+    ``tuple[X, ...]`` (msgpack gives a list) of those or of a nested part with ``from_wire``
+    (`BrokerEndpoint`, a voter of a ``VotersRecord``)."""
 
     def refuse(value: Any) -> typing.NoReturn:
         raise MetadataRecordError(f"{where}: {type(value).__name__} {value!r:.60} is not a {hint}")
@@ -212,8 +213,9 @@ def _reader_for(hint: Any, where: str) -> _FieldReader:
             return tuple(item(x) for x in v)
 
         return each
-    if hint is BrokerEndpoint:
-        return lambda v: BrokerEndpoint.from_wire(v) if isinstance(v, dict) else refuse(v)
+    if isinstance(hint, type) and hasattr(hint, "from_wire"):  # a nested part: BrokerEndpoint, a voter
+        nested = hint
+        return lambda v: nested.from_wire(v) if isinstance(v, dict) else refuse(v)
     if hint is bool:
         return lambda v: v if isinstance(v, bool) else refuse(v)
     if hint is int:

@@ -488,6 +488,32 @@ class RemoveRaftVoterResponse(_message.Message):
     controller: _controller_pb2.ControllerHint
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
 
+class UpdateRaftVoterRequest(_message.Message):
+    __slots__ = ("voter_id", "voter_directory_id", "host", "port", "kraft_version_min", "kraft_version_max", "current_leader_epoch")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_MIN_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_MAX_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    voter_directory_id: str
+    host: str
+    port: int
+    kraft_version_min: int
+    kraft_version_max: int
+    current_leader_epoch: int
+    def __init__(self, voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., kraft_version_min: _Optional[int] = ..., kraft_version_max: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+
+class UpdateRaftVoterResponse(_message.Message):
+    __slots__ = ("error", "controller")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    controller: _controller_pb2.ControllerHint
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., controller: _Optional[_Union[_controller_pb2.ControllerHint, _Mapping]] = ...) -> None: ...
+
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names",)
     NAMES_FIELD_NUMBER: _ClassVar[int]

@@ -96,6 +96,11 @@ class AdminServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
                 _registered_method=True)
+        self.UpdateRaftVoter = channel.unary_unary(
+                '/kraftlog.v1.AdminService/UpdateRaftVoter',
+                request_serializer=kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterResponse.FromString,
+                _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/kraftlog.v1.AdminService/DescribeTopics',
                 request_serializer=kraftlog_dot_proto_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
@@ -228,6 +233,12 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RemoveRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRaftVoter(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -367,6 +378,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RemoveRaftVoter,
                     request_deserializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.SerializeToString,
+            ),
+            'UpdateRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRaftVoter,
+                    request_deserializer=kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
@@ -753,6 +769,33 @@ class AdminService:
             '/kraftlog.v1.AdminService/RemoveRaftVoter',
             kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterRequest.SerializeToString,
             kraftlog_dot_proto_dot_admin__pb2.RemoveRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.AdminService/UpdateRaftVoter',
+            kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterRequest.SerializeToString,
+            kraftlog_dot_proto_dot_admin__pb2.UpdateRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

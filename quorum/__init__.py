@@ -20,7 +20,7 @@ from kraftlog.quorum._dynamic_voters import (
     write_bootstrap_voters,
 )
 from kraftlog.quorum._server import METADATA_PARTITION_DIR, ControllerServer, MetadataReplayFailure
-from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter
+from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter, check_update_voter
 from kraftlog.quorum.controller import BrokerHeartbeats, ControllerContext
 from kraftlog.quorum.raft import MetadataQuorum, QuorumStatus, VoterStatus
 
@@ -33,6 +33,7 @@ __all__ = [
     "LeaderView",
     "check_add_voter",
     "check_remove_voter",
+    "check_update_voter",
     "check_voter_directory",
     "parse_dynamic_voters",
     "read_bootstrap_voters",

@@ -31,6 +31,7 @@ from kraftlog.proto import (
     quotas_pb2,
     security_pb2,
 )
+from kraftlog.quorum._kraft_upgrade import upgrade_kraft_version
 from kraftlog.quorum.controller import authorize_cluster, authorize_items
 
 if TYPE_CHECKING:
@@ -68,6 +69,10 @@ class ControllerCore(Protocol):
     async def remove_raft_voter(
         self, request: admin_pb2.RemoveRaftVoterRequest
     ) -> admin_pb2.RemoveRaftVoterResponse: ...
+
+    async def update_raft_voter(
+        self, request: admin_pb2.UpdateRaftVoterRequest
+    ) -> admin_pb2.UpdateRaftVoterResponse: ...
 
     def stream_metadata(
         self, request: controller_pb2.FetchMetadataRequest
@@ -322,7 +327,9 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def UpdateFeatures(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(admin_pb2.UpdateFeaturesResponse, err, request)
-        return await self.s.run_write(ctl.update_features, request, admin_pb2.UpdateFeaturesResponse)
+        checked = await self.s.run_write(ctl.update_features, request, admin_pb2.UpdateFeaturesResponse)
+        # kraft.version is the quorum's: its upgrade is a Raft entry, appended once the checks passed
+        return await upgrade_kraft_version(self.s, request, checked)
 
     async def DescribeQuorum(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.DESCRIBE):
@@ -338,6 +345,12 @@ class _AdminService(admin_pb2_grpc.AdminServiceServicer):
         if err := authorize_cluster(AclOperation.ALTER):
             return _refused(admin_pb2.RemoveRaftVoterResponse, err)
         return await self.s.remove_raft_voter(request)
+
+    async def UpdateRaftVoter(self, request: Any, context: Any) -> Any:
+        # Kafka: CLUSTER_ACTION on the cluster (a controller's own request)
+        if err := authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return _refused(admin_pb2.UpdateRaftVoterResponse, err)
+        return await self.s.update_raft_voter(request)
 
     async def CreateMetadataSnapshot(self, request: Any, context: Any) -> Any:
         if err := authorize_cluster(AclOperation.ALTER):

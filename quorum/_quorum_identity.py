@@ -17,10 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from kraftlog.common import RAFT_DIR
-from kraftlog.quorum.raft import NodeIdentity, identity_from_config, read_voters_file
+from kraftlog.common.errors import CorruptMessageError
+from kraftlog.quorum.raft import NodeIdentity, identity_from_config, kraft_version_of, read_voters_file
 from kraftlog.storage import read_meta_properties
 
-__all__ = ["raft_identity"]
+__all__ = ["kept_kraft_version", "raft_identity"]
+
+
+def kept_kraft_version(metadata_log_dir: str | Path) -> int:
+    """The kraft.version of the committed voter set this controller's Raft dir kept
+    (``raft/voters.msgpack``): 1 once a static quorum was upgraded (every voter has a directory
+    id), else 0 -- also for no file or an undecodable one (the Raft log still says who votes)."""
+    try:
+        kept = read_voters_file(Path(metadata_log_dir) / RAFT_DIR)
+    except CorruptMessageError:
+        return 0
+    return kraft_version_of(kept) if kept is not None else 0
 
 
 def raft_identity(config: Any, *, node_id: int, voter_ids: Collection[int], dynamic: bool) -> NodeIdentity | None:

@@ -80,9 +80,11 @@ from kraftlog.quorum._controller_services import (
 )
 from kraftlog.quorum._describe_quorum import describe_quorum
 from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
+from kraftlog.quorum._kraft_upgrade import kraft_upgrade_problem
 from kraftlog.quorum._metrics import ControllerStateCollector
-from kraftlog.quorum._quorum_identity import raft_identity
+from kraftlog.quorum._quorum_identity import kept_kraft_version, raft_identity
 from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
+from kraftlog.storage import read_meta_properties
 
 __all__ = ["ControllerServer", "METADATA_PARTITION_DIR", "MetadataReplayFailure", "raft_address"]
 
@@ -123,10 +125,11 @@ class ControllerServer(_ControllerLog):
         host, port = own
         self.address = f"{host}:{port}"
         #: 0: static controller.quorum.voters; 1: the voter set formatted into the metadata log dir
-        self.kraft_version: int = config.kraft_version
+        #: (the quorum's own level, after an upgrade, is `kraft_version`)
+        self._configured_kraft_version: int = config.kraft_version
         #: voter id -> its metadata log dir id (KIP-853); empty in a static quorum
         self.voter_directory_ids: dict[int, str] = dict(voter_directory_ids or {})
-        if self.kraft_version >= 1 and voter_directory_ids is None:
+        if self._configured_kraft_version >= 1 and voter_directory_ids is None:
             formatted = read_bootstrap_voters(config.metadata_log_dir)
             if formatted is not None:
                 self.voter_directory_ids = {vid: v.directory_id for vid, v in formatted.voters.items()}
@@ -160,6 +163,14 @@ class ControllerServer(_ControllerLog):
         self.registry.register(ControllerStateCollector(self))
 
     @property
+    def kraft_version(self) -> int:
+        """The quorum's kraft.version: 1 when formatted dynamic or when the committed voter set is
+        dynamic (a static quorum upgraded at run time, `quorum._kraft_upgrade`), else 0."""
+        quorum = self._quorum
+        upgraded = int(getattr(quorum, "kraft_version", 0)) if quorum is not None else 0
+        return max(self._configured_kraft_version, upgraded)
+
+    @property
     def quorum(self) -> Any:
         """The Raft seam (`MetadataQuorum`), None before `start`."""
         return self._quorum
@@ -191,10 +202,16 @@ class ControllerServer(_ControllerLog):
             factory = MetadataQuorum
             # per-node Raft identity (node-key mode) or None (password mode); a bad combination fails
             # here. A dynamic quorum's voters' keys also come from the voter set this node kept.
+            # a static quorum upgraded to kraft.version 1 runs dynamic from the voter set it kept
+            dynamic = self.kraft_version >= 1 or kept_kraft_version(self.config.metadata_log_dir) >= 1
             extra["identity"] = raft_identity(
-                self.config, node_id=self.node_id, voter_ids=set(raft_voters), dynamic=self.kraft_version >= 1
+                self.config, node_id=self.node_id, voter_ids=set(raft_voters), dynamic=dynamic
             )
-            if self.kraft_version >= 1:
+            meta = read_meta_properties(Path(self.config.metadata_log_dir))
+            extra["own_directory_id"] = meta.directory_id if meta is not None else None
+            extra["controller_port_offset"] = offset
+            extra["voter_records"] = True
+            if dynamic:
                 extra["directory_ids"] = dict(self.voter_directory_ids)
                 extra["admit_observers"] = True
                 if self.observer:
@@ -383,6 +400,8 @@ class ControllerServer(_ControllerLog):
             now_ms=self._wall_ms(),
             rng=self._rng,
             next_offset=self.image.offset + 1,
+            kraft_version=self.kraft_version,
+            kraft_upgrade_problem=kraft_upgrade_problem(self._quorum) if self.kraft_version < 1 else None,
         )
 
     async def run_write(
@@ -531,6 +550,12 @@ class ControllerServer(_ControllerLog):
         from kraftlog.quorum._voter_admin import remove_raft_voter
 
         return await remove_raft_voter(self, request)
+
+    async def update_raft_voter(self, request: admin_pb2.UpdateRaftVoterRequest) -> admin_pb2.UpdateRaftVoterResponse:
+        """UpdateRaftVoter (KIP-853) on this controller: `quorum._voter_admin`."""
+        from kraftlog.quorum._voter_admin import update_raft_voter
+
+        return await update_raft_voter(self, request)
 
     def voter_endpoints(self) -> dict[int, tuple[str, int]]:
         """voter id -> controller ``(host, port)``: the configured or formatted set, and in a dynamic

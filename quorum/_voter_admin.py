@@ -20,10 +20,10 @@ from typing import Any, Final
 from kraftlog.common import errors as kerr
 from kraftlog.proto import admin_pb2, errors_pb2
 from kraftlog.quorum._dynamic_voters import DynamicVoter
-from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter
+from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter, check_update_voter
 from kraftlog.quorum.raft import VOTER_ADD, VOTER_REMOVE, RaftVoter, VoterChange
 
-__all__ = ["MAX_OBSERVER_LAG_ENTRIES", "add_raft_voter", "remove_raft_voter"]
+__all__ = ["MAX_OBSERVER_LAG_ENTRIES", "add_raft_voter", "remove_raft_voter", "update_raft_voter"]
 
 #: how far (Raft entries) behind the commit index an observer may be when it is added: a voter that
 #: joins further behind would hold back commits that need it while it catches up
@@ -103,4 +103,26 @@ async def remove_raft_voter(
     except kerr.KafkaError as err:
         not_removed: admin_pb2.RemoveRaftVoterResponse = _error(R(), err, server)
         return not_removed
+    return R(error=errors_pb2.Error(code=0, name="NONE"), controller=server.hint())
+
+
+async def update_raft_voter(
+    server: Any, request: admin_pb2.UpdateRaftVoterRequest
+) -> admin_pb2.UpdateRaftVoterResponse:
+    """UpdateRaftVoter (KIP-853, API key 82): a voter tells the active controller its directory id,
+    CONTROLLER endpoint and supported kraft.version range (`quorum._voter_changes.check_update_voter`).
+    On a static quorum the leader keeps the directory id for the upgrade to kraft.version 1; on a
+    dynamic one an unchanged endpoint is all there is to confirm."""
+    R = admin_pb2.UpdateRaftVoterResponse
+    try:
+        if server.quorum is None:
+            raise kerr.NotControllerError("this controller is not running")
+        view, _voters, _observers, _offset = _view(server)
+        voter = DynamicVoter(request.voter_id, request.host, request.port, request.voter_directory_id)
+        check_update_voter(view, voter, request.kraft_version_min, request.kraft_version_max)
+        if view.kraft_version < 1:
+            server.quorum.record_voter_report(request.voter_id, request.voter_directory_id, request.kraft_version_max)
+    except kerr.KafkaError as err:
+        refused: admin_pb2.UpdateRaftVoterResponse = _error(R(), err, server)
+        return refused
     return R(error=errors_pb2.Error(code=0, name="NONE"), controller=server.hint())

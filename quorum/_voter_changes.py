@@ -17,7 +17,13 @@ AddVoterHandler / RemoveVoterHandler order, so the same request gets the same er
    (INVALID_REQUEST), and it is an observer with *this* directory id that has caught up (its log end
    within ``max_lag_offsets`` of the high watermark) -- a voter that joins empty would stall commits
    until it caught up (REQUEST_TIMED_OUT, retriable once it has);
-6. remove: ``(id, directory id)`` is a voter (VOTER_NOT_FOUND: a wiped and re-formatted disk has a
+6. update (UpdateRaftVoter, Kafka's UpdateVoterHandler; on a static quorum too, whose voters report
+   their directory ids this way): the supported kraft.version range holds the quorum's
+   (INVALID_REQUEST), the voter names an endpoint (INVALID_REQUEST), it is a voter -- by id on a
+   static quorum, by ``(id, directory id)`` on a dynamic one (VOTER_NOT_FOUND) -- and, on a dynamic
+   quorum, its endpoint is the one the voter set has: changing it is not supported by this build
+   (INVALID_REQUEST; remove the voter and add it back);
+7. remove: ``(id, directory id)`` is a voter (VOTER_NOT_FOUND: a wiped and re-formatted disk has a
    new directory id and is another replica), the set does not become empty (INVALID_REQUEST), and
    the leader does not remove itself: it hands leadership to another voter first, whose leadership
    then removes it (NOT_CONTROLLER, so the caller retries at the new leader).
@@ -38,7 +44,7 @@ from kraftlog.common.errors import (
 )
 from kraftlog.quorum._dynamic_voters import DynamicVoter
 
-__all__ = ["LeaderView", "check_add_voter", "check_remove_voter"]
+__all__ = ["LeaderView", "check_add_voter", "check_remove_voter", "check_update_voter"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,8 @@ class LeaderView:
     observers: Mapping[tuple[int, str], int] = field(default_factory=dict)
 
 
-def _check_leader(view: LeaderView, action: str) -> None:
-    if view.kraft_version < 1:
+def _check_leader(view: LeaderView, action: str, *, static_allowed: bool = False) -> None:
+    if view.kraft_version < 1 and not static_allowed:
         raise UnsupportedVersionError(
             f"Cluster doesn't support {action} voter because the kraft.version feature is {view.kraft_version}"
         )
@@ -112,4 +118,27 @@ def check_remove_voter(view: LeaderView, node_id: int, directory_id: str) -> Non
     if node_id == view.node_id:
         raise NotControllerError(
             f"voter {node_id} is the leader: it hands leadership to another voter first; retry at the new leader"
+        )
+
+
+def check_update_voter(view: LeaderView, voter: DynamicVoter, kraft_min: int, kraft_max: int) -> None:
+    """Raise the Kafka error UpdateRaftVoter answers with, or return when the report is accepted."""
+    _check_leader(view, "updating", static_allowed=True)
+    if not kraft_min <= view.kraft_version <= kraft_max:
+        raise InvalidRequestError(
+            f"voter {voter.node_id} supports kraft.version {kraft_min}-{kraft_max},"
+            f" the quorum is at {view.kraft_version}"
+        )
+    if not voter.host or voter.port <= 0:
+        raise InvalidRequestError(f"voter {voter.node_id} names no endpoint")
+    current = view.voters.get(voter.node_id)
+    if current is None or (view.kraft_version >= 1 and current.directory_id != voter.directory_id):
+        raise VoterNotFoundError(
+            f"Cannot update voter ReplicaKey(id={voter.node_id}, directoryId={voter.directory_id}): it is not a voter"
+        )
+    if view.kraft_version >= 1 and (current.host, current.port) != (voter.host, voter.port):
+        raise InvalidRequestError(
+            f"voter {voter.node_id} is at {current.host}:{current.port} in the voter set,"
+            f" not {voter.host}:{voter.port}: changing a voter's endpoint is not supported by this build;"
+            " remove the voter and add it back"
         )

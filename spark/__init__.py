@@ -30,7 +30,7 @@ How the fold is distributed
    FeatureLevelRecord                              ``("f", name)``
    (Remove)AccessControlEntryRecord                ``("a", acl_id)``
    (Remove)UserScramCredentialRecord               ``("s", mechanism, user)``
-   NoOpRecord                                      none (it only moves the offset/epoch)
+   NoOpRecord, VotersRecord, KRaftVersionRecord    none (they only move the offset/epoch)
    ==============================================  ====================================
 
    A value is ``(position, type_id, fields)``: the log offset of the entry (base-snapshot records get

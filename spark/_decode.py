@@ -17,6 +17,7 @@ from crc32c import crc32c
 
 from kraftlog.common import crc_frame_problem
 from kraftlog.metadata_log import (
+    CONTROL_RECORD_TYPE_IDS,
     RECORD_TYPES,
     AccessControlEntryRecord,
     BrokerEndpoint,
@@ -89,6 +90,10 @@ _CONFIG, _PRODUCER_IDS = ConfigRecord.TYPE_ID, ProducerIdsRecord.TYPE_ID
 _FEATURE, _NOOP = FeatureLevelRecord.TYPE_ID, NoOpRecord.TYPE_ID
 
 
+#: what only moves the offset/epoch here: a NoOpRecord, the voter set's control records (issue 26)
+_NO_KEY = frozenset({_NOOP, *CONTROL_RECORD_TYPE_IDS})
+
+
 _ACL, _REMOVE_ACL = AccessControlEntryRecord.TYPE_ID, RemoveAccessControlEntryRecord.TYPE_ID
 
 
@@ -111,7 +116,7 @@ _KNOWN_TYPES = frozenset(
         _CONFIG,
         _PRODUCER_IDS,
         _FEATURE,
-        _NOOP,
+        *_NO_KEY,
         _ACL,
         _REMOVE_ACL,
         _SCRAM,
@@ -207,7 +212,7 @@ def _key_of(type_id: int, rec: Any) -> tuple[Any, ...] | None:
         return ("s", _key_part(rec.mechanism), _key_part(rec.name))
     if type_id == _QUOTA:
         return ("q", _key_part(rec.entity))
-    if type_id == _NOOP:
+    if type_id in _NO_KEY:
         return None
     raise MetadataReplayError(f"cannot replay unknown record type {type(rec).__name__}")
 
@@ -285,6 +290,8 @@ def _fast_entry(d: Any) -> tuple[int, int, int, int, tuple[Any, ...]] | None:
             return None
     except (KeyError, TypeError, ValueError):
         return None
+    if type_id in CONTROL_RECORD_TYPE_IDS:  # folded into nothing: its fields are never read
+        return offset, epoch, timestamp_ms, type_id, ()
     if type_id == _QUOTA:
         quota = _fast_quota(record)
         return None if quota is None else (offset, epoch, timestamp_ms, type_id, quota)
@@ -348,7 +355,7 @@ def _key_of_fields(type_id: int, f: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return ("s", _key_part(f[1]), _key_part(f[0]))  # name, mechanism are the first two of both
     if type_id == _QUOTA:
         return ("q", _key_part(f[0]))  # the entity, a tuple of (type, name) pairs
-    return None  # NoOpRecord
+    return None  # NoOpRecord, the voter set's control records
 
 
 def _decode_segment(params: dict[str, Any], uri: str, data: bytes) -> Iterator[tuple[Any, Any]]:

@@ -28,6 +28,7 @@ from kraftlog.broker.kafka._kafka_admin import AdminApis, ControllerForwarder
 from kraftlog.broker.kafka._kafka_data import DataApis
 from kraftlog.broker.kafka._kafka_groups import GroupApis
 from kraftlog.broker.kafka._kafka_metadata import MetadataApis
+from kraftlog.broker.kafka._kafka_quorum import QuorumApis
 from kraftlog.broker.kafka._kafka_quotas import QuotaApis
 from kraftlog.broker.kafka._kafka_sasl import SASL_APIS, SaslApis
 from kraftlog.broker.kafka._kafka_security import SecurityApis
@@ -153,6 +154,7 @@ class KafkaApis:
         )
         security = SecurityApis(forward)
         quotas = QuotaApis(forward, image)
+        quorum = QuorumApis(forward, cluster_id=broker.cluster_id)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
         meta = MetadataApis(
             node_id=broker.broker_id,
@@ -213,6 +215,9 @@ class KafkaApis:
             49: _Route("AlterClientQuotas", 0, 1, quotas.alter_client_quotas),
             50: _Route("DescribeUserScramCredentials", 0, 0, security.describe_user_scram_credentials),
             51: _Route("AlterUserScramCredentials", 0, 0, security.alter_user_scram_credentials),
+            55: _Route("DescribeQuorum", 0, 2, quorum.describe_quorum),
+            80: _Route("AddRaftVoter", 0, 1, quorum.add_raft_voter),
+            81: _Route("RemoveRaftVoter", 0, 0, quorum.remove_raft_voter),
             17: _Route("SaslHandshake", 0, 1, sasl.sasl_handshake),
             36: _Route("SaslAuthenticate", 0, 2, sasl.sasl_authenticate),
         }

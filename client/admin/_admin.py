@@ -260,6 +260,22 @@ class Admin:
         response: admin_pb2.AddRaftVoterResponse = self.call("AddRaftVoter", request)
         return response
 
+    def update_raft_voter(
+        self, voter_id: int, directory_id: str, host: str, port: int, *, kraft_version_max: int = 1
+    ) -> admin_pb2.UpdateRaftVoterResponse:
+        """UpdateRaftVoter (KIP-853): a voter's directory id, endpoint and kraft.version range."""
+        request = admin_pb2.UpdateRaftVoterRequest(
+            voter_id=voter_id,
+            voter_directory_id=directory_id,
+            host=host,
+            port=port,
+            kraft_version_min=0,
+            kraft_version_max=kraft_version_max,
+            current_leader_epoch=-1,
+        )
+        response: admin_pb2.UpdateRaftVoterResponse = self.call("UpdateRaftVoter", request)
+        return response
+
     def remove_raft_voter(self, voter_id: int, directory_id: str) -> admin_pb2.RemoveRaftVoterResponse:
         """RemoveRaftVoter (KIP-853): remove voter ``(voter_id, directory_id)``."""
         request = admin_pb2.RemoveRaftVoterRequest(voter_id=voter_id, voter_directory_id=directory_id)

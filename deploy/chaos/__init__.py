@@ -68,6 +68,7 @@ from kraftlog.deploy.chaos._quorum_check import (
 )
 from kraftlog.deploy.chaos._quorum_faults import (
     QUORUM_FAULT_KINDS,
+    REPLACE_VOTER,
     QuorumTimeouts,
     choose_quorum_fault,
     read_config_values,
@@ -84,6 +85,7 @@ from kraftlog.deploy.chaos._targets import (
     load_inventory,
     load_inventory_security,
 )
+from kraftlog.deploy.chaos._voter_faults import VoterChanges
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
@@ -124,6 +126,8 @@ __all__ = [
     "PLAINTEXT",
     "Poll",
     "QUORUM_FAULT_KINDS",
+    "REPLACE_VOTER",
+    "VoterChanges",
     "QUORUM_STALE_MS",
     "QueueReport",
     "QuorumSettings",

@@ -24,6 +24,7 @@ from kraftlog.deploy.chaos._faults import Fault
 
 __all__ = [
     "QUORUM_FAULT_KINDS",
+    "REPLACE_VOTER",
     "MAJORITY_KINDS",
     "NETWORK_QUORUM_KINDS",
     "QuorumTimeouts",
@@ -42,6 +43,9 @@ QUORUM_FAULT_KINDS: tuple[str, ...] = (
     "kill_majority",  # kill -9 of the active controller and a standby, both started again
     "partition_active_controller",  # every link of the active controller cut past the election timeout
 )
+#: on a dynamic quorum only (`deploy.chaos._voter_faults`): remove a standby voter, wipe and
+#: re-format its disk, start it as an observer and add it back
+REPLACE_VOTER = "replace_voter"
 MAJORITY_KINDS = frozenset({"pause_standbys", "kill_majority"})
 NETWORK_QUORUM_KINDS = frozenset({"partition_active_controller"})
 
@@ -86,6 +90,8 @@ def choose_quorum_fault(
         return Fault(kind, (leader, rng.choice(standbys)), round(rng.uniform(1.0, 4.0), 2))
     if kind == "partition_active_controller":
         return Fault(kind, (leader,), round(timeouts.failover_s + rng.uniform(1.0, 3.0), 2))
+    if kind == REPLACE_VOTER:  # a standby: removing the leader would only hand leadership over first
+        return Fault(kind, (rng.choice(standbys),), round(rng.uniform(0.2, 1.0), 2))
     raise ValueError(f"unknown quorum fault kind {kind!r}")
 
 
@@ -97,6 +103,9 @@ def inject_quorum(target: Any, fault: Fault) -> None:
             target.kill(node)
         elif fault.kind in NETWORK_QUORUM_KINDS:
             target.cut(node)
+        elif fault.kind == REPLACE_VOTER:
+            target.voter_changes.remove(node)
+            target.voter_changes.wipe(node)
         else:
             raise ValueError(f"unknown quorum fault kind {fault.kind!r}")
 
@@ -112,6 +121,8 @@ def heal_quorum(target: Any, fault: Fault) -> None:
                 target.start(node)
             elif fault.kind in NETWORK_QUORUM_KINDS:
                 target.heal(node)
+            elif fault.kind == REPLACE_VOTER:
+                target.voter_changes.add(node)
         except Exception as err:  # the other nodes still get healed
             errors.append(f"{node}: {err!r}")
     if errors:

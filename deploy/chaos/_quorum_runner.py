@@ -51,6 +51,7 @@ from kraftlog.deploy.chaos._quorum_faults import (
     MAJORITY_KINDS,
     NETWORK_QUORUM_KINDS,
     QUORUM_FAULT_KINDS,
+    REPLACE_VOTER,
     REQUEST_KEY,
     QuorumTimeouts,
     choose_quorum_fault,
@@ -321,6 +322,10 @@ def run_quorum_chaos(
             skipped[kind] = reason
         kinds = [k for k in kinds if k not in NETWORK_QUORUM_KINDS]
         out(f"skipping network partitions: {reason}")
+    if REPLACE_VOTER in kinds and getattr(target, "voter_changes", None) is None:
+        skipped[REPLACE_VOTER] = "the quorum is static (kraft.version 0): voter changes need a dynamic one"
+        kinds = [k for k in kinds if k != REPLACE_VOTER]
+        out(f"skipping {REPLACE_VOTER}: {skipped[REPLACE_VOTER]}")
     if not kinds:
         raise ValueError("no fault kind left to run")
     run = _Run(target, settings, out, stop)
@@ -430,6 +435,8 @@ def _report(run: _Run, workload: AdminWorkload, sampler: ActiveSampler) -> dict[
         "faults": len(run.faults),
         "fault_counts": {k: sum(1 for r in run.faults if r.fault.kind == k) for k in settings.kinds},
         "skipped_faults": run.skipped,
+        # committed voter changes (issue 26): a replace_voter fault is a removal and an addition
+        "voter_changes": getattr(getattr(run.target, "voter_changes", None), "count", 0),
         "admin_acked": admin.acked,
         "admin_in_doubt": admin.in_doubt,
         "admin_rejected": admin.rejected,
@@ -529,6 +536,7 @@ def _print_table(result: dict[str, Any], out: Callable[[str], None]) -> None:
         ("phase restarts that failed", result["phase_restart_failures"]),
         ("longest time without an active controller (s)", result["max_no_active_controller_s"]),
         ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
+        ("voter changes committed", result["voter_changes"]),
         ("verdict", "PASS" if result["ok"] else "FAIL"),
     ]
     print_verdict(rows, result, out, label_width=48, value_width=12, notes=result.get("examples", []))

@@ -28,6 +28,7 @@ import structlog
 
 from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ChaosSecurity
 from kraftlog.deploy.chaos._storage_faults import damage_node
+from kraftlog.deploy.chaos._voter_faults import VoterChanges
 
 __all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
 
@@ -70,6 +71,8 @@ class LocalTarget:
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
+        #: the voter changes of a dynamic quorum (KIP-853); None for a static one
+        self.voter_changes = VoterChanges(cluster) if getattr(cluster, "quorum", "static") == "dynamic" else None
         kafka = getattr(cluster, "kafka_client_security", None)
         self._security = ChaosSecurity.of(
             cluster.client_security(),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from kraftlog.metadata_log._control_records import KRaftVersionRecord, VotersRecord
 from kraftlog.metadata_log._records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -459,6 +460,9 @@ class MetadataDelta:
     def _replay_no_op(self, record: NoOpRecord) -> None:
         """Nothing to change: the entry's provenance is the point (a new epoch's first commit)."""
 
+    def _replay_control(self, record: KRaftVersionRecord | VotersRecord) -> None:
+        """Nothing to change: the voter set is the Raft layer's; the record only tells where it changed."""
+
     # ---- apply
 
     def apply(self) -> MetadataImage:
@@ -549,6 +553,8 @@ MetadataDelta._DISPATCH = {
     ProducerIdsRecord: MetadataDelta._replay_producer_ids,
     FeatureLevelRecord: MetadataDelta._replay_feature_level,
     NoOpRecord: MetadataDelta._replay_no_op,
+    KRaftVersionRecord: MetadataDelta._replay_control,
+    VotersRecord: MetadataDelta._replay_control,
     AccessControlEntryRecord: MetadataDelta._replay_acl,
     RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,
     UserScramCredentialRecord: MetadataDelta._replay_scram,

@@ -86,6 +86,11 @@ class ControllerContext:
     rng: random.Random
     next_offset: int = 0  # the offset the first proposed record will get (KRaft's broker epoch)
     partition_change_quota: PartitionChangeQuota = NO_PARTITION_CHANGE_QUOTA
+    #: the quorum's kraft.version (0 static, 1 dynamic): the Raft layer's, not the image's (issue 26)
+    kraft_version: int = 0
+    #: why the quorum cannot move to kraft.version 1 now (a voter has not reported its directory
+    #: id, ...), None when it can; the default is a context without a Raft quorum behind it
+    kraft_upgrade_problem: str | None = "this controller has no Raft quorum to upgrade"
 
     def cfg(self, key: str) -> Any:
         return self.config[key]

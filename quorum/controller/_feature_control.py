@@ -7,7 +7,12 @@ and writes nothing, as Kafka 3.8+ does; every error is INVALID_UPDATE_VERSION un
 1. the upgrade type is 1 (upgrade), 2 (safe downgrade) or 3 (unsafe downgrade) (INVALID_REQUEST);
 2. the feature is one this controller knows, and the level is not negative (0 is off; ``metadata.version``
    cannot be turned off);
-3. ``kraft.version`` 1 needs the dynamic controller quorum (KIP-853), not in this build (said so);
+3. ``kraft.version`` is the quorum's (KIP-853, KIP-1170): its finalized level is the Raft layer's
+   (``ctx.kraft_version``), never a ``FeatureLevelRecord``; it is only upgraded (Kafka refuses a
+   downgrade), in a request naming no other feature (it goes through the Raft log, the others
+   through the metadata log: no all-or-nothing across the two), and only when
+   ``ctx.kraft_upgrade_problem`` is None (every voter reported its directory id); the upgrade itself
+   is the Raft entry `quorum._kraft_upgrade` appends once these checks pass;
 4. the level is within this controller's supported range;
 5. a lower level than the finalized one needs a downgrade type, a higher one the upgrade type;
 6. ``metadata.version`` is never downgraded (it might drop metadata; Kafka 4 refuses both kinds);
@@ -44,9 +49,10 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 def describe_features(image: MetadataImage, ctx: ControllerContext) -> admin_pb2.DescribeFeaturesResponse:
     """The finalized levels (by name) at the image's offset and the levels this controller supports."""
     R = admin_pb2.DescribeFeaturesResponse
+    levels = _levels(image, ctx)
     return R(
         error=error_pb(),
-        finalized=[R.Finalized(name=n, level=lvl) for n, lvl in sorted(image.features.levels.items())],
+        finalized=[R.Finalized(name=n, level=lvl) for n, lvl in sorted(levels.items())],
         supported=[
             R.Supported(name=n, min_version=r.min_version, max_version=r.max_version)
             for n, r in sorted(SUPPORTED_FEATURES.items())
@@ -55,8 +61,21 @@ def describe_features(image: MetadataImage, ctx: ControllerContext) -> admin_pb2
     )
 
 
+def _levels(image: MetadataImage, ctx: ControllerContext) -> dict[str, int]:
+    """The finalized levels: the image's, with ``kraft.version`` the quorum's (absent at 0)."""
+    levels = {n: lvl for n, lvl in image.features.levels.items() if n != KRAFT_VERSION}
+    if ctx.kraft_version >= 1:
+        levels[KRAFT_VERSION] = ctx.kraft_version
+    return levels
+
+
 def _refusal(
-    image: MetadataImage, name: str, level: int, upgrade_type: int
+    image: MetadataImage,
+    name: str,
+    level: int,
+    upgrade_type: int,
+    kraft_version: int = 0,
+    kraft_upgrade_problem: str | None = None,
 ) -> tuple[type[kerr.KafkaError], str] | None:
     """Why one update is refused (rules 1-7 of the module docstring), or None."""
     bad = kerr.InvalidUpdateVersionError
@@ -67,14 +86,16 @@ def _refusal(
         return bad, f"the controller does not support the given {name} feature"
     if level < 0:
         return bad, f"a feature version cannot be less than 0 ({name}={level})"
-    current = image.features.level(name)
+    current = kraft_version if name == KRAFT_VERSION else image.features.level(name)
     if name == METADATA_VERSION and level == 0:
         return bad, "metadata.version cannot be set to 0 (it cannot be turned off)"
-    if name == KRAFT_VERSION and level >= 1 and level != current:
+    if name == KRAFT_VERSION and level < current:
         return bad, (
-            "kraft.version 1 needs the dynamic controller quorum (KIP-853), which this build does not have;"
-            " the quorum stays static (kraft.version 0)"
+            f"Invalid upgrade of {KRAFT_VERSION} from version {current} to {level}"
+            " because the new version is a downgrade"
         )
+    if name == KRAFT_VERSION and level > current and level in supported and kraft_upgrade_problem is not None:
+        return bad, f"{KRAFT_VERSION} {level} is the dynamic controller quorum (KIP-853): {kraft_upgrade_problem}"
     if level != 0 and level not in supported:
         return bad, (
             f"invalid update version {level} for feature {name}: the controller supports"
@@ -91,7 +112,7 @@ def _refusal(
             f"invalid metadata.version {level}: refusing to downgrade from {current} because it might delete"
             " metadata information"
         )
-    for broker_id in image.cluster.broker_ids():
+    for broker_id in image.cluster.broker_ids() if name != KRAFT_VERSION else ():  # the voters decide it
         reg = image.cluster.broker(broker_id)
         assert reg is not None
         if not reg.features:
@@ -109,7 +130,8 @@ def update_features(
 ) -> tuple[Records, admin_pb2.UpdateFeaturesResponse]:
     """UpdateFeatures (Kafka API 57): all updates or none; ``validate_only`` checks and writes nothing.
 
-    An update to the level already finalized writes no record (the answer is still NONE)."""
+    An update to the level already finalized writes no record (the answer is still NONE), nor does
+    ``kraft.version``: the caller upgrades the quorum once these checks pass (`quorum._kraft_upgrade`)."""
     R = admin_pb2.UpdateFeaturesResponse
     names = [u.feature for u in req.updates]
 
@@ -118,14 +140,22 @@ def update_features(
 
     if len(set(names)) != len(names):
         return refuse(kerr.InvalidRequestError, "a feature is named twice")
-    after = dict(image.features.levels)
+    if KRAFT_VERSION in names and len(names) > 1:
+        return refuse(
+            kerr.InvalidUpdateVersionError,
+            f"{KRAFT_VERSION} moves the controllers to the dynamic controller quorum (KIP-853) through the Raft"
+            " log, apart from the other features: update it in a request of its own",
+        )
+    after = _levels(image, ctx)
     records: Records = []
     for u in req.updates:
         level = max(u.max_version_level, 0) if u.feature != METADATA_VERSION else u.max_version_level
-        problem = _refusal(image, u.feature, level, u.upgrade_type or UPGRADE)
+        problem = _refusal(
+            image, u.feature, level, u.upgrade_type or UPGRADE, ctx.kraft_version, ctx.kraft_upgrade_problem
+        )
         if problem is not None:
             return refuse(*problem)
-        if image.features.level(u.feature) != level:
+        if u.feature != KRAFT_VERSION and image.features.level(u.feature) != level:
             records.append(FeatureLevelRecord(name=u.feature, feature_level=level))
         if level == 0:
             after.pop(u.feature, None)

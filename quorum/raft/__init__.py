@@ -84,7 +84,12 @@ Hardening of pysyncobj 0.3.17 (measured weaknesses)
 * ``dynamicMembershipChange=True`` for kraftlog's own voter changes only (`quorum.raft._membership`:
   msgpack, carrying id, endpoint, directory id and public key; in force on append, reverted on
   truncation, the committed set kept in the dump; pysyncobj's pickled membership commands are never
-  decoded); ``commandsWaitLeader=False`` (fail fast without a leader);
+  decoded); ``commandsWaitLeader=False`` (fail fast without a leader); the upgrade of a static
+  quorum to kraft.version 1 is one more such entry (`KRaftUpgrade`: the same voters with their
+  directory ids, which each voter reports to its peers with every keepalive round,
+  ``kl_voter_report``); a controller's quorum (``voter_records``) also appends each committed
+  change's ``VotersRecord`` (and ``KRaftVersionRecord``) to the metadata log, made from the entry
+  alone so every node writes the same;
 * every proposal has its own timeout: pysyncobj silently drops commands sent to a dead leader.
 
 No pickle on the Raft port (issue 11)
@@ -144,10 +149,13 @@ from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
     VOTERS_FILE,
+    KRaftUpgrade,
     RaftVoter,
     VoterChange,
     VoterChangeError,
+    kraft_version_of,
     read_voters_file,
+    upgraded_voter_set,
     write_voters_file,
 )
 from kraftlog.quorum.raft._raft_node import (
@@ -189,6 +197,7 @@ __all__ = [
     "FullDump",
     "IdentityError",
     "JOURNAL_FILE",
+    "KRaftUpgrade",
     "LeaderChangeListener",
     "MAX_PROPOSAL_BYTES",
     "MetadataQuorum",
@@ -211,8 +220,10 @@ __all__ = [
     "generate_identity_key",
     "identity_from_config",
     "key_file_of",
+    "kraft_version_of",
     "load_private_key",
     "public_key_text",
     "read_voters_file",
+    "upgraded_voter_set",
     "write_voters_file",
 ]

@@ -2,11 +2,17 @@
 or removed by one Raft entry, in kraftlog's own msgpack (pysyncobj's membership commands are pickles,
 which this Raft never loads).
 
-Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter]`` where ``op`` is
-``"add"`` or ``"remove"`` and ``voter`` a map ``{"id", "host", "port", "directory.id",
-"public.key"}``. A metadata batch is ``[1, epoch, timestamp_ms, records]`` (`quorum.raft._wire`), so
-the two never decode as each other; `is_voter_change` tells them apart by the first two bytes
-without decoding a batch.
+Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter, ms, after]`` where
+``op`` is ``"add"`` or ``"remove"``, ``voter`` a map ``{"id", "host", "port", "directory.id",
+"public.key"}``, ``ms`` the proposal's wall time and ``after`` the whole voter set after the change
+(both absent in entries of earlier builds), or
+``[2, "kraft.version", [voter, ...], ms]``: the upgrade of a static quorum to ``kraft.version`` 1
+(KIP-1170; Kafka writes a ``KRaftVersionRecord`` and a ``VotersRecord`` in one control batch),
+which gives every voter of the unchanged set its directory id (`KRaftUpgrade`). A metadata batch
+is ``[1, epoch, timestamp_ms, records]`` (`quorum.raft._wire`), so the two never decode as each
+other; `is_voter_change` tells them apart by the first three bytes without decoding a batch.
+Applying a committed change also appends the metadata log's ``VotersRecord`` (and, for the
+upgrade, ``KRaftVersionRecord``) at the next offsets (`kraftlog.metadata_log.VotersRecord`).
 
 Why the voter travels whole: in ``node-key`` mode a connection is accepted only from a voter whose
 public key this node knows (`quorum.raft._identity`), so a new voter's key must reach every voter
@@ -24,6 +30,10 @@ Raft's single-server rule (Ongaro's thesis, 4.1), as pysyncobj runs it once
 * the leader appends the next change only after the previous one is applied (committed);
 * the committed voter set (the fold of applied changes, `apply_voter_change`) is what the full dump
   persists beside the state it was taken at.
+
+``kraft.version`` is not stored apart: a voter set whose every voter has a directory id is a
+dynamic one (`kraft_version_of`): a static quorum's voters have none, a formatted or added voter
+always has one, and the upgrade entry is the one change that gives them to a static set.
 
 The functions here are pure: `apply_voter_change` and `revert_voter_change` return new maps and
 raise `VoterChangeError` for a change that does not fit the set (the Raft path then leaves the set
@@ -45,6 +55,9 @@ from kraftlog.common.errors import CorruptMessageError
 __all__ = [
     "VOTER_ADD",
     "VOTER_REMOVE",
+    "KRAFT_UPGRADE",
+    "KRaftUpgrade",
+    "MembershipChange",
     "RaftVoter",
     "VoterChange",
     "VoterChangeError",
@@ -52,6 +65,8 @@ __all__ = [
     "decode_voter_change",
     "encode_voter_change",
     "is_voter_change",
+    "kraft_version_of",
+    "upgraded_voter_set",
     "revert_voter_change",
     "voters_in_force",
     "pending_voter_change",
@@ -67,9 +82,11 @@ VOTERS_FILE: Final = "voters.msgpack"
 
 VOTER_ADD: Final = "add"
 VOTER_REMOVE: Final = "remove"
+KRAFT_UPGRADE: Final = "kraft.version"
 _OP_VOTER_CHANGE: Final = 2
-#: pysyncobj's REGULAR type byte, msgpack fixarray(3), positive fixint 2
-_PREFIX: Final = bytes([0, 0x93, _OP_VOTER_CHANGE])
+#: pysyncobj's REGULAR type byte, msgpack fixarray(4) or (with the set after it) fixarray(5)
+#: (fixarray(3) before the time was added), positive fixint 2
+_PREFIXES: Final = tuple(bytes([0, n, _OP_VOTER_CHANGE]) for n in (0x95, 0x94, 0x93))
 _MAX_NODE_ID: Final = (1 << 31) - 1
 _MAX_PORT: Final = 65535
 _MAX_TEXT: Final = 255
@@ -101,10 +118,62 @@ class RaftVoter:
 
 @dataclass(frozen=True, slots=True)
 class VoterChange:
-    """Add or remove one voter."""
+    """Add or remove one voter; ``timestamp_ms``: when the leader proposed it (the metadata log's
+    ``VotersRecord`` for it carries that time, the same on every node)."""
 
     op: str
     voter: RaftVoter
+    timestamp_ms: int = 0
+    #: the whole voter set after the change, as the leader computed it when it proposed it: the
+    #: metadata log's VotersRecord is made from it, so it is the same on every node (a node that
+    #: joined late, seeded with a later set, may not be able to apply an old change itself)
+    voters_after: tuple[RaftVoter, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KRaftUpgrade:
+    """Move a static quorum to ``kraft.version`` 1: the same voters (ids and endpoints), each with
+    the directory id it reported (`upgraded_voter_set`)."""
+
+    voters: tuple[RaftVoter, ...]
+    timestamp_ms: int = 0
+
+    op: str = KRAFT_UPGRADE
+
+
+#: one replicated change of the voter set
+MembershipChange = VoterChange | KRaftUpgrade
+
+
+def kraft_version_of(voters: Mapping[int, RaftVoter]) -> int:
+    """1 when every voter of a non-empty set has a directory id (a dynamic quorum), else 0."""
+    return 1 if voters and all(v.directory_id for v in voters.values()) else 0
+
+
+def upgraded_voter_set(
+    voters: Mapping[int, RaftVoter], reports: Mapping[int, tuple[str | None, int]]
+) -> tuple[RaftVoter, ...]:
+    """The voter set of the upgrade to ``kraft.version`` 1 (Kafka's
+    ``LeaderState.maybeAppendUpgradedKRaftVersion``): the committed static set ``voters`` with each
+    voter's directory id from ``reports`` (voter id -> (directory id, highest kraft.version it
+    supports), what each voter told the leader). `VoterChangeError` when the set is dynamic already,
+    or a voter has not reported, reported no directory id, or does not support ``kraft.version`` 1."""
+    if kraft_version_of(voters) >= 1:
+        raise VoterChangeError("the voter set is already at kraft.version 1")
+    if not voters:
+        raise VoterChangeError("no voter set to upgrade")
+    missing = sorted(vid for vid in voters if vid not in reports)
+    if missing:
+        raise VoterChangeError(f"voter(s) {missing} have not reported their directory id to the leader yet")
+    old = sorted(vid for vid in voters if reports[vid][1] < 1)
+    if old:
+        raise VoterChangeError(f"not all of the voters support kraft.version 1: {old} do not")
+    blank = sorted(vid for vid in voters if not reports[vid][0])
+    if blank:
+        raise VoterChangeError(f"the directory id must be known for every voter: {blank} have none")
+    return tuple(
+        RaftVoter(v.node_id, v.host, v.port, reports[vid][0], v.public_key) for vid, v in sorted(voters.items())
+    )
 
 
 def _voter_map(voter: RaftVoter) -> dict[str, Any]:
@@ -147,20 +216,29 @@ def _voter_of(value: Any) -> RaftVoter:
     )
 
 
-def encode_voter_change(change: VoterChange) -> bytes:
+def encode_voter_change(change: MembershipChange) -> bytes:
     """The REGULAR command payload (without pysyncobj's type byte) of one voter change."""
+    if isinstance(change, KRaftUpgrade):
+        body: bytes = msgpack.packb(
+            [_OP_VOTER_CHANGE, KRAFT_UPGRADE, [_voter_map(v) for v in change.voters], change.timestamp_ms],
+            use_bin_type=True,
+        )
+        return body
     if change.op not in (VOTER_ADD, VOTER_REMOVE):
         raise ValueError(f"unknown voter change {change.op!r}")
-    packed: bytes = msgpack.packb([_OP_VOTER_CHANGE, change.op, _voter_map(change.voter)], use_bin_type=True)
+    fields: list[Any] = [_OP_VOTER_CHANGE, change.op, _voter_map(change.voter), change.timestamp_ms]
+    if change.voters_after:
+        fields.append([_voter_map(v) for v in change.voters_after])
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
     return packed
 
 
 def is_voter_change(command: bytes) -> bool:
     """Whether a journal entry's command (type byte included) is a voter change (no decoding)."""
-    return command[: len(_PREFIX)] == _PREFIX
+    return command[:3] in _PREFIXES
 
 
-def decode_voter_change(command: bytes) -> VoterChange:
+def decode_voter_change(command: bytes) -> MembershipChange:
     """Decode a journal entry's command (type byte included); ``CorruptMessageError`` if malformed."""
     if not is_voter_change(command):
         raise CorruptMessageError("not a voter change")
@@ -168,12 +246,23 @@ def decode_voter_change(command: bytes) -> VoterChange:
         value = msgpack.unpackb(command[1:], raw=False, strict_map_key=True, use_list=True)
     except Exception as err:  # msgpack raises several unrelated types
         raise CorruptMessageError(f"undecodable voter change: {err}") from None
-    if type(value) is not list or len(value) != 3 or value[0] != _OP_VOTER_CHANGE:
+    if type(value) is not list or len(value) not in (3, 4, 5) or value[0] != _OP_VOTER_CHANGE:
         raise CorruptMessageError("not a voter change")
+    timestamp_ms = value[3] if len(value) >= 4 else 0  # an entry written before the time was added
+    if type(timestamp_ms) is not int or timestamp_ms < 0:
+        raise CorruptMessageError("voter change: the timestamp must be a non-negative integer")
     op = value[1]
+    if op == KRAFT_UPGRADE:
+        listed = voters_from_wire(value[2])
+        if not listed:
+            raise CorruptMessageError("voter change: an upgrade names no voters")
+        return KRaftUpgrade(tuple(listed[vid] for vid in sorted(listed)), timestamp_ms)
     if op not in (VOTER_ADD, VOTER_REMOVE):
         raise CorruptMessageError(f"voter change: unknown operation {op!r}")
-    return VoterChange(op=op, voter=_voter_of(value[2]))
+    after = voters_from_wire(value[4]) if len(value) == 5 else {}
+    return VoterChange(
+        op=op, voter=_voter_of(value[2]), timestamp_ms=timestamp_ms, voters_after=tuple(after[v] for v in sorted(after))
+    )
 
 
 def _add(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:
@@ -193,15 +282,32 @@ def _remove(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, Raft
     return {vid: v for vid, v in voters.items() if vid != voter.node_id}
 
 
-def apply_voter_change(voters: Mapping[int, RaftVoter], change: VoterChange) -> dict[int, RaftVoter]:
+def _upgrade(voters: Mapping[int, RaftVoter], change: KRaftUpgrade) -> dict[int, RaftVoter]:
+    if kraft_version_of(voters) >= 1:
+        raise VoterChangeError("the voter set is already at kraft.version 1")
+    after = {v.node_id: v for v in change.voters}
+    if {vid: v.address for vid, v in after.items()} != {vid: v.address for vid, v in voters.items()}:
+        raise VoterChangeError(f"the upgrade names voters {sorted(after)}, not the voter set {sorted(voters)}")
+    if kraft_version_of(after) < 1:
+        raise VoterChangeError("the upgrade leaves a voter without a directory id")
+    return after
+
+
+def apply_voter_change(voters: Mapping[int, RaftVoter], change: MembershipChange) -> dict[int, RaftVoter]:
     """The voter set after ``change``; `VoterChangeError` when it does not fit ``voters``."""
+    if isinstance(change, KRaftUpgrade):
+        return _upgrade(voters, change)
     if change.op == VOTER_ADD:
         return _add(voters, change.voter)
     return _remove(voters, change.voter)
 
 
-def revert_voter_change(voters: Mapping[int, RaftVoter], change: VoterChange) -> dict[int, RaftVoter]:
+def revert_voter_change(voters: Mapping[int, RaftVoter], change: MembershipChange) -> dict[int, RaftVoter]:
     """The voter set before ``change`` (a truncated entry); `VoterChangeError` when it does not fit."""
+    if isinstance(change, KRaftUpgrade):
+        if dict(voters) != {v.node_id: v for v in change.voters}:
+            raise VoterChangeError("the voter set is not the one this upgrade made")
+        return {vid: RaftVoter(v.node_id, v.host, v.port, None, v.public_key) for vid, v in voters.items()}
     if change.op == VOTER_ADD:
         current = voters.get(change.voter.node_id)
         if current != change.voter or len(voters) == 1:

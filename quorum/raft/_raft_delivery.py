@@ -21,7 +21,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 from kraftlog.common import backoff_ms
 from kraftlog.metadata_log import LogEntry, MetadataRecordError, decode_record
 from kraftlog.quorum.raft._journal import RaftJournal
-from kraftlog.quorum.raft._membership import RaftVoter, write_voters_file
+from kraftlog.quorum.raft._membership import RaftVoter, kraft_version_of, write_voters_file
 from kraftlog.quorum.raft._raft_node import _RaftNode
 from kraftlog.quorum.raft._raft_state import (
     MetadataStateMachine,
@@ -41,6 +41,7 @@ class _QuorumDelivery:
     _own_address: str
     _members_key: frozenset[str] | None
     _persisted_voters: dict[int, RaftVoter] | None
+    _identity: Any  # NodeIdentity | None: observers need node-key mode
     _data_dir: Path
     _election_timeout_ms: int
     _fetch_timeout_s: float
@@ -176,6 +177,10 @@ class _QuorumDelivery:
         if not getattr(node, "_kl_dynamic", False):
             return
         self._persist_voters(node)
+        if kraft_version_of(node._kl_applied_voters) >= 1 and self._identity is not None:
+            admit = getattr(node._kl_transport, "admit_observers", None)
+            if admit is not None:
+                admit()  # a static quorum upgraded to kraft.version 1 (idempotent)
         others = node.otherNodes
         key = frozenset(str(n.id) for n in others) | {str(node._kl_observer)}
         if key == self._members_key:

@@ -44,14 +44,16 @@ from kraftlog.quorum.raft._raft_state import (
     _TRUNCATION_NOTICE,
     APPLY_INTERNAL,
     APPLY_INVALID,
+    APPLY_OK,
     MetadataStateMachine,
     QuorumConfigError,
     RawEntry,
 )
-from kraftlog.quorum.raft._raft_voters import VoterNode, _VoterChangesNode
+from kraftlog.quorum.raft._raft_voters import KRAFT_VERSION_MAX, VoterNode, _VoterChangesNode
 from kraftlog.quorum.raft._serializer import DumpSerializer
 from kraftlog.quorum.raft._wire import (
     MAX_COMMAND_BYTES,
+    VOTER_REPORT,
     decode_command,
     encode_append_command,
 )
@@ -147,8 +149,15 @@ class _RaftNode(_VoterChangesNode):
         voters: Mapping[int, RaftVoter] | None = None,
         dump_serializer: DumpSerializer | None = None,
         observer: bool = False,
+        directory_id: str | None = None,
+        port_offset: int | None = None,
     ) -> None:
         # Set before SyncObj.__init__: its tick thread starts inside it.
+        #: this node's metadata log dir id, reported to the peers (the kraft.version upgrade needs it)
+        self._kl_directory_id = directory_id
+        self._kl_port_offset = port_offset
+        #: what the peers reported: voter id -> (directory id, highest kraft.version supported)
+        self._kl_voter_reports: dict[int, tuple[str | None, int]] = {}
         #: the committed voter set: the fold of the voter changes applied so far (what the dump keeps)
         self._kl_applied_voters: dict[int, RaftVoter] = dict(voters or {})
         #: the voter set in force (Raft: the last change in the log, committed or not) must be re-derived
@@ -345,6 +354,9 @@ class _RaftNode(_VoterChangesNode):
         if kind == TERM_AHEAD:
             self._kl_on_term_ahead(message)
             return
+        if kind == VOTER_REPORT:
+            self._kl_on_voter_report(node, message)
+            return
         if kind == "request_vote":
             transfer = bool(message.pop(TRANSFER_FLAG, False))
             if ignore_vote_request(
@@ -424,15 +436,19 @@ class _RaftNode(_VoterChangesNode):
         when it next uses it: the first message after ``connectionTimeout`` of silence -- the vote
         request once the leader died -- closes the connection instead of being sent. The lost vote
         request made split votes and added a whole election round (1-2 election timeouts) to most
-        failovers. Keepalives keep every voter-to-voter connection fresh.
+        failovers. Keepalives keep every voter-to-voter connection fresh. Each round also carries
+        this node's report (directory id, highest kraft.version): whoever leads next knows it.
         """
         now = _raft_monotonic()
         if now < self._kl_keepalive_at or self._kl_transport is None:
             return
         self._kl_keepalive_at = now + self._kl_keepalive_period
+        report = {"type": VOTER_REPORT, "dir": self._kl_directory_id, "kraft_max": KRAFT_VERSION_MAX}
         for node in self.otherNodes:
             if self.isNodeConnected(node):
                 self._kl_transport.send(node, {"type": _KEEPALIVE})
+                if not self._kl_observer:
+                    self._kl_transport.send(node, report)
 
     def _kl_term_of(self, raft_index: int) -> int | None:
         term_of = getattr(self._kl_journal, "term_of", None)
@@ -483,6 +499,14 @@ class _RaftNode(_VoterChangesNode):
         if isinstance(decoded, bytes):
             return self._kl_apply_voter_change(decoded)
         return self._kl_apply(decoded.epoch, decoded.timestamp_ms, decoded.records)
+
+    def _kl_append_control(self, timestamp_ms: int, records: list[bytes]) -> None:
+        """Append the metadata log's records of the voter change being applied (its Raft entry's
+        term as their epoch, its proposal time): the next offsets, the same on every node."""
+        term = self._kl_term_of(self.raftLastApplied + 1)
+        result = self._kl_apply(term if term is not None else -1, timestamp_ms, records)
+        if result[0] != APPLY_OK:
+            self._kl_log.warning("raft_voter_records_not_appended", result=str(result)[:200])
 
     def _kl_apply(self, epoch: int, timestamp_ms: int, records: list[bytes]) -> tuple[Any, ...]:
         """Apply one committed batch. Deterministic; never raises (see the module docstring)."""

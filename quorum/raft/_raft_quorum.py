@@ -26,15 +26,14 @@ from kraftlog.common.errors import (
 from kraftlog.metadata_log import LogEntry, MetadataRecord, encode_record
 from kraftlog.quorum.raft._identity import NodeIdentity, public_key_text
 from kraftlog.quorum.raft._journal import RaftJournal
-from kraftlog.quorum.raft._membership import RaftVoter, VoterChange
-from kraftlog.quorum.raft._raft_delivery import _QuorumDelivery
+from kraftlog.quorum.raft._membership import RaftVoter
 from kraftlog.quorum.raft._raft_node import _check_journal_format, _install_log_filter, _RaftNode, build_syncobj_conf
+from kraftlog.quorum.raft._raft_quorum_voters import _QuorumVoters
 from kraftlog.quorum.raft._raft_state import (
     _STOP_TIMEOUT_S,
     APPLY_INVALID,
     APPLY_OK,
     APPLY_STALE_EPOCH,
-    APPLY_VOTERS,
     DUMP_FILE,
     JOURNAL_FILE,
     MetadataStateMachine,
@@ -52,7 +51,7 @@ from kraftlog.quorum.raft._wire import (
 )
 
 
-class MetadataQuorum(_QuorumDelivery):
+class MetadataQuorum(_QuorumVoters):
     """This controller's membership in the Raft quorum that keeps the metadata log.
 
     All methods are called on ``loop``'s thread; callbacks are invoked there too.
@@ -86,6 +85,9 @@ class MetadataQuorum(_QuorumDelivery):
         directory_ids: Mapping[int, str] | None = None,
         observer_endpoint: tuple[str, int] | None = None,
         admit_observers: bool = False,
+        own_directory_id: str | None = None,
+        controller_port_offset: int = 0,
+        voter_records: bool = False,
     ) -> None:
         # An observer (issue 26, KIP-853: formatted with --no-initial-controllers) is not in
         # ``voters`` and names its own Raft endpoint; it replicates until a voter change adds it.
@@ -96,6 +98,12 @@ class MetadataQuorum(_QuorumDelivery):
                 "which needs its own Raft endpoint and node-key authentication"
             )
         self._admit_observers = admit_observers
+        #: this node's metadata log dir id, reported to the leader for the kraft.version upgrade
+        #: a voter's controller port is its Raft port less this (the metadata log's VotersRecord)
+        self._controller_port_offset = controller_port_offset
+        #: a committed voter change also appends VotersRecord (KRaftVersionRecord) to the metadata log
+        self._voter_records = voter_records
+        self._own_directory_id = own_directory_id or (identity.directory_id if identity is not None else None)
         addresses = {vid: f"{host}:{int(port)}" for vid, (host, port) in voters.items()}
         if len(set(addresses.values())) != len(addresses):
             raise QuorumConfigError("two voters share one Raft endpoint")
@@ -276,6 +284,8 @@ class MetadataQuorum(_QuorumDelivery):
                 voters=self._raft_voters,
                 dump_serializer=serializer,
                 observer=self._observer,
+                directory_id=self._own_directory_id,
+                port_offset=self._controller_port_offset if self._voter_records else None,
             )
         except BaseException:
             journal.close()
@@ -445,77 +455,6 @@ class MetadataQuorum(_QuorumDelivery):
                 ) from None
         finally:
             self._inflight.discard(fut)
-
-    async def change_voters(self, change: VoterChange, *, timeout_s: float) -> None:
-        """Append one voter change (issue 26) on this leader and return once it is committed.
-
-        The caller checked KIP-853's rules first (`quorum._voter_changes`); pysyncobj enforces the
-        single-server rule again (its leader appends a change only once its epoch's no-op and the
-        previous change are applied): a refusal there is ``RequestTimedOutError`` (retriable).
-        ``NotControllerError`` when this node is not the leader or lost leadership meanwhile;
-        ``RequestTimedOutError`` when not committed within ``timeout_s`` (outcome unknown).
-        """
-        node = self._node
-        if node is None or not self.is_leader:
-            raise NotControllerError(**self._leader_hint())
-        fut: asyncio.Future[Any] = self._loop.create_future()
-        self._inflight.add(fut)
-
-        def on_result(result: Any, error: int) -> None:  # pysyncobj's thread
-            self._call_soon(self._resolve_voter_change, fut, result, error)
-
-        try:
-            try:
-                node._kl_change_voters(change, callback=on_result)
-            except BlockingIOError:
-                pass
-            try:
-                await asyncio.wait_for(fut, timeout_s)
-            except TimeoutError:
-                raise RequestTimedOutError(
-                    f"voter change not committed within {timeout_s:.3f}s; outcome unknown", **self._leader_hint()
-                ) from None
-        finally:
-            self._inflight.discard(fut)
-
-    def voter_change_view(self) -> tuple[int, int | None, dict[int, tuple[Any, int]]]:
-        """What a voter change is decided on (issue 26): (raft commit index, raft index of a voter
-        change not committed yet or None, observers: id -> (`ObserverPeer`, raft match index)).
-        Read from pysyncobj's state without its lock: a snapshot that may be a tick old."""
-        node = self._node
-        if node is None:
-            return -1, None, {}
-        return int(node.raftCommitIndex), node.kl_pending_voter_change(), node.kl_observers()
-
-    def transfer_leadership(self) -> None:
-        """Ask pysyncobj to hand leadership to a caught-up voter (the leader removing itself)."""
-        node = self._node
-        if node is not None and self.is_leader:
-            node.transferLeadership()
-
-    def voters(self) -> dict[int, RaftVoter]:
-        """The committed voter set (this node's view)."""
-        node = self._node
-        return node.kl_applied_voters() if node is not None else dict(self._raft_voters)
-
-    def _resolve_voter_change(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
-        if fut.done():
-            return
-        if error == FAIL_REASON.SUCCESS and isinstance(result, tuple) and result and result[0] == APPLY_VOTERS:
-            fut.set_result(None)
-        elif error == FAIL_REASON.SUCCESS:
-            fut.set_exception(InvalidRequestError(f"voter change refused: {result!r:.200}"))
-        elif error == FAIL_REASON.REQUEST_DENIED:
-            fut.set_exception(
-                RequestTimedOutError(
-                    "the leader has not committed its epoch's first entry or the previous voter change yet",
-                    **self._leader_hint(),
-                )
-            )
-        elif error in (FAIL_REASON.QUEUE_FULL, FAIL_REASON.UNKNOWN_OUTCOME):
-            fut.set_exception(RequestTimedOutError("voter change outcome unknown", **self._leader_hint()))
-        else:
-            fut.set_exception(NotControllerError(f"voter change not committed (reason {error})", **self._leader_hint()))
 
     def _resolve(self, fut: asyncio.Future[Any], result: Any, error: int) -> None:
         if fut.done():

@@ -23,6 +23,7 @@ from kraftlog.quorum.raft._wire import (
     COMMAND_REGULAR,
     KEEPALIVE,
     MAX_COMMAND_BYTES,
+    VOTER_REPORT,
 )
 
 if (_COMMAND_TYPE.REGULAR, _COMMAND_TYPE.NO_OP) != (COMMAND_REGULAR, COMMAND_NO_OP):  # pragma: no cover
@@ -189,7 +190,7 @@ _KEEPALIVE: Final = KEEPALIVE
 
 
 #: pre-votes promise nothing durable (no term, no vote is recorded), so they skip the barrier too
-_NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE, PRE_VOTE, PRE_VOTE_RESPONSE})
+_NO_BARRIER: Final = frozenset({"append_entries", _KEEPALIVE, VOTER_REPORT, PRE_VOTE, PRE_VOTE_RESPONSE})
 
 
 _TRUNCATION_NOTICE: Final = "truncating already-applied log entries"

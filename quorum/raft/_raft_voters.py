@@ -28,10 +28,12 @@ from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from kraftlog.common.errors import CorruptMessageError
+from kraftlog.metadata_log import KRaftVersionRecord, MetadataRecord, Voter, VoterEndpoint, VotersRecord, encode_record
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
+    KRaftUpgrade,
+    MembershipChange,
     RaftVoter,
-    VoterChange,
     VoterChangeError,
     apply_voter_change,
     decode_voter_change,
@@ -42,7 +44,10 @@ from kraftlog.quorum.raft._membership import (
 )
 from kraftlog.quorum.raft._raft_state import APPLY_INVALID, APPLY_VOTERS
 
-__all__ = ["VoterNode"]
+__all__ = ["KRAFT_VERSION_MAX", "VoterNode"]
+
+#: the highest ``kraft.version`` this build's Raft layer runs (1: the dynamic quorum, KIP-853)
+KRAFT_VERSION_MAX = 1
 
 
 class VoterNode(TCPNode):
@@ -59,8 +64,9 @@ class VoterNode(TCPNode):
 
 class _VoterChangesNode(SyncObj):
     """Voter changes on a pysyncobj node (see the module docstring). `_RaftNode` derives from it and
-    sets ``_kl_applied_voters``, ``_kl_voters_dirty``, ``_kl_dynamic``, ``_kl_node_id`` and
-    ``_kl_observer``, ``_kl_voters_known`` before pysyncobj's constructor starts its thread."""
+    sets ``_kl_applied_voters``, ``_kl_voters_dirty``, ``_kl_dynamic``, ``_kl_node_id``,
+    ``_kl_observer``, ``_kl_voters_known``, ``_kl_directory_id`` and ``_kl_voter_reports`` before
+    pysyncobj's constructor starts its thread."""
 
     _kl_applied_voters: dict[int, RaftVoter]
     _kl_voters_dirty: bool
@@ -68,6 +74,14 @@ class _VoterChangesNode(SyncObj):
     _kl_node_id: int
     _kl_observer: bool
     _kl_voters_known: bool
+    _kl_directory_id: str | None
+    _kl_voter_reports: dict[int, tuple[str | None, int]]
+    #: a voter's controller port is its Raft port less this (the VotersRecord's endpoint); None:
+    #: the metadata log does not carry the voter set (a bare Raft seam: its own tests)
+    _kl_port_offset: int | None
+
+    def _kl_append_control(self, timestamp_ms: int, records: list[bytes]) -> None:  # `_RaftNode`'s
+        raise NotImplementedError
 
     def _SyncObj__parseChangeClusterRequest(self, command: bytes) -> list[Any] | None:
         """pysyncobj's view of a membership entry: ``['add'|'rem', address, VoterNode]`` for a kraftlog
@@ -80,9 +94,13 @@ class _VoterChangesNode(SyncObj):
             change = decode_voter_change(command)
         except CorruptMessageError:
             return None
+        if isinstance(change, KRaftUpgrade):
+            return None  # the same members: pysyncobj has nothing to add or remove
         return ["add" if change.op == VOTER_ADD else "rem", change.voter.address, VoterNode(change.voter)]
 
-    def _kl_change_voters(self, change: VoterChange, *, callback: Callable[[Any, int], None] | None = None) -> None:
+    def _kl_change_voters(
+        self, change: MembershipChange, *, callback: Callable[[Any, int], None] | None = None
+    ) -> None:
         """Propose one voter change (any thread). pysyncobj's leader appends it only once its
         epoch's no-op and the previous change are applied, else ``callback(None, REQUEST_DENIED)``."""
         self._applyCommand(encode_voter_change(change), callback, _COMMAND_TYPE.REGULAR)
@@ -91,11 +109,27 @@ class _VoterChangesNode(SyncObj):
         """Apply a committed voter change to the committed voter set. Deterministic; never raises."""
         try:
             change = decode_voter_change(command)
+        except CorruptMessageError as err:
+            self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
+            return (APPLY_INVALID, f"voter change not applied: {err}")
+        # the metadata log's records come from the entry alone (the set the leader computed), so they
+        # are the same on a node that cannot apply the change to the set it was seeded with
+        after = change.voters if isinstance(change, KRaftUpgrade) else change.voters_after
+        if self._kl_port_offset is not None and after:
+            self._kl_append_control(change.timestamp_ms, self._kl_control_records(change, after, self._kl_port_offset))
+        try:
             self._kl_applied_voters = apply_voter_change(self._kl_applied_voters, change)
-        except (CorruptMessageError, VoterChangeError) as err:
+        except VoterChangeError as err:
             self._kl_log.warning("raft_voter_change_skipped", raft_index=self.raftLastApplied + 1, error=str(err))
             return (APPLY_INVALID, f"voter change not applied: {err}")
         self._kl_voters_dirty = True
+        if isinstance(change, KRaftUpgrade):
+            self._kl_log.info(
+                "raft_kraft_version_upgraded",
+                kraft_version=1,
+                voters={v.node_id: v.directory_id for v in change.voters},
+            )
+            return (APPLY_VOTERS, change.op, -1)
         self._kl_log.info(
             "raft_voter_change_committed",
             op=change.op,
@@ -104,6 +138,44 @@ class _VoterChangesNode(SyncObj):
             voters=sorted(self._kl_applied_voters),
         )
         return (APPLY_VOTERS, change.op, change.voter.node_id)
+
+    def _kl_control_records(
+        self, change: MembershipChange, after: tuple[RaftVoter, ...], port_offset: int
+    ) -> list[bytes]:
+        """The metadata log's records of a committed change: the whole voter set after it
+        (``VotersRecord``), after ``KRaftVersionRecord`` for the upgrade, as Kafka writes them."""
+        voters = tuple(
+            Voter(
+                voter_id=v.node_id,
+                voter_directory_id=v.directory_id or "",
+                endpoints=(VoterEndpoint("CONTROLLER", v.host, v.port - port_offset),),
+                kraft_version_min=0,
+                kraft_version_max=KRAFT_VERSION_MAX,
+            )
+            for v in sorted(after, key=lambda v: v.node_id)
+        )
+        records: list[MetadataRecord] = [VotersRecord(voters=voters)]
+        if isinstance(change, KRaftUpgrade):
+            records.insert(0, KRaftVersionRecord(kraft_version=1))
+        return [encode_record(r) for r in records]
+
+    def _kl_on_voter_report(self, node: Any, message: Mapping[str, Any]) -> None:
+        """A voter's report (``kl_voter_report``, every keepalive round): its directory id and the
+        highest ``kraft.version`` it supports, kept by voter id for the upgrade to ``kraft.version``
+        1 (Kafka's voters send UpdateRaftVoter to the leader for this). The id is the one the
+        connection authenticated: a report names no id of its own."""
+        voter = getattr(node, "kl_voter", None)
+        vid = voter.node_id if voter is not None else None
+        if vid is None:
+            address = str(getattr(node, "id", ""))
+            vid = next((v.node_id for v in self._kl_applied_voters.values() if v.address == address), None)
+        if vid is not None:
+            self._kl_voter_reports = {**self._kl_voter_reports, vid: (message["dir"], message["kraft_max"])}
+
+    def kl_voter_reports(self) -> dict[int, tuple[str | None, int]]:
+        """Voter id -> (directory id, highest kraft.version supported) as the voters reported them,
+        this node's own included (racy read: a dict replaced whole)."""
+        return {**self._kl_voter_reports, self._kl_node_id: (self._kl_directory_id, KRAFT_VERSION_MAX)}
 
     def kl_pending_voter_change(self) -> int | None:
         """The raft index of a voter change appended after the last applied entry, or None."""

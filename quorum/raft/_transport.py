@@ -158,6 +158,8 @@ class RaftTransport(Transport):
         ids = {address: vid for vid, address in settings.voters.items()}
         #: this node is a voter (an observer until the change adding it is in its log)
         self._is_voter = not settings.observer
+        #: observers are admitted (a dynamic quorum); a static one upgraded at run time turns it on
+        self._admits_observers = settings.admit_observers
         self._observers: dict[int, ObserverNode] = {}
         if self._is_voter and ids.get(selfNode.address) != settings.node_id:
             raise ValueError(f"this node's Raft address {selfNode.address} is not voter {settings.node_id}")
@@ -309,7 +311,7 @@ class RaftTransport(Transport):
                 identity=self._identity,
                 cluster_id=settings.cluster_id,
                 initiators=self._initiators,
-                admit_observer=self._admit_observer if settings.admit_observers and self._is_voter else None,
+                admit_observer=self._admit_observer if self._admits_observers and self._is_voter else None,
             )
         return ResponderHandshake(
             auth_key=settings.auth_key,
@@ -389,6 +391,12 @@ class RaftTransport(Transport):
     def _admit_observer(self, observer: ObserverPeer) -> bool:
         """Observers are admitted while this node is a voter; one that is a voter already is not."""
         return self._is_voter and observer.node_id not in self._nodes
+
+    def admit_observers(self) -> None:
+        """Admit observers from now on: the quorum became dynamic (``kraft.version`` 1, issue 26)."""
+        if not self._admits_observers:
+            self._admits_observers = True
+            self.log.info("raft_observers_admitted")
 
     def set_voter(self, is_voter: bool) -> None:
         """The voter set in force now includes (or no longer includes) this node: switch between

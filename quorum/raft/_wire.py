@@ -84,7 +84,7 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from kraftlog.quorum.raft._membership import is_voter_change
+from kraftlog.quorum.raft._membership import decode_voter_change, is_voter_change
 from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE, TERM_AHEAD, TRANSFER_FLAG
 
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "HEADER",
     "InitiatorHandshake",
     "KEEPALIVE",
+    "VOTER_REPORT",
     "MAX_COMMAND_BYTES",
     "MAX_FRAME_BYTES",
     "MAX_HANDSHAKE_FRAME_BYTES",
@@ -132,6 +133,8 @@ _OP_APPEND: Final = 1
 
 #: kraftlog's keepalive message type (pysyncobj's dispatcher ignores types it does not know).
 KEEPALIVE: Final = "kl_keepalive"
+#: a voter's report to its peers (issue 26): ``{"dir": directory id or nil, "kraft_max": int}``
+VOTER_REPORT: Final = "kl_voter_report"
 
 _LABEL: Final = b"kraftlog-raft/1 "
 
@@ -509,6 +512,15 @@ def _pre_vote_response(m: dict[str, Any]) -> None:
         raise CorruptMessageError(f"{PRE_VOTE_RESPONSE}: an integer term and a boolean expected")
 
 
+def _voter_report(m: dict[str, Any]) -> None:
+    _map(m, frozenset({"type", "dir", "kraft_max"}), VOTER_REPORT)
+    directory = m["dir"]
+    if directory is not None and (type(directory) is not str or not 0 < len(directory) <= 64):
+        raise CorruptMessageError(f"{VOTER_REPORT}: dir must be a short string or nil")
+    if not _uint(m["kraft_max"], 255):
+        raise CorruptMessageError(f"{VOTER_REPORT}: kraft_max must be a small integer")
+
+
 _VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], None]]] = {
     "append_entries": _append_entries,
     "request_vote": _request_vote,
@@ -521,6 +533,7 @@ _VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], None]]] = {
     "apply_command": _apply_command,
     "apply_command_response": _apply_command_response,
     KEEPALIVE: _ints(),
+    VOTER_REPORT: _voter_report,
 }
 
 
@@ -570,6 +583,7 @@ def decode_command(command: bytes) -> AppendCommand | bytes | None:
     if kind != COMMAND_REGULAR:
         raise CorruptMessageError(f"Raft command type {kind} is not a kraftlog command")
     if is_voter_change(command):
+        decode_voter_change(command)  # well-formed, or CorruptMessageError (voter changes are rare)
         return command
     value = _unpack(command[1:])
     if type(value) is not list or len(value) != 4 or value[0] != _OP_APPEND or type(value[0]) is not int:

@@ -4,6 +4,7 @@ anything (they reach the field handling behind the type lookup)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import typing
 from typing import Any
@@ -42,6 +43,9 @@ def _for_type(hint: Any) -> st.SearchStrategy[Any]:
         return st.tuples(*(_for_type(a) for a in args))
     if hint is BrokerEndpoint:
         return _endpoints
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "from_wire"):
+        # a nested part of a record: a VotersRecord's voters and their endpoints (issue 26)
+        return st.builds(hint, **{n: _for_type(h) for n, h in typing.get_type_hints(hint).items()})
     if type(None) in args:  # X | None
         (inner,) = (a for a in args if a is not type(None))
         return st.none() | _for_type(inner)

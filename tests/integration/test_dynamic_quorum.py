@@ -53,6 +53,13 @@ def test_standalone_controller_with_a_broker_found_through_bootstrap_servers(tmp
             quorum = admin.describe_quorum()
             assert quorum.leader_id == 1 and [v.replica_id for v in quorum.voters] == [1]
             wait_until(lambda: _created(admin, "standalone-topic"), 30, what="a topic created")
+            # kraft.version is the quorum's: 1 on a --standalone quorum (0 before issue 26's upgrade work)
+            levels = json.loads(
+                _cli(
+                    "features", "describe", "--bootstrap-server", cluster.controller_addresses[0], "--output", "json"
+                ).stdout
+            )
+            assert {f["feature"]: f["finalized_version_level"] for f in levels["features"]}["kraft.version"] == 1
 
 
 def test_initial_controllers_elect_commit_and_fail_over(tmp_path: Path) -> None:
@@ -309,5 +316,49 @@ def test_an_added_voter_restarts_knowing_the_others_keys_from_its_voter_file(tmp
                 )
 
             wait_until(follower_caught_up, 30, what="the follower to fetch from the new leader")
+    finally:
+        cluster.stop()
+
+
+def test_move_every_controller_to_new_hosts(tmp_path: Path) -> None:
+    """Issue 26's third walkthrough (docs/running.md), on two voters: add a new controller, remove an
+    old voter, twice; the old hosts stop and the quorum runs on the new ones alone."""
+    cluster = LocalCluster(tmp_path / "c", controllers=4, overrides=OVERRIDES, quorum="dynamic", initial_controllers=2)
+    cluster.plan()
+    servers = ",".join(cluster.controller_addresses)
+    try:
+        cluster.start_node(1)
+        cluster.start_node(2)
+        with cluster.admin(request_timeout_ms=15_000) as admin:
+            wait_until(lambda: set(_voters(admin)) == {1, 2} and admin.describe_quorum().leader_id in (1, 2), 30)
+            dirs = _voters(admin)
+            for new, old in ((3, 1), (4, 2)):
+                cluster.start_node(new)
+                _add_controller(cluster, new)
+                wait_until(lambda: new in _voters(admin), 30, what=f"voter {new} added")
+                remove = ["quorum", "remove-controller", "--controller-id", str(old)]
+                remove += ["--controller-directory-id", dirs[old], "--bootstrap-server", servers]
+                last: list[str] = []
+
+                def removed(cmd: list[str] = remove) -> bool:
+                    proc = _cli(*cmd)  # NOT_CONTROLLER while the leader hands itself over: again
+                    last[:] = [proc.stderr.strip()]
+                    return proc.returncode == 0
+
+                wait_until(removed, 30, what=f"voter {old} removed (last: {last})")
+                wait_until(lambda: old not in _voters(admin), 30, what=f"voter {old} gone")
+                cluster.stop_node(old)
+            before = admin.describe_quorum()
+            assert set(_voters(admin)) == {3, 4} and before.leader_id in (3, 4)
+            # the new hosts alone elect and commit: the leader steps down, the other takes over
+            cluster.stop_node(before.leader_id)
+            cluster.start_node(before.leader_id)
+
+            def moved_on() -> bool:
+                q = admin.describe_quorum()
+                return q.error.code == 0 and q.leader_id in (3, 4) and q.leader_epoch > before.leader_epoch
+
+            wait_until(moved_on, 60, what="a leader elected by the new hosts alone")
+            assert not cluster.is_running(1) and not cluster.is_running(2)
     finally:
         cluster.stop()

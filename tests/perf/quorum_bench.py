@@ -7,7 +7,12 @@ Measures, next to a gRPC echo baseline taken in the same run:
 - CreateTopics of 1,000 topics x 10 partitions (RF 3, on registered brokers),
 - failover: kill -9 of the active controller until the next write commits (median of N),
 - the time to load the image of a 100,000-partition cluster from a snapshot file (what a new broker
-  or controller does).
+  or controller does),
+- (issue 26) failover with 5 voters next to the same with 3 (median of N each),
+- (issue 26) adding a voter to a dynamic quorum whose metadata log holds N records (1,000,000; 20,000
+  with --quick): from the new controller's start as an observer to AddRaftVoter committed, and on to
+  its log caught up, next to a plain copy of the bytes it had to receive (the leader's metadata and
+  Raft dirs) in the same run.
 
     python tests/perf/quorum_bench.py [--quick]
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -146,14 +152,127 @@ def failover_times(cluster: LocalCluster, rounds: int) -> list[float]:
         cluster.start_node(leader)
         wait_until(lambda: cluster.is_running(leader), 10)
         # let the restarted node rejoin before the next kill
-        wait_until(lambda: _voters_caught_up(cluster), 30, what="voters caught up")
+        n = len([s for s in cluster.nodes.values() if s.controller_port])
+        wait_until(lambda: _voters_caught_up(cluster, n), 30, what="voters caught up")
     return out
 
 
-def _voters_caught_up(cluster: LocalCluster) -> bool:
+def failover_with(work: Path, voters: int, rounds: int) -> list[float]:
+    """`failover_times` on a static quorum of ``voters`` controllers of its own."""
+    cluster = LocalCluster(
+        work / f"failover-{voters}", controllers=voters, overrides={"controller.quorum.election.timeout.ms": 1000}
+    )
+    cluster.start(timeout_s=120)
+    try:
+        wait_until(lambda: _voters_caught_up(cluster, voters), 60, what=f"{voters} voters up")
+        return failover_times(cluster, rounds)
+    finally:
+        cluster.stop()
+
+
+def fill_metadata_log(cluster: LocalCluster, records: int, batch: int = 5000) -> float:
+    """Commit ``records`` metadata records (one ClientQuotaRecord each, ``batch`` per request);
+    returns the seconds it took."""
+    start = time.monotonic()
+    with cluster.admin(request_timeout_ms=120_000) as admin:
+        for first in range(0, records, batch):
+            alterations = [
+                ({"user": f"bench-user-{i:07d}"}, {"producer_byte_rate": float(1_000_000 + i)})
+                for i in range(first, min(records, first + batch))
+            ]
+            resp = admin.alter_client_quotas(alterations)
+            bad = [r.error for r in resp.results if r.error.code != 0] + ([resp.error] if resp.error.code else [])
+            if bad:
+                raise RuntimeError(f"AlterClientQuotas: {bad[0].name} {bad[0].message}")
+    return time.monotonic() - start
+
+
+def add_voter_times(cluster: LocalCluster, node: int) -> tuple[float, float]:
+    """Start controller ``node`` (formatted --no-initial-controllers) and AddRaftVoter it, retried
+    while it catches up as an observer: (seconds to the committed change, seconds to its log end
+    at the high watermark), both from its start."""
+    from kraftlog.storage import read_meta_properties
+
+    spec = cluster.nodes[node]
+    directory = read_meta_properties(Path(spec.dir) / "metadata").directory_id
+    start = time.monotonic()
+    cluster.start_node(node)
+    with cluster.admin(request_timeout_ms=10_000) as admin:
+
+        def added() -> bool:
+            resp = admin.add_raft_voter(node, directory, spec.host, spec.controller_port, timeout_ms=10_000)
+            return resp.error.code == 0
+
+        wait_until(added, 600, interval_s=0.1, what=f"voter {node} added")
+        added_s = time.monotonic() - start
+
+        def caught_up() -> bool:
+            q = admin.describe_quorum()
+            mine = [v for v in q.voters if v.replica_id == node]
+            return q.error.code == 0 and bool(mine) and mine[0].log_end_offset >= q.high_watermark
+
+        wait_until(caught_up, 600, interval_s=0.1, what=f"voter {node} caught up")
+    return added_s, time.monotonic() - start
+
+
+def copy_baseline(cluster: LocalCluster, node: int, work: Path) -> tuple[float, int]:
+    """Seconds to copy controller ``node``'s metadata dir (segments, snapshots, Raft journal and
+    dump: what a joining voter receives) to another dir, and the bytes copied."""
+    import shutil
+
+    src = Path(cluster.nodes[node].dir) / "metadata"
+    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+    dst = work / "copy-baseline"
+    start = time.monotonic()
+    shutil.copytree(src, dst)
+    for p in dst.rglob("*"):
+        if p.is_file():
+            with p.open("rb+") as f:
+                os.fsync(f.fileno())
+    elapsed = time.monotonic() - start
+    shutil.rmtree(dst)
+    return elapsed, size
+
+
+def add_voter_bench(work: Path, records: int) -> dict[str, float]:
+    """A dynamic quorum of 3 voters whose log holds ``records`` records, then voter 4 added."""
+    cluster = LocalCluster(
+        work / "add-voter",
+        controllers=4,
+        quorum="dynamic",
+        initial_controllers=3,
+        overrides={"controller.quorum.election.timeout.ms": 1000},
+    )
+    cluster.plan()
+    try:
+        for node in (1, 2, 3):
+            cluster.start_node(node)
+        wait_until(lambda: _voters_caught_up(cluster, 3), 60, what="3 voters up")
+        fill_s = fill_metadata_log(cluster, records)
+        leader = cluster.active_controller()
+        copy_s, size = copy_baseline(cluster, leader, work)
+        added_s, caught_up_s = add_voter_times(cluster, 4)
+    finally:
+        cluster.stop()
+    return {
+        "add_voter_records": records,
+        "add_voter_fill_s": round(fill_s, 3),
+        "add_voter_committed_s": round(added_s, 3),
+        "add_voter_caught_up_s": round(caught_up_s, 3),
+        "add_voter_copy_baseline_s": round(copy_s, 3),
+        "add_voter_copied_bytes": size,
+        "add_voter_vs_copy_ratio": round(added_s / max(copy_s, 1e-6), 1),
+    }
+
+
+def _voters_caught_up(cluster: LocalCluster, voters: int = 3) -> bool:
     with cluster.admin(request_timeout_ms=2000) as admin:
         q = admin.describe_quorum()
-        return q.error.code == 0 and len(q.voters) == 3 and all(v.log_end_offset >= q.high_watermark for v in q.voters)
+        return (
+            q.error.code == 0
+            and len(q.voters) == voters
+            and all(v.log_end_offset >= q.high_watermark for v in q.voters)
+        )
 
 
 def load_image_time(partitions: int, work: Path) -> tuple[float, float]:
@@ -222,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             brokers.stop()
             cluster.stop()
+        fo5 = failover_with(work, 5, rounds)
+        results["failover_5_voters_median_s"] = round(statistics.median(fo5), 3)
+        results["failover_5_vs_3_ratio"] = round(statistics.median(fo5) / max(results["failover_median_s"], 1e-6), 3)
+        results.update(add_voter_bench(work, 20_000 if quick else 1_000_000))
         load_s, write_s = load_image_time(partitions, work)
         results[f"load_{partitions // 1000}k_partitions_s"] = round(load_s, 3)
         results["load_100k_partitions_s"] = round(load_s * (100_000 / partitions), 3)
@@ -247,6 +370,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{f'load {partitions:,}-partition image from snapshot (s)':<42}{load_s:>12.3f}  "
         f"scaled to 100k: {results['load_100k_partitions_s']:.3f}, target < 10 s"
+    )
+    print(
+        f"{f'failover with 5 voters (median of {rounds}, s)':<42}{results['failover_5_voters_median_s']:>12.3f}"
+        f"  {results['failover_5_vs_3_ratio']:.3f} of the 3-voter median"
+    )
+    print(
+        f"{'add a voter, log of ' + format(results['add_voter_records'], ',') + ' records (s)':<42}"
+        f"{results['add_voter_committed_s']:>12.3f}  caught up {results['add_voter_caught_up_s']:.3f} s; "
+        f"copy of the {results['add_voter_copied_bytes'] / 2**20:.1f} MiB: {results['add_voter_copy_baseline_s']:.3f} s"
     )
     print(json.dumps(results))
     return 0

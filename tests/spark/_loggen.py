@@ -14,7 +14,7 @@ the edge cases the Spark fold must get right:
   unregistered, and re-registered with a new broker epoch;
 * configs set and deleted (topic, broker, cluster default ``""``), including deletes of unset keys;
 * ``ProducerIdsRecord`` blocks, ``FeatureLevelRecord`` (level 0 removes), ``NoOpRecord`` at every new
-  controller epoch;
+  controller epoch, with ``VotersRecord`` / ``KRaftVersionRecord`` at some of them;
 * ACLs created and removed, SCRAM credentials set, replaced and removed.
 
 Timestamps increase by 0..``max_step_ms`` per batch from ``start_ms``, so tests can pick a time cut.
@@ -36,6 +36,7 @@ from kraftlog.metadata_log import (
     FeatureLevelRecord,
     FenceBrokerRecord,
     FencingChange,
+    KRaftVersionRecord,
     LogEntry,
     MetadataLogWriter,
     NoOpRecord,
@@ -47,6 +48,9 @@ from kraftlog.metadata_log import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    Voter,
+    VoterEndpoint,
+    VotersRecord,
 )
 from kraftlog.metadata_log._records import (
     AccessControlEntryRecord,
@@ -379,6 +383,16 @@ class LogGenerator:
         if r < 0.004:
             self.epoch += 1
             out.append(NoOpRecord())
+            # the voter set's control records (issue 26) now and then, drawn from the epoch (no rng
+            # draw: the rest of the seeded log stays as it was); replay and the fold skip them
+            if self.epoch % 3 == 0:
+                if self.epoch % 7 == 0:
+                    out.append(KRaftVersionRecord(kraft_version=1))
+                voters = tuple(
+                    Voter(v, "AAAAAAAAAAAAAAAAAAAAA" + "ABCD"[v], (VoterEndpoint("CONTROLLER", "h", 9090 + v),))
+                    for v in range(1, 2 + (self.epoch // 3) % 3)  # one to three voters
+                )
+                out.append(VotersRecord(voters=voters))
         elif r < 0.012:
             name = rng.choice(_FEATURES)
             level = rng.choice((0, 1, 2, 3, 7, 21)) if name != "metadata.version" else rng.randint(1, 25)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 import kraftlog.metadata_log.log_files as lf
+from kraftlog.metadata_log import KRaftVersionRecord, Voter, VoterEndpoint, VotersRecord
 from kraftlog.metadata_log._records import (
     NO_LEADER,
     RECORD_TYPES,
@@ -107,6 +108,13 @@ ALL_RECORDS: list[MetadataRecord] = [
     RemoveAccessControlEntryRecord("5f0c6d3e-8a1b-4c2d-9e3f-001122334455"),
     RemoveUserScramCredentialRecord("alice", 2),
     ClientQuotaRecord(entity=(("client-id", None), ("user", "alice")), key="producer_byte_rate", value=1048576.0),
+    KRaftVersionRecord(kraft_version=1),
+    VotersRecord(
+        voters=(
+            Voter(1, "AAAAAAAAAAAAAAAAAAAAAQ", (VoterEndpoint("CONTROLLER", "h1", 9093),)),
+            Voter(2, "AAAAAAAAAAAAAAAAAAAAAg", (VoterEndpoint("CONTROLLER", "h2", 9093),), 0, 1),
+        )
+    ),
 ]
 
 

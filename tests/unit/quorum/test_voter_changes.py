@@ -70,3 +70,37 @@ def test_remove_rules() -> None:
         check_remove_voter(_view(voters={1: V[1]}), 1, D[0])
     with pytest.raises(kerr.UnsupportedVersionError):
         check_remove_voter(_view(kraft_version=0), 2, D[1])
+
+
+# ------------------------------------------------------------------ UpdateRaftVoter (API key 82)
+
+
+def test_a_voter_of_a_static_quorum_reports_by_id_only() -> None:
+    from kraftlog.quorum import check_update_voter
+
+    static = _view(kraft_version=0, voters={1: dataclasses.replace(V[1], directory_id=""), 2: V[2]})
+    check_update_voter(static, V[1], 0, 1)  # its directory id is news to a static quorum
+    with pytest.raises(kerr.VoterNotFoundError):
+        check_update_voter(static, V[3], 0, 1)
+    with pytest.raises(kerr.InvalidRequestError, match="the quorum is at 0"):
+        check_update_voter(static, V[1], 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("voter", "error", "message"),
+    [
+        (dataclasses.replace(V[2], directory_id=D[3]), kerr.VoterNotFoundError, "not a voter"),
+        (dataclasses.replace(V[2], host=""), kerr.InvalidRequestError, "names no endpoint"),
+        (dataclasses.replace(V[2], port=9999), kerr.InvalidRequestError, "endpoint is not supported"),
+    ],
+)
+def test_update_refusals_on_a_dynamic_quorum(voter: DynamicVoter, error: type[Exception], message: str) -> None:
+    from kraftlog.quorum import check_update_voter
+
+    check_update_voter(_view(), V[2], 0, 1)  # the same endpoint: nothing to change
+    with pytest.raises(error, match=message):
+        check_update_voter(_view(), voter, 0, 1)
+    with pytest.raises(kerr.NotControllerError):
+        check_update_voter(_view(leader_id=2), V[2], 0, 1)
+    with pytest.raises(kerr.RequestTimedOutError):
+        check_update_voter(_view(pending_change_offset=7), V[2], 0, 1)

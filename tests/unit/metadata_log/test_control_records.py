@@ -1,0 +1,65 @@
+"""The voter set's control records in the metadata log (issue 26): Kafka's VotersRecord and
+KRaftVersionRecord round-trip through the entry codec, change nothing in the image (the tree and
+snapshots leave them out), and the Spark fold skips them the same way."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from kraftlog.metadata_log import (
+    CONTROL_RECORD_TYPE_IDS,
+    KRaftVersionRecord,
+    LogEntry,
+    MetadataImage,
+    MetadataRecordError,
+    TopicRecord,
+    Voter,
+    VoterEndpoint,
+    VotersRecord,
+    decode_entry,
+    decode_record,
+    encode_entry,
+    encode_record,
+)
+from kraftlog.spark._decode import _fast_entry, _key_of_fields
+
+VOTERS = VotersRecord(
+    voters=(
+        Voter(1, "AAAAAAAAAAAAAAAAAAAAAQ", (VoterEndpoint("CONTROLLER", "h1", 9093),)),
+        Voter(4, "AAAAAAAAAAAAAAAAAAAABA", (VoterEndpoint("CONTROLLER", "h4", 9097),), 0, 1),
+    )
+)
+
+
+def test_the_records_round_trip_and_read_as_kafkas() -> None:
+    assert decode_record(encode_record(VOTERS)) == VOTERS
+    assert decode_record(encode_record(KRaftVersionRecord(kraft_version=1))) == KRaftVersionRecord(1)
+    wire = VOTERS.to_wire()
+    assert wire["voters"][1] == {
+        "voter_id": 4,
+        "voter_directory_id": "AAAAAAAAAAAAAAAAAAAABA",
+        "endpoints": [{"name": "CONTROLLER", "host": "h4", "port": 9097}],
+        "kraft_version_min": 0,
+        "kraft_version_max": 1,
+    }
+    assert {VotersRecord.TYPE_ID, KRaftVersionRecord.TYPE_ID} == CONTROL_RECORD_TYPE_IDS
+    bad = {**wire, "voters": [{"voter_id": "one", "voter_directory_id": "x", "endpoints": []}]}
+    with pytest.raises(MetadataRecordError):
+        VotersRecord.from_wire(bad)
+
+
+def test_replay_changes_nothing_but_the_offset() -> None:
+    topic = TopicRecord("t", "AAAAAAAAAAAAAAAAAAAAAQ")
+    without = MetadataImage.from_records([topic], 0, 1, 10)
+    with_control = MetadataImage.from_records([topic, KRaftVersionRecord(1), VOTERS], 2, 1, 10)
+    assert with_control.offset == 2
+    assert list(with_control.to_records()) == list(without.to_records())  # snapshots leave them out
+
+
+def test_the_spark_fold_keys_them_to_nothing() -> None:
+    entry = LogEntry(7, 3, 99, VOTERS)
+    offset, epoch, ts, type_id, fields = _fast_entry(msgpack.unpackb(encode_entry(entry)))
+    assert (offset, epoch, ts, type_id, fields) == (7, 3, 99, VotersRecord.TYPE_ID, ())
+    assert _key_of_fields(type_id, fields) is None
+    assert decode_entry(encode_entry(entry)) == entry
