@@ -5,12 +5,12 @@ fetchers that replicate from leaders, the purgatory of parked requests, and thei
 """
 
 from kraftlog.broker.replica._alter_partition import AlterPartitionManager
+from kraftlog.broker.replica._fetch_response import close_regions
 from kraftlog.broker.replica._fetcher import ReplicaFetcherManager
 from kraftlog.broker.replica._metadata_follower import MetadataFollower, grpc_stream_opener
 from kraftlog.broker.replica._metrics import BrokerStateCollector, BrokerTopicMetrics
 from kraftlog.broker.replica._partition_types import error_pb
 from kraftlog.broker.replica._replica_manager import ReplicaManager
-from kraftlog.broker.replica._replica_requests import close_regions
 from kraftlog.broker.replica._replica_types import LEADER_HINT_CODES, FetchResult
 
 __all__: list[str] = [

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from kraftlog import storage
+from kraftlog.broker.replica._fetch_response import close_regions, fetch_response
 from kraftlog.broker.replica._metrics import BrokerTopicMetrics
 from kraftlog.broker.replica._partition import error_pb
 from kraftlog.broker.replica._produce_pool import ByteBudget, ProducePreparation, payload_shape
@@ -29,7 +30,7 @@ from kraftlog.common.config import NodeConfig
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import broker_pb2
 
-__all__ = ["ReplicaRequests", "close_regions"]
+__all__ = ["ReplicaRequests"]
 
 #: told (topic, partition, producer id, commit) of every transaction marker written and replicated
 MarkerListener = Callable[[str, int, int, bool], None]
@@ -66,13 +67,6 @@ def _has_transactional_batch(payloads: list[list[bytes]]) -> bool:
             if any(batch.is_transactional for _pos, batch in storage.iter_batches(records)):
                 return True
     return False
-
-
-def close_regions(results: list[FetchResult]) -> None:
-    """Close the file regions of zero-copy reads (after they were sent, or when they are dropped)."""
-    for r in results:
-        if r.read is not None and r.read.region is not None:
-            r.read.region.close()
 
 
 class ReplicaRequests:
@@ -266,7 +260,7 @@ class ReplicaRequests:
     async def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         """Fetch for consumers (``replica_id`` -1: up to the HW) and followers (up to the LEO);
         see `fetch_results`."""
-        return self._fetch_response(await self.fetch_results(req))
+        return fetch_response(await self.fetch_results(req), self._registry)
 
     async def fetch_results(self, req: broker_pb2.FetchRequest, *, zero_copy: bool = False) -> list[FetchResult]:
         """Each partition's read of a fetch, in request order (what both listeners answer from).
@@ -367,52 +361,6 @@ class ReplicaRequests:
                     limit = max(0, limit - n)
                     min_one = False
         return out
-
-    def _fetch_response(self, results: list[FetchResult]) -> broker_pb2.FetchResponse:
-        R = broker_pb2.FetchResponse
-        resp = R(error=error_pb())
-        by_topic: dict[str, broker_pb2.FetchResponse.FetchableTopicResponse] = {}
-        hinted: set[int] = set()
-        for r in results:
-            tr = by_topic.get(r.topic)
-            if tr is None:
-                tr = resp.responses.add(topic=r.topic)
-                by_topic[r.topic] = tr
-            pd = tr.partitions.add(partition_index=r.partition, preferred_read_replica=-1)
-            if r.read is not None:
-                rd = r.read
-                pd.preferred_read_replica = rd.preferred_read_replica
-                pd.error.CopyFrom(error_pb())
-                pd.high_watermark = rd.high_watermark
-                pd.last_stable_offset = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
-                pd.log_start_offset = rd.log_start_offset
-                pd.records = rd.records
-                for pid, first in rd.aborted:
-                    pd.aborted_transactions.add(producer_id=pid, first_offset=first)
-                if rd.diverging_epoch is not None:
-                    pd.diverging_epoch.CopyFrom(
-                        broker_pb2.EpochEndOffset(epoch=rd.diverging_epoch[0], end_offset=rd.diverging_epoch[1])
-                    )
-                continue
-            assert r.error is not None
-            err = self._registry.error(r.error, "fetch")
-            pd.error.CopyFrom(err)
-            if r.part is not None and not r.part.stopped:
-                log = r.part.log
-                pd.high_watermark = log.high_watermark
-                pd.last_stable_offset = log.last_stable_offset
-                pd.log_start_offset = log.log_start_offset
-            else:
-                pd.high_watermark = pd.last_stable_offset = pd.log_start_offset = -1
-            if err.code in LEADER_HINT_CODES:
-                hint = self._registry.leader_hint(r.topic, r.partition)
-                leader, epoch = hint if hint is not None else (-1, -1)
-                pd.current_leader.CopyFrom(broker_pb2.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch))
-                if leader >= 0:
-                    hinted.add(leader)
-        if hinted:
-            resp.node_endpoints.extend(self._registry.node_endpoints(hinted))
-        return resp
 
     def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
         """ListOffsets: earliest (-2), latest (-1: the HW for consumers, the LEO for replicas),

@@ -75,7 +75,8 @@ from kraftlog.deploy.chaos._quorum_faults import (
     write_config_values,
 )
 from kraftlog.deploy.chaos._quorum_runner import LONG_ELECTION, QuorumSettings, run_quorum_chaos
-from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, FaultRecord, converged, run_chaos
+from kraftlog.deploy.chaos._report import FaultRecord
+from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, converged, run_chaos
 from kraftlog.deploy.chaos._security import PLAINTEXT, SECURITY_MODES, ChaosSecurity
 from kraftlog.deploy.chaos._targets import (
     ChaosTarget,

@@ -9,7 +9,6 @@ health probe, workloads, checker) uses the target's `ChaosSecurity` (``target.se
 
 from __future__ import annotations
 
-import bisect
 import random
 import threading
 import time
@@ -22,9 +21,9 @@ import structlog
 from kraftlog.client import Admin, NewTopic
 from kraftlog.common import coordinator_partition
 from kraftlog.deploy._cluster import wait_until
-from kraftlog.deploy.chaos._checker import check, longest_gaps, print_verdict
-from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields, drain_row
-from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, eos_rows, start_eos, txn_coordinators
+from kraftlog.deploy.chaos._checker import check, longest_gaps
+from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields
+from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, start_eos, txn_coordinators
 from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._faults import (
     DISK_KINDS,
@@ -32,7 +31,6 @@ from kraftlog.deploy.chaos._faults import (
     NETWORK_KINDS,
     STORAGE_KINDS,
     ClusterView,
-    Fault,
     choose_fault,
     heal,
     inject,
@@ -40,7 +38,8 @@ from kraftlog.deploy.chaos._faults import (
 from kraftlog.deploy.chaos._group_check import check_group
 from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
-from kraftlog.deploy.chaos._queue_run import QueueRun, add_queue_result, queue_result_rows, start_queue
+from kraftlog.deploy.chaos._queue_run import QueueRun, add_queue_result, start_queue
+from kraftlog.deploy.chaos._report import FaultRecord, attribute_gaps, print_table, report_fault
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
@@ -79,22 +78,6 @@ class ChaosSettings:
     client: str = "kraftlog"  # the data workload's producer and consumer: kraftlog or kafka-python
     queue_workers: int = 4
     history_path: str = "queue-history.jsonl"  # the queue workload's history (JSON lines)
-
-
-@dataclass
-class FaultRecord:
-    fault: Fault
-    injected_s: float
-    healed_s: float
-    outage_s: float = 0.0
-    outage_at_s: float = 0.0  # when that longest gap began, from the run's start
-    outage_partition: int = -1
-    recovery_s: float | None = None  # from the heal until every partition was led with a full ISR again
-    pending_at_injection: str | None = None  # the cluster had not recovered from the previous fault
-    group_coordinator: int | None = None  # group workload: the broker coordinating the group then
-    txn_coordinators: tuple[int, ...] = ()  # eos workload: the brokers coordinating the processors' transactions
-    error: str | None = None
-    damage: list[str] = field(default_factory=list)  # storage faults: each file damaged, and how
 
 
 @dataclass
@@ -293,10 +276,10 @@ def run_chaos(
                 record.healed_s = time.monotonic()
             run.faults.append(record)
             if time.monotonic() - started >= settings.duration_s:
-                _report_fault(out, record, started, workload.acknowledged())
+                report_fault(out, record, started, workload.acknowledged())
                 break
             record.recovery_s = _recovery_s(lambda: converged(admin, brokers, probe), record.healed_s, next_at, stop)
-            _report_fault(out, record, started, workload.acknowledged())
+            report_fault(out, record, started, workload.acknowledged())
             stop.wait(max(0.0, next_at - time.monotonic()))
         last_heal = run.faults[-1].healed_s if run.faults else time.monotonic()
         for node in target.controllers() + target.brokers():  # belt and braces: nothing left faulted
@@ -335,7 +318,7 @@ def run_chaos(
             queue.finish()
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
-        _attribute_gaps(run.faults, ack_times, started, ended)
+        attribute_gaps(run.faults, ack_times, started, ended)
         records = read_back(target.bootstrap_servers, topic, settings.partitions, security=security)
         report = check(workload.acks, records)
         if eos is not None:
@@ -412,7 +395,7 @@ def run_chaos(
         add_queue_result(result, queue)
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
-    _print_table(result, run, out)
+    print_table(result, run.faults, run.started_s, out)
     return result
 
 
@@ -431,90 +414,6 @@ def _recovery_s(
             return None
         stop.wait(0.1)
     return None
-
-
-def _report_fault(out: Callable[[str], None], rec: FaultRecord, started: float, acknowledged: int) -> None:
-    recovered = f"recovered in {rec.recovery_s:.2f}s" if rec.recovery_s is not None else "not recovered yet"
-    degraded = f"  (injected before recovery: {rec.pending_at_injection})" if rec.pending_at_injection else ""
-    out(
-        f"  {rec.injected_s - started:7.1f}s  {rec.fault.describe():<44} {recovered:<22} "
-        f"acknowledged {acknowledged}{degraded}"
-    )
-
-
-def _attribute_gaps(faults: list[FaultRecord], ack_times: dict[int, list[float]], start: float, end: float) -> None:
-    """Each window without an acknowledgement (per partition) counts towards the fault last injected
-    before the window ended: the fault the workload was recovering from when it resumed."""
-    injected = [rec.injected_s for rec in faults]
-    for partition, times in ack_times.items():
-        points = [start, *sorted(t for t in times if start <= t <= end), end]
-        for a, b in zip(points, points[1:], strict=False):
-            i = bisect.bisect_right(injected, b) - 1
-            if i >= 0 and b - a > faults[i].outage_s:
-                faults[i].outage_s = b - a
-                faults[i].outage_at_s = a - start
-                faults[i].outage_partition = partition
-
-
-def _client_name(client: str) -> str:
-    return "kraftlog (gRPC)" if client == "kraftlog" else f"{client} (Kafka listener)"
-
-
-def _print_table(result: dict[str, Any], run: _Run, out: Callable[[str], None]) -> None:
-    out("")
-    out(f"{'at (s)':>8}  {'fault':<48}{'longest produce gap (s)':>24}  {'from (s), partition'}")
-    for rec in run.faults:
-        note = f"  error: {rec.error}" if rec.error else ""
-        out(
-            f"{rec.injected_s - run.started_s:>8.1f}  {rec.fault.describe():<48}{rec.outage_s:>24.2f}  "
-            f"{rec.outage_at_s:.1f}, {rec.outage_partition}{note}"
-        )
-    out("")
-    rows = [
-        ("producer and consumer", _client_name(result["client"])),
-        ("connections (security)", result["security"]),
-        ("records acknowledged", result["acknowledged"]),
-        ("records lost", result["lost"]),
-        ("acknowledged offset rewritten", result["offset_mismatches"]),
-        ("duplicates (idempotent producer: must be 0)", result["duplicates"]),
-        ("reordered within a partition", result["reordered"]),
-        ("produce requests failed (unacknowledged)", result["produce_failures"]),
-        ("longest window without a produce (s)", result["max_outage_s"]),
-    ]
-    if result["workload"] == "group":
-        rows += [
-            ("group: records consumed", result["consumed"]),
-            ("group: acknowledged, never consumed", result["consumed_missing"]),
-            ("group: offsets consumed again (redelivered)", result["consumed_duplicates"]),
-            ("group: commits acknowledged (failed)", f"{result['commits']} ({result['commit_failures']})"),
-            ("group: committed offset moved backwards", result["commit_regressions"]),
-            ("group: protocol", result["group_protocol"]),
-            (
-                "group: partition owned twice in a generation"
-                if result["group_protocol"] == "classic"
-                else "group: partition owned twice (= overlapping)",
-                result["double_owners"],
-            ),
-            ("group: owners overlapping in time", result["overlapping_owners"]),
-            ("group: overlaps with a lost owner (allowed)", result["lost_overlaps"]),
-            ("group: faults on the group's coordinator", result["coordinator_faults"]),
-            (
-                "group: generations (member restarts)"
-                if result["group_protocol"] == "classic"
-                else "group: member epochs seen (member restarts)",
-                f"{result['group_generations']} ({result['member_restarts']})",
-            ),
-            drain_row("group", result),
-        ]
-    if result["workload"] == "eos":
-        rows += eos_rows(result)
-    if result["workload"] == "queue":
-        rows += queue_result_rows(result)
-    rows += [
-        ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
-        ("verdict", "PASS" if result["ok"] else "FAIL"),
-    ]
-    print_verdict(rows, result, out, label_width=44, value_width=14)
 
 
 def _start_group(
