@@ -231,7 +231,13 @@ def test_the_share_coordinator_keeps_the_initialized_state_in_share_group_state(
     write = {
         "topic_id": raw,
         "partitions": (
-            {"partition": 1, "state_epoch": state.state_epoch, "leader_epoch": 0, "start_offset": 5, "state_batches": (batch,)},
+            {
+                "partition": 1,
+                "state_epoch": state.state_epoch,
+                "leader_epoch": 0,
+                "start_offset": 5,
+                "state_batches": (batch,),
+            },
         ),
     }
     written: Any = kafka_call(cluster, None, 85, 0, {"group_id": "state-g", "topics": (write,)})
