@@ -21,10 +21,10 @@ from kraftlog.common._config_def import (
 from kraftlog.common.config._config_parse import _check_protocol_map, _listeners
 from kraftlog.common.config._config_schema_connections import define_connection_keys
 from kraftlog.common.config._config_schema_group_share import define_share_group_keys
-from kraftlog.common.config._config_schema_share import define_share_keys
 from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT, define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_quorum import define_quorum_keys
+from kraftlog.common.config._config_schema_share import define_share_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
     _COMPRESSION_TYPES,
