@@ -49,7 +49,15 @@ from kraftlog.broker.replica import (
     error_pb,
     grpc_stream_opener,
 )
-from kraftlog.broker.share import SHARE_STATE_TOPIC, ShareCoordinator, SharePersister, ShareStateService
+from kraftlog.broker.share import (
+    SHARE_STATE_TOPIC,
+    ShareCoordinator,
+    ShareFetchService,
+    SharePartitionManager,
+    SharePersister,
+    ShareSessionCache,
+    ShareStateService,
+)
 from kraftlog.broker.txn import (
     TXN_TOPIC,
     ProducerIdManager,
@@ -203,6 +211,14 @@ class BrokerServer:
             clock_ms=clock_ms,
         )
         self.groups.share_state_initializer = self.share_persister.initialize
+        self.share_partitions = SharePartitionManager(
+            self.broker_id, config, replicas=lambda: self.replicas, persister=self.share_persister, clock_ms=clock_ms
+        )
+        self.share_fetch_service = ShareFetchService(
+            self.share_partitions,
+            ShareSessionCache(config["group.share.max.share.sessions"]),
+            lambda: self.follower.image,
+        )
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
@@ -281,6 +297,7 @@ class BrokerServer:
         self.groups.start()
         self.txn.start()
         self.share_coordinator.start()
+        self.share_partitions.start()
         self.group_lag.start()
         advertised = kafka_listeners(self.config)
         for kl in self.kafka_listeners:  # bound before registering: port 0 gets its real port
@@ -337,6 +354,7 @@ class BrokerServer:
         await self.groups.stop()
         await self.txn.stop()
         await self.share_coordinator.stop()
+        await self.share_partitions.stop()
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:

@@ -32,6 +32,7 @@ from kraftlog.broker.kafka._kafka_quotas import QuotaApis
 from kraftlog.broker.kafka._kafka_sasl import SASL_APIS, SaslApis
 from kraftlog.broker.kafka._kafka_security import SecurityApis
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
+from kraftlog.broker.kafka._kafka_share_fetch import ShareFetchApis
 from kraftlog.broker.kafka._kafka_share_state import ShareStateApis
 from kraftlog.broker.kafka._kafka_throttle import KafkaThrottle
 from kraftlog.broker.kafka._kafka_txn import TxnApis
@@ -49,7 +50,7 @@ from kraftlog.common.security import RequestContext, request_scope
 if TYPE_CHECKING:
     from kraftlog.broker.groups import GroupService
     from kraftlog.broker.quota import QuotaManagers
-    from kraftlog.broker.share import ShareStateService
+    from kraftlog.broker.share import ShareFetchService, ShareStateService
     from kraftlog.broker.txn import TxnService
     from kraftlog.common.config import NodeConfig
     from kraftlog.metadata_log import AclGate
@@ -97,6 +98,9 @@ class KafkaBroker(Protocol):
 
     @property
     def share_state_service(self) -> ShareStateService: ...
+
+    @property
+    def share_fetch_service(self) -> ShareFetchService: ...
 
     async def init_producer_id(self, request: Any) -> broker_pb2.InitProducerIdResponse: ...
 
@@ -158,6 +162,7 @@ class KafkaApis:
         )
         security = SecurityApis(forward)
         share_state = ShareStateApis(broker.share_state_service)
+        share_fetch = ShareFetchApis(broker.share_fetch_service)
         quotas = QuotaApis(forward, image)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
         meta = MetadataApis(
@@ -211,6 +216,8 @@ class KafkaApis:
             69: _Route("ConsumerGroupDescribe", 0, 1, groups.consumer_group_describe),
             76: _Route("ShareGroupHeartbeat", 1, 1, groups.share_group_heartbeat),
             77: _Route("ShareGroupDescribe", 1, 1, groups.share_group_describe),
+            78: _Route("ShareFetch", 1, 2, share_fetch.share_fetch),
+            79: _Route("ShareAcknowledge", 1, 2, share_fetch.share_acknowledge),
             83: _Route("InitializeShareGroupState", 0, 0, share_state.initialize_share_group_state),
             84: _Route("ReadShareGroupState", 0, 0, share_state.read_share_group_state),
             85: _Route("WriteShareGroupState", 0, 1, share_state.write_share_group_state),

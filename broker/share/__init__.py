@@ -15,7 +15,14 @@ out. Share-group membership is the group coordinator's (`kraftlog.broker.groups`
 from kraftlog.broker.share._share_coordinator import ShareShards, kafka_uuid_text, share_state_partition
 from kraftlog.broker.share._share_coordinator_shell import ShareCoordinator
 from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges, fetched_batches
+from kraftlog.broker.share._share_fetch_service import (
+    PartitionAnswer,
+    ShareFetchAnswer,
+    ShareFetchCall,
+    ShareFetchService,
+)
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
+from kraftlog.broker.share._share_partition_manager import PartitionFetch, SharePartitionManager
 from kraftlog.broker.share._share_persister import RemoteCall, SharePersister
 from kraftlog.broker.share._share_records import (
     SHARE_STATE_TOPIC,
@@ -31,6 +38,7 @@ from kraftlog.broker.share._share_records import (
     encode_key,
     encode_value,
 )
+from kraftlog.broker.share._share_sessions import ShareSession, ShareSessionCache
 from kraftlog.broker.share._share_shard import ShareShard, StateKey
 from kraftlog.broker.share._share_shard_types import (
     DeleteStateRequest,
@@ -73,6 +81,14 @@ __all__ = [
     "RemoteCall",
     "ShareCoordinator",
     "SharePersister",
+    "PartitionAnswer",
+    "PartitionFetch",
+    "ShareFetchAnswer",
+    "ShareFetchCall",
+    "ShareFetchService",
+    "SharePartitionManager",
+    "ShareSession",
+    "ShareSessionCache",
     "ShareStateService",
     "request_from_pb",
     "request_to_pb",

@@ -33,6 +33,7 @@ def _apis() -> KafkaApis:
         group_service=None,
         txn_service=None,
         share_state_service=None,
+        share_fetch_service=None,
         init_producer_id=None,
         follower=None,
         replicas=None,

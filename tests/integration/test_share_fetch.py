@@ -1,0 +1,144 @@
+"""Share groups deliver records (KIP-932, issue 27): confluent-kafka 2.16's ``ShareConsumer``
+(librdkafka, a client nobody here wrote) fetches through ShareFetch (78) and acknowledges through
+ShareFetch and ShareAcknowledge (79) on a real ``kraftlog`` node, whose share partitions keep
+their state with the share coordinator on ``__share_group_state``.
+
+On main ShareFetch is not served: a ShareConsumer joins its group but never receives a record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+
+from ._security_helpers import kafka_call
+
+pytestmark = pytest.mark.integration
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+LOCK_MS = 2000
+OVERRIDES = {
+    "offsets.topic.num.partitions": 1,
+    "offsets.topic.replication.factor": 1,
+    "share.coordinator.state.topic.num.partitions": 1,
+    "group.share.min.session.timeout.ms": 1000,
+    "group.share.session.timeout.ms": 6000,
+    "group.share.min.heartbeat.interval.ms": 100,
+    "group.share.heartbeat.interval.ms": 300,
+    "group.share.min.record.lock.duration.ms": 1000,
+    "group.share.record.lock.duration.ms": LOCK_MS,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(tmp_path_factory.mktemp("sharefetch") / "c", controllers=1, combined=True, overrides=OVERRIDES)
+    c.start(timeout_s=90)
+    try:
+        c.wait_unfenced_brokers()
+        with c.admin(request_timeout_ms=20_000) as admin:
+            admin.create_topics(
+                [NewTopic(n, num_partitions=2, replication_factor=1) for n in ("work", "again", "killed")]
+            )
+        yield c
+    finally:
+        c.stop()
+
+
+def consumer(cluster: LocalCluster, group: str, name: str, **conf: Any) -> Any:
+    c = confluent_kafka.ShareConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "group.id": group,
+            "client.id": name,
+            "log_level": 3,
+            **conf,
+        }
+    )
+    return c
+
+
+def produce(cluster: LocalCluster, topic: str, n: int) -> list[bytes]:
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "linger.ms": 5})
+    values = [f"{topic}-{i}".encode() for i in range(n)]
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % 2)
+    assert p.flush(20) == 0
+    return values
+
+
+def topic_id(cluster: LocalCluster, name: str) -> Any:
+    values = {
+        "topics": ({"name": name, "topic_id": None},),
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    answer: Any = kafka_call(cluster, None, 3, 12, values)
+    return answer.topics[0].topic_id
+
+
+def start_offsets(cluster: LocalCluster, group: str, topic: str) -> list[int]:
+    tid = topic_id(cluster, topic)
+    out = []
+    for partition in (0, 1):
+        values = {
+            "group_id": group,
+            "topics": ({"topic_id": tid, "partitions": ({"partition": partition, "leader_epoch": -1},)},),
+        }
+        answer: Any = kafka_call(cluster, None, 84, 0, values)
+        part = answer.results[0].partitions[0]
+        out.append(part.start_offset if part.error_code == 0 else -2)
+    return out
+
+
+def started(cluster: LocalCluster, consumers: list[Any], group: str, topic: str) -> None:
+    """Poll until every partition's share start offset is settled (``latest`` resolved at the first fetch)."""
+
+    def settled() -> bool:
+        for c in consumers:
+            assert not [m for m in c.poll(0.2) if m.error() is None]
+        return all(o >= 0 for o in start_offsets(cluster, group, topic))
+
+    wait_until(settled, 30, what=f"the share partitions of {topic} started")
+
+
+def test_three_share_consumers_receive_every_record_exactly_once(cluster: LocalCluster) -> None:
+    consumers = [consumer(cluster, "g-work", f"w{i}") for i in range(3)]
+    try:
+        for c in consumers:
+            c.subscribe(["work"])
+        started(cluster, consumers, "g-work", "work")
+        values = produce(cluster, "work", 300)
+        seen: dict[bytes, list[int]] = {}
+        counts = [0, 0, 0]
+        began = time.monotonic()
+
+        def all_seen() -> bool:
+            for i, c in enumerate(consumers):
+                for m in c.poll(0.2):
+                    if m.error() is None:
+                        seen.setdefault(m.value(), []).append(i)
+                        counts[i] += 1
+                        assert m.delivery_count() == 1
+            return len(seen) == len(values)
+
+        wait_until(all_seen, 60, what="every record received")
+        print(f"300 records through 3 share consumers in {time.monotonic() - began:.2f} s, per consumer {counts}")
+        assert set(seen) == set(values)
+        assert all(len(who) == 1 for who in seen.values()), [v for v, who in seen.items() if len(who) > 1]
+        # no redelivery after the implicit acknowledgements: a few more polls receive nothing
+        for _ in range(3):
+            for c in consumers:
+                again = [
+                    (m.value(), m.delivery_count(), m.partition(), m.offset()) for m in c.poll(0.3) if m.error() is None
+                ]
+                assert not again
+    finally:
+        for c in consumers:
+            c.close()
