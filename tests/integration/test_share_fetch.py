@@ -8,6 +8,10 @@ On main ShareFetch is not served: a ShareConsumer joins its group but never rece
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -142,3 +146,89 @@ def test_three_share_consumers_receive_every_record_exactly_once(cluster: LocalC
     finally:
         for c in consumers:
             c.close()
+
+
+def test_a_released_record_comes_back_with_delivery_count_two(cluster: LocalCluster) -> None:
+    c = consumer(cluster, "g-again", "r0", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        c.subscribe(["again"])
+
+        def settled() -> bool:
+            assert not [m for m in c.poll(0.2) if m.error() is None]
+            return all(o >= 0 for o in start_offsets(cluster, "g-again", "again"))
+
+        wait_until(settled, 30, what="the share partitions of again started")
+        (value,) = produce(cluster, "again", 1)
+        got: list[Any] = []
+        wait_until(lambda: got.extend(m for m in c.poll(0.2) if m.error() is None) or got, 20, what="the record")
+        assert [(m.value(), m.delivery_count()) for m in got] == [(value, 1)]
+        c.acknowledge(got[0], confluent_kafka.AcknowledgeType.RELEASE)
+        c.commit_sync(10)
+        again: list[Any] = []
+        wait_until(lambda: again.extend(m for m in c.poll(0.2) if m.error() is None) or again, 20, what="redelivery")
+        assert [(m.value(), m.offset(), m.delivery_count()) for m in again] == [(value, got[0].offset(), 2)]
+        c.acknowledge(again[0], confluent_kafka.AcknowledgeType.ACCEPT)
+        c.commit_sync(10)
+    finally:
+        c.close()
+
+
+HOLDER = r"""
+import sys, time
+import confluent_kafka
+c = confluent_kafka.ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "g-killed", "client.id": "holder",
+                                   "share.acknowledgement.mode": "explicit", "log_level": 3})
+c.subscribe(["killed"])
+held = []
+while not held:
+    held = [m for m in c.poll(0.5) if m.error() is None]
+print(" ".join(f"{m.partition()}:{m.offset()}:{m.delivery_count()}" for m in held), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_records_of_a_killed_consumer_come_back_after_the_lock_duration(cluster: LocalCluster) -> None:
+    """A consumer SIGKILLed with records acquired never acknowledges them: once their lock
+    (``group.share.record.lock.duration.ms``, 2 s here) ends they are delivered again, with delivery
+    count 2, to the consumer that remains."""
+    holder: subprocess.Popen[str] | None = None
+    survivor: Any = None
+    try:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, cluster.kafka_bootstrap_servers], stdout=subprocess.PIPE, text=True
+        )
+        wait_until(
+            lambda: all(o >= 0 for o in start_offsets(cluster, "g-killed", "killed")), 30, what="the holder fetching"
+        )
+        values = produce(cluster, "killed", 20)
+        assert holder.stdout is not None
+        line = holder.stdout.readline().split()  # the holder prints once it holds records (bounded by the test timeout)
+        held = {(int(p), int(o)) for p, o, _count in (x.split(":") for x in line)}
+        assert held and all(x.endswith(":1") for x in line)
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+        survivor = consumer(cluster, "g-killed", "survivor", **{"share.acknowledgement.mode": "explicit"})
+        survivor.subscribe(["killed"])
+        killed_at = time.monotonic()
+        seen: dict[tuple[int, int], int] = {}
+
+        def all_seen() -> bool:
+            for m in survivor.poll(0.2):
+                if m.error() is None:
+                    seen[(m.partition(), m.offset())] = m.delivery_count()
+                    survivor.acknowledge(m, confluent_kafka.AcknowledgeType.ACCEPT)
+            survivor.commit_async()
+            return len(seen) == len(values)
+
+        wait_until(all_seen, 40, what="every record, the killed consumer's again")
+        back_s = time.monotonic() - killed_at
+        print(f"{len(held)} records of the killed consumer back after {back_s:.2f} s (lock {LOCK_MS} ms)")
+        assert {k: v for k, v in seen.items() if k in held} == dict.fromkeys(held, 2)
+        # records the holder had fetched but not yet handed to its application were locked too
+        assert all(v in (1, 2) for k, v in seen.items() if k not in held)
+        assert back_s >= LOCK_MS / 1000 * 0.5
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+        if survivor is not None:
+            survivor.close()

@@ -5,8 +5,8 @@ types filter) shows the group as ``share``; and hand-made ShareGroupHeartbeats (
 Kafka's fencing, leave and one-type-per-group answers.
 
 On main, ShareGroupHeartbeat (76) is not served: the ShareConsumers never join (no group exists
-after 20 s). ShareFetch (78) is not served yet either, so librdkafka retries it in a loop; the
-tests are kept short for that reason.
+after 20 s). Records are fetched in test_share_fetch.py; the share coordinator's state
+(83-87) is checked here.
 """
 
 from __future__ import annotations
