@@ -148,7 +148,11 @@ class SharePartitionManager:
     async def _get(self, group_id: str, topic_id: str, topic: str, partition: int) -> _Held:
         """The share partition, loaded (or loaded again at a new leader epoch) first."""
         key = (group_id, topic_id, partition)
-        p = self._leader(topic, partition)
+        try:
+            p = self._leader(topic, partition)
+        except kerr.NotLeaderOrFollowerError:
+            self._held.pop(key, None)  # led elsewhere now: its state is the new leader's to read
+            raise
         held = self._held.get(key)
         if held is not None and held.leader_epoch == p.leader_epoch:
             return held
