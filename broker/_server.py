@@ -57,6 +57,7 @@ from kraftlog.broker.share import (
     SharePersister,
     ShareSessionCache,
     ShareStateService,
+    group_partition_config,
 )
 from kraftlog.broker.txn import (
     TXN_TOPIC,
@@ -76,7 +77,7 @@ from kraftlog.common.security import (
     current_request,
     listener_protocol,
 )
-from kraftlog.metadata_log import AclGate, MetadataDelta, MetadataImage
+from kraftlog.metadata_log import AclGate, ConfigResourceType, MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
@@ -212,7 +213,14 @@ class BrokerServer:
         )
         self.groups.share_state_initializer = self.share_persister.initialize
         self.share_partitions = SharePartitionManager(
-            self.broker_id, config, replicas=lambda: self.replicas, persister=self.share_persister, clock_ms=clock_ms
+            self.broker_id,
+            config,
+            replicas=lambda: self.replicas,
+            persister=self.share_persister,
+            clock_ms=clock_ms,
+            group_config=lambda group_id, base: group_partition_config(
+                self.follower.image.configs.config(ConfigResourceType.GROUP, group_id), base, config.__getitem__
+            ),
         )
         self.share_fetch_service = ShareFetchService(
             self.share_partitions,

@@ -22,7 +22,11 @@ from kraftlog.broker.share._share_fetch_service import (
     ShareFetchService,
 )
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
-from kraftlog.broker.share._share_partition_manager import PartitionFetch, SharePartitionManager
+from kraftlog.broker.share._share_partition_manager import (
+    PartitionFetch,
+    SharePartitionManager,
+    group_partition_config,
+)
 from kraftlog.broker.share._share_persister import RemoteCall, SharePersister
 from kraftlog.broker.share._share_records import (
     SHARE_STATE_TOPIC,
@@ -135,6 +139,7 @@ __all__ = [
     "encode_key",
     "encode_value",
     "fetched_batches",
+    "group_partition_config",
     "initial_start_offset",
     "kafka_uuid_text",
     "parse_auto_offset_reset",

@@ -50,7 +50,6 @@ class ShareFetchCall:
     max_records: int = 500
     mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
     renew_only: bool = False
-    read_committed: bool = False
 
 
 @dataclass
@@ -164,7 +163,6 @@ class ShareFetchService:
             max_bytes=call.max_bytes,
             max_records=call.max_records,
             mode=call.mode,
-            read_committed=call.read_committed,
         )
         for key, f in got.items():
             pa = answer.partitions.setdefault(key, PartitionAnswer())

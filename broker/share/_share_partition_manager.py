@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -42,11 +42,13 @@ from kraftlog.broker.share._share_types import (
     AutoOffsetReset,
     ChangeResult,
     SharePartitionConfig,
+    parse_auto_offset_reset,
 )
 from kraftlog.common import errors as kerr
+from kraftlog.common.config import ConfigError, share_group_configs
 from kraftlog.common.security import spawn
 
-__all__ = ["SharePartitionManager", "PartitionFetch", "ShareKey3"]
+__all__ = ["SharePartitionManager", "PartitionFetch", "ShareKey3", "group_partition_config"]
 
 _log = structlog.get_logger(__name__)
 
@@ -98,6 +100,7 @@ class SharePartitionManager:
         replicas: Callable[[], Any],
         persister: SharePersister,
         clock_ms: Callable[[], int],
+        group_config: Callable[[str, SharePartitionConfig], SharePartitionConfig] | None = None,
         max_wait_ms: int = 1_000,
     ) -> None:
         self.broker_id = broker_id
@@ -111,6 +114,9 @@ class SharePartitionManager:
             max_record_locks=config["group.share.partition.max.record.locks"],
             auto_offset_reset=AutoOffsetReset("latest"),
         )
+        #: a group's settings: the broker's with the group's own configs (share.record.lock.duration.ms,
+        #: share.auto.offset.reset, share.isolation.level) in their place
+        self._group_config = group_config or (lambda _group, base: base)
         self._held: dict[ShareKey3, _Held] = {}
         self._loading: dict[ShareKey3, asyncio.Lock] = {}
         self._deadlines: list[tuple[int, ShareKey3]] = []
@@ -166,15 +172,16 @@ class SharePartitionManager:
             result = await self.persister.call(ReadStateRequest(group_id, topic_id, partition, epoch))
             if result.error is not None:
                 raise result.error(result.message or result.error.error_name)
+            config = self._group_config(group_id, self.partition_config)
             start = result.start_offset
             resolved = start < 0
             if resolved:
-                end = p.high_watermark
+                end = p.log.last_stable_offset if config.read_committed else p.high_watermark
                 start = initial_start_offset(
-                    self.partition_config.auto_offset_reset, p.log_start_offset, end, lambda _ts: None, self.clock_ms()
+                    config.auto_offset_reset, p.log_start_offset, end, self._offset_for_time(p), self.clock_ms()
                 )
             start = max(start, p.log_start_offset)
-            core = SharePartition.from_state(self.partition_config, start, result.state_batches)
+            core = SharePartition.from_state(config, start, result.state_batches)
             held = _Held(topic, core, epoch, result.state_epoch)
             self._held[key] = held
             self._log.info(
@@ -184,6 +191,16 @@ class SharePartitionManager:
                 async with held.lock:
                     await self._persist(key, held)
             return held
+
+    @staticmethod
+    def _offset_for_time(p: Any) -> Callable[[int], int | None]:
+        """The first offset of ``p`` with a timestamp at or after a time (``by_duration``)."""
+
+        def find(timestamp_ms: int) -> int | None:
+            found = p.fetch_offset_for_timestamp(timestamp_ms)
+            return None if found is None else int(found.offset)
+
+        return find
 
     async def _persist(self, key: ShareKey3, held: _Held) -> None:
         """Write the partition's state (under its lock); a failed write drops the partition."""
@@ -266,18 +283,18 @@ class SharePartitionManager:
         max_bytes: int,
         max_records: int,
         mode: AcquireMode,
-        read_committed: bool = False,
     ) -> dict[tuple[str, int], PartitionFetch]:
         """Acquire records of ``parts`` (topic id, name, partition) for the member, waiting up to
-        ``max_wait_ms`` for some when there are none."""
+        ``max_wait_ms`` for some when there are none (read_committed as the group's
+        ``share.isolation.level`` says)."""
         deadline = self.clock_ms() + max(0, max_wait_ms)
         while True:
-            out = await self._fetch_once(group_id, member_id, parts, max_bytes, max_records, mode, read_committed)
+            out = await self._fetch_once(group_id, member_id, parts, max_bytes, max_records, mode)
             got = any(f.acquired or f.error is not None for f in out.values())
             remaining = deadline - self.clock_ms()
             if got or remaining <= 0 or not parts:
                 return out
-            await self._wait_for_records(group_id, parts, remaining, read_committed)
+            await self._wait_for_records(group_id, parts, remaining)
 
     async def _fetch_once(
         self,
@@ -287,7 +304,6 @@ class SharePartitionManager:
         max_bytes: int,
         max_records: int,
         mode: AcquireMode,
-        read_committed: bool,
     ) -> dict[tuple[str, int], PartitionFetch]:
         out: dict[tuple[str, int], PartitionFetch] = {}
         left_records = max(1, max_records)
@@ -311,7 +327,9 @@ class SharePartitionManager:
                 offset = core.next_fetch_offset()
                 try:
                     read = p.fetch_records(
-                        fetch_offset=offset, max_bytes=left_bytes, isolation_level=1 if read_committed else 0
+                        fetch_offset=offset,
+                        max_bytes=left_bytes,
+                        isolation_level=1 if core.config.read_committed else 0,
                     )
                 except kerr.OffsetOutOfRangeError:
                     core.move_log_start(p.log_start_offset)
@@ -333,7 +351,7 @@ class SharePartitionManager:
                 )
         return out
 
-    def _ready(self, group_id: str, parts: Sequence[tuple[str, str, int]], read_committed: bool) -> bool:
+    def _ready(self, group_id: str, parts: Sequence[tuple[str, str, int]]) -> bool:
         """Whether one of ``parts`` may hand out records now (or answers an error)."""
         manager = self._replicas()
         for topic_id, topic, partition in parts:
@@ -344,16 +362,14 @@ class SharePartitionManager:
             core = held.core
             if core.next_fetch_offset() < core.end_offset:
                 return True  # a record made available again
-            end = p.log.last_stable_offset if read_committed else p.high_watermark
+            end = p.log.last_stable_offset if core.config.read_committed else p.high_watermark
             if core.end_offset < end and core.can_acquire():
                 return True
         return False
 
-    async def _wait_for_records(
-        self, group_id: str, parts: Sequence[tuple[str, str, int]], wait_ms: int, read_committed: bool
-    ) -> None:
+    async def _wait_for_records(self, group_id: str, parts: Sequence[tuple[str, str, int]], wait_ms: int) -> None:
         manager = self._replicas()
-        op = _DelayedShareFetch(wait_ms, lambda: self._ready(group_id, parts, read_committed))
+        op = _DelayedShareFetch(wait_ms, lambda: self._ready(group_id, parts))
         self._waiting.add(op)
         try:
             manager.fetch_purgatory.try_complete_else_watch(op, [(topic, partition) for _t, topic, partition in parts])
@@ -396,3 +412,25 @@ class SharePartitionManager:
                     except kerr.KafkaError:
                         continue
                 self._after_change(key, held, change)
+
+
+def group_partition_config(
+    own: Mapping[str, str], base: SharePartitionConfig, broker: Callable[[str], Any]
+) -> SharePartitionConfig:
+    """``base`` (the broker's settings) with a share group's own configs (``own``, as the GROUP
+    config resource stores them) in their place; a stored value the broker's bounds no longer
+    admit leaves the broker's, as for consumer groups."""
+    if not own:
+        return base
+    try:
+        values = share_group_configs(own, broker)
+        reset = parse_auto_offset_reset(str(values["share.auto.offset.reset"]))
+    except (ConfigError, ValueError) as err:
+        _log.warning("share_group_config_ignored", error=str(err))
+        return base
+    return replace(
+        base,
+        record_lock_duration_ms=int(values["share.record.lock.duration.ms"]),
+        auto_offset_reset=reset,
+        read_committed=values["share.isolation.level"] == "read_committed",
+    )

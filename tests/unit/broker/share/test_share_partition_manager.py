@@ -217,3 +217,27 @@ def test_a_long_poll_wakes_when_a_lock_expires() -> None:
         assert [tuple(r) for r in got[(TID, 0)].acquired] == [(0, 0, 2)]
 
     asyncio.run(scenario())
+
+
+def test_a_share_groups_own_configs_replace_the_brokers() -> None:
+    from kraftlog.broker.share import SharePartitionConfig, group_partition_config
+    from kraftlog.broker.share._share_types import AutoOffsetReset
+    from kraftlog.common.config import NodeConfig
+    from tests.unit.common.test_config_share import BASE
+
+    broker = NodeConfig(BASE).__getitem__
+    base = SharePartitionConfig()
+    assert group_partition_config({}, base, broker) is base
+    own = {
+        "share.auto.offset.reset": "by_duration:PT1M",
+        "share.isolation.level": "read_committed",
+        "share.record.lock.duration.ms": "20000",
+    }
+    got = group_partition_config(own, base, broker)
+    assert (got.auto_offset_reset, got.read_committed, got.record_lock_duration_ms) == (
+        AutoOffsetReset("by_duration", 60_000),
+        True,
+        20_000,
+    )
+    # a stored value the broker's bounds no longer admit leaves the broker's settings
+    assert group_partition_config({"share.record.lock.duration.ms": "5000"}, base, broker) is base
