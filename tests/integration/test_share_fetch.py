@@ -48,7 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.wait_unfenced_brokers()
         with c.admin(request_timeout_ms=20_000) as admin:
             admin.create_topics(
-                [NewTopic(n, num_partitions=2, replication_factor=1) for n in ("work", "again", "killed")]
+                [NewTopic(n, num_partitions=2, replication_factor=1) for n in ("work", "again", "killed", "txn")]
             )
         yield c
     finally:
@@ -232,3 +232,43 @@ def test_the_records_of_a_killed_consumer_come_back_after_the_lock_duration(clus
             holder.kill()
         if survivor is not None:
             survivor.close()
+
+
+def test_a_read_committed_share_group_starting_earliest_skips_aborted_transactions(cluster: LocalCluster) -> None:
+    """The group's own configs (IncrementalAlterConfigs on the GROUP resource, confluent-kafka's
+    admin): share.auto.offset.reset=earliest delivers what was produced before the first fetch, and
+    share.isolation.level=read_committed never delivers an aborted transaction's records."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    resource = ConfigResource(ResourceType.GROUP, "g-txn")
+    for key, value in (("share.auto.offset.reset", "earliest"), ("share.isolation.level", "read_committed")):
+        resource.add_incremental_config(ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap_servers, "transactional.id": "share-txn", "linger.ms": 5}
+    )
+    producer.init_transactions(20)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("txn", f"{'kept' if commit else 'aborted'}-{i}".encode(), partition=i % 2)
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    c = consumer(cluster, "g-txn", "t0")
+    try:
+        c.subscribe(["txn"])
+        seen: list[bytes] = []
+
+        def all_committed() -> bool:
+            seen.extend(m.value() for m in c.poll(0.2) if m.error() is None)
+            return len(seen) >= 20
+
+        wait_until(all_committed, 30, what="the committed records")
+        for _ in range(3):
+            seen.extend(m.value() for m in c.poll(0.3) if m.error() is None)
+        assert sorted(seen) == sorted(f"kept-{i}".encode() for i in range(10) for _ in range(2))
+    finally:
+        c.close()
