@@ -2,7 +2,7 @@
 librdkafka 2.16's ShareConsumer sends them: each request is decoded into a `ShareFetchCall` and
 served by the broker's one `ShareFetchService`; v2's ``share_acquire_mode`` (KIP-1206: 0
 batch_optimized, 1 record_limit) and ``is_renew_ack`` (KIP-1222) are honoured, v1 is
-batch_optimized.
+batch_optimized. A share session opened on a connection is forgotten when that connection closes.
 """
 
 from __future__ import annotations
@@ -59,6 +59,13 @@ class ShareFetchApis:
             renew_only=bool(getattr(body, "is_renew_ack", False)),
         )
         answer = await self.service.serve(call)
+        if call.epoch == 0 and answer.error is None:
+            # the share session lives as long as its connection, as Kafka's ShareSessionCache
+            # keeps it: a consumer that went away does not hold a session slot (its records stay
+            # acquired until their locks end)
+            conn.on_close[("share-session", call.group_id, call.member_id)] = self.service.forgetter(
+                call.group_id, call.member_id
+            )
         out = self._answer(answer, fetch=True)
         out["acquisition_lock_timeout"] = self.service.manager.lock_duration_ms
         return out

@@ -81,6 +81,17 @@ class ShareFetchService:
         self.sessions = sessions
         self.image = image
 
+    def forgetter(self, group_id: str, member_id: str) -> Callable[[], None]:
+        """What forgets the member's current share session (and only that one: a session the
+        member opened again since, on another connection, stays)."""
+        session = self.sessions.get(group_id, member_id)
+
+        def forget() -> None:
+            if session is not None and self.sessions.get(group_id, member_id) is session:
+                self.sessions.close_member(group_id, member_id)
+
+        return forget
+
     async def serve(self, call: ShareFetchCall) -> ShareFetchAnswer:
         ctx = current_request()
         if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, call.group_id):

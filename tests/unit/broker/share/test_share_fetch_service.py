@@ -116,3 +116,14 @@ def test_a_closing_acknowledge_releases_what_the_member_holds() -> None:
     assert answer.error is None
     assert manager.log[1:] == [("ack", "m", "t", 0, [(0, 0, (1,))]), ("release", "m", [(TID, "t", 0)])]
     assert serve(service, ShareFetchCall("g", "m", 1, [])).error is kerr.ShareSessionNotFoundError
+
+
+def test_forgetting_a_connections_session_leaves_a_newer_one() -> None:
+    service, _manager = make()
+    serve(service, ShareFetchCall("g", "m", 0, [(TID, [(0, [])])]))
+    forget_old = service.forgetter("g", "m")
+    serve(service, ShareFetchCall("g", "m", 0, [(TID, [(0, [])])]))  # reopened (another connection)
+    forget_old()
+    assert service.sessions.get("g", "m") is not None
+    service.forgetter("g", "m")()
+    assert service.sessions.get("g", "m") is None
