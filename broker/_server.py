@@ -55,6 +55,7 @@ from kraftlog.broker.share import (
     ShareFetchService,
     SharePartitionManager,
     SharePersister,
+    ShareServicer,
     ShareSessionCache,
     ShareStateService,
     group_partition_config,
@@ -499,6 +500,7 @@ class BrokerServer:
         share_pb2_grpc.add_ShareCoordinatorServiceServicer_to_server(
             ShareCoordinatorServicer(self.share_state_service), server
         )
+        share_pb2_grpc.add_ShareServiceServicer_to_server(ShareServicer(self.share_fetch_service), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(forwarding_admin_service(self.channel), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
 

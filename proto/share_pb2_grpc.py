@@ -267,3 +267,118 @@ class ShareCoordinatorService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ShareServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ShareFetch = channel.unary_unary(
+                '/kraftlog.v1.ShareService/ShareFetch',
+                request_serializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
+                _registered_method=True)
+        self.ShareAcknowledge = channel.unary_unary(
+                '/kraftlog.v1.ShareService/ShareAcknowledge',
+                request_serializer=kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
+                _registered_method=True)
+
+
+class ShareServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ShareFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShareAcknowledge(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ShareServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ShareFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareFetch,
+                    request_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.SerializeToString,
+            ),
+            'ShareAcknowledge': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareAcknowledge,
+                    request_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kraftlog.v1.ShareService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kraftlog.v1.ShareService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ShareService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ShareFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ShareService/ShareFetch',
+            kraftlog_dot_proto_dot_share__pb2.ShareFetchRequest.SerializeToString,
+            kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareAcknowledge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ShareService/ShareAcknowledge',
+            kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.SerializeToString,
+            kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -15,6 +15,7 @@ out. Share-group membership is the group coordinator's (`kraftlog.broker.groups`
 from kraftlog.broker.share._share_coordinator import ShareShards, kafka_uuid_text, share_state_partition
 from kraftlog.broker.share._share_coordinator_shell import ShareCoordinator
 from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges, fetched_batches
+from kraftlog.broker.share._share_fetch_grpc import ShareServicer
 from kraftlog.broker.share._share_fetch_service import (
     PartitionAnswer,
     ShareFetchAnswer,
@@ -93,6 +94,7 @@ __all__ = [
     "SharePartitionManager",
     "ShareSession",
     "ShareSessionCache",
+    "ShareServicer",
     "ShareStateService",
     "request_from_pb",
     "request_to_pb",

@@ -353,6 +353,7 @@ def _grpc_methods() -> list[tuple[str, object, str]]:
         (group_pb2, "GroupService", ("broker",)),
         (txn_pb2, "TxnService", ("broker",)),
         (share_pb2, "ShareCoordinatorService", ("broker",)),
+        (share_pb2, "ShareService", ("broker",)),
         (diagnostics_pb2, "DiagnosticsService", ("broker",)),
         (admin_pb2, "AdminService", ("broker", "controller")),
         (controller_pb2, "ControllerService", ("controller",)),

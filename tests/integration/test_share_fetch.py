@@ -48,7 +48,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.wait_unfenced_brokers()
         with c.admin(request_timeout_ms=20_000) as admin:
             admin.create_topics(
-                [NewTopic(n, num_partitions=2, replication_factor=1) for n in ("work", "again", "killed", "txn")]
+                [
+                    NewTopic(n, num_partitions=2, replication_factor=1)
+                    for n in ("work", "again", "killed", "txn", "viagrpc")
+                ]
             )
         yield c
     finally:
@@ -272,3 +275,77 @@ def test_a_read_committed_share_group_starting_earliest_skips_aborted_transactio
         assert sorted(seen) == sorted(f"kept-{i}".encode() for i in range(10) for _ in range(2))
     finally:
         c.close()
+
+
+def test_share_fetch_and_acknowledge_over_grpc(cluster: LocalCluster) -> None:
+    """ShareService on the gRPC listener: the same sessions and share partitions as the Kafka
+    listener's (a member joined by a hand-made ShareGroupHeartbeat)."""
+    import grpc
+
+    from kraftlog.proto import share_pb2, share_pb2_grpc
+
+    def coordinator_found() -> bool:  # FindCoordinator creates __consumer_offsets, as a client's first step
+        answer: Any = kafka_call(cluster, None, 10, 4, {"key_type": 0, "coordinator_keys": ["g-grpc"]})
+        return bool(answer.coordinators[0].error_code == 0)
+
+    wait_until(coordinator_found, 20, what="the group coordinator")
+    hb = {"group_id": "g-grpc", "member_id": "grpc-m", "member_epoch": 0, "rack_id": None}
+    joined: Any = kafka_call(cluster, None, 76, 1, {**hb, "subscribed_topic_names": ["viagrpc"]})
+
+    def assigned() -> bool:
+        answer: Any = kafka_call(
+            cluster, None, 76, 1, {**hb, "member_epoch": joined.member_epoch, "subscribed_topic_names": None}
+        )
+        return bool(answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions)
+
+    wait_until(assigned, 15, what="grpc-m assigned viagrpc")
+    tid = str(topic_id(cluster, "viagrpc"))
+    (node,) = cluster.nodes.values()
+    with grpc.insecure_channel(f"127.0.0.1:{node.broker_port}") as channel:
+        stub = share_pb2_grpc.ShareServiceStub(channel)
+        topics = [share_pb2.ShareFetchTopic(topic_id=tid, partitions=[{"partition": 0}, {"partition": 1}])]
+        base = {"group_id": "g-grpc", "member_id": "grpc-m", "max_records": 100, "max_bytes": 1 << 20}
+        opened = stub.ShareFetch(share_pb2.ShareFetchRequest(**base, share_session_epoch=0, topics=topics), timeout=10)
+        assert opened.error.code == 0 and opened.acquisition_lock_timeout_ms == LOCK_MS
+        produce(cluster, "viagrpc", 4)
+
+        epoch = [1]  # the session's next epoch
+
+        def fetched() -> Any:
+            got = stub.ShareFetch(
+                share_pb2.ShareFetchRequest(**base, share_session_epoch=epoch[0], max_wait_ms=500), timeout=10
+            )
+            epoch[0] += 1
+            assert got.error.code == 0
+            return [
+                (p.partition, a.first_offset, a.last_offset, a.delivery_count)
+                for t in got.topics
+                for p in t.partitions
+                for a in p.acquired_records
+            ]
+
+        acquired: list[Any] = []
+        wait_until(lambda: acquired.extend(fetched()) or len(acquired) >= 2, 15, what="both partitions' records")
+        assert sorted(acquired) == [(0, 0, 1, 1), (1, 0, 1, 1)]
+        acks = [
+            share_pb2.ShareFetchTopic(
+                topic_id=tid,
+                partitions=[
+                    {
+                        "partition": p,
+                        "acknowledgement_batches": [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}],
+                    }
+                    for p in (0, 1)
+                ],
+            )
+        ]
+        acked = stub.ShareAcknowledge(
+            share_pb2.ShareAcknowledgeRequest(
+                group_id="g-grpc", member_id="grpc-m", share_session_epoch=epoch[0], topics=acks
+            ),
+            timeout=10,
+        )
+        epoch[0] += 1
+        assert acked.error.code == 0
+        assert [p.error.code for t in acked.topics for p in t.partitions] == [0, 0]
+        assert fetched() == []  # accepted: nothing comes back
