@@ -67,7 +67,7 @@ class ShareFetchApis:
                 call.group_id, call.member_id
             )
         out = self._answer(answer, fetch=True)
-        out["acquisition_lock_timeout"] = self.service.manager.lock_duration_ms
+        out["acquisition_lock_timeout"] = self.service.manager.lock_duration_ms(call.group_id)
         return out
 
     async def share_acknowledge(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
@@ -81,7 +81,7 @@ class ShareFetchApis:
         )
         answer = await self.service.serve(call)
         out = self._answer(answer, fetch=False)
-        out["acquisition_lock_timeout"] = self.service.manager.lock_duration_ms
+        out["acquisition_lock_timeout"] = self.service.manager.lock_duration_ms(call.group_id)
         return out
 
     @staticmethod

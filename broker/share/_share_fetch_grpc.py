@@ -59,7 +59,7 @@ class ShareServicer(share_pb2_grpc.ShareServiceServicer):
             mode=AcquireMode.RECORD_LIMIT if request.share_acquire_mode == 1 else AcquireMode.BATCH_OPTIMIZED,
             renew_only=request.is_renew_ack,
         )
-        return self._answer(await self.service.serve(call))
+        return self._answer(await self.service.serve(call), call.group_id)
 
     async def ShareAcknowledge(self, request: Any, context: Any) -> Any:
         call = ShareFetchCall(
@@ -69,9 +69,9 @@ class ShareServicer(share_pb2_grpc.ShareServiceServicer):
             topics=_topics(request.topics),
             fetch=False,
         )
-        return self._answer(await self.service.serve(call))
+        return self._answer(await self.service.serve(call), call.group_id)
 
-    def _answer(self, answer: ShareFetchAnswer) -> Any:
+    def _answer(self, answer: ShareFetchAnswer, group_id: str) -> Any:
         R = share_pb2.ShareFetchResponse
         by_topic: dict[str, list[Any]] = {}
         for (topic_id, partition), pa in answer.partitions.items():
@@ -93,6 +93,6 @@ class ShareServicer(share_pb2_grpc.ShareServiceServicer):
             )
         return R(
             error=_error(answer.error, answer.message),
-            acquisition_lock_timeout_ms=self.service.manager.lock_duration_ms,
+            acquisition_lock_timeout_ms=self.service.manager.lock_duration_ms(group_id),
             topics=[R.Topic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
         )

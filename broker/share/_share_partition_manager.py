@@ -125,9 +125,9 @@ class SharePartitionManager:
         self._timer: asyncio.Task[None] | None = None
         self._log = _log.bind(node_id=broker_id)
 
-    @property
-    def lock_duration_ms(self) -> int:
-        duration: int = self.partition_config.record_lock_duration_ms
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The acquisition lock duration of ``group_id``'s records (its own config, else the broker's)."""
+        duration: int = self._group_config(group_id, self.partition_config).record_lock_duration_ms
         return duration
 
     # ================================================================ lifecycle
