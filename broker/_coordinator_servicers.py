@@ -1,5 +1,6 @@
-"""The gRPC front ends of the coordinators: `GroupServicer` and `TxnServicer` adapt gRPC's calling
-convention (request, context) to the broker's one `GroupService` and `TxnService`, which the
+"""The gRPC front ends of the coordinators: `GroupServicer`, `TxnServicer` and
+`ShareCoordinatorServicer` adapt gRPC's calling convention (request, context) to the broker's one
+`GroupService`, `TxnService` and `ShareStateService`, which the
 Kafka listener's handlers call as well. They add nothing but what only gRPC knows: the listener
 name FindCoordinator answers with, and the client's address from the call's peer string.
 Authorization happens in the services, under the context the node's server interceptor sets.
@@ -10,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from kraftlog.broker.groups import GroupService, JoinRequest, Protocol, client_host_of
+from kraftlog.broker.share import ShareStateService
 from kraftlog.broker.txn import TxnService
-from kraftlog.proto import group_pb2_grpc, txn_pb2_grpc
+from kraftlog.proto import group_pb2_grpc, share_pb2_grpc, txn_pb2_grpc
 
-__all__ = ["GroupServicer", "TxnServicer"]
+__all__ = ["GroupServicer", "ShareCoordinatorServicer", "TxnServicer"]
 
 
 def _client_host(context: Any) -> str:
@@ -108,3 +110,25 @@ class TxnServicer(txn_pb2_grpc.TxnServiceServicer):
 
     async def DescribeTransactions(self, request: Any, context: Any) -> Any:
         return await self.service.DescribeTransactions(request)
+
+
+class ShareCoordinatorServicer(share_pb2_grpc.ShareCoordinatorServiceServicer):
+    """The share coordinator's APIs (83-87) over gRPC, between brokers."""
+
+    def __init__(self, service: ShareStateService) -> None:
+        self.service = service
+
+    async def InitializeShareGroupState(self, request: Any, context: Any) -> Any:
+        return await self.service.call("InitializeShareGroupState", request)
+
+    async def ReadShareGroupState(self, request: Any, context: Any) -> Any:
+        return await self.service.call("ReadShareGroupState", request)
+
+    async def WriteShareGroupState(self, request: Any, context: Any) -> Any:
+        return await self.service.call("WriteShareGroupState", request)
+
+    async def DeleteShareGroupState(self, request: Any, context: Any) -> Any:
+        return await self.service.call("DeleteShareGroupState", request)
+
+    async def ReadShareGroupStateSummary(self, request: Any, context: Any) -> Any:
+        return await self.service.call("ReadShareGroupStateSummary", request)

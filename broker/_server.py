@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from kraftlog.broker._broker_servicers import BrokerServicer, DiagnosticsServicer, forwarding_admin_service, maybe_await
 from kraftlog.broker._controller_channel import ControllerChannel
-from kraftlog.broker._coordinator_servicers import GroupServicer, TxnServicer
+from kraftlog.broker._coordinator_servicers import GroupServicer, ShareCoordinatorServicer, TxnServicer
 from kraftlog.broker._lifecycle import BrokerLifecycle
 from kraftlog.broker._listeners import (
     BROKER_LISTENER,
@@ -49,6 +49,17 @@ from kraftlog.broker.replica import (
     error_pb,
     grpc_stream_opener,
 )
+from kraftlog.broker.share import (
+    SHARE_STATE_TOPIC,
+    ShareCoordinator,
+    ShareFetchService,
+    SharePartitionManager,
+    SharePersister,
+    ShareServicer,
+    ShareSessionCache,
+    ShareStateService,
+    group_partition_config,
+)
 from kraftlog.broker.txn import (
     TXN_TOPIC,
     ProducerIdManager,
@@ -67,7 +78,7 @@ from kraftlog.common.security import (
     current_request,
     listener_protocol,
 )
-from kraftlog.metadata_log import AclGate, MetadataDelta, MetadataImage
+from kraftlog.metadata_log import AclGate, ConfigResourceType, MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2,
@@ -78,6 +89,7 @@ from kraftlog.proto import (
     diagnostics_pb2_grpc,
     group_pb2_grpc,
     open_aio_channel,
+    share_pb2_grpc,
     txn_pb2_grpc,
 )
 
@@ -182,6 +194,40 @@ class BrokerServer:
             send_markers=self._send_markers,
             clock_ms=clock_ms,
         )
+        # the share coordinator (KIP-932) on __share_group_state, and how this broker reaches it
+        self.share_coordinator = ShareCoordinator(
+            self.broker_id,
+            config,
+            replicas=lambda: self.replicas,
+            image=lambda: self.follower.image,
+            create_topic=self._create_share_state_topic,
+            clock_ms=clock_ms,
+        )
+        self.share_state_service = ShareStateService(self.share_coordinator)
+        self.share_persister = SharePersister(
+            self.broker_id,
+            self.share_coordinator,
+            self.share_state_service,
+            lambda: self.follower.image,
+            self._share_coordinator_call,
+            clock_ms=clock_ms,
+        )
+        self.groups.share_state_initializer = self.share_persister.initialize
+        self.share_partitions = SharePartitionManager(
+            self.broker_id,
+            config,
+            replicas=lambda: self.replicas,
+            persister=self.share_persister,
+            clock_ms=clock_ms,
+            group_config=lambda group_id, base: group_partition_config(
+                self.follower.image.configs.config(ConfigResourceType.GROUP, group_id), base, config.__getitem__
+            ),
+        )
+        self.share_fetch_service = ShareFetchService(
+            self.share_partitions,
+            ShareSessionCache(config["group.share.max.share.sessions"]),
+            lambda: self.follower.image,
+        )
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
@@ -259,6 +305,8 @@ class BrokerServer:
         self.replicas.fetcher_manager = self.fetchers
         self.groups.start()
         self.txn.start()
+        self.share_coordinator.start()
+        self.share_partitions.start()
         self.group_lag.start()
         advertised = kafka_listeners(self.config)
         for kl in self.kafka_listeners:  # bound before registering: port 0 gets its real port
@@ -314,6 +362,8 @@ class BrokerServer:
         await self.group_lag.stop()
         await self.groups.stop()
         await self.txn.stop()
+        await self.share_coordinator.stop()
+        await self.share_partitions.stop()
         await self.lifecycle.stop()
         await self.follower.stop()
         if self.replicas is not None:
@@ -439,6 +489,7 @@ class BrokerServer:
         self.replicas.apply_delta(delta if delta is not None else MetadataDelta(image), image)
         self.groups.on_metadata(image)
         self.txn.on_metadata(image)
+        self.share_coordinator.on_metadata(image)
 
     # ------------------------------------------------------------------ gRPC
 
@@ -446,6 +497,10 @@ class BrokerServer:
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(self), server)
         group_pb2_grpc.add_GroupServiceServicer_to_server(GroupServicer(self.group_service, BROKER_LISTENER), server)
         txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnServicer(self.txn_service), server)
+        share_pb2_grpc.add_ShareCoordinatorServiceServicer_to_server(
+            ShareCoordinatorServicer(self.share_state_service), server
+        )
+        share_pb2_grpc.add_ShareServiceServicer_to_server(ShareServicer(self.share_fetch_service), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(forwarding_admin_service(self.channel), server)
         diagnostics_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
 
@@ -487,6 +542,26 @@ class BrokerServer:
 
     async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self._create_internal_topic(OFFSETS_TOPIC, partitions, replication_factor, configs)
+
+    async def _create_share_state_topic(
+        self, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        await self._create_internal_topic(SHARE_STATE_TOPIC, partitions, replication_factor, configs)
+
+    async def _share_coordinator_call(self, node_id: int, api: str, request: Any) -> Any:
+        """A share coordinator API (``api``, its RPC name) on broker ``node_id`` over gRPC."""
+        reg = self.follower.image.cluster.broker(node_id)
+        ep = reg.endpoint(BROKER_LISTENER) if reg is not None else None
+        if ep is None:
+            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no {BROKER_LISTENER} endpoint")
+        host = f"[{ep.host}]" if ":" in ep.host else ep.host
+        ch = self._peer_channels.get(f"{host}:{ep.port}")
+        if ch is None:
+            self._peer(f"{host}:{ep.port}")  # opens the channel
+            ch = self._peer_channels[f"{host}:{ep.port}"]
+        stub = share_pb2_grpc.ShareCoordinatorServiceStub(ch)
+        timeout_s = self.config["share.coordinator.write.timeout.ms"] / 1000.0 + 5.0
+        return await getattr(stub, api)(request, timeout=timeout_s)
 
     async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         await self._create_internal_topic(TXN_TOPIC, partitions, replication_factor, configs)

@@ -33,6 +33,8 @@ from kraftlog.broker.kafka._kafka_quotas import QuotaApis
 from kraftlog.broker.kafka._kafka_sasl import SASL_APIS, SaslApis
 from kraftlog.broker.kafka._kafka_security import SecurityApis
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
+from kraftlog.broker.kafka._kafka_share_fetch import ShareFetchApis
+from kraftlog.broker.kafka._kafka_share_state import ShareStateApis
 from kraftlog.broker.kafka._kafka_throttle import KafkaThrottle
 from kraftlog.broker.kafka._kafka_txn import TxnApis
 from kraftlog.broker.kafka._kafka_wire import (
@@ -49,6 +51,7 @@ from kraftlog.common.security import RequestContext, request_scope
 if TYPE_CHECKING:
     from kraftlog.broker.groups import GroupService
     from kraftlog.broker.quota import QuotaManagers
+    from kraftlog.broker.share import ShareFetchService, ShareStateService
     from kraftlog.broker.txn import TxnService
     from kraftlog.common.config import NodeConfig
     from kraftlog.metadata_log import AclGate
@@ -93,6 +96,12 @@ class KafkaBroker(Protocol):
 
     @property
     def txn_service(self) -> TxnService: ...
+
+    @property
+    def share_state_service(self) -> ShareStateService: ...
+
+    @property
+    def share_fetch_service(self) -> ShareFetchService: ...
 
     async def init_producer_id(self, request: Any) -> broker_pb2.InitProducerIdResponse: ...
 
@@ -153,6 +162,8 @@ class KafkaApis:
             config=broker.config,
         )
         security = SecurityApis(forward)
+        share_state = ShareStateApis(broker.share_state_service)
+        share_fetch = ShareFetchApis(broker.share_fetch_service)
         quotas = QuotaApis(forward, image)
         quorum = QuorumApis(forward, cluster_id=broker.cluster_id)
         self._sasl = sasl = SaslApis(broker.broker_id, lambda m, user: broker.follower.image.scram.credential(m, user))
@@ -207,6 +218,13 @@ class KafkaApis:
             69: _Route("ConsumerGroupDescribe", 0, 1, groups.consumer_group_describe),
             76: _Route("ShareGroupHeartbeat", 1, 1, groups.share_group_heartbeat),
             77: _Route("ShareGroupDescribe", 1, 1, groups.share_group_describe),
+            78: _Route("ShareFetch", 1, 2, share_fetch.share_fetch),
+            79: _Route("ShareAcknowledge", 1, 2, share_fetch.share_acknowledge),
+            83: _Route("InitializeShareGroupState", 0, 0, share_state.initialize_share_group_state),
+            84: _Route("ReadShareGroupState", 0, 0, share_state.read_share_group_state),
+            85: _Route("WriteShareGroupState", 0, 1, share_state.write_share_group_state),
+            86: _Route("DeleteShareGroupState", 0, 0, share_state.delete_share_group_state),
+            87: _Route("ReadShareGroupStateSummary", 0, 1, share_state.read_share_group_state_summary),
             75: _Route("DescribeTopicPartitions", 0, 0, meta.describe_topic_partitions),
             29: _Route("DescribeAcls", 1, 3, security.describe_acls),
             30: _Route("CreateAcls", 1, 3, security.create_acls),

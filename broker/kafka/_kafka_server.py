@@ -79,6 +79,7 @@ class ConnectionInfo:
         "reauth",
         "throttle_ms",
         "produce_budget",
+        "on_close",
     )
 
     def __init__(
@@ -106,6 +107,8 @@ class ConnectionInfo:
         #: a client quota's throttle (issue 24): once the answer is out, no request of this
         #: connection is read for that long (Kafka mutes the channel)
         self.throttle_ms = 0
+        #: what to do when the connection closes, by key (a share session to forget, KIP-932)
+        self.on_close: dict[Any, Callable[[], None]] = {}
         #: bytes this connection's produce payloads may hold while validated (a ByteBudget, made
         #: by the first produce)
         self.produce_budget: Any = None
@@ -213,6 +216,7 @@ class KafkaListener:
         self._connections.add(task)
         peer = accepted.peer
         log = self._log.bind(peer=peer)
+        conn: ConnectionInfo | None = None
         try:
             session = self._session(writer, accepted.ip)
             conn = ConnectionInfo(self.name, peer, session, self.security)
@@ -225,6 +229,11 @@ class KafkaListener:
             log.warning("kafka_connection_failed", error=repr(err))
         finally:
             self._connections.discard(task)
+            for action in list(conn.on_close.values()) if conn is not None else ():
+                try:
+                    action()
+                except Exception as err:  # noqa: BLE001 - the connection is gone either way
+                    log.warning("kafka_connection_close_action_failed", error=repr(err))
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

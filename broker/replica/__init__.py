@@ -10,6 +10,7 @@ from kraftlog.broker.replica._fetcher import ReplicaFetcherManager
 from kraftlog.broker.replica._metadata_follower import MetadataFollower, grpc_stream_opener
 from kraftlog.broker.replica._metrics import BrokerStateCollector, BrokerTopicMetrics
 from kraftlog.broker.replica._partition_types import error_pb
+from kraftlog.broker.replica._purgatory import DelayedOperation
 from kraftlog.broker.replica._replica_manager import ReplicaManager
 from kraftlog.broker.replica._replica_types import LEADER_HINT_CODES, FetchResult
 
@@ -17,6 +18,7 @@ __all__: list[str] = [
     "AlterPartitionManager",
     "BrokerStateCollector",
     "BrokerTopicMetrics",
+    "DelayedOperation",
     "MetadataFollower",
     "ReplicaFetcherManager",
     "ReplicaManager",

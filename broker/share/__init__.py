@@ -3,14 +3,32 @@ leader (`SharePartition`: in-flight records, acquisition locks, delivery counts,
 and the share coordinator's shard on ``__share_group_state`` (`ShareShard`: ShareSnapshot and
 ShareUpdate records, the Initialize/Read/Write/Delete/ReadSummary ShareGroupState handlers).
 
-Neither reads a clock or does I/O: the shells (ShareFetch/ShareAcknowledge on the leader, the
+The shells: `ShareCoordinator` runs the shards on the coordinator runtime, `ShareStateService`
+serves the share coordinator's APIs to other brokers, `SharePersister` reaches the coordinator of
+a share partition's state wherever it runs.
+
+The cores read no clock and do no I/O: the shells (ShareFetch/ShareAcknowledge on the leader, the
 persister, the coordinator runtime) pass ``now_ms`` and the log's facts in and carry the results
 out. Share-group membership is the group coordinator's (`kraftlog.broker.groups`).
 """
 
 from kraftlog.broker.share._share_coordinator import ShareShards, kafka_uuid_text, share_state_partition
+from kraftlog.broker.share._share_coordinator_shell import ShareCoordinator
 from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges, fetched_batches
+from kraftlog.broker.share._share_fetch_grpc import ShareServicer
+from kraftlog.broker.share._share_fetch_service import (
+    PartitionAnswer,
+    ShareFetchAnswer,
+    ShareFetchCall,
+    ShareFetchService,
+)
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
+from kraftlog.broker.share._share_partition_manager import (
+    PartitionFetch,
+    SharePartitionManager,
+    group_partition_config,
+)
+from kraftlog.broker.share._share_persister import RemoteCall, SharePersister
 from kraftlog.broker.share._share_records import (
     SHARE_STATE_TOPIC,
     ShareKey,
@@ -25,6 +43,7 @@ from kraftlog.broker.share._share_records import (
     encode_key,
     encode_value,
 )
+from kraftlog.broker.share._share_sessions import ShareSession, ShareSessionCache
 from kraftlog.broker.share._share_shard import ShareShard, StateKey
 from kraftlog.broker.share._share_shard_types import (
     DeleteStateRequest,
@@ -37,6 +56,14 @@ from kraftlog.broker.share._share_shard_types import (
     WriteStateRequest,
 )
 from kraftlog.broker.share._share_state import ShareGroupOffset, combine_state_batches
+from kraftlog.broker.share._share_state_calls import (
+    STATE_APIS,
+    ShareStateService,
+    request_from_pb,
+    request_to_pb,
+    result_from_pb,
+    result_to_pb,
+)
 from kraftlog.broker.share._share_types import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -55,6 +82,24 @@ from kraftlog.broker.share._share_types import (
 
 __all__ = [
     "SHARE_STATE_TOPIC",
+    "STATE_APIS",
+    "RemoteCall",
+    "ShareCoordinator",
+    "SharePersister",
+    "PartitionAnswer",
+    "PartitionFetch",
+    "ShareFetchAnswer",
+    "ShareFetchCall",
+    "ShareFetchService",
+    "SharePartitionManager",
+    "ShareSession",
+    "ShareSessionCache",
+    "ShareServicer",
+    "ShareStateService",
+    "request_from_pb",
+    "request_to_pb",
+    "result_from_pb",
+    "result_to_pb",
     "UNINITIALIZED_START_OFFSET",
     "AcknowledgeType",
     "AcknowledgementBatch",
@@ -96,6 +141,7 @@ __all__ = [
     "encode_key",
     "encode_value",
     "fetched_batches",
+    "group_partition_config",
     "initial_start_offset",
     "kafka_uuid_text",
     "parse_auto_offset_reset",

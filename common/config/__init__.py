@@ -60,7 +60,12 @@ from kraftlog.common.config._config_schema import (
     TOPIC_SYNONYMS,
 )
 from kraftlog.common.config._config_schema_connections import parse_ip_overrides
-from kraftlog.common.config._config_schema_group import GROUP_CONFIG_DEFS, GROUP_CONFIG_SYNONYMS, group_configs
+from kraftlog.common.config._config_schema_group import (
+    GROUP_CONFIG_DEFS,
+    GROUP_CONFIG_SYNONYMS,
+    group_configs,
+    share_group_configs,
+)
 from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT
 from kraftlog.common.config._config_support import NOT_SUPPORTED, WITHOUT_EFFECT, keys_without_effect
 from kraftlog.common.config._node_config import NodeConfig, load_node_config, validate_topic_configs
@@ -91,6 +96,7 @@ __all__ = [
     "GROUP_CONFIG_DEFS",
     "GROUP_CONFIG_SYNONYMS",
     "group_configs",
+    "share_group_configs",
     "CONFIG_SOURCE_IDS",
     "CONFIG_TYPE_IDS",
     "ConfigSynonym",

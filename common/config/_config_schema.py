@@ -24,6 +24,7 @@ from kraftlog.common.config._config_schema_group_share import define_share_group
 from kraftlog.common.config._config_schema_inert import DYNAMIC_WITHOUT_EFFECT, define_inert_keys
 from kraftlog.common.config._config_schema_log import define_log_keys
 from kraftlog.common.config._config_schema_quorum import define_quorum_keys
+from kraftlog.common.config._config_schema_share import define_share_keys
 from kraftlog.common.config._config_schema_topic import (
     _B,
     _COMPRESSION_TYPES,
@@ -301,20 +302,6 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
         "How often brokers look for producers idle past producer.id.expiration.ms.",
     )
     .define(
-        "share.coordinator.state.topic.replication.factor",
-        _I,
-        3,
-        Range(1),
-        "Replication factor of __share_group_state (accepted for Kafka compatibility).",
-    )
-    .define(
-        "share.coordinator.state.topic.min.isr",
-        _I,
-        2,
-        Range(1),
-        "min.insync.replicas of __share_group_state (accepted for Kafka compatibility).",
-    )
-    .define(
         "group.initial.rebalance.delay.ms",
         _I,
         3000,
@@ -475,6 +462,7 @@ define_log_keys(NODE_CONFIG_DEFS)
 define_security_keys(NODE_CONFIG_DEFS)
 define_connection_keys(NODE_CONFIG_DEFS)
 define_share_group_keys(NODE_CONFIG_DEFS)  # share groups' membership (KIP-932, issue 27)
+define_share_keys(NODE_CONFIG_DEFS)  # share groups' delivery and the share coordinator (issue 27)
 
 # --- client quotas (KIP-13 / KIP-124 / KIP-599): the sampled windows the rates are measured over
 (

@@ -71,7 +71,7 @@ _WITHOUT_EFFECT: Final[Mapping[str, tuple[ConfigType, object, str]]] = {
     "delete.records.purgatory.purge.interval.requests": (_I, 1, _PURGATORY),
     "num.replica.alter.log.dirs.threads": (_I, None, "partitions are not moved between log dirs of one broker"),
     "group.coordinator.threads": (_I, 4, "the coordinators run on the broker's event loop, not in thread pools"),
-    "share.coordinator.threads": (_I, 1, "kraftlog has no share groups"),
+    "share.coordinator.threads": (_I, 1, "the share coordinator runs on the event loop, as every coordinator"),
     "replica.socket.receive.buffer.bytes": (_I, 65_536, "followers fetch over gRPC, which sizes its sockets' buffers"),
     "transaction.state.log.load.buffer.size": (_I, 5_242_880, "a coordinator loads its partition batch by batch"),
     "password.encoder.secret": (_P, None, _PASSWORDS),

@@ -45,8 +45,6 @@ WITHOUT_EFFECT: Final[Mapping[str, str]] = {
     "controller.quorum.append.linger.ms": "the active controller commits what one event-loop turn produced at once",
     "controller.quorum.election.backoff.max.ms": "elections back off by the randomized election timeout",
     "initial.broker.registration.timeout.ms": "a starting broker keeps trying to register until it is stopped",
-    "share.coordinator.state.topic.min.isr": "kraftlog has no share groups",
-    "share.coordinator.state.topic.replication.factor": "kraftlog has no share groups",
     "ssl.keymanager.algorithm": "TLS keys are read from PEM (KIP-651) by OpenSSL, not by a Java key manager",
     "ssl.trustmanager.algorithm": "TLS trust is checked by OpenSSL against the PEM trust store",
     "ssl.secure.random.implementation": "TLS randomness comes from OpenSSL",

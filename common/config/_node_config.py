@@ -18,6 +18,7 @@ from kraftlog.common.config._config_schema import (
     TOPIC_SYNONYMS,
 )
 from kraftlog.common.config._config_schema_group_share import check_share_group_keys
+from kraftlog.common.config._config_schema_share import check_share_keys
 from kraftlog.common.config._config_support import check_supported
 
 # ---------------------------------------------------------------------------------------------
@@ -322,6 +323,7 @@ def _check_node(
             key="metrics.listener.token.file",
         )
     check_share_group_keys(values)
+    check_share_keys(values)
     wait_ms, lag_ms = values["replica.fetch.wait.max.ms"], values["replica.lag.time.max.ms"]
     assert isinstance(wait_ms, int) and isinstance(lag_ms, int)
     if wait_ms > lag_ms:

@@ -167,9 +167,11 @@ def _group_entries(
         if wanted and key not in wanted:
             continue
         own = dynamic.get(key)
-        value = own if own is not None else _fmt(ctx.config.get(GROUP_CONFIG_SYNONYMS[key][0]))
-        source = "GROUP_CONFIG" if own is not None else "DEFAULT_CONFIG"
         spec = GROUP_CONFIG_DEFS[key]
+        synonym = GROUP_CONFIG_SYNONYMS.get(key)
+        default = ctx.config.get(synonym[0]) if synonym is not None else spec.default
+        value = own if own is not None else _fmt(default)
+        source = "GROUP_CONFIG" if own is not None else "DEFAULT_CONFIG"
         entries.append(
             R.Entry(
                 name=key,
@@ -229,6 +231,7 @@ def incremental_alter_configs(
         TOPIC_CONFIG_DEFS,
         ConfigType,
         group_configs,
+        share_group_configs,
     )
 
     R = admin_pb2.IncrementalAlterConfigsResponse
@@ -312,6 +315,7 @@ def incremental_alter_configs(
         elif problem is None and rtype == ConfigResourceType.GROUP:
             try:  # within the broker's group.consumer.* bounds, as Kafka's GroupConfig.validate
                 group_configs(updated, ctx.config.get)
+                share_group_configs(updated, ctx.config.get)
             except ConfigError as exc:
                 problem = str(exc)
         elif problem is None:

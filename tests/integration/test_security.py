@@ -345,13 +345,15 @@ def _grpc_methods() -> list[tuple[str, object, str]]:
     """(port kind, method descriptor, full path) of every method of every service the nodes serve."""
     from grpc_health.v1 import health_pb2
 
-    from kraftlog.proto import admin_pb2, controller_pb2, diagnostics_pb2, group_pb2, txn_pb2
+    from kraftlog.proto import admin_pb2, controller_pb2, diagnostics_pb2, group_pb2, share_pb2, txn_pb2
 
     out = []
     for module, service, ports in (
         (broker_pb2, "BrokerService", ("broker",)),
         (group_pb2, "GroupService", ("broker",)),
         (txn_pb2, "TxnService", ("broker",)),
+        (share_pb2, "ShareCoordinatorService", ("broker",)),
+        (share_pb2, "ShareService", ("broker",)),
         (diagnostics_pb2, "DiagnosticsService", ("broker",)),
         (admin_pb2, "AdminService", ("broker", "controller")),
         (controller_pb2, "ControllerService", ("controller",)),

@@ -5,8 +5,8 @@ types filter) shows the group as ``share``; and hand-made ShareGroupHeartbeats (
 Kafka's fencing, leave and one-type-per-group answers.
 
 On main, ShareGroupHeartbeat (76) is not served: the ShareConsumers never join (no group exists
-after 20 s). ShareFetch (78) is not served yet either, so librdkafka retries it in a loop; the
-tests are kept short for that reason.
+after 20 s). Records are fetched in test_share_fetch.py; the share coordinator's state
+(83-87) is checked here.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ OVERRIDES = {
     "group.share.session.timeout.ms": 6000,
     "group.share.min.heartbeat.interval.ms": 100,
     "group.share.heartbeat.interval.ms": 300,
+    "share.coordinator.state.topic.num.partitions": 2,
 }
 ERR_GROUP_ID_NOT_FOUND, ERR_FENCED, ERR_UNKNOWN_MEMBER, ERR_INCONSISTENT = 69, 110, 25, 23
 
@@ -188,6 +189,69 @@ def test_hand_made_heartbeats_see_kafkas_epochs_fencing_and_group_types(cluster:
     assert describe(cluster, "raw-g").group_state == "Empty"
 
 
+def topic_id(cluster: LocalCluster, name: str) -> Any:
+    values = {
+        "topics": ({"name": name, "topic_id": None},),
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    answer: Any = kafka_call(cluster, None, 3, 12, values)
+    return answer.topics[0].topic_id
+
+
+def read_state(cluster: LocalCluster, group: str, topic: Any, partition: int) -> Any:
+    values = {
+        "group_id": group,
+        "topics": ({"topic_id": topic, "partitions": ({"partition": partition, "leader_epoch": -1},)},),
+    }
+    answer: Any = kafka_call(cluster, None, 84, 0, values)
+    return answer.results[0].partitions[0]
+
+
+def test_the_share_coordinator_keeps_the_initialized_state_in_share_group_state(cluster: LocalCluster) -> None:
+    """The group coordinator initializes a share group's partitions through the share coordinator
+    (InitializeShareGroupState), which creates ``__share_group_state`` and writes a snapshot at the
+    group epoch; ReadShareGroupState (84) and WriteShareGroupState (85) on the Kafka listener see and
+    change it."""
+    joined = heartbeat(cluster, "state-g", "member-s", 0, ["raw"])
+
+    def assigned() -> Any:
+        answer = heartbeat(cluster, "state-g", "member-s", joined.member_epoch)
+        return answer if answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions else None
+
+    wait_until(assigned, 15, what="member-s assigned raw's partitions")
+    epoch = describe(cluster, "state-g").group_epoch
+    raw = topic_id(cluster, "raw")
+    for partition in (0, 1):
+        state = read_state(cluster, "state-g", raw, partition)
+        # initialized at the group epoch of the heartbeat that asked for it (a later one took the partitions)
+        assert (state.error_code, state.start_offset, state.state_batches) == (0, -1, ())
+        assert 1 <= state.state_epoch <= epoch
+    batch = {"first_offset": 5, "last_offset": 7, "delivery_state": 0, "delivery_count": 1}
+    write = {
+        "topic_id": raw,
+        "partitions": (
+            {
+                "partition": 1,
+                "state_epoch": state.state_epoch,
+                "leader_epoch": 0,
+                "start_offset": 5,
+                "state_batches": (batch,),
+            },
+        ),
+    }
+    written: Any = kafka_call(cluster, None, 85, 0, {"group_id": "state-g", "topics": (write,)})
+    assert written.results[0].partitions[0].error_code == 0
+    state = read_state(cluster, "state-g", raw, 1)
+    assert state.start_offset == 5
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in state.state_batches] == [
+        (5, 7, 0, 1)
+    ]
+    # a partition nobody initialized is refused, as Kafka's coordinator refuses it
+    assert read_state(cluster, "nobody-g", raw, 0).error_code == 42  # INVALID_REQUEST
+    heartbeat(cluster, "state-g", "member-s", -1)
+
+
 def test_a_share_group_is_loaded_back_from_consumer_offsets_after_a_restart(cluster: LocalCluster) -> None:
     """Runs last: it restarts the node. The group's records are replayed when the coordinator loads
     ``__consumer_offsets`` again: the member, its epoch and its partitions are back, and it carries on
@@ -213,3 +277,10 @@ def test_a_share_group_is_loaded_back_from_consumer_offsets_after_a_restart(clus
     ]
     again = heartbeat(cluster, "kept", "member-k", epoch)
     assert again.error_code == 0 and again.member_epoch == epoch
+    # the share coordinator loaded __share_group_state again: the state written before is there
+    state = wait_until(
+        lambda: (s := read_state(cluster, "state-g", topic_id(cluster, "raw"), 1)).error_code == 0 and s,
+        30,
+        what="the share state loaded again",
+    )
+    assert (state.start_offset, len(state.state_batches)) == (5, 1)

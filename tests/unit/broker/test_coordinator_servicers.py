@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from kraftlog.broker._coordinator_servicers import GroupServicer, TxnServicer
+from kraftlog.broker._coordinator_servicers import GroupServicer, ShareCoordinatorServicer, TxnServicer
 from kraftlog.broker.groups import client_host_of
-from kraftlog.proto import group_pb2, txn_pb2
+from kraftlog.broker.share import STATE_APIS
+from kraftlog.proto import group_pb2, share_pb2, txn_pb2
 
 
 class _Recorder:
@@ -108,3 +109,20 @@ def test_share_group_rpcs_reach_the_service_with_the_client_host() -> None:
         ("ShareGroupHeartbeat", heartbeat, {"client_host": "/10.0.0.9"}),
         ("ShareGroupDescribe", describe, {}),
     ]
+
+
+def test_the_share_coordinator_rpcs_reach_the_service_named_by_their_api() -> None:
+    calls: list[tuple[str, Any]] = []
+
+    class Service:
+        async def call(self, api: str, request: Any) -> str:
+            calls.append((api, request))
+            return f"answer of {api}"
+
+    servicer = ShareCoordinatorServicer(Service())  # type: ignore[arg-type]
+    service_descriptor = next(iter(share_pb2.DESCRIPTOR.services_by_name.values()))
+    names = [m.name for m in service_descriptor.methods]
+    assert names == list(STATE_APIS)
+    for name in names:
+        assert asyncio.run(getattr(servicer, name)(name, _Context(""))) == f"answer of {name}"
+    assert calls == [(name, name) for name in names]

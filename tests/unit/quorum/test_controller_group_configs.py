@@ -22,6 +22,10 @@ def test_group_configs_are_stored_as_group_config_records_and_described() -> Non
     assert e == {
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG", True),
         "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG", False),
+        # share groups' keys (issue 27): Kafka's defaults, the lock duration the broker's
+        "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG", True),
+        "share.isolation.level": ("read_uncommitted", "DEFAULT_CONFIG", True),
+        "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG", True),
     }
     assert entries(h.describe_configs(GROUP, "other"))["consumer.session.timeout.ms"] == (
         "45000",
@@ -80,3 +84,22 @@ def test_group_configs_effective_values() -> None:
     )
     with pytest.raises(ConfigError, match="Unknown group config name"):
         group_configs({"nope": "1"}, broker.__getitem__)
+
+
+def test_share_group_configs_are_validated_as_kafka_does() -> None:
+    h = cluster(1)
+    for key, value in (
+        ("share.auto.offset.reset", "soon"),
+        ("share.isolation.level", "serializable"),
+        ("share.record.lock.duration.ms", "10000"),  # below group.share.min.record.lock.duration.ms
+    ):
+        records, resp = h.alter_configs((GROUP, "g1", [(key, SET, value)]))
+        assert records == [] and resp.results[0].error.name == "INVALID_CONFIG", key
+    records, resp = h.alter_configs(
+        (
+            GROUP,
+            "g1",
+            [("share.auto.offset.reset", SET, "by_duration:PT1H30M"), ("share.isolation.level", SET, "read_committed")],
+        )
+    )
+    assert [r.error.name for r in resp.results] == ["NONE"] and len(records) == 2

@@ -1,0 +1,436 @@
+"""Share partitions on their leader (Kafka's ``SharePartitionManager``): the shell that holds one
+`SharePartition` per (group, topic partition) this broker leads, loads it from the share
+coordinator on first use, reads the log for it, persists its changes, and runs its acquisition
+locks from the one clock.
+
+Rules:
+- a share partition is loaded (ReadShareGroupState at the partition's leader epoch, which fences
+  the previous leader's writes) the first time a member fetches or acknowledges it, and again when
+  the leader epoch changed; a partition never initialized answers what the coordinator says; a
+  start offset of -1 is resolved by ``share.auto.offset.reset`` (latest: the high watermark, or
+  the last stable offset under read_committed) and written at once;
+- changes to one share partition happen one at a time (its lock): acquire from the log,
+  acknowledge, release, expire. Every acknowledgement, release and expiry is written
+  (WriteShareGroupState: the start offset and the whole in-flight window) before it is answered;
+  a write that fails drops the partition, which is loaded again from the coordinator (its
+  acquired records come back available there: at least once, never lost);
+- acquisition locks end at `SharePartition.next_deadline`: one timer task sleeps until the earliest
+  deadline of all partitions (at most ``max_wait_ms``) and expires what is due;
+- a long poll waits in the replica manager's fetch purgatory, woken by appends and high watermark
+  moves of its partitions, and by records this broker made available again (release, expiry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from kraftlog.broker.replica import DelayedOperation
+from kraftlog.broker.share._share_fetch import fetched_batches
+from kraftlog.broker.share._share_partition import SharePartition, initial_start_offset
+from kraftlog.broker.share._share_persister import SharePersister
+from kraftlog.broker.share._share_shard_types import ReadStateRequest, WriteStateRequest
+from kraftlog.broker.share._share_types import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    AcquireMode,
+    AutoOffsetReset,
+    ChangeResult,
+    SharePartitionConfig,
+    parse_auto_offset_reset,
+)
+from kraftlog.common import errors as kerr
+from kraftlog.common.config import ConfigError, share_group_configs
+from kraftlog.common.security import spawn
+
+__all__ = ["SharePartitionManager", "PartitionFetch", "ShareKey3", "group_partition_config"]
+
+_log = structlog.get_logger(__name__)
+
+#: (group id, topic id, partition)
+ShareKey3 = tuple[str, str, int]
+Error = type[kerr.KafkaError] | None
+
+
+@dataclass
+class PartitionFetch:
+    """One partition's part of a ShareFetch answer."""
+
+    error: Error = None
+    message: str = ""
+    records: bytes = b""
+    acquired: tuple[AcquiredRecords, ...] = ()
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass
+class _Held:
+    topic: str
+    core: SharePartition
+    leader_epoch: int
+    state_epoch: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class _DelayedShareFetch(DelayedOperation):
+    """A long-polling ShareFetch: done as soon as one of its partitions may hand out records."""
+
+    def __init__(self, delay_ms: int, ready: Callable[[], bool]) -> None:
+        super().__init__(delay_ms)
+        self._ready = ready
+
+    def try_complete(self) -> bool:
+        return self.force_complete() if self._ready() else False
+
+
+class SharePartitionManager:
+    """The share partitions this broker leads (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: Any,
+        *,
+        replicas: Callable[[], Any],
+        persister: SharePersister,
+        clock_ms: Callable[[], int],
+        group_config: Callable[[str, SharePartitionConfig], SharePartitionConfig] | None = None,
+        max_wait_ms: int = 1_000,
+    ) -> None:
+        self.broker_id = broker_id
+        self._replicas = replicas
+        self.persister = persister
+        self.clock_ms = clock_ms
+        self.max_wait_ms = max_wait_ms
+        self.partition_config = SharePartitionConfig(
+            record_lock_duration_ms=config["group.share.record.lock.duration.ms"],
+            delivery_count_limit=config["group.share.delivery.count.limit"],
+            max_record_locks=config["group.share.partition.max.record.locks"],
+            auto_offset_reset=AutoOffsetReset("latest"),
+        )
+        #: a group's settings: the broker's with the group's own configs (share.record.lock.duration.ms,
+        #: share.auto.offset.reset, share.isolation.level) in their place
+        self._group_config = group_config or (lambda _group, base: base)
+        self._held: dict[ShareKey3, _Held] = {}
+        self._loading: dict[ShareKey3, asyncio.Lock] = {}
+        self._deadlines: list[tuple[int, ShareKey3]] = []
+        self._waiting: set[_DelayedShareFetch] = set()
+        self._wake = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+        self._log = _log.bind(node_id=broker_id)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The acquisition lock duration of ``group_id``'s records (its own config, else the broker's)."""
+        duration: int = self._group_config(group_id, self.partition_config).record_lock_duration_ms
+        return duration
+
+    # ================================================================ lifecycle
+
+    def start(self) -> None:
+        self._timer = spawn(self._run_timers(), name="share-locks")
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for op in list(self._waiting):
+            op.force_complete()
+
+    # ================================================================== loading
+
+    def _leader(self, topic: str, partition: int) -> Any:
+        """The local leader replica, or the Kafka error of a broker that does not lead it."""
+        manager = self._replicas()
+        p = manager.get_partition(topic, partition) if manager is not None else None
+        if p is None or not p.is_leader:
+            raise kerr.NotLeaderOrFollowerError(f"{topic}-{partition} is not led here")
+        return p
+
+    async def _get(self, group_id: str, topic_id: str, topic: str, partition: int) -> _Held:
+        """The share partition, loaded (or loaded again at a new leader epoch) first."""
+        key = (group_id, topic_id, partition)
+        try:
+            p = self._leader(topic, partition)
+        except kerr.NotLeaderOrFollowerError:
+            self._held.pop(key, None)  # led elsewhere now: its state is the new leader's to read
+            raise
+        held = self._held.get(key)
+        if held is not None and held.leader_epoch == p.leader_epoch:
+            return held
+        loading = self._loading.setdefault(key, asyncio.Lock())
+        async with loading:
+            held = self._held.get(key)
+            p = self._leader(topic, partition)
+            if held is not None and held.leader_epoch == p.leader_epoch:
+                return held
+            epoch = p.leader_epoch
+            result = await self.persister.call(ReadStateRequest(group_id, topic_id, partition, epoch))
+            if result.error is not None:
+                raise result.error(result.message or result.error.error_name)
+            config = self._group_config(group_id, self.partition_config)
+            start = result.start_offset
+            resolved = start < 0
+            if resolved:
+                end = p.log.last_stable_offset if config.read_committed else p.high_watermark
+                start = initial_start_offset(
+                    config.auto_offset_reset, p.log_start_offset, end, self._offset_for_time(p), self.clock_ms()
+                )
+            start = max(start, p.log_start_offset)
+            core = SharePartition.from_state(config, start, result.state_batches)
+            held = _Held(topic, core, epoch, result.state_epoch)
+            self._held[key] = held
+            self._log.info(
+                "share_partition_loaded", group_id=group_id, topic=topic, partition=partition, start_offset=start
+            )
+            if resolved:
+                async with held.lock:
+                    await self._persist(key, held)
+            return held
+
+    @staticmethod
+    def _offset_for_time(p: Any) -> Callable[[int], int | None]:
+        """The first offset of ``p`` with a timestamp at or after a time (``by_duration``)."""
+
+        def find(timestamp_ms: int) -> int | None:
+            found = p.fetch_offset_for_timestamp(timestamp_ms)
+            return None if found is None else int(found.offset)
+
+        return find
+
+    async def _persist(self, key: ShareKey3, held: _Held) -> None:
+        """Write the partition's state (under its lock); a failed write drops the partition."""
+        group_id, topic_id, partition = key
+        core = held.core
+        req = WriteStateRequest(
+            group_id,
+            topic_id,
+            partition,
+            held.state_epoch,
+            held.leader_epoch,
+            core.start_offset,
+            tuple(core.state_batches()),
+            core.delivery_complete_count(),
+        )
+        result = await self.persister.call(req)
+        if result.error is not None:
+            if self._held.get(key) is held:
+                del self._held[key]
+            self._log.warning(
+                "share_state_write_failed", group_id=group_id, topic=held.topic, error=result.error.error_name
+            )
+            raise result.error(result.message or result.error.error_name)
+
+    def _after_change(self, key: ShareKey3, held: _Held, change: ChangeResult) -> None:
+        deadline = held.core.next_deadline()
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, key))
+            self._wake.set()
+        if change.changed:
+            self._wake_fetches()
+
+    def _wake_fetches(self) -> None:
+        for op in list(self._waiting):
+            op.force_complete()
+
+    # ================================================================== calls
+
+    async def acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        topic_id: str,
+        topic: str,
+        partition: int,
+        batches: Sequence[AcknowledgementBatch],
+    ) -> None:
+        """Apply one partition's acknowledgements and persist them; raises the Kafka error."""
+        key = (group_id, topic_id, partition)
+        held = await self._get(group_id, topic_id, topic, partition)
+        async with held.lock:
+            change = held.core.acknowledge(member_id, batches, self.clock_ms())
+            if change.changed or change.start_offset_moved:
+                await self._persist(key, held)
+            self._after_change(key, held, change)
+
+    async def release(self, group_id: str, member_id: str, parts: Iterable[tuple[str, str, int]]) -> None:
+        """The member's share session closed: release what it holds in ``parts``."""
+        for topic_id, _topic, partition in parts:
+            key = (group_id, topic_id, partition)
+            held = self._held.get(key)
+            if held is None:
+                continue
+            async with held.lock:
+                change = held.core.release_member(member_id)
+                if change.changed:
+                    try:
+                        await self._persist(key, held)
+                    except kerr.KafkaError:
+                        continue
+                self._after_change(key, held, change)
+
+    async def fetch(
+        self,
+        group_id: str,
+        member_id: str,
+        parts: Sequence[tuple[str, str, int]],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        max_records: int,
+        mode: AcquireMode,
+    ) -> dict[tuple[str, int], PartitionFetch]:
+        """Acquire records of ``parts`` (topic id, name, partition) for the member, waiting up to
+        ``max_wait_ms`` for some when there are none (read_committed as the group's
+        ``share.isolation.level`` says)."""
+        deadline = self.clock_ms() + max(0, max_wait_ms)
+        while True:
+            out = await self._fetch_once(group_id, member_id, parts, max_bytes, max_records, mode)
+            got = any(f.acquired or f.error is not None for f in out.values())
+            remaining = deadline - self.clock_ms()
+            if got or remaining <= 0 or not parts:
+                return out
+            await self._wait_for_records(group_id, parts, remaining)
+
+    async def _fetch_once(
+        self,
+        group_id: str,
+        member_id: str,
+        parts: Sequence[tuple[str, str, int]],
+        max_bytes: int,
+        max_records: int,
+        mode: AcquireMode,
+    ) -> dict[tuple[str, int], PartitionFetch]:
+        out: dict[tuple[str, int], PartitionFetch] = {}
+        left_records = max(1, max_records)
+        left_bytes = max(1, max_bytes)
+        for topic_id, topic, partition in parts:
+            key = (group_id, topic_id, partition)
+            try:
+                held = await self._get(group_id, topic_id, topic, partition)
+                p = self._leader(topic, partition)
+            except kerr.KafkaError as err:
+                out[(topic_id, partition)] = PartitionFetch(type(err), str(err))
+                continue
+            if left_records <= 0 or left_bytes <= 0:
+                continue
+            async with held.lock:
+                core = held.core
+                if p.log_start_offset > core.start_offset:
+                    core.move_log_start(p.log_start_offset)
+                if not core.can_acquire():
+                    continue
+                offset = core.next_fetch_offset()
+                try:
+                    read = p.fetch_records(
+                        fetch_offset=offset,
+                        max_bytes=left_bytes,
+                        isolation_level=1 if core.config.read_committed else 0,
+                    )
+                except kerr.OffsetOutOfRangeError:
+                    core.move_log_start(p.log_start_offset)
+                    continue
+                except kerr.KafkaError as err:
+                    out[(topic_id, partition)] = PartitionFetch(type(err), str(err))
+                    continue
+                records = bytes(read.records)
+                batches = fetched_batches(records)
+                if not batches:
+                    continue
+                result = core.acquire(member_id, batches, self.clock_ms(), left_records, mode, read.aborted)
+                self._after_change(key, held, ChangeResult())
+            if result.acquired:
+                left_records -= result.count
+                left_bytes -= len(records)
+                out[(topic_id, partition)] = PartitionFetch(
+                    records=records, acquired=result.acquired, leader_id=self.broker_id, leader_epoch=held.leader_epoch
+                )
+        return out
+
+    def _ready(self, group_id: str, parts: Sequence[tuple[str, str, int]]) -> bool:
+        """Whether one of ``parts`` may hand out records now (or answers an error)."""
+        manager = self._replicas()
+        for topic_id, topic, partition in parts:
+            held = self._held.get((group_id, topic_id, partition))
+            p = manager.get_partition(topic, partition) if manager is not None else None
+            if held is None or p is None or not p.is_leader or p.leader_epoch != held.leader_epoch:
+                return True
+            core = held.core
+            if core.next_fetch_offset() < core.end_offset:
+                return True  # a record made available again
+            end = p.log.last_stable_offset if core.config.read_committed else p.high_watermark
+            if core.end_offset < end and core.can_acquire():
+                return True
+        return False
+
+    async def _wait_for_records(self, group_id: str, parts: Sequence[tuple[str, str, int]], wait_ms: int) -> None:
+        manager = self._replicas()
+        op = _DelayedShareFetch(wait_ms, lambda: self._ready(group_id, parts))
+        self._waiting.add(op)
+        try:
+            manager.fetch_purgatory.try_complete_else_watch(op, [(topic, partition) for _t, topic, partition in parts])
+            await op.future
+        finally:
+            self._waiting.discard(op)
+
+    # ================================================================== timers
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock_ms()
+            wait_ms = self.max_wait_ms
+            if self._deadlines:
+                wait_ms = max(0, min(wait_ms, self._deadlines[0][0] - now))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait_ms / 1000.0)
+            except TimeoutError:
+                pass
+            try:
+                await self.expire_due(self.clock_ms())
+            except Exception as err:  # noqa: BLE001 - the timer must keep running
+                self._log.error("share_lock_expiry_failed", error=repr(err))
+
+    async def expire_due(self, now_ms: int) -> None:
+        """Release every acquired record whose lock ended at or before ``now_ms``, persisted."""
+        due: set[ShareKey3] = set()
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            due.add(heapq.heappop(self._deadlines)[1])
+        for key in due:
+            held = self._held.get(key)
+            if held is None:
+                continue
+            async with held.lock:
+                change = held.core.expire_locks(now_ms)
+                if change.changed:
+                    try:
+                        await self._persist(key, held)
+                    except kerr.KafkaError:
+                        continue
+                self._after_change(key, held, change)
+
+
+def group_partition_config(
+    own: Mapping[str, str], base: SharePartitionConfig, broker: Callable[[str], Any]
+) -> SharePartitionConfig:
+    """``base`` (the broker's settings) with a share group's own configs (``own``, as the GROUP
+    config resource stores them) in their place; a stored value the broker's bounds no longer
+    admit leaves the broker's, as for consumer groups."""
+    if not own:
+        return base
+    try:
+        values = share_group_configs(own, broker)
+        reset = parse_auto_offset_reset(str(values["share.auto.offset.reset"]))
+    except (ConfigError, ValueError) as err:
+        _log.warning("share_group_config_ignored", error=str(err))
+        return base
+    return replace(
+        base,
+        record_lock_duration_ms=int(values["share.record.lock.duration.ms"]),
+        auto_offset_reset=reset,
+        read_committed=values["share.isolation.level"] == "read_committed",
+    )
