@@ -13,8 +13,8 @@ clean-shutdown marker, and close the server.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -33,6 +33,7 @@ from kraftlog.broker._listeners import (
     kafka_listeners,
 )
 from kraftlog.broker._metadata_response import metadata_response
+from kraftlog.broker._topic_creation import TopicCreator
 from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
 from kraftlog.broker.quota import (
@@ -81,7 +82,6 @@ from kraftlog.common.security import (
 from kraftlog.metadata_log import AclGate, ConfigResourceType, MetadataDelta, MetadataImage
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
-    admin_pb2,
     admin_pb2_grpc,
     broker_pb2,
     broker_pb2_grpc,
@@ -168,6 +168,7 @@ class BrokerServer:
             previous_broker_epoch=lambda: self.replicas.log_manager.previous_broker_epoch if self.replicas else -1,
         )
         self._replica_manager_factory = replica_manager_factory
+        self.topic_creator = TopicCreator(self.channel, self._log)
         self.alter_partition = AlterPartitionManager(
             self.broker_id, lambda: self.lifecycle.broker_epoch, self._send_alter_partition
         )
@@ -177,7 +178,7 @@ class BrokerServer:
             self.broker_id,
             config,
             replicas=lambda: self.replicas,
-            create_offsets_topic=self._create_offsets_topic,
+            create_offsets_topic=partial(self.topic_creator.create_internal, OFFSETS_TOPIC),
             clock_ms=clock_ms,
         )
         self.group_lag = GroupLag(self.groups, self._leader_of, self._list_offsets_on)
@@ -189,7 +190,7 @@ class BrokerServer:
             config,
             replicas=lambda: self.replicas,
             image=lambda: self.follower.image,
-            create_topic=self._create_txn_topic,
+            create_topic=partial(self.topic_creator.create_internal, TXN_TOPIC),
             producer_ids=self.producer_ids,
             send_markers=self._send_markers,
             clock_ms=clock_ms,
@@ -200,7 +201,7 @@ class BrokerServer:
             config,
             replicas=lambda: self.replicas,
             image=lambda: self.follower.image,
-            create_topic=self._create_share_state_topic,
+            create_topic=partial(self.topic_creator.create_internal, SHARE_STATE_TOPIC),
             clock_ms=clock_ms,
         )
         self.share_state_service = ShareStateService(self.share_coordinator)
@@ -270,7 +271,6 @@ class BrokerServer:
             for name, ((host, port), _advertised) in kafka_listeners(config).items()
         ]
         self._peer_channels: dict[str, grpc.aio.Channel] = {}
-        self._auto_created: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self.metrics = BrokerTopicMetrics(registry)
@@ -528,25 +528,17 @@ class BrokerServer:
                 create_denied = set(missing) - creatable
                 missing = [t for t in missing if t in creatable]
             if missing:
-                await self._auto_create(missing)
+                await self.topic_creator.auto_create(missing)
         return metadata_response(
             image,
             req,
             cluster_id=self.cluster_id,
             controller_id=self.follower.leader_id,
             listener=listener,
-            auto_created=self._auto_created,
+            auto_created=self.topic_creator.auto_created,
             describable=describable,
             create_denied=create_denied,
         )
-
-    async def _create_offsets_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        await self._create_internal_topic(OFFSETS_TOPIC, partitions, replication_factor, configs)
-
-    async def _create_share_state_topic(
-        self, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> None:
-        await self._create_internal_topic(SHARE_STATE_TOPIC, partitions, replication_factor, configs)
 
     async def _share_coordinator_call(self, node_id: int, api: str, request: Any) -> Any:
         """A share coordinator API (``api``, its RPC name) on broker ``node_id`` over gRPC."""
@@ -562,59 +554,3 @@ class BrokerServer:
         stub = share_pb2_grpc.ShareCoordinatorServiceStub(ch)
         timeout_s = self.config["share.coordinator.write.timeout.ms"] / 1000.0 + 5.0
         return await getattr(stub, api)(request, timeout=timeout_s)
-
-    async def _create_txn_topic(self, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        await self._create_internal_topic(TXN_TOPIC, partitions, replication_factor, configs)
-
-    async def _create_internal_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> None:
-        """``__consumer_offsets`` or ``__transaction_state`` at the first FindCoordinator, through
-        the active controller."""
-        req = admin_pb2.CreateTopicsRequest(
-            topics=[
-                admin_pb2.CreateTopicsRequest.CreatableTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=replication_factor,
-                    configs=configs,
-                )
-            ],
-            timeout_ms=5000,
-        )
-        try:
-            resp = await self.channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
-        except kerr.KafkaError as err:
-            self._log.info("internal_topic_create_failed", topic=name, error=str(err))
-            return
-        for t in resp.topics:
-            if t.error.code not in (0, kerr.TopicAlreadyExistsError.error_code):
-                self._log.warning(
-                    "internal_topic_create_failed", topic=name, error=t.error.name, message=t.error.message
-                )
-
-    async def _auto_create(self, names: list[str]) -> None:
-        """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client
-        sees LEADER_NOT_AVAILABLE until the topic's partitions have leaders."""
-        req = admin_pb2.CreateTopicsRequest(
-            topics=[
-                admin_pb2.CreateTopicsRequest.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
-                for n in names
-            ],
-            timeout_ms=5000,
-        )
-        try:
-            resp = await self.channel.call(
-                "admin",
-                "CreateTopics",
-                req,
-                timeout_s=5.0,
-                attempt_timeout_s=5.0,
-                on_behalf_of=dataclasses.replace(current_request(), strict_quota=False),  # Kafka's permissive quota
-            )
-        except kerr.KafkaError as err:
-            self._log.info("auto_create_failed", topics=names, error=str(err))
-            return
-        for t in resp.topics:
-            if t.error.code in (0, kerr.TopicAlreadyExistsError.error_code):
-                self._auto_created.add(t.name)
