@@ -22,7 +22,7 @@ from kraftlog.broker.groups._group_coordinator import OFFSETS_TOPIC, GroupCoordi
 from kraftlog.broker.groups._group_service_share import ShareGroupService
 from kraftlog.broker.groups._group_shard import GroupShard, OffsetCommitRequest, OffsetCommitResponse, ShardOutcome
 from kraftlog.broker.groups._group_shard_txn import TxnOffsetCommitRequest
-from kraftlog.broker.groups._group_wire import assignment_in, assignment_out
+from kraftlog.broker.groups._group_wire import assignment_in, assignment_out, heartbeat_answer
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
@@ -524,15 +524,7 @@ class GroupService:
             )
         except ShardUnavailable as err:
             return R(error=error_pb(err.error), member_id=request.member_id, member_epoch=request.member_epoch)
-        out = R(
-            error=error_pb(response.error, response.message),
-            member_id=response.member_id,
-            member_epoch=response.member_epoch,
-            heartbeat_interval_ms=response.heartbeat_interval_ms,
-        )
-        if response.assignment is not None:
-            out.assignment.CopyFrom(assignment_out(response.assignment))
-        return out
+        return heartbeat_answer(R, response)
 
     async def ConsumerGroupDescribe(self, request: Any) -> Any:
         R = group_pb2.ConsumerGroupDescribeResponse

@@ -14,7 +14,7 @@ from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups._group_coordinator import GroupCoordinator
 from kraftlog.broker.groups._group_shard import GroupShard, ShardOutcome
 from kraftlog.broker.groups._group_share_types import ShareHeartbeatRequest, ShareHeartbeatResponse
-from kraftlog.broker.groups._group_wire import assignment_out
+from kraftlog.broker.groups._group_wire import assignment_out, heartbeat_answer
 from kraftlog.broker.replica import error_pb
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request
@@ -71,15 +71,7 @@ class ShareGroupService:
             )
         except ShardUnavailable as err:
             return R(error=error_pb(err.error))
-        out = R(
-            error=error_pb(response.error, response.message),
-            member_id=response.member_id,
-            member_epoch=response.member_epoch,
-            heartbeat_interval_ms=response.heartbeat_interval_ms,
-        )
-        if response.assignment is not None:
-            out.assignment.CopyFrom(assignment_out(response.assignment))
-        return out
+        return heartbeat_answer(R, response)
 
     async def ShareGroupDescribe(self, request: Any) -> Any:
         R = group_pb2.ShareGroupDescribeResponse

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from kraftlog.broker.groups._group_records_consumer import Assignment
+from kraftlog.broker.replica import error_pb
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
-__all__ = ["assignment_in", "assignment_out", "client_host_of"]
+__all__ = ["assignment_in", "assignment_out", "client_host_of", "heartbeat_answer"]
 
 
 def assignment_in(message: Any) -> Assignment:
@@ -35,3 +36,18 @@ def client_host_of(peer: str) -> str:
     kind, _, rest = peer.partition(":")
     host = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else rest
     return "/" + host.strip("[]")
+
+
+def heartbeat_answer(response_type: Any, response: Any) -> Any:
+    """A KIP-848 or KIP-932 heartbeat's answer (``response_type``: ConsumerGroupHeartbeatResponse or
+    ShareGroupHeartbeatResponse) from the shard's: error, member id and epoch, heartbeat interval,
+    and the assignment when the shard sends one."""
+    out = response_type(
+        error=error_pb(response.error, response.message),
+        member_id=response.member_id,
+        member_epoch=response.member_epoch,
+        heartbeat_interval_ms=response.heartbeat_interval_ms,
+    )
+    if response.assignment is not None:
+        out.assignment.CopyFrom(assignment_out(response.assignment))
+    return out
