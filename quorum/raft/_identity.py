@@ -60,12 +60,7 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from kraftlog.quorum.raft._wire import (
-    MAX_CLUSTER_ID_CHARS,
-    NONCE_BYTES,
-    PROTOCOL_NAME,
-    Session,
-)
+from kraftlog.quorum.raft._wire import MAX_CLUSTER_ID_CHARS, NONCE_BYTES, PROTOCOL_NAME, Session
 
 __all__ = [
     "AUTH_MODES",

@@ -23,6 +23,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE, Poller
 
 from kraftlog.common.errors import CorruptMessageError, KafkaError
 from kraftlog.quorum.raft._identity import NodeKeyInitiator, NodeKeyResponder, ObserverPeer
+from kraftlog.quorum.raft._raft_messages import encode_message, split_append_entries
 from kraftlog.quorum.raft._wire import (
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -30,9 +31,7 @@ from kraftlog.quorum.raft._wire import (
     InitiatorHandshake,
     ResponderHandshake,
     Session,
-    encode_message,
     frame,
-    split_append_entries,
 )
 
 __all__ = [

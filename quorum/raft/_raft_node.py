@@ -38,6 +38,7 @@ from kraftlog.quorum.raft._prevote import (
     leader_alive_window_s,
     log_is_up_to_date,
 )
+from kraftlog.quorum.raft._raft_messages import MAX_COMMAND_BYTES, VOTER_REPORT, decode_command, encode_append_command
 from kraftlog.quorum.raft._raft_state import (
     _KEEPALIVE,
     _NO_BARRIER,
@@ -51,12 +52,6 @@ from kraftlog.quorum.raft._raft_state import (
 )
 from kraftlog.quorum.raft._raft_voters import KRAFT_VERSION_MAX, VoterNode, _VoterChangesNode
 from kraftlog.quorum.raft._serializer import DumpSerializer
-from kraftlog.quorum.raft._wire import (
-    MAX_COMMAND_BYTES,
-    VOTER_REPORT,
-    decode_command,
-    encode_append_command,
-)
 
 _log = structlog.get_logger(__name__)
 

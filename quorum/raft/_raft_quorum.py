@@ -45,10 +45,7 @@ from kraftlog.quorum.raft._raft_state import (
 from kraftlog.quorum.raft._raft_view import _log, _View
 from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, read_dump
 from kraftlog.quorum.raft._transport import TransportSettings, raft_transport_class
-from kraftlog.quorum.raft._wire import (
-    MAX_CLUSTER_ID_CHARS,
-    derive_auth_key,
-)
+from kraftlog.quorum.raft._wire import MAX_CLUSTER_ID_CHARS, derive_auth_key
 
 
 class MetadataQuorum(_QuorumVoters):

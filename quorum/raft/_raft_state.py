@@ -17,14 +17,14 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 
 from kraftlog.metadata_log import LogEntry
 from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE
-from kraftlog.quorum.raft._serializer import DumpCorruptError
-from kraftlog.quorum.raft._wire import (
+from kraftlog.quorum.raft._raft_messages import (
     COMMAND_NO_OP,
     COMMAND_REGULAR,
     KEEPALIVE,
     MAX_COMMAND_BYTES,
     VOTER_REPORT,
 )
+from kraftlog.quorum.raft._serializer import DumpCorruptError
 
 if (_COMMAND_TYPE.REGULAR, _COMMAND_TYPE.NO_OP) != (COMMAND_REGULAR, COMMAND_NO_OP):  # pragma: no cover
     raise ImportError("pysyncobj's command type bytes changed; quorum.raft._wire must follow them")

@@ -44,22 +44,7 @@ starts at 0 per direction and increments per frame, so a frame that is injected,
 or reordered fails to open and the connection is dropped. (pysyncobj's own transport encrypted with
 the password too; confidentiality is kept.)
 
-Messages
---------
-pysyncobj's messages are dicts with string keys; kraftlog sends only the kinds in
-``_VALIDATORS`` (``append_entries`` only in its plain-entries and snapshot-chunk forms -- never the
-pickled ``transmission`` form) plus its own keepalive. Decoding checks the exact key set and the
-type of every value (ints are non-negative 64-bit, never bool); log entries become ``(command:
-bytes, index, term)`` tuples whose command is a NO_OP or a kraftlog command of bounded size; a
-snapshot chunk becomes ``(bytes, bool, bool)``. So pysyncobj's handlers never see a type they would
-crash on.
-
-Commands
---------
-pysyncobj's ``@replicated`` pickles ``(funcID, args)`` into each log entry and unpickles it at
-apply. kraftlog does not use it: a metadata batch is the REGULAR command ``msgpack([1, epoch,
-timestamp_ms, [record bytes, ...]])`` (``encode_append_command``) and `_RaftNode` decodes it with
-``decode_command``; a command of any other shape is refused, never unpickled.
+The Raft messages and commands these sessions carry: `quorum.raft._raft_messages`.
 """
 
 from __future__ import annotations
@@ -69,7 +54,6 @@ import hmac
 import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgpack
@@ -84,36 +68,30 @@ from kraftlog.common.errors import (
     SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
-from kraftlog.quorum.raft._membership import decode_voter_change, is_voter_change
-from kraftlog.quorum.raft._prevote import PRE_VOTE, PRE_VOTE_RESPONSE, TERM_AHEAD, TRANSFER_FLAG
+from kraftlog.quorum.raft._raft_messages import (
+    MAX_COMMAND_BYTES,
+    checked_map,
+    decode_message,
+    encode_message,
+    is_uint,
+    unpack_body,
+)
 
 __all__ = [
-    "COMMAND_NO_OP",
-    "COMMAND_REGULAR",
     "FrameReader",
     "HEADER",
     "InitiatorHandshake",
-    "KEEPALIVE",
-    "VOTER_REPORT",
-    "MAX_COMMAND_BYTES",
     "MAX_FRAME_BYTES",
     "MAX_HANDSHAKE_FRAME_BYTES",
     "PROTOCOL_VERSION",
     "ResponderHandshake",
     "Session",
-    "decode_command",
-    "decode_message",
     "derive_auth_key",
-    "encode_append_command",
-    "encode_message",
     "frame",
-    "split_append_entries",
 ]
 
 PROTOCOL_VERSION: Final = 1
 PROTOCOL_NAME: Final = "kraftlog-raft"
-#: Largest metadata batch (one command), Kafka's KRaft limit for one batch (8 MiB).
-MAX_COMMAND_BYTES: Final = 8 << 20
 #: Largest frame once authenticated (module docstring: two maximal commands plus overhead).
 MAX_FRAME_BYTES: Final = 2 * MAX_COMMAND_BYTES + (1 << 20)
 #: Largest frame before authentication: the biggest handshake body is ~140 bytes.
@@ -122,19 +100,8 @@ HEADER: Final = struct.Struct(">I")
 NONCE_BYTES: Final = 32
 KDF_ITERATIONS: Final = 100_000
 MAX_CLUSTER_ID_CHARS: Final = 64
-_MAX_U64: Final = (1 << 64) - 1
 _MAX_NODE_ID: Final = (1 << 31) - 1
 
-#: pysyncobj's command type bytes (``_COMMAND_TYPE``): the first byte of every log entry.
-COMMAND_REGULAR: Final = 0
-COMMAND_NO_OP: Final = 1
-_ALLOWED_ENTRY_TYPES: Final = frozenset({COMMAND_REGULAR, COMMAND_NO_OP})
-_OP_APPEND: Final = 1
-
-#: kraftlog's keepalive message type (pysyncobj's dispatcher ignores types it does not know).
-KEEPALIVE: Final = "kl_keepalive"
-#: a voter's report to its peers (issue 26): ``{"dir": directory id or nil, "kraft_max": int}``
-VOTER_REPORT: Final = "kl_voter_report"
 
 _LABEL: Final = b"kraftlog-raft/1 "
 
@@ -198,27 +165,6 @@ class FrameReader:
             self._need = None
 
 
-# --------------------------------------------------------------------------------------- msgpack
-
-
-def _unpack(data: bytes) -> Any:
-    try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
-    except Exception as err:  # msgpack raises several unrelated types for bad input
-        raise CorruptMessageError(f"not a msgpack body: {type(err).__name__}") from None
-
-
-def _uint(value: Any, limit: int = _MAX_U64) -> bool:
-    return type(value) is int and 0 <= value <= limit
-
-
-def _map(value: Any, keys: frozenset[str], what: str) -> dict[str, Any]:
-    if type(value) is not dict or frozenset(value) != keys:
-        got = sorted(value) if type(value) is dict else type(value).__name__
-        raise CorruptMessageError(f"{what}: expected the keys {sorted(keys)}, got {got!r:.120}")
-    return value
-
-
 # --------------------------------------------------------------------------------------- handshake
 
 
@@ -234,7 +180,7 @@ def _mac(key: bytes, label: bytes, transcript: bytes) -> bytes:
 
 
 def _mac_field(body: bytes, what: str) -> bytes:
-    mac = _map(_unpack(body), frozenset({"mac"}), what)["mac"]
+    mac = checked_map(unpack_body(body), frozenset({"mac"}), what)["mac"]
     if type(mac) is not bytes or len(mac) != 32:
         raise CorruptMessageError(f"{what}: mac must be 32 bytes")
     return mac
@@ -279,7 +225,7 @@ class InitiatorHandshake:
         if self._done:
             raise CorruptMessageError("handshake already finished")
         if self._transcript is None:
-            msg = _map(_unpack(body), frozenset({"v", "nonce"}), "challenge")
+            msg = checked_map(unpack_body(body), frozenset({"v", "nonce"}), "challenge")
             if type(msg["v"]) is not int or msg["v"] != PROTOCOL_VERSION:
                 raise UnsupportedVersionError(f"peer speaks Raft protocol version {msg['v']!r:.20}")
             if type(msg["nonce"]) is not bytes or len(msg["nonce"]) != NONCE_BYTES:
@@ -324,7 +270,7 @@ class ResponderHandshake:
         if self._done:
             raise CorruptMessageError("handshake already finished")
         if self._transcript is None:
-            self._check_hello(_unpack(body))
+            self._check_hello(unpack_body(body))
             return msgpack.packb({"v": PROTOCOL_VERSION, "nonce": self._nonce}, use_bin_type=True), None
         mac = _mac_field(body, "proof")
         if not hmac.compare_digest(mac, _mac(self._key, b"initiator", self._transcript)):
@@ -344,11 +290,11 @@ class ResponderHandshake:
                 f"peer speaks Raft protocol version {raw.get('v')!r:.20}; this node speaks {PROTOCOL_VERSION} "
                 "(controller.quorum.raft.authentication=password: it must be the same on every controller)"
             )
-        msg = _map(raw, frozenset({"proto", "v", "cluster", "from", "to", "nonce"}), "hello")
+        msg = checked_map(raw, frozenset({"proto", "v", "cluster", "from", "to", "nonce"}), "hello")
         cluster, sender, target, nonce = msg["cluster"], msg["from"], msg["to"], msg["nonce"]
         if type(cluster) is not str or not 0 < len(cluster) <= MAX_CLUSTER_ID_CHARS:
             raise CorruptMessageError("hello: cluster must be a short string")
-        if not _uint(sender, _MAX_NODE_ID) or not _uint(target, _MAX_NODE_ID):
+        if not is_uint(sender, _MAX_NODE_ID) or not is_uint(target, _MAX_NODE_ID):
             raise CorruptMessageError("hello: from and to must be node ids")
         if type(nonce) is not bytes or len(nonce) != NONCE_BYTES:
             raise CorruptMessageError("hello: nonce must be 32 bytes")
@@ -400,210 +346,3 @@ class Session:
             raise CorruptMessageError("frame failed authentication (tampered, replayed or out of order)") from None
         self._recv_counter += 1
         return decode_message(plaintext)
-
-
-# --------------------------------------------------------------------------------------- messages
-
-
-def encode_message(message: dict[str, Any]) -> bytes:
-    """msgpack of a pysyncobj message; raises ``CorruptMessageError`` for a type msgpack lacks."""
-    try:
-        packed: bytes = msgpack.packb(message, use_bin_type=True)
-        return packed
-    except (TypeError, ValueError, OverflowError) as err:
-        raise CorruptMessageError(f"cannot encode a {message.get('type')!r} message: {err}") from None
-
-
-def _entries(value: Any) -> list[tuple[bytes, int, int]]:
-    if type(value) is not list:
-        raise CorruptMessageError("append_entries: entries must be a list")
-    out = []
-    for entry in value:
-        if type(entry) is not list or len(entry) != 3:
-            raise CorruptMessageError("append_entries: an entry must be [command, index, term]")
-        command, index, term = entry
-        if type(command) is not bytes or not 0 < len(command) <= MAX_COMMAND_BYTES + 1:
-            raise CorruptMessageError("append_entries: an entry's command must be non-empty bytes of bounded size")
-        if command[0] not in _ALLOWED_ENTRY_TYPES:
-            raise CorruptMessageError(f"append_entries: entry command type {command[0]} is not accepted")
-        if not (_uint(index) and _uint(term)):
-            raise CorruptMessageError("append_entries: entry index and term must be integers")
-        out.append((command, index, term))
-    return out
-
-
-def _append_entries(m: dict[str, Any]) -> None:
-    if "serialized" in m:
-        _map(m, frozenset({"type", "term", "commit_index", "serialized"}), "append_entries (snapshot)")
-        chunk = m["serialized"]
-        if chunk is not None:
-            if (
-                type(chunk) is not list
-                or len(chunk) != 3
-                or type(chunk[0]) is not bytes
-                or type(chunk[1]) is not bool
-                or type(chunk[2]) is not bool
-            ):
-                raise CorruptMessageError("append_entries: a snapshot chunk must be [bytes, first, last]")
-            m["serialized"] = (chunk[0], chunk[1], chunk[2])
-    else:
-        _map(m, frozenset({"type", "term", "commit_index", "entries", "prevLogIdx", "prevLogTerm"}), "append_entries")
-        if not (_uint(m["prevLogIdx"]) and _uint(m["prevLogTerm"])):
-            raise CorruptMessageError("append_entries: prevLogIdx and prevLogTerm must be integers")
-        m["entries"] = _entries(m["entries"])
-    if not (_uint(m["term"]) and _uint(m["commit_index"])):
-        raise CorruptMessageError("append_entries: term and commit_index must be integers")
-
-
-def _ints(*keys: str) -> Callable[[dict[str, Any]], None]:
-    expected = frozenset({"type", *keys})
-
-    def check(m: dict[str, Any]) -> None:
-        _map(m, expected, m["type"])
-        if not all(_uint(m[k]) for k in keys):
-            raise CorruptMessageError(f"{m['type']}: {', '.join(keys)} must be integers")
-
-    return check
-
-
-def _next_node_idx(m: dict[str, Any]) -> None:
-    _map(m, frozenset({"type", "next_node_idx", "reset", "success"}), "next_node_idx")
-    if not _uint(m["next_node_idx"]) or type(m["reset"]) is not bool or type(m["success"]) is not bool:
-        raise CorruptMessageError("next_node_idx: an integer index and two booleans expected")
-
-
-def _apply_command(m: dict[str, Any]) -> None:
-    keys = frozenset(m)
-    if keys not in (frozenset({"type", "command"}), frozenset({"type", "command", "request_id"})):
-        raise CorruptMessageError(f"apply_command: unexpected keys {sorted(keys)!r:.120}")
-    command = m["command"]
-    if type(command) is not bytes or not 0 < len(command) <= MAX_COMMAND_BYTES + 1 or command[0] != COMMAND_REGULAR:
-        raise CorruptMessageError("apply_command: the command must be a kraftlog command")
-    if "request_id" in m and not _uint(m["request_id"]):
-        raise CorruptMessageError("apply_command: request_id must be an integer")
-
-
-def _apply_command_response(m: dict[str, Any]) -> None:
-    keys = frozenset(m)
-    values: tuple[Any, ...]
-    if keys == frozenset({"type", "request_id", "error"}):
-        values = (m["request_id"], m["error"])
-    elif keys == frozenset({"type", "request_id", "log_idx", "log_term"}):
-        values = (m["request_id"], m["log_idx"], m["log_term"])
-    else:
-        raise CorruptMessageError(f"apply_command_response: unexpected keys {sorted(keys)!r:.120}")
-    if not all(_uint(v) for v in values):
-        raise CorruptMessageError("apply_command_response: integers expected")
-
-
-def _request_vote(m: dict[str, Any]) -> None:
-    # ``kl_transfer`` (optional): the vote request of an election the leader asked for (`quorum.raft._prevote`)
-    if TRANSFER_FLAG in m:
-        if m[TRANSFER_FLAG] is not True:
-            raise CorruptMessageError(f"request_vote: {TRANSFER_FLAG} must be true when present")
-        _ints("term", "last_log_index", "last_log_term", TRANSFER_FLAG)({**m, TRANSFER_FLAG: 1})
-        return
-    _ints("term", "last_log_index", "last_log_term")(m)
-
-
-def _pre_vote_response(m: dict[str, Any]) -> None:
-    _map(m, frozenset({"type", "term", "granted"}), PRE_VOTE_RESPONSE)
-    if not _uint(m["term"]) or type(m["granted"]) is not bool:
-        raise CorruptMessageError(f"{PRE_VOTE_RESPONSE}: an integer term and a boolean expected")
-
-
-def _voter_report(m: dict[str, Any]) -> None:
-    _map(m, frozenset({"type", "dir", "kraft_max"}), VOTER_REPORT)
-    directory = m["dir"]
-    if directory is not None and (type(directory) is not str or not 0 < len(directory) <= 64):
-        raise CorruptMessageError(f"{VOTER_REPORT}: dir must be a short string or nil")
-    if not _uint(m["kraft_max"], 255):
-        raise CorruptMessageError(f"{VOTER_REPORT}: kraft_max must be a small integer")
-
-
-_VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], None]]] = {
-    "append_entries": _append_entries,
-    "request_vote": _request_vote,
-    PRE_VOTE: _ints("term", "last_log_index", "last_log_term"),
-    PRE_VOTE_RESPONSE: _pre_vote_response,
-    TERM_AHEAD: _ints("term"),
-    "response_vote": _ints("term"),
-    "timeout_now": _ints("term"),
-    "next_node_idx": _next_node_idx,
-    "apply_command": _apply_command,
-    "apply_command_response": _apply_command_response,
-    KEEPALIVE: _ints(),
-    VOTER_REPORT: _voter_report,
-}
-
-
-def decode_message(data: bytes) -> dict[str, Any]:
-    """msgpack bytes -> a pysyncobj message of a known kind and exact shape, or ``CorruptMessageError``."""
-    message = _unpack(data)
-    if type(message) is not dict:
-        raise CorruptMessageError("a Raft message must be a map")
-    kind = message.get("type")
-    validator = _VALIDATORS.get(kind) if type(kind) is str else None
-    if validator is None:
-        raise CorruptMessageError(f"unknown Raft message type {kind!r:.40}")
-    validator(message)
-    return message
-
-
-# --------------------------------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True, slots=True)
-class AppendCommand:
-    """One metadata batch as the state machine applies it."""
-
-    epoch: int
-    timestamp_ms: int
-    records: list[bytes]
-
-
-def encode_append_command(epoch: int, timestamp_ms: int, records: list[bytes]) -> bytes:
-    """The REGULAR command payload (without pysyncobj's type byte) for one metadata batch."""
-    packed: bytes = msgpack.packb([_OP_APPEND, epoch, timestamp_ms, list(records)], use_bin_type=True)
-    return packed
-
-
-def decode_command(command: bytes) -> AppendCommand | bytes | None:
-    """A journal entry's command (type byte included): None for a NO_OP, the command itself for a
-    voter change (`quorum.raft._membership` decodes it), else the batch.
-
-    Raises ``CorruptMessageError`` for any other type (pysyncobj's membership and version commands
-    are pickles) or shape; the caller refuses the entry.
-    """
-    if not command:
-        raise CorruptMessageError("empty Raft command")
-    kind = command[0]
-    if kind == COMMAND_NO_OP:
-        return None
-    if kind != COMMAND_REGULAR:
-        raise CorruptMessageError(f"Raft command type {kind} is not a kraftlog command")
-    if is_voter_change(command):
-        decode_voter_change(command)  # well-formed, or CorruptMessageError (voter changes are rare)
-        return command
-    value = _unpack(command[1:])
-    if type(value) is not list or len(value) != 4 or value[0] != _OP_APPEND or type(value[0]) is not int:
-        raise CorruptMessageError("not a kraftlog append command")
-    _, epoch, timestamp_ms, records = value
-    if type(epoch) is not int or type(timestamp_ms) is not int:
-        raise CorruptMessageError("append command: epoch and timestamp_ms must be integers")
-    if type(records) is not list or any(type(r) is not bytes for r in records):
-        raise CorruptMessageError("append command: records must be a list of bytes")
-    return AppendCommand(epoch, timestamp_ms, records)
-
-
-def split_append_entries(message: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Two consecutive ``append_entries`` carrying ``message``'s entries, or None if it has fewer
-    than two. The second one's ``prevLogIdx``/``prevLogTerm`` name the first one's last entry, so a
-    follower applies them exactly as it would the whole (Raft allows any split)."""
-    entries = message.get("entries")
-    if message.get("type") != "append_entries" or not isinstance(entries, (list, tuple)) or len(entries) < 2:
-        return None
-    mid = len(entries) // 2
-    head = dict(message, entries=list(entries[:mid]))
-    tail = dict(message, entries=list(entries[mid:]), prevLogIdx=entries[mid - 1][1], prevLogTerm=entries[mid - 1][2])
-    return [head, tail]

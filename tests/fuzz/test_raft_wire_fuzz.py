@@ -22,17 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftlog.common.errors import KafkaError, MessageTooLargeError
+from kraftlog.quorum.raft._raft_messages import decode_command, decode_message, encode_append_command, encode_message
 from kraftlog.quorum.raft._wire import (
     MAX_HANDSHAKE_FRAME_BYTES,
     FrameReader,
     InitiatorHandshake,
     ResponderHandshake,
     Session,
-    decode_command,
-    decode_message,
     derive_auth_key,
-    encode_append_command,
-    encode_message,
     frame,
 )
 

@@ -27,8 +27,8 @@ from kraftlog.quorum.raft._membership import (
     revert_voter_change,
     voters_in_force,
 )
+from kraftlog.quorum.raft._raft_messages import VOTER_REPORT, decode_message, encode_message
 from kraftlog.quorum.raft._raft_voters import KRAFT_VERSION_MAX, _VoterChangesNode
-from kraftlog.quorum.raft._wire import VOTER_REPORT, decode_message, encode_message
 from tests.unit.quorum.test_controller import Harness
 
 DIRS = {1: "AAAAAAAAAAAAAAAAAAAAAQ", 2: "AAAAAAAAAAAAAAAAAAAAAg", 3: "AAAAAAAAAAAAAAAAAAAAAw"}

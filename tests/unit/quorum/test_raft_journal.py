@@ -30,8 +30,8 @@ from pysyncobj.transport import Transport
 from kraftlog.metadata_log._records import ConfigRecord, decode_record, encode_record
 from kraftlog.quorum.raft import APPLY_OK, MetadataStateMachine, RawEntry, _RaftNode, build_syncobj_conf
 from kraftlog.quorum.raft._journal import JournalCorruptError, RaftJournal
+from kraftlog.quorum.raft._raft_messages import decode_message, encode_message
 from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, FullDump, encode_dump, read_dump
-from kraftlog.quorum.raft._wire import decode_message, encode_message
 
 NOOP = b"\x01"
 

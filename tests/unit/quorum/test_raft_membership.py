@@ -23,9 +23,9 @@ from kraftlog.quorum.raft._membership import (
     voters_in_force,
     voters_to_wire,
 )
+from kraftlog.quorum.raft._raft_messages import decode_command, encode_append_command
 from kraftlog.quorum.raft._raft_voters import VoterNode
 from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, FullDump, decode_dump, encode_dump
-from kraftlog.quorum.raft._wire import decode_command, encode_append_command
 
 V1 = RaftVoter(1, "127.0.0.1", 9101, "AAAAAAAAAAAAAAAAAAAAAQ", "key-one")
 V2 = RaftVoter(2, "127.0.0.1", 9102, "AAAAAAAAAAAAAAAAAAAAAg", "key-two")

@@ -23,7 +23,7 @@ from kraftlog.quorum.raft._prevote import (
     leader_recently_heard,
     log_is_up_to_date,
 )
-from kraftlog.quorum.raft._wire import decode_message, encode_message
+from kraftlog.quorum.raft._raft_messages import decode_message, encode_message
 
 WINDOW = 0.9
 

@@ -25,23 +25,25 @@ from kraftlog.common.errors import (
     UnsupportedVersionError,
 )
 from kraftlog.quorum.raft import APPLY_INVALID, MetadataStateMachine, _RaftNode, build_syncobj_conf
+from kraftlog.quorum.raft._raft_messages import (
+    MAX_COMMAND_BYTES,
+    decode_command,
+    decode_message,
+    encode_append_command,
+    encode_message,
+    split_append_entries,
+)
 from kraftlog.quorum.raft._serializer import DumpSerializer
 from kraftlog.quorum.raft._transport import RefusalLog
 from kraftlog.quorum.raft._wire import (
-    MAX_COMMAND_BYTES,
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
     FrameReader,
     InitiatorHandshake,
     ResponderHandshake,
     Session,
-    decode_command,
-    decode_message,
     derive_auth_key,
-    encode_append_command,
-    encode_message,
     frame,
-    split_append_entries,
 )
 
 CLUSTER = "TransportTestCluster00A"

@@ -24,7 +24,7 @@ from kraftlog.quorum.raft._membership import (
     revert_voter_change,
     voters_in_force,
 )
-from kraftlog.quorum.raft._wire import encode_append_command
+from kraftlog.quorum.raft._raft_messages import encode_append_command
 
 V = {i: RaftVoter(i, "127.0.0.1", 9100 + i, f"AAAAAAAAAAAAAAAAAAAAA{'ABCDEFGH'[i]}", f"key-{i}") for i in range(1, 6)}
 
