@@ -237,6 +237,22 @@ class SharePartitionManager:
         for op in list(self._waiting):
             op.force_complete()
 
+    async def _change_held(self, key: ShareKey3, change_of: Callable[[SharePartition], ChangeResult]) -> None:
+        """A change the broker makes on its own (a session's release, expired locks) to the partition
+        ``key`` when it is held here: made under its lock, persisted when it changed anything; a
+        failed write leaves the waiters unwoken (`_persist` has dropped the partition for a reload)."""
+        held = self._held.get(key)
+        if held is None:
+            return
+        async with held.lock:
+            change = change_of(held.core)
+            if change.changed:
+                try:
+                    await self._persist(key, held)
+                except kerr.KafkaError:
+                    return
+            self._after_change(key, held, change)
+
     # ================================================================== calls
 
     async def acknowledge(
@@ -261,17 +277,7 @@ class SharePartitionManager:
         """The member's share session closed: release what it holds in ``parts``."""
         for topic_id, _topic, partition in parts:
             key = (group_id, topic_id, partition)
-            held = self._held.get(key)
-            if held is None:
-                continue
-            async with held.lock:
-                change = held.core.release_member(member_id)
-                if change.changed:
-                    try:
-                        await self._persist(key, held)
-                    except kerr.KafkaError:
-                        continue
-                self._after_change(key, held, change)
+            await self._change_held(key, lambda core: core.release_member(member_id))
 
     async def fetch(
         self,
@@ -401,17 +407,7 @@ class SharePartitionManager:
         while self._deadlines and self._deadlines[0][0] <= now_ms:
             due.add(heapq.heappop(self._deadlines)[1])
         for key in due:
-            held = self._held.get(key)
-            if held is None:
-                continue
-            async with held.lock:
-                change = held.core.expire_locks(now_ms)
-                if change.changed:
-                    try:
-                        await self._persist(key, held)
-                    except kerr.KafkaError:
-                        continue
-                self._after_change(key, held, change)
+            await self._change_held(key, lambda core: core.expire_locks(now_ms))
 
 
 def group_partition_config(
