@@ -3,7 +3,8 @@ storage kinds and slow fsync, as a real process with its own 6-node cluster, und
 data workload. Each storage fault kills one broker with SIGKILL, damages its partition files
 while it is down (a bit flipped in the newest segment or in an offset index, the newest segment
 cut, the writes not fsynced lost) and starts it again, on a converged cluster only (so the damage
-is a minority's); slow fsync delays every fsync of a partition leader's broker for a while.
+is a minority's); slow fsync delays every fsync of a partition leader's broker for a while, and is
+not held back for convergence (it loses nothing, so it may meet a broker still recovering).
 
 The hard verdicts are the run's own: nothing acknowledged lost, no acknowledged offset rewritten,
 no duplicate, the cluster converged; the seeded schedule's kinds each damaged files.
@@ -60,5 +61,8 @@ def test_storage_faults_on_a_minority_lose_nothing_and_converge(tmp_path: Path) 
     damaged = {f["kind"] for f in result["fault_log"] if f.get("damaged_files", 0) > 0}
     assert len(damaged) >= 2, result["fault_log"]
     assert result["fault_counts"]["slow_fsync"] >= 1
-    assert all(f["injected_before_recovery"] is None for f in result["fault_log"])  # a minority each time
+    # a minority's damage each time: the runner holds a damaging fault until the cluster converged.
+    # Slow fsync damages nothing and is not held (it may land while a damaged broker still recovers).
+    damaging = [f for f in result["fault_log"] if f["kind"] != "slow_fsync"]
+    assert damaging and all(f["injected_before_recovery"] is None for f in damaging), damaging
     assert result["ok"] and proc.returncode == 0
