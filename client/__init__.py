@@ -1,7 +1,8 @@
 """client: the Python client library over gRPC (docs/architecture.md §2): `Producer` and
-`AsyncProducer`, `Consumer` (with its consumer group), `Admin` against the controllers, `GroupAdmin`
-and `TransactionAdmin` against the brokers' coordinators. Imports only `proto` and `common` (an
-import-linter contract in pyproject.toml), never the server side."""
+`AsyncProducer`, `Consumer` (with its consumer group), `ShareConsumer` (a share group's member,
+KIP-932), `Admin` against the controllers, `GroupAdmin` and `TransactionAdmin` against the
+brokers' coordinators. Imports only `proto` and `common` (an import-linter contract in
+pyproject.toml), never the server side."""
 
 from kraftlog.client._config import UnsupportedConfigError
 from kraftlog.client._metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicPartition
@@ -43,8 +44,16 @@ from kraftlog.client.producer import (
     partition_for_key,
     producer_config_from_properties,
 )
+from kraftlog.client.share import (
+    AcknowledgeType,
+    IllegalStateError,
+    ShareConsumer,
+    ShareConsumerRecord,
+    share_consumer_config_from_properties,
+)
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AsyncProducer",
     "BrokerMetadata",
@@ -56,6 +65,7 @@ __all__ = [
     "ConsumerRecord",
     "DefaultPartitioner",
     "GroupAdmin",
+    "IllegalStateError",
     "LogTruncationError",
     "MockTransport",
     "NewTopic",
@@ -72,6 +82,8 @@ __all__ = [
     "RecordsAdmin",
     "RebalanceListener",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicPartition",
     "TransactionAdmin",
     "Transport",
@@ -85,4 +97,5 @@ __all__ = [
     "raise_for_errors",
     "rpc_error",
     "security_from_properties",
+    "share_consumer_config_from_properties",
 ]

@@ -16,7 +16,7 @@ import grpc
 from kraftlog.client._security import ClientSecurity
 from kraftlog.client._transport import Transport
 from kraftlog.common import errors as kerr
-from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2_grpc, group_pb2_grpc, txn_pb2_grpc
+from kraftlog.proto import RECONNECT_OPTIONS, broker_pb2_grpc, group_pb2_grpc, share_pb2_grpc, txn_pb2_grpc
 
 __all__ = ["UNREACHABLE_CODES", "ChannelPool", "grpc_error", "timed_out"]
 
@@ -107,6 +107,12 @@ class ChannelPool:
         self.stub(address)
         with self._lock:
             return txn_pb2_grpc.TxnServiceStub(self._channels[address])
+
+    def share_stub(self, address: str) -> share_pb2_grpc.ShareServiceStub:
+        """ShareService on the same channel as `stub` (a share consumer's partition leaders)."""
+        self.stub(address)
+        with self._lock:
+            return share_pb2_grpc.ShareServiceStub(self._channels[address])
 
     def close(self) -> None:
         with self._lock:

@@ -36,6 +36,7 @@ __all__ = [
     "ClientConfig",
     "PRODUCER_CONFIG",
     "CONSUMER_CONFIG",
+    "SHARE_CONSUMER_CONFIG",
 ]
 
 
@@ -230,5 +231,36 @@ CONSUMER_CONFIG = ClientConfig(
         "value.deserializer": BYTES_DESERIALIZER,
     },
     # accepted and ignored: gRPC sizes its sockets' buffers itself
+    ignored=frozenset({"receive.buffer.bytes", "send.buffer.bytes"}),
+)
+
+#: `ShareConsumer`'s settings (Kafka's ``ShareConsumerConfig``; see `ShareConsumer`). A share
+#: group's offsets, isolation and membership timing are the group's own configs on the brokers,
+#: so Kafka's share consumer refuses the consumer-group keys; so does this one (unknown keys).
+SHARE_CONSUMER_CONFIG = ClientConfig(
+    _keys(
+        "share consumer",
+        ("bootstrap.servers", _S, NO_DEFAULT, "host:port of some brokers, comma-separated"),
+        ("group.id", _S, NO_DEFAULT, "the share group"),
+        ("share.acknowledgement.mode", _S, "implicit", "implicit (a poll accepts the last one's records) or explicit"),
+        ("share.acquire.mode", _S, "batch_optimized", "batch_optimized or record_limit (KIP-1206)"),
+        ("fetch.min.bytes", _I, 1, "bytes a share fetch waits for"),
+        ("fetch.max.wait.ms", _I, 500, "how long a share fetch waits for fetch.min.bytes"),
+        ("fetch.max.bytes", _I, 52_428_800, "bytes one share fetch returns at most"),
+        ("max.poll.records", _I, 500, "records one share fetch acquires at most, per broker"),
+        ("check.crcs", _B, True, "verify the CRC of every fetched batch"),
+        ("request.timeout.ms", _I, 30_000, "bound on one request's answer"),
+        ("retry.backoff.ms", _L, 100, "first wait before a retry (KIP-580)"),
+        ("retry.backoff.max.ms", _L, 1000, "longest wait before a retry (KIP-580)"),
+        ("metadata.max.age.ms", _L, 300_000, "metadata refresh interval"),
+        ("default.api.timeout.ms", _I, 60_000, "bound on blocking calls without a timeout"),
+        ("client.rack", _S, "", "this client's rack"),
+        ("client.id", _S, "kraftlog-share-consumer", "this client's name in the group"),
+    ),
+    unsupported={
+        "security.protocol": PLAINTEXT_ONLY,
+        "key.deserializer": BYTES_DESERIALIZER,
+        "value.deserializer": BYTES_DESERIALIZER,
+    },
     ignored=frozenset({"receive.buffer.bytes", "send.buffer.bytes"}),
 )

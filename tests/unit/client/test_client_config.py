@@ -9,15 +9,19 @@ import pytest
 from kraftlog.client import (
     Consumer,
     Producer,
+    ShareConsumer,
     UnsupportedConfigError,
     consumer_config_from_properties,
     producer_config_from_properties,
 )
-from kraftlog.client._config import CONSUMER_CONFIG, PRODUCER_CONFIG, ClientConfig
+from kraftlog.client._config import CONSUMER_CONFIG, PRODUCER_CONFIG, SHARE_CONSUMER_CONFIG, ClientConfig
 from kraftlog.common.config import NO_DEFAULT, ConfigError
 
 
-@pytest.mark.parametrize(("config", "cls"), [(PRODUCER_CONFIG, Producer), (CONSUMER_CONFIG, Consumer)])
+@pytest.mark.parametrize(
+    ("config", "cls"),
+    [(PRODUCER_CONFIG, Producer), (CONSUMER_CONFIG, Consumer), (SHARE_CONSUMER_CONFIG, ShareConsumer)],
+)
 def test_constructor_defaults_are_the_config_defaults(config: ClientConfig, cls: type) -> None:
     params = inspect.signature(cls.__init__).parameters
     for key, definition in config.definitions.items():
