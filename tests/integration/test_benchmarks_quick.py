@@ -48,6 +48,13 @@ EXPECTED_KEYS = {
         "offset_commits_per_s",
         "echo_round_trip_ms",
     },
+    "share_bench.py": {
+        "group_2_records_per_s",
+        "share_1_records_per_s",
+        "share_4_records_per_s",
+        "share_8_records_per_s",
+        "share_vs_group_ratio_8",
+    },
     "overload_bench.py": {
         "baseline_produce_p99_ms",
         "attack_produce_p99_ms",
