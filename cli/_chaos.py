@@ -62,10 +62,16 @@ within one), unseen records, aborted reads, and G1a/G1c dependency cycles fail t
 skips between one transaction's sends are reported, not failed: Kafka does not isolate concurrent
 writers). ``kraftlog chaos check --history FILE`` re-checks a saved history without a cluster.
 
+``--workload share`` adds ``--share-members`` kraftlog ShareConsumers and ``--share-kafka-members``
+confluent-kafka ShareConsumers (default 2 each) of one share group (KIP-932) reading the topic from
+its start; checks: every acknowledged produce ACCEPTED by some consumer (``lost``), no record held
+by two consumers at once (``double_acquired``), no delivery past the delivery limit
+(``over_delivery_limit``); ``redeliveries`` for information.
+
 The table goes to stdout; the last line is one JSON object (``--output json``: only that line). The
 exit code is 0 when the profile's checks pass (data: nothing acknowledged lost or written twice and
 the cluster converged, with the group workload its four figures 0, with the eos workload its
-three figures 0), else 1.
+three figures 0, with the share workload its three), else 1.
 """
 
 from __future__ import annotations
@@ -123,7 +129,7 @@ QUEUE_OWN_CLUSTER_OVERRIDES: dict[str, Any] = {
     "group.consumer.heartbeat.interval.ms": 500,
 }
 PROFILES = ("data", "quorum")
-WORKLOADS = ("data", "group", "eos", "queue")
+WORKLOADS = ("data", "group", "eos", "queue", "share")
 GROUP_PROTOCOLS = ("classic", "consumer")
 # deploy.chaos._kafka_clients.CLIENTS (not imported: every kraftlog command would load the chaos
 # package; tests/unit/deploy/test_chaos_clients.py keeps the two equal)
@@ -188,7 +194,19 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "topic to a second one (read-process-write), checked for inputs missing or doubled in the "
         "output, aborted records visible and committed transactions partly visible; queue: also "
         "Jepsen's queue workload (send, poll, txn) on a topic of its own, its history written to "
-        "--history and checked for every anomaly class of 'kraftlog chaos check'",
+        "--history and checked for every anomaly class of 'kraftlog chaos check'; share: also "
+        "share consumers of one share group (kraftlog's and confluent-kafka's), checked for "
+        "acknowledged records never accepted, records held by two consumers at once and deliveries "
+        "past the delivery limit",
+    )
+    run_p.add_argument(
+        "--share-members", type=int, default=2, help="kraftlog ShareConsumers of --workload share (default 2)"
+    )
+    run_p.add_argument(
+        "--share-kafka-members",
+        type=int,
+        default=2,
+        help="confluent-kafka ShareConsumers of --workload share (default 2; none without confluent-kafka)",
     )
     run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
     run_p.add_argument(
@@ -332,6 +350,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--client belongs to the data profile (the quorum profile has its admin workload)")
     if quorum and eos:
         raise UserError("--workload eos belongs to the data profile (the quorum profile has its admin workload)")
+    share = args.workload == "share"
+    if quorum and share:
+        raise UserError("--workload share belongs to the data profile (the quorum profile has its admin workload)")
+    if args.share_members < 0 or args.share_kafka_members < 0 or args.share_members + args.share_kafka_members < 1:
+        raise UserError("--share-members and --share-kafka-members must be >= 0, one of them >= 1")
     queue = args.workload == "queue"
     if quorum and queue:
         raise UserError("--workload queue belongs to the data profile (the quorum profile has its admin workload)")
@@ -425,6 +448,10 @@ def run(args: argparse.Namespace) -> int:
             overrides = {**overrides, **EOS_OWN_CLUSTER_OVERRIDES}
         if queue:
             overrides = {**overrides, **QUEUE_OWN_CLUSTER_OVERRIDES}
+        if share:
+            from kraftlog.deploy.chaos import SHARE_BROKER_KEYS
+
+            overrides = {**overrides, **GROUP_OWN_CLUSTER_OVERRIDES, **SHARE_BROKER_KEYS}
         if group_protocol == "consumer":
             from kraftlog.deploy.chaos import CONSUMER_PROTOCOL_BROKER_KEYS
 
@@ -488,6 +515,8 @@ def run(args: argparse.Namespace) -> int:
                     client=args.client,
                     queue_workers=args.queue_workers,
                     history_path=args.history or str(Path(args.work_dir or ".") / f"queue-history-{seed}.jsonl"),
+                    share_members=args.share_members,
+                    share_kafka_members=args.share_kafka_members,
                 ),
                 out=out,
                 stop=stop,

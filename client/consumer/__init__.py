@@ -14,9 +14,12 @@ from kraftlog.client.consumer._consumer import (
 from kraftlog.client.consumer._consumer_group import CommitFailedError, RebalanceListener
 from kraftlog.client.consumer._consumer_groups import ConsumerGroupMetadata
 from kraftlog.client.consumer._consumer_protocol import decode_assignment, decode_subscription
+from kraftlog.client.consumer._group_client import COORDINATOR_ERRORS, GroupClient
 from kraftlog.client.consumer._interceptors import ConsumerInterceptor
 
 __all__: list[str] = [
+    "COORDINATOR_ERRORS",
+    "GroupClient",
     "CommitFailedError",
     "Consumer",
     "ConsumerGroupMetadata",

@@ -146,6 +146,11 @@ class ShareConsumer:
     def member_id(self) -> str:
         return self._membership.member_id
 
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """How long a record stays locked to the member that acquired it, as the brokers last said
+        (Kafka's ``acquisitionLockTimeoutMs``); None before the first answer."""
+        return self._fetcher.lock_timeout_ms
+
     def subscribe(self, topics: Sequence[str]) -> None:
         """Join the group for ``topics`` (replacing the last subscription; none: `unsubscribe`)."""
         self._check_open()

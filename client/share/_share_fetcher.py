@@ -187,6 +187,8 @@ class ShareFetcher:
         self._kd = key_deserializer
         self._vd = value_deserializer
         self._sessions: dict[int, _Session] = {}
+        #: the group's acquisition lock duration, as the last ShareFetch answer said (None: none yet)
+        self.lock_timeout_ms: int | None = None
 
     # ================================================================== requests
 
@@ -335,6 +337,8 @@ class ShareFetcher:
                 results[tp] = error
             return None
         session.epoch = next_epoch(session.epoch)
+        if response.acquisition_lock_timeout_ms > 0:
+            self.lock_timeout_ms = response.acquisition_lock_timeout_ms
         for _n, tp in acks:
             results.setdefault(tp, None)
         return response

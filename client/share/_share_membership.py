@@ -22,7 +22,7 @@ import structlog
 
 from kraftlog.client._channels import ChannelPool
 from kraftlog.client._metadata import ClusterMetadata, TopicPartition
-from kraftlog.client.consumer._group_client import COORDINATOR_ERRORS, GroupClient
+from kraftlog.client.consumer import COORDINATOR_ERRORS, GroupClient
 from kraftlog.common import errors as kerr
 from kraftlog.proto import group_pb2
 

@@ -3,7 +3,9 @@ partitions) against a local or systemd cluster under an acks=all workload (with 
 also consumer members of one group, checked by `deploy.chaos._group_check`; with ``--workload eos``
 transactional read-process-write processors, checked by `deploy.chaos._eos_check`; both end by one
 drain, `deploy.chaos._drain`; with ``--workload queue`` Jepsen's queue workload, `deploy.chaos._queue_workload`,
-whose history, `deploy.chaos._queue_history`, is checked alone by `deploy.chaos._queue_check`), then a checker; and the
+whose history, `deploy.chaos._queue_history`, is checked alone by `deploy.chaos._queue_check`; with ``--workload
+share`` share consumers of both clients, `deploy.chaos._share_workload`, checked by `deploy.chaos._share_check`),
+then a checker; and the
 quorum profile (`deploy.chaos._quorum_runner`): controller-quorum faults under an admin workload whose
 calls time out and are retried, then checks of the metadata log itself. Storage faults damage a stopped
 broker's files (`deploy.chaos._storage_faults`) when ``--faults`` names them.
@@ -78,6 +80,8 @@ from kraftlog.deploy.chaos._quorum_runner import LONG_ELECTION, QuorumSettings, 
 from kraftlog.deploy.chaos._report import FaultRecord
 from kraftlog.deploy.chaos._runner import WORKLOADS, ChaosSettings, converged, run_chaos
 from kraftlog.deploy.chaos._security import PLAINTEXT, SECURITY_MODES, ChaosSecurity
+from kraftlog.deploy.chaos._share_check import Delivery, ShareReport, check_share
+from kraftlog.deploy.chaos._share_workload import SHARE_BROKER_KEYS, ShareWorkload
 from kraftlog.deploy.chaos._targets import (
     ChaosTarget,
     LocalTarget,
@@ -92,6 +96,11 @@ from kraftlog.deploy.chaos._workload import Workload, read_back
 __all__ = [
     "ALL_FAULT_KINDS",
     "QUEUE_ALLOWED",
+    "SHARE_BROKER_KEYS",
+    "Delivery",
+    "ShareReport",
+    "ShareWorkload",
+    "check_share",
     "QUEUE_ANOMALIES",
     "Ack",
     "AdminOp",

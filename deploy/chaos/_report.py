@@ -16,6 +16,7 @@ from kraftlog.deploy.chaos._drain import drain_row
 from kraftlog.deploy.chaos._eos_run import eos_rows
 from kraftlog.deploy.chaos._faults import Fault
 from kraftlog.deploy.chaos._queue_run import queue_result_rows
+from kraftlog.deploy.chaos._share_run import share_result_rows
 
 __all__ = ["FaultRecord", "attribute_gaps", "client_name", "print_table", "report_fault"]
 
@@ -116,6 +117,8 @@ def print_table(
         rows += eos_rows(result)
     if result["workload"] == "queue":
         rows += queue_result_rows(result)
+    if result["workload"] == "share":
+        rows += share_result_rows(result)
     rows += [
         ("converged after the last fault (s)", result["converge_s"] if result["converged"] else "NO"),
         ("verdict", "PASS" if result["ok"] else "FAIL"),

@@ -40,6 +40,7 @@ from kraftlog.deploy.chaos._group_workload import GROUP_PROTOCOLS, GroupWorkload
 from kraftlog.deploy.chaos._health import HealthProbe, quorum_pending
 from kraftlog.deploy.chaos._queue_run import QueueRun, add_queue_result, start_queue
 from kraftlog.deploy.chaos._report import FaultRecord, attribute_gaps, print_table, report_fault
+from kraftlog.deploy.chaos._share_run import ShareRun, add_share_result, start_share
 from kraftlog.deploy.chaos._targets import ChaosTarget
 from kraftlog.deploy.chaos._workload import Workload, read_back
 
@@ -47,8 +48,9 @@ __all__ = ["ChaosSettings", "FaultRecord", "run_chaos", "converged", "WORKLOADS"
 
 #: data: acks=all producers only; group: also consumer members of one group (`deploy.chaos._group_workload`);
 #: eos: also transactional read-process-write processors from the topic to a second one (`deploy.chaos._eos_workload`);
-#: queue: also Jepsen's queue workload on a topic of its own, checked from its history (`deploy.chaos._queue_workload`)
-WORKLOADS = ("data", "group", "eos", "queue")
+#: queue: also Jepsen's queue workload on a topic of its own, checked from its history (`deploy.chaos._queue_workload`);
+#: share: also share consumers of one share group, kraftlog's and confluent-kafka's (`deploy.chaos._share_workload`)
+WORKLOADS = ("data", "group", "eos", "queue", "share")
 
 _log = structlog.get_logger("deploy.chaos")
 STORAGE_KINDS_SET = frozenset(STORAGE_KINDS)
@@ -78,6 +80,8 @@ class ChaosSettings:
     client: str = "kraftlog"  # the data workload's producer and consumer: kraftlog or kafka-python
     queue_workers: int = 4
     history_path: str = "queue-history.jsonl"  # the queue workload's history (JSON lines)
+    share_members: int = 2  # the share workload's kraftlog ShareConsumers
+    share_kafka_members: int = 2  # and confluent-kafka's
 
 
 @dataclass
@@ -183,6 +187,7 @@ def run_chaos(
     eos_outcome: DrainOutcome | None = None
     eos_reads: Any = None
     queue: QueueRun | None = None
+    share: ShareRun | None = None
     try:
         wait_until(
             lambda: converged(admin, brokers, probe) is None,
@@ -233,6 +238,16 @@ def run_chaos(
         if settings.workload == "queue":
             queue = start_queue(
                 target.bootstrap_servers,
+                topic,
+                settings,
+                admin,
+                lambda: converged(admin, brokers, probe),
+                security=security,
+            )
+        if settings.workload == "share":
+            share = start_share(
+                target.bootstrap_servers,
+                target.kafka_bootstrap_servers,
                 topic,
                 settings,
                 admin,
@@ -316,6 +331,8 @@ def run_chaos(
             eos_outcome = eos.finish()
         if queue is not None:
             queue.finish()
+        if share is not None:
+            share.finish(workload.acks)
         ack_times = workload.ack_times()
         gaps = longest_gaps(ack_times, started, ended)
         attribute_gaps(run.faults, ack_times, started, ended)
@@ -332,6 +349,8 @@ def run_chaos(
             eos.stop()
         if queue is not None:
             queue.finish(timeout_s=5)
+        if share is not None:
+            share.stop()
         admin.close()
         probe.close()
     max_outage = max((b - a for a, b in gaps.values()), default=0.0)
@@ -393,6 +412,8 @@ def run_chaos(
             entry["txn_coordinators"] = list(r.txn_coordinators)
     if queue is not None:
         add_queue_result(result, queue)
+    if share is not None:
+        add_share_result(result, share, workload.acks)
     if report.lost_examples:
         result["lost_examples"] = report.lost_examples
     print_table(result, run.faults, run.started_s, out)

@@ -1,0 +1,125 @@
+"""The share workload's checker (``kraftlog chaos run --workload share``, issue 27): from the produce
+workload's acknowledgements and every share consumer's log of what it was given and how it
+acknowledged it, what KIP-932 promises. Pure: no clock, no I/O; times are one process's
+``time.monotonic()`` seconds.
+
+Each `Delivery` is one record handed to one consumer: ``lower_s`` is a time before the broker
+acquired it for that consumer (the start of the poll that returned it, or for a client that may
+fetch ahead, of the poll before), ``received_s`` when the poll returned it, ``ack_sent_s`` when its
+acknowledgement went out and ``ack_ok`` whether the broker applied it (None: never known).
+
+- ``lost``: an acknowledged produce no consumer had ACCEPTED with the broker's agreement;
+- ``double_acquired``: a record two deliveries held at once. A holds it for sure from ``received_s``
+  to ``ack_sent_s`` when its acknowledgement was applied (only the holder of the lock can
+  acknowledge; a lock lost in between would have ended A's hold for good). B held it at
+  ``received_s`` when that is within the lock duration of ``lower_s`` (its lock cannot have ended
+  yet). So B received inside A's sure hold, on those terms, is two holders at once. Deliveries
+  whose acknowledgement failed or is unknown are only ever B: the broker may have taken their
+  locks away (lock expiry, a leader change), which is no fault;
+- ``over_delivery_limit``: a delivery whose count exceeds ``group.share.delivery.count.limit``;
+- ``redeliveries`` (information): deliveries with a count above 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftlog.deploy.chaos._checker import Ack
+
+__all__ = ["ACCEPT", "RELEASE", "Delivery", "ShareReport", "check_share"]
+
+ACCEPT = "accept"
+RELEASE = "release"
+_EXAMPLES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    consumer: str
+    partition: int
+    offset: int
+    delivery_count: int
+    lower_s: float
+    received_s: float
+    ack: str = ACCEPT  # accept or release
+    ack_sent_s: float | None = None
+    ack_ok: bool | None = None
+
+
+@dataclass
+class ShareReport:
+    acknowledged: int = 0
+    deliveries: int = 0
+    accepted: int = 0
+    lost: int = 0
+    double_acquired: int = 0
+    over_delivery_limit: int = 0
+    redeliveries: int = 0
+    max_delivery_count: int = 0
+    consumers_with_records: int = 0
+    examples: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.double_acquired == 0 and self.over_delivery_limit == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "share_acknowledged": self.acknowledged,
+            "share_deliveries": self.deliveries,
+            "share_accepted": self.accepted,
+            "lost": self.lost,
+            "double_acquired": self.double_acquired,
+            "over_delivery_limit": self.over_delivery_limit,
+            "redeliveries": self.redeliveries,
+            "max_delivery_count": self.max_delivery_count,
+            "share_consumers_with_records": self.consumers_with_records,
+        }
+
+
+def _example(report: ShareReport, kind: str, item: Any) -> None:
+    shown = report.examples.setdefault(kind, [])
+    if len(shown) < _EXAMPLES:
+        shown.append(item)
+
+
+def check_share(
+    acks: Iterable[Ack], deliveries: Sequence[Delivery], *, lock_ms: int, delivery_limit: int
+) -> ShareReport:
+    """The report of the module docstring; ``lock_ms`` is the group's acquisition lock duration."""
+    report = ShareReport(deliveries=len(deliveries))
+    by_record: dict[tuple[int, int], list[Delivery]] = {}
+    for d in deliveries:
+        by_record.setdefault((d.partition, d.offset), []).append(d)
+        report.max_delivery_count = max(report.max_delivery_count, d.delivery_count)
+        if d.delivery_count > 1:
+            report.redeliveries += 1
+        if d.delivery_count > delivery_limit:
+            report.over_delivery_limit += 1
+            _example(report, "over_delivery_limit", [d.consumer, d.partition, d.offset, d.delivery_count])
+    report.consumers_with_records = len({d.consumer for d in deliveries})
+    accepted = {k for k, ds in by_record.items() if any(d.ack == ACCEPT and d.ack_ok for d in ds)}
+    report.accepted = len(accepted)
+    wanted = {(a.partition, a.offset) for a in acks}
+    report.acknowledged = len(wanted)
+    for key in sorted(wanted - accepted):
+        report.lost += 1
+        _example(report, "lost", list(key))
+    lock_s = lock_ms / 1000.0
+    for key, ds in by_record.items():
+        holders = [d for d in ds if d.ack_ok and d.ack_sent_s is not None]
+        for a in holders:
+            assert a.ack_sent_s is not None
+            for b in ds:
+                if b is a:
+                    continue
+                if a.received_s < b.received_s < a.ack_sent_s and b.received_s < b.lower_s + lock_s:
+                    report.double_acquired += 1
+                    _example(
+                        report,
+                        "double_acquired",
+                        [key[0], key[1], a.consumer, b.consumer, round(b.received_s - a.received_s, 3)],
+                    )
+    return report
