@@ -37,7 +37,7 @@ OVERRIDES = {
     "group.share.min.record.lock.duration.ms": 1000,
     "group.share.record.lock.duration.ms": LOCK_MS,
 }
-TOPICS = ("five", "again", "rejected", "killed", "mixed")
+TOPICS = ("five", "again", "rejected", "killed", "mixed", "later")
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +240,27 @@ def test_ours_and_confluent_kafkas_share_consumer_share_one_group(cluster: Local
         stop.set()
         mine.close()
         theirs.close()
+
+
+def test_implicit_mode_commit_async_reports_to_the_callback_and_nothing_comes_back(cluster: LocalCluster) -> None:
+    earliest(cluster, "g-later")
+    values = produce(cluster, "later", 10)
+    reported: list[tuple[dict[Any, set[int]], Any]] = []
+    c = ours(
+        cluster, "g-later", acknowledgement_commit_callback=lambda offsets, error: reported.append((offsets, error))
+    )
+    try:
+        c.subscribe(["later"])
+        got: list[Any] = []
+        wait_until(lambda: got.extend(c.poll(200)) or len(got) >= 10, 20, what="the records")
+        assert sorted(r.value for r in got) == sorted(values)
+        c.commit_async()  # the implicit ACCEPT of every record, answered later
+        wait_until(lambda: c.poll(100) == [] and sum(len(o) for os_, _e in reported for o in os_.values()) >= 10, 20)
+        assert all(error is None for _o, error in reported)
+        assert sorted(o for os_, _e in reported for offs in os_.values() for o in offs) == sorted(r.offset for r in got)
+        # accepted: a new member of the group gets nothing
+        with ours(cluster, "g-later") as other:
+            other.subscribe(["later"])
+            assert other.poll(1500) == []
+    finally:
+        c.close()
