@@ -81,7 +81,7 @@ def print_table(
         ("producer and consumer", client_name(result["client"])),
         ("connections (security)", result["security"]),
         ("records acknowledged", result["acknowledged"]),
-        ("records lost", result["lost"]),
+        ("records lost", result.get("lost_produce", result["lost"])),
         ("acknowledged offset rewritten", result["offset_mismatches"]),
         ("duplicates (idempotent producer: must be 0)", result["duplicates"]),
         ("reordered within a partition", result["reordered"]),

@@ -90,6 +90,9 @@ def add_share_result(result: dict[str, Any], run: ShareRun, acks: list[Ack]) -> 
     w = run.workload
     lock_ms = w.lock_ms or 0  # unknown: no hold of another member can be proved, none is counted
     report = check_share(acks, w.snapshot(), lock_ms=lock_ms, delivery_limit=DELIVERY_LIMIT)
+    # a record lost from the log was never accepted either: the share verdict's "lost" includes the
+    # produce check's, which stays as "lost_produce" (taken before the share verdict replaces it)
+    result["lost_produce"] = result["lost"]
     result.update(report.to_json())
     result["share_members"] = dict(w.clients)
     if w.theirs_skipped:
@@ -101,10 +104,6 @@ def add_share_result(result: dict[str, Any], run: ShareRun, acks: list[Ack]) -> 
     result["share_poll_failures"] = w.poll_failures
     result["share_commit_failures"] = w.commit_failures
     result["share_consumers_replaced"] = w.replaced
-    # a record lost from the log was never accepted either: the share verdict's "lost" includes the
-    # produce check's, which stays as "lost_produce"
-    result["lost_produce"] = result["lost"]
-    result["lost"] = report.lost
     for kind, shown in report.examples.items():
         result[f"share_{kind}_examples"] = shown
     result["ok"] = result["ok"] and report.ok and run.drained
@@ -114,6 +113,7 @@ def share_result_rows(result: dict[str, Any]) -> list[tuple[str, Any]]:
     return [
         ("share: deliveries (redeliveries)", f"{result['share_deliveries']} ({result['redeliveries']})"),
         ("share: acknowledged produce never accepted", result["lost"]),
+        ("share: accepts of unknown outcome (in doubt)", result["accept_in_doubt"]),
         ("share: records held by two consumers at once", result["double_acquired"]),
         ("share: deliveries past the delivery limit", result["over_delivery_limit"]),
         ("share: members (kraftlog, confluent-kafka)", str(result["share_members"])),

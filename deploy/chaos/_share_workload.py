@@ -306,4 +306,6 @@ class ShareWorkload:
             ]
             with self._lock:
                 self.deliveries.extend(out)
-                self.accepted.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok)
+                # an ACCEPT of unknown outcome may have been applied (see _share_check): waiting for
+                # another delivery of that record could wait for ever
+                self.accepted.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok is not False)
