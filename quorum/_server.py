@@ -55,6 +55,7 @@ from kraftlog.metadata_log import (
     MetadataProvenance,
     MetadataRecord,
     NoOpRecord,
+    QuorumControlState,
     UnsupportedFeatureLevelError,
     check_supported,
     encode_record,
@@ -269,6 +270,7 @@ class ControllerServer(_ControllerLog):
             s = read_snapshot(snap.path)
             image = MetadataImage.from_records(s.records, s.offset, s.epoch, s.timestamp_ms)
             self.provenance = MetadataProvenance.from_snapshot(s.records, s.epoch, s.timestamp_ms)
+            self.quorum_control = QuorumControlState.of(s.records)
             start = s.offset + 1
             try:  # a finalized level this build cannot run at: refuse to start, naming it
                 check_supported(image.features.levels, f"snapshot {snap.path.name}")
@@ -281,6 +283,7 @@ class ControllerServer(_ControllerLog):
         for entry in read_log_dir(self.metadata_dir, from_offset=start):
             self._replay_or_fail(delta, entry)
             self.provenance.observe(entry)
+            self.quorum_control = self.quorum_control.observe(entry.record)
             self._remember(entry)
             count += 1
         self.image = delta.apply() if count else image

@@ -142,6 +142,7 @@ from kraftlog.quorum.raft._identity import (
     identity_from_config,
     key_file_of,
     load_private_key,
+    parse_voter_keys,
     public_key_text,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
@@ -222,6 +223,7 @@ __all__ = [
     "key_file_of",
     "kraft_version_of",
     "load_private_key",
+    "parse_voter_keys",
     "public_key_text",
     "read_voters_file",
     "upgraded_voter_set",
