@@ -81,6 +81,7 @@ from kraftlog.quorum._controller_services import (
 )
 from kraftlog.quorum._describe_quorum import describe_quorum
 from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
+from kraftlog.quorum._endpoint_update import EndpointReporter
 from kraftlog.quorum._kraft_upgrade import kraft_upgrade_problem
 from kraftlog.quorum._metrics import ControllerStateCollector
 from kraftlog.quorum._quorum_identity import kept_kraft_version, raft_identity
@@ -215,8 +216,7 @@ class ControllerServer(_ControllerLog):
             if dynamic:
                 extra["directory_ids"] = dict(self.voter_directory_ids)
                 extra["admit_observers"] = True
-                if self.observer:
-                    extra["observer_endpoint"] = own_raft
+                extra["listen_endpoint" if not self.observer else "observer_endpoint"] = own_raft
         self._quorum = factory(
             **extra,
             node_id=self.node_id,
@@ -237,6 +237,7 @@ class ControllerServer(_ControllerLog):
             leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()},
         )
         await self._quorum.start()
+        self._endpoint_reporter = EndpointReporter(self)
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
         self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
 
@@ -501,6 +502,7 @@ class ControllerServer(_ControllerLog):
         while not self._stopping:
             await self._clock.sleep_async(_FENCE_CHECK_S)
             self._snapshot_if_due(self._clock.monotonic_s())
+            await self._endpoint_reporter.tick(self._clock.monotonic_s())  # UpdateRaftVoter, issue 26
             if not self.is_active:
                 continue
             try:

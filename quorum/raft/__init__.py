@@ -149,6 +149,7 @@ from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
+    VOTER_UPDATE,
     VOTERS_FILE,
     KRaftUpgrade,
     RaftVoter,
@@ -211,6 +212,7 @@ __all__ = [
     "RawEntry",
     "VOTER_ADD",
     "VOTER_REMOVE",
+    "VOTER_UPDATE",
     "VOTERS_FILE",
     "VoterChange",
     "VoterChangeError",
