@@ -58,7 +58,7 @@ def test_replay_changes_nothing_but_the_offset() -> None:
     without = MetadataImage.from_records([topic], 0, 1, 10)
     with_control = MetadataImage.from_records([topic, KRaftVersionRecord(1), VOTERS], 2, 1, 10)
     assert with_control.offset == 2
-    assert list(with_control.to_records()) == list(without.to_records())  # snapshots leave them out
+    assert list(with_control.to_records()) == list(without.to_records())  # the image leaves them out
 
 
 def test_the_spark_fold_keys_them_to_nothing() -> None:
