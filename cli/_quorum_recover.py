@@ -116,15 +116,27 @@ def _existing_state(mdir: Path, raft_dir: Path) -> list[Path]:
     return found
 
 
-def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict[int, str], fsync: bool = True) -> None:
+def seed_raft_state(
+    raft_dir: Path,
+    *,
+    next_offset: int,
+    term: int,
+    voters: dict[int, str],
+    fsync: bool = True,
+    raft_voters: dict[int, Any] | None = None,
+) -> None:
     """Write a Raft journal and full dump in which nothing is applied yet and the metadata state
     machine's next offset is ``next_offset``; the journal holds two NO_OP entries of ``term``.
 
     Every controller seeded with the same arguments has the same Raft log, so they can elect a
     leader (in term ``term + 1``) and replicate from there; pysyncobj loads the dump at start and
     `MetadataStateMachine.from_state` continues numbering at ``next_offset``.
+
+    ``raft_voters`` (a dynamic quorum, issue 26: the snapshot's voter set as `quorum.raft.RaftVoter`s):
+    the dump carries them as its committed voter set and ``raft/voters.msgpack`` keeps them, as a
+    controller's own Raft dir would after the voter changes the snapshot replaced.
     """
-    from kraftlog.quorum.raft import DUMP_FILE, JOURNAL_FILE, FullDump, RaftJournal, encode_dump
+    from kraftlog.quorum.raft import DUMP_FILE, JOURNAL_FILE, FullDump, RaftJournal, encode_dump, write_voters_file
 
     raft_dir.mkdir(parents=True, exist_ok=True)
     prev = (_NOOP_COMMAND, 1, term)
@@ -138,7 +150,8 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
     finally:
         journal.close()
     state = {"next_offset": next_offset, "entries": [], "index_map": [], "index_floor": [2, next_offset]}
-    dump = FullDump(raft_last=last, raft_prev=prev, cluster=tuple(sorted(voters.values())), state=state)
+    listed = tuple(v for _vid, v in sorted((raft_voters or {}).items()))
+    dump = FullDump(raft_last=last, raft_prev=prev, cluster=tuple(sorted(voters.values())), state=state, voters=listed)
     dump_path = raft_dir / DUMP_FILE
     tmp = dump_path.with_name(dump_path.name + ".tmp")
     with open(tmp, "wb") as fh:
@@ -147,8 +160,45 @@ def seed_raft_state(raft_dir: Path, *, next_offset: int, term: int, voters: dict
         if fsync:
             os.fsync(fh.fileno())
     os.replace(tmp, dump_path)
+    if raft_voters:
+        write_voters_file(raft_dir, raft_voters)
     if fsync:
         fsync_directory(raft_dir)
+
+
+def _snapshot_raft_voters(cfg: Any, records: Any, raft_dir: Path) -> dict[int, Any] | None:
+    """The voter set a snapshot's control records name (issue 26), as the Raft layer keeps it: the
+    Raft endpoint is the controller port plus ``controller.quorum.raft.port.offset``; each public key
+    is the one this node's voter file kept for that (id, directory id), else the configured one.
+    None for a snapshot without a voter set (a static quorum, or one written by an older build)."""
+    from kraftlog.common.errors import CorruptMessageError
+    from kraftlog.metadata_log import QuorumControlState
+    from kraftlog.quorum.raft import RaftVoter, parse_voter_keys, public_key_text, read_voters_file
+
+    control = QuorumControlState.of(records)
+    if control.voters is None:
+        return None
+    try:
+        kept = read_voters_file(raft_dir) or {}
+    except CorruptMessageError:
+        kept = {}
+    configured = {
+        vid: public_key_text(k) for vid, k in parse_voter_keys(cfg["controller.quorum.raft.voter.keys"]).items()
+    }
+    offset = int(cfg["controller.quorum.raft.port.offset"])
+    voters: dict[int, Any] = {}
+    for v in control.voters.voters:
+        endpoint = next((e for e in v.endpoints if e.name == "CONTROLLER"), v.endpoints[0])
+        old = kept.get(v.voter_id)
+        key = old.public_key if old is not None and old.directory_id == v.voter_directory_id else None
+        if cfg["controller.quorum.raft.authentication"] != "password":
+            key = key or configured.get(v.voter_id)
+        else:
+            key = None
+        voters[v.voter_id] = RaftVoter(
+            v.voter_id, endpoint.host, endpoint.port + offset, v.voter_directory_id or None, key
+        )
+    return voters
 
 
 def _install_snapshot(source: Path, mdir: Path, offset: int, epoch: int) -> Path:
@@ -185,7 +235,8 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
         cfg = resolve_quorum(cfg)  # a dynamic quorum: the formatted voter set
     except NodeStartupError as err:
         raise UserError(err.message) from err
-    host, port = cfg.quorum_voters[cfg.node_id]
+    # a controller formatted --no-initial-controllers is in no configured voter set: its own listener
+    host, port = cfg.quorum_voters.get(cfg.node_id) or cfg.controller_endpoint
     offset_cfg = cfg["controller.quorum.raft.port.offset"]
     if _raft_port_in_use(host, port + offset_cfg) or _raft_port_in_use(host, port):
         raise UserError(
@@ -212,6 +263,8 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
         snap_id.path.unlink()
         removed.append(snap_id.path.name)
     metadata_log.log_files.remove_partial_snapshots(mdir)
+    # the voter set as of the snapshot, read before the Raft dir (and the keys its voter file kept) goes
+    raft_voters = _snapshot_raft_voters(cfg, snap.records, raft_dir)
     if raft_dir.exists():
         shutil.rmtree(raft_dir)
         removed.append(f"{RAFT_DIR}/")
@@ -230,7 +283,11 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
     if next_offset != snap.offset + 1:  # pragma: no cover - the writer starts after the snapshot
         raise UserError(f"the metadata log would continue at {next_offset}, not {snap.offset + 1}")
     voters = {vid: f"{h}:{p + offset_cfg}" for vid, (h, p) in cfg.quorum_voters.items()}
-    seed_raft_state(raft_dir, next_offset=next_offset, term=max(snap.epoch, 0), voters=voters, fsync=fsync)
+    if raft_voters:
+        voters = {vid: v.address for vid, v in raft_voters.items()}
+    seed_raft_state(
+        raft_dir, next_offset=next_offset, term=max(snap.epoch, 0), voters=voters, fsync=fsync, raft_voters=raft_voters
+    )
     return {
         "node_id": cfg.node_id,
         "snapshot": str(source),
@@ -243,5 +300,6 @@ def recover_controller(cfg: Any, snapshot: str | os.PathLike[str], *, force: boo
         "segment": str(segment),
         "raft_dir": str(raft_dir),
         "raft_term": max(snap.epoch, 0),
+        "voters": sorted(raft_voters or cfg.quorum_voters),
         "removed": removed,
     }

@@ -11,6 +11,7 @@ from kraftlog.metadata_log._authorizer import Authorizer
 from kraftlog.metadata_log._control_records import (
     CONTROL_RECORD_TYPE_IDS,
     KRaftVersionRecord,
+    QuorumControlState,
     Voter,
     VoterEndpoint,
     VotersRecord,
@@ -147,6 +148,7 @@ __all__ = [
     "NoOpRecord",
     "CONTROL_RECORD_TYPE_IDS",
     "KRaftVersionRecord",
+    "QuorumControlState",
     "Voter",
     "VoterEndpoint",
     "VotersRecord",

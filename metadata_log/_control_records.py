@@ -9,8 +9,10 @@ the time it was proposed: ``kraftlog metadata dump`` shows every change of the v
 happened, among the other records.
 
 They change no metadata state: `MetadataDelta` replays them as no-ops, the ZooKeeper-style tree
-and snapshots leave them out, and the Spark fold skips them the same way (its views and the
-controller's stay equal). Their type ids, ``1000 +`` Kafka's ``ControlRecordType`` (5
+leaves them out, and the Spark fold skips them the same way (its views and the controller's stay
+equal). A controller's snapshot starts with them (`QuorumControlState`, Kafka's snapshot header
+control records): the voter set as of the snapshot's offset, so a node restored from a snapshot
+whose log prefix is gone still knows who votes. Their type ids, ``1000 +`` Kafka's ``ControlRecordType`` (5
 ``KRAFT_VERSION``, 6 ``KRAFT_VOTERS``), stay clear of the metadata record ids.
 
 Importing this module registers both types in `RECORD_TYPES` (the package imports it first).
@@ -18,12 +20,20 @@ Importing this module registers both types in `RECORD_TYPES` (the package import
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
 from kraftlog.metadata_log._records import RECORD_TYPES, MetadataRecord, _read_fields
 
-__all__ = ["CONTROL_RECORD_TYPE_IDS", "KRaftVersionRecord", "Voter", "VoterEndpoint", "VotersRecord"]
+__all__ = [
+    "CONTROL_RECORD_TYPE_IDS",
+    "KRaftVersionRecord",
+    "QuorumControlState",
+    "Voter",
+    "VoterEndpoint",
+    "VotersRecord",
+]
 
 _CONTROL_BASE: Final = 1000
 
@@ -82,6 +92,46 @@ class VotersRecord(MetadataRecord):
 
     TYPE_ID: ClassVar[int] = _CONTROL_BASE + 6
     voters: tuple[Voter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumControlState:
+    """The last ``KRaftVersionRecord`` and ``VotersRecord`` of a metadata log up to some offset: the
+    quorum's kraft.version and voter set there (issue 26, KIP-853).
+
+    Kafka writes both into the header batch of every snapshot
+    (``RecordsSnapshotWriter.Builder.setKraftVersion/setVoterSet``), so the voter set survives the
+    deletion of the log prefix that held the changes; `to_records` is what a controller's snapshot
+    starts with. Observe records in log order (a snapshot's, then the entries after it).
+    """
+
+    kraft_version: KRaftVersionRecord | None = None
+    voters: VotersRecord | None = None
+
+    def observe(self, record: MetadataRecord) -> QuorumControlState:
+        """This state after ``record`` (unchanged for any other record type)."""
+        if isinstance(record, VotersRecord):
+            return replace(self, voters=record)
+        if isinstance(record, KRaftVersionRecord):
+            return replace(self, kraft_version=record)
+        return self
+
+    @classmethod
+    def of(cls, records: Iterable[MetadataRecord]) -> QuorumControlState:
+        """The state after ``records`` (e.g. a snapshot's) from nothing."""
+        state = cls()
+        for record in records:
+            state = state.observe(record)
+        return state
+
+    def to_records(self) -> list[MetadataRecord]:
+        """The snapshot's control records: none for a static quorum (no voter set in the log), else
+        ``KRaftVersionRecord`` then ``VotersRecord`` -- kraft.version 1 when no record said so (a
+        quorum formatted dynamic never wrote one: its first voter set was formatted into it)."""
+        if self.voters is None:
+            return []
+        version = self.kraft_version if self.kraft_version is not None else KRaftVersionRecord(kraft_version=1)
+        return [version, self.voters]
 
 
 CONTROL_RECORD_TYPE_IDS: Final = frozenset({KRaftVersionRecord.TYPE_ID, VotersRecord.TYPE_ID})

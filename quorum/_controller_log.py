@@ -25,7 +25,11 @@ from kraftlog.metadata_log import (
     MetadataLogWriter,
     MetadataProvenance,
     MetadataRecord,
+    QuorumControlState,
     UnsupportedFeatureLevelError,
+    Voter,
+    VoterEndpoint,
+    VotersRecord,
     check_supported,
     decode_entry,
     decode_record,
@@ -47,6 +51,7 @@ from kraftlog.quorum._controller_services import (
     MetadataReplayFailure,
     _AppliedWatch,
 )
+from kraftlog.quorum._dynamic_voters import DynamicVoterError, read_bootstrap_voters
 
 
 class _ControllerLog:
@@ -70,6 +75,8 @@ class _ControllerLog:
     _last_snapshot_at: float
     _clock: Clock
     _stopping: bool
+    #: the voter set (and kraft.version) as of ``image.offset``: what every snapshot starts with
+    quorum_control: QuorumControlState = QuorumControlState()
 
     if TYPE_CHECKING:
 
@@ -121,8 +128,11 @@ class _ControllerLog:
         delta = MetadataDelta(self.image)
         for e in fresh:
             self._replay_or_fail(delta, e)
+        control = self.quorum_control
         for e in fresh:
             self.provenance.observe(e)
+            control = control.observe(e.record)
+        self.quorum_control = control
         self._writer.append(fresh)
         for e in fresh:
             self._bytes_since_snapshot += len(self._remember(e))
@@ -184,6 +194,7 @@ class _ControllerLog:
         self._writer.truncate_fully_and_start_at(offset + 1)
         self.image = MetadataImage.from_records(records, offset, epoch, timestamp_ms)
         self.provenance = MetadataProvenance.from_snapshot(records, epoch, timestamp_ms)
+        self.quorum_control = QuorumControlState.of(records)
         self._tail.clear()
         self._applied.advance()
         self._log.warning("metadata_snapshot_installed", offset=offset, epoch=epoch)
@@ -199,14 +210,32 @@ class _ControllerLog:
         """Write a snapshot of the current image and delete segments it covers beyond retention."""
         if self.image.offset < 0:
             return None
-        path = write_snapshot(
-            self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, self.image.to_records()
-        )
+        records = [*self._snapshot_control().to_records(), *self.image.to_records()]
+        path = write_snapshot(self.metadata_dir, self.image.offset, self.image.epoch, self.image.timestamp_ms, records)
         self._bytes_since_snapshot = 0
         self._last_snapshot_at = self._clock.monotonic_s()
         delete_covered_segments(self.metadata_dir, self.image.offset, self.config["metadata.max.retention.bytes"])
         self._log.info("metadata_snapshot_written", path=str(path), offset=self.image.offset)
         return path
+
+    def _snapshot_control(self) -> QuorumControlState:
+        """The control records a snapshot starts with (issue 26): the voter set as of the image,
+        or -- when the log never held a voter change -- the one this dir was formatted with (Kafka
+        keeps that in its bootstrap checkpoint's VotersRecord); nothing for a static quorum."""
+        control = self.quorum_control
+        if control.voters is not None:
+            return control
+        try:
+            formatted = read_bootstrap_voters(self.config.metadata_log_dir)
+        except DynamicVoterError:
+            return control
+        if formatted is None:
+            return control
+        voters = tuple(
+            Voter(v.node_id, v.directory_id, (VoterEndpoint("CONTROLLER", v.host, v.port),))
+            for _vid, v in sorted(formatted.voters.items())
+        )
+        return QuorumControlState(voters=VotersRecord(voters=voters))
 
     def entries_from(self, offset: int, limit: int) -> list[bytes]:
         """Committed entries from ``offset`` (memory first, then the segment files)."""

@@ -55,6 +55,7 @@ from kraftlog.metadata_log import (
     MetadataProvenance,
     MetadataRecord,
     NoOpRecord,
+    QuorumControlState,
     UnsupportedFeatureLevelError,
     check_supported,
     encode_record,
@@ -80,6 +81,7 @@ from kraftlog.quorum._controller_services import (
 )
 from kraftlog.quorum._describe_quorum import describe_quorum
 from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
+from kraftlog.quorum._endpoint_update import EndpointReporter
 from kraftlog.quorum._kraft_upgrade import kraft_upgrade_problem
 from kraftlog.quorum._metrics import ControllerStateCollector
 from kraftlog.quorum._quorum_identity import kept_kraft_version, raft_identity
@@ -214,8 +216,7 @@ class ControllerServer(_ControllerLog):
             if dynamic:
                 extra["directory_ids"] = dict(self.voter_directory_ids)
                 extra["admit_observers"] = True
-                if self.observer:
-                    extra["observer_endpoint"] = own_raft
+                extra["listen_endpoint" if not self.observer else "observer_endpoint"] = own_raft
         self._quorum = factory(
             **extra,
             node_id=self.node_id,
@@ -236,6 +237,7 @@ class ControllerServer(_ControllerLog):
             leader_endpoints={vid: f"{h}:{p}" for vid, (h, p) in self.voters.items()},
         )
         await self._quorum.start()
+        self._endpoint_reporter = EndpointReporter(self)
         self._tasks.append(asyncio.create_task(self._periodic(), name="controller-periodic"))
         self._log.info("controller_started", address=self.address, image_offset=self.image.offset)
 
@@ -269,6 +271,7 @@ class ControllerServer(_ControllerLog):
             s = read_snapshot(snap.path)
             image = MetadataImage.from_records(s.records, s.offset, s.epoch, s.timestamp_ms)
             self.provenance = MetadataProvenance.from_snapshot(s.records, s.epoch, s.timestamp_ms)
+            self.quorum_control = QuorumControlState.of(s.records)
             start = s.offset + 1
             try:  # a finalized level this build cannot run at: refuse to start, naming it
                 check_supported(image.features.levels, f"snapshot {snap.path.name}")
@@ -281,6 +284,7 @@ class ControllerServer(_ControllerLog):
         for entry in read_log_dir(self.metadata_dir, from_offset=start):
             self._replay_or_fail(delta, entry)
             self.provenance.observe(entry)
+            self.quorum_control = self.quorum_control.observe(entry.record)
             self._remember(entry)
             count += 1
         self.image = delta.apply() if count else image
@@ -498,6 +502,7 @@ class ControllerServer(_ControllerLog):
         while not self._stopping:
             await self._clock.sleep_async(_FENCE_CHECK_S)
             self._snapshot_if_due(self._clock.monotonic_s())
+            await self._endpoint_reporter.tick(self._clock.monotonic_s())  # UpdateRaftVoter, issue 26
             if not self.is_active:
                 continue
             try:

@@ -20,8 +20,14 @@ from typing import Any, Final
 from kraftlog.common import errors as kerr
 from kraftlog.proto import admin_pb2, errors_pb2
 from kraftlog.quorum._dynamic_voters import DynamicVoter
-from kraftlog.quorum._voter_changes import LeaderView, check_add_voter, check_remove_voter, check_update_voter
-from kraftlog.quorum.raft import VOTER_ADD, VOTER_REMOVE, RaftVoter, VoterChange
+from kraftlog.quorum._voter_changes import (
+    LeaderView,
+    check_add_voter,
+    check_remove_voter,
+    check_update_voter,
+    endpoint_changed,
+)
+from kraftlog.quorum.raft import VOTER_ADD, VOTER_REMOVE, VOTER_UPDATE, RaftVoter, VoterChange
 
 __all__ = ["MAX_OBSERVER_LAG_ENTRIES", "add_raft_voter", "remove_raft_voter", "update_raft_voter"]
 
@@ -112,15 +118,23 @@ async def update_raft_voter(
     """UpdateRaftVoter (KIP-853, API key 82): a voter tells the active controller its directory id,
     CONTROLLER endpoint and supported kraft.version range (`quorum._voter_changes.check_update_voter`).
     On a static quorum the leader keeps the directory id for the upgrade to kraft.version 1; on a
-    dynamic one an unchanged endpoint is all there is to confirm."""
+    dynamic one a new endpoint is one voter change (the voter keeps its key and directory id; the
+    Raft endpoint is the port plus ``controller.quorum.raft.port.offset``), committed before the
+    answer; an unchanged endpoint is all there is to confirm."""
     R = admin_pb2.UpdateRaftVoterResponse
     try:
         if server.quorum is None:
             raise kerr.NotControllerError("this controller is not running")
-        view, _voters, _observers, _offset = _view(server)
+        view, voters, _observers, offset = _view(server)
         voter = DynamicVoter(request.voter_id, request.host, request.port, request.voter_directory_id)
         check_update_voter(view, voter, request.kraft_version_min, request.kraft_version_max)
-        if view.kraft_version < 1:
+        if endpoint_changed(view, voter):
+            current = voters[request.voter_id]
+            moved = RaftVoter(
+                request.voter_id, request.host, request.port + offset, current.directory_id, current.public_key
+            )
+            await server.quorum.change_voters(VoterChange(VOTER_UPDATE, moved), timeout_s=_DEFAULT_TIMEOUT_MS / 1000.0)
+        elif view.kraft_version < 1:
             server.quorum.record_voter_report(request.voter_id, request.voter_directory_id, request.kraft_version_max)
     except kerr.KafkaError as err:
         refused: admin_pb2.UpdateRaftVoterResponse = _error(R(), err, server)

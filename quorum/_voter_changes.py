@@ -20,9 +20,9 @@ AddVoterHandler / RemoveVoterHandler order, so the same request gets the same er
 6. update (UpdateRaftVoter, Kafka's UpdateVoterHandler; on a static quorum too, whose voters report
    their directory ids this way): the supported kraft.version range holds the quorum's
    (INVALID_REQUEST), the voter names an endpoint (INVALID_REQUEST), it is a voter -- by id on a
-   static quorum, by ``(id, directory id)`` on a dynamic one (VOTER_NOT_FOUND) -- and, on a dynamic
-   quorum, its endpoint is the one the voter set has: changing it is not supported by this build
-   (INVALID_REQUEST; remove the voter and add it back);
+   static quorum, by ``(id, directory id)`` on a dynamic one (VOTER_NOT_FOUND). On a dynamic quorum
+   an endpoint other than the voter set's is appended as a voter change of its own (the voter
+   restarted on another listener: `quorum._endpoint_update`); the same endpoint is a no-op;
 7. remove: ``(id, directory id)`` is a voter (VOTER_NOT_FOUND: a wiped and re-formatted disk has a
    new directory id and is another replica), the set does not become empty (INVALID_REQUEST), and
    the leader does not remove itself: it hands leadership to another voter first, whose leadership
@@ -44,7 +44,7 @@ from kraftlog.common.errors import (
 )
 from kraftlog.quorum._dynamic_voters import DynamicVoter
 
-__all__ = ["LeaderView", "check_add_voter", "check_remove_voter", "check_update_voter"]
+__all__ = ["LeaderView", "check_add_voter", "check_remove_voter", "check_update_voter", "endpoint_changed"]
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,10 @@ def check_update_voter(view: LeaderView, voter: DynamicVoter, kraft_min: int, kr
         raise VoterNotFoundError(
             f"Cannot update voter ReplicaKey(id={voter.node_id}, directoryId={voter.directory_id}): it is not a voter"
         )
-    if view.kraft_version >= 1 and (current.host, current.port) != (voter.host, voter.port):
-        raise InvalidRequestError(
-            f"voter {voter.node_id} is at {current.host}:{current.port} in the voter set,"
-            f" not {voter.host}:{voter.port}: changing a voter's endpoint is not supported by this build;"
-            " remove the voter and add it back"
-        )
+
+
+def endpoint_changed(view: LeaderView, voter: DynamicVoter) -> bool:
+    """Whether an accepted UpdateRaftVoter (`check_update_voter`) moves a dynamic quorum's voter to
+    another endpoint: a voter change the leader appends, one at a time like any other."""
+    current = view.voters.get(voter.node_id)
+    return view.kraft_version >= 1 and current is not None and (current.host, current.port) != (voter.host, voter.port)

@@ -172,16 +172,22 @@ class NodeConfig(Mapping[str, Any]):
 
     @property
     def controller_endpoint(self) -> tuple[str, int] | None:
-        """This controller's own ``host:port``: its voter entry, else its ``CONTROLLER`` listener
-        (a dynamic-quorum controller that is not a voter yet, KIP-853's observer); None if neither."""
+        """This controller's own ``host:port``. A static quorum: its voter entry, else its
+        ``CONTROLLER`` listener. A dynamic quorum (KIP-853): its ``CONTROLLER`` listener (the voter
+        set may still name an endpoint it left: it reports the new one, UpdateRaftVoter), a wildcard
+        listener host taking its voter entry's host. None if neither is known."""
         own = self._voters.get(self.node_id)
-        if own is not None:
+        if own is not None and self.kraft_version < 1:
             return own
         from kraftlog.common.config._config_addresses import parse_listeners
 
         listeners = self._values["listeners"]
         endpoint = parse_listeners(listeners if isinstance(listeners, (str, list)) else []).get("CONTROLLER")
-        return endpoint if endpoint is not None and endpoint[0] else None
+        if endpoint is None:
+            return own
+        if not endpoint[0] or endpoint[0] in _WILDCARD_HOSTS:
+            return (own[0], endpoint[1]) if own is not None else None
+        return endpoint
 
     @property
     def kraft_version(self) -> int:
@@ -254,6 +260,10 @@ class NodeConfig(Mapping[str, Any]):
             text = key.format(value, mask_passwords=mask_passwords)
             lines.append(f"{_escape_properties(name, is_key=True)}={_escape_properties(text, is_key=False)}")
         return "".join(line + "\n" for line in lines)
+
+
+#: a listener bound to every interface names no endpoint another node can dial
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]"})
 
 
 def _check_node(

@@ -142,12 +142,14 @@ from kraftlog.quorum.raft._identity import (
     identity_from_config,
     key_file_of,
     load_private_key,
+    parse_voter_keys,
     public_key_text,
 )
 from kraftlog.quorum.raft._journal import RaftJournal
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
+    VOTER_UPDATE,
     VOTERS_FILE,
     KRaftUpgrade,
     RaftVoter,
@@ -210,6 +212,7 @@ __all__ = [
     "RawEntry",
     "VOTER_ADD",
     "VOTER_REMOVE",
+    "VOTER_UPDATE",
     "VOTERS_FILE",
     "VoterChange",
     "VoterChangeError",
@@ -222,6 +225,7 @@ __all__ = [
     "key_file_of",
     "kraft_version_of",
     "load_private_key",
+    "parse_voter_keys",
     "public_key_text",
     "read_voters_file",
     "upgraded_voter_set",

@@ -3,7 +3,8 @@ or removed by one Raft entry, in kraftlog's own msgpack (pysyncobj's membership 
 which this Raft never loads).
 
 Shape of the entry: pysyncobj's REGULAR type byte, then msgpack ``[2, op, voter, ms, after]`` where
-``op`` is ``"add"`` or ``"remove"``, ``voter`` a map ``{"id", "host", "port", "directory.id",
+``op`` is ``"add"``, ``"remove"`` or ``"update"`` (UpdateRaftVoter: the same voter, id and directory
+id, at another endpoint), ``voter`` a map ``{"id", "host", "port", "directory.id",
 "public.key"}``, ``ms`` the proposal's wall time and ``after`` the whole voter set after the change
 (both absent in entries of earlier builds), or
 ``[2, "kraft.version", [voter, ...], ms]``: the upgrade of a static quorum to ``kraft.version`` 1
@@ -55,6 +56,7 @@ from kraftlog.common.errors import CorruptMessageError
 __all__ = [
     "VOTER_ADD",
     "VOTER_REMOVE",
+    "VOTER_UPDATE",
     "KRAFT_UPGRADE",
     "KRaftUpgrade",
     "MembershipChange",
@@ -82,6 +84,9 @@ VOTERS_FILE: Final = "voters.msgpack"
 
 VOTER_ADD: Final = "add"
 VOTER_REMOVE: Final = "remove"
+#: the same voter (id and directory id, key kept) at another endpoint (UpdateRaftVoter, KIP-853)
+VOTER_UPDATE: Final = "update"
+_VOTER_OPS: Final = (VOTER_ADD, VOTER_REMOVE, VOTER_UPDATE)
 KRAFT_UPGRADE: Final = "kraft.version"
 _OP_VOTER_CHANGE: Final = 2
 #: pysyncobj's REGULAR type byte, msgpack fixarray(4) or (with the set after it) fixarray(5)
@@ -224,7 +229,7 @@ def encode_voter_change(change: MembershipChange) -> bytes:
             use_bin_type=True,
         )
         return body
-    if change.op not in (VOTER_ADD, VOTER_REMOVE):
+    if change.op not in _VOTER_OPS:
         raise ValueError(f"unknown voter change {change.op!r}")
     fields: list[Any] = [_OP_VOTER_CHANGE, change.op, _voter_map(change.voter), change.timestamp_ms]
     if change.voters_after:
@@ -257,7 +262,7 @@ def decode_voter_change(command: bytes) -> MembershipChange:
         if not listed:
             raise CorruptMessageError("voter change: an upgrade names no voters")
         return KRaftUpgrade(tuple(listed[vid] for vid in sorted(listed)), timestamp_ms)
-    if op not in (VOTER_ADD, VOTER_REMOVE):
+    if op not in _VOTER_OPS:
         raise CorruptMessageError(f"voter change: unknown operation {op!r}")
     after = voters_from_wire(value[4]) if len(value) == 5 else {}
     return VoterChange(
@@ -282,6 +287,15 @@ def _remove(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, Raft
     return {vid: v for vid, v in voters.items() if vid != voter.node_id}
 
 
+def _update(voters: Mapping[int, RaftVoter], voter: RaftVoter) -> dict[int, RaftVoter]:
+    current = voters.get(voter.node_id)
+    if current is None or current.directory_id != voter.directory_id:
+        raise VoterChangeError(f"voter {voter.node_id} (directory {voter.directory_id}) is not a voter")
+    if any(v.address == voter.address for vid, v in voters.items() if vid != voter.node_id):
+        raise VoterChangeError(f"another voter already has the Raft endpoint {voter.address}")
+    return {**voters, voter.node_id: voter}
+
+
 def _upgrade(voters: Mapping[int, RaftVoter], change: KRaftUpgrade) -> dict[int, RaftVoter]:
     if kraft_version_of(voters) >= 1:
         raise VoterChangeError("the voter set is already at kraft.version 1")
@@ -299,6 +313,8 @@ def apply_voter_change(voters: Mapping[int, RaftVoter], change: MembershipChange
         return _upgrade(voters, change)
     if change.op == VOTER_ADD:
         return _add(voters, change.voter)
+    if change.op == VOTER_UPDATE:
+        return _update(voters, change.voter)
     return _remove(voters, change.voter)
 
 
@@ -308,6 +324,9 @@ def revert_voter_change(voters: Mapping[int, RaftVoter], change: MembershipChang
         if dict(voters) != {v.node_id: v for v in change.voters}:
             raise VoterChangeError("the voter set is not the one this upgrade made")
         return {vid: RaftVoter(v.node_id, v.host, v.port, None, v.public_key) for vid, v in voters.items()}
+    if change.op == VOTER_UPDATE:
+        # the entry names the new endpoint only: the set before it is the fold of the log without it
+        raise VoterChangeError("an endpoint update is reverted by folding the log without it (voters_in_force)")
     if change.op == VOTER_ADD:
         current = voters.get(change.voter.node_id)
         if current != change.voter or len(voters) == 1:

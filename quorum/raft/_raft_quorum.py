@@ -85,6 +85,7 @@ class MetadataQuorum(_QuorumVoters):
         own_directory_id: str | None = None,
         controller_port_offset: int = 0,
         voter_records: bool = False,
+        listen_endpoint: tuple[str, int] | None = None,
     ) -> None:
         # An observer (issue 26, KIP-853: formatted with --no-initial-controllers) is not in
         # ``voters`` and names its own Raft endpoint; it replicates until a voter change adds it.
@@ -107,6 +108,10 @@ class MetadataQuorum(_QuorumVoters):
         if observer_endpoint is not None and self._observer:
             addresses[node_id] = f"{observer_endpoint[0]}:{int(observer_endpoint[1])}"
             voters = {**voters, node_id: observer_endpoint}
+        elif listen_endpoint is not None and not self._observer:
+            # a voter restarted on another listener (issue 26): it runs at its own endpoint while the
+            # voter set still names the old one, until its UpdateRaftVoter commits
+            addresses[node_id] = f"{listen_endpoint[0]}:{int(listen_endpoint[1])}"
         if identity is not None:
             keyed = set(identity.voter_keys) | ({node_id} if self._observer else set())
             if identity.node_id != node_id or keyed != set(voters):

@@ -31,6 +31,7 @@ from kraftlog.common.errors import CorruptMessageError
 from kraftlog.metadata_log import KRaftVersionRecord, MetadataRecord, Voter, VoterEndpoint, VotersRecord, encode_record
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
+    VOTER_UPDATE,
     KRaftUpgrade,
     MembershipChange,
     RaftVoter,
@@ -94,8 +95,9 @@ class _VoterChangesNode(SyncObj):
             change = decode_voter_change(command)
         except CorruptMessageError:
             return None
-        if isinstance(change, KRaftUpgrade):
-            return None  # the same members: pysyncobj has nothing to add or remove
+        if isinstance(change, KRaftUpgrade) or change.op == VOTER_UPDATE:
+            # the same members (an update moves one: `_kl_reconcile_voters` swaps its node)
+            return None
         return ["add" if change.op == VOTER_ADD else "rem", change.voter.address, VoterNode(change.voter)]
 
     def _kl_change_voters(
@@ -233,13 +235,21 @@ class _VoterChangesNode(SyncObj):
                 set_voter(not observer)
         if first and not observer:
             self._kl_campaign_within(self.conf.raftMinTimeout, self.conf.raftMaxTimeout)
-        me = self._SyncObj__selfNode
-        nodes = {VoterNode(v) for v in desired.values() if v.address != me.address}
+        # this node by its id, not its address: a voter restarted on another listener runs at its new
+        # endpoint while the voter set still names the old one, until its UpdateRaftVoter commits
+        nodes = {VoterNode(v) for vid, v in desired.items() if vid != self._kl_node_id}
         current: set[Any] = self._SyncObj__otherNodes
-        if {n.address for n in nodes} == {n.address for n in current}:
+        had = {n.address: getattr(n, "kl_voter", None) for n in current}
+        if {n.address: n.kl_voter for n in nodes} == had:
             return
         self._kl_log.info("raft_voters_in_force", voters=sorted(desired))
         self._SyncObj__updateClusterConfiguration(nodes)
+        for node in nodes:
+            # pysyncobj tells nodes apart by address only: a voter removed and added back at the same
+            # endpoint (a wiped directory: a new directory id and key) is the same node to it, and an
+            # initial node names no voter. The transport learns the voter the log names (issue 26).
+            if node.address in had and had[node.address] != node.kl_voter:
+                self._kl_transport.addNode(node)
         if self._isLeader():
             # pysyncobj's check-quorum reads every member's last response; its own membership path
             # sets it for a member added while leading, this one must too (else a KeyError each tick)

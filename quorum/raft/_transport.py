@@ -24,6 +24,16 @@ Connections
   send each other keepalives four times per timeout); a newer authenticated connection of the same
   voter replaces an older one; a malformed or unauthentic frame closes the connection (the voter
   reconnects). A peer that stops reading is dropped once ``MAX_PENDING_WRITE_BYTES`` are queued.
+* Observers (issue 26, KIP-853; a dynamic quorum in ``node-key`` mode): as Kafka lets any replica
+  of the cluster fetch as an observer, a voter admits a controller that is not in the voter set
+  and not known in advance -- its handshake proves it holds the key it offers, for this cluster
+  id, under a node id no voter holds -- and sends it the log (never a vote). The admission is
+  bounded: at most ``max_observers`` observers are tracked (`MAX_OBSERVERS` by default); one more
+  is refused (``observer_limit``) unless it is a node id already tracked, whose newer connection
+  replaces the older. Its key only matters once an AddRaftVoter names its (id, directory id).
+* A voter restarted on another listener (UpdateRaftVoter) binds its new endpoint while the others
+  still dial the old one until its update commits; the dialling rule (by endpoint) may then
+  disagree for that pair for a moment: the update reaches the leader over gRPC, not Raft.
 * The listening socket binds the host of this node's own voter entry (not 0.0.0.0) with a real
   backlog; accepted connections are drained in bursts.
 
@@ -58,6 +68,7 @@ from kraftlog.quorum.raft._identity import (
     NodeKeyResponder,
     ObserverPeer,
     parse_public_key,
+    public_key_text,
 )
 from kraftlog.quorum.raft._raft_connection import (
     CONNECTING,
@@ -92,6 +103,10 @@ _ACCEPT_BURST: Final = 64  # connections accepted per poll event
 _R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
 
 
+#: observers a voter tracks at most (a dynamic quorum's controllers not in the voter set, issue 26)
+MAX_OBSERVERS: Final = 16
+
+
 @dataclass(frozen=True, slots=True)
 class TransportSettings:
     """What the transport needs beyond pysyncobj's conf (`MetadataQuorum` builds it)."""
@@ -112,6 +127,8 @@ class TransportSettings:
     observer: bool = False
     #: accept observers' connections (``node-key`` mode only): they get the log, never a vote
     admit_observers: bool = False
+    #: the most observers tracked at once (see the module docstring)
+    max_observers: int = MAX_OBSERVERS
 
 
 class ObserverNode(Node):
@@ -161,6 +178,7 @@ class RaftTransport(Transport):
         #: observers are admitted (a dynamic quorum); a static one upgraded at run time turns it on
         self._admits_observers = settings.admit_observers
         self._observers: dict[int, ObserverNode] = {}
+        self._max_observers = settings.max_observers
         if self._is_voter and ids.get(selfNode.address) != settings.node_id:
             raise ValueError(f"this node's Raft address {selfNode.address} is not voter {settings.node_id}")
         self._nodes: dict[int, TCPNode] = {}
@@ -389,8 +407,16 @@ class RaftTransport(Transport):
     # -------------------------------------------------------------- connection callbacks
 
     def _admit_observer(self, observer: ObserverPeer) -> bool:
-        """Observers are admitted while this node is a voter; one that is a voter already is not."""
-        return self._is_voter and observer.node_id not in self._nodes
+        """Observers are admitted while this node is a voter; one that is a voter already is not,
+        nor a new one beyond ``max_observers`` (a node id already tracked reconnects)."""
+        if not self._is_voter or observer.node_id in self._nodes:
+            return False
+        if observer.node_id not in self._observers and len(self._observers) >= self._max_observers:
+            self.log.warning(
+                "raft_observer_refused", observer=observer.node_id, reason="observer_limit", limit=self._max_observers
+            )
+            return False
+        return True
 
     def admit_observers(self) -> None:
         """Admit observers from now on: the quorum became dynamic (``kraft.version`` 1, issue 26)."""
@@ -505,6 +531,13 @@ class RaftTransport(Transport):
         if observer is not None and self._links.get(observer) is not None:
             self._links[observer].close("now_a_voter")  # it reconnects as a voter
         self._nodes[voter.node_id] = node
+        known = self._identity_keys.get(voter.node_id)
+        if known is not None and public_key_text(known) != voter.public_key:
+            # the voter was removed and added back with another key (a wiped directory, issue 26): a
+            # link authenticated with the old key is not this voter's
+            link = self._links.get(node)
+            if link is not None:
+                link.close("voter_key_changed")
         if self._identity is not None:
             if voter.public_key is None:
                 self._identity_keys.pop(voter.node_id, None)

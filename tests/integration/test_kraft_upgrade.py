@@ -77,8 +77,19 @@ def test_a_static_quorum_upgraded_to_kraft_version_1_grows_by_an_observer_turned
             # the static voters, each now (id, the directory id its metadata dir carries)
             assert _voters(admin) == {n: dirs[n] for n in (1, 2, 3)}
             assert _kraft_level(static) == 1
+            # an endpoint change is a voter change now (issue 26: INVALID_REQUEST before); voter 1
+            # still listens where it did, so it reports that endpoint back itself (UpdateRaftVoter)
             moved = admin.update_raft_voter(1, dirs[1], spec1.host, spec1.controller_port + 100)
-            assert moved.error.name == "INVALID_REQUEST" and "not supported" in moved.error.message
+            assert moved.error.name == "NONE", moved.error.message
+
+            def endpoint_of_1() -> str:
+                return next((v.endpoint for v in admin.describe_quorum().voters if v.replica_id == 1), "")
+
+            wait_until(
+                lambda: endpoint_of_1() == f"{spec1.host}:{spec1.controller_port}",
+                30,
+                what="voter 1 to report its own endpoint back",
+            )
 
             # a fourth controller (formatted --no-initial-controllers) joins as an observer, then a voter
             cluster.start_node(4)

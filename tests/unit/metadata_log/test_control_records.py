@@ -1,6 +1,7 @@
 """The voter set's control records in the metadata log (issue 26): Kafka's VotersRecord and
 KRaftVersionRecord round-trip through the entry codec, change nothing in the image (the tree and
-snapshots leave them out), and the Spark fold skips them the same way."""
+the image's records leave them out), the Spark fold skips them the same way, and a controller's
+snapshot starts with the last of each (`QuorumControlState`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kraftlog.metadata_log import (
     LogEntry,
     MetadataImage,
     MetadataRecordError,
+    QuorumControlState,
     TopicRecord,
     Voter,
     VoterEndpoint,
@@ -21,6 +23,8 @@ from kraftlog.metadata_log import (
     decode_record,
     encode_entry,
     encode_record,
+    read_snapshot,
+    write_snapshot,
 )
 from kraftlog.spark._decode import _fast_entry, _key_of_fields
 
@@ -54,7 +58,7 @@ def test_replay_changes_nothing_but_the_offset() -> None:
     without = MetadataImage.from_records([topic], 0, 1, 10)
     with_control = MetadataImage.from_records([topic, KRaftVersionRecord(1), VOTERS], 2, 1, 10)
     assert with_control.offset == 2
-    assert list(with_control.to_records()) == list(without.to_records())  # snapshots leave them out
+    assert list(with_control.to_records()) == list(without.to_records())  # the image leaves them out
 
 
 def test_the_spark_fold_keys_them_to_nothing() -> None:
@@ -63,3 +67,22 @@ def test_the_spark_fold_keys_them_to_nothing() -> None:
     assert (offset, epoch, ts, type_id, fields) == (7, 3, 99, VotersRecord.TYPE_ID, ())
     assert _key_of_fields(type_id, fields) is None
     assert decode_entry(encode_entry(entry)) == entry
+
+
+def test_the_control_state_keeps_the_last_voter_set_for_the_snapshot_header(tmp_path) -> None:
+    """Issue 26: a snapshot carries the voter set as of its offset, so the log prefix holding the
+    changes may go; a dynamic quorum's first voter set wrote no KRaftVersionRecord: it says 1."""
+    assert QuorumControlState().to_records() == []  # a static quorum: no voter set in the log
+    older = VotersRecord(voters=VOTERS.voters[:1])
+    topic = TopicRecord("t", "AAAAAAAAAAAAAAAAAAAAAQ")
+    state = QuorumControlState.of([older, topic, VOTERS])
+    assert state.to_records() == [KRaftVersionRecord(1), VOTERS]
+    upgraded = QuorumControlState.of([KRaftVersionRecord(1), older]).observe(topic)
+    assert upgraded.to_records() == [KRaftVersionRecord(1), older]
+    image = MetadataImage.from_records([topic], 5, 2, 10)
+    path = write_snapshot(tmp_path, 5, 2, 10, [*state.to_records(), *image.to_records()])
+    snap = read_snapshot(path)
+    assert snap.records[:2] == (KRaftVersionRecord(1), VOTERS)
+    assert QuorumControlState.of(snap.records) == QuorumControlState(KRaftVersionRecord(1), VOTERS)
+    loaded = MetadataImage.from_records(snap.records, snap.offset, snap.epoch, snap.timestamp_ms)
+    assert loaded.same_content(image)  # the image ignores them: the Spark rebuild stays equal

@@ -11,6 +11,7 @@ from kraftlog.common.errors import CorruptMessageError
 from kraftlog.quorum.raft._membership import (
     VOTER_ADD,
     VOTER_REMOVE,
+    VOTER_UPDATE,
     RaftVoter,
     VoterChange,
     VoterChangeError,
@@ -142,3 +143,110 @@ def test_the_voters_file_keeps_the_committed_set(tmp_path: Path) -> None:
     (tmp_path / VOTERS_FILE).write_bytes(b"\xc1garbage")
     with pytest.raises(CorruptMessageError):
         read_voters_file(tmp_path)
+
+
+def test_an_endpoint_update_moves_the_same_voter_and_nothing_else() -> None:
+    """Issue 26 (UpdateRaftVoter): the voter keeps its id, directory id and key at a new endpoint;
+    another directory is another replica, and an endpoint another voter holds is refused."""
+    moved = RaftVoter(2, "127.0.0.2", 9202, V2.directory_id, V2.public_key)
+    change = VoterChange(VOTER_UPDATE, moved, 5, (V1, moved))
+    assert decode_voter_change(command(change)) == change
+    two = {1: V1, 2: V2}
+    assert apply_voter_change(two, change) == {1: V1, 2: moved}
+    assert voters_in_force(two, [command(change)]) == {1: V1, 2: moved}
+    with pytest.raises(VoterChangeError, match="not a voter"):
+        apply_voter_change(two, VoterChange(VOTER_UPDATE, RaftVoter(2, "h", 1, "AAAAAAAAAAAAAAAAAAAABA")))
+    with pytest.raises(VoterChangeError, match="endpoint"):
+        apply_voter_change(two, VoterChange(VOTER_UPDATE, RaftVoter(2, V1.host, V1.port, V2.directory_id)))
+    with pytest.raises(VoterChangeError):
+        revert_voter_change({1: V1, 2: moved}, change)  # the fold reverts it: the entry names no old endpoint
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.added: list[RaftVoter] = []
+
+    def addNode(self, node: VoterNode) -> None:  # noqa: N802 - pysyncobj's name
+        self.added.append(node.kl_voter)
+
+
+def _reconciling(me: str, others: set[object], in_force: dict[int, RaftVoter]) -> tuple[object, _Transport]:
+    """A stand-in for a `_RaftNode` with what `_kl_reconcile_voters` reads of it."""
+    from types import SimpleNamespace
+
+    from pysyncobj.node import TCPNode
+
+    from kraftlog.quorum.raft._raft_voters import _VoterChangesNode
+
+    transport = _Transport()
+    node = SimpleNamespace(
+        _kl_voters_dirty=True,
+        _kl_voters_known=True,
+        _kl_node_id=1,
+        _kl_observer=False,
+        _kl_transport=transport,
+        _kl_log=SimpleNamespace(info=lambda *a, **k: None),
+        _kl_voters_in_force=lambda: in_force,
+        _SyncObj__selfNode=TCPNode(me),
+        _SyncObj__otherNodes=others,
+        _isLeader=lambda: False,
+    )
+
+    def update(nodes: set[object]) -> None:  # pysyncobj's: add and drop by address only
+        for added in {n for n in nodes if n not in node._SyncObj__otherNodes}:
+            transport.addNode(added)
+        node._SyncObj__otherNodes = set(nodes)
+
+    node._SyncObj__updateClusterConfiguration = update
+    _VoterChangesNode._kl_reconcile_voters(node)  # type: ignore[arg-type]
+    return node, transport
+
+
+def test_a_voter_added_back_at_its_old_endpoint_is_known_by_its_new_key() -> None:
+    """Issue 26: voter 2 removed and added back with a wiped directory (new directory id, new key)
+    at the same endpoint is the same member to pysyncobj (nodes compare by address), so a node that
+    sees both changes at once (a dump, a restart) kept the old voter -- and refused the new key."""
+    again = RaftVoter(2, V2.host, V2.port, "AAAAAAAAAAAAAAAAAAAABA", "key-two-again")
+    node, transport = _reconciling(V1.address, {VoterNode(V2)}, {1: V1, 2: again})
+    assert transport.added == [again]
+    assert [n.kl_voter for n in node._SyncObj__otherNodes] == [again]
+    _node, unchanged = _reconciling(V1.address, {VoterNode(V2)}, {1: V1, 2: V2})
+    assert unchanged.added == []
+
+
+def test_this_node_is_itself_by_id_at_a_new_endpoint() -> None:
+    """Issue 26: voter 1 restarted on another listener runs at its new endpoint while the log still
+    names the old one: it never takes its own old entry for another member to dial."""
+    node, transport = _reconciling("127.0.0.1:9301", {VoterNode(V2)}, {1: V1, 2: V2})
+    assert transport.added == [] and {n.address for n in node._SyncObj__otherNodes} == {V2.address}
+
+
+def test_observer_admission_is_bounded() -> None:
+    """Issue 26: a voter admits any controller of the cluster that proves its key as an observer
+    (Kafka lets any replica fetch as one), but tracks at most ``max_observers``: one more is refused,
+    a tracked id reconnecting is not, and a voter's id never joins as an observer."""
+    from types import SimpleNamespace
+
+    from kraftlog.quorum.raft._identity import ObserverPeer
+    from kraftlog.quorum.raft._transport import MAX_OBSERVERS, RaftTransport, TransportSettings
+
+    assert TransportSettings(1, {}, "c", b"", "h").max_observers == MAX_OBSERVERS
+    warned: list[dict[str, object]] = []
+    transport = SimpleNamespace(
+        _is_voter=True,
+        _nodes={2: object()},
+        _observers={10: object(), 11: object()},
+        _max_observers=2,
+        log=SimpleNamespace(warning=lambda event, **kw: warned.append(kw)),
+    )
+
+    def admit(node_id: int) -> bool:
+        return RaftTransport._admit_observer(transport, ObserverPeer(node_id, "d", "k"))  # type: ignore[arg-type]
+
+    assert admit(10) and not warned  # the same observer reconnecting replaces its older link
+    assert not admit(12) and warned[-1]["reason"] == "observer_limit"
+    assert not admit(2)  # a voter's id
+    transport._observers = {10: object()}
+    assert admit(12)
+    transport._is_voter = False
+    assert not admit(13)  # an observer admits no one

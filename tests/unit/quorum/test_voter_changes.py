@@ -91,7 +91,6 @@ def test_a_voter_of_a_static_quorum_reports_by_id_only() -> None:
     [
         (dataclasses.replace(V[2], directory_id=D[3]), kerr.VoterNotFoundError, "not a voter"),
         (dataclasses.replace(V[2], host=""), kerr.InvalidRequestError, "names no endpoint"),
-        (dataclasses.replace(V[2], port=9999), kerr.InvalidRequestError, "endpoint is not supported"),
     ],
 )
 def test_update_refusals_on_a_dynamic_quorum(voter: DynamicVoter, error: type[Exception], message: str) -> None:
@@ -104,3 +103,20 @@ def test_update_refusals_on_a_dynamic_quorum(voter: DynamicVoter, error: type[Ex
         check_update_voter(_view(leader_id=2), V[2], 0, 1)
     with pytest.raises(kerr.RequestTimedOutError):
         check_update_voter(_view(pending_change_offset=7), V[2], 0, 1)
+
+
+def test_an_update_to_another_endpoint_is_a_voter_change_on_a_dynamic_quorum() -> None:
+    """Issue 26: UpdateRaftVoter with a new endpoint (the voter restarted on another listener) is
+    accepted -- it was INVALID_REQUEST before -- and is a change the leader appends; the same
+    endpoint, or a static quorum's report, changes nothing."""
+    from kraftlog.quorum import check_update_voter
+    from kraftlog.quorum._voter_changes import endpoint_changed
+
+    moved = dataclasses.replace(V[2], port=9999)
+    check_update_voter(_view(), moved, 0, 1)
+    assert endpoint_changed(_view(), moved)
+    assert not endpoint_changed(_view(), V[2])
+    static = _view(kraft_version=0, voters={1: dataclasses.replace(V[1], directory_id=""), 2: V[2]})
+    assert not endpoint_changed(static, dataclasses.replace(V[1], port=9999))
+    with pytest.raises(kerr.RequestTimedOutError):  # one change at a time
+        check_update_voter(_view(pending_change_offset=7), moved, 0, 1)
