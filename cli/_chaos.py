@@ -238,7 +238,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
         "partition_active_controller, partition_leader, and (named only) the storage faults "
         "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
-        "slow_fsync (a leader's fsyncs delayed; all five: "
+        "slow_fsync (a leader's fsyncs delayed), disk_full (a broker's first log dir ENOSPC, then a restart; all six: "
         "local clusters); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller, replace_voter (a dynamic quorum's: remove a standby voter, wipe "
@@ -430,6 +430,9 @@ def run(args: argparse.Namespace) -> int:
 
             overrides = {**overrides, **CONSUMER_PROTOCOL_BROKER_KEYS}
         own_security = args.security or "plaintext"
+        # disk_full fills a broker's first log dir: with a second one it stays up (its other
+        # partitions served), as Kafka's JBOD broker does
+        two_dirs = "disk_full" in kinds and not quorum
         own_cluster = LocalCluster(
             base / "cluster",
             controllers=3,
@@ -438,6 +441,11 @@ def run(args: argparse.Namespace) -> int:
             network=network,
             overrides=overrides,
             security=own_security,
+            node_overrides={
+                n: {"log.dirs": f"{base}/cluster/node{n}/data,{base}/cluster/node{n}/data2"} for n in (101, 102, 103)
+            }
+            if two_dirs
+            else {},
         )
         own_cluster.plan()
         if quorum:

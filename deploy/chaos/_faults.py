@@ -9,7 +9,11 @@ The storage kinds (`STORAGE_KINDS`, issue 28; chosen with ``--faults``, not part
 schedule) kill one broker with SIGKILL, damage its partition files while it is down
 (`deploy.chaos._storage_faults`, seeded by the fault's ``seed``) and start it again at the heal.
 ``slow_fsync`` delays every segment and index fsync of a partition leader's broker by the fault's
-``seed`` milliseconds (the test-only hook `storage.fault_dir`) until the heal.
+``seed`` milliseconds (the test-only hook `storage.fault_dir`) until the heal. ``disk_full``
+makes every write into a broker's first log dir fail with ENOSPC (the same hook: no tmpfs or loop
+mount is needed): the dir goes offline and its partitions move (a broker with one dir halts, as
+Kafka's does); the heal gives the space back and restarts the broker (or starts the halted one),
+since a failed dir returns only with a restart, in Kafka too.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from kraftlog.deploy.chaos._targets import ChaosTarget
 
 __all__ = [
     "ALL_FAULT_KINDS",
+    "DISK_FULL",
     "DISK_KINDS",
     "FAULT_KINDS",
     "SLOW_FSYNC",
@@ -48,10 +53,12 @@ SLOW_FSYNC_DELAYS_MS = (200, 500, 1000)
 NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader"})
 #: every segment and index fsync of a partition leader's broker delayed, then not (test-only hook)
 SLOW_FSYNC = "slow_fsync"
+#: a broker's first log dir full (ENOSPC, test-only hook) until the heal, which restarts it
+DISK_FULL = "disk_full"
 #: the kinds that touch a node's disk or its storage hooks: local clusters only
-DISK_KINDS = frozenset({*STORAGE_KINDS, SLOW_FSYNC})
+DISK_KINDS = frozenset({*STORAGE_KINDS, SLOW_FSYNC, DISK_FULL})
 #: what ``--faults`` may name in the data profile: the default schedule plus the disk faults
-ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STORAGE_KINDS + (SLOW_FSYNC,)
+ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STORAGE_KINDS + (SLOW_FSYNC, DISK_FULL)
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) ->
         leaders = [n for n in view.partition_leaders if n in view.brokers]
         node = rng.choice(leaders) if leaders else broker
         return Fault(kind, (node,), round(rng.uniform(3.0, 6.0), 2), seed=rng.choice(SLOW_FSYNC_DELAYS_MS))
+    if kind == DISK_FULL:
+        leaders = [n for n in view.partition_leaders if n in view.brokers]
+        return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(3.0, 6.0), 2))
     if kind == "partition_leader":
         leaders = [n for n in view.partition_leaders if n in view.brokers]
         return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(2.0, 5.0), 2))
@@ -129,6 +139,8 @@ def inject(target: ChaosTarget, fault: Fault) -> list[str]:
             damage += target.damage(node, fault.kind, fault.seed)
         elif fault.kind == SLOW_FSYNC:
             target.set_fsync_delay(node, fault.seed)
+        elif fault.kind == DISK_FULL:
+            target.set_no_space(node, True)
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
     return damage
@@ -146,3 +158,9 @@ def heal(target: ChaosTarget, fault: Fault) -> None:
             target.start(node)  # a no-op unless the restart left it down
         elif fault.kind == SLOW_FSYNC:
             target.set_fsync_delay(node, 0)
+        elif fault.kind == DISK_FULL:
+            target.set_no_space(node, False)
+            if target.is_running(node):
+                target.restart(node)  # a failed log dir comes back only with a restart (Kafka's)
+            else:
+                target.start(node)  # it halted: its only log dir had failed
