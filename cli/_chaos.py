@@ -238,8 +238,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
         "partition_active_controller, partition_leader, and (named only) the storage faults "
         "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
-        "slow_fsync (a leader's fsyncs delayed), disk_full (a broker's first log dir ENOSPC, then a restart; all six: "
-        "local clusters); quorum: pause_standbys, "
+        "slow_fsync (a leader's fsyncs delayed), disk_full (a broker's first log dir ENOSPC, then a restart), "
+        "clock_skew and clock_jump (a node's wall clock seconds off or hours away; all eight: "
+        "local clusters), delay_link (two brokers' messages delayed: netns clusters); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller, replace_voter (a dynamic quorum's: remove a standby voter, wipe "
         "its disk, add it back; in the default set when the quorum is dynamic)",

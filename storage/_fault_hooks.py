@@ -25,10 +25,10 @@ from pathlib import Path
 
 import structlog
 
+from kraftlog.common import FAULTS_ENV
+
 __all__ = ["FAULTS_ENV", "FSYNC_DELAY_FILE", "NO_SPACE_FILE", "check_space", "fault_dir", "fsync"]
 
-#: the environment variable naming the control directory (test clusters only)
-FAULTS_ENV = "KRAFTLOG_TEST_FAULTS"
 #: the control file in that directory: milliseconds to wait before each fsync
 FSYNC_DELAY_FILE = "fsync_delay_ms"
 #: the control file naming the log directories whose writes fail with ENOSPC, one a line

@@ -26,6 +26,7 @@ from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields
 from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, start_eos, txn_coordinators
 from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._faults import (
+    CLOCK_KINDS,
     DISK_KINDS,
     FAULT_KINDS,
     NETWORK_KINDS,
@@ -367,6 +368,8 @@ def run_chaos(
                 "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
                 "injected_before_recovery": r.pending_at_injection,
                 **({"damaged_files": len(r.damage), "damage": r.damage[:4]} if r.fault.kind in STORAGE_KINDS else {}),
+                **({"how": r.damage[0]} if r.fault.kind == "delay_link" and r.damage else {}),
+                **({"offset_ms": r.fault.seed} if r.fault.kind in CLOCK_KINDS else {}),
             }
             for r in run.faults
         ],
