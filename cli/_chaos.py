@@ -192,6 +192,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
     run_p.add_argument(
+        "--queue-no-txn", action="store_true", help="--workload queue: idempotent workers only, no transactions"
+    )
+    run_p.add_argument(
         "--history",
         metavar="FILE",
         default=None,
@@ -496,6 +499,7 @@ def run(args: argparse.Namespace) -> int:
                     eos_processors=args.eos_processors,
                     client=args.client,
                     queue_workers=args.queue_workers,
+                    queue_transactions=not args.queue_no_txn,
                     history_path=args.history or str(Path(args.work_dir or ".") / f"queue-history-{seed}.jsonl"),
                 ),
                 out=out,
