@@ -148,8 +148,9 @@ soak: $(STAMP_DEV)
 		name=$${run%%:*}; args=$$(echo $${run#*:} | tr _ ' '); seed=$$((seed + 1)); \
 		echo "== soak $$name: seed $$seed, $(SOAK_DURATION)"; \
 		$(PY) -m kraftlog.cli chaos run --workload $$args --duration $(SOAK_DURATION) --seed $$seed \
-			--faults $(SOAK_FAULTS) --history $(SOAK_DIR)/$$name-history.jsonl \
-			--work-dir $(SOAK_DIR)/$$name-cluster > $(SOAK_DIR)/$$name.out; \
+			--faults $(SOAK_FAULTS) --work-dir $(SOAK_DIR)/$$name-cluster \
+			$$(case $$name in queue*) echo --history $(SOAK_DIR)/$$name-history.jsonl;; esac) \
+			> $(SOAK_DIR)/$$name.out; \
 		tail -1 $(SOAK_DIR)/$$name.out > $(SOAK_DIR)/$$name.json; \
 	done
 

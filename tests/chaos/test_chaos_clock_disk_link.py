@@ -78,7 +78,7 @@ def test_clock_skews_and_jumps_lose_and_duplicate_nothing(tmp_path: Path) -> Non
 
 @pytest.mark.timeout(300)
 def test_a_full_log_dir_and_delayed_links_lose_nothing(tmp_path: Path) -> None:
-    seed = 20262812  # disk_full on 101, delay_link, disk_full again
+    seed = 20262816  # delay_link first, then disk_full (held until the cluster converged: ~15-20 s here)
     result = _run(
         tmp_path, "--faults", "disk_full,delay_link", "--duration", "20s", "--seed", str(seed), "--interval", "4-6"
     )
