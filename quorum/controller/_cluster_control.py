@@ -156,6 +156,11 @@ def broker_heartbeat(
         # CONTROLLED_SHUTDOWN); the broker re-registers with a new incarnation instead.
         records.append(UnfenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
         records += _elect_offline_partitions(_apply(image, records), ctx, {reg.broker_id})
+        if req.offline_partitions:  # never elected where its log dir failed (it cannot serve there)
+            offline = frozenset((t.topic_id, p) for t in req.offline_partitions for p in t.partitions)
+            records += _remove_from_isrs(
+                _apply(image, records), ctx, {reg.broker_id}, unclean_shutdown=True, only=offline
+            )
     after = _apply(image, records) if records else image
     now = after.cluster.broker(req.broker_id)
     assert now is not None

@@ -37,3 +37,23 @@ def test_offline_replicas_lose_leadership_and_isr_and_the_rest_stays() -> None:
     # the next heartbeat repeats the report: nothing more to do
     records, _resp = heartbeat()
     assert records == []
+
+
+def test_unfencing_never_elects_the_broker_where_its_log_dir_failed() -> None:
+    h = cluster(2)
+    h.create("t", assignments=[[1, 2], [1, 2]])
+    h.alter_isr("t", 0, [1])  # the broker alone in partition 0's ISR
+    h.alter_isr("t", 1, [1])
+    topic_id = h.topic("t").topic_id
+    h.heartbeat(1, want_fence=True)  # fenced: both partitions lose their leader
+    assert h.part("t", 0).leader == -1 and h.part("t", 1).leader == -1
+    req = controller_pb2.BrokerHeartbeatRequest(
+        broker_id=1,
+        broker_epoch=h.epochs[1],
+        current_metadata_offset=h.image.offset,
+        offline_partitions=[controller_pb2.BrokerHeartbeatRequest.OfflineTopic(topic_id=topic_id, partitions=[0])],
+    )
+    _records, resp = h.run(ctl.broker_heartbeat, req, h.heartbeats)
+    assert not resp.is_fenced
+    assert h.part("t", 1).leader == 1  # its live dir's partition: elected again
+    assert h.part("t", 0).leader == -1  # its failed dir's: not
