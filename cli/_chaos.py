@@ -192,21 +192,17 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
     run_p.add_argument(
-        "--queue-no-txn", action="store_true", help="--workload queue: idempotent workers only, no transactions"
+        "--queue-no-txn", action="store_true", help="--workload queue: no transactions (idempotent only)"
     )
     run_p.add_argument(
         "--history",
         metavar="FILE",
         default=None,
-        help="--workload queue: where the history is written as JSON lines (default: "
-        "queue-history-SEED.jsonl in --work-dir, else in the current directory); re-check it with "
-        "'kraftlog chaos check --history FILE'",
+        help="--workload queue: the history's file, JSON lines (default: queue-history-SEED.jsonl in "
+        "--work-dir, else here); re-check it with 'kraftlog chaos check --history FILE'",
     )
     run_p.add_argument(
-        "--eos-processors",
-        type=int,
-        default=2,
-        help="transactional processors of --workload eos (default 2)",
+        "--eos-processors", type=int, default=2, help="transactional processors of --workload eos (default 2)"
     )
     run_p.add_argument(
         "--group-members", type=int, default=3, help="consumers in the group of --workload group (default 3)"
@@ -241,9 +237,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
         "partition_active_controller, partition_leader, and (named only) the storage faults "
         "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
-        "slow_fsync (a leader's fsyncs delayed), disk_full (a broker's first log dir ENOSPC, then a restart), "
-        "clock_skew and clock_jump (a node's wall clock seconds off or hours away; all eight: "
-        "local clusters), delay_link (two brokers' messages delayed: netns clusters); quorum: pause_standbys, "
+        "slow_fsync (a leader's fsyncs delayed), disk_full, clock_skew, clock_jump (all eight: local "
+        "clusters), delay_link (netns clusters; docs/verification.md); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller, replace_voter (a dynamic quorum's: remove a standby voter, wipe "
         "its disk, add it back; in the default set when the quorum is dynamic)",
@@ -307,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
         SystemdTarget,
         load_inventory,
         load_inventory_security,
+        own_cluster_node_overrides,
         run_chaos,
     )
 
@@ -434,9 +430,6 @@ def run(args: argparse.Namespace) -> int:
 
             overrides = {**overrides, **CONSUMER_PROTOCOL_BROKER_KEYS}
         own_security = args.security or "plaintext"
-        # disk_full fills a broker's first log dir: with a second one it stays up (its other
-        # partitions served), as Kafka's JBOD broker does
-        two_dirs = "disk_full" in kinds and not quorum
         own_cluster = LocalCluster(
             base / "cluster",
             controllers=3,
@@ -445,11 +438,7 @@ def run(args: argparse.Namespace) -> int:
             network=network,
             overrides=overrides,
             security=own_security,
-            node_overrides={
-                n: {"log.dirs": f"{base}/cluster/node{n}/data,{base}/cluster/node{n}/data2"} for n in (101, 102, 103)
-            }
-            if two_dirs
-            else {},
+            node_overrides=own_cluster_node_overrides(kinds, str(base / "cluster")),
         )
         own_cluster.plan()
         if quorum:

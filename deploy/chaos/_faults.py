@@ -38,6 +38,7 @@ __all__ = [
     "DELAY_LINK",
     "DISK_FULL",
     "DISK_KINDS",
+    "own_cluster_node_overrides",
     "FAULT_KINDS",
     "SLOW_FSYNC",
     "STORAGE_KINDS",
@@ -94,6 +95,15 @@ class Fault:
 
     def describe(self) -> str:
         return f"{self.kind}({','.join(map(str, self.nodes))}) for {self.hold_s:.1f}s"
+
+
+def own_cluster_node_overrides(kinds: Sequence[str], cluster_dir: str) -> dict[int, dict[str, str]]:
+    """The run's own cluster's per-node settings for ``kinds``: with ``disk_full``, each broker
+    (101-103) gets a second log dir, so a full first one leaves it up serving the other, as a
+    Kafka JBOD broker stays up (with one dir it halts)."""
+    if DISK_FULL not in kinds:
+        return {}
+    return {n: {"log.dirs": f"{cluster_dir}/node{n}/data,{cluster_dir}/node{n}/data2"} for n in (101, 102, 103)}
 
 
 def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) -> Fault:
