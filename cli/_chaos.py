@@ -191,9 +191,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--history and checked for every anomaly class of 'kraftlog chaos check'",
     )
     run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
-    run_p.add_argument(
-        "--queue-no-txn", action="store_true", help="--workload queue: no transactions (idempotent only)"
-    )
+    run_p.add_argument("--queue-no-txn", action="store_true", help="--workload queue: no transactions")
     run_p.add_argument(
         "--history",
         metavar="FILE",
