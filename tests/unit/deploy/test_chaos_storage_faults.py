@@ -234,3 +234,11 @@ def test_set_no_space_writes_and_removes_the_control_file(tmp_path: Path) -> Non
     assert (control / NO_SPACE_FILE).read_text(encoding="utf-8") == f"{tmp_path / 'a'}\n"
     set_no_space(control, [])
     assert not (control / NO_SPACE_FILE).exists()
+
+
+def test_the_own_cluster_gives_brokers_two_log_dirs_only_for_disk_full() -> None:
+    from kraftlog.deploy.chaos import own_cluster_node_overrides
+
+    assert own_cluster_node_overrides(["kill_broker", "slow_fsync"], "/c") == {}
+    two = own_cluster_node_overrides(["disk_full"], "/c")
+    assert sorted(two) == [101, 102, 103] and two[101] == {"log.dirs": "/c/node101/data,/c/node101/data2"}
