@@ -19,7 +19,7 @@ FLOORS := constraints/floors.txt
 # compiles kraftlog again (~0.35 s of CPU each). An empty value turns it back on.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz sim librdkafka-suite help
+.PHONY: run test test-unit test-floors lint proto system-deps system-deps-test venv clean bench fuzz sim soak librdkafka-suite help
 
 help:
 	@echo "make run    - create .venv, install kraftlog and run the main job"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench  - run every benchmark in tests/perf (full variants)"
 	@echo "make fuzz   - the decoder fuzz tests in tests/fuzz with a long budget (KRAFTLOG_FUZZ_EXAMPLES), then tests/unit's properties with HYPOTHESIS_PROFILE=thorough"
 	@echo "make sim    - run the seeded simulation (tests/sim) over many seeds (KRAFTLOG_SIM_SEEDS, default 20000)"
+	@echo "make soak   - long chaos runs of every workload (SOAK_DURATION, default 30m each; docs/verification.md)"
 	@echo "make librdkafka-suite - librdkafka's own test suite against local clusters (not in make test; needs the network)"
 
 # System packages: python3-venv (Debian ships venv separately). No JRE: `make run` installs kraftlog
@@ -129,6 +130,29 @@ fuzz: $(STAMP_DEV)
 # A failure prints its seed and the replay command (PYTHONHASHSEED fixed: set order must not vary).
 sim: $(STAMP_DEV)
 	PYTHONHASHSEED=0 KRAFTLOG_SIM_SEEDS=$${KRAFTLOG_SIM_SEEDS:-20000} $(PY) -m pytest tests/sim -q -p no:cacheprovider
+
+# Long chaos runs, one per workload (docs/verification.md): queue with and without transactions, data,
+# group, eos, each a real 6-node cluster of its own for SOAK_DURATION under its profile's default
+# faults plus SOAK_FAULTS (comma-separated extra kinds, default the storage, disk, clock and link
+# ones; delay_link needs a netns cluster and is skipped on loopback). Each run's report (its last
+# line JSON) and the queue runs' histories go to SOAK_DIR; the first failing run stops the target.
+# CI runs short versions of each (tests/chaos/); this is the long one, about 3 hours at the default.
+SOAK_DURATION ?= 30m
+SOAK_SEED ?= 20262800
+SOAK_DIR ?= .soak
+SOAK_FAULTS ?= kill_broker,kill_active_controller,pause,restart,kill_minority,partition_active_controller,partition_leader,bitflip_segment,truncate_segment,lose_unsynced,slow_fsync,disk_full,clock_skew,clock_jump,delay_link
+SOAK_RUNS := queue:queue queue-no-txn:queue_--queue-no-txn data:data group:group eos:eos
+soak: $(STAMP_DEV)
+	@mkdir -p $(SOAK_DIR)
+	@set -e; seed=$(SOAK_SEED); for run in $(SOAK_RUNS); do \
+		name=$${run%%:*}; args=$$(echo $${run#*:} | tr _ ' '); seed=$$((seed + 1)); \
+		echo "== soak $$name: seed $$seed, $(SOAK_DURATION)"; \
+		$(PY) -m kraftlog.cli chaos run --workload $$args --duration $(SOAK_DURATION) --seed $$seed \
+			--faults $(SOAK_FAULTS) --work-dir $(SOAK_DIR)/$$name-cluster \
+			$$(case $$name in queue*) echo --history $(SOAK_DIR)/$$name-history.jsonl;; esac) \
+			> $(SOAK_DIR)/$$name.out; \
+		tail -1 $(SOAK_DIR)/$$name.out > $(SOAK_DIR)/$$name.json; \
+	done
 
 # librdkafka's own integration tests (its tests/test-runner) against kraftlog clusters, both
 # group.protocol values (docs/tests.md). Not part of `make test`: it clones librdkafka (the version of

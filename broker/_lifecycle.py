@@ -65,6 +65,9 @@ class BrokerLifecycle:
         self._on_quorum_high_watermark = on_quorum_high_watermark
         #: the epoch the log dirs' clean-shutdown markers name (-1: the last stop was unclean)
         self._previous_broker_epoch = previous_broker_epoch
+        #: the replicas whose log dir failed, by topic id: every heartbeat reports them (the
+        #: replica manager's `offline_partitions`, set by the server)
+        self.offline_partitions: Callable[[], dict[str, list[int]]] = dict
         self.incarnation_id = str(uuid.uuid4())
         self.broker_epoch = -1
         self.fenced = True
@@ -203,6 +206,10 @@ class BrokerLifecycle:
             current_metadata_offset=self._metadata_offset(),
             want_fence=False,
             want_shutdown=self._want_shutdown,
+            offline_partitions=[
+                controller_pb2.BrokerHeartbeatRequest.OfflineTopic(topic_id=topic_id, partitions=pids)
+                for topic_id, pids in sorted(self.offline_partitions().items())
+            ],
         )
         resp = await self.channel.call("controller", "BrokerHeartbeat", req, timeout_s=self.timeout_s)
         if resp.error.code in _REREGISTER:

@@ -295,6 +295,9 @@ class BrokerServer:
             self.broker_id, self.config, self.alter_partition, clock_ms=self._clock_ms, metrics=self.metrics
         )
         self.replicas.startup()
+        self.replicas.bind_event_loop(asyncio.get_running_loop())
+        self.replicas.offline_listeners.append(self.lifecycle.heartbeat_now)
+        self.lifecycle.offline_partitions = self.replicas.offline_partitions
         self.replicas.marker_listeners.append(self.groups.on_txn_marker)
         self.fetchers = ReplicaFetcherManager.from_config(
             self.replicas,

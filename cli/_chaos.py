@@ -209,19 +209,16 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="confluent-kafka ShareConsumers of --workload share (default 2; none without confluent-kafka)",
     )
     run_p.add_argument("--queue-workers", type=int, default=4, help="worker threads of --workload queue (default 4)")
+    run_p.add_argument("--queue-no-txn", action="store_true", help="--workload queue: no transactions")
     run_p.add_argument(
         "--history",
         metavar="FILE",
         default=None,
-        help="--workload queue: where the history is written as JSON lines (default: "
-        "queue-history-SEED.jsonl in --work-dir, else in the current directory); re-check it with "
-        "'kraftlog chaos check --history FILE'",
+        help="--workload queue: the history's file, JSON lines (default: queue-history-SEED.jsonl in "
+        "--work-dir, else here); re-check it with 'kraftlog chaos check --history FILE'",
     )
     run_p.add_argument(
-        "--eos-processors",
-        type=int,
-        default=2,
-        help="transactional processors of --workload eos (default 2)",
+        "--eos-processors", type=int, default=2, help="transactional processors of --workload eos (default 2)"
     )
     run_p.add_argument(
         "--group-members", type=int, default=3, help="consumers in the group of --workload group (default 3)"
@@ -256,8 +253,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "kill_broker, kill_active_controller, pause, restart, kill_minority, "
         "partition_active_controller, partition_leader, and (named only) the storage faults "
         "bitflip_segment, bitflip_index, truncate_segment, lose_unsynced (SIGKILL, damage, start) and "
-        "slow_fsync (a leader's fsyncs delayed; all five: "
-        "local clusters); quorum: pause_standbys, "
+        "slow_fsync (a leader's fsyncs delayed), disk_full, clock_skew, clock_jump (all eight: local "
+        "clusters), delay_link (netns clusters; docs/verification.md); quorum: pause_standbys, "
         "pause_active_controller, kill_active_controller, kill_majority, "
         "partition_active_controller, replace_voter (a dynamic quorum's: remove a standby voter, wipe "
         "its disk, add it back; in the default set when the quorum is dynamic)",
@@ -321,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
         SystemdTarget,
         load_inventory,
         load_inventory_security,
+        own_cluster_node_overrides,
         run_chaos,
     )
 
@@ -465,6 +463,7 @@ def run(args: argparse.Namespace) -> int:
             network=network,
             overrides=overrides,
             security=own_security,
+            node_overrides=own_cluster_node_overrides(kinds, str(base / "cluster")),
         )
         own_cluster.plan()
         if quorum:
@@ -514,6 +513,7 @@ def run(args: argparse.Namespace) -> int:
                     eos_processors=args.eos_processors,
                     client=args.client,
                     queue_workers=args.queue_workers,
+                    queue_transactions=not args.queue_no_txn,
                     history_path=args.history or str(Path(args.work_dir or ".") / f"queue-history-{seed}.jsonl"),
                     share_members=args.share_members,
                     share_kafka_members=args.share_kafka_members,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kraftlog.common._backoff import backoff_ms
 from kraftlog.common._bootstrap import parse_bootstrap_servers
-from kraftlog.common._clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from kraftlog.common._clock import CLOCK_OFFSET_FILE, FAULTS_ENV, SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from kraftlog.common._config_def import ConfigType
 from kraftlog.common._fs import atomic_write, fsync_directory, fsync_file, private_directory, write_private_file
 from kraftlog.common._java import (
@@ -138,6 +138,8 @@ __all__ = [
     "Route",
     "SNAPSHOT_SUFFIX",
     "SYSTEM_CLOCK",
+    "CLOCK_OFFSET_FILE",
+    "FAULTS_ENV",
     "ScramMechanism",
     "SystemClock",
     "TIME_INDEX_SUFFIX",

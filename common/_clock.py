@@ -12,17 +12,32 @@ Two kinds of time, never mixed:
 ``clock: Clock = SYSTEM_CLOCK``). `ManualClock` is the test clock: it moves only when told
 (``advance(ms)``), and its ``sleep`` advances it instead of blocking, so code that sleeps runs
 instantly and deterministically under a seeded simulation.
+
+Clock faults (issue 28, the chaos nemeses ``clock_skew`` and ``clock_jump``): in a process started
+with ``KRAFTLOG_TEST_FAULTS`` naming a control directory (test clusters only; `kraftlog serve`
+refuses it under systemd), `SystemClock.wall_ms` adds the integer in its ``clock_offset_ms``
+file, reread at most every 0.2 s: a node's wall clock runs ahead or behind the others', and
+changing the file makes it jump forward or back, as an NTP step or a wrong clock would. Monotonic
+time is left alone, as a real clock step leaves ``CLOCK_MONOTONIC`` alone. Without the variable
+(every production node) nothing is read and `wall_ms` is the system's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
+__all__ = ["CLOCK_OFFSET_FILE", "FAULTS_ENV", "SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
+
+#: the environment variable naming a test node's fault control directory (storage's hooks too)
+FAULTS_ENV = "KRAFTLOG_TEST_FAULTS"
+#: the control file in that directory: milliseconds added to this process's wall clock
+CLOCK_OFFSET_FILE = "clock_offset_ms"
+_REREAD_S = 0.2
 
 
 @runtime_checkable
@@ -50,8 +65,39 @@ class Clock(Protocol):
         ...
 
 
+class _WallOffset:
+    """The test-only wall clock offset, reread from the control file at most every `_REREAD_S`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._offset_ms = 0
+
+    def current_ms(self) -> int:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._read_at >= _REREAD_S:
+                self._read_at = now
+                try:
+                    with open(self.path, encoding="utf-8") as fh:
+                        self._offset_ms = int(fh.read().strip() or 0)
+                except (OSError, ValueError):
+                    self._offset_ms = 0
+            return self._offset_ms
+
+
+def _wall_offset_from_env() -> _WallOffset | None:
+    control = os.environ.get(FAULTS_ENV, "")
+    return _WallOffset(os.path.join(control, CLOCK_OFFSET_FILE)) if control else None
+
+
 class SystemClock:
-    """The operating system's clocks: ``time.monotonic_ns`` and ``time.time_ns``."""
+    """The operating system's clocks: ``time.monotonic_ns`` and ``time.time_ns`` (plus a test
+    node's clock fault, see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._offset = _wall_offset_from_env()
 
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
@@ -60,7 +106,9 @@ class SystemClock:
         return time.monotonic()
 
     def wall_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        if self._offset is None:
+            return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + self._offset.current_ms()
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

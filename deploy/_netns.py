@@ -9,6 +9,12 @@ inside namespaces it created itself -- the machine's own namespace is never touc
 Cutting node N sets its veth on the hub side down: every packet to and from N is dropped (other
 nodes, clients), exactly like a pulled cable; healing sets it up again. Needs root and iproute2;
 `unavailable_reason` says why not when either is missing, so callers skip only the faults that need it.
+
+Slowing the link between two nodes (`slow_link`, the chaos fault ``delay_link``) shapes what each
+sends to the other on its own ``eth0``: with ``tc netem`` a fixed delay; on a kernel without netem
+(``CONFIG_NET_SCH_NETEM`` unset, as on the machines this project's CI runs on, which cannot load
+modules) a narrow HTB class instead, so the messages queue behind each other and arrive late when
+the link is busy (replication between them), not by a fixed delay. `slow_link` says which it used.
 """
 
 from __future__ import annotations
@@ -41,6 +47,15 @@ def _ip(*args: str) -> None:
         raise NetnsError(f"ip {' '.join(args)}: {err}") from err
     if proc.returncode != 0:
         raise NetnsError(f"ip {' '.join(args)}: {proc.stderr.strip() or f'exit code {proc.returncode}'}")
+
+
+def _tc(namespace: str, *args: str) -> None:
+    try:
+        proc = subprocess.run(["tc", "-n", namespace, *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise NetnsError(f"tc {' '.join(args)}: {err}") from err
+    if proc.returncode != 0:
+        raise NetnsError(f"tc {' '.join(args)}: {proc.stderr.strip() or f'exit code {proc.returncode}'}")
 
 
 def unavailable_reason() -> str | None:
@@ -155,6 +170,56 @@ class NetnsNetwork:
 
     def heal(self, node_id: int) -> None:
         _ip("-n", self.hub, "link", "set", self._veth(node_id), "up")
+
+    def slow_link(self, node_id: int, peer_address: str, delay_ms: int, rate_kbit: int) -> str:
+        """Delay what ``node_id`` sends to ``peer_address`` (call it for both ends): netem's
+        ``delay_ms`` when the kernel has netem, else an HTB class of ``rate_kbit``; returns which."""
+        ns = self.namespace_of(node_id)
+        self.unslow(node_id)
+        try:
+            _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio", "bands", "4")
+            _tc(ns, "qdisc", "add", "dev", "eth0", "parent", "1:4", "handle", "40:", "netem", "delay", f"{delay_ms}ms")
+            how = f"netem delay {delay_ms}ms"
+            flow = "1:4"
+        except NetnsError as err:
+            if "unknown" not in str(err).lower():
+                raise
+            self.unslow(node_id)
+            # unclassified traffic (default 0) leaves unshaped; only the peer's goes through 1:10
+            _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb")
+            rate = f"{rate_kbit}kbit"
+            _tc(ns, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rate, "ceil", rate)
+            how = f"htb {rate} (no netem in this kernel)"
+            flow = "1:10"
+        _tc(
+            ns,
+            "filter",
+            "add",
+            "dev",
+            "eth0",
+            "parent",
+            "1:",
+            "protocol",
+            "ip",
+            "prio",
+            "1",
+            "u32",
+            "match",
+            "ip",
+            "dst",
+            f"{peer_address}/32",
+            "flowid",
+            flow,
+        )
+        _log.info("netns_link_slowed", node_id=node_id, peer=peer_address, how=how)
+        return how
+
+    def unslow(self, node_id: int) -> None:
+        """Remove what `slow_link` added to the node's ``eth0`` (nothing there: a no-op)."""
+        try:
+            _tc(self.namespace_of(node_id), "qdisc", "del", "dev", "eth0", "root")
+        except NetnsError as err:
+            _log.debug("netns_unslow_nothing", node_id=node_id, error=str(err))
 
     def enter_hub(self) -> None:
         """Move this process into the hub, from where every node is reachable (see `enter_namespace`)."""

@@ -69,18 +69,27 @@ class RegisterBrokerResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., broker_epoch: _Optional[int] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shutdown")
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shutdown", "offline_partitions")
+    class OfflineTopic(_message.Message):
+        __slots__ = ("topic_id", "partitions")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_id: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
     WANT_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int
     want_fence: bool
     want_shutdown: bool
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown: _Optional[bool] = ...) -> None: ...
+    offline_partitions: _containers.RepeatedCompositeFieldContainer[BrokerHeartbeatRequest.OfflineTopic]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown: _Optional[bool] = ..., offline_partitions: _Optional[_Iterable[_Union[BrokerHeartbeatRequest.OfflineTopic, _Mapping]]] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("error", "is_caught_up", "is_fenced", "should_shutdown", "controller", "metadata_high_watermark")

@@ -40,7 +40,7 @@ from kraftlog.storage._errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from kraftlog.storage._fault_hooks import FAULTS_ENV, FSYNC_DELAY_FILE, fault_dir
+from kraftlog.storage._fault_hooks import FAULTS_ENV, FSYNC_DELAY_FILE, NO_SPACE_FILE, fault_dir
 from kraftlog.storage._file_region import FileRegion
 from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
 from kraftlog.storage._log import (
@@ -56,6 +56,7 @@ from kraftlog.storage._log import (
     partition_dir_name,
 )
 from kraftlog.storage._log_cleaner import LogCleaner
+from kraftlog.storage._log_dir_failure import LogDirFailureChannel
 from kraftlog.storage._log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,
@@ -71,6 +72,8 @@ from kraftlog.storage._validator import PreparedAppend
 __all__ = [
     "FAULTS_ENV",
     "FSYNC_DELAY_FILE",
+    "NO_SPACE_FILE",
+    "LogDirFailureChannel",
     "fault_dir",
     "AppendOrigin",
     "CLEAN_SHUTDOWN_FILE",

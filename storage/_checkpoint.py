@@ -22,6 +22,7 @@ from kraftlog.common import (
     fsync_directory,
 )
 from kraftlog.storage._errors import KafkaStorageError
+from kraftlog.storage._fault_hooks import check_space
 
 __all__ = [
     "write_checkpoint_lines",
@@ -42,6 +43,7 @@ def write_checkpoint_lines(path: Path, lines: Iterable[str]) -> None:
     text = f"{_VERSION}\n{len(entries)}\n" + "".join(f"{line}\n" for line in entries)
     tmp = path.with_name(path.name + ".tmp")
     try:
+        check_space(path)
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

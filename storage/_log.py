@@ -30,6 +30,7 @@ from kraftlog.storage._errors import (
 )
 from kraftlog.storage._local_log import LocalLog
 from kraftlog.storage._log_append import plan_follower_append, plan_leader_append
+from kraftlog.storage._log_dir_failure import reports_io_errors
 from kraftlog.storage._log_loader import load_segments
 from kraftlog.storage._log_producers import LogProducers
 from kraftlog.storage._log_read import LogReader
@@ -96,6 +97,8 @@ class Log:
         producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         self._clock_ms = clock_ms
+        #: told of a write that failed with an OSError (set by the `LogManager`: the dir goes offline)
+        self.on_io_error: Callable[[BaseException], None] | None = None
         self._lock = threading.RLock()
         local = self._local = LocalLog(
             directory,
@@ -233,6 +236,7 @@ class Log:
             max_inflate_bytes=max_inflate_bytes,
         )
 
+    @reports_io_errors
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
@@ -326,6 +330,7 @@ class Log:
         for _pos, b in iter_batches(memoryview(records)):
             check_stored_batch(b)
 
+    @reports_io_errors
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, checked: bool = False
     ) -> LogAppendInfo | None:
@@ -371,6 +376,7 @@ class Log:
 
     # ================================================================== roll and flush (`LocalLog`)
 
+    @reports_io_errors
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op when the active one is empty)."""
         with self._lock:
@@ -379,6 +385,7 @@ class Log:
                 return self._local.active_segment
             return self._local.roll(self._local.log_end_offset)
 
+    @reports_io_errors
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to_offset`` (default: the log end) and
         move the recovery point there."""
@@ -386,6 +393,7 @@ class Log:
             self._local.ensure_open()
             self._local.flush(self._local.log_end_offset if up_to_offset is None else up_to_offset)
 
+    @reports_io_errors
     def maybe_flush(self) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush (the scheduler's check)."""
         with self._lock:
@@ -446,6 +454,7 @@ class Log:
 
     # ================================================================== truncation
 
+    @reports_io_errors
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch at or past ``offset``; returns True if anything was removed.
 
@@ -472,6 +481,7 @@ class Log:
             local.bound.info("truncated", to_offset=offset, log_end_offset=end)
             return True
 
+    @reports_io_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (a follower far behind the leader's
         log start)."""

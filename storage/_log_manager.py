@@ -17,13 +17,14 @@ them and waits for a retention run before closing the logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from kraftlog.storage._config import LogConfig
 from kraftlog.storage._errors import InconsistentTopicIdError, KafkaStorageError
 from kraftlog.storage._log import Log, parse_topic_partition, partition_dir_name
 from kraftlog.storage._log_cleaner import LogCleaner
+from kraftlog.storage._log_dir_failure import LogDirFailureChannel
 
 __all__ = [
     "LogManager",
@@ -141,6 +143,8 @@ class LogManager:
         self.cleaner = LogCleaner(self.all_logs, threads=0, clock_ms=self._clock_ms)
         self._retention_pool: ThreadPoolExecutor | None = None
         self._retention_run: Future[int] | None = None
+        #: the log dirs that failed a write (Kafka's LogDirFailureChannel); see `take_dir_offline`
+        self.dir_failures = LogDirFailureChannel()
 
     # ------------------------------------------------------------------ startup / shutdown
 
@@ -186,6 +190,7 @@ class LogManager:
                         producer_id_expiration_ms=self.producer_id_expiration_ms,
                     )
                     log.cleaner_checkpoint = max(cleaner.get(tp, 0), log.log_start_offset)
+                    log.on_io_error = self._io_error_handler(d)
                     if tp in self._logs:
                         raise KafkaStorageError(f"duplicate log dirs for {tp[0]}-{tp[1]}: {self._dir_of[tp]} and {d}")
                     self._logs[tp] = log
@@ -212,7 +217,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             self.checkpoint()
-            for d in self.log_dirs:
+            for d in self.live_dirs():  # an offline dir gets no marker: it recovers at the next start
                 marker = d / CLEAN_SHUTDOWN_FILE
                 with open(marker, "w", encoding="utf-8") as fh:
                     if broker_epoch >= 0:
@@ -245,10 +250,13 @@ class LogManager:
         with self._lock:
             log = self._logs.get(tp)
             if log is None:
-                counts = {d: 0 for d in self.log_dirs}
+                live = self.live_dirs()
+                if not live:
+                    raise KafkaStorageError(f"every log dir is offline: {', '.join(map(str, self.log_dirs))}")
+                counts = {d: 0 for d in live}
                 for d in self._dir_of.values():
                     counts[d] = counts.get(d, 0) + 1
-                target = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+                target = min(live, key=lambda d: (counts[d], self.log_dirs.index(d)))
                 log = Log(
                     target / partition_dir_name(topic, partition),
                     config or self.default_config,
@@ -256,6 +264,7 @@ class LogManager:
                     clock_ms=self._clock_ms,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
+                log.on_io_error = self._io_error_handler(target)
                 self._logs[tp] = log
                 self._dir_of[tp] = target
                 fsync_directory(target, missing_ok=True)
@@ -294,29 +303,75 @@ class LogManager:
     # ------------------------------------------------------------------ periodic work
 
     def checkpoint(self) -> None:
-        """Write the recovery-point, log-start, high-watermark and cleaner checkpoints per dir."""
+        """Write the recovery-point, log-start, high-watermark and cleaner checkpoints per live
+        dir; a dir whose write fails goes offline (the others are still written)."""
         with self._lock:
-            for d in self.log_dirs:
+            for d in self.live_dirs():
                 mine = {tp: log for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
-                OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
-                    {tp: log.recovery_point for tp, log in mine.items()}
-                )
-                OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
-                    {tp: log.log_start_offset for tp, log in mine.items() if log.log_start_offset > 0}
-                )
-                OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
-                    {tp: log.high_watermark for tp, log in mine.items()}
-                )
-                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
-                    {tp: log.cleaner_checkpoint for tp, log in mine.items() if log.config.compact}
-                )
+                with self._offline_on_io_error(d):
+                    OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
+                        {tp: log.recovery_point for tp, log in mine.items()}
+                    )
+                    OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+                        {tp: log.log_start_offset for tp, log in mine.items() if log.log_start_offset > 0}
+                    )
+                    OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
+                        {tp: log.high_watermark for tp, log in mine.items()}
+                    )
+                    OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
+                        {tp: log.cleaner_checkpoint for tp, log in mine.items() if log.config.compact}
+                    )
 
     def checkpoint_high_watermarks(self) -> None:
         with self._lock:
-            for d in self.log_dirs:
-                OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
-                    {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
-                )
+            for d in self.live_dirs():
+                with self._offline_on_io_error(d):
+                    OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
+                        {tp: log.high_watermark for tp, log in self._logs.items() if self._dir_of.get(tp) == d}
+                    )
+
+    # ------------------------------------------------------------------ failed log dirs
+
+    def live_dirs(self) -> list[Path]:
+        """The log dirs not offline, in configuration order."""
+        return [d for d in self.log_dirs if not self.dir_failures.is_offline(d)]
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding the partition's log (None: no log here)."""
+        return self._dir_of.get((topic, partition))
+
+    def take_dir_offline(self, log_dir: Path) -> list[TopicPartition]:
+        """Close (without flushing: the disk refuses writes) and forget every log of an offline
+        ``log_dir``; returns their partitions. Its files stay as they are for the next start."""
+        with self._lock:
+            gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
+            for tp in gone:
+                self.cleaner.abort(tp)
+                log = self._logs.pop(tp)
+                del self._dir_of[tp]
+                try:
+                    log.close_without_flush()
+                except OSError as err:
+                    _log.warning("offline_log_close_failed", topic=tp[0], partition=tp[1], error=repr(err))
+        _log.warning("log_dir_taken_offline", log_dir=str(log_dir), partitions=len(gone))
+        return gone
+
+    def _io_error_handler(self, log_dir: Path) -> Callable[[BaseException], None]:
+        def handler(err: BaseException) -> None:
+            self.dir_failures.add_offline(log_dir, str(err))
+
+        return handler
+
+    @contextlib.contextmanager
+    def _offline_on_io_error(self, log_dir: Path) -> Iterator[None]:
+        """A `KafkaStorageError` caused by an `OSError` inside takes ``log_dir`` offline and is
+        not raised further (the caller goes on with the other dirs)."""
+        try:
+            yield
+        except KafkaStorageError as err:
+            if not isinstance(err.__cause__, OSError):
+                raise
+            self.dir_failures.add_offline(log_dir, str(err))
 
     def remove_expired_producers(self) -> int:
         """``producer.id.expiration.ms``: forget idle producers in every log; how many went."""

@@ -18,7 +18,7 @@ import structlog
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from kraftlog.common.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kraftlog.storage._errors import CorruptRecordError, KafkaStorageError, UnsupportedForMessageFormatError
-from kraftlog.storage._fault_hooks import fsync
+from kraftlog.storage._fault_hooks import check_space, fsync
 from kraftlog.storage._file_region import FileRegion
 from kraftlog.storage._index import IndexCorruptError, OffsetIndex, TimeIndex
 from kraftlog.storage._txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -149,6 +149,7 @@ class LogSegment:
         """
         start = self.size
         try:
+            check_space(self.log_path)
             if len(buffers) == 1:
                 written = os.pwrite(self._fd, buffers[0], start)
             else:
@@ -501,6 +502,7 @@ class LogSegment:
         """fsync the log, then write and fsync the indexes (log first: an index never points past
         durable data)."""
         try:
+            check_space(self.log_path)
             if self._dirty:
                 fsync(self._fd)
                 self._dirty = False

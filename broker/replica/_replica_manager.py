@@ -31,7 +31,9 @@ flush, compaction), and ``await shutdown()`` at exit (then shut the AlterPartiti
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kraftlog import storage
@@ -132,6 +134,13 @@ class ReplicaManager:
         self.produce_purgatory = self._purgatories.produce
         self.fetch_purgatory = self._purgatories.fetch
         self.delete_records_purgatory = self._purgatories.delete_records
+        #: told (no arguments) once replicas went offline with their log dir: the lifecycle
+        #: heartbeats at once, reporting them (`offline_partitions`)
+        self.offline_listeners: list[Callable[[], None]] = []
+        #: called with the exit status when every log dir failed (Kafka's Exit.halt)
+        self.halt: Callable[[int], None] = os._exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+        log_manager.dir_failures.subscribe(self._on_log_dir_failure)
 
     @classmethod
     def create(
@@ -278,6 +287,48 @@ class ReplicaManager:
         """See `ReplicaRequests.delete_records`."""
         return await self._requests.delete_records(req)
 
+    # ============================================================== failed log dirs
+
+    def offline_partitions(self) -> dict[str, list[int]]:
+        """The replicas whose log dir went offline, by topic id (for the broker heartbeat)."""
+        out: dict[str, list[int]] = {}
+        for (_topic, pid), topic_id in sorted(self._registry.offline.items()):
+            out.setdefault(topic_id, []).append(pid)
+        return out
+
+    def bind_event_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop a failed log dir is handled on (the server's; `run_scheduler` binds its own)."""
+        self._loop = loop
+
+    def _on_log_dir_failure(self, log_dir: Path) -> None:
+        """The channel's callback, on whichever thread failed the write: the work runs on the
+        event loop (the registry's one writer) when the scheduler runs, else here."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.handle_log_dir_failure, log_dir)
+        else:
+            self.handle_log_dir_failure(log_dir)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: stop serving (and fetching) every replica
+        of ``log_dir``, close their logs, and tell the controller through the next heartbeat,
+        which moves their leaderships and takes this broker out of their ISRs. The broker keeps
+        serving its other dirs. With no live dir left it halts, as Kafka does ("all log dirs
+        have failed"); a dir comes back only with a restart."""
+        changes = ReplicaChanges()
+        for tp in [tp for tp in self._registry.partitions if self.log_manager.dir_of(*tp) == log_dir]:
+            self._applier.take_offline(tp, changes)
+        self.log_manager.take_dir_offline(log_dir)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.apply_changes(changes)
+        self._log.error("log_dir_failure_handled", log_dir=str(log_dir), offline_replicas=len(changes.stopped))
+        if not self.log_manager.live_dirs():
+            self._log.critical("halting_all_log_dirs_failed", log_dirs=[str(d) for d in self.log_manager.log_dirs])
+            self.halt(1)
+            return
+        for listener in list(self.offline_listeners):
+            listener()
+
     # ============================================================== periodic duties
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> int:
@@ -340,6 +391,7 @@ class ReplicaManager:
 
     async def run_scheduler(self, tick_ms: int = 100) -> None:
         """Call `run_periodic` every ``tick_ms`` until cancelled (the server runs it as a task)."""
+        self._loop = asyncio.get_running_loop()
         while True:
             try:
                 self.run_periodic()

@@ -114,6 +114,8 @@ class MetadataApplier:
         for topic, pid in todo:
             reg = topic.partitions[pid]
             tp = (topic.name, pid)
+            if self._registry.offline.get(tp) == topic.topic_id:
+                continue  # its log dir failed: not served here until the next start (Kafka's)
             if reg.leader == local:
                 self._become_leader(topic, pid, reg, changes)
             elif local in reg.replicas:
@@ -287,6 +289,14 @@ class MetadataApplier:
             elif target != old:
                 self._registry.set_follow_target(tp, target)
                 changes.followers.append(target)
+
+    def take_offline(self, tp: TopicPartition, changes: ReplicaChanges) -> None:
+        """Stop serving a replica whose log dir failed (its log is closed by the log manager)."""
+        part = self._registry.get(tp)
+        if part is None:
+            return
+        self._registry.offline[tp] = part.topic_id
+        self._remove_partition(tp, changes, delete=False)
 
     def _remove_partition(self, tp: TopicPartition, changes: ReplicaChanges, *, delete: bool) -> None:
         part = self._registry.remove(tp)

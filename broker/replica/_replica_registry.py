@@ -39,6 +39,9 @@ class PartitionRegistry:
         self.image = MetadataImage.EMPTY
         self.partitions: dict[TopicPartition, Partition] = {}
         self.follow_targets: dict[TopicPartition, FollowTarget] = {}
+        #: replicas whose log dir went offline (Kafka's HostedPartition.Offline), with their topic
+        #: ids: no longer served, and metadata changes leave them alone until the next start
+        self.offline: dict[TopicPartition, str] = {}
         self._log = log
 
     def get(self, tp: TopicPartition) -> Partition | None:
@@ -137,6 +140,8 @@ class PartitionRegistry:
         return error_pb_from_exception(exc)
 
     def _lookup_error(self, topic: str, pid: int) -> kerr.KafkaError:
+        if (topic, pid) in self.offline:
+            return kerr.KafkaStorageError(f"the log dir of {topic}-{pid} on broker {self.node_id} is offline")
         hint = self.leader_hint(topic, pid)
         if hint is None:
             return kerr.UnknownTopicOrPartitionError(f"this server does not host {topic}-{pid}")

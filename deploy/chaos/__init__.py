@@ -39,6 +39,7 @@ from kraftlog.deploy.chaos._faults import (
     choose_fault,
     heal,
     inject,
+    own_cluster_node_overrides,
 )
 from kraftlog.deploy.chaos._group_check import (
     AssignmentEvent,
@@ -95,6 +96,7 @@ from kraftlog.deploy.chaos._workload import Workload, read_back
 
 __all__ = [
     "ALL_FAULT_KINDS",
+    "own_cluster_node_overrides",
     "QUEUE_ALLOWED",
     "SHARE_BROKER_KEYS",
     "Delivery",

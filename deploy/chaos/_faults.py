@@ -9,7 +9,17 @@ The storage kinds (`STORAGE_KINDS`, issue 28; chosen with ``--faults``, not part
 schedule) kill one broker with SIGKILL, damage its partition files while it is down
 (`deploy.chaos._storage_faults`, seeded by the fault's ``seed``) and start it again at the heal.
 ``slow_fsync`` delays every segment and index fsync of a partition leader's broker by the fault's
-``seed`` milliseconds (the test-only hook `storage.fault_dir`) until the heal.
+``seed`` milliseconds (the test-only hook `storage.fault_dir`) until the heal. ``disk_full``
+makes every write into a broker's first log dir fail with ENOSPC (the same hook: no tmpfs or loop
+mount is needed): the dir goes offline and its partitions move (a broker with one dir halts, as
+Kafka's does); the heal gives the space back and restarts the broker (or starts the halted one),
+since a failed dir returns only with a restart, in Kafka too. The clock kinds (`CLOCK_KINDS`:
+``clock_skew``, ``clock_jump``) shift any node's wall clock by the fault's ``seed`` milliseconds
+(`deploy.chaos._clock_faults`) until the heal sets it right. ``delay_link`` (netns clusters)
+delays what two brokers send each other, a partition leader and another broker (the coordinator of
+a transaction may be either: its markers and EndTxn then arrive late), by the fault's ``seed``
+milliseconds with ``tc netem``, or through a narrow HTB class where the kernel has no netem
+(`deploy._netns.NetnsNetwork.slow_link`), until the heal.
 """
 
 from __future__ import annotations
@@ -18,12 +28,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kraftlog.deploy.chaos._clock_faults import CLOCK_KINDS, choose_offset_ms
 from kraftlog.deploy.chaos._storage_faults import STORAGE_KINDS
 from kraftlog.deploy.chaos._targets import ChaosTarget
 
 __all__ = [
     "ALL_FAULT_KINDS",
+    "CLOCK_KINDS",
+    "DELAY_LINK",
+    "DISK_FULL",
     "DISK_KINDS",
+    "own_cluster_node_overrides",
     "FAULT_KINDS",
     "SLOW_FSYNC",
     "STORAGE_KINDS",
@@ -45,13 +60,20 @@ FAULT_KINDS: tuple[str, ...] = (
 )
 #: a slow_fsync fault's delay per fsync (its ``seed`` holds the one chosen)
 SLOW_FSYNC_DELAYS_MS = (200, 500, 1000)
-NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader"})
+#: what two brokers send each other delayed (netem) or squeezed (HTB), then not
+DELAY_LINK = "delay_link"
+#: a delay_link fault's netem delay (its ``seed``) and, without netem, the HTB rate it stands for
+DELAY_LINK_MS_KBIT = {100: 1024, 300: 256, 1000: 64}
+#: the kinds that need a netns cluster
+NETWORK_KINDS = frozenset({"partition_active_controller", "partition_leader", DELAY_LINK})
 #: every segment and index fsync of a partition leader's broker delayed, then not (test-only hook)
 SLOW_FSYNC = "slow_fsync"
+#: a broker's first log dir full (ENOSPC, test-only hook) until the heal, which restarts it
+DISK_FULL = "disk_full"
 #: the kinds that touch a node's disk or its storage hooks: local clusters only
-DISK_KINDS = frozenset({*STORAGE_KINDS, SLOW_FSYNC})
-#: what ``--faults`` may name in the data profile: the default schedule plus the disk faults
-ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STORAGE_KINDS + (SLOW_FSYNC,)
+DISK_KINDS = frozenset({*STORAGE_KINDS, SLOW_FSYNC, DISK_FULL, *CLOCK_KINDS})
+#: what ``--faults`` may name in the data profile: the default schedule plus the disk and clock faults
+ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + STORAGE_KINDS + (SLOW_FSYNC, DISK_FULL, DELAY_LINK) + CLOCK_KINDS
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,15 @@ class Fault:
 
     def describe(self) -> str:
         return f"{self.kind}({','.join(map(str, self.nodes))}) for {self.hold_s:.1f}s"
+
+
+def own_cluster_node_overrides(kinds: Sequence[str], cluster_dir: str) -> dict[int, dict[str, str]]:
+    """The run's own cluster's per-node settings for ``kinds``: with ``disk_full``, each broker
+    (101-103) gets a second log dir, so a full first one leaves it up serving the other, as a
+    Kafka JBOD broker stays up (with one dir it halts)."""
+    if DISK_FULL not in kinds:
+        return {}
+    return {n: {"log.dirs": f"{cluster_dir}/node{n}/data,{cluster_dir}/node{n}/data2"} for n in (101, 102, 103)}
 
 
 def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) -> Fault:
@@ -106,6 +137,17 @@ def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) ->
         leaders = [n for n in view.partition_leaders if n in view.brokers]
         node = rng.choice(leaders) if leaders else broker
         return Fault(kind, (node,), round(rng.uniform(3.0, 6.0), 2), seed=rng.choice(SLOW_FSYNC_DELAYS_MS))
+    if kind == DELAY_LINK:
+        leaders = [n for n in view.partition_leaders if n in view.brokers]
+        first = rng.choice(leaders) if leaders else broker
+        second = rng.choice([b for b in view.brokers if b != first] or [first])
+        return Fault(kind, (first, second), round(rng.uniform(3.0, 8.0), 2), seed=rng.choice(list(DELAY_LINK_MS_KBIT)))
+    if kind in CLOCK_KINDS:
+        node = rng.choice(list(view.brokers) + list(view.controllers))
+        return Fault(kind, (node,), round(rng.uniform(3.0, 8.0), 2), seed=choose_offset_ms(kind, rng))
+    if kind == DISK_FULL:
+        leaders = [n for n in view.partition_leaders if n in view.brokers]
+        return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(3.0, 6.0), 2))
     if kind == "partition_leader":
         leaders = [n for n in view.partition_leaders if n in view.brokers]
         return Fault(kind, (rng.choice(leaders) if leaders else broker,), round(rng.uniform(2.0, 5.0), 2))
@@ -115,6 +157,9 @@ def choose_fault(rng: random.Random, view: ClusterView, kinds: Sequence[str]) ->
 def inject(target: ChaosTarget, fault: Fault) -> list[str]:
     """Inject ``fault``; returns what a storage fault damaged (one line per file), else nothing."""
     damage: list[str] = []
+    if fault.kind == DELAY_LINK:
+        first, second = fault.nodes
+        return [target.slow_link(first, second, fault.seed, DELAY_LINK_MS_KBIT.get(fault.seed, 256))]
     for node in fault.nodes:
         if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority"):
             target.kill(node)
@@ -129,12 +174,20 @@ def inject(target: ChaosTarget, fault: Fault) -> list[str]:
             damage += target.damage(node, fault.kind, fault.seed)
         elif fault.kind == SLOW_FSYNC:
             target.set_fsync_delay(node, fault.seed)
+        elif fault.kind == DISK_FULL:
+            target.set_no_space(node, True)
+        elif fault.kind in CLOCK_KINDS:
+            target.set_clock_offset(node, fault.seed)
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
     return damage
 
 
 def heal(target: ChaosTarget, fault: Fault) -> None:
+    if fault.kind == DELAY_LINK:
+        first, second = fault.nodes
+        target.unslow_link(first, second)
+        return
     for node in fault.nodes:
         if fault.kind in ("kill_broker", "kill_active_controller", "kill_minority") or fault.kind in STORAGE_KINDS:
             target.start(node)
@@ -146,3 +199,11 @@ def heal(target: ChaosTarget, fault: Fault) -> None:
             target.start(node)  # a no-op unless the restart left it down
         elif fault.kind == SLOW_FSYNC:
             target.set_fsync_delay(node, 0)
+        elif fault.kind in CLOCK_KINDS:
+            target.set_clock_offset(node, 0)
+        elif fault.kind == DISK_FULL:
+            target.set_no_space(node, False)
+            if target.is_running(node):
+                target.restart(node)  # a failed log dir comes back only with a restart (Kafka's)
+            else:
+                target.start(node)  # it halted: its only log dir had failed

@@ -64,7 +64,13 @@ def start_queue(
     wait_until(
         lambda: pending() is None, settings.converge_timeout_s, interval_s=_POLL_S, what=f"{queue_topic} replicated"
     )
-    meta = {"workload": "queue", "topic": queue_topic, "keys": settings.partitions, "workers": settings.queue_workers}
+    meta = {
+        "workload": "queue",
+        "topic": queue_topic,
+        "keys": settings.partitions,
+        "workers": settings.queue_workers,
+        "transactions": settings.queue_transactions,
+    }
     history = HistoryWriter(Path(settings.history_path), seed=settings.seed, meta=meta)
     workload = QueueWorkload(
         bootstrap_servers,
@@ -74,6 +80,7 @@ def start_queue(
         workers=settings.queue_workers,
         seed=settings.seed,
         security=security,
+        transactions=settings.queue_transactions,
     )
     run = QueueRun(workload, history)
     workload.start()

@@ -87,7 +87,10 @@ class QueueWorkload:
         abort_ratio: float = 0.1,
         crash_ratio: float = 0.005,
         security: ChaosSecurity = PLAINTEXT,
+        transactions: bool = True,
     ) -> None:
+        """``transactions=False``: idempotent workers only (no ``txn`` operation; `make soak`'s
+        queue run without transactions)."""
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.keys = keys
@@ -102,9 +105,9 @@ class QueueWorkload:
         self._lock = threading.Lock()
         self._values = itertools.count(1)
         self._stop = threading.Event()
+        kinds = WORKER_KINDS if transactions else tuple(k for k in WORKER_KINDS if k.producer == "idempotent")
         self._threads = [
-            _Worker(self, i, WORKER_KINDS[i % len(WORKER_KINDS)], random.Random(seed * 7919 + i))
-            for i in range(workers)
+            _Worker(self, i, kinds[i % len(kinds)], random.Random(seed * 7919 + i)) for i in range(workers)
         ]
 
     def next_value(self) -> int:

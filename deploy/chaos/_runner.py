@@ -26,6 +26,8 @@ from kraftlog.deploy.chaos._drain import DrainOutcome, drain_fields
 from kraftlog.deploy.chaos._eos_run import add_eos_result, eos_read_back, start_eos, txn_coordinators
 from kraftlog.deploy.chaos._eos_workload import EosWorkload
 from kraftlog.deploy.chaos._faults import (
+    CLOCK_KINDS,
+    DISK_FULL,
     DISK_KINDS,
     FAULT_KINDS,
     NETWORK_KINDS,
@@ -54,6 +56,9 @@ WORKLOADS = ("data", "group", "eos", "queue", "share")
 
 _log = structlog.get_logger("deploy.chaos")
 STORAGE_KINDS_SET = frozenset(STORAGE_KINDS)
+#: faults held until the cluster converged: each takes a broker's replicas out (damaged, or in a
+#: full log dir, then restarted), a minority only while every other replica is whole and in the ISR
+HELD_KINDS = STORAGE_KINDS_SET | {DISK_FULL}
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: the workload topic's segments when storage faults run: small enough to roll within a short run,
@@ -79,6 +84,7 @@ class ChaosSettings:
     eos_processors: int = 2
     client: str = "kraftlog"  # the data workload's producer and consumer: kraftlog or kafka-python
     queue_workers: int = 4
+    queue_transactions: bool = True  # False: the queue workload's idempotent workers only
     history_path: str = "queue-history.jsonl"  # the queue workload's history (JSON lines)
     share_members: int = 2  # the share workload's kraftlog ShareConsumers
     share_kafka_members: int = 2  # and confluent-kafka's
@@ -264,7 +270,7 @@ def run_chaos(
             next_at = time.monotonic() + rng.uniform(*settings.interval_s)
             view = _view(admin, target, topic, settings.session_timeout_ms, probe)
             fault = choose_fault(rng, view, kinds)
-            if fault.kind in STORAGE_KINDS_SET and view.pending is not None:
+            if fault.kind in HELD_KINDS and view.pending is not None:
                 # a storage fault damages the node's replica of every partition it holds: a minority
                 # only while every other replica is whole and in the ISR, so it waits for that
                 _recovery_s(
@@ -386,6 +392,8 @@ def run_chaos(
                 "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 3),
                 "injected_before_recovery": r.pending_at_injection,
                 **({"damaged_files": len(r.damage), "damage": r.damage[:4]} if r.fault.kind in STORAGE_KINDS else {}),
+                **({"how": r.damage[0]} if r.fault.kind == "delay_link" and r.damage else {}),
+                **({"offset_ms": r.fault.seed} if r.fault.kind in CLOCK_KINDS else {}),
             }
             for r in run.faults
         ],

@@ -33,11 +33,12 @@ from pathlib import Path
 
 from kraftlog.common import INDEX_SUFFIX, LOG_SUFFIX, RECOVERY_POINT_CHECKPOINT
 from kraftlog.common.records import iter_batches
-from kraftlog.storage import OffsetCheckpointFile, parse_topic_partition
+from kraftlog.storage import NO_SPACE_FILE, OffsetCheckpointFile, parse_topic_partition
 
 __all__ = [
     "STORAGE_KINDS",
     "Damage",
+    "set_no_space",
     "damage_node",
     "damage_partition",
     "partition_dirs",
@@ -185,3 +186,18 @@ def damage_node(
                 continue
             out += damage_partition(directory, kind, rng, recovery.get((topic, partition), 0))
     return out
+
+
+def set_no_space(fault_dir: Path, log_dirs: Sequence[Path]) -> None:
+    """Make every write of a running node into ``log_dirs`` fail with ENOSPC (none: writes work
+    again), through its test-only control directory ``fault_dir`` (`storage.fault_dir`: the node
+    rereads it within 0.2 s). The ``disk_full`` fault: a full disk under one log dir, without a
+    tmpfs or loop mount per node (which a test machine may not allow)."""
+    fault_dir.mkdir(parents=True, exist_ok=True)
+    path = fault_dir / NO_SPACE_FILE
+    if log_dirs:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(f"{os.path.abspath(d)}\n" for d in log_dirs), encoding="utf-8")
+        os.replace(tmp, path)
+    else:
+        path.unlink(missing_ok=True)

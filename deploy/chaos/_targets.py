@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 import structlog
 
+from kraftlog.deploy.chaos._clock_faults import set_clock_offset
 from kraftlog.deploy.chaos._security import CLIENT_SECURITY_KEYS, PLAINTEXT, ChaosSecurity
-from kraftlog.deploy.chaos._storage_faults import damage_node
+from kraftlog.deploy.chaos._storage_faults import damage_node, set_no_space
 from kraftlog.deploy.chaos._voter_faults import VoterChanges
 
 __all__ = ["ChaosTarget", "LocalTarget", "SystemdNode", "SystemdTarget", "load_inventory", "load_inventory_security"]
@@ -52,6 +53,10 @@ class ChaosTarget(Protocol):
     def storage_unavailable(self) -> str | None: ...
     def damage(self, node_id: int, kind: str, seed: int) -> list[str]: ...
     def set_fsync_delay(self, node_id: int, delay_ms: int) -> None: ...
+    def set_no_space(self, node_id: int, full: bool) -> None: ...
+    def set_clock_offset(self, node_id: int, offset_ms: int) -> None: ...
+    def slow_link(self, first: int, second: int, delay_ms: int, rate_kbit: int) -> str: ...
+    def unslow_link(self, first: int, second: int) -> None: ...
     def kill(self, node_id: int) -> None: ...
     def start(self, node_id: int) -> None: ...
     def pause(self, node_id: int) -> None: ...
@@ -123,15 +128,43 @@ class LocalTarget:
         in every directory of its ``log.dirs``; one line per file damaged."""
         if self.cluster.is_running(node_id):
             raise RuntimeError(f"node {node_id} is running: storage faults damage a stopped node")
-        config = tomllib.loads(Path(self.cluster.nodes[node_id].config_path).read_text(encoding="utf-8"))
-        dirs = config.get("log.dirs", [])
-        paths = [Path(d) for d in (dirs.split(",") if isinstance(dirs, str) else dirs)]
+        paths = self._log_dirs(node_id)
         done = damage_node(paths, kind, random.Random(seed), include=lambda topic: not topic.startswith("__"))
         _log.info("chaos_storage_damage", node_id=node_id, kind=kind, files=len(done))
         return [f"{d.file}: {d.what}" for d in done]
 
     def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
         self.cluster.set_fsync_delay(node_id, delay_ms)
+
+    def set_no_space(self, node_id: int, full: bool) -> None:
+        """The node's first log dir full (every write ENOSPC) or not (`set_no_space`)."""
+        set_no_space(self.cluster.fault_dir(node_id), self._log_dirs(node_id)[:1] if full else [])
+
+    def set_clock_offset(self, node_id: int, offset_ms: int) -> None:
+        """Shift the node's wall clock (`deploy.chaos._clock_faults`); 0 sets it right."""
+        set_clock_offset(self.cluster.fault_dir(node_id), offset_ms)
+
+    def slow_link(self, first: int, second: int, delay_ms: int, rate_kbit: int) -> str:
+        """Delay what the two nodes send each other, both ways (`NetnsNetwork.slow_link`);
+        returns how (netem, or HTB without it)."""
+        netns = self.cluster.netns
+        if netns is None:
+            raise RuntimeError("delay_link needs a cluster started with network='netns'")
+        nodes = self.cluster.nodes
+        netns.slow_link(second, nodes[first].host, delay_ms, rate_kbit)
+        how = str(netns.slow_link(first, nodes[second].host, delay_ms, rate_kbit))
+        return f"{first}<->{second}: {how}"
+
+    def unslow_link(self, first: int, second: int) -> None:
+        netns = self.cluster.netns
+        if netns is not None:
+            netns.unslow(first)
+            netns.unslow(second)
+
+    def _log_dirs(self, node_id: int) -> list[Path]:
+        config = tomllib.loads(Path(self.cluster.nodes[node_id].config_path).read_text(encoding="utf-8"))
+        dirs = config.get("log.dirs", [])
+        return [Path(d) for d in (dirs.split(",") if isinstance(dirs, str) else dirs)]
 
     def kill(self, node_id: int) -> None:
         self.cluster.kill(node_id)
@@ -290,6 +323,18 @@ class SystemdTarget:
 
     def set_fsync_delay(self, node_id: int, delay_ms: int) -> None:
         raise RuntimeError(self.storage_unavailable())
+
+    def set_no_space(self, node_id: int, full: bool) -> None:
+        raise RuntimeError(self.storage_unavailable())
+
+    def set_clock_offset(self, node_id: int, offset_ms: int) -> None:
+        raise RuntimeError(self.storage_unavailable())
+
+    def slow_link(self, first: int, second: int, delay_ms: int, rate_kbit: int) -> str:
+        raise RuntimeError("delay_link needs a local netns cluster")
+
+    def unslow_link(self, first: int, second: int) -> None:
+        raise RuntimeError("delay_link needs a local netns cluster")
 
     def kill(self, node_id: int) -> None:
         self._remote(node_id, "systemctl", "kill", "--signal=SIGKILL", self.nodes[node_id].unit)

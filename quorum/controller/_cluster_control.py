@@ -146,11 +146,21 @@ def broker_heartbeat(
         if not reg.fenced:
             records.append(FenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
             records += _remove_from_isrs(_apply(image, records), ctx, {reg.broker_id})
+    elif req.offline_partitions and not reg.fenced:
+        # replicas in a failed log dir (Kafka's handleDirectoriesOffline): out of their ISRs and
+        # ELRs, leaderships elsewhere; repeated by every heartbeat, a no-op once committed
+        offline = frozenset((t.topic_id, p) for t in req.offline_partitions for p in t.partitions)
+        records += _remove_from_isrs(image, ctx, {reg.broker_id}, unclean_shutdown=True, only=offline)
     elif reg.fenced and caught_up and not reg.in_controlled_shutdown:
         # A registration in controlled shutdown never comes back (Kafka keeps it in
         # CONTROLLED_SHUTDOWN); the broker re-registers with a new incarnation instead.
         records.append(UnfenceBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.broker_epoch))
         records += _elect_offline_partitions(_apply(image, records), ctx, {reg.broker_id})
+        if req.offline_partitions:  # never elected where its log dir failed (it cannot serve there)
+            offline = frozenset((t.topic_id, p) for t in req.offline_partitions for p in t.partitions)
+            records += _remove_from_isrs(
+                _apply(image, records), ctx, {reg.broker_id}, unclean_shutdown=True, only=offline
+            )
     after = _apply(image, records) if records else image
     now = after.cluster.broker(req.broker_id)
     assert now is not None

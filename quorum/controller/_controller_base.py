@@ -251,7 +251,12 @@ def _change(
 
 
 def _remove_from_isrs(
-    image: MetadataImage, ctx: ControllerContext, broker_ids: set[int], *, unclean_shutdown: bool = False
+    image: MetadataImage,
+    ctx: ControllerContext,
+    broker_ids: set[int],
+    *,
+    unclean_shutdown: bool = False,
+    only: frozenset[tuple[str, int]] | None = None,
 ) -> Records:
     """Take brokers out of every ISR and move their leaderships (fencing, controlled shutdown).
 
@@ -259,7 +264,8 @@ def _remove_from_isrs(
     when that member cannot lead (KRaft keeps it so a clean election can follow when the broker
     returns). With ELR on (KIP-966) the ISR may empty, its members waiting in the ELR;
     ``unclean_shutdown`` (the brokers re-register after an unclean stop) also takes them out of
-    every ELR (Kafka's handleBrokerUncleanShutdown).
+    every ELR (Kafka's handleBrokerUncleanShutdown). ``only``: just these ``(topic id,
+    partition)`` (the replicas of a failed log dir), else every partition.
     """
     excluded = frozenset(broker_ids)
     dropped = excluded if unclean_shutdown else frozenset()
@@ -268,6 +274,8 @@ def _remove_from_isrs(
     for topic in image.topics.by_id.values():
         unclean = None
         for pid, part in topic.partitions.items():
+            if only is not None and (topic.topic_id, pid) not in only:
+                continue
             in_elr = with_elr and bool(dropped & set(part.elr))
             if not (excluded & set(part.isr)) and part.leader not in excluded and not in_elr:
                 continue

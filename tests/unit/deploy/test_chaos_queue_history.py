@@ -161,3 +161,18 @@ def test_queue_workers_cover_every_client_kind_and_record_polls_by_key() -> None
         ]
     ]
     assert _poll_of(records, "q") == Poll({1: ((5, 17), (7, 18)), 0: ((2, 3),)})
+
+
+def test_queue_without_transactions_runs_idempotent_workers_only(tmp_path: Path) -> None:
+    from kraftlog.deploy.chaos._queue_history import HistoryWriter
+    from kraftlog.deploy.chaos._queue_workload import QueueWorkload
+
+    history = HistoryWriter(tmp_path / "h.jsonl", seed=1, meta={"workload": "queue"})
+    try:
+        plain = QueueWorkload("127.0.0.1:1", "t", 3, history, workers=4, seed=1, transactions=False)
+        mixed = QueueWorkload("127.0.0.1:1", "t", 3, history, workers=4, seed=1)
+    finally:
+        history.close()
+    assert {w.kind.producer for w in plain._threads} == {"idempotent"}
+    assert {w.kind.consumer for w in plain._threads} == {"assign", "subscribe"}
+    assert {w.kind.producer for w in mixed._threads} == {"idempotent", "transactional"}

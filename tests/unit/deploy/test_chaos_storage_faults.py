@@ -20,8 +20,8 @@ from kraftlog.deploy.chaos import (
     heal,
     inject,
 )
-from kraftlog.deploy.chaos._storage_faults import STORAGE_KINDS, damage_node, damage_partition
-from kraftlog.storage import Log, LogConfig, OffsetCheckpointFile, build_batch
+from kraftlog.deploy.chaos._storage_faults import STORAGE_KINDS, damage_node, damage_partition, set_no_space
+from kraftlog.storage import NO_SPACE_FILE, Log, LogConfig, OffsetCheckpointFile, build_batch
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256)
@@ -198,3 +198,47 @@ def test_slow_fsync_delays_a_leaders_fsyncs_until_the_heal() -> None:
     assert inject(target, fault) == []  # type: ignore[arg-type]
     heal(target, fault)  # type: ignore[arg-type]
     assert target.delays == [(101, fault.seed), (101, 0)]
+
+
+@pytest.mark.parametrize("halted", [False, True])
+def test_disk_full_fills_a_leaders_dir_and_the_heal_frees_it_and_restarts(halted: bool) -> None:
+    fault = choose_fault(random.Random(5), VIEW, ["disk_full"])
+    assert fault.kind == "disk_full" and fault.nodes == (101,) and 3.0 <= fault.hold_s <= 6.0
+
+    class Target:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, int, object]] = []
+
+        def set_no_space(self, node_id: int, full: bool) -> None:
+            self.calls.append(("no_space", node_id, full))
+
+        def is_running(self, node_id: int) -> bool:
+            return not halted
+
+        def restart(self, node_id: int) -> None:
+            self.calls.append(("restart", node_id, None))
+
+        def start(self, node_id: int) -> None:
+            self.calls.append(("start", node_id, None))
+
+    target = Target()
+    assert inject(target, fault) == []  # type: ignore[arg-type]
+    heal(target, fault)  # type: ignore[arg-type]
+    again = ("start", 101, None) if halted else ("restart", 101, None)
+    assert target.calls == [("no_space", 101, True), ("no_space", 101, False), again]
+
+
+def test_set_no_space_writes_and_removes_the_control_file(tmp_path: Path) -> None:
+    control = tmp_path / "faults"
+    set_no_space(control, [tmp_path / "a"])
+    assert (control / NO_SPACE_FILE).read_text(encoding="utf-8") == f"{tmp_path / 'a'}\n"
+    set_no_space(control, [])
+    assert not (control / NO_SPACE_FILE).exists()
+
+
+def test_the_own_cluster_gives_brokers_two_log_dirs_only_for_disk_full() -> None:
+    from kraftlog.deploy.chaos import own_cluster_node_overrides
+
+    assert own_cluster_node_overrides(["kill_broker", "slow_fsync"], "/c") == {}
+    two = own_cluster_node_overrides(["disk_full"], "/c")
+    assert sorted(two) == [101, 102, 103] and two[101] == {"log.dirs": "/c/node101/data,/c/node101/data2"}
