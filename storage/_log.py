@@ -240,8 +240,13 @@ class Log:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         prepared: PreparedAppend | None = None,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Validate a produce payload, assign offsets from the log end, and append it.
+
+        ``transaction_version`` 2 (a coordinator's marker of a KIP-890 transaction): the marker's
+        epoch must be newer than the producer's epoch here, as the end bumped it; a copy of an
+        older marker delayed past the producer's next transaction is refused instead of closing it.
 
         Every batch is validated first (`validate_record_set`, then `validate_leader_batches`: the
         records' framing is scanned, never decoded into objects). Only ``baseOffset`` and
@@ -267,7 +272,7 @@ class Log:
                 self._local.ensure_open()
             duplicate = self._producers.check_producers(headers) if from_client else None
             if origin is AppendOrigin.COORDINATOR:
-                self._producers.check_markers(view, headers)
+                self._producers.check_markers(view, headers, strict=transaction_version >= 2)
             if duplicate is not None:  # a retry of a batch already written: its offsets, nothing written
                 return _new_tuple(
                     LogAppendInfo,

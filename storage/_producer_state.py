@@ -191,12 +191,20 @@ class ProducerStateManager:
                 f"producer {producer_id}'s epoch {epoch} is older than the partition's {entry.producer_epoch}"
             )
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, *, strict: bool = False) -> None:
         """A transaction marker from the coordinator, before it is written: one of an older
-        producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED."""
+        producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED.
+        ``strict`` (transaction version 2, whose every end bumps the epoch): the marker's epoch must
+        be newer than the producer's here, else INVALID_PRODUCER_EPOCH (Kafka 4's check), so a
+        marker of an ended transaction, delayed past the producer's next one, cannot close it."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
+        if strict and entry.producer_epoch != NO_PRODUCER_EPOCH and epoch <= entry.producer_epoch:
+            raise kerr.InvalidProducerEpochError(
+                f"transaction version 2 marker for producer {producer_id} at epoch {epoch}, "
+                f"not newer than the partition's {entry.producer_epoch}"
+            )
         if epoch < entry.producer_epoch:
             raise kerr.ProducerFencedError(
                 f"marker for producer {producer_id} at epoch {epoch}, older than the partition's {entry.producer_epoch}"

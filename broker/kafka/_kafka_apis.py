@@ -195,7 +195,7 @@ class KafkaApis:
             23: _Route("OffsetForLeaderEpoch", 2, 4, data.offset_for_leader_epoch),
             24: _Route("AddPartitionsToTxn", 0, 3, txn.add_partitions_to_txn),
             25: _Route("AddOffsetsToTxn", 0, 3, txn.add_offsets_to_txn),
-            26: _Route("EndTxn", 0, 3, txn.end_txn),
+            26: _Route("EndTxn", 0, 5, txn.end_txn),
             28: _Route("TxnOffsetCommit", 0, 3, txn.txn_offset_commit),
             19: _Route("CreateTopics", 2, 7, admin.create_topics),
             20: _Route("DeleteTopics", 1, 6, admin.delete_topics),

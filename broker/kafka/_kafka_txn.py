@@ -97,7 +97,10 @@ class TxnApis:
         return answer
 
     async def end_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v5 (KIP-890 part 2, sent by clients of ``transaction.version`` 2): the coordinator
+        bumps the epoch and the answer names the producer id and epoch to go on with."""
         pb = to_pb(request.body, txn_pb2.EndTxnRequest)
+        pb.client_transaction_version = 2 if request.api_version >= 5 else 0
         answer = from_pb(await self.txn_service.EndTxn(pb))
         answer["throttle_time"] = 0
         return answer

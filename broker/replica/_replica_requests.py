@@ -467,7 +467,9 @@ class ReplicaRequests:
                     pr = tr.partitions.add(partition_index=index)
                     try:
                         part = self._registry.leader_partition(t.name, index)
-                        info = part.append_records_to_leader(batch, -1, storage.AppendOrigin.COORDINATOR)
+                        info = part.append_records_to_leader(
+                            batch, -1, storage.AppendOrigin.COORDINATOR, transaction_version=m.transaction_version
+                        )
                     except Exception as exc:
                         pr.error.CopyFrom(self._registry.error(exc, "write_txn_markers"))
                         continue
