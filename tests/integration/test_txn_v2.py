@@ -1,0 +1,225 @@
+"""Transaction version 2 (issue 28, KIP-890) on a real node: the Bufstream analysis' scenario — a
+transaction marker delayed past the producer's next transaction — and confluent-kafka's
+transactions under both versions.
+
+The delayed marker is a copy of the last transaction's marker (the same producer id, epoch and
+coordinator epoch the coordinator wrote it with) delivered to the partition leader by
+WriteTxnMarkers once the producer's next transaction has written there: what a marker request
+held up in the network and delivered late (or retried by the coordinator after a lost answer)
+does. Under transaction version 1 the marker carries the epoch the next transaction's batches
+have, so it closes that transaction at the partition: a delayed COMMIT makes the next, aborted,
+transaction's record readable (aborted read), a delayed ABORT hides the next, committed,
+transaction's record (lost write). Under version 2 every end bumped the epoch: the marker is
+not newer than the producer's epoch at the partition and is refused (INVALID_PRODUCER_EPOCH),
+the next transaction ends as its producer decided."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kraftlog.client import Consumer, NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from kraftlog.proto import broker_pb2, broker_pb2_grpc, txn_pb2, txn_pb2_grpc
+from tests.integration.test_txn_coordinator import TxnClient, channel
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "ledger"  # the topic TxnClient writes
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(
+        tmp_path_factory.mktemp("tv2") / "c",
+        controllers=1,
+        combined=True,
+        overrides={"transaction.state.log.num.partitions": 1, "transaction.state.log.replication.factor": 1},
+    )
+    c.start(timeout_s=120)
+    try:
+        c.wait_unfenced_brokers(1)
+        with c.admin(request_timeout_ms=20_000) as admin:
+            admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])
+        yield c
+    finally:
+        c.stop()
+
+
+def set_transaction_version(cluster: LocalCluster, level: int) -> None:
+    """Finalize the level (an upgrade, else a safe downgrade), then wait until the broker's
+    coordinator acts on it: a probe transaction's end bumps the epoch exactly under version 2."""
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        r = admin.update_features({"transaction.version": level})
+        if r.error.code:
+            r = admin.update_features({"transaction.version": level}, upgrade_type=2)
+        assert r.error.code == 0, r.error
+    probe = TxnClient(cluster, f"probe-{level}-{time.monotonic_ns()}")
+
+    def acts_on_it() -> bool | None:
+        probe.init()
+        assert probe.add(0).error.code == 0
+        return (end(probe, False).producer_id >= 0) == (level >= 2) or None
+
+    wait_until(acts_on_it, 30, what=f"transaction.version {level} in force")
+
+
+def end(tx: TxnClient, commit: bool) -> Any:
+    """EndTxn offering transaction version 2 (as our producer does): adopts a bumped epoch."""
+    r = tx._retry(
+        "EndTxn",
+        lambda n: txn_pb2_grpc.TxnServiceStub(channel(tx.cluster, n)).EndTxn(
+            txn_pb2.EndTxnRequest(
+                transactional_id=tx.txn_id,
+                producer_id=tx.pid,
+                producer_epoch=tx.epoch,
+                committed=commit,
+                client_transaction_version=2,
+            ),
+            timeout=15,
+        ),
+    )
+    assert r.error.code == 0, r.error
+    if r.producer_id >= 0:
+        tx.pid, tx.epoch, tx.seq = r.producer_id, r.producer_epoch, {0: 0, 1: 0}
+    return r
+
+
+def wait_complete(tx: TxnClient) -> None:
+    wait_until(
+        lambda: tx.describe().state.transaction_state in ("CompleteCommit", "CompleteAbort") or None,
+        30,
+        what="the transaction's markers",
+    )
+
+
+def coordinator_epoch_at(cluster: LocalCluster, partition: int, pid: int) -> int:
+    stub = broker_pb2_grpc.BrokerServiceStub(channel(cluster, next(iter(cluster.nodes))))
+    R = broker_pb2.DescribeProducersRequest
+    r = stub.DescribeProducers(R(topics=[R.Topic(name=TOPIC, partition_indexes=[partition])]), timeout=10)
+    (state,) = [s for s in r.topics[0].partitions[0].active_producers if s.producer_id == pid]
+    return int(state.coordinator_epoch)
+
+
+def deliver_marker(cluster: LocalCluster, partition: int, marker: dict[str, Any]) -> str:
+    """The delayed copy of a marker arrives at the partition's leader (the only node)."""
+    R = broker_pb2.WriteTxnMarkersRequest
+    request = R(
+        timeout_ms=10_000,
+        markers=[R.Marker(**marker, topics=[R.Topic(name=TOPIC, partition_indexes=[partition])])],
+    )
+    r = broker_pb2_grpc.BrokerServiceStub(channel(cluster, next(iter(cluster.nodes)))).WriteTxnMarkers(
+        request, timeout=15
+    )
+    return str(r.markers[0].topics[0].partitions[0].error.name or "NONE")
+
+
+def committed(cluster: LocalCluster, partition: int) -> list[bytes]:
+    with Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest", isolation_level="read_committed") as c:
+        tp = (TOPIC, partition)
+        c.assign([tp])
+        end_offset = c.end_offsets([tp])[tp]
+        out: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while c.position(tp) < end_offset and time.monotonic() < deadline:
+            out.extend(r.value for r in c.poll(100))
+        return out
+
+
+def delayed_marker_run(cluster: LocalCluster, level: int, first_commits: bool, partition: int) -> tuple[str, list]:
+    """T1 ends (commit or abort) with its marker; T2 writes to the same partition; a copy of
+    T1's marker arrives; T2 ends the other way. Answers the delayed marker's error and what a
+    read_committed consumer reads from the partition."""
+    tx = TxnClient(cluster, f"bufstream-{level}-{int(first_commits)}")
+    tx.init()
+    assert tx.add(partition).error.code == 0
+    assert tx.produce(partition, b"t1").error.code == 0
+    data_epoch = tx.epoch
+    end(tx, first_commits)
+    marker_epoch = tx.epoch if level >= 2 else data_epoch  # v2: the end bumped it, the marker has it
+    wait_complete(tx)
+    marker = {
+        "producer_id": tx.pid,
+        "producer_epoch": marker_epoch,
+        "transaction_result": first_commits,
+        "coordinator_epoch": coordinator_epoch_at(cluster, partition, tx.pid),
+        "transaction_version": 2 if level >= 2 else 0,
+    }
+    assert tx.add(partition).error.code == 0
+    assert tx.produce(partition, b"t2").error.code == 0
+    error = deliver_marker(cluster, partition, marker)
+    end(tx, not first_commits)
+    wait_complete(tx)
+    return error, committed(cluster, partition)
+
+
+def test_version_1_a_delayed_marker_closes_the_next_transaction(cluster: LocalCluster) -> None:
+    """What transaction version 1 does (documented, as the Bufstream analysis found on Kafka)."""
+    set_transaction_version(cluster, 1)
+    error, read = delayed_marker_run(cluster, 1, first_commits=True, partition=0)
+    assert error == "NONE"
+    assert read == [b"t1", b"t2"]  # aborted read: T2 aborted, its record is readable
+    error, read = delayed_marker_run(cluster, 1, first_commits=False, partition=1)
+    assert error == "NONE"
+    assert read == []  # lost write: T2 committed, its record is hidden
+
+
+def test_version_2_refuses_the_delayed_marker(cluster: LocalCluster) -> None:
+    set_transaction_version(cluster, 2)
+    before0, before1 = committed(cluster, 0), committed(cluster, 1)
+    error, read = delayed_marker_run(cluster, 2, first_commits=True, partition=0)
+    assert error == "INVALID_PRODUCER_EPOCH"
+    assert read[len(before0) :] == [b"t1"]  # T2 aborted: not read
+    error, read = delayed_marker_run(cluster, 2, first_commits=False, partition=1)
+    assert error == "INVALID_PRODUCER_EPOCH"
+    assert read[len(before1) :] == [b"t2"]  # T2 committed: read
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_confluent_kafka_transactions_under_both_versions(cluster: LocalCluster, level: int) -> None:
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+
+    set_transaction_version(cluster, level)
+    topic = f"ck-tv{level}"
+    with cluster.admin(request_timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+    producer = CKProducer(
+        {"bootstrap.servers": cluster.kafka_bootstrap_servers, "transactional.id": f"ck-tv{level}", "linger.ms": 1}
+    )
+    producer.init_transactions(30)
+    for round_ in range(3):  # commit, abort, commit: the epoch moves under version 2 only
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=b"r%d-%d" % (round_, i), partition=i % 2)
+        producer.flush(30)
+        if round_ == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "group.id": f"ck-tv{level}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+
+    def poll() -> bool:
+        for m in consumer.consume(100, 0.5):
+            if m.error() is None:
+                got.append(m.value())
+        return len(got) >= 8
+
+    try:
+        wait_until(lambda: poll() or None, 60, what="the committed records")
+        for _ in range(3):
+            poll()
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(b"r%d-%d" % (r, i) for r in (0, 2) for i in range(4))
