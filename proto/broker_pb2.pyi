@@ -28,7 +28,7 @@ class LeaderIdAndEpoch(_message.Message):
     def __init__(self, leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "transactional_id", "topics")
+    __slots__ = ("acks", "timeout_ms", "transactional_id", "topics", "add_partitions", "abortable_error")
     class PartitionData(_message.Message):
         __slots__ = ("index", "records")
         INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -47,11 +47,15 @@ class ProduceRequest(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ADD_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ABORTABLE_ERROR_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     transactional_id: str
     topics: _containers.RepeatedCompositeFieldContainer[ProduceRequest.TopicData]
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transactional_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[ProduceRequest.TopicData, _Mapping]]] = ...) -> None: ...
+    add_partitions: bool
+    abortable_error: bool
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transactional_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[ProduceRequest.TopicData, _Mapping]]] = ..., add_partitions: _Optional[bool] = ..., abortable_error: _Optional[bool] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms", "node_endpoints", "error")

@@ -70,8 +70,14 @@ class DataApis:
         """acks=0 has no answer; when a partition failed the connection is closed instead (Kafka's
         way to make such a producer refresh its metadata)."""
         body = request.body
+        # KIP-890: from v12 (clients of transaction.version 2) a transactional batch adds its
+        # partition to the transaction; from v11 the client takes TRANSACTION_ABORTABLE
         pb = broker_pb2.ProduceRequest(
-            acks=body.acks, timeout_ms=ms(body.timeout), transactional_id=body.transactional_id or ""
+            acks=body.acks,
+            timeout_ms=ms(body.timeout),
+            transactional_id=body.transactional_id or "",
+            add_partitions=request.api_version >= 12,
+            abortable_error=request.api_version >= 11,
         )
         for t in body.topic_data:
             td = pb.topics.add(name=t.name)

@@ -337,6 +337,7 @@ class Partition(_LeaderReplication):
         origin: storage.AppendOrigin = storage.AppendOrigin.CLIENT,
         prepared: storage.PreparedAppend | Exception | None = None,
         transaction_version: int = 0,
+        verification_guard: object | None = None,
     ) -> storage.LogAppendInfo:
         """Append a produce payload as leader. ``transaction_version`` 2: a coordinator's marker
         ending a KIP-890 transaction (see `Log.append_as_leader`).
@@ -363,7 +364,12 @@ class Partition(_LeaderReplication):
         if isinstance(prepared, Exception):
             raise prepared
         info = self.log.append_as_leader(
-            records, self._leader_epoch, origin=origin, prepared=prepared, transaction_version=transaction_version
+            records,
+            self._leader_epoch,
+            origin=origin,
+            prepared=prepared,
+            transaction_version=transaction_version,
+            verification_guard=verification_guard,
         )
         self._listener.on_records_appended(self.tp)
         self.maybe_increment_high_watermark()

@@ -57,12 +57,14 @@ class TxnService:
             return err.error, tuple((t, p, err.error) for t, p in parts)
         return result
 
-    async def verify(
-        self, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]]
+    async def verify_or_add(
+        self, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]], add: bool
     ) -> dict[tuple[str, int], Error]:
         """This broker's produce path asks its own coordinator (no authorization: the broker
-        asks): each partition's error, None when it is in the open transaction."""
-        error, results = await self._verify(txn_id, pid, epoch, parts)
+        asks, for a produce it authorized): each partition's error, None when it is in the open
+        transaction; ``add`` (transaction version 2) adds it first."""
+        call = self._add if add else self._verify
+        error, results = await call(txn_id, pid, epoch, parts)
         return {(t, p): (e or error) for t, p, e in results}
 
     async def AddPartitionsToTxn(self, request: Any) -> Any:

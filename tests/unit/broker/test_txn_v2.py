@@ -6,7 +6,9 @@ partition), a leader's verify-only question is answered without a write, and the
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +119,90 @@ def test_a_strict_marker_must_carry_a_newer_epoch(tmp_path: Path) -> None:
     with pytest.raises(kerr.InvalidProducerEpochError):
         state.check_marker(9, 5, 0, strict=True)  # the last transaction's marker, delayed: refused
     assert state.producers[9].current_txn_first_offset == 12  # the open transaction stays open
+
+
+def test_a_marker_between_verification_and_append_refuses_the_batch(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path)
+    guard = state.start_verification(9)
+    assert state.start_verification(9) is guard  # a second batch in flight shares it
+    state.check_verification(9, 1, guard)
+    state.complete_txn(9, 1, 0, 5, 1)  # the transaction ended meanwhile
+    with pytest.raises(kerr.InvalidTxnStateError):
+        state.check_verification(9, 1, guard)
+    fresh = state.start_verification(9)
+    state.update(9, 1, 0, 0, 6, 6, 2, transactional=True)  # the batch opened the transaction
+    assert state.has_ongoing_txn(9, 1) and not state.has_ongoing_txn(9, 2)
+    state.check_verification(9, 1, fresh)  # a batch in flight with the one that opened it
+    state.complete_txn(9, 2, 0, 7, 3)
+    with pytest.raises(kerr.InvalidTxnStateError):
+        state.check_verification(9, 1, fresh)  # used, and the transaction is over
+
+
+class _Partitions:
+    def __init__(self, tmp_path: Path) -> None:
+        self.state = ProducerStateManager(tmp_path)
+
+    def __call__(self, topic: str, index: int) -> ProducerStateManager | None:
+        return self.state if topic == "t" else None
+
+
+def _produce(*, add: bool = False, abortable: bool = False, epoch: int = 0) -> tuple[Any, list[list[bytes]]]:
+    from kraftlog.proto import broker_pb2
+    from kraftlog.storage import RecordBatchBuilder
+
+    b = RecordBatchBuilder(producer_id=9, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    b.append(1, None, b"v")
+    R = broker_pb2.ProduceRequest
+    req = R(
+        acks=-1,
+        transactional_id="tx",
+        add_partitions=add,
+        abortable_error=abortable,
+        topics=[R.TopicData(name="t", partitions=[R.PartitionData(index=0, records=b.build())])],
+    )
+    return req, [[b.build()]]
+
+
+@pytest.mark.parametrize(
+    ("answer", "abortable", "expected"),
+    [
+        (None, False, None),
+        (kerr.ProducerFencedError, False, kerr.InvalidProducerEpochError),
+        (kerr.TransactionAbortableError, False, kerr.InvalidTxnStateError),
+        (kerr.TransactionAbortableError, True, kerr.TransactionAbortableError),
+        (kerr.ConcurrentTransactionsError, False, kerr.NotEnoughReplicasError),
+        (kerr.NotCoordinatorError, True, kerr.NotEnoughReplicasError),
+    ],
+)
+def test_the_leader_asks_the_coordinator_and_maps_its_answer(
+    tmp_path: Path, answer: Any, abortable: bool, expected: Any
+) -> None:
+    from kraftlog.broker.replica._txn_verification import verify_transactional_batches
+
+    asked: list[tuple[Any, ...]] = []
+
+    async def verify(txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]], add: bool) -> dict[Any, Any]:
+        asked.append((txn_id, pid, epoch, tuple(parts), add))
+        return dict.fromkeys(parts, answer)
+
+    partitions = _Partitions(tmp_path)
+    req, payloads = _produce(add=True, abortable=abortable)
+    out = asyncio.run(verify_transactional_batches(req, payloads, partitions, verify))
+    assert asked == [("tx", 9, 0, (("t", 0),), True)]
+    if expected is None:
+        assert out.errors == {} and out.guards[(0, 0)] is partitions.state.verification_guards[9]
+    else:
+        assert type(out.errors[(0, 0)]) is expected and (0, 0) not in out.guards
+
+
+def test_an_open_transaction_needs_no_question(tmp_path: Path) -> None:
+    from kraftlog.broker.replica._txn_verification import verify_transactional_batches
+
+    async def verify(*_args: Any) -> dict[Any, Any]:
+        raise AssertionError("not asked")
+
+    partitions = _Partitions(tmp_path)
+    partitions.state.update(9, 0, 0, 0, 0, 0, 1, transactional=True)
+    req, payloads = _produce()
+    out = asyncio.run(verify_transactional_batches(req, payloads, partitions, verify))
+    assert out.errors == {} and out.guards == {}
