@@ -223,3 +223,118 @@ def test_confluent_kafka_transactions_under_both_versions(cluster: LocalCluster,
     finally:
         consumer.close()
     assert sorted(got) == sorted(b"r%d-%d" % (r, i) for r in (0, 2) for i in range(4))
+
+
+# ------------------------------------------------ a client of transaction version 2, on the wire
+
+
+def kafka_call(cluster: LocalCluster, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """One request on the node's Kafka listener, as a Kafka 4 client of transaction version 2
+    sends it (no Java client here; librdkafka 2.16 still speaks the first protocol)."""
+    import io
+    import socket
+    import struct
+
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from kraftlog.broker.kafka._kafka_wire import build
+    from tests.integration.test_kafka_clients import _answer
+
+    request_type = load_request_schema(api_key, version)
+    header_type = request_type.__header_schema__
+    buf = io.BytesIO()
+    header = {"request_api_key": api_key, "request_api_version": version, "correlation_id": 1, "client_id": "tv2"}
+    entity_writer(header_type)(buf, build(header_type, header))
+    entity_writer(request_type)(buf, build(request_type, body))
+    spec = cluster.nodes[next(iter(cluster.nodes))]
+    with socket.create_connection((spec.host, spec.kafka_port), timeout=15) as sock:
+        sock.sendall(struct.pack(">i", len(buf.getvalue())) + buf.getvalue())
+        answer = _answer(sock)
+    response_type = load_response_schema(api_key, version)
+    header_size = 5 if response_type.__flexible__ else 4  # correlation id (+ empty tagged fields)
+    return entity_reader(response_type)(answer, header_size)[0]
+
+
+def txn_batch(pid: int, epoch: int, value: bytes) -> bytes:
+    from kraftlog.storage import RecordBatchBuilder
+
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    b.append(int(time.time() * 1000), None, value)
+    return b.build()
+
+
+def produce(cluster: LocalCluster, version: int, txn_id: str, partition: int, batch: bytes) -> int:
+    body = {
+        "transactional_id": txn_id,
+        "acks": -1,
+        "timeout": 10_000,
+        "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    r = kafka_call(cluster, 0, version, body)
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def test_a_version_2_client_adds_partitions_by_producing(cluster: LocalCluster) -> None:
+    """Produce v12 adds the partition (no AddPartitionsToTxn), TxnOffsetCommit v5 the group's
+    offsets partition (no AddOffsetsToTxn), EndTxn v5 answers the bumped epoch; a batch of
+    Produce v11 for a partition not added is refused, and so is the old epoch afterwards."""
+    set_transaction_version(cluster, 2)
+    txn_id = "wire-tv2"
+
+    def init() -> Any:
+        r = kafka_call(cluster, 22, 5, {"transactional_id": txn_id, "transaction_timeout": 60_000})
+        return r if r.error_code == 0 else None
+
+    r = wait_until(init, 30, what="InitProducerId")
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    before = committed(cluster, 0)
+    assert produce(cluster, 12, txn_id, 0, txn_batch(pid, epoch, b"implicit")) == 0
+    # a Produce v11 client did not add partition 1: the leader's question finds it outside
+    assert produce(cluster, 11, txn_id, 1, txn_batch(pid, epoch, b"unadded")) == 120  # TRANSACTION_ABORTABLE
+    assert produce(cluster, 10, txn_id, 1, txn_batch(pid, epoch, b"unadded")) == 48  # INVALID_TXN_STATE
+    offsets = {
+        "transactional_id": txn_id,
+        "group_id": "wire-group",
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 5,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    def commit_offsets() -> Any:
+        # as a client does: FindCoordinator for the group first (it creates __consumer_offsets)
+        kafka_call(cluster, 10, 4, {"key_type": 0, "coordinator_keys": ["wire-group"]})
+        a = kafka_call(cluster, 28, 5, offsets)
+        return None if a.topics[0].partitions[0].error_code in (14, 15, 16, 51) else a
+
+    r = wait_until(commit_offsets, 30, what="TxnOffsetCommit")
+    assert r.topics[0].partitions[0].error_code == 0
+    end_body = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    r = kafka_call(cluster, 26, 5, end_body)
+    assert (r.error_code, int(r.producer_id), int(r.producer_epoch)) == (0, pid, epoch + 1)
+    tx = TxnClient(cluster, txn_id)
+    wait_complete(tx)
+    assert committed(cluster, 0)[len(before) :] == [b"implicit"]
+    with Consumer(cluster.bootstrap_servers, group_id="wire-group") as c:
+        assert c.committed([(TOPIC, 0)])[(TOPIC, 0)][0] == 5  # the offsets partition joined the transaction
+    # the old epoch is fenced at the coordinator; the new one opens the next transaction
+    assert produce(cluster, 12, txn_id, 0, txn_batch(pid, epoch, b"zombie")) == 47  # INVALID_PRODUCER_EPOCH
+    assert produce(cluster, 12, txn_id, 0, txn_batch(pid, epoch + 1, b"next")) == 0
+    r = kafka_call(cluster, 26, 5, {**end_body, "producer_epoch": epoch + 1, "committed": False})
+    assert (r.error_code, int(r.producer_epoch)) == (0, epoch + 2)
+    wait_complete(tx)
+    assert committed(cluster, 0)[len(before) :] == [b"implicit"]
