@@ -181,8 +181,8 @@ class KafkaApis:
         )
         # api key -> (name, min version, max version, handler)
         self._routes: dict[int, _Route] = {
-            0: _Route("Produce", 3, 12, data.produce),
-            1: _Route("Fetch", 4, 12, data.fetch),
+            0: _Route("Produce", 3, 13, data.produce),
+            1: _Route("Fetch", 4, 17, data.fetch),
             2: _Route("ListOffsets", 1, 8, data.list_offsets),
             3: _Route("Metadata", 0, 12, meta.metadata),
             8: _Route("OffsetCommit", 2, 8, groups.offset_commit),
