@@ -315,6 +315,7 @@ def test_a_version_2_client_adds_partitions_by_producing(cluster: LocalCluster) 
             }
         ],
     }
+
     def commit_offsets() -> Any:
         # as a client does: FindCoordinator for the group first (it creates __consumer_offsets)
         kafka_call(cluster, 10, 4, {"key_type": 0, "coordinator_keys": ["wire-group"]})
@@ -338,3 +339,26 @@ def test_a_version_2_client_adds_partitions_by_producing(cluster: LocalCluster) 
     assert (r.error_code, int(r.producer_epoch)) == (0, epoch + 2)
     wait_complete(tx)
     assert committed(cluster, 0)[len(before) :] == [b"implicit"]
+
+
+def test_our_producer_speaks_version_2_when_it_is_finalized(cluster: LocalCluster) -> None:
+    """kraftlog's own transactional producer: every end under version 2 bumps its epoch (the
+    coordinator's answer), and commits and aborts still read as they should."""
+    from kraftlog.client import Producer
+
+    set_transaction_version(cluster, 2)
+    before = committed(cluster, 1)
+    with Producer(cluster.bootstrap_servers, transactional_id="ours-tv2", linger_ms=1) as p:
+        p.init_transactions()
+        epochs = [p._idempotence.epoch]  # type: ignore[attr-defined]
+        for value, commit in ((b"ours-1", True), (b"ours-x", False), (b"ours-2", True)):
+            p.begin_transaction()
+            p.send(TOPIC, value, partition=1)
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.flush(30)
+                p.abort_transaction(30)
+            epochs.append(p._idempotence.epoch)  # type: ignore[attr-defined]
+    assert epochs == [epochs[0] + i for i in range(4)]
+    wait_until(lambda: committed(cluster, 1)[len(before) :] == [b"ours-1", b"ours-2"] or None, 30, what="the reads")
