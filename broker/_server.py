@@ -66,6 +66,7 @@ from kraftlog.broker.txn import (
     ProducerIdManager,
     TxnCoordinator,
     TxnService,
+    TxnVerifyClient,
     allocate_from_controller,
     init_producer_id,
 )
@@ -232,6 +233,10 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.txn_service = TxnService(self.txn, self.groups)
+        # KIP-890: partition leaders (and TxnOffsetCommit v5) ask the transactional id's coordinator
+        self.txn_verify_client = TxnVerifyClient(
+            self.broker_id, self.txn_service, self._broker_address, self._peer_channel
+        )
         # client quotas (issue 24), enforced from this broker's metadata image by both front ends
         self.quotas = QuotaManagers(
             lambda: self.follower.image.quotas,
@@ -299,6 +304,8 @@ class BrokerServer:
         self.replicas.offline_listeners.append(self.lifecycle.heartbeat_now)
         self.lifecycle.offline_partitions = self.replicas.offline_partitions
         self.replicas.marker_listeners.append(self.groups.on_txn_marker)
+        if self.config["transaction.partition.verification.enable"]:
+            self.replicas.set_txn_verify(self.txn_verify_client.verify)
         self.fetchers = ReplicaFetcherManager.from_config(
             self.replicas,
             fetch=self._peer_fetch,
@@ -432,22 +439,32 @@ class BrokerServer:
         if leader == self.broker_id:
             answer: broker_pb2.WriteTxnMarkersResponse = await self.replicas.write_txn_markers(request)
             return answer
-        reg = self.follower.image.cluster.broker(leader)
-        ep = None if reg is None else (reg.endpoint(BROKER_LISTENER) or (reg.endpoints or [None])[0])
-        if ep is None:
+        address = self._broker_address(leader)
+        if address is None:
             raise kerr.LeaderNotAvailableError(f"broker {leader} has no endpoint")
-        host = f"[{ep.host}]" if ":" in ep.host else ep.host
-        response: broker_pb2.WriteTxnMarkersResponse = await self._peer(f"{host}:{ep.port}").WriteTxnMarkers(
+        response: broker_pb2.WriteTxnMarkersResponse = await self._peer(address).WriteTxnMarkers(
             request, timeout=request.timeout_ms / 1000.0 + 5.0
         )
         return response
 
+    def _broker_address(self, broker_id: int) -> str | None:
+        """``host:port`` of a broker's broker listener (gRPC), from the image."""
+        reg = self.follower.image.cluster.broker(broker_id)
+        ep = None if reg is None else (reg.endpoint(BROKER_LISTENER) or (reg.endpoints or [None])[0])
+        if ep is None:
+            return None
+        host = f"[{ep.host}]" if ":" in ep.host else ep.host
+        return f"{host}:{ep.port}"
+
     def _peer(self, address: str) -> broker_pb2_grpc.BrokerServiceStub:
+        return broker_pb2_grpc.BrokerServiceStub(self._peer_channel(address))
+
+    def _peer_channel(self, address: str) -> grpc.aio.Channel:
         ch = self._peer_channels.get(address)
         if ch is None:
             ch = open_aio_channel(address, options=self.grpc_options, tls=self.grpc_security.tls, sasl=self._peer_login)
             self._peer_channels[address] = ch
-        return broker_pb2_grpc.BrokerServiceStub(ch)
+        return ch
 
     async def _peer_fetch(self, address: str, request: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         timeout = request.max_wait_ms / 1000.0 + 10.0

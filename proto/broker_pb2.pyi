@@ -28,7 +28,7 @@ class LeaderIdAndEpoch(_message.Message):
     def __init__(self, leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "transactional_id", "topics")
+    __slots__ = ("acks", "timeout_ms", "transactional_id", "topics", "add_partitions", "abortable_error")
     class PartitionData(_message.Message):
         __slots__ = ("index", "records")
         INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -47,11 +47,15 @@ class ProduceRequest(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ADD_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ABORTABLE_ERROR_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     transactional_id: str
     topics: _containers.RepeatedCompositeFieldContainer[ProduceRequest.TopicData]
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transactional_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[ProduceRequest.TopicData, _Mapping]]] = ...) -> None: ...
+    add_partitions: bool
+    abortable_error: bool
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., transactional_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[ProduceRequest.TopicData, _Mapping]]] = ..., add_partitions: _Optional[bool] = ..., abortable_error: _Optional[bool] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("topics", "throttle_time_ms", "node_endpoints", "error")
@@ -476,18 +480,20 @@ class WriteTxnMarkersRequest(_message.Message):
         partition_indexes: _containers.RepeatedScalarFieldContainer[int]
         def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
     class Marker(_message.Message):
-        __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch")
+        __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch", "transaction_version")
         PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
         PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
         TRANSACTION_RESULT_FIELD_NUMBER: _ClassVar[int]
         TOPICS_FIELD_NUMBER: _ClassVar[int]
         COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_VERSION_FIELD_NUMBER: _ClassVar[int]
         producer_id: int
         producer_epoch: int
         transaction_result: bool
         topics: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.Topic]
         coordinator_epoch: int
-        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., transaction_result: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.Topic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+        transaction_version: int
+        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., transaction_result: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.Topic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ..., transaction_version: _Optional[int] = ...) -> None: ...
     MARKERS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     markers: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.Marker]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kraftlog.proto import errors_pb2 as kraftlog_dot_proto_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kraftlog/proto/txn.proto\x12\x0bkraftlog.v1\x1a\x1bkraftlog/proto/errors.proto\"\xcb\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12<\n\x06topics\x18\x04 \x03(\x0b\x32,.kraftlog.v1.AddPartitionsToTxnRequest.Topic\x1a)\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa6\x02\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12>\n\x07results\x18\x02 \x03(\x0b\x32-.kraftlog.v1.AddPartitionsToTxnResponse.Topic\x1aG\n\tPartition\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.kraftlog.v1.Error\x1a\\\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x45\n\npartitions\x18\x02 \x03(\x0b\x32\x31.kraftlog.v1.AddPartitionsToTxnResponse.Partition\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"<\n\x17\x41\x64\x64OffsetsToTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"3\n\x0e\x45ndTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\"M\n\x17ListTransactionsRequest\x12\x15\n\rstate_filters\x18\x01 \x03(\t\x12\x1b\n\x13producer_id_filters\x18\x02 \x03(\x03\"\xef\x01\n\x18ListTransactionsResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12R\n\x12transaction_states\x18\x02 \x03(\x0b\x32\x36.kraftlog.v1.ListTransactionsResponse.TransactionState\x1a\\\n\x10TransactionState\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xc0\x03\n\x1c\x44\x65scribeTransactionsResponse\x12V\n\x12transaction_states\x18\x01 \x03(\x0b\x32:.kraftlog.v1.DescribeTransactionsResponse.TransactionState\x1a*\n\x05Topic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\x1a\x9b\x02\n\x10TransactionState\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x04 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x06 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x07 \x01(\x05\x12?\n\x06topics\x18\x08 \x03(\x0b\x32/.kraftlog.v1.DescribeTransactionsResponse.Topic2\xe2\x03\n\nTxnService\x12\x65\n\x12\x41\x64\x64PartitionsToTxn\x12&.kraftlog.v1.AddPartitionsToTxnRequest\x1a\'.kraftlog.v1.AddPartitionsToTxnResponse\x12\\\n\x0f\x41\x64\x64OffsetsToTxn\x12#.kraftlog.v1.AddOffsetsToTxnRequest\x1a$.kraftlog.v1.AddOffsetsToTxnResponse\x12\x41\n\x06\x45ndTxn\x12\x1a.kraftlog.v1.EndTxnRequest\x1a\x1b.kraftlog.v1.EndTxnResponse\x12_\n\x10ListTransactions\x12$.kraftlog.v1.ListTransactionsRequest\x1a%.kraftlog.v1.ListTransactionsResponse\x12k\n\x14\x44\x65scribeTransactions\x12(.kraftlog.v1.DescribeTransactionsRequest\x1a).kraftlog.v1.DescribeTransactionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kraftlog/proto/txn.proto\x12\x0bkraftlog.v1\x1a\x1bkraftlog/proto/errors.proto\"\xe0\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12<\n\x06topics\x18\x04 \x03(\x0b\x32,.kraftlog.v1.AddPartitionsToTxnRequest.Topic\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\x1a)\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xa6\x02\n\x1a\x41\x64\x64PartitionsToTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12>\n\x07results\x18\x02 \x03(\x0b\x32-.kraftlog.v1.AddPartitionsToTxnResponse.Topic\x1aG\n\tPartition\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.kraftlog.v1.Error\x1a\\\n\x05Topic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x45\n\npartitions\x18\x02 \x03(\x0b\x32\x31.kraftlog.v1.AddPartitionsToTxnResponse.Partition\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"<\n\x17\x41\x64\x64OffsetsToTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\"\x8d\x01\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\x12\"\n\x1a\x63lient_transaction_version\x18\x05 \x01(\x05\"`\n\x0e\x45ndTxnResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\"M\n\x17ListTransactionsRequest\x12\x15\n\rstate_filters\x18\x01 \x03(\t\x12\x1b\n\x13producer_id_filters\x18\x02 \x03(\x03\"\xef\x01\n\x18ListTransactionsResponse\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12R\n\x12transaction_states\x18\x02 \x03(\x0b\x32\x36.kraftlog.v1.ListTransactionsResponse.TransactionState\x1a\\\n\x10TransactionState\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\"8\n\x1b\x44\x65scribeTransactionsRequest\x12\x19\n\x11transactional_ids\x18\x01 \x03(\t\"\xc0\x03\n\x1c\x44\x65scribeTransactionsResponse\x12V\n\x12transaction_states\x18\x01 \x03(\x0b\x32:.kraftlog.v1.DescribeTransactionsResponse.TransactionState\x1a*\n\x05Topic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\x1a\x9b\x02\n\x10TransactionState\x12!\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x12.kraftlog.v1.Error\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x19\n\x11transaction_state\x18\x03 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x04 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x06 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x07 \x01(\x05\x12?\n\x06topics\x18\x08 \x03(\x0b\x32/.kraftlog.v1.DescribeTransactionsResponse.Topic2\xe2\x03\n\nTxnService\x12\x65\n\x12\x41\x64\x64PartitionsToTxn\x12&.kraftlog.v1.AddPartitionsToTxnRequest\x1a\'.kraftlog.v1.AddPartitionsToTxnResponse\x12\\\n\x0f\x41\x64\x64OffsetsToTxn\x12#.kraftlog.v1.AddOffsetsToTxnRequest\x1a$.kraftlog.v1.AddOffsetsToTxnResponse\x12\x41\n\x06\x45ndTxn\x12\x1a.kraftlog.v1.EndTxnRequest\x1a\x1b.kraftlog.v1.EndTxnResponse\x12_\n\x10ListTransactions\x12$.kraftlog.v1.ListTransactionsRequest\x1a%.kraftlog.v1.ListTransactionsResponse\x12k\n\x14\x44\x65scribeTransactions\x12(.kraftlog.v1.DescribeTransactionsRequest\x1a).kraftlog.v1.DescribeTransactionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,37 +33,37 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kraftlog.proto.txn_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_start=71
-  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=274
-  _globals['_ADDPARTITIONSTOTXNREQUEST_TOPIC']._serialized_start=233
-  _globals['_ADDPARTITIONSTOTXNREQUEST_TOPIC']._serialized_end=274
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=277
-  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=571
-  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITION']._serialized_start=406
-  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITION']._serialized_end=477
-  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPIC']._serialized_start=479
-  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPIC']._serialized_end=571
-  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=573
-  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=686
-  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=688
-  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=748
-  _globals['_ENDTXNREQUEST']._serialized_start=750
-  _globals['_ENDTXNREQUEST']._serialized_end=855
-  _globals['_ENDTXNRESPONSE']._serialized_start=857
-  _globals['_ENDTXNRESPONSE']._serialized_end=908
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=910
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=987
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=990
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1229
-  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=1137
-  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=1229
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1231
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1287
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1290
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1738
-  _globals['_DESCRIBETRANSACTIONSRESPONSE_TOPIC']._serialized_start=1410
-  _globals['_DESCRIBETRANSACTIONSRESPONSE_TOPIC']._serialized_end=1452
-  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=1455
-  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=1738
-  _globals['_TXNSERVICE']._serialized_start=1741
-  _globals['_TXNSERVICE']._serialized_end=2223
+  _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=295
+  _globals['_ADDPARTITIONSTOTXNREQUEST_TOPIC']._serialized_start=254
+  _globals['_ADDPARTITIONSTOTXNREQUEST_TOPIC']._serialized_end=295
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=298
+  _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=592
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITION']._serialized_start=427
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_PARTITION']._serialized_end=498
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPIC']._serialized_start=500
+  _globals['_ADDPARTITIONSTOTXNRESPONSE_TOPIC']._serialized_end=592
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=594
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=707
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=709
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=769
+  _globals['_ENDTXNREQUEST']._serialized_start=772
+  _globals['_ENDTXNREQUEST']._serialized_end=913
+  _globals['_ENDTXNRESPONSE']._serialized_start=915
+  _globals['_ENDTXNRESPONSE']._serialized_end=1011
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=1013
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=1090
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1093
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1332
+  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=1240
+  _globals['_LISTTRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=1332
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=1334
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=1390
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=1393
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1841
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TOPIC']._serialized_start=1513
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TOPIC']._serialized_end=1555
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_start=1558
+  _globals['_DESCRIBETRANSACTIONSRESPONSE_TRANSACTIONSTATE']._serialized_end=1841
+  _globals['_TXNSERVICE']._serialized_start=1844
+  _globals['_TXNSERVICE']._serialized_end=2326
 # @@protoc_insertion_point(module_scope)

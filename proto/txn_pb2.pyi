@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AddPartitionsToTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "topics")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "topics", "verify_only")
     class Topic(_message.Message):
         __slots__ = ("name", "partitions")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -20,11 +20,13 @@ class AddPartitionsToTxnRequest(_message.Message):
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_ONLY_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     topics: _containers.RepeatedCompositeFieldContainer[AddPartitionsToTxnRequest.Topic]
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[AddPartitionsToTxnRequest.Topic, _Mapping]]] = ...) -> None: ...
+    verify_only: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[AddPartitionsToTxnRequest.Topic, _Mapping]]] = ..., verify_only: _Optional[bool] = ...) -> None: ...
 
 class AddPartitionsToTxnResponse(_message.Message):
     __slots__ = ("error", "results")
@@ -67,22 +69,28 @@ class AddOffsetsToTxnResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class EndTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed", "client_transaction_version")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TRANSACTION_VERSION_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     committed: bool
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ...) -> None: ...
+    client_transaction_version: int
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., client_transaction_version: _Optional[int] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
-    __slots__ = ("error",)
+    __slots__ = ("error", "producer_id", "producer_epoch")
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     error: _errors_pb2.Error
-    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
     __slots__ = ("state_filters", "producer_id_filters")

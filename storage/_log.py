@@ -244,8 +244,18 @@ class Log:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         prepared: PreparedAppend | None = None,
+        transaction_version: int = 0,
+        verification_guard: object | None = None,
     ) -> LogAppendInfo:
         """Validate a produce payload, assign offsets from the log end, and append it.
+
+        ``verification_guard``: a transactional batch verified with its coordinator (KIP-890
+        part 1) is written only while the guard is still the producer's (see
+        `ProducerStateManager.check_verification`).
+
+        ``transaction_version`` 2 (a coordinator's marker of a KIP-890 transaction): the marker's
+        epoch must be newer than the producer's epoch here, as the end bumped it; a copy of an
+        older marker delayed past the producer's next transaction is refused instead of closing it.
 
         Every batch is validated first (`validate_record_set`, then `validate_leader_batches`: the
         records' framing is scanned, never decoded into objects). Only ``baseOffset`` and
@@ -269,9 +279,12 @@ class Log:
         with self._lock:
             if self._local.closed:
                 self._local.ensure_open()
+            if verification_guard is not None:
+                first = headers[0]
+                self._producers.state.check_verification(first.producer_id, first.producer_epoch, verification_guard)
             duplicate = self._producers.check_producers(headers) if from_client else None
             if origin is AppendOrigin.COORDINATOR:
-                self._producers.check_markers(view, headers)
+                self._producers.check_markers(view, headers, strict=transaction_version >= 2)
             if duplicate is not None:  # a retry of a batch already written: its offsets, nothing written
                 return _new_tuple(
                     LogAppendInfo,

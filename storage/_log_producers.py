@@ -109,15 +109,16 @@ class LogProducers:
             lso = last + 1 if unstable is None else unstable
             self._local.segments[-1].txn_index.append(AbortedTxn(batch.producer_id, first, last, lso))
 
-    def check_markers(self, view: memoryview, headers: list[BatchHeader]) -> None:
+    def check_markers(self, view: memoryview, headers: list[BatchHeader], *, strict: bool = False) -> None:
         """A coordinator's write, before it is written: markers and transactional data of a
-        fenced producer (or coordinator) epoch are refused; no sequences are checked."""
+        fenced producer (or coordinator) epoch are refused; no sequences are checked. ``strict``:
+        a marker must carry an epoch newer than the producer's (transaction version 2)."""
         for h in headers:
             if h.producer_id < 0:
                 continue
             if h.is_control:
                 _kind, coordinator_epoch = marker_of(RecordBatch(view[h.position : h.position + h.size]))
-                self.state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch)
+                self.state.check_marker(h.producer_id, h.producer_epoch, coordinator_epoch, strict=strict)
             else:
                 self.state.check_epoch(h.producer_id, h.producer_epoch)
 

@@ -114,6 +114,9 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> its producer id
+        # KIP-890 part 1: producer id -> the guard of a verification with the coordinator on its
+        # way; a marker drops it, so a batch verified for a transaction that ended meanwhile is refused
+        self.verification_guards: dict[int, object] = {}
         self.map_end_offset = 0  # the state covers the log below this offset
 
     # ================================================================ the leader
@@ -176,6 +179,7 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
         entry.last_timestamp = max(entry.last_timestamp, ts)
         if transactional and entry.current_txn_first_offset < 0:
+            self.verification_guards.pop(producer_id, None)  # used: the transaction is open here
             entry.current_txn_first_offset = first_offset
             self.ongoing[first_offset] = producer_id
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
@@ -191,12 +195,49 @@ class ProducerStateManager:
                 f"producer {producer_id}'s epoch {epoch} is older than the partition's {entry.producer_epoch}"
             )
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer's transaction at ``epoch`` is open here (its batches need no
+        verification with the coordinator: the first one had it)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == epoch and entry.current_txn_first_offset >= 0
+
+    def start_verification(self, producer_id: int) -> object:
+        """A guard for a verification with the coordinator that starts now (Kafka's
+        ``VerificationGuard``): the append after it must present it (`check_verification`). A
+        guard already out for the producer is shared (batches in flight together, each verified,
+        all belong to the transaction the first one opens)."""
+        guard = self.verification_guards.get(producer_id)
+        if guard is None:
+            guard = self.verification_guards[producer_id] = object()
+        return guard
+
+    def check_verification(self, producer_id: int, epoch: int, guard: object) -> None:
+        """Before a verified transactional batch is written: INVALID_TXN_STATE unless its
+        transaction is open here already (a batch in flight with it opened it) or the guard is
+        still the producer's (a marker between the verification and the append dropped it: the
+        transaction it was verified for is over, and the batch would open a hanging one);
+        Kafka's ``batchMissingRequiredVerification``."""
+        if self.has_ongoing_txn(producer_id, epoch):
+            return
+        if self.verification_guards.get(producer_id) is not guard:
+            raise kerr.InvalidTxnStateError(
+                f"producer {producer_id}'s transaction ended while its batch was being verified"
+            )
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, *, strict: bool = False) -> None:
         """A transaction marker from the coordinator, before it is written: one of an older
-        producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED."""
+        producer epoch is PRODUCER_FENCED, one of an older coordinator TRANSACTION_COORDINATOR_FENCED.
+        ``strict`` (transaction version 2, whose every end bumps the epoch): the marker's epoch must
+        be newer than the producer's here, else INVALID_PRODUCER_EPOCH (Kafka 4's check), so a
+        marker of an ended transaction, delayed past the producer's next one, cannot close it."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
+        if strict and entry.producer_epoch != NO_PRODUCER_EPOCH and epoch <= entry.producer_epoch:
+            raise kerr.InvalidProducerEpochError(
+                f"transaction version 2 marker for producer {producer_id} at epoch {epoch}, "
+                f"not newer than the partition's {entry.producer_epoch}"
+            )
         if epoch < entry.producer_epoch:
             raise kerr.ProducerFencedError(
                 f"marker for producer {producer_id} at epoch {epoch}, older than the partition's {entry.producer_epoch}"
@@ -221,6 +262,7 @@ class ProducerStateManager:
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, ts)
         self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
+        self.verification_guards.pop(producer_id, None)
         first = entry.current_txn_first_offset
         if first < 0:
             return None

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from kraftlog.broker.groups import GroupService
     from kraftlog.broker.quota import QuotaManagers
     from kraftlog.broker.share import ShareFetchService, ShareStateService
-    from kraftlog.broker.txn import TxnService
+    from kraftlog.broker.txn import TxnService, TxnVerifyClient
     from kraftlog.common.config import NodeConfig
     from kraftlog.metadata_log import AclGate
     from kraftlog.proto import broker_pb2
@@ -96,6 +96,9 @@ class KafkaBroker(Protocol):
 
     @property
     def txn_service(self) -> TxnService: ...
+
+    @property
+    def txn_verify_client(self) -> TxnVerifyClient: ...
 
     @property
     def share_state_service(self) -> ShareStateService: ...
@@ -151,7 +154,9 @@ class KafkaApis:
             lambda: throttle.enabled,
         )
         groups = GroupApis(broker.group_service)
-        txn = TxnApis(broker.txn_service, broker.group_service, broker.init_producer_id, replicas)
+        txn = TxnApis(
+            broker.txn_service, broker.group_service, broker.init_producer_id, replicas, broker.txn_verify_client
+        )
         admin = AdminApis(
             forward,
             node_id=broker.broker_id,
@@ -176,8 +181,8 @@ class KafkaApis:
         )
         # api key -> (name, min version, max version, handler)
         self._routes: dict[int, _Route] = {
-            0: _Route("Produce", 3, 11, data.produce),
-            1: _Route("Fetch", 4, 12, data.fetch),
+            0: _Route("Produce", 3, 13, data.produce),
+            1: _Route("Fetch", 4, 17, data.fetch),
             2: _Route("ListOffsets", 1, 8, data.list_offsets),
             3: _Route("Metadata", 0, 12, meta.metadata),
             8: _Route("OffsetCommit", 2, 8, groups.offset_commit),
@@ -193,10 +198,10 @@ class KafkaApis:
             21: _Route("DeleteRecords", 0, 2, data.delete_records),
             22: _Route("InitProducerId", 0, 5, txn.init_producer_id),
             23: _Route("OffsetForLeaderEpoch", 2, 4, data.offset_for_leader_epoch),
-            24: _Route("AddPartitionsToTxn", 0, 3, txn.add_partitions_to_txn),
-            25: _Route("AddOffsetsToTxn", 0, 3, txn.add_offsets_to_txn),
-            26: _Route("EndTxn", 0, 3, txn.end_txn),
-            28: _Route("TxnOffsetCommit", 0, 3, txn.txn_offset_commit),
+            24: _Route("AddPartitionsToTxn", 0, 5, txn.add_partitions_to_txn),
+            25: _Route("AddOffsetsToTxn", 0, 4, txn.add_offsets_to_txn),
+            26: _Route("EndTxn", 0, 5, txn.end_txn),
+            28: _Route("TxnOffsetCommit", 0, 5, txn.txn_offset_commit),
             19: _Route("CreateTopics", 2, 7, admin.create_topics),
             20: _Route("DeleteTopics", 1, 6, admin.delete_topics),
             32: _Route("DescribeConfigs", 1, 4, admin.describe_configs),

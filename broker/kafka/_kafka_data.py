@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -64,17 +65,47 @@ class DataApis:
                 out.append({"node_id": bid, "host": ep.host, "port": ep.port, "rack": reg.rack or None})
         return out
 
+    # ------------------------------------------------------------------ topic ids
+
+    def _names_of_ids(self, ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID | None, str]:
+        """The topics' names of the ids the image knows (Produce v13+, Fetch v13+)."""
+        image = self._image()
+        out: dict[uuid.UUID | None, str] = {}
+        for topic_id in ids:
+            topic = image.topics.get_by_id(str(topic_id)) if topic_id is not None else None
+            if topic is not None:
+                out[topic_id] = topic.name
+        return out
+
+    def _id_of(self, name: str) -> str | None:
+        topic = self._image().topics.get_by_name(name)
+        return topic.topic_id if topic is not None else None
+
     # ------------------------------------------------------------------ Produce
 
     async def produce(self, request: ParsedRequest, conn: ConnectionInfo) -> Any:
         """acks=0 has no answer; when a partition failed the connection is closed instead (Kafka's
         way to make such a producer refresh its metadata)."""
         body = request.body
+        # KIP-890: from v12 (clients of transaction.version 2) a transactional batch adds its
+        # partition to the transaction; from v11 the client takes TRANSACTION_ABORTABLE
         pb = broker_pb2.ProduceRequest(
-            acks=body.acks, timeout_ms=ms(body.timeout), transactional_id=body.transactional_id or ""
+            acks=body.acks,
+            timeout_ms=ms(body.timeout),
+            transactional_id=body.transactional_id or "",
+            add_partitions=request.api_version >= 12,
+            abortable_error=request.api_version >= 11,
         )
+        # v13+ (KIP-516): topics by id; an id the image does not know is UNKNOWN_TOPIC_ID
+        by_id = request.api_version >= 13
+        names = self._names_of_ids([t.topic_id for t in body.topic_data]) if by_id else {}
+        unknown: list[Any] = []
         for t in body.topic_data:
-            td = pb.topics.add(name=t.name)
+            name = names.get(t.topic_id) if by_id else t.name
+            if name is None:
+                unknown.append(t)
+                continue
+            td = pb.topics.add(name=name)
             for p in t.partition_data:
                 td.partitions.add(index=p.index, records=p.records or b"")
         replicas = self._replicas()
@@ -109,7 +140,20 @@ class DataApis:
                     }
                     hinted.append(p.current_leader.leader_id)
                 parts.append(entry)
-            topics.append({"name": t.name, "partition_responses": parts})
+            topics.append({"name": t.name, "topic_id": self._id_of(t.name), "partition_responses": parts})
+        for t in unknown:
+            missing = kerr.UnknownTopicIdError.error_code
+            topics.append(
+                {
+                    "topic_id": t.topic_id,
+                    "partition_responses": [
+                        {"index": p.index, "error_code": missing, "base_offset": -1, "log_start_offset": -1}
+                        for p in t.partition_data
+                    ],
+                }
+            )
+        if body.acks == 0 and unknown:
+            return CLOSE_CONNECTION
         return {
             "responses": topics,
             "throttle_time": 0,
@@ -127,24 +171,39 @@ class DataApis:
         request's ``rack_id``), and a follower serves the fetch up to its high watermark."""
         body = request.body
         version = request.api_version
-        replica_id = getattr(body, "replica_id", -1)
+        replica_id = getattr(body, "replica_id", None)
+        if replica_id is None:  # v15+ (KIP-903): the replica's id moved into a tagged ReplicaState
+            state = getattr(body, "replica_state", None)
+            replica_id = state.replica_id if state is not None else -1
         if replica_id >= 0:
             current_request().refused_early("replica fetches run over gRPC")
             return {"error_code": kerr.InvalidRequestError.error_code, "session_id": 0, "responses": []}
-        requested = [
-            (
-                (t.topic, p.partition),
-                SessionPartition(
+        # v13+ (KIP-516): topics by id, named here from the image (sessions keep names); the
+        # partitions of an id the image does not know are answered UNKNOWN_TOPIC_ID
+        by_id = version >= 13
+        forgotten_data = getattr(body, "forgotten_topics_data", ()) or ()
+        names = self._names_of_ids([t.topic_id for t in (*body.topics, *forgotten_data)]) if by_id else {}
+        unknown: dict[uuid.UUID | None, list[int]] = {}
+        requested = []
+        for t in body.topics:
+            name = names.get(t.topic_id) if by_id else t.topic
+            for p in t.partitions:
+                if name is None:
+                    unknown.setdefault(t.topic_id, []).append(p.partition)
+                    continue
+                sp = SessionPartition(
                     fetch_offset=p.fetch_offset,
                     partition_max_bytes=p.partition_max_bytes,
                     current_leader_epoch=getattr(p, "current_leader_epoch", -1),
                     last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
-                ),
-            )
-            for t in body.topics
-            for p in t.partitions
+                )
+                requested.append(((name, p.partition), sp))
+        forgotten = [
+            (name, pid)
+            for t in forgotten_data
+            if (name := (names.get(t.topic_id) if by_id else t.topic)) is not None
+            for pid in t.partitions
         ]
-        forgotten = [(t.topic, pid) for t in getattr(body, "forgotten_topics_data", ()) for pid in t.partitions]
         session_id = getattr(body, "session_id", 0) if version >= 7 else 0
         epoch = getattr(body, "session_epoch", -1) if version >= 7 else -1
         try:
@@ -180,10 +239,16 @@ class DataApis:
             )
         results = await self._replicas().fetch_results(pb, zero_copy=True)
         try:
-            return self._fetch_answer(results, fetch, committed=pb.isolation_level == 1, listener=conn.listener_name)
+            answer = self._fetch_answer(results, fetch, committed=pb.isolation_level == 1, listener=conn.listener_name)
         except BaseException:
             close_regions(results)
             raise
+        if by_id:
+            for topic in answer["responses"]:
+                topic["topic_id"] = self._id_of(topic["topic"])
+            for topic_id, partitions in unknown.items():
+                answer["responses"].append(_unknown_topic_id(topic_id, partitions))
+        return answer
 
     def _fetch_answer(
         self, results: list[FetchResult], fetch: SessionFetch, *, committed: bool, listener: str
@@ -361,3 +426,22 @@ class DataApis:
                 for t in resp.topics
             ],
         }
+
+
+def _unknown_topic_id(topic_id: uuid.UUID | None, partitions: list[int]) -> dict[str, Any]:
+    """A Fetch v13+ answer's topic whose id the image does not know (Kafka's UNKNOWN_TOPIC_ID)."""
+    return {
+        "topic_id": topic_id,
+        "partitions": [
+            {
+                "partition_index": p,
+                "error_code": kerr.UnknownTopicIdError.error_code,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "preferred_read_replica": -1,
+                "records": b"",
+            }
+            for p in partitions
+        ],
+    }

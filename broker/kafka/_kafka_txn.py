@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kraftlog.broker.groups import GroupService
+from kraftlog.broker.groups import OFFSETS_TOPIC, GroupService
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest, ms
-from kraftlog.broker.txn import TxnService, TxnState
+from kraftlog.broker.txn import TxnService, TxnState, TxnVerifyClient
+from kraftlog.common import coordinator_partition
+from kraftlog.common import errors as kerr
+from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
 
 if TYPE_CHECKING:
@@ -36,11 +39,13 @@ class TxnApis:
         group_service: GroupService,
         init_producer_id: Callable[[broker_pb2.InitProducerIdRequest], Awaitable[broker_pb2.InitProducerIdResponse]],
         replicas: Callable[[], ReplicaManager],
+        txn_verify: TxnVerifyClient | None = None,
     ) -> None:
         self.txn_service = txn_service
         self.group_service = group_service
         self._init_producer_id = init_producer_id
         self._replicas = replicas
+        self._txn_verify = txn_verify
 
     async def init_producer_id(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         body = request.body
@@ -57,7 +62,10 @@ class TxnApis:
         return answer
 
     async def add_partitions_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
-        """v0-3: one client's transaction (v4+ is the brokers' batched form of KIP-890)."""
+        """v0-3: one client's transaction; v4+: the brokers' batched form of KIP-890 (CLUSTER_ACTION),
+        each transaction verify-only or added."""
+        if request.api_version >= 4:
+            return await self._add_partitions_batched(request)
         body = request.body
         pb = txn_pb2.AddPartitionsToTxnRequest(
             transactional_id=body.v3_and_below_transactional_id,
@@ -90,6 +98,34 @@ class TxnApis:
             ]
         return {"throttle_time": 0, "results_by_topic_v3_and_below": results}
 
+    async def _add_partitions_batched(self, request: ParsedRequest) -> dict[str, Any]:
+        body = request.body
+        if not current_request().authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            return {"throttle_time": 0, "error_code": kerr.ClusterAuthorizationFailedError.error_code}
+        out = []
+        for txn in body.transactions:
+            pb = txn_pb2.AddPartitionsToTxnRequest(
+                transactional_id=txn.transactional_id,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                verify_only=txn.verify_only,
+            )
+            for t in txn.topics:
+                pb.topics.add(name=t.name, partitions=list(t.partitions))
+            resp = await self.txn_service.AddPartitionsToTxn(pb)
+            topics = [
+                {
+                    "name": t.name,
+                    "results_by_partition": [
+                        {"partition_index": p.partition_index, "partition_error_code": p.error.code or resp.error.code}
+                        for p in t.partitions
+                    ],
+                }
+                for t in resp.results
+            ]
+            out.append({"transactional_id": txn.transactional_id, "topic_results": topics})
+        return {"throttle_time": 0, "error_code": 0, "results_by_transaction": out}
+
     async def add_offsets_to_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, txn_pb2.AddOffsetsToTxnRequest)
         answer = from_pb(await self.txn_service.AddOffsetsToTxn(pb))
@@ -97,7 +133,10 @@ class TxnApis:
         return answer
 
     async def end_txn(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """v5 (KIP-890 part 2, sent by clients of ``transaction.version`` 2): the coordinator
+        bumps the epoch and the answer names the producer id and epoch to go on with."""
         pb = to_pb(request.body, txn_pb2.EndTxnRequest)
+        pb.client_transaction_version = 2 if request.api_version >= 5 else 0
         answer = from_pb(await self.txn_service.EndTxn(pb))
         answer["throttle_time"] = 0
         return answer
@@ -110,9 +149,40 @@ class TxnApis:
             for t in pb.topics:
                 for p in t.partitions:
                     p.committed_leader_epoch = -1
+        if request.api_version >= 5 and self._txn_verify is not None:
+            # KIP-890 part 2: no AddOffsetsToTxn from a client of transaction.version 2: the group's
+            # offsets partition joins the transaction here, before the offsets are written
+            error = await self._add_offsets_partition(pb)
+            if error is not None:
+                return {
+                    "throttle_time": 0,
+                    "topics": [
+                        {
+                            "name": t.name,
+                            "partitions": [
+                                {"partition_index": p.partition_index, "error_code": error.error_code}
+                                for p in t.partitions
+                            ],
+                        }
+                        for t in pb.topics
+                    ],
+                }
         answer = from_pb(await self.group_service.TxnOffsetCommit(pb))
         answer["throttle_time"] = 0
         return answer
+
+    async def _add_offsets_partition(self, pb: group_pb2.TxnOffsetCommitRequest) -> type[kerr.KafkaError] | None:
+        assert self._txn_verify is not None
+        if not current_request().authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, pb.transactional_id):
+            return kerr.TransactionalIdAuthorizationFailedError
+        groups = self.group_service.c
+        partition = coordinator_partition(pb.group_id, groups.partition_count(self.txn_service.txn.image()))
+        tp = (OFFSETS_TOPIC, partition)
+        try:
+            answers = await self._txn_verify.verify(pb.transactional_id, pb.producer_id, pb.producer_epoch, [tp], True)
+        except Exception:  # noqa: BLE001 - an unreachable coordinator: the client retries
+            return kerr.CoordinatorNotAvailableError
+        return answers.get(tp, kerr.CoordinatorNotAvailableError)
 
     async def describe_producers(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, broker_pb2.DescribeProducersRequest)

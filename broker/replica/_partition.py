@@ -336,8 +336,11 @@ class Partition(_LeaderReplication):
         required_acks: int,
         origin: storage.AppendOrigin = storage.AppendOrigin.CLIENT,
         prepared: storage.PreparedAppend | Exception | None = None,
+        transaction_version: int = 0,
+        verification_guard: object | None = None,
     ) -> storage.LogAppendInfo:
-        """Append a produce payload as leader.
+        """Append a produce payload as leader. ``transaction_version`` 2: a coordinator's marker
+        ending a KIP-890 transaction (see `Log.append_as_leader`).
 
         With acks=-1 the committed ISR must hold at least ``min.insync.replicas`` replicas before
         anything is written (NOT_ENOUGH_REPLICAS). The records are in the log before this returns;
@@ -360,7 +363,14 @@ class Partition(_LeaderReplication):
             )
         if isinstance(prepared, Exception):
             raise prepared
-        info = self.log.append_as_leader(records, self._leader_epoch, origin=origin, prepared=prepared)
+        info = self.log.append_as_leader(
+            records,
+            self._leader_epoch,
+            origin=origin,
+            prepared=prepared,
+            transaction_version=transaction_version,
+            verification_guard=verification_guard,
+        )
         self._listener.on_records_appended(self.tp)
         self.maybe_increment_high_watermark()
         return info

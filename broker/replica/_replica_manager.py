@@ -53,6 +53,7 @@ from kraftlog.broker.replica._replica_types import (
     _log,
     _wall_clock_ms,
 )
+from kraftlog.broker.replica._txn_verification import TxnVerify
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import NodeConfig
 from kraftlog.metadata_log import (
@@ -274,6 +275,10 @@ class ReplicaManager:
     ) -> type[kerr.KafkaError] | None:
         """See `ReplicaRequests.append_internal`."""
         return await self._requests.append_internal(topic, partition, records, timeout_ms)
+
+    def set_txn_verify(self, verify: TxnVerify | None) -> None:
+        """How produce asks a transaction coordinator (KIP-890, see `_txn_verification`)."""
+        self._requests.txn_verify = verify
 
     async def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
         """See `ReplicaRequests.write_txn_markers`."""

@@ -25,6 +25,7 @@ from kraftlog.broker.replica._replica_types import (
     _DeleteStatus,
     _ProduceStatus,
 )
+from kraftlog.broker.replica._txn_verification import TxnVerify, verify_transactional_batches
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import NodeConfig
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
@@ -91,6 +92,8 @@ class ReplicaRequests:
         self._clock_ms = clock_ms
         self._marker_listeners = marker_listeners
         self._selector = replica_selector(config["replica.selector.class"])  # KIP-392; None: leader only
+        # KIP-890: how a leader asks a transaction coordinator (the server sets it; None: no checks)
+        self.txn_verify: TxnVerify | None = None
 
     async def produce(
         self, req: broker_pb2.ProduceRequest, connection: ByteBudget | None = None
@@ -150,6 +153,7 @@ class ReplicaRequests:
         statuses: list[_ProduceStatus] = []
         writable = _topics_allowed(AclOperation.WRITE, [t.name for t in req.topics])
         prepared = await self._prepare(req, payloads, writable, connection)
+        verified = await verify_transactional_batches(req, payloads, self._producer_state, self.txn_verify)
         for ti, t in enumerate(req.topics):
             tr = resp.topics.add(name=t.name)
             appended_bytes = appended_records = 0
@@ -158,8 +162,15 @@ class ReplicaRequests:
                 try:
                     if t.name not in writable:
                         raise _topic_denied(t.name, AclOperation.WRITE)
+                    if (ti, pi) in verified.errors:
+                        raise verified.errors[(ti, pi)]
                     part = self._registry.leader_partition(t.name, p.index)
-                    info = part.append_records_to_leader(payloads[ti][pi], acks, prepared=prepared.get((ti, pi)))
+                    info = part.append_records_to_leader(
+                        payloads[ti][pi],
+                        acks,
+                        prepared=prepared.get((ti, pi)),
+                        verification_guard=verified.guards.get((ti, pi)),
+                    )
                 except Exception as exc:
                     self._set_produce_error(pr, exc, t.name, p.index, hinted)
                     continue
@@ -442,6 +453,10 @@ class ReplicaRequests:
             await op.future
         return status.error
 
+    def _producer_state(self, topic: str, index: int) -> storage.ProducerStateManager | None:
+        part = self._registry.partitions.get((topic, index))
+        return part.log.producer_state if part is not None and part.is_leader else None
+
     async def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
         """WriteTxnMarkers: each partition's leader appends the COMMIT or ABORT marker (a control
         batch, origin coordinator: fenced producer or coordinator epochs are refused) and answers
@@ -467,7 +482,9 @@ class ReplicaRequests:
                     pr = tr.partitions.add(partition_index=index)
                     try:
                         part = self._registry.leader_partition(t.name, index)
-                        info = part.append_records_to_leader(batch, -1, storage.AppendOrigin.COORDINATOR)
+                        info = part.append_records_to_leader(
+                            batch, -1, storage.AppendOrigin.COORDINATOR, transaction_version=m.transaction_version
+                        )
                     except Exception as exc:
                         pr.error.CopyFrom(self._registry.error(exc, "write_txn_markers"))
                         continue

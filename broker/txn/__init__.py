@@ -7,6 +7,7 @@ from kraftlog.broker.txn._producer_ids import ProducerIdManager, allocate_from_c
 from kraftlog.broker.txn._txn_coordinator import TXN_TOPIC, TxnCoordinator
 from kraftlog.broker.txn._txn_records import TxnState
 from kraftlog.broker.txn._txn_service import TxnService
+from kraftlog.broker.txn._txn_verify_client import TxnVerifyClient
 
 __all__: list[str] = [
     "ProducerIdManager",
@@ -14,6 +15,7 @@ __all__: list[str] = [
     "TxnCoordinator",
     "TxnService",
     "TxnState",
+    "TxnVerifyClient",
     "allocate_from_controller",
     "init_producer_id",
 ]

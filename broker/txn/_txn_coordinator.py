@@ -233,7 +233,11 @@ class TxnCoordinator:
             for m in response.markers:
                 for answered in m.topics:
                     for p in answered.partitions:
-                        if p.error.code == 0:  # a deleted topic is dropped above, from the image
+                        # a deleted topic is dropped above, from the image; a partition whose
+                        # producer epoch is already the marker's (or newer) took this marker
+                        # before (an answer lost on the way) or was fenced since: done, as Kafka's
+                        # coordinator drops markers refused with INVALID_PRODUCER_EPOCH
+                        if p.error.code == 0 or p.error.code == kerr.InvalidProducerEpochError.error_code:
                             left.discard((answered.name, p.partition_index))
         if not self.runtime.is_current(shard):
             return
@@ -258,6 +262,7 @@ def _markers_request(
                 producer_epoch=job.producer_epoch,
                 transaction_result=job.commit,
                 coordinator_epoch=coordinator_epoch,
+                transaction_version=job.transaction_version,
                 topics=[R.Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())],
             )
         ],

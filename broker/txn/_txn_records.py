@@ -1,8 +1,10 @@
 """Records of the internal topic ``__transaction_state``, in Kafka's schemas: the key
 ``TransactionLogKey`` v0 (the transactional id) and the value ``TransactionLogValue`` (producer id
 and epoch, timeout, state, the partitions of the open transaction, timestamps). Written as v0 (the
-non-flexible version Kafka writes for clients of the first transaction protocol); v1 (flexible,
-with the tagged previous/next producer ids) is read too. A null value is a tombstone (the
+non-flexible version Kafka writes for clients of the first transaction protocol) or, for a
+transaction of a client of transaction version 2 (KIP-890), as v1 (flexible, with the tagged
+previous/next producer ids and the client's transaction version, tags 0, 1 and 2), as Kafka
+chooses between them. A null value is a tombstone (the
 transactional id expired). Malformed bytes are CORRUPT_MESSAGE.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from kraftlog.broker.coordinator import I8, I16, I32, I64, Reader, string
+from kraftlog.broker.coordinator import I8, I16, I32, I64, Reader, compact_array_length, compact_string, string, uvarint
 from kraftlog.common.errors import CorruptMessageError
 
 __all__ = ["TxnState", "TransactionLogKey", "TransactionLogValue", "encode_txn_key", "encode_txn_value", "decode_txn"]
@@ -48,6 +50,7 @@ class TransactionLogValue(NamedTuple):
     start_ms: int
     previous_producer_id: int = -1
     next_producer_id: int = -1
+    client_transaction_version: int = 0  # tag 2 of v1: 2 when the client speaks KIP-890's protocol
 
 
 def encode_txn_key(key: TransactionLogKey) -> bytes:
@@ -55,7 +58,10 @@ def encode_txn_key(key: TransactionLogKey) -> bytes:
 
 
 def encode_txn_value(value: TransactionLogValue) -> bytes:
-    """Version 0, as Kafka writes it for the first transaction protocol."""
+    """Version 0 for a client of the first transaction protocol, version 1 (flexible, tagged
+    fields) for one of transaction version 2: Kafka's choice (``transactionLogValueVersion``)."""
+    if value.client_transaction_version >= 2:
+        return _encode_value_v1(value)
     parts = [
         I16.pack(0),
         I64.pack(value.producer_id),
@@ -67,6 +73,29 @@ def encode_txn_value(value: TransactionLogValue) -> bytes:
     for topic, ids in value.partitions:
         parts += [string(topic), I32.pack(len(ids)), *(I32.pack(p) for p in ids)]
     parts += [I64.pack(value.last_update_ms), I64.pack(value.start_ms)]
+    return b"".join(parts)
+
+
+def _encode_value_v1(value: TransactionLogValue) -> bytes:
+    parts = [
+        I16.pack(1),
+        I64.pack(value.producer_id),
+        I16.pack(value.producer_epoch),
+        I32.pack(value.timeout_ms),
+        I8.pack(int(value.state)),
+        compact_array_length(len(value.partitions)),
+    ]
+    for topic, ids in value.partitions:
+        parts += [compact_string(topic), compact_array_length(len(ids)), *(I32.pack(p) for p in ids), uvarint(0)]
+    parts += [I64.pack(value.last_update_ms), I64.pack(value.start_ms)]
+    tags = [
+        (0, I64.pack(value.previous_producer_id)),
+        (1, I64.pack(value.next_producer_id)),
+        (2, I16.pack(value.client_transaction_version)),
+    ]
+    parts.append(uvarint(len(tags)))
+    for tag, field in tags:
+        parts += [uvarint(tag), uvarint(len(field)), field]
     return b"".join(parts)
 
 
@@ -110,15 +139,27 @@ def _decode_value(data: bytes) -> TransactionLogValue:
     last_update = r.int64()
     start = r.int64()
     previous = nxt = -1
+    client_version = 0
     if flexible:
         for _ in range(r.uvarint()):
             tag, size = r.uvarint(), r.uvarint()
             if tag in (0, 1) and size == 8:
                 field = r.int64()
                 previous, nxt = (field, nxt) if tag == 0 else (previous, field)
+            elif tag == 2 and size == 2:
+                client_version = r.int16()
             else:
                 r.skip(size)
     r.end()
     return TransactionLogValue(
-        producer_id, epoch, timeout_ms, state, tuple(sorted(partitions)), last_update, start, previous, nxt
+        producer_id,
+        epoch,
+        timeout_ms,
+        state,
+        tuple(sorted(partitions)),
+        last_update,
+        start,
+        previous,
+        nxt,
+        client_version,
     )

@@ -17,8 +17,11 @@ from kraftlog.broker.replica import error_pb
 from kraftlog.broker.txn._txn_coordinator import TxnCoordinator
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import AclOperation, ResourceType, current_request
+from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import txn_pb2
+
+#: the feature whose level 2 is KIP-890's protocol (EndTxn v5, epoch bump at every end)
+TRANSACTION_VERSION = "transaction.version"
 
 __all__ = ["TxnService"]
 
@@ -45,12 +48,44 @@ class TxnService:
             return err.error, tuple((t, p, err.error) for t, p in parts)
         return result
 
+    async def _verify(self, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]]) -> tuple[Error, Any]:
+        try:
+            result: tuple[Error, Any] = await self.txn.call(
+                txn_id, lambda s, token, now: s.verify_partitions(txn_id, pid, epoch, parts, token)
+            )
+        except ShardUnavailable as err:
+            return err.error, tuple((t, p, err.error) for t, p in parts)
+        return result
+
+    async def verify_or_add(
+        self, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]], add: bool
+    ) -> dict[tuple[str, int], Error]:
+        """This broker's produce path asks its own coordinator (no authorization: the broker
+        asks, for a produce it authorized): each partition's error, None when it is in the open
+        transaction; ``add`` (transaction version 2) adds it first."""
+        call = self._add if add else self._verify
+        error, results = await call(txn_id, pid, epoch, parts)
+        return {(t, p): (e or error) for t, p, e in results}
+
     async def AddPartitionsToTxn(self, request: Any) -> Any:
+        """A client's AddPartitionsToTxn, or (``verify_only``, KIP-890 part 1) a partition
+        leader's question whether the partitions are in the producer's open transaction: asked by
+        a broker (CLUSTER_ACTION), or in process by this broker's own produce path."""
         R = txn_pb2.AddPartitionsToTxnResponse
         parts = [(t.name, p) for t in request.topics for p in t.partitions]
         error: Error
         results: tuple[tuple[str, int, Error], ...]
-        if not _may_write_txn(request.transactional_id):
+        if request.verify_only:
+            if not current_request().authorize(
+                AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME
+            ):
+                error = kerr.ClusterAuthorizationFailedError
+                results = tuple((t, p, error) for t, p in parts)
+            else:
+                error, results = await self._verify(
+                    request.transactional_id, request.producer_id, request.producer_epoch, parts
+                )
+        elif not _may_write_txn(request.transactional_id):
             error, results = _TXN_DENIED, tuple((t, p, _TXN_DENIED) for t, p in parts)
         else:
             # Write on every topic, or nothing is added: the denied ones say why, the others
@@ -85,19 +120,37 @@ class TxnService:
         return txn_pb2.AddOffsetsToTxnResponse(error=error_pb(error))
 
     async def EndTxn(self, request: Any) -> Any:
+        """EndTxn; ``client_transaction_version`` 2 (EndTxn v5, KIP-890) bumps the epoch and
+        answers the producer id and epoch of the producer's next transaction. A gRPC client
+        always offers 2 and gets it while ``transaction.version`` 2 is finalized (the Kafka
+        listener asks for it only with EndTxn v5, which clients send only then): below it the
+        answer's producer id is -1 and the client keeps its epoch, the first protocol."""
         txn_id = request.transactional_id
+        R = txn_pb2.EndTxnResponse
         if not _may_write_txn(txn_id):
-            return txn_pb2.EndTxnResponse(error=error_pb(_TXN_DENIED))
+            return R(error=error_pb(_TXN_DENIED), producer_id=-1, producer_epoch=-1)
+        pid, epoch = -1, -1
         try:
-            error: Error = await self.txn.call(
-                txn_id,
-                lambda s, token, now: s.end_txn(
-                    txn_id, request.producer_id, request.producer_epoch, request.committed, token, now
-                ),
-            )
+            finalized = self.txn.image().features.level(TRANSACTION_VERSION)
+            if request.client_transaction_version >= 2 and finalized >= 2:
+                shard = self.txn.shard_for(txn_id)
+                new_pid = await self.txn.producer_ids.generate() if shard.end_needs_producer_id(txn_id) else -1
+                error, pid, epoch = await self.txn.call(
+                    txn_id,
+                    lambda s, token, now: s.end_txn_v2(
+                        txn_id, request.producer_id, request.producer_epoch, request.committed, token, now, new_pid
+                    ),
+                )
+            else:
+                error = await self.txn.call(
+                    txn_id,
+                    lambda s, token, now: s.end_txn(
+                        txn_id, request.producer_id, request.producer_epoch, request.committed, token, now
+                    ),
+                )
         except ShardUnavailable as err:
             error = err.error
-        return txn_pb2.EndTxnResponse(error=error_pb(error))
+        return R(error=error_pb(error), producer_id=pid, producer_epoch=epoch)
 
     async def ListTransactions(self, request: Any) -> Any:
         R = txn_pb2.ListTransactionsResponse

@@ -55,6 +55,8 @@ class TxnMetadata:
     last_update_ms: int = -1
     start_ms: int = -1
     previous_producer_id: int = -1
+    next_producer_id: int = -1  # KIP-890: the producer id a bump past the last epoch moves to
+    client_version: int = 0  # the transaction version of the client of the last change (2: KIP-890)
 
     def value(self) -> TransactionLogValue:
         by_topic: dict[str, list[int]] = {}
@@ -70,6 +72,8 @@ class TxnMetadata:
             self.last_update_ms,
             self.start_ms,
             self.previous_producer_id,
+            self.next_producer_id,
+            self.client_version,
         )
 
     @classmethod
@@ -85,6 +89,8 @@ class TxnMetadata:
             v.last_update_ms,
             v.start_ms,
             v.previous_producer_id,
+            v.next_producer_id,
+            v.client_transaction_version,
         )
 
 
@@ -97,6 +103,7 @@ class MarkerJob:
     producer_epoch: int
     commit: bool
     partitions: frozenset[tuple[str, int]]
+    transaction_version: int = 0  # 2: the markers close a KIP-890 transaction (a bumped epoch)
 
 
 # answers, records, what runs once they are written, and marker jobs (``jobs``)
@@ -185,7 +192,9 @@ class TxnShard:
         """Abort an open transaction under a bumped epoch (its producer is fenced: a newer
         instance took the id over, or the transaction timed out)."""
         epoch = min(meta.producer_epoch + 1, _MAX_EPOCH)
-        prepared = replace(meta, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms)
+        prepared = replace(
+            meta, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms, client_version=0
+        )
 
         def then(error: Error, now: int) -> TxnOutcome:
             if error is not None:
@@ -253,7 +262,7 @@ class TxnShard:
             return TxnOutcome([(token, kerr.ConcurrentTransactionsError)])
         if meta.state is not TxnState.ONGOING:
             return TxnOutcome([(token, kerr.InvalidTxnStateError)])
-        prepared = replace(meta, state=wanted_prepare, last_update_ms=now_ms)
+        prepared = replace(meta, state=wanted_prepare, last_update_ms=now_ms, client_version=0)
 
         def then(error: Error, _t: int) -> TxnOutcome:
             if error is not None:
@@ -262,8 +271,114 @@ class TxnShard:
 
         return self._write(prepared, then)
 
+    def end_needs_producer_id(self, txn_id: str) -> bool:
+        """Whether EndTxn v5 for ``txn_id`` would bump past the last epoch, so the shell fetches a
+        producer id for the transaction's end to move to (KIP-890's overflow)."""
+        meta = self.txns.get(txn_id)
+        return meta is not None and meta.state is TxnState.ONGOING and meta.producer_epoch >= _MAX_EPOCH
+
+    def end_txn_v2(
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        token: object,
+        now_ms: int,
+        new_producer_id: int = -1,
+    ) -> TxnOutcome:
+        """EndTxn v5, transaction version 2 (KIP-890 part 2): the prepare record bumps the epoch,
+        so the markers carry an epoch newer than the transaction's batches and every batch of the
+        producer's next transaction; the answer ``(error, producer id, epoch)`` hands the client
+        the bumped epoch (or, when the epochs ran out, ``new_producer_id`` at epoch 0) for its
+        next transaction. A retry of an end already made (the epoch one below the stored one, the
+        same result) answers that epoch again; any other epoch is PRODUCER_FENCED: the epoch,
+        not the state, tells a retry from the next transaction's end."""
+        meta = self.txns.get(txn_id)
+
+        def answer(error: Error, pid: int = -1, ep: int = -1) -> TxnOutcome:
+            return TxnOutcome([(token, (error, pid, ep))])
+
+        if meta is None:
+            return answer(kerr.InvalidProducerIdMappingError)
+        v2 = meta.client_version >= 2
+        bumped_retry = v2 and meta.producer_id == producer_id and meta.producer_epoch == epoch + 1
+        overflow_retry = (
+            v2 and meta.previous_producer_id == producer_id and epoch == _MAX_EPOCH and meta.producer_epoch == 0
+        )
+        if meta.producer_id != producer_id and not overflow_retry:
+            return answer(kerr.InvalidProducerIdMappingError)
+        if v2 and meta.state in _PREPARING:
+            valid = bumped_retry
+        elif v2 and meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = bumped_retry or overflow_retry
+        else:
+            valid = epoch == meta.producer_epoch
+        if not valid:
+            return answer(kerr.ProducerFencedError)
+        if txn_id in self.pending:
+            return answer(kerr.ConcurrentTransactionsError)
+        wanted_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        wanted_done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.state is wanted_done:
+            return answer(None, meta.producer_id, meta.producer_epoch)
+        if meta.state is wanted_prepare:
+            return answer(kerr.ConcurrentTransactionsError)
+        if meta.state is not TxnState.ONGOING:
+            return answer(kerr.InvalidTxnStateError)
+        next_pid = new_producer_id if meta.producer_epoch >= _MAX_EPOCH else -1
+        if meta.producer_epoch >= _MAX_EPOCH and next_pid < 0:
+            return answer(kerr.ConcurrentTransactionsError)  # the shell fetches an id first (retriable)
+        prepared = replace(
+            meta,
+            state=wanted_prepare,
+            producer_epoch=meta.producer_epoch + 1,
+            next_producer_id=next_pid,
+            client_version=2,
+            last_update_ms=now_ms,
+        )
+
+        def then(error: Error, _t: int) -> TxnOutcome:
+            if error is not None:
+                return answer(coordinator_error(error))
+            pid, ep = (next_pid, 0) if next_pid >= 0 else (prepared.producer_id, prepared.producer_epoch)
+            return TxnOutcome([(token, (None, pid, ep))], jobs=[self._job(prepared, commit)])
+
+        return self._write(prepared, then)
+
+    def verify_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]], token: object
+    ) -> TxnOutcome:
+        """AddPartitionsToTxn v4+ with VerifyOnly, from a partition leader before it writes a
+        transactional batch (KIP-890 part 1): whether each partition is in the producer's open
+        transaction. Nothing is written. Answers ``(error, ((topic, partition, error), ...))``,
+        TRANSACTION_ABORTABLE for a partition that is not (Kafka's
+        ``handleVerifyPartitionsInTransaction``)."""
+        wanted = sorted(frozenset(partitions))
+        meta = self.txns.get(txn_id)
+        error: Error = None
+        if meta is None or meta.producer_id != producer_id:
+            error = kerr.InvalidProducerIdMappingError
+        elif meta.producer_epoch != epoch:
+            error = kerr.ProducerFencedError
+        elif meta.state in _PREPARING:
+            error = kerr.ConcurrentTransactionsError
+        if error is not None:
+            return TxnOutcome([(token, (error, tuple((t, p, error) for t, p in wanted)))])
+        assert meta is not None
+        open_parts = meta.partitions if meta.state is TxnState.ONGOING else frozenset()
+        results = tuple((t, p, None if (t, p) in open_parts else kerr.TransactionAbortableError) for t, p in wanted)
+        return TxnOutcome([(token, (None, results))])
+
     def _job(self, meta: TxnMetadata, commit: bool) -> MarkerJob:
-        return MarkerJob(meta.transactional_id, meta.producer_id, meta.producer_epoch, commit, meta.partitions)
+        return MarkerJob(
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            commit,
+            meta.partitions,
+            2 if meta.client_version >= 2 else 0,
+        )
 
     def markers_written(self, job: MarkerJob, now_ms: int) -> TxnOutcome:
         """Every partition took the job's markers: the transaction is complete."""
@@ -273,6 +388,14 @@ class TxnShard:
             return TxnOutcome()  # moved on meanwhile (a reload resumed it already)
         done = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
         complete = replace(meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
+        if meta.client_version >= 2 and meta.next_producer_id >= 0:  # the epochs ran out: the next id
+            complete = replace(
+                complete,
+                producer_id=meta.next_producer_id,
+                producer_epoch=0,
+                previous_producer_id=meta.producer_id,
+                next_producer_id=-1,
+            )
 
         def then(error: Error, now: int) -> TxnOutcome:
             if error is None or coordinator_error(error) is kerr.NotCoordinatorError:

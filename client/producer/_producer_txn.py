@@ -240,9 +240,13 @@ class _ProducerTransactions:
                 producer_id=idem.producer_id,
                 producer_epoch=idem.epoch,
                 committed=commit,
+                client_transaction_version=2,  # the coordinator uses it while transaction.version 2 is finalized
             )
             r = self._coordinator_call(lambda a, t: self._pool.txn_stub(a).EndTxn(request, timeout=t), timeout)
             self._raise(r.error, "EndTxn")
+            if r.producer_id >= 0:  # KIP-890: the end bumped the epoch; the next transaction takes it
+                with self._lock:
+                    idem.set_producer_id(r.producer_id, r.producer_epoch)
         lost_sequence = idem.abortable is not None
         with self._lock:
             idem.txn_partitions.clear()

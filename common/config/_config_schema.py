@@ -277,6 +277,14 @@ NODE_CONFIG_DEFS: Final = ConfigDef("node")
     .define("offset.metadata.max.bytes", _I, 4096, Range(0), "Largest metadata string an offset commit may carry.")
     .define("transaction.state.log.replication.factor", _I, 3, Range(1), "Replication factor of __transaction_state.")
     .define("transaction.state.log.min.isr", _I, 2, Range(1), "min.insync.replicas of __transaction_state.")
+    .define(
+        "transaction.partition.verification.enable",
+        _B,
+        True,
+        None,
+        "Verify with the transaction coordinator that a transactional batch's partition is in the "
+        "producer's open transaction before the leader writes it (KIP-890).",
+    )
     .define("transaction.state.log.num.partitions", _I, 50, Range(1), "Partitions of __transaction_state.")
     .define("transaction.state.log.segment.bytes", _I, 104_857_600, Range(1), "Segment size of __transaction_state.")
     .define("transaction.max.timeout.ms", _I, 900_000, Range(1), "Largest transaction timeout a producer may ask for.")

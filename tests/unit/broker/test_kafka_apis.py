@@ -32,6 +32,7 @@ def _apis() -> KafkaApis:
         acl_gate=lambda *_args: True,
         group_service=None,
         txn_service=None,
+        txn_verify_client=None,
         share_state_service=None,
         share_fetch_service=None,
         init_producer_id=None,

@@ -49,10 +49,12 @@ def test_v1_flexible_with_tagged_producer_ids_is_read() -> None:
         + b"\x00\x08"
         + struct.pack(">q", 41)
         + b"\x02\x02"
-        + struct.pack(">h", 2)  # ClientTransactionVersion: skipped
+        + struct.pack(">h", 2)  # ClientTransactionVersion: read since transaction version 2 (issue 28)
     )
     _k, value = decode_txn(encode_txn_key(TransactionLogKey("t")), raw)
-    assert value == TransactionLogValue(42, 3, 60000, TxnState.COMPLETE_COMMIT, (("a", (5,)),), 1000, 900, 41, -1)
+    assert value == TransactionLogValue(
+        42, 3, 60000, TxnState.COMPLETE_COMMIT, (("a", (5,)),), 1000, 900, 41, -1, client_transaction_version=2
+    )
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00\x02", struct.pack(">hqhib", 0, 1, 0, 1, 9) + b"\x00" * 20])

@@ -1,0 +1,157 @@
+"""Fetch 13+ and Produce 13 with topic ids on the Kafka listener (issue 28, KIP-516): clients that
+speak them no longer negotiate down; a topic id the cluster does not know is UNKNOWN_TOPIC_ID.
+confluent-kafka (librdkafka 2.16) fetches by topic id; kafka-python 3.0 caps Fetch at 12 and
+Produce at 9 itself and keeps working by name; the raw requests cover Produce v13 and Fetch v17."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from kraftlog.client import NewTopic
+from kraftlog.deploy._cluster import LocalCluster, wait_until
+from tests.integration.test_txn_v2 import kafka_call
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "by-id"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = LocalCluster(tmp_path_factory.mktemp("ids") / "c", controllers=1, combined=True)
+    c.start(timeout_s=120)
+    try:
+        c.wait_unfenced_brokers(1)
+        with c.admin(request_timeout_ms=20_000) as admin:
+            admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
+        yield c
+    finally:
+        c.stop()
+
+
+def topic_id(cluster: LocalCluster) -> uuid.UUID:
+    r = kafka_call(cluster, 3, 12, {"topics": [{"name": TOPIC, "topic_id": None}]})
+    return uuid.UUID(str(r.topics[0].topic_id))
+
+
+def fetch(cluster: LocalCluster, version: int, tid: uuid.UUID, offset: int = 0) -> Any:
+    body = {
+        "replica_id": -1,
+        "max_wait": 100,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": tid,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return kafka_call(cluster, 1, version, body).responses[0]
+
+
+def produce_by_id(cluster: LocalCluster, tid: uuid.UUID, value: bytes) -> int:
+    from kraftlog.storage import RecordBatchBuilder
+
+    b = RecordBatchBuilder()
+    b.append(0, None, value)
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 10_000,
+        "topic_data": [{"topic_id": tid, "partition_data": [{"index": 0, "records": b.build()}]}],
+    }
+    r = kafka_call(cluster, 0, 13, body)
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def test_produce_13_and_fetch_13_to_17_by_topic_id(cluster: LocalCluster) -> None:
+    tid = topic_id(cluster)
+    assert produce_by_id(cluster, tid, b"by-id") == 0
+    assert produce_by_id(cluster, uuid.uuid4(), b"nowhere") == 100  # UNKNOWN_TOPIC_ID
+    for version in (13, 15, 17):
+        answer = fetch(cluster, version, tid)
+        assert uuid.UUID(str(answer.topic_id)) == tid
+        part = answer.partitions[0]
+        assert part.error_code == 0 and part.high_watermark >= 1 and b"by-id" in bytes(part.records or b"")
+    stranger = uuid.uuid4()
+    answer = fetch(cluster, 13, stranger)
+    assert uuid.UUID(str(answer.topic_id)) == stranger and answer.partitions[0].error_code == 100
+
+
+def test_confluent_kafka_fetches_by_topic_id_and_kafka_python_by_name(cluster: LocalCluster) -> None:
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    p = CKProducer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "linger.ms": 1})
+    for i in range(5):
+        p.produce(TOPIC, value=b"ck-%d" % i, partition=0)
+    assert p.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers)
+    for i in range(5):
+        kp.send(TOPIC, value=b"kp-%d" % i, partition=0)
+    kp.flush(30)
+    kp.close()
+
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("ck-topic-ids")
+    logger.addHandler(Capture())
+    logger.setLevel(logging.DEBUG)
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap_servers,
+            "group.id": "ck-ids",
+            "auto.offset.reset": "earliest",
+            "debug": "protocol",
+        },
+        logger=logger,
+    )
+    consumer.subscribe([TOPIC])
+    got: list[bytes] = []
+
+    def poll() -> bool | None:
+        for m in consumer.consume(50, 0.5):
+            if m.error() is None:
+                got.append(m.value())
+        return len([v for v in got if v.startswith((b"ck-", b"kp-"))]) >= 10 or None
+
+    try:
+        wait_until(poll, 60, what="confluent-kafka's records")
+    finally:
+        consumer.close()
+    versions = {int(v) for v in re.findall(r"Sent FetchRequest \(v(\d+)", "\n".join(lines))}
+    assert versions and min(versions) >= 13, sorted(versions)  # by topic id, not negotiated down
+
+    kc = KafkaConsumer(
+        TOPIC, bootstrap_servers=cluster.kafka_bootstrap_servers, auto_offset_reset="earliest", consumer_timeout_ms=5000
+    )
+    try:
+        values = [m.value for m in kc]
+    finally:
+        kc.close()
+    assert all(b"ck-%d" % i in values and b"kp-%d" % i in values for i in range(5))
