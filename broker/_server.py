@@ -224,6 +224,9 @@ class BrokerServer:
                 self.follower.image.configs.config(ConfigResourceType.GROUP, group_id), base, config.__getitem__
             ),
         )
+        self.groups.share_members_release = lambda gone: self.share_partitions.release_members(
+            gone.group_id, gone.member_ids
+        )
         self.share_fetch_service = ShareFetchService(
             self.share_partitions,
             ShareSessionCache(config["group.share.max.share.sessions"]),
