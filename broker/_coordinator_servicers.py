@@ -89,6 +89,9 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def ShareGroupDescribe(self, request: Any, context: Any) -> Any:
         return await self.service.share.ShareGroupDescribe(request)
 
+    async def DescribeShareGroupOffsets(self, request: Any, context: Any) -> Any:
+        return await self.service.share.DescribeShareGroupOffsets(request)
+
 
 class TxnServicer(txn_pb2_grpc.TxnServiceServicer):
     """TxnService over gRPC."""

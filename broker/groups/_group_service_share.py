@@ -1,12 +1,15 @@
-"""The share-group calls of `GroupService` (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe,
-translated to and from the `GroupShard` calls, authorized as Kafka's KafkaApis does (READ on the
-group and DESCRIBE on the subscribed topics for a heartbeat; DESCRIBE on each group, and on the
-topics of its members' assignments, for a describe). `GroupService` holds one (``.share``) and
-hands it the coordinator, the metadata image, the clock, and its calls that reach a group's shard.
+"""The share-group calls of `GroupService` (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe and
+DescribeShareGroupOffsets, translated to and from the `GroupShard` calls, authorized as Kafka's
+KafkaApis does (READ on the group and DESCRIBE on the subscribed topics for a heartbeat; DESCRIBE
+on each group, and on the topics of its members' assignments, for a describe; DESCRIBE on the
+group and on each topic for the offsets). `GroupService` holds one (``.share``) and hands it the
+coordinator, the metadata image, the clock, and its calls that reach a group's shard; the broker
+sets ``state_summary``, its way to the share coordinator's ReadShareGroupStateSummary.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,12 +19,21 @@ from kraftlog.broker.groups._group_shard import GroupShard, ShardOutcome
 from kraftlog.broker.groups._group_share_types import ShareHeartbeatRequest, ShareHeartbeatResponse
 from kraftlog.broker.groups._group_wire import assignment_out, heartbeat_answer
 from kraftlog.broker.replica import error_pb
+from kraftlog.broker.share import ReadStateSummaryRequest, ShareStateResult
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.metadata_log import MetadataImage
 from kraftlog.proto import group_pb2
 
-__all__ = ["ShareGroupService"]
+__all__ = ["ShareGroupService", "StateSummary"]
+
+#: the share coordinator's ReadShareGroupStateSummary of one share partition, wherever it runs
+StateSummary = Callable[[ReadStateSummaryRequest], Awaitable[ShareStateResult]]
+
+
+async def _no_coordinator(req: ReadStateSummaryRequest) -> ShareStateResult:
+    """The summary of a broker without a share coordinator: none to ask."""
+    return ShareStateResult(req.topic_id, req.partition, kerr.CoordinatorNotAvailableError, "no share coordinator")
 
 
 class ShareGroupService:
@@ -42,6 +54,7 @@ class ShareGroupService:
         self.clock_ms = clock_ms
         self._shard = shard
         self._parked = parked
+        self.state_summary: StateSummary = _no_coordinator
 
     async def ShareGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
         """KIP-932's heartbeat; ``client_host`` is Kafka's form of the client's address."""
@@ -121,6 +134,69 @@ class ShareGroupService:
                 )
             )
         return R(groups=out)
+
+    async def DescribeShareGroupOffsets(self, request: Any) -> Any:
+        """Kafka's DescribeShareGroupOffsets: each share partition's start offset and leader epoch
+        from the share coordinator's summary (``all_topics``: every partition the group has
+        initialized). A group this coordinator does not hold as a share group is
+        GROUP_ID_NOT_FOUND; an unknown topic's partitions UNKNOWN_TOPIC_OR_PARTITION, a topic the
+        caller may not Describe TOPIC_AUTHORIZATION_FAILED. The lag is -1 (not computed)."""
+        R = group_pb2.DescribeShareGroupOffsetsResponse
+        image = self.image()
+        ctx = current_request()
+        describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, [g.group_id for g in request.groups])
+        out = []
+        for g in request.groups:
+            if g.group_id not in describable:
+                out.append(R.Group(group_id=g.group_id, error=error_pb(kerr.GroupAuthorizationFailedError)))
+                continue
+            try:
+                group = self._shard(g.group_id).share.live(g.group_id)
+            except ShardUnavailable as err:
+                out.append(R.Group(group_id=g.group_id, error=error_pb(err.error)))
+                continue
+            if group is None:
+                missing = kerr.GroupIdNotFoundError, f"Group {g.group_id} is not a share group."
+                out.append(R.Group(group_id=g.group_id, error=error_pb(*missing)))
+                continue
+            wanted: list[tuple[str, str, list[int]]] = []  # (name, topic id or "", partitions)
+            if g.all_topics:
+                wanted = [(name, tid, sorted(ps)) for tid, (name, ps) in sorted(group.initialized.items())]
+            for t in g.topics:
+                topic = image.topics.get_by_name(t.topic_name)
+                wanted.append((t.topic_name, "" if topic is None else str(topic.topic_id), list(t.partitions)))
+            readable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, sorted({n for n, _t, _p in wanted}))
+            topics = [
+                await self._topic_offsets(g.group_id, name, tid, ps, name in readable) for name, tid, ps in wanted
+            ]
+            out.append(R.Group(group_id=g.group_id, error=error_pb(None), topics=topics))
+        return R(groups=out)
+
+    async def _topic_offsets(
+        self, group_id: str, name: str, topic_id: str, partitions: list[int], readable: bool
+    ) -> Any:
+        R = group_pb2.DescribeShareGroupOffsetsResponse
+        if not topic_id or not readable:
+            error = kerr.UnknownTopicOrPartitionError if not topic_id else kerr.TopicAuthorizationFailedError
+            parts = [
+                R.Partition(partition=p, start_offset=-1, leader_epoch=-1, lag=-1, error=error_pb(error))
+                for p in partitions
+            ]
+            return R.Topic(topic_name=name, topic_id=topic_id, partitions=parts)
+        results = await asyncio.gather(
+            *(self.state_summary(ReadStateSummaryRequest(group_id, topic_id, p)) for p in partitions)
+        )
+        parts = [
+            R.Partition(
+                partition=p,
+                start_offset=r.start_offset if r.error is None else -1,
+                leader_epoch=r.leader_epoch if r.error is None else -1,
+                lag=-1,
+                error=error_pb(r.error, r.message) if r.error is not None else error_pb(None),
+            )
+            for p, r in zip(partitions, results, strict=True)
+        ]
+        return R.Topic(topic_name=name, topic_id=topic_id, partitions=parts)
 
 
 def _named(assignment: Any) -> Any:

@@ -229,3 +229,45 @@ def test_a_closed_share_consumer_gives_its_records_back_at_once(cluster: LocalCl
             holder.close()
         if survivor is not None:
             survivor.close()
+
+
+def describe_offsets(cluster: LocalCluster, group: str, topics: list[dict[str, Any]] | None) -> Any:
+    """DescribeShareGroupOffsets (90) v1 for one group: its answer."""
+    answer: Any = kafka_call(cluster, None, 90, 1, {"groups": ({"group_id": group, "topics": topics},)})
+    (g,) = answer.groups
+    return g
+
+
+def test_describe_share_group_offsets_answers_each_partitions_start_offset(cluster: LocalCluster) -> None:
+    """DescribeShareGroupOffsets (API 90): the start offsets the share coordinator holds, for named
+    partitions or (topics null) every partition the group initialized; Kafka's errors otherwise."""
+    c = consumer(cluster, "g-offsets", "o0")
+    try:
+        c.subscribe(["minbytes"])
+
+        def started() -> bool:
+            assert not [m for m in c.poll(0.2) if m.error() is None]
+            return min(start_offsets(cluster, "g-offsets", "minbytes")) >= 0
+
+        wait_until(started, 30, what="start offsets")
+        before = start_offsets(cluster, "g-offsets", "minbytes")
+        produce(cluster, "minbytes", 6)
+        got: list[Any] = []
+        wait_until(lambda: got.extend(m for m in c.poll(0.2) if m.error() is None) or len(got) >= 6, 20)
+        c.commit_sync(10)  # implicit mode: the records of the last poll accepted
+        expected = [o + 3 for o in before]
+
+        def offsets(topics: list[dict[str, Any]] | None) -> dict[int, tuple[int, int]]:
+            g = describe_offsets(cluster, "g-offsets", topics)
+            assert g.error_code == 0, g
+            return {p.partition_index: (p.start_offset, p.error_code) for t in g.topics for p in t.partitions}
+
+        named = [{"topic_name": "minbytes", "partitions": (0, 1)}]
+        wait_until(lambda: offsets(named) == {0: (expected[0], 0), 1: (expected[1], 0)}, 15, what="start offsets")
+        assert offsets(None) == {0: (expected[0], 0), 1: (expected[1], 0)}  # every initialized partition
+        assert offsets([{"topic_name": "nosuchtopic", "partitions": (0,)}]) == {
+            0: (-1, 3)
+        }  # UNKNOWN_TOPIC_OR_PARTITION
+        assert describe_offsets(cluster, "no-such-share-group", None).error_code == 69  # GROUP_ID_NOT_FOUND
+    finally:
+        c.close()
