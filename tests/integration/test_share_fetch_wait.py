@@ -238,9 +238,16 @@ def describe_offsets(cluster: LocalCluster, group: str, topics: list[dict[str, A
     return g
 
 
-def test_describe_share_group_offsets_answers_each_partitions_start_offset(cluster: LocalCluster) -> None:
+def test_describe_share_group_offsets_answers_each_partitions_start_offset(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     """DescribeShareGroupOffsets (API 90): the start offsets the share coordinator holds, for named
-    partitions or (topics null) every partition the group initialized; Kafka's errors otherwise."""
+    partitions or (topics null) every partition the group initialized; Kafka's errors otherwise.
+    ``kraftlog share-groups`` (kafka-share-groups) shows them, the members and the state."""
+    import json
+
+    from kraftlog.cli.__main__ import main
+
     c = consumer(cluster, "g-offsets", "o0")
     try:
         c.subscribe(["minbytes"])
@@ -269,5 +276,18 @@ def test_describe_share_group_offsets_answers_each_partitions_start_offset(clust
             0: (-1, 3)
         }  # UNKNOWN_TOPIC_OR_PARTITION
         assert describe_offsets(cluster, "no-such-share-group", None).error_code == 69  # GROUP_ID_NOT_FOUND
+        boot = ["--bootstrap-server", cluster.bootstrap_servers, "--output", "json"]
+        capsys.readouterr()
+        assert main(["share-groups", "--describe", "--group", "g-offsets", *boot]) == 0
+        described = json.loads(capsys.readouterr().out)
+        assert [(r["partition"], r["start_offset"]) for r in described["offsets"]] == list(enumerate(expected))
+        assert main(["share-groups", "--describe", "--group", "g-offsets", "--members", *boot]) == 0
+        (member,) = json.loads(capsys.readouterr().out)["members"]
+        assert member["client_id"] == "o0" and member["assignment"] == ["minbytes:0", "minbytes:1"]
+        assert main(["share-groups", "--describe", "--group", "g-offsets", "--state", *boot]) == 0
+        assert json.loads(capsys.readouterr().out)["state"] == "Stable"
+        assert main(["share-groups", "--list", *boot]) == 0
+        assert "g-offsets" in {g["group"] for g in json.loads(capsys.readouterr().out)["groups"]}
+        assert main(["share-groups", "--describe", "--group", "no-such-share-group", *boot]) == 1
     finally:
         c.close()
