@@ -235,6 +235,8 @@ class BrokerServer:
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.group_service.share.state_summary = self.share_persister.call
+        self.group_service.share.share_state = self.share_persister.call
+        self.group_service.share.forget_held = self.share_partitions.forget_group
         self.txn_service = TxnService(self.txn, self.groups)
         # client quotas (issue 24), enforced from this broker's metadata image by both front ends
         self.quotas = QuotaManagers(

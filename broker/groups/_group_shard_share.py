@@ -25,7 +25,7 @@ from kraftlog.broker.coordinator import coordinator_error, merge
 from kraftlog.broker.groups._group_records_consumer import Assignment
 from kraftlog.broker.groups._group_records_share import ShareGroupMetadataKey, ShareKey, ShareValue
 from kraftlog.broker.groups._group_shard_types import ShardOutcome
-from kraftlog.broker.groups._group_share import ShareGroup, ShareRecord, TopicLookup
+from kraftlog.broker.groups._group_share import InitMap, ShareGroup, ShareRecord, TopicLookup
 from kraftlog.broker.groups._group_share_types import (
     LEAVE_EPOCH,
     ShareGroupConfig,
@@ -242,6 +242,42 @@ class ShareGroups:
             return out
 
         return None, ShardOutcome(records=list(records), then=applied)
+
+    def offsets_alterable(self, group_id: str) -> tuple[Error, str]:
+        """Whether Alter/DeleteShareGroupOffsets may change the group's share partitions: only a
+        share group without members (Kafka: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP)."""
+        group = self.live(group_id)
+        if group is None:
+            kind = "is not a share group" if self._other_group(group_id) else "not found"
+            return kerr.GroupIdNotFoundError, f"Group {group_id} {kind}."
+        if group.members:
+            return kerr.NonEmptyGroupError, f"The group {group_id} has active members."
+        return None, ""
+
+    def offsets_changed(
+        self, group_id: str, initialized: InitMap, forgotten: set[str], token: object
+    ) -> tuple[Error, ShardOutcome]:
+        """The share coordinator has applied an alter (``initialized``) or a delete (``forgotten``
+        topics): the group's initialized-topics record says so, once more checked empty (a member
+        may have joined meanwhile); ``token`` gets the write's error once written."""
+        error, _message = self.offsets_alterable(group_id)
+        group = self.live(group_id)
+        if error is not None or group is None:
+            return error, ShardOutcome()
+        records = group.offsets_records(initialized, forgotten)
+        if not records:
+            return None, ShardOutcome([(token, None)])
+        out = self._write(group, records)
+        then = out.then
+        assert then is not None
+
+        def written(err: Error, t: int) -> ShardOutcome:
+            done = then(err, t)
+            done.responses.insert(0, (token, err))
+            return done
+
+        out.then = written
+        return None, out
 
     def describe(self, group_id: str) -> ShareGroupDescription:
         """ShareGroupDescribe of one group (GROUP_ID_NOT_FOUND when it is not a share group)."""

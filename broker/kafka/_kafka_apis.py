@@ -219,6 +219,8 @@ class KafkaApis:
             76: _Route("ShareGroupHeartbeat", 1, 1, groups.share_group_heartbeat),
             77: _Route("ShareGroupDescribe", 1, 1, groups.share_group_describe),
             90: _Route("DescribeShareGroupOffsets", 0, 1, groups.describe_share_group_offsets),
+            91: _Route("AlterShareGroupOffsets", 0, 0, groups.alter_share_group_offsets),
+            92: _Route("DeleteShareGroupOffsets", 0, 0, groups.delete_share_group_offsets),
             78: _Route("ShareFetch", 1, 2, share_fetch.share_fetch),
             79: _Route("ShareAcknowledge", 1, 2, share_fetch.share_acknowledge),
             83: _Route("InitializeShareGroupState", 0, 0, share_state.initialize_share_group_state),

@@ -328,6 +328,51 @@ class GroupApis:
             )
         return {"throttle_time": 0, "groups": groups}
 
+    async def alter_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """AlterShareGroupOffsets (91, v0)."""
+        b = request.body
+        pb = group_pb2.AlterShareGroupOffsetsRequest(group_id=b.group_id)
+        for t in b.topics:
+            topic = pb.topics.add(topic_name=t.topic_name)
+            for p in t.partitions:
+                topic.partitions.add(partition=p.partition_index, start_offset=p.start_offset)
+        answer = await self.service.share.AlterShareGroupOffsets(pb)
+        responses = [
+            {
+                "topic_name": t.topic_name,
+                "topic_id": parse_uuid(t.topic_id) if t.topic_id else None,
+                "partitions": [
+                    {"partition_index": p.partition, "error_code": p.error.code, "error_message": _message(p.error)}
+                    for p in t.partitions
+                ],
+            }
+            for t in answer.topics
+        ]
+        top = {"error_code": answer.error.code, "error_message": _message(answer.error)}
+        return {"throttle_time": 0, **top, "responses": responses}
+
+    async def delete_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """DeleteShareGroupOffsets (92, v0)."""
+        b = request.body
+        pb = group_pb2.DeleteShareGroupOffsetsRequest(group_id=b.group_id, topic_names=[t.topic_name for t in b.topics])
+        answer = await self.service.share.DeleteShareGroupOffsets(pb)
+        responses = [
+            {
+                "topic_name": t.topic_name,
+                "topic_id": parse_uuid(t.topic_id) if t.topic_id else None,
+                "error_code": t.error.code,
+                "error_message": _message(t.error),
+            }
+            for t in answer.topics
+        ]
+        top = {"error_code": answer.error.code, "error_message": _message(answer.error)}
+        return {"throttle_time": 0, **top, "responses": responses}
+
+
+def _message(error: Any) -> str | None:
+    """Kafka's error message of an error_pb: null without an error."""
+    return (error.message or None) if error.code else None
+
 
 def _topic_partitions(t: Any, *, with_name: bool = False) -> dict[str, Any]:
     """A topic's partitions of an assignment (a protobuf message or its `from_pb` description)."""

@@ -301,6 +301,18 @@ class SharePartitionManager:
         for key in [k for k in self._held if k[0] == group_id]:
             await self._change_held(key, release)
 
+    async def forget_group(self, group_id: str) -> None:
+        """The (empty) group's share-partition state was altered or deleted through the share
+        coordinator: the partitions held here are dropped (Kafka's onGroupEmpty removal), so that
+        the next fetch reads the new state."""
+        for key in [k for k in self._held if k[0] == group_id]:
+            held = self._held.get(key)
+            if held is None:
+                continue
+            async with held.lock:
+                if self._held.get(key) is held:
+                    del self._held[key]
+
     async def fetch(
         self,
         group_id: str,
