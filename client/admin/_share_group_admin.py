@@ -1,11 +1,12 @@
 """`ShareGroupAdmin`: share groups (KIP-932) as an operator sees them (Kafka's Admin
-``listGroups(share)``, ``describeShareGroups``, ``listShareGroupOffsets``), over the brokers'
+``listGroups(share)``, ``describeShareGroups``, ``listShareGroupOffsets``,
+``alterShareGroupOffsets``, ``deleteShareGroupOffsets``, ``deleteShareGroups``), over the brokers'
 GroupService: each call goes to the group's coordinator as `GroupAdmin`'s do, errors are raised
 as Kafka's typed errors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kraftlog.client._metadata import TopicPartition
@@ -96,3 +97,40 @@ class ShareGroupAdmin(GroupAdmin):
                     kerr.raise_for_code(p.error.code, p.error.message or p.error.name)
                 out[TopicPartition(t.topic_name, p.partition)] = p.start_offset
         return dict(sorted(out.items()))
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """New share-partition start offsets of an empty share group (AlterShareGroupOffsets):
+        NON_EMPTY_GROUP while it has members; a partition's error is raised as Kafka's."""
+        R = group_pb2.AlterShareGroupOffsetsRequest
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        request = R(
+            group_id=group_id,
+            topics=[
+                R.Topic(topic_name=t, partitions=[R.Partition(partition=p, start_offset=o) for p, o in parts])
+                for t, parts in by_topic.items()
+            ],
+        )
+        _node, r = self._call(group_id, "AlterShareGroupOffsets", request, lambda resp: [resp.error.code])
+        if r.error.code:
+            kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error.code:
+                    kerr.raise_for_code(p.error.code, p.error.message or p.error.name)
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        """An empty share group forgets the topics' share partitions (DeleteShareGroupOffsets);
+        a topic's error is raised as Kafka's."""
+        request = group_pb2.DeleteShareGroupOffsetsRequest(group_id=group_id, topic_names=list(topics))
+        _node, r = self._call(group_id, "DeleteShareGroupOffsets", request, lambda resp: [resp.error.code])
+        if r.error.code:
+            kerr.raise_for_code(r.error.code, r.error.message or r.error.name)
+        for t in r.topics:
+            if t.error.code:
+                kerr.raise_for_code(t.error.code, t.error.message or t.error.name)
+
+    def delete_share_group(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group: its records and its share partitions' state."""
+        self.delete_group(group_id)

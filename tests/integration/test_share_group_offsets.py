@@ -3,16 +3,19 @@ ShareConsumer and AdminClient and kio's codec: AlterShareGroupOffsets (91) moves
 share-partition start offsets (NON_EMPTY_GROUP while it has members) and a consumer then gets the
 records again; DeleteShareGroupOffsets (92) removes a topic's share-partition state and the group's
 record of it; DeleteGroups of a share group removes its state in ``__share_group_state`` too (as
-Kafka's deleteShareGroups), not only the group's records."""
+Kafka's deleteShareGroups), not only the group's records. ``kraftlog share-groups --reset-offsets |
+--delete-offsets | --delete`` do the same over gRPC."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from kraftlog.cli.__main__ import main
 from kraftlog.client import NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 
@@ -35,7 +38,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.wait_unfenced_brokers()
         with c.admin(request_timeout_ms=20_000) as admin:
             admin.create_topics(
-                [NewTopic(n, num_partitions=2, replication_factor=1) for n in ("altered", "deleted", "dropped")]
+                [
+                    NewTopic(n, num_partitions=2, replication_factor=1)
+                    for n in ("altered", "deleted", "dropped", "viacli")
+                ]
             )
         yield c
     finally:
@@ -144,3 +150,28 @@ def test_delete_groups_removes_the_share_group_state(cluster: LocalCluster) -> N
 
     wait_until(dropped, 15, what="delete group")
     assert max(start_offsets(cluster, "g-drop", "dropped")) < 0, start_offsets(cluster, "g-drop", "dropped")
+
+
+def test_the_share_groups_command_resets_deletes_offsets_and_deletes(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-share-groups' --reset-offsets (dry run, then --execute) moves the start offsets back
+    and a consumer gets the records again; --delete-offsets and --delete leave no state."""
+    values = consume_all(cluster, "g-cli", "viacli", 4, produced=4)
+    wait_until(lambda: start_offsets(cluster, "g-cli", "viacli") == [2, 2], 15, what="accepted")
+    boot = ["--bootstrap-server", cluster.bootstrap_servers, "--output", "json"]
+    reset = ["share-groups", "--reset-offsets", "--group", "g-cli", "--topic", "viacli", "--to-earliest", *boot]
+    capsys.readouterr()
+    assert main(reset) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["executed"] is False and [o["new_offset"] for o in plan["offsets"]] == [0, 0]
+    assert start_offsets(cluster, "g-cli", "viacli") == [2, 2]  # a dry run changes nothing
+    wait_until(lambda: main([*reset, "--execute"]) == 0, 15, what="reset (the consumer's leave applied)")
+    assert start_offsets(cluster, "g-cli", "viacli") == [0, 0]
+    assert sorted(consume_all(cluster, "g-cli", "viacli", 4)) == sorted(values)
+    capsys.readouterr()
+    delete_offsets_cmd = ["share-groups", "--delete-offsets", "--group", "g-cli", "--topic", "viacli", *boot]
+    wait_until(lambda: main(delete_offsets_cmd) == 0, 15, what="delete offsets")
+    assert initialized(cluster, "g-cli") == {} and max(start_offsets(cluster, "g-cli", "viacli")) < 0
+    assert main(["share-groups", "--delete", "--group", "g-cli", *boot]) == 0
+    assert main(["share-groups", "--describe", "--group", "g-cli", *boot]) == 1  # GROUP_ID_NOT_FOUND
