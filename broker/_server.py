@@ -35,7 +35,7 @@ from kraftlog.broker._listeners import (
 from kraftlog.broker._metadata_response import metadata_response
 from kraftlog.broker._topic_creation import TopicCreator
 from kraftlog.broker.coordinator import ShardUnavailable
-from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
+from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService, latest_offsets
 from kraftlog.broker.quota import (
     QuotaCollector,
     QuotaManagers,
@@ -237,6 +237,9 @@ class BrokerServer:
         self.group_service.share.state_summary = self.share_persister.call
         self.group_service.share.share_state = self.share_persister.call
         self.group_service.share.forget_held = self.share_partitions.forget_group
+        self.group_service.share.latest_offsets = lambda parts: latest_offsets(
+            parts, self._leader_of, self._list_offsets_on
+        )
         self.txn_service = TxnService(self.txn, self.groups)
         # client quotas (issue 24), enforced from this broker's metadata image by both front ends
         self.quotas = QuotaManagers(

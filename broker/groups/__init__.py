@@ -16,7 +16,7 @@ from kraftlog.broker.groups._group_coordinator import (
     ShareMembersRelease,
     ShareStateInitializer,
 )
-from kraftlog.broker.groups._group_lag import GroupLag
+from kraftlog.broker.groups._group_lag import GroupLag, latest_offsets
 from kraftlog.broker.groups._group_service import GroupService
 from kraftlog.broker.groups._group_share_types import ShareInitJob, ShareMembersGone
 from kraftlog.broker.groups._group_wire import client_host_of
@@ -30,6 +30,7 @@ __all__: list[str] = [
     "Protocol",
     "ShareInitJob",
     "ShareMembersGone",
+    "latest_offsets",
     "ShareMembersRelease",
     "ShareStateInitializer",
     "client_host_of",

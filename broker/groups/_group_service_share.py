@@ -15,6 +15,7 @@ from typing import Any
 
 from kraftlog.broker.coordinator import ShardUnavailable, coordinator_error
 from kraftlog.broker.groups._group_coordinator import GroupCoordinator
+from kraftlog.broker.groups._group_lag import LatestOffsets
 from kraftlog.broker.groups._group_shard import GroupShard, ShardOutcome
 from kraftlog.broker.groups._group_share_types import ShareHeartbeatRequest, ShareHeartbeatResponse
 from kraftlog.broker.groups._group_wire import assignment_out, heartbeat_answer
@@ -67,6 +68,8 @@ class ShareGroupService:
         self.share_state: ShareStateCall = _no_coordinator
         #: drops this broker's in-memory share partitions of a group whose offsets changed
         self.forget_held: Callable[[str], Awaitable[None]] = _forget_nothing
+        #: the partitions' log ends (high watermarks), for DescribeShareGroupOffsets' lag
+        self.latest_offsets: LatestOffsets = _no_ends
 
     async def ShareGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
         """KIP-932's heartbeat; ``client_host`` is Kafka's form of the client's address."""
@@ -152,7 +155,7 @@ class ShareGroupService:
         from the share coordinator's summary (``all_topics``: every partition the group has
         initialized). A group this coordinator does not hold as a share group is
         GROUP_ID_NOT_FOUND; an unknown topic's partitions UNKNOWN_TOPIC_OR_PARTITION, a topic the
-        caller may not Describe TOPIC_AUTHORIZATION_FAILED. The lag is -1 (not computed)."""
+        caller may not Describe TOPIC_AUTHORIZATION_FAILED. The lag is Kafka 4.2's (see below)."""
         R = group_pb2.DescribeShareGroupOffsetsResponse
         image = self.image()
         ctx = current_request()
@@ -198,12 +201,27 @@ class ShareGroupService:
         results = await asyncio.gather(
             *(self.state_summary(ReadStateSummaryRequest(group_id, topic_id, p)) for p in partitions)
         )
+        # Kafka 4.2 (KIP-1226): lag = log end - start offset - delivery-complete count, for a
+        # partition whose summary has both (-1 otherwise, or when its leader did not answer)
+        known = {
+            p
+            for p, r in zip(partitions, results, strict=True)
+            if r.error is None and r.start_offset >= 0 and r.delivery_complete_count >= 0
+        }
+        ends = await self.latest_offsets([(name, p) for p in sorted(known)]) if known else {}
+
+        def lag(p: int, r: ShareStateResult) -> int:
+            end = ends.get((name, p))
+            if end is None or p not in known:
+                return -1
+            return max(0, end - r.start_offset - r.delivery_complete_count)
+
         parts = [
             R.Partition(
                 partition=p,
                 start_offset=r.start_offset if r.error is None else -1,
                 leader_epoch=r.leader_epoch if r.error is None else -1,
-                lag=-1,
+                lag=lag(p, r),
                 error=error_pb(r.error, r.message) if r.error is not None else error_pb(None),
             )
             for p, r in zip(partitions, results, strict=True)
@@ -345,6 +363,11 @@ class ShareGroupService:
 
 async def _forget_nothing(group_id: str) -> None:
     """No share partitions held here."""
+
+
+async def _no_ends(parts: Any) -> dict[tuple[str, int], int]:
+    """No log ends known: every lag unknown."""
+    return {}
 
 
 def _named(assignment: Any) -> Any:

@@ -291,7 +291,7 @@ class GroupApis:
         return answer
 
     async def describe_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
-        """DescribeShareGroupOffsets (90, v0-1; v1 adds the lag, -1 here: not computed)."""
+        """DescribeShareGroupOffsets (90, v0-1; v1 adds the lag)."""
         pb = group_pb2.DescribeShareGroupOffsetsRequest()
         for g in request.body.groups:
             group = pb.groups.add(group_id=g.group_id, all_topics=g.topics is None)

@@ -82,6 +82,13 @@ def initialized(cluster: LocalCluster, group: str) -> dict[str, list[int]]:
     return {t.topic_name: sorted(p.partition_index for p in t.partitions) for t in g.topics}
 
 
+def lags(cluster: LocalCluster, group: str, topic: str) -> list[int]:
+    """DescribeShareGroupOffsets v1's lag of the topic's partitions 0 and 1 (Kafka 4.2's)."""
+    topics = ({"topic_name": topic, "partitions": (0, 1)},)
+    answer: Any = kafka_call(cluster, None, 90, 1, {"groups": ({"group_id": group, "topics": topics},)})
+    return [p.lag for p in answer.groups[0].topics[0].partitions]
+
+
 def test_alter_share_group_offsets_redelivers_from_the_new_start(cluster: LocalCluster) -> None:
     """An empty group's start offsets moved back to 0: a new consumer gets every record again;
     while a member is in the group the alter is refused with NON_EMPTY_GROUP."""
@@ -104,8 +111,10 @@ def test_alter_share_group_offsets_redelivers_from_the_new_start(cluster: LocalC
         assert [(p.partition_index, p.error_code) for p in answer.responses[0].partitions] == [(0, 0), (1, 0)]
         return True
 
+    assert lags(cluster, "g-alter", "altered") == [0, 0]  # everything accepted
     wait_until(altered, 15, what="alter")
     assert start_offsets(cluster, "g-alter", "altered") == [0, 1]
+    assert lags(cluster, "g-alter", "altered") == [3, 2]  # log end - start offset - delivered
     again = consume_all(cluster, "g-alter", "altered", 5)
     assert sorted(again) == sorted(v for i, v in enumerate(values) if i != 1)  # offset 0 of partition 1 skipped
     bad: Any = alter(cluster, "g-alter", "nosuchtopic", {0: 0})

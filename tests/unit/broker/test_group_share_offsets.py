@@ -141,3 +141,30 @@ def test_the_offsets_calls_are_refused_before_any_shard_without_the_group_acl() 
     calls.reached.clear()
     answer = _run(calls.AlterShareGroupOffsets(alter), {(AclOperation.READ, ResourceType.GROUP, "g")})
     assert answer.error.code == kerr.GroupAuthorizationFailedError.error_code and not calls.reached
+
+
+def test_the_described_lag_is_the_log_end_less_the_start_offset_and_the_delivered() -> None:
+    tid = "7a0b5f3e-8c65-4c43-9b1e-3f9d2a6f4e01"
+    service, _shard = _service(tid, [])
+    summaries = {
+        0: ShareStateResult(tid, 0, start_offset=40, delivery_complete_count=2),
+        1: ShareStateResult(tid, 1, start_offset=40, delivery_complete_count=-1),  # unknown: no lag
+        2: ShareStateResult(tid, 2, start_offset=40, delivery_complete_count=0),  # no log end known
+        3: ShareStateResult(tid, 3),  # not initialized
+    }
+    asked: list[Any] = []
+
+    async def summary(req: Any) -> Any:
+        return summaries[req.partition]
+
+    async def ends(parts: Any) -> dict[tuple[str, int], int]:
+        asked.append(list(parts))
+        return {("t", 0): 50, ("t", 3): 9}
+
+    service.state_summary = summary
+    service.latest_offsets = ends
+    R = group_pb2.DescribeShareGroupOffsetsRequest
+    request = R(groups=[R.Group(group_id="g", topics=[R.Topic(topic_name="t", partitions=[0, 1, 2, 3])])])
+    answer = _run(service.DescribeShareGroupOffsets(request), set())
+    assert [(p.partition, p.lag) for p in answer.groups[0].topics[0].partitions] == [(0, 8), (1, -1), (2, -1), (3, -1)]
+    assert asked == [[("t", 0), ("t", 2)]]  # only the partitions whose lag can be computed
