@@ -89,6 +89,15 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def ShareGroupDescribe(self, request: Any, context: Any) -> Any:
         return await self.service.share.ShareGroupDescribe(request)
 
+    async def DescribeShareGroupOffsets(self, request: Any, context: Any) -> Any:
+        return await self.service.share.DescribeShareGroupOffsets(request)
+
+    async def AlterShareGroupOffsets(self, request: Any, context: Any) -> Any:
+        return await self.service.share.AlterShareGroupOffsets(request)
+
+    async def DeleteShareGroupOffsets(self, request: Any, context: Any) -> Any:
+        return await self.service.share.DeleteShareGroupOffsets(request)
+
 
 class TxnServicer(txn_pb2_grpc.TxnServiceServicer):
     """TxnService over gRPC."""

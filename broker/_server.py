@@ -35,7 +35,7 @@ from kraftlog.broker._listeners import (
 from kraftlog.broker._metadata_response import metadata_response
 from kraftlog.broker._topic_creation import TopicCreator
 from kraftlog.broker.coordinator import ShardUnavailable
-from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService
+from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator, GroupLag, GroupService, latest_offsets
 from kraftlog.broker.quota import (
     QuotaCollector,
     QuotaManagers,
@@ -225,6 +225,9 @@ class BrokerServer:
                 self.follower.image.configs.config(ConfigResourceType.GROUP, group_id), base, config.__getitem__
             ),
         )
+        self.groups.share_members_release = lambda gone: self.share_partitions.release_members(
+            gone.group_id, gone.member_ids
+        )
         self.share_fetch_service = ShareFetchService(
             self.share_partitions,
             ShareSessionCache(config["group.share.max.share.sessions"]),
@@ -232,6 +235,12 @@ class BrokerServer:
         )
         # one service object per coordinator, called by both front ends (gRPC servicers, Kafka handlers)
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
+        self.group_service.share.state_summary = self.share_persister.call
+        self.group_service.share.share_state = self.share_persister.call
+        self.group_service.share.forget_held = self.share_partitions.forget_group
+        self.group_service.share.latest_offsets = lambda parts: latest_offsets(
+            parts, self._leader_of, self._list_offsets_on
+        )
         self.txn_service = TxnService(self.txn, self.groups)
         # KIP-890: partition leaders (and TxnOffsetCommit v5) ask the transactional id's coordinator
         self.txn_verify_client = TxnVerifyClient(

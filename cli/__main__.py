@@ -61,6 +61,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "kraftlog.cli._produce",
     "kraftlog.cli._consume",
     "kraftlog.cli._consumer_groups",
+    "kraftlog.cli._share_groups",
     "kraftlog.cli._transactions",
     "kraftlog.cli._perf",
 )

@@ -620,3 +620,133 @@ class ShareGroupDescribeResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ShareGroupDescribeResponse.Group]
     def __init__(self, groups: _Optional[_Iterable[_Union[ShareGroupDescribeResponse.Group, _Mapping]]] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest(_message.Message):
+    __slots__ = ("groups",)
+    class Topic(_message.Message):
+        __slots__ = ("topic_name", "partitions")
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_name: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("group_id", "all_topics", "topics")
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        group_id: str
+        all_topics: bool
+        topics: _containers.RepeatedCompositeFieldContainer[DescribeShareGroupOffsetsRequest.Topic]
+        def __init__(self, group_id: _Optional[str] = ..., all_topics: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[DescribeShareGroupOffsetsRequest.Topic, _Mapping]]] = ...) -> None: ...
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribeShareGroupOffsetsRequest.Group]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribeShareGroupOffsetsRequest.Group, _Mapping]]] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse(_message.Message):
+    __slots__ = ("groups",)
+    class Partition(_message.Message):
+        __slots__ = ("partition", "start_offset", "leader_epoch", "lag", "error")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        LAG_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error: _errors_pb2.Error
+        def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., lag: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_name", "topic_id", "partitions")
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_name: str
+        topic_id: str
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeShareGroupOffsetsResponse.Partition]
+        def __init__(self, topic_name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DescribeShareGroupOffsetsResponse.Partition, _Mapping]]] = ...) -> None: ...
+    class Group(_message.Message):
+        __slots__ = ("group_id", "error", "topics")
+        GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        group_id: str
+        error: _errors_pb2.Error
+        topics: _containers.RepeatedCompositeFieldContainer[DescribeShareGroupOffsetsResponse.Topic]
+        def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[DescribeShareGroupOffsetsResponse.Topic, _Mapping]]] = ...) -> None: ...
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribeShareGroupOffsetsResponse.Group]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribeShareGroupOffsetsResponse.Group, _Mapping]]] = ...) -> None: ...
+
+class AlterShareGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "start_offset")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        start_offset: int
+        def __init__(self, partition: _Optional[int] = ..., start_offset: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_name", "partitions")
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[AlterShareGroupOffsetsRequest.Partition]
+        def __init__(self, topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[AlterShareGroupOffsetsRequest.Partition, _Mapping]]] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[AlterShareGroupOffsetsRequest.Topic]
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[AlterShareGroupOffsetsRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "error")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        error: _errors_pb2.Error
+        def __init__(self, partition: _Optional[int] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("topic_name", "topic_id", "partitions")
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic_name: str
+        topic_id: str
+        partitions: _containers.RepeatedCompositeFieldContainer[AlterShareGroupOffsetsResponse.Partition]
+        def __init__(self, topic_name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[AlterShareGroupOffsetsResponse.Partition, _Mapping]]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    topics: _containers.RepeatedCompositeFieldContainer[AlterShareGroupOffsetsResponse.Topic]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[AlterShareGroupOffsetsResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "topic_names")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topic_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_id: _Optional[str] = ..., topic_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Topic(_message.Message):
+        __slots__ = ("topic_name", "topic_id", "error")
+        TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        topic_name: str
+        topic_id: str
+        error: _errors_pb2.Error
+        def __init__(self, topic_name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteShareGroupOffsetsResponse.Topic]
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[DeleteShareGroupOffsetsResponse.Topic, _Mapping]]] = ...) -> None: ...

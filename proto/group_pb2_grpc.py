@@ -114,6 +114,21 @@ class GroupServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.FromString,
                 _registered_method=True)
+        self.DescribeShareGroupOffsets = channel.unary_unary(
+                '/kraftlog.v1.GroupService/DescribeShareGroupOffsets',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsResponse.FromString,
+                _registered_method=True)
+        self.AlterShareGroupOffsets = channel.unary_unary(
+                '/kraftlog.v1.GroupService/AlterShareGroupOffsets',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsResponse.FromString,
+                _registered_method=True)
+        self.DeleteShareGroupOffsets = channel.unary_unary(
+                '/kraftlog.v1.GroupService/DeleteShareGroupOffsets',
+                request_serializer=kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupServiceServicer:
@@ -215,6 +230,24 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeShareGroupOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterShareGroupOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteShareGroupOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -297,6 +330,21 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.ShareGroupDescribe,
                     request_deserializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.SerializeToString,
+            ),
+            'DescribeShareGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeShareGroupOffsets,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsResponse.SerializeToString,
+            ),
+            'AlterShareGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterShareGroupOffsets,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsResponse.SerializeToString,
+            ),
+            'DeleteShareGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteShareGroupOffsets,
+                    request_deserializer=kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -731,6 +779,87 @@ class GroupService:
             '/kraftlog.v1.GroupService/ShareGroupDescribe',
             kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeRequest.SerializeToString,
             kraftlog_dot_proto_dot_group__pb2.ShareGroupDescribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeShareGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/DescribeShareGroupOffsets',
+            kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.DescribeShareGroupOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterShareGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/AlterShareGroupOffsets',
+            kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.AlterShareGroupOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteShareGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.GroupService/DeleteShareGroupOffsets',
+            kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsRequest.SerializeToString,
+            kraftlog_dot_proto_dot_group__pb2.DeleteShareGroupOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

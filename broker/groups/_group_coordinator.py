@@ -40,18 +40,33 @@ from kraftlog.broker.groups._group_records import (
     encode_value,
 )
 from kraftlog.broker.groups._group_shard import GroupShard, GroupShardConfig, ShardOutcome
-from kraftlog.broker.groups._group_share_types import ShareGroupConfig, ShareInitJob
+from kraftlog.broker.groups._group_share_types import ShareGroupConfig, ShareInitJob, ShareMembersGone
 from kraftlog.common import SYSTEM_CLOCK, coordinator_partition
 from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, group_configs
 from kraftlog.common.security import spawn
 from kraftlog.metadata_log import ConfigResourceType, MetadataImage
 
-__all__ = ["GroupCoordinator", "GroupShards", "OFFSETS_TOPIC", "ShareStateInitializer", "initialized_at_once"]
+__all__ = [
+    "GroupCoordinator",
+    "GroupShards",
+    "OFFSETS_TOPIC",
+    "ShareMembersRelease",
+    "ShareStateInitializer",
+    "initialized_at_once",
+]
 
 #: the share coordinator's InitializeShareGroupState for one job: the partitions that failed
 #: (topic id -> partitions; empty: all initialized)
 ShareStateInitializer = Callable[[ShareInitJob], Awaitable[dict[str, set[int]]]]
+
+
+#: what gives back the records of members gone from a share group (the broker's share partitions)
+ShareMembersRelease = Callable[[ShareMembersGone], Awaitable[None]]
+
+
+async def _nothing_to_release(job: ShareMembersGone) -> None:
+    """The release of a broker without share partitions."""
 
 
 async def initialized_at_once(job: ShareInitJob) -> dict[str, set[int]]:
@@ -190,6 +205,9 @@ class GroupCoordinator:
         #: once the broker has one (`ShareStateInitializer`); until then every partition counts as
         #: initialized at once, its state made by its share partition at first use
         self.share_state_initializer: ShareStateInitializer = initialized_at_once
+        #: gives back the records of members that left or were fenced (the share partitions this
+        #: broker leads; the others' leaders learn it from the member's closed connection)
+        self.share_members_release: ShareMembersRelease = _nothing_to_release
         self._init_tasks: set[asyncio.Task[None]] = set()
 
     # ================================================================ leadership
@@ -215,12 +233,23 @@ class GroupCoordinator:
 
     def _start_jobs(self, shard: GroupShard, jobs: list[Any]) -> None:
         """Share-group heartbeats marked partitions "initializing" (written): have their state
-        initialized, then write the outcome on the shard (Kafka's persisterInitialize)."""
+        initialized, then write the outcome on the shard (Kafka's persisterInitialize). Members
+        left or were fenced (written): have their records given back."""
         for job in jobs:
             if isinstance(job, ShareInitJob):
                 task = spawn(self._initialize(shard, job), name=f"share-init-{shard.partition}")
-                self._init_tasks.add(task)
-                task.add_done_callback(self._init_tasks.discard)
+            elif isinstance(job, ShareMembersGone):
+                task = spawn(self._release(job), name=f"share-release-{shard.partition}")
+            else:
+                continue
+            self._init_tasks.add(task)
+            task.add_done_callback(self._init_tasks.discard)
+
+    async def _release(self, job: ShareMembersGone) -> None:
+        try:
+            await self.share_members_release(job)
+        except Exception as err:  # noqa: BLE001 - the records' locks still end on their own
+            self._log.warning("share_members_release_failed", group_id=job.group_id, error=repr(err))
 
     async def _initialize(self, shard: GroupShard, job: ShareInitJob) -> None:
         try:

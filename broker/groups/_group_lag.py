@@ -11,7 +11,7 @@ whose leader did not answer keeps its last known end, and one never answered has
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import structlog
@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from kraftlog.broker.groups._group_coordinator import GroupCoordinator
 from kraftlog.proto import broker_pb2
 
-__all__ = ["GroupLag", "REFRESH_S"]
+__all__ = ["GroupLag", "REFRESH_S", "LatestOffsets", "latest_offsets"]
 
 REFRESH_S = 5.0
 _LATEST = -1
@@ -34,6 +34,43 @@ def _latest(partition: int) -> broker_pb2.ListOffsetsRequest.Partition:
     )
 
 
+ListOffsetsOn = Callable[[int, broker_pb2.ListOffsetsRequest], Awaitable[broker_pb2.ListOffsetsResponse]]
+
+#: the log ends (high watermarks, ListOffsets latest) of partitions, where their leaders answered
+LatestOffsets = Callable[[Iterable[tuple[str, int]]], Awaitable[dict[tuple[str, int], int]]]
+
+
+async def latest_offsets(
+    parts: Iterable[tuple[str, int]], leader_of: Callable[[str, int], int], list_offsets: ListOffsetsOn
+) -> dict[tuple[str, int], int]:
+    """The log end (high watermark) of each partition from its leader, one ListOffsets per
+    leader; a partition without a leader, or whose leader failed or refused, is left out."""
+    by_leader: dict[int, dict[str, set[int]]] = {}
+    for topic, partition in parts:
+        leader = leader_of(topic, partition)
+        if leader >= 0:
+            by_leader.setdefault(leader, {}).setdefault(topic, set()).add(partition)
+    ends: dict[tuple[str, int], int] = {}
+    for leader, topics in sorted(by_leader.items()):
+        request = broker_pb2.ListOffsetsRequest(
+            replica_id=-1,
+            topics=[
+                broker_pb2.ListOffsetsRequest.Topic(name=t, partitions=[_latest(p) for p in sorted(ps)])
+                for t, ps in sorted(topics.items())
+            ],
+        )
+        try:
+            response = await list_offsets(leader, request)
+        except Exception as err:  # noqa: BLE001 - that leader's partitions stay unknown
+            _log.info("list_offsets_latest_failed", leader=leader, error=str(err))
+            continue
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error.code == 0 and p.offset >= 0:
+                    ends[(t.name, p.partition_index)] = p.offset
+    return ends
+
+
 class GroupLag:
     """The refresh task and the Prometheus collector. ``list_offsets(node_id, request)`` asks a
     broker (this one included) for log ends; ``leader_of(topic, partition)`` reads the image."""
@@ -42,7 +79,7 @@ class GroupLag:
         self,
         coordinator: GroupCoordinator,
         leader_of: Callable[[str, int], int],
-        list_offsets: Callable[[int, broker_pb2.ListOffsetsRequest], Awaitable[broker_pb2.ListOffsetsResponse]],
+        list_offsets: ListOffsetsOn,
     ) -> None:
         self._coordinator = coordinator
         self._leader_of = leader_of
@@ -73,36 +110,8 @@ class GroupLag:
 
     async def refresh(self) -> None:
         """Ask each partition's leader for its log end (one ListOffsets per leader)."""
-        by_leader: dict[int, dict[str, set[int]]] = {}
-        for _group, topic, partition, _offset in self._committed():
-            leader = self._leader_of(topic, partition)
-            if leader >= 0:
-                by_leader.setdefault(leader, {}).setdefault(topic, set()).add(partition)
-        for leader, topics in by_leader.items():
-            request = broker_pb2.ListOffsetsRequest(
-                replica_id=-1,
-                topics=[
-                    broker_pb2.ListOffsetsRequest.Topic(
-                        name=t,
-                        partitions=[
-                            broker_pb2.ListOffsetsRequest.Partition(
-                                partition_index=p, current_leader_epoch=-1, timestamp=_LATEST
-                            )
-                            for p in sorted(ps)
-                        ],
-                    )
-                    for t, ps in sorted(topics.items())
-                ],
-            )
-            try:
-                response = await self._list_offsets(leader, request)
-            except Exception as err:  # noqa: BLE001 - that leader's ends stay as they were
-                _log.info("group_lag_list_offsets_failed", leader=leader, error=str(err))
-                continue
-            for t in response.topics:
-                for p in t.partitions:
-                    if p.error.code == 0 and p.offset >= 0:
-                        self._ends[(t.name, p.partition_index)] = p.offset
+        parts = {(topic, partition) for _group, topic, partition, _offset in self._committed()}
+        self._ends.update(await latest_offsets(parts, self._leader_of, self._list_offsets))
 
     def collect(self) -> Iterator[Metric]:
         committed = GaugeMetricFamily(

@@ -419,6 +419,11 @@ class GroupService:
                 results.append(R.Result(group_id=group_id, error=error_pb(_GROUP_DENIED)))
                 continue
             try:
+                # a share group's partitions' state goes first (Kafka's deleteShareGroups)
+                error = await self.share.delete_group_state(group_id)
+                if error is not None:
+                    results.append(R.Result(group_id=group_id, error=error_pb(error)))
+                    continue
                 shard = self._shard(group_id)
                 token: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 error, out = shard.delete_group(group_id, token, self.clock_ms())

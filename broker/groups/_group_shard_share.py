@@ -25,13 +25,15 @@ from kraftlog.broker.coordinator import coordinator_error, merge
 from kraftlog.broker.groups._group_records_consumer import Assignment
 from kraftlog.broker.groups._group_records_share import ShareGroupMetadataKey, ShareKey, ShareValue
 from kraftlog.broker.groups._group_shard_types import ShardOutcome
-from kraftlog.broker.groups._group_share import ShareGroup, ShareRecord, TopicLookup
+from kraftlog.broker.groups._group_share import InitMap, ShareGroup, ShareRecord, TopicLookup
 from kraftlog.broker.groups._group_share_types import (
+    LEAVE_EPOCH,
     ShareGroupConfig,
     ShareGroupState,
     ShareHeartbeatRequest,
     ShareHeartbeatResponse,
     ShareInitJob,
+    ShareMembersGone,
     validate_share_heartbeat,
 )
 from kraftlog.common import errors as kerr
@@ -120,6 +122,7 @@ class ShareGroups:
         if to_init:
             topics = tuple((t, name, tuple(sorted(ps))) for t, (name, ps) in sorted(to_init.items()))
             job = ShareInitJob(req.group_id, group.group_epoch, topics)
+        gone = ShareMembersGone(req.group_id, (req.member_id,)) if req.member_epoch == LEAVE_EPOCH else None
 
         def then(error: Error, _t: int) -> ShardOutcome:
             out = self._write_done(error)
@@ -127,6 +130,8 @@ class ShareGroups:
                 out.responses.insert(0, (token, response))
                 if job is not None:
                     out.jobs.append(job)
+                if gone is not None:
+                    out.jobs.append(gone)
             else:
                 failed = coordinator_error(error)("the group's records were not written")
                 out.responses.insert(0, (token, _failed(req, failed)))
@@ -173,18 +178,30 @@ class ShareGroups:
         return out
 
     def poll(self, now_ms: int, lookup: TopicLookup) -> ShardOutcome:
-        """Fence the members whose session ran out (each fence replayed before the next)."""
+        """Fence the members whose session ran out (each fence replayed before the next); once
+        written, their records go back (`ShareMembersGone`)."""
         records: list[ShareRecord] = []
+        gone: list[ShareMembersGone] = []
         for group in list(self.groups.values()):
-            for member_id in group.expired_members(now_ms):
+            expired = group.expired_members(now_ms)
+            for member_id in expired:
                 fenced = group.fence(member_id, lookup)
                 for key, value in fenced:
                     group.replay(key, value)
                 records.extend(fenced)
+            if expired:
+                gone.append(ShareMembersGone(group.group_id, tuple(expired)))
         if not records:
             return ShardOutcome()
         self._writes += 1
-        return ShardOutcome(records=records, then=lambda error, _t: self._write_done(error))
+
+        def then(error: Error, _t: int) -> ShardOutcome:
+            out = self._write_done(error)
+            if error is None:
+                out.jobs.extend(gone)
+            return out
+
+        return ShardOutcome(records=records, then=then)
 
     def next_deadline(self) -> int | None:
         return min((d for g in self.groups.values() if (d := g.next_deadline()) is not None), default=None)
@@ -225,6 +242,42 @@ class ShareGroups:
             return out
 
         return None, ShardOutcome(records=list(records), then=applied)
+
+    def offsets_alterable(self, group_id: str) -> tuple[Error, str]:
+        """Whether Alter/DeleteShareGroupOffsets may change the group's share partitions: only a
+        share group without members (Kafka: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP)."""
+        group = self.live(group_id)
+        if group is None:
+            kind = "is not a share group" if self._other_group(group_id) else "not found"
+            return kerr.GroupIdNotFoundError, f"Group {group_id} {kind}."
+        if group.members:
+            return kerr.NonEmptyGroupError, f"The group {group_id} has active members."
+        return None, ""
+
+    def offsets_changed(
+        self, group_id: str, initialized: InitMap, forgotten: set[str], token: object
+    ) -> tuple[Error, ShardOutcome]:
+        """The share coordinator has applied an alter (``initialized``) or a delete (``forgotten``
+        topics): the group's initialized-topics record says so, once more checked empty (a member
+        may have joined meanwhile); ``token`` gets the write's error once written."""
+        error, _message = self.offsets_alterable(group_id)
+        group = self.live(group_id)
+        if error is not None or group is None:
+            return error, ShardOutcome()
+        records = group.offsets_records(initialized, forgotten)
+        if not records:
+            return None, ShardOutcome([(token, None)])
+        out = self._write(group, records)
+        then = out.then
+        assert then is not None
+
+        def written(err: Error, t: int) -> ShardOutcome:
+            done = then(err, t)
+            done.responses.insert(0, (token, err))
+            return done
+
+        out.then = written
+        return None, out
 
     def describe(self, group_id: str) -> ShareGroupDescription:
         """ShareGroupDescribe of one group (GROUP_ID_NOT_FOUND when it is not a share group)."""

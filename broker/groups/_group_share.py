@@ -323,6 +323,16 @@ class ShareGroup:
                 initializing[t] = (name, left)
         return [self._state_record(initializing, self.initialized)]
 
+    def offsets_records(self, initialized: InitMap, forgotten: set[str]) -> list[ShareRecord]:
+        """AlterShareGroupOffsets / DeleteShareGroupOffsets of the (empty) group: the partitions in
+        ``initialized`` now have state; the topics in ``forgotten`` have none any more (neither
+        initialized nor initializing)."""
+        if not initialized and not forgotten:
+            return []
+        kept = {t: v for t, v in self._combine(self.initialized, initialized).items() if t not in forgotten}
+        initializing = {t: v for t, v in self.initializing.items() if t not in forgotten}
+        return [self._state_record(initializing, kept)]
+
     def _new_targets(
         self, members: dict[str, ShareMember], lookup: TopicLookup, records: list[ShareRecord]
     ) -> dict[str, Assignment]:

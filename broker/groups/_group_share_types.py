@@ -21,6 +21,7 @@ __all__ = [
     "ShareHeartbeatRequest",
     "ShareHeartbeatResponse",
     "ShareInitJob",
+    "ShareMembersGone",
     "ShareMember",
     "metadata_hash",
     "validate_share_heartbeat",
@@ -96,6 +97,16 @@ class ShareInitJob:
 
     def partitions(self) -> dict[str, set[int]]:
         return {t: set(ps) for t, _name, ps in self.topics}
+
+
+@dataclass(frozen=True)
+class ShareMembersGone:
+    """Members that left a share group (a heartbeat with epoch -1) or whose session ended, handed
+    out once the records removing them are written: the share partitions give back the records
+    they hold at once (Kafka's ShareGroupListener ``onMemberLeave``), not when their locks end."""
+
+    group_id: str
+    member_ids: tuple[str, ...]
 
 
 def validate_share_heartbeat(req: ShareHeartbeatRequest) -> kerr.KafkaError | None:

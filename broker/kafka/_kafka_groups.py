@@ -16,6 +16,7 @@ from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
 from kraftlog.broker.kafka._kafka_wire import NOT_REQUESTED_OPERATIONS, ParsedRequest, ms
 from kraftlog.common import errors as kerr
+from kraftlog.common import parse_uuid
 from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.proto import group_pb2
 
@@ -288,6 +289,89 @@ class GroupApis:
                 m["assignment"] = {"topic_partitions": [_topic_partitions(t, with_name=True) for t in topics]}
         answer["throttle_time"] = 0
         return answer
+
+    async def describe_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """DescribeShareGroupOffsets (90, v0-1; v1 adds the lag)."""
+        pb = group_pb2.DescribeShareGroupOffsetsRequest()
+        for g in request.body.groups:
+            group = pb.groups.add(group_id=g.group_id, all_topics=g.topics is None)
+            for t in g.topics or ():
+                group.topics.add(topic_name=t.topic_name, partitions=list(t.partitions))
+        answer = await self.service.share.DescribeShareGroupOffsets(pb)
+        groups = []
+        for g in answer.groups:
+            topics = [
+                {
+                    "topic_name": t.topic_name,
+                    "topic_id": parse_uuid(t.topic_id) if t.topic_id else None,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition,
+                            "start_offset": p.start_offset,
+                            "leader_epoch": p.leader_epoch,
+                            "lag": p.lag,
+                            "error_code": p.error.code,
+                            "error_message": p.error.message or None if p.error.code else None,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in g.topics
+            ]
+            groups.append(
+                {
+                    "group_id": g.group_id,
+                    "topics": topics,
+                    "error_code": g.error.code,
+                    "error_message": g.error.message or None if g.error.code else None,
+                }
+            )
+        return {"throttle_time": 0, "groups": groups}
+
+    async def alter_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """AlterShareGroupOffsets (91, v0)."""
+        b = request.body
+        pb = group_pb2.AlterShareGroupOffsetsRequest(group_id=b.group_id)
+        for t in b.topics:
+            topic = pb.topics.add(topic_name=t.topic_name)
+            for p in t.partitions:
+                topic.partitions.add(partition=p.partition_index, start_offset=p.start_offset)
+        answer = await self.service.share.AlterShareGroupOffsets(pb)
+        responses = [
+            {
+                "topic_name": t.topic_name,
+                "topic_id": parse_uuid(t.topic_id) if t.topic_id else None,
+                "partitions": [
+                    {"partition_index": p.partition, "error_code": p.error.code, "error_message": _message(p.error)}
+                    for p in t.partitions
+                ],
+            }
+            for t in answer.topics
+        ]
+        top = {"error_code": answer.error.code, "error_message": _message(answer.error)}
+        return {"throttle_time": 0, **top, "responses": responses}
+
+    async def delete_share_group_offsets(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
+        """DeleteShareGroupOffsets (92, v0)."""
+        b = request.body
+        pb = group_pb2.DeleteShareGroupOffsetsRequest(group_id=b.group_id, topic_names=[t.topic_name for t in b.topics])
+        answer = await self.service.share.DeleteShareGroupOffsets(pb)
+        responses = [
+            {
+                "topic_name": t.topic_name,
+                "topic_id": parse_uuid(t.topic_id) if t.topic_id else None,
+                "error_code": t.error.code,
+                "error_message": _message(t.error),
+            }
+            for t in answer.topics
+        ]
+        top = {"error_code": answer.error.code, "error_message": _message(answer.error)}
+        return {"throttle_time": 0, **top, "responses": responses}
+
+
+def _message(error: Any) -> str | None:
+    """Kafka's error message of an error_pb: null without an error."""
+    return (error.message or None) if error.code else None
 
 
 def _topic_partitions(t: Any, *, with_name: bool = False) -> dict[str, Any]:

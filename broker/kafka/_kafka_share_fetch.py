@@ -51,6 +51,7 @@ class ShareFetchApis:
             forgotten=[(str(f.topic_id), list(f.partitions)) for f in body.forgotten_topics_data],
             fetch=True,
             max_wait_ms=ms(body.max_wait),
+            min_bytes=max(1, body.min_bytes),
             max_bytes=body.max_bytes,
             max_records=body.max_records,
             mode=AcquireMode.RECORD_LIMIT

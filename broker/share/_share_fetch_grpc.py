@@ -54,6 +54,7 @@ class ShareServicer(share_pb2_grpc.ShareServiceServicer):
             forgotten=[(f.topic_id, list(f.partitions)) for f in request.forgotten_topics],
             fetch=True,
             max_wait_ms=request.max_wait_ms,
+            min_bytes=max(1, request.min_bytes),
             max_bytes=request.max_bytes or 2**31 - 1,
             max_records=request.max_records or 500,
             mode=AcquireMode.RECORD_LIMIT if request.share_acquire_mode == 1 else AcquireMode.BATCH_OPTIMIZED,

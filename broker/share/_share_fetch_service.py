@@ -12,6 +12,7 @@ acknowledgements in a request that opens a session (epoch 0) are INVALID_REQUEST
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from kraftlog.broker.share._share_partition_manager import PartitionFetch, Share
 from kraftlog.broker.share._share_sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessionCache
 from kraftlog.broker.share._share_types import AcknowledgementBatch, AcquireMode
 from kraftlog.common import errors as kerr
-from kraftlog.common.security import AclOperation, ResourceType, current_request
+from kraftlog.common.security import AclOperation, ResourceType, current_request, spawn
 from kraftlog.metadata_log import MetadataImage
 
 __all__ = ["ShareFetchCall", "ShareFetchAnswer", "PartitionAnswer", "ShareFetchService", "TopicAcks"]
@@ -46,6 +47,7 @@ class ShareFetchCall:
     forgotten: Sequence[tuple[str, Sequence[int]]] = ()
     fetch: bool = True
     max_wait_ms: int = 0
+    min_bytes: int = 1
     max_bytes: int = 2**31 - 1
     max_records: int = 500
     mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
@@ -80,15 +82,23 @@ class ShareFetchService:
         self.manager = manager
         self.sessions = sessions
         self.image = image
+        self._releases: set[asyncio.Task[None]] = set()
 
     def forgetter(self, group_id: str, member_id: str) -> Callable[[], None]:
-        """What forgets the member's current share session (and only that one: a session the
-        member opened again since, on another connection, stays)."""
+        """What forgets the member's current share session when its connection closes (and only
+        that one: a session the member opened again since, on another connection, stays), and
+        gives back the records the member holds in its partitions, as Kafka's ShareSessionCache
+        does on a disconnect (``onMemberLeave``)."""
         session = self.sessions.get(group_id, member_id)
 
         def forget() -> None:
             if session is not None and self.sessions.get(group_id, member_id) is session:
                 self.sessions.close_member(group_id, member_id)
+                parts = list(session.partitions.values())
+                if parts:
+                    task = spawn(self.manager.release(group_id, member_id, parts), name="share-session-release")
+                    self._releases.add(task)
+                    task.add_done_callback(self._releases.discard)
 
         return forget
 
@@ -171,6 +181,7 @@ class ShareFetchService:
             call.member_id,
             parts,
             max_wait_ms=call.max_wait_ms,
+            min_bytes=call.min_bytes,
             max_bytes=call.max_bytes,
             max_records=call.max_records,
             mode=call.mode,

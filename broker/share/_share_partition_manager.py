@@ -16,8 +16,10 @@ Rules:
   acquired records come back available there: at least once, never lost);
 - acquisition locks end at `SharePartition.next_deadline`: one timer task sleeps until the earliest
   deadline of all partitions (at most ``max_wait_ms``) and expires what is due;
-- a long poll waits in the replica manager's fetch purgatory, woken by appends and high watermark
-  moves of its partitions, and by records this broker made available again (release, expiry).
+- a long poll waits in the replica manager's fetch purgatory until its partitions hold
+  ``min_bytes`` of acquirable records or ``max_wait_ms`` passed (Kafka's DelayedShareFetch; it
+  acquires nothing meanwhile), woken by appends and high watermark moves of its partitions, and by
+  records this broker made available again (release, expiry).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kraftlog.broker.share._share_types import (
     AcknowledgementBatch,
     AcquiredRecords,
     AcquireMode,
+    ArchivedRecord,
     AutoOffsetReset,
     ChangeResult,
     SharePartitionConfig,
@@ -79,7 +82,8 @@ class _Held:
 
 
 class _DelayedShareFetch(DelayedOperation):
-    """A long-polling ShareFetch: done as soon as one of its partitions may hand out records."""
+    """A long-polling ShareFetch: done once its partitions may hand out ``min_bytes`` of records
+    (``ready``), or when its wait ends."""
 
     def __init__(self, delay_ms: int, ready: Callable[[], bool]) -> None:
         super().__init__(delay_ms)
@@ -279,6 +283,36 @@ class SharePartitionManager:
             key = (group_id, topic_id, partition)
             await self._change_held(key, lambda core: core.release_member(member_id))
 
+    async def release_members(self, group_id: str, member_ids: Iterable[str]) -> None:
+        """Members left ``group_id`` or were fenced: every share partition of the group held here
+        gives back what they hold at once, delivery counts kept (Kafka's ShareGroupListener
+        ``onMemberLeave``), instead of when the acquisition locks end."""
+        members = tuple(member_ids)
+
+        def release(core: SharePartition) -> ChangeResult:
+            archived: list[ArchivedRecord] = []
+            moved = changed = False
+            for member_id in members:
+                change = core.release_member(member_id)
+                archived.extend(change.archived)
+                moved, changed = moved or change.start_offset_moved, changed or change.changed
+            return ChangeResult(tuple(archived), moved, changed)
+
+        for key in [k for k in self._held if k[0] == group_id]:
+            await self._change_held(key, release)
+
+    async def forget_group(self, group_id: str) -> None:
+        """The (empty) group's share-partition state was altered or deleted through the share
+        coordinator: the partitions held here are dropped (Kafka's onGroupEmpty removal), so that
+        the next fetch reads the new state."""
+        for key in [k for k in self._held if k[0] == group_id]:
+            held = self._held.get(key)
+            if held is None:
+                continue
+            async with held.lock:
+                if self._held.get(key) is held:
+                    del self._held[key]
+
     async def fetch(
         self,
         group_id: str,
@@ -289,18 +323,29 @@ class SharePartitionManager:
         max_bytes: int,
         max_records: int,
         mode: AcquireMode,
+        min_bytes: int = 1,
     ) -> dict[tuple[str, int], PartitionFetch]:
-        """Acquire records of ``parts`` (topic id, name, partition) for the member, waiting up to
-        ``max_wait_ms`` for some when there are none (read_committed as the group's
-        ``share.isolation.level`` says)."""
+        """Acquire records of ``parts`` (topic id, name, partition) for the member (read_committed
+        as the group's ``share.isolation.level`` says). As Kafka's DelayedShareFetch, nothing is
+        acquired until ``min_bytes`` of acquirable records are in the logs (counted from each
+        partition's next fetch offset to its high watermark, or last stable offset) or
+        ``max_wait_ms`` has passed; then whatever can be acquired is. An error answers at once."""
         deadline = self.clock_ms() + max(0, max_wait_ms)
+        for topic_id, topic, partition in parts:  # loaded first, so that the wait judges their state
+            try:
+                await self._get(group_id, topic_id, topic, partition)
+            except kerr.KafkaError:
+                break  # answered by the fetch below
         while True:
-            out = await self._fetch_once(group_id, member_id, parts, max_bytes, max_records, mode)
-            got = any(f.acquired or f.error is not None for f in out.values())
             remaining = deadline - self.clock_ms()
-            if got or remaining <= 0 or not parts:
-                return out
-            await self._wait_for_records(group_id, parts, remaining)
+            if remaining <= 0 or not parts or self._ready(group_id, parts, min_bytes):
+                out = await self._fetch_once(group_id, member_id, parts, max_bytes, max_records, mode)
+                if any(f.acquired or f.error is not None for f in out.values()):
+                    return out
+                remaining = deadline - self.clock_ms()
+                if remaining <= 0 or not parts:
+                    return out
+            await self._wait_for_records(group_id, parts, remaining, min_bytes)
 
     async def _fetch_once(
         self,
@@ -357,25 +402,41 @@ class SharePartitionManager:
                 )
         return out
 
-    def _ready(self, group_id: str, parts: Sequence[tuple[str, str, int]]) -> bool:
-        """Whether one of ``parts`` may hand out records now (or answers an error)."""
+    def _ready(self, group_id: str, parts: Sequence[tuple[str, str, int]], min_bytes: int = 1) -> bool:
+        """Whether ``parts`` hold ``min_bytes`` of records that could be acquired now (or one of
+        them answers an error): the bytes of each log from the share partition's next fetch offset
+        (a record made available again, else the window's end) up to its high watermark (last
+        stable offset under read_committed), as Kafka's DelayedShareFetch counts them."""
         manager = self._replicas()
+        accumulated = 0
         for topic_id, topic, partition in parts:
             held = self._held.get((group_id, topic_id, partition))
             p = manager.get_partition(topic, partition) if manager is not None else None
             if held is None or p is None or not p.is_leader or p.leader_epoch != held.leader_epoch:
                 return True
             core = held.core
-            if core.next_fetch_offset() < core.end_offset:
-                return True  # a record made available again
+            if not core.can_acquire():
+                continue
             end = p.log.last_stable_offset if core.config.read_committed else p.high_watermark
-            if core.end_offset < end and core.can_acquire():
+            offset = max(core.next_fetch_offset(), p.log_start_offset)
+            if offset >= end:
+                continue
+            if min_bytes <= 1:
+                return True
+            try:
+                info = p.log.read(offset, min_bytes - accumulated, max_offset=end, verify=False)
+            except Exception:  # noqa: BLE001 - the fetch answers what went wrong
+                return True
+            accumulated += len(info.records)
+            if accumulated >= min_bytes:
                 return True
         return False
 
-    async def _wait_for_records(self, group_id: str, parts: Sequence[tuple[str, str, int]], wait_ms: int) -> None:
+    async def _wait_for_records(
+        self, group_id: str, parts: Sequence[tuple[str, str, int]], wait_ms: int, min_bytes: int
+    ) -> None:
         manager = self._replicas()
-        op = _DelayedShareFetch(wait_ms, lambda: self._ready(group_id, parts))
+        op = _DelayedShareFetch(wait_ms, lambda: self._ready(group_id, parts, min_bytes))
         self._waiting.add(op)
         try:
             manager.fetch_purgatory.try_complete_else_watch(op, [(topic, partition) for _t, topic, partition in parts])

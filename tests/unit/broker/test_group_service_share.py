@@ -72,3 +72,57 @@ def test_describe_needs_describe_on_each_group() -> None:
         ("h", kerr.NotCoordinatorError.error_code),
     ]
     assert calls.reached == ["h"]
+
+
+def test_describe_share_group_offsets_asks_the_share_coordinator_for_each_partition() -> None:
+    from types import SimpleNamespace
+
+    from kraftlog.broker.share import ShareStateResult
+
+    tid = "7a0b5f3e-8c65-4c43-9b1e-3f9d2a6f4e01"
+    groups = {"g": SimpleNamespace(initialized={tid: ("t", {0, 1})})}
+    shard = SimpleNamespace(share=SimpleNamespace(live=groups.get))
+    topics = {"t": SimpleNamespace(topic_id=tid), "hidden": SimpleNamespace(topic_id="x")}
+    image = SimpleNamespace(topics=SimpleNamespace(get_by_name=topics.get))
+    asked: list[tuple[str, str, int]] = []
+
+    async def summary(req: Any) -> Any:
+        asked.append((req.group_id, req.topic_id, req.partition))
+        if req.partition == 1:
+            return ShareStateResult(req.topic_id, 1, kerr.CoordinatorLoadInProgressError, "loading")
+        return ShareStateResult(req.topic_id, req.partition, start_offset=40, leader_epoch=3)
+
+    calls = ShareGroupService(None, lambda: image, lambda: 0, lambda _g: shard, None)  # type: ignore[arg-type]
+    calls.state_summary = summary
+    R = group_pb2.DescribeShareGroupOffsetsRequest
+    request = R(
+        groups=[
+            R.Group(group_id="g", all_topics=True),
+            R.Group(group_id="g", topics=[R.Topic(topic_name=n, partitions=[0]) for n in ("t", "gone", "hidden")]),
+            R.Group(group_id="not-share", all_topics=True),
+            R.Group(group_id="denied", all_topics=True),
+        ]
+    )
+    denied = {
+        (AclOperation.DESCRIBE, ResourceType.GROUP, "denied"),
+        (AclOperation.DESCRIBE, ResourceType.TOPIC, "hidden"),
+    }
+    answer = _run(calls.DescribeShareGroupOffsets(request), denied)
+
+    def parts(g: Any) -> list[tuple[str, int, int, int, int]]:
+        return [
+            (t.topic_name, p.partition, p.start_offset, p.leader_epoch, p.error.code)
+            for t in g.topics
+            for p in t.partitions
+        ]
+
+    every, named, not_share, refused = answer.groups
+    assert parts(every) == [("t", 0, 40, 3, 0), ("t", 1, -1, -1, kerr.CoordinatorLoadInProgressError.error_code)]
+    assert parts(named) == [
+        ("t", 0, 40, 3, 0),
+        ("gone", 0, -1, -1, kerr.UnknownTopicOrPartitionError.error_code),
+        ("hidden", 0, -1, -1, kerr.TopicAuthorizationFailedError.error_code),
+    ]
+    assert not_share.error.code == kerr.GroupIdNotFoundError.error_code
+    assert refused.error.code == kerr.GroupAuthorizationFailedError.error_code
+    assert asked == [("g", tid, 0), ("g", tid, 1), ("g", tid, 0)]  # nothing asked for refused topics

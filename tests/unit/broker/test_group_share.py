@@ -22,6 +22,7 @@ from kraftlog.broker.groups._group_share_types import (
     ShareHeartbeatRequest,
     ShareHeartbeatResponse,
     ShareInitJob,
+    ShareMembersGone,
 )
 from kraftlog.common import errors as kerr
 
@@ -43,6 +44,7 @@ class Driver:
         self.log: list[tuple[bytes, bytes | None]] = []
         self.answers: dict[object, object] = {}
         self.jobs: list[ShareInitJob] = []
+        self.gone: list[ShareMembersGone] = []
         self.fail: type[kerr.KafkaError] | None = None
         self.reloads = 0
         self._n = 0
@@ -54,6 +56,7 @@ class Driver:
         for token, response in out.responses:
             self.answers[token] = response
         self.jobs.extend(j for j in out.jobs if isinstance(j, ShareInitJob))
+        self.gone.extend(j for j in out.jobs if isinstance(j, ShareMembersGone))
         self.reloads += out.reload
         if out.records:
             assert out.then is not None
@@ -207,6 +210,24 @@ def test_a_silent_member_is_fenced_when_its_session_ends() -> None:
     d.advance(SESSION_MS)
     assert d.shard.share.groups["g"].members == {}
     assert d.shard.next_deadline() > d.now
+
+
+def test_members_that_leave_or_are_fenced_are_handed_out_once_written() -> None:
+    """Their share partitions give their records back at once (Kafka's onMemberLeave)."""
+    d = Driver()
+    answers = joined(d, ["a", "b", "c"])
+    assert d.gone == []  # joining and heartbeats hand out nothing
+    d.fail = kerr.NotLeaderOrFollowerError
+    d.beat("a", -1)
+    assert d.gone == []  # the leave was not written: the member is still there after the reload
+    d.fail = None
+    d.shard = d.reloaded()
+    d.beat("a", -1)
+    assert d.gone == [ShareMembersGone("g", ("a",))]
+    d.advance(SESSION_MS - 1)
+    d.beat("b", answers["b"].member_epoch)
+    d.advance(1)
+    assert d.gone[1:] == [ShareMembersGone("g", ("c",))]
 
 
 def test_the_max_size_refuses_a_new_member_but_not_a_known_one() -> None:

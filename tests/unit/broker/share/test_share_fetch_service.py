@@ -119,11 +119,20 @@ def test_a_closing_acknowledge_releases_what_the_member_holds() -> None:
 
 
 def test_forgetting_a_connections_session_leaves_a_newer_one() -> None:
-    service, _manager = make()
+    service, manager = make()
     serve(service, ShareFetchCall("g", "m", 0, [(TID, [(0, [])])]))
     forget_old = service.forgetter("g", "m")
     serve(service, ShareFetchCall("g", "m", 0, [(TID, [(0, [])])]))  # reopened (another connection)
-    forget_old()
-    assert service.sessions.get("g", "m") is not None
-    service.forgetter("g", "m")()
-    assert service.sessions.get("g", "m") is None
+
+    async def closed() -> None:  # a connection closes on the broker's loop
+        forget_old()
+        assert service.sessions.get("g", "m") is not None
+        assert not [e for e in manager.log if e[0] == "release"]  # the newer session's records stay
+        service.forgetter("g", "m")()
+        assert service.sessions.get("g", "m") is None
+        while service._releases:
+            await asyncio.sleep(0)
+
+    asyncio.run(closed())
+    # the closed connection's member gives its records back, as Kafka's onMemberLeave on a disconnect
+    assert [e for e in manager.log if e[0] == "release"] == [("release", "m", [(TID, "t", 0)])]

@@ -2,7 +2,8 @@
 coordinator (its unknown start resolved to the high watermark and written), records are acquired
 from the log, acknowledgements are persisted before they are answered, lock expiry releases and
 persists, a closing member's records are released, and a failed write drops the partition so the
-next use loads it again."""
+next use loads it again; a long poll acquires nothing until min_bytes are there; members gone from
+the group give their records back at once."""
 
 from __future__ import annotations
 
@@ -45,11 +46,19 @@ class Replica:
         self.is_leader = True
         self.leader_epoch = 3
         self.log_start_offset = 0
-        self.log = SimpleNamespace(last_stable_offset=0)
+        self.log = SimpleNamespace(last_stable_offset=0, read=self.read)
 
     @property
     def high_watermark(self) -> int:
         return self.log_data.end
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int, verify: bool = True) -> Any:
+        """The log's read as the long poll counts it: whole batches from ``offset``, the first always."""
+        out = b""
+        for base, n, data in self.log_data.batches:
+            if base + n > offset and base < max_offset and (not out or len(out) + len(data) <= max_bytes):
+                out += data
+        return SimpleNamespace(records=out)
 
     def fetch_records(self, *, fetch_offset: int, max_bytes: int, isolation_level: int = 0) -> PartitionRead:
         data = b"".join(b for base, n, b in self.log_data.batches if base + n > fetch_offset)
@@ -241,3 +250,82 @@ def test_a_share_groups_own_configs_replace_the_brokers() -> None:
     )
     # a stored value the broker's bounds no longer admit leaves the broker's settings
     assert group_partition_config({"share.record.lock.duration.ms": "5000"}, base, broker) is base
+
+
+def test_a_long_poll_acquires_nothing_until_min_bytes_are_there() -> None:
+    async def scenario() -> None:
+        manager, log, _persister, _now = make(start=0)
+        purgatory_ops: list[Any] = []
+        manager._replicas().fetch_purgatory = SimpleNamespace(  # type: ignore[attr-defined]
+            try_complete_else_watch=lambda op, keys: purgatory_ops.append(op) or op.maybe_try_complete()
+        )
+        log.append(1)
+        one_batch = len(log.batches[0][2])
+        waiting = asyncio.ensure_future(
+            manager.fetch(
+                "g",
+                "a",
+                [(TID, "t", 0)],
+                max_wait_ms=60_000,
+                max_bytes=1 << 20,
+                max_records=100,
+                mode=AcquireMode.BATCH_OPTIMIZED,
+                min_bytes=3 * one_batch,
+            )
+        )
+        while not purgatory_ops:
+            await asyncio.sleep(0)
+        held = manager._held[("g", TID, 0)].core
+        assert not waiting.done() and held.end_offset == 0  # nothing acquired while it waits
+        log.append(1)
+        assert not purgatory_ops[-1].maybe_try_complete()  # two batches: still short of min_bytes
+        log.append(1)
+        assert purgatory_ops[-1].maybe_try_complete()
+        got = await asyncio.wait_for(waiting, 2)
+        assert [tuple(r) for r in got[(TID, 0)].acquired] == [(0, 2, 1)]
+        # min_bytes of 1 (the default) is met by any acquirable record
+        log.append(1)
+        assert manager._ready("g", [(TID, "t", 0)]) and not manager._ready("g", [(TID, "t", 0)], 2 * one_batch)
+
+    asyncio.run(scenario())
+
+
+def test_a_long_poll_past_its_wait_acquires_what_there_is() -> None:
+    async def scenario() -> None:
+        manager, log, _persister, _now = make(start=0)
+        manager._replicas().fetch_purgatory = SimpleNamespace(  # type: ignore[attr-defined]
+            try_complete_else_watch=lambda op, keys: op.maybe_try_complete()
+        )
+        log.append(2)
+        got = await manager.fetch(
+            "g",
+            "a",
+            [(TID, "t", 0)],
+            max_wait_ms=0,
+            max_bytes=1 << 20,
+            max_records=10,
+            mode=AcquireMode.BATCH_OPTIMIZED,
+            min_bytes=1 << 20,
+        )
+        assert [tuple(r) for r in got[(TID, 0)].acquired] == [(0, 1, 1)]
+
+    asyncio.run(scenario())
+
+
+def test_members_gone_from_the_group_give_their_records_back_at_once() -> None:
+    async def scenario() -> None:
+        manager, log, persister, _now = make(start=0)
+        log.append(3)
+        kw: Any = {"max_wait_ms": 0, "max_bytes": 1 << 20, "max_records": 2, "mode": AcquireMode.RECORD_LIMIT}
+        await manager.fetch("g", "a", [(TID, "t", 0)], **kw)
+        await manager.fetch("g", "b", [(TID, "t", 0)], **kw)
+        writes = len(persister.writes)
+        await manager.release_members("g", ["a", "nobody"])
+        assert len(persister.writes) == writes + 1  # given back and written at once
+        await manager.release_members("other-group", ["b"])  # another group's member: nothing
+        held = manager._held[("g", TID, 0)].core
+        assert [held.record(o)[0].name for o in range(3)] == ["AVAILABLE", "AVAILABLE", "ACQUIRED"]
+        again = await manager.fetch("g", "c", [(TID, "t", 0)], **kw)
+        assert [tuple(r) for r in again[(TID, 0)].acquired] == [(0, 1, 2)]  # delivery counts kept
+
+    asyncio.run(scenario())
