@@ -13,6 +13,11 @@ TLS runs over ``ssl.SSLObject`` and memory BIOs, not ``SSLSocket``: pysyncobj's 
 plain file descriptor, so no decrypted bytes ever hide in an OpenSSL buffer where the poller cannot
 signal them (measured on this machine: a mutual TLS 1.3 handshake costs about 8 ms of CPU for both
 sides, a 200-byte Raft frame about 9 us, a 64 KiB one about 150 us -- well under a Raft tick).
+
+Limits: a connection is still pending (the transport's ``max_unauthenticated`` and handshake
+deadline) until both the TLS and the Raft handshakes are done; during the TLS handshake it reads
+4 KiB at a time and OpenSSL bounds what one handshake message may hold, so an unauthenticated
+peer costs at most that buffer and one handshake's CPU on the tick thread.
 """
 
 from __future__ import annotations

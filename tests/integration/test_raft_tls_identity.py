@@ -6,7 +6,8 @@ holds the password and node ``holder``'s certificate and key -- one compromised 
 claims another voter's id. The password alone would let it in; its certificate names ``holder``, so
 it is refused (``certificate_identity``) once the Raft handshake says whom it claims. A certificate
 from a foreign CA, even one named ``CN=node-<claim>``, fails the TLS handshake; a plaintext peer
-fails it too. The leader and epoch never move. Helpers are `test_raft_hostile_peers`'s.
+fails it too. The leader and epoch never move. A second cluster in the default node-key mode fails
+over its leader over TLS. Helpers are `test_raft_hostile_peers`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kraftlog.deploy._certs import load_issued, make_ca, make_certificate
-from kraftlog.deploy._cluster import LocalCluster
+from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 from .test_raft_hostile_peers import connect, frame, peer_of, quorum_state, raft_address, read_frame, refusal_of
 
@@ -153,3 +154,34 @@ def test_a_plaintext_peer_is_refused(cluster: LocalCluster) -> None:
         sock.sendall(frame(hs.hello()))
         assert read_frame(sock) is None, "a plaintext peer got a challenge from a TLS Raft port"
     assert refusal_of(cluster, target, peer)["reason"] == "tls_handshake_failed"
+
+
+def test_node_key_controllers_fail_over_over_tls(tmp_path: Path) -> None:
+    """The default node-key mode under mTLS: the quorum elects, the port speaks only TLS, and after
+    the leader is killed the two others elect a new one over fresh TLS connections."""
+    c = LocalCluster(
+        tmp_path / "cluster",
+        controllers=3,
+        security="mtls",
+        overrides={"controller.quorum.election.timeout.ms": 1000},
+    )
+    c.start(timeout_s=60)
+    try:
+        leader, epoch = quorum_state(c)
+        target = next(nid for nid in c.nodes if nid != leader)
+        sock = connect(c, target)
+        peer = peer_of(sock)
+        with sock:
+            sock.sendall(frame(b"\x00" * 16))
+            assert read_frame(sock) is None
+        assert refusal_of(c, target, peer)["reason"] == "tls_handshake_failed"
+        c.kill(leader)
+
+        def new_leader() -> tuple[int, int] | None:
+            state = quorum_state(c)
+            return state if state[0] != leader else None
+
+        new, new_epoch = wait_until(new_leader, 30, interval_s=0.2, what="a new leader after the kill")
+        assert new != leader and new_epoch > epoch
+    finally:
+        c.stop()
