@@ -12,13 +12,14 @@ committed the change has it on disk: a restarted voter needs only its own key co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from kraftlog.common import RAFT_DIR
 from kraftlog.common.errors import CorruptMessageError
-from kraftlog.quorum.raft import NodeIdentity, identity_from_config, kraft_version_of, read_voters_file
+from kraftlog.common.security import TlsSettings, client_context, listener_prefix, listener_protocol, server_context
+from kraftlog.quorum.raft import NodeIdentity, RaftTls, identity_from_config, kraft_version_of, read_voters_file
 from kraftlog.storage import read_meta_properties
 
 __all__ = ["kept_kraft_version", "raft_identity"]
@@ -53,3 +54,22 @@ def raft_identity(config: Any, *, node_id: int, voter_ids: Collection[int], dyna
     meta = read_meta_properties(Path(config.metadata_log_dir))
     keys = {vid: k for vid, k in identity.voter_keys.items() if vid in voter_ids}
     return dataclasses.replace(identity, voter_keys=keys, directory_id=meta.directory_id if meta is not None else None)
+
+
+#: the listener whose security the Raft port follows (Kafka runs Raft over the CONTROLLER listener)
+_CONTROLLER_LISTENER = "CONTROLLER"
+
+
+def raft_tls(config: Mapping[str, object]) -> RaftTls | None:
+    """TLS for the Raft port when the CONTROLLER listener is SSL or SASL_SSL (issue 26), else None.
+
+    It uses that listener's ``ssl.*`` settings (``listener.name.controller.``-prefixed values
+    winning) with certificates always required on both sides, whatever ``ssl.client.auth`` says:
+    the peer's certificate is what names its node id (``CN=node-<id>``, `quorum.raft._raft_tls`),
+    so a TLS Raft port needs every controller's certificate and a trust store. Raises
+    ``TlsConfigError`` naming the key when the material is missing or does not load."""
+    if listener_protocol(config, _CONTROLLER_LISTENER) not in ("SSL", "SASL_SSL"):
+        return None
+    settings = TlsSettings.from_config(config, listener_prefix(_CONTROLLER_LISTENER))
+    settings = dataclasses.replace(settings, client_auth="required", endpoint_identification_algorithm="")
+    return RaftTls(server=server_context(settings), client=client_context(settings))

@@ -84,7 +84,7 @@ from kraftlog.quorum._dynamic_voters import read_bootstrap_voters
 from kraftlog.quorum._endpoint_update import EndpointReporter
 from kraftlog.quorum._kraft_upgrade import kraft_upgrade_problem
 from kraftlog.quorum._metrics import ControllerStateCollector
-from kraftlog.quorum._quorum_identity import kept_kraft_version, raft_identity
+from kraftlog.quorum._quorum_identity import kept_kraft_version, raft_identity, raft_tls
 from kraftlog.quorum.raft import MAX_PROPOSAL_BYTES
 from kraftlog.storage import read_meta_properties
 
@@ -209,6 +209,8 @@ class ControllerServer(_ControllerLog):
             extra["identity"] = raft_identity(
                 self.config, node_id=self.node_id, voter_ids=set(raft_voters), dynamic=dynamic
             )
+            # the CONTROLLER listener's TLS secures the Raft port too, each certificate bound to its node id
+            extra["tls"] = raft_tls(self.config)
             meta = read_meta_properties(Path(self.config.metadata_log_dir))
             extra["own_directory_id"] = meta.directory_id if meta is not None else None
             extra["controller_port_offset"] = offset

@@ -77,6 +77,7 @@ from kraftlog.common.security._scram import (
 )
 from kraftlog.common.security._tls import (
     TlsSettings,
+    client_context,
     grpc_channel_credentials,
     grpc_server_credentials,
     grpc_unsupported_keys,
@@ -150,6 +151,7 @@ __all__: list[str] = [
     "scram_salted_password",
     "scram_secret_of",
     "server_context",
+    "client_context",
     "spawn",
     "supported_operations",
     "validate_acl_binding",

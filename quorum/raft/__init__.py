@@ -184,6 +184,7 @@ from kraftlog.quorum.raft._raft_state import (
     RawEntry,
     VoterStatus,
 )
+from kraftlog.quorum.raft._raft_tls import RaftTls
 from kraftlog.quorum.raft._serializer import FullDump, encode_dump
 
 __all__ = [
@@ -205,6 +206,7 @@ __all__ = [
     "MetadataQuorum",
     "MetadataStateMachine",
     "NodeIdentity",
+    "RaftTls",
     "QuorumConfigError",
     "QuorumStatus",
     "RaftJournal",

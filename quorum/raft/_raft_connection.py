@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -24,6 +25,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE, Poller
 from kraftlog.common.errors import CorruptMessageError, KafkaError
 from kraftlog.quorum.raft._identity import NodeKeyInitiator, NodeKeyResponder, ObserverPeer
 from kraftlog.quorum.raft._raft_messages import encode_message, split_append_entries
+from kraftlog.quorum.raft._raft_tls import RaftTls, TlsLayer
 from kraftlog.quorum.raft._wire import (
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,
@@ -60,6 +62,8 @@ class ConnectionOwner(Protocol):
     poller: Poller
     log: Any
     refusals: RefusalLog
+    #: TLS on the Raft port (issue 26), else None (the per-node key alone)
+    tls: RaftTls | None
 
     def on_connection_established(self, conn: RaftConnection) -> None: ...
 
@@ -152,6 +156,8 @@ class RaftConnection:
         self._out = bytearray()
         self._out_pos = 0
         self._want_write = state == CONNECTING
+        #: the TLS layer under the frames when the Raft port runs TLS (`quorum.raft._raft_tls`)
+        self.tls: TlsLayer | None = owner.tls.layer(server_side=self.incoming) if owner.tls is not None else None
         owner.poller.subscribe(self.fd, self.on_event, _RW if self._want_write else _R)
 
     # -------------------------------------------------------------- events
@@ -175,6 +181,8 @@ class RaftConnection:
             self.close("connect_failed", detail=errno.errorcode.get(err, str(err)))
             return
         self.state = HANDSHAKE
+        if self.tls is not None:
+            self.tls.start()  # the hello below waits in the layer until TLS is up
         self.send_raw(frame(self.handshake.hello()))
 
     def _read(self, event: int) -> None:
@@ -182,7 +190,13 @@ class RaftConnection:
         assert sock is not None
         budget = _READ_BUDGET
         while budget > 0 and self.state != CLOSED:
-            size = _READ_CHUNK if self.state == ESTABLISHED else min(self.reader.wanted(), 4096)
+            size = (
+                _READ_CHUNK
+                if self.state == ESTABLISHED
+                else 4096
+                if self.tls is not None
+                else min(self.reader.wanted(), 4096)
+            )
             try:
                 data = sock.recv(size)
             except BlockingIOError:
@@ -197,6 +211,10 @@ class RaftConnection:
                 return
             budget -= len(data)
             self.last_recv = _monotonic()
+            if self.tls is not None:
+                data = self._open_tls(data)
+                if self.state == CLOSED:
+                    return
             try:
                 bodies = self.reader.feed(data)
             except KafkaError as err:
@@ -217,14 +235,19 @@ class RaftConnection:
         except KafkaError as err:
             self.refuse(err)
             return
-        if reply is not None:
-            self.send_raw(frame(reply))
-        if session is not None and self.state != CLOSED:
-            self.session = session
+        if session is not None:
             if isinstance(self.handshake, (ResponderHandshake, NodeKeyResponder)):
                 self.voter_id = self.handshake.peer_id
             if isinstance(self.handshake, NodeKeyResponder):
                 self.observer = self.handshake.observer
+            # with TLS, the certificate must name whom the handshake authenticated -- checked before
+            # the confirmation goes out, so an impostor never sees one
+            if not self._certificate_names_peer():
+                return
+        if reply is not None:
+            self.send_raw(frame(reply))
+        if session is not None and self.state != CLOSED:
+            self.session = session
             self.handshake = None
             self.state = ESTABLISHED
             self.reader.limit = MAX_FRAME_BYTES
@@ -242,6 +265,40 @@ class RaftConnection:
         except Exception:  # a pysyncobj bug on a well-formed message: contain it to this link
             self.owner.log.exception("raft_message_handler_failed", voter=self.voter_id, kind=message.get("type"))
             self.close("handler_failed", level="warning")
+
+    def _open_tls(self, data: bytes) -> bytes:
+        """Ciphertext in, plaintext out; a failed TLS handshake (a foreign CA, no certificate) is a
+        refusal. Handshake replies the layer produced are sent at once."""
+        assert self.tls is not None
+        try:
+            plain = self.tls.feed(data)
+        except ssl.SSLError as err:
+            self.refuse(None, "tls_handshake_failed", detail=err.reason or type(err).__name__)
+            return b""
+        self._flush_tls()
+        return plain
+
+    def _certificate_names_peer(self) -> bool:
+        """With TLS, the verified certificate must name the node the Raft handshake authenticated
+        (``node-<id>``): a controller's own certificate cannot carry another voter's identity."""
+        if self.tls is None:
+            return True
+        peer_id = self.observer.node_id if self.observer is not None else self.voter_id
+        names = self.tls.peer_node_ids()
+        if peer_id is not None and peer_id in names:
+            return True
+        self.refuse(
+            None,
+            "certificate_identity",
+            detail=f"certificate names node {sorted(names) or 'none'}, handshake authenticated {peer_id}",
+        )
+        return False
+
+    def _flush_tls(self) -> None:
+        assert self.tls is not None
+        data = self.tls.outgoing()
+        if data:
+            self._queue(data)
 
     # -------------------------------------------------------------- output
 
@@ -269,6 +326,14 @@ class RaftConnection:
         return self.state == ESTABLISHED
 
     def send_raw(self, data: bytes) -> None:
+        if self.state == CLOSED:
+            return
+        if self.tls is not None:
+            self.tls.write(data)
+            data = self.tls.outgoing()
+        self._queue(data)
+
+    def _queue(self, data: bytes) -> None:
         if self.state == CLOSED:
             return
         self._out += data
@@ -310,7 +375,7 @@ class RaftConnection:
 
     # -------------------------------------------------------------- teardown
 
-    def refuse(self, err: KafkaError | None, reason: str | None = None) -> None:
+    def refuse(self, err: KafkaError | None, reason: str | None = None, *, detail: str | None = None) -> None:
         """Close because of what the peer sent (or failed to send); logged with its address."""
         if reason is None:
             reason = _REASONS.get(err.error_name, "bad_frame") if err is not None else "refused"
@@ -326,6 +391,8 @@ class RaftConnection:
             claimed = err.context.get("claimed_node_id")
             if claimed is not None:
                 fields["claimed_node_id"] = claimed
+        elif detail is not None:
+            fields["detail"] = detail
         if self.voter_id is not None:
             fields["voter"] = self.voter_id
         self.owner.refusals(**fields)

@@ -42,6 +42,7 @@ from kraftlog.quorum.raft._raft_state import (
     RawEntry,
     VoterStatus,
 )
+from kraftlog.quorum.raft._raft_tls import RaftTls
 from kraftlog.quorum.raft._raft_view import _log, _View
 from kraftlog.quorum.raft._serializer import DumpCorruptError, DumpSerializer, read_dump
 from kraftlog.quorum.raft._transport import TransportSettings, raft_transport_class
@@ -86,6 +87,7 @@ class MetadataQuorum(_QuorumVoters):
         controller_port_offset: int = 0,
         voter_records: bool = False,
         listen_endpoint: tuple[str, int] | None = None,
+        tls: RaftTls | None = None,
     ) -> None:
         # An observer (issue 26, KIP-853: formatted with --no-initial-controllers) is not in
         # ``voters`` and names its own Raft endpoint; it replicates until a voter change adds it.
@@ -96,6 +98,8 @@ class MetadataQuorum(_QuorumVoters):
                 "which needs its own Raft endpoint and node-key authentication"
             )
         self._admit_observers = admit_observers
+        #: TLS on the Raft port, each peer's certificate bound to its node id (issue 26)
+        self._tls = tls
         #: this node's metadata log dir id, reported to the leader for the kraft.version upgrade
         #: a voter's controller port is its Raft port less this (the metadata log's VotersRecord)
         self._controller_port_offset = controller_port_offset
@@ -272,6 +276,7 @@ class MetadataQuorum(_QuorumVoters):
                 admit_observers=self._admit_observers,
                 # a voter finishes the handshake in two round trips; an attacker holds a slot this long
                 handshake_timeout_s=min(max(2 * e, 1.0), 5.0),
+                tls=self._tls,
             )
             node = _RaftNode(
                 self_address=me,

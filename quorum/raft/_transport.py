@@ -51,13 +51,11 @@ import dataclasses
 import errno
 import socket
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import structlog
 from pysyncobj.monotonic import monotonic as _monotonic
-from pysyncobj.node import Node, TCPNode
+from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import set_keepalive
 from pysyncobj.transport import Transport, TransportNotReadyError
@@ -79,6 +77,7 @@ from kraftlog.quorum.raft._raft_connection import (
     RaftConnection,
     RefusalLog,
 )
+from kraftlog.quorum.raft._transport_settings import MAX_OBSERVERS, ObserverNode, TransportSettings
 from kraftlog.quorum.raft._wire import InitiatorHandshake, ResponderHandshake
 
 # pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop on every
@@ -89,6 +88,7 @@ if getattr(socket.inet_ntop, "__module__", None) == "pysyncobj.win_inet_pton":
     socket.inet_ntop = _socket.inet_ntop
 
 __all__ = [
+    "MAX_OBSERVERS",
     "MAX_PENDING_WRITE_BYTES",
     "ObserverNode",
     "RaftTransport",
@@ -101,43 +101,6 @@ _log = structlog.get_logger(__name__)
 
 _ACCEPT_BURST: Final = 64  # connections accepted per poll event
 _R: Final = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
-
-
-#: observers a voter tracks at most (a dynamic quorum's controllers not in the voter set, issue 26)
-MAX_OBSERVERS: Final = 16
-
-
-@dataclass(frozen=True, slots=True)
-class TransportSettings:
-    """What the transport needs beyond pysyncobj's conf (`MetadataQuorum` builds it)."""
-
-    node_id: int
-    #: voter id -> Raft ``host:port``, this node included
-    voters: Mapping[int, str]
-    cluster_id: str
-    #: the shared-password key (``password`` mode); unused when ``identity`` is set
-    auth_key: bytes
-    bind_host: str
-    handshake_timeout_s: float = 2.0
-    max_unauthenticated: int = 32
-    backlog: int = 256
-    #: this node's own key and every voter's public key (``node-key`` mode, `quorum.raft._identity`)
-    identity: NodeIdentity | None = None
-    #: this node starts as an observer (not in ``voters``): it dials every voter and accepts no one
-    observer: bool = False
-    #: accept observers' connections (``node-key`` mode only): they get the log, never a vote
-    admit_observers: bool = False
-    #: the most observers tracked at once (see the module docstring)
-    max_observers: int = MAX_OBSERVERS
-
-
-class ObserverNode(Node):
-    """pysyncobj's read-only node standing for one connected observer (its leader sends it entries
-    and never counts it towards a commit)."""
-
-    def __init__(self, observer: ObserverPeer) -> None:
-        super().__init__(f"observer-{observer.node_id}")
-        self.kl_observer = observer
 
 
 def raft_transport_class(settings: TransportSettings) -> type[RaftTransport]:
@@ -172,6 +135,7 @@ class RaftTransport(Transport):
         self._self_node: TCPNode = selfNode
         self.log = _log.bind(node_id=settings.node_id)
         self.refusals = RefusalLog(self.log)
+        self.tls = settings.tls
         ids = {address: vid for vid, address in settings.voters.items()}
         #: this node is a voter (an observer until the change adding it is in its log)
         self._is_voter = not settings.observer
