@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from kraftlog.client._channels import ChannelPool
+from kraftlog.client._heartbeat_loop import run_heartbeats
 from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.consumer._consumer_group import CommitFailedError
 from kraftlog.client.consumer._group_client import COORDINATOR_ERRORS, GroupClient
@@ -178,18 +179,14 @@ class ConsumerProtocolMembership(GroupClient):
     # ================================================================ heartbeats
 
     def _run(self) -> None:
-        next_beat = 0.0
-        while not self._stop.is_set():
-            self._wake.wait(max(0.0, next_beat - time.monotonic()))
-            if self._stop.is_set():
-                return
-            self._wake.clear()
-            try:
-                delay = self._beat()
-            except Exception as err:  # noqa: BLE001 - the thread must outlive any one failure
-                _log.warning("heartbeat_failed", group=self.group_id, error=repr(err))
-                delay = self.retry_backoff_ms / 1000.0
-            next_beat = time.monotonic() + delay
+        run_heartbeats(
+            self._beat,
+            self._stop,
+            self._wake,
+            self.retry_backoff_ms / 1000.0,
+            failed_event="heartbeat_failed",
+            group_id=self.group_id,
+        )
 
     def _beat(self) -> float:
         """One heartbeat when there is one to send; the seconds until the next."""

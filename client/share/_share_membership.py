@@ -14,13 +14,13 @@ the next `poll` raises them. Leaving sends epoch -1.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any
 
 import structlog
 
 from kraftlog.client._channels import ChannelPool
+from kraftlog.client._heartbeat_loop import run_heartbeats
 from kraftlog.client._metadata import ClusterMetadata, TopicPartition
 from kraftlog.client.consumer import COORDINATOR_ERRORS, GroupClient
 from kraftlog.common import errors as kerr
@@ -109,18 +109,14 @@ class ShareMembership(GroupClient):
     # ================================================================ heartbeats
 
     def _run(self) -> None:
-        next_beat = 0.0
-        while not self._stop.is_set():
-            self._wake.wait(max(0.0, next_beat - time.monotonic()))
-            if self._stop.is_set():
-                return
-            self._wake.clear()
-            try:
-                delay = self._beat()
-            except Exception as err:  # noqa: BLE001 - the thread must outlive any one failure
-                _log.warning("share_heartbeat_failed", group=self.group_id, error=repr(err))
-                delay = self.retry_backoff_ms / 1000.0
-            next_beat = time.monotonic() + delay
+        run_heartbeats(
+            self._beat,
+            self._stop,
+            self._wake,
+            self.retry_backoff_ms / 1000.0,
+            failed_event="share_heartbeat_failed",
+            group_id=self.group_id,
+        )
 
     def _beat(self) -> float:
         with self._lock:
