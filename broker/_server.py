@@ -52,6 +52,7 @@ from kraftlog.broker.replica import (
 )
 from kraftlog.broker.share import (
     SHARE_STATE_TOPIC,
+    DeadLetterWriter,
     ShareCoordinator,
     ShareFetchService,
     SharePartitionManager,
@@ -59,6 +60,7 @@ from kraftlog.broker.share import (
     ShareServicer,
     ShareSessionCache,
     ShareStateService,
+    broker_append,
     group_partition_config,
 )
 from kraftlog.broker.txn import (
@@ -223,6 +225,14 @@ class BrokerServer:
             clock_ms=clock_ms,
             group_config=lambda group_id, base: group_partition_config(
                 self.follower.image.configs.config(ConfigResourceType.GROUP, group_id), base, config.__getitem__
+            ),
+            dead_letters=DeadLetterWriter(
+                group_configs=lambda group_id: self.follower.image.configs.config(ConfigResourceType.GROUP, group_id),
+                image=lambda: self.follower.image,
+                append=broker_append(self.broker_id, lambda: self.replicas, self._peer, self._broker_address, 5_000),
+                create_topic=self.topic_creator.create_dead_letter_topic,
+                broker_config=config.__getitem__,
+                clock_ms=clock_ms,
             ),
         )
         self.groups.share_members_release = lambda gone: self.share_partitions.release_members(

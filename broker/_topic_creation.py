@@ -54,6 +54,30 @@ class TopicCreator:
                     "internal_topic_create_failed", topic=name, error=t.error.name, message=t.error.message
                 )
 
+    async def create_dead_letter_topic(self, name: str) -> None:
+        """A share group's dead-letter topic at its first DLQ write (KIP-1191): broker defaults,
+        with ``errors.deadletterqueue.group.enable=true`` so that it may serve as one, and CreateTime
+        timestamps (a DLQ record's time is the time it was written), as Kafka creates it."""
+        req = admin_pb2.CreateTopicsRequest(
+            topics=[
+                admin_pb2.CreateTopicsRequest.CreatableTopic(
+                    name=name,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs={"errors.deadletterqueue.group.enable": "true", "message.timestamp.type": "CreateTime"},
+                )
+            ],
+            timeout_ms=5000,
+        )
+        try:
+            resp = await self._channel.call("admin", "CreateTopics", req, timeout_s=5.0, attempt_timeout_s=5.0)
+        except kerr.KafkaError as err:
+            self._log.info("dlq_topic_create_failed", topic=name, error=str(err))
+            return
+        for t in resp.topics:
+            if t.error.code not in (0, kerr.TopicAlreadyExistsError.error_code):
+                self._log.warning("dlq_topic_create_failed", topic=name, error=t.error.name)
+
     async def auto_create(self, names: list[str]) -> None:
         """``auto.create.topics.enable``: create with the broker defaults, as Kafka does; the client
         sees LEADER_NOT_AVAILABLE until the topic's partitions have leaders."""

@@ -14,6 +14,14 @@ out. Share-group membership is the group coordinator's (`kraftlog.broker.groups`
 
 from kraftlog.broker.share._share_coordinator import ShareShards, kafka_uuid_text, share_state_partition
 from kraftlog.broker.share._share_coordinator_shell import ShareCoordinator
+from kraftlog.broker.share._share_dlq import (
+    DeadLetterWriter,
+    DlqTarget,
+    broker_append,
+    dlq_headers,
+    dlq_payload,
+    dlq_topic_problem,
+)
 from kraftlog.broker.share._share_fetch import FetchedBatch, aborted_ranges, fetched_batches
 from kraftlog.broker.share._share_fetch_grpc import ShareServicer
 from kraftlog.broker.share._share_fetch_service import (
@@ -81,6 +89,12 @@ from kraftlog.broker.share._share_types import (
 )
 
 __all__ = [
+    "DeadLetterWriter",
+    "DlqTarget",
+    "broker_append",
+    "dlq_headers",
+    "dlq_payload",
+    "dlq_topic_problem",
     "SHARE_STATE_TOPIC",
     "STATE_APIS",
     "RemoteCall",

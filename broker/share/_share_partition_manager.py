@@ -33,6 +33,7 @@ from typing import Any
 import structlog
 
 from kraftlog.broker.replica import DelayedOperation
+from kraftlog.broker.share._share_dlq import DeadLetterWriter, originals_reader
 from kraftlog.broker.share._share_fetch import fetched_batches
 from kraftlog.broker.share._share_partition import SharePartition, initial_start_offset
 from kraftlog.broker.share._share_persister import SharePersister
@@ -106,6 +107,7 @@ class SharePartitionManager:
         clock_ms: Callable[[], int],
         group_config: Callable[[str, SharePartitionConfig], SharePartitionConfig] | None = None,
         max_wait_ms: int = 1_000,
+        dead_letters: DeadLetterWriter | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._replicas = replicas
@@ -121,6 +123,8 @@ class SharePartitionManager:
         #: a group's settings: the broker's with the group's own configs (share.record.lock.duration.ms,
         #: share.auto.offset.reset, share.isolation.level) in their place
         self._group_config = group_config or (lambda _group, base: base)
+        #: KIP-1191: writes what REJECT and the delivery limit archive to the group's DLQ topic
+        self.dead_letters = dead_letters
         self._held: dict[ShareKey3, _Held] = {}
         self._loading: dict[ShareKey3, asyncio.Lock] = {}
         self._deadlines: list[tuple[int, ShareKey3]] = []
@@ -229,6 +233,20 @@ class SharePartitionManager:
             )
             raise result.error(result.message or result.error.error_name)
 
+    async def _dead_letter(self, key: ShareKey3, held: _Held, archived: Sequence[ArchivedRecord]) -> None:
+        """KIP-1191: the records just archived (in memory, under the partition's lock) go to the
+        group's DLQ topic before the archive is written to the share coordinator (see
+        `broker.share._share_dlq` for why this order, and what a failed write does)."""
+        if not archived or self.dead_letters is None:
+            return
+        group_id, _topic_id, partition = key
+
+        def read(offset: int, max_bytes: int) -> bytes:
+            p = self._leader(held.topic, partition)
+            return bytes(p.fetch_records(fetch_offset=offset, max_bytes=max_bytes, isolation_level=0).records)
+
+        await self.dead_letters.write(group_id, held.topic, partition, archived, originals_reader(read))
+
     def _after_change(self, key: ShareKey3, held: _Held, change: ChangeResult) -> None:
         deadline = held.core.next_deadline()
         if deadline is not None:
@@ -250,6 +268,7 @@ class SharePartitionManager:
             return
         async with held.lock:
             change = change_of(held.core)
+            await self._dead_letter(key, held, change.archived)
             if change.changed:
                 try:
                     await self._persist(key, held)
@@ -273,6 +292,7 @@ class SharePartitionManager:
         held = await self._get(group_id, topic_id, topic, partition)
         async with held.lock:
             change = held.core.acknowledge(member_id, batches, self.clock_ms())
+            await self._dead_letter(key, held, change.archived)
             if change.changed or change.start_offset_moved:
                 await self._persist(key, held)
             self._after_change(key, held, change)
@@ -393,6 +413,13 @@ class SharePartitionManager:
                 if not batches:
                     continue
                 result = core.acquire(member_id, batches, self.clock_ms(), left_records, mode, read.aborted)
+                if result.archived:  # a delivery limit lowered since: archived, persisted
+                    await self._dead_letter(key, held, result.archived)
+                    try:
+                        await self._persist(key, held)
+                    except kerr.KafkaError as err:
+                        out[(topic_id, partition)] = PartitionFetch(type(err), str(err))
+                        continue
                 self._after_change(key, held, ChangeResult())
             if result.acquired:
                 left_records -= result.count

@@ -8,7 +8,9 @@ heartbeat interval below the session timeout. Share groups' keys (KIP-932):
 ``share.record.lock.duration.ms`` within ``group.share.min/max.record.lock.duration.ms``,
 ``share.auto.offset.reset`` (``latest``, ``earliest`` or ``by_duration:<ISO-8601 duration>``) and
 ``share.isolation.level`` (``read_uncommitted``, ``read_committed``), the last two with Kafka's
-defaults and no broker synonym.
+defaults and no broker synonym; the dead-letter topic of KIP-1191,
+``errors.deadletterqueue.topic.name`` (blank: none; never a name starting with ``__``) and
+``errors.deadletterqueue.copy.record.enable``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from kraftlog.common._config_def import ConfigDef, ConfigError, ConfigType, Cust
 __all__ = ["GROUP_CONFIG_DEFS", "GROUP_CONFIG_SYNONYMS", "group_configs", "share_group_configs"]
 
 _CONSUMER_KEYS = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")
-_SHARE_KEYS = ("share.record.lock.duration.ms", "share.auto.offset.reset", "share.isolation.level")
+_SHARE_KEYS = (
+    "share.record.lock.duration.ms",
+    "share.auto.offset.reset",
+    "share.isolation.level",
+    "errors.deadletterqueue.topic.name",
+    "errors.deadletterqueue.copy.record.enable",
+)
 
 _RESET = re.compile(
     r"^(latest|earliest|by_duration:P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d{1,3})?S)?)?)$", re.IGNORECASE
@@ -66,6 +74,22 @@ GROUP_CONFIG_DEFS: Final = ConfigDef("group")
         "read_uncommitted",
         OneOf("read_uncommitted", "read_committed"),
         "Whether this share group's members see records of open and aborted transactions (KIP-932).",
+    )
+    .define(
+        "errors.deadletterqueue.topic.name",
+        ConfigType.STRING,
+        "",
+        Custom(lambda v: not str(v).strip().startswith("__"), "a topic name not starting with __, or blank"),
+        "The dead-letter topic of this share group (KIP-1191): records rejected or at the delivery "
+        "count limit are written to it; blank (the default): none.",
+    )
+    .define(
+        "errors.deadletterqueue.copy.record.enable",
+        ConfigType.BOOLEAN,
+        False,
+        None,
+        "Whether a DLQ record of this share group carries the original key and value, or only the "
+        "context headers (KIP-1191).",
     )
 )
 GROUP_CONFIG_DEFS.freeze()

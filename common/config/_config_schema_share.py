@@ -1,7 +1,8 @@
 """The node keys of share groups' delivery (KIP-932) and of the share coordinator, with Kafka 4.x's
 names, defaults and validation (ShareGroupConfig, ShareCoordinatorConfig): the acquisition lock
 duration and its bounds, the delivery count limit, the in-flight records per share partition, the
-share sessions a broker keeps, and the ``__share_group_state`` topic's shape and write timeout.
+share sessions a broker keeps, the ``__share_group_state`` topic's shape and write timeout, and the
+dead-letter topics' name prefix and auto-creation (KIP-1191).
 Part of the node schema, `kraftlog.common.config._config_schema`; `check_share_keys` makes
 Kafka's cross-key checks at start.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kraftlog.common._config_def import ConfigDef, ConfigError, Range
+from kraftlog.common._config_def import ConfigDef, ConfigError, ConfigType, Range
 from kraftlog.common.config._config_schema_topic import _I
 
 __all__ = ["check_share_keys", "define_share_keys"]
@@ -97,6 +98,20 @@ def define_share_keys(defs: ConfigDef) -> None:
     """Add share groups' delivery keys and the share coordinator's keys to the node schema."""
     for key, default, validator, doc in _KEYS:
         defs.define(key, _I, default, validator, doc)
+    defs.define(
+        "errors.deadletterqueue.topic.name.prefix",
+        ConfigType.STRING,
+        "dlq.",
+        None,
+        "The prefix a share group's dead-letter topic must start with (KIP-1191); blank: any name.",
+    )
+    defs.define(
+        "errors.deadletterqueue.auto.create.topics.enable",
+        ConfigType.BOOLEAN,
+        False,
+        None,
+        "Whether a share group's missing dead-letter topic is created at its first DLQ write (KIP-1191).",
+    )
 
 
 def check_share_keys(values: Mapping[str, object]) -> None:

@@ -33,6 +33,9 @@ _I, _L, _D, _B, _S, _LS, _P = (
     ConfigType.PASSWORD,
 )
 
+#: topic keys Kafka's LogConfig defaults itself, with no broker key behind them
+TOPIC_KEYS_WITHOUT_BROKER_DEFAULT: Final = frozenset({"errors.deadletterqueue.group.enable"})
+
 TOPIC_CONFIG_DEFS: Final = ConfigDef("topic")
 (
     TOPIC_CONFIG_DEFS.define(
@@ -69,6 +72,13 @@ TOPIC_CONFIG_DEFS: Final = ConfigDef("topic")
         LONG_MAX,
         Range(1),
         "Force an fsync after this many messages; replication, not fsync, is the durability default.",
+    )
+    .define(
+        "errors.deadletterqueue.group.enable",
+        _B,
+        False,
+        None,
+        "Whether share groups may use this topic as their dead-letter topic (KIP-1191).",
     )
     .define("flush.ms", _L, LONG_MAX, Range(0), "Force an fsync when data is older than this.")
     .define(

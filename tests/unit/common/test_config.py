@@ -22,6 +22,7 @@ from kraftlog.common.config import (
     parse_quorum_voters,
     validate_topic_configs,
 )
+from kraftlog.common.config._config_schema_topic import TOPIC_KEYS_WITHOUT_BROKER_DEFAULT
 
 LONG_MAX = 2**63 - 1
 
@@ -229,7 +230,9 @@ def test_kafka_defaults() -> None:
 
 def test_every_broker_log_key_names_an_existing_topic_key() -> None:
     linked = {key.topic_key for key in NODE_CONFIG_DEFS.values() if key.topic_key}
-    assert linked == set(TOPIC_CONFIG_DEFS)
+    # KIP-1191's errors.deadletterqueue.group.enable is the one topic key Kafka gives no broker default
+    assert linked == set(TOPIC_CONFIG_DEFS) - TOPIC_KEYS_WITHOUT_BROKER_DEFAULT
+    assert TOPIC_KEYS_WITHOUT_BROKER_DEFAULT == {"errors.deadletterqueue.group.enable"}
 
 
 def test_config_is_immutable() -> None:

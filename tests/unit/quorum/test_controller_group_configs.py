@@ -26,6 +26,9 @@ def test_group_configs_are_stored_as_group_config_records_and_described() -> Non
         "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG", True),
         "share.isolation.level": ("read_uncommitted", "DEFAULT_CONFIG", True),
         "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG", True),
+        # KIP-1191's dead-letter topic (issue 27): none by default, headers only
+        "errors.deadletterqueue.topic.name": ("", "DEFAULT_CONFIG", True),
+        "errors.deadletterqueue.copy.record.enable": ("false", "DEFAULT_CONFIG", True),
     }
     assert entries(h.describe_configs(GROUP, "other"))["consumer.session.timeout.ms"] == (
         "45000",
