@@ -49,7 +49,8 @@ _KEY_TO_FIELD = {
     "compression.type": "compression_type",
     "preallocate": "preallocate",
 }
-# Topic-level keys that belong to replication, not to the log: accepted and ignored here.
+# Topic-level keys that belong to replication (or to share groups), not to the log: accepted and
+# ignored here.
 _NOT_LOG_KEYS = frozenset(
     {
         "min.insync.replicas",
@@ -63,6 +64,7 @@ _NOT_LOG_KEYS = frozenset(
         "remote.storage.enable",
         "local.retention.ms",
         "local.retention.bytes",
+        "errors.deadletterqueue.group.enable",  # KIP-1191: read by share-partition leaders, not the log
     }
 )
 _COMPRESSION_TYPES = frozenset({"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"})

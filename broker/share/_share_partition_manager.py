@@ -14,6 +14,9 @@ Rules:
   (WriteShareGroupState: the start offset and the whole in-flight window) before it is answered;
   a write that fails drops the partition, which is loaded again from the coordinator (its
   acquired records come back available there: at least once, never lost);
+- records archived by REJECT or by the delivery limit go to the group's dead-letter topic
+  (KIP-1191, `DeadLetterWriter`) after they are archived in memory and before the archive is
+  written, under the partition's lock: the DLQ write is acknowledged (or given up) first;
 - acquisition locks end at `SharePartition.next_deadline`: one timer task sleeps until the earliest
   deadline of all partitions (at most ``max_wait_ms``) and expires what is due;
 - a long poll waits in the replica manager's fetch purgatory until its partitions hold
