@@ -55,6 +55,7 @@ from kraftlog.broker.share import (
     DeadLetterWriter,
     ShareCoordinator,
     ShareFetchService,
+    ShareGroupMetrics,
     SharePartitionManager,
     SharePersister,
     ShareServicer,
@@ -308,6 +309,7 @@ class BrokerServer:
             )
         )
         self.metrics.registry.register(self.group_lag)
+        self.metrics.registry.register(ShareGroupMetrics(self.share_partitions))
         self.metrics.registry.register(QuotaCollector(self.quotas, self.quotas.now_ms))
 
     # ------------------------------------------------------------------ lifecycle

@@ -30,10 +30,12 @@ from kraftlog.broker.share._share_fetch_service import (
     ShareFetchCall,
     ShareFetchService,
 )
+from kraftlog.broker.share._share_metrics import ShareGroupMetrics
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
 from kraftlog.broker.share._share_partition_manager import (
     PartitionFetch,
     SharePartitionManager,
+    SharePartitionStats,
     group_partition_config,
 )
 from kraftlog.broker.share._share_persister import RemoteCall, SharePersister
@@ -89,6 +91,8 @@ from kraftlog.broker.share._share_types import (
 )
 
 __all__ = [
+    "ShareGroupMetrics",
+    "SharePartitionStats",
     "DeadLetterWriter",
     "DlqTarget",
     "broker_append",

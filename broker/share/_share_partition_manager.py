@@ -31,7 +31,7 @@ import asyncio
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -48,6 +48,7 @@ from kraftlog.broker.share._share_types import (
     ArchivedRecord,
     AutoOffsetReset,
     ChangeResult,
+    RecordState,
     SharePartitionConfig,
     parse_auto_offset_reset,
 )
@@ -55,7 +56,7 @@ from kraftlog.common import errors as kerr
 from kraftlog.common.config import ConfigError, share_group_configs
 from kraftlog.common.security import spawn
 
-__all__ = ["SharePartitionManager", "PartitionFetch", "ShareKey3", "group_partition_config"]
+__all__ = ["SharePartitionManager", "SharePartitionStats", "PartitionFetch", "ShareKey3", "group_partition_config"]
 
 _log = structlog.get_logger(__name__)
 
@@ -74,6 +75,18 @@ class PartitionFetch:
     acquired: tuple[AcquiredRecords, ...] = ()
     leader_id: int = -1
     leader_epoch: int = -1
+
+
+class SharePartitionStats(NamedTuple):
+    """One share partition's figures (`SharePartitionManager.share_partition_stats`)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    available: int
+    acquired: int
+    archived_total: int
+    lag: int
 
 
 @dataclass
@@ -128,6 +141,8 @@ class SharePartitionManager:
         self._group_config = group_config or (lambda _group, base: base)
         #: KIP-1191: writes what REJECT and the delivery limit archive to the group's DLQ topic
         self.dead_letters = dead_letters
+        #: records archived by REJECT or the delivery limit per share partition, since loaded here
+        self.archived_total: dict[ShareKey3, int] = {}
         self._held: dict[ShareKey3, _Held] = {}
         self._loading: dict[ShareKey3, asyncio.Lock] = {}
         self._deadlines: list[tuple[int, ShareKey3]] = []
@@ -240,7 +255,10 @@ class SharePartitionManager:
         """KIP-1191: the records just archived (in memory, under the partition's lock) go to the
         group's DLQ topic before the archive is written to the share coordinator (see
         `broker.share._share_dlq` for why this order, and what a failed write does)."""
-        if not archived or self.dead_letters is None:
+        if not archived:
+            return
+        self.archived_total[key] = self.archived_total.get(key, 0) + len(archived)
+        if self.dead_letters is None:
             return
         group_id, _topic_id, partition = key
 
@@ -473,6 +491,36 @@ class SharePartitionManager:
             await op.future
         finally:
             self._waiting.discard(op)
+
+    def share_partition_stats(self) -> list[SharePartitionStats]:
+        """The share partitions led here, for the share-group lag metrics (a partition no longer led
+        here is left out): records available to the group (AVAILABLE in the window, and every record
+        past the window's end up to the high watermark), acquired, archived by REJECT or the delivery
+        limit since loaded here, and the lag KIP-1226 defines (high watermark minus start offset minus
+        records acknowledged or archived in the window)."""
+        out: list[SharePartitionStats] = []
+        for key, held in list(self._held.items()):
+            try:
+                p = self._leader(held.topic, key[2])
+            except kerr.KafkaError:
+                continue
+            core = held.core
+            end = p.log.last_stable_offset if core.config.read_committed else p.high_watermark
+            counts = core.counts()
+            past_window = max(0, end - core.end_offset)
+            lag = max(0, end - core.start_offset - core.delivery_complete_count())
+            out.append(
+                SharePartitionStats(
+                    key[0],
+                    held.topic,
+                    key[2],
+                    counts[RecordState.AVAILABLE] + past_window,
+                    counts[RecordState.ACQUIRED],
+                    self.archived_total.get(key, 0),
+                    lag,
+                )
+            )
+        return out
 
     # ================================================================== timers
 

@@ -6,7 +6,8 @@ with Kafka's ``__dlq.errors.*`` headers naming group, topic, partition, offset, 
 and reason; a missing DLQ topic is created when the broker allows it.
 
 On main the group config is refused (INVALID_CONFIG: unknown group config name) and no record
-ever reaches a DLQ topic.
+ever reaches a DLQ topic. The share groups' lag metrics (records available, acquired, archived per
+share partition) are scraped from the node's Prometheus endpoint after the records are settled.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 
 from kraftlog.client import AcknowledgeType, NewTopic, Producer, ShareConsumer
 from kraftlog.deploy._cluster import LocalCluster, wait_until
+
+from .test_metrics import plan_with_metrics, scrape, total
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +45,7 @@ LIMIT_MSG = "Offset delivery count exceeded the threshold."
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     c = LocalCluster(tmp_path_factory.mktemp("sharedlq") / "c", controllers=1, combined=True, overrides=OVERRIDES)
+    c.metrics_ports = plan_with_metrics(c)  # type: ignore[attr-defined]
     c.start(timeout_s=90)
     try:
         c.wait_unfenced_brokers()
@@ -161,6 +165,17 @@ def test_confluent_kafkas_reject_and_delivery_limit_land_in_the_dlq_topic_with_t
         expected("g-lib", "lib", 0, rejected.offset(), 1, REJECT_MSG),
         expected("g-lib", "lib", 1, limited.offset(), 2, LIMIT_MSG),
     ]
+    # the share groups' lag metrics on the partitions' leader: one record archived per partition, both
+    # written to the DLQ, nothing left to deliver or held
+    (port,) = cluster.metrics_ports.values()  # type: ignore[attr-defined]
+    m = scrape(port)
+    for partition in ("0", "1"):
+        labels = {"group": "g-lib", "topic": "lib", "partition": partition}
+        assert total(m, "kraftlog_share_group_records_archived_total", **labels) == 1
+        assert total(m, "kraftlog_share_group_records_acquired", **labels) == 0
+        assert total(m, "kraftlog_share_group_records_available", **labels) == 0
+        assert total(m, "kraftlog_share_group_lag", **labels) == 0
+    assert total(m, "kraftlog_share_group_dlq_records_total", group="g-lib") == 2
 
 
 def test_our_share_consumers_reject_and_delivery_limit_land_in_an_auto_created_dlq_topic(
@@ -175,6 +190,8 @@ def test_our_share_consumers_reject_and_delivery_limit_land_in_an_auto_created_d
         c.subscribe(["ours"])
         got: list[Any] = []
         wait_until(lambda: got.extend(c.poll(200)) or len(got) >= 4, 30, what="the records")
+        (port,) = cluster.metrics_ports.values()  # type: ignore[attr-defined]
+        assert total(scrape(port), "kraftlog_share_group_records_acquired", group="g-ours", topic="ours") == 4
         by_value = {r.value: r for r in got}
         rejected, limited = by_value[values[0]], by_value[values[1]]
         for r in got:
