@@ -98,6 +98,8 @@ def _topic_entries(
         synonyms = layered_synonyms(
             broker_keys, [*layers, ("DEFAULT_CONFIG", node_defaults(broker_keys))], sensitive=False
         )
+        if not broker_keys and spec.default is not NO_DEFAULT:  # a key no broker key defaults (KIP-1191's)
+            synonyms.append(ConfigSynonym(key, _fmt(spec.default), "DEFAULT_CONFIG"))
         if key in dynamic:
             synonyms.insert(0, ConfigSynonym(key, dynamic[key], "DYNAMIC_TOPIC_CONFIG"))
         head = synonyms[0] if synonyms else None

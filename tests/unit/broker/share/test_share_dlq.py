@@ -286,3 +286,46 @@ def test_the_group_configs_are_validated() -> None:
         share_group_configs({"errors.deadletterqueue.topic.name": "__consumer_offsets"}, CONFIG.__getitem__)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         share_group_configs({"errors.deadletterqueue.copy.record.enable": "maybe"}, CONFIG.__getitem__)  # type: ignore[arg-type]
+
+
+def test_a_broker_appends_locally_when_it_leads_the_dlq_partition_else_produces_to_the_leader() -> None:
+    from kraftlog.broker.share import broker_append
+    from kraftlog.proto import broker_pb2
+
+    local: list[tuple[str, int, bytes, int]] = []
+    sent: list[tuple[str, Any, float]] = []
+    answer = [0]
+
+    class Replicas:
+        async def append_internal(self, topic: str, partition: int, payload: bytes, timeout_ms: int) -> None:
+            local.append((topic, partition, payload, timeout_ms))
+
+    class Stub:
+        def __init__(self, address: str) -> None:
+            self.address = address
+
+        async def Produce(self, req: Any, timeout: float) -> Any:  # noqa: N802 - the gRPC method's name
+            sent.append((self.address, req, timeout))
+            resp = broker_pb2.ProduceResponse()
+            part = resp.topics.add(name="dlq.t").partitions.add(index=1)
+            part.error.code = answer[0]
+            return resp
+
+    append = broker_append(1, Replicas, Stub, lambda b: {2: "h2:9"}.get(b), 3000)
+
+    async def scenario() -> list[Any]:
+        return [
+            await append(1, "dlq.t", 0, b"batch"),
+            await append(2, "dlq.t", 1, b"batch"),
+            await append(3, "dlq.t", 1, b"batch"),  # a leader with no endpoint
+            answer.__setitem__(0, kerr.NotEnoughReplicasError.error_code),
+            await append(2, "dlq.t", 1, b"batch"),
+        ]
+
+    results = asyncio.run(scenario())
+    assert results[0] is None and local == [("dlq.t", 0, b"batch", 3000)]
+    assert results[1] is None and results[2] is kerr.LeaderNotAvailableError
+    assert results[4] is kerr.NotEnoughReplicasError
+    address, req, timeout = sent[0]
+    assert (address, req.acks, req.timeout_ms, timeout) == ("h2:9", -1, 3000, 8.0)
+    assert [(t.name, p.index, p.records) for t in req.topics for p in t.partitions] == [("dlq.t", 1, b"batch")]
