@@ -203,8 +203,10 @@ def test_a_closed_share_consumer_gives_its_records_back_at_once(cluster: LocalCl
 
         wait_until(settled, 30, what="the holder fetching")
         values = produce(cluster, "closing", 10)
+        # the first poll that returns records: in explicit mode librdkafka refuses another poll before
+        # they are acknowledged, and the 10 may come in more than one fetch on a busy machine
         held: list[Any] = []
-        wait_until(lambda: held.extend(x for x in holder.poll(0.2) if x.error() is None) or len(held) == 10, 20)
+        wait_until(lambda: held.extend(x for x in holder.poll(0.2) if x.error() is None) or held, 20)
         holder.close()
         closed_at = time.monotonic()
         holder = None
@@ -222,7 +224,10 @@ def test_a_closed_share_consumer_gives_its_records_back_at_once(cluster: LocalCl
         wait_until(all_back, 20, what="the closed consumer's records back")
         back_s = time.monotonic() - closed_at
         print(f"10 records of a closed ShareConsumer back after {back_s:.2f} s (lock {LONG_LOCK_MS} ms)")
-        assert set(seen.values()) == {2}
+        # what the holder was given came back (librdkafka may also have acquired, and so given back,
+        # records it had not handed over yet: those come back with count 2 too)
+        assert [seen[(msg.partition(), msg.offset())] for msg in held] == [2] * len(held)
+        assert set(seen.values()) <= {1, 2}
         assert back_s < LONG_LOCK_MS / 1000 / 2
     finally:
         if holder is not None:

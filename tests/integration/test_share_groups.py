@@ -72,6 +72,21 @@ def heartbeat(cluster: LocalCluster, group: str, member: str, epoch: int, topics
     return kafka_call(cluster, None, 76, 1, values)
 
 
+def wait_assigned(cluster: LocalCluster, group: str, member: str, epoch: int, timeout_s: float, what: str) -> Any:
+    """Heartbeat as a real member does, each at the epoch of the answer before (an answer may raise
+    the epoch before the partitions come: their share state is initialized after the join), until
+    an answer carries partitions; that answer."""
+    latest = {"epoch": epoch}
+
+    def assigned() -> Any:
+        answer = heartbeat(cluster, group, member, latest["epoch"])
+        assert answer.error_code == 0, answer  # fenced here would be the test's bug, or the coordinator's
+        latest["epoch"] = answer.member_epoch
+        return answer if answer.assignment and answer.assignment.topic_partitions else None
+
+    return wait_until(assigned, timeout_s, what=what)
+
+
 def test_share_consumers_join_and_all_three_hold_the_one_partition(cluster: LocalCluster) -> None:
     consumers = [
         confluent_kafka.ShareConsumer(
@@ -133,12 +148,8 @@ def test_hand_made_heartbeats_see_kafkas_epochs_fencing_and_group_types(cluster:
     assert first.error_code == 0 and first.member_id == "member-a" and first.member_epoch >= 1
     assert first.heartbeat_interval.total_seconds() == pytest.approx(0.3)
 
-    def assigned() -> Any:
-        answer = heartbeat(cluster, "raw-g", "member-a", first.member_epoch)
-        return answer if answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions else None
-
     # the partitions' share state is initialized after the join; a later heartbeat gets them
-    got = wait_until(assigned, 10, what="member-a assigned raw's partitions")
+    got = wait_assigned(cluster, "raw-g", "member-a", first.member_epoch, 10, "member-a assigned raw's partitions")
     assert sorted(got.assignment.topic_partitions[0].partitions) == [0, 1]
     epoch = got.member_epoch
 
@@ -215,11 +226,7 @@ def test_the_share_coordinator_keeps_the_initialized_state_in_share_group_state(
     change it."""
     joined = heartbeat(cluster, "state-g", "member-s", 0, ["raw"])
 
-    def assigned() -> Any:
-        answer = heartbeat(cluster, "state-g", "member-s", joined.member_epoch)
-        return answer if answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions else None
-
-    wait_until(assigned, 15, what="member-s assigned raw's partitions")
+    wait_assigned(cluster, "state-g", "member-s", joined.member_epoch, 15, "member-s assigned raw's partitions")
     epoch = describe(cluster, "state-g").group_epoch
     raw = topic_id(cluster, "raw")
     for partition in (0, 1):
@@ -258,11 +265,7 @@ def test_a_share_group_is_loaded_back_from_consumer_offsets_after_a_restart(clus
     heartbeating at its epoch (its session started afresh)."""
     joined = heartbeat(cluster, "kept", "member-k", 0, ["raw"])
 
-    def assigned() -> Any:
-        answer = heartbeat(cluster, "kept", "member-k", joined.member_epoch)
-        return answer if answer.error_code == 0 and answer.assignment and answer.assignment.topic_partitions else None
-
-    epoch = wait_until(assigned, 10, what="member-k assigned").member_epoch
+    epoch = wait_assigned(cluster, "kept", "member-k", joined.member_epoch, 10, "member-k assigned").member_epoch
     before = describe(cluster, "kept")
     (node_id,) = cluster.nodes
     cluster.stop_node(node_id)
