@@ -69,7 +69,7 @@ test: system-deps system-deps-test $(STAMP_DEV)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test-floors
 	@$(MAKE) --no-print-directory test-unit
-	$(PY) -m pytest --ignore=tests/unit -n 2 --dist loadgroup --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/unit -n 2 --dist loadfile --durations=40 $(PYTEST_ARGS)
 
 # tests/unit's temporary files live in memory where the machine has /dev/shm: the unit tests call fsync
 # some 4,300 times (logs, snapshots, checkpoints), which on a disk cost 5-20 s of the run's wall time
