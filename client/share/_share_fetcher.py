@@ -81,8 +81,9 @@ def decode_acquired(
     records: list[ShareConsumerRecord] = []
     seen: set[int] = set()
     if counts and data:
+        first_acquired = min(counts)
         for _pos, batch in iter_batches(data, strict=True):
-            if batch.last_offset < min(counts) or batch.is_control:
+            if batch.last_offset < first_acquired or batch.is_control:
                 continue
             if check_crcs:
                 batch.ensure_valid()
