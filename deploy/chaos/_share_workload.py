@@ -179,7 +179,7 @@ class ShareWorkload:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.deliveries: list[Delivery] = []
-        self.accepted: set[tuple[int, int]] = set()
+        self.settled: set[tuple[int, int]] = set()  # accepted, or accepted with an unknown outcome
         self.lock_ms: int | None = None
         self.poll_failures = 0
         self.commit_failures = 0
@@ -222,7 +222,7 @@ class ShareWorkload:
         drained = False
         while time.monotonic() - started < timeout_s:
             with self._lock:
-                if need <= self.accepted:
+                if need <= self.settled:
                     drained = True
                     break
             time.sleep(_POLL_S)
@@ -308,4 +308,4 @@ class ShareWorkload:
                 self.deliveries.extend(out)
                 # an ACCEPT of unknown outcome may have been applied (see _share_check): waiting for
                 # another delivery of that record could wait for ever
-                self.accepted.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok is not False)
+                self.settled.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok is not False)
