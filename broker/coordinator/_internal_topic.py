@@ -51,10 +51,17 @@ class LogEntry(NamedTuple):
 
 
 async def read_log(p: Any, chunk_bytes: int) -> AsyncIterator[LogEntry]:
-    """Every record and transaction marker of the replica's log, from its start to the end it had
-    when the read began, yielding to the event loop between chunks."""
-    offset, end = p.log_start_offset, p.log_end_offset
-    while offset < end:
+    """Every record and transaction marker of the replica's log, from its start to its end,
+    yielding to the event loop between chunks.
+
+    Ordering: the end is looked at again before each chunk, and the iteration stops at the first
+    look that finds nothing new, with no await after it; so what was appended while the load read
+    (a WriteTxnMarkers marker of ``__consumer_offsets``, which finds no shard to tell while one
+    loads) is replayed, and anything appended later finds the shard loaded. Only a partition's
+    leader appends to it, and its coordinator writes nothing before the load ends: the tail a load
+    chases is a few markers."""
+    offset = p.log_start_offset
+    while offset < (end := p.log_end_offset):
         info = p.log.read(offset, chunk_bytes, max_offset=end)
         if not info.records:
             break
