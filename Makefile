@@ -132,20 +132,22 @@ sim: $(STAMP_DEV)
 	PYTHONHASHSEED=0 KRAFTLOG_SIM_SEEDS=$${KRAFTLOG_SIM_SEEDS:-20000} $(PY) -m pytest tests/sim -q -p no:cacheprovider
 
 # Long chaos runs, one per workload (docs/verification.md): queue with and without transactions, data,
-# group, eos, each a real 6-node cluster of its own for SOAK_DURATION under its profile's default
+# group, eos, share, each a real 6-node cluster of its own for SOAK_DURATION under its profile's default
 # faults plus SOAK_FAULTS (comma-separated extra kinds, default the storage, disk, clock and link
 # ones; delay_link needs a netns cluster and is skipped on loopback). Each run's report (its last
 # line JSON) and the queue runs' histories go to SOAK_DIR; the first failing run stops the target.
 # CI runs short versions of each (tests/chaos/); this is the long one, about 3 hours at the default.
+# SOAK_RUNS_ONLY="eos share" runs only the named ones (each keeps its seed).
 SOAK_DURATION ?= 30m
 SOAK_SEED ?= 20262800
 SOAK_DIR ?= .soak
 SOAK_FAULTS ?= kill_broker,kill_active_controller,pause,restart,kill_minority,partition_active_controller,partition_leader,bitflip_segment,truncate_segment,lose_unsynced,slow_fsync,disk_full,clock_skew,clock_jump,delay_link
-SOAK_RUNS := queue:queue queue-no-txn:queue_--queue-no-txn data:data group:group eos:eos
+SOAK_RUNS := queue:queue queue-no-txn:queue_--queue-no-txn data:data group:group eos:eos share:share
 soak: $(STAMP_DEV)
 	@mkdir -p $(SOAK_DIR)
 	@set -e; seed=$(SOAK_SEED); for run in $(SOAK_RUNS); do \
 		name=$${run%%:*}; args=$$(echo $${run#*:} | tr _ ' '); seed=$$((seed + 1)); \
+		if [ -n "$(SOAK_RUNS_ONLY)" ] && ! echo " $(SOAK_RUNS_ONLY) " | grep -q " $$name "; then continue; fi; \
 		echo "== soak $$name: seed $$seed, $(SOAK_DURATION)"; \
 		$(PY) -m kraftlog.cli chaos run --workload $$args --duration $(SOAK_DURATION) --seed $$seed \
 			--faults $(SOAK_FAULTS) --work-dir $(SOAK_DIR)/$$name-cluster \
