@@ -150,6 +150,8 @@ def add_eos_result(
             "processor_restarts": eos.restarts,
             "processor_crashes": eos.crashes,
             "eos_poll_failures": eos.poll_failures,
+            # a rewind's OffsetFetch (require_stable) that failed: many mean offsets left pending
+            "eos_rewind_failures": eos.seek_failures,
             **drain_fields("eos", outcome),
         }
     )
