@@ -173,14 +173,17 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def _add_controller(cluster: LocalCluster, node_id: int) -> None:
-    """``quorum add-controller`` until the observer has caught up (REQUEST_TIMED_OUT until then)."""
+    """``quorum add-controller`` until the observer has caught up (REQUEST_TIMED_OUT until then);
+    on a secured cluster with its client properties (``--command-config``)."""
     servers = ",".join(cluster.controller_addresses)
+    secured = ["--command-config", str(cluster.command_config)] if cluster.security != "plaintext" else []
     last: list[str] = []
 
     def added() -> bool:
         proc = _cli(
-            "quorum", "add-controller", "-c", str(cluster.nodes[node_id].config_path), "--bootstrap-server", servers
-        )
+            "quorum", "add-controller", "-c", str(cluster.nodes[node_id].config_path), "--bootstrap-server", servers,
+            *secured,
+        )  # fmt: skip
         last[:] = [proc.stderr.strip()]
         return proc.returncode == 0
 

@@ -7,7 +7,8 @@ claims another voter's id. The password alone would let it in; its certificate n
 it is refused (``certificate_identity``) once the Raft handshake says whom it claims. A certificate
 from a foreign CA, even one named ``CN=node-<claim>``, fails the TLS handshake; a plaintext peer
 fails it too. The leader and epoch never move. A second cluster in the default node-key mode fails
-over its leader over TLS. Helpers are `test_raft_hostile_peers`'s.
+over its leader over TLS, and a third, dynamic one admits an observer over TLS and makes it a voter.
+Helpers are `test_raft_hostile_peers`'s.
 """
 
 from __future__ import annotations
@@ -183,5 +184,39 @@ def test_node_key_controllers_fail_over_over_tls(tmp_path: Path) -> None:
 
         new, new_epoch = wait_until(new_leader, 30, interval_s=0.2, what="a new leader after the kill")
         assert new != leader and new_epoch > epoch
+    finally:
+        c.stop()
+
+
+def test_an_observer_is_admitted_and_added_as_a_voter_over_tls(tmp_path: Path) -> None:
+    """A dynamic quorum under mTLS: controller 2, formatted without initial controllers, reaches the
+    standalone voter over a TLS Raft connection with its own ``CN=node-2`` certificate, is admitted
+    as an observer, and ``quorum add-controller`` (over the TLS controller listener) makes it a
+    voter."""
+    from .test_dynamic_quorum import _add_controller, _voters
+
+    c = LocalCluster(
+        tmp_path / "cluster",
+        controllers=2,
+        security="mtls",
+        quorum="dynamic",
+        initial_controllers=1,
+        overrides={"controller.quorum.election.timeout.ms": 1000},
+    )
+    c.plan()
+    try:
+        c.start_node(1)
+        with c.admin(request_timeout_ms=15_000) as admin:
+            wait_until(lambda: admin.describe_quorum().leader_id == 1, 30, what="the standalone leader")
+            c.start_node(2)
+            wait_until(
+                lambda: "raft_observer_authenticated" in Path(c.nodes[1].log_path).read_text(),
+                30,
+                what="voter 1 to admit observer 2",
+            )
+            _add_controller(c, 2)
+            wait_until(lambda: set(_voters(admin)) == {1, 2}, 30, what="two voters")
+        for nid in (1, 2):
+            assert "tls_handshake_failed" not in Path(c.nodes[nid].log_path).read_text()
     finally:
         c.stop()
