@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
                 "already_formatted": result.already_formatted,
                 "raft_voter_key": voter_key,
                 "kraft_version": cfg.kraft_version,
+                "features": result.features,
                 "initial_voters": None if initial_voters is None else [str(v) for v in initial_voters.values()],
             }
         )

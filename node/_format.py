@@ -92,6 +92,8 @@ class FormatResult:
 
     written: list[str] = field(default_factory=list)
     already_formatted: list[str] = field(default_factory=list)
+    #: the feature levels the bootstrap metadata finalizes (when the metadata log dir was written now)
+    features: dict[str, int] = field(default_factory=dict)
 
 
 def format_node_dirs(
@@ -140,7 +142,7 @@ def format_node_dirs(
         if level != 0
     ]
     bootstrap = [*feature_records, *bootstrap_records]
-    result = FormatResult()
+    result = FormatResult(features=levels)
     dirs = node_dirs(cfg)
     metadata_dir = Path(cfg.metadata_log_dir)
     for d in dirs:
