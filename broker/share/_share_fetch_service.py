@@ -87,6 +87,19 @@ class ShareFetchService:
         self.image = image
         self._releases: set[asyncio.Task[None]] = set()
 
+    def on_share_version(self, enabled: bool) -> None:
+        """``share.version`` changed in the metadata image: turned off, every share session and
+        every share partition held here is dropped, as Kafka's ``SharePartitionManager.
+        onShareVersionToggle`` does (requests are refused from then on by `serve`'s gate, so
+        nothing would release them); turned on, nothing to do (the next fetch loads the state)."""
+        if enabled:
+            return
+        sessions = self.sessions.clear()
+        _log.info("share_groups_disabled", sessions_dropped=sessions)
+        task = spawn(self.manager.forget_all(), name="share-version-off")
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
     def forgetter(self, group_id: str, member_id: str) -> Callable[[], None]:
         """What forgets the member's current share session when its connection closes (and only
         that one: a session the member opened again since, on another connection, stays), and

@@ -242,3 +242,31 @@ def test_share_fetch_and_acknowledge_are_unsupported_while_share_version_is_0() 
     call = ShareFetchCall(group_id="g", member_id="", epoch=0, topics=[], fetch=True)
     answer, _ctx, asked = _run(service.serve(call))
     assert answer.error is kerr.InvalidRequestError and asked  # past the gate: the group was authorized
+
+
+def test_turning_share_version_off_drops_the_sessions_and_share_partitions() -> None:
+    """Kafka's SharePartitionManager.onShareVersionToggle: off, the broker forgets every share
+    session and every share partition it holds (their state is the share coordinator's)."""
+    from kraftlog.broker.share._share_sessions import ShareSessionCache
+
+    forgotten: list[str] = []
+
+    class _Manager:
+        async def forget_all(self) -> None:
+            forgotten.append("all")
+
+    sessions = ShareSessionCache(10)
+    sessions.begin("g", "m1", 0)
+    sessions.begin("g", "m2", 0)
+    service = ShareFetchService(_Manager(), sessions, lambda: _Image({}))  # type: ignore[arg-type]
+
+    async def toggle() -> None:
+        service.on_share_version(True)  # on: nothing is dropped
+        await asyncio.sleep(0)
+        assert len(sessions) == 2 and forgotten == []
+        service.on_share_version(False)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    asyncio.run(toggle())
+    assert len(sessions) == 0 and sessions.get("g", "m1") is None and forgotten == ["all"]
