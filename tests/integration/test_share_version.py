@@ -139,3 +139,12 @@ def test_share_groups_are_refused_at_share_version_0_and_served_once_upgraded(cl
     assert sorted(seen) == sorted(values)
     described = kraftlog("share-groups", "--bootstrap-server", cluster.bootstrap_servers, "--describe", "--group", "g")
     assert described.returncode == 0, described.stderr
+
+    # and off again while the group exists (Kafka refuses no such downgrade): refused at once, and
+    # the broker dropped its share sessions and partitions without stopping
+    downgraded = kraftlog(
+        "features", "downgrade", "--bootstrap-server", cluster.bootstrap_servers, "--feature", "share.version=0"
+    )
+    assert downgraded.returncode == 0, downgraded.stderr
+    wait_until(lambda: heartbeat_error(cluster, "g") == UNSUPPORTED_VERSION, 20, what="share groups off again")
+    cluster.wait_unfenced_brokers()  # the broker still runs and heartbeats
