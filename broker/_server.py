@@ -83,7 +83,7 @@ from kraftlog.common.security import (
     current_request,
     listener_protocol,
 )
-from kraftlog.metadata_log import AclGate, ConfigResourceType, MetadataDelta, MetadataImage
+from kraftlog.metadata_log import AclGate, ConfigResourceType, MetadataDelta, MetadataImage, share_groups_enabled
 from kraftlog.proto import (
     RECONNECT_OPTIONS,
     admin_pb2_grpc,
@@ -531,6 +531,9 @@ class BrokerServer:
         self.groups.on_metadata(image)
         self.txn.on_metadata(image)
         self.share_coordinator.on_metadata(image)
+        enabled = share_groups_enabled(image.features.levels)
+        if enabled != share_groups_enabled(old.features.levels):
+            self.share_fetch_service.on_share_version(enabled)
 
     # ------------------------------------------------------------------ gRPC
 

@@ -6,6 +6,12 @@ credentials into the metadata log dir's ``bootstrap.checkpoint``, which the firs
 commits, so a cluster whose listeners all ask for SCRAM has a user from its first second. The
 cluster id replaces ZooKeeper's ``/cluster/id``: every node of a cluster is formatted with the same
 one, and a node refuses to start unformatted or with another cluster's id.
+
+The bootstrap metadata also finalizes the new cluster's feature levels, as Kafka's
+``kafka-storage format`` does: ``share.version`` 1 by default (Kafka 4.2: share groups are on in a
+new cluster); ``--feature share.version=0`` formats a cluster without share groups (turn them on
+later with ``kraftlog features upgrade --feature share.version=1``), ``--feature
+metadata.version=N`` pins the metadata version (below 28, 4.2-IV0, share groups default to off).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 from kraftlog import storage
 from kraftlog.cli._common import Subparsers, UserError, add_output_option, described, print_json, print_table
+from kraftlog.cli._features import parse_feature
 from kraftlog.cli._storage_scram import parse_add_scram
 from kraftlog.node import NodeStartupError, format_node_dirs, new_cluster_id, node_dirs
 
@@ -65,6 +72,16 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="MECHANISM=[name=U,password=P]",
         help="a SCRAM credential for the bootstrap metadata (repeatable; also iterations=, salt=, "
         "saltedpassword=), so a SCRAM-only cluster has its first user (KIP-900)",
+    )
+    fmt.add_argument(
+        "-f",
+        "--feature",
+        action="append",
+        default=[],
+        type=parse_feature,
+        metavar="NAME=LEVEL",
+        help="a feature level for the bootstrap metadata (repeatable), e.g. share.version=0; by default "
+        "share.version is 1 as in Kafka 4.2",
     )
     quorum = fmt.add_mutually_exclusive_group()
     quorum.add_argument(
@@ -148,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             ignore_formatted=args.ignore_formatted,
             bootstrap_records=bootstrap,
             initial_voters=initial_voters,
+            features=dict(args.feature),
         )
     except NodeStartupError as err:
         raise UserError(err.message) from err
@@ -161,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
                 "already_formatted": result.already_formatted,
                 "raft_voter_key": voter_key,
                 "kraft_version": cfg.kraft_version,
+                "features": result.features,
                 "initial_voters": None if initial_voters is None else [str(v) for v in initial_voters.values()],
             }
         )

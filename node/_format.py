@@ -16,7 +16,7 @@ from typing import Any
 
 from kraftlog import storage
 from kraftlog.common import kafka_uuid, parse_uuid
-from kraftlog.metadata_log import MetadataRecord
+from kraftlog.metadata_log import METADATA_VERSION, FeatureLevelRecord, MetadataRecord, format_feature_levels
 from kraftlog.node._errors import NodeStartupError
 from kraftlog.quorum import (
     DynamicVoter,
@@ -92,6 +92,8 @@ class FormatResult:
 
     written: list[str] = field(default_factory=list)
     already_formatted: list[str] = field(default_factory=list)
+    #: the feature levels the bootstrap metadata finalizes (when the metadata log dir was written now)
+    features: dict[str, int] = field(default_factory=dict)
 
 
 def format_node_dirs(
@@ -101,6 +103,7 @@ def format_node_dirs(
     ignore_formatted: bool = False,
     bootstrap_records: Sequence[MetadataRecord] = (),
     initial_voters: Mapping[int, DynamicVoter] | None = None,
+    features: Mapping[str, int] | None = None,
 ) -> FormatResult:
     """Write ``meta.properties`` into every dir of the node.
 
@@ -113,6 +116,12 @@ def format_node_dirs(
     that says it is formatted holds its bootstrap file. The first active controller of the empty
     log commits them (`kraftlog.quorum.read_bootstrap_records`).
 
+    The feature levels of `format_feature_levels` (its defaults, ``share.version`` 1 as Kafka
+    4.2's, with ``features``, ``--feature name=level``, over them) go first into that same file,
+    one ``FeatureLevelRecord`` per feature not at 0 (``metadata.version`` first), so the cluster's
+    first batch finalizes them before any broker registers. A bad ``features`` raises
+    `NodeStartupError` naming the feature, before anything is written.
+
     ``initial_voters`` (``--standalone`` / ``--initial-controllers``, a dynamic quorum) go into the
     metadata log dir's voters file, written before its ``meta.properties`` too; that dir takes the
     directory id this node's voter entry names (Kafka's Formatter does the same), so the voter is
@@ -123,7 +132,17 @@ def format_node_dirs(
             f"invalid cluster id {cluster_id!r}: expected 16 bytes in URL-safe base64 "
             "(22 characters), e.g. from 'kraftlog storage random-uuid'"
         )
-    result = FormatResult()
+    try:
+        levels = format_feature_levels(features)
+    except ValueError as err:
+        raise NodeStartupError(str(err)) from None
+    feature_records: list[MetadataRecord] = [
+        FeatureLevelRecord(name=name, feature_level=level)
+        for name, level in sorted(levels.items(), key=lambda item: (item[0] != METADATA_VERSION, item[0]))
+        if level != 0
+    ]
+    bootstrap = [*feature_records, *bootstrap_records]
+    result = FormatResult(features=levels)
     dirs = node_dirs(cfg)
     metadata_dir = Path(cfg.metadata_log_dir)
     for d in dirs:
@@ -140,8 +159,8 @@ def format_node_dirs(
             continue
         directory_id = new_cluster_id()
         if d == metadata_dir:
-            if bootstrap_records:
-                write_bootstrap_records(d, bootstrap_records)
+            if bootstrap:
+                write_bootstrap_records(d, bootstrap)
             if initial_voters is not None:
                 d.mkdir(parents=True, exist_ok=True)
                 write_bootstrap_voters(d, initial_voters)

@@ -5,6 +5,11 @@ on each group, and on the topics of its members' assignments, for a describe; DE
 group and on each topic for the offsets). `GroupService` holds one (``.share``) and hands it the
 coordinator, the metadata image, the clock, and its calls that reach a group's shard; the broker
 sets ``state_summary``, its way to the share coordinator's ReadShareGroupStateSummary.
+
+Every call is first gated on the ``share.version`` feature (Kafka's
+``KafkaApis.isShareGroupProtocolEnabled``, before any authorization): while it is 0 a heartbeat and
+Alter/DeleteShareGroupOffsets answer UNSUPPORTED_VERSION, a describe (groups or offsets) answers it
+for each group. The image is read on every call, so an UpdateFeatures turns them on or off at once.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from kraftlog.broker.share import (
 )
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request
-from kraftlog.metadata_log import MetadataImage
+from kraftlog.metadata_log import SHARE_GROUPS_DISABLED, MetadataImage, share_groups_enabled
 from kraftlog.proto import group_pb2
 
 __all__ = ["ShareGroupService", "StateSummary", "ShareStateCall"]
@@ -71,9 +76,20 @@ class ShareGroupService:
         #: the partitions' log ends (high watermarks), for DescribeShareGroupOffsets' lag
         self.latest_offsets: LatestOffsets = _no_ends
 
+    def disabled(self) -> Any:
+        """UNSUPPORTED_VERSION (an `error_pb`) while ``share.version`` leaves share groups off,
+        else None; a refusal counts as the request's authorization decision (nothing is touched)."""
+        if share_groups_enabled(self.image().features.levels):
+            return None
+        current_request().refused_early(SHARE_GROUPS_DISABLED)
+        return error_pb(kerr.UnsupportedVersionError, SHARE_GROUPS_DISABLED)
+
     async def ShareGroupHeartbeat(self, request: Any, *, client_host: str) -> Any:
         """KIP-932's heartbeat; ``client_host`` is Kafka's form of the client's address."""
         R = group_pb2.ShareGroupHeartbeatResponse
+        off = self.disabled()
+        if off is not None:
+            return R(error=off)
         ctx = current_request()
         names = list(request.subscribed_topic_names.names) if request.HasField("subscribed_topic_names") else None
         req = ShareHeartbeatRequest(
@@ -103,6 +119,9 @@ class ShareGroupService:
 
     async def ShareGroupDescribe(self, request: Any) -> Any:
         R = group_pb2.ShareGroupDescribeResponse
+        off = self.disabled()
+        if off is not None:
+            return R(groups=[R.Group(error=off, group_id=g) for g in request.group_ids])
         image = self.image()
         ctx = current_request()
         describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, list(request.group_ids))
@@ -157,6 +176,9 @@ class ShareGroupService:
         GROUP_ID_NOT_FOUND; an unknown topic's partitions UNKNOWN_TOPIC_OR_PARTITION, a topic the
         caller may not Describe TOPIC_AUTHORIZATION_FAILED. The lag is Kafka 4.2's (see below)."""
         R = group_pb2.DescribeShareGroupOffsetsResponse
+        off = self.disabled()
+        if off is not None:
+            return R(groups=[R.Group(group_id=g.group_id, error=off) for g in request.groups])
         image = self.image()
         ctx = current_request()
         describable = ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, [g.group_id for g in request.groups])
@@ -234,6 +256,9 @@ class ShareGroupService:
         coordinator at the next state epoch, so that a leader still holding the old state is
         fenced on its next write; then the group's record counts them initialized."""
         R = group_pb2.AlterShareGroupOffsetsResponse
+        off = self.disabled()
+        if off is not None:
+            return R(error=off)
         ctx = current_request()
         if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
             return R(error=error_pb(kerr.GroupAuthorizationFailedError))
@@ -278,6 +303,9 @@ class ShareGroupService:
         group has state for, then the group's record drops the topic (its partitions are
         initialized afresh, by share.auto.offset.reset, when a member subscribes again)."""
         R = group_pb2.DeleteShareGroupOffsetsResponse
+        off = self.disabled()
+        if off is not None:
+            return R(error=off)
         ctx = current_request()
         if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
             return R(error=error_pb(kerr.GroupAuthorizationFailedError))

@@ -8,6 +8,9 @@ Ordering rules (Kafka's): acknowledgements are applied and persisted before reco
 for the same request; a request that closes its session (epoch -1) acquires nothing and releases
 what the member still holds in the session's partitions once its acknowledgements are applied;
 acknowledgements in a request that opens a session (epoch 0) are INVALID_REQUEST.
+
+While ``share.version`` is 0 every request is UNSUPPORTED_VERSION before anything else (Kafka's
+``isShareGroupProtocolEnabled`` gate), read from the image per request: no restart to switch.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from kraftlog.broker.share._share_sessions import FINAL_EPOCH, INITIAL_EPOCH, Sh
 from kraftlog.broker.share._share_types import AcknowledgementBatch, AcquireMode
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import AclOperation, ResourceType, current_request, spawn
-from kraftlog.metadata_log import MetadataImage
+from kraftlog.metadata_log import SHARE_GROUPS_DISABLED, MetadataImage, share_groups_enabled
 
 __all__ = ["ShareFetchCall", "ShareFetchAnswer", "PartitionAnswer", "ShareFetchService", "TopicAcks"]
 
@@ -84,6 +87,19 @@ class ShareFetchService:
         self.image = image
         self._releases: set[asyncio.Task[None]] = set()
 
+    def on_share_version(self, enabled: bool) -> None:
+        """``share.version`` changed in the metadata image: turned off, every share session and
+        every share partition held here is dropped, as Kafka's ``SharePartitionManager.
+        onShareVersionToggle`` does (requests are refused from then on by `serve`'s gate, so
+        nothing would release them); turned on, nothing to do (the next fetch loads the state)."""
+        if enabled:
+            return
+        sessions = self.sessions.clear()
+        _log.info("share_groups_disabled", sessions_dropped=sessions)
+        task = spawn(self.manager.forget_all(), name="share-version-off")
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
     def forgetter(self, group_id: str, member_id: str) -> Callable[[], None]:
         """What forgets the member's current share session when its connection closes (and only
         that one: a session the member opened again since, on another connection, stays), and
@@ -104,6 +120,10 @@ class ShareFetchService:
 
     async def serve(self, call: ShareFetchCall) -> ShareFetchAnswer:
         ctx = current_request()
+        if not share_groups_enabled(self.image().features.levels):
+            # Kafka's isShareGroupProtocolEnabled gate, before the group's authorization
+            ctx.refused_early(SHARE_GROUPS_DISABLED)
+            return ShareFetchAnswer(kerr.UnsupportedVersionError, SHARE_GROUPS_DISABLED)
         if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, call.group_id):
             return ShareFetchAnswer(kerr.GroupAuthorizationFailedError, "not authorized for the group")
         if not call.group_id or not call.member_id:

@@ -354,6 +354,13 @@ class SharePartitionManager:
                 if self._held.get(key) is held:
                     del self._held[key]
 
+    async def forget_all(self) -> None:
+        """Drop every share partition held here (``share.version`` went to 0, Kafka's
+        ``onShareVersionToggle``): their state is the share coordinator's, read back by the first
+        fetch once share groups are on again; records acquired meanwhile are not held by anyone."""
+        for group_id in sorted({k[0] for k in self._held}):
+            await self.forget_group(group_id)
+
     async def fetch(
         self,
         group_id: str,

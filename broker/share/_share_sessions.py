@@ -83,3 +83,9 @@ class ShareSessionCache:
 
     def close_member(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.pop((group_id, member_id), None)
+
+    def clear(self) -> int:
+        """Forget every session (share groups were turned off); how many there were."""
+        count = len(self._sessions)
+        self._sessions.clear()
+        return count

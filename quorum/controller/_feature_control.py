@@ -19,8 +19,10 @@ and writes nothing, as Kafka 3.8+ does; every error is INVALID_UPDATE_VERSION un
 7. every registered broker supports the level (its registration says its range; a broker that named
    no range for the feature supports only 0; one whose registration names no features at all was
    started by a build before feature versions and is not asked);
-8. the levels after the whole request satisfy the features' dependencies
-   (``eligible.leader.replicas.version`` 1 needs ``metadata.version`` 23+).
+8. the levels after the whole request satisfy the dependencies of the features it names
+   (``eligible.leader.replicas.version`` 1 needs ``metadata.version`` 23+, ``share.version`` 1
+   needs 27+); as Kafka's controller, those of a feature the request leaves alone are not checked
+   again (a fresh cluster's ``share.version`` 1 does not stop ``metadata.version`` being set to 25).
 
 Turning ``eligible.leader.replicas.version`` off also clears every partition's ELR and last known
 ELR in the same batch: with the feature off nobody maintains them, and a stale ELR must not be
@@ -161,7 +163,7 @@ def update_features(
             after.pop(u.feature, None)
         else:
             after[u.feature] = level
-    dependency = feature_dependency_problem(after)
+    dependency = feature_dependency_problem(after, only=names)
     if dependency is not None:
         return refuse(kerr.InvalidUpdateVersionError, dependency)
     if req.validate_only:

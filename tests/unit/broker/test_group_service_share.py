@@ -5,6 +5,7 @@ before any shard is reached (issue 27)."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from kraftlog.broker.coordinator import ShardUnavailable
@@ -28,7 +29,9 @@ class _Calls(ShareGroupService):
             raise AssertionError("no shard is reached")
 
         coordinator: Any = None
-        super().__init__(coordinator, lambda: None, lambda: 0, shard, parked)  # type: ignore[arg-type,return-value]
+        # an image with share.version 1 (share groups on) and nothing else
+        image: Any = SimpleNamespace(features=SimpleNamespace(levels={"share.version": 1}))
+        super().__init__(coordinator, lambda: image, lambda: 0, shard, parked)  # type: ignore[arg-type]
 
 
 def _run(call: Any, denied: set[tuple[AclOperation, ResourceType, str]]) -> Any:
@@ -83,7 +86,9 @@ def test_describe_share_group_offsets_asks_the_share_coordinator_for_each_partit
     groups = {"g": SimpleNamespace(initialized={tid: ("t", {0, 1})})}
     shard = SimpleNamespace(share=SimpleNamespace(live=groups.get))
     topics = {"t": SimpleNamespace(topic_id=tid), "hidden": SimpleNamespace(topic_id="x")}
-    image = SimpleNamespace(topics=SimpleNamespace(get_by_name=topics.get))
+    image = SimpleNamespace(
+        topics=SimpleNamespace(get_by_name=topics.get), features=SimpleNamespace(levels={"share.version": 1})
+    )
     asked: list[tuple[str, str, int]] = []
 
     async def summary(req: Any) -> Any:

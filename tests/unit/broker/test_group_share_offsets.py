@@ -65,7 +65,9 @@ class _Shard:
 def _service(tid: str, calls: list[Any]) -> tuple[ShareGroupService, _Shard]:
     shard = _Shard(tid)
     topics = {"t": SimpleNamespace(topic_id=tid, partitions={0: None, 1: None})}
-    image = SimpleNamespace(topics=SimpleNamespace(get_by_name=topics.get))
+    image = SimpleNamespace(
+        topics=SimpleNamespace(get_by_name=topics.get), features=SimpleNamespace(levels={"share.version": 1})
+    )
 
     def run(_shard: Any, _fn: Any) -> None:
         shard.tokens[-1].set_result(None)

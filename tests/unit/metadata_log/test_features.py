@@ -22,7 +22,7 @@ def test_supported_levels_and_off_pass() -> None:
 @pytest.mark.parametrize(
     ("levels", "named"),
     [
-        ({METADATA_VERSION: 26}, "metadata.version at level 26"),
+        ({METADATA_VERSION: 30}, "metadata.version at level 30"),  # 4.3-IV0: past 4.2-IV1
         ({METADATA_VERSION: 3}, "metadata.version at level 3"),  # below the range is as bad as above
         ({"kraft.version": 1}, "kraft.version at level 1"),
         ({"some.future.feature": 2}, "does not know"),

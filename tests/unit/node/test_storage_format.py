@@ -95,3 +95,24 @@ def test_check_formatted_refuses_unformatted_and_foreign_dirs(tmp_path: Path) ->
 def test_new_cluster_ids_never_look_like_options() -> None:
     # one id in 64 would start with '-' if drawn naively; 2000 draws make a miss very unlikely
     assert not any(new_cluster_id().startswith("-") for _ in range(2000))
+
+
+def test_format_finalizes_share_version_1_unless_given_a_feature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27: a new cluster has share groups (Kafka 4.2's default); ``--feature`` sets levels,
+    and a level whose dependency is missing is refused (exit 2) before anything is written."""
+    from kraftlog.metadata_log import FeatureLevelRecord
+    from kraftlog.quorum import read_bootstrap_records
+
+    assert main(["storage", "format", "-t", new_cluster_id(), "-c", str(_config(tmp_path, 1)), "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["features"] == {"share.version": 1}
+    assert read_bootstrap_records(tmp_path / "meta1") == [FeatureLevelRecord("share.version", 1)]
+    off = ["storage", "format", "-t", new_cluster_id(), "-c", str(_config(tmp_path, 2)), "--output", "json"]
+    assert main([*off, "--feature", "share.version=0"]) == 0
+    assert json.loads(capsys.readouterr().out)["features"] == {"share.version": 0}
+    assert read_bootstrap_records(tmp_path / "meta2") == []
+    bad = ["storage", "format", "-t", new_cluster_id(), "-c", str(_config(tmp_path, 3))]
+    assert main([*bad, "--feature", "metadata.version=25", "--feature", "share.version=1"]) == 2
+    assert "share.version level 1 requires metadata.version level 27" in capsys.readouterr().err
+    assert not (tmp_path / "meta3").exists() and not (tmp_path / "data3a").exists()

@@ -226,7 +226,7 @@ def test_update_features_writes_levels_and_is_all_or_nothing() -> None:
         ({MV: 25}, {MV: 24}, 1, "without the upgrade type"),  # a lower level needs a downgrade type
         ({MV: 24}, {MV: 25}, 2, "newer version"),  # a downgrade cannot raise
         ({MV: 25}, {MV: 24}, 2, "might delete metadata"),  # metadata.version is never downgraded
-        ({MV: 25}, {MV: 26}, 1, "supports 7-25"),  # beyond what this build supports
+        ({MV: 25}, {MV: 30}, 1, "supports 7-29"),  # beyond what this build supports
         ({MV: 25}, {"kraft.version": 1}, 1, "dynamic controller quorum"),
         ({MV: 22}, {ELR: 1}, 1, "requires metadata.version level 23"),
     ],

@@ -23,6 +23,7 @@ from kraftlog.common.security._request_context import ANONYMOUS, RequestContext,
 
 TID = "7a0b5f3e-8c65-4c43-9b1e-3f9d2a6f4e01"
 HIDDEN = "11111111-2222-3333-4444-555555555555"
+SHARE_ON = {"share.version": 1}
 
 
 class Manager:
@@ -44,7 +45,8 @@ class Manager:
 
 def image() -> Any:
     topics = {TID: SimpleNamespace(name="t"), HIDDEN: SimpleNamespace(name="secret")}
-    return SimpleNamespace(topics=SimpleNamespace(get_by_id=topics.get))
+    # share.version 1: share groups on, as a cluster formatted by default has them
+    return SimpleNamespace(topics=SimpleNamespace(get_by_id=topics.get), features=SimpleNamespace(levels=SHARE_ON))
 
 
 def serve(
