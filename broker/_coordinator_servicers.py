@@ -85,10 +85,9 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
         """The group's offsets partition must be in the producer's transaction (KIP-890, see
         `verify_txn_offsets`)."""
-        may_write = current_request().authorize(
+        if self.txn_verify is not None and current_request().authorize(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
-        )  # else the service refuses it, unasked
-        if self.txn_verify is not None and may_write:
+        ):  # not authorized: the service refuses it, unasked
             error = await verify_txn_offsets(self.txn_verify, self.service, request, add=False)
             if error is not None:
                 return txn_offsets_refused(request, error)
