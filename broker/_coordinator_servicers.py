@@ -12,7 +12,8 @@ from typing import Any
 
 from kraftlog.broker.groups import GroupService, JoinRequest, Protocol, client_host_of
 from kraftlog.broker.share import ShareStateService
-from kraftlog.broker.txn import TxnService
+from kraftlog.broker.txn import TxnService, TxnVerifyClient, txn_offsets_refused, verify_txn_offsets
+from kraftlog.common.security import AclOperation, ResourceType, current_request
 from kraftlog.proto import group_pb2_grpc, share_pb2_grpc, txn_pb2_grpc
 
 __all__ = ["GroupServicer", "ShareCoordinatorServicer", "TxnServicer"]
@@ -26,9 +27,10 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
     """GroupService over gRPC; FindCoordinator names endpoints on ``listener`` (or a broker's first
     endpoint, when it has none of that name)."""
 
-    def __init__(self, service: GroupService, listener: str) -> None:
+    def __init__(self, service: GroupService, listener: str, txn_verify: TxnVerifyClient | None = None) -> None:
         self.service = service
         self.listener = listener
+        self.txn_verify = txn_verify  # with transaction.partition.verification.enable
 
     async def FindCoordinator(self, request: Any, context: Any) -> Any:
         return await self.service.FindCoordinator(request, listener=self.listener, any_endpoint=True)
@@ -81,6 +83,14 @@ class GroupServicer(group_pb2_grpc.GroupServiceServicer):
         return await self.service.ConsumerGroupDescribe(request)
 
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
+        """The group's offsets partition must be in the producer's transaction (KIP-890, see
+        `verify_txn_offsets`)."""
+        if self.txn_verify is not None and current_request().authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):  # not authorized: the service refuses it, unasked
+            error = await verify_txn_offsets(self.txn_verify, self.service, request, add=False)
+            if error is not None:
+                return txn_offsets_refused(request, error)
         return await self.service.TxnOffsetCommit(request)
 
     async def ShareGroupHeartbeat(self, request: Any, context: Any) -> Any:

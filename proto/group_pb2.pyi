@@ -406,7 +406,7 @@ class OffsetDeleteResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
 
 class TxnOffsetCommitRequest(_message.Message):
-    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics")
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics", "abortable_error")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -415,6 +415,7 @@ class TxnOffsetCommitRequest(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ABORTABLE_ERROR_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     group_id: str
     producer_id: int
@@ -423,7 +424,8 @@ class TxnOffsetCommitRequest(_message.Message):
     member_id: str
     group_instance_id: str
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest.Topic]
-    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ...) -> None: ...
+    abortable_error: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ..., abortable_error: _Optional[bool] = ...) -> None: ...
 
 class TxnOffsetCommitResponse(_message.Message):
     __slots__ = ("topics",)

@@ -155,7 +155,12 @@ class KafkaApis:
         )
         groups = GroupApis(broker.group_service)
         txn = TxnApis(
-            broker.txn_service, broker.group_service, broker.init_producer_id, replicas, broker.txn_verify_client
+            broker.txn_service,
+            broker.group_service,
+            broker.init_producer_id,
+            replicas,
+            broker.txn_verify_client,
+            lambda: bool(broker.config["transaction.partition.verification.enable"]),
         )
         admin = AdminApis(
             forward,

@@ -17,6 +17,7 @@ from kraftlog.broker.kafka._kafka_fetch_sessions import (
     FetchSessionCache,
     SessionFetch,
     SessionPartition,
+    TopicPartition,
 )
 from kraftlog.broker.kafka._kafka_server import CLOSE_CONNECTION, ConnectionInfo
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest, RegionRecords, ms
@@ -178,36 +179,29 @@ class DataApis:
         if replica_id >= 0:
             current_request().refused_early("replica fetches run over gRPC")
             return {"error_code": kerr.InvalidRequestError.error_code, "session_id": 0, "responses": []}
-        # v13+ (KIP-516): topics by id, named here from the image (sessions keep names); the
-        # partitions of an id the image does not know are answered UNKNOWN_TOPIC_ID
+        # v13+ (KIP-516): topics by id; the session keeps partitions by id with the name the image
+        # gave (see _kafka_fetch_sessions); an id the image does not know is UNKNOWN_TOPIC_ID
         by_id = version >= 13
         forgotten_data = getattr(body, "forgotten_topics_data", ()) or ()
-        names = self._names_of_ids([t.topic_id for t in (*body.topics, *forgotten_data)]) if by_id else {}
-        unknown: dict[uuid.UUID | None, list[int]] = {}
+        names = self._names_of_ids([t.topic_id for t in body.topics]) if by_id else {}
         requested = []
         for t in body.topics:
-            name = names.get(t.topic_id) if by_id else t.topic
             for p in t.partitions:
-                if name is None:
-                    unknown.setdefault(t.topic_id, []).append(p.partition)
-                    continue
                 sp = SessionPartition(
                     fetch_offset=p.fetch_offset,
                     partition_max_bytes=p.partition_max_bytes,
                     current_leader_epoch=getattr(p, "current_leader_epoch", -1),
                     last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                    topic=names.get(t.topic_id) if by_id else t.topic,
                 )
-                requested.append(((name, p.partition), sp))
-        forgotten = [
-            (name, pid)
-            for t in forgotten_data
-            if (name := (names.get(t.topic_id) if by_id else t.topic)) is not None
-            for pid in t.partitions
-        ]
+                requested.append(((t.topic_id if by_id else t.topic, p.partition), sp))
+        forgotten = [(t.topic_id if by_id else t.topic, pid) for t in forgotten_data for pid in t.partitions]
         session_id = getattr(body, "session_id", 0) if version >= 7 else 0
         epoch = getattr(body, "session_epoch", -1) if version >= 7 else -1
         try:
-            fetch = self.fetch_sessions.resolve(session_id, epoch, requested, forgotten, SYSTEM_CLOCK.monotonic_ms())
+            fetch = self.fetch_sessions.resolve(
+                session_id, epoch, requested, forgotten, SYSTEM_CLOCK.monotonic_ms(), uses_topic_ids=by_id
+            )
         except kerr.KafkaError as err:
             current_request().refused_early(f"fetch session: {err.error_name}")
             return {"error_code": err.error_code, "session_id": 0, "responses": []}
@@ -224,48 +218,90 @@ class DataApis:
             rack_id=getattr(body, "rack_id", "") or "",
             fetch_from_follower=version >= 11,  # Kafka's ClientMetadata: KIP-392 from Fetch v11
         )
-        by_topic: dict[str, Any] = {}
-        for (topic, pid), sp in fetch.partitions.items():
-            ft = by_topic.get(topic)
-            if ft is None:
-                ft = by_topic[topic] = pb.topics.add(topic=topic)
-            ft.partitions.add(
-                partition=pid,
+        # the session's partitions by topic (id or name) in session order; the replica manager
+        # answers in request order, so ``read`` lists the keys of its results in that order
+        by_topic: dict[str | uuid.UUID, tuple[Any, list[TopicPartition]]] = {}
+        unknown: list[TopicPartition] = []
+        for key, sp in fetch.partitions.items():
+            name = self._session_name(key, sp) if by_id else str(key[0])
+            if name is None:
+                unknown.append(key)
+                continue
+            group = by_topic.get(key[0])
+            if group is None:
+                ft = pb.topics.add(topic=name, topic_id=str(key[0]) if by_id else "")
+                group = by_topic[key[0]] = (ft, [])
+            group[0].partitions.add(
+                partition=key[1],
                 current_leader_epoch=sp.current_leader_epoch,
                 fetch_offset=sp.fetch_offset,
                 last_fetched_epoch=sp.last_fetched_epoch,  # v12+: the leader reports a diverging epoch
                 log_start_offset=-1,
                 partition_max_bytes=sp.partition_max_bytes,
             )
+            group[1].append(key)
+        read = [key for _ft, keys in by_topic.values() for key in keys]
+        # called even with nothing to read: it makes the request's authorization decision
         results = await self._replicas().fetch_results(pb, zero_copy=True)
         try:
-            answer = self._fetch_answer(results, fetch, committed=pb.isolation_level == 1, listener=conn.listener_name)
+            answer = self._fetch_answer(
+                list(zip(read, results, strict=True)),
+                unknown,
+                fetch,
+                by_id=by_id,
+                committed=pb.isolation_level == 1,
+                listener=conn.listener_name,
+            )
         except BaseException:
             close_regions(results)
             raise
-        if by_id:
-            for topic in answer["responses"]:
-                topic["topic_id"] = self._id_of(topic["topic"])
-            for topic_id, partitions in unknown.items():
-                answer["responses"].append(_unknown_topic_id(topic_id, partitions))
         return answer
 
+    def _session_name(self, key: TopicPartition, sp: SessionPartition) -> str | None:
+        """The topic name of a partition of a session by topic id: the one it was first known by
+        (Kafka's CachedPartition keeps it), else the image's now (None: still unknown)."""
+        if sp.topic is None and isinstance(key[0], uuid.UUID):
+            topic = self._image().topics.get_by_id(str(key[0]))
+            if topic is not None:
+                sp.topic = topic.name
+        return sp.topic
+
     def _fetch_answer(
-        self, results: list[FetchResult], fetch: SessionFetch, *, committed: bool, listener: str
+        self,
+        results: list[tuple[TopicPartition, FetchResult]],
+        unknown: list[TopicPartition],
+        fetch: SessionFetch,
+        *,
+        by_id: bool,
+        committed: bool,
+        listener: str,
     ) -> dict[str, Any]:
+        """The answer of ``results`` (each under its session key) and of the ``unknown`` topic ids,
+        the partitions the session has nothing new of left out (an error is always news)."""
         replicas = self._replicas()
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str | uuid.UUID, dict[str, Any]] = {}
         hinted: list[int] = []
         dropped: list[FetchResult] = []
-        for r in results:
-            tp = (r.topic, r.partition)
+
+        def add(key: TopicPartition, name: str | None, entry: dict[str, Any]) -> None:
+            topic = topics.get(key[0])
+            if topic is None:
+                topic = topics[key[0]] = {"topic": name, "partitions": []}
+                if by_id:
+                    topic["topic_id"] = key[0]
+            topic["partitions"].append(entry)
+
+        for key in unknown:  # Kafka answers these with its other erroneous partitions, first
+            fetch.include(key, has_data=False, has_error=True, hw=-1, lso=-1, log_start=-1)
+            add(key, None, _unknown_topic_id_partition(key[1]))
+        for key, r in results:
             entry: dict[str, Any] = {"partition_index": r.partition, "preferred_read_replica": -1}
             if r.read is not None:
                 rd = r.read
                 lso = rd.last_stable_offset if rd.last_stable_offset >= 0 else rd.high_watermark
                 entry["preferred_read_replica"] = rd.preferred_read_replica
                 if not fetch.include(
-                    tp,
+                    key,
                     has_data=rd.num_bytes > 0 or rd.diverging_epoch is not None or rd.preferred_read_replica >= 0,
                     has_error=False,
                     hw=rd.high_watermark,
@@ -295,7 +331,7 @@ class DataApis:
                 if r.part is not None and not r.part.stopped:
                     log = r.part.log
                     hw, lso, log_start = log.high_watermark, log.last_stable_offset, log.log_start_offset
-                fetch.include(tp, has_data=False, has_error=True, hw=hw, lso=lso, log_start=log_start)
+                fetch.include(key, has_data=False, has_error=True, hw=hw, lso=lso, log_start=log_start)
                 entry.update(
                     error_code=err.code,
                     high_watermark=hw,
@@ -309,13 +345,13 @@ class DataApis:
                     entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                     if leader >= 0:
                         hinted.append(leader)
-            topics.setdefault(r.topic, []).append(entry)
+            add(key, r.topic, entry)
         close_regions(dropped)
         answer: dict[str, Any] = {
             "throttle_time": 0,
             "error_code": 0,
             "session_id": fetch.session_id,
-            "responses": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+            "responses": list(topics.values()),
             "node_endpoints": self._endpoints(hinted, listener),
         }
         answer[THROTTLED_FETCH] = functools.partial(self._answer_throttled, answer, fetch)
@@ -428,20 +464,14 @@ class DataApis:
         }
 
 
-def _unknown_topic_id(topic_id: uuid.UUID | None, partitions: list[int]) -> dict[str, Any]:
-    """A Fetch v13+ answer's topic whose id the image does not know (Kafka's UNKNOWN_TOPIC_ID)."""
+def _unknown_topic_id_partition(partition: int) -> dict[str, Any]:
+    """A Fetch v13+ answer's partition of a topic id the image does not know (UNKNOWN_TOPIC_ID)."""
     return {
-        "topic_id": topic_id,
-        "partitions": [
-            {
-                "partition_index": p,
-                "error_code": kerr.UnknownTopicIdError.error_code,
-                "high_watermark": -1,
-                "last_stable_offset": -1,
-                "log_start_offset": -1,
-                "preferred_read_replica": -1,
-                "records": b"",
-            }
-            for p in partitions
-        ],
+        "partition_index": partition,
+        "error_code": kerr.UnknownTopicIdError.error_code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "preferred_read_replica": -1,
+        "records": b"",
     }

@@ -10,8 +10,18 @@ remembers the rest in a session, named by ``session_id`` and stepped by ``sessio
   cache is full, the least recently used session idle longer than ``eviction_idle_ms`` makes room,
   else the fetch is answered without one (session id 0), as Kafka does;
 - epoch > 0: an incremental fetch of an existing session: unknown id -> FETCH_SESSION_ID_NOT_FOUND,
-  wrong epoch -> INVALID_FETCH_SESSION_EPOCH; otherwise the request's partitions are added or
-  updated, its forgotten partitions removed, and the epoch advances.
+  wrong epoch -> INVALID_FETCH_SESSION_EPOCH, a session opened with topic ids used by a request
+  without them or the reverse -> FETCH_SESSION_TOPIC_ID_ERROR (checked in that order, as Kafka's
+  FetchManager); otherwise the request's partitions are added or updated, its forgotten partitions
+  removed, and the epoch advances.
+
+A session opened by Fetch v13+ (KIP-516) keys its partitions by topic id, as Kafka's
+CachedPartition: two incarnations of one topic name (deleted and recreated while the session held
+it) are two partitions, a forgotten partition is named by id (even one the image no longer knows),
+and a partition's topic name (`SessionPartition.topic`) is what the image said when the id was
+first known: None until then (UNKNOWN_TOPIC_ID), and kept once known, so a deleted topic's
+partition is still read by that name and the leader answers it INCONSISTENT_TOPIC_ID (recreated)
+or UNKNOWN_TOPIC_OR_PARTITION (gone). Sessions of older versions key partitions by name.
 
 A throttled fetch (KIP-219: the client is over a quota) is answered empty, as Kafka's
 ``getThrottledResponse``: `FetchSessionCache.throttled` forgets the session a full fetch opened
@@ -25,19 +35,28 @@ Pure logic: time and randomness are parameters.
 from __future__ import annotations
 
 import random
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kraftlog.common import errors as kerr
 
-__all__ = ["FetchSessionCache", "FetchSession", "SessionPartition", "SessionFetch", "THROTTLED_FETCH"]
+__all__ = [
+    "FetchSessionCache",
+    "FetchSession",
+    "SessionPartition",
+    "SessionFetch",
+    "THROTTLED_FETCH",
+    "TopicPartition",
+]
 
 #: the key of a Fetch answer (a dict until it is built; the builder ignores it) under which the data
 #: layer leaves the callable that empties the answer when the throttle decides so
 THROTTLED_FETCH = "_throttled"
 
-TopicPartition = tuple[str, int]
+#: a session's key of a partition: (topic id, partition) in a session of Fetch v13+, else (name, partition)
+TopicPartition = tuple[str | uuid.UUID, int]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -51,6 +70,9 @@ class SessionPartition:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    #: the topic's name, in a session keyed by topic id (module docstring): None while the image
+    #: does not know the id
+    topic: str | None = None
     # last answered values; -2: never answered (the first answer always includes the partition)
     high_watermark: int = -2
     last_stable_offset: int = -2
@@ -63,6 +85,7 @@ class FetchSession:
     epoch: int  # the epoch the next incremental fetch must carry
     partitions: OrderedDict[TopicPartition, SessionPartition] = field(default_factory=OrderedDict)
     last_used_ms: int = 0
+    uses_topic_ids: bool = False  # opened by Fetch v13+: partitions keyed by topic id
 
 
 @dataclass(slots=True)
@@ -120,16 +143,19 @@ class FetchSessionCache:
         requested: Iterable[tuple[TopicPartition, SessionPartition]],
         forgotten: Iterable[TopicPartition],
         now_ms: int,
+        *,
+        uses_topic_ids: bool = False,
     ) -> SessionFetch:
         """The partitions of this fetch under the session rules (module docstring); raises
-        FetchSessionIdNotFoundError / InvalidFetchSessionEpochError for a bad incremental one."""
+        FetchSessionIdNotFoundError / InvalidFetchSessionEpochError / FetchSessionTopicIdError for
+        a bad incremental one. ``uses_topic_ids``: the request is Fetch v13+ (keys are topic ids)."""
         if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
             if session_id:
                 self._sessions.pop(session_id, None)
             parts: OrderedDict[TopicPartition, SessionPartition] = OrderedDict(requested)
             if epoch == FINAL_EPOCH or not self._make_room(now_ms):
                 return SessionFetch(0, parts, full=True)
-            session = FetchSession(self._new_id(), 1, parts, now_ms)
+            session = FetchSession(self._new_id(), 1, parts, now_ms, uses_topic_ids)
             self._sessions[session.session_id] = session
             return SessionFetch(session.session_id, parts, full=True, session=session)
         existing = self._sessions.get(session_id)
@@ -140,11 +166,18 @@ class FetchSessionCache:
             raise kerr.InvalidFetchSessionEpochError(
                 f"fetch session {session_id} expected epoch {session.epoch}, the request has {epoch}"
             )
+        if session.uses_topic_ids != uses_topic_ids:
+            how = ("by topic id", "by name") if session.uses_topic_ids else ("by name", "by topic id")
+            raise kerr.FetchSessionTopicIdError(
+                f"fetch session {session_id} was opened {how[0]}, the request names topics {how[1]}"
+            )
         for tp in forgotten:
             session.partitions.pop(tp, None)
         for tp, sp in requested:
             old = session.partitions.get(tp)
             if old is not None:  # keep what was last answered: only news is sent
+                if sp.topic is None:  # a name once known stays (Kafka resolves unknown names only)
+                    sp.topic = old.topic
                 sp.high_watermark, sp.last_stable_offset, sp.log_start_offset = (
                     old.high_watermark,
                     old.last_stable_offset,

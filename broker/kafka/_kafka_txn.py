@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from kraftlog.broker.groups import OFFSETS_TOPIC, GroupService
+from kraftlog.broker.groups import GroupService
 from kraftlog.broker.kafka._kafka_server import ConnectionInfo
 from kraftlog.broker.kafka._kafka_translate import from_pb, to_pb
 from kraftlog.broker.kafka._kafka_wire import ParsedRequest, ms
-from kraftlog.broker.txn import TxnService, TxnState, TxnVerifyClient
-from kraftlog.common import coordinator_partition
+from kraftlog.broker.txn import TxnService, TxnState, TxnVerifyClient, txn_offsets_refused, verify_txn_offsets
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import broker_pb2, group_pb2, txn_pb2
@@ -40,12 +39,14 @@ class TxnApis:
         init_producer_id: Callable[[broker_pb2.InitProducerIdRequest], Awaitable[broker_pb2.InitProducerIdResponse]],
         replicas: Callable[[], ReplicaManager],
         txn_verify: TxnVerifyClient | None = None,
+        verify_offsets: Callable[[], bool] = lambda: True,
     ) -> None:
         self.txn_service = txn_service
         self.group_service = group_service
         self._init_producer_id = init_producer_id
         self._replicas = replicas
         self._txn_verify = txn_verify
+        self._verify_offsets = verify_offsets  # transaction.partition.verification.enable
 
     async def init_producer_id(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         body = request.body
@@ -149,40 +150,20 @@ class TxnApis:
             for t in pb.topics:
                 for p in t.partitions:
                     p.committed_leader_epoch = -1
-        if request.api_version >= 5 and self._txn_verify is not None:
-            # KIP-890 part 2: no AddOffsetsToTxn from a client of transaction.version 2: the group's
-            # offsets partition joins the transaction here, before the offsets are written
-            error = await self._add_offsets_partition(pb)
+        pb.abortable_error = request.api_version >= 4  # KIP-890: v4+ clients take TRANSACTION_ABORTABLE
+        # KIP-890: the group's offsets partition must be in the producer's transaction (asked of its
+        # coordinator, as Kafka's group coordinator does); v5 (transaction version 2, no
+        # AddOffsetsToTxn) adds it there
+        add = request.api_version >= 5
+        if self._txn_verify is not None and (add or self._verify_offsets()):
+            if not current_request().authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, pb.transactional_id):
+                return _refused(pb, kerr.TransactionalIdAuthorizationFailedError)
+            error = await verify_txn_offsets(self._txn_verify, self.group_service, pb, add=add)
             if error is not None:
-                return {
-                    "throttle_time": 0,
-                    "topics": [
-                        {
-                            "name": t.name,
-                            "partitions": [
-                                {"partition_index": p.partition_index, "error_code": error.error_code}
-                                for p in t.partitions
-                            ],
-                        }
-                        for t in pb.topics
-                    ],
-                }
+                return _refused(pb, error)
         answer = from_pb(await self.group_service.TxnOffsetCommit(pb))
         answer["throttle_time"] = 0
         return answer
-
-    async def _add_offsets_partition(self, pb: group_pb2.TxnOffsetCommitRequest) -> type[kerr.KafkaError] | None:
-        assert self._txn_verify is not None
-        if not current_request().authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, pb.transactional_id):
-            return kerr.TransactionalIdAuthorizationFailedError
-        groups = self.group_service.c
-        partition = coordinator_partition(pb.group_id, groups.partition_count(self.txn_service.txn.image()))
-        tp = (OFFSETS_TOPIC, partition)
-        try:
-            answers = await self._txn_verify.verify(pb.transactional_id, pb.producer_id, pb.producer_epoch, [tp], True)
-        except Exception:  # noqa: BLE001 - an unreachable coordinator: the client retries
-            return kerr.CoordinatorNotAvailableError
-        return answers.get(tp, kerr.CoordinatorNotAvailableError)
 
     async def describe_producers(self, request: ParsedRequest, conn: ConnectionInfo) -> dict[str, Any]:
         pb = to_pb(request.body, broker_pb2.DescribeProducersRequest)
@@ -205,3 +186,9 @@ class TxnApis:
         answer["throttle_time"] = 0
         answer["unknown_state_filters"] = [f for f in body.state_filters if f not in _TXN_STATES]
         return answer
+
+
+def _refused(pb: group_pb2.TxnOffsetCommitRequest, error: type[kerr.KafkaError]) -> dict[str, Any]:
+    answer = from_pb(txn_offsets_refused(pb, error))
+    answer["throttle_time"] = 0
+    return answer

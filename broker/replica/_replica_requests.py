@@ -344,6 +344,10 @@ class ReplicaRequests:
                     if t.topic in denied:
                         raise _topic_denied(t.topic, AclOperation.READ)
                     part = self._registry.hosted_partition(t.topic, p.partition)
+                    if t.topic_id and t.topic_id != part.topic_id:  # Kafka's hasConsistentTopicId
+                        raise kerr.InconsistentTopicIdError(
+                            f"topic id {t.topic_id} of the fetch is not the id {part.topic_id} of {t.topic}'s log"
+                        )
                     res.part = part
                     if select is not None:  # the leader may send the consumer to a follower (KIP-392)
                         res.read = self._registry.preferred_read(part, select, req.rack_id, p, now_ms)

@@ -5,6 +5,7 @@ the transaction service both front ends call.
 
 from kraftlog.broker.txn._producer_ids import ProducerIdManager, allocate_from_controller, init_producer_id
 from kraftlog.broker.txn._txn_coordinator import TXN_TOPIC, TxnCoordinator
+from kraftlog.broker.txn._txn_offsets_verification import txn_offsets_refused, verify_txn_offsets
 from kraftlog.broker.txn._txn_records import TxnState
 from kraftlog.broker.txn._txn_service import TxnService
 from kraftlog.broker.txn._txn_verify_client import TxnVerifyClient
@@ -18,4 +19,6 @@ __all__: list[str] = [
     "TxnVerifyClient",
     "allocate_from_controller",
     "init_producer_id",
+    "txn_offsets_refused",
+    "verify_txn_offsets",
 ]

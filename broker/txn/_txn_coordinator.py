@@ -42,17 +42,21 @@ _log = structlog.get_logger(__name__)
 _MARKER_RETRY_MS = 200
 _APPEND_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its coordinator writes with
 _LOAD_CHUNK_BYTES = 5 * 1024 * 1024
+TRANSACTION_VERSION = "transaction.version"  # the feature (KIP-890's level 2)
 
 
 class TxnShards:
     """What the runtime needs to know about transaction shards (its `ShardHandler`)."""
 
-    def __init__(self, config: TxnShardConfig, log: Any) -> None:
+    def __init__(self, config: TxnShardConfig, log: Any, transaction_version: Callable[[], int] = lambda: 0) -> None:
         self._config = config
         self._log = log
+        self._transaction_version = transaction_version
 
     def new_shard(self, partition: int, now_ms: int) -> TxnShard:
-        return TxnShard(partition, self._config)
+        shard = TxnShard(partition, self._config)
+        shard.transaction_version = self._transaction_version  # the finalized level, for its own aborts
+        return shard
 
     def encode(self, record: tuple[Any, Any]) -> tuple[bytes, bytes | None]:
         return encode_txn_key(record[0]), None if record[1] is None else encode_txn_value(record[1])
@@ -116,7 +120,7 @@ class TxnCoordinator:
             TXN_TOPIC,
             broker_id,
             writer,
-            TxnShards(shard_config, self._log),
+            TxnShards(shard_config, self._log, lambda: self.image().features.level(TRANSACTION_VERSION)),
             clock_ms=self._clock_ms,
             on_jobs=self._start_jobs,
         )

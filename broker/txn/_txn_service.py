@@ -14,14 +14,13 @@ from typing import Any
 from kraftlog.broker.coordinator import ShardUnavailable
 from kraftlog.broker.groups import OFFSETS_TOPIC, GroupCoordinator
 from kraftlog.broker.replica import error_pb
-from kraftlog.broker.txn._txn_coordinator import TxnCoordinator
+from kraftlog.broker.txn._txn_coordinator import TRANSACTION_VERSION, TxnCoordinator
 from kraftlog.common import coordinator_partition
 from kraftlog.common import errors as kerr
 from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import txn_pb2
 
 #: the feature whose level 2 is KIP-890's protocol (EndTxn v5, epoch bump at every end)
-TRANSACTION_VERSION = "transaction.version"
 
 __all__ = ["TxnService"]
 

@@ -17,7 +17,11 @@ transactional id answers CONCURRENT_TRANSACTIONS (retriable). Ordering of a tran
 
 InitProducerId for an id whose transaction is open fences the old producer: the epoch is bumped
 and the transaction aborted (steps 2-3 with the new epoch), the caller retries until it is done.
-A transaction open longer than its timeout is aborted the same way (`poll`).
+A transaction open longer than its timeout is aborted the same way (`poll`). Such an abort is the
+coordinator's own, so it takes the cluster's finalized ``transaction.version``
+(`TxnShard.transaction_version`), not the client's, as Kafka's does: under version 2 the end
+bumps the fenced epoch once more and the markers are version 2 markers (strict at the partition),
+so the fenced producer's epoch is two behind and no request of it passes for a retry of this end.
 """
 
 from __future__ import annotations
@@ -119,6 +123,8 @@ class TxnShard:
         self.txns: dict[str, TxnMetadata] = {}
         self.pending: dict[str, TxnState] = {}  # transactional id -> the state being written
         self._retry_at: dict[str, int] = {}  # a failed write of the id is tried again from then
+        #: the cluster's finalized transaction.version, for the coordinator's own aborts
+        self.transaction_version: Callable[[], int] = lambda: 0
 
     # ================================================================ plumbing
 
@@ -190,10 +196,20 @@ class TxnShard:
 
     def _abort_fenced(self, meta: TxnMetadata, now_ms: int) -> TxnOutcome:
         """Abort an open transaction under a bumped epoch (its producer is fenced: a newer
-        instance took the id over, or the transaction timed out)."""
+        instance took the id over, or the transaction timed out). Under transaction version 2
+        the end bumps once more (Kafka's ``prepareFenceProducerEpoch`` then ``prepareAbortOrCommit``;
+        the last epoch may be reached: the next InitProducerId then takes a new producer id)."""
         epoch = min(meta.producer_epoch + 1, _MAX_EPOCH)
+        version = 2 if self.transaction_version() >= 2 else 0
+        if version >= 2:
+            epoch += 1
         prepared = replace(
-            meta, producer_epoch=epoch, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms, client_version=0
+            meta,
+            producer_epoch=epoch,
+            state=TxnState.PREPARE_ABORT,
+            last_update_ms=now_ms,
+            client_version=version,
+            next_producer_id=-1,
         )
 
         def then(error: Error, now: int) -> TxnOutcome:

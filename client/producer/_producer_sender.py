@@ -236,6 +236,7 @@ class _ProducerSender:
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             transactional_id=self.transactional_id or "",  # its batches are authorized by it
+            abortable_error=True,  # KIP-890: it takes TRANSACTION_ABORTABLE, as Produce v11+ clients do
             topics=[broker_pb2.ProduceRequest.TopicData(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         with self._lock:

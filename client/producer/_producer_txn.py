@@ -7,8 +7,12 @@ Ordering: a partition's batches go out only after the coordinator added the part
 transaction (AddPartitionsToTxn, from the sender thread: `_txn_add_partitions`); commit first
 flushes every batch of the transaction, then EndTxn; the coordinator writes the markers and the
 next transaction may begin at once. A batch that failed makes the transaction abortable only
-(``commit_transaction`` raises, ``abort_transaction`` recovers); PRODUCER_FENCED (another instance
-with the same transactional id) is fatal: every later call raises it.
+(``commit_transaction`` raises TRANSACTION_ABORTABLE, ``abort_transaction`` recovers);
+PRODUCER_FENCED (another instance with the same transactional id) is fatal: every later call
+raises it. TRANSACTION_ABORTABLE (KIP-890: the producer says it takes it, as Produce v11+ and
+TxnOffsetCommit v4+ clients do) makes the transaction abortable wherever it comes from, as in
+Kafka's client: a batch, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit (so do the other
+errors that leave the offsets uncommitted) and EndTxn.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ _RETRY = {
     kerr.CoordinatorLoadInProgressError.error_code,
     kerr.ConcurrentTransactionsError.error_code,
 }
+#: what makes the open transaction abortable when AddOffsetsToTxn or EndTxn answers it (Kafka's client)
+_ABORTABLE = frozenset({kerr.TransactionAbortableError.error_code})
 _FATAL = {kerr.ProducerFencedError.error_code, kerr.InvalidProducerEpochError.error_code,
           kerr.TransactionalIdAuthorizationFailedError.error_code}  # fmt: skip
 
@@ -159,7 +165,7 @@ class _ProducerTransactions:
             group_id=group_id,
         )
         r = self._coordinator_call(lambda a, t: self._pool.txn_stub(a).AddOffsetsToTxn(add, timeout=t), timeout)
-        self._raise(r.error, "AddOffsetsToTxn")
+        self._raise(r.error, "AddOffsetsToTxn", abortable=_ABORTABLE)
         self._txn_started = True
         by_topic = partitions_by_topic(TopicPartition(*tp) for tp in offsets)
         topics = []
@@ -186,6 +192,7 @@ class _ProducerTransactions:
             member_id=member_id,
             group_instance_id=instance,
             topics=topics,
+            abortable_error=True,
         )
         deadline = time.monotonic() + (timeout if timeout is not None else self.max_block_ms / 1000.0)
 
@@ -206,6 +213,8 @@ class _ProducerTransactions:
             if codes & _RETRY:
                 return Retry(str(codes), error=failed)
             if failed is not None:
+                # the offsets were not committed: the transaction must not commit without them
+                self._txn_error(failed, fatal=bool(codes & _FATAL))
                 raise failed
             return Done(None)
 
@@ -227,7 +236,7 @@ class _ProducerTransactions:
         if commit:
             self.flush(timeout)
             if idem.abortable is not None:
-                raise kerr.KafkaError(
+                raise kerr.TransactionAbortableError(
                     f"the transaction cannot commit: {idem.abortable!r}; abort it"
                 ) from idem.abortable
         else:
@@ -243,7 +252,7 @@ class _ProducerTransactions:
                 client_transaction_version=2,  # the coordinator uses it while transaction.version 2 is finalized
             )
             r = self._coordinator_call(lambda a, t: self._pool.txn_stub(a).EndTxn(request, timeout=t), timeout)
-            self._raise(r.error, "EndTxn")
+            self._raise(r.error, "EndTxn", abortable=_ABORTABLE)
             if r.producer_id >= 0:  # KIP-890: the end bumped the epoch; the next transaction takes it
                 with self._lock:
                     idem.set_producer_id(r.producer_id, r.producer_epoch)
@@ -345,19 +354,22 @@ class _ProducerTransactions:
         with self._lock:
             if self._txn_generation != generation:
                 return None  # the transaction ended meanwhile: this answer is about an old one
+            # refused as a whole (TRANSACTION_ABORTABLE, an authorization error): every partition asked
+            codes = {tp: r.error.code for tp in wanted} if r.error.code else {}
             for t in r.results:
                 for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error.code == 0:
-                        idem.txn_partitions.add(tp)
-                        self._txn_new.discard(tp)
-                    elif p.error.code not in _RETRY:
-                        error = kerr.error_for_code(p.error.code)(f"AddPartitionsToTxn {tp}")
-                        idem.abortable = idem.abortable or error
-                        self._txn_new.discard(tp)
-                        dq = self._batches.get(tp)
-                        while dq:  # they can never go out in this transaction (Kafka's abortUndrainedBatches)
-                            refused.append((dq.popleft(), error))
+                    codes[TopicPartition(t.name, p.partition_index)] = p.error.code
+            for tp, code in codes.items():
+                if code == 0:
+                    idem.txn_partitions.add(tp)
+                    self._txn_new.discard(tp)
+                elif code not in _RETRY:
+                    error = kerr.error_for_code(code)(f"AddPartitionsToTxn {tp}")
+                    idem.abortable = idem.abortable or error
+                    self._txn_new.discard(tp)
+                    dq = self._batches.get(tp)
+                    while dq:  # they can never go out in this transaction (Kafka's abortUndrainedBatches)
+                        refused.append((dq.popleft(), error))
         for batch, why in refused:
             self._finish(batch, error=why)
         return None
@@ -400,11 +412,23 @@ class _ProducerTransactions:
         policy = RetryPolicy(self.retry_backoff_ms, self.retry_backoff_max_ms, self.request_timeout_ms)
         return retry_until(attempt, timeout_s=deadline - time.monotonic(), policy=policy, what=what, rng=self._rng)
 
-    def _raise(self, error: Any, what: str) -> None:
+    def _raise(self, error: Any, what: str, abortable: frozenset[int] = frozenset()) -> None:
+        """Raise ``error`` (if any); a fatal one ends the producer, one in ``abortable`` leaves
+        the open transaction to be aborted."""
         if not error.code:
             return
         exc = kerr.error_for_code(error.code)(f"{what}: {error.message or error.name}")
-        if error.code in _FATAL:
+        if error.code in _FATAL or error.code in abortable:
+            self._txn_error(exc, fatal=error.code in _FATAL)
+        raise exc
+
+    def _txn_error(self, exc: kerr.KafkaError, *, fatal: bool) -> None:
+        """A fatal error ends the producer (every later call raises it); any other makes the open
+        transaction abortable only (Kafka's abortableError)."""
+        if fatal:
             self._txn_fatal = exc
             self._txn_state = TxnState.FATAL
-        raise exc
+            return
+        with self._lock:
+            if self._idempotence is not None and self._txn_state is TxnState.IN_TRANSACTION:
+                self._idempotence.abortable = self._idempotence.abortable or exc

@@ -362,3 +362,112 @@ def test_our_producer_speaks_version_2_when_it_is_finalized(cluster: LocalCluste
             epochs.append(p._idempotence.epoch)  # type: ignore[attr-defined]
     assert epochs == [epochs[0] + i for i in range(4)]
     wait_until(lambda: committed(cluster, 1)[len(before) :] == [b"ours-1", b"ours-2"] or None, 30, what="the reads")
+
+
+def test_txn_offset_commit_outside_the_transaction_is_transaction_abortable_from_v4(cluster: LocalCluster) -> None:
+    """TRANSACTION_ABORTABLE (KIP-890) for offsets of a transaction that did not add the group's
+    offsets partition: the group coordinator asks the transaction coordinator first, as Kafka's
+    does; TxnOffsetCommit v4+ clients get TRANSACTION_ABORTABLE, older ones INVALID_TXN_STATE.
+    Main wrote them pending (error 0), in a transaction no marker of which reaches the group's
+    partition: the group's offsets stayed unstable for good."""
+    txn_id = "offsets-unadded"
+
+    def init() -> Any:
+        # as a client does: FindCoordinator first (it creates __transaction_state)
+        kafka_call(cluster, 10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        r = kafka_call(cluster, 22, 4, {"transactional_id": txn_id, "transaction_timeout": 60_000})
+        return r if r.error_code == 0 else None
+
+    r = wait_until(init, 30, what="InitProducerId")
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    offsets = {
+        "transactional_id": txn_id,
+        "group_id": "unadded-group",
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 3,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+
+    def commit(version: int) -> Any:
+        def attempt() -> Any:
+            kafka_call(cluster, 10, 4, {"key_type": 0, "coordinator_keys": ["unadded-group"]})
+            code = kafka_call(cluster, 28, version, offsets).topics[0].partitions[0].error_code
+            return None if code in (14, 15, 16, 51) else [int(code)]  # the group's coordinator not there yet
+
+        return wait_until(attempt, 30, what=f"TxnOffsetCommit v{version}")[0]
+
+    assert commit(4) == 120  # TRANSACTION_ABORTABLE
+    assert commit(3) == 48  # INVALID_TXN_STATE
+    # added by AddOffsetsToTxn, the offsets are taken
+    add = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "group_id": "unadded-group"}
+    assert kafka_call(cluster, 25, 3, add).error_code == 0
+    assert commit(4) == 0
+    r = kafka_call(
+        cluster, 26, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    )
+    assert r.error_code == 0
+    wait_complete(TxnClient(cluster, txn_id))
+    with Consumer(cluster.bootstrap_servers, group_id="unadded-group") as c:
+        assert c.committed([(TOPIC, 0)])[(TOPIC, 0)][0] == 3
+
+
+def test_a_zombies_late_write_after_a_timeout_abort_cannot_land(cluster: LocalCluster) -> None:
+    """Under transaction version 2 the coordinator aborts a timed-out transaction as Kafka's does:
+    the epoch bumped to fence the producer and bumped again by the (version 2) end, the markers
+    version 2 markers with that epoch. The zombie's late batch (Produce v12 and v11) is refused,
+    so is its EndTxn and a late copy of the abort marker; nothing of it is read. Main aborted at
+    the fencing epoch (one up) with first-protocol markers, a late copy of which was taken."""
+    set_transaction_version(cluster, 2)
+    txn_id = "zombie-timeout"
+
+    def init() -> Any:
+        kafka_call(cluster, 10, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        r = kafka_call(cluster, 22, 5, {"transactional_id": txn_id, "transaction_timeout": 1_000})
+        return r if r.error_code == 0 else None
+
+    r = wait_until(init, 30, what="InitProducerId")
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    before = committed(cluster, 0)
+    assert produce(cluster, 12, txn_id, 0, txn_batch(pid, epoch, b"timed-out")) == 0
+    tx = TxnClient(cluster, txn_id)
+    wait_until(lambda: tx.describe().state.transaction_state == "CompleteAbort" or None, 30, what="the timeout abort")
+    state = tx.describe().state
+    assert (int(state.producer_id), int(state.producer_epoch)) == (pid, epoch + 2)
+    # the zombie wakes up: every way in is shut
+    assert produce(cluster, 12, txn_id, 0, txn_batch(pid, epoch, b"zombie-12")) == 47  # INVALID_PRODUCER_EPOCH
+    assert produce(cluster, 11, txn_id, 1, txn_batch(pid, epoch, b"zombie-11")) == 47
+    end_body = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    assert kafka_call(cluster, 26, 5, end_body).error_code == 90  # PRODUCER_FENCED
+    marker = {
+        "producer_id": pid,
+        "producer_epoch": epoch + 2,
+        "transaction_result": False,
+        "coordinator_epoch": coordinator_epoch_at(cluster, 0, pid),
+        "transaction_version": 2,
+    }
+    assert deliver_marker(cluster, 0, marker) == "INVALID_PRODUCER_EPOCH"  # a late copy of the abort's marker
+    assert committed(cluster, 0)[len(before) :] == []
+    with Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest") as c:  # read_uncommitted: not there
+        tp = (TOPIC, 1)
+        c.assign([tp])
+        end_offset = c.end_offsets([tp])[tp]
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while c.position(tp) < end_offset and time.monotonic() < deadline:
+            seen.extend(r.value for r in c.poll(100))
+    assert b"zombie-11" not in seen
