@@ -539,13 +539,9 @@ class BrokerServer:
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(self), server)
+        verify = self.txn_verify_client if self.config["transaction.partition.verification.enable"] else None
         group_pb2_grpc.add_GroupServiceServicer_to_server(
-            GroupServicer(
-                self.group_service,
-                BROKER_LISTENER,
-                self.txn_verify_client if self.config["transaction.partition.verification.enable"] else None,
-            ),
-            server,
+            GroupServicer(self.group_service, BROKER_LISTENER, verify), server
         )
         txn_pb2_grpc.add_TxnServiceServicer_to_server(TxnServicer(self.txn_service), server)
         share_pb2_grpc.add_ShareCoordinatorServiceServicer_to_server(
