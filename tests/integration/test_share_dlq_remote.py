@@ -35,7 +35,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     c = LocalCluster(tmp_path_factory.mktemp("sharedlqremote") / "c", controllers=1, brokers=2, overrides=OVERRIDES)
     c.start(timeout_s=90)
     try:
-        c.wait_unfenced_brokers()
+        c.wait_unfenced_brokers(count=2)  # both: each topic is pinned to one of them
         with c.admin(request_timeout_ms=20_000) as admin:
             created = admin.create_topics(
                 [
