@@ -194,7 +194,7 @@ def test_a_restarted_elr_member_leads_cleanly_and_loses_nothing(cluster: LocalCl
 def test_a_node_refuses_to_start_on_a_finalized_level_it_does_not_support(tmp_path: Path) -> None:
     """A metadata log that finalizes metadata.version 99 (here through the bootstrap file the first
     active controller commits): the controller stops with status 1 and its log names the feature."""
-    from kraftlog.metadata_log import FeatureLevelRecord
+    from kraftlog.metadata_log import SUPPORTED_FEATURES, FeatureLevelRecord
     from kraftlog.quorum import write_bootstrap_records
 
     c = LocalCluster(tmp_path / "c", controllers=1)
@@ -205,6 +205,8 @@ def test_a_node_refuses_to_start_on_a_finalized_level_it_does_not_support(tmp_pa
         c.start_node(1)
         wait_until(lambda: not c.is_running(1), 60, what="the controller to stop")
         text = Path(spec.log_path).read_text()
-        assert "metadata.version at level 99" in text and "supports 7-25" in text, text[-2000:]
+        supported = SUPPORTED_FEATURES["metadata.version"]
+        span = f"supports {supported.min_version}-{supported.max_version}"
+        assert "metadata.version at level 99" in text and span in text, text[-2000:]
     finally:
         c.stop()

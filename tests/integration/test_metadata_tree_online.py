@@ -103,7 +103,8 @@ def test_online_and_offline_trees_of_one_log_are_equal(cluster: LocalCluster) ->
     assert broker["endpoints"] == [f"SASL_SSL://{kafka_address}"]
     assert broker["listener_security_protocol_map"] == {"SASL_SSL": "SASL_SSL"}
     assert broker["host"] is None and broker["port"] == -1  # no PLAINTEXT listener, as Kafka wrote it
-    assert broker["features"] == {}
+    # the finalized features above level 0: a fresh cluster is formatted with share.version 1
+    assert broker["features"] == {"share.version": {"min_version": 1, "max_version": 1}}
     # the controller, from the NoOpRecord that began its epoch
     controller = nodes["/controller"]
     assert controller["version"] == 2 and controller["brokerid"] == 1
