@@ -193,3 +193,28 @@ def test_alteration_validation() -> None:
         make_entity([("user", "a"), ("user", "b")])
     with pytest.raises(kerr.InvalidRequestError, match="Unhandled client quota entity type: group"):
         make_entity([("group", "a")])
+
+
+def test_keys_follow_the_changed_entities_across_batches() -> None:
+    """``apply`` keeps the image's quota keys from the changed entities alone (key counts): after
+    batches that set, replace and remove keys, the image equals one built from its entities at once,
+    and a key no entity sets any more is gone (a request type no quota limits is not measured)."""
+    from kraftlog.metadata_log.image import ClientQuotasImage
+
+    batches = [
+        [_set(ALICE, "producer_byte_rate", 1.0), _set(APP, "request_percentage", 5.0)],
+        [_set(ALICE, "consumer_byte_rate", 2.0), _set(DEFAULT_USER, "producer_byte_rate", 3.0)],
+        [ClientQuotaRecord(entity=APP, key="request_percentage", remove=True)],
+        [ClientQuotaRecord(entity=ALICE, key="producer_byte_rate", remove=True)],
+    ]
+    image = MetadataImage.EMPTY
+    for batch in batches:
+        delta = MetadataDelta(image)
+        for r in batch:
+            delta.replay(r)
+        image = delta.apply()
+        quotas = image.quotas
+        rebuilt = ClientQuotasImage(dict(quotas.entities))
+        assert quotas == rebuilt and quotas.keys == rebuilt.keys and dict(quotas.key_counts) == dict(rebuilt.key_counts)
+    assert image.quotas.keys == {"consumer_byte_rate", "producer_byte_rate"}
+    assert dict(image.quotas.key_counts) == {"consumer_byte_rate": 1, "producer_byte_rate": 1}
