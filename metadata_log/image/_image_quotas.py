@@ -183,7 +183,8 @@ class ClientQuotasImage:
         cls, entities: MappingProxyType[QuotaEntity, Mapping[str, float]], key_counts: dict[str, int]
     ) -> ClientQuotasImage:
         """An image of ``entities`` (already frozen) whose key counts the caller kept: no walk over
-        every entity (a metadata log of a million quota records applies a batch in O(batch))."""
+        every entity's keys (a metadata log of a million quota records applies its batches in
+        one dict copy each)."""
         image = object.__new__(cls)
         object.__setattr__(image, "entities", entities)
         image._derive(key_counts)
