@@ -275,6 +275,26 @@ def produce(cluster: LocalCluster, version: int, txn_id: str, partition: int, ba
     return int(r.responses[0].partition_responses[0].error_code)
 
 
+def txn_offset_commit_body(txn_id: str, group_id: str, pid: int, epoch: int, offset: int) -> dict[str, Any]:
+    """A TxnOffsetCommit body (any version) committing ``offset`` for partition 0 of TOPIC."""
+    partition = {
+        "partition_index": 0,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": "",
+    }
+    return {
+        "transactional_id": txn_id,
+        "group_id": group_id,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": TOPIC, "partitions": [partition]}],
+    }
+
+
 def test_a_version_2_client_adds_partitions_by_producing(cluster: LocalCluster) -> None:
     """Produce v12 adds the partition (no AddPartitionsToTxn), TxnOffsetCommit v5 the group's
     offsets partition (no AddOffsetsToTxn), EndTxn v5 answers the bumped epoch; a batch of
@@ -293,28 +313,7 @@ def test_a_version_2_client_adds_partitions_by_producing(cluster: LocalCluster) 
     # a Produce v11 client did not add partition 1: the leader's question finds it outside
     assert produce(cluster, 11, txn_id, 1, txn_batch(pid, epoch, b"unadded")) == 120  # TRANSACTION_ABORTABLE
     assert produce(cluster, 10, txn_id, 1, txn_batch(pid, epoch, b"unadded")) == 48  # INVALID_TXN_STATE
-    offsets = {
-        "transactional_id": txn_id,
-        "group_id": "wire-group",
-        "producer_id": pid,
-        "producer_epoch": epoch,
-        "generation_id": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "topics": [
-            {
-                "name": TOPIC,
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "committed_offset": 5,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "",
-                    }
-                ],
-            }
-        ],
-    }
+    offsets = txn_offset_commit_body(txn_id, "wire-group", pid, epoch, 5)
 
     def commit_offsets() -> Any:
         # as a client does: FindCoordinator for the group first (it creates __consumer_offsets)
@@ -380,28 +379,7 @@ def test_txn_offset_commit_outside_the_transaction_is_transaction_abortable_from
 
     r = wait_until(init, 30, what="InitProducerId")
     pid, epoch = int(r.producer_id), int(r.producer_epoch)
-    offsets = {
-        "transactional_id": txn_id,
-        "group_id": "unadded-group",
-        "producer_id": pid,
-        "producer_epoch": epoch,
-        "generation_id": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "topics": [
-            {
-                "name": TOPIC,
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "committed_offset": 3,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "",
-                    }
-                ],
-            }
-        ],
-    }
+    offsets = txn_offset_commit_body(txn_id, "unadded-group", pid, epoch, 3)
 
     def commit(version: int) -> Any:
         def attempt() -> Any:
