@@ -287,9 +287,8 @@ def run_chaos(
                     # partition (its only ISR member), a majority's fault, beyond the nemesis model
                     # (Kafka without ELR loses acknowledged records to it, as seed 20262804 did)
                     run.held_skipped.append((fault.describe(), view.pending))
-                    out(
-                        f"{time.monotonic() - started:>9.1f}s  {fault.describe()} skipped: not converged ({view.pending})"
-                    )
+                    elapsed_s = time.monotonic() - started
+                    out(f"{elapsed_s:>9.1f}s  {fault.describe()} skipped: not converged ({view.pending})")
                     stop.wait(max(0.0, next_at - time.monotonic()))
                     continue
             record = FaultRecord(fault, time.monotonic(), 0.0, pending_at_injection=view.pending)
