@@ -55,6 +55,7 @@ from kraftlog.broker.share import (
     DeadLetterWriter,
     ShareCoordinator,
     ShareFetchService,
+    ShareGroupForgetter,
     ShareGroupMetrics,
     SharePartitionManager,
     SharePersister,
@@ -62,6 +63,7 @@ from kraftlog.broker.share import (
     ShareSessionCache,
     ShareStateService,
     broker_append,
+    forget_over_grpc,
     group_partition_config,
 )
 from kraftlog.broker.txn import (
@@ -248,7 +250,14 @@ class BrokerServer:
         self.group_service = GroupService(self.groups, lambda: self.follower.image, self._clock_ms, self.txn)
         self.group_service.share.state_summary = self.share_persister.call
         self.group_service.share.share_state = self.share_persister.call
-        self.group_service.share.forget_held = self.share_partitions.forget_group
+        self.group_service.share.forget_held = ShareGroupForgetter(
+            self.broker_id,
+            self.share_partitions.forget_group,
+            lambda: self.follower.image,
+            self._broker_address,
+            forget_over_grpc(self._peer_channel),
+            timeout_ms=5_000,
+        ).everywhere
         self.group_service.share.latest_offsets = lambda parts: latest_offsets(
             parts, self._leader_of, self._list_offsets_on
         )
@@ -512,13 +521,10 @@ class BrokerServer:
         if node_id == self.broker_id:
             response: broker_pb2.ListOffsetsResponse = await maybe_await(self.replicas.list_offsets(request))
             return response
-        reg = self.follower.image.cluster.broker(node_id)
-        ep = reg.endpoint(BROKER_LISTENER) if reg is not None else None
-        if ep is None:
-            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no {BROKER_LISTENER} endpoint")
-        remote: broker_pb2.ListOffsetsResponse = await self._peer(f"{ep.host}:{ep.port}").ListOffsets(
-            request, timeout=5.0
-        )
+        address = self._broker_address(node_id)
+        if address is None:
+            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no endpoint")
+        remote: broker_pb2.ListOffsetsResponse = await self._peer(address).ListOffsets(request, timeout=5.0)
         return remote
 
     def _on_metadata(self, delta: MetadataDelta | None, image: MetadataImage, old: MetadataImage) -> None:
@@ -589,15 +595,9 @@ class BrokerServer:
 
     async def _share_coordinator_call(self, node_id: int, api: str, request: Any) -> Any:
         """A share coordinator API (``api``, its RPC name) on broker ``node_id`` over gRPC."""
-        reg = self.follower.image.cluster.broker(node_id)
-        ep = reg.endpoint(BROKER_LISTENER) if reg is not None else None
-        if ep is None:
-            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no {BROKER_LISTENER} endpoint")
-        host = f"[{ep.host}]" if ":" in ep.host else ep.host
-        ch = self._peer_channels.get(f"{host}:{ep.port}")
-        if ch is None:
-            self._peer(f"{host}:{ep.port}")  # opens the channel
-            ch = self._peer_channels[f"{host}:{ep.port}"]
-        stub = share_pb2_grpc.ShareCoordinatorServiceStub(ch)
+        address = self._broker_address(node_id)
+        if address is None:
+            raise kerr.BrokerNotAvailableError(f"broker {node_id} has no endpoint")
+        stub = share_pb2_grpc.ShareCoordinatorServiceStub(self._peer_channel(address))
         timeout_s = self.config["share.coordinator.write.timeout.ms"] / 1000.0 + 5.0
         return await getattr(stub, api)(request, timeout=timeout_s)

@@ -183,3 +183,15 @@ class ShareFetchResponse(_message.Message):
     acquisition_lock_timeout_ms: int
     topics: _containers.RepeatedCompositeFieldContainer[ShareFetchResponse.Topic]
     def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ..., acquisition_lock_timeout_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ShareFetchResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class ForgetShareGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class ForgetShareGroupResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _errors_pb2.Error
+    def __init__(self, error: _Optional[_Union[_errors_pb2.Error, _Mapping]] = ...) -> None: ...

@@ -288,6 +288,11 @@ class ShareServiceStub:
                 request_serializer=kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.SerializeToString,
                 response_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
                 _registered_method=True)
+        self.ForgetShareGroup = channel.unary_unary(
+                '/kraftlog.v1.ShareService/ForgetShareGroup',
+                request_serializer=kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupRequest.SerializeToString,
+                response_deserializer=kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupResponse.FromString,
+                _registered_method=True)
 
 
 class ShareServiceServicer:
@@ -305,6 +310,12 @@ class ShareServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForgetShareGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShareServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +328,11 @@ def add_ShareServiceServicer_to_server(servicer, server):
                     servicer.ShareAcknowledge,
                     request_deserializer=kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.FromString,
                     response_serializer=kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.SerializeToString,
+            ),
+            'ForgetShareGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetShareGroup,
+                    request_deserializer=kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupRequest.FromString,
+                    response_serializer=kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -373,6 +389,33 @@ class ShareService:
             '/kraftlog.v1.ShareService/ShareAcknowledge',
             kraftlog_dot_proto_dot_share__pb2.ShareAcknowledgeRequest.SerializeToString,
             kraftlog_dot_proto_dot_share__pb2.ShareFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetShareGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraftlog.v1.ShareService/ForgetShareGroup',
+            kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupRequest.SerializeToString,
+            kraftlog_dot_proto_dot_share__pb2.ForgetShareGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,7 +72,7 @@ class ShareGroupService:
         self.state_summary: StateSummary = _no_coordinator
         self.share_state: ShareStateCall = _no_coordinator
         #: drops this broker's in-memory share partitions of a group whose offsets changed
-        self.forget_held: Callable[[str], Awaitable[None]] = _forget_nothing
+        self.forget_held: Callable[[str], Awaitable[object]] = _forget_nothing
         #: the partitions' log ends (high watermarks), for DescribeShareGroupOffsets' lag
         self.latest_offsets: LatestOffsets = _no_ends
 

@@ -30,6 +30,7 @@ from kraftlog.broker.share._share_fetch_service import (
     ShareFetchCall,
     ShareFetchService,
 )
+from kraftlog.broker.share._share_forget import ShareGroupForgetter, forget_over_grpc
 from kraftlog.broker.share._share_metrics import ShareGroupMetrics
 from kraftlog.broker.share._share_partition import UNINITIALIZED_START_OFFSET, SharePartition, initial_start_offset
 from kraftlog.broker.share._share_partition_manager import (
@@ -113,6 +114,8 @@ __all__ = [
     "ShareSession",
     "ShareSessionCache",
     "ShareServicer",
+    "ShareGroupForgetter",
+    "forget_over_grpc",
     "ShareStateService",
     "request_from_pb",
     "request_to_pb",

@@ -1,6 +1,7 @@
 """ShareFetch and ShareAcknowledge over gRPC (proto/share.proto ``ShareService``): the messages
 turned into a `ShareFetchCall` and the `ShareFetchAnswer` back, served by the broker's one
-`ShareFetchService` (the Kafka listener's handlers call it too)."""
+`ShareFetchService` (the Kafka listener's handlers call it too). Also the brokers' own
+ForgetShareGroup, which drops a group's share partitions held here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from kraftlog.broker.share._share_fetch_service import ShareFetchAnswer, ShareFetchCall, ShareFetchService
 from kraftlog.broker.share._share_types import AcknowledgementBatch, AcquireMode
 from kraftlog.common import errors as kerr
+from kraftlog.common.security import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType, current_request
 from kraftlog.proto import errors_pb2, share_pb2, share_pb2_grpc
 
 __all__ = ["ShareServicer"]
@@ -71,6 +73,15 @@ class ShareServicer(share_pb2_grpc.ShareServiceServicer):
             fetch=False,
         )
         return self._answer(await self.service.serve(call), call.group_id)
+
+    async def ForgetShareGroup(self, request: Any, context: Any) -> Any:
+        """Between brokers: drop the group's share partitions held here (see `ShareGroupForgetter`).
+        ClusterAction on the cluster, as Kafka asks of its other broker-to-broker APIs."""
+        R = share_pb2.ForgetShareGroupResponse
+        if not current_request().authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            return R(error=_error(kerr.ClusterAuthorizationFailedError, "ForgetShareGroup is between brokers"))
+        await self.service.manager.forget_group(request.group_id)
+        return R(error=_error(None, ""))
 
     def _answer(self, answer: ShareFetchAnswer, group_id: str) -> Any:
         R = share_pb2.ShareFetchResponse
