@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from kraftlog.common import errors as kerr
 from kraftlog.metadata_log._records import ClientQuotaRecord, QuotaEntity
-from kraftlog.metadata_log.image._image_base import _EMPTY_MAP, MetadataReplayError
+from kraftlog.metadata_log.image._image_base import _EMPTY_MAP, MetadataReplayError, _thawed
 
 __all__ = [
     "CLIENT_ID",
@@ -332,14 +332,12 @@ class ClientQuotasDelta:
         self._changes[entity] = next_quota_values(current, record)
 
     def apply(self) -> ClientQuotasImage:
-        """The new image. Its entity map is a copy of the old one's dict (``.copy()`` of the proxy:
-        one fast dict copy; ``dict(proxy)`` walked the mapping protocol and held the GIL long enough,
-        at 800 k entities, for the Raft thread to miss heartbeats and the quorum to re-elect every
-        few seconds); its key counts change by the changed entities only."""
+        """The new image. Its entity map is a copy of the old one's dict (`_thawed`: why not
+        ``dict(proxy)``); its key counts change by the changed entities only."""
         if not self._changes:
             return self._image
         old = self._image.entities
-        entities = old.copy() if isinstance(old, MappingProxyType) else dict(old)
+        entities = _thawed(old)
         counts = dict(self._image.key_counts)
         for entity, values in self._changes.items():
             for k in old.get(entity, _EMPTY_MAP):

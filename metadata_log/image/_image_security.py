@@ -32,7 +32,7 @@ from kraftlog.metadata_log._records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
-from kraftlog.metadata_log.image._image_base import _EMPTY_MAP, MetadataReplayError, _frozen_map
+from kraftlog.metadata_log.image._image_base import _EMPTY_MAP, MetadataReplayError, _frozen_map, _thawed
 
 #: the records that change one ACL id (`next_acl`)
 AclRecord = AccessControlEntryRecord | RemoveAccessControlEntryRecord
@@ -175,7 +175,7 @@ class AclsDelta:
     def apply(self) -> AclsImage:
         if not self._changes:
             return self._image
-        acls = dict(self._image.acls)
+        acls = _thawed(self._image.acls)
         for acl_id, binding in self._changes.items():
             if binding is None:
                 acls.pop(acl_id, None)
@@ -314,7 +314,7 @@ class ScramDelta:
         for (mechanism, user), credential in self._changes.items():
             users = mechanisms.get(mechanism)
             if users is None:
-                users = mechanisms[mechanism] = dict(self._image.mechanisms.get(mechanism, _EMPTY_MAP))
+                users = mechanisms[mechanism] = _thawed(self._image.mechanisms.get(mechanism, _EMPTY_MAP))
             if credential is None:
                 users.pop(user, None)
             else:
