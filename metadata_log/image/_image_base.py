@@ -45,7 +45,7 @@ def _thawed(value: Mapping[K, V]) -> dict[K, V]:
     """A private dict copy of an image's map, for a delta's ``apply`` to change.
 
     The proxy's own ``.copy()`` is one fast dict copy; ``dict(proxy)`` walks the mapping protocol
-    in one C call holding the GIL, ten times slower (1,581 against 185 ms at 800 k entries): long
+    in one C call holding the GIL, eight times slower (1,581 against 185 ms at 800 k entries): long
     enough for pysyncobj's thread to miss heartbeats and the quorum to re-elect every few seconds
     while a big metadata log is written (issue 26)."""
     if isinstance(value, MappingProxyType):
