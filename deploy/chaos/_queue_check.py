@@ -13,8 +13,9 @@ shortest for cycles):
 * ``poll_skip`` / ``nonmonotonic_poll``: one process's consecutive ``ok`` polls of a key: the first
   value of the later one is more than one index after (skip) or not after (nonmonotonic) the last
   value of the earlier one. An ``assign``/``subscribe`` keeps only the keys it names, a ``crash``
-  forgets all, and a key in an operation's ``rebalance`` is not compared (a rebalance moves the
-  consumer to the committed offset).
+  forgets all, and a key in an operation's ``rebalance`` is not compared (a rebalance, or the
+  rewind after an aborted transaction, moves the consumer to the committed offset), whatever the
+  operation's ``f``.
 * ``int_poll_skip`` / ``int_nonmonotonic_poll``: the same between consecutive reads of a key within
   one operation (keys rebalanced during it excepted).
 * ``int_send_skip`` / ``int_nonmonotonic_send``: consecutive sends of one operation to a key that
@@ -196,6 +197,8 @@ def _poll_steps(a: QueueAnalysis) -> dict[str, list[Case]]:
             seen.clear()
             continue
         if op.f not in ("poll", "txn"):
+            for key in op.rebalance:  # a consumer sought back after an aborted send-only transaction
+                seen.pop(key, None)
             continue
         for key, values in a.read_values(op).items():
             if key in op.rebalance or not values:

@@ -16,8 +16,10 @@ other line is one operation::
   completion (the offset the broker assigned, ``null`` when unknown); ``["poll"]`` on invocation,
   ``["poll", {key: [[offset, value], ...]}]`` on completion. A key is a partition of the workload's
   topic (its number); values are integers unique over the run.
-* ``rebalance``: keys whose assignment changed while the operation ran (a group rebalance), so the
-  checker does not expect that consumer's reads of them to be contiguous.
+* ``rebalance``: keys whose assignment changed while the operation ran (a group rebalance), or
+  whose position the worker moved back to the group's committed offset after aborting the
+  operation's transaction, so the checker does not expect that consumer's reads of them to be
+  contiguous.
 * ``time_ns``: ``time.monotonic_ns()`` of the writing process, for people (the checker orders by
   ``index``).
 

@@ -441,6 +441,9 @@ class _Worker(threading.Thread):
                         self.consumer.seek_to_beginning(tp)
                     else:
                         self.consumer.seek(tp, found.offset)
+                    # back to the committed offset, behind this worker's polls outside
+                    # transactions: the history says so, as for a rebalance
+                    self.rebalanced.add(tp[1])
         except Exception as err:  # noqa: BLE001 - the caller records the transaction as unknown
             _log.info("chaos_queue_abort_failed", worker=self.index, error=repr(err))
             return False

@@ -159,6 +159,24 @@ def test_rebalance_assign_and_crash_excuse_a_jump() -> None:
     assert h.check().anomalies == ["nonmonotonic_poll"]
 
 
+def test_a_rewind_recorded_on_a_failed_send_excuses_the_reread() -> None:
+    """A transactional consumer whose send-only transaction was aborted is sought back to its
+    group's committed offsets (the 30-minute queue soak, seed 20262801: a failed ``send`` op, then a
+    poll reading offset 1107 of key 1 again). The workload names the sought keys in the failed
+    op's ``rebalance``, whatever the op's ``f``; without them the re-read is nonmonotonic."""
+    h = _three_sent()
+    h.poll(1, {0: [(0, 1), (1, 2)]})
+    h.send(1, (1, 10, None), op_type="fail")
+    h.poll(1, {0: [(1, 2), (2, 3)]})
+    assert h.check().anomalies == ["nonmonotonic_poll"]
+    h = _three_sent()
+    h.poll(1, {0: [(0, 1), (1, 2)]})
+    h.op(1, "send", [Send(1, 10, None)], "fail", rebalance=[0])
+    h.poll(1, {0: [(1, 2), (2, 3)]})
+    r = h.check()
+    assert r.ok and r.counts["nonmonotonic_poll"] == 0, r.to_json()
+
+
 def test_int_poll_skip_and_int_nonmonotonic_poll() -> None:
     h = _three_sent()
     h.op(1, "txn", [Poll({0: ((0, 1),)}), Poll({0: ((2, 3),)})])
