@@ -6,7 +6,9 @@ acknowledged it, what KIP-932 promises. Pure: no clock, no I/O; times are one pr
 Each `Delivery` is one record handed to one consumer: ``lower_s`` is a time before the broker
 acquired it for that consumer (the start of the poll that returned it, or for a client that may
 fetch ahead, of the poll before), ``received_s`` when the poll returned it, ``ack_sent_s`` when its
-acknowledgement went out and ``ack_ok`` whether the broker applied it (None: never known).
+acknowledgement went out, ``ack_ok`` whether the broker applied it (None: never known) and
+``ack_error`` the error it answered instead. A lost record's deliveries are shown with it
+(``lost_deliveries`` examples).
 
 - ``lost``: an acknowledged produce no consumer had ACCEPTED with the broker's agreement, nor sent an
   ACCEPT whose outcome stayed unknown. Such an ACCEPT is indeterminate, as Jepsen's ``:info``
@@ -50,6 +52,7 @@ class Delivery:
     ack: str = ACCEPT  # accept or release
     ack_sent_s: float | None = None
     ack_ok: bool | None = None
+    ack_error: str | None = None  # the Kafka error name the broker answered, when ack_ok is False
 
 
 @dataclass
@@ -115,6 +118,10 @@ def check_share(
     for key in sorted(wanted - accepted - in_doubt):
         report.lost += 1
         _example(report, "lost", list(key))
+        # what happened to it, for the reader of a failed run: each delivery's consumer, count,
+        # acknowledgement and the broker's answer
+        shown = [[d.consumer, d.delivery_count, d.ack, d.ack_ok, d.ack_error] for d in by_record.get(key, [])]
+        _example(report, "lost_deliveries", [*key, shown])
     lock_s = lock_ms / 1000.0
     for key, ds in by_record.items():
         holders = [d for d in ds if d.ack_ok and d.ack_sent_s is not None]

@@ -94,8 +94,8 @@ class _Ours:
 
         self.c.acknowledge(self._batch[index], AcknowledgeType.RELEASE if release else AcknowledgeType.ACCEPT)
 
-    def commit(self) -> dict[int, bool]:
-        return {tp.partition: error is None for tp, error in self.c.commit_sync().items()}
+    def commit(self) -> dict[int, str | None]:
+        return {tp.partition: _error_name(error) for tp, error in self.c.commit_sync().items()}
 
     def lock_ms(self) -> int | None:
         return self.c.acquisition_lock_timeout_ms()
@@ -132,8 +132,8 @@ class _Theirs:
     def acknowledge(self, index: int, release: bool) -> None:
         self.c.acknowledge(self._batch[index], self._ack.RELEASE if release else self._ack.ACCEPT)
 
-    def commit(self) -> dict[int, bool]:
-        return {tp.partition: error is None for tp, error in (self.c.commit_sync(10) or {}).items()}
+    def commit(self) -> dict[int, str | None]:
+        return {tp.partition: _error_name(error) for tp, error in (self.c.commit_sync(10) or {}).items()}
 
     def lock_ms(self) -> int | None:
         return None
@@ -295,13 +295,24 @@ class ShareWorkload:
                 kinds.append(RELEASE if release else ACCEPT)
             sent = self._clock()
             try:
-                results: dict[int, bool] | None = consumer.commit()
+                results: dict[int, str | None] | None = consumer.commit()  # partition -> error name
             except Exception as err:  # noqa: BLE001 - the outcome stays unknown; the lock ends on its own
                 self._count("commit_failures")
                 _log.info("chaos_share_commit_failed", consumer=name, error=repr(err))
                 results = None
             out = [
-                Delivery(name, p, o, count, lower, received, kind, sent, None if results is None else results.get(p))
+                Delivery(
+                    name,
+                    p,
+                    o,
+                    count,
+                    lower,
+                    received,
+                    kind,
+                    sent,
+                    None if results is None or p not in results else results[p] is None,
+                    None if results is None else results.get(p),
+                )
                 for (p, o, count), kind in zip(batch, kinds, strict=True)
             ]
             with self._lock:
@@ -309,3 +320,16 @@ class ShareWorkload:
                 # an ACCEPT of unknown outcome may have been applied (see _share_check): waiting for
                 # another delivery of that record could wait for ever
                 self.settled.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok is not False)
+
+
+def _error_name(error: Any) -> str | None:
+    """None for an applied acknowledgement, else the Kafka error's name (ours: the exception's
+    ``error_name``; librdkafka's KafkaError or KafkaException: its ``name()``)."""
+    if error is None:
+        return None
+    name = getattr(error, "error_name", None)
+    if isinstance(name, str):
+        return name
+    inner = error.args[0] if getattr(error, "args", None) else error
+    named = getattr(inner, "name", None)
+    return str(named()) if callable(named) else type(error).__name__

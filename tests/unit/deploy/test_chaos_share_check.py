@@ -35,6 +35,15 @@ def test_an_acknowledged_record_accepted_by_nobody_is_lost() -> None:
     r = check_share(acks((0, 0), (0, 1), (0, 2), (1, 0)), log, lock_ms=LOCK_MS, delivery_limit=5)
     assert r.lost == 3 and not r.ok
     assert r.examples["lost"] == [[0, 0], [0, 2], [1, 0]]
+    # each shown with what happened to it (the share soak of seed 20262806 lost 14 and said no more)
+    assert r.examples["lost_deliveries"] == [
+        [0, 0, [["a", 1, "accept", False, None]]],
+        [0, 2, [["a", 1, RELEASE, True, None]]],
+        [1, 0, []],
+    ]
+    refused = Delivery("a", 0, 0, 1, 1.0, 1.1, "accept", 1.2, False, "COORDINATOR_NOT_AVAILABLE")
+    r = check_share(acks((0, 0)), [refused], lock_ms=LOCK_MS, delivery_limit=5)
+    assert r.examples["lost_deliveries"] == [[0, 0, [["a", 1, "accept", False, "COORDINATOR_NOT_AVAILABLE"]]]]
 
 
 def test_an_accept_of_unknown_outcome_is_in_doubt_not_lost() -> None:
