@@ -14,7 +14,11 @@ acknowledgement went out, ``ack_ok`` whether the broker applied it (None: never 
   ACCEPT whose outcome stayed unknown. Such an ACCEPT is indeterminate, as Jepsen's ``:info``
   operations: the leader may have applied and persisted it and died before answering (seed 27: the
   share-partition start offset moved past the record in the state 101 wrote just before its kill,
-  and rightly nobody was given it again). ``accept_in_doubt`` counts those records (information);
+  and rightly nobody was given it again). An ACCEPT answered with an error is refused only when
+  the error says the broker turned it down before applying it (`REFUSED_BEFORE_APPLIED`); any
+  other error (a timeout, a broken connection: REQUEST_TIMED_OUT, NETWORK_EXCEPTION, librdkafka's
+  _TRANSPORT, as seed 20262806's 45 "lost" records all were) leaves it unknown too.
+  ``accept_in_doubt`` counts those records (information);
 - ``double_acquired``: a record two deliveries held at once. A holds it for sure from ``received_s``
   to ``ack_sent_s`` when its acknowledgement was applied (only the holder of the lock can
   acknowledge; a lock lost in between would have ended A's hold for good). B held it at
@@ -34,11 +38,30 @@ from typing import Any
 
 from kraftlog.deploy.chaos._checker import Ack
 
-__all__ = ["ACCEPT", "RELEASE", "Delivery", "ShareReport", "check_share"]
+__all__ = ["ACCEPT", "RELEASE", "REFUSED_BEFORE_APPLIED", "Delivery", "ShareReport", "ack_outcome", "check_share"]
 
 ACCEPT = "accept"
 RELEASE = "release"
 _EXAMPLES = 5
+
+#: acknowledgement errors a share-partition leader answers only before it applied anything: the
+#: record is not acquired by the member (or not at all), the request or session is wrong, the
+#: broker does not lead the partition, or the share coordinator refused the state write by epoch
+REFUSED_BEFORE_APPLIED = frozenset(
+    {
+        "INVALID_RECORD_STATE",
+        "INVALID_REQUEST",
+        "NOT_LEADER_OR_FOLLOWER",
+        "FENCED_LEADER_EPOCH",
+        "FENCED_STATE_EPOCH",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "UNKNOWN_TOPIC_ID",
+        "SHARE_SESSION_NOT_FOUND",
+        "INVALID_SHARE_SESSION_EPOCH",
+        "GROUP_AUTHORIZATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +111,14 @@ class ShareReport:
         }
 
 
+def ack_outcome(ack_ok: bool | None, ack_error: str | None) -> bool | None:
+    """Whether an acknowledgement was applied: True, False (refused before it was applied: no
+    error name given, or one of `REFUSED_BEFORE_APPLIED`) or None (unknown)."""
+    if ack_ok is False and ack_error is not None and ack_error not in REFUSED_BEFORE_APPLIED:
+        return None
+    return ack_ok
+
+
 def _example(report: ShareReport, kind: str, item: Any) -> None:
     shown = report.examples.setdefault(kind, [])
     if len(shown) < _EXAMPLES:
@@ -111,7 +142,11 @@ def check_share(
     report.consumers_with_records = len({d.consumer for d in deliveries})
     accepted = {k for k, ds in by_record.items() if any(d.ack == ACCEPT and d.ack_ok for d in ds)}
     report.accepted = len(accepted)
-    in_doubt = {k for k, ds in by_record.items() if any(d.ack == ACCEPT and d.ack_ok is None for d in ds)} - accepted
+    in_doubt = {
+        k
+        for k, ds in by_record.items()
+        if any(d.ack == ACCEPT and ack_outcome(d.ack_ok, d.ack_error) is None for d in ds)
+    } - accepted
     report.accept_in_doubt = len(in_doubt)
     wanted = {(a.partition, a.offset) for a in acks}
     report.acknowledged = len(wanted)

@@ -28,7 +28,7 @@ import structlog
 
 from kraftlog.client import Admin, ShareConsumer
 from kraftlog.deploy.chaos._security import PLAINTEXT, ChaosSecurity
-from kraftlog.deploy.chaos._share_check import ACCEPT, RELEASE, Delivery
+from kraftlog.deploy.chaos._share_check import ACCEPT, RELEASE, Delivery, ack_outcome
 
 __all__ = ["ShareWorkload", "DELIVERY_LIMIT", "SHARE_BROKER_KEYS", "set_group_configs"]
 
@@ -319,7 +319,11 @@ class ShareWorkload:
                 self.deliveries.extend(out)
                 # an ACCEPT of unknown outcome may have been applied (see _share_check): waiting for
                 # another delivery of that record could wait for ever
-                self.settled.update((d.partition, d.offset) for d in out if d.ack == ACCEPT and d.ack_ok is not False)
+                self.settled.update(
+                    (d.partition, d.offset)
+                    for d in out
+                    if d.ack == ACCEPT and ack_outcome(d.ack_ok, d.ack_error) is not False
+                )
 
 
 def _error_name(error: Any) -> str | None:

@@ -5,7 +5,7 @@ own lock), over_delivery_limit and redeliveries, on hand-made consumer logs."""
 from __future__ import annotations
 
 from kraftlog.deploy.chaos import WORKLOADS, Ack, Delivery, check_share
-from kraftlog.deploy.chaos._share_check import RELEASE
+from kraftlog.deploy.chaos._share_check import RELEASE, ack_outcome
 
 LOCK_MS = 5000
 
@@ -41,9 +41,25 @@ def test_an_acknowledged_record_accepted_by_nobody_is_lost() -> None:
         [0, 2, [["a", 1, RELEASE, True, None]]],
         [1, 0, []],
     ]
-    refused = Delivery("a", 0, 0, 1, 1.0, 1.1, "accept", 1.2, False, "COORDINATOR_NOT_AVAILABLE")
+    refused = Delivery("a", 0, 0, 1, 1.0, 1.1, "accept", 1.2, False, "INVALID_RECORD_STATE")
     r = check_share(acks((0, 0)), [refused], lock_ms=LOCK_MS, delivery_limit=5)
-    assert r.examples["lost_deliveries"] == [[0, 0, [["a", 1, "accept", False, "COORDINATOR_NOT_AVAILABLE"]]]]
+    assert r.examples["lost_deliveries"] == [[0, 0, [["a", 1, "accept", False, "INVALID_RECORD_STATE"]]]]
+
+
+def test_an_accept_that_failed_in_transit_is_in_doubt_not_lost() -> None:
+    """Seed 20262806's 45 "lost" records: each had one delivery, an ACCEPT answered with
+    REQUEST_TIMED_OUT, NETWORK_EXCEPTION or librdkafka's _TRANSPORT; the leader may well have
+    applied it (the next leader's start offset was past the record). Only an error the leader
+    gives before applying anything makes the ACCEPT a refusal."""
+    log = [
+        Delivery("a", 0, 1, 1, 1.0, 1.1, "accept", 1.2, False, "REQUEST_TIMED_OUT"),
+        Delivery("b", 0, 2, 1, 1.0, 1.1, "accept", 1.2, False, "_TRANSPORT"),
+        Delivery("a", 0, 3, 1, 1.0, 1.1, "accept", 1.2, False, "NOT_LEADER_OR_FOLLOWER"),
+    ]
+    r = check_share(acks((0, 1), (0, 2), (0, 3)), log, lock_ms=LOCK_MS, delivery_limit=5)
+    assert (r.lost, r.accept_in_doubt) == (1, 2) and r.examples["lost"] == [[0, 3]]
+    assert ack_outcome(False, "NETWORK_EXCEPTION") is None and ack_outcome(False, None) is False
+    assert ack_outcome(True, None) is True and ack_outcome(False, "FENCED_LEADER_EPOCH") is False
 
 
 def test_an_accept_of_unknown_outcome_is_in_doubt_not_lost() -> None:
