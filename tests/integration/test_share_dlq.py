@@ -20,6 +20,7 @@ from kraftlog.client import AcknowledgeType, NewTopic, Producer, ShareConsumer
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 from .test_metrics import plan_with_metrics, scrape, total
+from .test_share_fetch import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -68,13 +69,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 def group_configs(cluster: LocalCluster, group: str, dlq_topic: str) -> None:
     """The group starts at the earliest offset and names its DLQ topic (GROUP configs)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
-    resource = ConfigResource(ResourceType.GROUP, group)
-    for name, value in (("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", dlq_topic)):
-        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    set_group_configs(
+        cluster, group, {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": dlq_topic}
+    )
 
 
 def produce(cluster: LocalCluster, topic: str, n: int) -> list[bytes]:

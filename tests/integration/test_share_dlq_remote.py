@@ -14,6 +14,7 @@ from kraftlog.client import AcknowledgeType, NewTopic, Producer, ShareConsumer
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 
 from .test_share_dlq import REJECT_MSG, dlq_records
+from .test_share_fetch import set_group_configs
 
 pytestmark = pytest.mark.integration
 
@@ -54,17 +55,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_a_rejected_record_is_dead_lettered_into_a_partition_another_broker_leads(cluster: LocalCluster) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
-    resource = ConfigResource(ResourceType.GROUP, GROUP)
-    for name, value in (
-        ("share.auto.offset.reset", "earliest"),
-        ("errors.deadletterqueue.topic.name", "dlq.remote"),
-        ("errors.deadletterqueue.copy.record.enable", "true"),
-    ):
-        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    set_group_configs(
+        cluster,
+        GROUP,
+        {
+            "share.auto.offset.reset": "earliest",
+            "errors.deadletterqueue.topic.name": "dlq.remote",
+            "errors.deadletterqueue.copy.record.enable": "true",
+        },
+    )
     with Producer(cluster.bootstrap_servers, linger_ms=0) as p:
         for i in range(4):
             p.send("src", f"v{i}".encode(), key=f"k{i}".encode(), partition=i % 2)

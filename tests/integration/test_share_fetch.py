@@ -71,6 +71,18 @@ def consumer(cluster: LocalCluster, group: str, name: str, **conf: Any) -> Any:
     return c
 
 
+def set_group_configs(cluster: LocalCluster, group: str, configs: dict[str, str]) -> None:
+    """SET the share group's own configs (IncrementalAlterConfigs on the GROUP resource, with
+    confluent-kafka's AdminClient), in the order given."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    for name, value in configs.items():
+        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
 def produce(cluster: LocalCluster, topic: str, n: int) -> list[bytes]:
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "linger.ms": 5})
     values = [f"{topic}-{i}".encode() for i in range(n)]
@@ -241,13 +253,8 @@ def test_a_read_committed_share_group_starting_earliest_skips_aborted_transactio
     """The group's own configs (IncrementalAlterConfigs on the GROUP resource, confluent-kafka's
     admin): share.auto.offset.reset=earliest delivers what was produced before the first fetch, and
     share.isolation.level=read_committed never delivers an aborted transaction's records."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
-    resource = ConfigResource(ResourceType.GROUP, "g-txn")
-    for key, value in (("share.auto.offset.reset", "earliest"), ("share.isolation.level", "read_committed")):
-        resource.add_incremental_config(ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET))
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    configs = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
+    set_group_configs(cluster, "g-txn", configs)
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": cluster.kafka_bootstrap_servers, "transactional.id": "share-txn", "linger.ms": 5}
     )

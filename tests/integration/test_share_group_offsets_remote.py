@@ -15,7 +15,7 @@ from kraftlog.cli.__main__ import main
 from kraftlog.client import NewTopic
 from kraftlog.deploy._cluster import LocalCluster, wait_until
 
-from .test_share_fetch import produce
+from .test_share_fetch import produce, set_group_configs
 from .test_share_group_offsets import consume_all
 
 pytestmark = pytest.mark.integration
@@ -44,13 +44,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_a_reset_reaches_the_share_partitions_on_every_broker(cluster: LocalCluster) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
-    resource = ConfigResource(ResourceType.GROUP, "g-remote-reset")
-    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-    resource.add_incremental_config(entry)
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    set_group_configs(cluster, "g-remote-reset", {"share.auto.offset.reset": "earliest"})
     values = produce(cluster, TOPIC, 6)
     assert sorted(consume_all(cluster, "g-remote-reset", TOPIC, 6)) == sorted(values)
     boot = ["--bootstrap-server", cluster.bootstrap_servers, "--output", "json"]
